@@ -1,0 +1,169 @@
+/*
+ * alloc.h - tallocr (one tensor at a time) and gallocr (a whole graph, planned offline).
+ *
+ * Mirrors ggml-alloc.h. gallocr differs from ggml's in how it plans: it computes every
+ * tensor's live range over the graph's execution order, then packs the ranges into as
+ * few bytes as it can (an offline packing algorithm, see impl/packing.inl), so the
+ * compute buffer lands at or near the lower bound (the most bytes live at one step).
+ * The plan is an object you can read, check and export.
+ */
+#ifndef TESSERA_ALLOC_H
+#define TESSERA_ALLOC_H
+
+#include "tessera.h"
+#include "backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- tallocr: place tensors one after another in a buffer ---------------------------- */
+
+struct tsr_tallocr {
+    tsr_backend_buffer_t buffer;
+    void *               base;
+    size_t               alignment;
+    size_t               offset;
+};
+
+TSR_API struct tsr_tallocr tsr_tallocr_new(tsr_backend_buffer_t buffer);
+/* false + error naming the sizes when the tensor does not fit (nothing changes). */
+TSR_API bool               tsr_tallocr_alloc(struct tsr_tallocr * talloc, struct tsr_tensor * tensor);
+
+/* ---- gallocr: plan and place a whole graph's activations ----------------------------- */
+
+typedef struct tsr_gallocr * tsr_gallocr_t;
+
+TSR_API tsr_gallocr_t tsr_gallocr_new(tsr_backend_buffer_type_t buft);
+TSR_API tsr_gallocr_t tsr_gallocr_new_n(tsr_backend_buffer_type_t * bufts, int n_bufs);
+TSR_API void          tsr_gallocr_free(tsr_gallocr_t galloc);  /* NULL is fine */
+
+/* How long the packing may search for a smaller buffer when its heuristics did not
+ * reach the lower bound (default 10 ms; 0: heuristics only). */
+TSR_API void tsr_gallocr_set_time_budget(tsr_gallocr_t galloc, double ms);
+
+/* Plan the graph and size the buffer(s) for it (grow only). Call it with the largest
+ * graph; later alloc_graph calls on it or smaller graphs do not reallocate.
+ * node_buffer_ids / leaf_buffer_ids (may be NULL) choose each tensor's buffer. */
+TSR_API bool tsr_gallocr_reserve(tsr_gallocr_t galloc, struct tsr_cgraph * graph);
+TSR_API bool tsr_gallocr_reserve_n(tsr_gallocr_t galloc, struct tsr_cgraph * graph,
+                                   const int * node_buffer_ids, const int * leaf_buffer_ids);
+
+/* Place every tensor of the graph that has no data yet. A graph with the same topology
+ * and sizes as the last planned one re-applies the cached plan; another graph is
+ * replanned, and the buffer is reallocated only if it must grow.
+ *
+ * Planning rules (what a plan guarantees):
+ *  - tensors that already have data or a buffer (weights, user memory) are left alone;
+ *  - a view (view_src != NULL) gets no memory: it aliases its source, which stays live
+ *    until the view's last use;
+ *  - leafs without data and INPUT tensors are live from step 0 to their last use, so
+ *    nothing overwrites them before that (they are never taken over in place);
+ *  - OUTPUT tensors, and nodes that no other node consumes (the graph's results, its
+ *    final node included), are live to the last step and never reused;
+ *  - in place: a node for which tsr_op_can_inplace(node, i) holds writes into the
+ *    memory of src[i] when that src (or the whole source behind a contiguous view of it)
+ *    is a node that dies at this step, is not INPUT/OUTPUT, has the same aligned size
+ *    and lives in the same buffer;
+ *  - each buffer id gets its own buffer (node_buffer_ids / leaf_buffer_ids; all 0 when
+ *    NULL); alloc_graph on a graph that was not reserved reuses the ids of the last
+ *    reserve_n when the node and leaf counts match. */
+TSR_API bool   tsr_gallocr_alloc_graph(tsr_gallocr_t galloc, struct tsr_cgraph * graph);
+TSR_API size_t tsr_gallocr_get_buffer_size(tsr_gallocr_t galloc, int buffer_id);
+TSR_API tsr_backend_buffer_t tsr_gallocr_get_buffer(tsr_gallocr_t galloc, int buffer_id);
+/* How many times a buffer was (re)allocated: for tests and diagnostics. */
+TSR_API int    tsr_gallocr_get_n_reallocs(tsr_gallocr_t galloc);
+
+/* ---- plans: what gallocr decided, readable and checkable ----------------------------- */
+
+struct tsr_plan_tensor {
+    const struct tsr_tensor * tensor;
+    const char * name;
+    int    buffer_id;
+    size_t offset;    /* within its buffer */
+    size_t size;      /* aligned bytes reserved */
+    int    first;     /* first step (node index) it is live */
+    int    last;      /* last step it is live (inclusive) */
+    bool   inplace;   /* reuses the memory of a dying operand */
+    int    inplace_of;/* index (in tensors) of the tensor whose memory it took over, or -1 */
+};
+
+struct tsr_plan_buffer {
+    size_t planned_size;   /* bytes of the buffer the plan needs */
+    size_t lower_bound;    /* max over steps of the aligned bytes live at that step */
+    size_t no_reuse_size;  /* sum of aligned sizes: every tensor in its own slot */
+    size_t alignment;
+};
+
+struct tsr_plan {
+    int n_tensors;
+    const struct tsr_plan_tensor * tensors;
+    int n_buffers;
+    const struct tsr_plan_buffer * buffers;
+    int n_steps;
+};
+
+/* The plan of the last reserve/alloc_graph; valid until the next one or free. Its tensor
+ * pointers refer to the graph of the last reserve/alloc_graph (valid while it lives). */
+TSR_API const struct tsr_plan * tsr_gallocr_get_plan(tsr_gallocr_t galloc);
+
+/* true when no two tensors live at one step overlap in one buffer, every offset is
+ * aligned and everything lies inside its buffer (capacities[i] = buffer i's bytes, or
+ * NULL to use planned_size); otherwise false with the first violation in the error. */
+TSR_API bool tsr_plan_check(const struct tsr_plan * plan, const size_t * capacities);
+
+/* Export: JSON (every tensor and the totals) and an SVG picture (steps on x, offsets on
+ * y, one rectangle per tensor, its name on hover). false + error on I/O failure. */
+TSR_API bool tsr_plan_write_json(const struct tsr_plan * plan, FILE * out);
+TSR_API bool tsr_plan_write_svg(const struct tsr_plan * plan, int buffer_id, FILE * out);
+
+/* ---- the packing core, exposed for external workloads --------------------------------
+ * n buffers, each live on the half-open step range [lower, upper) with a size; assigns
+ * offsets (aligned to `alignment`) so that no two buffers live at one step overlap.
+ * Returns the peak (max offset + size), or SIZE_MAX with an error. time_budget_ms
+ * bounds the search after the first feasible packing (0: heuristics only). */
+struct tsr_pack_item { int64_t lower, upper; size_t size; size_t offset; };
+TSR_API size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alignment, double time_budget_ms);
+TSR_API size_t tsr_pack_lower_bound(const struct tsr_pack_item * items, size_t n, size_t alignment);
+
+/* In-place contract every backend honours: may node write its result into the memory
+ * of src[src_index], exactly aliased? Always requires: node is not a view, src has the
+ * same type and shape as node, and both are contiguous. Then, by op:
+ *   ADD, SUB, MUL, DIV                              src 0 or 1 (same shape: no broadcast)
+ *   GLU with a separate gate (swiglu_split)         src 0 or 1
+ *   SCALE, SQR, SQRT, LOG, UNARY (every unary op), CLAMP,
+ *   NORM, RMS_NORM, SOFT_MAX (not the mask), ROPE (not the positions),
+ *   DIAG_MASK_INF, DUP, CONT                        src 0
+ * and no other op. Backends must compute these ops correctly when dst->data ==
+ * src[i]->data (row-wise ops: read the whole row before writing it). */
+TSR_API bool tsr_op_can_inplace(const struct tsr_tensor * node, int src_index);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#ifdef __cplusplus
+namespace tsr {
+/* Owns a gallocr; tsr_gallocr_free on destruction. */
+class gallocr {
+public:
+    explicit gallocr(tsr_backend_buffer_type_t buft) : g_(tsr_gallocr_new(buft)) {}
+    ~gallocr() { tsr_gallocr_free(g_); }
+    gallocr(const gallocr &) = delete;
+    gallocr & operator=(const gallocr &) = delete;
+    tsr_gallocr_t get() const { return g_; }
+    operator tsr_gallocr_t() const { return g_; }
+private:
+    tsr_gallocr_t g_;
+};
+} // namespace tsr
+#endif
+
+#if defined(TSR_IMPLEMENTATION) && !defined(TSR_ALLOC_IMPLEMENTED)
+#define TSR_ALLOC_IMPLEMENTED
+#include "impl/packing.inl"
+#include "impl/alloc.inl"
+#include "impl/plan_export.inl"
+#endif
+
+#endif /* TESSERA_ALLOC_H */

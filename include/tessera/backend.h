@@ -1,0 +1,261 @@
+/*
+ * backend.h - buffer types, buffers, backends, host allocator hooks.
+ *
+ * Mirrors ggml-backend.h. A buffer type knows how to allocate buffers on one kind of
+ * memory (host RAM, a Vulkan device, a CUDA device); a buffer is one allocation that
+ * tensors are placed into; a backend runs graphs whose tensors live in its buffers.
+ *
+ * Implementation: compiled with tessera.h's TSR_IMPLEMENTATION. The CPU (host) buffer
+ * type lives here because every backend and the allocators need it; the CPU backend
+ * that computes graphs is in backends/cpu/tessera-cpu.h.
+ */
+#ifndef TESSERA_BACKEND_H
+#define TESSERA_BACKEND_H
+
+#include "tessera.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tsr_backend_buffer_type * tsr_backend_buffer_type_t;
+typedef struct tsr_backend_buffer      * tsr_backend_buffer_t;
+typedef struct tsr_backend             * tsr_backend_t;
+
+/* What a buffer holds: weights (persistent) and compute (activations, planned by
+ * gallocr) never share one. */
+enum tsr_backend_buffer_usage {
+    TSR_BUFFER_USAGE_ANY     = 0,
+    TSR_BUFFER_USAGE_WEIGHTS = 1,
+    TSR_BUFFER_USAGE_COMPUTE = 2
+};
+
+/* ---- host allocator hooks --------------------------------------------------------- */
+
+/* Where CPU buffers and the CPU workspace get their memory: replace it for DMA, NUMA
+ * or tracing. alloc returns NULL on failure; align is a power of two. */
+struct tsr_host_allocator {
+    void * (*alloc)(size_t size, size_t align, void * user);
+    void   (*free)(void * ptr, void * user);
+    void * user;
+};
+
+/* The process-wide default used by tsr_backend_cpu_buffer_type() (aligned new/delete
+ * unless replaced). NULL restores the built-in one. Not thread-safe against
+ * concurrent allocations: set it at start-up. */
+TSR_API void                              tsr_set_host_allocator(const struct tsr_host_allocator * alloc);
+TSR_API const struct tsr_host_allocator * tsr_get_host_allocator(void);
+
+/* ---- buffer types ------------------------------------------------------------------ */
+
+TSR_API const char *         tsr_backend_buft_name(tsr_backend_buffer_type_t buft);
+TSR_API tsr_backend_buffer_t tsr_backend_buft_alloc_buffer(tsr_backend_buffer_type_t buft, size_t size); /* NULL + error on failure */
+TSR_API size_t               tsr_backend_buft_get_alignment(tsr_backend_buffer_type_t buft);
+TSR_API size_t               tsr_backend_buft_get_max_size(tsr_backend_buffer_type_t buft);
+TSR_API size_t               tsr_backend_buft_get_alloc_size(tsr_backend_buffer_type_t buft, const struct tsr_tensor * tensor);
+TSR_API bool                 tsr_backend_buft_is_host(tsr_backend_buffer_type_t buft);
+
+/* ---- buffers ----------------------------------------------------------------------- */
+
+TSR_API const char *                  tsr_backend_buffer_name(tsr_backend_buffer_t buffer);
+TSR_API void                          tsr_backend_buffer_free(tsr_backend_buffer_t buffer); /* NULL is fine */
+TSR_API void *                        tsr_backend_buffer_get_base(tsr_backend_buffer_t buffer);
+TSR_API size_t                        tsr_backend_buffer_get_size(tsr_backend_buffer_t buffer);
+TSR_API bool                          tsr_backend_buffer_init_tensor(tsr_backend_buffer_t buffer, struct tsr_tensor * tensor);
+TSR_API size_t                        tsr_backend_buffer_get_alignment(tsr_backend_buffer_t buffer);
+TSR_API size_t                        tsr_backend_buffer_get_max_size(tsr_backend_buffer_t buffer);
+TSR_API size_t                        tsr_backend_buffer_get_alloc_size(tsr_backend_buffer_t buffer, const struct tsr_tensor * tensor);
+TSR_API void                          tsr_backend_buffer_clear(tsr_backend_buffer_t buffer, uint8_t value);
+TSR_API bool                          tsr_backend_buffer_is_host(tsr_backend_buffer_t buffer);
+TSR_API void                          tsr_backend_buffer_set_usage(tsr_backend_buffer_t buffer, enum tsr_backend_buffer_usage usage);
+TSR_API enum tsr_backend_buffer_usage tsr_backend_buffer_get_usage(tsr_backend_buffer_t buffer);
+TSR_API tsr_backend_buffer_type_t     tsr_backend_buffer_get_type(tsr_backend_buffer_t buffer);
+
+/* Place a tensor at base + offset of a buffer (what tallocr/gallocr do). */
+TSR_API bool tsr_backend_tensor_alloc(tsr_backend_buffer_t buffer, struct tsr_tensor * tensor, void * addr);
+/* Give a view its data from its view_src (which must already be placed). */
+TSR_API bool tsr_backend_view_init(struct tsr_tensor * tensor);
+
+/* Copy bytes [offset, offset+size) of a tensor's data from/to host memory. The tensor
+ * must be placed in a buffer; offset+size beyond tsr_nbytes is an error (false). */
+TSR_API bool tsr_backend_tensor_set(struct tsr_tensor * tensor, const void * data, size_t offset, size_t size);
+TSR_API bool tsr_backend_tensor_get(const struct tsr_tensor * tensor, void * data, size_t offset, size_t size);
+TSR_API bool tsr_backend_tensor_memset(struct tsr_tensor * tensor, uint8_t value, size_t offset, size_t size);
+/* Copy src's data into dst (same nbytes), across buffers of different backends too. */
+TSR_API bool tsr_backend_tensor_copy(struct tsr_tensor * src, struct tsr_tensor * dst);
+
+/* ---- backends ---------------------------------------------------------------------- */
+
+TSR_API const char *              tsr_backend_name(tsr_backend_t backend);
+TSR_API void                      tsr_backend_free(tsr_backend_t backend); /* NULL is fine */
+TSR_API tsr_backend_buffer_type_t tsr_backend_get_default_buffer_type(tsr_backend_t backend);
+TSR_API tsr_backend_buffer_t      tsr_backend_alloc_buffer(tsr_backend_t backend, size_t size);
+TSR_API size_t                    tsr_backend_get_alignment(tsr_backend_t backend);
+TSR_API size_t                    tsr_backend_get_max_size(tsr_backend_t backend);
+
+/* Asynchronous on backends that queue work (finished by synchronize); immediate elsewhere. */
+TSR_API bool tsr_backend_tensor_set_async(tsr_backend_t backend, struct tsr_tensor * tensor, const void * data, size_t offset, size_t size);
+TSR_API bool tsr_backend_tensor_get_async(tsr_backend_t backend, const struct tsr_tensor * tensor, void * data, size_t offset, size_t size);
+TSR_API void tsr_backend_synchronize(tsr_backend_t backend);
+
+/* Size the backend's per-op workspace (and any other per-graph state) for gf ahead of
+ * time, so graph_compute on it or on a smaller graph allocates nothing. Optional: a
+ * compute without reserve grows the workspace on first use. */
+TSR_API bool                tsr_backend_graph_reserve(tsr_backend_t backend, struct tsr_cgraph * cgraph);
+TSR_API enum tsr_status     tsr_backend_graph_compute(tsr_backend_t backend, struct tsr_cgraph * cgraph);
+TSR_API bool                tsr_backend_supports_op(tsr_backend_t backend, const struct tsr_tensor * op);
+TSR_API bool                tsr_backend_supports_buft(tsr_backend_t backend, tsr_backend_buffer_type_t buft);
+/* Bytes of workspace the last reserve/compute sized (0 if none). */
+TSR_API size_t              tsr_backend_get_workspace_size(tsr_backend_t backend);
+
+/* ---- CPU (host) buffers ------------------------------------------------------------ */
+
+/* 64-byte aligned host memory from the current host allocator. */
+TSR_API tsr_backend_buffer_type_t tsr_backend_cpu_buffer_type(void);
+/* A host buffer type whose memory comes from `alloc` (copied; alloc->user must outlive
+ * it). Free it with tsr_backend_cpu_buffer_type_free once its buffers are freed. */
+TSR_API tsr_backend_buffer_type_t tsr_backend_cpu_buffer_type_with_allocator(const struct tsr_host_allocator * alloc);
+TSR_API void                      tsr_backend_cpu_buffer_type_free(tsr_backend_buffer_type_t buft);
+/* Wrap caller memory (never freed by tessera); ptr must be 64-byte aligned. */
+TSR_API tsr_backend_buffer_t      tsr_backend_cpu_buffer_from_ptr(void * ptr, size_t size);
+
+/* Shipped host allocators. A pool keeps freed blocks and hands back a cached block that
+ * is large enough but at most `max_waste_ratio` times the request (e.g. 1.5); cached
+ * bytes above `budget` are trimmed (oldest first). thread_safe picks a locked variant. */
+struct tsr_pool_allocator;
+TSR_API struct tsr_pool_allocator *       tsr_pool_allocator_new(const struct tsr_host_allocator * upstream /* NULL: default */,
+                                                                 size_t budget, double max_waste_ratio, bool thread_safe);
+TSR_API void                              tsr_pool_allocator_free(struct tsr_pool_allocator * pool); /* frees cached blocks */
+TSR_API const struct tsr_host_allocator * tsr_pool_allocator_host(struct tsr_pool_allocator * pool);
+TSR_API void                              tsr_pool_allocator_trim(struct tsr_pool_allocator * pool, size_t budget);
+struct tsr_pool_allocator_stats { size_t cached_bytes, cached_blocks, hits, misses, upstream_allocs, upstream_frees; };
+TSR_API struct tsr_pool_allocator_stats   tsr_pool_allocator_get_stats(struct tsr_pool_allocator * pool);
+
+/* A tracing allocator: forwards to upstream and counts (thread-safe counters). */
+struct tsr_tracing_allocator;
+struct tsr_tracing_stats { size_t current_bytes, peak_bytes, n_allocs, n_frees, total_bytes; };
+TSR_API struct tsr_tracing_allocator *    tsr_tracing_allocator_new(const struct tsr_host_allocator * upstream /* NULL: default */);
+TSR_API void                              tsr_tracing_allocator_free(struct tsr_tracing_allocator * tr);
+TSR_API const struct tsr_host_allocator * tsr_tracing_allocator_host(struct tsr_tracing_allocator * tr);
+TSR_API struct tsr_tracing_stats          tsr_tracing_allocator_get_stats(struct tsr_tracing_allocator * tr);
+TSR_API void                              tsr_tracing_allocator_reset_peak(struct tsr_tracing_allocator * tr);
+
+/* ---- whole contexts into buffers --------------------------------------------------- */
+
+/* Every tensor of a no_alloc context without data into WEIGHTS buffer(s) of buft, split
+ * into several buffers when larger than buft's max size (or max_size when given). The
+ * returned buffer owns the pieces (a multi-buffer). NULL + error on failure, with no
+ * tensor left half-placed. */
+TSR_API tsr_backend_buffer_t tsr_backend_alloc_ctx_tensors_from_buft(struct tsr_context * ctx, tsr_backend_buffer_type_t buft);
+TSR_API tsr_backend_buffer_t tsr_backend_alloc_ctx_tensors_from_buft_size(struct tsr_context * ctx, tsr_backend_buffer_type_t buft, size_t max_size);
+TSR_API tsr_backend_buffer_t tsr_backend_alloc_ctx_tensors(struct tsr_context * ctx, tsr_backend_t backend);
+/* A multi-buffer wrapping several buffers (owned); tsr_backend_buffer_free frees them. */
+TSR_API tsr_backend_buffer_t tsr_backend_multi_buffer_alloc_buffer(tsr_backend_buffer_t * buffers, size_t n_buffers);
+TSR_API bool                 tsr_backend_buffer_is_multi_buffer(tsr_backend_buffer_t buffer);
+
+/* ======================================================================================
+ * For backend implementers (ggml-backend-impl.h): the interfaces a backend fills in.
+ * ==================================================================================== */
+
+struct tsr_backend_buffer_type_i {
+    const char *         (*get_name)      (tsr_backend_buffer_type_t buft);
+    tsr_backend_buffer_t (*alloc_buffer)  (tsr_backend_buffer_type_t buft, size_t size);  /* NULL + tsr_set_error on failure */
+    size_t               (*get_alignment) (tsr_backend_buffer_type_t buft);
+    size_t               (*get_max_size)  (tsr_backend_buffer_type_t buft);               /* optional: SIZE_MAX */
+    size_t               (*get_alloc_size)(tsr_backend_buffer_type_t buft, const struct tsr_tensor * tensor); /* optional: nbytes */
+    bool                 (*is_host)       (tsr_backend_buffer_type_t buft);               /* optional: false */
+};
+
+struct tsr_backend_buffer_type {
+    struct tsr_backend_buffer_type_i iface;
+    void * context;
+};
+
+struct tsr_backend_buffer_i {
+    void   (*free_buffer)  (tsr_backend_buffer_t buffer);                                 /* optional */
+    void * (*get_base)     (tsr_backend_buffer_t buffer);  /* an address, possibly opaque (device) */
+    bool   (*init_tensor)  (tsr_backend_buffer_t buffer, struct tsr_tensor * tensor);     /* optional */
+    bool   (*memset_tensor)(tsr_backend_buffer_t buffer, struct tsr_tensor * tensor, uint8_t value, size_t offset, size_t size);
+    bool   (*set_tensor)   (tsr_backend_buffer_t buffer, struct tsr_tensor * tensor, const void * data, size_t offset, size_t size);
+    bool   (*get_tensor)   (tsr_backend_buffer_t buffer, const struct tsr_tensor * tensor, void * data, size_t offset, size_t size);
+    bool   (*cpy_tensor)   (tsr_backend_buffer_t buffer, const struct tsr_tensor * src, struct tsr_tensor * dst); /* optional: false = not handled */
+    void   (*clear)        (tsr_backend_buffer_t buffer, uint8_t value);
+};
+
+struct tsr_backend_buffer {
+    struct tsr_backend_buffer_i   iface;
+    tsr_backend_buffer_type_t     buft;
+    void *                        context;
+    size_t                        size;
+    enum tsr_backend_buffer_usage usage;
+};
+
+/* Create a buffer object (the caller's context is freed by iface.free_buffer). */
+TSR_API tsr_backend_buffer_t tsr_backend_buffer_init(tsr_backend_buffer_type_t buft, struct tsr_backend_buffer_i iface,
+                                                     void * context, size_t size);
+
+struct tsr_backend_i {
+    const char * (*get_name)(tsr_backend_t backend);
+    void         (*free)(tsr_backend_t backend);
+    tsr_backend_buffer_type_t (*get_default_buffer_type)(tsr_backend_t backend);
+
+    /* optional async copies; NULL: the buffer's synchronous set/get is used */
+    bool (*set_tensor_async)(tsr_backend_t backend, struct tsr_tensor * tensor, const void * data, size_t offset, size_t size);
+    bool (*get_tensor_async)(tsr_backend_t backend, const struct tsr_tensor * tensor, void * data, size_t offset, size_t size);
+    void (*synchronize)(tsr_backend_t backend);                                          /* optional */
+
+    bool            (*graph_reserve)(tsr_backend_t backend, struct tsr_cgraph * cgraph); /* optional */
+    enum tsr_status (*graph_compute)(tsr_backend_t backend, struct tsr_cgraph * cgraph);
+    bool            (*supports_op)(tsr_backend_t backend, const struct tsr_tensor * op);
+    bool            (*supports_buft)(tsr_backend_t backend, tsr_backend_buffer_type_t buft); /* optional: default type only */
+    size_t          (*get_workspace_size)(tsr_backend_t backend);                        /* optional */
+};
+
+struct tsr_backend {
+    struct tsr_backend_i iface;
+    void * context;
+};
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#ifdef __cplusplus
+namespace tsr {
+/* Owns a backend buffer; tsr_backend_buffer_free on destruction. */
+class backend_buffer {
+public:
+    explicit backend_buffer(tsr_backend_buffer_t b = nullptr) : b_(b) {}
+    ~backend_buffer() { tsr_backend_buffer_free(b_); }
+    backend_buffer(const backend_buffer &) = delete;
+    backend_buffer & operator=(const backend_buffer &) = delete;
+    backend_buffer(backend_buffer && o) noexcept : b_(o.b_) { o.b_ = nullptr; }
+    backend_buffer & operator=(backend_buffer && o) noexcept { if (this != &o) { tsr_backend_buffer_free(b_); b_ = o.b_; o.b_ = nullptr; } return *this; }
+    tsr_backend_buffer_t get() const { return b_; }
+    operator tsr_backend_buffer_t() const { return b_; }
+private:
+    tsr_backend_buffer_t b_;
+};
+/* Owns a backend; tsr_backend_free on destruction. */
+class backend {
+public:
+    explicit backend(tsr_backend_t b = nullptr) : b_(b) {}
+    ~backend() { tsr_backend_free(b_); }
+    backend(const backend &) = delete;
+    backend & operator=(const backend &) = delete;
+    backend(backend && o) noexcept : b_(o.b_) { o.b_ = nullptr; }
+    tsr_backend_t get() const { return b_; }
+    operator tsr_backend_t() const { return b_; }
+private:
+    tsr_backend_t b_;
+};
+} // namespace tsr
+#endif
+
+#if defined(TSR_IMPLEMENTATION) && !defined(TSR_BACKEND_IMPLEMENTED)
+#define TSR_BACKEND_IMPLEMENTED
+#include "impl/backend.inl"
+#include "impl/host_allocators.inl"
+#endif
+
+#endif /* TESSERA_BACKEND_H */

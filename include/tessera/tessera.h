@@ -1,0 +1,573 @@
+/*
+ * tessera.h - tensors, the context arena, ops (graph construction only), graphs.
+ *
+ * Header-only, STB style. In exactly one C++17 translation unit write
+ *
+ *     #define TSR_IMPLEMENTATION
+ *     #include "tessera/tessera.h"
+ *
+ * Every other file (C99 or C++) includes the header without the macro.
+ *
+ * Config macros (define before including, in every file that includes the header):
+ *   TSR_STATIC       make every function `static`, so two engines that each vendor a
+ *                    copy of tessera link into one binary without clashing.
+ *   TSR_MALLOC(size, align) / TSR_FREE(ptr)   (define both, in the implementation TU)
+ *                    override the block allocator the context arena uses when it owns
+ *                    its block; TSR_MALLOC must return `align`-aligned memory or NULL
+ *                    (default: aligned operator new / delete, nothrow).
+ *
+ * Names and semantics mirror ggml: replace `ggml_` by `tsr_` and `GGML_` by `TSR_`.
+ * Where tessera adds something (a status, an error message) it adds it without
+ * changing the ggml-shaped call: every call that can fail returns NULL/false and
+ * leaves the reason in tsr_last_error().
+ */
+#ifndef TESSERA_H
+#define TESSERA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef TSR_STATIC
+#define TSR_API static
+#else
+#define TSR_API extern
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tsr_tensor;
+struct tsr_context;
+struct tsr_cgraph;
+
+/* ---- limits and alignment ------------------------------------------------------ */
+
+#define TSR_MAX_DIMS      4
+#define TSR_MAX_SRC       10
+#define TSR_MAX_OP_PARAMS 64   /* bytes */
+#define TSR_MAX_NAME      64
+#define TSR_DEFAULT_GRAPH_SIZE 2048
+
+/* Every object and every tensor's data in a context is aligned to TSR_MEM_ALIGN.
+ * A caller-provided mem_buffer must be aligned to it too (tsr_init fails otherwise). */
+#define TSR_MEM_ALIGN 64
+
+#define TSR_PAD(x, n) (((x) + (n) - 1) / (n) * (n))
+
+/* ---- types ----------------------------------------------------------------------- */
+
+/* Values equal ggml's, so GGUF files name types the same way. */
+enum tsr_type {
+    TSR_TYPE_F32  = 0,
+    TSR_TYPE_F16  = 1,
+    TSR_TYPE_Q4_0 = 2,
+    TSR_TYPE_Q8_0 = 8,
+    TSR_TYPE_I32  = 26,
+    TSR_TYPE_BF16 = 30,
+    TSR_TYPE_COUNT = 39
+};
+
+typedef uint16_t tsr_fp16_t;
+typedef struct { uint16_t bits; } tsr_bf16_t;
+
+/* 32-element quantized blocks, ggml's layouts: x[i] = d * q[i] (Q8_0),
+ * x[i] = d * (nibble - 8) (Q4_0; element j in the low nibbles of qs[j], element
+ * j+16 in the high nibbles). */
+#define TSR_QK8_0 32
+#define TSR_QK4_0 32
+typedef struct { tsr_fp16_t d; int8_t  qs[TSR_QK8_0];     } tsr_block_q8_0;
+typedef struct { tsr_fp16_t d; uint8_t qs[TSR_QK4_0 / 2]; } tsr_block_q4_0;
+
+/* Traits. Unknown types: size 0, name "unknown"; tsr_is_valid_type says which exist. */
+TSR_API bool         tsr_is_valid_type(enum tsr_type type);
+TSR_API size_t       tsr_type_size(enum tsr_type type);   /* bytes per block */
+TSR_API int64_t      tsr_blck_size(enum tsr_type type);   /* elements per block */
+TSR_API size_t       tsr_row_size(enum tsr_type type, int64_t ne); /* bytes of ne elements */
+TSR_API const char * tsr_type_name(enum tsr_type type);
+TSR_API bool         tsr_is_quantized(enum tsr_type type);
+
+/* Scalar and row conversions. fp16/bf16 round to nearest even; bf16 keeps NaN quiet. */
+TSR_API float       tsr_fp16_to_fp32(tsr_fp16_t x);
+TSR_API tsr_fp16_t  tsr_fp32_to_fp16(float x);
+TSR_API float       tsr_bf16_to_fp32(tsr_bf16_t x);
+TSR_API tsr_bf16_t  tsr_fp32_to_bf16(float x);
+TSR_API void tsr_fp16_to_fp32_row(const tsr_fp16_t * x, float * y, int64_t n);
+TSR_API void tsr_fp32_to_fp16_row(const float * x, tsr_fp16_t * y, int64_t n);
+TSR_API void tsr_bf16_to_fp32_row(const tsr_bf16_t * x, float * y, int64_t n);
+TSR_API void tsr_fp32_to_bf16_row(const float * x, tsr_bf16_t * y, int64_t n);
+
+/* Convert n elements of any type to/from F32. n must be a multiple of the block size.
+ * Returns false (with tsr_last_error) for an unknown type or a ragged n. */
+TSR_API bool tsr_to_float_row(enum tsr_type type, const void * src, float * dst, int64_t n);
+TSR_API bool tsr_from_float_row(enum tsr_type type, const float * src, void * dst, int64_t n);
+
+/* ggml's quantize_chunk: rows [start/n_per_row, +nrows) of src into dst (dst points at
+ * the start of the whole tensor). Returns bytes written, 0 on error. imatrix is ignored. */
+TSR_API size_t tsr_quantize_chunk(enum tsr_type type, const float * src, void * dst,
+                                  int64_t start, int64_t nrows, int64_t n_per_row,
+                                  const float * imatrix);
+
+/* ---- errors ----------------------------------------------------------------------- */
+
+enum tsr_status {
+    TSR_STATUS_ALLOC_FAILED = -2,
+    TSR_STATUS_FAILED       = -1,
+    TSR_STATUS_SUCCESS      =  0,
+    TSR_STATUS_ABORTED      =  1
+};
+TSR_API const char * tsr_status_to_string(enum tsr_status status);
+
+/* Message of the last failed call on this thread ("" when none). Never NULL. */
+TSR_API const char * tsr_last_error(void);
+TSR_API void         tsr_clear_error(void);
+
+/* Called (on the failing thread) with every error message as it is set: log it, or
+ * abort() for ggml's abort-on-misuse behaviour. NULL removes the callback. */
+typedef void (*tsr_error_callback)(const char * msg, void * user_data);
+TSR_API void tsr_set_error_callback(tsr_error_callback cb, void * user_data);
+
+/* For backends and extensions: set the thread's error (printf-style) and call the
+ * callback. Always returns false so `return tsr_set_error(...)` reads naturally. */
+TSR_API bool tsr_set_error(const char * fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
+/* ---- ops ------------------------------------------------------------------------ */
+
+enum tsr_op {
+    TSR_OP_NONE = 0,
+
+    TSR_OP_DUP,
+    TSR_OP_ADD,
+    TSR_OP_SUB,
+    TSR_OP_MUL,
+    TSR_OP_DIV,
+    TSR_OP_SQR,
+    TSR_OP_SQRT,
+    TSR_OP_LOG,
+    TSR_OP_SUM,
+    TSR_OP_SUM_ROWS,
+    TSR_OP_MEAN,
+    TSR_OP_ARGMAX,
+    TSR_OP_REPEAT,
+    TSR_OP_CONCAT,
+    TSR_OP_NORM,
+    TSR_OP_RMS_NORM,
+    TSR_OP_GROUP_NORM,
+
+    TSR_OP_MUL_MAT,
+    TSR_OP_OUT_PROD,
+
+    TSR_OP_SCALE,
+    TSR_OP_CPY,
+    TSR_OP_CONT,
+    TSR_OP_RESHAPE,
+    TSR_OP_VIEW,
+    TSR_OP_PERMUTE,
+    TSR_OP_TRANSPOSE,
+    TSR_OP_GET_ROWS,
+    TSR_OP_SET_ROWS,
+    TSR_OP_DIAG_MASK_INF,
+    TSR_OP_SOFT_MAX,
+    TSR_OP_ROPE,
+    TSR_OP_CLAMP,
+    TSR_OP_IM2COL,
+    TSR_OP_CONV_2D,
+    TSR_OP_POOL_2D,
+    TSR_OP_UPSCALE,
+    TSR_OP_PAD,
+    TSR_OP_ARGSORT,
+    TSR_OP_FLASH_ATTN_EXT,
+
+    TSR_OP_UNARY,
+    TSR_OP_GLU,
+
+    TSR_OP_COUNT
+};
+
+/* TSR_OP_UNARY: which function, in op_params[0]. */
+enum tsr_unary_op {
+    TSR_UNARY_OP_ABS,
+    TSR_UNARY_OP_NEG,
+    TSR_UNARY_OP_TANH,
+    TSR_UNARY_OP_RELU,
+    TSR_UNARY_OP_SIGMOID,
+    TSR_UNARY_OP_GELU,
+    TSR_UNARY_OP_GELU_QUICK,
+    TSR_UNARY_OP_SILU,
+    TSR_UNARY_OP_EXP,
+    TSR_UNARY_OP_COUNT
+};
+
+/* TSR_OP_GLU: which gate, in op_params[0]; op_params[1] = swapped. */
+enum tsr_glu_op {
+    TSR_GLU_OP_SWIGLU,
+    TSR_GLU_OP_COUNT
+};
+
+enum tsr_op_pool { TSR_OP_POOL_MAX, TSR_OP_POOL_AVG, TSR_OP_POOL_COUNT };
+enum tsr_sort_order { TSR_SORT_ORDER_ASC, TSR_SORT_ORDER_DESC };
+enum tsr_scale_mode { TSR_SCALE_MODE_NEAREST = 0, TSR_SCALE_MODE_BILINEAR = 1 };
+
+#define TSR_ROPE_TYPE_NORMAL 0
+#define TSR_ROPE_TYPE_NEOX   2
+
+TSR_API const char * tsr_op_name(enum tsr_op op);        /* "ADD" */
+TSR_API const char * tsr_op_symbol(enum tsr_op op);      /* "x+y" */
+TSR_API const char * tsr_unary_op_name(enum tsr_unary_op op);
+TSR_API const char * tsr_glu_op_name(enum tsr_glu_op op);
+TSR_API const char * tsr_op_desc(const struct tsr_tensor * t); /* unary/glu name or op name */
+
+/* ---- tensors ---------------------------------------------------------------------- */
+
+enum tsr_tensor_flag {
+    TSR_TENSOR_FLAG_INPUT  = 1,  /* set before the graph runs; never overwritten before its last use */
+    TSR_TENSOR_FLAG_OUTPUT = 2,  /* read after the graph ran; never reused */
+    TSR_TENSOR_FLAG_PARAM  = 4   /* trainable parameter */
+};
+
+struct tsr_backend_buffer;
+
+/* ggml's tensor: ne[] in elements (ne[0] innermost), nb[] in bytes. */
+struct tsr_tensor {
+    enum tsr_type type;
+    struct tsr_backend_buffer * buffer;   /* where data lives; NULL: in a context */
+
+    int64_t ne[TSR_MAX_DIMS];
+    size_t  nb[TSR_MAX_DIMS];  /* nb[0] = type_size, nb[1] = nb[0]*ne[0]/blck_size, nb[i] = nb[i-1]*ne[i-1] */
+
+    enum tsr_op op;
+    int32_t op_params[TSR_MAX_OP_PARAMS / sizeof(int32_t)];
+    int32_t flags;
+
+    struct tsr_tensor * src[TSR_MAX_SRC];
+
+    struct tsr_tensor * view_src;   /* tensor whose data this one shares, or NULL */
+    size_t              view_offs;  /* byte offset into view_src's data */
+
+    void * data;
+    char   name[TSR_MAX_NAME];
+    void * extra;                   /* backend-private */
+};
+
+/* ---- context arena ---------------------------------------------------------------- */
+
+struct tsr_context;
+
+struct tsr_init_params {
+    size_t mem_size;    /* bytes of the arena */
+    void * mem_buffer;  /* caller's block (TSR_MEM_ALIGN-aligned, never freed by tessera), or NULL */
+    bool   no_alloc;    /* headers only: tensor data is placed later in backend buffers */
+};
+
+/* Exact per-object costs: a context of
+ *   sum(TSR_PAD(tsr_nbytes(t), TSR_MEM_ALIGN)) + n * tsr_tensor_overhead() + tsr_graph_overhead()
+ * bytes holds exactly those n tensors (data included unless no_alloc) and one default
+ * graph. tsr_graph_overhead_custom(size, grads) for other graph sizes. */
+TSR_API size_t tsr_tensor_overhead(void);
+TSR_API size_t tsr_graph_overhead(void);
+TSR_API size_t tsr_graph_overhead_custom(size_t size, bool grads);
+
+/* NULL + error when mem_buffer is not TSR_MEM_ALIGN-aligned or the block cannot be
+ * allocated. mem_size 0 is allowed: an empty context in which every creation fails.
+ * Nothing is ever written outside [mem_buffer, mem_buffer + mem_size). */
+TSR_API struct tsr_context * tsr_init(struct tsr_init_params params);
+TSR_API void   tsr_free(struct tsr_context * ctx);            /* NULL is fine */
+TSR_API void   tsr_reset(struct tsr_context * ctx);           /* drop all objects, keep the block */
+TSR_API size_t tsr_used_mem(const struct tsr_context * ctx);
+TSR_API size_t tsr_get_mem_size(const struct tsr_context * ctx);
+TSR_API void * tsr_get_mem_buffer(const struct tsr_context * ctx);
+TSR_API bool   tsr_get_no_alloc(const struct tsr_context * ctx);
+TSR_API void   tsr_set_no_alloc(struct tsr_context * ctx, bool no_alloc);
+
+/* Iterate a context's tensors in creation order. */
+TSR_API struct tsr_tensor * tsr_get_first_tensor(const struct tsr_context * ctx);
+TSR_API struct tsr_tensor * tsr_get_next_tensor(const struct tsr_context * ctx, struct tsr_tensor * t);
+TSR_API struct tsr_tensor * tsr_get_tensor(struct tsr_context * ctx, const char * name);
+TSR_API size_t              tsr_get_max_tensor_size(const struct tsr_context * ctx);
+
+/* ---- tensor creation and queries --------------------------------------------------- */
+
+TSR_API struct tsr_tensor * tsr_new_tensor(struct tsr_context * ctx, enum tsr_type type, int n_dims, const int64_t * ne);
+TSR_API struct tsr_tensor * tsr_new_tensor_1d(struct tsr_context * ctx, enum tsr_type type, int64_t ne0);
+TSR_API struct tsr_tensor * tsr_new_tensor_2d(struct tsr_context * ctx, enum tsr_type type, int64_t ne0, int64_t ne1);
+TSR_API struct tsr_tensor * tsr_new_tensor_3d(struct tsr_context * ctx, enum tsr_type type, int64_t ne0, int64_t ne1, int64_t ne2);
+TSR_API struct tsr_tensor * tsr_new_tensor_4d(struct tsr_context * ctx, enum tsr_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+TSR_API struct tsr_tensor * tsr_new_i32(struct tsr_context * ctx, int32_t value);  /* needs data */
+TSR_API struct tsr_tensor * tsr_new_f32(struct tsr_context * ctx, float value);    /* needs data */
+TSR_API struct tsr_tensor * tsr_dup_tensor(struct tsr_context * ctx, const struct tsr_tensor * src);   /* same shape and type, new data */
+TSR_API struct tsr_tensor * tsr_view_tensor(struct tsr_context * ctx, struct tsr_tensor * src);        /* shares src's data; op NONE */
+
+TSR_API int64_t tsr_nelements(const struct tsr_tensor * t);
+TSR_API int64_t tsr_nrows(const struct tsr_tensor * t);       /* ne1*ne2*ne3 */
+TSR_API size_t  tsr_nbytes(const struct tsr_tensor * t);      /* bytes spanned by the strides */
+TSR_API size_t  tsr_element_size(const struct tsr_tensor * t);
+TSR_API int     tsr_n_dims(const struct tsr_tensor * t);      /* 1 + index of the last ne > 1 */
+TSR_API bool    tsr_is_contiguous(const struct tsr_tensor * t);
+TSR_API bool    tsr_is_contiguous_rows(const struct tsr_tensor * t); /* each row contiguous */
+TSR_API bool    tsr_is_transposed(const struct tsr_tensor * t);
+TSR_API bool    tsr_is_permuted(const struct tsr_tensor * t);
+TSR_API bool    tsr_is_view(const struct tsr_tensor * t);
+TSR_API bool    tsr_is_empty(const struct tsr_tensor * t);
+TSR_API bool    tsr_is_scalar(const struct tsr_tensor * t);
+TSR_API bool    tsr_are_same_shape(const struct tsr_tensor * a, const struct tsr_tensor * b);
+TSR_API bool    tsr_are_same_stride(const struct tsr_tensor * a, const struct tsr_tensor * b);
+TSR_API bool    tsr_can_repeat(const struct tsr_tensor * a, const struct tsr_tensor * b); /* b's dims multiples of a's */
+
+TSR_API const char *        tsr_get_name(const struct tsr_tensor * t);
+TSR_API struct tsr_tensor * tsr_set_name(struct tsr_tensor * t, const char * name);
+TSR_API struct tsr_tensor * tsr_format_name(struct tsr_tensor * t, const char * fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+TSR_API void tsr_set_input(struct tsr_tensor * t);
+TSR_API void tsr_set_output(struct tsr_tensor * t);
+TSR_API void tsr_set_param(struct tsr_tensor * t);
+
+/* Op params, by index of 32-bit slot (false when out of range). */
+TSR_API bool    tsr_set_op_params(struct tsr_tensor * t, const void * params, size_t size);
+TSR_API int32_t tsr_get_op_params_i32(const struct tsr_tensor * t, uint32_t i);
+TSR_API float   tsr_get_op_params_f32(const struct tsr_tensor * t, uint32_t i);
+TSR_API void    tsr_set_op_params_i32(struct tsr_tensor * t, uint32_t i, int32_t value);
+TSR_API void    tsr_set_op_params_f32(struct tsr_tensor * t, uint32_t i, float value);
+TSR_API enum tsr_unary_op tsr_get_unary_op(const struct tsr_tensor * t);
+TSR_API enum tsr_glu_op   tsr_get_glu_op(const struct tsr_tensor * t);
+
+/* Element access for tensors whose data is in host memory (contiguous or not). */
+TSR_API float   tsr_get_f32_1d(const struct tsr_tensor * t, int64_t i);  /* flat index in logical order */
+TSR_API void    tsr_set_f32_1d(struct tsr_tensor * t, int64_t i, float v);
+TSR_API float   tsr_get_f32_nd(const struct tsr_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3);
+TSR_API void    tsr_set_f32_nd(struct tsr_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3, float v);
+
+/* ---- views (share data with their source; no copy) -------------------------------- */
+/* A view's view_src is the root tensor that owns the data (views of views add their
+ * offsets), src[0] the tensor it was made from; view ops are graph nodes (op VIEW,
+ * RESHAPE, PERMUTE, TRANSPOSE). A view whose offset + spanned bytes exceed its source's
+ * tsr_nbytes is an error (NULL). TSR_OP_VIEW stores its size_t offset in op_params. */
+
+TSR_API struct tsr_tensor * tsr_view_1d(struct tsr_context * ctx, struct tsr_tensor * a, int64_t ne0, size_t offset);
+TSR_API struct tsr_tensor * tsr_view_2d(struct tsr_context * ctx, struct tsr_tensor * a, int64_t ne0, int64_t ne1, size_t nb1, size_t offset);
+TSR_API struct tsr_tensor * tsr_view_3d(struct tsr_context * ctx, struct tsr_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, size_t nb1, size_t nb2, size_t offset);
+TSR_API struct tsr_tensor * tsr_view_4d(struct tsr_context * ctx, struct tsr_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, size_t nb1, size_t nb2, size_t nb3, size_t offset);
+
+/* Reshapes need a contiguous source with the same element count. */
+TSR_API struct tsr_tensor * tsr_reshape(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b); /* to b's shape */
+TSR_API struct tsr_tensor * tsr_reshape_1d(struct tsr_context * ctx, struct tsr_tensor * a, int64_t ne0);
+TSR_API struct tsr_tensor * tsr_reshape_2d(struct tsr_context * ctx, struct tsr_tensor * a, int64_t ne0, int64_t ne1);
+TSR_API struct tsr_tensor * tsr_reshape_3d(struct tsr_context * ctx, struct tsr_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2);
+TSR_API struct tsr_tensor * tsr_reshape_4d(struct tsr_context * ctx, struct tsr_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+
+/* axis_i: where source dim i goes (ggml's convention). */
+TSR_API struct tsr_tensor * tsr_permute(struct tsr_context * ctx, struct tsr_tensor * a, int axis0, int axis1, int axis2, int axis3);
+TSR_API struct tsr_tensor * tsr_transpose(struct tsr_context * ctx, struct tsr_tensor * a);
+
+/* ---- ops: construction only; each returns NULL with a message on bad input --------- */
+/* Inputs are validated before the result is created: a failed op consumes no arena
+ * memory. Result shapes, sources and the op_params layout of every op: docs/ops.md. */
+
+TSR_API struct tsr_tensor * tsr_dup(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_cpy(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b);   /* a -> b (same nelements, may convert type); returns a view of b */
+TSR_API struct tsr_tensor * tsr_cast(struct tsr_context * ctx, struct tsr_tensor * a, enum tsr_type type);
+TSR_API struct tsr_tensor * tsr_cont(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_cont_2d(struct tsr_context * ctx, struct tsr_tensor * a, int64_t ne0, int64_t ne1);
+TSR_API struct tsr_tensor * tsr_cont_4d(struct tsr_context * ctx, struct tsr_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+
+/* Binary elementwise: b is broadcast over a (each of b's dims divides a's). */
+TSR_API struct tsr_tensor * tsr_add(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b);
+TSR_API struct tsr_tensor * tsr_sub(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b);
+TSR_API struct tsr_tensor * tsr_mul(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b);
+TSR_API struct tsr_tensor * tsr_div(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b);
+TSR_API struct tsr_tensor * tsr_add_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b);
+TSR_API struct tsr_tensor * tsr_mul_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b);
+
+TSR_API struct tsr_tensor * tsr_scale(struct tsr_context * ctx, struct tsr_tensor * a, float s);
+TSR_API struct tsr_tensor * tsr_scale_inplace(struct tsr_context * ctx, struct tsr_tensor * a, float s);
+TSR_API struct tsr_tensor * tsr_sqr(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_sqrt(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_log(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_exp(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_neg(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_abs(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_clamp(struct tsr_context * ctx, struct tsr_tensor * a, float min, float max); /* a new tensor (ggml: a view) */
+TSR_API struct tsr_tensor * tsr_gelu(struct tsr_context * ctx, struct tsr_tensor * a);        /* tanh approximation, as ggml */
+TSR_API struct tsr_tensor * tsr_gelu_quick(struct tsr_context * ctx, struct tsr_tensor * a);  /* x*sigmoid(1.702x) */
+TSR_API struct tsr_tensor * tsr_silu(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_relu(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_tanh(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_sigmoid(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_unary(struct tsr_context * ctx, struct tsr_tensor * a, enum tsr_unary_op op);
+
+/* swiglu(a): a's rows split in halves [x | g] -> silu(x) * g (ne0/2 wide).
+ * swiglu_split(a, b): silu(a) * b, same shapes. */
+TSR_API struct tsr_tensor * tsr_swiglu(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_swiglu_split(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b);
+
+/* Reductions. */
+TSR_API struct tsr_tensor * tsr_sum(struct tsr_context * ctx, struct tsr_tensor * a);       /* -> [1] */
+TSR_API struct tsr_tensor * tsr_sum_rows(struct tsr_context * ctx, struct tsr_tensor * a);  /* -> [1, ne1, ne2, ne3] */
+TSR_API struct tsr_tensor * tsr_mean(struct tsr_context * ctx, struct tsr_tensor * a);      /* -> [1, ne1, ne2, ne3] */
+TSR_API struct tsr_tensor * tsr_argmax(struct tsr_context * ctx, struct tsr_tensor * a);    /* 2-D a -> I32 [ne1] */
+
+TSR_API struct tsr_tensor * tsr_repeat(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b); /* a tiled to b's shape */
+TSR_API struct tsr_tensor * tsr_concat(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, int dim);
+
+/* Normalizations over rows (ne0). group_norm: over (ne0, ne1, ne2/n_groups channels). */
+TSR_API struct tsr_tensor * tsr_norm(struct tsr_context * ctx, struct tsr_tensor * a, float eps);
+TSR_API struct tsr_tensor * tsr_rms_norm(struct tsr_context * ctx, struct tsr_tensor * a, float eps);
+TSR_API struct tsr_tensor * tsr_group_norm(struct tsr_context * ctx, struct tsr_tensor * a, int n_groups, float eps);
+
+/* mul_mat(a [K, M, ...], b [K, N, ...]) -> F32 [M, N, b.ne2, b.ne3]: rows of a dotted
+ * with rows of b; a broadcast over dims 2-3 (b's dims multiples of a's). */
+TSR_API struct tsr_tensor * tsr_mul_mat(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b);
+/* out_prod(a [M, K], b [N, K]) -> [M, N, b.ne2, b.ne3]: sum over k of a[:,k] x b[:,k]. */
+TSR_API struct tsr_tensor * tsr_out_prod(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b);
+
+/* get_rows(a [n, rows, ne2, ne3], b I32 [k, ne2, ne3]) -> F32 [n, k, ne2, ne3] (a of any type).
+ * set_rows(a dst, b src F32, c I32 indices): rows of b into rows c of a; returns a view of a
+ * with src[0] = b, src[1] = c, src[2] = a (ggml's order). */
+TSR_API struct tsr_tensor * tsr_get_rows(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b);
+TSR_API struct tsr_tensor * tsr_set_rows(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, struct tsr_tensor * c);
+
+/* Set a[i, j] = -inf where i > n_past + j. */
+TSR_API struct tsr_tensor * tsr_diag_mask_inf(struct tsr_context * ctx, struct tsr_tensor * a, int n_past);
+
+/* soft_max over rows; _ext: softmax(a*scale + mask*slope) with ALiBi slopes when
+ * max_bias > 0. mask (F32 or F16) is [ne0, >= ne1] broadcast over dims 2-3, or NULL. */
+TSR_API struct tsr_tensor * tsr_soft_max(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_soft_max_ext(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * mask, float scale, float max_bias);
+
+/* RoPE on a [head_dim, n_head, n_tokens, 1] with positions b (I32 [n_tokens]).
+ * mode TSR_ROPE_TYPE_NORMAL rotates pairs (2i, 2i+1); TSR_ROPE_TYPE_NEOX (i, i+n_dims/2).
+ * op_params: n_past(0), n_dims, mode, n_ctx (unused), n_ctx_orig, then f32 freq_base,
+ * freq_scale, ext_factor, attn_factor, beta_fast, beta_slow (slots 5..10). */
+TSR_API struct tsr_tensor * tsr_rope(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, int n_dims, int mode);
+TSR_API struct tsr_tensor * tsr_rope_ext(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, struct tsr_tensor * c,
+                                         int n_dims, int mode, int n_ctx_orig, float freq_base, float freq_scale,
+                                         float ext_factor, float attn_factor, float beta_fast, float beta_slow);
+
+/* im2col(a kernel [KW, KH, IC, OC], b input [W, H, C, N]) -> [IC*KH*KW, OW, OH, N] (2-D),
+ * or [IC*KW, OW, N] (1-D, is_2D false), in dst_type (F32 or F16). */
+TSR_API struct tsr_tensor * tsr_im2col(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                       int s0, int s1, int p0, int p1, int d0, int d1, bool is_2D, enum tsr_type dst_type);
+/* conv_2d(a kernel [KW, KH, IC, OC], b input [W, H, IC, N]) -> F32 [OW, OH, OC, N].
+ * One op: the im2col columns live in the backend's workspace, not the compute buffer. */
+TSR_API struct tsr_tensor * tsr_conv_2d(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                        int s0, int s1, int p0, int p1, int d0, int d1);
+/* pool_2d(a [W, H, C, N]) -> F32 [(W + 2*p0 - k0)/s0 + 1, (H + 2*p1 - k1)/s1 + 1, C, N].
+ * op_params: i32 op, k0, k1, s0, s1, then f32 p0, p1 (slots 5, 6). */
+TSR_API struct tsr_tensor * tsr_pool_2d(struct tsr_context * ctx, struct tsr_tensor * a, enum tsr_op_pool op,
+                                        int k0, int k1, int s0, int s1, float p0, float p1);
+TSR_API struct tsr_tensor * tsr_upscale(struct tsr_context * ctx, struct tsr_tensor * a, int scale_factor, enum tsr_scale_mode mode);
+TSR_API struct tsr_tensor * tsr_upscale_ext(struct tsr_context * ctx, struct tsr_tensor * a, int ne0, int ne1, int ne2, int ne3, enum tsr_scale_mode mode);
+/* Zero padding at the end of each dim. */
+TSR_API struct tsr_tensor * tsr_pad(struct tsr_context * ctx, struct tsr_tensor * a, int p0, int p1, int p2, int p3);
+TSR_API struct tsr_tensor * tsr_argsort(struct tsr_context * ctx, struct tsr_tensor * a, enum tsr_sort_order order); /* I32 indices per row */
+
+/* Fused attention: q F32 [D, n_q, n_head, B], k [D, n_kv, n_head_kv, B], v [Dv, n_kv, n_head_kv, B]
+ * (n_head a multiple of n_head_kv: grouped-query attention), mask (F16/F32) [n_kv, >= n_q]
+ * or NULL. Result F32 [Dv, n_head, n_q, B] (already permuted, as ggml). op_params f32:
+ * scale, max_bias, logit_softcap; i32 slot 3 precision (0 = default). No n_q x n_kv
+ * scores tensor is ever materialized in a buffer. */
+TSR_API struct tsr_tensor * tsr_flash_attn_ext(struct tsr_context * ctx, struct tsr_tensor * q, struct tsr_tensor * k,
+                                               struct tsr_tensor * v, struct tsr_tensor * mask,
+                                               float scale, float max_bias, float logit_softcap);
+
+/* ---- graphs ------------------------------------------------------------------------ */
+
+/* One entry of tsr_build_forward_expand's explicit DFS stack (internal). */
+struct tsr_graph_visit {
+    struct tsr_tensor * t;
+    int next_src;
+};
+
+/* ggml's cgraph. The layout is public only because tsr_graph_view returns one by value:
+ * use the accessors below. Everything (this struct and its arrays) lives in one context
+ * object: nodes[size], leafs[size], visited[visited_size] (open addressing on tensor
+ * pointers, a power of two > 2*size so it never fills), grads/grad_accs[size] when made
+ * with grads, and a DFS stack of 2*size+1 entries. A graph view points into its
+ * parent's nodes and has no leafs, set or stack (visited_size 0). */
+struct tsr_cgraph {
+    int size;
+    int n_nodes;
+    int n_leafs;
+    struct tsr_tensor ** nodes;
+    struct tsr_tensor ** grads;      /* NULL unless made with grads (kept for ggml parity) */
+    struct tsr_tensor ** grad_accs;
+    struct tsr_tensor ** leafs;
+    size_t visited_size;             /* 0 for views */
+    struct tsr_tensor ** visited;    /* NULL entry = empty slot */
+    struct tsr_graph_visit * stack;  /* NULL for views */
+};
+
+TSR_API struct tsr_cgraph * tsr_new_graph(struct tsr_context * ctx);  /* TSR_DEFAULT_GRAPH_SIZE nodes */
+TSR_API struct tsr_cgraph * tsr_new_graph_custom(struct tsr_context * ctx, size_t size, bool grads);
+/* A view of nodes [i0, i1) sharing the parent's arrays (no leafs), ggml's graph_view. */
+TSR_API struct tsr_cgraph   tsr_graph_view(struct tsr_cgraph * cgraph, int i0, int i1);
+TSR_API void                tsr_graph_reset(struct tsr_cgraph * cgraph);   /* empty it, keep capacity */
+TSR_API bool                tsr_graph_cpy(const struct tsr_cgraph * src, struct tsr_cgraph * dst);
+
+/* Adds t and everything it depends on, in a deduplicated topological order: tensors
+ * with an op become nodes, the rest leafs. false (graph unchanged) when over capacity. */
+TSR_API bool tsr_build_forward_expand(struct tsr_cgraph * cgraph, struct tsr_tensor * tensor);
+
+TSR_API int                 tsr_graph_size(const struct tsr_cgraph * cgraph);
+TSR_API int                 tsr_graph_n_nodes(const struct tsr_cgraph * cgraph);
+TSR_API struct tsr_tensor * tsr_graph_node(const struct tsr_cgraph * cgraph, int i); /* i < 0 counts from the end */
+TSR_API struct tsr_tensor ** tsr_graph_nodes(struct tsr_cgraph * cgraph);
+TSR_API int                 tsr_graph_n_leafs(const struct tsr_cgraph * cgraph);
+TSR_API struct tsr_tensor * tsr_graph_leaf(const struct tsr_cgraph * cgraph, int i);
+TSR_API bool                tsr_graph_add_node(struct tsr_cgraph * cgraph, struct tsr_tensor * t);
+TSR_API struct tsr_tensor * tsr_graph_get_tensor(const struct tsr_cgraph * cgraph, const char * name);
+
+TSR_API void tsr_graph_print(const struct tsr_cgraph * cgraph, FILE * out);
+TSR_API bool tsr_graph_dump_dot(const struct tsr_cgraph * gb, const struct tsr_cgraph * gf, const char * filename);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+/* ---- C++: thin RAII wrappers -------------------------------------------------------- */
+#ifdef __cplusplus
+namespace tsr {
+/* Owns a tsr_context; tsr_free on destruction. Check `ok()` after construction. */
+class context {
+public:
+    explicit context(size_t mem_size, void * mem_buffer = nullptr, bool no_alloc = false)
+        : ctx_(tsr_init(tsr_init_params{mem_size, mem_buffer, no_alloc})) {}
+    ~context() { tsr_free(ctx_); }
+    context(const context &) = delete;
+    context & operator=(const context &) = delete;
+    context(context && o) noexcept : ctx_(o.ctx_) { o.ctx_ = nullptr; }
+    context & operator=(context && o) noexcept { if (this != &o) { tsr_free(ctx_); ctx_ = o.ctx_; o.ctx_ = nullptr; } return *this; }
+    bool ok() const { return ctx_ != nullptr; }
+    tsr_context * get() const { return ctx_; }
+    operator tsr_context *() const { return ctx_; }
+private:
+    tsr_context * ctx_;
+};
+} // namespace tsr
+#endif
+
+/* ---- implementation ----------------------------------------------------------------- */
+#if defined(TSR_IMPLEMENTATION) && !defined(TSR_CORE_IMPLEMENTED)
+#define TSR_CORE_IMPLEMENTED
+#ifndef __cplusplus
+#error "TSR_IMPLEMENTATION must be defined in a C++17 translation unit"
+#endif
+#include "impl/core_internal.h"
+#include "impl/error.inl"
+#include "impl/types.inl"
+#include "impl/context.inl"
+#include "impl/tensor.inl"
+#include "impl/ops.inl"
+#include "impl/graph.inl"
+#endif
+
+#endif /* TESSERA_H */

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Quick start 2: build everything and pass every test.
+#
+#   1. generated files are current (embedded SPIR-V)
+#   2. CMake + g++ (Release): all tests, examples, benchmarks build; ctest (incl. packaging)
+#   3. meson + clang (Release): the same tests under meson test; meson subproject consumer
+#   4. CMake + g++ with AddressSanitizer + UndefinedBehaviorSanitizer: ctest
+#   5. CMake + clang with ThreadSanitizer: the threading tests
+#   6. aarch64 cross build, NEON tests under qemu-user
+#   7. GGUF fuzzer for TSR_FUZZ_SECONDS (default 60)
+#
+# TSR_TEST_STAGES="2 4" runs only those stages. Build folders: build-test-*.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+jobs=${TSR_JOBS:-$(nproc)}
+stages=${TSR_TEST_STAGES:-"1 2 3 4 5 6 7"}
+want() { [[ " $stages " == *" $1 "* ]]; }
+t0=$SECONDS
+stage() { echo; echo "=== [$(( SECONDS - t0 ))s] $*"; }
+
+if want 1 && [ -x scripts/gen-vulkan-shaders.sh ]; then
+  stage "1. generated files are current"
+  scripts/gen-vulkan-shaders.sh --check
+fi
+
+if want 2; then
+  stage "2. CMake + g++ Release: build and ctest"
+  CC=gcc CXX=g++ cmake -S . -B build-test-gcc -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build-test-gcc -j"$jobs"
+  ctest --test-dir build-test-gcc --output-on-failure -j1
+fi
+
+if want 3; then
+  stage "3. meson + clang Release: build and meson test"
+  rm -rf build-test-meson
+  CC=clang CXX=clang++ meson setup build-test-meson . >/dev/null
+  meson compile -C build-test-meson -j "$jobs"
+  meson test -C build-test-meson --print-errorlogs --num-processes 1
+  [ -d tests/package ] && scripts/check-meson-subproject.sh
+fi
+
+if want 4; then
+  stage "4. CMake + g++ with ASan + UBSan: ctest"
+  CC=gcc CXX=g++ cmake -S . -B build-test-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DTSR_SANITIZE=address -DTSR_BUILD_BENCH=OFF -DTSR_BUILD_EXAMPLES=OFF -DTSR_CUDA=OFF >/dev/null
+  cmake --build build-test-asan -j"$jobs"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-test-asan --output-on-failure -j1 -E 'package'
+fi
+
+if want 5 && [ -d tests/cpu ]; then
+  stage "5. CMake + clang with ThreadSanitizer: threading tests"
+  CC=clang CXX=clang++ cmake -S . -B build-test-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DTSR_SANITIZE=thread -DTSR_BUILD_BENCH=OFF -DTSR_BUILD_EXAMPLES=OFF -DTSR_VULKAN=OFF -DTSR_CUDA=OFF >/dev/null
+  cmake --build build-test-tsan -j"$jobs" --target test_cpu
+  TSAN_OPTIONS=halt_on_error=1 ./build-test-tsan/tests/cpu/test_cpu '[threads]'
+fi
+
+if want 6 && [ -x scripts/test-aarch64.sh ]; then
+  stage "6. aarch64 cross build, NEON tests under qemu"
+  scripts/test-aarch64.sh
+fi
+
+if want 7 && [ -x scripts/fuzz-gguf.sh ]; then
+  stage "7. GGUF fuzzer"
+  scripts/fuzz-gguf.sh "${TSR_FUZZ_SECONDS:-60}"
+fi
+
+stage "all stages passed"
