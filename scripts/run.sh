@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build --target tessera-run -j"$(nproc)"
-exec ./build/examples/run/tessera-run "$@"
+cmake --build build --target tsr_run -j"$(nproc)"
+exec ./build/examples/tessera-run "$@"

@@ -38,8 +38,10 @@ TSR_API tsr_gallocr_t tsr_gallocr_new(tsr_backend_buffer_type_t buft);
 TSR_API tsr_gallocr_t tsr_gallocr_new_n(tsr_backend_buffer_type_t * bufts, int n_bufs);
 TSR_API void          tsr_gallocr_free(tsr_gallocr_t galloc);  /* NULL is fine */
 
-/* How long the packing may search for a smaller buffer when its heuristics did not
- * reach the lower bound (default 10 ms; 0: heuristics only). */
+/* How long reserve's packing may search for a smaller buffer when its heuristics did
+ * not reach the lower bound (default 10 ms; 0: heuristics only). alloc_graph on a graph
+ * that differs from the cached plan replans with the heuristics only, so graphs that
+ * change every call stay cheap. */
 TSR_API void tsr_gallocr_set_time_budget(tsr_gallocr_t galloc, double ms);
 
 /* Plan the graph and size the buffer(s) for it (grow only). Call it with the largest
@@ -120,8 +122,11 @@ TSR_API bool tsr_plan_write_svg(const struct tsr_plan * plan, int buffer_id, FIL
 /* ---- the packing core, exposed for external workloads --------------------------------
  * n buffers, each live on the half-open step range [lower, upper) with a size; assigns
  * offsets (aligned to `alignment`) so that no two buffers live at one step overlap.
- * Returns the peak (max offset + size), or SIZE_MAX with an error. time_budget_ms
- * bounds the search after the first feasible packing (0: heuristics only). */
+ * Returns the peak (max offset + size), or SIZE_MAX with an error. time_budget_ms is
+ * wall time from the call: the first greedy packing always completes (and every greedy
+ * order when n <= 1000), then orders and searches start only while time is left
+ * (0: heuristics only). It stops early at the lower bound. Deterministic for a given
+ * input unless the budget cuts it short. */
 struct tsr_pack_item { int64_t lower, upper; size_t size; size_t offset; };
 TSR_API size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alignment, double time_budget_ms);
 TSR_API size_t tsr_pack_lower_bound(const struct tsr_pack_item * items, size_t n, size_t alignment);

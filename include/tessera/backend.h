@@ -40,7 +40,7 @@ struct tsr_host_allocator {
     void * user;
 };
 
-/* The process-wide default used by tsr_backend_cpu_buffer_type() (aligned new/delete
+/* The process-wide default used by tsr_backend_cpu_buffer_type() (operator new, aligned by hand,
  * unless replaced). NULL restores the built-in one. Not thread-safe against
  * concurrent allocations: set it at start-up. */
 TSR_API void                              tsr_set_host_allocator(const struct tsr_host_allocator * alloc);

@@ -1,0 +1,349 @@
+/*
+ * backend_cpu.inl - the CPU backend object: supports_op, per-op workspace sizes, graph
+ * reserve and compute (nodes split across the pool, a barrier between nodes, the abort
+ * callback checked between nodes), and the public API of tessera-cpu.h.
+ */
+namespace {
+namespace tcpu {
+
+struct backend_ctx {
+    int n_threads = 1;
+    pool * tp = nullptr;
+    workspace ws;
+    bool (*abort_cb)(void *) = nullptr;
+    void * abort_data = nullptr;
+    ~backend_ctx() { delete tp; }
+};
+
+static inline bool is_float(enum tsr_type t) { return t == TSR_TYPE_F32 || t == TSR_TYPE_F16 || t == TSR_TYPE_BF16; }
+static inline bool is_mm_type(enum tsr_type t) { return is_float(t) || t == TSR_TYPE_Q8_0 || t == TSR_TYPE_Q4_0; }
+static inline bool is_view_op(enum tsr_op op) {
+    return op == TSR_OP_NONE || op == TSR_OP_RESHAPE || op == TSR_OP_VIEW || op == TSR_OP_PERMUTE || op == TSR_OP_TRANSPOSE;
+}
+
+static bool supports(const tsr_tensor * t) {
+    const tsr_tensor * a = t->src[0];
+    const tsr_tensor * b = t->src[1];
+    switch (t->op) {
+        case TSR_OP_NONE: case TSR_OP_RESHAPE: case TSR_OP_VIEW: case TSR_OP_PERMUTE: case TSR_OP_TRANSPOSE:
+            return true;
+        case TSR_OP_DUP: case TSR_OP_CONT: case TSR_OP_CPY: {
+            if (!(is_mm_type(a->type) || a->type == TSR_TYPE_I32) || !(is_mm_type(t->type) || t->type == TSR_TYPE_I32)) return false;
+            if ((a->type == TSR_TYPE_I32) != (t->type == TSR_TYPE_I32)) return false;
+            const bool q = tsr_is_quantized(a->type) || tsr_is_quantized(t->type);
+            if (!q) return true;
+            if (!tsr_are_same_shape(a, t)) return a->type == t->type && tsr_is_contiguous(a) && tsr_is_contiguous(t);
+            if (tsr_is_quantized(a->type) && a->nb[0] != tsr_type_size(a->type)) return false;
+            if (tsr_is_quantized(t->type) && t->nb[0] != tsr_type_size(t->type)) return false;
+            return t->ne[0] % 32 == 0;
+        }
+        case TSR_OP_ADD: case TSR_OP_SUB: case TSR_OP_MUL: case TSR_OP_DIV:
+            if (t->op == TSR_OP_ADD && tsr_is_quantized(a->type))  /* dequantize + requantize per row */
+                return is_float(b->type) && t->type == a->type && tsr_is_contiguous(a) && tsr_is_contiguous(t) && t->ne[0] % 32 == 0;
+            return is_float(a->type) && is_float(b->type) && is_float(t->type);
+        case TSR_OP_SQR: case TSR_OP_SQRT: case TSR_OP_LOG: case TSR_OP_SCALE: case TSR_OP_CLAMP:
+            return is_float(a->type) && is_float(t->type);
+        case TSR_OP_UNARY:
+            return is_float(a->type) && is_float(t->type) && tsr_get_op_params_i32(t, 0) >= 0 &&
+                   tsr_get_op_params_i32(t, 0) < TSR_UNARY_OP_COUNT;
+        case TSR_OP_GLU:
+            return tsr_get_op_params_i32(t, 0) == TSR_GLU_OP_SWIGLU && is_float(a->type) && (!b || is_float(b->type)) && is_float(t->type);
+        case TSR_OP_SUM: case TSR_OP_SUM_ROWS: case TSR_OP_MEAN:
+            return is_float(a->type) && is_float(t->type);
+        case TSR_OP_ARGMAX: case TSR_OP_ARGSORT:
+            return a->type == TSR_TYPE_F32;
+        case TSR_OP_REPEAT: case TSR_OP_CONCAT: case TSR_OP_PAD:
+            return !tsr_is_quantized(a->type) && a->type == t->type;
+        case TSR_OP_NORM: case TSR_OP_RMS_NORM: case TSR_OP_GROUP_NORM: case TSR_OP_DIAG_MASK_INF:
+            return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32;
+        case TSR_OP_MUL_MAT:
+            if (!is_mm_type(a->type) || !is_float(b->type) || t->type != TSR_TYPE_F32 || t->nb[0] != 4) return false;
+            if (tsr_is_quantized(a->type)) return a->nb[0] == tsr_type_size(a->type) && a->ne[0] % 32 == 0;
+            return true;
+        case TSR_OP_OUT_PROD:
+            if (!is_mm_type(a->type) || b->type != TSR_TYPE_F32 || t->type != TSR_TYPE_F32 || t->nb[0] != 4) return false;
+            return !tsr_is_quantized(a->type) || a->nb[0] == tsr_type_size(a->type);
+        case TSR_OP_GET_ROWS:
+            if (!(is_mm_type(a->type) || a->type == TSR_TYPE_I32) || b->type != TSR_TYPE_I32) return false;
+            return !tsr_is_quantized(a->type) || (a->nb[0] == tsr_type_size(a->type) && t->nb[0] == 4);
+        case TSR_OP_SET_ROWS:
+            if (!is_mm_type(t->type) || a->type != TSR_TYPE_F32 || b->type != TSR_TYPE_I32) return false;
+            return !tsr_is_quantized(t->type) || (t->nb[0] == tsr_type_size(t->type) && t->ne[0] % 32 == 0);
+        case TSR_OP_SOFT_MAX:
+            return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32 && t->nb[0] == 4 &&
+                   (!b || b->type == TSR_TYPE_F32 || b->type == TSR_TYPE_F16);
+        case TSR_OP_ROPE:
+            return (a->type == TSR_TYPE_F32 || a->type == TSR_TYPE_F16) && t->type == a->type && b && b->type == TSR_TYPE_I32 &&
+                   (!t->src[2] || t->src[2]->type == TSR_TYPE_F32);
+        case TSR_OP_IM2COL:
+            return is_float(b->type) && (t->type == TSR_TYPE_F32 || t->type == TSR_TYPE_F16);
+        case TSR_OP_CONV_2D:
+            return is_float(a->type) && is_float(b->type) && t->type == TSR_TYPE_F32 && t->nb[0] == 4;
+        case TSR_OP_POOL_2D:
+            return is_float(a->type) && t->type == TSR_TYPE_F32;
+        case TSR_OP_UPSCALE:
+            return is_float(a->type) && is_float(t->type);
+        case TSR_OP_FLASH_ATTN_EXT: {
+            const tsr_tensor * v = t->src[2];
+            const tsr_tensor * m = t->src[3];
+            if (a->type != TSR_TYPE_F32 || !is_mm_type(b->type) || !v || !is_mm_type(v->type)) return false;
+            if (t->type != TSR_TYPE_F32 || t->nb[0] != 4) return false;
+            if (m && m->type != TSR_TYPE_F32 && m->type != TSR_TYPE_F16) return false;
+            if (tsr_is_quantized(b->type) && (b->nb[0] != tsr_type_size(b->type) || b->ne[0] % 32 != 0)) return false;
+            if (tsr_is_quantized(v->type) && v->nb[0] != tsr_type_size(v->type)) return false;
+            return true;
+        }
+        default:
+            return false;
+    }
+}
+
+/* Scratch bytes a node needs from the workspace with nth threads. */
+static size_t op_work_size(const tsr_tensor * t, const kernels * K, int nth) {
+    auto per_thread = [&](size_t floats) { return align_up(floats * 4, 64) * (size_t)nth; };
+    switch (t->op) {
+        case TSR_OP_DUP: case TSR_OP_CONT: case TSR_OP_CPY: case TSR_OP_ADD:
+            return per_thread((size_t)t->ne[0]);
+        case TSR_OP_MUL_MAT: return mm_work_size(t, K, nth);
+        case TSR_OP_OUT_PROD: return per_thread((size_t)t->src[0]->ne[0]);
+        case TSR_OP_SET_ROWS: return per_thread((size_t)t->src[0]->ne[0]);
+        case TSR_OP_ROPE: return per_thread((size_t)tsr_get_op_params_i32(t, 1) + 2);
+        case TSR_OP_ARGSORT: return per_thread((size_t)t->ne[0]);
+        case TSR_OP_IM2COL: return per_thread((size_t)t->ne[0]);
+        case TSR_OP_CONV_2D: {
+            const conv_plan c = conv_make_plan(t, K);
+            return c.cols_bytes + c.kern_bytes + c.thread_bytes * (size_t)nth;
+        }
+        case TSR_OP_FLASH_ATTN_EXT: return per_thread(fa_thread_floats(t));
+        default: return 0;
+    }
+}
+
+static void compute_node(const cparams & p, tsr_tensor * t) {
+    switch (t->op) {
+        case TSR_OP_DUP: case TSR_OP_CONT: case TSR_OP_CPY: op_cpy(p, t); break;
+        case TSR_OP_ADD: op_binary_t<TSR_OP_ADD>(p, t); break;
+        case TSR_OP_SUB: op_binary_t<TSR_OP_SUB>(p, t); break;
+        case TSR_OP_MUL: op_binary_t<TSR_OP_MUL>(p, t); break;
+        case TSR_OP_DIV: op_binary_t<TSR_OP_DIV>(p, t); break;
+        case TSR_OP_SQR: case TSR_OP_SQRT: case TSR_OP_LOG: case TSR_OP_SCALE: case TSR_OP_CLAMP: case TSR_OP_UNARY:
+            op_unary(p, t); break;
+        case TSR_OP_GLU: op_glu(p, t); break;
+        case TSR_OP_SUM: op_sum(p, t); break;
+        case TSR_OP_SUM_ROWS: case TSR_OP_MEAN: op_sum_rows(p, t); break;
+        case TSR_OP_ARGMAX: op_argmax(p, t); break;
+        case TSR_OP_REPEAT: op_repeat(p, t); break;
+        case TSR_OP_CONCAT: op_concat(p, t); break;
+        case TSR_OP_PAD: op_pad(p, t); break;
+        case TSR_OP_NORM: case TSR_OP_RMS_NORM: op_norm(p, t); break;
+        case TSR_OP_GROUP_NORM: op_group_norm(p, t); break;
+        case TSR_OP_MUL_MAT: op_mul_mat(p, t); break;
+        case TSR_OP_OUT_PROD: op_out_prod(p, t); break;
+        case TSR_OP_GET_ROWS: op_get_rows(p, t); break;
+        case TSR_OP_SET_ROWS: op_set_rows(p, t); break;
+        case TSR_OP_DIAG_MASK_INF: op_diag_mask_inf(p, t); break;
+        case TSR_OP_SOFT_MAX: op_soft_max(p, t); break;
+        case TSR_OP_ROPE: op_rope(p, t); break;
+        case TSR_OP_IM2COL: op_im2col(p, t); break;
+        case TSR_OP_CONV_2D: op_conv_2d(p, t); break;
+        case TSR_OP_POOL_2D: op_pool_2d(p, t); break;
+        case TSR_OP_UPSCALE: op_upscale(p, t); break;
+        case TSR_OP_ARGSORT: op_argsort(p, t); break;
+        case TSR_OP_FLASH_ATTN_EXT: op_flash_attn_ext(p, t); break;
+        default: break;
+    }
+}
+
+static inline bool node_runs(const tsr_tensor * t) { return !is_view_op(t->op) && tsr_nelements(t) > 0; }
+
+static size_t graph_work_size(tsr_cgraph * g, const kernels * K, int nth) {
+    size_t need = 0;
+    const int n = tsr_graph_n_nodes(g);
+    for (int i = 0; i < n; ++i) {
+        const tsr_tensor * t = tsr_graph_node(g, i);
+        if (node_runs(t)) need = std::max(need, op_work_size(t, K, nth));
+    }
+    return need;
+}
+
+struct graph_job {
+    backend_ctx * ctx;
+    tsr_cgraph * g;
+    const kernels * K;
+    std::atomic<int> abort_at{INT_MAX};  /* node index after which the graph stops */
+};
+
+static void graph_job_fn(void * arg, int ith, int nth) {
+    graph_job * job = (graph_job *)arg;
+    backend_ctx * ctx = job->ctx;
+    cparams p;
+    p.ith = ith;
+    p.nth = nth;
+    p.wdata = (uint8_t *)ctx->ws.ptr;
+    p.wsize = ctx->ws.size;
+    p.tp = ctx->tp;
+    p.K = job->K;
+    const int n = tsr_graph_n_nodes(job->g);
+    int last = -1;
+    for (int i = 0; i < n; ++i)
+        if (node_runs(tsr_graph_node(job->g, i))) last = i;
+    for (int i = 0; i <= last; ++i) {
+        tsr_tensor * t = tsr_graph_node(job->g, i);
+        if (!node_runs(t)) continue;
+        compute_node(p, t);
+        if (ith == 0 && i < last && ctx->abort_cb && ctx->abort_cb(ctx->abort_data))
+            job->abort_at.store(i, std::memory_order_release);
+        barrier(p);
+        /* compare with i: thread 0 may already be past this barrier and flag a later node */
+        if (job->abort_at.load(std::memory_order_acquire) <= i) break;
+    }
+}
+
+static const char * be_get_name(tsr_backend_t) { return "CPU"; }
+
+static void be_free(tsr_backend_t backend) {
+    if (!backend) return;
+    delete (backend_ctx *)backend->context;
+    delete backend;
+}
+
+static tsr_backend_buffer_type_t be_get_default_buffer_type(tsr_backend_t) { return tsr_backend_cpu_buffer_type(); }
+
+static bool be_graph_reserve(tsr_backend_t backend, tsr_cgraph * g) {
+    backend_ctx * ctx = (backend_ctx *)backend->context;
+    if (!g) return tsr_set_error("CPU backend: graph_reserve with a NULL graph");
+    return ctx->ws.reserve(graph_work_size(g, get_kernels(), ctx->n_threads));
+}
+
+static enum tsr_status be_graph_compute(tsr_backend_t backend, tsr_cgraph * g) {
+    backend_ctx * ctx = (backend_ctx *)backend->context;
+    if (!g) { tsr_set_error("CPU backend: graph_compute with a NULL graph"); return TSR_STATUS_FAILED; }
+    const int n = tsr_graph_n_nodes(g);
+    for (int i = 0; i < n; ++i) {
+        const tsr_tensor * t = tsr_graph_node(g, i);
+        if (!node_runs(t)) continue;
+        if (!supports(t)) {
+            tsr_set_error("CPU backend: node %d '%s' (%s, type %s) is not supported", i, t->name, tsr_op_desc(t), tsr_type_name(t->type));
+            return TSR_STATUS_FAILED;
+        }
+        if (!t->data) {
+            tsr_set_error("CPU backend: node %d '%s' (%s) has no data (allocate the graph first)", i, t->name, tsr_op_desc(t));
+            return TSR_STATUS_FAILED;
+        }
+        for (int s = 0; s < TSR_MAX_SRC; ++s) {
+            const tsr_tensor * src = t->src[s];
+            if (src && !src->data && tsr_nelements(src) > 0) {
+                tsr_set_error("CPU backend: input %d '%s' of node %d '%s' has no data", s, src->name, i, t->name);
+                return TSR_STATUS_FAILED;
+            }
+        }
+    }
+    const kernels * K = get_kernels();
+    if (!ctx->ws.reserve(graph_work_size(g, K, ctx->n_threads))) return TSR_STATUS_ALLOC_FAILED;
+    graph_job job;
+    job.ctx = ctx;
+    job.g = g;
+    job.K = K;
+    if (ctx->tp) ctx->tp->run(graph_job_fn, &job);
+    else graph_job_fn(&job, 0, 1);
+    return job.abort_at.load() != INT_MAX ? TSR_STATUS_ABORTED : TSR_STATUS_SUCCESS;
+}
+
+static bool be_supports_op(tsr_backend_t, const tsr_tensor * op) { return op && supports(op); }
+static bool be_supports_buft(tsr_backend_t, tsr_backend_buffer_type_t buft) { return buft && tsr_backend_buft_is_host(buft); }
+static size_t be_get_workspace_size(tsr_backend_t backend) { return ((backend_ctx *)backend->context)->ws.size; }
+
+static bool make_pool(backend_ctx * ctx, int n) {
+    delete ctx->tp;
+    ctx->tp = nullptr;
+    ctx->n_threads = 1;
+    if (n <= 1) return true;
+    try {
+        ctx->tp = new pool(n);
+        ctx->n_threads = n;
+        return true;
+    } catch (...) {
+        return tsr_set_error("CPU backend: could not start %d threads; running single-threaded", n);
+    }
+}
+
+} // namespace tcpu
+} // namespace
+
+/* ---- public API ---------------------------------------------------------------------------- */
+
+TSR_API_IMPL tsr_backend_t tsr_backend_cpu_init(void) {
+    using namespace tcpu;
+    backend_ctx * ctx = new (std::nothrow) backend_ctx();
+    tsr_backend * be = new (std::nothrow) tsr_backend();
+    if (!ctx || !be) {
+        delete ctx;
+        delete be;
+        tsr_set_error("tsr_backend_cpu_init: out of memory");
+        return nullptr;
+    }
+    unsigned hc = std::thread::hardware_concurrency();
+    int n = hc == 0 ? 1 : (int)std::min(hc, 64u);
+    make_pool(ctx, n);
+    std::memset(&be->iface, 0, sizeof(be->iface));
+    be->iface.get_name = be_get_name;
+    be->iface.free = be_free;
+    be->iface.get_default_buffer_type = be_get_default_buffer_type;
+    be->iface.graph_reserve = be_graph_reserve;
+    be->iface.graph_compute = be_graph_compute;
+    be->iface.supports_op = be_supports_op;
+    be->iface.supports_buft = be_supports_buft;
+    be->iface.get_workspace_size = be_get_workspace_size;
+    be->context = ctx;
+    return be;
+}
+
+TSR_API_IMPL bool tsr_backend_is_cpu(tsr_backend_t backend) {
+    return backend && backend->iface.get_name == tcpu::be_get_name;
+}
+
+TSR_API_IMPL void tsr_backend_cpu_set_n_threads(tsr_backend_t backend, int n_threads) {
+    if (!tsr_backend_is_cpu(backend)) { tsr_set_error("tsr_backend_cpu_set_n_threads: not a CPU backend"); return; }
+    tcpu::backend_ctx * ctx = (tcpu::backend_ctx *)backend->context;
+    n_threads = std::max(1, std::min(n_threads, 512));
+    if (n_threads == ctx->n_threads) return;
+    tcpu::make_pool(ctx, n_threads);
+}
+
+TSR_API_IMPL int tsr_backend_cpu_get_n_threads(tsr_backend_t backend) {
+    if (!tsr_backend_is_cpu(backend)) return 0;
+    return ((tcpu::backend_ctx *)backend->context)->n_threads;
+}
+
+TSR_API_IMPL void tsr_backend_cpu_set_abort_callback(tsr_backend_t backend, bool (*abort_callback)(void *), void * data) {
+    if (!tsr_backend_is_cpu(backend)) { tsr_set_error("tsr_backend_cpu_set_abort_callback: not a CPU backend"); return; }
+    tcpu::backend_ctx * ctx = (tcpu::backend_ctx *)backend->context;
+    ctx->abort_cb = abort_callback;
+    ctx->abort_data = data;
+}
+
+TSR_API_IMPL void tsr_backend_cpu_set_host_allocator(tsr_backend_t backend, const struct tsr_host_allocator * alloc) {
+    if (!tsr_backend_is_cpu(backend)) { tsr_set_error("tsr_backend_cpu_set_host_allocator: not a CPU backend"); return; }
+    tcpu::backend_ctx * ctx = (tcpu::backend_ctx *)backend->context;
+    ctx->ws.release();
+    if (alloc) {
+        ctx->ws.alloc = *alloc;
+        ctx->ws.has_alloc = true;
+    } else {
+        const tsr_host_allocator * d = tsr_get_host_allocator();
+        ctx->ws.has_alloc = d != nullptr;
+        if (d) ctx->ws.alloc = *d;
+    }
+}
+
+TSR_API_IMPL const char * tsr_cpu_isa_name(enum tsr_cpu_isa isa) { return tcpu::isa_name(isa); }
+TSR_API_IMPL bool tsr_cpu_isa_supported(enum tsr_cpu_isa isa) { return tcpu::isa_supported(isa); }
+TSR_API_IMPL enum tsr_cpu_isa tsr_cpu_isa_best(void) { return tcpu::isa_best(); }
+TSR_API_IMPL enum tsr_cpu_isa tsr_cpu_get_isa(void) { return (enum tsr_cpu_isa)tcpu::isa_current().load(); }
+TSR_API_IMPL bool tsr_cpu_set_isa(enum tsr_cpu_isa isa) {
+    if (!tcpu::isa_supported(isa)) return tsr_set_error("tsr_cpu_set_isa: %s is not supported by this CPU/build", tcpu::isa_name(isa));
+    tcpu::isa_current().store((int)isa);
+    return true;
+}
+TSR_API_IMPL bool tsr_cpu_has_avx512_bf16(void) { return tcpu::features().avx512_bf16; }
+TSR_API_IMPL bool tsr_cpu_has_avx512_vnni(void) { return tcpu::features().avx512_vnni; }

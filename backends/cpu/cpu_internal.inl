@@ -1,0 +1,205 @@
+/*
+ * cpu_internal.inl - shared internals of the CPU backend: includes, element conversions,
+ * the per-thread compute parameters and the kernel table every ISA path fills in.
+ * Everything here is internal (anonymous namespace): two vendored copies never clash.
+ */
+#include "tessera/impl/core_internal.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cfloat>
+#include <climits>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#define TSR_CPU_X86 1
+#include <immintrin.h>
+#include <cpuid.h>
+#endif
+#if defined(__aarch64__)
+#define TSR_CPU_ARM64 1
+#include <arm_neon.h>
+#endif
+
+/* ISA-specific functions live in the same TU; each carries its target attribute. */
+#if defined(TSR_CPU_X86) && (defined(__GNUC__) || defined(__clang__))
+#define TSR_TARGET_AVX2   __attribute__((target("avx2,fma,f16c")))
+#define TSR_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+#define TSR_TARGET_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")))
+#define TSR_TARGET_AVX512VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
+#define TSR_CPU_HAVE_X86_KERNELS 1
+#endif
+
+namespace {
+namespace tcpu {
+
+/* ---- scalar element conversions (exact, round to nearest even) ------------------------ */
+
+static inline float bits_f32(uint32_t w) { float f; std::memcpy(&f, &w, 4); return f; }
+static inline uint32_t f32_bits(float f) { uint32_t w; std::memcpy(&w, &f, 4); return w; }
+
+static inline float h2f(uint16_t h) {
+    const uint32_t w = (uint32_t)h << 16;
+    const uint32_t sign = w & 0x80000000u;
+    const uint32_t two_w = w + w;
+    const float normalized = bits_f32((two_w >> 4) + (0xE0u << 23)) * 0x1.0p-112f;
+    const float denormalized = bits_f32((two_w >> 17) | (126u << 23)) - 0.5f;
+    const uint32_t result = sign | (two_w < (1u << 27) ? f32_bits(denormalized) : f32_bits(normalized));
+    return bits_f32(result);
+}
+
+static inline uint16_t f2h(float f) {
+    float base = (std::fabs(f) * 0x1.0p+112f) * 0x1.0p-110f;
+    const uint32_t w = f32_bits(f);
+    const uint32_t shl1_w = w + w;
+    const uint32_t sign = w & 0x80000000u;
+    uint32_t bias = shl1_w & 0xFF000000u;
+    if (bias < 0x71000000u) bias = 0x71000000u;
+    base = bits_f32((bias >> 1) + 0x07800000u) + base;
+    const uint32_t bits = f32_bits(base);
+    const uint32_t exp_bits = (bits >> 13) & 0x00007C00u;
+    const uint32_t mantissa_bits = bits & 0x00000FFFu;
+    const uint32_t nonsign = exp_bits + mantissa_bits;
+    return (uint16_t)((sign >> 16) | (shl1_w > 0xFF000000u ? 0x7E00u : nonsign));
+}
+
+static inline float bf2f(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+static inline uint16_t f2bf(float f) {
+    uint32_t u = f32_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 64);
+    return (uint16_t)((u + (0x7fffu + ((u >> 16) & 1u))) >> 16);
+}
+
+/* Load/store one element of a (non-quantized) type as float. */
+static inline float ld(enum tsr_type t, const void * p) {
+    switch (t) {
+        case TSR_TYPE_F32:  return *(const float *)p;
+        case TSR_TYPE_F16:  return h2f(*(const uint16_t *)p);
+        case TSR_TYPE_BF16: return bf2f(*(const uint16_t *)p);
+        case TSR_TYPE_I32:  return (float)*(const int32_t *)p;
+        default: return 0.0f;
+    }
+}
+static inline void st(enum tsr_type t, void * p, float v) {
+    switch (t) {
+        case TSR_TYPE_F32:  *(float *)p = v; break;
+        case TSR_TYPE_F16:  *(uint16_t *)p = f2h(v); break;
+        case TSR_TYPE_BF16: *(uint16_t *)p = f2bf(v); break;
+        case TSR_TYPE_I32:  *(int32_t *)p = (int32_t)v; break;
+        default: break;
+    }
+}
+
+/* Activations quantized for integer dot products with Q8_0/Q4_0 weights (workspace only):
+ * x[i] ~= d * qs[i]; sum = sum(qs) (used for the unsigned-offset trick). */
+struct yq8 {
+    float   d;
+    int32_t sum;
+    int8_t  qs[32];
+};
+static_assert(sizeof(yq8) == 40, "yq8 layout");
+
+/* A quantized activation row of nb blocks is followed by side arrays the matrix-vector
+ * kernels load as vectors (written by y_side): float d[nb], float d*sum[nb], the qs of all
+ * blocks back to back (qs_nat, 32 per block), and the same qs per pair of blocks (i, i+1)
+ * ordered [i 0..15 | i+1 0..15 | i 16..31 | i+1 16..31] (qs_q4, matches Q4_0 nibbles). */
+static inline size_t yq8_row_bytes(int64_t n) { return (size_t)(n / 32) * (sizeof(yq8) + 8 + 64) + 64; /* + an odd last pair */ }
+static inline void y_side(yq8 * y, int64_t nb) {
+    float * d = (float *)(y + nb);
+    float * ds = d + nb;
+    int8_t * qn = (int8_t *)(ds + nb);
+    int8_t * q4 = qn + nb * 32;
+    for (int64_t b = 0; b < nb; ++b) {
+        d[b] = y[b].d;
+        ds[b] = y[b].d * (float)y[b].sum;
+        std::memcpy(qn + b * 32, y[b].qs, 32);
+        int8_t * pair = q4 + (b & ~(int64_t)1) * 32 + (b & 1) * 16;
+        std::memcpy(pair, y[b].qs, 16);
+        std::memcpy(pair + 32, y[b].qs + 16, 16);
+    }
+}
+
+/* ---- the kernel table one ISA path fills ------------------------------------------------ */
+
+/* A packed-panel GEMM: C[n*ldc + m] (+)= sum_k A[m][k] * B[n][k] over one k block.
+ * pack_a packs up to mr rows of src0 (row stride lda bytes, `rows` valid rows, the rest
+ * zero) for k in [k0, k0+kc); pack_b packs up to nr rows of the B operand (F32 rows, or
+ * yq8 rows for integer kernels). kc is a multiple of 32; k beyond K packs as zero. */
+struct gemm_impl {
+    int mr, nr, kc, mc;
+    size_t a_bytes_32k;   /* packed bytes per 32 k of one mr panel */
+    size_t b_bytes_32k;   /* packed bytes per 32 k of one nr panel */
+    bool   b_is_q8;       /* B operand is yq8 rows (else F32 rows) */
+    void (*pack_a)(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst);
+    void (*pack_b)(const char * b, size_t ldb, int rows, int64_t K, int64_t k0, int kc, void * dst);
+    void (*kernel)(int kc, const void * ap, const void * bp, float * c, size_t ldc, int mr_valid, int nr_valid, bool accumulate);
+};
+
+enum { SLOT_F32 = 0, SLOT_F16, SLOT_BF16, SLOT_Q8_0, SLOT_Q4_0, SLOT_COUNT };
+
+static inline int type_slot(enum tsr_type t) {
+    switch (t) {
+        case TSR_TYPE_F32:  return SLOT_F32;
+        case TSR_TYPE_F16:  return SLOT_F16;
+        case TSR_TYPE_BF16: return SLOT_BF16;
+        case TSR_TYPE_Q8_0: return SLOT_Q8_0;
+        case TSR_TYPE_Q4_0: return SLOT_Q4_0;
+        default: return -1;
+    }
+}
+
+struct kernels {
+    enum tsr_cpu_isa isa;
+    /* dot products of n elements: x (src0 row) with an F32 row, or with yq8 blocks */
+    float (*dot_f32)(int64_t n, const float * x, const float * y);
+    float (*dot_f16)(int64_t n, const uint16_t * x, const float * y);
+    float (*dot_bf16)(int64_t n, const uint16_t * x, const float * y);
+    float (*dot_q8_0)(int64_t n, const tsr_block_q8_0 * x, const yq8 * y);
+    float (*dot_q4_0)(int64_t n, const tsr_block_q4_0 * x, const yq8 * y);
+    /* 4 rows at once (x rows lda bytes apart, float types by slot): out[r] = dot(x_r, y);
+     * NULL: one row at a time. More streams in flight for matrix-vector from DRAM. */
+    void (*dot4[3])(int64_t n, const char * x, size_t lda, const float * y, float * out);
+    /* F32 row -> yq8 blocks (n a multiple of 32) */
+    void (*quantize_y)(const float * x, yq8 * y, int64_t n);
+    /* y[i] += a * x[i] (flash attention V accumulation), and x*=s */
+    void (*axpy_f32)(int64_t n, float a, const float * x, float * y);
+    /* packed GEMM per src0 type slot; NULL: dot products only */
+    const gemm_impl * gemm[SLOT_COUNT];
+};
+
+/* ---- what a thread sees while it computes one node -------------------------------------- */
+
+struct pool;
+
+struct cparams {
+    int ith, nth;
+    uint8_t * wdata;      /* the workspace (shared by all threads of this node) */
+    size_t    wsize;
+    pool *    tp;
+    const kernels * K;
+};
+
+static void barrier(const cparams & p);
+
+/* Rows [r0, r1) of nr for thread ith of nth. */
+static inline void split_rows(int64_t nr, int ith, int nth, int64_t & r0, int64_t & r1) {
+    const int64_t dr = (nr + nth - 1) / nth;
+    r0 = std::min<int64_t>(dr * ith, nr);
+    r1 = std::min<int64_t>(r0 + dr, nr);
+}
+
+static inline char * tptr(const tsr_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    return (char *)t->data + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+}
+
+static inline size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+} // namespace tcpu
+} // namespace

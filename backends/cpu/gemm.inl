@@ -1,0 +1,241 @@
+/*
+ * gemm.inl - matrix multiplication: the kernel table in use, the blocked/packed GEMM
+ * driver (operands packed into the workspace), the dot-product path for matrix-vector
+ * and small N, and mul_mat itself (src1 converted or quantized into the workspace).
+ */
+namespace {
+namespace tcpu {
+
+static const kernels * get_kernels() {
+    switch ((enum tsr_cpu_isa)isa_current().load(std::memory_order_relaxed)) {
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+        case TSR_CPU_ISA_AVX512: {
+            static const kernels k = make_kernels_avx512();
+            return &k;
+        }
+        case TSR_CPU_ISA_AVX2: return &kernels_avx2;
+#endif
+#if defined(TSR_CPU_ARM64)
+        case TSR_CPU_ISA_NEON: return &kernels_neon;
+#endif
+        default: return &kernels_scalar;
+    }
+}
+
+enum { GEMM_NC = 528, GEMM_MIN_N = 6 };
+
+/* C[n*ldc + m] = sum_k A[m][k] * B[n][k] for m in [m0, m1), all n. */
+struct mm_args {
+    enum tsr_type ta;           /* type of A rows (after any conversion) */
+    const char * A; size_t lda;
+    const char * B; size_t ldb; /* F32 rows, or yq8 rows when A is quantized */
+    int64_t M, N, K;
+    float * C; size_t ldc;      /* in floats */
+    const gemm_impl * g;        /* NULL: dot products */
+};
+
+static size_t gemm_thread_bytes(const gemm_impl * g, int64_t N) {
+    if (!g) return 0;
+    const int64_t nc = std::min<int64_t>(N, GEMM_NC);
+    const size_t kb = (size_t)g->kc / 32;
+    const size_t bp = (size_t)((nc + g->nr - 1) / g->nr) * g->b_bytes_32k * kb;
+    const size_t ap = (size_t)((g->mc + g->mr - 1) / g->mr) * g->a_bytes_32k * kb;
+    return align_up(bp, 64) + align_up(ap, 64);
+}
+
+static inline float dot_any(const kernels * K, enum tsr_type ta, int64_t n, const char * x, const char * y) {
+    switch (ta) {
+        case TSR_TYPE_F32:  return K->dot_f32(n, (const float *)x, (const float *)y);
+        case TSR_TYPE_F16:  return K->dot_f16(n, (const uint16_t *)x, (const float *)y);
+        case TSR_TYPE_BF16: return K->dot_bf16(n, (const uint16_t *)x, (const float *)y);
+        case TSR_TYPE_Q8_0: return K->dot_q8_0(n, (const tsr_block_q8_0 *)x, (const yq8 *)y);
+        case TSR_TYPE_Q4_0: return K->dot_q4_0(n, (const tsr_block_q4_0 *)x, (const yq8 *)y);
+        default: return 0.0f;
+    }
+}
+
+static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m1, uint8_t * tws) {
+    if (m0 >= m1) return;
+    const gemm_impl * g = a.g;
+    if (!g) {
+        const int slot = type_slot(a.ta);
+        if (a.N == 1 && slot >= 0 && slot < 3 && K->dot4[slot]) {
+            int64_t m = m0;
+            for (; m + 4 <= m1; m += 4) {
+                float o[4];
+                K->dot4[slot](a.K, a.A + (size_t)m * a.lda, a.lda, (const float *)a.B, o);
+                for (int r = 0; r < 4; ++r) a.C[m + r] = o[r];
+            }
+            for (; m < m1; ++m) a.C[m] = dot_any(K, a.ta, a.K, a.A + (size_t)m * a.lda, a.B);
+            return;
+        }
+        for (int64_t m = m0; m < m1; ++m) {
+            const char * x = a.A + (size_t)m * a.lda;
+            for (int64_t n = 0; n < a.N; ++n) a.C[(size_t)n * a.ldc + m] = dot_any(K, a.ta, a.K, x, a.B + (size_t)n * a.ldb);
+        }
+        return;
+    }
+    const int64_t nc_max = std::min<int64_t>(a.N, GEMM_NC);
+    const size_t kb_max = (size_t)g->kc / 32;
+    uint8_t * bpack = tws;
+    uint8_t * apack = tws + align_up((size_t)((nc_max + g->nr - 1) / g->nr) * g->b_bytes_32k * kb_max, 64);
+    for (int64_t jc = 0; jc < a.N; jc += GEMM_NC) {
+        const int64_t nc = std::min<int64_t>(GEMM_NC, a.N - jc);
+        for (int64_t pc = 0; pc < a.K; pc += g->kc) {
+            const int kcp = (int)std::min<int64_t>(g->kc, (a.K - pc + 31) / 32 * 32);
+            const size_t bpanel = g->b_bytes_32k * (size_t)(kcp / 32);
+            const size_t apanel = g->a_bytes_32k * (size_t)(kcp / 32);
+            for (int64_t jr = 0; jr < nc; jr += g->nr)
+                g->pack_b(a.B + (size_t)(jc + jr) * a.ldb, a.ldb, (int)std::min<int64_t>(g->nr, nc - jr), a.K, pc, kcp,
+                          bpack + (size_t)(jr / g->nr) * bpanel);
+            for (int64_t ic = m0; ic < m1; ic += g->mc) {
+                const int64_t mc = std::min<int64_t>(g->mc, m1 - ic);
+                for (int64_t ir = 0; ir < mc; ir += g->mr)
+                    g->pack_a(a.A + (size_t)(ic + ir) * a.lda, a.lda, (int)std::min<int64_t>(g->mr, mc - ir), a.K, pc, kcp,
+                              apack + (size_t)(ir / g->mr) * apanel);
+                for (int64_t jr = 0; jr < nc; jr += g->nr) {
+                    const int nrv = (int)std::min<int64_t>(g->nr, nc - jr);
+                    const uint8_t * bp = bpack + (size_t)(jr / g->nr) * bpanel;
+                    for (int64_t ir = 0; ir < mc; ir += g->mr) {
+                        const int mrv = (int)std::min<int64_t>(g->mr, mc - ir);
+                        g->kernel(kcp, apack + (size_t)(ir / g->mr) * apanel, bp,
+                                  a.C + (size_t)(jc + jr) * a.ldc + (ic + ir), a.ldc, mrv, nrv, pc > 0);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* ---- mul_mat ------------------------------------------------------------------------------ */
+
+struct mm_plan {
+    enum tsr_type ta;         /* A type as computed */
+    bool x_conv;              /* src0 rows not contiguous: convert to dense F32 */
+    bool y_q8;                /* src1 quantized to yq8 */
+    bool y_conv;              /* src1 converted to dense F32 */
+    const gemm_impl * g;
+    size_t x_bytes, y_bytes, y_row;
+    size_t thread_bytes;
+};
+
+static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) {
+    const tsr_tensor * s0 = dst->src[0];
+    const tsr_tensor * s1 = dst->src[1];
+    mm_plan pl{};
+    const int64_t Kd = s0->ne[0];
+    pl.ta = s0->type;
+    pl.x_conv = !tsr_is_quantized(s0->type) && s0->nb[0] != tsr_type_size(s0->type);
+    if (pl.x_conv) {
+        pl.ta = TSR_TYPE_F32;
+        pl.x_bytes = align_up((size_t)(Kd * s0->ne[1] * s0->ne[2] * s0->ne[3]) * 4, 64);
+    }
+    const int64_t ny = s1->ne[1] * s1->ne[2] * s1->ne[3];
+    pl.y_q8 = tsr_is_quantized(pl.ta);
+    pl.y_conv = !pl.y_q8 && (s1->type != TSR_TYPE_F32 || s1->nb[0] != 4);
+    if (pl.y_q8) pl.y_row = yq8_row_bytes(Kd);
+    else if (pl.y_conv) pl.y_row = (size_t)Kd * 4;
+    pl.y_bytes = align_up(pl.y_row * (size_t)ny, 64);
+    const int slot = type_slot(pl.ta);
+    pl.g = (slot >= 0 && s1->ne[1] >= GEMM_MIN_N) ? K->gemm[slot] : nullptr;
+    pl.thread_bytes = gemm_thread_bytes(pl.g, s1->ne[1]);
+    (void)nth;
+    return pl;
+}
+
+static size_t mm_work_size(const tsr_tensor * dst, const kernels * K, int nth) {
+    const mm_plan pl = mm_make_plan(dst, K, nth);
+    return pl.x_bytes + pl.y_bytes + pl.thread_bytes * (size_t)nth;
+}
+
+static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * s0 = dst->src[0];
+    const tsr_tensor * s1 = dst->src[1];
+    const mm_plan pl = mm_make_plan(dst, p.K, p.nth);
+    const int64_t Kd = s0->ne[0], M = s0->ne[1], N = s1->ne[1];
+    const int64_t ne12 = s1->ne[2], ne13 = s1->ne[3];
+    const int64_t r2 = ne12 / s0->ne[2], r3 = ne13 / s0->ne[3];
+    uint8_t * xw = p.wdata;
+    uint8_t * yw = p.wdata + pl.x_bytes;
+    uint8_t * tw = yw + pl.y_bytes + pl.thread_bytes * (size_t)p.ith;
+
+    /* phase 1: convert src0 / convert or quantize src1 into the workspace */
+    if (pl.x_conv || pl.y_q8 || pl.y_conv) {
+        if (pl.x_conv) {
+            const int64_t nr = s0->ne[1] * s0->ne[2] * s0->ne[3];
+            int64_t r0, r1;
+            split_rows(nr, p.ith, p.nth, r0, r1);
+            for (int64_t r = r0; r < r1; ++r) {
+                const int64_t i1 = r % s0->ne[1], i2 = (r / s0->ne[1]) % s0->ne[2], i3 = r / (s0->ne[1] * s0->ne[2]);
+                float * d = (float *)xw + (size_t)r * Kd;
+                for (int64_t i0 = 0; i0 < Kd; ++i0) d[i0] = ld(s0->type, tptr(s0, i0, i1, i2, i3));
+            }
+        }
+        if (pl.y_q8 || pl.y_conv) {
+            const int64_t nr = s1->ne[1] * s1->ne[2] * s1->ne[3];
+            int64_t r0, r1;
+            split_rows(nr, p.ith, p.nth, r0, r1);
+            for (int64_t r = r0; r < r1; ++r) {
+                const int64_t i1 = r % s1->ne[1], i2 = (r / s1->ne[1]) % s1->ne[2], i3 = r / (s1->ne[1] * s1->ne[2]);
+                uint8_t * d = yw + (size_t)r * pl.y_row;
+                if (pl.y_q8 && s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {
+                    p.K->quantize_y((const float *)tptr(s1, 0, i1, i2, i3), (yq8 *)d, Kd);
+                } else {
+                    /* non-contiguous or non-F32 src1: convert (32 elements at a time when quantizing) */
+                    if (pl.y_conv) {
+                        float * df = (float *)d;
+                        for (int64_t i0 = 0; i0 < Kd; ++i0) df[i0] = ld(s1->type, tptr(s1, i0, i1, i2, i3));
+                    } else {
+                        float tmp[32];
+                        for (int64_t b = 0; b < Kd / 32; ++b) {
+                            for (int j = 0; j < 32; ++j) tmp[j] = ld(s1->type, tptr(s1, b * 32 + j, i1, i2, i3));
+                            p.K->quantize_y(tmp, (yq8 *)d + b, 32);
+                        }
+                    }
+                }
+                if (pl.y_q8) y_side((yq8 *)d, Kd / 32);
+            }
+        }
+        barrier(p);
+    }
+
+    /* phase 2: items = (batch, M chunk) */
+    const int64_t nbatch = ne12 * ne13;
+    const int64_t mr = pl.g ? pl.g->mr : 16;
+    int64_t mchunks = std::max<int64_t>(1, (2 * p.nth + nbatch - 1) / nbatch);
+    int64_t csize = (M + mchunks - 1) / mchunks;
+    csize = (csize + mr - 1) / mr * mr;
+    mchunks = (M + csize - 1) / csize;
+    const int64_t nitems = nbatch * mchunks;
+    int64_t it0, it1;
+    split_rows(nitems, p.ith, p.nth, it0, it1);
+    for (int64_t it = it0; it < it1; ++it) {
+        const int64_t b = it / mchunks, mc = it % mchunks;
+        const int64_t i12 = b % ne12, i13 = b / ne12;
+        const int64_t i02 = i12 / r2, i03 = i13 / r3;
+        mm_args a;
+        a.ta = pl.ta;
+        if (pl.x_conv) {
+            a.A = (const char *)xw + (size_t)((i03 * s0->ne[2] + i02) * M) * (size_t)Kd * 4;
+            a.lda = (size_t)Kd * 4;
+        } else {
+            a.A = (const char *)s0->data + i02 * s0->nb[2] + i03 * s0->nb[3];
+            a.lda = s0->nb[1];
+        }
+        if (pl.y_q8 || pl.y_conv) {
+            a.B = (const char *)yw + (size_t)((i13 * ne12 + i12) * N) * pl.y_row;
+            a.ldb = pl.y_row;
+        } else {
+            a.B = (const char *)s1->data + i12 * s1->nb[2] + i13 * s1->nb[3];
+            a.ldb = s1->nb[1];
+        }
+        a.M = M; a.N = N; a.K = Kd;
+        a.C = (float *)((char *)dst->data + i12 * dst->nb[2] + i13 * dst->nb[3]);
+        a.ldc = dst->nb[1] / 4;
+        a.g = pl.g;
+        mm_range(p.K, a, mc * csize, std::min<int64_t>(M, (mc + 1) * csize), tw);
+    }
+}
+
+} // namespace tcpu
+} // namespace

@@ -1,0 +1,237 @@
+/*
+ * kernels_avx2.inl - x86-64 AVX2 + FMA + F16C kernels (runtime-dispatched; compiled with
+ * target attributes so the rest of the TU stays baseline x86-64).
+ */
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+/* GCC 12 warns about the deliberately undefined lanes inside some intrinsics. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+namespace {
+namespace tcpu {
+
+TSR_TARGET_AVX2 static inline float hsum256(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+TSR_TARGET_AVX2 static inline float h2f_avx2(uint16_t h) { return _cvtsh_ss(h); }
+
+TSR_TARGET_AVX2 static float dot_f32_avx2(int64_t n, const float * x, const float * y) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
+        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(y + i + 16), a2);
+        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
+    }
+    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
+    float s = hsum256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    for (; i < n; ++i) s += x[i] * y[i];
+    return s;
+}
+
+TSR_TARGET_AVX2 static float dot_f16_avx2(int64_t n, const uint16_t * x, const float * y) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))), _mm256_loadu_ps(y + i), a0);
+        a1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i + 8))), _mm256_loadu_ps(y + i + 8), a1);
+        a2 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i + 16))), _mm256_loadu_ps(y + i + 16), a2);
+        a3 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i + 24))), _mm256_loadu_ps(y + i + 24), a3);
+    }
+    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))), _mm256_loadu_ps(y + i), a0);
+    float s = hsum256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    for (; i < n; ++i) s += h2f(x[i]) * y[i];
+    return s;
+}
+
+TSR_TARGET_AVX2 static inline __m256 bf16x8_avx2(const uint16_t * p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+
+TSR_TARGET_AVX2 static float dot_bf16_avx2(int64_t n, const uint16_t * x, const float * y) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_fmadd_ps(bf16x8_avx2(x + i), _mm256_loadu_ps(y + i), a0);
+        a1 = _mm256_fmadd_ps(bf16x8_avx2(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
+        a2 = _mm256_fmadd_ps(bf16x8_avx2(x + i + 16), _mm256_loadu_ps(y + i + 16), a2);
+        a3 = _mm256_fmadd_ps(bf16x8_avx2(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
+    }
+    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(bf16x8_avx2(x + i), _mm256_loadu_ps(y + i), a0);
+    float s = hsum256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    for (; i < n; ++i) s += bf2f(x[i]) * y[i];
+    return s;
+}
+
+/* sum over 32 int8 products as 8 int32 lanes: x signed, y signed (sign trick). */
+TSR_TARGET_AVX2 static inline __m256i dot32_s8s8_avx2(__m256i x, __m256i y) {
+    const __m256i ax = _mm256_sign_epi8(x, x);
+    const __m256i sy = _mm256_sign_epi8(y, x);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1));
+}
+/* x unsigned (0..15), y signed */
+TSR_TARGET_AVX2 static inline __m256i dot32_u4s8_avx2(__m256i x, __m256i y) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
+}
+
+TSR_TARGET_AVX2 static inline __m256i unpack_q4_avx2(const uint8_t * qs) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)qs);
+    const __m128i m = _mm_set1_epi8(0x0F);
+    const __m128i lo = _mm_and_si128(v, m);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+}
+
+TSR_TARGET_AVX2 static float dot_q8_0_avx2(int64_t n, const tsr_block_q8_0 * x, const yq8 * y) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    const int64_t nb = n / 32;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        const __m256i p0 = dot32_s8s8_avx2(_mm256_loadu_si256((const __m256i *)x[b].qs), _mm256_loadu_si256((const __m256i *)y[b].qs));
+        const __m256i p1 = dot32_s8s8_avx2(_mm256_loadu_si256((const __m256i *)x[b + 1].qs), _mm256_loadu_si256((const __m256i *)y[b + 1].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(h2f_avx2(x[b].d) * y[b].d), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(h2f_avx2(x[b + 1].d) * y[b + 1].d), acc1);
+    }
+    for (; b < nb; ++b) {
+        const __m256i p0 = dot32_s8s8_avx2(_mm256_loadu_si256((const __m256i *)x[b].qs), _mm256_loadu_si256((const __m256i *)y[b].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(h2f_avx2(x[b].d) * y[b].d), acc0);
+    }
+    return hsum256(_mm256_add_ps(acc0, acc1));
+}
+
+TSR_TARGET_AVX2 static float dot_q4_0_avx2(int64_t n, const tsr_block_q4_0 * x, const yq8 * y) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    float corr = 0.0f;
+    const int64_t nb = n / 32;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        const __m256i p0 = dot32_u4s8_avx2(unpack_q4_avx2(x[b].qs), _mm256_loadu_si256((const __m256i *)y[b].qs));
+        const __m256i p1 = dot32_u4s8_avx2(unpack_q4_avx2(x[b + 1].qs), _mm256_loadu_si256((const __m256i *)y[b + 1].qs));
+        const float d0 = h2f_avx2(x[b].d) * y[b].d, d1 = h2f_avx2(x[b + 1].d) * y[b + 1].d;
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(d0), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(d1), acc1);
+        corr += d0 * (float)y[b].sum + d1 * (float)y[b + 1].sum;
+    }
+    for (; b < nb; ++b) {
+        const __m256i p0 = dot32_u4s8_avx2(unpack_q4_avx2(x[b].qs), _mm256_loadu_si256((const __m256i *)y[b].qs));
+        const float d0 = h2f_avx2(x[b].d) * y[b].d;
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(d0), acc0);
+        corr += d0 * (float)y[b].sum;
+    }
+    return hsum256(_mm256_add_ps(acc0, acc1)) - 8.0f * corr;
+}
+
+TSR_TARGET_AVX2 static void quantize_y_avx2(const float * x, yq8 * y, int64_t n) {
+    const __m256 signbit = _mm256_set1_ps(-0.0f);
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const float * xb = x + b * 32;
+        __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8), v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
+        __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(signbit, v0), _mm256_andnot_ps(signbit, v1)),
+                                 _mm256_max_ps(_mm256_andnot_ps(signbit, v2), _mm256_andnot_ps(signbit, v3)));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const __m256 vid = _mm256_set1_ps(id);
+        __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, vid));
+        __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, vid));
+        __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, vid));
+        __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, vid));
+        __m256i s = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        s4 = _mm_hadd_epi32(s4, s4);
+        s4 = _mm_hadd_epi32(s4, s4);
+        i0 = _mm256_packs_epi32(i0, i1);
+        i2 = _mm256_packs_epi32(i2, i3);
+        i0 = _mm256_packs_epi16(i0, i2);
+        i0 = _mm256_permutevar8x32_epi32(i0, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)y[b].qs, i0);
+        y[b].d = d;
+        y[b].sum = _mm_cvtsi128_si32(s4);
+    }
+}
+
+TSR_TARGET_AVX2 static void axpy_f32_avx2(int64_t n, float a, const float * x, float * y) {
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; ++i) y[i] += a * x[i];
+}
+
+TSR_TARGET_AVX2 static void cvt_f16_f32_avx2(const void * src, float * dst, int64_t n) {
+    const uint16_t * s = (const uint16_t *)src;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
+    for (; i < n; ++i) dst[i] = h2f(s[i]);
+}
+TSR_TARGET_AVX2 static void cvt_bf16_f32_avx2(const void * src, float * dst, int64_t n) {
+    const uint16_t * s = (const uint16_t *)src;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, bf16x8_avx2(s + i));
+    for (; i < n; ++i) dst[i] = bf2f(s[i]);
+}
+
+/* F32 GEMM micro-kernel: 16 x 6 tile (2 ymm x 6 columns). */
+TSR_TARGET_AVX2 static void gemm_f32_kernel_avx2(int kc, const void * ap, const void * bp, float * c, size_t ldc,
+                                                 int mr_valid, int nr_valid, bool accumulate) {
+    const float * a = (const float *)ap;
+    const float * b = (const float *)bp;
+    __m256 acc[6][2];
+    for (int j = 0; j < 6; ++j) { acc[j][0] = _mm256_setzero_ps(); acc[j][1] = _mm256_setzero_ps(); }
+    for (int k = 0; k < kc; ++k) {
+        const __m256 a0 = _mm256_loadu_ps(a + (size_t)k * 16);
+        const __m256 a1 = _mm256_loadu_ps(a + (size_t)k * 16 + 8);
+        const float * bk = b + (size_t)k * 6;
+#define TSR_AVX2_STEP(j) { const __m256 bb = _mm256_broadcast_ss(bk + j); acc[j][0] = _mm256_fmadd_ps(a0, bb, acc[j][0]); acc[j][1] = _mm256_fmadd_ps(a1, bb, acc[j][1]); }
+        TSR_AVX2_STEP(0) TSR_AVX2_STEP(1) TSR_AVX2_STEP(2) TSR_AVX2_STEP(3) TSR_AVX2_STEP(4) TSR_AVX2_STEP(5)
+#undef TSR_AVX2_STEP
+    }
+    for (int j = 0; j < nr_valid; ++j) {
+        float * cj = c + (size_t)j * ldc;
+        if (mr_valid == 16) {
+            if (accumulate) {
+                _mm256_storeu_ps(cj, _mm256_add_ps(_mm256_loadu_ps(cj), acc[j][0]));
+                _mm256_storeu_ps(cj + 8, _mm256_add_ps(_mm256_loadu_ps(cj + 8), acc[j][1]));
+            } else {
+                _mm256_storeu_ps(cj, acc[j][0]);
+                _mm256_storeu_ps(cj + 8, acc[j][1]);
+            }
+        } else {
+            alignas(32) float tmp[16];
+            _mm256_store_ps(tmp, acc[j][0]);
+            _mm256_store_ps(tmp + 8, acc[j][1]);
+            for (int i = 0; i < mr_valid; ++i) cj[i] = accumulate ? cj[i] + tmp[i] : tmp[i];
+        }
+    }
+}
+
+static const gemm_impl gemm_f32_avx2 = { 16, 6, 256, 128, 16 * 128, 6 * 128, false,
+    pack_panel_f32<16, 4, cvt_f32_copy>, pack_panel_f32<6, 4, cvt_f32_copy>, gemm_f32_kernel_avx2 };
+static const gemm_impl gemm_f16_avx2 = { 16, 6, 256, 128, 16 * 128, 6 * 128, false,
+    pack_panel_f32<16, 2, cvt_f16_f32_avx2>, pack_panel_f32<6, 4, cvt_f32_copy>, gemm_f32_kernel_avx2 };
+static const gemm_impl gemm_bf16_avx2 = { 16, 6, 256, 128, 16 * 128, 6 * 128, false,
+    pack_panel_f32<16, 2, cvt_bf16_f32_avx2>, pack_panel_f32<6, 4, cvt_f32_copy>, gemm_f32_kernel_avx2 };
+
+static const kernels kernels_avx2 = {
+    TSR_CPU_ISA_AVX2,
+    dot_f32_avx2, dot_f16_avx2, dot_bf16_avx2, dot_q8_0_avx2, dot_q4_0_avx2,
+    { nullptr, nullptr, nullptr },
+    quantize_y_avx2, axpy_f32_avx2,
+    { &gemm_f32_avx2, &gemm_f16_avx2, &gemm_bf16_avx2, nullptr, nullptr },
+};
+
+} // namespace tcpu
+} // namespace
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif /* TSR_CPU_HAVE_X86_KERNELS */

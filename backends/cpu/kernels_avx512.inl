@@ -1,0 +1,515 @@
+/*
+ * kernels_avx512.inl - x86-64 AVX-512 (F/BW/VL/DQ) kernels, with AVX512-BF16 (vdpbf16ps)
+ * and AVX512-VNNI (vpdpbusd) variants chosen at run time when the CPU has them.
+ */
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+/* GCC 12 warns about the deliberately undefined lanes inside some intrinsics. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+namespace {
+namespace tcpu {
+
+TSR_TARGET_AVX512 static float dot_f32_avx512(int64_t n, const float * x, const float * y) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), a0);
+        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(y + i + 16), a1);
+        a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 32), _mm512_loadu_ps(y + i + 32), a2);
+        a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 48), _mm512_loadu_ps(y + i + 48), a3);
+    }
+    for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), a0);
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i), a1);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+
+TSR_TARGET_AVX512 static float dot_f16_avx512(int64_t n, const uint16_t * x, const float * y) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        a0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i))), _mm512_loadu_ps(y + i), a0);
+        a1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i + 16))), _mm512_loadu_ps(y + i + 16), a1);
+        a2 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i + 32))), _mm512_loadu_ps(y + i + 32), a2);
+        a3 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i + 48))), _mm512_loadu_ps(y + i + 48), a3);
+    }
+    for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i))), _mm512_loadu_ps(y + i), a0);
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        a1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + i)), _mm512_maskz_loadu_ps(m, y + i), a1);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+
+TSR_TARGET_AVX512 static inline __m512 bf16x16_avx512(__m256i v) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
+}
+
+TSR_TARGET_AVX512 static float dot_bf16_avx512(int64_t n, const uint16_t * x, const float * y) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        a0 = _mm512_fmadd_ps(bf16x16_avx512(_mm256_loadu_si256((const __m256i *)(x + i))), _mm512_loadu_ps(y + i), a0);
+        a1 = _mm512_fmadd_ps(bf16x16_avx512(_mm256_loadu_si256((const __m256i *)(x + i + 16))), _mm512_loadu_ps(y + i + 16), a1);
+        a2 = _mm512_fmadd_ps(bf16x16_avx512(_mm256_loadu_si256((const __m256i *)(x + i + 32))), _mm512_loadu_ps(y + i + 32), a2);
+        a3 = _mm512_fmadd_ps(bf16x16_avx512(_mm256_loadu_si256((const __m256i *)(x + i + 48))), _mm512_loadu_ps(y + i + 48), a3);
+    }
+    for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(bf16x16_avx512(_mm256_loadu_si256((const __m256i *)(x + i))), _mm512_loadu_ps(y + i), a0);
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        a1 = _mm512_fmadd_ps(bf16x16_avx512(_mm256_maskz_loadu_epi16(m, x + i)), _mm512_maskz_loadu_ps(m, y + i), a1);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+
+/* Two 32-byte rows of int8 into one zmm. */
+TSR_TARGET_AVX512 static inline __m512i load2x32(const void * p0, const void * p1) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p0)),
+                              _mm256_loadu_si256((const __m256i *)p1), 1);
+}
+TSR_TARGET_AVX512 static inline __m512 scale2(float d0, float d1) {
+    return _mm512_insertf32x8(_mm512_set1_ps(d0), _mm256_set1_ps(d1), 1);
+}
+
+/* Q8_0 x yq8 with VNNI: (x ^ 0x80) unsigned times y signed, minus 128 * sum(y). */
+TSR_TARGET_AVX512VNNI static float dot_q8_0_avx512vnni(int64_t n, const tsr_block_q8_0 * x, const yq8 * y) {
+    const int64_t nb = n / 32;
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    float corr = 0.0f;
+    int64_t b = 0;
+    for (; b + 4 <= nb; b += 4) {
+        const __m512i x0 = _mm512_xor_si512(load2x32(x[b].qs, x[b + 1].qs), flip);
+        const __m512i x1 = _mm512_xor_si512(load2x32(x[b + 2].qs, x[b + 3].qs), flip);
+        const __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), x0, load2x32(y[b].qs, y[b + 1].qs));
+        const __m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), x1, load2x32(y[b + 2].qs, y[b + 3].qs));
+        const float d0 = _cvtsh_ss(x[b].d) * y[b].d, d1 = _cvtsh_ss(x[b + 1].d) * y[b + 1].d;
+        const float d2 = _cvtsh_ss(x[b + 2].d) * y[b + 2].d, d3 = _cvtsh_ss(x[b + 3].d) * y[b + 3].d;
+        acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p0), scale2(d0, d1), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), scale2(d2, d3), acc1);
+        corr += (d0 * (float)y[b].sum + d1 * (float)y[b + 1].sum) + (d2 * (float)y[b + 2].sum + d3 * (float)y[b + 3].sum);
+    }
+    float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) - 128.0f * corr;
+    for (; b < nb; ++b) {
+        int32_t acc = 0;
+        for (int j = 0; j < 32; ++j) acc += (int32_t)x[b].qs[j] * y[b].qs[j];
+        s += _cvtsh_ss(x[b].d) * y[b].d * (float)acc;
+    }
+    return s;
+}
+
+TSR_TARGET_AVX512VNNI static inline __m512i unpack2_q4_avx512(const uint8_t * q0, const uint8_t * q1) {
+    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)q0)),
+                                              _mm_loadu_si128((const __m128i *)q1), 1);
+    const __m256i m = _mm256_set1_epi8(0x0F);
+    const __m256i lo = _mm256_and_si256(v, m);                          /* [b0 lo | b1 lo] */
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);   /* [b0 hi | b1 hi] */
+    /* want [b0 lo, b0 hi, b1 lo, b1 hi] (16 bytes each) */
+    const __m512i lo5 = _mm512_castsi256_si512(lo);
+    const __m512i hi5 = _mm512_castsi256_si512(hi);
+    return _mm512_permutex2var_epi64(lo5, _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), hi5);
+}
+
+TSR_TARGET_AVX512VNNI static float dot_q4_0_avx512vnni(int64_t n, const tsr_block_q4_0 * x, const yq8 * y) {
+    const int64_t nb = n / 32;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    float corr = 0.0f;
+    int64_t b = 0;
+    for (; b + 4 <= nb; b += 4) {
+        const __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), unpack2_q4_avx512(x[b].qs, x[b + 1].qs), load2x32(y[b].qs, y[b + 1].qs));
+        const __m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), unpack2_q4_avx512(x[b + 2].qs, x[b + 3].qs), load2x32(y[b + 2].qs, y[b + 3].qs));
+        const float d0 = _cvtsh_ss(x[b].d) * y[b].d, d1 = _cvtsh_ss(x[b + 1].d) * y[b + 1].d;
+        const float d2 = _cvtsh_ss(x[b + 2].d) * y[b + 2].d, d3 = _cvtsh_ss(x[b + 3].d) * y[b + 3].d;
+        acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p0), scale2(d0, d1), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), scale2(d2, d3), acc1);
+        corr += (d0 * (float)y[b].sum + d1 * (float)y[b + 1].sum) + (d2 * (float)y[b + 2].sum + d3 * (float)y[b + 3].sum);
+    }
+    float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) - 8.0f * corr;
+    for (; b < nb; ++b) {
+        int32_t acc = 0;
+        for (int j = 0; j < 16; ++j) {
+            acc += (int32_t)(x[b].qs[j] & 0x0F) * y[b].qs[j];
+            acc += (int32_t)(x[b].qs[j] >> 4) * y[b].qs[j + 16];
+        }
+        acc -= 8 * y[b].sum;
+        s += _cvtsh_ss(x[b].d) * y[b].d * (float)acc;
+    }
+    return s;
+}
+
+/* Matrix-vector kernels for 16 blocks at a time: the 16 block scales are gathered and
+ * multiplied once as a vector; each pair of blocks takes its scales with one permute. */
+struct scales16 { __m512 s; __m512 corr; };
+
+/* x scales gathered (fp16 at a block stride), y scales from the row's side arrays. */
+TSR_TARGET_AVX512VNNI static inline scales16 block_scales16(const void * xd, size_t xstride, const float * yd, const float * yds) {
+    const __m512i ix = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32((int)xstride));
+    const __m512 dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(ix, xd, 1)));
+    scales16 r;
+    r.s = _mm512_mul_ps(dx, _mm512_loadu_ps(yd));
+    r.corr = _mm512_mul_ps(dx, _mm512_loadu_ps(yds));
+    return r;
+}
+
+TSR_TARGET_AVX512VNNI static inline __m512 pair_scale(__m512 s, int p, __m512i pattern) {
+    return _mm512_permutexvar_ps(_mm512_add_epi32(_mm512_set1_epi32(2 * p), pattern), s);
+}
+
+TSR_TARGET_AVX512VNNI static float gemv_q4_0_avx512vnni(int64_t n, const tsr_block_q4_0 * x, const yq8 * y) {
+    const int64_t nb = n / 32;
+    const float * yd = (const float *)(y + nb);  /* side arrays (y_side) */
+    const int8_t * yq = (const int8_t *)(yd + 2 * nb) + nb * 32;
+    const __m512i shifts = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+    const __m512i mask = _mm512_set1_epi8(0x0F);
+    const __m512i pattern = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1);
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(), corr = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + 16 <= nb; b += 16) {
+        const scales16 sc = block_scales16(&x[b].d, sizeof(tsr_block_q4_0), yd + b, yd + nb + b);
+        corr = _mm512_add_ps(corr, sc.corr);
+        for (int p = 0; p < 8; p += 2) {
+            const int64_t i = b + 2 * p;
+            const __m256i v0 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)x[i].qs)),
+                                                       _mm_loadu_si128((const __m128i *)x[i + 1].qs), 1);
+            const __m256i v1 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)x[i + 2].qs)),
+                                                       _mm_loadu_si128((const __m128i *)x[i + 3].qs), 1);
+            const __m512i x0 = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(v0), shifts), mask);
+            const __m512i x1 = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(v1), shifts), mask);
+            const __m512i d0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), x0, _mm512_loadu_si512((const void *)(yq + i * 32)));
+            const __m512i d1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), x1, _mm512_loadu_si512((const void *)(yq + i * 32 + 64)));
+            acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), pair_scale(sc.s, p, pattern), acc0);
+            acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), pair_scale(sc.s, p + 1, pattern), acc1);
+        }
+    }
+    float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) - 8.0f * _mm512_reduce_add_ps(corr);
+    if (b < nb) s += dot_q4_0_avx512vnni(n - b * 32, x + b, y + b);
+    return s;
+}
+
+TSR_TARGET_AVX512VNNI static float gemv_q8_0_avx512vnni(int64_t n, const tsr_block_q8_0 * x, const yq8 * y) {
+    const int64_t nb = n / 32;
+    const float * yd = (const float *)(y + nb);  /* side arrays (y_side) */
+    const int8_t * yq = (const int8_t *)(yd + 2 * nb);
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    const __m512i pattern = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(), corr = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + 16 <= nb; b += 16) {
+        const scales16 sc = block_scales16(&x[b].d, sizeof(tsr_block_q8_0), yd + b, yd + nb + b);
+        corr = _mm512_add_ps(corr, sc.corr);
+        for (int p = 0; p < 8; p += 2) {
+            const int64_t i = b + 2 * p;
+            const __m512i x0 = _mm512_xor_si512(load2x32(x[i].qs, x[i + 1].qs), flip);
+            const __m512i x1 = _mm512_xor_si512(load2x32(x[i + 2].qs, x[i + 3].qs), flip);
+            const __m512i d0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), x0, _mm512_loadu_si512((const void *)(yq + i * 32)));
+            const __m512i d1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), x1, _mm512_loadu_si512((const void *)(yq + i * 32 + 64)));
+            acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), pair_scale(sc.s, p, pattern), acc0);
+            acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), pair_scale(sc.s, p + 1, pattern), acc1);
+        }
+    }
+    float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) - 128.0f * _mm512_reduce_add_ps(corr);
+    if (b < nb) s += dot_q8_0_avx512vnni(n - b * 32, x + b, y + b);
+    return s;
+}
+
+TSR_TARGET_AVX512 static void axpy_f32_avx512(int64_t n, float a, const float * x, float * y) {
+    const __m512 va = _mm512_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
+    }
+}
+
+/* Load 16 consecutive elements of a row as floats (T: 0 f32, 1 f16, 2 bf16), zero past n. */
+template <int T>
+TSR_TARGET_AVX512 static inline __m512 load16_as_f32(const char * row, int64_t k, int64_t n) {
+    const __mmask16 m = n - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - k)) - 1);
+    if (T == 0) return _mm512_maskz_loadu_ps(m, (const float *)row + k);
+    const __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)row + k);
+    if (T == 1) return _mm512_cvtph_ps(h);
+    return bf16x16_avx512(h);
+}
+
+/* 16 consecutive elements as floats, no bounds (T: 0 f32, 1 f16, 2 bf16). */
+template <int T>
+TSR_TARGET_AVX512 static inline __m512 load16_full(const char * row, int64_t k) {
+    if (T == 0) return _mm512_loadu_ps((const float *)row + k);
+    const __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)row + k));
+    if (T == 1) return _mm512_cvtph_ps(h);
+    return bf16x16_avx512(h);
+}
+
+/* 16x16 transpose of r[0..15] in registers. */
+TSR_TARGET_AVX512 static inline void transpose16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 8; ++i) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; ++i) {
+        r[4 * i + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[4 * i]), _mm512_castps_pd(t[4 * i + 2])));
+        r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[4 * i]), _mm512_castps_pd(t[4 * i + 2])));
+        r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[4 * i + 1]), _mm512_castps_pd(t[4 * i + 3])));
+        r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[4 * i + 1]), _mm512_castps_pd(t[4 * i + 3])));
+    }
+    /* r[4i+j] now holds rows 4i..4i+3 interleaved for column group j; finish with 128-bit shuffles */
+    for (int j = 0; j < 4; ++j) {
+        const __m512 a0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
+        const __m512 a1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD);
+        const __m512 b0 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+        const __m512 b1 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xDD);
+        t[j] = _mm512_shuffle_f32x4(a0, b0, 0x88);
+        t[j + 8] = _mm512_shuffle_f32x4(a0, b0, 0xDD);
+        t[j + 4] = _mm512_shuffle_f32x4(a1, b1, 0x88);
+        t[j + 12] = _mm512_shuffle_f32x4(a1, b1, 0xDD);
+    }
+    for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+/* F32 A panel of 32 rows through 16x16 register transposes. */
+template <int T>
+TSR_TARGET_AVX512 static void pack_a32_avx512(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    float * d = (float *)dst;
+    const int64_t kend = std::min<int64_t>(K, k0 + kc);
+    for (int half = 0; half < 2; ++half) {
+        for (int k = 0; k < kc; k += 16) {
+            __m512 r[16];
+            for (int i = 0; i < 16; ++i) {
+                const int row = half * 16 + i;
+                r[i] = (row < rows && k0 + k < kend) ? load16_as_f32<T>(a + (size_t)row * lda, k0 + k, kend) : _mm512_setzero_ps();
+            }
+            transpose16(r);
+            for (int i = 0; i < 16; ++i) _mm512_store_ps(d + (size_t)(k + i) * 32 + half * 16, r[i]);
+        }
+    }
+}
+
+/* BF16 pair panel of 32 rows (k pairs as 32-bit lanes) through 16x16 transposes. Even K
+ * only: an odd K's last pair would read past the row (the scalar packer handles it). */
+TSR_TARGET_AVX512 static void pack_a32_bf16_avx512(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    if (K % 2 != 0) { pack_panel_bf16_from_bf16<32>(a, lda, rows, K, k0, kc, dst); return; }
+    float * d = (float *)dst;
+    const int64_t pend = std::min<int64_t>(K, k0 + kc) / 2;   /* pairs of the row */
+    const int64_t p0 = k0 / 2;
+    for (int half = 0; half < 2; ++half) {
+        for (int p = 0; p < kc / 2; p += 16) {
+            __m512 r[16];
+            for (int i = 0; i < 16; ++i) {
+                const int row = half * 16 + i;
+                r[i] = (row < rows && p0 + p < pend) ? load16_as_f32<0>(a + (size_t)row * lda, p0 + p, pend) : _mm512_setzero_ps();
+            }
+            transpose16(r);
+            for (int i = 0; i < 16; ++i) _mm512_store_ps(d + (size_t)(p + i) * 32 + half * 16, r[i]);
+        }
+    }
+}
+
+/* BF16 pair panel of 12 rows from F32 rows, converted with vcvtne2ps2bf16. */
+TSR_TARGET_AVX512BF16 static void pack_b12_bf16_avx512(const char * b, size_t ldb, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    uint32_t * d = (uint32_t *)dst;
+    const int64_t kend = std::min<int64_t>(K, k0 + kc);
+    alignas(64) uint32_t tmp[512];
+    for (int r = 0; r < 12; ++r) {
+        if (r >= rows || k0 >= kend) {
+            for (int p = 0; p < kc / 2; ++p) d[(size_t)p * 12 + r] = 0;
+            continue;
+        }
+        const float * row = (const float *)(b + (size_t)r * ldb);
+        for (int k = 0; k < kc; k += 32) {
+            const int64_t g = k0 + k;
+            const int64_t n0 = std::max<int64_t>(0, std::min<int64_t>(16, kend - g));
+            const int64_t n1 = std::max<int64_t>(0, std::min<int64_t>(16, kend - g - 16));
+            const __m512 lo = _mm512_maskz_loadu_ps((__mmask16)((1u << n0) - 1), row + g);
+            const __m512 hi = n1 > 0 ? _mm512_maskz_loadu_ps((__mmask16)((1u << n1) - 1), row + g + 16) : _mm512_setzero_ps();
+            _mm512_store_si512((void *)(tmp + k / 2), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+        }
+        for (int p = 0; p < kc / 2; ++p) d[(size_t)p * 12 + r] = tmp[p];
+    }
+}
+
+/* 4 rows x 32 elements per step: 8 accumulators, 4 DRAM streams. */
+template <int T>
+TSR_TARGET_AVX512 static void dot4_avx512(int64_t n, const char * x, size_t lda, const float * y, float * out) {
+    __m512 acc[4][2];
+    for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m512 y0 = _mm512_loadu_ps(y + i), y1 = _mm512_loadu_ps(y + i + 16);
+        for (int r = 0; r < 4; ++r) {
+            const char * row = x + (size_t)r * lda;
+            acc[r][0] = _mm512_fmadd_ps(load16_full<T>(row, i), y0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(load16_full<T>(row, i + 16), y1, acc[r][1]);
+        }
+    }
+    for (; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 y0 = _mm512_maskz_loadu_ps(m, y + i);
+        for (int r = 0; r < 4; ++r) acc[r][0] = _mm512_fmadd_ps(load16_as_f32<T>(x + (size_t)r * lda, i, n), y0, acc[r][0]);
+    }
+    for (int r = 0; r < 4; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
+}
+
+/* Store/accumulate a 32-wide row pair of results with a lane mask for the M edge. */
+TSR_TARGET_AVX512 static inline void store_row32(float * c, __m512 v0, __m512 v1, int mr_valid, bool accumulate) {
+    if (mr_valid == 32) {
+        if (accumulate) {
+            v0 = _mm512_add_ps(v0, _mm512_loadu_ps(c));
+            v1 = _mm512_add_ps(v1, _mm512_loadu_ps(c + 16));
+        }
+        _mm512_storeu_ps(c, v0);
+        _mm512_storeu_ps(c + 16, v1);
+        return;
+    }
+    const __mmask16 m0 = (__mmask16)(mr_valid >= 16 ? 0xFFFF : ((1u << mr_valid) - 1));
+    const __mmask16 m1 = (__mmask16)(mr_valid <= 16 ? 0 : ((1u << (mr_valid - 16)) - 1));
+    if (accumulate) {
+        v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, c));
+        v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, c + 16));
+    }
+    _mm512_mask_storeu_ps(c, m0, v0);
+    _mm512_mask_storeu_ps(c + 16, m1, v1);
+}
+
+/* F32 GEMM micro-kernel: 32 x 12 tile (2 zmm x 12 columns = 24 accumulators). */
+TSR_TARGET_AVX512 static void gemm_f32_kernel_avx512(int kc, const void * ap, const void * bp, float * c, size_t ldc,
+                                                     int mr_valid, int nr_valid, bool accumulate) {
+    const float * a = (const float *)ap;
+    const float * b = (const float *)bp;
+    __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps(), c10 = _mm512_setzero_ps(), c11 = _mm512_setzero_ps();
+    __m512 c20 = _mm512_setzero_ps(), c21 = _mm512_setzero_ps(), c30 = _mm512_setzero_ps(), c31 = _mm512_setzero_ps();
+    __m512 c40 = _mm512_setzero_ps(), c41 = _mm512_setzero_ps(), c50 = _mm512_setzero_ps(), c51 = _mm512_setzero_ps();
+    __m512 c60 = _mm512_setzero_ps(), c61 = _mm512_setzero_ps(), c70 = _mm512_setzero_ps(), c71 = _mm512_setzero_ps();
+    __m512 c80 = _mm512_setzero_ps(), c81 = _mm512_setzero_ps(), c90 = _mm512_setzero_ps(), c91 = _mm512_setzero_ps();
+    __m512 ca0 = _mm512_setzero_ps(), ca1 = _mm512_setzero_ps(), cb0 = _mm512_setzero_ps(), cb1 = _mm512_setzero_ps();
+    for (int k = 0; k < kc; ++k) {
+        const __m512 a0 = _mm512_load_ps(a);
+        const __m512 a1 = _mm512_load_ps(a + 16);
+        __m512 bb;
+#define TSR_ZSTEP(j, x0, x1) bb = _mm512_set1_ps(b[j]); x0 = _mm512_fmadd_ps(a0, bb, x0); x1 = _mm512_fmadd_ps(a1, bb, x1);
+        TSR_ZSTEP(0, c00, c01) TSR_ZSTEP(1, c10, c11) TSR_ZSTEP(2, c20, c21) TSR_ZSTEP(3, c30, c31)
+        TSR_ZSTEP(4, c40, c41) TSR_ZSTEP(5, c50, c51) TSR_ZSTEP(6, c60, c61) TSR_ZSTEP(7, c70, c71)
+        TSR_ZSTEP(8, c80, c81) TSR_ZSTEP(9, c90, c91) TSR_ZSTEP(10, ca0, ca1) TSR_ZSTEP(11, cb0, cb1)
+#undef TSR_ZSTEP
+        a += 32;
+        b += 12;
+    }
+    const __m512 r[12][2] = { {c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51},
+                              {c60, c61}, {c70, c71}, {c80, c81}, {c90, c91}, {ca0, ca1}, {cb0, cb1} };
+    for (int j = 0; j < nr_valid; ++j) store_row32(c + (size_t)j * ldc, r[j][0], r[j][1], mr_valid, accumulate);
+}
+
+/* BF16 GEMM micro-kernel (vdpbf16ps): 32 x 12 tile, k in pairs. */
+TSR_TARGET_AVX512BF16 static void gemm_bf16_kernel_avx512(int kc, const void * ap, const void * bp, float * c, size_t ldc,
+                                                          int mr_valid, int nr_valid, bool accumulate) {
+    const uint32_t * a = (const uint32_t *)ap;
+    const uint32_t * b = (const uint32_t *)bp;
+    __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps(), c10 = _mm512_setzero_ps(), c11 = _mm512_setzero_ps();
+    __m512 c20 = _mm512_setzero_ps(), c21 = _mm512_setzero_ps(), c30 = _mm512_setzero_ps(), c31 = _mm512_setzero_ps();
+    __m512 c40 = _mm512_setzero_ps(), c41 = _mm512_setzero_ps(), c50 = _mm512_setzero_ps(), c51 = _mm512_setzero_ps();
+    __m512 c60 = _mm512_setzero_ps(), c61 = _mm512_setzero_ps(), c70 = _mm512_setzero_ps(), c71 = _mm512_setzero_ps();
+    __m512 c80 = _mm512_setzero_ps(), c81 = _mm512_setzero_ps(), c90 = _mm512_setzero_ps(), c91 = _mm512_setzero_ps();
+    __m512 ca0 = _mm512_setzero_ps(), ca1 = _mm512_setzero_ps(), cb0 = _mm512_setzero_ps(), cb1 = _mm512_setzero_ps();
+    for (int p = 0; p < kc / 2; ++p) {
+        const __m512bh a0 = (__m512bh)_mm512_load_si512((const void *)a);
+        const __m512bh a1 = (__m512bh)_mm512_load_si512((const void *)(a + 16));
+        __m512bh bb;
+#define TSR_BSTEP(j, x0, x1) bb = (__m512bh)_mm512_set1_epi32((int)b[j]); x0 = _mm512_dpbf16_ps(x0, a0, bb); x1 = _mm512_dpbf16_ps(x1, a1, bb);
+        TSR_BSTEP(0, c00, c01) TSR_BSTEP(1, c10, c11) TSR_BSTEP(2, c20, c21) TSR_BSTEP(3, c30, c31)
+        TSR_BSTEP(4, c40, c41) TSR_BSTEP(5, c50, c51) TSR_BSTEP(6, c60, c61) TSR_BSTEP(7, c70, c71)
+        TSR_BSTEP(8, c80, c81) TSR_BSTEP(9, c90, c91) TSR_BSTEP(10, ca0, ca1) TSR_BSTEP(11, cb0, cb1)
+#undef TSR_BSTEP
+        a += 32;
+        b += 12;
+    }
+    const __m512 r[12][2] = { {c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51},
+                              {c60, c61}, {c70, c71}, {c80, c81}, {c90, c91}, {ca0, ca1}, {cb0, cb1} };
+    for (int j = 0; j < nr_valid; ++j) store_row32(c + (size_t)j * ldc, r[j][0], r[j][1], mr_valid, accumulate);
+}
+
+/* Int8 GEMM micro-kernel (vpdpbusd): 32 x 6 tile; per 32-k block an integer tile is
+ * started at the B bias (undoing A's unsigned offset), then scaled into float. */
+TSR_TARGET_AVX512VNNI static void gemm_i8_kernel_avx512(int kc, const void * ap, const void * bp, float * c, size_t ldc,
+                                                        int mr_valid, int nr_valid, bool accumulate) {
+    const uint8_t * a = (const uint8_t *)ap;
+    const uint8_t * b = (const uint8_t *)bp;
+    __m512 f[6][2];
+    for (int j = 0; j < 6; ++j) { f[j][0] = _mm512_setzero_ps(); f[j][1] = _mm512_setzero_ps(); }
+    for (int blk = 0; blk < kc / 32; ++blk) {
+        const float * bs = (const float *)(b + 6 * 32);
+        const int32_t * bias = (const int32_t *)(b + 6 * 36);
+        __m512i i00 = _mm512_set1_epi32(bias[0]), i01 = i00;
+        __m512i i10 = _mm512_set1_epi32(bias[1]), i11 = i10;
+        __m512i i20 = _mm512_set1_epi32(bias[2]), i21 = i20;
+        __m512i i30 = _mm512_set1_epi32(bias[3]), i31 = i30;
+        __m512i i40 = _mm512_set1_epi32(bias[4]), i41 = i40;
+        __m512i i50 = _mm512_set1_epi32(bias[5]), i51 = i50;
+        const int32_t * bq = (const int32_t *)b;
+        for (int q = 0; q < 8; ++q) {
+            const __m512i a0 = _mm512_load_si512((const void *)(a + q * 128));
+            const __m512i a1 = _mm512_load_si512((const void *)(a + q * 128 + 64));
+            __m512i bb;
+#define TSR_ISTEP(j, x0, x1) bb = _mm512_set1_epi32(bq[q * 6 + j]); x0 = _mm512_dpbusd_epi32(x0, a0, bb); x1 = _mm512_dpbusd_epi32(x1, a1, bb);
+            TSR_ISTEP(0, i00, i01) TSR_ISTEP(1, i10, i11) TSR_ISTEP(2, i20, i21)
+            TSR_ISTEP(3, i30, i31) TSR_ISTEP(4, i40, i41) TSR_ISTEP(5, i50, i51)
+#undef TSR_ISTEP
+        }
+        const __m512 da0 = _mm512_load_ps(a + 32 * 32);
+        const __m512 da1 = _mm512_load_ps(a + 32 * 32 + 64);
+#define TSR_FSTEP(j, x0, x1) { const __m512 db = _mm512_set1_ps(bs[j]); \
+        f[j][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x0), _mm512_mul_ps(da0, db), f[j][0]); \
+        f[j][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x1), _mm512_mul_ps(da1, db), f[j][1]); }
+        TSR_FSTEP(0, i00, i01) TSR_FSTEP(1, i10, i11) TSR_FSTEP(2, i20, i21)
+        TSR_FSTEP(3, i30, i31) TSR_FSTEP(4, i40, i41) TSR_FSTEP(5, i50, i51)
+#undef TSR_FSTEP
+        a += 32 * 36;
+        b += 6 * 40;
+    }
+    for (int j = 0; j < nr_valid; ++j) store_row32(c + (size_t)j * ldc, f[j][0], f[j][1], mr_valid, accumulate);
+}
+
+static const gemm_impl gemm_f32_avx512 = { 32, 12, 256, 128, 32 * 128, 12 * 128, false,
+    pack_a32_avx512<0>, pack_panel_f32<12, 4, cvt_f32_copy>, gemm_f32_kernel_avx512 };
+static const gemm_impl gemm_f16_avx512 = { 32, 12, 256, 128, 32 * 128, 12 * 128, false,
+    pack_a32_avx512<1>, pack_panel_f32<12, 4, cvt_f32_copy>, gemm_f32_kernel_avx512 };
+static const gemm_impl gemm_bf16cvt_avx512 = { 32, 12, 256, 128, 32 * 128, 12 * 128, false,
+    pack_a32_avx512<2>, pack_panel_f32<12, 4, cvt_f32_copy>, gemm_f32_kernel_avx512 };
+static const gemm_impl gemm_bf16_avx512 = { 32, 12, 512, 128, 32 * 64, 12 * 64, false,
+    pack_a32_bf16_avx512, pack_b12_bf16_avx512, gemm_bf16_kernel_avx512 };
+static const gemm_impl gemm_q8_0_avx512 = { 32, 6, 1024, 128, 32 * 36, 6 * 40, true,
+    pack_panel_i8_a<32, TSR_TYPE_Q8_0>, pack_panel_i8_b<6, 128>, gemm_i8_kernel_avx512 };
+static const gemm_impl gemm_q4_0_avx512 = { 32, 6, 1024, 128, 32 * 36, 6 * 40, true,
+    pack_panel_i8_a<32, TSR_TYPE_Q4_0>, pack_panel_i8_b<6, 8>, gemm_i8_kernel_avx512 };
+
+static kernels make_kernels_avx512() {
+    const cpu_features & f = features();
+    kernels k = {
+        TSR_CPU_ISA_AVX512,
+        dot_f32_avx512, dot_f16_avx512, dot_bf16_avx512, dot_q8_0_avx2, dot_q4_0_avx2,
+        { dot4_avx512<0>, dot4_avx512<1>, dot4_avx512<2> },
+        quantize_y_avx2, axpy_f32_avx512,
+        { &gemm_f32_avx512, &gemm_f16_avx512, &gemm_bf16cvt_avx512, nullptr, nullptr },
+    };
+    if (f.avx512_bf16) k.gemm[SLOT_BF16] = &gemm_bf16_avx512;
+    if (f.avx512_vnni) {
+        k.dot_q8_0 = gemv_q8_0_avx512vnni;
+        k.dot_q4_0 = gemv_q4_0_avx512vnni;
+        k.gemm[SLOT_Q8_0] = &gemm_q8_0_avx512;
+        k.gemm[SLOT_Q4_0] = &gemm_q4_0_avx512;
+    }
+    return k;
+}
+
+} // namespace tcpu
+} // namespace
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif /* TSR_CPU_HAVE_X86_KERNELS */

@@ -1,0 +1,141 @@
+/*
+ * pack.inl - operand packing for the GEMM kernels (ISA-independent layouts; the row
+ * converters passed in are the ISA's fast ones).
+ *
+ * F32 panels:  for k in [0, kc): R floats (one per row), zero beyond K and beyond `rows`.
+ * BF16 panels: for each k pair p: R uint32 (two bf16 of one row), zero padded.
+ * Int8 panels (A, from Q8_0/Q4_0): per 32 k: 8 quads x R rows x 4 unsigned bytes, then R
+ *              float scales. B (from yq8): per 32 k: 8 quads x R x 4 signed bytes, R float
+ *              scales, R int32 biases (-offset * sum(q)) that undo the unsigned offset.
+ */
+namespace {
+namespace tcpu {
+
+typedef void (*row_cvt_fn)(const void * src, float * dst, int64_t n);
+
+static void cvt_f32_copy(const void * src, float * dst, int64_t n) { std::memcpy(dst, src, (size_t)n * 4); }
+
+/* F32 panel of R rows from rows of any float type (element size ES, converter CVT). */
+template <int R, int ES, row_cvt_fn CVT>
+static void pack_panel_f32(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    float * d = (float *)dst;
+    const int kv = (int)std::max<int64_t>(0, std::min<int64_t>(kc, K - k0));
+    if (CVT == cvt_f32_copy) {  /* F32 rows: transpose directly, k outer (contiguous writes) */
+        const float * rp[R];
+        for (int r = 0; r < R; ++r) rp[r] = r < rows ? (const float *)(a + (size_t)r * lda) + k0 : nullptr;
+        for (int k = 0; k < kv; ++k)
+            for (int r = 0; r < R; ++r) d[(size_t)k * R + r] = rp[r] ? rp[r][k] : 0.0f;
+        for (int k = kv; k < kc; ++k)
+            for (int r = 0; r < R; ++r) d[(size_t)k * R + r] = 0.0f;
+        return;
+    }
+    alignas(64) float tmp[1024];
+    for (int r = 0; r < R; ++r) {
+        if (r < rows && kv > 0) {
+            CVT(a + (size_t)r * lda + (size_t)k0 * ES, tmp, kv);
+            for (int k = 0; k < kv; ++k) d[(size_t)k * R + r] = tmp[k];
+            for (int k = kv; k < kc; ++k) d[(size_t)k * R + r] = 0.0f;
+        } else {
+            for (int k = 0; k < kc; ++k) d[(size_t)k * R + r] = 0.0f;
+        }
+    }
+}
+
+/* BF16 pair panel of R rows from BF16 rows. */
+template <int R>
+static void pack_panel_bf16_from_bf16(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    uint32_t * d = (uint32_t *)dst;
+    const int kv = (int)std::max<int64_t>(0, std::min<int64_t>(kc, K - k0));
+    const int np = kc / 2;
+    for (int r = 0; r < R; ++r) {
+        const uint16_t * row = r < rows ? (const uint16_t *)(a + (size_t)r * lda) + k0 : nullptr;
+        for (int p = 0; p < np; ++p) {
+            uint32_t lo = 0, hi = 0;
+            if (row && 2 * p < kv) lo = row[2 * p];
+            if (row && 2 * p + 1 < kv) hi = row[2 * p + 1];
+            d[(size_t)p * R + r] = lo | (hi << 16);
+        }
+    }
+}
+
+/* BF16 pair panel of R rows from F32 rows (rounded to nearest even). */
+template <int R>
+static void pack_panel_bf16_from_f32(const char * b, size_t ldb, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    uint32_t * d = (uint32_t *)dst;
+    const int kv = (int)std::max<int64_t>(0, std::min<int64_t>(kc, K - k0));
+    const int np = kc / 2;
+    for (int r = 0; r < R; ++r) {
+        const float * row = r < rows ? (const float *)(b + (size_t)r * ldb) + k0 : nullptr;
+        for (int p = 0; p < np; ++p) {
+            uint32_t lo = 0, hi = 0;
+            if (row && 2 * p < kv) lo = f2bf(row[2 * p]);
+            if (row && 2 * p + 1 < kv) hi = f2bf(row[2 * p + 1]);
+            d[(size_t)p * R + r] = lo | (hi << 16);
+        }
+    }
+}
+
+/* Int8 A panel from Q8_0 (OFF = 128: bytes made unsigned) or Q4_0 (nibbles 0..15). */
+template <int R, enum tsr_type T>
+static void pack_panel_i8_a(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    (void)K;
+    uint8_t * d = (uint8_t *)dst;
+    const int nb = kc / 32;
+    const int64_t b0 = k0 / 32;
+    const int64_t nbk = K / 32;
+    for (int b = 0; b < nb; ++b) {
+        uint8_t * q = d + (size_t)b * R * 36;
+        float * sc = (float *)(q + R * 32);
+        for (int r = 0; r < R; ++r) {
+            uint8_t vals[32];
+            float scale = 0.0f;
+            if (r < rows && b0 + b < nbk) {
+                if (T == TSR_TYPE_Q8_0) {
+                    const tsr_block_q8_0 * blk = (const tsr_block_q8_0 *)(a + (size_t)r * lda) + b0 + b;
+                    for (int j = 0; j < 32; ++j) vals[j] = (uint8_t)(blk->qs[j] ^ 0x80);
+                    scale = h2f(blk->d);
+                } else {
+                    const tsr_block_q4_0 * blk = (const tsr_block_q4_0 *)(a + (size_t)r * lda) + b0 + b;
+                    for (int j = 0; j < 16; ++j) {
+                        vals[j] = blk->qs[j] & 0x0F;
+                        vals[j + 16] = blk->qs[j] >> 4;
+                    }
+                    scale = h2f(blk->d);
+                }
+            } else {
+                std::memset(vals, T == TSR_TYPE_Q8_0 ? 0x80 : 8, 32);
+            }
+            for (int qd = 0; qd < 8; ++qd) std::memcpy(q + ((size_t)qd * R + r) * 4, vals + qd * 4, 4);
+            sc[r] = scale;
+        }
+    }
+}
+
+/* Int8 B panel from yq8 rows; OFF is the A operand's unsigned offset (128 or 8). */
+template <int R, int OFF>
+static void pack_panel_i8_b(const char * b, size_t ldb, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    uint8_t * d = (uint8_t *)dst;
+    const int nb = kc / 32;
+    const int64_t b0 = k0 / 32;
+    const int64_t nbk = K / 32;
+    for (int bb = 0; bb < nb; ++bb) {
+        uint8_t * q = d + (size_t)bb * R * 40;
+        float * sc = (float *)(q + R * 32);
+        int32_t * bias = (int32_t *)(q + R * 36);
+        for (int r = 0; r < R; ++r) {
+            if (r < rows && b0 + bb < nbk) {
+                const yq8 * blk = (const yq8 *)(b + (size_t)r * ldb) + b0 + bb;
+                for (int qd = 0; qd < 8; ++qd) std::memcpy(q + ((size_t)qd * R + r) * 4, blk->qs + qd * 4, 4);
+                sc[r] = blk->d;
+                bias[r] = -OFF * blk->sum;
+            } else {
+                for (int qd = 0; qd < 8; ++qd) std::memset(q + ((size_t)qd * R + r) * 4, 0, 4);
+                sc[r] = 0.0f;
+                bias[r] = 0;
+            }
+        }
+    }
+}
+
+} // namespace tcpu
+} // namespace

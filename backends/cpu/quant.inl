@@ -1,0 +1,160 @@
+/*
+ * quant.inl - Q8_0 / Q4_0 quantization and the scalar dot products (the reference the
+ * SIMD paths are tested against), plus row conversions to and from F32 for every type.
+ */
+namespace {
+namespace tcpu {
+
+/* ---- quantization (ggml's reference rounding) ------------------------------------------ */
+
+static void quantize_row_q8_0_ref(const float * x, tsr_block_q8_0 * y, int64_t n) {
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const float * xb = x + b * 32;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(xb[j]));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = f2h(d);
+        for (int j = 0; j < 32; ++j) y[b].qs[j] = (int8_t)std::lround(xb[j] * id);
+    }
+}
+
+static void quantize_row_q4_0_ref(const float * x, tsr_block_q4_0 * y, int64_t n) {
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const float * xb = x + b * 32;
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < 32; ++j) {
+            if (amax < std::fabs(xb[j])) { amax = std::fabs(xb[j]); max = xb[j]; }
+        }
+        const float d = max / -8.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = f2h(d);
+        for (int j = 0; j < 16; ++j) {
+            const int xi0 = std::min(15, (int)(int8_t)(xb[j] * id + 8.5f));
+            const int xi1 = std::min(15, (int)(int8_t)(xb[16 + j] * id + 8.5f));
+            y[b].qs[j] = (uint8_t)(xi0 | (xi1 << 4));
+        }
+    }
+}
+
+static void quantize_y_scalar(const float * x, yq8 * y, int64_t n) {
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const float * xb = x + b * 32;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(xb[j]));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        int32_t sum = 0;
+        for (int j = 0; j < 32; ++j) {
+            const int q = (int)std::nearbyint(xb[j] * id);
+            y[b].qs[j] = (int8_t)q;
+            sum += q;
+        }
+        y[b].d = d;
+        y[b].sum = sum;
+    }
+}
+
+static void dequantize_row_q8_0(const tsr_block_q8_0 * x, float * y, int64_t n) {
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const float d = h2f(x[b].d);
+        for (int j = 0; j < 32; ++j) y[b * 32 + j] = d * x[b].qs[j];
+    }
+}
+
+static void dequantize_row_q4_0(const tsr_block_q4_0 * x, float * y, int64_t n) {
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const float d = h2f(x[b].d);
+        for (int j = 0; j < 16; ++j) {
+            y[b * 32 + j] = d * (float)((x[b].qs[j] & 0x0F) - 8);
+            y[b * 32 + j + 16] = d * (float)((x[b].qs[j] >> 4) - 8);
+        }
+    }
+}
+
+/* Row conversions for any supported type (n a multiple of the block size). */
+static void row_to_f32(enum tsr_type t, const void * src, float * dst, int64_t n) {
+    switch (t) {
+        case TSR_TYPE_F32: std::memcpy(dst, src, (size_t)n * 4); break;
+        case TSR_TYPE_F16: for (int64_t i = 0; i < n; ++i) dst[i] = h2f(((const uint16_t *)src)[i]); break;
+        case TSR_TYPE_BF16: for (int64_t i = 0; i < n; ++i) dst[i] = bf2f(((const uint16_t *)src)[i]); break;
+        case TSR_TYPE_I32: for (int64_t i = 0; i < n; ++i) dst[i] = (float)((const int32_t *)src)[i]; break;
+        case TSR_TYPE_Q8_0: dequantize_row_q8_0((const tsr_block_q8_0 *)src, dst, n); break;
+        case TSR_TYPE_Q4_0: dequantize_row_q4_0((const tsr_block_q4_0 *)src, dst, n); break;
+        default: break;
+    }
+}
+
+static void row_from_f32(enum tsr_type t, const float * src, void * dst, int64_t n) {
+    switch (t) {
+        case TSR_TYPE_F32: std::memmove(dst, src, (size_t)n * 4); break;
+        case TSR_TYPE_F16: for (int64_t i = 0; i < n; ++i) ((uint16_t *)dst)[i] = f2h(src[i]); break;
+        case TSR_TYPE_BF16: for (int64_t i = 0; i < n; ++i) ((uint16_t *)dst)[i] = f2bf(src[i]); break;
+        case TSR_TYPE_I32: for (int64_t i = 0; i < n; ++i) ((int32_t *)dst)[i] = (int32_t)src[i]; break;
+        case TSR_TYPE_Q8_0: quantize_row_q8_0_ref(src, (tsr_block_q8_0 *)dst, n); break;
+        case TSR_TYPE_Q4_0: quantize_row_q4_0_ref(src, (tsr_block_q4_0 *)dst, n); break;
+        default: break;
+    }
+}
+
+/* ---- scalar dot products -------------------------------------------------------------- */
+
+static float dot_f32_scalar(int64_t n, const float * x, const float * y) {
+    float s[4] = {0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int j = 0; j < 4; ++j) s[j] += x[i + j] * y[i + j];
+    for (; i < n; ++i) s[0] += x[i] * y[i];
+    return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+static float dot_f16_scalar(int64_t n, const uint16_t * x, const float * y) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; ++i) s += h2f(x[i]) * y[i];
+    return s;
+}
+
+static float dot_bf16_scalar(int64_t n, const uint16_t * x, const float * y) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; ++i) s += bf2f(x[i]) * y[i];
+    return s;
+}
+
+static float dot_q8_0_scalar(int64_t n, const tsr_block_q8_0 * x, const yq8 * y) {
+    float s = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b) {
+        int32_t acc = 0;
+        for (int j = 0; j < 32; ++j) acc += (int32_t)x[b].qs[j] * y[b].qs[j];
+        s += h2f(x[b].d) * y[b].d * (float)acc;
+    }
+    return s;
+}
+
+static float dot_q4_0_scalar(int64_t n, const tsr_block_q4_0 * x, const yq8 * y) {
+    float s = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b) {
+        int32_t acc = 0;
+        for (int j = 0; j < 16; ++j) {
+            acc += (int32_t)(x[b].qs[j] & 0x0F) * y[b].qs[j];
+            acc += (int32_t)(x[b].qs[j] >> 4) * y[b].qs[j + 16];
+        }
+        acc -= 8 * y[b].sum;
+        s += h2f(x[b].d) * y[b].d * (float)acc;
+    }
+    return s;
+}
+
+static void axpy_f32_scalar(int64_t n, float a, const float * x, float * y) {
+    for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+static const kernels kernels_scalar = {
+    TSR_CPU_ISA_SCALAR,
+    dot_f32_scalar, dot_f16_scalar, dot_bf16_scalar, dot_q8_0_scalar, dot_q4_0_scalar,
+    { nullptr, nullptr, nullptr },
+    quantize_y_scalar, axpy_f32_scalar,
+    { nullptr, nullptr, nullptr, nullptr, nullptr },
+};
+
+} // namespace tcpu
+} // namespace

@@ -1,0 +1,86 @@
+/*
+ * tessera-cpu.h - the CPU backend: computes graphs on host memory with a persistent
+ * thread pool, SIMD kernels chosen at run time (scalar, AVX2+FMA, AVX-512, NEON) and
+ * one reused workspace for per-op scratch.
+ *
+ * Header-only like the core: the implementation is compiled in the one translation unit
+ * that defines TSR_IMPLEMENTATION, after tessera.h / backend.h / alloc.h:
+ *
+ *     #define TSR_IMPLEMENTATION
+ *     #include "tessera/tessera.h"
+ *     #include "tessera/backend.h"
+ *     #include "tessera/alloc.h"
+ *     #include "tessera-cpu.h"
+ *
+ * Environment: TSR_CPU_ISA=scalar|avx2|avx512|neon forces a kernel path (a path the CPU
+ * lacks is ignored with a message on stderr).
+ */
+#ifndef TESSERA_CPU_H
+#define TESSERA_CPU_H
+
+#include "tessera/tessera.h"
+#include "tessera/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Kernel paths. The best the CPU supports is used unless forced. */
+enum tsr_cpu_isa {
+    TSR_CPU_ISA_SCALAR = 0,  /* portable C++: the reference every other path is tested against */
+    TSR_CPU_ISA_AVX2   = 1,  /* x86-64 AVX2 + FMA + F16C */
+    TSR_CPU_ISA_AVX512 = 2,  /* x86-64 AVX-512 F/BW/VL/DQ (+ BF16 and VNNI where present) */
+    TSR_CPU_ISA_NEON   = 3   /* aarch64 Advanced SIMD */
+};
+
+/* A new CPU backend (threads: hardware concurrency, at most 64). NULL + error on failure. */
+TSR_API tsr_backend_t tsr_backend_cpu_init(void);
+/* true when backend was made by tsr_backend_cpu_init. */
+TSR_API bool tsr_backend_is_cpu(tsr_backend_t backend);
+/* Threads used by graph_compute (the caller's thread counts as one); n < 1 is 1.
+ * The pool is rebuilt here, never while a graph runs. */
+TSR_API void tsr_backend_cpu_set_n_threads(tsr_backend_t backend, int n_threads);
+TSR_API int  tsr_backend_cpu_get_n_threads(tsr_backend_t backend);
+/* Called between nodes; returning true stops the graph (TSR_STATUS_ABORTED). NULL removes it. */
+TSR_API void tsr_backend_cpu_set_abort_callback(tsr_backend_t backend, bool (*abort_callback)(void * data), void * data);
+/* Where the workspace memory comes from (copied; alloc->user must outlive the backend).
+ * NULL: the process default (tsr_get_host_allocator() at the time of the call). The
+ * current workspace is freed and regrown on the next reserve/compute. */
+TSR_API void tsr_backend_cpu_set_host_allocator(tsr_backend_t backend, const struct tsr_host_allocator * alloc);
+
+/* ISA query and control (process-wide). */
+TSR_API const char *     tsr_cpu_isa_name(enum tsr_cpu_isa isa);             /* "scalar", "avx2", ... */
+TSR_API bool             tsr_cpu_isa_supported(enum tsr_cpu_isa isa);        /* this CPU (and build) can run it */
+TSR_API enum tsr_cpu_isa tsr_cpu_isa_best(void);                             /* best supported */
+TSR_API enum tsr_cpu_isa tsr_cpu_get_isa(void);                              /* in use now */
+/* Force a path for every CPU backend (tests, benchmarks). false + error when the CPU
+ * lacks it (nothing changes). Do not call while a graph runs. */
+TSR_API bool             tsr_cpu_set_isa(enum tsr_cpu_isa isa);
+/* Optional x86 extensions used inside the AVX-512 path. */
+TSR_API bool             tsr_cpu_has_avx512_bf16(void);
+TSR_API bool             tsr_cpu_has_avx512_vnni(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#if defined(TSR_IMPLEMENTATION) && !defined(TSR_CPU_IMPLEMENTED)
+#define TSR_CPU_IMPLEMENTED
+#ifndef __cplusplus
+#error "TSR_IMPLEMENTATION must be defined in a C++17 translation unit"
+#endif
+#include "cpu_internal.inl"
+#include "threadpool.inl"
+#include "workspace.inl"
+#include "isa.inl"
+#include "quant.inl"
+#include "pack.inl"
+#include "kernels_avx2.inl"
+#include "kernels_avx512.inl"
+#include "kernels_neon.inl"
+#include "gemm.inl"
+#include "ops_scalar.inl"
+#include "backend_cpu.inl"
+#endif
+
+#endif /* TESSERA_CPU_H */

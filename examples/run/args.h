@@ -1,0 +1,90 @@
+// args.h - tessera-run's command line.
+#pragma once
+
+#include "sampling.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace trun {
+
+struct run_args {
+    std::string model;                  // empty: the embedded random GPT-2
+    std::string prompt = "Once upon a time";
+    int n_predict = 64;
+    std::string backend = "cpu";        // cpu | vulkan | cuda
+    int device = 0;
+    int threads = 0;                    // 0: the backend's default
+    int n_ctx = 0;                      // 0: model's (capped at 4096)
+    int n_batch = 64;
+    bool flash_attn = true;
+    std::string kv_type = "f16";
+    sampler_params samp;
+    bool show_help = false;
+};
+
+inline void print_usage(const char * argv0) {
+    printf("usage: %s [-m model.gguf] [-p prompt] [-n n_predict] [options]\n"
+           "  -m, --model PATH       GGUF model (gpt2 or llama architecture); without it a small\n"
+           "                         random GPT-2 is built, written to a temporary GGUF and run\n"
+           "  -p, --prompt TEXT      prompt (default \"Once upon a time\")\n"
+           "  -n, --n-predict N      tokens to generate (default 64)\n"
+           "  --backend NAME         cpu | vulkan | cuda (default cpu)\n"
+           "  --device N             GPU index for vulkan/cuda (default 0)\n"
+           "  -t, --threads N        CPU threads\n"
+           "  -c, --ctx-size N       context length (default: the model's, at most 4096)\n"
+           "  -b, --batch-size N     prompt tokens per evaluation (default 64)\n"
+           "  --temp T               temperature; 0 = greedy (default 0.8)\n"
+           "  --top-k K              (default 40; 0 = off)\n"
+           "  --top-p P              (default 0.95; 1 = off)\n"
+           "  --seed S               sampling seed (default 42)\n"
+           "  --kv-type f16|f32      KV cache type (default f16)\n"
+           "  --no-flash-attn        attention with mul_mat + soft_max_ext instead of flash_attn_ext\n",
+           argv0);
+}
+
+// false + message on a bad command line
+inline bool parse_args(int argc, char ** argv, run_args & a, std::string & err) {
+    for (int i = 1; i < argc; ++i) {
+        const std::string k = argv[i];
+        auto val = [&](const char ** out) {
+            if (i + 1 >= argc) { err = "missing value after " + k; return false; }
+            *out = argv[++i];
+            return true;
+        };
+        auto num = [&](double & out) {
+            const char * v = nullptr;
+            if (!val(&v)) return false;
+            char * end = nullptr;
+            out = strtod(v, &end);
+            if (!end || *end || end == v) { err = "bad number '" + std::string(v) + "' after " + k; return false; }
+            return true;
+        };
+        const char * s = nullptr;
+        double d = 0;
+        if (k == "-h" || k == "--help") a.show_help = true;
+        else if (k == "-m" || k == "--model") { if (!val(&s)) return false; a.model = s; }
+        else if (k == "-p" || k == "--prompt") { if (!val(&s)) return false; a.prompt = s; }
+        else if (k == "-n" || k == "--n-predict") { if (!num(d)) return false; a.n_predict = (int) d; }
+        else if (k == "--backend") { if (!val(&s)) return false; a.backend = s; }
+        else if (k == "--device") { if (!num(d)) return false; a.device = (int) d; }
+        else if (k == "-t" || k == "--threads") { if (!num(d)) return false; a.threads = (int) d; }
+        else if (k == "-c" || k == "--ctx-size") { if (!num(d)) return false; a.n_ctx = (int) d; }
+        else if (k == "-b" || k == "--batch-size") { if (!num(d)) return false; a.n_batch = (int) d; }
+        else if (k == "--temp") { if (!num(d)) return false; a.samp.temp = (float) d; }
+        else if (k == "--top-k") { if (!num(d)) return false; a.samp.top_k = (int) d; }
+        else if (k == "--top-p") { if (!num(d)) return false; a.samp.top_p = (float) d; }
+        else if (k == "--seed") { if (!num(d)) return false; a.samp.seed = (uint64_t) d; }
+        else if (k == "--kv-type") { if (!val(&s)) return false; a.kv_type = s; }
+        else if (k == "--no-flash-attn") a.flash_attn = false;
+        else { err = "unknown argument '" + k + "' (see --help)"; return false; }
+    }
+    if (a.backend != "cpu" && a.backend != "vulkan" && a.backend != "cuda") { err = "unknown backend '" + a.backend + "'"; return false; }
+    if (a.kv_type != "f16" && a.kv_type != "f32") { err = "--kv-type must be f16 or f32"; return false; }
+    if (a.n_predict < 0 || a.n_batch < 1 || a.n_ctx < 0 || a.threads < 0) { err = "negative or zero count"; return false; }
+    return true;
+}
+
+} // namespace trun

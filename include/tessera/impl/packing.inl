@@ -1,0 +1,611 @@
+/*
+ * packing.inl - the offline packing core behind gallocr (tsr_pack, tsr_pack_lower_bound).
+ *
+ * The problem (dynamic storage allocation with known lifetimes): n buffers, each live on
+ * a half-open step range [lower, upper) with a size; choose offsets so that no two
+ * buffers live at one step overlap in memory; minimise the peak (max offset + size).
+ *
+ * How tessera solves it:
+ *  1. Steps are compressed to "sections" (the ranges between consecutive distinct
+ *     endpoints). The lower bound is the largest sum of sizes live in one section.
+ *  2. Greedy placement in several orders (size; size then start; breadth - the
+ *     heaviest step a buffer spans; area; duration; start), each buffer going to the
+ *     lowest gap that fits among the buffers already placed that are live at the same
+ *     time (first fit; it beat best fit on the real traces), or on top.
+ *     The conflicting buffers are never enumerated one by one: a segment tree over the
+ *     sections keeps, per node, the union of the offset ranges of the buffers stored
+ *     there as coalesced runs, so a query merges O(log T) short run lists (with a
+ *     cursor per list that only moves forward). One order on Y_1 (62,185 buffers)
+ *     takes ~140 ms of CPU on a busy 2-core machine.
+ *  3. If the best greedy result is above the lower bound and time is left:
+ *     - small instances (<= 1,000 buffers): a branch-and-bound search in the spirit of
+ *       MiniMalloc (Moffitt, ASPLOS'23): buffers are stacked section by section, always
+ *       on the lowest floor, at "canonical" offsets (the floor of every section they
+ *       span); the search runs against a target peak, and a branch dies as soon as a
+ *       section's floor plus the bytes still to place in it exceeds the target. The
+ *       lower bound is tried first, then targets descend from the best packing found
+ *       (each attempt: a few candidate orders, fixed and randomised, with a node limit
+ *       that doubles when the targets run out).
+ *     - large instances: iterated greedy - the buffers that end above a level H move
+ *       to the front of the best order and the greedy runs again (H starts at the
+ *       lower bound and drops while that does not help).
+ *  The search never returns anything worse than the best greedy packing, and always
+ *  stops at the lower bound (nothing can beat it). Define TSR_PACK_DEBUG to trace it on
+ *  stderr.
+ */
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+namespace tsr_impl {
+namespace {
+
+typedef uint64_t pk_u64;
+static const pk_u64 PK_INF = ~(pk_u64) 0;
+
+struct pk_timer {
+    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+    double ms() const {
+        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
+};
+
+/* A packing problem over compressed time: buffer i spans sections [l[i], r[i]) with
+ * aligned size sz[i] (only buffers with a non-empty range and a non-zero size). */
+struct pk_problem {
+    int n = 0;
+    int T = 0;                 /* number of sections */
+    std::vector<int> l, r;
+    std::vector<pk_u64> sz;
+    std::vector<pk_u64> section_load; /* bytes live in each section */
+    std::vector<pk_u64> load;         /* the largest section load over each buffer's range (lazy) */
+    pk_u64 lb = 0;
+};
+
+/* Sorted, disjoint, coalesced [start, end) runs of offsets. Most tree nodes hold one or
+ * two runs, so they live inline (no heap allocation); larger sets spill to the heap. */
+struct pk_run { pk_u64 first, second; };
+struct pk_runs {
+    static const uint32_t INL = 2;
+    uint32_t n = 0, cap = INL;
+    pk_run * heap = nullptr;
+    pk_run inl[INL];
+
+    pk_runs() {}
+    pk_runs(const pk_runs & o) { *this = o; }
+    pk_runs & operator=(const pk_runs & o) {
+        if (this == &o) return *this;
+        clear();
+        reserve(o.n);
+        std::copy(o.data(), o.data() + o.n, data());
+        n = o.n;
+        return *this;
+    }
+    ~pk_runs() { delete[] heap; }
+    pk_run * data() { return heap ? heap : inl; }
+    const pk_run * data() const { return heap ? heap : inl; }
+    bool empty() const { return n == 0; }
+    void clear() { n = 0; }
+    void reserve(uint32_t want) {
+        if (want <= cap) return;
+        uint32_t nc = cap;
+        while (nc < want) nc *= 2;
+        pk_run * h = new pk_run[nc];
+        std::copy(data(), data() + n, h);
+        delete[] heap;
+        heap = h;
+        cap = nc;
+    }
+
+    /* index of the first run whose end is > o (n if none) */
+    uint32_t first_end_after(pk_u64 o) const {
+        const pk_run * v = data();
+        uint32_t lo = 0, hi = n;
+        while (lo < hi) {
+            const uint32_t mid = (lo + hi) / 2;
+            if (v[mid].second > o) hi = mid; else lo = mid + 1;
+        }
+        return lo;
+    }
+    void insert(pk_u64 s, pk_u64 e) {
+        /* runs that touch or overlap [s, e) merge with it */
+        uint32_t i = first_end_after(s == 0 ? 0 : s - 1);  /* first run with end >= s */
+        pk_run * v = data();
+        uint32_t j = i;
+        pk_u64 ns = s, ne = e;
+        while (j < n && v[j].first <= e) {
+            ns = std::min(ns, v[j].first);
+            ne = std::max(ne, v[j].second);
+            j++;
+        }
+        if (j == i) {
+            reserve(n + 1);
+            v = data();
+            std::copy_backward(v + i, v + n, v + n + 1);
+            v[i] = pk_run{s, e};
+            n++;
+        } else {
+            v[i] = pk_run{ns, ne};
+            std::copy(v + j, v + n, v + i + 1);
+            n -= (j - i - 1);
+        }
+    }
+};
+
+/* Greedy placer: buffers are placed one by one (in a given order) at the lowest offset
+ * that is free over their whole live range (first fit among the already placed buffers
+ * that share a section with them). */
+struct pk_placer {
+    int P = 1;                       /* leaves (power of two >= T) */
+    struct node { pk_runs c, s; };   /* per tree node: canonical cover / subtree union (together: one cache line pair) */
+    std::vector<node> N;
+    std::vector<int> touched;        /* nodes with non-empty sets (for a fast reset) */
+    std::vector<const pk_runs *> sets;
+    struct cursor_t { const pk_run * v; uint32_t n, c; };
+    std::vector<cursor_t> cur;
+
+    void reset(int T) {
+        int p = 1;
+        while (p < T) p <<= 1;
+        if (p != P || N.empty()) {
+            P = p;
+            N.assign((size_t) 2 * P, node());
+            touched.clear();
+        } else {
+            for (int nd : touched) { N[(size_t) nd].c.clear(); N[(size_t) nd].s.clear(); }
+            touched.clear();
+        }
+    }
+
+    /* the strict ancestors of the canonical nodes of [l, r): nodes on the two boundary
+     * paths whose range is not inside [l, r), each once */
+    template <class F> void for_ancestors(int l, int r, F f) const {
+        int a = l + P, b = r - 1 + P, k = 0;
+        while (a >= 1) {
+            const int lo_a = (a - (P >> k)) << k, lo_b = (b - (P >> k)) << k, w = 1 << k;
+            if (lo_a < l || lo_a + w > r) f(a);
+            if (b != a && (lo_b < l || lo_b + w > r)) f(b);
+            a >>= 1; b >>= 1; k++;
+        }
+    }
+
+    void gather(int l, int r) {
+        sets.clear();
+        for (int a = l + P, b = r + P; a < b; a >>= 1, b >>= 1) {
+            if (a & 1) { if (!N[(size_t) a].s.empty()) sets.push_back(&N[(size_t) a].s); a++; }
+            if (b & 1) { --b; if (!N[(size_t) b].s.empty()) sets.push_back(&N[(size_t) b].s); }
+        }
+        for_ancestors(l, r, [&](int nd) { if (!N[(size_t) nd].c.empty()) sets.push_back(&N[(size_t) nd].c); });
+    }
+
+    /* lowest offset where [o, o + size) is free of every gathered run (first fit) */
+    pk_u64 find(int l, int r, pk_u64 size) {
+        gather(l, r);
+        const size_t m = sets.size();
+        /* flat copies: runs, count and a cursor (first run whose end is > o; o only grows) */
+        cur.resize(m);
+        for (size_t k = 0; k < m; k++) cur[k] = cursor_t{sets[k]->data(), sets[k]->n, 0};
+        pk_u64 o = 0;
+        size_t k = 0, since = 0;
+        while (since < m) {
+            cursor_t & q = cur[k];
+            uint32_t c = q.c;
+            if (c < q.n && q.v[c].second <= o) {
+                /* gallop forward, then bisect */
+                uint32_t step = 1, lo = c + 1, hi = c + 1;
+                while (hi < q.n && q.v[hi].second <= o) { lo = hi + 1; hi = c + (step <<= 1); }
+                if (hi > q.n) hi = q.n;
+                while (lo < hi) {
+                    const uint32_t mid = (lo + hi) / 2;
+                    if (q.v[mid].second > o) hi = mid; else lo = mid + 1;
+                }
+                c = q.c = lo;
+            }
+            if (c < q.n && q.v[c].first < o + size) { o = q.v[c].second; since = 0; }
+            else since++;
+            if (++k == m) k = 0;
+        }
+        return o;
+    }
+
+    void add(int l, int r, pk_u64 o, pk_u64 size) {
+        const pk_u64 e = o + size;
+        auto touch = [&](int nd) {
+            if (N[(size_t) nd].c.empty() && N[(size_t) nd].s.empty()) touched.push_back(nd);
+        };
+        for (int a = l + P, b = r + P; a < b; a >>= 1, b >>= 1) {
+            if (a & 1) { touch(a); N[(size_t) a].c.insert(o, e); N[(size_t) a].s.insert(o, e); a++; }
+            if (b & 1) { --b; touch(b); N[(size_t) b].c.insert(o, e); N[(size_t) b].s.insert(o, e); }
+        }
+        for_ancestors(l, r, [&](int nd) { touch(nd); N[(size_t) nd].s.insert(o, e); });
+    }
+};
+
+/* Place buffers in `order`; returns the peak and fills off. */
+static inline pk_u64 pk_greedy(const pk_problem & P, const std::vector<int> & order, std::vector<pk_u64> & off,
+                               pk_placer & pl) {
+    pl.reset(P.T);
+    off.assign((size_t) P.n, 0);
+    pk_u64 peak = 0;
+    for (int i : order) {
+        const pk_u64 o = pl.find(P.l[(size_t) i], P.r[(size_t) i], P.sz[(size_t) i]);
+        off[(size_t) i] = o;
+        pl.add(P.l[(size_t) i], P.r[(size_t) i], o, P.sz[(size_t) i]);
+        peak = std::max(peak, o + P.sz[(size_t) i]);
+    }
+    return peak;
+}
+
+/* ---- branch and bound over canonical section-by-section packings ---------------------- */
+
+struct pk_search {
+    const pk_problem & P;
+    pk_u64 cap = 0;
+    std::vector<pk_u64> floor_, rem;
+    std::vector<std::vector<int>> by_sec;   /* unplaced candidates per section, preference order */
+    std::vector<char> placed;
+    std::vector<pk_u64> off;
+    double deadline_ms = 0;
+    long node_limit = 0, nodes = 0;
+    bool stop = false;
+    const pk_timer & timer;
+
+    pk_search(const pk_problem & p, const pk_timer & t) : P(p), timer(t) {}
+
+    void init(pk_u64 capacity, int variant) {
+        cap = capacity;
+        floor_.assign((size_t) P.T, 0);
+        rem.assign((size_t) P.T, 0);
+        by_sec.assign((size_t) P.T, std::vector<int>());
+        placed.assign((size_t) P.n, 0);
+        off.assign((size_t) P.n, 0);
+        std::vector<int> ord((size_t) P.n);
+        std::iota(ord.begin(), ord.end(), 0);
+        if (variant >= 3) {
+            /* a random perturbation of size (even variants) or duration x size (odd), seeded by variant */
+            uint64_t x = 0x9E3779B97F4A7C15ull * (uint64_t) (variant + 1);
+            std::vector<double> key((size_t) P.n);
+            for (int i = 0; i < P.n; i++) {
+                x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+                const double u = (double) (x >> 11) / 9007199254740992.0;
+                const double dur = (double) (P.r[(size_t) i] - P.l[(size_t) i]);
+                key[(size_t) i] = (variant & 1 ? dur : 1.0) * (double) P.sz[(size_t) i] * (0.5 + u);
+            }
+            std::stable_sort(ord.begin(), ord.end(), [&](int a, int b) { return key[(size_t) a] > key[(size_t) b]; });
+        } else {
+            std::stable_sort(ord.begin(), ord.end(), [&](int a, int b) {
+                const int da = P.r[(size_t) a] - P.l[(size_t) a], db = P.r[(size_t) b] - P.l[(size_t) b];
+                const pk_u64 sa = P.sz[(size_t) a], sb = P.sz[(size_t) b];
+                switch (variant % 3) {
+                    case 0:  if (da != db) return da > db; return sa > sb;
+                    case 1:  if (sa != sb) return sa > sb; return da > db;
+                    default: { const double aa = (double) sa * da, ab = (double) sb * db; if (aa != ab) return aa > ab; return sa > sb; }
+                }
+            });
+        }
+        for (int i : ord) {
+            for (int s = P.l[(size_t) i]; s < P.r[(size_t) i]; s++) {
+                by_sec[(size_t) s].push_back(i);
+                rem[(size_t) s] += P.sz[(size_t) i];
+            }
+        }
+        nodes = 0;
+        stop = false;
+    }
+
+    bool rec(int nplaced) {
+        if (nplaced == P.n) return true;
+        if ((++nodes & 255) == 0 && (timer.ms() > deadline_ms || nodes > node_limit)) stop = true;
+        if (stop) return false;
+        int sb = -1;
+        pk_u64 f = PK_INF;
+        for (int s = 0; s < P.T; s++) {
+            if (rem[(size_t) s] != 0 && floor_[(size_t) s] < f) { f = floor_[(size_t) s]; sb = s; }
+        }
+        if (sb < 0) return true;
+        /* the run of sections around sb whose floor is exactly f: a buffer can sit on f
+         * iff its whole range lies inside it */
+        int ra = sb, rb = sb + 1;
+        while (ra > 0 && floor_[(size_t) ra - 1] == f) ra--;
+        while (rb < P.T && floor_[(size_t) rb] == f) rb++;
+        int cand[64];
+        int nc = 0;
+        for (int i : by_sec[(size_t) sb]) {
+            if (placed[(size_t) i] || P.l[(size_t) i] < ra || P.r[(size_t) i] > rb) continue;
+            bool dup = false;
+            for (int k = 0; k < nc; k++) {
+                const int c = cand[k];
+                if (P.l[(size_t) c] == P.l[(size_t) i] && P.r[(size_t) c] == P.r[(size_t) i] && P.sz[(size_t) c] == P.sz[(size_t) i]) { dup = true; break; }
+            }
+            if (!dup && nc < 64) cand[nc++] = i;
+        }
+        for (int k = 0; k < nc; k++) {
+            const int i = cand[k];
+            const pk_u64 top = f + P.sz[(size_t) i];
+            for (int s = P.l[(size_t) i]; s < P.r[(size_t) i]; s++) {
+                floor_[(size_t) s] = top;
+                rem[(size_t) s] -= P.sz[(size_t) i];
+            }
+            placed[(size_t) i] = 1;
+            off[(size_t) i] = f;
+            if (rec(nplaced + 1)) return true;
+            placed[(size_t) i] = 0;
+            for (int s = P.l[(size_t) i]; s < P.r[(size_t) i]; s++) {
+                floor_[(size_t) s] = f;
+                rem[(size_t) s] += P.sz[(size_t) i];
+            }
+            if (stop) return false;
+        }
+        /* leave a hole: nothing of this section sits on its current floor; it rises to
+         * the lowest level another of its buffers can sit on */
+        pk_u64 next_level = PK_INF;
+        for (int i : by_sec[(size_t) sb]) {
+            if (placed[(size_t) i] || (P.l[(size_t) i] >= ra && P.r[(size_t) i] <= rb)) continue;
+            pk_u64 m = 0;
+            for (int s2 = P.l[(size_t) i]; s2 < P.r[(size_t) i] && m < next_level; s2++) m = std::max(m, floor_[(size_t) s2]);
+            next_level = std::min(next_level, m);
+        }
+        if (next_level != PK_INF && next_level + rem[(size_t) sb] <= cap) {
+            floor_[(size_t) sb] = next_level;
+            if (rec(nplaced)) return true;
+            floor_[(size_t) sb] = f;
+        }
+        return false;
+    }
+
+    /* true when a packing with peak <= capacity was found (in off) */
+    bool run(pk_u64 capacity, int variant, double deadline, long limit) {
+        init(capacity, variant);
+        for (int s = 0; s < P.T; s++) if (rem[(size_t) s] > cap) return false;
+        deadline_ms = deadline;
+        node_limit = limit;
+        return rec(0);
+    }
+};
+
+static inline pk_u64 pk_align_up(pk_u64 x, pk_u64 a) { return (x + a - 1) / a * a; }
+
+/* The heaviest section each buffer spans (a sparse table of range maxima), for the
+ * breadth orders; computed on first use. */
+static inline void pk_compute_load(pk_problem & P) {
+    if (!P.load.empty() || P.n == 0) return;
+    std::vector<std::vector<pk_u64>> st(1, P.section_load);
+    for (int k = 1; (1 << k) <= P.T; k++) {
+        const std::vector<pk_u64> & prev = st.back();
+        std::vector<pk_u64> nx((size_t) (P.T - (1 << k) + 1));
+        for (size_t i = 0; i < nx.size(); i++) nx[i] = std::max(prev[i], prev[i + ((size_t) 1 << (k - 1))]);
+        st.push_back(std::move(nx));
+    }
+    P.load.resize((size_t) P.n);
+    for (int i = 0; i < P.n; i++) {
+        const int a = P.l[(size_t) i], b = P.r[(size_t) i];
+        int k = 0;
+        while ((2 << k) <= b - a) k++;
+        P.load[(size_t) i] = std::max(st[(size_t) k][(size_t) a], st[(size_t) k][(size_t) (b - (1 << k))]);
+    }
+}
+
+/* The orders the greedy tries (a before b?). Orders 4 and 5 need pk_compute_load. */
+static inline bool pk_before(const pk_problem & P, int variant, int a, int b) {
+    const size_t ua = (size_t) a, ub = (size_t) b;
+    const pk_u64 sa = P.sz[ua], sb = P.sz[ub];
+    const int da = P.r[ua] - P.l[ua], db = P.r[ub] - P.l[ub];
+    switch (variant) {
+        case 0: /* size, then duration, then start */
+            if (sa != sb) return sa > sb;
+            if (da != db) return da > db;
+            return P.l[ua] < P.l[ub];
+        case 1: /* size, then start */
+            if (sa != sb) return sa > sb;
+            if (P.l[ua] != P.l[ub]) return P.l[ua] < P.l[ub];
+            return da > db;
+        case 2: { /* area */
+            const double aa = (double) sa * (double) da, ab = (double) sb * (double) db;
+            if (aa != ab) return aa > ab;
+            return sa > sb;
+        }
+        case 3: /* duration */
+            if (da != db) return da > db;
+            return sa > sb;
+        case 4: /* the heaviest step it spans (breadth), then duration */
+            if (P.load[ua] != P.load[ub]) return P.load[ua] > P.load[ub];
+            if (da != db) return da > db;
+            return sa > sb;
+        case 5: /* breadth, then size */
+            if (P.load[ua] != P.load[ub]) return P.load[ua] > P.load[ub];
+            if (sa != sb) return sa > sb;
+            return da > db;
+        default: /* start */
+            if (P.l[ua] != P.l[ub]) return P.l[ua] < P.l[ub];
+            return sa > sb;
+    }
+}
+static const int PK_N_ORDERS = 7;
+
+
+
+} // namespace
+} // namespace tsr_impl
+
+TSR_API_IMPL size_t tsr_pack_lower_bound(const struct tsr_pack_item * items, size_t n, size_t alignment) {
+    using namespace tsr_impl;
+    if (alignment == 0) alignment = 1;
+    if (n == 0) return 0;
+    if (!items) { tsr_set_error("tsr_pack_lower_bound: items is NULL with n = %zu", n); return SIZE_MAX; }
+    std::vector<std::pair<int64_t, int64_t>> ev;  /* (time, +size / -size) */
+    ev.reserve(2 * n);
+    for (size_t i = 0; i < n; i++) {
+        if (items[i].upper <= items[i].lower || items[i].size == 0) continue;
+        const int64_t s = (int64_t) pk_align_up(items[i].size, alignment);
+        ev.emplace_back(items[i].lower, s);
+        ev.emplace_back(items[i].upper, -s);
+    }
+    std::sort(ev.begin(), ev.end(), [](const std::pair<int64_t, int64_t> & a, const std::pair<int64_t, int64_t> & b) {
+        if (a.first != b.first) return a.first < b.first;
+        return a.second < b.second;  /* frees before allocations at the same time */
+    });
+    int64_t cur = 0, best = 0;
+    for (auto & e : ev) { cur += e.second; best = std::max(best, cur); }
+    return (size_t) best;
+}
+
+TSR_API_IMPL size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alignment, double time_budget_ms) {
+    using namespace tsr_impl;
+    const pk_timer timer;
+    if (alignment == 0) alignment = 1;
+    if ((alignment & (alignment - 1)) != 0) {
+        tsr_set_error("tsr_pack: alignment %zu is not a power of two", alignment);
+        return SIZE_MAX;
+    }
+    if (n == 0) return 0;
+    if (!items) { tsr_set_error("tsr_pack: items is NULL with n = %zu", n); return SIZE_MAX; }
+    if (n > (size_t) INT32_MAX / 2) { tsr_set_error("tsr_pack: %zu items is too many", n); return SIZE_MAX; }
+
+    /* compress time to sections: sort the endpoints once and rank them */
+    pk_problem P;
+    std::vector<size_t> idx;  /* problem index -> item index */
+    std::vector<std::pair<int64_t, uint32_t>> ev;  /* (time, 2 * problem index + is_upper) */
+    ev.reserve(2 * n);
+    for (size_t i = 0; i < n; i++) {
+        if (items[i].upper < items[i].lower) {
+            tsr_set_error("tsr_pack: item %zu has lower %lld > upper %lld", i, (long long) items[i].lower, (long long) items[i].upper);
+            return SIZE_MAX;
+        }
+        if (items[i].size > SIZE_MAX / 4) {
+            tsr_set_error("tsr_pack: item %zu has size %zu, too large", i, items[i].size);
+            return SIZE_MAX;
+        }
+        items[i].offset = 0;
+        if (items[i].upper == items[i].lower || items[i].size == 0) continue;
+        const uint32_t k = (uint32_t) idx.size();
+        idx.push_back(i);
+        ev.emplace_back(items[i].lower, 2 * k);
+        ev.emplace_back(items[i].upper, 2 * k + 1);
+        P.sz.push_back(pk_align_up(items[i].size, alignment));
+    }
+    std::sort(ev.begin(), ev.end());
+    P.l.resize(idx.size());
+    P.r.resize(idx.size());
+    int rank = -1;
+    for (size_t e = 0; e < ev.size(); e++) {
+        if (e == 0 || ev[e].first != ev[e - 1].first) rank++;
+        (ev[e].second & 1 ? P.r : P.l)[ev[e].second >> 1] = rank;
+    }
+    P.T = rank < 0 ? 0 : rank;
+    P.n = (int) idx.size();
+    if (P.n == 0) return 0;
+    {
+        pk_u64 total = 0;
+        for (pk_u64 x : P.sz) {
+            total += x;
+            if (total > (pk_u64) (SIZE_MAX / 2)) {
+                tsr_set_error("tsr_pack: the sizes of the %d items add up to more than %zu bytes", P.n, (size_t) (SIZE_MAX / 2));
+                return SIZE_MAX;
+            }
+        }
+    }
+    {
+        std::vector<pk_u64> d((size_t) P.T + 1, 0);
+        for (int i = 0; i < P.n; i++) { d[(size_t) P.l[(size_t) i]] += P.sz[(size_t) i]; d[(size_t) P.r[(size_t) i]] -= P.sz[(size_t) i]; }
+        pk_u64 cur = 0;
+        for (int s = 0; s < P.T; s++) { cur += d[(size_t) s]; P.lb = std::max(P.lb, cur); d[(size_t) s] = cur; }
+        P.section_load.assign(d.begin(), d.begin() + P.T);
+    }
+
+    /* 1. greedy best fit in several orders */
+    pk_placer pl;
+    std::vector<pk_u64> off, best_off;
+    pk_u64 best = PK_INF;
+    std::vector<int> order((size_t) P.n), best_order;
+    double last_ms = 0;
+    /* large instances keep their time for the improvement phase: three orders only */
+    static const int try_order[PK_N_ORDERS] = {0, 1, 4, 2, 3, 5, 6};
+    const int n_orders = P.n <= 5000 ? PK_N_ORDERS : 3;
+    for (int vi = 0; vi < n_orders && best > P.lb; vi++) {
+        int variant = try_order[vi];
+        /* small instances try every order (each takes well under a millisecond); large ones
+         * run the first order always and the others while they fit in the budget */
+        const double t_start = timer.ms();
+        if (vi > 0 && P.n > 1000 && t_start + last_ms > time_budget_ms) break;
+        std::iota(order.begin(), order.end(), 0);
+        if (variant == 4 || variant == 5) pk_compute_load(P);
+        std::sort(order.begin(), order.end(), [&](int a, int b) { return pk_before(P, variant, a, b); });
+        pk_u64 peak = pk_greedy(P, order, off, pl);
+#ifdef TSR_PACK_DEBUG
+        fprintf(stderr, "  variant %d peak %.5f  %.1f ms\n", variant, (double) peak / (double) P.lb, timer.ms());
+#endif
+        if (peak < best) { best = peak; best_off = off; best_order = order; }
+        last_ms = timer.ms() - t_start;
+    }
+
+    /* 2. improvement while time is left */
+    const pk_u64 align = (pk_u64) alignment;
+    if (best > P.lb && time_budget_ms > 0 && timer.ms() < time_budget_ms) {
+        if (P.n <= 1000) {
+            pk_search srch(P, timer);
+            pk_u64 hi = best;  /* a packing with this peak is known */
+            long limit = 3000;
+            int nrand = 0;
+            auto attempt = [&](pk_u64 target) {
+                for (int k = 0; k < 6 && timer.ms() < time_budget_ms; k++) {
+                    static const int fixed[6] = {-1, 1, -1, 0, -1, -1};  /* -1: a random order */
+                    const int v = fixed[k] >= 0 ? fixed[k] : 3 + (nrand++);
+                    const bool okr = srch.run(target, v, time_budget_ms, limit);
+#ifdef TSR_PACK_DEBUG
+                    fprintf(stderr, "  search target %.4f variant %d limit %ld: %s after %ld nodes, %.1f ms\n", (double) target / (double) P.lb, v, limit, okr ? "found" : "no", srch.nodes, timer.ms());
+#endif
+                    if (okr) {
+                        pk_u64 peak = 0;
+                        for (int i = 0; i < P.n; i++) peak = std::max(peak, srch.off[(size_t) i] + P.sz[(size_t) i]);
+                        if (peak < best) { best = peak; best_off = srch.off; }
+                        hi = std::min(hi, peak);
+                        return true;
+                    }
+                }
+                return false;
+            };
+            if (!attempt(P.lb)) {
+                pk_u64 step = (hi - P.lb) / 8;  /* descend: easy targets first */
+                while (hi > P.lb && timer.ms() < time_budget_ms) {
+                    step = std::max(step, align);
+                    pk_u64 target = hi - step;
+                    target -= target % align;
+                    if (target < P.lb) target = P.lb;
+                    if (!attempt(target)) {
+                        step /= 2;
+                        if (step < align || step * 64 < hi - P.lb) { step = (hi - P.lb) / 8; limit *= 2; }
+                    }
+                }
+            }
+        } else {
+            /* promote the overflow: the buffers that end above a level H (at first the
+             * lower bound) move to the front of the best order, keeping their relative
+             * order, and the greedy runs again (small long-lived buffers piled on top
+             * go to the bottom this way). H drops while it does not help. */
+            std::vector<int> ord = best_order;
+            std::vector<char> hot((size_t) P.n);
+            double f = 1.0;
+            for (int it = 0; it < 64 && best > P.lb && f > 0.05; it++) {
+                if (timer.ms() + last_ms > time_budget_ms) break;
+                const double t_start = timer.ms();
+                const pk_u64 H = (pk_u64) ((double) P.lb * f);
+                for (int i = 0; i < P.n; i++) hot[(size_t) i] = best_off[(size_t) i] + P.sz[(size_t) i] > H;
+                std::stable_partition(ord.begin(), ord.end(), [&](int i) { return hot[(size_t) i] != 0; });
+                const pk_u64 peak = pk_greedy(P, ord, off, pl);
+#ifdef TSR_PACK_DEBUG
+                fprintf(stderr, "  promote f %.3f: peak %.5f  %.1f ms\n", f, (double) peak / (double) P.lb, timer.ms());
+#endif
+                if (peak < best) { best = peak; best_off = off; best_order = ord; }
+                else { ord = best_order; f -= 0.04; }
+                last_ms = timer.ms() - t_start;
+            }
+        }
+    }
+
+    for (int i = 0; i < P.n; i++) items[idx[(size_t) i]].offset = (size_t) best_off[(size_t) i];
+    return (size_t) best;
+}

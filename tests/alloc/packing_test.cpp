@@ -1,0 +1,152 @@
+// The packing core: hand-computed cases, random instances and the small external traces,
+// every result checked by a brute-force pairwise overlap test written here.
+#include <catch2/catch.hpp>
+
+#include "tessera/alloc.h"
+#include "trace_csv.h"
+
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+// Independent check: every pair of items live at a common step is disjoint in memory,
+// offsets aligned, everything below peak.
+bool brute_force_valid(const std::vector<tsr_pack_item> & v, size_t peak, size_t align, std::string & why) {
+    auto up = [&](size_t s) { return (s + align - 1) / align * align; };
+    for (size_t i = 0; i < v.size(); i++) {
+        if (v[i].upper <= v[i].lower || v[i].size == 0) continue;
+        if (v[i].offset % align) { why = "misaligned " + std::to_string(i); return false; }
+        if (v[i].offset + up(v[i].size) > peak) { why = "above peak " + std::to_string(i); return false; }
+        for (size_t j = i + 1; j < v.size(); j++) {
+            if (v[j].upper <= v[j].lower || v[j].size == 0) continue;
+            if (v[i].upper <= v[j].lower || v[j].upper <= v[i].lower) continue;
+            if (v[i].offset + v[i].size <= v[j].offset || v[j].offset + v[j].size <= v[i].offset) continue;
+            why = "overlap " + std::to_string(i) + " " + std::to_string(j);
+            return false;
+        }
+    }
+    return true;
+}
+
+size_t lower_bound_by_steps(const std::vector<tsr_pack_item> & v, size_t align) {
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (auto & it : v) { lo = std::min(lo, it.lower); hi = std::max(hi, it.upper); }
+    size_t best = 0;
+    for (int64_t t = lo; t < hi; t++) {
+        size_t s = 0;
+        for (auto & it : v) if (it.lower <= t && t < it.upper) s += (it.size + align - 1) / align * align;
+        best = std::max(best, s);
+    }
+    return best;
+}
+
+}  // namespace
+
+TEST_CASE("pack: hand-computed instance reaches its bound", "[alloc][pack]") {
+    std::vector<tsr_pack_item> v = {{0, 2, 10, 0}, {1, 3, 20, 0}, {2, 4, 30, 0}};
+    CHECK(tsr_pack_lower_bound(v.data(), v.size(), 1) == 50);
+    const size_t peak = tsr_pack(v.data(), v.size(), 1, 0);
+    CHECK(peak == 50);
+    std::string why;
+    CHECK(brute_force_valid(v, peak, 1, why));
+    // with 16-byte alignment every size rounds up: 16 + 32 + 32
+    CHECK(tsr_pack_lower_bound(v.data(), v.size(), 16) == 64);
+    const size_t p16 = tsr_pack(v.data(), v.size(), 16, 0);
+    CHECK(p16 == 64);
+    CHECK(brute_force_valid(v, p16, 16, why));
+}
+
+TEST_CASE("pack: empty ranges, zero sizes and errors", "[alloc][pack]") {
+    std::vector<tsr_pack_item> v = {{3, 3, 100, 7}, {0, 5, 0, 9}, {1, 2, 8, 0}};
+    CHECK(tsr_pack(v.data(), v.size(), 8, 0) == 8);
+    CHECK(v[0].offset == 0);
+    CHECK(v[1].offset == 0);
+    CHECK(tsr_pack(nullptr, 0, 1, 0) == 0);
+    std::vector<tsr_pack_item> bad = {{5, 2, 8, 0}};
+    CHECK(tsr_pack(bad.data(), bad.size(), 1, 0) == SIZE_MAX);
+    CHECK(std::string(tsr_last_error()).find("lower") != std::string::npos);
+    CHECK(tsr_pack(v.data(), v.size(), 24, 0) == SIZE_MAX);  // not a power of two
+}
+
+TEST_CASE("pack: random instances are valid and bounded", "[alloc][pack]") {
+    std::mt19937 rng(7);
+    for (int iter = 0; iter < 400; iter++) {
+        const int n = 1 + (int) (rng() % 60);
+        const int T = 2 + (int) (rng() % 30);
+        std::vector<tsr_pack_item> v;
+        size_t total = 0;
+        for (int i = 0; i < n; i++) {
+            int64_t a = (int64_t) (rng() % (uint32_t) T), b = (int64_t) (rng() % (uint32_t) T);
+            if (a > b) std::swap(a, b);
+            const size_t sz = 1 + rng() % (rng() % 4 == 0 ? 5000 : 300);
+            v.push_back({a, b + 1, sz, 0});
+            total += (sz + 63) / 64 * 64;
+        }
+        const size_t lb = lower_bound_by_steps(v, 64);
+        REQUIRE(tsr_pack_lower_bound(v.data(), v.size(), 64) == lb);
+        const size_t peak = tsr_pack(v.data(), v.size(), 64, iter % 10 == 0 ? 5.0 : 0.0);
+        INFO("iteration " << iter);
+        REQUIRE(peak >= lb);
+        REQUIRE(peak <= total);
+        std::string why;
+        REQUIRE(brute_force_valid(v, peak, 64, why));
+    }
+}
+
+TEST_CASE("pack: a perfect tiling is packed without waste", "[alloc][pack]") {
+    // cut a [0,64) x [0,1024) rectangle into vertical strips, each strip into random
+    // rows: the bound is the full height and a packing at exactly the bound exists
+    std::mt19937 rng(11);
+    for (int iter = 0; iter < 20; iter++) {
+        std::vector<tsr_pack_item> v;
+        int64_t t = 0;
+        while (t < 64) {
+            const int64_t w = std::min<int64_t>(64 - t, 1 + (int64_t) (rng() % 16));
+            size_t y = 0;
+            while (y < 1024) {
+                const size_t h = std::min<size_t>(1024 - y, 64 * (1 + rng() % 6));
+                v.push_back({t, t + w, h, 0});
+                y += h;
+            }
+            t += w;
+        }
+        REQUIRE(tsr_pack_lower_bound(v.data(), v.size(), 64) == 1024);
+        const size_t peak = tsr_pack(v.data(), v.size(), 64, 10.0);
+        CHECK(peak == 1024);
+        std::string why;
+        REQUIRE(brute_force_valid(v, peak, 64, why));
+    }
+}
+
+TEST_CASE("pack: the small external traces", "[alloc][pack]") {
+    const std::string dir = TSR_ALLOC_TRACES_DIR;
+    struct trace { const char * file; size_t n; size_t lb; };
+    // buffer counts and lower bounds from the traces' README (computed independently)
+    const trace traces[] = {
+        {"minimalloc-challenging/A.1048576.csv", 154, 1048576}, {"minimalloc-challenging/B.1048576.csv", 170, 1048576},
+        {"minimalloc-challenging/C.1048576.csv", 203, 1039360}, {"minimalloc-challenging/D.1048576.csv", 213, 986112},
+        {"minimalloc-challenging/E.1048576.csv", 215, 1048576}, {"minimalloc-challenging/F.1048576.csv", 296, 1048576},
+        {"minimalloc-challenging/G.1048576.csv", 308, 1048576}, {"minimalloc-challenging/H.1048576.csv", 316, 1048576},
+        {"minimalloc-challenging/I.1048576.csv", 374, 1048576}, {"minimalloc-challenging/J.1048576.csv", 409, 989184},
+        {"minimalloc-challenging/K.1048576.csv", 454, 1048576}, {"real/G_1.csv", 816, 3030937746ull},
+        {"real/resnet50.csv", 1042, 1515472556ull},
+    };
+    int found = 0;
+    for (const trace & tr : traces) {
+        std::vector<tsr_pack_item> v = tsr_read_trace_csv(dir + "/" + tr.file);
+        if (v.empty()) continue;
+        found++;
+        INFO(tr.file);
+        REQUIRE(v.size() == tr.n);
+        REQUIRE(tsr_pack_lower_bound(v.data(), v.size(), 1) == tr.lb);
+        const size_t peak = tsr_pack(v.data(), v.size(), 1, 5.0);
+        REQUIRE(peak >= tr.lb);
+        std::string why;
+        REQUIRE(brute_force_valid(v, peak, 1, why));
+    }
+    if (found == 0) WARN("skipped: no traces found in " << dir);
+}

@@ -1,0 +1,370 @@
+// cpu_bench: the CPU backend's GEMM / GEMV throughput per weight type, the machine's
+// copy bandwidth and FMA peak measured in the same run, OpenBLAS (when libopenblas.so.0
+// can be dlopen'ed; never a build dependency) and a GPT-2-small forward at 128 tokens.
+//
+//   cpu_bench [--csv] [--threads N] [--quick] [--gpt2-only]
+//
+// Prints one Markdown table (or CSV with --csv). Not a test.
+#define TSR_IMPLEMENTATION
+#include "tessera/tessera.h"
+#include "tessera/backend.h"
+#include "tessera/alloc.h"
+#include "tessera-cpu.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace {
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+struct row {
+    std::string name, value, unit, ref, note;
+};
+std::vector<row> g_rows;
+bool g_csv = false;
+
+void add_row(const std::string & name, double v, const char * unit, const std::string & ref, const std::string & note) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.1f", v);
+    g_rows.push_back({name, buf, unit, ref, note});
+    std::fprintf(stderr, "  %-36s %10s %s %s\n", name.c_str(), buf, unit, ref.c_str());
+}
+
+std::string fmt(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.1f", v);
+    return b;
+}
+
+// Fill a tensor's data quickly: a 1 MiB block of valid random values, repeated.
+void fast_fill(tsr_tensor * t, unsigned seed) {
+    const size_t nbytes = tsr_nbytes(t);
+    const int64_t ne0 = t->ne[0];
+    const int64_t rows_per_block = std::max<int64_t>(1, (int64_t)((1u << 20) / tsr_row_size(t->type, ne0)));
+    const int64_t nrows = std::min<int64_t>(rows_per_block, tsr_nrows(t));
+    std::vector<float> f((size_t)(ne0 * nrows));
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (float & x : f) x = u(rng);
+    const size_t blk = tsr_row_size(t->type, ne0) * (size_t)nrows;
+    std::vector<char> tmp(blk);
+    tsr_from_float_row(t->type, f.data(), tmp.data(), ne0 * nrows);
+    for (size_t off = 0; off < nbytes; off += blk) std::memcpy((char *)t->data + off, tmp.data(), std::min(blk, nbytes - off));
+}
+
+// Best time over `reps` runs of compute (after one warm-up).
+template <class F> double best_time(int reps, F && f) {
+    f();
+    double best = 1e30;
+    for (int i = 0; i < reps; ++i) {
+        const double t0 = now_s();
+        f();
+        best = std::min(best, now_s() - t0);
+    }
+    return best;
+}
+
+// ---- OpenBLAS through dlopen ------------------------------------------------------------
+
+typedef void (*sgemm_t)(int, int, int, int, int, int, float, const float *, int, const float *, int, float, float *, int);
+typedef void (*sgemv_t)(int, int, int, int, float, const float *, int, const float *, int, float, float *, int);
+typedef void (*set_threads_t)(int);
+struct blas {
+    void * h = nullptr;
+    sgemm_t sgemm = nullptr;
+    sgemv_t sgemv = nullptr;
+    blas(int n_threads) {
+        h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+        if (!h) return;
+        sgemm = (sgemm_t)dlsym(h, "cblas_sgemm");
+        sgemv = (sgemv_t)dlsym(h, "cblas_sgemv");
+        set_threads_t st = (set_threads_t)dlsym(h, "openblas_set_num_threads");
+        if (st) st(n_threads);
+        if (!sgemm || !sgemv) sgemm = nullptr, sgemv = nullptr;
+    }
+    ~blas() { if (h) dlclose(h); }
+    bool ok() const { return sgemm != nullptr; }
+};
+enum { CblasRowMajor = 101, CblasNoTrans = 111, CblasTrans = 112 };
+
+// ---- machine roofs ------------------------------------------------------------------------
+
+double copy_bandwidth(int n_threads, size_t bytes, double * read_gbs) {
+    std::vector<char> a(bytes, 1), b(bytes, 2);
+    auto par = [&](auto fn) {
+        std::vector<std::thread> th;
+        for (int t = 0; t < n_threads; ++t) th.emplace_back([&, t] { fn(t); });
+        for (auto & x : th) x.join();
+    };
+    const size_t chunk = bytes / (size_t)n_threads;
+    const double tc = best_time(3, [&] { par([&](int t) { std::memcpy(b.data() + t * chunk, a.data() + t * chunk, chunk); }); });
+    std::atomic<uint64_t> sink{0};
+    const double tr = best_time(3, [&] {
+        par([&](int t) {
+            const uint64_t * p = (const uint64_t *)(a.data() + t * chunk);
+            uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+            for (size_t i = 0; i + 4 <= chunk / 8; i += 4) { s0 += p[i]; s1 += p[i + 1]; s2 += p[i + 2]; s3 += p[i + 3]; }
+            sink += s0 + s1 + s2 + s3;
+        });
+    });
+    *read_gbs = (double)bytes / tr / 1e9;
+    return 2.0 * (double)bytes / tc / 1e9;  // read + write
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) double fma_loop_512(int64_t iters) {
+    __m512 a[12];
+    const __m512 x = _mm512_set1_ps(1.0000001f), y = _mm512_set1_ps(0.9999999f);
+    for (int i = 0; i < 12; ++i) a[i] = _mm512_set1_ps((float)i);
+    for (int64_t it = 0; it < iters; ++it)
+        for (int i = 0; i < 12; ++i) a[i] = _mm512_fmadd_ps(a[i], x, y);
+    float tmp[16], s = 0;
+    for (int i = 0; i < 12; ++i) { _mm512_storeu_ps(tmp, a[i]); for (float v : tmp) s += v; }
+    return s;
+}
+__attribute__((target("avx2,fma"))) double fma_loop_256(int64_t iters) {
+    __m256 a[12];
+    const __m256 x = _mm256_set1_ps(1.0000001f), y = _mm256_set1_ps(0.9999999f);
+    for (int i = 0; i < 12; ++i) a[i] = _mm256_set1_ps((float)i);
+    for (int64_t it = 0; it < iters; ++it)
+        for (int i = 0; i < 12; ++i) a[i] = _mm256_fmadd_ps(a[i], x, y);
+    float tmp[8], s = 0;
+    for (int i = 0; i < 12; ++i) { _mm256_storeu_ps(tmp, a[i]); for (float v : tmp) s += v; }
+    return s;
+}
+#endif
+
+double fma_peak(int n_threads) {
+#if defined(__x86_64__)
+    const bool z = tsr_cpu_isa_supported(TSR_CPU_ISA_AVX512);
+    const bool y = tsr_cpu_isa_supported(TSR_CPU_ISA_AVX2);
+    if (!z && !y) return 0;
+    const int64_t iters = 20000000;
+    std::atomic<double> sink{0};
+    const double t = best_time(2, [&] {
+        std::vector<std::thread> th;
+        for (int i = 0; i < n_threads; ++i)
+            th.emplace_back([&] { double s = z ? fma_loop_512(iters) : fma_loop_256(iters); sink = sink + s; });
+        for (auto & x : th) x.join();
+    });
+    return (double)n_threads * (double)iters * 12 * (z ? 16 : 8) * 2 / t / 1e9;
+#else
+    (void)n_threads;
+    return 0;
+#endif
+}
+
+// ---- tessera GEMM / GEMV -------------------------------------------------------------------
+
+double bench_gemm(tsr_backend_t be, tsr_type type, int64_t M, int64_t K, int64_t N, int reps) {
+    const size_t mem = tsr_row_size(type, K) * (size_t)M + (size_t)(K * N + M * N) * 4 + 16 * tsr_tensor_overhead() + tsr_graph_overhead() + (1 << 20);
+    tsr_context * ctx = tsr_init(tsr_init_params{mem, nullptr, false});
+    tsr_tensor * a = tsr_new_tensor_2d(ctx, type, K, M);
+    tsr_tensor * b = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, K, N);
+    fast_fill(a, 1);
+    fast_fill(b, 2);
+    tsr_tensor * c = tsr_mul_mat(ctx, a, b);
+    tsr_cgraph * gf = tsr_new_graph(ctx);
+    tsr_build_forward_expand(gf, c);
+    tsr_backend_graph_reserve(be, gf);
+    const double t = best_time(reps, [&] { tsr_backend_graph_compute(be, gf); });
+    tsr_free(ctx);
+    return 2.0 * (double)M * (double)N * (double)K / t / 1e9;
+}
+
+// matrix-vector over several distinct 4096x4096 matrices totalling >= total_bytes
+double bench_gemv(tsr_backend_t be, tsr_type type, size_t total_bytes, int reps) {
+    const int64_t K = 4096, M = 4096;
+    const size_t mbytes = tsr_row_size(type, K) * (size_t)M;
+    const int nmat = (int)((total_bytes + mbytes - 1) / mbytes);
+    const size_t mem = mbytes * (size_t)nmat + (size_t)nmat * (size_t)(K + M) * 4 + (size_t)(4 * nmat + 8) * tsr_tensor_overhead() +
+                       tsr_graph_overhead() + ((size_t)nmat << 12) + (1 << 20);
+    tsr_context * ctx = tsr_init(tsr_init_params{mem, nullptr, false});
+    if (!ctx) return 0;
+    tsr_tensor * x = tsr_new_tensor_1d(ctx, TSR_TYPE_F32, K);
+    fast_fill(x, 3);
+    tsr_cgraph * gf = tsr_new_graph(ctx);
+    for (int i = 0; i < nmat; ++i) {
+        tsr_tensor * w = tsr_new_tensor_2d(ctx, type, K, M);
+        fast_fill(w, 10 + (unsigned)i);
+        tsr_build_forward_expand(gf, tsr_mul_mat(ctx, w, x));
+    }
+    tsr_backend_graph_reserve(be, gf);
+    const double t = best_time(reps, [&] { tsr_backend_graph_compute(be, gf); });
+    tsr_free(ctx);
+    return (double)mbytes * nmat / t / 1e9;
+}
+
+// ---- GPT-2 small forward -------------------------------------------------------------------
+
+double bench_gpt2(tsr_backend_t be, int n_tokens, int reps) {
+    const int64_t D = 768, H = 12, L = 12, F = 3072, V = 50257, NCTX = 1024, T = n_tokens;
+    const size_t wbytes = (size_t)(V * D + NCTX * D + L * (4 * D * D + 2 * D * F + 13 * D + 2 * F) + 2 * D) * 4;
+    tsr_context * wctx = tsr_init(tsr_init_params{wbytes + 400 * (tsr_tensor_overhead() + 64), nullptr, false});
+    if (!wctx) return 0;
+    auto W = [&](int64_t a, int64_t b) {
+        tsr_tensor * t = b ? tsr_new_tensor_2d(wctx, TSR_TYPE_F32, a, b) : tsr_new_tensor_1d(wctx, TSR_TYPE_F32, a);
+        fast_fill(t, (unsigned)(a * 7 + b));
+        if (b) {  // small weights keep activations sane
+            float * p = (float *)t->data;
+            for (int64_t i = 0; i < tsr_nelements(t); ++i) p[i] *= 0.02f;
+        }
+        return t;
+    };
+    tsr_tensor * wte = W(D, V);
+    tsr_tensor * wpe = W(D, NCTX);
+    struct layer { tsr_tensor *ln1g, *ln1b, *wqkv, *bqkv, *wo, *bo, *ln2g, *ln2b, *wup, *bup, *wdn, *bdn; };
+    std::vector<layer> ls((size_t)L);
+    for (auto & l : ls) {
+        l.ln1g = W(D, 0); l.ln1b = W(D, 0); l.wqkv = W(D, 3 * D); l.bqkv = W(3 * D, 0);
+        l.wo = W(D, D); l.bo = W(D, 0); l.ln2g = W(D, 0); l.ln2b = W(D, 0);
+        l.wup = W(D, F); l.bup = W(F, 0); l.wdn = W(F, D); l.bdn = W(D, 0);
+    }
+    tsr_tensor * lnfg = W(D, 0);
+    tsr_tensor * lnfb = W(D, 0);
+
+    tsr_context * ctx = tsr_init(tsr_init_params{4096 * tsr_tensor_overhead() + tsr_graph_overhead(), nullptr, true});
+    tsr_tensor * tok = tsr_new_tensor_1d(ctx, TSR_TYPE_I32, T);
+    tsr_tensor * pos = tsr_new_tensor_1d(ctx, TSR_TYPE_I32, T);
+    tsr_tensor * mask = tsr_new_tensor_2d(ctx, TSR_TYPE_F16, T, T);
+    tsr_set_input(tok); tsr_set_input(pos); tsr_set_input(mask);
+    tsr_tensor * x = tsr_add(ctx, tsr_get_rows(ctx, wte, tok), tsr_get_rows(ctx, wpe, pos));
+    for (auto & l : ls) {
+        tsr_tensor * h = tsr_add(ctx, tsr_mul(ctx, tsr_norm(ctx, x, 1e-5f), l.ln1g), l.ln1b);
+        tsr_tensor * qkv = tsr_add(ctx, tsr_mul_mat(ctx, l.wqkv, h), l.bqkv);  // [3D, T]
+        const size_t es = sizeof(float);
+        tsr_tensor * q = tsr_view_3d(ctx, qkv, D / H, H, T, (D / H) * es, qkv->nb[1], 0);
+        tsr_tensor * k = tsr_view_3d(ctx, qkv, D / H, H, T, (D / H) * es, qkv->nb[1], D * es);
+        tsr_tensor * v = tsr_view_3d(ctx, qkv, D / H, H, T, (D / H) * es, qkv->nb[1], 2 * D * es);
+        q = tsr_permute(ctx, q, 0, 2, 1, 3);  // [hd, T, H]
+        k = tsr_permute(ctx, k, 0, 2, 1, 3);
+        v = tsr_permute(ctx, v, 0, 2, 1, 3);
+        tsr_tensor * att = tsr_flash_attn_ext(ctx, q, k, v, mask, 1.0f / std::sqrt((float)(D / H)), 0.0f, 0.0f);  // [hd, H, T]
+        att = tsr_reshape_2d(ctx, att, D, T);
+        x = tsr_add(ctx, x, tsr_add(ctx, tsr_mul_mat(ctx, l.wo, att), l.bo));
+        tsr_tensor * h2 = tsr_add(ctx, tsr_mul(ctx, tsr_norm(ctx, x, 1e-5f), l.ln2g), l.ln2b);
+        tsr_tensor * u = tsr_gelu(ctx, tsr_add(ctx, tsr_mul_mat(ctx, l.wup, h2), l.bup));
+        x = tsr_add(ctx, x, tsr_add(ctx, tsr_mul_mat(ctx, l.wdn, u), l.bdn));
+    }
+    x = tsr_add(ctx, tsr_mul(ctx, tsr_norm(ctx, x, 1e-5f), lnfg), lnfb);
+    tsr_tensor * logits = tsr_mul_mat(ctx, wte, x);
+    tsr_set_output(logits);
+    tsr_cgraph * gf = tsr_new_graph(ctx);
+    if (!tsr_build_forward_expand(gf, logits)) return 0;
+    tsr_gallocr_t ga = tsr_gallocr_new(tsr_backend_get_default_buffer_type(be));
+    if (!tsr_gallocr_alloc_graph(ga, gf)) { std::fprintf(stderr, "gallocr: %s\n", tsr_last_error()); return 0; }
+    std::vector<int32_t> tv((size_t)T), pv((size_t)T);
+    std::vector<uint16_t> mv((size_t)(T * T));
+    for (int64_t i = 0; i < T; ++i) { tv[(size_t)i] = (int32_t)((i * 977) % V); pv[(size_t)i] = (int32_t)i; }
+    for (int64_t i = 0; i < T; ++i)
+        for (int64_t j = 0; j < T; ++j) mv[(size_t)(i * T + j)] = tsr_fp32_to_fp16(j <= i ? 0.0f : -INFINITY);
+    tsr_backend_tensor_set(tok, tv.data(), 0, tv.size() * 4);
+    tsr_backend_tensor_set(pos, pv.data(), 0, pv.size() * 4);
+    tsr_backend_tensor_set(mask, mv.data(), 0, mv.size() * 2);
+    tsr_backend_graph_reserve(be, gf);
+    enum tsr_status st = TSR_STATUS_SUCCESS;
+    const double t = best_time(reps, [&] { st = tsr_backend_graph_compute(be, gf); });
+    if (st != TSR_STATUS_SUCCESS) std::fprintf(stderr, "gpt2: %s\n", tsr_last_error());
+    tsr_gallocr_free(ga);
+    tsr_free(ctx);
+    tsr_free(wctx);
+    return t * 1e3;
+}
+
+} // namespace
+
+int main(int argc, char ** argv) {
+    int n_threads = 2;
+    bool quick = false, gpt2_only = false;
+    for (int i = 1; i < argc; ++i) {
+        if (!std::strcmp(argv[i], "--csv")) g_csv = true;
+        else if (!std::strcmp(argv[i], "--quick")) quick = true;
+        else if (!std::strcmp(argv[i], "--gpt2-only")) gpt2_only = true;
+        else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) n_threads = std::atoi(argv[++i]);
+        else { std::fprintf(stderr, "usage: %s [--csv] [--threads N] [--quick] [--gpt2-only]\n", argv[0]); return 2; }
+    }
+    tsr_backend_t be = tsr_backend_cpu_init();
+    tsr_backend_cpu_set_n_threads(be, n_threads);
+    std::fprintf(stderr, "cpu_bench: %d threads, ISA %s (bf16 %d, vnni %d)\n", n_threads, tsr_cpu_isa_name(tsr_cpu_get_isa()),
+                 (int)tsr_cpu_has_avx512_bf16(), (int)tsr_cpu_has_avx512_vnni());
+    const int reps = quick ? 1 : 3;
+    const size_t gemv_bytes = quick ? (size_t)128 << 20 : (size_t)512 << 20;
+    const int64_t M = 4096, K = 4096, N = quick ? 128 : 512;
+
+    if (gpt2_only) goto gpt2;
+    {
+    double rd = 0;
+    const double cp = copy_bandwidth(n_threads, (size_t)512 << 20, &rd);
+    add_row("copy bandwidth (read+write)", cp, "GB/s", "", "memcpy of 512 MiB");
+    add_row("read bandwidth", rd, "GB/s", "", "sum of 512 MiB");
+    add_row("FMA peak", fma_peak(n_threads), "GFLOPS", "", tsr_cpu_isa_supported(TSR_CPU_ISA_AVX512) ? "zmm FMA, 12 chains" : "ymm FMA");
+
+    blas ob(n_threads);
+    double blas_gemm = 0;
+    if (ob.ok()) {
+        std::vector<float> A((size_t)(M * K)), B((size_t)(K * N)), C((size_t)(M * N));
+        for (size_t i = 0; i < A.size(); ++i) A[i] = (float)((i * 7) % 13) * 0.01f;
+        for (size_t i = 0; i < B.size(); ++i) B[i] = (float)((i * 3) % 11) * 0.01f;
+        // C[N x M] = B[N x K] * A^T
+        const double t = best_time(reps, [&] {
+            ob.sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)M, (int)K, 1.0f, B.data(), (int)K, A.data(), (int)K, 0.0f, C.data(), (int)M);
+        });
+        blas_gemm = 2.0 * M * N * K / t / 1e9;
+    }
+    char shape[64];
+    std::snprintf(shape, sizeof shape, "M=%lld K=%lld N=%lld", (long long)M, (long long)K, (long long)N);
+    for (tsr_type t : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0}) {
+        const double g = bench_gemm(be, t, M, K, N, reps);
+        add_row(std::string("mul_mat ") + tsr_type_name(t), g, "GFLOPS",
+                t == TSR_TYPE_F32 && ob.ok() ? "OpenBLAS sgemm " + fmt(blas_gemm) : "", shape);
+    }
+    double blas_gemv = 0;
+    if (ob.ok()) {
+        const int nmat = (int)(gemv_bytes / ((size_t)M * K * 4));
+        std::vector<std::vector<float>> mats((size_t)nmat, std::vector<float>((size_t)(M * K), 0.5f));
+        std::vector<float> xv((size_t)K, 1.0f), yv((size_t)M);
+        const double t = best_time(reps, [&] {
+            for (auto & m : mats) ob.sgemv(CblasRowMajor, CblasNoTrans, (int)M, (int)K, 1.0f, m.data(), (int)K, xv.data(), 1, 0.0f, yv.data(), 1);
+        });
+        blas_gemv = (double)nmat * M * K * 4 / t / 1e9;
+    }
+    for (tsr_type t : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0}) {
+        const double g = bench_gemv(be, t, gemv_bytes, reps);
+        add_row(std::string("mat-vec ") + tsr_type_name(t), g, "GB/s (weights)",
+                t == TSR_TYPE_F32 && ob.ok() ? "OpenBLAS sgemv " + fmt(blas_gemv) : "",
+                std::to_string(gemv_bytes >> 20) + "+ MiB of 4096x4096 weights");
+    }
+    }
+gpt2:
+    const double ms = bench_gpt2(be, 128, quick ? 1 : 3);
+    add_row("GPT-2 small forward, 128 tokens", ms, "ms", "", "F32 weights, flash_attn_ext, logits for all tokens");
+    tsr_backend_free(be);
+
+    if (g_csv) {
+        std::printf("benchmark,value,unit,reference,note\n");
+        for (const row & r : g_rows) std::printf("%s,%s,%s,%s,%s\n", r.name.c_str(), r.value.c_str(), r.unit.c_str(), r.ref.c_str(), r.note.c_str());
+    } else {
+        std::printf("| benchmark (%d threads) | value | unit | reference | note |\n|---|---:|---|---|---|\n", n_threads);
+        for (const row & r : g_rows)
+            std::printf("| %s | %s | %s | %s | %s |\n", r.name.c_str(), r.value.c_str(), r.unit.c_str(), r.ref.c_str(), r.note.c_str());
+    }
+    return 0;
+}

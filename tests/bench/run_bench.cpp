@@ -1,0 +1,195 @@
+// run_bench: the model runner's speed and memory on random models built in memory through
+// the runner's own code (examples/run): GPT-2-small-sized and 1B-LLaMA-sized (TinyLlama
+// shapes, GQA 32/4), weights in F32, F16, Q8_0, Q4_0. Prompt of 128 tokens in one batch,
+// then generation token by token (greedy). One Markdown table; --csv prints CSV rows.
+//
+//   run_bench [--csv] [-t threads (2)] [--prompt N (128)] [--gen N (16)]
+//             [--models gpt2,llama1b] [--types f32,f16,q8_0,q4_0] [--backend cpu|vulkan|cuda]
+#define TSR_IMPLEMENTATION
+#include "tessera/tessera.h"
+#include "tessera/backend.h"
+#include "tessera/alloc.h"
+#include "tessera/gguf.h"
+#include "tessera-cpu.h"
+#ifdef TSR_HAVE_VULKAN
+#define TSR_VULKAN_IMPLEMENTATION
+#include "tessera-vulkan.h"
+#endif
+
+#include "backends.h"
+#include "graph.h"
+#include "random_model.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace trun;
+
+static double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+static double mib(size_t b) { return (double) b / (1024.0 * 1024.0); }
+
+static hparams gpt2_small() {
+    hparams hp;
+    hp.a = arch::gpt2;
+    hp.n_vocab = 50257;
+    hp.n_ctx = 1024;
+    hp.n_embd = 768;
+    hp.n_layer = 12;
+    hp.n_head = 12;
+    hp.n_head_kv = 12;
+    hp.n_ff = 3072;
+    return hp;
+}
+static hparams llama_1b() {  // TinyLlama-1.1B shapes
+    hparams hp;
+    hp.a = arch::llama;
+    hp.n_vocab = 32000;
+    hp.n_ctx = 2048;
+    hp.n_embd = 2048;
+    hp.n_layer = 22;
+    hp.n_head = 32;
+    hp.n_head_kv = 4;
+    hp.n_ff = 5632;
+    hp.n_rot = 64;
+    hp.eps = 1e-5f;
+    return hp;
+}
+
+// fill the weights with several threads (tensors round-robin)
+static bool fill_parallel(tsr_context * ctx, uint64_t seed, int n_threads, std::string & err) {
+    std::vector<tsr_tensor *> ts;
+    for (tsr_tensor * t = tsr_get_first_tensor(ctx); t; t = tsr_get_next_tensor(ctx, t)) ts.push_back(t);
+    std::vector<std::string> errs((size_t) n_threads);
+    std::vector<std::thread> th;
+    for (int i = 0; i < n_threads; ++i) {
+        th.emplace_back([&, i] {
+            for (size_t k = (size_t) i; k < ts.size(); k += (size_t) n_threads) {
+                if (!fill_random(ts[k], seed, errs[(size_t) i])) return;
+            }
+        });
+    }
+    for (auto & t : th) t.join();
+    for (auto & e : errs) {
+        if (!e.empty()) { err = e; return false; }
+    }
+    return true;
+}
+
+struct row {
+    std::string model, type;
+    double params_m = 0, weights = 0, kv = 0, compute = 0, lower = 0, workspace = 0, build_s = 0, pp = 0, tg = 0;
+    std::string error;
+};
+
+int main(int argc, char ** argv) {
+    bool csv = false;
+    int threads = 2, n_prompt = 128, n_gen = 16;
+    std::string models = "gpt2,llama1b", types = "f32,f16,q8_0,q4_0", backend_name = "cpu";
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto next = [&]() -> const char * { return i + 1 < argc ? argv[++i] : ""; };
+        if (a == "--csv") csv = true;
+        else if (a == "-t") threads = atoi(next());
+        else if (a == "--prompt") n_prompt = atoi(next());
+        else if (a == "--gen") n_gen = atoi(next());
+        else if (a == "--models") models = next();
+        else if (a == "--types") types = next();
+        else if (a == "--backend") backend_name = next();
+        else { fprintf(stderr, "usage: %s [--csv] [-t N] [--prompt N] [--gen N] [--models gpt2,llama1b] [--types f32,f16,q8_0,q4_0] [--backend cpu|vulkan|cuda]\n", argv[0]); return 2; }
+    }
+    std::string err;
+    tsr_backend_t backend = make_backend(backend_name, -1, threads, err);
+    if (!backend && backend_name != "cpu") backend = make_backend(backend_name, 0, threads, err);
+    if (!backend) { fprintf(stderr, "run_bench: %s\n", err.c_str()); return 1; }
+
+    struct mt { const char * name; tsr_type t; };
+    const mt all_types[] = {{"f32", TSR_TYPE_F32}, {"f16", TSR_TYPE_F16}, {"q8_0", TSR_TYPE_Q8_0}, {"q4_0", TSR_TYPE_Q4_0}};
+    std::vector<row> rows;
+    for (const char * mname : {"gpt2", "llama1b"}) {
+        if (("," + models + ",").find(std::string(",") + mname + ",") == std::string::npos) continue;
+        const hparams hp = std::string(mname) == "gpt2" ? gpt2_small() : llama_1b();
+        for (const mt & ty : all_types) {
+            if (("," + types + ",").find(std::string(",") + ty.name + ",") == std::string::npos) continue;
+            row r;
+            r.model = std::string(mname) == "gpt2" ? "GPT-2 small (124M)" : "LLaMA 1.1B (GQA 32/4)";
+            r.type = ty.name;
+            fprintf(stderr, "run_bench: %s %s: building weights...\n", mname, ty.name);
+            model m;
+            const double t0 = now_s();
+            const bool tied = hp.a == arch::gpt2;
+            // headers and buffer through the runner's code, then a parallel fill
+            m.hp = hp;
+            m.ctx_w = tsr_init(tsr_init_params{(size_t) (n_weight_tensors(hp, tied) + 2) * tsr_tensor_overhead(), nullptr, true});
+            bool ok = m.ctx_w && create_weights(m.ctx_w, hp, ty.t, tied, m.w, err);
+            if (ok) {
+                m.buf_w = tsr_backend_alloc_ctx_tensors(m.ctx_w, backend);
+                ok = m.buf_w != nullptr;
+                if (!ok) err = tsr_last_error();
+            }
+            ok = ok && fill_parallel(m.ctx_w, 42, std::max(1, (int) std::thread::hardware_concurrency()), err);
+            r.build_s = now_s() - t0;
+            session s;
+            session_params sp;
+            sp.n_ctx = kv_pad(n_prompt + n_gen);
+            sp.n_batch = n_prompt;
+            sp.kv_type = TSR_TYPE_F16;
+            sp.flash_attn = true;
+            ok = ok && session_init(s, m, backend, sp, err);
+            if (ok) {
+                int64_t n_params = 0;
+                for (tsr_tensor * t = tsr_get_first_tensor(m.ctx_w); t; t = tsr_get_next_tensor(m.ctx_w, t)) n_params += tsr_nelements(t);
+                r.params_m = (double) n_params / 1e6;
+                std::vector<int32_t> toks((size_t) n_prompt);
+                rng g(7);
+                for (auto & t : toks) t = (int32_t) (g.next() % (uint64_t) hp.n_vocab);
+                const double t1 = now_s();
+                ok = session_eval(s, toks.data(), n_prompt, err);
+                const double t_pp = now_s() - t1;
+                double t_tg = 0;
+                for (int i = 0; ok && i < n_gen; ++i) {
+                    const int32_t id = (int32_t) (std::max_element(s.logits.begin(), s.logits.end()) - s.logits.begin());
+                    const double t2 = now_s();
+                    ok = session_eval(s, &id, 1, err);
+                    t_tg += now_s() - t2;
+                }
+                if (ok) {
+                    r.pp = n_prompt / t_pp;
+                    r.tg = n_gen / t_tg;
+                }
+                r.weights = mib(tsr_backend_buffer_get_size(m.buf_w));
+                r.kv = mib(tsr_backend_buffer_get_size(s.buf_kv));
+                r.compute = mib(s.compute_size);
+                r.lower = mib(s.compute_lower_bound);
+                r.workspace = mib(tsr_backend_get_workspace_size(backend));
+            }
+            if (!ok) r.error = err;
+            rows.push_back(r);
+            fprintf(stderr, "run_bench: %s %s: %s\n", mname, ty.name, ok ? "done" : err.c_str());
+        }
+    }
+    char dev[128];
+    snprintf(dev, sizeof dev, "%s, %d threads", tsr_backend_name(backend), threads);
+    if (csv) {
+        printf("model,weights,params_M,weights_MiB,kv_cache_MiB,compute_MiB,compute_lower_bound_MiB,workspace_MiB,build_s,prompt_tok_s,gen_tok_s,error\n");
+        for (const row & r : rows) {
+            printf("%s,%s,%.1f,%.1f,%.1f,%.2f,%.2f,%.2f,%.1f,%.2f,%.2f,%s\n", r.model.c_str(), r.type.c_str(), r.params_m, r.weights, r.kv,
+                   r.compute, r.lower, r.workspace, r.build_s, r.pp, r.tg, r.error.c_str());
+        }
+    } else {
+        printf("run_bench (%s; prompt %d tokens in one batch, %d generated; KV cache F16, %d positions; flash_attn_ext)\n\n", dev,
+               n_prompt, n_gen, kv_pad(n_prompt + n_gen));
+        printf("| model | weights | params (M) | weights (MiB) | KV cache (MiB) | compute (MiB) | compute lower bound (MiB) | workspace (MiB) | prompt (tok/s) | generation (tok/s) |\n");
+        printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        for (const row & r : rows) {
+            if (!r.error.empty()) { printf("| %s | %s | error: %s |||||||\n", r.model.c_str(), r.type.c_str(), r.error.c_str()); continue; }
+            printf("| %s | %s | %.1f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r.model.c_str(), r.type.c_str(), r.params_m,
+                   r.weights, r.kv, r.compute, r.lower, r.workspace, r.pp, r.tg);
+        }
+    }
+    tsr_backend_free(backend);
+    return 0;
+}

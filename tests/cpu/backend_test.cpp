@@ -1,0 +1,207 @@
+// The CPU backend object: interface, ISA control, threads (1 vs N bitwise), abort
+// callback between nodes, workspace reuse with zero allocations in steady state.
+#include "cpu_test_util.h"
+
+#include <atomic>
+
+using namespace cput;
+
+namespace {
+
+// A small transformer-ish block: every node is row-parallel (no cross-thread reduction).
+tsr_tensor * build_block(tsr_context * ctx, std::mt19937 & rng, tsr_tensor ** x_out) {
+    const int64_t D = 64, T = 9, F = 96;
+    tsr_tensor * x = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, D, T);
+    tsr_tensor * w1 = tsr_new_tensor_2d(ctx, TSR_TYPE_F16, D, F);
+    tsr_tensor * w2 = tsr_new_tensor_2d(ctx, TSR_TYPE_Q8_0, F, D);
+    tsr_tensor * g = tsr_new_tensor_1d(ctx, TSR_TYPE_F32, D);
+    for (tsr_tensor * t : {x, w1, w2, g}) fill(t, rng);
+    tsr_tensor * h = tsr_mul(ctx, tsr_rms_norm(ctx, x, 1e-5f), g);
+    tsr_tensor * u = tsr_gelu(ctx, tsr_mul_mat(ctx, w1, h));
+    tsr_tensor * kq = tsr_soft_max_ext(ctx, tsr_mul_mat(ctx, h, h), nullptr, 0.125f, 0.0f);
+    tsr_tensor * y = tsr_add(ctx, tsr_mul_mat(ctx, w2, u), x);
+    tsr_tensor * out = tsr_concat(ctx, y, tsr_sum_rows(ctx, kq), 0);
+    *x_out = x;
+    return out;
+}
+
+bool abort_after_3(void * data) {
+    return ++*(std::atomic<int> *)data >= 3;
+}
+
+} // namespace
+
+TEST_CASE("cpu backend: interface and ISA control", "[cpu][backend]") {
+    backend_holder be(2);
+    CHECK(std::string(tsr_backend_name(be)) == "CPU");
+    CHECK(tsr_backend_is_cpu(be));
+    CHECK(tsr_backend_cpu_get_n_threads(be) == 2);
+    CHECK(tsr_backend_get_default_buffer_type(be) == tsr_backend_cpu_buffer_type());
+    CHECK(tsr_backend_supports_buft(be, tsr_backend_cpu_buffer_type()));
+    CHECK(tsr_cpu_isa_supported(TSR_CPU_ISA_SCALAR));
+    CHECK(tsr_cpu_isa_supported(tsr_cpu_isa_best()));
+    for (tsr_cpu_isa isa : {TSR_CPU_ISA_AVX2, TSR_CPU_ISA_AVX512, TSR_CPU_ISA_NEON}) {
+        if (!tsr_cpu_isa_supported(isa)) {
+            WARN("skipped: ISA " << tsr_cpu_isa_name(isa) << " not supported here");
+            tsr_cpu_isa before = tsr_cpu_get_isa();
+            CHECK_FALSE(tsr_cpu_set_isa(isa));
+            CHECK(tsr_cpu_get_isa() == before);
+        }
+    }
+    ctx_holder ctx(1);
+    tsr_tensor * a = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, 8, 2);
+    tsr_tensor * q = tsr_new_tensor_2d(ctx, TSR_TYPE_Q4_0, 32, 2);
+    CHECK(tsr_backend_supports_op(be, tsr_mul_mat(ctx, q, tsr_new_tensor_2d(ctx, TSR_TYPE_F32, 32, 3))));
+    CHECK(tsr_backend_supports_op(be, tsr_soft_max(ctx, a)));
+    CHECK(tsr_backend_supports_op(be, tsr_add(ctx, q, tsr_new_tensor_2d(ctx, TSR_TYPE_F32, 32, 2))));
+    CHECK_FALSE(tsr_backend_supports_op(be, tsr_sub(ctx, a, tsr_new_tensor_2d(ctx, TSR_TYPE_I32, 8, 2))));
+}
+
+TEST_CASE("cpu backend: 1 and N threads give bitwise equal results", "[cpu][threads]") {
+    for (tsr_cpu_isa isa : isas()) {
+        isa_scope s(isa);
+        ctx_holder ctx(16);
+        std::mt19937 rng(1);
+        tsr_tensor * x;
+        tsr_tensor * out = build_block(ctx, rng, &x);
+        std::vector<double> r1;
+        {
+            backend_holder be(1);
+            REQUIRE(run(be, ctx, out) == TSR_STATUS_SUCCESS);
+            r1 = values(out);
+        }
+        for (int n : {2, 3, 5}) {
+            backend_holder be(n);
+            for (int rep = 0; rep < 3; ++rep) {
+                REQUIRE(run(be, ctx, out) == TSR_STATUS_SUCCESS);
+                INFO("isa " << tsr_cpu_isa_name(isa) << " threads " << n);
+                CHECK(values(out) == r1);
+            }
+        }
+    }
+}
+
+TEST_CASE("cpu backend: the pool survives many graphs and thread-count changes", "[cpu][threads]") {
+    ctx_holder ctx(16);
+    std::mt19937 rng(2);
+    tsr_tensor * x;
+    tsr_tensor * out = build_block(ctx, rng, &x);
+    backend_holder be(2);
+    REQUIRE(run(be, ctx, out) == TSR_STATUS_SUCCESS);
+    const std::vector<double> ref = values(out);
+    for (int i = 0; i < 50; ++i) {
+        tsr_backend_cpu_set_n_threads(be, 1 + i % 4);
+        REQUIRE(run(be, ctx, out) == TSR_STATUS_SUCCESS);
+    }
+    CHECK(values(out) == ref);
+}
+
+TEST_CASE("cpu backend: abort callback stops between nodes", "[cpu][threads][abort]") {
+    ctx_holder ctx(4);
+    tsr_tensor * x = tsr_new_tensor_1d(ctx, TSR_TYPE_F32, 16);
+    for (int i = 0; i < 16; ++i) tsr_set_f32_1d(x, i, 1.0f);
+    // a chain of 10 nodes: y_k = y_{k-1} * 2
+    std::vector<tsr_tensor *> chain;
+    tsr_tensor * y = x;
+    for (int k = 0; k < 10; ++k) {
+        y = tsr_scale(ctx, y, 2.0f);
+        chain.push_back(y);
+    }
+    for (tsr_tensor * t : chain)
+        for (int i = 0; i < 16; ++i) tsr_set_f32_1d(t, i, -1.0f);
+    for (int n_threads : {1, 2}) {
+        backend_holder be(n_threads);
+        std::atomic<int> calls{0};
+        tsr_backend_cpu_set_abort_callback(be, abort_after_3, &calls);
+        for (tsr_tensor * t : chain)
+            for (int i = 0; i < 16; ++i) tsr_set_f32_1d(t, i, -1.0f);
+        CHECK(run(be, ctx, y) == TSR_STATUS_ABORTED);
+        CHECK(calls.load() == 3);
+        // nodes 0..2 ran, node 3 and later did not
+        CHECK(tsr_get_f32_1d(chain[0], 0) == 2.0f);
+        CHECK(tsr_get_f32_1d(chain[2], 0) == 8.0f);
+        CHECK(tsr_get_f32_1d(chain[3], 0) == -1.0f);
+        CHECK(tsr_get_f32_1d(chain[9], 0) == -1.0f);
+        tsr_backend_cpu_set_abort_callback(be, nullptr, nullptr);
+        CHECK(run(be, ctx, y) == TSR_STATUS_SUCCESS);
+        CHECK(tsr_get_f32_1d(chain[9], 0) == 1024.0f);
+    }
+}
+
+TEST_CASE("cpu backend: no allocation in steady-state compute (tracing allocator)", "[cpu][alloc]") {
+    tsr_tracing_allocator * tr = tsr_tracing_allocator_new(nullptr);
+    REQUIRE(tr != nullptr);
+    {
+        backend_holder be(2);
+        tsr_backend_cpu_set_host_allocator(be, tsr_tracing_allocator_host(tr));
+        ctx_holder ctx(16);
+        std::mt19937 rng(3);
+        tsr_tensor * x;
+        tsr_tensor * out = build_block(ctx, rng, &x);
+        tsr_cgraph * gf = tsr_new_graph(ctx);
+        REQUIRE(tsr_build_forward_expand(gf, out));
+        REQUIRE(tsr_backend_graph_compute(be, gf) == TSR_STATUS_SUCCESS);  // first call may size the workspace
+        const tsr_tracing_stats s1 = tsr_tracing_allocator_get_stats(tr);
+        CHECK(s1.n_allocs >= 1);
+        CHECK(tsr_backend_get_workspace_size(be) > 0);
+        for (int i = 0; i < 5; ++i) REQUIRE(tsr_backend_graph_compute(be, gf) == TSR_STATUS_SUCCESS);
+        const tsr_tracing_stats s2 = tsr_tracing_allocator_get_stats(tr);
+        CHECK(s2.n_allocs == s1.n_allocs);
+        CHECK(s2.n_frees == s1.n_frees);
+
+        // reserve first, then compute: zero allocations inside compute at all
+        backend_holder be2(3);
+        tsr_backend_cpu_set_host_allocator(be2, tsr_tracing_allocator_host(tr));
+        REQUIRE(tsr_backend_graph_reserve(be2, gf));
+        const tsr_tracing_stats s3 = tsr_tracing_allocator_get_stats(tr);
+        REQUIRE(tsr_backend_graph_compute(be2, gf) == TSR_STATUS_SUCCESS);
+        CHECK(tsr_tracing_allocator_get_stats(tr).n_allocs == s3.n_allocs);
+    }
+    const tsr_tracing_stats s = tsr_tracing_allocator_get_stats(tr);
+    CHECK(s.current_bytes == 0);
+    tsr_tracing_allocator_free(tr);
+}
+
+TEST_CASE("cpu backend: graphs placed by gallocr (in-place reuse) match a context run", "[cpu][alloc]") {
+    const int64_t D = 64, T = 7;
+    tsr_context * ctx = tsr_init(tsr_init_params{64 * tsr_tensor_overhead() + tsr_graph_overhead(), nullptr, true});
+    REQUIRE(ctx != nullptr);
+    tsr_tensor * x = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, D, T);
+    tsr_tensor * pos = tsr_new_tensor_1d(ctx, TSR_TYPE_I32, T);
+    tsr_set_input(x);
+    tsr_set_input(pos);
+    tsr_tensor * h = tsr_rms_norm(ctx, tsr_scale(ctx, x, 2.0f), 1e-5f);
+    tsr_tensor * r = tsr_rope(ctx, tsr_reshape_3d(ctx, h, 16, 4, T), pos, 16, TSR_ROPE_TYPE_NEOX);
+    tsr_tensor * o = tsr_soft_max(ctx, tsr_cont(ctx, tsr_reshape_2d(ctx, r, D, T)));
+    tsr_set_output(o);
+    tsr_cgraph * gf = tsr_new_graph(ctx);
+    REQUIRE(tsr_build_forward_expand(gf, o));
+    backend_holder be(2);
+    tsr_gallocr_t ga = tsr_gallocr_new(tsr_backend_get_default_buffer_type(be));
+    REQUIRE(tsr_gallocr_alloc_graph(ga, gf));
+    std::vector<float> xv((size_t)(D * T));
+    std::mt19937 rng(4);
+    std::uniform_real_distribution<float> u(-1, 1);
+    for (float & f : xv) f = u(rng);
+    std::vector<int32_t> pv((size_t)T);
+    for (int i = 0; i < T; ++i) pv[(size_t)i] = i;
+    REQUIRE(tsr_backend_tensor_set(x, xv.data(), 0, xv.size() * 4));
+    REQUIRE(tsr_backend_tensor_set(pos, pv.data(), 0, pv.size() * 4));
+    REQUIRE(tsr_backend_graph_compute(be, gf) == TSR_STATUS_SUCCESS);
+    std::vector<float> got((size_t)(D * T));
+    REQUIRE(tsr_backend_tensor_get(o, got.data(), 0, got.size() * 4));
+
+    // the same graph in a plain context (no sharing of memory)
+    ctx_holder c2(4);
+    tsr_tensor * x2 = tsr_new_tensor_2d(c2, TSR_TYPE_F32, D, T);
+    tsr_tensor * p2 = tsr_new_tensor_1d(c2, TSR_TYPE_I32, T);
+    std::memcpy(x2->data, xv.data(), xv.size() * 4);
+    std::memcpy(p2->data, pv.data(), pv.size() * 4);
+    tsr_tensor * h2 = tsr_rms_norm(c2, tsr_scale(c2, x2, 2.0f), 1e-5f);
+    tsr_tensor * r2 = tsr_rope(c2, tsr_reshape_3d(c2, h2, 16, 4, T), p2, 16, TSR_ROPE_TYPE_NEOX);
+    tsr_tensor * o2 = tsr_soft_max(c2, tsr_cont(c2, tsr_reshape_2d(c2, r2, D, T)));
+    REQUIRE(run(be, c2, o2) == TSR_STATUS_SUCCESS);
+    for (int64_t i = 0; i < D * T; ++i) CHECK(got[(size_t)i] == ((float *)o2->data)[i]);
+    tsr_gallocr_free(ga);
+    tsr_free(ctx);
+}

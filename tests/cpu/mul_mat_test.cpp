@@ -1,0 +1,135 @@
+// mul_mat on every weight type x every ISA path x odd shapes, broadcasting and
+// non-contiguous operands, against a double-precision reference computed here.
+#include "cpu_test_util.h"
+
+using namespace cput;
+
+namespace {
+
+double threshold(tsr_type t) {
+    switch (t) {
+        case TSR_TYPE_F32: return 1e-10;
+        case TSR_TYPE_F16: return 1e-9;
+        case TSR_TYPE_BF16: return 2e-4;   // src1 rounded to bf16 on the vdpbf16ps path
+        default: return 5e-4;              // src1 quantized to 8 bits
+    }
+}
+
+// ref[n, m, i2, i3] = sum_k a[k, m, i2/r2, i3/r3] * b[k, n, i2, i3]
+std::vector<double> ref_mul_mat(const tsr_tensor * a, const tsr_tensor * b) {
+    const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
+    const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+    std::vector<double> A, B;
+    std::vector<double> out;
+    for (int64_t i3 = 0; i3 < b->ne[3]; ++i3)
+        for (int64_t i2 = 0; i2 < b->ne[2]; ++i2)
+            for (int64_t n = 0; n < N; ++n)
+                for (int64_t m = 0; m < M; ++m) {
+                    double s = 0;
+                    for (int64_t k = 0; k < K; ++k) s += at(a, k, m, i2 / r2, i3 / r3) * at(b, k, n, i2, i3);
+                    out.push_back(s);
+                }
+    return out;
+}
+
+void check_mul_mat(tsr_type type, int64_t K, int64_t M, int64_t N, int64_t a2, int64_t a3, int64_t b2, int64_t b3,
+                   bool transposed_b, int n_threads = 2) {
+    ctx_holder ctx(64);
+    std::mt19937 rng((unsigned)(K * 131 + M * 7 + N + type));
+    tsr_tensor * a = tsr_new_tensor_4d(ctx, type, K, M, a2, a3);
+    fill(a, rng);
+    tsr_tensor * b;
+    if (transposed_b) {
+        tsr_tensor * bt = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, N, K, b2, b3);
+        fill(bt, rng);
+        b = tsr_transpose(ctx, bt);
+    } else {
+        b = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, K, N, b2, b3);
+        fill(b, rng);
+    }
+    tsr_tensor * c = tsr_mul_mat(ctx, a, b);
+    REQUIRE(c != nullptr);
+    const std::vector<double> ref = ref_mul_mat(a, b);
+    for (tsr_cpu_isa isa : isas()) {
+        isa_scope s(isa);
+        backend_holder be(n_threads);
+        INFO("type " << tsr_type_name(type) << " K " << K << " M " << M << " N " << N << " batch " << b2 << "x" << b3
+                     << " isa " << tsr_cpu_isa_name(isa) << (transposed_b ? " b^T" : ""));
+        REQUIRE(run(be, ctx, c) == TSR_STATUS_SUCCESS);
+        CHECK(nmse(values(c), ref) < threshold(type));
+    }
+}
+
+const tsr_type kTypes[] = {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0};
+
+} // namespace
+
+TEST_CASE("mul_mat: every type and ISA, odd shapes", "[cpu][mul_mat]") {
+    for (tsr_cpu_isa i : {TSR_CPU_ISA_AVX2, TSR_CPU_ISA_AVX512, TSR_CPU_ISA_NEON})
+        if (!tsr_cpu_isa_supported(i)) WARN("skipped ISA path (not on this CPU): " << tsr_cpu_isa_name(i));
+    struct shape { int64_t K, M, N; };
+    const shape shapes[] = {{32, 1, 1}, {64, 7, 1}, {96, 33, 7}, {288, 70, 13}, {64, 1, 33}, {1024, 40, 12}, {4096, 3, 2}, {672, 5, 1}};
+    for (tsr_type t : kTypes)
+        for (const shape & s : shapes) check_mul_mat(t, s.K, s.M, s.N, 1, 1, 1, 1, false);
+}
+
+TEST_CASE("mul_mat: ragged K for float types", "[cpu][mul_mat]") {
+    for (tsr_type t : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_BF16}) {
+        check_mul_mat(t, 1, 5, 3, 1, 1, 1, 1, false);
+        check_mul_mat(t, 7, 33, 9, 1, 1, 1, 1, false);
+        check_mul_mat(t, 33, 17, 20, 1, 1, 1, 1, false);
+        check_mul_mat(t, 4097, 2, 7, 1, 1, 1, 1, false);
+    }
+}
+
+TEST_CASE("mul_mat: broadcasting over dims 2 and 3", "[cpu][mul_mat]") {
+    for (tsr_type t : kTypes) {
+        check_mul_mat(t, 64, 9, 3, 2, 1, 4, 3, false);
+        check_mul_mat(t, 32, 40, 8, 1, 3, 2, 3, false);
+    }
+}
+
+TEST_CASE("mul_mat: non-contiguous operands", "[cpu][mul_mat]") {
+    for (tsr_type t : kTypes) {
+        check_mul_mat(t, 64, 13, 9, 1, 1, 2, 1, true);
+        check_mul_mat(t, 32, 20, 2, 2, 1, 2, 1, true);
+    }
+}
+
+TEST_CASE("mul_mat: 1 and N threads give bitwise equal results", "[cpu][mul_mat][threads]") {
+    for (tsr_type t : kTypes) {
+        ctx_holder ctx(32);
+        std::mt19937 rng(7);
+        tsr_tensor * a = tsr_new_tensor_2d(ctx, t, 256, 67);
+        tsr_tensor * b = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, 256, 19);
+        fill(a, rng);
+        fill(b, rng);
+        tsr_tensor * c = tsr_mul_mat(ctx, a, b);
+        tsr_tensor * g = tsr_mul_mat(ctx, a, tsr_view_2d(ctx, b, 256, 1, b->nb[1], 0));  // matrix-vector
+        for (tsr_cpu_isa isa : isas()) {
+            isa_scope s(isa);
+            std::vector<double> r1, r3, g1, g3;
+            {
+                backend_holder be(1);
+                REQUIRE(run(be, ctx, c) == TSR_STATUS_SUCCESS);
+                r1 = values(c);
+                REQUIRE(run(be, ctx, g) == TSR_STATUS_SUCCESS);
+                g1 = values(g);
+            }
+            {
+                backend_holder be(3);
+                REQUIRE(run(be, ctx, c) == TSR_STATUS_SUCCESS);
+                r3 = values(c);
+                REQUIRE(run(be, ctx, g) == TSR_STATUS_SUCCESS);
+                g3 = values(g);
+            }
+            INFO("type " << tsr_type_name(t) << " isa " << tsr_cpu_isa_name(isa));
+            CHECK(r1 == r3);
+            CHECK(g1 == g3);
+        }
+    }
+}
+
+TEST_CASE("mul_mat: large shapes", "[cpu][mul_mat][.big]") {
+    for (tsr_type t : kTypes) check_mul_mat(t, 1024, 300, 130, 1, 1, 1, 1, false, 2);
+}

@@ -1,0 +1,492 @@
+// The runner's model code (examples/run/graph.h) against a plain double-precision scalar
+// implementation of GPT-2 and LLaMA written here: tiny models with random weights are
+// written to GGUF, loaded through the runner's loader and evaluated through its graph;
+// the reference reads the same weights (dequantized by code in this file).
+#include <catch2/catch.hpp>
+
+#include "backends.h"
+#include "graph.h"
+#include "random_model.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+using namespace trun;
+
+// REQUIRE with the runner's error message (err) shown on failure
+#define REQUIRE_OK(expr) do { const bool ok_ = (expr); INFO(err); REQUIRE(ok_); } while (0)
+
+namespace {
+
+// ---- independent dequantization ---------------------------------------------------------
+double half_to_double(uint16_t h) {
+    const int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+    double v;
+    if (e == 0) v = std::ldexp((double) m, -24);
+    else if (e == 31) v = m ? NAN : INFINITY;
+    else v = std::ldexp((double) (m | 1024), e - 25);
+    return s ? -v : v;
+}
+
+std::vector<double> dequant(const tsr_tensor * t) {
+    const int64_t n = tsr_nelements(t);
+    std::vector<double> out((size_t) n);
+    const uint8_t * p = (const uint8_t *) t->data;
+    switch (t->type) {
+        case TSR_TYPE_F32:
+            for (int64_t i = 0; i < n; ++i) { float f; memcpy(&f, p + 4 * i, 4); out[(size_t) i] = f; }
+            break;
+        case TSR_TYPE_F16:
+            for (int64_t i = 0; i < n; ++i) { uint16_t h; memcpy(&h, p + 2 * i, 2); out[(size_t) i] = half_to_double(h); }
+            break;
+        case TSR_TYPE_BF16:  // the top 16 bits of an F32
+            for (int64_t i = 0; i < n; ++i) {
+                uint16_t h; memcpy(&h, p + 2 * i, 2);
+                const uint32_t u = (uint32_t) h << 16;
+                float f; memcpy(&f, &u, 4);
+                out[(size_t) i] = f;
+            }
+            break;
+        case TSR_TYPE_Q8_0:  // 34-byte blocks: f16 d, 32 x int8
+            for (int64_t b = 0; b < n / 32; ++b) {
+                const uint8_t * blk = p + 34 * b;
+                uint16_t h; memcpy(&h, blk, 2);
+                const double d = half_to_double(h);
+                for (int j = 0; j < 32; ++j) out[(size_t) (32 * b + j)] = d * (int8_t) blk[2 + j];
+            }
+            break;
+        case TSR_TYPE_Q4_0:  // 18-byte blocks: f16 d, 16 bytes; low nibbles j, high nibbles j+16
+            for (int64_t b = 0; b < n / 32; ++b) {
+                const uint8_t * blk = p + 18 * b;
+                uint16_t h; memcpy(&h, blk, 2);
+                const double d = half_to_double(h);
+                for (int j = 0; j < 16; ++j) {
+                    out[(size_t) (32 * b + j)] = d * ((blk[2 + j] & 15) - 8);
+                    out[(size_t) (32 * b + j + 16)] = d * ((blk[2 + j] >> 4) - 8);
+                }
+            }
+            break;
+        default:
+            FAIL("unexpected weight type");
+    }
+    return out;
+}
+
+// ---- the reference model ------------------------------------------------------------------
+struct ref_model {
+    hparams hp;
+    std::map<std::string, std::vector<double>> w;
+    const std::vector<double> & operator[](const std::string & n) const {
+        auto it = w.find(n);
+        if (it == w.end()) FAIL("reference: missing " << n);
+        return it->second;
+    }
+    bool has(const std::string & n) const { return w.count(n) != 0; }
+};
+
+using vec = std::vector<double>;
+
+// y = W x for W stored as [in, out] (row r: in values)
+vec matvec(const vec & W, const vec & x, size_t out) {
+    const size_t in = x.size();
+    vec y(out, 0.0);
+    for (size_t r = 0; r < out; ++r) {
+        double s = 0;
+        for (size_t i = 0; i < in; ++i) s += W[r * in + i] * x[i];
+        y[r] = s;
+    }
+    return y;
+}
+void add_to(vec & a, const vec & b) { for (size_t i = 0; i < a.size(); ++i) a[i] += b[i]; }
+
+vec layer_norm(const vec & x, const vec & g, const vec & b, double eps) {
+    double mean = 0, var = 0;
+    for (double v : x) mean += v;
+    mean /= (double) x.size();
+    for (double v : x) var += (v - mean) * (v - mean);
+    var /= (double) x.size();
+    vec y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = (x[i] - mean) / std::sqrt(var + eps) * g[i] + b[i];
+    return y;
+}
+vec rms_norm(const vec & x, const vec & g, double eps) {
+    double ss = 0;
+    for (double v : x) ss += v * v;
+    const double r = 1.0 / std::sqrt(ss / (double) x.size() + eps);
+    vec y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * r * g[i];
+    return y;
+}
+double gelu(double x) { return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
+double silu(double x) { return x / (1.0 + std::exp(-x)); }
+
+// rotate pairs (2i, 2i+1) of the first n_rot dims (llama.cpp's "normal" RoPE)
+void rope(double * x, int n_rot, int pos, double base) {
+    for (int i = 0; i < n_rot / 2; ++i) {
+        const double theta = pos * std::pow(base, -2.0 * i / n_rot);
+        const double c = std::cos(theta), s = std::sin(theta);
+        const double a = x[2 * i], b = x[2 * i + 1];
+        x[2 * i] = a * c - b * s;
+        x[2 * i + 1] = a * s + b * c;
+    }
+}
+
+// logits [T][n_vocab] for the whole sequence, causal
+std::vector<vec> ref_forward(const ref_model & m, const std::vector<int32_t> & toks) {
+    const hparams & hp = m.hp;
+    const size_t E = (size_t) hp.n_embd, T = toks.size(), hd = (size_t) hp.head_dim(), G = (size_t) hp.n_embd_gqa();
+    const int H = hp.n_head, Hkv = hp.n_head_kv;
+    const bool gpt2 = hp.a == arch::gpt2;
+    std::vector<vec> x(T, vec(E));
+    for (size_t t = 0; t < T; ++t) {
+        for (size_t i = 0; i < E; ++i) {
+            x[t][i] = m["token_embd.weight"][(size_t) toks[t] * E + i];
+            if (gpt2) x[t][i] += m["position_embd.weight"][t * E + i];
+        }
+    }
+    for (int il = 0; il < hp.n_layer; ++il) {
+        const std::string p = "blk." + std::to_string(il) + ".";
+        std::vector<vec> q(T), k(T), v(T);
+        for (size_t t = 0; t < T; ++t) {
+            if (gpt2) {
+                const vec h = layer_norm(x[t], m[p + "attn_norm.weight"], m[p + "attn_norm.bias"], hp.eps);
+                vec qkv = matvec(m[p + "attn_qkv.weight"], h, 3 * E);
+                add_to(qkv, m[p + "attn_qkv.bias"]);
+                q[t].assign(qkv.begin(), qkv.begin() + (long) E);
+                k[t].assign(qkv.begin() + (long) E, qkv.begin() + (long) (2 * E));
+                v[t].assign(qkv.begin() + (long) (2 * E), qkv.end());
+            } else {
+                const vec h = rms_norm(x[t], m[p + "attn_norm.weight"], hp.eps);
+                q[t] = matvec(m[p + "attn_q.weight"], h, E);
+                k[t] = matvec(m[p + "attn_k.weight"], h, G);
+                v[t] = matvec(m[p + "attn_v.weight"], h, G);
+                for (int hh = 0; hh < H; ++hh) rope(&q[t][(size_t) hh * hd], hp.n_rot, (int) t, hp.rope_base);
+                for (int hh = 0; hh < Hkv; ++hh) rope(&k[t][(size_t) hh * hd], hp.n_rot, (int) t, hp.rope_base);
+            }
+        }
+        for (size_t t = 0; t < T; ++t) {
+            vec att(E, 0.0);
+            for (int hh = 0; hh < H; ++hh) {
+                const size_t kh = (size_t) (hh / (H / Hkv));
+                vec sc(t + 1);
+                double mx = -1e300;
+                for (size_t j = 0; j <= t; ++j) {
+                    double s = 0;
+                    for (size_t d = 0; d < hd; ++d) s += q[t][(size_t) hh * hd + d] * k[j][kh * hd + d];
+                    sc[j] = s / std::sqrt((double) hd);
+                    mx = std::max(mx, sc[j]);
+                }
+                double sum = 0;
+                for (double & s : sc) { s = std::exp(s - mx); sum += s; }
+                for (size_t j = 0; j <= t; ++j) {
+                    for (size_t d = 0; d < hd; ++d) att[(size_t) hh * hd + d] += sc[j] / sum * v[j][kh * hd + d];
+                }
+            }
+            vec o = matvec(m[p + "attn_output.weight"], att, E);
+            if (gpt2) add_to(o, m[p + "attn_output.bias"]);
+            add_to(x[t], o);
+            const size_t F = (size_t) hp.n_ff;
+            vec f;
+            if (gpt2) {
+                const vec h = layer_norm(x[t], m[p + "ffn_norm.weight"], m[p + "ffn_norm.bias"], hp.eps);
+                vec u = matvec(m[p + "ffn_up.weight"], h, F);
+                add_to(u, m[p + "ffn_up.bias"]);
+                for (double & e : u) e = gelu(e);
+                f = matvec(m[p + "ffn_down.weight"], u, E);
+                add_to(f, m[p + "ffn_down.bias"]);
+            } else {
+                const vec h = rms_norm(x[t], m[p + "ffn_norm.weight"], hp.eps);
+                const vec g = matvec(m[p + "ffn_gate.weight"], h, F);
+                vec u = matvec(m[p + "ffn_up.weight"], h, F);
+                for (size_t i = 0; i < F; ++i) u[i] *= silu(g[i]);
+                f = matvec(m[p + "ffn_down.weight"], u, E);
+            }
+            add_to(x[t], f);
+        }
+    }
+    std::vector<vec> logits(T);
+    const std::string out = m.has("output.weight") ? "output.weight" : "token_embd.weight";
+    for (size_t t = 0; t < T; ++t) {
+        const vec h = gpt2 ? layer_norm(x[t], m["output_norm.weight"], m["output_norm.bias"], hp.eps)
+                           : rms_norm(x[t], m["output_norm.weight"], hp.eps);
+        logits[t] = matvec(m[out], h, (size_t) hp.n_vocab);
+    }
+    return logits;
+}
+
+// ---- fixtures -------------------------------------------------------------------------------
+struct tiny {
+    std::string path;
+    ref_model ref;
+    ~tiny() { if (!path.empty()) remove(path.c_str()); }
+};
+
+hparams tiny_hparams(arch a) {
+    hparams hp;
+    hp.a = a;
+    hp.n_ctx = 64;
+    hp.n_embd = 64;
+    hp.n_layer = 2;
+    hp.n_head = 4;
+    hp.n_head_kv = a == arch::llama ? 2 : 4;  // GQA for llama
+    hp.n_ff = a == arch::llama ? 96 : 128;
+    hp.n_rot = 16;
+    hp.eps = 1e-5f;
+    hp.rope_base = 10000.0f;
+    return hp;
+}
+
+void make_tiny(arch a, tsr_type wtype, tiny & out) {
+    tokenizer tok;
+    std::vector<std::string> merges;
+    if (a == arch::gpt2) build_builtin_gpt2_vocab(60, tok, merges);
+    else build_builtin_spm_vocab(80, tok);
+    hparams hp = tiny_hparams(a);
+    const char * dir = getenv("TMPDIR");
+    out.path = std::string(dir ? dir : "/tmp") + "/tsr_model_" + arch_name(a) + "_" + tsr_type_name(wtype) + "_" +
+               std::to_string((long) getpid()) + ".gguf";
+    std::string err;
+    tsr_context * wctx = nullptr;
+    // gpt2: tied output (as real GPT-2); llama: separate output.weight
+    REQUIRE(write_random_model(out.path.c_str(), hp, tok, merges, wtype, a == arch::gpt2, 777, err, &wctx));
+    hp.n_vocab = tok.n_vocab();
+    out.ref.hp = hp;
+    for (tsr_tensor * t = tsr_get_first_tensor(wctx); t; t = tsr_get_next_tensor(wctx, t)) out.ref.w[t->name] = dequant(t);
+    tsr_free(wctx);
+}
+
+// max |a - b| over all logits, relative to max |b|
+double rel_err(const std::vector<float> & got, const std::vector<vec> & want, size_t n_vocab) {
+    double num = 0, den = 0;
+    for (size_t t = 0; t < want.size(); ++t) {
+        for (size_t i = 0; i < n_vocab; ++i) {
+            num = std::max(num, std::fabs((double) got[t * n_vocab + i] - want[t][i]));
+            den = std::max(den, std::fabs(want[t][i]));
+        }
+    }
+    return num / den;
+}
+
+double tolerance(tsr_type t) {
+    switch (t) {
+        case TSR_TYPE_F32: return 2e-5;   // measured ~1e-6 (AVX2)
+        case TSR_TYPE_F16: return 2e-3;   // measured ~1e-6; a kernel may round activations to F16
+        case TSR_TYPE_BF16: return 2e-2;  // a kernel may round activations to BF16 (8 bits)
+        default: return 4e-2;             // Q8_0 / Q4_0, measured ~2.5e-2: activations quantized to 8 bits per block
+    }
+}
+
+struct backend_holder {
+    tsr_backend_t b = nullptr;
+    ~backend_holder() { tsr_backend_free(b); }
+};
+
+// 64 positions, the whole prompt in one batch, logits for every token
+session_params test_params(tsr_type kv_type, bool flash) {
+    session_params sp;
+    sp.n_ctx = 64;
+    sp.n_batch = 64;
+    sp.kv_type = kv_type;
+    sp.flash_attn = flash;
+    sp.all_logits = true;
+    return sp;
+}
+
+const char * prompt_for(arch a) { return a == arch::gpt2 ? "The quick brown fox jumps over" : "Once upon a time there was"; }
+
+void check_against_reference(tsr_backend_t backend, arch a, tsr_type wtype, bool flash, tsr_type kv_type, double tol) {
+    tiny t;
+    make_tiny(a, wtype, t);
+    model m;
+    std::string err;
+    REQUIRE_OK(load_model(t.path.c_str(), backend, m, nullptr, nullptr, err));
+    CHECK(m.hp.n_head_kv == t.ref.hp.n_head_kv);
+    CHECK((m.w.output == m.w.tok_embd) == (a == arch::gpt2));
+    const std::vector<int32_t> toks = m.tok.encode(prompt_for(a), m.tok.add_bos);
+    REQUIRE(toks.size() >= 5);
+    const std::vector<vec> want = ref_forward(t.ref, toks);
+
+    const session_params sp = test_params(kv_type, flash);
+    session s;
+    REQUIRE_OK(session_init(s, m, backend, sp, err));
+    REQUIRE_OK(session_eval(s, toks.data(), (int) toks.size(), err));
+    const double e = rel_err(s.logits, want, (size_t) m.hp.n_vocab);
+    INFO(arch_name(a) << " " << tsr_type_name(wtype) << (s.sp.flash_attn ? " flash_attn" : s.flash_attn_fallback ? " mul_mat+soft_max (fallback)" : " mul_mat+soft_max") << " kv " << tsr_type_name(kv_type)
+                      << ": relative max error " << e << " (tolerance " << tol << ")");
+    CHECK(e < tol);
+    if (tsr_backend_is_cpu(backend)) CHECK(s.sp.flash_attn == flash);  // the CPU backend has every op
+    CHECK(s.compute_size >= s.compute_lower_bound);
+    CHECK(s.compute_lower_bound > 0);
+}
+
+} // namespace
+
+TEST_CASE("model: tiny GPT-2 and LLaMA logits equal a double-precision reference (CPU)", "[model]") {
+    backend_holder be;
+    std::string err;
+    be.b = make_backend("cpu", 0, 2, err);
+    REQUIRE_OK(be.b);
+    for (arch a : {arch::gpt2, arch::llama}) {
+        for (tsr_type wt : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0}) {
+            DYNAMIC_SECTION(arch_name(a) << " " << tsr_type_name(wt)) {
+                check_against_reference(be.b, a, wt, true, TSR_TYPE_F32, tolerance(wt));
+            }
+        }
+        DYNAMIC_SECTION(arch_name(a) << " F32, mul_mat + soft_max_ext attention") {
+            check_against_reference(be.b, a, TSR_TYPE_F32, false, TSR_TYPE_F32, tolerance(TSR_TYPE_F32));
+        }
+        DYNAMIC_SECTION(arch_name(a) << " F32, F16 KV cache") {
+            check_against_reference(be.b, a, TSR_TYPE_F32, true, TSR_TYPE_F16, 5e-3);
+        }
+    }
+}
+
+TEST_CASE("model: incremental decoding with the KV cache equals a full re-run", "[model]") {
+    backend_holder be;
+    std::string err;
+    be.b = make_backend("cpu", 0, 2, err);
+    REQUIRE_OK(be.b);
+    for (arch a : {arch::gpt2, arch::llama}) {
+        for (int variant = 0; variant < 4; ++variant) {
+            const bool flash = variant % 2 == 0;
+            const tsr_type kv_type = variant < 2 ? TSR_TYPE_F32 : TSR_TYPE_F16;
+            // F16 K/V: a single-token product may round Q to F16 where a batched one does not
+            const double tol = kv_type == TSR_TYPE_F32 ? 2e-5 : 2e-3;
+            DYNAMIC_SECTION(arch_name(a) << (flash ? " flash_attn" : " mul_mat+soft_max") << " kv " << tsr_type_name(kv_type)) {
+                tiny t;
+                make_tiny(a, TSR_TYPE_F32, t);
+                model m;
+                REQUIRE_OK(load_model(t.path.c_str(), be.b, m, nullptr, nullptr, err));
+                std::vector<int32_t> toks = m.tok.encode(std::string(prompt_for(a)) + " the lazy dog and the sea", m.tok.add_bos);
+                REQUIRE(toks.size() >= 8);
+                const size_t V = (size_t) m.hp.n_vocab, T = toks.size();
+
+                session_params sp = test_params(kv_type, flash);
+                session full;
+                REQUIRE_OK(session_init(full, m, be.b, sp, err));
+                REQUIRE_OK(session_eval(full, toks.data(), (int) T, err));
+
+                // one token at a time
+                session inc;
+                REQUIRE_OK(session_init(inc, m, be.b, sp, err));
+                const int reallocs = tsr_gallocr_get_n_reallocs(inc.galloc);
+                std::vector<float> step((size_t) T * V);
+                for (size_t i = 0; i < T; ++i) {
+                    REQUIRE_OK(session_eval(inc, &toks[i], 1, err));
+                    std::copy(inc.logits.begin(), inc.logits.end(), step.begin() + (long) (i * V));
+                }
+                // the compute buffer reserved for the worst case was never reallocated
+                CHECK(tsr_gallocr_get_n_reallocs(inc.galloc) == reallocs);
+                // prompt in batches of 3, then the rest one by one
+                session mixed;
+                sp.n_batch = 3;
+                REQUIRE_OK(session_init(mixed, m, be.b, sp, err));
+                REQUIRE_OK(session_eval(mixed, toks.data(), (int) T - 2, err));
+                std::vector<float> mix(mixed.logits);
+                for (size_t i = T - 2; i < T; ++i) {
+                    REQUIRE_OK(session_eval(mixed, &toks[i], 1, err));
+                    mix.insert(mix.end(), mixed.logits.begin(), mixed.logits.end());
+                }
+                double num = 0, den = 0, num2 = 0;
+                for (size_t i = 0; i < T * V; ++i) {
+                    num = std::max(num, (double) std::fabs(step[i] - full.logits[i]));
+                    num2 = std::max(num2, (double) std::fabs(mix[i] - full.logits[i]));
+                    den = std::max(den, (double) std::fabs(full.logits[i]));
+                }
+                INFO("incremental vs full: " << num / den << ", batched-by-3 vs full: " << num2 / den);
+                CHECK(num / den < tol);
+                CHECK(num2 / den < tol);
+                // and the context limit is an error, not an overrun
+                session small;
+                sp.n_ctx = 32;
+                REQUIRE_OK(session_init(small, m, be.b, sp, err));
+                std::vector<int32_t> many(40, toks[0]);
+                CHECK_FALSE(session_eval(small, many.data(), (int) many.size(), err));
+                CHECK(err.find("context full") != std::string::npos);
+            }
+        }
+    }
+}
+
+#if defined(TSR_HAVE_VULKAN) || defined(TSR_HAVE_CUDA)
+namespace {
+// The CPU comparisons again on a GPU backend (its kernels may round differently: looser).
+void check_gpu_backend(const char * name, int device) {
+    backend_holder be;
+    std::string err;
+    be.b = make_backend(name, device, 0, err);
+    REQUIRE_OK(be.b != nullptr);
+    for (arch a : {arch::gpt2, arch::llama}) {
+        for (tsr_type wt : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0}) {
+            DYNAMIC_SECTION(name << " " << arch_name(a) << " " << tsr_type_name(wt)) {
+                // F32 weights: a GPU may use reduced-precision (TF32/F16) products
+                check_against_reference(be.b, a, wt, true, TSR_TYPE_F32, wt == TSR_TYPE_F32 ? 2e-3 : 2 * tolerance(wt));
+            }
+        }
+        DYNAMIC_SECTION(name << " " << arch_name(a) << " mul_mat + soft_max_ext attention, F16 KV") {
+            check_against_reference(be.b, a, TSR_TYPE_F32, false, TSR_TYPE_F16, 1e-2);
+        }
+    }
+}
+} // namespace
+#endif
+
+TEST_CASE("model: tiny models on Vulkan equal the reference", "[model][vulkan]") {
+#ifdef TSR_HAVE_VULKAN
+    if (tsr_backend_vk_get_device_count() == 0) {
+        WARN("skipped: no Vulkan device");
+        return;
+    }
+    check_gpu_backend("vulkan", -1);
+#else
+    WARN("skipped: built without the Vulkan backend (TSR_HAVE_VULKAN)");
+#endif
+}
+
+TEST_CASE("model: tiny models on CUDA equal the reference", "[model][cuda]") {
+#ifdef TSR_HAVE_CUDA
+    if (tsr_backend_cuda_get_device_count() == 0) {
+        WARN("skipped: no CUDA device");
+        return;
+    }
+    check_gpu_backend("cuda", 0);
+#else
+    WARN("skipped: built without the CUDA backend (TSR_HAVE_CUDA)");
+#endif
+}
+
+TEST_CASE("model: loader errors name the problem", "[model]") {
+    backend_holder be;
+    std::string err;
+    be.b = make_backend("cpu", 0, 1, err);
+    REQUIRE_OK(be.b);
+    model m;
+    CHECK_FALSE(load_model("/nonexistent/model.gguf", be.b, m, nullptr, nullptr, err));
+    CHECK(err.find("cannot open") != std::string::npos);
+    // a valid GGUF that lacks a tensor
+    tiny t;
+    make_tiny(arch::llama, TSR_TYPE_F32, t);
+    tsr_gguf_init_params ip = {false, nullptr};
+    tsr_context * ctx = nullptr;
+    ip.ctx = &ctx;
+    tsr_gguf_context * g = tsr_gguf_init_from_file(t.path.c_str(), ip);
+    REQUIRE(g);
+    tsr_gguf_context * w = tsr_gguf_init_empty();
+    REQUIRE(tsr_gguf_set_kv(w, g));
+    for (tsr_tensor * x = tsr_get_first_tensor(ctx); x; x = tsr_get_next_tensor(ctx, x)) {
+        if (strcmp(x->name, "blk.1.ffn_up.weight") != 0) REQUIRE(tsr_gguf_add_tensor(w, x));
+    }
+    const std::string p2 = t.path + ".missing.gguf";
+    REQUIRE(tsr_gguf_write_to_file(w, p2.c_str(), false));
+    CHECK_FALSE(load_model(p2.c_str(), be.b, m, nullptr, nullptr, err));
+    CHECK(err.find("blk.1.ffn_up.weight") != std::string::npos);
+    remove(p2.c_str());
+    tsr_gguf_free(w);
+    tsr_gguf_free(g);
+    tsr_free(ctx);
+}

@@ -1,0 +1,30 @@
+# Run with cmake -P: install tessera, build the consumer against the installed package.
+file(REMOVE_RECURSE ${TSR_WORK_DIR})
+set(prefix ${TSR_WORK_DIR}/prefix)
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}")
+  endif()
+endfunction()
+run(${CMAKE_COMMAND} -S ${TSR_SOURCE_DIR} -B ${TSR_WORK_DIR}/tessera -G ${TSR_GENERATOR}
+    -DTSR_BUILD_TESTS=OFF -DTSR_BUILD_EXAMPLES=OFF -DTSR_BUILD_BENCH=OFF -DTSR_VULKAN=OFF -DTSR_CUDA=OFF
+    -DCMAKE_INSTALL_PREFIX=${prefix})
+run(${CMAKE_COMMAND} --install ${TSR_WORK_DIR}/tessera)
+run(${CMAKE_COMMAND} -S ${TSR_SOURCE_DIR}/tests/package/consumer -B ${TSR_WORK_DIR}/consumer -G ${TSR_GENERATOR}
+    -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release)
+run(${CMAKE_COMMAND} --build ${TSR_WORK_DIR}/consumer)
+run(${TSR_WORK_DIR}/consumer/consumer)
+# pkg-config: the same program compiled by hand with the flags the .pc file gives
+find_program(PKG_CONFIG pkg-config)
+find_program(CXX_COMPILER NAMES c++ g++ clang++)
+if(PKG_CONFIG AND CXX_COMPILER)
+  set(ENV{PKG_CONFIG_PATH} ${prefix}/share/pkgconfig)
+  execute_process(COMMAND ${PKG_CONFIG} --cflags --libs tessera OUTPUT_VARIABLE flags RESULT_VARIABLE rc OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "pkg-config does not find tessera")
+  endif()
+  separate_arguments(flags UNIX_COMMAND "${flags}")
+  run(${CXX_COMPILER} -std=c++17 ${TSR_SOURCE_DIR}/tests/package/consumer/main.cpp ${flags} -o ${TSR_WORK_DIR}/consumer-pc)
+  run(${TSR_WORK_DIR}/consumer-pc)
+endif()
