@@ -168,8 +168,10 @@ struct kernels {
     void (*dot4[3])(int64_t n, const char * x, size_t lda, const float * y, float * out);
     /* F32 row -> yq8 blocks (n a multiple of 32) */
     void (*quantize_y)(const float * x, yq8 * y, int64_t n);
-    /* y[i] += a * x[i] (flash attention V accumulation), and x*=s */
+    /* y[i] += a * x[i] (flash attention V accumulation) */
     void (*axpy_f32)(int64_t n, float a, const float * x, float * y);
+    /* F16 row -> F32 (flash attention V rows) */
+    void (*f16_to_f32)(const void * x, float * y, int64_t n);
     /* packed GEMM per src0 type slot; NULL: dot products only */
     const gemm_impl * gemm[SLOT_COUNT];
 };

@@ -494,7 +494,7 @@ static kernels make_kernels_avx512() {
         TSR_CPU_ISA_AVX512,
         dot_f32_avx512, dot_f16_avx512, dot_bf16_avx512, dot_q8_0_avx2, dot_q4_0_avx2,
         { dot4_avx512<0>, dot4_avx512<1>, dot4_avx512<2> },
-        quantize_y_avx2, axpy_f32_avx512,
+        quantize_y_avx2, axpy_f32_avx512, cvt_f16_f32_avx2,
         { &gemm_f32_avx512, &gemm_f16_avx512, &gemm_bf16cvt_avx512, nullptr, nullptr },
     };
     if (f.avx512_bf16) k.gemm[SLOT_BF16] = &gemm_bf16_avx512;

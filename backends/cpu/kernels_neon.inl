@@ -82,11 +82,18 @@ static void axpy_f32_neon(int64_t n, float a, const float * x, float * y) {
     for (; i < n; ++i) y[i] += a * x[i];
 }
 
+static void f16_to_f32_neon(const void * x, float * y, int64_t n) {
+    const uint16_t * s = (const uint16_t *)x;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(s + i))));
+    for (; i < n; ++i) y[i] = h2f(s[i]);
+}
+
 static const kernels kernels_neon = {
     TSR_CPU_ISA_NEON,
     dot_f32_neon, dot_f16_neon, dot_bf16_neon, dot_q8_0_neon, dot_q4_0_neon,
     { nullptr, nullptr, nullptr },
-    quantize_y_scalar, axpy_f32_neon,
+    quantize_y_scalar, axpy_f32_neon, f16_to_f32_neon,
     { nullptr, nullptr, nullptr, nullptr, nullptr },
 };
 

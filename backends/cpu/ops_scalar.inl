@@ -25,6 +25,14 @@ static inline float * thread_floats(const cparams & p, size_t per_thread_floats,
 static void op_cpy(const cparams & p, tsr_tensor * dst) {
     const tsr_tensor * src = dst->src[0];
     const enum tsr_type ts = src->type, td = dst->type;
+    if (ts == td && tsr_is_contiguous(src) && tsr_is_contiguous(dst) && tsr_nbytes(src) == tsr_nbytes(dst)) {
+        /* same bytes in the same order (any type, quantized too): split the byte range */
+        const int64_t nbytes = (int64_t)tsr_nbytes(dst);
+        int64_t b0, b1;
+        split_rows(nbytes, p.ith, p.nth, b0, b1);
+        if (b1 > b0 && dst->data != src->data) std::memmove((char *)dst->data + b0, (const char *)src->data + b0, (size_t)(b1 - b0));
+        return;
+    }
     if (tsr_are_same_shape(src, dst)) {
         const int64_t nr = tsr_nrows(dst), ne0 = dst->ne[0];
         int64_t r0, r1;
@@ -906,6 +914,7 @@ static void op_flash_attn_ext(const cparams & p, tsr_tensor * dst) {
             const char * vr = tptr(v, 0, ic, ik2, ik3);
             const float * vf;
             if (v_f32) vf = (const float *)vr;
+            else if (v->type == TSR_TYPE_F16 && row_contig(v)) { p.K->f16_to_f32(vr, vrow, Dv); vf = vrow; }
             else if (row_contig(v)) { row_to_f32(v->type, vr, vrow, Dv); vf = vrow; }
             else { for (int64_t i = 0; i < Dv; ++i) vrow[i] = ld(v->type, vr + i * v->nb[0]); vf = vrow; }
             p.K->axpy_f32(Dv, vs, vf, acc);

@@ -148,11 +148,15 @@ static void axpy_f32_scalar(int64_t n, float a, const float * x, float * y) {
     for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+static void f16_to_f32_scalar(const void * x, float * y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = h2f(((const uint16_t *)x)[i]);
+}
+
 static const kernels kernels_scalar = {
     TSR_CPU_ISA_SCALAR,
     dot_f32_scalar, dot_f16_scalar, dot_bf16_scalar, dot_q8_0_scalar, dot_q4_0_scalar,
     { nullptr, nullptr, nullptr },
-    quantize_y_scalar, axpy_f32_scalar,
+    quantize_y_scalar, axpy_f32_scalar, f16_to_f32_scalar,
     { nullptr, nullptr, nullptr, nullptr, nullptr },
 };
 

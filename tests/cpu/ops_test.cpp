@@ -52,7 +52,7 @@ TEST_CASE("binary ops with broadcasting, views and types", "[cpu][ops]") {
         {"div", tsr_div, [](double a, double b) { return a / b; }},
     };
     const int64_t bshapes[][4] = {{33, 5, 3, 2}, {33, 1, 3, 1}, {1, 5, 1, 2}, {1, 1, 1, 1}, {33, 5, 1, 1}};
-    for (tsr_type ta : {TSR_TYPE_F32, TSR_TYPE_F16})
+    for (tsr_type ta : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_BF16})
         for (const bop & op : ops)
             for (const auto & bs : bshapes)
                 for (bool permuted : {false, true}) {
@@ -78,9 +78,10 @@ TEST_CASE("binary ops with broadcasting, views and types", "[cpu][ops]") {
                                 for (int64_t i0 = 0; i0 < 33; ++i0) {
                                     double v = op.r(at(a, i0, i1, i2, i3), at(b, i0 % bs[0], i1 % bs[1], i2 % bs[2], i3 % bs[3]));
                                     if (ta == TSR_TYPE_F16) v = tsr_fp16_to_fp32(tsr_fp32_to_fp16((float)v));
+                                    if (ta == TSR_TYPE_BF16) v = tsr_bf16_to_fp32(tsr_fp32_to_bf16((float)v));
                                     ref.push_back(v);
                                 }
-                    check(ctx, c, ref, ta == TSR_TYPE_F32 ? 1e-12 : 1e-7, op.name);
+                    check(ctx, c, ref, ta == TSR_TYPE_F32 ? 1e-12 : ta == TSR_TYPE_F16 ? 1e-7 : 1e-5, op.name);
                 }
 }
 
@@ -367,6 +368,10 @@ TEST_CASE("cpy/cont/dup conversions and layouts", "[cpu][ops]") {
     for (double x : rp) rh.push_back(tsr_fp16_to_fp32(tsr_fp32_to_fp16((float)x)));
     check(ctx, tsr_cpy(ctx, p, h), rh, 0, "cpy reshape f16");
     check(ctx, tsr_dup(ctx, a), values(a), 0, "dup");
+    tsr_tensor * q = tsr_new_tensor_2d(ctx, TSR_TYPE_Q8_0, 64, 6);
+    fill(q, rng);
+    tsr_tensor * q2 = tsr_new_tensor_2d(ctx, TSR_TYPE_Q8_0, 128, 3);
+    check(ctx, tsr_cpy(ctx, q, q2), values(q), 0, "cpy q8_0 reshaped");
     tsr_tensor * ip = tsr_cont(ctx, a);
     alias(ip, a);
     check(ctx, ip, values(a), 0, "cont in place");
@@ -463,6 +468,9 @@ TEST_CASE("rope normal and neox, freq_base/freq_scale, YaRN, in place", "[cpu][o
                     ref.insert(ref.end(), out.begin(), out.end());
                 }
             check(ctx, r, ref, 1e-10, "rope");
+            tsr_tensor * ah = tsr_cast(ctx, a, TSR_TYPE_F16);
+            tsr_tensor * rh = tsr_rope_ext(ctx, ah, pos, nullptr, n_dims, mode, n_ctx_orig, base, fs, ext, attn, bf, bs);
+            check(ctx, rh, ref, 1e-6, "rope f16");
             tsr_tensor * ip = tsr_rope_ext(ctx, tsr_dup(ctx, a), pos, nullptr, n_dims, mode, n_ctx_orig, base, fs, ext, attn, bf, bs);
             alias(ip, ip->src[0]);
             check(ctx, ip, ref, 1e-10, "rope in place");

@@ -6,8 +6,10 @@
  * buffers live at one step overlap in memory; minimise the peak (max offset + size).
  *
  * How tessera solves it:
- *  1. Steps are compressed to "sections" (the ranges between consecutive distinct
- *     endpoints). The lower bound is the largest sum of sizes live in one section.
+ *  1. Steps are compressed to "sections": the ranges between consecutive distinct
+ *     endpoints, or above 1,000 buffers one per distinct start time (two buffers
+ *     overlap iff one starts while the other is live, and the load peaks at a start).
+ *     The lower bound is the largest sum of sizes live in one section.
  *  2. Greedy placement in several orders (size; size then start; breadth - the
  *     heaviest step a buffer spans; area; duration; start), each buffer going to the
  *     lowest gap that fits among the buffers already placed that are live at the same
@@ -64,6 +66,7 @@ struct pk_problem {
     std::vector<pk_u64> section_load; /* bytes live in each section */
     std::vector<pk_u64> load;         /* the largest section load over each buffer's range (lazy) */
     pk_u64 lb = 0;
+    int peak = 0;                     /* the first section whose load is lb */
 };
 
 /* Sorted, disjoint, coalesced [start, end) runs of offsets. Most tree nodes hold one or
@@ -188,7 +191,10 @@ struct pk_placer {
         const size_t m = sets.size();
         /* flat copies: runs, count and a cursor (first run whose end is > o; o only grows) */
         cur.resize(m);
-        for (size_t k = 0; k < m; k++) cur[k] = cursor_t{sets[k]->data(), sets[k]->n, 0};
+        for (size_t k = 0; k < m; k++) {
+            cur[k] = cursor_t{sets[k]->data(), sets[k]->n, 0};
+            __builtin_prefetch(cur[k].v);  /* the lists are scattered: start every miss at once */
+        }
         pk_u64 o = 0;
         size_t k = 0, since = 0;
         while (since < m) {
@@ -205,8 +211,13 @@ struct pk_placer {
                 }
                 c = q.c = lo;
             }
-            if (c < q.n && q.v[c].first < o + size) { o = q.v[c].second; since = 0; }
-            else since++;
+            if (c < q.n && q.v[c].first < o + size) {
+                /* blocked: climb this list while its next run blocks too (cheap, in cache) */
+                o = q.v[c].second;
+                while (++c < q.n && q.v[c].first < o + size) o = q.v[c].second;
+                q.c = c;
+                since = 1;
+            } else since++;
             if (++k == m) k = 0;
         }
         return o;
@@ -231,8 +242,11 @@ static inline pk_u64 pk_greedy(const pk_problem & P, const std::vector<int> & or
     pl.reset(P.T);
     off.assign((size_t) P.n, 0);
     pk_u64 peak = 0;
+    bool stacking = true;  /* every buffer so far is live in the peak section: they sit contiguously from 0 */
     for (int i : order) {
-        const pk_u64 o = pl.find(P.l[(size_t) i], P.r[(size_t) i], P.sz[(size_t) i]);
+        stacking = stacking && P.l[(size_t) i] <= P.peak && P.peak < P.r[(size_t) i];
+        /* while stacking, the first fit is the top of the stack (every placed buffer overlaps this one) */
+        const pk_u64 o = stacking ? peak : pl.find(P.l[(size_t) i], P.r[(size_t) i], P.sz[(size_t) i]);
         off[(size_t) i] = o;
         pl.add(P.l[(size_t) i], P.r[(size_t) i], o, P.sz[(size_t) i]);
         peak = std::max(peak, o + P.sz[(size_t) i]);
@@ -415,6 +429,18 @@ static inline bool pk_before(const pk_problem & P, int variant, int a, int b) {
             if (P.load[ua] != P.load[ub]) return P.load[ua] > P.load[ub];
             if (da != db) return da > db;
             return sa > sb;
+        case 7: { /* peak first: the buffers live in the heaviest section, longest first (they
+                   * stack there without a hole, long-lived ones at the bottom), then the others
+                   * by size, then start */
+            const bool la = P.l[ua] <= P.peak && P.peak < P.r[ua], lb = P.l[ub] <= P.peak && P.peak < P.r[ub];
+            if (la != lb) return la;
+            if (la) {
+                if (da != db) return da > db;
+                if (sa != sb) return sa > sb;
+                return P.l[ua] < P.l[ub];
+            }
+            return pk_before(P, 1, a, b);
+        }
         case 5: /* breadth, then size */
             if (P.load[ua] != P.load[ub]) return P.load[ua] > P.load[ub];
             if (sa != sb) return sa > sb;
@@ -424,7 +450,7 @@ static inline bool pk_before(const pk_problem & P, int variant, int a, int b) {
             return sa > sb;
     }
 }
-static const int PK_N_ORDERS = 7;
+static const int PK_N_ORDERS = 8;
 
 
 
@@ -490,12 +516,23 @@ TSR_API_IMPL size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alig
     std::sort(ev.begin(), ev.end());
     P.l.resize(idx.size());
     P.r.resize(idx.size());
-    int rank = -1;
-    for (size_t e = 0; e < ev.size(); e++) {
-        if (e == 0 || ev[e].first != ev[e - 1].first) rank++;
-        (ev[e].second & 1 ? P.r : P.l)[ev[e].second >> 1] = rank;
+    /* two buffers overlap iff one starts while the other is live, so for large instances
+     * the sections are the distinct start times only (a buffer covers the starts in
+     * [lower, upper)): fewer sections, a faster greedy. Small ones keep every endpoint
+     * (the branch and bound's floors work better on the finer grid). */
+    const bool starts_only = idx.size() > 1000;
+    int rank = 0;  /* distinct (start) times before the current time */
+    for (size_t e = 0; e < ev.size();) {
+        size_t g = e;
+        bool any_start = false;
+        for (; g < ev.size() && ev[g].first == ev[e].first; g++) {
+            (ev[g].second & 1 ? P.r : P.l)[ev[g].second >> 1] = rank;
+            any_start |= (ev[g].second & 1) == 0;
+        }
+        if (any_start || !starts_only) rank++;
+        e = g;
     }
-    P.T = rank < 0 ? 0 : rank;
+    P.T = starts_only ? rank : std::max(0, rank - 1);
     P.n = (int) idx.size();
     if (P.n == 0) return 0;
     {
@@ -512,10 +549,17 @@ TSR_API_IMPL size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alig
         std::vector<pk_u64> d((size_t) P.T + 1, 0);
         for (int i = 0; i < P.n; i++) { d[(size_t) P.l[(size_t) i]] += P.sz[(size_t) i]; d[(size_t) P.r[(size_t) i]] -= P.sz[(size_t) i]; }
         pk_u64 cur = 0;
-        for (int s = 0; s < P.T; s++) { cur += d[(size_t) s]; P.lb = std::max(P.lb, cur); d[(size_t) s] = cur; }
+        for (int s = 0; s < P.T; s++) {
+            cur += d[(size_t) s];
+            if (cur > P.lb) { P.lb = cur; P.peak = s; }
+            d[(size_t) s] = cur;
+        }
         P.section_load.assign(d.begin(), d.begin() + P.T);
     }
 
+#ifdef TSR_PACK_DEBUG
+    fprintf(stderr, "  %d buffers, %d sections, setup %.1f ms\n", P.n, P.T, timer.ms());
+#endif
     /* 1. greedy best fit in several orders */
     pk_placer pl;
     std::vector<pk_u64> off, best_off;
@@ -523,7 +567,9 @@ TSR_API_IMPL size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alig
     std::vector<int> order((size_t) P.n), best_order;
     double last_ms = 0;
     /* large instances keep their time for the improvement phase: three orders only */
-    static const int try_order[PK_N_ORDERS] = {0, 1, 4, 2, 3, 5, 6};
+    static const int try_order_small[PK_N_ORDERS] = {0, 1, 4, 2, 3, 5, 6, 7};
+    static const int try_order_large[PK_N_ORDERS] = {7, 1, 0, 4, 2, 3, 5, 6};
+    const int * try_order = P.n <= 5000 ? try_order_small : try_order_large;
     const int n_orders = P.n <= 5000 ? PK_N_ORDERS : 3;
     for (int vi = 0; vi < n_orders && best > P.lb; vi++) {
         int variant = try_order[vi];
@@ -534,6 +580,9 @@ TSR_API_IMPL size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alig
         std::iota(order.begin(), order.end(), 0);
         if (variant == 4 || variant == 5) pk_compute_load(P);
         std::sort(order.begin(), order.end(), [&](int a, int b) { return pk_before(P, variant, a, b); });
+#ifdef TSR_PACK_DEBUG
+        fprintf(stderr, "  sorted %.1f ms\n", timer.ms());
+#endif
         pk_u64 peak = pk_greedy(P, order, off, pl);
 #ifdef TSR_PACK_DEBUG
         fprintf(stderr, "  variant %d peak %.5f  %.1f ms\n", variant, (double) peak / (double) P.lb, timer.ms());
@@ -600,7 +649,28 @@ TSR_API_IMPL size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alig
                 fprintf(stderr, "  promote f %.3f: peak %.5f  %.1f ms\n", f, (double) peak / (double) P.lb, timer.ms());
 #endif
                 if (peak < best) { best = peak; best_off = off; best_order = ord; }
-                else { ord = best_order; f -= 0.04; }
+                else { ord = best_order; f -= 0.1; }
+                last_ms = timer.ms() - t_start;
+            }
+            /* then a random walk on orders: a few buffers each move a short way in the best
+             * order; kept when the peak does not grow (plateaus are crossed this way) */
+            uint64_t x = 0x9E3779B97F4A7C15ull;
+            auto rnd = [&](uint64_t m) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; return m ? x % m : 0; };
+            for (int it = 0; best > P.lb; it++) {
+                if (timer.ms() + last_ms > time_budget_ms) break;
+                const double t_start = timer.ms();
+                ord = best_order;
+                const int moves = 1 + (int) rnd((uint64_t) std::max(1, P.n / 256));
+                for (int k = 0; k < moves; k++) {
+                    const size_t a = (size_t) rnd((uint64_t) P.n);
+                    const size_t b = std::min((size_t) P.n - 1, a + 1 + (size_t) rnd(64));
+                    std::rotate(ord.begin() + (ptrdiff_t) a, ord.begin() + (ptrdiff_t) a + 1, ord.begin() + (ptrdiff_t) b + 1);
+                }
+                const pk_u64 peak = pk_greedy(P, ord, off, pl);
+#ifdef TSR_PACK_DEBUG
+                fprintf(stderr, "  walk %d (%d moves): peak %.5f  %.1f ms\n", it, moves, (double) peak / (double) P.lb, timer.ms());
+#endif
+                if (peak <= best) { best = peak; best_off = off; best_order = ord; }
                 last_ms = timer.ms() - t_start;
             }
         }
