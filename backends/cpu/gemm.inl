@@ -199,17 +199,22 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
         barrier(p);
     }
 
-    /* phase 2: items = (batch, M chunk) */
+    /* phase 2: items = (batch, M chunk), taken dynamically from a shared counter so a
+     * thread slowed down by other work on its core takes fewer (the counter is reset by
+     * the barrier that ends the previous node or phase 1) */
     const int64_t nbatch = ne12 * ne13;
     const int64_t mr = pl.g ? pl.g->mr : 16;
-    int64_t mchunks = std::max<int64_t>(1, (2 * p.nth + nbatch - 1) / nbatch);
+    const int64_t min_rows = pl.g ? std::max<int64_t>(512, mr) : 64;  /* GEMM chunks repack B: keep them large */
+    int64_t mchunks = p.nth == 1 ? 1 : std::max<int64_t>(1, (8 * p.nth + nbatch - 1) / nbatch);
+    /* at most M/min_rows chunks, but at least enough for every thread when M allows */
+    const int64_t floor_chunks = std::min<int64_t>((p.nth + nbatch - 1) / nbatch, std::max<int64_t>(1, M / mr));
+    mchunks = std::max<int64_t>(floor_chunks, std::min<int64_t>(mchunks, M / min_rows));
     int64_t csize = (M + mchunks - 1) / mchunks;
     csize = (csize + mr - 1) / mr * mr;
     mchunks = (M + csize - 1) / csize;
     const int64_t nitems = nbatch * mchunks;
-    int64_t it0, it1;
-    split_rows(nitems, p.ith, p.nth, it0, it1);
-    for (int64_t it = it0; it < it1; ++it) {
+    for (int64_t it = p.nth == 1 ? 0 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed); it < nitems;
+         it = p.nth == 1 ? it + 1 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed)) {
         const int64_t b = it / mchunks, mc = it % mchunks;
         const int64_t i12 = b % ne12, i13 = b / ne12;
         const int64_t i02 = i12 / r2, i03 = i13 / r3;

@@ -33,6 +33,8 @@ struct pool {
     /* barrier state: arrivals and a phase counter */
     alignas(64) std::atomic<int> bar_count{0};
     alignas(64) std::atomic<int> bar_phase{0};
+    /* dynamic work distribution inside a node: reset to 0 by every barrier */
+    alignas(64) std::atomic<int64_t> chunk{0};
 
     static constexpr int SPIN_IDLE = 1 << 14;   /* ~50-100 us of pauses before blocking */
     static constexpr int SPIN_BARRIER = 1 << 12;
@@ -99,6 +101,7 @@ struct pool {
         const int phase = bar_phase.load(std::memory_order_acquire);
         if (bar_count.fetch_add(1, std::memory_order_acq_rel) == n_threads - 1) {
             bar_count.store(0, std::memory_order_relaxed);
+            chunk.store(0, std::memory_order_relaxed);
             bar_phase.fetch_add(1, std::memory_order_acq_rel);
             return;
         }

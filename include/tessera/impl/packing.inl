@@ -11,14 +11,20 @@
  *     overlap iff one starts while the other is live, and the load peaks at a start).
  *     The lower bound is the largest sum of sizes live in one section.
  *  2. Greedy placement in several orders (size; size then start; breadth - the
- *     heaviest step a buffer spans; area; duration; start), each buffer going to the
- *     lowest gap that fits among the buffers already placed that are live at the same
- *     time (first fit; it beat best fit on the real traces), or on top.
+ *     heaviest step a buffer spans; area; duration; start; "peak first" - the buffers
+ *     live in the heaviest section, longest first, then the others by size), each
+ *     buffer going to the lowest gap that fits among the buffers already placed that
+ *     are live at the same time (first fit; it beat best fit on the real traces), or on
+ *     top. Large instances (> 1,000 buffers) start with peak first: the buffers of the
+ *     heaviest section then sit without a hole there (each one's first fit is the top
+ *     of the stack, so the placer is not even asked), which is what the bound needs.
  *     The conflicting buffers are never enumerated one by one: a segment tree over the
  *     sections keeps, per node, the union of the offset ranges of the buffers stored
- *     there as coalesced runs, so a query merges O(log T) short run lists (with a
- *     cursor per list that only moves forward). One order on Y_1 (62,185 buffers)
- *     takes ~140 ms of CPU on a busy 2-core machine.
+ *     there as coalesced runs, so a query merges O(log T) short run lists (a cursor per
+ *     list that only moves forward and caches its current run; a blocked list is
+ *     climbed while it blocks). An insertion stops climbing the tree at the first
+ *     subtree union that already covers it. One order on Y_1 (62,185 buffers) takes
+ *     ~90 ms of CPU on a busy 2-core machine.
  *  3. If the best greedy result is above the lower bound and time is left:
  *     - small instances (<= 1,000 buffers): a branch-and-bound search in the spirit of
  *       MiniMalloc (Moffitt, ASPLOS'23): buffers are stacked section by section, always
@@ -28,9 +34,16 @@
  *       lower bound is tried first, then targets descend from the best packing found
  *       (each attempt: a few candidate orders, fixed and randomised, with a node limit
  *       that doubles when the targets run out).
- *     - large instances: iterated greedy - the buffers that end above a level H move
- *       to the front of the best order and the greedy runs again (H starts at the
- *       lower bound and drops while that does not help).
+ *     - large instances: (a) the window around the peak (the buffers live within 30,
+ *       100, 300 or 10 sections of it, clipped to the window, at most 1,000) is packed
+ *       exactly at the lower bound by that same branch and bound; those offsets are
+ *       kept and every other buffer is placed around them by the greedy (the holes a
+ *       greedy leaves at the peak are what costs on the real traces: PanGu 1.0076 ->
+ *       1.0000, ResNet-50 1.0064 -> 1.0000); (b) the remaining greedy orders;
+ *       (c) iterated greedy - the buffers that end above a level H move to the front of
+ *       the best order and the greedy runs again (H starts at the lower bound and drops
+ *       while that does not help); (d) a random walk on the best order (a few buffers
+ *       move a short way; kept when the peak does not grow).
  *  The search never returns anything worse than the best greedy packing, and always
  *  stops at the lower bound (nothing can beat it). Define TSR_PACK_DEBUG to trace it on
  *  stderr.
@@ -114,10 +127,12 @@ struct pk_runs {
         }
         return lo;
     }
-    void insert(pk_u64 s, pk_u64 e) {
+    /* adds [s, e); true when it was already covered (nothing changed) */
+    bool insert(pk_u64 s, pk_u64 e) {
         /* runs that touch or overlap [s, e) merge with it */
         uint32_t i = first_end_after(s == 0 ? 0 : s - 1);  /* first run with end >= s */
         pk_run * v = data();
+        if (i < n && v[i].first <= s && v[i].second >= e) return true;
         uint32_t j = i;
         pk_u64 ns = s, ne = e;
         while (j < n && v[j].first <= e) {
@@ -136,6 +151,7 @@ struct pk_runs {
             std::copy(v + j, v + n, v + i + 1);
             n -= (j - i - 1);
         }
+        return false;
     }
 };
 
@@ -147,8 +163,7 @@ struct pk_placer {
     struct node { pk_runs c, s; };   /* per tree node: canonical cover / subtree union (together: one cache line pair) */
     std::vector<node> N;
     std::vector<int> touched;        /* nodes with non-empty sets (for a fast reset) */
-    std::vector<const pk_runs *> sets;
-    struct cursor_t { const pk_run * v; uint32_t n, c; };
+    struct cursor_t { const pk_run * v; uint32_t n, c; pk_u64 s, e; };
     std::vector<cursor_t> cur;
 
     void reset(int T) {
@@ -158,6 +173,7 @@ struct pk_placer {
             P = p;
             N.assign((size_t) 2 * P, node());
             touched.clear();
+            cur.resize(128);  /* at most two canonical nodes and two ancestors per level */
         } else {
             for (int nd : touched) { N[(size_t) nd].c.clear(); N[(size_t) nd].s.clear(); }
             touched.clear();
@@ -176,32 +192,35 @@ struct pk_placer {
         }
     }
 
-    void gather(int l, int r) {
-        sets.clear();
+    /* the run lists that constrain [l, r): the subtree unions of its canonical nodes and
+     * the canonical covers of their ancestors, as cursors (first run, cached) in cur[0, m) */
+    size_t gather(int l, int r) {
+        size_t m = 0;
+        auto push = [&](const pk_runs & q) {
+            if (q.empty()) return;
+            const pk_run * v = q.data();
+            cur[m++] = cursor_t{v, q.n, 0, v[0].first, v[0].second};
+        };
         for (int a = l + P, b = r + P; a < b; a >>= 1, b >>= 1) {
-            if (a & 1) { if (!N[(size_t) a].s.empty()) sets.push_back(&N[(size_t) a].s); a++; }
-            if (b & 1) { --b; if (!N[(size_t) b].s.empty()) sets.push_back(&N[(size_t) b].s); }
+            if (a & 1) { push(N[(size_t) a].s); a++; }
+            if (b & 1) { --b; push(N[(size_t) b].s); }
         }
-        for_ancestors(l, r, [&](int nd) { if (!N[(size_t) nd].c.empty()) sets.push_back(&N[(size_t) nd].c); });
+        for_ancestors(l, r, [&](int nd) { push(N[(size_t) nd].c); });
+        return m;
     }
 
-    /* lowest offset where [o, o + size) is free of every gathered run (first fit) */
+    /* lowest offset where [o, o + size) is free of every gathered run (first fit). Each
+     * cursor keeps the first run of its list whose end is > o (o only grows) and a copy of
+     * it, so a list that does not block costs no access to its runs. */
     pk_u64 find(int l, int r, pk_u64 size) {
-        gather(l, r);
-        const size_t m = sets.size();
-        /* flat copies: runs, count and a cursor (first run whose end is > o; o only grows) */
-        cur.resize(m);
-        for (size_t k = 0; k < m; k++) {
-            cur[k] = cursor_t{sets[k]->data(), sets[k]->n, 0};
-            __builtin_prefetch(cur[k].v);  /* the lists are scattered: start every miss at once */
-        }
+        const size_t m = gather(l, r);
         pk_u64 o = 0;
         size_t k = 0, since = 0;
         while (since < m) {
             cursor_t & q = cur[k];
-            uint32_t c = q.c;
-            if (c < q.n && q.v[c].second <= o) {
-                /* gallop forward, then bisect */
+            if (q.e <= o) {
+                /* the cached run ends at or below o: gallop forward, then bisect */
+                const uint32_t c = q.c;
                 uint32_t step = 1, lo = c + 1, hi = c + 1;
                 while (hi < q.n && q.v[hi].second <= o) { lo = hi + 1; hi = c + (step <<= 1); }
                 if (hi > q.n) hi = q.n;
@@ -209,13 +228,16 @@ struct pk_placer {
                     const uint32_t mid = (lo + hi) / 2;
                     if (q.v[mid].second > o) hi = mid; else lo = mid + 1;
                 }
-                c = q.c = lo;
+                q.c = lo;
+                if (lo < q.n) { q.s = q.v[lo].first; q.e = q.v[lo].second; } else q.s = q.e = PK_INF;
             }
-            if (c < q.n && q.v[c].first < o + size) {
+            if (q.s < o + size) {
                 /* blocked: climb this list while its next run blocks too (cheap, in cache) */
-                o = q.v[c].second;
+                o = q.e;
+                uint32_t c = q.c;
                 while (++c < q.n && q.v[c].first < o + size) o = q.v[c].second;
                 q.c = c;
+                if (c < q.n) { q.s = q.v[c].first; q.e = q.v[c].second; } else q.s = q.e = PK_INF;
                 since = 1;
             } else since++;
             if (++k == m) k = 0;
@@ -232,24 +254,40 @@ struct pk_placer {
             if (a & 1) { touch(a); N[(size_t) a].c.insert(o, e); N[(size_t) a].s.insert(o, e); a++; }
             if (b & 1) { --b; touch(b); N[(size_t) b].c.insert(o, e); N[(size_t) b].s.insert(o, e); }
         }
-        for_ancestors(l, r, [&](int nd) { touch(nd); N[(size_t) nd].s.insert(o, e); });
+        /* the strict ancestors (as in for_ancestors), path by path: a subtree union holds
+         * its children's, so once one already covers [o, e) every node above it does too */
+        int a = l + P, b = r - 1 + P, k = 0;
+        bool done_a = false, done_b = false;
+        while (a >= 1 && !(done_a && done_b)) {
+            const int lo_a = (a - (P >> k)) << k, lo_b = (b - (P >> k)) << k, w = 1 << k;
+            if (b == a) done_a = done_b = done_a || done_b;
+            if (!done_a && (lo_a < l || lo_a + w > r)) { touch(a); done_a = N[(size_t) a].s.insert(o, e); }
+            if (b != a && !done_b && (lo_b < l || lo_b + w > r)) { touch(b); done_b = N[(size_t) b].s.insert(o, e); }
+            if (b == a) done_b = done_a;
+            a >>= 1; b >>= 1; k++;
+        }
     }
 };
 
-/* Place buffers in `order`; returns the peak and fills off. */
+/* Place buffers in `order` (a permutation of all of them); returns the peak and fills
+ * off. The first `fixed` buffers of the order keep the offsets already in off. */
 static inline pk_u64 pk_greedy(const pk_problem & P, const std::vector<int> & order, std::vector<pk_u64> & off,
-                               pk_placer & pl) {
+                               pk_placer & pl, size_t fixed = 0) {
     pl.reset(P.T);
-    off.assign((size_t) P.n, 0);
+    off.resize((size_t) P.n);
     pk_u64 peak = 0;
-    bool stacking = true;  /* every buffer so far is live in the peak section: they sit contiguously from 0 */
-    for (int i : order) {
-        stacking = stacking && P.l[(size_t) i] <= P.peak && P.peak < P.r[(size_t) i];
-        /* while stacking, the first fit is the top of the stack (every placed buffer overlaps this one) */
-        const pk_u64 o = stacking ? peak : pl.find(P.l[(size_t) i], P.r[(size_t) i], P.sz[(size_t) i]);
-        off[(size_t) i] = o;
-        pl.add(P.l[(size_t) i], P.r[(size_t) i], o, P.sz[(size_t) i]);
-        peak = std::max(peak, o + P.sz[(size_t) i]);
+    bool stacking = fixed == 0;  /* every buffer so far is live in the peak section: they sit contiguously from 0 */
+    for (size_t k = 0; k < order.size(); k++) {
+        const size_t i = (size_t) order[k];
+        pk_u64 o = off[i];
+        if (k >= fixed) {
+            stacking = stacking && P.l[i] <= P.peak && P.peak < P.r[i];
+            /* while stacking, the first fit is the top of the stack (every placed buffer overlaps this one) */
+            o = stacking ? peak : pl.find(P.l[i], P.r[i], P.sz[i]);
+            off[i] = o;
+        }
+        pl.add(P.l[i], P.r[i], o, P.sz[i]);
+        peak = std::max(peak, o + P.sz[i]);
     }
     return peak;
 }
@@ -383,6 +421,39 @@ struct pk_search {
 
 static inline pk_u64 pk_align_up(pk_u64 x, pk_u64 a) { return (x + a - 1) / a * a; }
 
+/* The window around the peak: the buffers live in sections [peak - half, peak + half],
+ * clipped to it, packed exactly at the lower bound by the branch and bound (the peak is
+ * where a greedy leaves the holes that cost; the window is small enough to solve). On
+ * success `win` lists them and win_off their offsets. */
+static inline bool pk_window(const pk_problem & P, int half, const pk_timer & timer, double deadline,
+                             std::vector<int> & win, std::vector<pk_u64> & win_off) {
+    const int wa = std::max(0, P.peak - half), wb = std::min(P.T, P.peak + half + 1);
+    pk_problem W;
+    win.clear();
+    for (int i = 0; i < P.n; i++) {
+        if (P.l[(size_t) i] >= wb || P.r[(size_t) i] <= wa) continue;
+        win.push_back(i);
+        W.l.push_back(std::max(P.l[(size_t) i], wa) - wa);
+        W.r.push_back(std::min(P.r[(size_t) i], wb) - wa);
+        W.sz.push_back(P.sz[(size_t) i]);
+        if (win.size() > 1000) return false;  /* the search recurses once per buffer */
+    }
+    W.n = (int) win.size();
+    W.T = wb - wa;
+    W.lb = P.lb;
+    pk_search srch(W, timer);
+    for (int v = 0; v < 6 && timer.ms() < deadline; v++) {
+        const bool ok = srch.run(P.lb, v, deadline, 20000);
+#ifdef TSR_PACK_DEBUG
+        fprintf(stderr, "  window +-%d (%d buffers, %d sections) variant %d: %s after %ld nodes, %.1f ms\n", half, W.n, W.T, v, ok ? "packed" : "no", srch.nodes, timer.ms());
+#endif
+        if (ok) { win_off = srch.off; return true; }
+    }
+    return false;
+}
+
+
+
 /* The heaviest section each buffer spans (a sparse table of range maxima), for the
  * breadth orders; computed on first use. */
 static inline void pk_compute_load(pk_problem & P) {
@@ -403,54 +474,68 @@ static inline void pk_compute_load(pk_problem & P) {
     }
 }
 
-/* The orders the greedy tries (a before b?). Orders 4 and 5 need pk_compute_load. */
-static inline bool pk_before(const pk_problem & P, int variant, int a, int b) {
-    const size_t ua = (size_t) a, ub = (size_t) b;
-    const pk_u64 sa = P.sz[ua], sb = P.sz[ub];
-    const int da = P.r[ua] - P.l[ua], db = P.r[ub] - P.l[ub];
+/* The orders the greedy tries, as sort keys (ascending; ~x sorts x descending; ties go
+ * by index, so the order is deterministic). Orders 4 and 5 need pk_compute_load. */
+struct pk_key { pk_u64 k[4]; int i; };
+static inline pk_key pk_order_key(const pk_problem & P, int variant, int i) {
+    const size_t u = (size_t) i;
+    const pk_u64 sz = P.sz[u], l = (pk_u64) P.l[u], d = (pk_u64) (P.r[u] - P.l[u]);
     switch (variant) {
-        case 0: /* size, then duration, then start */
-            if (sa != sb) return sa > sb;
-            if (da != db) return da > db;
-            return P.l[ua] < P.l[ub];
-        case 1: /* size, then start */
-            if (sa != sb) return sa > sb;
-            if (P.l[ua] != P.l[ub]) return P.l[ua] < P.l[ub];
-            return da > db;
-        case 2: { /* area */
-            const double aa = (double) sa * (double) da, ab = (double) sb * (double) db;
-            if (aa != ab) return aa > ab;
-            return sa > sb;
+        case 0: return pk_key{{~sz, ~d, l, 0}, i};                  /* size, then duration, then start */
+        case 1: return pk_key{{~sz, l, ~d, 0}, i};                  /* size, then start */
+        case 2: {                                                   /* area */
+            const double area = (double) sz * (double) d;
+            pk_u64 bits;
+            std::memcpy(&bits, &area, sizeof bits);  /* positive doubles order like their bits */
+            return pk_key{{~bits, ~sz, 0, 0}, i};
         }
-        case 3: /* duration */
-            if (da != db) return da > db;
-            return sa > sb;
-        case 4: /* the heaviest step it spans (breadth), then duration */
-            if (P.load[ua] != P.load[ub]) return P.load[ua] > P.load[ub];
-            if (da != db) return da > db;
-            return sa > sb;
-        case 7: { /* peak first: the buffers live in the heaviest section, longest first (they
-                   * stack there without a hole, long-lived ones at the bottom), then the others
-                   * by size, then start */
-            const bool la = P.l[ua] <= P.peak && P.peak < P.r[ua], lb = P.l[ub] <= P.peak && P.peak < P.r[ub];
-            if (la != lb) return la;
-            if (la) {
-                if (da != db) return da > db;
-                if (sa != sb) return sa > sb;
-                return P.l[ua] < P.l[ub];
-            }
-            return pk_before(P, 1, a, b);
+        case 3: return pk_key{{~d, ~sz, 0, 0}, i};                  /* duration */
+        case 4: return pk_key{{~P.load[u], ~d, ~sz, 0}, i};         /* the heaviest step it spans (breadth), then duration */
+        case 5: return pk_key{{~P.load[u], ~sz, ~d, 0}, i};         /* breadth, then size */
+        case 7: {
+            /* peak first: the buffers live in the heaviest section, longest first (they stack
+             * there without a hole, long-lived ones at the bottom), then the others by size,
+             * then start */
+            if (P.l[u] <= P.peak && P.peak < P.r[u]) return pk_key{{0, ~d, ~sz, l}, i};
+            return pk_key{{1, ~sz, l, ~d}, i};
         }
-        case 5: /* breadth, then size */
-            if (P.load[ua] != P.load[ub]) return P.load[ua] > P.load[ub];
-            if (sa != sb) return sa > sb;
-            return da > db;
-        default: /* start */
-            if (P.l[ua] != P.l[ub]) return P.l[ua] < P.l[ub];
-            return sa > sb;
+        default: return pk_key{{l, ~sz, 0, 0}, i};                  /* start */
     }
 }
+static inline void pk_sort_order(const pk_problem & P, int variant, std::vector<int> & order, std::vector<pk_key> & keys) {
+    keys.resize((size_t) P.n);
+    for (int i = 0; i < P.n; i++) keys[(size_t) i] = pk_order_key(P, variant, i);
+    std::sort(keys.begin(), keys.end(), [](const pk_key & a, const pk_key & b) {
+        for (int t = 0; t < 4; t++) if (a.k[t] != b.k[t]) return a.k[t] < b.k[t];
+        return a.i < b.i;
+    });
+    order.resize((size_t) P.n);
+    for (int i = 0; i < P.n; i++) order[(size_t) i] = keys[(size_t) i].i;
+}
 static const int PK_N_ORDERS = 8;
+
+/* Sorts (time, code) events by time (the order among equal times does not matter): a
+ * radix sort on (time - min) << 32 | code when the times span less than 2^32 steps, else
+ * a comparison sort. */
+static inline void pk_sort_events(std::vector<std::pair<int64_t, uint32_t>> & ev) {
+    if (ev.empty()) return;
+    int64_t lo = ev[0].first, hi = ev[0].first;
+    for (const auto & e : ev) { lo = std::min(lo, e.first); hi = std::max(hi, e.first); }
+    const uint64_t span = (uint64_t) hi - (uint64_t) lo;
+    if (span >= ((uint64_t) 1 << 32) || ev.size() < 256) { std::sort(ev.begin(), ev.end()); return; }
+    std::vector<pk_u64> a(ev.size()), b(ev.size());
+    for (size_t k = 0; k < ev.size(); k++) a[k] = (((pk_u64) ev[k].first - (pk_u64) lo) << 32) | ev[k].second;
+    int bits = 0;
+    while (bits < 32 && (span >> bits) != 0) bits++;
+    for (int sh = 32; sh < 32 + bits; sh += 11) {
+        size_t cnt[2049] = {0};
+        for (pk_u64 x : a) cnt[((x >> sh) & 2047) + 1]++;
+        for (int d = 0; d < 2048; d++) cnt[d + 1] += cnt[d];
+        for (pk_u64 x : a) b[cnt[(x >> sh) & 2047]++] = x;
+        a.swap(b);
+    }
+    for (size_t k = 0; k < ev.size(); k++) ev[k] = std::make_pair((int64_t) ((pk_u64) lo + (a[k] >> 32)), (uint32_t) a[k]);
+}
 
 
 
@@ -513,7 +598,7 @@ TSR_API_IMPL size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alig
         ev.emplace_back(items[i].upper, 2 * k + 1);
         P.sz.push_back(pk_align_up(items[i].size, alignment));
     }
-    std::sort(ev.begin(), ev.end());
+    pk_sort_events(ev);
     P.l.resize(idx.size());
     P.r.resize(idx.size());
     /* two buffers overlap iff one starts while the other is live, so for large instances
@@ -565,31 +650,29 @@ TSR_API_IMPL size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alig
     std::vector<pk_u64> off, best_off;
     pk_u64 best = PK_INF;
     std::vector<int> order((size_t) P.n), best_order;
+    std::vector<pk_key> keys;
     double last_ms = 0;
-    /* large instances keep their time for the improvement phase: three orders only */
+    /* large instances (> 1,000 buffers) keep their time for the improvement phase: peak
+     * first here, the other orders after the window search (above 5,000 buffers only the
+     * first three) */
     static const int try_order_small[PK_N_ORDERS] = {0, 1, 4, 2, 3, 5, 6, 7};
     static const int try_order_large[PK_N_ORDERS] = {7, 1, 0, 4, 2, 3, 5, 6};
-    const int * try_order = P.n <= 5000 ? try_order_small : try_order_large;
+    const int * try_order = P.n <= 1000 ? try_order_small : try_order_large;
     const int n_orders = P.n <= 5000 ? PK_N_ORDERS : 3;
-    for (int vi = 0; vi < n_orders && best > P.lb; vi++) {
-        int variant = try_order[vi];
-        /* small instances try every order (each takes well under a millisecond); large ones
-         * run the first order always and the others while they fit in the budget */
+    auto run_order = [&](int variant) {
         const double t_start = timer.ms();
-        if (vi > 0 && P.n > 1000 && t_start + last_ms > time_budget_ms) break;
-        std::iota(order.begin(), order.end(), 0);
         if (variant == 4 || variant == 5) pk_compute_load(P);
-        std::sort(order.begin(), order.end(), [&](int a, int b) { return pk_before(P, variant, a, b); });
-#ifdef TSR_PACK_DEBUG
-        fprintf(stderr, "  sorted %.1f ms\n", timer.ms());
-#endif
-        pk_u64 peak = pk_greedy(P, order, off, pl);
+        pk_sort_order(P, variant, order, keys);
+        const pk_u64 peak = pk_greedy(P, order, off, pl);
 #ifdef TSR_PACK_DEBUG
         fprintf(stderr, "  variant %d peak %.5f  %.1f ms\n", variant, (double) peak / (double) P.lb, timer.ms());
 #endif
         if (peak < best) { best = peak; best_off = off; best_order = order; }
         last_ms = timer.ms() - t_start;
-    }
+    };
+    /* small instances try every order (each takes well under a millisecond) */
+    const int n_first = P.n <= 1000 ? n_orders : 1;
+    for (int vi = 0; vi < n_first && best > P.lb; vi++) run_order(try_order[vi]);
 
     /* 2. improvement while time is left */
     const pk_u64 align = (pk_u64) alignment;
@@ -631,6 +714,32 @@ TSR_API_IMPL size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alig
                 }
             }
         } else {
+            /* the window around the peak packed exactly, then the others around it */
+            std::vector<int> win, rest;
+            std::vector<pk_u64> win_off;
+            std::vector<char> in_win((size_t) P.n);
+            static const int halves[4] = {30, 100, 300, 10};
+            for (int h = 0; h < 4 && best > P.lb && timer.ms() + last_ms < time_budget_ms; h++) {
+                if (!pk_window(P, halves[h], timer, time_budget_ms, win, win_off)) continue;
+                std::fill(in_win.begin(), in_win.end(), 0);
+                for (int i : win) in_win[(size_t) i] = 1;
+                static const int rest_orders[3] = {1, 0, 7};
+                for (int ro = 0; ro < 3 && best > P.lb && timer.ms() + last_ms < time_budget_ms; ro++) {
+                    const double t_start = timer.ms();
+                    pk_sort_order(P, rest_orders[ro], rest, keys);
+                    order = win;
+                    for (int i : rest) if (!in_win[(size_t) i]) order.push_back(i);
+                    for (size_t k = 0; k < win.size(); k++) off[(size_t) win[k]] = win_off[k];
+                    const pk_u64 peak = pk_greedy(P, order, off, pl, win.size());
+#ifdef TSR_PACK_DEBUG
+                    fprintf(stderr, "  window +-%d, the others in order %d: peak %.5f  %.1f ms\n", halves[h], rest_orders[ro], (double) peak / (double) P.lb, timer.ms());
+#endif
+                    if (peak < best) { best = peak; best_off = off; best_order = order; }
+                    last_ms = timer.ms() - t_start;
+                }
+            }
+            /* the other orders */
+            for (int vi = 1; vi < n_orders && best > P.lb && timer.ms() + last_ms < time_budget_ms; vi++) run_order(try_order[vi]);
             /* promote the overflow: the buffers that end above a level H (at first the
              * lower bound) move to the front of the best order, keeping their relative
              * order, and the greedy runs again (small long-lived buffers piled on top
