@@ -45,7 +45,9 @@ if want 4; then
   CC=gcc CXX=g++ cmake -S . -B build-test-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DTSR_SANITIZE=address -DTSR_BUILD_BENCH=OFF -DTSR_BUILD_EXAMPLES=OFF -DTSR_CUDA=OFF >/dev/null
   cmake --build build-test-asan -j"$jobs"
+  # lavapipe keeps allocations LeakSanitizer cannot see (tests/vulkan/lsan.supp says which)
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    LSAN_OPTIONS=suppressions=$PWD/tests/vulkan/lsan.supp \
     ctest --test-dir build-test-asan --output-on-failure -j1 -E 'package'
 fi
 

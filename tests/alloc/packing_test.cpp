@@ -150,3 +150,26 @@ TEST_CASE("pack: the small external traces", "[alloc][pack]") {
     }
     if (found == 0) WARN("skipped: no traces found in " << dir);
 }
+
+// Instances above 1,000 buffers take the large-instance path (peak-first order, window
+// search around the peak); check a few of them the same brute-force way.
+TEST_CASE("pack: large random instances are valid", "[alloc][pack]") {
+    std::mt19937_64 rng(42);
+    for (int iter = 0; iter < 6; iter++) {
+        const size_t n = 1001 + rng() % 1500;
+        const int64_t T = 10 + (int64_t) (rng() % 3000);
+        std::vector<tsr_pack_item> v(n);
+        for (auto & x : v) {
+            const int64_t a = (int64_t) (rng() % (uint64_t) T);
+            const int64_t d = (int64_t) (rng() % 4 == 0 ? rng() % (uint64_t) T : rng() % 20);
+            x = {a, a + d, rng() % 8 == 0 ? 0 : 1 + rng() % (rng() % 2 ? 100000 : 1000), 0};
+        }
+        const size_t align = (size_t) 1 << (rng() % 7);
+        const size_t lb = tsr_pack_lower_bound(v.data(), n, align);
+        const size_t peak = tsr_pack(v.data(), n, align, iter % 2 == 0 ? 20.0 : 0.0);
+        INFO("iteration " << iter << " n " << n << " align " << align);
+        REQUIRE(peak >= lb);
+        std::string why;
+        REQUIRE(brute_force_valid(v, peak, align, why));
+    }
+}
