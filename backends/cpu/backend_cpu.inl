@@ -12,6 +12,9 @@ struct backend_ctx {
     workspace ws;
     bool (*abort_cb)(void *) = nullptr;
     void * abort_data = nullptr;
+    /* nodes with at most this many elements (dst and every src) run on one thread;
+     * TSR_CPU_SMALL_NODE=N overrides it at init, 0 splits every node */
+    int64_t small_max = 8192;
     ~backend_ctx() { delete tp; }
 };
 
@@ -156,6 +159,20 @@ static void compute_node(const cparams & p, tsr_tensor * t) {
 
 static inline bool node_runs(const tsr_tensor * t) { return !is_view_op(t->op) && tsr_nelements(t) > 0; }
 
+/* Nodes too small to split: a barrier between cores (~0.3-1 us, much more when a core is
+ * shared with other work) costs more than computing them on one thread. */
+static inline bool node_is_small(const tsr_tensor * t, int64_t small_max) {
+    int64_t work = tsr_nelements(t);
+    switch (t->op) {
+        case TSR_OP_MUL_MAT: case TSR_OP_OUT_PROD: case TSR_OP_FLASH_ATTN_EXT: case TSR_OP_CONV_2D:
+            return false;
+        default: break;
+    }
+    for (int s = 0; s < TSR_MAX_SRC; ++s)
+        if (t->src[s]) work = std::max<int64_t>(work, tsr_nelements(t->src[s]));
+    return work <= small_max;
+}
+
 static size_t graph_work_size(tsr_cgraph * g, const kernels * K, int nth) {
     size_t need = 0;
     const int n = tsr_graph_n_nodes(g);
@@ -187,12 +204,24 @@ static void graph_job_fn(void * arg, int ith, int nth) {
     int last = -1;
     for (int i = 0; i < n; ++i)
         if (node_runs(tsr_graph_node(job->g, i))) last = i;
+    cparams solo = p;   /* small nodes: thread 0 alone, no barrier between consecutive ones */
+    solo.nth = 1;
     for (int i = 0; i <= last; ++i) {
         tsr_tensor * t = tsr_graph_node(job->g, i);
         if (!node_runs(t)) continue;
-        compute_node(p, t);
-        if (ith == 0 && i < last && ctx->abort_cb && ctx->abort_cb(ctx->abort_data))
+        const bool cur_solo = nth > 1 && node_is_small(t, ctx->small_max);
+        int next = i + 1;
+        while (next <= last && !node_runs(tsr_graph_node(job->g, next))) ++next;
+        const bool next_solo = next <= last && nth > 1 && node_is_small(tsr_graph_node(job->g, next), ctx->small_max);
+        /* thread 0 aborted inside a run of small nodes: it skips the rest of the run and
+         * stops at the barrier that closes it, where the other threads wait */
+        const bool stopping = ith == 0 && job->abort_at.load(std::memory_order_relaxed) < i;
+        if (!cur_solo) compute_node(p, t);
+        else if (ith == 0 && !stopping) compute_node(solo, t);
+        if (ith == 0 && !stopping && i < last && ctx->abort_cb && ctx->abort_cb(ctx->abort_data))
             job->abort_at.store(i, std::memory_order_release);
+        if (cur_solo && next_solo) continue;   /* only thread 0 touched data: no barrier */
+        if (i == last) break;                  /* pool::run waits for every thread */
         barrier(p);
         /* compare with i: thread 0 may already be past this barrier and flag a later node */
         if (job->abort_at.load(std::memory_order_acquire) <= i) break;
@@ -219,9 +248,11 @@ static enum tsr_status be_graph_compute(tsr_backend_t backend, tsr_cgraph * g) {
     backend_ctx * ctx = (backend_ctx *)backend->context;
     if (!g) { tsr_set_error("CPU backend: graph_compute with a NULL graph"); return TSR_STATUS_FAILED; }
     const int n = tsr_graph_n_nodes(g);
+    bool all_small = true;
     for (int i = 0; i < n; ++i) {
         const tsr_tensor * t = tsr_graph_node(g, i);
         if (!node_runs(t)) continue;
+        all_small = all_small && node_is_small(t, ctx->small_max);
         if (!supports(t)) {
             tsr_set_error("CPU backend: node %d '%s' (%s, type %s) is not supported", i, t->name, tsr_op_desc(t), tsr_type_name(t->type));
             return TSR_STATUS_FAILED;
@@ -244,7 +275,8 @@ static enum tsr_status be_graph_compute(tsr_backend_t backend, tsr_cgraph * g) {
     job.ctx = ctx;
     job.g = g;
     job.K = K;
-    if (ctx->tp) ctx->tp->run(graph_job_fn, &job);
+    /* a graph of small nodes only runs on this thread: waking the pool costs more */
+    if (ctx->tp && !all_small) ctx->tp->run(graph_job_fn, &job);
     else graph_job_fn(&job, 0, 1);
     return job.abort_at.load() != INT_MAX ? TSR_STATUS_ABORTED : TSR_STATUS_SUCCESS;
 }
@@ -285,6 +317,7 @@ TSR_API_IMPL tsr_backend_t tsr_backend_cpu_init(void) {
     unsigned hc = std::thread::hardware_concurrency();
     int n = hc == 0 ? 1 : (int)std::min(hc, 64u);
     make_pool(ctx, n);
+    if (const char * env = std::getenv("TSR_CPU_SMALL_NODE")) ctx->small_max = std::max<long long>(0, std::atoll(env));
     std::memset(&be->iface, 0, sizeof(be->iface));
     be->iface.get_name = be_get_name;
     be->iface.free = be_free;

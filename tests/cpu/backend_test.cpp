@@ -205,3 +205,71 @@ TEST_CASE("cpu backend: graphs placed by gallocr (in-place reuse) match a contex
     tsr_gallocr_free(ga);
     tsr_free(ctx);
 }
+
+TEST_CASE("cpu backend: small nodes on one thread, barriers only around them", "[cpu][threads][abort]") {
+    // runs of small nodes (one thread, no barrier between them) between large nodes
+    // (split over all threads), ending with a small run; checked against double math
+    const int64_t big = 40000, small = 16;
+    ctx_holder ctx(8);
+    tsr_tensor * a = tsr_new_tensor_1d(ctx, TSR_TYPE_F32, big);
+    tsr_tensor * s = tsr_new_tensor_1d(ctx, TSR_TYPE_F32, small);
+    std::mt19937 rng(5);
+    fill(a, rng, 0.5f, 1.5f);
+    fill(s, rng, 0.5f, 1.5f);
+    std::vector<tsr_tensor *> nodes;  // kind per node: 0 small scale, 1 big scale
+    std::vector<int> kind;
+    tsr_tensor * ys = s;
+    tsr_tensor * yb = a;
+    const int pattern[] = {0, 0, 0, 1, 1, 0, 0, 1, 0, 0, 0};
+    for (int k : pattern) {
+        if (k == 0) ys = tsr_scale(ctx, ys, 2.0f);
+        else yb = tsr_scale(ctx, yb, 0.5f);
+        nodes.push_back(k == 0 ? ys : yb);
+        kind.push_back(k);
+    }
+    tsr_tensor * out = tsr_add(ctx, tsr_view_1d(ctx, yb, small, 0), ys);  // small last node
+    nodes.push_back(out);
+    kind.push_back(0);
+    auto run_in_order = [&](tsr_backend_t be) {  // graph nodes in exactly this order
+        tsr_cgraph * gf = tsr_new_graph(ctx);
+        for (tsr_tensor * t : nodes) REQUIRE(tsr_build_forward_expand(gf, t));
+        return tsr_backend_graph_compute(be, gf);
+    };
+    auto expect = [&](int upto, int64_t i) {  // value of node `upto` at element i, in double
+        double vs = tsr_get_f32_1d(s, (int)i), vb = tsr_get_f32_1d(a, (int)i);
+        for (int n = 0; n <= upto && n < (int)sizeof(pattern) / (int)sizeof(int); ++n) {
+            if (pattern[n] == 0) vs *= 2.0; else vb *= 0.5;
+        }
+        return std::make_pair(vs, vb);
+    };
+    for (const char * small_node : {(const char *)nullptr, "64"}) {
+        for (int n_threads : {1, 2, 3}) {
+            backend_holder be(n_threads, small_node);
+            for (tsr_tensor * t : nodes) tsr_set_f32_1d(t, 0, -1.0f);
+            REQUIRE(run_in_order(be) == TSR_STATUS_SUCCESS);
+            const auto e = expect(100, 0);
+            CHECK(tsr_get_f32_1d(out, 0) == (float)(e.first + e.second));
+            CHECK(tsr_get_f32_1d(yb, (int)(big - 1)) == (float)expect(100, big - 1).second);
+            // abort after node 1 (inside the first small run, before a large node), after
+            // node 5 (small run closed by a large node) and after node 8 (a small run that
+            // reaches the last node): later nodes do not run, earlier ones did
+            for (int stop : {1, 5, 8}) {
+                for (tsr_tensor * t : nodes) tsr_set_f32_1d(t, 0, -1.0f);
+                std::pair<std::atomic<int>, int> st;
+                st.first = 0;
+                st.second = stop + 1;
+                tsr_backend_cpu_set_abort_callback(be, [](void * d) {
+                    auto * p = (std::pair<std::atomic<int>, int> *)d;
+                    return ++p->first >= p->second;
+                }, &st);
+                CHECK(run_in_order(be) == TSR_STATUS_ABORTED);
+                CHECK(st.first.load() == stop + 1);
+                const auto es = expect(stop, 0);
+                CHECK(tsr_get_f32_1d(nodes[(size_t)stop], 0) == (float)(kind[(size_t)stop] == 0 ? es.first : es.second));
+                CHECK(tsr_get_f32_1d(nodes[(size_t)stop + 1], 0) == -1.0f);
+                CHECK(tsr_get_f32_1d(out, 0) == -1.0f);
+                tsr_backend_cpu_set_abort_callback(be, nullptr, nullptr);
+            }
+        }
+    }
+}

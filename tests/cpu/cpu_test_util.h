@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -88,9 +89,37 @@ struct isa_scope {
     ~isa_scope() { tsr_cpu_set_isa(saved); }
 };
 
+/* Sets an environment variable for the scope (the backend reads some at init). */
+struct env_scope {
+    std::string name;
+    explicit env_scope(const char * n, const char * value) : name(n) {
+#if defined(_WIN32)
+        _putenv_s(n, value);
+#else
+        setenv(n, value, 1);
+#endif
+    }
+    ~env_scope() {
+#if defined(_WIN32)
+        _putenv_s(name.c_str(), "");
+#else
+        unsetenv(name.c_str());
+#endif
+    }
+};
+
+/* A CPU backend with n_threads. small_node: the TSR_CPU_SMALL_NODE it is created with;
+ * "0" (the default here) splits every node over all threads, so tiny test shapes still
+ * exercise the multi-thread paths; nullptr keeps the library default. */
 struct backend_holder {
     tsr_backend_t be;
-    explicit backend_holder(int n_threads) : be(tsr_backend_cpu_init()) {
+    explicit backend_holder(int n_threads, const char * small_node = "0") : be(nullptr) {
+        if (small_node) {
+            env_scope e("TSR_CPU_SMALL_NODE", small_node);
+            be = tsr_backend_cpu_init();
+        } else {
+            be = tsr_backend_cpu_init();
+        }
         REQUIRE(be != nullptr);
         tsr_backend_cpu_set_n_threads(be, n_threads);
     }
