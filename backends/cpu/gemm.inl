@@ -114,8 +114,11 @@ struct mm_plan {
     bool x_conv;              /* src0 rows not contiguous: convert to dense F32 */
     bool y_q8;                /* src1 quantized to yq8 */
     bool y_conv;              /* src1 converted to dense F32 */
+    bool y_private;           /* few src1 rows: every thread converts them into its own
+                               * scratch, so no barrier separates the phases */
     const gemm_impl * g;
     size_t x_bytes, y_bytes, y_row;
+    size_t y_shared;          /* y_bytes in the shared area (0 when y_private) */
     size_t thread_bytes;
 };
 
@@ -139,13 +142,15 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
     const int slot = type_slot(pl.ta);
     pl.g = (slot >= 0 && s1->ne[1] >= GEMM_MIN_N) ? K->gemm[slot] : nullptr;
     pl.thread_bytes = gemm_thread_bytes(pl.g, s1->ne[1]);
-    (void)nth;
+    pl.y_private = (pl.y_q8 || pl.y_conv) && !pl.x_conv && ny <= 4 && nth > 1;
+    pl.y_shared = pl.y_private ? 0 : pl.y_bytes;
+    if (pl.y_private) pl.thread_bytes += pl.y_bytes;
     return pl;
 }
 
 static size_t mm_work_size(const tsr_tensor * dst, const kernels * K, int nth) {
     const mm_plan pl = mm_make_plan(dst, K, nth);
-    return pl.x_bytes + pl.y_bytes + pl.thread_bytes * (size_t)nth;
+    return pl.x_bytes + pl.y_shared + pl.thread_bytes * (size_t)nth;
 }
 
 static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
@@ -156,8 +161,8 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
     const int64_t ne12 = s1->ne[2], ne13 = s1->ne[3];
     const int64_t r2 = ne12 / s0->ne[2], r3 = ne13 / s0->ne[3];
     uint8_t * xw = p.wdata;
-    uint8_t * yw = p.wdata + pl.x_bytes;
-    uint8_t * tw = yw + pl.y_bytes + pl.thread_bytes * (size_t)p.ith;
+    uint8_t * tw = p.wdata + pl.x_bytes + pl.y_shared + pl.thread_bytes * (size_t)p.ith;
+    uint8_t * yw = pl.y_private ? tw + (pl.thread_bytes - pl.y_bytes) : p.wdata + pl.x_bytes;
 
     /* phase 1: convert src0 / convert or quantize src1 into the workspace */
     if (pl.x_conv || pl.y_q8 || pl.y_conv) {
@@ -173,8 +178,8 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
         }
         if (pl.y_q8 || pl.y_conv) {
             const int64_t nr = s1->ne[1] * s1->ne[2] * s1->ne[3];
-            int64_t r0, r1;
-            split_rows(nr, p.ith, p.nth, r0, r1);
+            int64_t r0 = 0, r1 = nr;
+            if (!pl.y_private) split_rows(nr, p.ith, p.nth, r0, r1);
             for (int64_t r = r0; r < r1; ++r) {
                 const int64_t i1 = r % s1->ne[1], i2 = (r / s1->ne[1]) % s1->ne[2], i3 = r / (s1->ne[1] * s1->ne[2]);
                 uint8_t * d = yw + (size_t)r * pl.y_row;
@@ -196,12 +201,12 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
                 if (pl.y_q8) y_side((yq8 *)d, Kd / 32);
             }
         }
-        barrier(p);
+        if (!pl.y_private) barrier(p);
     }
 
     /* phase 2: items = (batch, M chunk), taken dynamically from a shared counter so a
      * thread slowed down by other work on its core takes fewer (the counter is reset by
-     * the barrier that ends the previous node or phase 1) */
+     * the barrier that ends the previous node or phase 1, and at the start of a graph) */
     const int64_t nbatch = ne12 * ne13;
     const int64_t mr = pl.g ? pl.g->mr : 16;
     const int64_t min_rows = pl.g ? std::max<int64_t>(512, mr) : 64;  /* GEMM chunks repack B: keep them large */

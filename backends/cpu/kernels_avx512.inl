@@ -143,7 +143,7 @@ TSR_TARGET_AVX512VNNI static float dot_q4_0_avx512vnni(int64_t n, const tsr_bloc
 }
 
 #ifndef TSR_QPF
-#define TSR_QPF 128   /* blocks of software prefetch ahead in the matrix-vector kernels (+10% on Zen 4) */
+#define TSR_QPF 128   /* blocks of software prefetch ahead in the Q4_0 matrix-vector kernel (+5-10% per thread on Zen 4) */
 #endif
 /* Matrix-vector kernels for 16 blocks at a time: the 16 block scales are gathered and
  * multiplied once as a vector; each pair of blocks takes its scales with one permute. */
@@ -208,10 +208,6 @@ TSR_TARGET_AVX512VNNI static float gemv_q8_0_avx512vnni(int64_t n, const tsr_blo
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(), corr = _mm512_setzero_ps();
     int64_t b = 0;
     for (; b + 16 <= nb; b += 16) {
-        {   /* software prefetch TSR_QPF blocks ahead (one row is one DRAM stream) */
-            const uintptr_t pf = (uintptr_t)(x + b) + TSR_QPF * sizeof(tsr_block_q8_0);  /* may pass the row end: a hint only */
-            for (size_t o = 0; o < 16 * sizeof(tsr_block_q8_0); o += 64) _mm_prefetch((const char *)(pf + o), _MM_HINT_T0);
-        }
         const scales16 sc = block_scales16(&x[b].d, sizeof(tsr_block_q8_0), yd + b, yd + nb + b);
         corr = _mm512_add_ps(corr, sc.corr);
         for (int p = 0; p < 8; p += 2) {
@@ -352,19 +348,6 @@ TSR_TARGET_AVX512 static void dot4_avx512(int64_t n, const char * x, size_t lda,
     __m512 acc[4][2];
     for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     int64_t i = 0;
-    /* 16-bit types: 64 elements (128 bytes of each row) per step, as many bytes per
-     * stream per step as F32 (+10-25% from DRAM on Zen 4) */
-    for (; T != 0 && i + 64 <= n; i += 64) {
-        const __m512 y0 = _mm512_loadu_ps(y + i), y1 = _mm512_loadu_ps(y + i + 16);
-        const __m512 y2 = _mm512_loadu_ps(y + i + 32), y3 = _mm512_loadu_ps(y + i + 48);
-        for (int r = 0; r < 4; ++r) {
-            const char * row = x + (size_t)r * lda;
-            acc[r][0] = _mm512_fmadd_ps(load16_full<T>(row, i), y0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(load16_full<T>(row, i + 16), y1, acc[r][1]);
-            acc[r][0] = _mm512_fmadd_ps(load16_full<T>(row, i + 32), y2, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(load16_full<T>(row, i + 48), y3, acc[r][1]);
-        }
-    }
     for (; i + 32 <= n; i += 32) {
         const __m512 y0 = _mm512_loadu_ps(y + i), y1 = _mm512_loadu_ps(y + i + 16);
         for (int r = 0; r < 4; ++r) {

@@ -82,6 +82,7 @@ struct pool {
     void run(job_fn fn, void * arg) {
         if (n_threads == 1) { fn(arg, 0, 1); return; }
         n_done.store(0, std::memory_order_relaxed);
+        chunk.store(0, std::memory_order_relaxed);   /* the last node of a graph ends without a barrier */
         {
             std::lock_guard<std::mutex> lk(mtx);
             job = fn;

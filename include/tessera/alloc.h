@@ -26,6 +26,7 @@ struct tsr_tallocr {
     size_t               offset;
 };
 
+/* A bump allocator over buffer (offsets aligned to the buffer's alignment). */
 TSR_API struct tsr_tallocr tsr_tallocr_new(tsr_backend_buffer_t buffer);
 /* false + error naming the sizes when the tensor does not fit (nothing changes). */
 TSR_API bool               tsr_tallocr_alloc(struct tsr_tallocr * talloc, struct tsr_tensor * tensor);
@@ -34,6 +35,8 @@ TSR_API bool               tsr_tallocr_alloc(struct tsr_tallocr * talloc, struct
 
 typedef struct tsr_gallocr * tsr_gallocr_t;
 
+/* A graph allocator with one buffer type (or n_bufs, indexed by the buffer ids of
+ * reserve_n). NULL + error on bad arguments or out of memory. */
 TSR_API tsr_gallocr_t tsr_gallocr_new(tsr_backend_buffer_type_t buft);
 TSR_API tsr_gallocr_t tsr_gallocr_new_n(tsr_backend_buffer_type_t * bufts, int n_bufs);
 TSR_API void          tsr_gallocr_free(tsr_gallocr_t galloc);  /* NULL is fine */

@@ -48,6 +48,7 @@ TSR_API const struct tsr_host_allocator * tsr_get_host_allocator(void);
 
 /* ---- buffer types ------------------------------------------------------------------ */
 
+/* Buffer type properties; alloc_buffer makes a buffer of size bytes. */
 TSR_API const char *         tsr_backend_buft_name(tsr_backend_buffer_type_t buft);
 TSR_API tsr_backend_buffer_t tsr_backend_buft_alloc_buffer(tsr_backend_buffer_type_t buft, size_t size); /* NULL + error on failure */
 TSR_API size_t               tsr_backend_buft_get_alignment(tsr_backend_buffer_type_t buft);
@@ -57,6 +58,7 @@ TSR_API bool                 tsr_backend_buft_is_host(tsr_backend_buffer_type_t 
 
 /* ---- buffers ----------------------------------------------------------------------- */
 
+/* Buffer properties and whole-buffer operations (NULL buffer: 0 / NULL / no-op). */
 TSR_API const char *                  tsr_backend_buffer_name(tsr_backend_buffer_t buffer);
 TSR_API void                          tsr_backend_buffer_free(tsr_backend_buffer_t buffer); /* NULL is fine */
 TSR_API void *                        tsr_backend_buffer_get_base(tsr_backend_buffer_t buffer);
@@ -86,6 +88,7 @@ TSR_API bool tsr_backend_tensor_copy(struct tsr_tensor * src, struct tsr_tensor 
 
 /* ---- backends ---------------------------------------------------------------------- */
 
+/* Backend name, free, its default buffer type, a buffer of that type, its alignment / max size. */
 TSR_API const char *              tsr_backend_name(tsr_backend_t backend);
 TSR_API void                      tsr_backend_free(tsr_backend_t backend); /* NULL is fine */
 TSR_API tsr_backend_buffer_type_t tsr_backend_get_default_buffer_type(tsr_backend_t backend);

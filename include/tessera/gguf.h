@@ -83,6 +83,7 @@ TSR_API size_t       tsr_gguf_get_data_offset(const struct tsr_gguf_context * ct
 /* Bytes of the data section (sum of padded tensor sizes). */
 TSR_API size_t       tsr_gguf_get_data_size(const struct tsr_gguf_context * ctx);
 
+/* Keys: count, index of a key, key name, value type, element type of an array value. */
 TSR_API int64_t      tsr_gguf_get_n_kv(const struct tsr_gguf_context * ctx);
 TSR_API int64_t      tsr_gguf_find_key(const struct tsr_gguf_context * ctx, const char * key); /* -1: absent */
 TSR_API const char * tsr_gguf_get_key(const struct tsr_gguf_context * ctx, int64_t key_id);
@@ -110,6 +111,7 @@ TSR_API size_t       tsr_gguf_get_arr_n   (const struct tsr_gguf_context * ctx, 
 TSR_API const void * tsr_gguf_get_arr_data(const struct tsr_gguf_context * ctx, int64_t key_id);
 TSR_API const char * tsr_gguf_get_arr_str (const struct tsr_gguf_context * ctx, int64_t key_id, size_t i);
 
+/* Tensor infos: count and index by name. */
 TSR_API int64_t       tsr_gguf_get_n_tensors(const struct tsr_gguf_context * ctx);
 TSR_API int64_t       tsr_gguf_find_tensor(const struct tsr_gguf_context * ctx, const char * name); /* -1: absent */
 /* Offset of a tensor's data relative to the data section. */

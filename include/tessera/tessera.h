@@ -118,6 +118,7 @@ enum tsr_status {
     TSR_STATUS_SUCCESS      =  0,
     TSR_STATUS_ABORTED      =  1
 };
+/* Name of a status ("SUCCESS", "FAILED", ...; "UNKNOWN" otherwise); never NULL. */
 TSR_API const char * tsr_status_to_string(enum tsr_status status);
 
 /* Message of the last failed call on this thread ("" when none). Never NULL. */
@@ -293,6 +294,8 @@ TSR_API size_t              tsr_get_max_tensor_size(const struct tsr_context * c
 
 /* ---- tensor creation and queries --------------------------------------------------- */
 
+/* New tensors in ctx's arena (data too unless no_alloc). NULL + error on a bad type or
+ * shape, an ne[0] not a multiple of the block size, overflow, or a full arena. */
 TSR_API struct tsr_tensor * tsr_new_tensor(struct tsr_context * ctx, enum tsr_type type, int n_dims, const int64_t * ne);
 TSR_API struct tsr_tensor * tsr_new_tensor_1d(struct tsr_context * ctx, enum tsr_type type, int64_t ne0);
 TSR_API struct tsr_tensor * tsr_new_tensor_2d(struct tsr_context * ctx, enum tsr_type type, int64_t ne0, int64_t ne1);
@@ -303,6 +306,7 @@ TSR_API struct tsr_tensor * tsr_new_f32(struct tsr_context * ctx, float value); 
 TSR_API struct tsr_tensor * tsr_dup_tensor(struct tsr_context * ctx, const struct tsr_tensor * src);   /* same shape and type, new data */
 TSR_API struct tsr_tensor * tsr_view_tensor(struct tsr_context * ctx, struct tsr_tensor * src);        /* shares src's data; op NONE */
 
+/* Shape queries (NULL tensor: 0 / false). */
 TSR_API int64_t tsr_nelements(const struct tsr_tensor * t);
 TSR_API int64_t tsr_nrows(const struct tsr_tensor * t);       /* ne1*ne2*ne3 */
 TSR_API size_t  tsr_nbytes(const struct tsr_tensor * t);      /* bytes spanned by the strides */
@@ -319,6 +323,7 @@ TSR_API bool    tsr_are_same_shape(const struct tsr_tensor * a, const struct tsr
 TSR_API bool    tsr_are_same_stride(const struct tsr_tensor * a, const struct tsr_tensor * b);
 TSR_API bool    tsr_can_repeat(const struct tsr_tensor * a, const struct tsr_tensor * b); /* b's dims multiples of a's */
 
+/* Names are truncated to TSR_MAX_NAME - 1 bytes; set/format return t. */
 TSR_API const char *        tsr_get_name(const struct tsr_tensor * t);
 TSR_API struct tsr_tensor * tsr_set_name(struct tsr_tensor * t, const char * name);
 TSR_API struct tsr_tensor * tsr_format_name(struct tsr_tensor * t, const char * fmt, ...)
@@ -327,6 +332,7 @@ TSR_API struct tsr_tensor * tsr_format_name(struct tsr_tensor * t, const char * 
 #endif
     ;
 
+/* Flag a tensor as a graph input / output / trainable parameter (for the allocators). */
 TSR_API void tsr_set_input(struct tsr_tensor * t);
 TSR_API void tsr_set_output(struct tsr_tensor * t);
 TSR_API void tsr_set_param(struct tsr_tensor * t);
@@ -352,6 +358,7 @@ TSR_API void    tsr_set_f32_nd(struct tsr_tensor * t, int64_t i0, int64_t i1, in
  * RESHAPE, PERMUTE, TRANSPOSE). A view whose offset + spanned bytes exceed its source's
  * tsr_nbytes is an error (NULL). TSR_OP_VIEW stores its size_t offset in op_params. */
 
+/* Views of a with shape ne*, row strides nb* (bytes) and a byte offset into a. */
 TSR_API struct tsr_tensor * tsr_view_1d(struct tsr_context * ctx, struct tsr_tensor * a, int64_t ne0, size_t offset);
 TSR_API struct tsr_tensor * tsr_view_2d(struct tsr_context * ctx, struct tsr_tensor * a, int64_t ne0, int64_t ne1, size_t nb1, size_t offset);
 TSR_API struct tsr_tensor * tsr_view_3d(struct tsr_context * ctx, struct tsr_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, size_t nb1, size_t nb2, size_t offset);
@@ -372,6 +379,7 @@ TSR_API struct tsr_tensor * tsr_transpose(struct tsr_context * ctx, struct tsr_t
 /* Inputs are validated before the result is created: a failed op consumes no arena
  * memory. Result shapes, sources and the op_params layout of every op: docs/ops.md. */
 
+/* Copies: dup (same type), cpy/cast (converting), cont (contiguous copy, optionally reshaped). */
 TSR_API struct tsr_tensor * tsr_dup(struct tsr_context * ctx, struct tsr_tensor * a);
 TSR_API struct tsr_tensor * tsr_cpy(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b);   /* a -> b (same nelements, may convert type); returns a view of b */
 TSR_API struct tsr_tensor * tsr_cast(struct tsr_context * ctx, struct tsr_tensor * a, enum tsr_type type);
@@ -387,6 +395,7 @@ TSR_API struct tsr_tensor * tsr_div(struct tsr_context * ctx, struct tsr_tensor 
 TSR_API struct tsr_tensor * tsr_add_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b);
 TSR_API struct tsr_tensor * tsr_mul_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b);
 
+/* Unary elementwise ops (result like a; _inplace: a view of a). */
 TSR_API struct tsr_tensor * tsr_scale(struct tsr_context * ctx, struct tsr_tensor * a, float s);
 TSR_API struct tsr_tensor * tsr_scale_inplace(struct tsr_context * ctx, struct tsr_tensor * a, float s);
 TSR_API struct tsr_tensor * tsr_sqr(struct tsr_context * ctx, struct tsr_tensor * a);
@@ -517,6 +526,7 @@ TSR_API bool                tsr_graph_cpy(const struct tsr_cgraph * src, struct 
  * with an op become nodes, the rest leafs. false (graph unchanged) when over capacity. */
 TSR_API bool tsr_build_forward_expand(struct tsr_cgraph * cgraph, struct tsr_tensor * tensor);
 
+/* Graph queries: capacity, nodes and leafs by index (NULL when out of range), append, lookup by name. */
 TSR_API int                 tsr_graph_size(const struct tsr_cgraph * cgraph);
 TSR_API int                 tsr_graph_n_nodes(const struct tsr_cgraph * cgraph);
 TSR_API struct tsr_tensor * tsr_graph_node(const struct tsr_cgraph * cgraph, int i); /* i < 0 counts from the end */
@@ -526,6 +536,7 @@ TSR_API struct tsr_tensor * tsr_graph_leaf(const struct tsr_cgraph * cgraph, int
 TSR_API bool                tsr_graph_add_node(struct tsr_cgraph * cgraph, struct tsr_tensor * t);
 TSR_API struct tsr_tensor * tsr_graph_get_tensor(const struct tsr_cgraph * cgraph, const char * name);
 
+/* Debug output: a node/leaf table to out; a Graphviz file of gf (gb may be NULL). */
 TSR_API void tsr_graph_print(const struct tsr_cgraph * cgraph, FILE * out);
 TSR_API bool tsr_graph_dump_dot(const struct tsr_cgraph * gb, const struct tsr_cgraph * gf, const char * filename);
 

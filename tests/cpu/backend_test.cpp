@@ -273,3 +273,31 @@ TEST_CASE("cpu backend: small nodes on one thread, barriers only around them", "
         }
     }
 }
+
+TEST_CASE("cpu backend: a graph ending in a split mul_mat runs again correctly", "[cpu][threads]") {
+    // the last node takes its rows from the shared chunk counter; the next run must start
+    // that counter from zero again
+    const int64_t K = 64, M = 300;
+    ctx_holder ctx(4);
+    tsr_tensor * w = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, K, M);
+    tsr_tensor * v = tsr_new_tensor_1d(ctx, TSR_TYPE_F32, K);
+    std::mt19937 rng(9);
+    fill(w, rng);
+    fill(v, rng);
+    tsr_tensor * out = tsr_mul_mat(ctx, w, v);
+    for (const char * small_node : {(const char *)nullptr, "0"}) {
+        backend_holder be(2, small_node);
+        for (int rep = 0; rep < 4; ++rep) {
+            for (int64_t m = 0; m < M; ++m) tsr_set_f32_1d(out, (int)m, NAN);
+            REQUIRE(run(be, ctx, out) == TSR_STATUS_SUCCESS);
+            double worst = 0;
+            for (int64_t m = 0; m < M; ++m) {
+                double ref = 0;
+                for (int64_t k = 0; k < K; ++k) ref += (double)tsr_get_f32_nd(w, (int)k, (int)m, 0, 0) * tsr_get_f32_1d(v, (int)k);
+                const double d = std::fabs(ref - tsr_get_f32_1d(out, (int)m));
+                worst = std::isnan(d) ? INFINITY : std::max(worst, d);
+            }
+            CHECK(worst < 1e-4);
+        }
+    }
+}

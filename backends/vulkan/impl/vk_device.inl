@@ -262,7 +262,14 @@ static device * get_device(int i) {
         tsr_set_error("Vulkan: device index %d out of range (%d device%s)", i, n, n == 1 ? "" : "s");
         return nullptr;
     }
-    if (!s.devs[i]) s.devs[i].reset(create_device(s, i));
+    if (!s.devs[i]) {
+        try {
+            s.devs[i].reset(create_device(s, i));
+        } catch (...) {  /* std::string / std::vector growth inside: never throw out of the API */
+            tsr_set_error("Vulkan: out of host memory while creating device %d", i);
+            return nullptr;
+        }
+    }
     return s.devs[i].get();
 }
 

@@ -33,6 +33,16 @@ static mode ctx_mode(backend_ctx * ctx) { return ctx->m; }
 /* Make sure at least n descriptor sets exist (allocates pools of SETS_PER_POOL). */
 static bool ensure_sets(backend_ctx * ctx, size_t n) {
     device * d = ctx->d;
+    if (ctx->sets.size() >= n) return true;
+    std::vector<VkDescriptorSetLayout> layouts;
+    try {  /* grow the host vectors first: nothing below may throw out of the API */
+        const size_t n_pools = (n - ctx->sets.size() + SETS_PER_POOL - 1) / SETS_PER_POOL;
+        ctx->dpools.reserve(ctx->dpools.size() + n_pools);
+        ctx->sets.reserve(ctx->sets.size() + n_pools * SETS_PER_POOL);
+        layouts.assign(SETS_PER_POOL, d->dsl);
+    } catch (...) {
+        return tsr_set_error("Vulkan %s: out of host memory for %zu descriptor sets", d->name.c_str(), n);
+    }
     while (ctx->sets.size() < n) {
         VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, static_cast<uint32_t>(SETS_PER_POOL * N_BINDINGS)};
         VkDescriptorPoolCreateInfo pci{};
@@ -43,8 +53,7 @@ static bool ensure_sets(backend_ctx * ctx, size_t n) {
         VkDescriptorPool pool = VK_NULL_HANDLE;
         VkResult r = vkCreateDescriptorPool(d->dev, &pci, nullptr, &pool);
         if (r != VK_SUCCESS) return tsr_set_error("Vulkan %s: vkCreateDescriptorPool failed (%s)", d->name.c_str(), vk_result_str(r));
-        ctx->dpools.push_back(pool);
-        std::vector<VkDescriptorSetLayout> layouts(SETS_PER_POOL, d->dsl);
+        ctx->dpools.push_back(pool);  /* reserved above: cannot throw */
         VkDescriptorSetAllocateInfo ai{};
         ai.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
         ai.descriptorPool = pool;
@@ -257,11 +266,17 @@ static const tsr_backend_i backend_iface = {
 TSR_API_IMPL tsr_backend_t tsr_backend_vk_init(int device) {
     tsr_vk::device * d = tsr_vk::get_device(device);
     if (!d) return nullptr;
-    std::unique_ptr<tsr_vk::backend_ctx> ctx(new tsr_vk::backend_ctx());
+    std::unique_ptr<tsr_vk::backend_ctx> ctx(new (std::nothrow) tsr_vk::backend_ctx());
+    if (!ctx) { tsr_set_error("tsr_backend_vk_init: out of host memory"); return nullptr; }
     ctx->d = d;
-    ctx->name = d->name;
-    ctx->reads.reserve(tsr_vk::MAX_TRACKED);
-    ctx->writes.reserve(tsr_vk::MAX_TRACKED);
+    try {
+        ctx->name = d->name;
+        ctx->reads.reserve(tsr_vk::MAX_TRACKED);  /* emit() never lets these grow past MAX_TRACKED */
+        ctx->writes.reserve(tsr_vk::MAX_TRACKED);
+    } catch (...) {
+        tsr_set_error("tsr_backend_vk_init: out of host memory");
+        return nullptr;
+    }
     VkCommandPoolCreateInfo pci{};
     pci.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
     pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;

@@ -174,9 +174,12 @@ static const size_t BLOCK_SIZE = size_t(64) << 20;
 static void block_release(device * d, mem_block * blk, size_t off, size_t size) {
     auto & fl = blk->free;
     auto it = std::lower_bound(fl.begin(), fl.end(), std::make_pair(off, size_t(0)));
-    it = fl.insert(it, std::make_pair(off, size));
-    if (it + 1 != fl.end() && it->first + it->second == (it + 1)->first) { it->second += (it + 1)->second; fl.erase(it + 1); }
-    if (it != fl.begin() && (it - 1)->first + (it - 1)->second == it->first) { (it - 1)->second += it->second; fl.erase(it); }
+    bool inserted = true;
+    try { it = fl.insert(it, std::make_pair(off, size)); } catch (...) { inserted = false; }  /* out of host memory: the region leaks */
+    if (inserted) {
+        if (it + 1 != fl.end() && it->first + it->second == (it + 1)->first) { it->second += (it + 1)->second; fl.erase(it + 1); }
+        if (it != fl.begin() && (it - 1)->first + (it - 1)->second == it->first) { (it - 1)->second += it->second; fl.erase(it); }
+    }
     if (--blk->n_regions == 0) {
         if (blk->map) vkUnmapMemory(d->dev, blk->mem);
         vkFreeMemory(d->dev, blk->mem, nullptr);
@@ -194,6 +197,10 @@ static bool block_acquire(device * d, uint32_t type, bool mapped, size_t size, s
             const size_t o = blk->free[i].first, s = blk->free[i].second;
             const size_t a = align_up(o, align);
             if (a + size > o + s) continue;
+            /* one free range becomes at most two: reserve so the inserts below cannot throw */
+            try { blk->free.reserve(blk->free.size() + 1); } catch (...) {
+                return tsr_set_error("Vulkan %s: out of host memory for the free list", d->name.c_str());
+            }
             blk->free.erase(blk->free.begin() + static_cast<std::ptrdiff_t>(i));
             if (a + size < o + s) blk->free.insert(blk->free.begin() + static_cast<std::ptrdiff_t>(i), std::make_pair(a + size, o + s - a - size));
             if (a > o) blk->free.insert(blk->free.begin() + static_cast<std::ptrdiff_t>(i), std::make_pair(o, a - o));
@@ -203,7 +210,14 @@ static bool block_acquire(device * d, uint32_t type, bool mapped, size_t size, s
             return true;
         }
     }
-    std::unique_ptr<mem_block> blk(new mem_block());
+    std::unique_ptr<mem_block> blk(new (std::nothrow) mem_block());
+    if (!blk) return tsr_set_error("Vulkan %s: out of host memory for a memory block", d->name.c_str());
+    try {
+        blk->free.reserve(1);
+        d->blocks.reserve(d->blocks.size() + 1);
+    } catch (...) {
+        return tsr_set_error("Vulkan %s: out of host memory for a memory block", d->name.c_str());
+    }
     blk->size = d->block_size;
     blk->type = type;
     VkMemoryAllocateInfo mai{};
@@ -407,7 +421,8 @@ static bool unified_enabled(const device * d) {
 
 static tsr_backend_buffer_t buft_alloc_buffer(tsr_backend_buffer_type_t buft, size_t size) {
     device * d = static_cast<device *>(buft->context);
-    std::unique_ptr<buffer_ctx> c(new buffer_ctx());
+    std::unique_ptr<buffer_ctx> c(new (std::nothrow) buffer_ctx());
+    if (!c) { tsr_set_error("Vulkan %s: out of host memory for a buffer", d->name.c_str()); return nullptr; }
     c->dev = d;
     c->size = align_up(std::max<size_t>(size, 1), 16);
     bool uni = unified_enabled(d);

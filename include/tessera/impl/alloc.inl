@@ -448,9 +448,15 @@ TSR_API_IMPL tsr_gallocr_t tsr_gallocr_new_n(tsr_backend_buffer_type_t * bufts, 
     }
     tsr_gallocr_t ga = new (std::nothrow) tsr_gallocr;
     if (!ga) { tsr_set_error("tsr_gallocr_new: out of memory"); return nullptr; }
-    ga->bufts.assign(bufts, bufts + n_bufs);
-    ga->buffers.assign((size_t) n_bufs, nullptr);
-    ga->pbuffers.assign((size_t) n_bufs, tsr_plan_buffer{0, 0, 0, 1});
+    try {
+        ga->bufts.assign(bufts, bufts + n_bufs);
+        ga->buffers.assign((size_t) n_bufs, nullptr);
+        ga->pbuffers.assign((size_t) n_bufs, tsr_plan_buffer{0, 0, 0, 1});
+    } catch (...) {
+        delete ga;
+        tsr_set_error("tsr_gallocr_new_n: out of memory for %d buffer types", n_bufs);
+        return nullptr;
+    }
     return ga;
 }
 TSR_API_IMPL tsr_gallocr_t tsr_gallocr_new(tsr_backend_buffer_type_t buft) { return tsr_gallocr_new_n(&buft, 1); }
@@ -555,6 +561,7 @@ TSR_API_IMPL const struct tsr_plan * tsr_gallocr_get_plan(tsr_gallocr_t galloc) 
 TSR_API_IMPL bool tsr_plan_check(const struct tsr_plan * plan, const size_t * capacities) {
     if (!plan) return tsr_set_error("tsr_plan_check: plan is NULL");
     const int n = plan->n_tensors;
+    if (n < 0 || (n > 0 && !plan->tensors)) return tsr_set_error("tsr_plan_check: plan has %d tensors and tensors = %p", n, (const void *) plan->tensors);
     for (int i = 0; i < n; i++) {
         const struct tsr_plan_tensor & a = plan->tensors[i];
         if (a.buffer_id < 0 || a.buffer_id >= plan->n_buffers) {
@@ -575,7 +582,8 @@ TSR_API_IMPL bool tsr_plan_check(const struct tsr_plan * plan, const size_t * ca
         }
     }
     /* sweep by first step; pairs that share a step and a buffer must not overlap */
-    std::vector<int> ord((size_t) n);
+    std::vector<int> ord;
+    try { ord.resize((size_t) n); } catch (...) { return tsr_set_error("tsr_plan_check: out of memory for %d tensors", n); }
     for (int i = 0; i < n; i++) ord[(size_t) i] = i;
     std::sort(ord.begin(), ord.end(), [&](int x, int y) { return plan->tensors[x].first < plan->tensors[y].first; });
     for (int p = 0; p < n; p++) {

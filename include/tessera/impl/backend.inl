@@ -437,26 +437,33 @@ TSR_API_IMPL tsr_backend_buffer_t tsr_backend_alloc_ctx_tensors_from_buft_size(s
     std::vector<struct tsr_tensor *> ts;
     std::vector<size_t> chunk_of, offs, chunk_size;
     size_t cur = 0;
-    for (struct tsr_tensor * t = tsr_get_first_tensor(ctx); t; t = tsr_get_next_tensor(ctx, t)) {
-        if (t->data || t->buffer || t->view_src) continue;
-        const size_t sz = TSR_PAD(tsr_backend_buft_get_alloc_size(buft, t), align);
-        if (sz > max_size) {
-            tsr_set_error("tsr_backend_alloc_ctx_tensors: tensor '%s' needs %zu bytes, more than the max buffer size %zu of %s",
-                          t->name, sz, max_size, tsr_backend_buft_name(buft));
-            return nullptr;
+    std::vector<tsr_backend_buffer_t> bufs;
+    try {
+        for (struct tsr_tensor * t = tsr_get_first_tensor(ctx); t; t = tsr_get_next_tensor(ctx, t)) {
+            if (t->data || t->buffer || t->view_src) continue;
+            const size_t raw = tsr_backend_buft_get_alloc_size(buft, t);
+            const size_t sz = raw > SIZE_MAX - align ? SIZE_MAX : TSR_PAD(raw, align);
+            if (sz > max_size) {
+                tsr_set_error("tsr_backend_alloc_ctx_tensors: tensor '%s' needs %zu bytes, more than the max buffer size %zu of %s",
+                              t->name, raw, max_size, tsr_backend_buft_name(buft));
+                return nullptr;
+            }
+            if (chunk_size.empty() || sz > max_size - cur) { chunk_size.push_back(0); cur = 0; }
+            ts.push_back(t);
+            chunk_of.push_back(chunk_size.size() - 1);
+            offs.push_back(cur);
+            cur += sz;
+            chunk_size.back() = cur;
         }
-        if (chunk_size.empty() || cur + sz > max_size) { chunk_size.push_back(0); cur = 0; }
-        ts.push_back(t);
-        chunk_of.push_back(chunk_size.size() - 1);
-        offs.push_back(cur);
-        cur += sz;
-        chunk_size.back() = cur;
+        bufs.reserve(chunk_size.size());  /* so the push_backs below cannot throw */
+    } catch (...) {
+        tsr_set_error("tsr_backend_alloc_ctx_tensors: out of memory while planning %zu tensors", ts.size());
+        return nullptr;
     }
     if (ts.empty()) {
         tsr_set_error("tsr_backend_alloc_ctx_tensors: the context has no tensor without data");
         return nullptr;
     }
-    std::vector<tsr_backend_buffer_t> bufs;
     for (size_t c = 0; c < chunk_size.size(); c++) {
         tsr_backend_buffer_t b = tsr_backend_buft_alloc_buffer(buft, chunk_size[c]);
         if (!b) {

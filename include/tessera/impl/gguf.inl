@@ -18,6 +18,8 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #ifndef TSR_API_IMPL
@@ -295,7 +297,9 @@ static inline tsr_gguf_context * parse(reader & r, tsr_gguf_init_params params) 
             return bail();
         }
 
-        ctx->kvs.reserve((size_t) n_kv);
+        ctx->kvs.reserve((size_t) n_kv);  /* no reallocation below: `seen` may point into the elements */
+        std::unordered_set<std::string_view> seen;  /* duplicate check in O(1), not O(n) per key */
+        seen.reserve((size_t) std::max(n_kv, n_tensors));
         for (uint64_t i = 0; i < n_kv; ++i) {
             kv e;
             const uint64_t at = r.pos;
@@ -305,8 +309,9 @@ static inline tsr_gguf_context * parse(reader & r, tsr_gguf_init_params params) 
                 r.fail(at, "key %llu contains a NUL byte", (unsigned long long) i);
                 return bail();
             }
-            for (auto & o : ctx->kvs) {
-                if (o.key == e.key) { r.fail(at, "duplicate key '%s' (key %llu)", e.key.c_str(), (unsigned long long) i); return bail(); }
+            if (seen.count(std::string_view(e.key))) {
+                r.fail(at, "duplicate key '%s' (key %llu)", e.key.c_str(), (unsigned long long) i);
+                return bail();
             }
             uint32_t type = 0;
             const uint64_t at_t = r.pos;
@@ -328,7 +333,9 @@ static inline tsr_gguf_context * parse(reader & r, tsr_gguf_init_params params) 
                 ctx->alignment = a;
             }
             ctx->kvs.push_back(std::move(e));
+            seen.insert(std::string_view(ctx->kvs.back().key));
         }
+        seen.clear();
 
         ctx->infos.reserve((size_t) n_tensors);
         for (uint64_t i = 0; i < n_tensors; ++i) {
@@ -341,11 +348,9 @@ static inline tsr_gguf_context * parse(reader & r, tsr_gguf_init_params params) 
                        ti.name.size(), TSR_MAX_NAME - 1);
                 return bail();
             }
-            for (auto & o : ctx->infos) {
-                if (o.name == ti.name) {
-                    r.fail(at, "duplicate tensor name '%s' (tensor %llu)", ti.name.c_str(), (unsigned long long) i);
-                    return bail();
-                }
+            if (seen.count(std::string_view(ti.name))) {
+                r.fail(at, "duplicate tensor name '%s' (tensor %llu)", ti.name.c_str(), (unsigned long long) i);
+                return bail();
             }
             uint32_t n_dims = 0;
             const uint64_t at_nd = r.pos;
@@ -391,6 +396,7 @@ static inline tsr_gguf_context * parse(reader & r, tsr_gguf_init_params params) 
                 return bail();
             }
             ctx->infos.push_back(std::move(ti));
+            seen.insert(std::string_view(ctx->infos.back().name));
         }
 
         /* the data section */
@@ -429,15 +435,17 @@ static inline tsr_gguf_context * parse(reader & r, tsr_gguf_init_params params) 
             }
             tctx = tsr_init(tsr_init_params{mem, nullptr, params.no_alloc});
             if (!tctx) {
-                const std::string why = tsr_last_error();
-                r.fail(meta_end, "cannot create a context of %zu bytes for %zu tensors: %s", mem, ctx->infos.size(), why.c_str());
+                char why[sizeof tsr_impl::g_error];  /* a copy (the next error overwrites it); no std::string: nothing may throw */
+                snprintf(why, sizeof why, "%s", tsr_last_error());
+                r.fail(meta_end, "cannot create a context of %zu bytes for %zu tensors: %s", mem, ctx->infos.size(), why);
                 return bail();
             }
             for (auto & ti : ctx->infos) {
                 tsr_tensor * t = tsr_new_tensor(tctx, ti.type, TSR_MAX_DIMS, ti.ne);
                 if (!t) {
-                    const std::string why = tsr_last_error();
-                    r.fail(meta_end, "cannot create tensor '%s': %s", ti.name.c_str(), why.c_str());
+                    char why[sizeof tsr_impl::g_error];  /* a copy (the next error overwrites it); no std::string: nothing may throw */
+                    snprintf(why, sizeof why, "%s", tsr_last_error());
+                    r.fail(meta_end, "cannot create tensor '%s': %s", ti.name.c_str(), why);
                     return bail();
                 }
                 tsr_set_name(t, ti.name.c_str());
@@ -516,11 +524,22 @@ static inline kv * put(tsr_gguf_context * ctx, const char * key, const char * fn
             }
         }
         ctx->kvs.emplace_back();
-        ctx->kvs.back().key = key;
+        try { ctx->kvs.back().key = key; } catch (...) { ctx->kvs.pop_back(); throw; }
         return &ctx->kvs.back();
     } catch (...) {
         tsr_set_error("%s: out of memory", fn);
         return nullptr;
+    }
+}
+
+/* Remove an entry that put() returned and that could not be filled (out of memory): a
+ * half-written value (e.g. a string key with no string) must not stay readable. */
+static inline void drop_kv(tsr_gguf_context * ctx, kv * e) {
+    const bool was_align = e->key == TSR_GGUF_KEY_GENERAL_ALIGNMENT;
+    ctx->kvs.erase(ctx->kvs.begin() + (e - ctx->kvs.data()));
+    if (was_align) {
+        ctx->alignment = TSR_GGUF_DEFAULT_ALIGNMENT;
+        relayout(ctx);
     }
 }
 
@@ -538,7 +557,7 @@ static inline bool set_scalar(tsr_gguf_context * ctx, const char * key, tsr_gguf
         e->type = type;
         e->n = 1;
         e->data.assign((const uint8_t *) v, (const uint8_t *) v + type_size(type));
-    } catch (...) { return tsr_set_error("%s: out of memory", fn); }
+    } catch (...) { drop_kv(ctx, e); return tsr_set_error("%s: out of memory", fn); }
     if (is_align) {
         ctx->alignment = align;
         relayout(ctx);
@@ -825,7 +844,7 @@ TSR_API_IMPL bool tsr_gguf_set_val_str(struct tsr_gguf_context * ctx, const char
         e->type = TSR_GGUF_TYPE_STRING;
         e->n = 1;
         e->strs.assign(1, std::string(val));
-    } catch (...) { return tsr_set_error("tsr_gguf_set_val_str: out of memory"); }
+    } catch (...) { tsr_impl::gguf_detail::drop_kv(ctx, e); return tsr_set_error("tsr_gguf_set_val_str: out of memory"); }
     return true;
 }
 TSR_API_IMPL bool tsr_gguf_set_arr_data(struct tsr_gguf_context * ctx, const char * key, enum tsr_gguf_type type, const void * data, size_t n) {
@@ -833,6 +852,7 @@ TSR_API_IMPL bool tsr_gguf_set_arr_data(struct tsr_gguf_context * ctx, const cha
     const size_t es = type_size(type);
     if (es == 0) return tsr_set_error("tsr_gguf_set_arr_data: key '%s': element type %s is not a scalar type", key ? key : "(null)", type_name(type));
     if (!data && n) return tsr_set_error("tsr_gguf_set_arr_data: key '%s': NULL data for %zu elements", key ? key : "(null)", n);
+    if (n > SIZE_MAX / es) return tsr_set_error("tsr_gguf_set_arr_data: key '%s': %zu elements of %zu bytes overflow size_t", key ? key : "(null)", n, es);
     if (key && strcmp(key, TSR_GGUF_KEY_GENERAL_ALIGNMENT) == 0) return tsr_set_error("tsr_gguf_set_arr_data: general.alignment must be u32");
     kv * e = put(ctx, key, "tsr_gguf_set_arr_data");
     if (!e) return false;
@@ -841,7 +861,7 @@ TSR_API_IMPL bool tsr_gguf_set_arr_data(struct tsr_gguf_context * ctx, const cha
         e->arr_type = type;
         e->n = n;
         e->data.assign((const uint8_t *) data, (const uint8_t *) data + n * es);
-    } catch (...) { return tsr_set_error("tsr_gguf_set_arr_data: out of memory for %zu elements", n); }
+    } catch (...) { drop_kv(ctx, e); return tsr_set_error("tsr_gguf_set_arr_data: out of memory for %zu elements", n); }
     return true;
 }
 TSR_API_IMPL bool tsr_gguf_set_arr_str(struct tsr_gguf_context * ctx, const char * key, const char ** data, size_t n) {
@@ -858,7 +878,7 @@ TSR_API_IMPL bool tsr_gguf_set_arr_str(struct tsr_gguf_context * ctx, const char
         e->arr_type = TSR_GGUF_TYPE_STRING;
         e->n = n;
         e->strs.assign(data, data + n);
-    } catch (...) { return tsr_set_error("tsr_gguf_set_arr_str: out of memory for %zu strings", n); }
+    } catch (...) { drop_kv(ctx, e); return tsr_set_error("tsr_gguf_set_arr_str: out of memory for %zu strings", n); }
     return true;
 }
 TSR_API_IMPL int64_t tsr_gguf_remove_key(struct tsr_gguf_context * ctx, const char * key) {
@@ -877,7 +897,7 @@ TSR_API_IMPL bool tsr_gguf_set_kv(struct tsr_gguf_context * ctx, const struct ts
     for (auto & e : src->kvs) {
         tsr_impl::gguf_detail::kv * d = tsr_impl::gguf_detail::put(ctx, e.key.c_str(), "tsr_gguf_set_kv");
         if (!d) return false;
-        try { *d = e; } catch (...) { return tsr_set_error("tsr_gguf_set_kv: out of memory"); }
+        try { *d = e; } catch (...) { tsr_impl::gguf_detail::drop_kv(ctx, d); return tsr_set_error("tsr_gguf_set_kv: out of memory"); }
         if (e.key == TSR_GGUF_KEY_GENERAL_ALIGNMENT) {
             uint32_t a = 0;
             memcpy(&a, e.data.data(), 4);
@@ -956,9 +976,10 @@ TSR_API_IMPL bool tsr_gguf_write_to_file(const struct tsr_gguf_context * ctx, co
     }
     if (fclose(f) != 0) w.ok = false;
     if (!w.ok || !data_ok) {
-        const std::string why = data_ok ? std::string(strerror(errno)) : std::string(tsr_last_error());
+        char why[sizeof tsr_impl::g_error];
+        snprintf(why, sizeof why, "%s", data_ok ? strerror(errno) : tsr_last_error());
         remove(tmp.c_str());
-        return tsr_set_error("gguf '%s': write failed: %s", fname, why.c_str());
+        return tsr_set_error("gguf '%s': write failed: %s", fname, why);
     }
 #ifdef _WIN32
     remove(fname);  /* rename over an existing file fails on Windows */
@@ -1033,9 +1054,10 @@ TSR_API_IMPL bool tsr_gguf_load_tensors(const struct tsr_gguf_context * gguf, st
                                      (unsigned long long) (off + done), j.ti->name.c_str());
             }
             if (!host && !tsr_backend_tensor_set(j.t, dst, done, k)) {
-                const std::string why = tsr_last_error();
+                char why[sizeof tsr_impl::g_error];  /* a copy (the next error overwrites it); no std::string: nothing may throw */
+                snprintf(why, sizeof why, "%s", tsr_last_error());
                 fclose(f);
-                return tsr_set_error("gguf '%s': uploading tensor '%s' failed: %s", path, j.ti->name.c_str(), why.c_str());
+                return tsr_set_error("gguf '%s': uploading tensor '%s' failed: %s", path, j.ti->name.c_str(), why);
             }
             done += k;
             done_total += k;

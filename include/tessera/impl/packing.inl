@@ -542,8 +542,11 @@ static inline void pk_sort_events(std::vector<std::pair<int64_t, uint32_t>> & ev
 } // namespace
 } // namespace tsr_impl
 
-TSR_API_IMPL size_t tsr_pack_lower_bound(const struct tsr_pack_item * items, size_t n, size_t alignment) {
-    using namespace tsr_impl;
+namespace tsr_impl {
+namespace {
+/* The bodies of tsr_pack_lower_bound / tsr_pack; they may throw std::bad_alloc, which the
+ * API wrappers below turn into an error. */
+static size_t pk_lower_bound_body(const struct tsr_pack_item * items, size_t n, size_t alignment) {
     if (alignment == 0) alignment = 1;
     if (n == 0) return 0;
     if (!items) { tsr_set_error("tsr_pack_lower_bound: items is NULL with n = %zu", n); return SIZE_MAX; }
@@ -564,8 +567,7 @@ TSR_API_IMPL size_t tsr_pack_lower_bound(const struct tsr_pack_item * items, siz
     return (size_t) best;
 }
 
-TSR_API_IMPL size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alignment, double time_budget_ms) {
-    using namespace tsr_impl;
+static size_t pk_pack_body(struct tsr_pack_item * items, size_t n, size_t alignment, double time_budget_ms) {
     const pk_timer timer;
     if (alignment == 0) alignment = 1;
     if ((alignment & (alignment - 1)) != 0) {
@@ -787,4 +789,25 @@ TSR_API_IMPL size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alig
 
     for (int i = 0; i < P.n; i++) items[idx[(size_t) i]].offset = (size_t) best_off[(size_t) i];
     return (size_t) best;
+}
+} // namespace
+} // namespace tsr_impl
+
+TSR_API_IMPL size_t tsr_pack_lower_bound(const struct tsr_pack_item * items, size_t n, size_t alignment) {
+    try {
+        return tsr_impl::pk_lower_bound_body(items, n, alignment);
+    } catch (...) {
+        tsr_set_error("tsr_pack_lower_bound: out of memory for %zu items", n);
+        return SIZE_MAX;
+    }
+}
+
+TSR_API_IMPL size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alignment, double time_budget_ms) {
+    try {
+        return tsr_impl::pk_pack_body(items, n, alignment, time_budget_ms);
+    } catch (...) {
+        for (size_t i = 0; items && i < n; i++) items[i].offset = 0;
+        tsr_set_error("tsr_pack: out of memory for %zu items", n);
+        return SIZE_MAX;
+    }
 }

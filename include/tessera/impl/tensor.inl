@@ -16,6 +16,25 @@ static inline size_t tsr_impl_nbytes(enum tsr_type type, const int64_t * ne, con
     return n;
 }
 
+/* tsr_impl_nbytes for user-given ne (>= 0) and strides: false when the extent overflows size_t. */
+static inline bool tsr_impl_nbytes_checked(enum tsr_type type, const int64_t * ne, const size_t * nb, size_t * out) {
+    *out = 0;
+    for (int i = 0; i < TSR_MAX_DIMS; i++) {
+        if (ne[i] <= 0) return true;
+    }
+    const int64_t blck = tsr_blck_size(type);
+    size_t n = blck == 1 ? tsr_type_size(type) : 0;
+    for (int i = 0; i < TSR_MAX_DIMS; i++) {
+        const uint64_t k = (i == 0 && blck != 1) ? (uint64_t)(ne[0] / blck) : (uint64_t)(ne[i] - 1);
+        if (k != 0 && nb[i] != 0 && k > SIZE_MAX / nb[i]) return false;
+        const size_t term = (size_t)k * nb[i];
+        if (term > SIZE_MAX - n) return false;
+        n += term;
+    }
+    *out = n;
+    return true;
+}
+
 static inline void tsr_impl_contiguous_nb(enum tsr_type type, const int64_t * ne, size_t * nb) {
     nb[0] = tsr_type_size(type);
     nb[1] = nb[0] * (size_t)(ne[0] / tsr_blck_size(type));
@@ -445,7 +464,13 @@ static inline struct tsr_tensor * view_impl(struct tsr_context * ctx, struct tsr
     for (int i = 2; i < TSR_MAX_DIMS; i++) {
         if (i >= n_dims) nb[i] = nb[i - 1] * (size_t)ne[i - 1];
     }
-    const size_t extent = tsr_impl_nbytes(a->type, ne, nb);
+    size_t extent = 0;
+    if (!tsr_impl_nbytes_checked(a->type, ne, nb, &extent)) {
+        tsr_set_error("tsr_view_%dd: view [%lld, %lld, %lld, %lld] with strides [%zu, %zu, %zu, %zu] of %s overflows size_t",
+                      n_dims, (long long)ne[0], (long long)ne[1], (long long)ne[2], (long long)ne[3], nb[0], nb[1], nb[2],
+                      nb[3], tsr_impl_describe(a).s);
+        return nullptr;
+    }
     const size_t a_size = tsr_nbytes(a);
     if (extent > 0 && (offset > a_size || extent > a_size - offset)) {
         tsr_set_error("tsr_view_%dd: view [%lld, %lld, %lld, %lld] spanning %zu bytes at offset %zu lies outside "
@@ -498,12 +523,21 @@ static inline struct tsr_tensor * reshape_impl(struct tsr_context * ctx, struct 
         return nullptr;
     }
     int64_t n = 1;
+    bool too_big = false;
     for (int i = 0; i < n_dims; i++) {
         if (ne[i] < 0) {
             tsr_set_error("tsr_reshape: ne[%d] = %lld is negative", i, (long long)ne[i]);
             return nullptr;
         }
-        n *= ne[i];
+        if (ne[i] != 0 && n > INT64_MAX / ne[i]) too_big = true;  /* no signed overflow; still 0 if a later ne is 0 */
+        else n *= ne[i];
+    }
+    for (int i = 0; i < n_dims; i++) {
+        if (ne[i] == 0) { n = 0; too_big = false; }
+    }
+    if (too_big) {
+        tsr_set_error("tsr_reshape: shape [%lld, ...] of %d dims has more than INT64_MAX elements", (long long)ne[0], n_dims);
+        return nullptr;
     }
     if (n != tsr_nelements(a)) {
         tsr_set_error("tsr_reshape: %lld elements requested, source %s has %lld", (long long)n,
