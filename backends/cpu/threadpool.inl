@@ -41,9 +41,17 @@ struct pool {
 
     explicit pool(int n) : n_threads(n < 1 ? 1 : n) {
         workers.reserve((size_t)(n_threads - 1));
-        for (int i = 1; i < n_threads; ++i) workers.emplace_back([this, i] { worker_main(i); });
+        try {
+            for (int i = 1; i < n_threads; ++i) workers.emplace_back([this, i] { worker_main(i); });
+        } catch (...) {
+            /* a thread failed to start: stop and join the ones running, so no joinable
+             * std::thread is destroyed (std::terminate), then let make_pool report it */
+            shutdown();
+            throw;
+        }
     }
-    ~pool() {
+    ~pool() { shutdown(); }
+    void shutdown() {
         {
             std::lock_guard<std::mutex> lk(mtx);
             stop.store(true, std::memory_order_release);
@@ -51,6 +59,7 @@ struct pool {
         }
         cv.notify_all();
         for (auto & t : workers) t.join();
+        workers.clear();
     }
     pool(const pool &) = delete;
     pool & operator=(const pool &) = delete;

@@ -306,7 +306,7 @@ TSR_API struct tsr_tensor * tsr_new_f32(struct tsr_context * ctx, float value); 
 TSR_API struct tsr_tensor * tsr_dup_tensor(struct tsr_context * ctx, const struct tsr_tensor * src);   /* same shape and type, new data */
 TSR_API struct tsr_tensor * tsr_view_tensor(struct tsr_context * ctx, struct tsr_tensor * src);        /* shares src's data; op NONE */
 
-/* Shape queries (NULL tensor: 0 / false). */
+/* Shape queries. A NULL tensor gives 0 / false (tsr_is_empty(NULL) is true). */
 TSR_API int64_t tsr_nelements(const struct tsr_tensor * t);
 TSR_API int64_t tsr_nrows(const struct tsr_tensor * t);       /* ne1*ne2*ne3 */
 TSR_API size_t  tsr_nbytes(const struct tsr_tensor * t);      /* bytes spanned by the strides */

@@ -431,7 +431,7 @@ TSR_API_IMPL bool tsr_backend_buffer_is_multi_buffer(tsr_backend_buffer_t buffer
 TSR_API_IMPL tsr_backend_buffer_t tsr_backend_alloc_ctx_tensors_from_buft_size(struct tsr_context * ctx, tsr_backend_buffer_type_t buft,
                                                                                size_t max_size) {
     if (!ctx || !buft) { tsr_set_error("tsr_backend_alloc_ctx_tensors: NULL context or buffer type"); return nullptr; }
-    const size_t align = tsr_backend_buft_get_alignment(buft);
+    const size_t align = std::max<size_t>(1, tsr_backend_buft_get_alignment(buft));  /* 0 would divide by zero in TSR_PAD */
     if (max_size == 0) max_size = tsr_backend_buft_get_max_size(buft);
     /* plan the chunks first: nothing is touched until every buffer exists */
     std::vector<struct tsr_tensor *> ts;

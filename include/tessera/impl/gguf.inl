@@ -299,7 +299,6 @@ static inline tsr_gguf_context * parse(reader & r, tsr_gguf_init_params params) 
 
         ctx->kvs.reserve((size_t) n_kv);  /* no reallocation below: `seen` may point into the elements */
         std::unordered_set<std::string_view> seen;  /* duplicate check in O(1), not O(n) per key */
-        seen.reserve((size_t) std::max(n_kv, n_tensors));
         for (uint64_t i = 0; i < n_kv; ++i) {
             kv e;
             const uint64_t at = r.pos;
