@@ -173,3 +173,17 @@ TEST_CASE("pack: large random instances are valid", "[alloc][pack]") {
         REQUIRE(brute_force_valid(v, peak, align, why));
     }
 }
+
+// Sizes from the caller never turn into exceptions or wrapped allocations.
+TEST_CASE("pack: absurd item counts and plans are errors", "[alloc][pack]") {
+    tsr_pack_item one = {0, 1, 8, 0};
+    tsr_clear_error();
+    CHECK(tsr_pack_lower_bound(&one, SIZE_MAX / 4, 1) == SIZE_MAX);
+    CHECK(std::string(tsr_last_error()).size() > 0);
+    tsr_clear_error();
+    CHECK(tsr_pack(&one, SIZE_MAX / 4, 1, 0) == SIZE_MAX);
+    CHECK(std::string(tsr_last_error()).size() > 0);
+    tsr_plan bad = {};
+    bad.n_tensors = -1;
+    CHECK_FALSE(tsr_plan_check(&bad, nullptr));
+}

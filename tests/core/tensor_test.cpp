@@ -289,3 +289,19 @@ TEST_CASE("can_repeat and contiguity helpers", "[tensor]") {
     CHECK(tsr_is_contiguous_rows(rows));
     CHECK_FALSE(tsr_is_contiguous(rows));
 }
+
+// Sizes computed from user input never wrap: a view whose extent overflows size_t, or a
+// reshape whose element count overflows int64, is an error that consumes no arena memory.
+TEST_CASE("views and reshapes: overflowing sizes are errors", "[tensor][view]") {
+    tsr::context ctx(1 << 20);
+    tsr_tensor * a = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, 16, 16);
+    REQUIRE(a);
+    const size_t used = tsr_used_mem(ctx);
+    tsr_clear_error();
+    CHECK(tsr_view_2d(ctx, a, 4, INT64_C(1) << 40, SIZE_MAX / 2, 0) == nullptr);
+    CHECK(std::string(tsr_last_error()).size() > 0);
+    tsr_clear_error();
+    CHECK(tsr_reshape_4d(ctx, a, INT64_C(1) << 32, INT64_C(1) << 32, 16, 16) == nullptr);
+    CHECK(std::string(tsr_last_error()).size() > 0);
+    CHECK(tsr_used_mem(ctx) == used);
+}

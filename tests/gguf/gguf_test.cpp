@@ -575,3 +575,15 @@ TEST_CASE("gguf: load_tensors reads in chunks into host and non-host buffers", "
     tsr_gguf_free(w);
     tsr_free(src);
 }
+
+// An array whose byte size overflows size_t is refused before anything is read or stored.
+TEST_CASE("gguf: array sizes that overflow are errors", "[gguf]") {
+    tsr_gguf_context * g = tsr_gguf_init_empty();
+    REQUIRE(g);
+    const uint32_t one = 7;
+    tsr_clear_error();
+    CHECK_FALSE(tsr_gguf_set_arr_data(g, "big", TSR_GGUF_TYPE_UINT32, &one, SIZE_MAX / 2));
+    CHECK(std::string(tsr_last_error()).find("overflow") != std::string::npos);
+    CHECK(tsr_gguf_find_key(g, "big") < 0);
+    tsr_gguf_free(g);
+}
