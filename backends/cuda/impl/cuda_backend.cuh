@@ -20,6 +20,8 @@ struct backend_ctx {
     bool           capture = false;
     // CUDA graph capture state: the key of the captured graph and its executable
     std::vector<int64_t> graph_key;
+    std::vector<int64_t> key_scratch;  // the key of the graph being run; keeps its capacity,
+                                       // so steady-state replays allocate nothing
     cudaGraphExec_t      graph_exec = nullptr;
     tsr_cuda_stats       stats = {};
 };
@@ -198,8 +200,12 @@ void graph_key(backend_ctx * ctx, tsr_cgraph * cgraph, std::vector<int64_t> & ke
 }
 
 bool compute_captured(backend_ctx * ctx, tsr_cgraph * cgraph) {
-    std::vector<int64_t> key;
-    graph_key(ctx, cgraph, key);
+    std::vector<int64_t> & key = ctx->key_scratch;
+    try {
+        graph_key(ctx, cgraph, key);
+    } catch (...) {
+        return tsr_set_error("CUDA backend: out of memory for the graph capture key (%d nodes)", tsr_graph_n_nodes(cgraph));
+    }
     if (ctx->graph_exec && key == ctx->graph_key) {
         TSR_CU_CHECK(cudaGraphLaunch(ctx->graph_exec, ctx->stream), ctx->device);
         ++ctx->stats.graph_replays;
