@@ -280,7 +280,9 @@ struct tokenizer {
             }
             return s;
         }
-        if (types[(size_t) id] == TOK_BYTE || (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>')) {
+        // a byte token is spelled <0xHH>; a file that marks another text as a byte token
+        // (untrusted metadata) gets that text decoded as an ordinary piece
+        if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>') {
             return std::string(1, (char) strtol(t.substr(3, 2).c_str(), nullptr, 16));
         }
         std::string s;
