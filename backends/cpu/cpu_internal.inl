@@ -106,23 +106,51 @@ struct yq8 {
 };
 static_assert(sizeof(yq8) == 40, "yq8 layout");
 
-/* A quantized activation row of nb blocks is followed by side arrays the matrix-vector
- * kernels load as vectors (written by y_side): float d[nb], float d*sum[nb], the qs of all
- * blocks back to back (qs_nat, 32 per block), and the same qs per pair of blocks (i, i+1)
- * ordered [i 0..15 | i+1 0..15 | i 16..31 | i+1 16..31] (qs_q4, matches Q4_0 nibbles). */
-static inline size_t yq8_row_bytes(int64_t n) { return (size_t)(n / 32) * (sizeof(yq8) + 8 + 64) + 64; /* + an odd last pair */ }
+/* A quantized activation row of nb blocks is followed (at a 64-byte offset) by side arrays
+ * the matrix-vector kernels load as whole vectors, one group per 4 blocks (written by
+ * y_side). The integer bias (-offset * sum(qs)) sits in the first lane of each block's lane
+ * group, so vpdpbusd starting from it undoes the weights' unsigned offset exactly, and the
+ * scales are already spread over the lanes each block's dot product lands in. */
+struct yside_q8 {           /* Q8_0 weights: one zmm per pair of blocks, 8 int32 lanes per block */
+    int8_t  qs[128];        /* blocks 4g..4g+3 back to back */
+    int32_t bias[32];       /* lane 8j: -128 * sum(block j) */
+    float   d[32];          /* lanes 8j..8j+7: d(block j) */
+};
+struct yside_q4 {           /* Q4_0 weights: one zmm per 4 blocks, 4 int32 lanes per block */
+    int8_t  lo[64];         /* qs 0..15 of blocks 4g..4g+3 (the low nibbles' elements) */
+    int8_t  hi[64];         /* qs 16..31 (the high nibbles') */
+    int32_t bias[16];       /* lane 4j: -8 * sum(block j) */
+    float   d[16];          /* lanes 4j..4j+3: d(block j) */
+};
+static_assert(sizeof(yside_q8) == 384 && sizeof(yside_q4) == 256, "y side layout");
+static inline size_t yq8_side_offset(int64_t nb) { return ((size_t)nb * sizeof(yq8) + 63) / 64 * 64; }
+static inline size_t yq8_row_bytes(int64_t n) {
+    return yq8_side_offset(n / 32) + (size_t)(n / 128) * (sizeof(yside_q8) + sizeof(yside_q4));
+}
+static inline const yside_q8 * y_side_q8(const yq8 * y, int64_t nb) {
+    return (const yside_q8 *)((const char *)y + yq8_side_offset(nb));
+}
+static inline const yside_q4 * y_side_q4(const yq8 * y, int64_t nb) {
+    return (const yside_q4 *)(y_side_q8(y, nb) + nb / 4);
+}
 static inline void y_side(yq8 * y, int64_t nb) {
-    float * d = (float *)(y + nb);
-    float * ds = d + nb;
-    int8_t * qn = (int8_t *)(ds + nb);
-    int8_t * q4 = qn + nb * 32;
-    for (int64_t b = 0; b < nb; ++b) {
-        d[b] = y[b].d;
-        ds[b] = y[b].d * (float)y[b].sum;
-        std::memcpy(qn + b * 32, y[b].qs, 32);
-        int8_t * pair = q4 + (b & ~(int64_t)1) * 32 + (b & 1) * 16;
-        std::memcpy(pair, y[b].qs, 16);
-        std::memcpy(pair + 32, y[b].qs + 16, 16);
+    yside_q8 * s8 = (yside_q8 *)((char *)y + yq8_side_offset(nb));
+    yside_q4 * s4 = (yside_q4 *)(s8 + nb / 4);
+    for (int64_t g = 0; g < nb / 4; ++g) {
+        for (int j = 0; j < 4; ++j) {
+            const yq8 & b = y[g * 4 + j];
+            std::memcpy(s8[g].qs + 32 * j, b.qs, 32);
+            std::memcpy(s4[g].lo + 16 * j, b.qs, 16);
+            std::memcpy(s4[g].hi + 16 * j, b.qs + 16, 16);
+            for (int l = 0; l < 8; ++l) {
+                s8[g].bias[8 * j + l] = l == 0 ? -128 * b.sum : 0;
+                s8[g].d[8 * j + l] = b.d;
+            }
+            for (int l = 0; l < 4; ++l) {
+                s4[g].bias[4 * j + l] = l == 0 ? -8 * b.sum : 0;
+                s4[g].d[4 * j + l] = b.d;
+            }
+        }
     }
 }
 
@@ -163,9 +191,10 @@ struct kernels {
     float (*dot_bf16)(int64_t n, const uint16_t * x, const float * y);
     float (*dot_q8_0)(int64_t n, const tsr_block_q8_0 * x, const yq8 * y);
     float (*dot_q4_0)(int64_t n, const tsr_block_q4_0 * x, const yq8 * y);
-    /* 4 rows at once (x rows lda bytes apart, float types by slot): out[r] = dot(x_r, y);
-     * NULL: one row at a time. More streams in flight for matrix-vector from DRAM. */
-    void (*dot4[3])(int64_t n, const char * x, size_t lda, const float * y, float * out);
+    /* 4 rows at once, by slot: out[r] = dot(x + r * lda, y), y an F32 row or a yq8 row with
+     * its side arrays. Matrix-vector passes rows far apart, so each thread keeps four long
+     * sequential DRAM streams in flight. NULL: one row at a time. */
+    void (*dot4[SLOT_COUNT])(int64_t n, const char * x, size_t lda, const void * y, float * out);
     /* F32 row -> yq8 blocks (n a multiple of 32) */
     void (*quantize_y)(const float * x, yq8 * y, int64_t n);
     /* y[i] += a * x[i] (flash attention V accumulation) */

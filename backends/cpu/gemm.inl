@@ -58,20 +58,31 @@ static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m
     if (m0 >= m1) return;
     const gemm_impl * g = a.g;
     if (!g) {
+        /* Dot products. With a 4-row kernel, the range is cut into 4 equal parts walked side by
+         * side: each part is one long sequential stream (rows are contiguous), and four of
+         * them keep enough DRAM reads in flight for one core, where 4 adjacent rows would
+         * restart the hardware prefetcher at every row. The rows left over go through the
+         * same kernel (one row four times), so a row's result never depends on the split. */
         const int slot = type_slot(a.ta);
-        if (a.N == 1 && slot >= 0 && slot < 3 && K->dot4[slot]) {
-            int64_t m = m0;
-            for (; m + 4 <= m1; m += 4) {
+        const int64_t q = slot >= 0 && K->dot4[slot] ? (m1 - m0) / 4 : 0;
+        for (int64_t n = 0; n < a.N; ++n) {
+            const char * y = a.B + (size_t)n * a.ldb;
+            float * c = a.C + (size_t)n * a.ldc;
+            for (int64_t i = 0; i < q; ++i) {
                 float o[4];
-                K->dot4[slot](a.K, a.A + (size_t)m * a.lda, a.lda, (const float *)a.B, o);
-                for (int r = 0; r < 4; ++r) a.C[m + r] = o[r];
+                K->dot4[slot](a.K, a.A + (size_t)(m0 + i) * a.lda, (size_t)q * a.lda, y, o);
+                for (int r = 0; r < 4; ++r) c[m0 + i + r * q] = o[r];
             }
-            for (; m < m1; ++m) a.C[m] = dot_any(K, a.ta, a.K, a.A + (size_t)m * a.lda, a.B);
-            return;
-        }
-        for (int64_t m = m0; m < m1; ++m) {
-            const char * x = a.A + (size_t)m * a.lda;
-            for (int64_t n = 0; n < a.N; ++n) a.C[(size_t)n * a.ldc + m] = dot_any(K, a.ta, a.K, x, a.B + (size_t)n * a.ldb);
+            for (int64_t m = m0 + 4 * q; m < m1; ++m) {
+                const char * x = a.A + (size_t)m * a.lda;
+                if (slot >= 0 && K->dot4[slot]) {
+                    float o[4];
+                    K->dot4[slot](a.K, x, 0, y, o);
+                    c[m] = o[0];
+                } else {
+                    c[m] = dot_any(K, a.ta, a.K, x, y);
+                }
+            }
         }
         return;
     }

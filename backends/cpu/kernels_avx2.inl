@@ -224,7 +224,7 @@ static const gemm_impl gemm_bf16_avx2 = { 16, 6, 256, 128, 16 * 128, 6 * 128, fa
 static const kernels kernels_avx2 = {
     TSR_CPU_ISA_AVX2,
     dot_f32_avx2, dot_f16_avx2, dot_bf16_avx2, dot_q8_0_avx2, dot_q4_0_avx2,
-    { nullptr, nullptr, nullptr },
+    { nullptr, nullptr, nullptr, nullptr, nullptr },
     quantize_y_avx2, axpy_f32_avx2, cvt_f16_f32_avx2,
     { &gemm_f32_avx2, &gemm_f16_avx2, &gemm_bf16_avx2, nullptr, nullptr },
 };

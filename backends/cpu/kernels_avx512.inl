@@ -142,87 +142,105 @@ TSR_TARGET_AVX512VNNI static float dot_q4_0_avx512vnni(int64_t n, const tsr_bloc
     return s;
 }
 
-#ifndef TSR_QPF
-#define TSR_QPF 128   /* blocks of software prefetch ahead in the Q4_0 matrix-vector kernel (+5-10% per thread on Zen 4) */
-#endif
-/* Matrix-vector kernels for 16 blocks at a time: the 16 block scales are gathered and
- * multiplied once as a vector; each pair of blocks takes its scales with one permute. */
-struct scales16 { __m512 s; __m512 corr; };
-
-/* x scales gathered (fp16 at a block stride), y scales from the row's side arrays. */
-TSR_TARGET_AVX512VNNI static inline scales16 block_scales16(const void * xd, size_t xstride, const float * yd, const float * yds) {
-    const __m512i ix = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                          _mm512_set1_epi32((int)xstride));
-    const __m512 dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(ix, xd, 1)));
-    scales16 r;
-    r.s = _mm512_mul_ps(dx, _mm512_loadu_ps(yd));
-    r.corr = _mm512_mul_ps(dx, _mm512_loadu_ps(yds));
-    return r;
-}
-
-TSR_TARGET_AVX512VNNI static inline __m512 pair_scale(__m512 s, int p, __m512i pattern) {
-    return _mm512_permutexvar_ps(_mm512_add_epi32(_mm512_set1_epi32(2 * p), pattern), s);
-}
-
-TSR_TARGET_AVX512VNNI static float gemv_q4_0_avx512vnni(int64_t n, const tsr_block_q4_0 * x, const yq8 * y) {
-    const int64_t nb = n / 32;
-    const float * yd = (const float *)(y + nb);  /* side arrays (y_side) */
-    const int8_t * yq = (const int8_t *)(yd + 2 * nb) + nb * 32;
-    const __m512i shifts = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
-    const __m512i mask = _mm512_set1_epi8(0x0F);
-    const __m512i pattern = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1);
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(), corr = _mm512_setzero_ps();
-    int64_t b = 0;
-    for (; b + 16 <= nb; b += 16) {
-        {   /* software prefetch TSR_QPF blocks ahead (one row is one DRAM stream) */
-            const uintptr_t pf = (uintptr_t)(x + b) + TSR_QPF * sizeof(tsr_block_q4_0);  /* may pass the row end: a hint only */
-            for (size_t o = 0; o < 16 * sizeof(tsr_block_q4_0); o += 64) _mm_prefetch((const char *)(pf + o), _MM_HINT_T0);
-        }
-        const scales16 sc = block_scales16(&x[b].d, sizeof(tsr_block_q4_0), yd + b, yd + nb + b);
-        corr = _mm512_add_ps(corr, sc.corr);
-        for (int p = 0; p < 8; p += 2) {
-            const int64_t i = b + 2 * p;
-            const __m256i v0 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)x[i].qs)),
-                                                       _mm_loadu_si128((const __m128i *)x[i + 1].qs), 1);
-            const __m256i v1 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)x[i + 2].qs)),
-                                                       _mm_loadu_si128((const __m128i *)x[i + 3].qs), 1);
-            const __m512i x0 = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(v0), shifts), mask);
-            const __m512i x1 = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(v1), shifts), mask);
-            const __m512i d0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), x0, _mm512_loadu_si512((const void *)(yq + i * 32)));
-            const __m512i d1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), x1, _mm512_loadu_si512((const void *)(yq + i * 32 + 64)));
-            acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), pair_scale(sc.s, p, pattern), acc0);
-            acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), pair_scale(sc.s, p + 1, pattern), acc1);
+/* Matrix-vector kernels for R rows (x + r * lda) against one quantized activation row,
+ * 4 blocks per step. The block scales come out of the two vectors loaded at the group start
+ * with one word permute (no gather), and yq8's side arrays supply the bias and the y
+ * scales already laid out per lane. Every load stays inside the group: no masked loads
+ * (slow when streaming) and no reads past the row. Blocks beyond a multiple of 4 go
+ * through the one-block kernels above. */
+template <int R>
+TSR_TARGET_AVX512VNNI static void gemv_q8_0_rows(int64_t n, const char * x, size_t lda, const yq8 * y, float * out) {
+    const int64_t nb = n / 32, ng = nb / 4;
+    const yside_q8 * ys = y_side_q8(y, nb);
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    /* fp16 words of d0, d1 (first vector) and d2, d3 (second: +32), 8 lanes each */
+    alignas(64) static const uint16_t idx_d[32] = {0, 0, 0, 0, 0, 0, 0, 0, 17, 17, 17, 17, 17, 17, 17, 17,
+                                                   34, 34, 34, 34, 34, 34, 34, 34, 51, 51, 51, 51, 51, 51, 51, 51};
+    const __m512i id = _mm512_load_si512((const void *)idx_d);
+    __m512 acc0[R], acc1[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < ng; ++g) {
+        const yside_q8 & s = ys[g];
+        const __m512i yq01 = _mm512_loadu_si512((const void *)s.qs), yq23 = _mm512_loadu_si512((const void *)(s.qs + 64));
+        const __m512i yb01 = _mm512_loadu_si512((const void *)s.bias), yb23 = _mm512_loadu_si512((const void *)(s.bias + 16));
+        const __m512 dy01 = _mm512_loadu_ps(s.d), dy23 = _mm512_loadu_ps(s.d + 16);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+            const char * xb = x + (size_t)r * lda + (size_t)g * 4 * sizeof(tsr_block_q8_0);
+            const __m512i h = _mm512_permutex2var_epi16(_mm512_loadu_si512((const void *)xb), id,
+                                                        _mm512_loadu_si512((const void *)(xb + 64)));
+            const __m512 s01 = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(h)), dy01);
+            const __m512 s23 = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1)), dy23);
+            const __m512i q01 = _mm512_xor_si512(load2x32(xb + 2, xb + 36), flip);
+            const __m512i q23 = _mm512_xor_si512(load2x32(xb + 70, xb + 104), flip);
+            acc0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(yb01, q01, yq01)), s01, acc0[r]);
+            acc1[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(yb23, q23, yq23)), s23, acc1[r]);
         }
     }
-    float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) - 8.0f * _mm512_reduce_add_ps(corr);
-    if (b < nb) s += dot_q4_0_avx512vnni(n - b * 32, x + b, y + b);
-    return s;
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+        out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
+        if (ng * 4 < nb)
+            out[r] += dot_q8_0_avx512vnni(n - ng * 128, (const tsr_block_q8_0 *)(x + (size_t)r * lda) + ng * 4, y + ng * 4);
+    }
+}
+
+template <int R>
+TSR_TARGET_AVX512VNNI static void gemv_q4_0_rows(int64_t n, const char * x, size_t lda, const yq8 * y, float * out) {
+    const int64_t nb = n / 32, ng = nb / 4;
+    const yside_q4 * ys = y_side_q4(y, nb);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    /* the 16 qs bytes of each of the 4 blocks (words 1..8 of each 9-word block), and the fp16
+     * scales (words 0, 9, 18, 27) spread over 4 lanes each */
+    alignas(64) static const uint16_t idx_q[32] = {1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17,
+                                                   19, 20, 21, 22, 23, 24, 25, 26, 28, 29, 30, 31, 32, 33, 34, 35};
+    alignas(64) static const uint16_t idx_d[32] = {0, 0, 0, 0, 9, 9, 9, 9, 18, 18, 18, 18, 27, 27, 27, 27};
+    const __m512i iq = _mm512_load_si512((const void *)idx_q), id = _mm512_load_si512((const void *)idx_d);
+    __m512 acc[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < ng; ++g) {
+        const yside_q4 & s = ys[g];
+        const __m512i ylo = _mm512_loadu_si512((const void *)s.lo), yhi = _mm512_loadu_si512((const void *)s.hi);
+        const __m512i yb = _mm512_loadu_si512((const void *)s.bias);
+        const __m512 dy = _mm512_loadu_ps(s.d);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+            const char * xb = x + (size_t)r * lda + (size_t)g * 4 * sizeof(tsr_block_q4_0);
+            const __m512i z0 = _mm512_loadu_si512((const void *)xb);
+            const __m512i z1 = _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *)(xb + 64)));  /* the group's last 8 bytes */
+            const __m512i qs = _mm512_permutex2var_epi16(z0, iq, z1);
+            const __m512 sc = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(id, z0))), dy);
+            const __m512i lo = _mm512_and_si512(qs, m4);
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(qs, 4), m4);
+            const __m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(yb, lo, ylo), hi, yhi);
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, acc[r]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+        out[r] = _mm512_reduce_add_ps(acc[r]);
+        if (ng * 4 < nb)
+            out[r] += dot_q4_0_avx512vnni(n - ng * 128, (const tsr_block_q4_0 *)(x + (size_t)r * lda) + ng * 4, y + ng * 4);
+    }
 }
 
 TSR_TARGET_AVX512VNNI static float gemv_q8_0_avx512vnni(int64_t n, const tsr_block_q8_0 * x, const yq8 * y) {
-    const int64_t nb = n / 32;
-    const float * yd = (const float *)(y + nb);  /* side arrays (y_side) */
-    const int8_t * yq = (const int8_t *)(yd + 2 * nb);
-    const __m512i flip = _mm512_set1_epi8((char)0x80);
-    const __m512i pattern = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(), corr = _mm512_setzero_ps();
-    int64_t b = 0;
-    for (; b + 16 <= nb; b += 16) {
-        const scales16 sc = block_scales16(&x[b].d, sizeof(tsr_block_q8_0), yd + b, yd + nb + b);
-        corr = _mm512_add_ps(corr, sc.corr);
-        for (int p = 0; p < 8; p += 2) {
-            const int64_t i = b + 2 * p;
-            const __m512i x0 = _mm512_xor_si512(load2x32(x[i].qs, x[i + 1].qs), flip);
-            const __m512i x1 = _mm512_xor_si512(load2x32(x[i + 2].qs, x[i + 3].qs), flip);
-            const __m512i d0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), x0, _mm512_loadu_si512((const void *)(yq + i * 32)));
-            const __m512i d1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), x1, _mm512_loadu_si512((const void *)(yq + i * 32 + 64)));
-            acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), pair_scale(sc.s, p, pattern), acc0);
-            acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), pair_scale(sc.s, p + 1, pattern), acc1);
-        }
-    }
-    float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) - 128.0f * _mm512_reduce_add_ps(corr);
-    if (b < nb) s += dot_q8_0_avx512vnni(n - b * 32, x + b, y + b);
-    return s;
+    float o;
+    gemv_q8_0_rows<1>(n, (const char *)x, 0, y, &o);
+    return o;
+}
+TSR_TARGET_AVX512VNNI static float gemv_q4_0_avx512vnni(int64_t n, const tsr_block_q4_0 * x, const yq8 * y) {
+    float o;
+    gemv_q4_0_rows<1>(n, (const char *)x, 0, y, &o);
+    return o;
+}
+TSR_TARGET_AVX512VNNI static void dot4_q8_0_avx512vnni(int64_t n, const char * x, size_t lda, const void * y, float * out) {
+    gemv_q8_0_rows<4>(n, x, lda, (const yq8 *)y, out);
+}
+TSR_TARGET_AVX512VNNI static void dot4_q4_0_avx512vnni(int64_t n, const char * x, size_t lda, const void * y, float * out) {
+    gemv_q4_0_rows<4>(n, x, lda, (const yq8 *)y, out);
 }
 
 TSR_TARGET_AVX512 static void axpy_f32_avx512(int64_t n, float a, const float * x, float * y) {
@@ -342,26 +360,32 @@ TSR_TARGET_AVX512BF16 static void pack_b12_bf16_avx512(const char * b, size_t ld
     }
 }
 
-/* 4 rows x 32 elements per step: 8 accumulators, 4 DRAM streams. */
+/* 4 rows x 32 elements per step: 8 accumulators. The unroll pragmas keep the accumulators
+ * in registers at -O2 too (a header-only library runs at the user's optimization level). */
 template <int T>
-TSR_TARGET_AVX512 static void dot4_avx512(int64_t n, const char * x, size_t lda, const float * y, float * out) {
-    __m512 acc[4][2];
-    for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+TSR_TARGET_AVX512 static void dot4_avx512(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
+    const float * y = (const float *)yv;
+    __m512 acc0[4], acc1[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
         const __m512 y0 = _mm512_loadu_ps(y + i), y1 = _mm512_loadu_ps(y + i + 16);
+#pragma GCC unroll 4
         for (int r = 0; r < 4; ++r) {
             const char * row = x + (size_t)r * lda;
-            acc[r][0] = _mm512_fmadd_ps(load16_full<T>(row, i), y0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(load16_full<T>(row, i + 16), y1, acc[r][1]);
+            acc0[r] = _mm512_fmadd_ps(load16_full<T>(row, i), y0, acc0[r]);
+            acc1[r] = _mm512_fmadd_ps(load16_full<T>(row, i + 16), y1, acc1[r]);
         }
     }
     for (; i < n; i += 16) {
         const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
         const __m512 y0 = _mm512_maskz_loadu_ps(m, y + i);
-        for (int r = 0; r < 4; ++r) acc[r][0] = _mm512_fmadd_ps(load16_as_f32<T>(x + (size_t)r * lda, i, n), y0, acc[r][0]);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; ++r) acc0[r] = _mm512_fmadd_ps(load16_as_f32<T>(x + (size_t)r * lda, i, n), y0, acc0[r]);
     }
-    for (int r = 0; r < 4; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
 }
 
 /* Store/accumulate a 32-wide row pair of results with a lane mask for the M edge. */
@@ -500,7 +524,7 @@ static kernels make_kernels_avx512() {
     kernels k = {
         TSR_CPU_ISA_AVX512,
         dot_f32_avx512, dot_f16_avx512, dot_bf16_avx512, dot_q8_0_avx2, dot_q4_0_avx2,
-        { dot4_avx512<0>, dot4_avx512<1>, dot4_avx512<2> },
+        { dot4_avx512<0>, dot4_avx512<1>, dot4_avx512<2>, nullptr, nullptr },
         quantize_y_avx2, axpy_f32_avx512, cvt_f16_f32_avx2,
         { &gemm_f32_avx512, &gemm_f16_avx512, &gemm_bf16cvt_avx512, nullptr, nullptr },
     };
@@ -508,6 +532,8 @@ static kernels make_kernels_avx512() {
     if (f.avx512_vnni) {
         k.dot_q8_0 = gemv_q8_0_avx512vnni;
         k.dot_q4_0 = gemv_q4_0_avx512vnni;
+        k.dot4[SLOT_Q8_0] = dot4_q8_0_avx512vnni;
+        k.dot4[SLOT_Q4_0] = dot4_q4_0_avx512vnni;
         k.gemm[SLOT_Q8_0] = &gemm_q8_0_avx512;
         k.gemm[SLOT_Q4_0] = &gemm_q4_0_avx512;
     }

@@ -92,7 +92,7 @@ static void f16_to_f32_neon(const void * x, float * y, int64_t n) {
 static const kernels kernels_neon = {
     TSR_CPU_ISA_NEON,
     dot_f32_neon, dot_f16_neon, dot_bf16_neon, dot_q8_0_neon, dot_q4_0_neon,
-    { nullptr, nullptr, nullptr },
+    { nullptr, nullptr, nullptr, nullptr, nullptr },
     quantize_y_scalar, axpy_f32_neon, f16_to_f32_neon,
     { nullptr, nullptr, nullptr, nullptr, nullptr },
 };

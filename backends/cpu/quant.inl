@@ -155,7 +155,7 @@ static void f16_to_f32_scalar(const void * x, float * y, int64_t n) {
 static const kernels kernels_scalar = {
     TSR_CPU_ISA_SCALAR,
     dot_f32_scalar, dot_f16_scalar, dot_bf16_scalar, dot_q8_0_scalar, dot_q4_0_scalar,
-    { nullptr, nullptr, nullptr },
+    { nullptr, nullptr, nullptr, nullptr, nullptr },
     quantize_y_scalar, axpy_f32_scalar, f16_to_f32_scalar,
     { nullptr, nullptr, nullptr, nullptr, nullptr },
 };
