@@ -128,6 +128,83 @@ TSR_TARGET_AVX2 static float dot_q4_0_avx2(int64_t n, const tsr_block_q4_0 * x, 
     return hsum256(_mm256_add_ps(acc0, acc1)) - 8.0f * corr;
 }
 
+/* 4 rows at once (x + r * lda) for matrix-vector: the y loads are shared, and the rows the
+ * driver passes are far apart, so each core keeps four sequential DRAM streams going. */
+template <int T>
+TSR_TARGET_AVX2 static inline __m256 load8_as_f32_avx2(const char * row, int64_t i) {
+    if (T == 0) return _mm256_loadu_ps((const float *)row + i);
+    if (T == 1) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + i)));
+    return bf16x8_avx2((const uint16_t *)row + i);
+}
+
+template <int T>
+TSR_TARGET_AVX2 static void dot4_avx2(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
+    const float * y = (const float *)yv;
+    __m256 acc0[4], acc1[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256 y0 = _mm256_loadu_ps(y + i), y1 = _mm256_loadu_ps(y + i + 8);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; ++r) {
+            acc0[r] = _mm256_fmadd_ps(load8_as_f32_avx2<T>(x + (size_t)r * lda, i), y0, acc0[r]);
+            acc1[r] = _mm256_fmadd_ps(load8_as_f32_avx2<T>(x + (size_t)r * lda, i + 8), y1, acc1[r]);
+        }
+    }
+    for (; i + 8 <= n; i += 8) {
+        const __m256 y0 = _mm256_loadu_ps(y + i);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; ++r) acc0[r] = _mm256_fmadd_ps(load8_as_f32_avx2<T>(x + (size_t)r * lda, i), y0, acc0[r]);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+        float s = hsum256(_mm256_add_ps(acc0[r], acc1[r]));
+        for (int64_t k = i; k < n; ++k) s += ld(T == 0 ? TSR_TYPE_F32 : T == 1 ? TSR_TYPE_F16 : TSR_TYPE_BF16, x + (size_t)r * lda + (size_t)k * (T == 0 ? 4 : 2)) * y[k];
+        out[r] = s;
+    }
+}
+
+TSR_TARGET_AVX2 static void dot4_q8_0_avx2(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
+    const yq8 * y = (const yq8 *)yv;
+    __m256 acc[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const __m256i yq = _mm256_loadu_si256((const __m256i *)y[b].qs);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; ++r) {
+            const tsr_block_q8_0 * xb = (const tsr_block_q8_0 *)(x + (size_t)r * lda) + b;
+            const __m256i p = dot32_s8s8_avx2(_mm256_loadu_si256((const __m256i *)xb->qs), yq);
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h2f_avx2(xb->d) * y[b].d), acc[r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) out[r] = hsum256(acc[r]);
+}
+
+TSR_TARGET_AVX2 static void dot4_q4_0_avx2(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
+    const yq8 * y = (const yq8 *)yv;
+    __m256 acc[4];
+    float corr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const __m256i yq = _mm256_loadu_si256((const __m256i *)y[b].qs);
+        const float ys = (float)y[b].sum;
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; ++r) {
+            const tsr_block_q4_0 * xb = (const tsr_block_q4_0 *)(x + (size_t)r * lda) + b;
+            const float d = h2f_avx2(xb->d) * y[b].d;
+            const __m256i p = dot32_u4s8_avx2(unpack_q4_avx2(xb->qs), yq);
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d), acc[r]);
+            corr[r] += d * ys;
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) out[r] = hsum256(acc[r]) - 8.0f * corr[r];
+}
+
 TSR_TARGET_AVX2 static void quantize_y_avx2(const float * x, yq8 * y, int64_t n) {
     const __m256 signbit = _mm256_set1_ps(-0.0f);
     for (int64_t b = 0; b < n / 32; ++b) {
@@ -224,7 +301,7 @@ static const gemm_impl gemm_bf16_avx2 = { 16, 6, 256, 128, 16 * 128, 6 * 128, fa
 static const kernels kernels_avx2 = {
     TSR_CPU_ISA_AVX2,
     dot_f32_avx2, dot_f16_avx2, dot_bf16_avx2, dot_q8_0_avx2, dot_q4_0_avx2,
-    { nullptr, nullptr, nullptr, nullptr, nullptr },
+    { dot4_avx2<0>, dot4_avx2<1>, dot4_avx2<2>, dot4_q8_0_avx2, dot4_q4_0_avx2 },
     quantize_y_avx2, axpy_f32_avx2, cvt_f16_f32_avx2,
     { &gemm_f32_avx2, &gemm_f16_avx2, &gemm_bf16_avx2, nullptr, nullptr },
 };

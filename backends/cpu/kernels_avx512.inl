@@ -524,7 +524,7 @@ static kernels make_kernels_avx512() {
     kernels k = {
         TSR_CPU_ISA_AVX512,
         dot_f32_avx512, dot_f16_avx512, dot_bf16_avx512, dot_q8_0_avx2, dot_q4_0_avx2,
-        { dot4_avx512<0>, dot4_avx512<1>, dot4_avx512<2>, nullptr, nullptr },
+        { dot4_avx512<0>, dot4_avx512<1>, dot4_avx512<2>, dot4_q8_0_avx2, dot4_q4_0_avx2 },
         quantize_y_avx2, axpy_f32_avx512, cvt_f16_f32_avx2,
         { &gemm_f32_avx512, &gemm_f16_avx512, &gemm_bf16cvt_avx512, nullptr, nullptr },
     };
