@@ -89,12 +89,73 @@ static void f16_to_f32_neon(const void * x, float * y, int64_t n) {
     for (; i < n; ++i) y[i] = h2f(s[i]);
 }
 
+static void cvt_bf16_f32_neon(const void * src, float * dst, int64_t n) {
+    const uint16_t * s = (const uint16_t *)src;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(dst + i, vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(s + i), 16)));
+    for (; i < n; ++i) dst[i] = bf2f(s[i]);
+}
+
+/* Store (or add) one C column of 8 m values; the M edge goes through a buffer. */
+static inline void store_col8_neon(float * c, float32x4_t v0, float32x4_t v1, int mr_valid, bool accumulate) {
+    if (mr_valid == 8) {
+        if (accumulate) {
+            v0 = vaddq_f32(v0, vld1q_f32(c));
+            v1 = vaddq_f32(v1, vld1q_f32(c + 4));
+        }
+        vst1q_f32(c, v0);
+        vst1q_f32(c + 4, v1);
+        return;
+    }
+    float tmp[8];
+    vst1q_f32(tmp, v0);
+    vst1q_f32(tmp + 4, v1);
+    for (int i = 0; i < mr_valid; ++i) c[i] = accumulate ? c[i] + tmp[i] : tmp[i];
+}
+
+/* F32 GEMM micro-kernel: 8 x 12 tile. 24 accumulators + 2 A + 3 B quads = 29 of the 32
+ * vector registers; B is used by lane (vfmaq_laneq_f32), so no broadcasts are needed. */
+static void gemm_f32_kernel_neon(int kc, const void * ap, const void * bp, float * c, size_t ldc,
+                                 int mr_valid, int nr_valid, bool accumulate) {
+    const float * a = (const float *)ap;
+    const float * b = (const float *)bp;
+    float32x4_t c00 = vdupq_n_f32(0), c01 = vdupq_n_f32(0), c10 = vdupq_n_f32(0), c11 = vdupq_n_f32(0);
+    float32x4_t c20 = vdupq_n_f32(0), c21 = vdupq_n_f32(0), c30 = vdupq_n_f32(0), c31 = vdupq_n_f32(0);
+    float32x4_t c40 = vdupq_n_f32(0), c41 = vdupq_n_f32(0), c50 = vdupq_n_f32(0), c51 = vdupq_n_f32(0);
+    float32x4_t c60 = vdupq_n_f32(0), c61 = vdupq_n_f32(0), c70 = vdupq_n_f32(0), c71 = vdupq_n_f32(0);
+    float32x4_t c80 = vdupq_n_f32(0), c81 = vdupq_n_f32(0), c90 = vdupq_n_f32(0), c91 = vdupq_n_f32(0);
+    float32x4_t ca0 = vdupq_n_f32(0), ca1 = vdupq_n_f32(0), cb0 = vdupq_n_f32(0), cb1 = vdupq_n_f32(0);
+    for (int k = 0; k < kc; ++k) {
+        const float32x4_t a0 = vld1q_f32(a), a1 = vld1q_f32(a + 4);
+        const float32x4_t b0 = vld1q_f32(b), b1 = vld1q_f32(b + 4), b2 = vld1q_f32(b + 8);
+#define TSR_NSTEP(bq, l, x0, x1) x0 = vfmaq_laneq_f32(x0, a0, bq, l); x1 = vfmaq_laneq_f32(x1, a1, bq, l);
+        TSR_NSTEP(b0, 0, c00, c01) TSR_NSTEP(b0, 1, c10, c11) TSR_NSTEP(b0, 2, c20, c21) TSR_NSTEP(b0, 3, c30, c31)
+        TSR_NSTEP(b1, 0, c40, c41) TSR_NSTEP(b1, 1, c50, c51) TSR_NSTEP(b1, 2, c60, c61) TSR_NSTEP(b1, 3, c70, c71)
+        TSR_NSTEP(b2, 0, c80, c81) TSR_NSTEP(b2, 1, c90, c91) TSR_NSTEP(b2, 2, ca0, ca1) TSR_NSTEP(b2, 3, cb0, cb1)
+#undef TSR_NSTEP
+        a += 8;
+        b += 12;
+    }
+    const float32x4_t r[12][2] = { {c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51},
+                                   {c60, c61}, {c70, c71}, {c80, c81}, {c90, c91}, {ca0, ca1}, {cb0, cb1} };
+    for (int j = 0; j < nr_valid; ++j) store_col8_neon(c + (size_t)j * ldc, r[j][0], r[j][1], mr_valid, accumulate);
+}
+
+/* mc = 128 rows x kc = 256 keeps the packed A block (128 KiB) in L2 and one B panel
+ * (12 KiB) in L1 on common cores. */
+static const gemm_impl gemm_f32_neon = { 8, 12, 256, 128, 8 * 128, 12 * 128, false,
+    pack_panel_f32<8, 4, cvt_f32_copy>, pack_panel_f32<12, 4, cvt_f32_copy>, gemm_f32_kernel_neon };
+static const gemm_impl gemm_f16_neon = { 8, 12, 256, 128, 8 * 128, 12 * 128, false,
+    pack_panel_f32<8, 2, f16_to_f32_neon>, pack_panel_f32<12, 4, cvt_f32_copy>, gemm_f32_kernel_neon };
+static const gemm_impl gemm_bf16_neon = { 8, 12, 256, 128, 8 * 128, 12 * 128, false,
+    pack_panel_f32<8, 2, cvt_bf16_f32_neon>, pack_panel_f32<12, 4, cvt_f32_copy>, gemm_f32_kernel_neon };
+
 static const kernels kernels_neon = {
     TSR_CPU_ISA_NEON,
     dot_f32_neon, dot_f16_neon, dot_bf16_neon, dot_q8_0_neon, dot_q4_0_neon,
     { nullptr, nullptr, nullptr },
     quantize_y_scalar, axpy_f32_neon, f16_to_f32_neon,
-    { nullptr, nullptr, nullptr, nullptr, nullptr },
+    { &gemm_f32_neon, &gemm_f16_neon, &gemm_bf16_neon, nullptr, nullptr },
 };
 
 } // namespace tcpu

@@ -96,6 +96,24 @@ TEST_CASE("mul_mat: non-contiguous operands", "[cpu][mul_mat]") {
     }
 }
 
+// Shapes around the GEMM tiles of every path (x86 16x6 / 32x12 / 32x6, NEON 8x12): M and
+// N off the tile, several k blocks (float kc 256/512, integer kc up to 1024) with a ragged
+// last one, more than one GEMM_NC column block, batched/broadcast src0, transposed src1.
+TEST_CASE("mul_mat: GEMM edge tiles and k blocks", "[cpu][mul_mat]") {
+    for (tsr_type t : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_BF16}) {
+        check_mul_mat(t, 300, 19, 25, 1, 1, 1, 1, false);    // 2 k blocks, ragged K, M 8+8+3, N 12+12+1
+        check_mul_mat(t, 545, 9, 6, 1, 1, 1, 1, false);      // 3 k blocks, N = GEMM_MIN_N
+        check_mul_mat(t, 47, 30, 14, 2, 1, 4, 1, false);     // broadcast src0 over dim 2
+        check_mul_mat(t, 70, 21, 15, 1, 1, 2, 1, true);      // non-contiguous src1
+        check_mul_mat(t, 33, 11, 540, 1, 1, 1, 1, false);    // two GEMM_NC column blocks
+    }
+    for (tsr_type t : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0}) {
+        check_mul_mat(t, 1088, 11, 14, 1, 1, 1, 1, false);   // 2+ integer k blocks, M and N off the tile
+        check_mul_mat(t, 96, 13, 7, 2, 1, 4, 1, false);      // broadcast src0 over dim 2
+        check_mul_mat(t, 64, 10, 9, 1, 1, 2, 1, true);       // non-contiguous src1
+    }
+}
+
 TEST_CASE("mul_mat: 1 and N threads give bitwise equal results", "[cpu][mul_mat][threads]") {
     for (tsr_type t : kTypes) {
         ctx_holder ctx(32);
