@@ -150,12 +150,65 @@ static const gemm_impl gemm_f16_neon = { 8, 12, 256, 128, 8 * 128, 12 * 128, fal
 static const gemm_impl gemm_bf16_neon = { 8, 12, 256, 128, 8 * 128, 12 * 128, false,
     pack_panel_f32<8, 2, cvt_bf16_f32_neon>, pack_panel_f32<12, 4, cvt_f32_copy>, gemm_f32_kernel_neon };
 
+/* Sum over 32 signed byte products, as 4 int32 partial sums. Two products share an int16
+ * lane before widening (vmlal_s8): yq8 bytes are in [-127, 127] (quantize_y), so a pair is
+ * at most 2 * 128 * 127 even against Q8_0's -128. */
+static inline int32x4_t dot32_s8_partial(const int8_t * x, const int8_t * y) {
+    const int8x16_t x0 = vld1q_s8(x), x1 = vld1q_s8(x + 16);
+    const int8x16_t y0 = vld1q_s8(y), y1 = vld1q_s8(y + 16);
+    const int32x4_t s = vpaddlq_s16(vmlal_high_s8(vmull_s8(vget_low_s8(x0), vget_low_s8(y0)), x0, y0));
+    return vpadalq_s16(s, vmlal_high_s8(vmull_s8(vget_low_s8(x1), vget_low_s8(y1)), x1, y1));
+}
+
+/* Store (or add) one C column of 4 m values. */
+static inline void store_col4_neon(float * c, float32x4_t v, int mr_valid, bool accumulate) {
+    if (mr_valid == 4) {
+        vst1q_f32(c, accumulate ? vaddq_f32(v, vld1q_f32(c)) : v);
+        return;
+    }
+    float tmp[4];
+    vst1q_f32(tmp, v);
+    for (int i = 0; i < mr_valid; ++i) c[i] = accumulate ? c[i] + tmp[i] : tmp[i];
+}
+
+/* Integer GEMM micro-kernel over signed int8 panels (pack_panel_s8_a/b): 4 x 4 tile. Per 32 k
+ * block and column n, the 4 partial-sum vectors of the 4 rows reduce pairwise (vpaddq_s32)
+ * into one vector over m, which is scaled by d_a[m] * d_b[n] like the dot-product path. */
+static void gemm_s8_kernel_neon(int kc, const void * ap, const void * bp, float * c, size_t ldc,
+                                int mr_valid, int nr_valid, bool accumulate) {
+    const uint8_t * a = (const uint8_t *)ap;
+    const uint8_t * b = (const uint8_t *)bp;
+    float32x4_t acc[4];
+    for (int n = 0; n < 4; ++n) acc[n] = vdupq_n_f32(0);
+    for (int blk = 0; blk < kc / 32; ++blk) {
+        const int8_t * aq = (const int8_t *)a;
+        const int8_t * bq = (const int8_t *)b;
+        const float32x4_t da = vld1q_f32((const float *)(a + 4 * 32));
+        const float * db = (const float *)(b + 4 * 32);
+        for (int n = 0; n < 4; ++n) {
+            const int8_t * yn = bq + n * 32;
+            const int32x4_t s01 = vpaddq_s32(dot32_s8_partial(aq, yn), dot32_s8_partial(aq + 32, yn));
+            const int32x4_t s23 = vpaddq_s32(dot32_s8_partial(aq + 64, yn), dot32_s8_partial(aq + 96, yn));
+            acc[n] = vfmaq_f32(acc[n], vcvtq_f32_s32(vpaddq_s32(s01, s23)), vmulq_n_f32(da, db[n]));
+        }
+        a += 4 * 36;
+        b += 4 * 36;
+    }
+    for (int n = 0; n < nr_valid; ++n) store_col4_neon(c + (size_t)n * ldc, acc[n], mr_valid, accumulate);
+}
+
+/* kc = 512: 16 blocks; the packed A block is 128 rows x 16 x 36 bytes (72 KiB). */
+static const gemm_impl gemm_q8_0_neon = { 4, 4, 512, 128, 4 * 36, 4 * 36, true,
+    pack_panel_s8_a<4, TSR_TYPE_Q8_0>, pack_panel_s8_b<4>, gemm_s8_kernel_neon };
+static const gemm_impl gemm_q4_0_neon = { 4, 4, 512, 128, 4 * 36, 4 * 36, true,
+    pack_panel_s8_a<4, TSR_TYPE_Q4_0>, pack_panel_s8_b<4>, gemm_s8_kernel_neon };
+
 static const kernels kernels_neon = {
     TSR_CPU_ISA_NEON,
     dot_f32_neon, dot_f16_neon, dot_bf16_neon, dot_q8_0_neon, dot_q4_0_neon,
     { nullptr, nullptr, nullptr },
     quantize_y_scalar, axpy_f32_neon, f16_to_f32_neon,
-    { &gemm_f32_neon, &gemm_f16_neon, &gemm_bf16_neon, nullptr, nullptr },
+    { &gemm_f32_neon, &gemm_f16_neon, &gemm_bf16_neon, &gemm_q8_0_neon, &gemm_q4_0_neon },
 };
 
 } // namespace tcpu

@@ -114,6 +114,33 @@ TEST_CASE("mul_mat: GEMM edge tiles and k blocks", "[cpu][mul_mat]") {
     }
 }
 
+// Q8_0 bytes of -128 (or 127 in one row) against activations quantized to +-127, one sign
+// per column: every product of a row and column is the same largest int8 product, so
+// summing more than two of them in int16 before widening overflows.
+TEST_CASE("mul_mat: Q8_0 extreme bytes", "[cpu][mul_mat]") {
+    ctx_holder ctx(16);
+    const int64_t K = 96, M = 9, N = 7;
+    tsr_tensor * a = tsr_new_tensor_2d(ctx, TSR_TYPE_Q8_0, K, M);
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t i = 0; i < K / 32; ++i) {
+            tsr_block_q8_0 * blk = (tsr_block_q8_0 *)((char *)a->data + m * a->nb[1]) + i;
+            blk->d = tsr_fp32_to_fp16(1.0f / 128);
+            std::memset(blk->qs, m == 4 ? 127 : -128, 32);
+        }
+    tsr_tensor * b = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, K, N);
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < K; ++k) tsr_set_f32_nd(b, k, n, 0, 0, n % 3 == 0 ? 1.0f : -1.0f);
+    tsr_tensor * c = tsr_mul_mat(ctx, a, b);
+    const std::vector<double> ref = ref_mul_mat(a, b);
+    for (tsr_cpu_isa isa : isas()) {
+        isa_scope s(isa);
+        backend_holder be(2);
+        INFO("isa " << tsr_cpu_isa_name(isa));
+        REQUIRE(run(be, ctx, c) == TSR_STATUS_SUCCESS);
+        CHECK(nmse(values(c), ref) < 1e-10);
+    }
+}
+
 TEST_CASE("mul_mat: 1 and N threads give bitwise equal results", "[cpu][mul_mat][threads]") {
     for (tsr_type t : kTypes) {
         ctx_holder ctx(32);
