@@ -96,6 +96,49 @@ static void cvt_bf16_f32_neon(const void * src, float * dst, int64_t n) {
     for (; i < n; ++i) dst[i] = bf2f(s[i]);
 }
 
+/* Element k of a src0 row as float (T: 0 f32, 1 f16, 2 bf16). */
+template <int T>
+static inline float elem_as_f32(const char * row, int64_t k) {
+    if (T == 0) return ((const float *)row)[k];
+    const uint16_t h = ((const uint16_t *)row)[k];
+    return T == 1 ? h2f(h) : bf2f(h);
+}
+
+/* Elements k..k+3 of a src0 row as floats (T: 0 f32, 1 f16, 2 bf16). */
+template <int T>
+static inline float32x4_t load4_as_f32(const char * row, int64_t k) {
+    if (T == 0) return vld1q_f32((const float *)row + k);
+    const uint16x4_t h = vld1_u16((const uint16_t *)row + k);
+    if (T == 1) return vcvt_f32_f16(vreinterpret_f16_u16(h));
+    return vreinterpretq_f32_u32(vshll_n_u16(h, 16));
+}
+
+/* 4 rows x 8 elements per step: 8 accumulators, 4 row streams in flight, y loaded once. */
+template <int T>
+static void dot4_neon(int64_t n, const char * x, size_t lda, const float * y, float * out) {
+    float32x4_t acc[4][2];
+    for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = vdupq_n_f32(0);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const float32x4_t y0 = vld1q_f32(y + i), y1 = vld1q_f32(y + i + 4);
+        for (int r = 0; r < 4; ++r) {
+            const char * row = x + (size_t)r * lda;
+            acc[r][0] = vfmaq_f32(acc[r][0], load4_as_f32<T>(row, i), y0);
+            acc[r][1] = vfmaq_f32(acc[r][1], load4_as_f32<T>(row, i + 4), y1);
+        }
+    }
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t y0 = vld1q_f32(y + i);
+        for (int r = 0; r < 4; ++r) acc[r][0] = vfmaq_f32(acc[r][0], load4_as_f32<T>(x + (size_t)r * lda, i), y0);
+    }
+    for (int r = 0; r < 4; ++r) {
+        const char * row = x + (size_t)r * lda;
+        float s = vaddvq_f32(vaddq_f32(acc[r][0], acc[r][1]));
+        for (int64_t j = i; j < n; ++j) s += elem_as_f32<T>(row, j) * y[j];
+        out[r] = s;
+    }
+}
+
 /* Store (or add) one C column of 8 m values; the M edge goes through a buffer. */
 static inline void store_col8_neon(float * c, float32x4_t v0, float32x4_t v1, int mr_valid, bool accumulate) {
     if (mr_valid == 8) {
@@ -206,7 +249,7 @@ static const gemm_impl gemm_q4_0_neon = { 4, 4, 512, 128, 4 * 36, 4 * 36, true,
 static const kernels kernels_neon = {
     TSR_CPU_ISA_NEON,
     dot_f32_neon, dot_f16_neon, dot_bf16_neon, dot_q8_0_neon, dot_q4_0_neon,
-    { nullptr, nullptr, nullptr },
+    { dot4_neon<0>, dot4_neon<1>, dot4_neon<2> },
     quantize_y_scalar, axpy_f32_neon, f16_to_f32_neon,
     { &gemm_f32_neon, &gemm_f16_neon, &gemm_bf16_neon, &gemm_q8_0_neon, &gemm_q4_0_neon },
 };

@@ -114,6 +114,32 @@ TEST_CASE("mul_mat: GEMM edge tiles and k blocks", "[cpu][mul_mat]") {
     }
 }
 
+// src0 rows a view into wider rows (row stride > K): matrix-vector (4 rows at once, ragged K
+// tails of 4 and of 1..3) and GEMM read rows at the stride, not at K.
+TEST_CASE("mul_mat: float src0 with padded rows, ragged K", "[cpu][mul_mat]") {
+    for (tsr_type t : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_BF16})
+        for (int64_t K : {3, 13, 45, 260})
+            for (int64_t N : {1, 9}) {
+                ctx_holder ctx(16);
+                std::mt19937 rng((unsigned)(K * 31 + N + t));
+                const int64_t M = 18;
+                tsr_tensor * wide = tsr_new_tensor_2d(ctx, t, K + 5, M);
+                fill(wide, rng);
+                tsr_tensor * a = tsr_view_2d(ctx, wide, K, M, wide->nb[1], 0);
+                tsr_tensor * b = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, K, N);
+                fill(b, rng);
+                tsr_tensor * c = tsr_mul_mat(ctx, a, b);
+                const std::vector<double> ref = ref_mul_mat(a, b);
+                for (tsr_cpu_isa isa : isas()) {
+                    isa_scope s(isa);
+                    backend_holder be(2);
+                    INFO("type " << tsr_type_name(t) << " K " << K << " N " << N << " isa " << tsr_cpu_isa_name(isa));
+                    REQUIRE(run(be, ctx, c) == TSR_STATUS_SUCCESS);
+                    CHECK(nmse(values(c), ref) < threshold(t));
+                }
+            }
+}
+
 // Q8_0 bytes of -128 (or 127 in one row) against activations quantized to +-127, one sign
 // per column: every product of a row and column is the same largest int8 product, so
 // summing more than two of them in int16 before widening overflows.
