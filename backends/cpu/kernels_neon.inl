@@ -89,12 +89,174 @@ static void f16_to_f32_neon(const void * x, float * y, int64_t n) {
     for (; i < n; ++i) y[i] = h2f(s[i]);
 }
 
+static void cvt_bf16_f32_neon(const void * src, float * dst, int64_t n) {
+    const uint16_t * s = (const uint16_t *)src;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(dst + i, vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(s + i), 16)));
+    for (; i < n; ++i) dst[i] = bf2f(s[i]);
+}
+
+/* Element k of a src0 row as float (T: 0 f32, 1 f16, 2 bf16). */
+template <int T>
+static inline float elem_as_f32(const char * row, int64_t k) {
+    if (T == 0) return ((const float *)row)[k];
+    const uint16_t h = ((const uint16_t *)row)[k];
+    return T == 1 ? h2f(h) : bf2f(h);
+}
+
+/* Elements k..k+3 of a src0 row as floats (T: 0 f32, 1 f16, 2 bf16). */
+template <int T>
+static inline float32x4_t load4_as_f32(const char * row, int64_t k) {
+    if (T == 0) return vld1q_f32((const float *)row + k);
+    const uint16x4_t h = vld1_u16((const uint16_t *)row + k);
+    if (T == 1) return vcvt_f32_f16(vreinterpret_f16_u16(h));
+    return vreinterpretq_f32_u32(vshll_n_u16(h, 16));
+}
+
+/* 4 rows x 8 elements per step: 8 accumulators, 4 row streams in flight, y loaded once. */
+template <int T>
+static void dot4_neon(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
+    const float * y = (const float *)yv;
+    float32x4_t acc[4][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = vdupq_n_f32(0);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const float32x4_t y0 = vld1q_f32(y + i), y1 = vld1q_f32(y + i + 4);
+    #pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+            const char * row = x + (size_t)r * lda;
+            acc[r][0] = vfmaq_f32(acc[r][0], load4_as_f32<T>(row, i), y0);
+            acc[r][1] = vfmaq_f32(acc[r][1], load4_as_f32<T>(row, i + 4), y1);
+        }
+    }
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t y0 = vld1q_f32(y + i);
+    #pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) acc[r][0] = vfmaq_f32(acc[r][0], load4_as_f32<T>(x + (size_t)r * lda, i), y0);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+        const char * row = x + (size_t)r * lda;
+        float s = vaddvq_f32(vaddq_f32(acc[r][0], acc[r][1]));
+        for (int64_t j = i; j < n; ++j) s += elem_as_f32<T>(row, j) * y[j];
+        out[r] = s;
+    }
+}
+
+/* Store (or add) one C column of 8 m values; the M edge goes through a buffer. */
+static inline void store_col8_neon(float * c, float32x4_t v0, float32x4_t v1, int mr_valid, bool accumulate) {
+    if (mr_valid == 8) {
+        if (accumulate) {
+            v0 = vaddq_f32(v0, vld1q_f32(c));
+            v1 = vaddq_f32(v1, vld1q_f32(c + 4));
+        }
+        vst1q_f32(c, v0);
+        vst1q_f32(c + 4, v1);
+        return;
+    }
+    float tmp[8];
+    vst1q_f32(tmp, v0);
+    vst1q_f32(tmp + 4, v1);
+    for (int i = 0; i < mr_valid; ++i) c[i] = accumulate ? c[i] + tmp[i] : tmp[i];
+}
+
+/* F32 GEMM micro-kernel: 8 x 12 tile. 24 accumulators + 2 A + 3 B quads = 29 of the 32
+ * vector registers; B is used by lane (vfmaq_laneq_f32), so no broadcasts are needed. */
+static void gemm_f32_kernel_neon(int kc, const void * ap, const void * bp, float * c, size_t ldc,
+                                 int mr_valid, int nr_valid, bool accumulate) {
+    const float * a = (const float *)ap;
+    const float * b = (const float *)bp;
+    float32x4_t c00 = vdupq_n_f32(0), c01 = vdupq_n_f32(0), c10 = vdupq_n_f32(0), c11 = vdupq_n_f32(0);
+    float32x4_t c20 = vdupq_n_f32(0), c21 = vdupq_n_f32(0), c30 = vdupq_n_f32(0), c31 = vdupq_n_f32(0);
+    float32x4_t c40 = vdupq_n_f32(0), c41 = vdupq_n_f32(0), c50 = vdupq_n_f32(0), c51 = vdupq_n_f32(0);
+    float32x4_t c60 = vdupq_n_f32(0), c61 = vdupq_n_f32(0), c70 = vdupq_n_f32(0), c71 = vdupq_n_f32(0);
+    float32x4_t c80 = vdupq_n_f32(0), c81 = vdupq_n_f32(0), c90 = vdupq_n_f32(0), c91 = vdupq_n_f32(0);
+    float32x4_t ca0 = vdupq_n_f32(0), ca1 = vdupq_n_f32(0), cb0 = vdupq_n_f32(0), cb1 = vdupq_n_f32(0);
+    for (int k = 0; k < kc; ++k) {
+        const float32x4_t a0 = vld1q_f32(a), a1 = vld1q_f32(a + 4);
+        const float32x4_t b0 = vld1q_f32(b), b1 = vld1q_f32(b + 4), b2 = vld1q_f32(b + 8);
+#define TSR_NSTEP(bq, l, x0, x1) x0 = vfmaq_laneq_f32(x0, a0, bq, l); x1 = vfmaq_laneq_f32(x1, a1, bq, l);
+        TSR_NSTEP(b0, 0, c00, c01) TSR_NSTEP(b0, 1, c10, c11) TSR_NSTEP(b0, 2, c20, c21) TSR_NSTEP(b0, 3, c30, c31)
+        TSR_NSTEP(b1, 0, c40, c41) TSR_NSTEP(b1, 1, c50, c51) TSR_NSTEP(b1, 2, c60, c61) TSR_NSTEP(b1, 3, c70, c71)
+        TSR_NSTEP(b2, 0, c80, c81) TSR_NSTEP(b2, 1, c90, c91) TSR_NSTEP(b2, 2, ca0, ca1) TSR_NSTEP(b2, 3, cb0, cb1)
+#undef TSR_NSTEP
+        a += 8;
+        b += 12;
+    }
+    const float32x4_t r[12][2] = { {c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51},
+                                   {c60, c61}, {c70, c71}, {c80, c81}, {c90, c91}, {ca0, ca1}, {cb0, cb1} };
+    for (int j = 0; j < nr_valid; ++j) store_col8_neon(c + (size_t)j * ldc, r[j][0], r[j][1], mr_valid, accumulate);
+}
+
+/* mc = 128 rows x kc = 256 keeps the packed A block (128 KiB) in L2 and one B panel
+ * (12 KiB) in L1 on common cores. */
+static const gemm_impl gemm_f32_neon = { 8, 12, 256, 128, 8 * 128, 12 * 128, false,
+    pack_panel_f32<8, 4, cvt_f32_copy>, pack_panel_f32<12, 4, cvt_f32_copy>, gemm_f32_kernel_neon };
+static const gemm_impl gemm_f16_neon = { 8, 12, 256, 128, 8 * 128, 12 * 128, false,
+    pack_panel_f32<8, 2, f16_to_f32_neon>, pack_panel_f32<12, 4, cvt_f32_copy>, gemm_f32_kernel_neon };
+static const gemm_impl gemm_bf16_neon = { 8, 12, 256, 128, 8 * 128, 12 * 128, false,
+    pack_panel_f32<8, 2, cvt_bf16_f32_neon>, pack_panel_f32<12, 4, cvt_f32_copy>, gemm_f32_kernel_neon };
+
+/* Sum over 32 signed byte products, as 4 int32 partial sums. Two products share an int16
+ * lane before widening (vmlal_s8): yq8 bytes are in [-127, 127] (quantize_y), so a pair is
+ * at most 2 * 128 * 127 even against Q8_0's -128. */
+static inline int32x4_t dot32_s8_partial(const int8_t * x, const int8_t * y) {
+    const int8x16_t x0 = vld1q_s8(x), x1 = vld1q_s8(x + 16);
+    const int8x16_t y0 = vld1q_s8(y), y1 = vld1q_s8(y + 16);
+    const int32x4_t s = vpaddlq_s16(vmlal_high_s8(vmull_s8(vget_low_s8(x0), vget_low_s8(y0)), x0, y0));
+    return vpadalq_s16(s, vmlal_high_s8(vmull_s8(vget_low_s8(x1), vget_low_s8(y1)), x1, y1));
+}
+
+/* Store (or add) one C column of 4 m values. */
+static inline void store_col4_neon(float * c, float32x4_t v, int mr_valid, bool accumulate) {
+    if (mr_valid == 4) {
+        vst1q_f32(c, accumulate ? vaddq_f32(v, vld1q_f32(c)) : v);
+        return;
+    }
+    float tmp[4];
+    vst1q_f32(tmp, v);
+    for (int i = 0; i < mr_valid; ++i) c[i] = accumulate ? c[i] + tmp[i] : tmp[i];
+}
+
+/* Integer GEMM micro-kernel over signed int8 panels (pack_panel_s8_a/b): 4 x 4 tile. Per 32 k
+ * block and column n, the 4 partial-sum vectors of the 4 rows reduce pairwise (vpaddq_s32)
+ * into one vector over m, which is scaled by d_a[m] * d_b[n] like the dot-product path. */
+static void gemm_s8_kernel_neon(int kc, const void * ap, const void * bp, float * c, size_t ldc,
+                                int mr_valid, int nr_valid, bool accumulate) {
+    const uint8_t * a = (const uint8_t *)ap;
+    const uint8_t * b = (const uint8_t *)bp;
+    float32x4_t acc[4];
+    for (int n = 0; n < 4; ++n) acc[n] = vdupq_n_f32(0);
+    for (int blk = 0; blk < kc / 32; ++blk) {
+        const int8_t * aq = (const int8_t *)a;
+        const int8_t * bq = (const int8_t *)b;
+        const float32x4_t da = vld1q_f32((const float *)(a + 4 * 32));
+        const float * db = (const float *)(b + 4 * 32);
+        for (int n = 0; n < 4; ++n) {
+            const int8_t * yn = bq + n * 32;
+            const int32x4_t s01 = vpaddq_s32(dot32_s8_partial(aq, yn), dot32_s8_partial(aq + 32, yn));
+            const int32x4_t s23 = vpaddq_s32(dot32_s8_partial(aq + 64, yn), dot32_s8_partial(aq + 96, yn));
+            acc[n] = vfmaq_f32(acc[n], vcvtq_f32_s32(vpaddq_s32(s01, s23)), vmulq_n_f32(da, db[n]));
+        }
+        a += 4 * 36;
+        b += 4 * 36;
+    }
+    for (int n = 0; n < nr_valid; ++n) store_col4_neon(c + (size_t)n * ldc, acc[n], mr_valid, accumulate);
+}
+
+/* kc = 512: 16 blocks; the packed A block is 128 rows x 16 x 36 bytes (72 KiB). */
+static const gemm_impl gemm_q8_0_neon = { 4, 4, 512, 128, 4 * 36, 4 * 36, true,
+    pack_panel_s8_a<4, TSR_TYPE_Q8_0>, pack_panel_s8_b<4>, gemm_s8_kernel_neon };
+static const gemm_impl gemm_q4_0_neon = { 4, 4, 512, 128, 4 * 36, 4 * 36, true,
+    pack_panel_s8_a<4, TSR_TYPE_Q4_0>, pack_panel_s8_b<4>, gemm_s8_kernel_neon };
+
 static const kernels kernels_neon = {
     TSR_CPU_ISA_NEON,
     dot_f32_neon, dot_f16_neon, dot_bf16_neon, dot_q8_0_neon, dot_q4_0_neon,
-    { nullptr, nullptr, nullptr, nullptr, nullptr },
+    { dot4_neon<0>, dot4_neon<1>, dot4_neon<2>, nullptr, nullptr },
     quantize_y_scalar, axpy_f32_neon, f16_to_f32_neon,
-    { nullptr, nullptr, nullptr, nullptr, nullptr },
+    { &gemm_f32_neon, &gemm_f16_neon, &gemm_bf16_neon, &gemm_q8_0_neon, &gemm_q4_0_neon },
 };
 
 } // namespace tcpu

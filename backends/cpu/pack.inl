@@ -7,6 +7,9 @@
  * Int8 panels (A, from Q8_0/Q4_0): per 32 k: 8 quads x R rows x 4 unsigned bytes, then R
  *              float scales. B (from yq8): per 32 k: 8 quads x R x 4 signed bytes, R float
  *              scales, R int32 biases (-offset * sum(q)) that undo the unsigned offset.
+ * Signed int8 panels (A from Q8_0/Q4_0, B from yq8; for kernels that multiply signed by
+ *              signed, so no offset or bias): per 32 k: R rows x 32 signed bytes in k
+ *              order, then R float scales; zero beyond `rows` and beyond K.
  */
 namespace {
 namespace tcpu {
@@ -132,6 +135,56 @@ static void pack_panel_i8_b(const char * b, size_t ldb, int rows, int64_t K, int
                 for (int qd = 0; qd < 8; ++qd) std::memset(q + ((size_t)qd * R + r) * 4, 0, 4);
                 sc[r] = 0.0f;
                 bias[r] = 0;
+            }
+        }
+    }
+}
+
+/* Signed int8 A panel from Q8_0 (bytes as stored) or Q4_0 (nibbles - 8). */
+template <int R, enum tsr_type T>
+static void pack_panel_s8_a(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    uint8_t * d = (uint8_t *)dst;
+    const int64_t b0 = k0 / 32, nbk = K / 32;
+    for (int b = 0; b < kc / 32; ++b) {
+        int8_t * q = (int8_t *)(d + (size_t)b * R * 36);
+        float * sc = (float *)(d + (size_t)b * R * 36 + R * 32);
+        for (int r = 0; r < R; ++r) {
+            int8_t * qr = q + r * 32;
+            if (r >= rows || b0 + b >= nbk) {
+                std::memset(qr, 0, 32);
+                sc[r] = 0.0f;
+            } else if (T == TSR_TYPE_Q8_0) {
+                const tsr_block_q8_0 * blk = (const tsr_block_q8_0 *)(a + (size_t)r * lda) + b0 + b;
+                std::memcpy(qr, blk->qs, 32);
+                sc[r] = h2f(blk->d);
+            } else {
+                const tsr_block_q4_0 * blk = (const tsr_block_q4_0 *)(a + (size_t)r * lda) + b0 + b;
+                for (int j = 0; j < 16; ++j) {
+                    qr[j] = (int8_t)((blk->qs[j] & 0x0F) - 8);
+                    qr[j + 16] = (int8_t)((blk->qs[j] >> 4) - 8);
+                }
+                sc[r] = h2f(blk->d);
+            }
+        }
+    }
+}
+
+/* Signed int8 B panel from yq8 rows. */
+template <int R>
+static void pack_panel_s8_b(const char * b, size_t ldb, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    uint8_t * d = (uint8_t *)dst;
+    const int64_t b0 = k0 / 32, nbk = K / 32;
+    for (int bb = 0; bb < kc / 32; ++bb) {
+        int8_t * q = (int8_t *)(d + (size_t)bb * R * 36);
+        float * sc = (float *)(d + (size_t)bb * R * 36 + R * 32);
+        for (int r = 0; r < R; ++r) {
+            if (r < rows && b0 + bb < nbk) {
+                const yq8 * blk = (const yq8 *)(b + (size_t)r * ldb) + b0 + bb;
+                std::memcpy(q + r * 32, blk->qs, 32);
+                sc[r] = blk->d;
+            } else {
+                std::memset(q + r * 32, 0, 32);
+                sc[r] = 0.0f;
             }
         }
     }

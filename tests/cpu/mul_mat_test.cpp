@@ -96,6 +96,77 @@ TEST_CASE("mul_mat: non-contiguous operands", "[cpu][mul_mat]") {
     }
 }
 
+// Shapes around the GEMM tiles of every path (x86 16x6 / 32x12 / 32x6, NEON 8x12): M and
+// N off the tile, several k blocks (float kc 256/512, integer kc up to 1024) with a ragged
+// last one, more than one GEMM_NC column block, batched/broadcast src0, transposed src1.
+TEST_CASE("mul_mat: GEMM edge tiles and k blocks", "[cpu][mul_mat]") {
+    for (tsr_type t : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_BF16}) {
+        check_mul_mat(t, 300, 19, 25, 1, 1, 1, 1, false);    // 2 k blocks, ragged K, M 8+8+3, N 12+12+1
+        check_mul_mat(t, 545, 9, 6, 1, 1, 1, 1, false);      // 3 k blocks, N = GEMM_MIN_N
+        check_mul_mat(t, 47, 30, 14, 2, 1, 4, 1, false);     // broadcast src0 over dim 2
+        check_mul_mat(t, 70, 21, 15, 1, 1, 2, 1, true);      // non-contiguous src1
+        check_mul_mat(t, 33, 11, 540, 1, 1, 1, 1, false);    // two GEMM_NC column blocks
+    }
+    for (tsr_type t : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0}) {
+        check_mul_mat(t, 1088, 11, 14, 1, 1, 1, 1, false);   // 2+ integer k blocks, M and N off the tile
+        check_mul_mat(t, 96, 13, 7, 2, 1, 4, 1, false);      // broadcast src0 over dim 2
+        check_mul_mat(t, 64, 10, 9, 1, 1, 2, 1, true);       // non-contiguous src1
+    }
+}
+
+// src0 rows a view into wider rows (row stride > K): matrix-vector (4 rows at once, ragged K
+// tails of 4 and of 1..3) and GEMM read rows at the stride, not at K.
+TEST_CASE("mul_mat: float src0 with padded rows, ragged K", "[cpu][mul_mat]") {
+    for (tsr_type t : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_BF16})
+        for (int64_t K : {3, 13, 45, 260})
+            for (int64_t N : {1, 9}) {
+                ctx_holder ctx(16);
+                std::mt19937 rng((unsigned)(K * 31 + N + t));
+                const int64_t M = 18;
+                tsr_tensor * wide = tsr_new_tensor_2d(ctx, t, K + 5, M);
+                fill(wide, rng);
+                tsr_tensor * a = tsr_view_2d(ctx, wide, K, M, wide->nb[1], 0);
+                tsr_tensor * b = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, K, N);
+                fill(b, rng);
+                tsr_tensor * c = tsr_mul_mat(ctx, a, b);
+                const std::vector<double> ref = ref_mul_mat(a, b);
+                for (tsr_cpu_isa isa : isas()) {
+                    isa_scope s(isa);
+                    backend_holder be(2);
+                    INFO("type " << tsr_type_name(t) << " K " << K << " N " << N << " isa " << tsr_cpu_isa_name(isa));
+                    REQUIRE(run(be, ctx, c) == TSR_STATUS_SUCCESS);
+                    CHECK(nmse(values(c), ref) < threshold(t));
+                }
+            }
+}
+
+// Q8_0 bytes of -128 (or 127 in one row) against activations quantized to +-127, one sign
+// per column: every product of a row and column is the same largest int8 product, so
+// summing more than two of them in int16 before widening overflows.
+TEST_CASE("mul_mat: Q8_0 extreme bytes", "[cpu][mul_mat]") {
+    ctx_holder ctx(16);
+    const int64_t K = 96, M = 9, N = 7;
+    tsr_tensor * a = tsr_new_tensor_2d(ctx, TSR_TYPE_Q8_0, K, M);
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t i = 0; i < K / 32; ++i) {
+            tsr_block_q8_0 * blk = (tsr_block_q8_0 *)((char *)a->data + m * a->nb[1]) + i;
+            blk->d = tsr_fp32_to_fp16(1.0f / 128);
+            std::memset(blk->qs, m == 4 ? 127 : -128, 32);
+        }
+    tsr_tensor * b = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, K, N);
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < K; ++k) tsr_set_f32_nd(b, k, n, 0, 0, n % 3 == 0 ? 1.0f : -1.0f);
+    tsr_tensor * c = tsr_mul_mat(ctx, a, b);
+    const std::vector<double> ref = ref_mul_mat(a, b);
+    for (tsr_cpu_isa isa : isas()) {
+        isa_scope s(isa);
+        backend_holder be(2);
+        INFO("isa " << tsr_cpu_isa_name(isa));
+        REQUIRE(run(be, ctx, c) == TSR_STATUS_SUCCESS);
+        CHECK(nmse(values(c), ref) < 1e-10);
+    }
+}
+
 TEST_CASE("mul_mat: 1 and N threads give bitwise equal results", "[cpu][mul_mat][threads]") {
     for (tsr_type t : kTypes) {
         ctx_holder ctx(32);
