@@ -183,22 +183,45 @@ TSR_TARGET_AVX2 static void dot4_q8_0_avx2(int64_t n, const char * x, size_t lda
     for (int r = 0; r < 4; ++r) out[r] = hsum256(acc[r]);
 }
 
+/* Q4_0: a pair of blocks per ymm against yq8's Q4 side arrays (y elements in nibble order,
+ * the -8 * sum bias and the y scales per lane), so no scalar work per block remains. */
 TSR_TARGET_AVX2 static void dot4_q4_0_avx2(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
     const yq8 * y = (const yq8 *)yv;
+    const int64_t nb = n / 32, ng = nb / 4;
+    const yside_q4 * ys = y_side_q4(y, nb);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    const __m128i rep = _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3);  /* [d0 x4, d1 x4] */
     __m256 acc[4];
-    float corr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) acc[r] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / 32; ++b) {
-        const __m256i yq = _mm256_loadu_si256((const __m256i *)y[b].qs);
-        const float ys = (float)y[b].sum;
+    for (int64_t b = 0; b < ng * 4; b += 2) {
+        const yside_q4 & s = ys[b / 4];
+        const int h = (int)(b & 2);  /* which pair of the group */
+        const __m256i ylo = _mm256_loadu_si256((const __m256i *)(s.lo + 16 * h));
+        const __m256i yhi = _mm256_loadu_si256((const __m256i *)(s.hi + 16 * h));
+        const __m256i yb = _mm256_loadu_si256((const __m256i *)(s.bias + 4 * h));
+        const __m256 dy = _mm256_loadu_ps(s.d + 4 * h);
 #pragma GCC unroll 4
         for (int r = 0; r < 4; ++r) {
             const tsr_block_q4_0 * xb = (const tsr_block_q4_0 *)(x + (size_t)r * lda) + b;
+            const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)xb[0].qs)),
+                                                      _mm_loadu_si128((const __m128i *)xb[1].qs), 1);
+            const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            const __m256i p = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), ones),
+                                                                _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), ones)), yb);
+            const __m128i d2 = _mm_insert_epi16(_mm_cvtsi32_si128(xb[0].d), xb[1].d, 1);
+            const __m256 dx = _mm256_cvtph_ps(_mm_shuffle_epi8(d2, rep));
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dx, dy), acc[r]);
+        }
+    }
+    float corr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t b = ng * 4; b < nb; ++b) {  /* blocks past the last group of 4 */
+        const __m256i yq = _mm256_loadu_si256((const __m256i *)y[b].qs);
+        for (int r = 0; r < 4; ++r) {
+            const tsr_block_q4_0 * xb = (const tsr_block_q4_0 *)(x + (size_t)r * lda) + b;
             const float d = h2f_avx2(xb->d) * y[b].d;
-            const __m256i p = dot32_u4s8_avx2(unpack_q4_avx2(xb->qs), yq);
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d), acc[r]);
-            corr[r] += d * ys;
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot32_u4s8_avx2(unpack_q4_avx2(xb->qs), yq)), _mm256_set1_ps(d), acc[r]);
+            corr[r] += d * (float)y[b].sum;
         }
     }
 #pragma GCC unroll 4
