@@ -183,6 +183,47 @@ static inline int type_slot(enum tsr_type t) {
     }
 }
 
+/* Constants of the vector expf/tanhf every SIMD path implements the same way.
+ * e^x = 2^n e^r: n = round(x log2 e), r = (x - n ln2_hi) - n ln2_lo (Cody-Waite: ln2_hi
+ * has 15 significant bits, so n ln2_hi is exact for |n| < 512 and the first step loses
+ * nothing); e^r on |r| <= ln2/2 as 1 + r + r^2 q(r), q of degree 4 interpolated at
+ * Chebyshev nodes (0.18 ulp before rounding). x is clamped to [lo, hi] first: below lo
+ * the result is 0, above hi +inf, and 2^n (|n| <= 159) still splits into two normal
+ * factors 2^(n>>1) * 2^(n - (n>>1)), so denormal results round once and nothing shifts
+ * out of range. tanh: |x| < tanh_small uses x + x^3 P(x^2) (P: degree 5, 0.07 ulp), where
+ * 1 - 2 / (e^2|x| + 1) would cancel. */
+namespace vexp {
+constexpr float lo = -110.0f, hi = 100.0f;
+constexpr float log2e = 1.44269504088896341f;
+constexpr float ln2_hi = 0.693145751953125f;     /* 0x3f317200 */
+constexpr float ln2_lo = 1.42860682030941723e-6f; /* ln2 - ln2_hi */
+constexpr float c2 = 0.5f, c3 = 1.666657627e-01f, c4 = 4.166655615e-02f, c5 = 8.363178931e-03f, c6 = 1.392618404e-03f;
+constexpr float tanh_small = 0.625f;
+constexpr float t3 = -3.333333433e-01f, t5 = 1.333330423e-01f, t7 = -5.395925790e-02f, t9 = 2.176891826e-02f,
+                t11 = -8.343945257e-03f, t13 = 2.292744815e-03f;
+constexpr float gelu_k1 = -2.0f * 0.7978845608028654f;            /* -2 sqrt(2/pi) */
+constexpr float gelu_k3 = -2.0f * 0.7978845608028654f * 0.044715f;
+constexpr float gelu_quick_k = -1.702f;
+} // namespace vexp
+
+/* The activations as row kernels compute them (tanh-form gelu as x sigmoid(2u), the
+ * same function without the cancellation of 1 + tanh(u) for negative x). */
+enum { ACT_EXP, ACT_SILU, ACT_SIGMOID, ACT_GELU, ACT_GELU_QUICK, ACT_TANH };
+
+/* Row kernels for the transcendental ops, built on a vectorized expf (y may alias x;
+ * any n). Each matches its libm formula in ops_scalar.inl to a few ulp. */
+struct act_kernels {
+    void (*exp)(int64_t n, const float * x, float * y);
+    void (*silu)(int64_t n, const float * x, float * y);
+    void (*sigmoid)(int64_t n, const float * x, float * y);
+    void (*gelu)(int64_t n, const float * x, float * y);        /* tanh approximation */
+    void (*gelu_quick)(int64_t n, const float * x, float * y);
+    void (*tanh)(int64_t n, const float * x, float * y);
+    void (*swiglu)(int64_t n, const float * x, const float * g, float * y);  /* silu(x) * g */
+    /* in place: x = exp(x - max) / sum; a row without a finite max (all -inf) becomes 0 */
+    void (*soft_max)(int64_t n, float * x);
+};
+
 struct kernels {
     enum tsr_cpu_isa isa;
     /* dot products of n elements: x (src0 row) with an F32 row, or with yq8 blocks */
@@ -203,6 +244,8 @@ struct kernels {
     void (*f16_to_f32)(const void * x, float * y, int64_t n);
     /* packed GEMM per src0 type slot; NULL: dot products only */
     const gemm_impl * gemm[SLOT_COUNT];
+    /* transcendental row kernels; NULL: the libm loops of ops_scalar.inl */
+    const act_kernels * act;
 };
 
 /* ---- what a thread sees while it computes one node -------------------------------------- */

@@ -321,12 +321,132 @@ static const gemm_impl gemm_f16_avx2 = { 16, 6, 256, 128, 16 * 128, 6 * 128, fal
 static const gemm_impl gemm_bf16_avx2 = { 16, 6, 256, 128, 16 * 128, 6 * 128, false,
     pack_panel_f32<16, 2, cvt_bf16_f32_avx2>, pack_panel_f32<6, 4, cvt_f32_copy>, gemm_f32_kernel_avx2 };
 
+/* ---- expf and the activations on it (constants and method: vexp in cpu_internal.inl) ---- */
+
+TSR_TARGET_AVX2 static inline __m256 exp_avx2(__m256 x) {
+    /* max/min return their second operand when either is NaN: NaN passes the clamp */
+    x = _mm256_min_ps(_mm256_set1_ps(vexp::hi), _mm256_max_ps(_mm256_set1_ps(vexp::lo), x));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(vexp::log2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(vexp::ln2_hi), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(vexp::ln2_lo), r);
+    __m256 q = _mm256_fmadd_ps(_mm256_set1_ps(vexp::c6), r, _mm256_set1_ps(vexp::c5));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(vexp::c4));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(vexp::c3));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(vexp::c2));
+    const __m256 p = _mm256_add_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(q, _mm256_mul_ps(r, r), r));
+    /* n in [-159, 145] here (a NaN lane converts to INT_MIN: wraps harmlessly, p is NaN) */
+    const __m256i ni = _mm256_cvtps_epi32(n);
+    const __m256i n1 = _mm256_srai_epi32(ni, 1);
+    const __m256i bias = _mm256_set1_epi32(127);
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, n1), bias), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+
+TSR_TARGET_AVX2 static inline __m256 tanh_avx2(__m256 x) {
+    const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+    const __m256 ax = _mm256_andnot_ps(sign, x);
+    const __m256 e = exp_avx2(_mm256_add_ps(ax, ax));
+    const __m256 big = _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, one)));
+    const __m256 z = _mm256_mul_ps(ax, ax);
+    __m256 q = _mm256_fmadd_ps(_mm256_set1_ps(vexp::t13), z, _mm256_set1_ps(vexp::t11));
+    q = _mm256_fmadd_ps(q, z, _mm256_set1_ps(vexp::t9));
+    q = _mm256_fmadd_ps(q, z, _mm256_set1_ps(vexp::t7));
+    q = _mm256_fmadd_ps(q, z, _mm256_set1_ps(vexp::t5));
+    q = _mm256_fmadd_ps(q, z, _mm256_set1_ps(vexp::t3));
+    const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(ax, z), q, ax);
+    /* NaN compares false and takes the exp branch, which keeps it NaN */
+    const __m256 r = _mm256_blendv_ps(big, small, _mm256_cmp_ps(ax, _mm256_set1_ps(vexp::tanh_small), _CMP_LT_OQ));
+    return _mm256_or_ps(r, _mm256_and_ps(sign, x));
+}
+
+template <int OP> TSR_TARGET_AVX2 static inline __m256 act_avx2(__m256 x) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    switch (OP) {
+        case ACT_EXP: return exp_avx2(x);
+        case ACT_SILU: return _mm256_div_ps(x, _mm256_add_ps(one, exp_avx2(_mm256_xor_ps(x, _mm256_set1_ps(-0.0f)))));
+        case ACT_SIGMOID: return _mm256_div_ps(one, _mm256_add_ps(one, exp_avx2(_mm256_xor_ps(x, _mm256_set1_ps(-0.0f)))));
+        case ACT_GELU: {
+            const __m256 m2u = _mm256_mul_ps(x, _mm256_fmadd_ps(_mm256_mul_ps(x, x), _mm256_set1_ps(vexp::gelu_k3), _mm256_set1_ps(vexp::gelu_k1)));
+            return _mm256_div_ps(x, _mm256_add_ps(one, exp_avx2(m2u)));
+        }
+        case ACT_GELU_QUICK: return _mm256_div_ps(x, _mm256_add_ps(one, exp_avx2(_mm256_mul_ps(x, _mm256_set1_ps(vexp::gelu_quick_k)))));
+        default: return tanh_avx2(x);
+    }
+}
+
+/* lanes [0, k) set */
+TSR_TARGET_AVX2 static inline __m256i tail_mask_avx2(int64_t k) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+template <int OP> TSR_TARGET_AVX2 static void act_row_avx2(int64_t n, const float * x, float * y) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, act_avx2<OP>(_mm256_loadu_ps(x + i)));
+    if (i < n) {
+        const __m256i m = tail_mask_avx2(n - i);
+        _mm256_maskstore_ps(y + i, m, act_avx2<OP>(_mm256_maskload_ps(x + i, m)));
+    }
+}
+
+TSR_TARGET_AVX2 static void swiglu_avx2(int64_t n, const float * x, const float * g, float * y) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(act_avx2<ACT_SILU>(_mm256_loadu_ps(x + i)), _mm256_loadu_ps(g + i)));
+    if (i < n) {
+        const __m256i m = tail_mask_avx2(n - i);
+        _mm256_maskstore_ps(y + i, m, _mm256_mul_ps(act_avx2<ACT_SILU>(_mm256_maskload_ps(x + i, m)), _mm256_maskload_ps(g + i, m)));
+    }
+}
+
+TSR_TARGET_AVX2 static void soft_max_avx2(int64_t n, float * x) {
+    __m256 vm = _mm256_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(x + i));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vm), _mm256_extractf128_ps(vm, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    float mx = _mm_cvtss_f32(m4);
+    for (; i < n; ++i) mx = std::max(mx, x[i]);
+    if (mx == -INFINITY) {
+        for (i = 0; i < n; ++i) x[i] = 0.0f;
+        return;
+    }
+    /* the sum in double, as the scalar reference keeps it */
+    const __m256 vmx = _mm256_set1_ps(mx);
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    for (i = 0; i + 8 <= n; i += 8) {
+        const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmx));
+        _mm256_storeu_ps(x + i, e);
+        s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    if (i < n) {
+        const __m256i m = tail_mask_avx2(n - i);
+        const __m256 e = _mm256_and_ps(_mm256_castsi256_ps(m), exp_avx2(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), vmx)));
+        _mm256_maskstore_ps(x + i, m, e);
+        s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    alignas(32) double s4[4];
+    _mm256_store_pd(s4, _mm256_add_pd(s0, s1));
+    const double sum = (s4[0] + s4[1]) + (s4[2] + s4[3]);
+    const __m256 inv = _mm256_set1_ps(sum > 0.0 ? (float)(1.0 / sum) : 0.0f);
+    for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+    for (; i < n; ++i) x[i] *= _mm256_cvtss_f32(inv);
+}
+
+static const act_kernels act_table_avx2 = {
+    act_row_avx2<ACT_EXP>, act_row_avx2<ACT_SILU>, act_row_avx2<ACT_SIGMOID>, act_row_avx2<ACT_GELU>,
+    act_row_avx2<ACT_GELU_QUICK>, act_row_avx2<ACT_TANH>, swiglu_avx2, soft_max_avx2,
+};
+
 static const kernels kernels_avx2 = {
     TSR_CPU_ISA_AVX2,
     dot_f32_avx2, dot_f16_avx2, dot_bf16_avx2, dot_q8_0_avx2, dot_q4_0_avx2,
     { dot4_avx2<0>, dot4_avx2<1>, dot4_avx2<2>, dot4_q8_0_avx2, dot4_q4_0_avx2 },
     quantize_y_avx2, axpy_f32_avx2, cvt_f16_f32_avx2,
     { &gemm_f32_avx2, &gemm_f16_avx2, &gemm_bf16_avx2, nullptr, nullptr },
+    &act_table_avx2,
 };
 
 } // namespace tcpu

@@ -519,6 +519,108 @@ static const gemm_impl gemm_q8_0_avx512 = { 32, 6, 1024, 128, 32 * 36, 6 * 40, t
 static const gemm_impl gemm_q4_0_avx512 = { 32, 6, 1024, 128, 32 * 36, 6 * 40, true,
     pack_panel_i8_a<32, TSR_TYPE_Q4_0>, pack_panel_i8_b<6, 8>, gemm_i8_kernel_avx512 };
 
+/* ---- expf and the activations on it (constants and method: vexp in cpu_internal.inl) ---- */
+
+TSR_TARGET_AVX512 static inline __m512 exp_avx512(__m512 x) {
+    /* max/min return their second operand when either is NaN: NaN passes the clamp */
+    x = _mm512_min_ps(_mm512_set1_ps(vexp::hi), _mm512_max_ps(_mm512_set1_ps(vexp::lo), x));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(vexp::log2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(vexp::ln2_hi), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(vexp::ln2_lo), r);
+    __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(vexp::c6), r, _mm512_set1_ps(vexp::c5));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(vexp::c4));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(vexp::c3));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(vexp::c2));
+    const __m512 p = _mm512_add_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(q, _mm512_mul_ps(r, r), r));
+    /* vscalefps rounds p * 2^n once, to +inf or through the denormals as needed */
+    return _mm512_scalef_ps(p, n);
+}
+
+TSR_TARGET_AVX512 static inline __m512 tanh_avx512(__m512 x) {
+    const __m512 sign = _mm512_set1_ps(-0.0f), one = _mm512_set1_ps(1.0f);
+    const __m512 ax = _mm512_andnot_ps(sign, x);
+    const __m512 e = exp_avx512(_mm512_add_ps(ax, ax));
+    const __m512 big = _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, one)));
+    const __m512 z = _mm512_mul_ps(ax, ax);
+    __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(vexp::t13), z, _mm512_set1_ps(vexp::t11));
+    q = _mm512_fmadd_ps(q, z, _mm512_set1_ps(vexp::t9));
+    q = _mm512_fmadd_ps(q, z, _mm512_set1_ps(vexp::t7));
+    q = _mm512_fmadd_ps(q, z, _mm512_set1_ps(vexp::t5));
+    q = _mm512_fmadd_ps(q, z, _mm512_set1_ps(vexp::t3));
+    const __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(ax, z), q, ax);
+    /* NaN compares false and takes the exp branch, which keeps it NaN */
+    const __m512 r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(ax, _mm512_set1_ps(vexp::tanh_small), _CMP_LT_OQ), big, small);
+    return _mm512_or_ps(r, _mm512_and_ps(sign, x));
+}
+
+template <int OP> TSR_TARGET_AVX512 static inline __m512 act_avx512(__m512 x) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    switch (OP) {
+        case ACT_EXP: return exp_avx512(x);
+        case ACT_SILU: return _mm512_div_ps(x, _mm512_add_ps(one, exp_avx512(_mm512_xor_ps(x, _mm512_set1_ps(-0.0f)))));
+        case ACT_SIGMOID: return _mm512_div_ps(one, _mm512_add_ps(one, exp_avx512(_mm512_xor_ps(x, _mm512_set1_ps(-0.0f)))));
+        case ACT_GELU: {
+            const __m512 m2u = _mm512_mul_ps(x, _mm512_fmadd_ps(_mm512_mul_ps(x, x), _mm512_set1_ps(vexp::gelu_k3), _mm512_set1_ps(vexp::gelu_k1)));
+            return _mm512_div_ps(x, _mm512_add_ps(one, exp_avx512(m2u)));
+        }
+        case ACT_GELU_QUICK: return _mm512_div_ps(x, _mm512_add_ps(one, exp_avx512(_mm512_mul_ps(x, _mm512_set1_ps(vexp::gelu_quick_k)))));
+        default: return tanh_avx512(x);
+    }
+}
+
+static inline __mmask16 tail_mask16(int64_t k) { return (__mmask16)((1u << k) - 1); }
+
+template <int OP> TSR_TARGET_AVX512 static void act_row_avx512(int64_t n, const float * x, float * y) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, act_avx512<OP>(_mm512_loadu_ps(x + i)));
+    if (i < n) {
+        const __mmask16 m = tail_mask16(n - i);
+        _mm512_mask_storeu_ps(y + i, m, act_avx512<OP>(_mm512_maskz_loadu_ps(m, x + i)));
+    }
+}
+
+TSR_TARGET_AVX512 static void swiglu_avx512(int64_t n, const float * x, const float * g, float * y) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_mul_ps(act_avx512<ACT_SILU>(_mm512_loadu_ps(x + i)), _mm512_loadu_ps(g + i)));
+    if (i < n) {
+        const __mmask16 m = tail_mask16(n - i);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(act_avx512<ACT_SILU>(_mm512_maskz_loadu_ps(m, x + i)), _mm512_maskz_loadu_ps(m, g + i)));
+    }
+}
+
+TSR_TARGET_AVX512 static void soft_max_avx512(int64_t n, float * x) {
+    __m512 vm = _mm512_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) vm = _mm512_max_ps(vm, _mm512_loadu_ps(x + i));
+    if (i < n) vm = _mm512_mask_max_ps(vm, tail_mask16(n - i), vm, _mm512_maskz_loadu_ps(tail_mask16(n - i), x + i));
+    const float mx = _mm512_reduce_max_ps(vm);
+    if (mx == -INFINITY) {
+        for (i = 0; i < n; ++i) x[i] = 0.0f;
+        return;
+    }
+    /* the sum in double, as the scalar reference keeps it */
+    const __m512 vmx = _mm512_set1_ps(mx);
+    __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
+    for (i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : tail_mask16(n - i);
+        const __m512 e = _mm512_maskz_mov_ps(m, exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vmx)));
+        _mm512_mask_storeu_ps(x + i, m, e);
+        s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+        s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
+    }
+    const double sum = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
+    const __m512 inv = _mm512_set1_ps(sum > 0.0 ? (float)(1.0 / sum) : 0.0f);
+    for (i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : tail_mask16(n - i);
+        _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));
+    }
+}
+
+static const act_kernels act_table_avx512 = {
+    act_row_avx512<ACT_EXP>, act_row_avx512<ACT_SILU>, act_row_avx512<ACT_SIGMOID>, act_row_avx512<ACT_GELU>,
+    act_row_avx512<ACT_GELU_QUICK>, act_row_avx512<ACT_TANH>, swiglu_avx512, soft_max_avx512,
+};
+
 static kernels make_kernels_avx512() {
     const cpu_features & f = features();
     kernels k = {
@@ -527,6 +629,7 @@ static kernels make_kernels_avx512() {
         { dot4_avx512<0>, dot4_avx512<1>, dot4_avx512<2>, dot4_q8_0_avx2, dot4_q4_0_avx2 },
         quantize_y_avx2, axpy_f32_avx512, cvt_f16_f32_avx2,
         { &gemm_f32_avx512, &gemm_f16_avx512, &gemm_bf16cvt_avx512, nullptr, nullptr },
+        &act_table_avx512,
     };
     if (f.avx512_bf16) k.gemm[SLOT_BF16] = &gemm_bf16_avx512;
     if (f.avx512_vnni) {

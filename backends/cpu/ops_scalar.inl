@@ -179,6 +179,21 @@ static void unary_row_dispatch(int kind, float * d, const float * s, int64_t n, 
     }
 }
 
+/* The ISA's vector row kernel for a transcendental unary op; NULL: the libm loop. */
+typedef void (*act_row_fn)(int64_t n, const float * x, float * y);
+static act_row_fn act_row(const act_kernels * A, int kind) {
+    if (!A) return nullptr;
+    switch (kind) {
+        case 1000 + TSR_UNARY_OP_EXP: return A->exp;
+        case 1000 + TSR_UNARY_OP_SILU: return A->silu;
+        case 1000 + TSR_UNARY_OP_SIGMOID: return A->sigmoid;
+        case 1000 + TSR_UNARY_OP_GELU: return A->gelu;
+        case 1000 + TSR_UNARY_OP_GELU_QUICK: return A->gelu_quick;
+        case 1000 + TSR_UNARY_OP_TANH: return A->tanh;
+        default: return nullptr;
+    }
+}
+
 static void op_unary(const cparams & p, tsr_tensor * dst) {
     const tsr_tensor * src = dst->src[0];
     int kind = dst->op;
@@ -193,12 +208,14 @@ static void op_unary(const cparams & p, tsr_tensor * dst) {
     int64_t r0, r1;
     split_rows(nr, p.ith, p.nth, r0, r1);
     const bool fast = src->type == TSR_TYPE_F32 && dst->type == TSR_TYPE_F32 && src->nb[0] == 4 && dst->nb[0] == 4;
+    const act_row_fn vf = fast ? act_row(p.K->act, kind) : nullptr;
     for (int64_t ir = r0; ir < r1; ++ir) {
         int64_t i1, i2, i3;
         row_index(dst, ir, i1, i2, i3);
         const char * s = tptr(src, 0, i1, i2, i3);
         char * d = tptr(dst, 0, i1, i2, i3);
-        if (fast) unary_row_dispatch(kind, (float *)d, (const float *)s, ne0, a, b);
+        if (vf) vf(ne0, (const float *)s, (float *)d);
+        else if (fast) unary_row_dispatch(kind, (float *)d, (const float *)s, ne0, a, b);
         else for (int64_t i = 0; i < ne0; ++i) st(dst->type, d + i * dst->nb[0], f(ld(src->type, s + i * src->nb[0])));
     }
 }
@@ -234,7 +251,8 @@ static void op_glu(const cparams & p, tsr_tensor * dst) {
             const float * fx = (const float *)px;
             const float * fg = (const float *)pg;
             float * fd = (float *)d;
-            for (int64_t i = 0; i < nc; ++i) fd[i] = silu_f(fx[i]) * fg[i];
+            if (p.K->act) p.K->act->swiglu(nc, fx, fg, fd);
+            else for (int64_t i = 0; i < nc; ++i) fd[i] = silu_f(fx[i]) * fg[i];
         } else {
             for (int64_t i = 0; i < nc; ++i)
                 st(dst->type, d + i * dst->nb[0], silu_f(ld(tx, px + i * sx)) * ld(tg, pg + i * sg));
@@ -537,6 +555,14 @@ static void op_soft_max(const cparams & p, tsr_tensor * dst) {
             if (mrow) v += slope * ld(mask->type, mrow + i * mask->nb[0]);
             d[i] = v;
             mx = std::max(mx, v);
+        }
+        if (p.K->act) {
+            p.K->act->soft_max(ne0, d);
+            continue;
+        }
+        if (mx == -INFINITY) {  /* every entry masked: zeros (exp(-inf - -inf) would be NaN) */
+            for (int64_t i = 0; i < ne0; ++i) d[i] = 0.0f;
+            continue;
         }
         double sum = 0.0;
         for (int64_t i = 0; i < ne0; ++i) {
@@ -848,9 +874,13 @@ static void op_argsort(const cparams & p, tsr_tensor * dst) {
 
 /* ---- fused attention (online softmax, no n_q x n_kv buffer) ------------------------------- */
 
+/* Scores are taken FA_BLOCK keys at a time: one max and one rescale of the accumulator
+ * per block, and the exps as one vector row. */
+enum { FA_BLOCK = 64 };
+
 static size_t fa_thread_floats(const tsr_tensor * dst) {
     const int64_t D = dst->src[0]->ne[0], Dv = dst->src[2]->ne[0];
-    return (size_t)(D + 2 * Dv) + yq8_row_bytes(D) / 4 + 16;
+    return (size_t)(D + 2 * Dv + FA_BLOCK) + yq8_row_bytes(D) / 4 + 16;
 }
 
 static void op_flash_attn_ext(const cparams & p, tsr_tensor * dst) {
@@ -869,7 +899,8 @@ static void op_flash_attn_ext(const cparams & p, tsr_tensor * dst) {
     float * qf = buf;
     float * acc = qf + D;
     float * vrow = acc + Dv;
-    yq8 * qq = (yq8 *)(vrow + Dv);
+    float * sc = vrow + Dv;
+    yq8 * qq = (yq8 *)(sc + FA_BLOCK);
     const bool kq = tsr_is_quantized(k->type);
     const bool k_contig = row_contig(k), v_f32 = v->type == TSR_TYPE_F32 && v->nb[0] == 4;
     const int64_t nr = q->ne[1] * q->ne[2] * q->ne[3];
@@ -888,37 +919,49 @@ static void op_flash_attn_ext(const cparams & p, tsr_tensor * dst) {
         const char * mrow = mask ? tptr(mask, 0, iq1, iq2 % mask->ne[2], iq3 % mask->ne[3]) : nullptr;
         for (int64_t i = 0; i < Dv; ++i) acc[i] = 0.0f;
         float S = 0.0f, M = -INFINITY;
-        for (int64_t ic = 0; ic < n_kv; ++ic) {
-            const float mv = mrow ? slope * ld(mask->type, mrow + ic * mask->nb[0]) : 0.0f;
-            if (mv == -INFINITY) continue;
-            const char * krow = tptr(k, 0, ic, ik2, ik3);
-            float s;
-            if (kq) s = dot_any(p.K, k->type, D, krow, (const char *)qq);
-            else if (k_contig) s = dot_any(p.K, k->type, D, krow, (const char *)qf);
-            else {
-                s = 0.0f;
-                for (int64_t i = 0; i < D; ++i) s += ld(k->type, krow + i * k->nb[0]) * qf[i];
+        for (int64_t c0 = 0; c0 < n_kv; c0 += FA_BLOCK) {
+            const int64_t nc = std::min<int64_t>(FA_BLOCK, n_kv - c0);
+            float bm = -INFINITY;
+            for (int64_t j = 0; j < nc; ++j) {
+                const int64_t ic = c0 + j;
+                const float mv = mrow ? slope * ld(mask->type, mrow + ic * mask->nb[0]) : 0.0f;
+                if (mv == -INFINITY) { sc[j] = -INFINITY; continue; }
+                const char * krow = tptr(k, 0, ic, ik2, ik3);
+                float s;
+                if (kq) s = dot_any(p.K, k->type, D, krow, (const char *)qq);
+                else if (k_contig) s = dot_any(p.K, k->type, D, krow, (const char *)qf);
+                else {
+                    s = 0.0f;
+                    for (int64_t i = 0; i < D; ++i) s += ld(k->type, krow + i * k->nb[0]) * qf[i];
+                }
+                s *= scale;
+                if (softcap != 0.0f) s = softcap * std::tanh(s);
+                s += mv;
+                sc[j] = s;
+                bm = std::max(bm, s);
             }
-            s *= scale;
-            if (softcap != 0.0f) s = softcap * std::tanh(s);
-            s += mv;
-            const float Mold = M;
-            float ms = 1.0f, vs = 1.0f;
-            if (s > M) {
-                M = s;
-                ms = std::exp(Mold - M);
-                if (ms != 1.0f) for (int64_t i = 0; i < Dv; ++i) acc[i] *= ms;
-            } else {
-                vs = std::exp(s - M);
+            if (bm == -INFINITY) continue;  /* the whole block masked */
+            if (bm > M) {
+                const float ms = std::exp(M - bm);  /* 0 for the first block that counts */
+                for (int64_t i = 0; i < Dv; ++i) acc[i] *= ms;
+                S *= ms;
+                M = bm;
             }
-            const char * vr = tptr(v, 0, ic, ik2, ik3);
-            const float * vf;
-            if (v_f32) vf = (const float *)vr;
-            else if (v->type == TSR_TYPE_F16 && row_contig(v)) { p.K->f16_to_f32(vr, vrow, Dv); vf = vrow; }
-            else if (row_contig(v)) { row_to_f32(v->type, vr, vrow, Dv); vf = vrow; }
-            else { for (int64_t i = 0; i < Dv; ++i) vrow[i] = ld(v->type, vr + i * v->nb[0]); vf = vrow; }
-            p.K->axpy_f32(Dv, vs, vf, acc);
-            S = S * ms + vs;
+            for (int64_t j = 0; j < nc; ++j) sc[j] -= M;
+            if (p.K->act) p.K->act->exp(nc, sc, sc);
+            else for (int64_t j = 0; j < nc; ++j) sc[j] = std::exp(sc[j]);
+            for (int64_t j = 0; j < nc; ++j) {
+                const float vs = sc[j];
+                if (vs == 0.0f) continue;  /* masked, or too small to count */
+                const char * vr = tptr(v, 0, c0 + j, ik2, ik3);
+                const float * vf;
+                if (v_f32) vf = (const float *)vr;
+                else if (v->type == TSR_TYPE_F16 && row_contig(v)) { p.K->f16_to_f32(vr, vrow, Dv); vf = vrow; }
+                else if (row_contig(v)) { row_to_f32(v->type, vr, vrow, Dv); vf = vrow; }
+                else { for (int64_t i = 0; i < Dv; ++i) vrow[i] = ld(v->type, vr + i * v->nb[0]); vf = vrow; }
+                p.K->axpy_f32(Dv, vs, vf, acc);
+                S += vs;
+            }
         }
         const float inv = S == 0.0f ? 0.0f : 1.0f / S;
         float * d = (float *)tptr(dst, 0, iq2, iq1, iq3);

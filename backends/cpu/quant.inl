@@ -158,6 +158,7 @@ static const kernels kernels_scalar = {
     { nullptr, nullptr, nullptr, nullptr, nullptr },
     quantize_y_scalar, axpy_f32_scalar, f16_to_f32_scalar,
     { nullptr, nullptr, nullptr, nullptr, nullptr },
+    nullptr,
 };
 
 } // namespace tcpu
