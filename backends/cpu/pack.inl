@@ -5,7 +5,8 @@
  * F32 panels:  for k in [0, kc): R floats (one per row), zero beyond K and beyond `rows`.
  * BF16 panels: for each k pair p: R uint32 (two bf16 of one row), zero padded.
  * Int8 panels (A, from Q8_0/Q4_0): per 32 k: 8 quads x R rows x 4 unsigned bytes, then R
- *              float scales. B (from yq8): per 32 k: 8 quads x R x 4 signed bytes, R float
+ *              float scales (Q8_0 may instead keep its bytes signed, for kernels that
+ *              move the sign onto B themselves). B (from yq8): per 32 k: 8 quads x R x 4 signed bytes, R float
  *              scales, R int32 biases (-offset * sum(q)) that undo the unsigned offset.
  * Signed int8 panels (A from Q8_0/Q4_0, B from yq8; for kernels that multiply signed by
  *              signed, so no offset or bias): per 32 k: R rows x 32 signed bytes in k
@@ -78,8 +79,9 @@ static void pack_panel_bf16_from_f32(const char * b, size_t ldb, int rows, int64
     }
 }
 
-/* Int8 A panel from Q8_0 (OFF = 128: bytes made unsigned) or Q4_0 (nibbles 0..15). */
-template <int R, enum tsr_type T>
+/* Int8 A panel from Q8_0 (OFF = 128: bytes made unsigned, unless SIGNED) or Q4_0 (nibbles
+ * 0..15). SIGNED exists for AVX2: u8 x s8 pairs of an offset Q8_0 overflow vpmaddubsw. */
+template <int R, enum tsr_type T, bool SIGNED = false>
 static void pack_panel_i8_a(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst) {
     (void)K;
     uint8_t * d = (uint8_t *)dst;
@@ -95,7 +97,7 @@ static void pack_panel_i8_a(const char * a, size_t lda, int rows, int64_t K, int
             if (r < rows && b0 + b < nbk) {
                 if (T == TSR_TYPE_Q8_0) {
                     const tsr_block_q8_0 * blk = (const tsr_block_q8_0 *)(a + (size_t)r * lda) + b0 + b;
-                    for (int j = 0; j < 32; ++j) vals[j] = (uint8_t)(blk->qs[j] ^ 0x80);
+                    for (int j = 0; j < 32; ++j) vals[j] = (uint8_t)(blk->qs[j] ^ (SIGNED ? 0 : 0x80));
                     scale = h2f(blk->d);
                 } else {
                     const tsr_block_q4_0 * blk = (const tsr_block_q4_0 *)(a + (size_t)r * lda) + b0 + b;
@@ -106,7 +108,7 @@ static void pack_panel_i8_a(const char * a, size_t lda, int rows, int64_t K, int
                     scale = h2f(blk->d);
                 }
             } else {
-                std::memset(vals, T == TSR_TYPE_Q8_0 ? 0x80 : 8, 32);
+                std::memset(vals, T == TSR_TYPE_Q8_0 ? (SIGNED ? 0 : 0x80) : 8, 32);
             }
             for (int qd = 0; qd < 8; ++qd) std::memcpy(q + ((size_t)qd * R + r) * 4, vals + qd * 4, 4);
             sc[r] = scale;
@@ -114,7 +116,8 @@ static void pack_panel_i8_a(const char * a, size_t lda, int rows, int64_t K, int
     }
 }
 
-/* Int8 B panel from yq8 rows; OFF is the A operand's unsigned offset (128 or 8). */
+/* Int8 B panel from yq8 rows; OFF is the A operand's unsigned offset (128 or 8; 0 for a
+ * signed A). */
 template <int R, int OFF>
 static void pack_panel_i8_b(const char * b, size_t ldb, int rows, int64_t K, int64_t k0, int kc, void * dst) {
     uint8_t * d = (uint8_t *)dst;

@@ -62,6 +62,60 @@ void check_mul_mat(tsr_type type, int64_t K, int64_t M, int64_t N, int64_t a2, i
 
 const tsr_type kTypes[] = {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0};
 
+// Weights and activations at the int8 extremes, where the 16-bit pair sums of u8 x s8
+// instructions (vpmaddubsw) saturate unless a kernel keeps them in range: Q8_0 bytes made
+// unsigned (0..255) times activations of +-127 reach 2 * 255 * 127 = 64770. Rows mix
+// all-max, all-min, random and pairwise alternating extremes (Q8_0: -128/127, Q4_0:
+// nibbles 0/15); columns are +s, -s or random +-s, which quantize to exactly +-127. All
+// values are exact, so the results must match to rounding, far below any saturation.
+void check_extremes(tsr_type type, int64_t K, int64_t M, int64_t N, int n_threads = 2) {
+    ctx_holder ctx(64);
+    std::mt19937 rng((unsigned)(K + M * 3 + N * 5 + type));
+    tsr_tensor * a = tsr_new_tensor_2d(ctx, type, K, M);
+    const int lo = type == TSR_TYPE_Q8_0 ? -128 : 0, hi = type == TSR_TYPE_Q8_0 ? 127 : 15;
+    for (int64_t m = 0; m < M; ++m) {
+        for (int64_t blk = 0; blk < K / 32; ++blk) {
+            int v[32];
+            for (int j = 0; j < 32; ++j) {
+                switch (m % 4) {
+                    case 0: v[j] = hi; break;
+                    case 1: v[j] = lo; break;
+                    case 2: v[j] = (rng() & 1) ? hi : lo; break;
+                    default: v[j] = ((j / 2 + blk) & 1) ? hi : lo; break;
+                }
+            }
+            const tsr_fp16_t d = tsr_fp32_to_fp16(0.0625f * (float)(1 + m % 3));
+            if (type == TSR_TYPE_Q8_0) {
+                tsr_block_q8_0 * q = (tsr_block_q8_0 *)((char *)a->data + m * a->nb[1]) + blk;
+                q->d = d;
+                for (int j = 0; j < 32; ++j) q->qs[j] = (int8_t)v[j];
+            } else {
+                tsr_block_q4_0 * q = (tsr_block_q4_0 *)((char *)a->data + m * a->nb[1]) + blk;
+                q->d = d;
+                for (int j = 0; j < 16; ++j) q->qs[j] = (uint8_t)(v[j] | (v[j + 16] << 4));
+            }
+        }
+    }
+    tsr_tensor * b = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, K, N);
+    for (int64_t n = 0; n < N; ++n) {
+        const float s = 0.5f + 0.25f * (float)n;
+        for (int64_t k = 0; k < K; ++k) {
+            const bool neg = n % 3 == 1 || (n % 3 == 2 && (rng() & 1));
+            tsr_set_f32_nd(b, k, n, 0, 0, neg ? -s : s);
+        }
+    }
+    tsr_tensor * c = tsr_mul_mat(ctx, a, b);
+    REQUIRE(c != nullptr);
+    const std::vector<double> ref = ref_mul_mat(a, b);
+    for (tsr_cpu_isa isa : isas()) {
+        isa_scope sc(isa);
+        backend_holder be(n_threads);
+        INFO("extremes: type " << tsr_type_name(type) << " K " << K << " M " << M << " N " << N << " isa " << tsr_cpu_isa_name(isa));
+        REQUIRE(run(be, ctx, c) == TSR_STATUS_SUCCESS);
+        CHECK(nmse(values(c), ref) < 1e-10);
+    }
+}
+
 } // namespace
 
 TEST_CASE("mul_mat: every type and ISA, odd shapes", "[cpu][mul_mat]") {
@@ -71,6 +125,26 @@ TEST_CASE("mul_mat: every type and ISA, odd shapes", "[cpu][mul_mat]") {
     const shape shapes[] = {{32, 1, 1}, {64, 7, 1}, {96, 33, 7}, {288, 70, 13}, {64, 1, 33}, {1024, 40, 12}, {4096, 3, 2}, {672, 5, 1}};
     for (tsr_type t : kTypes)
         for (const shape & s : shapes) check_mul_mat(t, s.K, s.M, s.N, 1, 1, 1, 1, false);
+}
+
+// Shapes that walk every loop of the blocked GEMM (N >= 6): several k blocks with a short
+// last one (K > kc for every kernel), M blocks past mc with a partial last tile (one thread
+// gets all of M), N past the 528-column block, N and M not multiples of any tile.
+TEST_CASE("mul_mat: GEMM blocking edges", "[cpu][mul_mat]") {
+    for (tsr_type t : kTypes) {
+        check_mul_mat(t, 2080, 150, 11, 1, 1, 1, 1, false, 1);
+        check_mul_mat(t, 2080, 150, 11, 1, 1, 1, 1, false, 2);
+        check_mul_mat(t, 64, 20, 530, 1, 1, 1, 1, false, 2);
+        check_mul_mat(t, 1056, 21, 10, 2, 1, 4, 3, false, 2);
+    }
+}
+
+TEST_CASE("mul_mat: int8 extremes do not saturate", "[cpu][mul_mat]") {
+    for (tsr_type t : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0}) {
+        check_extremes(t, 2112, 37, 11);     // GEMM: 3 k blocks, edge tiles in M and N
+        check_extremes(t, 256, 64, 24, 1);   // GEMM: whole tiles only
+        check_extremes(t, 2112, 9, 3);       // dot products (N below the GEMM minimum)
+    }
 }
 
 TEST_CASE("mul_mat: ragged K for float types", "[cpu][mul_mat]") {
