@@ -46,7 +46,9 @@ static void quantize_y_scalar(const float * x, yq8 * y, int64_t n) {
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         int32_t sum = 0;
         for (int j = 0; j < 32; ++j) {
-            const int q = (int)std::nearbyint(xb[j] * id);
+            /* clamped, and NaN (from NaN or inf inputs) as 0: casting NaN to int is undefined */
+            const float v = xb[j] * id;
+            const int q = v == v ? (int)std::nearbyint(std::min(127.0f, std::max(-127.0f, v))) : 0;
             y[b].qs[j] = (int8_t)q;
             sum += q;
         }

@@ -2,6 +2,9 @@
 // non-contiguous operands, against a double-precision reference computed here.
 #include "cpu_test_util.h"
 
+#include <sstream>
+#include <string>
+
 using namespace cput;
 
 namespace {
@@ -32,6 +35,18 @@ std::vector<double> ref_mul_mat(const tsr_tensor * a, const tsr_tensor * b) {
     return out;
 }
 
+// c on every ISA path with n_threads against ref (nmse below max_nmse).
+void check_every_isa(tsr_context * ctx, tsr_tensor * c, const std::vector<double> & ref, int n_threads, double max_nmse,
+                     const std::string & what) {
+    for (tsr_cpu_isa isa : isas()) {
+        isa_scope s(isa);
+        backend_holder be(n_threads);
+        INFO(what << " isa " << tsr_cpu_isa_name(isa));
+        REQUIRE(run(be, ctx, c) == TSR_STATUS_SUCCESS);
+        CHECK(nmse(values(c), ref) < max_nmse);
+    }
+}
+
 void check_mul_mat(tsr_type type, int64_t K, int64_t M, int64_t N, int64_t a2, int64_t a3, int64_t b2, int64_t b3,
                    bool transposed_b, int n_threads = 2) {
     ctx_holder ctx(64);
@@ -50,14 +65,10 @@ void check_mul_mat(tsr_type type, int64_t K, int64_t M, int64_t N, int64_t a2, i
     tsr_tensor * c = tsr_mul_mat(ctx, a, b);
     REQUIRE(c != nullptr);
     const std::vector<double> ref = ref_mul_mat(a, b);
-    for (tsr_cpu_isa isa : isas()) {
-        isa_scope s(isa);
-        backend_holder be(n_threads);
-        INFO("type " << tsr_type_name(type) << " K " << K << " M " << M << " N " << N << " batch " << b2 << "x" << b3
-                     << " isa " << tsr_cpu_isa_name(isa) << (transposed_b ? " b^T" : ""));
-        REQUIRE(run(be, ctx, c) == TSR_STATUS_SUCCESS);
-        CHECK(nmse(values(c), ref) < threshold(type));
-    }
+    std::ostringstream what;
+    what << "type " << tsr_type_name(type) << " K " << K << " M " << M << " N " << N << " batch " << b2 << "x" << b3
+         << " threads " << n_threads << (transposed_b ? " b^T" : "");
+    check_every_isa(ctx, c, ref, n_threads, threshold(type), what.str());
 }
 
 const tsr_type kTypes[] = {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0};
@@ -107,13 +118,9 @@ void check_extremes(tsr_type type, int64_t K, int64_t M, int64_t N, int n_thread
     tsr_tensor * c = tsr_mul_mat(ctx, a, b);
     REQUIRE(c != nullptr);
     const std::vector<double> ref = ref_mul_mat(a, b);
-    for (tsr_cpu_isa isa : isas()) {
-        isa_scope sc(isa);
-        backend_holder be(n_threads);
-        INFO("extremes: type " << tsr_type_name(type) << " K " << K << " M " << M << " N " << N << " isa " << tsr_cpu_isa_name(isa));
-        REQUIRE(run(be, ctx, c) == TSR_STATUS_SUCCESS);
-        CHECK(nmse(values(c), ref) < 1e-10);
-    }
+    std::ostringstream what;
+    what << "extremes: type " << tsr_type_name(type) << " K " << K << " M " << M << " N " << N;
+    check_every_isa(ctx, c, ref, n_threads, 1e-10, what.str());
 }
 
 } // namespace
@@ -214,31 +221,15 @@ TEST_CASE("mul_mat: float src0 with padded rows, ragged K", "[cpu][mul_mat]") {
             }
 }
 
-// Q8_0 bytes of -128 (or 127 in one row) against activations quantized to +-127, one sign
-// per column: every product of a row and column is the same largest int8 product, so
-// summing more than two of them in int16 before widening overflows.
-TEST_CASE("mul_mat: Q8_0 extreme bytes", "[cpu][mul_mat]") {
-    ctx_holder ctx(16);
-    const int64_t K = 96, M = 9, N = 7;
-    tsr_tensor * a = tsr_new_tensor_2d(ctx, TSR_TYPE_Q8_0, K, M);
-    for (int64_t m = 0; m < M; ++m)
-        for (int64_t i = 0; i < K / 32; ++i) {
-            tsr_block_q8_0 * blk = (tsr_block_q8_0 *)((char *)a->data + m * a->nb[1]) + i;
-            blk->d = tsr_fp32_to_fp16(1.0f / 128);
-            std::memset(blk->qs, m == 4 ? 127 : -128, 32);
-        }
-    tsr_tensor * b = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, K, N);
-    for (int64_t n = 0; n < N; ++n)
-        for (int64_t k = 0; k < K; ++k) tsr_set_f32_nd(b, k, n, 0, 0, n % 3 == 0 ? 1.0f : -1.0f);
-    tsr_tensor * c = tsr_mul_mat(ctx, a, b);
-    const std::vector<double> ref = ref_mul_mat(a, b);
-    for (tsr_cpu_isa isa : isas()) {
-        isa_scope s(isa);
-        backend_holder be(2);
-        INFO("isa " << tsr_cpu_isa_name(isa));
-        REQUIRE(run(be, ctx, c) == TSR_STATUS_SUCCESS);
-        CHECK(nmse(values(c), ref) < 1e-10);
-    }
+// Matrix-vector and N < 6 take the dot-product path: each thread's row range is cut into
+// four parts walked side by side, with the leftover rows after them; quantized rows end in
+// blocks past the last group of 4. M values leave 0..3 rows over and give parts of 1 row.
+TEST_CASE("mul_mat: matrix-vector in four streams with leftover rows and blocks", "[cpu][mul_mat]") {
+    for (tsr_type t : kTypes)
+        for (int64_t K : {160, 4128})
+            for (int64_t M : {4, 6, 1003})
+                for (int64_t N : {1, 3})
+                    for (int nth : {1, 2}) check_mul_mat(t, K, M, N, 1, 1, 1, 1, false, nth);
 }
 
 TEST_CASE("mul_mat: 1 and N threads give bitwise equal results", "[cpu][mul_mat][threads]") {
