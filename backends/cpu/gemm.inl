@@ -147,11 +147,12 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
     const int64_t ny = s1->ne[1] * s1->ne[2] * s1->ne[3];
     pl.y_q8 = tsr_is_quantized(pl.ta);
     pl.y_conv = !pl.y_q8 && (s1->type != TSR_TYPE_F32 || s1->nb[0] != 4);
-    if (pl.y_q8) pl.y_row = yq8_row_bytes(Kd);
-    else if (pl.y_conv) pl.y_row = (size_t)Kd * 4;
-    pl.y_bytes = align_up(pl.y_row * (size_t)ny, 64);
     const int slot = type_slot(pl.ta);
     pl.g = (slot >= 0 && s1->ne[1] >= GEMM_MIN_N) ? K->gemm[slot] : nullptr;
+    /* only the dot-product kernels read yq8's side arrays; GEMM packs the blocks */
+    if (pl.y_q8) pl.y_row = pl.g ? (size_t)(Kd / 32) * sizeof(yq8) : yq8_row_bytes(Kd);
+    else if (pl.y_conv) pl.y_row = (size_t)Kd * 4;
+    pl.y_bytes = align_up(pl.y_row * (size_t)ny, 64);
     pl.thread_bytes = gemm_thread_bytes(pl.g, s1->ne[1]);
     pl.y_private = (pl.y_q8 || pl.y_conv) && !pl.x_conv && ny <= 4 && nth > 1;
     pl.y_shared = pl.y_private ? 0 : pl.y_bytes;
@@ -209,7 +210,7 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
                         }
                     }
                 }
-                if (pl.y_q8) y_side((yq8 *)d, Kd / 32);
+                if (pl.y_q8 && !pl.g) y_side((yq8 *)d, Kd / 32);
             }
         }
         if (!pl.y_private) barrier(p);
