@@ -143,20 +143,27 @@ TSR_TARGET_AVX512VNNI static float dot_q4_0_avx512vnni(int64_t n, const tsr_bloc
 }
 
 /* Matrix-vector kernels for R rows (x + r * lda) against one quantized activation row,
- * 4 blocks per step. The block scales come out of the two vectors loaded at the group start
- * with one word permute (no gather), and yq8's side arrays supply the bias and the y
+ * 4 blocks per step. The block scales are broadcast words (Q8_0) or come out of the vector
+ * loaded at the group start with one word permute (Q4_0), never a gather, and yq8's side
+ * arrays supply the bias and the y
  * scales already laid out per lane. Every load stays inside the group: no masked loads
  * (slow when streaming) and no reads past the row. Blocks beyond a multiple of 4 go
  * through the one-block kernels above. */
+/* Two fp16 scales, each broadcast over 8 words. Q8_0's scales are read as words of their
+ * own: a wide load over the block that also covers the qs makes clang rebuild the qs loads
+ * from it with scalar shifts. */
+TSR_TARGET_AVX512VNNI static inline __m256i fp16_pair_x8(const void * d0, const void * d1) {
+    uint16_t h0, h1;
+    std::memcpy(&h0, d0, 2);
+    std::memcpy(&h1, d1, 2);
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)h0)), _mm_set1_epi16((short)h1), 1);
+}
+
 template <int R>
 TSR_TARGET_AVX512VNNI static void gemv_q8_0_rows(int64_t n, const char * x, size_t lda, const yq8 * y, float * out) {
     const int64_t nb = n / 32, ng = nb / 4;
     const yside_q8 * ys = y_side_q8(y, nb);
     const __m512i flip = _mm512_set1_epi8((char)0x80);
-    /* fp16 words of d0, d1 (first vector) and d2, d3 (second: +32), 8 lanes each */
-    alignas(64) static const uint16_t idx_d[32] = {0, 0, 0, 0, 0, 0, 0, 0, 17, 17, 17, 17, 17, 17, 17, 17,
-                                                   34, 34, 34, 34, 34, 34, 34, 34, 51, 51, 51, 51, 51, 51, 51, 51};
-    const __m512i id = _mm512_load_si512((const void *)idx_d);
     __m512 acc0[R], acc1[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
@@ -168,10 +175,8 @@ TSR_TARGET_AVX512VNNI static void gemv_q8_0_rows(int64_t n, const char * x, size
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
             const char * xb = x + (size_t)r * lda + (size_t)g * 4 * sizeof(tsr_block_q8_0);
-            const __m512i h = _mm512_permutex2var_epi16(_mm512_loadu_si512((const void *)xb), id,
-                                                        _mm512_loadu_si512((const void *)(xb + 64)));
-            const __m512 s01 = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(h)), dy01);
-            const __m512 s23 = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1)), dy23);
+            const __m512 s01 = _mm512_mul_ps(_mm512_cvtph_ps(fp16_pair_x8(xb, xb + 34)), dy01);
+            const __m512 s23 = _mm512_mul_ps(_mm512_cvtph_ps(fp16_pair_x8(xb + 68, xb + 102)), dy23);
             const __m512i q01 = _mm512_xor_si512(load2x32(xb + 2, xb + 36), flip);
             const __m512i q23 = _mm512_xor_si512(load2x32(xb + 70, xb + 104), flip);
             acc0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(yb01, q01, yq01)), s01, acc0[r]);
