@@ -207,8 +207,9 @@ TSR_TARGET_AVX2 static void dot4_q4_0_avx2(int64_t n, const char * x, size_t lda
             const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)xb[0].qs)),
                                                       _mm_loadu_si128((const __m128i *)xb[1].qs), 1);
             const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            const __m256i p = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), ones),
-                                                                _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), ones)), yb);
+            /* nibble x int8 pairs are at most 2 * 15 * 127 = 3810: two of them add up in int16 */
+            const __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_maddubs_epi16(hi, yhi));
+            const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(p16, ones), yb);
             const __m128i d2 = _mm_insert_epi16(_mm_cvtsi32_si128(xb[0].d), xb[1].d, 1);
             const __m256 dx = _mm256_cvtph_ps(_mm_shuffle_epi8(d2, rep));
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dx, dy), acc[r]);
