@@ -224,6 +224,41 @@ static void dot4_q4_0_neon(int64_t n, const char * x, size_t lda, const void * y
     vst1q_f32(out, acc);
 }
 
+/* F32 row -> yq8 blocks, byte for byte what quantize_y_scalar writes: the same amax (NaN
+ * lanes masked to 0 first, as std::max skips them; vmaxq_f32 would propagate them), the
+ * same scalar d and id, the same product, clamp and round half to even (vcvtnq_s32_f32).
+ * A NaN product (NaN input, or inf * 0 when amax is inf) passes the clamp as NaN, and
+ * FCVTNS turns NaN into 0, which is the scalar code's explicit choice. */
+static void quantize_y_neon(const float * x, yq8 * y, int64_t n) {
+    const float32x4_t lo = vdupq_n_f32(-127.0f), hi = vdupq_n_f32(127.0f);
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const float * xb = x + b * 32;
+        float32x4_t v[8];
+        float32x4_t m = vdupq_n_f32(0);
+        for (int j = 0; j < 8; ++j) {
+            v[j] = vld1q_f32(xb + 4 * j);
+            const uint32x4_t ok = vceqq_f32(v[j], v[j]);
+            m = vmaxq_f32(m, vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(vabsq_f32(v[j])), ok)));
+        }
+        const float amax = vmaxvq_f32(m);
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        int32x4_t q[8];
+        int32x4_t sum = vdupq_n_s32(0);
+        for (int j = 0; j < 8; ++j) {
+            q[j] = vcvtnq_s32_f32(vminq_f32(hi, vmaxq_f32(lo, vmulq_n_f32(v[j], id))));
+            sum = vaddq_s32(sum, q[j]);
+        }
+        /* |q| <= 127: the narrowing moves are exact */
+        const int16x8_t h0 = vmovn_high_s32(vmovn_s32(q[0]), q[1]), h1 = vmovn_high_s32(vmovn_s32(q[2]), q[3]);
+        const int16x8_t h2 = vmovn_high_s32(vmovn_s32(q[4]), q[5]), h3 = vmovn_high_s32(vmovn_s32(q[6]), q[7]);
+        vst1q_s8(y[b].qs, vmovn_high_s16(vmovn_s16(h0), h1));
+        vst1q_s8(y[b].qs + 16, vmovn_high_s16(vmovn_s16(h2), h3));
+        y[b].d = d;
+        y[b].sum = vaddvq_s32(sum);
+    }
+}
+
 /* Store (or add) one C column of 8 m values; the M edge goes through a buffer. */
 static inline void store_col8_neon(float * c, float32x4_t v0, float32x4_t v1, int mr_valid, bool accumulate) {
     if (mr_valid == 8) {
@@ -447,7 +482,7 @@ static const kernels kernels_neon = {
     TSR_CPU_ISA_NEON,
     dot_f32_neon, dot_f16_neon, dot_bf16_neon, dot_q8_0_neon, dot_q4_0_neon,
     { dot4_neon<0>, dot4_neon<1>, dot4_neon<2>, dot4_q8_0_neon, dot4_q4_0_neon },
-    quantize_y_scalar, axpy_f32_neon, f16_to_f32_neon,
+    quantize_y_neon, axpy_f32_neon, f16_to_f32_neon,
     { &gemm_f32_neon, &gemm_f16_neon, &gemm_bf16_neon, &gemm_q8_0_neon, &gemm_q4_0_neon },
     &act_table_neon,
 };

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <type_traits>
 #include <vector>
@@ -113,4 +114,84 @@ TEST_CASE("dot4 Q8_0/Q4_0 on every ISA: exact block sums, leftover blocks, lda 0
     std::mt19937 rng(11);
     check_dot4<tsr_block_q8_0>(tcpu::SLOT_Q8_0, TSR_TYPE_Q8_0, rng);
     check_dot4<tsr_block_q4_0>(tcpu::SLOT_Q4_0, TSR_TYPE_Q4_0, rng);
+}
+
+// quantize_y of the NEON path writes quantize_y_scalar's bytes (d, sum and every q): random
+// rows of several scales and edge blocks: all zeros, one huge value, products exactly at
+// .5 (ties to even both ways), NaN and inf present, denormal maxima (1/d overflows to inf),
+// -0. The x86 kernels do not clamp and convert NaN to INT_MIN, so they match on finite,
+// normal rows only and are not held to these edge rows.
+TEST_CASE("quantize_y: the NEON kernel writes the scalar kernel's bytes", "[cpu][mul_mat][kernels]") {
+    std::vector<std::vector<float>> blocks;
+    std::mt19937 rng(5);
+    for (float scale : {1e-3f, 1.0f, 3e4f, 1e30f}) {
+        std::uniform_real_distribution<float> u(-scale, scale);
+        for (int i = 0; i < 64; ++i) {
+            std::vector<float> b(32);
+            for (float & v : b) v = u(rng);
+            blocks.push_back(b);
+        }
+    }
+    const float inf = std::numeric_limits<float>::infinity(), qnan = std::numeric_limits<float>::quiet_NaN();
+    const float snan = std::numeric_limits<float>::signaling_NaN(), den = std::numeric_limits<float>::denorm_min();
+    blocks.push_back(std::vector<float>(32, 0.0f));
+    blocks.push_back(std::vector<float>(32, -0.0f));
+    {
+        std::vector<float> b(32, 1.0f);
+        b[7] = 3e38f;  // one huge value: the rest quantize to 0
+        blocks.push_back(b);
+        b[7] = -3e38f;
+        blocks.push_back(b);
+    }
+    {
+        // amax 127 makes d = 1 and id = 1: every product is the input, k + 0.5 ties round to even
+        std::vector<float> b(32);
+        for (int j = 0; j < 32; ++j) b[j] = (float)(j - 16) + 0.5f;
+        b[0] = 127.0f;
+        blocks.push_back(b);
+        for (float & v : b) v = -v;
+        blocks.push_back(b);
+        for (int j = 1; j < 32; ++j) b[j] = 126.5f - (float)(j % 3);  // 126.5, 125.5, 124.5
+        blocks.push_back(b);
+    }
+    for (float special : {qnan, -qnan, snan, inf, -inf}) {
+        std::vector<float> b(32);
+        std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+        for (float & v : b) v = u(rng);
+        b[3] = special;
+        blocks.push_back(b);
+        b[30] = qnan;
+        b[31] = -inf;
+        blocks.push_back(b);
+        blocks.push_back(std::vector<float>(32, special));
+    }
+    for (float amax : {den, 5 * den, 200 * den, 1e-38f, 1e-37f, std::numeric_limits<float>::min()}) {
+        std::vector<float> b(32);
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+        for (float & v : b) v = u(rng) * amax;
+        b[9] = amax;
+        blocks.push_back(b);
+    }
+    std::vector<float> x;
+    for (const auto & b : blocks) x.insert(x.end(), b.begin(), b.end());
+    const int64_t n = (int64_t)x.size(), nb = n / 32;
+    std::vector<tcpu::yq8> ref((size_t)nb), got((size_t)nb);
+    tcpu::quantize_y_scalar(x.data(), ref.data(), n);
+    bool ran = false;
+    for (tsr_cpu_isa isa : kernel_isas()) {
+        if (isa != TSR_CPU_ISA_NEON) continue;
+        kernels_of k(isa);
+        ran = true;
+        std::memset(got.data(), 0x5A, got.size() * sizeof(tcpu::yq8));
+        k.K->quantize_y(x.data(), got.data(), n);
+        for (int64_t b = 0; b < nb; ++b) {
+            INFO("block " << b << " x[0] " << x[(size_t)b * 32] << " d " << ref[(size_t)b].d);
+            CHECK(std::memcmp(&got[(size_t)b], &ref[(size_t)b], sizeof(tcpu::yq8)) == 0);
+        }
+        // a row of one block, and the row in pieces (no state between blocks)
+        std::memset(got.data(), 0x5A, got.size() * sizeof(tcpu::yq8));
+        for (int64_t b = 0; b < nb; ++b) k.K->quantize_y(x.data() + b * 32, got.data() + b, 32);
+        CHECK(std::memcmp(got.data(), ref.data(), got.size() * sizeof(tcpu::yq8)) == 0);
+    }
+    if (!ran) WARN("no NEON path on this CPU: quantize_y byte test skipped");
 }
