@@ -144,6 +144,121 @@ static void dot4_neon(int64_t n, const char * x, size_t lda, const void * yv, fl
     }
 }
 
+/* Q8_0 / Q4_0 against yq8 blocks, 4 rows per block step: the y block is loaded once, each
+ * row's 32 products reduce to 4 exact int32 lanes, and the 4 rows' lanes fold pairwise
+ * (vpaddq_s32) into one vector whose lane r is row r's block sum, so one convert and one
+ * fma per block serve all 4 rows. The plain yq8 blocks suffice here: 16-byte vectors
+ * already take a block's two halves as stored, and Q4_0's offset of 8 is the same for
+ * every row (-8 * sum(y), added once after the fold), so no group of 4 blocks is needed
+ * and a row of any n / 32 blocks takes the same loop. */
+static inline int32x4_t fold4_s32_neon(int32x4_t p0, int32x4_t p1, int32x4_t p2, int32x4_t p3) {
+    return vpaddq_s32(vpaddq_s32(p0, p1), vpaddq_s32(p2, p3));
+}
+
+/* The fp16 scales of block b of the 4 rows, as floats (Q8_0 and Q4_0 both start with d). */
+template <typename B>
+static inline float32x4_t load_d4_neon(const char * x, size_t lda, int64_t b) {
+    uint16x4_t h = vdup_n_u16(0);
+    h = vld1_lane_u16(&((const B *)x + b)->d, h, 0);
+    h = vld1_lane_u16(&((const B *)(x + lda) + b)->d, h, 1);
+    h = vld1_lane_u16(&((const B *)(x + 2 * lda) + b)->d, h, 2);
+    h = vld1_lane_u16(&((const B *)(x + 3 * lda) + b)->d, h, 3);
+    return vcvt_f32_f16(vreinterpret_f16_u16(h));
+}
+
+/* One Q8_0 block against y: 4 lanes of exact int32 partial sums. Two products share an
+ * int16 lane (vmlal_high_s8): yq8 bytes are in [-127, 127], so a pair stays within
+ * 2 * 128 * 127 < 2^15 even against Q8_0's -128. */
+static inline int32x4_t q8_block_neon(const tsr_block_q8_0 * xb, int8x16_t y0, int8x16_t y1) {
+    const int8x16_t x0 = vld1q_s8(xb->qs), x1 = vld1q_s8(xb->qs + 16);
+    const int16x8_t p0 = vmlal_high_s8(vmull_s8(vget_low_s8(x0), vget_low_s8(y0)), x0, y0);
+    const int16x8_t p1 = vmlal_high_s8(vmull_s8(vget_low_s8(x1), vget_low_s8(y1)), x1, y1);
+    return vpadalq_s16(vpaddlq_s16(p0), p1);
+}
+
+static void dot4_q8_0_neon(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
+    const yq8 * y = (const yq8 *)yv;
+    const tsr_block_q8_0 * x0 = (const tsr_block_q8_0 *)x;
+    const tsr_block_q8_0 * x1 = (const tsr_block_q8_0 *)(x + lda);
+    const tsr_block_q8_0 * x2 = (const tsr_block_q8_0 *)(x + 2 * lda);
+    const tsr_block_q8_0 * x3 = (const tsr_block_q8_0 *)(x + 3 * lda);
+    float32x4_t acc = vdupq_n_f32(0);
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const int8x16_t y0 = vld1q_s8(y[b].qs), y1 = vld1q_s8(y[b].qs + 16);
+        const int32x4_t s = fold4_s32_neon(q8_block_neon(x0 + b, y0, y1), q8_block_neon(x1 + b, y0, y1),
+                                           q8_block_neon(x2 + b, y0, y1), q8_block_neon(x3 + b, y0, y1));
+        const float32x4_t d = vmulq_n_f32(load_d4_neon<tsr_block_q8_0>(x, lda, b), y[b].d);
+        acc = vfmaq_f32(acc, vcvtq_f32_s32(s), d);
+    }
+    vst1q_f32(out, acc);
+}
+
+/* One Q4_0 block against y with the nibbles left unsigned (0..15): 4 products per int16
+ * lane stay within 4 * 15 * 127 < 2^15. The offset of 8 is taken out after the fold. */
+static inline int32x4_t q4_block_neon(const tsr_block_q4_0 * xb, int8x16_t y0, int8x16_t y1) {
+    const uint8x16_t v = vld1q_u8(xb->qs);
+    const int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0F)));
+    const int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
+    int16x8_t p = vmull_s8(vget_low_s8(lo), vget_low_s8(y0));
+    p = vmlal_high_s8(p, lo, y0);
+    p = vmlal_s8(p, vget_low_s8(hi), vget_low_s8(y1));
+    p = vmlal_high_s8(p, hi, y1);
+    return vpaddlq_s16(p);
+}
+
+static void dot4_q4_0_neon(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
+    const yq8 * y = (const yq8 *)yv;
+    const tsr_block_q4_0 * x0 = (const tsr_block_q4_0 *)x;
+    const tsr_block_q4_0 * x1 = (const tsr_block_q4_0 *)(x + lda);
+    const tsr_block_q4_0 * x2 = (const tsr_block_q4_0 *)(x + 2 * lda);
+    const tsr_block_q4_0 * x3 = (const tsr_block_q4_0 *)(x + 3 * lda);
+    float32x4_t acc = vdupq_n_f32(0);
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const int8x16_t y0 = vld1q_s8(y[b].qs), y1 = vld1q_s8(y[b].qs + 16);
+        int32x4_t s = fold4_s32_neon(q4_block_neon(x0 + b, y0, y1), q4_block_neon(x1 + b, y0, y1),
+                                     q4_block_neon(x2 + b, y0, y1), q4_block_neon(x3 + b, y0, y1));
+        s = vaddq_s32(s, vdupq_n_s32(-8 * y[b].sum));
+        const float32x4_t d = vmulq_n_f32(load_d4_neon<tsr_block_q4_0>(x, lda, b), y[b].d);
+        acc = vfmaq_f32(acc, vcvtq_f32_s32(s), d);
+    }
+    vst1q_f32(out, acc);
+}
+
+/* F32 row -> yq8 blocks, byte for byte what quantize_y_scalar writes: the same amax (NaN
+ * lanes masked to 0 first, as std::max skips them; vmaxq_f32 would propagate them), the
+ * same scalar d and id, the same product, clamp and round half to even (vcvtnq_s32_f32).
+ * A NaN product (NaN input, or inf * 0 when amax is inf) passes the clamp as NaN, and
+ * FCVTNS turns NaN into 0, which is the scalar code's explicit choice. */
+static void quantize_y_neon(const float * x, yq8 * y, int64_t n) {
+    const float32x4_t lo = vdupq_n_f32(-127.0f), hi = vdupq_n_f32(127.0f);
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const float * xb = x + b * 32;
+        float32x4_t v[8];
+        float32x4_t m = vdupq_n_f32(0);
+        for (int j = 0; j < 8; ++j) {
+            v[j] = vld1q_f32(xb + 4 * j);
+            const uint32x4_t ok = vceqq_f32(v[j], v[j]);
+            m = vmaxq_f32(m, vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(vabsq_f32(v[j])), ok)));
+        }
+        const float amax = vmaxvq_f32(m);
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        int32x4_t q[8];
+        int32x4_t sum = vdupq_n_s32(0);
+        for (int j = 0; j < 8; ++j) {
+            q[j] = vcvtnq_s32_f32(vminq_f32(hi, vmaxq_f32(lo, vmulq_n_f32(v[j], id))));
+            sum = vaddq_s32(sum, q[j]);
+        }
+        /* |q| <= 127: the narrowing moves are exact */
+        const int16x8_t h0 = vmovn_high_s32(vmovn_s32(q[0]), q[1]), h1 = vmovn_high_s32(vmovn_s32(q[2]), q[3]);
+        const int16x8_t h2 = vmovn_high_s32(vmovn_s32(q[4]), q[5]), h3 = vmovn_high_s32(vmovn_s32(q[6]), q[7]);
+        vst1q_s8(y[b].qs, vmovn_high_s16(vmovn_s16(h0), h1));
+        vst1q_s8(y[b].qs + 16, vmovn_high_s16(vmovn_s16(h2), h3));
+        y[b].d = d;
+        y[b].sum = vaddvq_s32(sum);
+    }
+}
+
 /* Store (or add) one C column of 8 m values; the M edge goes through a buffer. */
 static inline void store_col8_neon(float * c, float32x4_t v0, float32x4_t v1, int mr_valid, bool accumulate) {
     if (mr_valid == 8) {
@@ -366,8 +481,8 @@ static const act_kernels act_table_neon = {
 static const kernels kernels_neon = {
     TSR_CPU_ISA_NEON,
     dot_f32_neon, dot_f16_neon, dot_bf16_neon, dot_q8_0_neon, dot_q4_0_neon,
-    { dot4_neon<0>, dot4_neon<1>, dot4_neon<2>, nullptr, nullptr },
-    quantize_y_scalar, axpy_f32_neon, f16_to_f32_neon,
+    { dot4_neon<0>, dot4_neon<1>, dot4_neon<2>, dot4_q8_0_neon, dot4_q4_0_neon },
+    quantize_y_neon, axpy_f32_neon, f16_to_f32_neon,
     { &gemm_f32_neon, &gemm_f16_neon, &gemm_bf16_neon, &gemm_q8_0_neon, &gemm_q4_0_neon },
     &act_table_neon,
 };

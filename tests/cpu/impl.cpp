@@ -1,6 +1,197 @@
-// The one translation unit of test_cpu that compiles tessera's implementation.
+// The one translation unit of test_cpu that compiles tessera's implementation, so the tests
+// of internal kernels (kernel table entries called directly) live here too.
 #define TSR_IMPLEMENTATION
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
 #include "tessera/alloc.h"
 #include "tessera-cpu.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+std::vector<tsr_cpu_isa> kernel_isas() {
+    std::vector<tsr_cpu_isa> v;
+    for (tsr_cpu_isa i : {TSR_CPU_ISA_SCALAR, TSR_CPU_ISA_AVX2, TSR_CPU_ISA_AVX512, TSR_CPU_ISA_NEON})
+        if (tsr_cpu_isa_supported(i)) v.push_back(i);
+    return v;
+}
+
+// The kernel table of one ISA path (the one in use is restored on scope exit).
+struct kernels_of {
+    tsr_cpu_isa saved = tsr_cpu_get_isa();
+    const tcpu::kernels * K;
+    explicit kernels_of(tsr_cpu_isa isa) {
+        REQUIRE(tsr_cpu_set_isa(isa));
+        K = tcpu::get_kernels();
+        REQUIRE(K->isa == isa);
+    }
+    ~kernels_of() { tsr_cpu_set_isa(saved); }
+};
+
+// A yq8 row of nb blocks with its side arrays, from the scalar quantizer.
+struct yrow {
+    std::vector<tcpu::yq8> buf;
+    yrow(const std::vector<float> & x) : buf(tcpu::yq8_row_bytes((int64_t)x.size()) / sizeof(tcpu::yq8) + 1) {
+        tcpu::quantize_y_scalar(x.data(), buf.data(), (int64_t)x.size());
+        tcpu::y_side(buf.data(), (int64_t)x.size() / 32);
+    }
+};
+
+// sum over blocks of d_x * d_y * (exact integer block dot), in double
+template <typename B>
+double ref_block_dot(const B * x, const tcpu::yq8 * y, int64_t nb, double & mag) {
+    double s = 0;
+    for (int64_t b = 0; b < nb; ++b) {
+        int64_t acc = 0;
+        for (int j = 0; j < 32; ++j) {
+            int xq;
+            if constexpr (std::is_same<B, tsr_block_q8_0>::value) xq = x[b].qs[j];
+            else xq = (j < 16 ? (x[b].qs[j] & 0x0F) : (x[b].qs[j - 16] >> 4)) - 8;
+            acc += (int64_t)xq * y[b].qs[j];
+        }
+        const double t = (double)tcpu::h2f(x[b].d) * (double)y[b].d * (double)acc;
+        s += t;
+        mag += std::fabs(t);
+    }
+    return s;
+}
+
+// dot4 of one quantized type against the exact block sums: nb = 1..13 (0..3 blocks past the
+// last group of 4, and rows shorter than one group), rows adjacent, far apart with a
+// padded stride, and lda = 0 (one row four times, as mm_range passes its leftover rows).
+template <typename B>
+void check_dot4(int slot, tsr_type type, std::mt19937 & rng) {
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::uniform_int_distribution<int> q(-128, 127);
+    for (tsr_cpu_isa isa : kernel_isas()) {
+        kernels_of k(isa);
+        if (!k.K->dot4[slot]) continue;
+        for (int64_t nb = 1; nb <= 13; ++nb) {
+            const int64_t n = nb * 32;
+            for (int extreme = 0; extreme < 2; ++extreme) {
+                const size_t row = (size_t)nb * sizeof(B);
+                const size_t stride = row + 3 * sizeof(B);
+                std::vector<B> xs(stride / sizeof(B) * 4);
+                // extremes: Q8_0 bytes -128 / 127, Q4_0 nibbles 0 / 15, against y of +-127
+                const uint8_t hi = type == TSR_TYPE_Q8_0 ? 0x7F : 0xFF, lo = type == TSR_TYPE_Q8_0 ? 0x80 : 0x00;
+                for (B & blk : xs) {
+                    blk.d = tcpu::f2h(0.01f + 0.1f * std::fabs(u(rng)));
+                    uint8_t bytes[sizeof(blk.qs)];
+                    for (uint8_t & c : bytes) c = (uint8_t)(extreme ? ((rng() & 1) ? hi : lo) : q(rng));
+                    std::memcpy(blk.qs, bytes, sizeof(bytes));
+                }
+                std::vector<float> yf((size_t)n);
+                for (float & v : yf) v = extreme ? ((rng() & 1) ? 1.0f : -1.0f) : u(rng);
+                const yrow y(yf);
+                const char * x = (const char *)xs.data();
+                for (size_t lda : {(size_t)0, row, stride}) {
+                    float out[4] = {NAN, NAN, NAN, NAN};
+                    k.K->dot4[slot](n, x, lda, y.buf.data(), out);
+                    for (int r = 0; r < 4; ++r) {
+                        double mag = 0;
+                        const double ref = ref_block_dot((const B *)(x + r * lda), y.buf.data(), nb, mag);
+                        INFO(tsr_type_name(type) << " isa " << tsr_cpu_isa_name(isa) << " nb " << nb << " lda " << lda
+                                                 << " row " << r << " extreme " << extreme);
+                        CHECK(std::fabs(out[r] - ref) <= 4e-6 * mag + 1e-30);
+                    }
+                }
+            }
+        }
+    }
+}
+
+} // namespace
+
+TEST_CASE("dot4 Q8_0/Q4_0 on every ISA: exact block sums, leftover blocks, lda 0 and padded", "[cpu][mul_mat][kernels]") {
+    std::mt19937 rng(11);
+    check_dot4<tsr_block_q8_0>(tcpu::SLOT_Q8_0, TSR_TYPE_Q8_0, rng);
+    check_dot4<tsr_block_q4_0>(tcpu::SLOT_Q4_0, TSR_TYPE_Q4_0, rng);
+}
+
+// quantize_y of the NEON path writes quantize_y_scalar's bytes (d, sum and every q): random
+// rows of several scales and edge blocks: all zeros, one huge value, products exactly at
+// .5 (ties to even both ways), NaN and inf present, denormal maxima (1/d overflows to inf),
+// -0. The x86 kernels do not clamp and convert NaN to INT_MIN, so they match on finite,
+// normal rows only and are not held to these edge rows.
+TEST_CASE("quantize_y: the NEON kernel writes the scalar kernel's bytes", "[cpu][mul_mat][kernels]") {
+    std::vector<std::vector<float>> blocks;
+    std::mt19937 rng(5);
+    for (float scale : {1e-3f, 1.0f, 3e4f, 1e30f}) {
+        std::uniform_real_distribution<float> u(-scale, scale);
+        for (int i = 0; i < 64; ++i) {
+            std::vector<float> b(32);
+            for (float & v : b) v = u(rng);
+            blocks.push_back(b);
+        }
+    }
+    const float inf = std::numeric_limits<float>::infinity(), qnan = std::numeric_limits<float>::quiet_NaN();
+    const float snan = std::numeric_limits<float>::signaling_NaN(), den = std::numeric_limits<float>::denorm_min();
+    blocks.push_back(std::vector<float>(32, 0.0f));
+    blocks.push_back(std::vector<float>(32, -0.0f));
+    {
+        std::vector<float> b(32, 1.0f);
+        b[7] = 3e38f;  // one huge value: the rest quantize to 0
+        blocks.push_back(b);
+        b[7] = -3e38f;
+        blocks.push_back(b);
+    }
+    {
+        // amax 127 makes d = 1 and id = 1: every product is the input, k + 0.5 ties round to even
+        std::vector<float> b(32);
+        for (int j = 0; j < 32; ++j) b[j] = (float)(j - 16) + 0.5f;
+        b[0] = 127.0f;
+        blocks.push_back(b);
+        for (float & v : b) v = -v;
+        blocks.push_back(b);
+        for (int j = 1; j < 32; ++j) b[j] = 126.5f - (float)(j % 3);  // 126.5, 125.5, 124.5
+        blocks.push_back(b);
+    }
+    for (float special : {qnan, -qnan, snan, inf, -inf}) {
+        std::vector<float> b(32);
+        std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+        for (float & v : b) v = u(rng);
+        b[3] = special;
+        blocks.push_back(b);
+        b[30] = qnan;
+        b[31] = -inf;
+        blocks.push_back(b);
+        blocks.push_back(std::vector<float>(32, special));
+    }
+    for (float amax : {den, 5 * den, 200 * den, 1e-38f, 1e-37f, std::numeric_limits<float>::min()}) {
+        std::vector<float> b(32);
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+        for (float & v : b) v = u(rng) * amax;
+        b[9] = amax;
+        blocks.push_back(b);
+    }
+    std::vector<float> x;
+    for (const auto & b : blocks) x.insert(x.end(), b.begin(), b.end());
+    const int64_t n = (int64_t)x.size(), nb = n / 32;
+    std::vector<tcpu::yq8> ref((size_t)nb), got((size_t)nb);
+    tcpu::quantize_y_scalar(x.data(), ref.data(), n);
+    bool ran = false;
+    for (tsr_cpu_isa isa : kernel_isas()) {
+        if (isa != TSR_CPU_ISA_NEON) continue;
+        kernels_of k(isa);
+        ran = true;
+        std::memset(got.data(), 0x5A, got.size() * sizeof(tcpu::yq8));
+        k.K->quantize_y(x.data(), got.data(), n);
+        for (int64_t b = 0; b < nb; ++b) {
+            INFO("block " << b << " x[0] " << x[(size_t)b * 32] << " d " << ref[(size_t)b].d);
+            CHECK(std::memcmp(&got[(size_t)b], &ref[(size_t)b], sizeof(tcpu::yq8)) == 0);
+        }
+        // a row of one block, and the row in pieces (no state between blocks)
+        std::memset(got.data(), 0x5A, got.size() * sizeof(tcpu::yq8));
+        for (int64_t b = 0; b < nb; ++b) k.K->quantize_y(x.data() + b * 32, got.data() + b, 32);
+        CHECK(std::memcmp(got.data(), ref.data(), got.size() * sizeof(tcpu::yq8)) == 0);
+    }
+    if (!ran) WARN("no NEON path on this CPU: quantize_y byte test skipped");
+}

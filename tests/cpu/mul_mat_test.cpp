@@ -232,6 +232,15 @@ TEST_CASE("mul_mat: matrix-vector in four streams with leftover rows and blocks"
                     for (int nth : {1, 2}) check_mul_mat(t, K, M, N, 1, 1, 1, 1, false, nth);
 }
 
+// Quantized matrix-vector rows of 1..8 blocks: 0..3 blocks past the last group of 4 (and
+// rows shorter than one group), M leaving 1 and 3 rows over for the lda = 0 calls.
+TEST_CASE("mul_mat: quantized matrix-vector, 0..3 blocks past a group of 4", "[cpu][mul_mat]") {
+    for (tsr_type t : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0})
+        for (int64_t K : {32, 96, 160, 192, 224, 256})
+            for (int64_t M : {5, 19})
+                for (int64_t N : {1, 2}) check_mul_mat(t, K, M, N, 1, 1, 1, 1, false, 1);
+}
+
 TEST_CASE("mul_mat: 1 and N threads give bitwise equal results", "[cpu][mul_mat][threads]") {
     for (tsr_type t : kTypes) {
         ctx_holder ctx(32);
