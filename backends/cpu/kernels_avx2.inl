@@ -229,13 +229,23 @@ TSR_TARGET_AVX2 static void dot4_q4_0_avx2(int64_t n, const char * x, size_t lda
     for (int r = 0; r < 4; ++r) out[r] = hsum256(acc[r]) - 8.0f * corr[r];
 }
 
+/* NaN lanes as +0 (maxps would pass a NaN on; the scalar reference skips them). */
+TSR_TARGET_AVX2 static inline __m256 nan_to_zero_avx2(__m256 v) { return _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q)); }
+
+/* x * id rounded to int32, NaN as 0 and clamped to [-127, 127] as quantize_y_scalar does: the
+ * integer kernels rely on activations never being -128. */
+TSR_TARGET_AVX2 static inline __m256i quantize8_avx2(__m256 v, __m256 vid) {
+    const __m256 q = nan_to_zero_avx2(_mm256_mul_ps(v, vid));
+    return _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(q, _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f)));
+}
+
 TSR_TARGET_AVX2 static void quantize_y_avx2(const float * x, yq8 * y, int64_t n) {
     const __m256 signbit = _mm256_set1_ps(-0.0f);
     for (int64_t b = 0; b < n / 32; ++b) {
         const float * xb = x + b * 32;
-        __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8), v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
-        __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(signbit, v0), _mm256_andnot_ps(signbit, v1)),
-                                 _mm256_max_ps(_mm256_andnot_ps(signbit, v2), _mm256_andnot_ps(signbit, v3)));
+        const __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8), v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
+        __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(signbit, nan_to_zero_avx2(v0)), _mm256_andnot_ps(signbit, nan_to_zero_avx2(v1))),
+                                 _mm256_max_ps(_mm256_andnot_ps(signbit, nan_to_zero_avx2(v2)), _mm256_andnot_ps(signbit, nan_to_zero_avx2(v3))));
         __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
         m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
         m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
@@ -243,10 +253,10 @@ TSR_TARGET_AVX2 static void quantize_y_avx2(const float * x, yq8 * y, int64_t n)
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         const __m256 vid = _mm256_set1_ps(id);
-        __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, vid));
-        __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, vid));
-        __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, vid));
-        __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, vid));
+        __m256i i0 = quantize8_avx2(v0, vid);
+        __m256i i1 = quantize8_avx2(v1, vid);
+        __m256i i2 = quantize8_avx2(v2, vid);
+        __m256i i3 = quantize8_avx2(v3, vid);
         __m256i s = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
         __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
         s4 = _mm_hadd_epi32(s4, s4);
