@@ -64,24 +64,24 @@ static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m
          * restart the hardware prefetcher at every row. The rows left over go through the
          * same kernel (one row four times), so a row's result never depends on the split. */
         const int slot = type_slot(a.ta);
-        const int64_t q = slot >= 0 && K->dot4[slot] ? (m1 - m0) / 4 : 0;
-        for (int64_t n = 0; n < a.N; ++n) {
-            const char * y = a.B + (size_t)n * a.ldb;
-            float * c = a.C + (size_t)n * a.ldc;
-            for (int64_t i = 0; i < q; ++i) {
+        const bool four = slot >= 0 && K->dot4[slot];
+        const int64_t q = four ? (m1 - m0) / 4 : 0;
+        /* columns innermost: the 4 rows stay in cache while every column of src1 passes */
+        for (int64_t i = 0; i < q; ++i)
+            for (int64_t n = 0; n < a.N; ++n) {
                 float o[4];
-                K->dot4[slot](a.K, a.A + (size_t)(m0 + i) * a.lda, (size_t)q * a.lda, y, o);
+                K->dot4[slot](a.K, a.A + (size_t)(m0 + i) * a.lda, (size_t)q * a.lda, a.B + (size_t)n * a.ldb, o);
+                float * c = a.C + (size_t)n * a.ldc;
                 for (int r = 0; r < 4; ++r) c[m0 + i + r * q] = o[r];
             }
-            for (int64_t m = m0 + 4 * q; m < m1; ++m) {
-                const char * x = a.A + (size_t)m * a.lda;
-                if (slot >= 0 && K->dot4[slot]) {
-                    float o[4];
-                    K->dot4[slot](a.K, x, 0, y, o);
-                    c[m] = o[0];
-                } else {
-                    c[m] = dot_any(K, a.ta, a.K, x, y);
-                }
+        for (int64_t m = m0 + 4 * q; m < m1; ++m) {
+            const char * x = a.A + (size_t)m * a.lda;
+            for (int64_t n = 0; n < a.N; ++n) {
+                const char * y = a.B + (size_t)n * a.ldb;
+                float o[4];
+                if (four) K->dot4[slot](a.K, x, 0, y, o);
+                else o[0] = dot_any(K, a.ta, a.K, x, y);
+                a.C[(size_t)n * a.ldc + m] = o[0];
             }
         }
         return;
