@@ -5,8 +5,7 @@
 #include "tessera/backend.h"
 #include "tessera/alloc.h"
 #include "tessera-cpu.h"
-
-#include <catch2/catch.hpp>
+#include "cpu_test_util.h"
 
 #include <cmath>
 #include <cstring>
@@ -16,13 +15,6 @@
 #include <vector>
 
 namespace {
-
-std::vector<tsr_cpu_isa> kernel_isas() {
-    std::vector<tsr_cpu_isa> v;
-    for (tsr_cpu_isa i : {TSR_CPU_ISA_SCALAR, TSR_CPU_ISA_AVX2, TSR_CPU_ISA_AVX512, TSR_CPU_ISA_NEON})
-        if (tsr_cpu_isa_supported(i)) v.push_back(i);
-    return v;
-}
 
 // The kernel table of one ISA path (the one in use is restored on scope exit).
 struct kernels_of {
@@ -71,7 +63,7 @@ template <typename B>
 void check_dot4(int slot, tsr_type type, std::mt19937 & rng) {
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     std::uniform_int_distribution<int> q(-128, 127);
-    for (tsr_cpu_isa isa : kernel_isas()) {
+    for (tsr_cpu_isa isa : cput::isas()) {
         kernels_of k(isa);
         if (!k.K->dot4[slot]) continue;
         for (int64_t nb = 1; nb <= 13; ++nb) {
@@ -177,7 +169,7 @@ TEST_CASE("quantize_y: every SIMD kernel writes the scalar kernel's bytes", "[cp
     std::vector<tcpu::yq8> ref((size_t)nb), got((size_t)nb);
     tcpu::quantize_y_scalar(x.data(), ref.data(), n);
     bool ran = false;
-    for (tsr_cpu_isa isa : kernel_isas()) {
+    for (tsr_cpu_isa isa : cput::isas()) {
         if (isa == TSR_CPU_ISA_SCALAR) continue;
         kernels_of k(isa);
         ran = true;
