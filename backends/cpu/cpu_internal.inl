@@ -124,34 +124,48 @@ struct yside_q4 {           /* Q4_0 weights: one zmm per 4 blocks, 4 int32 lanes
 };
 static_assert(sizeof(yside_q8) == 384 && sizeof(yside_q4) == 256, "y side layout");
 static inline size_t yq8_side_offset(int64_t nb) { return ((size_t)nb * sizeof(yq8) + 63) / 64 * 64; }
+/* Room for either side layout: y_side writes only the one the weight type reads. */
 static inline size_t yq8_row_bytes(int64_t n) {
-    return yq8_side_offset(n / 32) + (size_t)(n / 128) * (sizeof(yside_q8) + sizeof(yside_q4));
+    return yq8_side_offset(n / 32) + (size_t)(n / 128) * std::max(sizeof(yside_q8), sizeof(yside_q4));
 }
 static inline const yside_q8 * y_side_q8(const yq8 * y, int64_t nb) {
     return (const yside_q8 *)((const char *)y + yq8_side_offset(nb));
 }
 static inline const yside_q4 * y_side_q4(const yq8 * y, int64_t nb) {
-    return (const yside_q4 *)(y_side_q8(y, nb) + nb / 4);
+    return (const yside_q4 *)((const char *)y + yq8_side_offset(nb));
 }
-static inline void y_side(yq8 * y, int64_t nb) {
-    yside_q8 * s8 = (yside_q8 *)((char *)y + yq8_side_offset(nb));
-    yside_q4 * s4 = (yside_q4 *)(s8 + nb / 4);
+/* The side arrays for weights of type wt (Q8_0 or Q4_0) after the nb blocks of y. */
+static inline void y_side(yq8 * y, int64_t nb, enum tsr_type wt) {
+    char * side = (char *)y + yq8_side_offset(nb);
     for (int64_t g = 0; g < nb / 4; ++g) {
         for (int j = 0; j < 4; ++j) {
             const yq8 & b = y[g * 4 + j];
-            std::memcpy(s8[g].qs + 32 * j, b.qs, 32);
-            std::memcpy(s4[g].lo + 16 * j, b.qs, 16);
-            std::memcpy(s4[g].hi + 16 * j, b.qs + 16, 16);
-            for (int l = 0; l < 8; ++l) {
-                s8[g].bias[8 * j + l] = l == 0 ? -128 * b.sum : 0;
-                s8[g].d[8 * j + l] = b.d;
-            }
-            for (int l = 0; l < 4; ++l) {
-                s4[g].bias[4 * j + l] = l == 0 ? -8 * b.sum : 0;
-                s4[g].d[4 * j + l] = b.d;
+            if (wt == TSR_TYPE_Q8_0) {
+                yside_q8 & s8 = ((yside_q8 *)side)[g];
+                std::memcpy(s8.qs + 32 * j, b.qs, 32);
+                for (int l = 0; l < 8; ++l) {
+                    s8.bias[8 * j + l] = l == 0 ? -128 * b.sum : 0;
+                    s8.d[8 * j + l] = b.d;
+                }
+            } else {
+                yside_q4 & s4 = ((yside_q4 *)side)[g];
+                std::memcpy(s4.lo + 16 * j, b.qs, 16);
+                std::memcpy(s4.hi + 16 * j, b.qs + 16, 16);
+                for (int l = 0; l < 4; ++l) {
+                    s4.bias[4 * j + l] = l == 0 ? -8 * b.sum : 0;
+                    s4.d[4 * j + l] = b.d;
+                }
             }
         }
     }
+}
+
+/* Element k of a float-type row (T: 0 f32, 1 f16, 2 bf16): the scalar tails of the SIMD dots. */
+template <int T>
+static inline float elem_as_f32(const char * row, int64_t k) {
+    if (T == 0) return ((const float *)row)[k];
+    const uint16_t h = ((const uint16_t *)row)[k];
+    return T == 1 ? h2f(h) : bf2f(h);
 }
 
 /* ---- the kernel table one ISA path fills ------------------------------------------------ */

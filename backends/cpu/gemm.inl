@@ -210,7 +210,7 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
                         }
                     }
                 }
-                if (pl.y_q8 && !pl.g) y_side((yq8 *)d, Kd / 32);
+                if (pl.y_q8 && !pl.g) y_side((yq8 *)d, Kd / 32, pl.ta);
             }
         }
         if (!pl.y_private) barrier(p);

@@ -160,7 +160,7 @@ TSR_TARGET_AVX2 static void dot4_avx2(int64_t n, const char * x, size_t lda, con
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) {
         float s = hsum256(_mm256_add_ps(acc0[r], acc1[r]));
-        for (int64_t k = i; k < n; ++k) s += ld(T == 0 ? TSR_TYPE_F32 : T == 1 ? TSR_TYPE_F16 : TSR_TYPE_BF16, x + (size_t)r * lda + (size_t)k * (T == 0 ? 4 : 2)) * y[k];
+        for (int64_t k = i; k < n; ++k) s += elem_as_f32<T>(x + (size_t)r * lda, k) * y[k];
         out[r] = s;
     }
 }

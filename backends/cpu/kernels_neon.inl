@@ -96,14 +96,6 @@ static void cvt_bf16_f32_neon(const void * src, float * dst, int64_t n) {
     for (; i < n; ++i) dst[i] = bf2f(s[i]);
 }
 
-/* Element k of a src0 row as float (T: 0 f32, 1 f16, 2 bf16). */
-template <int T>
-static inline float elem_as_f32(const char * row, int64_t k) {
-    if (T == 0) return ((const float *)row)[k];
-    const uint16_t h = ((const uint16_t *)row)[k];
-    return T == 1 ? h2f(h) : bf2f(h);
-}
-
 /* Elements k..k+3 of a src0 row as floats (T: 0 f32, 1 f16, 2 bf16). */
 template <int T>
 static inline float32x4_t load4_as_f32(const char * row, int64_t k) {

@@ -90,6 +90,16 @@ std::vector<float> act_inputs(std::mt19937 & rng, size_t n, float lo, float hi) 
 
 } // namespace
 
+// Runs c in place over data (its source's buffer; the op must allow it) on one ISA, 2 threads.
+static void run_in_place(tsr_context * ctx, tsr_tensor * c, void * data, tsr_cpu_isa isa) {
+    REQUIRE(c != nullptr);
+    REQUIRE(tsr_op_can_inplace(c, 0));
+    c->data = data;
+    isa_scope s(isa);
+    backend_holder be(2);
+    REQUIRE(run(be, ctx, c) == TSR_STATUS_SUCCESS);
+}
+
 TEST_CASE("vector expf: <= 2 ulp over a dense sweep of [-104, 89], edge cases exact", "[cpu][ops][act]") {
     std::vector<float> in;
     const int N = 1 << 21;
@@ -151,12 +161,7 @@ TEST_CASE("activations on every ISA: ulp bounds on odd lengths, in place on an u
                 std::memcpy(bp + 1, x.data(), (size_t)n * 4);
                 tsr_tensor * src = tsr_view_1d(ctx, buf, n, 4);
                 tsr_tensor * c = a.op(ctx, src);
-                REQUIRE(c != nullptr);
-                REQUIRE(tsr_op_can_inplace(c, 0));
-                c->data = src->data;
-                isa_scope s(isa);
-                backend_holder be(2);
-                REQUIRE(run(be, ctx, c) == TSR_STATUS_SUCCESS);
+                run_in_place(ctx, c, src->data, isa);
                 double worst = 0, worst_excess = -INFINITY, worst_abs = 0;
                 float worst_x = 0;
                 for (int64_t i = 0; i < n; ++i) {
@@ -218,12 +223,7 @@ TEST_CASE("swiglu_split on every ISA: ulp bound on odd lengths, in place", "[cpu
             std::memcpy(x->data, xv.data(), (size_t)n * 4);
             std::memcpy(g->data, gv.data(), (size_t)n * 4);
             tsr_tensor * c = tsr_swiglu_split(ctx, x, g);
-            REQUIRE(c != nullptr);
-            REQUIRE(tsr_op_can_inplace(c, 0));
-            c->data = x->data;
-            isa_scope s(isa);
-            backend_holder be(2);
-            REQUIRE(run(be, ctx, c) == TSR_STATUS_SUCCESS);
+            run_in_place(ctx, c, x->data, isa);
             double worst = 0;
             for (int64_t i = 0; i < n; ++i)
                 worst = std::max(worst, ulp_err(((const float *)c->data)[i], silu_d(xv[(size_t)i]) * gv[(size_t)i]));

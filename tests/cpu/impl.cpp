@@ -28,12 +28,12 @@ struct kernels_of {
     ~kernels_of() { tsr_cpu_set_isa(saved); }
 };
 
-// A yq8 row of nb blocks with its side arrays, from the scalar quantizer.
+// A yq8 row of nb blocks with its side arrays for weights of type wt, from the scalar quantizer.
 struct yrow {
     std::vector<tcpu::yq8> buf;
-    yrow(const std::vector<float> & x) : buf(tcpu::yq8_row_bytes((int64_t)x.size()) / sizeof(tcpu::yq8) + 1) {
+    yrow(const std::vector<float> & x, tsr_type wt) : buf(tcpu::yq8_row_bytes((int64_t)x.size()) / sizeof(tcpu::yq8) + 1) {
         tcpu::quantize_y_scalar(x.data(), buf.data(), (int64_t)x.size());
-        tcpu::y_side(buf.data(), (int64_t)x.size() / 32);
+        tcpu::y_side(buf.data(), (int64_t)x.size() / 32, wt);
     }
 };
 
@@ -82,7 +82,7 @@ void check_dot4(int slot, tsr_type type, std::mt19937 & rng) {
                 }
                 std::vector<float> yf((size_t)n);
                 for (float & v : yf) v = extreme ? ((rng() & 1) ? 1.0f : -1.0f) : u(rng);
-                const yrow y(yf);
+                const yrow y(yf, type);
                 const char * x = (const char *)xs.data();
                 for (size_t lda : {(size_t)0, row, stride}) {
                     float out[4] = {NAN, NAN, NAN, NAN};
