@@ -64,11 +64,17 @@ TSR_API bool             tsr_cpu_has_avx512_vnni(void);
 } /* extern "C" */
 #endif
 
+#define TSR_CPU_DECLARED  /* every declaration above is in: the implementation may follow */
+#endif /* TESSERA_CPU_H */
+
+/* ---- implementation (outside the include guard: see tessera/tessera.h) -------------- */
 #if defined(TSR_IMPLEMENTATION) && !defined(TSR_CPU_IMPLEMENTED)
 #define TSR_CPU_IMPLEMENTED
 #ifndef __cplusplus
 #error "TSR_IMPLEMENTATION must be defined in a C++17 translation unit"
 #endif
+#include "tessera/tessera.h"
+#include "tessera/backend.h"
 #include "cpu_internal.inl"
 #include "threadpool.inl"
 #include "workspace.inl"
@@ -81,6 +87,5 @@ TSR_API bool             tsr_cpu_has_avx512_vnni(void);
 #include "gemm.inl"
 #include "ops_scalar.inl"
 #include "backend_cpu.inl"
+#include "tessera/impl/implement_included.h"
 #endif
-
-#endif /* TESSERA_CPU_H */

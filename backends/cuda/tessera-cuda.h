@@ -127,12 +127,21 @@ TSR_API bool tsr_backend_cuda_get_stats(tsr_backend_t backend, struct tsr_cuda_s
 } /* extern "C" */
 #endif
 
-/* ---- implementation (nvcc only) ------------------------------------------------------ */
-#if defined(TSR_CUDA_IMPLEMENTATION) && !defined(TSR_CUDA_IMPLEMENTED)
+#define TSR_CUDA_DECLARED  /* every declaration above is in: the implementation may follow */
+#endif /* TESSERA_CUDA_H */
+
+/* ---- implementation (outside the include guard: see tessera/tessera.h) -------------- */
+/* The kernels need nvcc: TSR_IMPLEMENTATION compiles this part only in a TU compiled by
+ * nvcc (with the core and every other part included there). A C++ TU that defines
+ * TSR_IMPLEMENTATION leaves it to one .cu TU that defines TSR_CUDA_IMPLEMENTATION, which
+ * compiles this part alone: tessera-cuda.cu, built by tessera::cuda / tessera_cuda_dep. */
+#if (defined(TSR_CUDA_IMPLEMENTATION) || (defined(TSR_IMPLEMENTATION) && defined(__CUDACC__))) && !defined(TSR_CUDA_IMPLEMENTED)
 #define TSR_CUDA_IMPLEMENTED
 #ifndef __CUDACC__
 #error "TSR_CUDA_IMPLEMENTATION must be defined in a .cu translation unit compiled by nvcc"
 #endif
+#include "tessera/tessera.h"
+#include "tessera/backend.h"
 #include "impl/cuda_common.cuh"
 #include "impl/cuda_pool.cuh"
 #include "impl/cuda_buffers.cuh"
@@ -141,6 +150,7 @@ TSR_API bool tsr_backend_cuda_get_stats(tsr_backend_t backend, struct tsr_cuda_s
 #include "impl/cuda_rope.cuh"
 #include "impl/cuda_mulmat.cuh"
 #include "impl/cuda_backend.cuh"
+#ifdef TSR_IMPLEMENTATION
+#include "tessera/impl/implement_included.h"
 #endif
-
-#endif /* TESSERA_CUDA_H */
+#endif

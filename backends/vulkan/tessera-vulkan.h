@@ -79,11 +79,17 @@ TSR_API struct tsr_vk_graph_stats tsr_backend_vk_get_graph_stats(tsr_backend_t b
 } /* extern "C" */
 #endif
 
-#if defined(TSR_IMPLEMENTATION) && defined(TSR_VULKAN_IMPLEMENTATION) && !defined(TSR_VULKAN_IMPLEMENTED)
+#define TSR_VULKAN_DECLARED  /* every declaration above is in: the implementation may follow */
+#endif /* TESSERA_VULKAN_H */
+
+/* ---- implementation (outside the include guard: see tessera/tessera.h) -------------- */
+#if defined(TSR_IMPLEMENTATION) && !defined(TSR_VULKAN_IMPLEMENTED)
 #define TSR_VULKAN_IMPLEMENTED
 #ifndef __cplusplus
-#error "TSR_VULKAN_IMPLEMENTATION must be defined in a C++17 translation unit"
+#error "TSR_IMPLEMENTATION must be defined in a C++17 translation unit"
 #endif
+#include "tessera/tessera.h"
+#include "tessera/backend.h"
 #include "tessera-vulkan-shaders.h"
 #include "impl/vk_common.inl"
 #include "impl/vk_device.inl"
@@ -91,6 +97,5 @@ TSR_API struct tsr_vk_graph_stats tsr_backend_vk_get_graph_stats(tsr_backend_t b
 #include "impl/vk_pipeline.inl"
 #include "impl/vk_ops.inl"
 #include "impl/vk_graph.inl"
+#include "tessera/impl/implement_included.h"
 #endif
-
-#endif /* TESSERA_VULKAN_H */

@@ -7,7 +7,6 @@
 // steps, in-place) and PREFIX.svg (steps on x, offsets on y, one rectangle per tensor,
 // its name on hover; the dashed line is the lower bound). With --trace: packs an
 // allocation trace (id,lower,upper,size) with tsr_pack and draws that instead.
-#define TSR_IMPLEMENTATION
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
 #include "tessera/alloc.h"

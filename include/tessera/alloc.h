@@ -151,7 +151,7 @@ TSR_API bool tsr_op_can_inplace(const struct tsr_tensor * node, int src_index);
 #endif
 
 #ifdef __cplusplus
-namespace tsr {
+TSR_CXX_BEGIN
 /* Owns a gallocr; tsr_gallocr_free on destruction. */
 class gallocr {
 public:
@@ -164,14 +164,19 @@ public:
 private:
     tsr_gallocr_t g_;
 };
-} // namespace tsr
+TSR_CXX_END /* namespace tsr */
 #endif
 
+#define TSR_ALLOC_DECLARED  /* every declaration above is in: the implementation may follow */
+#endif /* TESSERA_ALLOC_H */
+
+/* ---- implementation (outside the include guard: see tessera.h) ---------------------- */
 #if defined(TSR_IMPLEMENTATION) && !defined(TSR_ALLOC_IMPLEMENTED)
 #define TSR_ALLOC_IMPLEMENTED
+#include "tessera.h"
+#include "backend.h"
 #include "impl/packing.inl"
 #include "impl/alloc.inl"
 #include "impl/plan_export.inl"
+#include "impl/implement_included.h"
 #endif
-
-#endif /* TESSERA_ALLOC_H */

@@ -224,7 +224,7 @@ struct tsr_backend {
 #endif
 
 #ifdef __cplusplus
-namespace tsr {
+TSR_CXX_BEGIN
 /* Owns a backend buffer; tsr_backend_buffer_free on destruction. */
 class backend_buffer {
 public:
@@ -252,13 +252,17 @@ public:
 private:
     tsr_backend_t b_;
 };
-} // namespace tsr
+TSR_CXX_END /* namespace tsr */
 #endif
 
+#define TSR_BACKEND_DECLARED  /* every declaration above is in: the implementation may follow */
+#endif /* TESSERA_BACKEND_H */
+
+/* ---- implementation (outside the include guard: see tessera.h) ---------------------- */
 #if defined(TSR_IMPLEMENTATION) && !defined(TSR_BACKEND_IMPLEMENTED)
 #define TSR_BACKEND_IMPLEMENTED
+#include "tessera.h"
 #include "impl/backend.inl"
 #include "impl/host_allocators.inl"
+#include "impl/implement_included.h"
 #endif
-
-#endif /* TESSERA_BACKEND_H */

@@ -184,7 +184,7 @@ TSR_API bool tsr_gguf_load_tensors(const struct tsr_gguf_context * gguf, struct 
 #endif
 
 #ifdef __cplusplus
-namespace tsr {
+TSR_CXX_BEGIN
 /* Owns a tsr_gguf_context; tsr_gguf_free on destruction. */
 class gguf {
 public:
@@ -199,12 +199,17 @@ public:
 private:
     tsr_gguf_context * g_;
 };
-} // namespace tsr
+TSR_CXX_END /* namespace tsr */
 #endif
 
+#define TSR_GGUF_DECLARED  /* every declaration above is in: the implementation may follow */
+#endif /* TESSERA_GGUF_H */
+
+/* ---- implementation (outside the include guard: see tessera.h) ---------------------- */
 #if defined(TSR_IMPLEMENTATION) && !defined(TSR_GGUF_IMPLEMENTED)
 #define TSR_GGUF_IMPLEMENTED
+#include "tessera.h"
+#include "backend.h"
 #include "impl/gguf.inl"
+#include "impl/implement_included.h"
 #endif
-
-#endif /* TESSERA_GGUF_H */

@@ -35,6 +35,16 @@
 #define TSR_API extern
 #endif
 
+/* The C++ wrappers (namespace tsr) are inline classes: under TSR_STATIC they go into an
+ * anonymous namespace too, so two vendored copies never share their definitions. */
+#ifdef TSR_STATIC
+#define TSR_CXX_BEGIN namespace { namespace tsr {
+#define TSR_CXX_END } }
+#else
+#define TSR_CXX_BEGIN namespace tsr {
+#define TSR_CXX_END }
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -546,7 +556,7 @@ TSR_API bool tsr_graph_dump_dot(const struct tsr_cgraph * gb, const struct tsr_c
 
 /* ---- C++: thin RAII wrappers -------------------------------------------------------- */
 #ifdef __cplusplus
-namespace tsr {
+TSR_CXX_BEGIN
 /* Owns a tsr_context; tsr_free on destruction. Check `ok()` after construction. */
 class context {
 public:
@@ -563,10 +573,15 @@ public:
 private:
     tsr_context * ctx_;
 };
-} // namespace tsr
+TSR_CXX_END /* namespace tsr */
 #endif
 
+#define TSR_CORE_DECLARED  /* every declaration above is in: the implementation may follow */
+#endif /* TESSERA_H */
+
 /* ---- implementation ----------------------------------------------------------------- */
+/* Outside the include guard: a later include in the TU that defines TSR_IMPLEMENTATION
+ * compiles it even when this header was included before the macro (see the rule above). */
 #if defined(TSR_IMPLEMENTATION) && !defined(TSR_CORE_IMPLEMENTED)
 #define TSR_CORE_IMPLEMENTED
 #ifndef __cplusplus
@@ -579,6 +594,5 @@ private:
 #include "impl/tensor.inl"
 #include "impl/ops.inl"
 #include "impl/graph.inl"
+#include "impl/implement_included.h"
 #endif
-
-#endif /* TESSERA_H */

@@ -8,7 +8,6 @@
 // steady-state alloc_graph time (graph rebuilt in a reset context, cached plan re-applied).
 // Part 2: every CSV trace under DIR (id,lower,upper,size): buffers, lower bound, tessera's
 // peak, ratio, time; and greedy-by-size best fit (TFLite's method) beside it.
-#define TSR_IMPLEMENTATION
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
 #include "tessera/alloc.h"

@@ -5,7 +5,6 @@
 //   cpu_bench [--csv] [--threads N] [--quick] [--gpt2-only]
 //
 // Prints one Markdown table (or CSV with --csv). Not a test.
-#define TSR_IMPLEMENTATION
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
 #include "tessera/alloc.h"

@@ -12,7 +12,6 @@
 //     is checked against a double-precision host dot product on sampled outputs.
 //
 // Usage: cuda_bench [--csv] [--quick]   (no CUDA device: prints why and exits 0)
-#define TSR_IMPLEMENTATION
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
 #include "tessera/alloc.h"

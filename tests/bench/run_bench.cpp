@@ -5,14 +5,12 @@
 //
 //   run_bench [--csv] [-t threads (2)] [--prompt N (128)] [--gen N (16)]
 //             [--models gpt2,llama1b] [--types f32,f16,q8_0,q4_0] [--backend cpu|vulkan|cuda]
-#define TSR_IMPLEMENTATION
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
 #include "tessera/alloc.h"
 #include "tessera/gguf.h"
 #include "tessera-cpu.h"
 #ifdef TSR_HAVE_VULKAN
-#define TSR_VULKAN_IMPLEMENTATION
 #include "tessera-vulkan.h"
 #endif
 

@@ -5,8 +5,6 @@
 // Each row is one single-node graph computed `reps` times after a warm-up; the time is
 // per compute, submit and fence wait included. Sizes default to small on CPU devices
 // (lavapipe: a smoke run) and large on GPUs. Prints a Markdown table (--csv: CSV rows).
-#define TSR_IMPLEMENTATION
-#define TSR_VULKAN_IMPLEMENTATION
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
 #include "tessera-vulkan.h"

@@ -1,4 +1,12 @@
-# Run with cmake -P: install tessera, build the consumer against the installed package.
+# Run with cmake -P: install tessera as a user does (prefix chosen at install time),
+# check the installed layout, then build and run consumers against it:
+#   1. CMake find_package(tessera CONFIG), core only, with Vulkan and CUDA made unfindable
+#      (a CPU-only consumer needs neither);
+#   2. COMPONENTS vulkan (when this build has the Vulkan backend), and the same request with
+#      Vulkan unfindable must fail with a message;
+#   3. pkg-config, C++: the flags of tessera.pc (after moving the prefix: relocatable);
+#   4. pkg-config, C: a C99 program + one C++ implementation file, linked by the C compiler.
+# Inputs: TSR_SOURCE_DIR, TSR_WORK_DIR, TSR_GENERATOR, TSR_VULKAN (ON/OFF), TSR_CC, TSR_CXX.
 file(REMOVE_RECURSE ${TSR_WORK_DIR})
 set(prefix ${TSR_WORK_DIR}/prefix)
 function(run)
@@ -6,25 +14,74 @@ function(run)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}")
   endif()
+  message(STATUS "ok: ${ARGN}")
 endfunction()
+
+# ---- install with the prefix given at install time only
 run(${CMAKE_COMMAND} -S ${TSR_SOURCE_DIR} -B ${TSR_WORK_DIR}/tessera -G ${TSR_GENERATOR}
-    -DTSR_BUILD_TESTS=OFF -DTSR_BUILD_EXAMPLES=OFF -DTSR_BUILD_BENCH=OFF -DTSR_VULKAN=OFF -DTSR_CUDA=OFF
-    -DCMAKE_INSTALL_PREFIX=${prefix})
-run(${CMAKE_COMMAND} --install ${TSR_WORK_DIR}/tessera)
+    -DTSR_BUILD_TESTS=OFF -DTSR_BUILD_EXAMPLES=OFF -DTSR_BUILD_BENCH=OFF -DTSR_VULKAN=${TSR_VULKAN} -DTSR_CUDA=OFF)
+run(${CMAKE_COMMAND} --install ${TSR_WORK_DIR}/tessera --prefix ${prefix})
+
+# ---- layout: everything under include/tessera/, backends in their own folders
+file(GLOB top RELATIVE ${prefix}/include ${prefix}/include/*)
+if(NOT top STREQUAL "tessera")
+  message(FATAL_ERROR "include/ must hold only tessera/, it holds: ${top}")
+endif()
+foreach(f tessera/tessera.h tessera/backend.h tessera/alloc.h tessera/gguf.h tessera/impl/core_internal.h
+          tessera/cpu/tessera-cpu.h)
+  if(NOT EXISTS ${prefix}/include/${f})
+    message(FATAL_ERROR "not installed: include/${f}")
+  endif()
+endforeach()
+if(TSR_VULKAN AND NOT EXISTS ${prefix}/include/tessera/vulkan/tessera-vulkan.h)
+  message(FATAL_ERROR "not installed: include/tessera/vulkan/tessera-vulkan.h")
+endif()
+file(GLOB_RECURSE pcs ${prefix}/*.pc)
+foreach(pc IN LISTS pcs)
+  file(READ ${pc} text)
+  if(text MATCHES "${prefix}|/usr/local")
+    message(FATAL_ERROR "${pc} names an absolute prefix:\n${text}")
+  endif()
+endforeach()
+
+# ---- 1. CMake, core only, Vulkan and CUDA unfindable
 run(${CMAKE_COMMAND} -S ${TSR_SOURCE_DIR}/tests/package/consumer -B ${TSR_WORK_DIR}/consumer -G ${TSR_GENERATOR}
-    -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release)
+    -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release
+    -DCMAKE_DISABLE_FIND_PACKAGE_Vulkan=ON -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON)
 run(${CMAKE_COMMAND} --build ${TSR_WORK_DIR}/consumer)
 run(${TSR_WORK_DIR}/consumer/consumer)
-# pkg-config: the same program compiled by hand with the flags the .pc file gives
-find_program(PKG_CONFIG pkg-config)
-find_program(CXX_COMPILER NAMES c++ g++ clang++)
-if(PKG_CONFIG AND CXX_COMPILER)
-  set(ENV{PKG_CONFIG_PATH} ${prefix}/share/pkgconfig)
-  execute_process(COMMAND ${PKG_CONFIG} --cflags --libs tessera OUTPUT_VARIABLE flags RESULT_VARIABLE rc OUTPUT_STRIP_TRAILING_WHITESPACE)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "pkg-config does not find tessera")
+
+# ---- 2. the vulkan component
+if(TSR_VULKAN)
+  run(${CMAKE_COMMAND} -S ${TSR_SOURCE_DIR}/tests/package/consumer -B ${TSR_WORK_DIR}/consumer-vk -G ${TSR_GENERATOR}
+      -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release -DTSR_WANT_VULKAN=ON)
+  run(${CMAKE_COMMAND} --build ${TSR_WORK_DIR}/consumer-vk)
+  run(${TSR_WORK_DIR}/consumer-vk/consumer)
+  execute_process(COMMAND ${CMAKE_COMMAND} -S ${TSR_SOURCE_DIR}/tests/package/consumer -B ${TSR_WORK_DIR}/consumer-novk
+      -G ${TSR_GENERATOR} -DCMAKE_PREFIX_PATH=${prefix} -DTSR_WANT_VULKAN=ON -DCMAKE_DISABLE_FIND_PACKAGE_Vulkan=ON
+      RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(rc EQUAL 0 OR NOT out MATCHES "vulkan")
+    message(FATAL_ERROR "COMPONENTS vulkan without Vulkan should fail naming it (rc ${rc}):\n${out}")
   endif()
-  separate_arguments(flags UNIX_COMMAND "${flags}")
-  run(${CXX_COMPILER} -std=c++17 ${TSR_SOURCE_DIR}/tests/package/consumer/main.cpp ${flags} -o ${TSR_WORK_DIR}/consumer-pc)
-  run(${TSR_WORK_DIR}/consumer-pc)
+  message(STATUS "ok: COMPONENTS vulkan without Vulkan fails: it says so")
 endif()
+
+# ---- 3./4. pkg-config, from a moved prefix
+find_program(PKG_CONFIG pkg-config)
+if(NOT PKG_CONFIG)
+  message(FATAL_ERROR "pkg-config not found")
+endif()
+set(moved ${TSR_WORK_DIR}/moved-prefix)
+file(RENAME ${prefix} ${moved})
+set(ENV{PKG_CONFIG_PATH} ${moved}/share/pkgconfig)
+execute_process(COMMAND ${PKG_CONFIG} --cflags --libs tessera OUTPUT_VARIABLE flags RESULT_VARIABLE rc OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "pkg-config does not find tessera")
+endif()
+separate_arguments(flags UNIX_COMMAND "${flags}")
+run(${TSR_CXX} -std=c++17 ${TSR_SOURCE_DIR}/tests/package/consumer/main.cpp ${flags} -o ${TSR_WORK_DIR}/consumer-pc)
+run(${TSR_WORK_DIR}/consumer-pc)
+run(${TSR_CXX} -std=c++17 -c ${TSR_SOURCE_DIR}/tests/package/consumer/impl.cpp ${flags} -o ${TSR_WORK_DIR}/impl.o)
+run(${TSR_CC} -std=c99 -Wall -Wextra -pedantic -Werror ${TSR_SOURCE_DIR}/tests/package/consumer/main_c.c
+    ${TSR_WORK_DIR}/impl.o ${flags} -o ${TSR_WORK_DIR}/consumer-c)
+run(${TSR_WORK_DIR}/consumer-c)

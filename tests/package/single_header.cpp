@@ -1,7 +1,7 @@
-// The amalgamated single header alone (no include paths into the tree) builds a graph,
+// The committed single header (include/single/tessera.h) alone (no include paths into the tree) builds a graph,
 // plans it and computes it on the CPU; the result is checked by hand.
 #define TSR_IMPLEMENTATION
-#include "tessera_single.h"
+#include "tessera.h"   // include/single/tessera.h
 #include <cmath>
 #include <cstdio>
 

@@ -90,9 +90,12 @@ TSR_API_IMPL bool tsr_op_can_inplace(const struct tsr_tensor * node, int src_ind
 
 /* ---- gallocr ----------------------------------------------------------------------------- */
 
-struct tsr_gallocr {
-    std::vector<tsr_backend_buffer_type_t> bufts;
-    std::vector<tsr_backend_buffer_t> buffers;
+TSR_IMPL_NS_BEGIN
+TSR_IMPL_HANDLE(tsr_gallocr, gallocr)
+
+struct gallocr {
+    vec<tsr_backend_buffer_type_t> bufts;
+    vec<tsr_backend_buffer_t> buffers;
     int n_reallocs = 0;
     double time_budget_ms = 10.0;
 
@@ -104,21 +107,20 @@ struct tsr_gallocr {
     std::vector<int> last_node_ids, last_leaf_ids;
 
     /* the readable plan */
-    std::vector<struct tsr_plan_tensor> ptensors;
+    vec<struct tsr_plan_tensor> ptensors;
     std::vector<int> ptensor_idx;            /* graph index of each plan tensor (as entry::idx) */
     std::vector<std::string> pnames;
-    std::vector<struct tsr_plan_buffer> pbuffers;
+    vec<struct tsr_plan_buffer> pbuffers;
     struct tsr_plan plan = {0, nullptr, 0, nullptr, 0};
 };
 
-namespace tsr_impl {
 namespace {
 
 static inline struct tsr_tensor * ga_tensor(struct tsr_cgraph * g, int idx) {
     return idx >= 0 ? g->nodes[idx] : g->leafs[-1 - idx];
 }
 
-static inline bool ga_is_ours(const tsr_gallocr * ga, const struct tsr_tensor * t) {
+static inline bool ga_is_ours(const gallocr * ga, const struct tsr_tensor * t) {
     if (!t->buffer) return false;
     for (tsr_backend_buffer_t b : ga->buffers) if (b && t->buffer == b) return true;
     return false;
@@ -126,7 +128,7 @@ static inline bool ga_is_ours(const tsr_gallocr * ga, const struct tsr_tensor * 
 
 /* Is t already placed by someone else (weights, user memory)? Our own earlier placements do
  * not count, so a graph re-run through alloc_graph keeps its plan. */
-static inline bool ga_external(const tsr_gallocr * ga, const struct tsr_tensor * t) {
+static inline bool ga_external(const gallocr * ga, const struct tsr_tensor * t) {
     const struct tsr_tensor * r = t->view_src ? t->view_src : t;
     if (ga_is_ours(ga, r)) return false;
     return r->data != nullptr || r->buffer != nullptr;
@@ -146,7 +148,7 @@ struct ga_keyer {
     }
 };
 
-static inline void ga_key_tensor(ga_keyer & k, const tsr_gallocr * ga, const struct tsr_tensor * t, intptr_t base) {
+static inline void ga_key_tensor(ga_keyer & k, const gallocr * ga, const struct tsr_tensor * t, intptr_t base) {
     k.put((uint64_t) (intptr_t) ((intptr_t) t - base));
     const bool ext = ga_external(ga, t);
     k.put((uint64_t) t->op | ((uint64_t) t->type << 8) | ((uint64_t) (uint32_t) t->flags << 16) | ((uint64_t) ext << 48));
@@ -161,7 +163,7 @@ static inline void ga_key_tensor(ga_keyer & k, const tsr_gallocr * ga, const str
     for (int s = 0; s < ns; s++) k.put(t->src[s] ? (uint64_t) ((intptr_t) t->src[s] - base) : ~(uint64_t) 0);
 }
 
-static inline void ga_key_graph(ga_keyer & k, const tsr_gallocr * ga, struct tsr_cgraph * g, const int * node_ids, const int * leaf_ids) {
+static inline void ga_key_graph(ga_keyer & k, const gallocr * ga, struct tsr_cgraph * g, const int * node_ids, const int * leaf_ids) {
     const intptr_t base = g->n_nodes > 0 ? (intptr_t) g->nodes[0] : (g->n_leafs > 0 ? (intptr_t) g->leafs[0] : 0);
     k.put((uint64_t) g->n_nodes | ((uint64_t) g->n_leafs << 32));
     for (int i = 0; i < g->n_nodes; i++) { ga_key_tensor(k, ga, g->nodes[i], base); k.put((uint64_t) (node_ids ? node_ids[i] : 0)); }
@@ -176,13 +178,13 @@ static inline bool ga_place(tsr_backend_buffer_t b, struct tsr_tensor * t, size_
     return b->iface.init_tensor ? b->iface.init_tensor(b, t) : true;
 }
 
-static inline bool ga_apply(tsr_gallocr * ga, struct tsr_cgraph * g) {
-    for (const tsr_gallocr::entry & e : ga->owned) {
+static inline bool ga_apply(gallocr * ga, struct tsr_cgraph * g) {
+    for (const gallocr::entry & e : ga->owned) {
         struct tsr_tensor * t = ga_tensor(g, e.idx);
         if (t->data && !ga_is_ours(ga, t)) continue;
         if (!ga_place(ga->buffers[(size_t) e.buffer_id], t, e.offset)) return false;
     }
-    for (const tsr_gallocr::entry & e : ga->views) {
+    for (const gallocr::entry & e : ga->views) {
         struct tsr_tensor * t = ga_tensor(g, e.idx);
         struct tsr_tensor * r = t->view_src;
         if (t->data && !ga_is_ours(ga, t)) continue;
@@ -206,7 +208,7 @@ struct ga_info {
 };
 
 /* Plan g: fills ga's cache and readable plan; sizes (grow) the buffers when `alloc`. */
-static bool ga_plan(tsr_gallocr * ga, struct tsr_cgraph * g, const int * node_ids, const int * leaf_ids, double budget_ms) {
+static bool ga_plan(gallocr * ga, struct tsr_cgraph * g, const int * node_ids, const int * leaf_ids, double budget_ms) {
     const int n_bufs = (int) ga->bufts.size();
     const int n_nodes = g->n_nodes, n_leafs = g->n_leafs;
     const int n_steps = std::max(1, n_nodes);
@@ -223,7 +225,7 @@ static bool ga_plan(tsr_gallocr * ga, struct tsr_cgraph * g, const int * node_id
         }
     }
 
-    std::unordered_map<const struct tsr_tensor *, int> where;  /* tensor -> info index */
+    hash_map<const struct tsr_tensor *, int> where;  /* tensor -> info index */
     where.reserve((size_t) (n_nodes + n_leafs) * 2);
     std::vector<ga_info> info;
     info.reserve((size_t) (n_nodes + n_leafs));
@@ -339,7 +341,7 @@ static bool ga_plan(tsr_gallocr * ga, struct tsr_cgraph * g, const int * node_id
     std::vector<size_t> slot_off(slots.size(), 0);
     ga->pbuffers.assign((size_t) n_bufs, tsr_plan_buffer{0, 0, 0, 1});
     for (int b = 0; b < n_bufs; b++) {
-        std::vector<struct tsr_pack_item> items;
+        vec<struct tsr_pack_item> items;
         std::vector<int> which;
         for (size_t s = 0; s < slots.size(); s++) {
             if (slots[s].buffer_id != b) continue;
@@ -374,7 +376,7 @@ static bool ga_plan(tsr_gallocr * ga, struct tsr_cgraph * g, const int * node_id
         struct tsr_tensor * t = ga_tensor(g, in.idx);
         if (in.owned) {
             const size_t off = slot_off[(size_t) in.slot];
-            ga->owned.push_back(tsr_gallocr::entry{in.idx, in.buffer_id, off});
+            ga->owned.push_back(gallocr::entry{in.idx, in.buffer_id, off});
             plan_pos[ii] = (int) ga->ptensors.size();
             struct tsr_plan_tensor pt;
             pt.tensor = t;
@@ -391,14 +393,14 @@ static bool ga_plan(tsr_gallocr * ga, struct tsr_cgraph * g, const int * node_id
             ga->pnames.push_back(t->name);
             ga->pbuffers[(size_t) in.buffer_id].no_reuse_size += in.size;
         } else if (t->view_src && (!ga_external(ga, t) || !t->data)) {
-            ga->views.push_back(tsr_gallocr::entry{in.idx, in.buffer_id, 0});
+            ga->views.push_back(gallocr::entry{in.idx, in.buffer_id, 0});
         }
     }
     for (size_t ii = 0; ii < info.size(); ii++) {
         if (plan_pos[ii] >= 0 && info[ii].inplace_of >= 0) ga->ptensors[(size_t) plan_pos[ii]].inplace_of = plan_pos[(size_t) info[ii].inplace_of];
     }
     /* views in node order (a view of a view-node needs that node first: nodes are topological) */
-    std::stable_sort(ga->views.begin(), ga->views.end(), [](const tsr_gallocr::entry & a, const tsr_gallocr::entry & b) {
+    std::stable_sort(ga->views.begin(), ga->views.end(), [](const gallocr::entry & a, const gallocr::entry & b) {
         const int ka = a.idx >= 0 ? a.idx : -1, kb = b.idx >= 0 ? b.idx : -1;
         return ka < kb;
     });
@@ -419,7 +421,7 @@ static bool ga_plan(tsr_gallocr * ga, struct tsr_cgraph * g, const int * node_id
 }
 
 /* Grow buffers to the plan (never shrink). */
-static bool ga_size_buffers(tsr_gallocr * ga) {
+static bool ga_size_buffers(gallocr * ga) {
     for (size_t b = 0; b < ga->bufts.size(); b++) {
         const size_t need = ga->pbuffers[b].planned_size;
         const size_t cur = ga->buffers[b] ? tsr_backend_buffer_get_size(ga->buffers[b]) : 0;
@@ -439,14 +441,14 @@ static bool ga_size_buffers(tsr_gallocr * ga) {
 }
 
 } // namespace
-} // namespace tsr_impl
+TSR_IMPL_NS_END
 
 TSR_API_IMPL tsr_gallocr_t tsr_gallocr_new_n(tsr_backend_buffer_type_t * bufts, int n_bufs) {
     if (!bufts || n_bufs <= 0) { tsr_set_error("tsr_gallocr_new_n: need at least one buffer type (got %d)", n_bufs); return nullptr; }
     for (int i = 0; i < n_bufs; i++) {
         if (!bufts[i]) { tsr_set_error("tsr_gallocr_new_n: buffer type %d is NULL", i); return nullptr; }
     }
-    tsr_gallocr_t ga = new (std::nothrow) tsr_gallocr;
+    tsr_impl::gallocr * ga = new (std::nothrow) tsr_impl::gallocr;
     if (!ga) { tsr_set_error("tsr_gallocr_new: out of memory"); return nullptr; }
     try {
         ga->bufts.assign(bufts, bufts + n_bufs);
@@ -457,23 +459,23 @@ TSR_API_IMPL tsr_gallocr_t tsr_gallocr_new_n(tsr_backend_buffer_type_t * bufts, 
         tsr_set_error("tsr_gallocr_new_n: out of memory for %d buffer types", n_bufs);
         return nullptr;
     }
-    return ga;
+    return tsr_impl::handle(ga);
 }
 TSR_API_IMPL tsr_gallocr_t tsr_gallocr_new(tsr_backend_buffer_type_t buft) { return tsr_gallocr_new_n(&buft, 1); }
 
-TSR_API_IMPL void tsr_gallocr_free(tsr_gallocr_t galloc) {
+TSR_API_IMPL void tsr_gallocr_free(tsr_gallocr_t galloc_h) { auto * galloc = tsr_impl::internal(galloc_h);
     if (!galloc) return;
     for (tsr_backend_buffer_t b : galloc->buffers) tsr_backend_buffer_free(b);
     delete galloc;
 }
 
-TSR_API_IMPL void tsr_gallocr_set_time_budget(tsr_gallocr_t galloc, double ms) {
+TSR_API_IMPL void tsr_gallocr_set_time_budget(tsr_gallocr_t galloc_h, double ms) { auto * galloc = tsr_impl::internal(galloc_h);
     if (galloc) galloc->time_budget_ms = ms < 0 ? 0 : ms;
 }
 
-namespace tsr_impl {
+TSR_IMPL_NS_BEGIN
 namespace {
-static bool ga_reserve(tsr_gallocr_t galloc, struct tsr_cgraph * graph, const int * node_buffer_ids, const int * leaf_buffer_ids,
+static bool ga_reserve(gallocr * galloc, struct tsr_cgraph * graph, const int * node_buffer_ids, const int * leaf_buffer_ids,
                        double budget_ms) {
     if (!galloc || !graph) return tsr_set_error("tsr_gallocr_reserve: NULL gallocr or graph");
     bool ok;
@@ -493,17 +495,18 @@ static bool ga_reserve(tsr_gallocr_t galloc, struct tsr_cgraph * graph, const in
     return tsr_impl::ga_size_buffers(galloc);
 }
 } // namespace
-} // namespace tsr_impl
+TSR_IMPL_NS_END
 
-TSR_API_IMPL bool tsr_gallocr_reserve_n(tsr_gallocr_t galloc, struct tsr_cgraph * graph, const int * node_buffer_ids,
+TSR_API_IMPL bool tsr_gallocr_reserve_n(tsr_gallocr_t galloc_h, struct tsr_cgraph * graph, const int * node_buffer_ids,
                                         const int * leaf_buffer_ids) {
+    auto * galloc = tsr_impl::internal(galloc_h);
     return tsr_impl::ga_reserve(galloc, graph, node_buffer_ids, leaf_buffer_ids, galloc ? galloc->time_budget_ms : 0.0);
 }
-TSR_API_IMPL bool tsr_gallocr_reserve(tsr_gallocr_t galloc, struct tsr_cgraph * graph) {
-    return tsr_gallocr_reserve_n(galloc, graph, nullptr, nullptr);
+TSR_API_IMPL bool tsr_gallocr_reserve(tsr_gallocr_t galloc_h, struct tsr_cgraph * graph) {
+    return tsr_gallocr_reserve_n(galloc_h, graph, nullptr, nullptr);
 }
 
-TSR_API_IMPL bool tsr_gallocr_alloc_graph(tsr_gallocr_t galloc, struct tsr_cgraph * graph) {
+TSR_API_IMPL bool tsr_gallocr_alloc_graph(tsr_gallocr_t galloc_h, struct tsr_cgraph * graph) { auto * galloc = tsr_impl::internal(galloc_h);
     if (!galloc || !graph) return tsr_set_error("tsr_gallocr_alloc_graph: NULL gallocr or graph");
     const int * nids = nullptr;
     const int * lids = nullptr;
@@ -541,17 +544,17 @@ TSR_API_IMPL bool tsr_gallocr_alloc_graph(tsr_gallocr_t galloc, struct tsr_cgrap
     return tsr_impl::ga_apply(galloc, graph);
 }
 
-TSR_API_IMPL size_t tsr_gallocr_get_buffer_size(tsr_gallocr_t galloc, int buffer_id) {
+TSR_API_IMPL size_t tsr_gallocr_get_buffer_size(tsr_gallocr_t galloc_h, int buffer_id) { auto * galloc = tsr_impl::internal(galloc_h);
     if (!galloc || buffer_id < 0 || buffer_id >= (int) galloc->buffers.size()) return 0;
     return tsr_backend_buffer_get_size(galloc->buffers[(size_t) buffer_id]);
 }
-TSR_API_IMPL tsr_backend_buffer_t tsr_gallocr_get_buffer(tsr_gallocr_t galloc, int buffer_id) {
+TSR_API_IMPL tsr_backend_buffer_t tsr_gallocr_get_buffer(tsr_gallocr_t galloc_h, int buffer_id) { auto * galloc = tsr_impl::internal(galloc_h);
     if (!galloc || buffer_id < 0 || buffer_id >= (int) galloc->buffers.size()) return nullptr;
     return galloc->buffers[(size_t) buffer_id];
 }
-TSR_API_IMPL int tsr_gallocr_get_n_reallocs(tsr_gallocr_t galloc) { return galloc ? galloc->n_reallocs : 0; }
+TSR_API_IMPL int tsr_gallocr_get_n_reallocs(tsr_gallocr_t galloc_h) { auto * galloc = tsr_impl::internal(galloc_h); return galloc ? galloc->n_reallocs : 0; }
 
-TSR_API_IMPL const struct tsr_plan * tsr_gallocr_get_plan(tsr_gallocr_t galloc) {
+TSR_API_IMPL const struct tsr_plan * tsr_gallocr_get_plan(tsr_gallocr_t galloc_h) { auto * galloc = tsr_impl::internal(galloc_h);
     if (!galloc || !galloc->have_plan) { tsr_set_error("tsr_gallocr_get_plan: no plan yet (reserve or alloc_graph first)"); return nullptr; }
     return &galloc->plan;
 }

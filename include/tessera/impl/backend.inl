@@ -8,7 +8,7 @@
 #include <new>
 #include <vector>
 
-namespace tsr_impl {
+TSR_IMPL_NS_BEGIN
 namespace {
 
 /* ---- the built-in host allocator: operator new with manual alignment --------------
@@ -105,7 +105,7 @@ static struct tsr_backend_buffer_type g_cpu_buft = { k_cpu_buft_i, nullptr };
 /* ---- multi-buffers ----------------------------------------------------------------- */
 
 struct multi_buffer_ctx {
-    std::vector<tsr_backend_buffer_t> bufs;
+    vec<tsr_backend_buffer_t> bufs;
 };
 static void multi_buffer_free(tsr_backend_buffer_t buffer) {
     multi_buffer_ctx * c = (multi_buffer_ctx *) buffer->context;
@@ -147,7 +147,7 @@ static bool tensor_range_ok(const struct tsr_tensor * t, size_t offset, size_t s
 }
 
 } // namespace
-} // namespace tsr_impl
+TSR_IMPL_NS_END
 
 /* ---- host allocator hooks ------------------------------------------------------------ */
 
@@ -434,10 +434,10 @@ TSR_API_IMPL tsr_backend_buffer_t tsr_backend_alloc_ctx_tensors_from_buft_size(s
     const size_t align = std::max<size_t>(1, tsr_backend_buft_get_alignment(buft));  /* 0 would divide by zero in TSR_PAD */
     if (max_size == 0) max_size = tsr_backend_buft_get_max_size(buft);
     /* plan the chunks first: nothing is touched until every buffer exists */
-    std::vector<struct tsr_tensor *> ts;
+    tsr_impl::vec<struct tsr_tensor *> ts;
     std::vector<size_t> chunk_of, offs, chunk_size;
     size_t cur = 0;
-    std::vector<tsr_backend_buffer_t> bufs;
+    tsr_impl::vec<tsr_backend_buffer_t> bufs;
     try {
         for (struct tsr_tensor * t = tsr_get_first_tensor(ctx); t; t = tsr_get_next_tensor(ctx, t)) {
             if (t->data || t->buffer || t->view_src) continue;

@@ -1,6 +1,6 @@
 /* context.inl - the context arena: one block, objects bump-allocated in it. */
 
-namespace tsr_impl {
+TSR_IMPL_NS_BEGIN
 
 /* Bytes of the graph object's payload (unpadded), see struct tsr_cgraph. */
 static inline size_t graph_hash_size(size_t size) {
@@ -56,7 +56,7 @@ static inline struct tsr_object * object_of(const struct tsr_tensor * t) {
     return (struct tsr_object *)((char *)const_cast<struct tsr_tensor *>(t) - TSR_OBJECT_SIZE);
 }
 
-} // namespace tsr_impl
+TSR_IMPL_NS_END
 
 TSR_API_IMPL size_t tsr_tensor_overhead(void) { return TSR_OBJECT_SIZE + TSR_TENSOR_SIZE; }
 

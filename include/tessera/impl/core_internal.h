@@ -21,7 +21,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <new>
+#include <unordered_map>
+#include <vector>
 
 /* Definitions of public API functions: `TSR_API_IMPL ret name(...) { ... }`. */
 #ifdef TSR_STATIC
@@ -29,6 +32,53 @@
 #else
 #define TSR_API_IMPL
 #endif
+
+/* Every internal type, function, constant and template instantiation of the implementation
+ * lives between TSR_IMPL_NS_BEGIN and TSR_IMPL_NS_END: in tsr_impl::<ABI version>, so two
+ * versions never share an internal name, and under TSR_STATIC inside an anonymous
+ * namespace as well, so an object file exports no symbol of tessera at all (two vendored
+ * copies, even of different versions, link into one binary without sharing a definition).
+ * Code outside names them tsr_impl::x either way. */
+#define TSR_IMPL_ABI v0_2
+#ifdef TSR_STATIC
+#define TSR_IMPL_NS_BEGIN namespace { namespace tsr_impl { inline namespace TSR_IMPL_ABI {
+#define TSR_IMPL_NS_END } } }
+#else
+#define TSR_IMPL_NS_BEGIN namespace tsr_impl { inline namespace TSR_IMPL_ABI {
+#define TSR_IMPL_NS_END } }
+#endif
+
+TSR_IMPL_NS_BEGIN
+/* Containers whose element names a public type (vec<tsr_tensor *>) would instantiate the
+ * standard templates under a name that mentions tessera, with external linkage, even under
+ * TSR_STATIC. Their allocator is an internal type, which makes every such instantiation
+ * internal too. Use vec / hash_map for containers of public types. */
+template <typename T> struct allocator {
+    using value_type = T;
+    allocator() noexcept = default;
+    template <typename U> allocator(const allocator<U> &) noexcept {}
+    T * allocate(size_t n) {
+        if (n > std::numeric_limits<size_t>::max() / sizeof(T)) throw std::bad_alloc();
+        return static_cast<T *>(::operator new(n * sizeof(T), std::align_val_t(alignof(T))));
+    }
+    void deallocate(T * p, size_t) noexcept { ::operator delete(p, std::align_val_t(alignof(T))); }
+};
+template <typename T, typename U> bool operator==(const allocator<T> &, const allocator<U> &) { return true; }
+template <typename T, typename U> bool operator!=(const allocator<T> &, const allocator<U> &) { return false; }
+template <typename T> using vec = std::vector<T, allocator<T>>;
+template <typename K, typename V> using hash_map = std::unordered_map<K, V, std::hash<K>, std::equal_to<K>, allocator<std::pair<const K, V>>>;
+
+/* Public opaque handles (struct tsr_gallocr, struct tsr_gguf_context, ...) are never
+ * defined: a type at global scope would give its members and the templates it
+ * instantiates external names. The implementation defines an internal type and converts
+ * at the API boundary: TSR_IMPL_HANDLE(tsr_gallocr, gallocr) declares
+ * internal(tsr_gallocr *) -> gallocr * (const too) and handle(gallocr *) -> tsr_gallocr *. */
+#define TSR_IMPL_HANDLE(pub, impl)                                                                  \
+    struct impl;                                                                                   \
+    [[maybe_unused]] static inline impl * internal(struct pub * h) { return reinterpret_cast<impl *>(h); } \
+    [[maybe_unused]] static inline const impl * internal(const struct pub * h) { return reinterpret_cast<const impl *>(h); } \
+    [[maybe_unused]] static inline struct pub * handle(impl * p) { return reinterpret_cast<struct pub *>(p); }
+TSR_IMPL_NS_END
 
 /* The block allocator of contexts that own their block. TSR_MALLOC(size, align) returns
  * memory aligned to `align` (a power of two, TSR_MEM_ALIGN) or NULL; TSR_FREE(ptr) frees

@@ -1,10 +1,10 @@
 /* error.inl - thread-local error messages and the error callback. */
 
-namespace tsr_impl {
+TSR_IMPL_NS_BEGIN
 static thread_local char g_error[1024] = {0};
 static tsr_error_callback g_error_cb = nullptr;
 static void * g_error_cb_user = nullptr;
-} // namespace tsr_impl
+TSR_IMPL_NS_END
 
 TSR_API_IMPL const char * tsr_status_to_string(enum tsr_status status) {
     switch (status) {

@@ -22,15 +22,8 @@
 #include <unordered_set>
 #include <vector>
 
-#ifndef TSR_API_IMPL
-#ifdef TSR_STATIC
-#define TSR_API_IMPL [[maybe_unused]] static
-#else
-#define TSR_API_IMPL
-#endif
-#endif
 
-namespace tsr_impl {
+TSR_IMPL_NS_BEGIN
 namespace gguf_detail {
 
 struct kv {
@@ -215,24 +208,24 @@ static inline bool file_size(FILE * f, uint64_t & size) {
 }
 
 } // namespace gguf_detail
-} // namespace tsr_impl
 
-struct tsr_gguf_context {
+TSR_IMPL_HANDLE(tsr_gguf_context, gguf_ctx)
+
+struct gguf_ctx {
     uint32_t version = TSR_GGUF_VERSION;
     size_t alignment = TSR_GGUF_DEFAULT_ALIGNMENT;
     size_t data_offset = 0;   /* read: where the data section starts in the file */
     bool from_file = false;
-    std::vector<tsr_impl::gguf_detail::kv> kvs;
-    std::vector<tsr_impl::gguf_detail::tinfo> infos;
+    std::vector<gguf_detail::kv> kvs;
+    std::vector<gguf_detail::tinfo> infos;
 };
 
-namespace tsr_impl {
 namespace gguf_detail {
 
 static inline size_t pad(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 /* writer: lay tensors out back to back, each padded to the alignment */
-static inline void relayout(tsr_gguf_context * ctx) {
+static inline void relayout(gguf_ctx * ctx) {
     size_t off = 0;
     for (auto & ti : ctx->infos) {
         ti.offset = off;
@@ -240,20 +233,20 @@ static inline void relayout(tsr_gguf_context * ctx) {
     }
 }
 
-static inline size_t data_size(const tsr_gguf_context * ctx) {
+static inline size_t data_size(const gguf_ctx * ctx) {
     size_t end = 0;
     for (auto & ti : ctx->infos) end = std::max(end, (size_t) ti.offset + pad(ti.size, ctx->alignment));
     return end;
 }
 
-static inline tsr_gguf_context * parse(reader & r, tsr_gguf_init_params params) {
+static inline gguf_ctx * parse(reader & r, tsr_gguf_init_params params) {
     if (params.ctx) *params.ctx = nullptr;
-    tsr_gguf_context * ctx = nullptr;
+    gguf_ctx * ctx = nullptr;
     tsr_context * tctx = nullptr;
     try {
-        ctx = new tsr_gguf_context();
+        ctx = new gguf_ctx();
         ctx->from_file = true;
-        auto bail = [&]() -> tsr_gguf_context * {
+        auto bail = [&]() -> gguf_ctx * {
             delete ctx;
             tsr_free(tctx);
             return nullptr;
@@ -481,7 +474,7 @@ static inline tsr_gguf_context * parse(reader & r, tsr_gguf_init_params params) 
     }
 }
 
-static inline bool check_kv(const tsr_gguf_context * ctx, int64_t id, tsr_gguf_type want, const char * fn) {
+static inline bool check_kv(const gguf_ctx * ctx, int64_t id, tsr_gguf_type want, const char * fn) {
     if (!ctx) return tsr_set_error("%s: NULL gguf context", fn);
     if (id < 0 || id >= (int64_t) ctx->kvs.size()) {
         return tsr_set_error("%s: key id %lld out of range [0, %zu)", fn, (long long) id, ctx->kvs.size());
@@ -494,14 +487,14 @@ static inline bool check_kv(const tsr_gguf_context * ctx, int64_t id, tsr_gguf_t
 }
 
 template <typename T>
-static inline T get_scalar(const tsr_gguf_context * ctx, int64_t id, tsr_gguf_type want, const char * fn) {
+static inline T get_scalar(const gguf_ctx * ctx, int64_t id, tsr_gguf_type want, const char * fn) {
     T v{};
     if (!check_kv(ctx, id, want, fn)) return v;
     memcpy(&v, ctx->kvs[(size_t) id].data.data(), sizeof v);
     return v;
 }
 
-static inline bool check_tensor(const tsr_gguf_context * ctx, int64_t id, const char * fn) {
+static inline bool check_tensor(const gguf_ctx * ctx, int64_t id, const char * fn) {
     if (!ctx) return tsr_set_error("%s: NULL gguf context", fn);
     if (id < 0 || id >= (int64_t) ctx->infos.size()) {
         return tsr_set_error("%s: tensor id %lld out of range [0, %zu)", fn, (long long) id, ctx->infos.size());
@@ -510,7 +503,7 @@ static inline bool check_tensor(const tsr_gguf_context * ctx, int64_t id, const 
 }
 
 /* find or append the key's entry (cleared) */
-static inline kv * put(tsr_gguf_context * ctx, const char * key, const char * fn) {
+static inline kv * put(gguf_ctx * ctx, const char * key, const char * fn) {
     if (!ctx) { tsr_set_error("%s: NULL gguf context", fn); return nullptr; }
     if (!key || !*key) { tsr_set_error("%s: NULL or empty key", fn); return nullptr; }
     try {
@@ -533,7 +526,7 @@ static inline kv * put(tsr_gguf_context * ctx, const char * key, const char * fn
 
 /* Remove an entry that put() returned and that could not be filled (out of memory): a
  * half-written value (e.g. a string key with no string) must not stay readable. */
-static inline void drop_kv(tsr_gguf_context * ctx, kv * e) {
+static inline void drop_kv(gguf_ctx * ctx, kv * e) {
     const bool was_align = e->key == TSR_GGUF_KEY_GENERAL_ALIGNMENT;
     ctx->kvs.erase(ctx->kvs.begin() + (e - ctx->kvs.data()));
     if (was_align) {
@@ -542,7 +535,7 @@ static inline void drop_kv(tsr_gguf_context * ctx, kv * e) {
     }
 }
 
-static inline bool set_scalar(tsr_gguf_context * ctx, const char * key, tsr_gguf_type type, const void * v, const char * fn) {
+static inline bool set_scalar(gguf_ctx * ctx, const char * key, tsr_gguf_type type, const void * v, const char * fn) {
     const bool is_align = key && strcmp(key, TSR_GGUF_KEY_GENERAL_ALIGNMENT) == 0;
     uint32_t align = 0;
     if (is_align) {
@@ -586,7 +579,7 @@ struct writer {
 };
 
 /* header, metadata, tensor infos, padding to the alignment (= meta_size bytes) */
-static inline void write_meta(const tsr_gguf_context * ctx, writer & w) {
+static inline void write_meta(const gguf_ctx * ctx, writer & w) {
     w.raw(TSR_GGUF_MAGIC, 4);
     w.put((uint32_t) TSR_GGUF_VERSION);
     w.put((uint64_t) ctx->infos.size());
@@ -618,7 +611,7 @@ static inline void write_meta(const tsr_gguf_context * ctx, writer & w) {
     w.zeros(pad(w.pos, ctx->alignment) - w.pos);
 }
 
-static inline size_t meta_size(const tsr_gguf_context * ctx) {
+static inline size_t meta_size(const gguf_ctx * ctx) {
     size_t s = 4 + 4 + 8 + 8;
     for (auto & e : ctx->kvs) {
         s += 8 + e.key.size() + 4;
@@ -638,14 +631,14 @@ static inline bool host_readable(const tsr_tensor * t) {
 }
 
 } // namespace gguf_detail
-} // namespace tsr_impl
+TSR_IMPL_NS_END
 
 /* ---- API ---------------------------------------------------------------------------- */
 
 TSR_API_IMPL struct tsr_gguf_context * tsr_gguf_init_empty(void) {
-    tsr_gguf_context * ctx = new (std::nothrow) tsr_gguf_context();
+    tsr_impl::gguf_ctx * ctx = new (std::nothrow) tsr_impl::gguf_ctx();
     if (!ctx) tsr_set_error("tsr_gguf_init_empty: out of memory");
-    return ctx;
+    return tsr_impl::handle(ctx);
 }
 
 TSR_API_IMPL struct tsr_gguf_context * tsr_gguf_init_from_file(const char * fname, struct tsr_gguf_init_params params) {
@@ -662,9 +655,9 @@ TSR_API_IMPL struct tsr_gguf_context * tsr_gguf_init_from_file(const char * fnam
         fclose(f);
         return nullptr;
     }
-    tsr_gguf_context * ctx = parse(r, params);
+    tsr_impl::gguf_ctx * ctx = parse(r, params);
     fclose(f);
-    return ctx;
+    return tsr_impl::handle(ctx);
 }
 
 TSR_API_IMPL struct tsr_gguf_context * tsr_gguf_init_from_buffer(const void * data, size_t size, struct tsr_gguf_init_params params) {
@@ -676,50 +669,50 @@ TSR_API_IMPL struct tsr_gguf_context * tsr_gguf_init_from_buffer(const void * da
     r.name = "<memory>";
     r.mem = data ? (const uint8_t *) data : &empty;
     r.size = size;
-    return parse(r, params);
+    return tsr_impl::handle(parse(r, params));
 }
 
-TSR_API_IMPL void tsr_gguf_free(struct tsr_gguf_context * ctx) { delete ctx; }
+TSR_API_IMPL void tsr_gguf_free(struct tsr_gguf_context * ctx_h) { auto * ctx = tsr_impl::internal(ctx_h); delete ctx; }
 
 TSR_API_IMPL const char * tsr_gguf_type_name(enum tsr_gguf_type type) { return tsr_impl::gguf_detail::type_name(type); }
-TSR_API_IMPL uint32_t tsr_gguf_get_version(const struct tsr_gguf_context * ctx) { return ctx ? ctx->version : 0; }
-TSR_API_IMPL size_t tsr_gguf_get_alignment(const struct tsr_gguf_context * ctx) { return ctx ? ctx->alignment : 0; }
-TSR_API_IMPL size_t tsr_gguf_get_data_offset(const struct tsr_gguf_context * ctx) {
+TSR_API_IMPL uint32_t tsr_gguf_get_version(const struct tsr_gguf_context * ctx_h) { auto * ctx = tsr_impl::internal(ctx_h); return ctx ? ctx->version : 0; }
+TSR_API_IMPL size_t tsr_gguf_get_alignment(const struct tsr_gguf_context * ctx_h) { auto * ctx = tsr_impl::internal(ctx_h); return ctx ? ctx->alignment : 0; }
+TSR_API_IMPL size_t tsr_gguf_get_data_offset(const struct tsr_gguf_context * ctx_h) { auto * ctx = tsr_impl::internal(ctx_h);
     if (!ctx) return 0;
     return ctx->from_file ? ctx->data_offset : tsr_impl::gguf_detail::meta_size(ctx);
 }
-TSR_API_IMPL size_t tsr_gguf_get_data_size(const struct tsr_gguf_context * ctx) { return ctx ? tsr_impl::gguf_detail::data_size(ctx) : 0; }
-TSR_API_IMPL size_t tsr_gguf_get_meta_size(const struct tsr_gguf_context * ctx) { return ctx ? tsr_impl::gguf_detail::meta_size(ctx) : 0; }
-TSR_API_IMPL void tsr_gguf_get_meta_data(const struct tsr_gguf_context * ctx, void * data) {
+TSR_API_IMPL size_t tsr_gguf_get_data_size(const struct tsr_gguf_context * ctx_h) { auto * ctx = tsr_impl::internal(ctx_h); return ctx ? tsr_impl::gguf_detail::data_size(ctx) : 0; }
+TSR_API_IMPL size_t tsr_gguf_get_meta_size(const struct tsr_gguf_context * ctx_h) { auto * ctx = tsr_impl::internal(ctx_h); return ctx ? tsr_impl::gguf_detail::meta_size(ctx) : 0; }
+TSR_API_IMPL void tsr_gguf_get_meta_data(const struct tsr_gguf_context * ctx_h, void * data) { auto * ctx = tsr_impl::internal(ctx_h);
     if (!ctx || !data) return;
     tsr_impl::gguf_detail::writer w;
     w.mem = (uint8_t *) data;
     tsr_impl::gguf_detail::write_meta(ctx, w);
 }
 
-TSR_API_IMPL int64_t tsr_gguf_get_n_kv(const struct tsr_gguf_context * ctx) { return ctx ? (int64_t) ctx->kvs.size() : 0; }
-TSR_API_IMPL int64_t tsr_gguf_find_key(const struct tsr_gguf_context * ctx, const char * key) {
+TSR_API_IMPL int64_t tsr_gguf_get_n_kv(const struct tsr_gguf_context * ctx_h) { auto * ctx = tsr_impl::internal(ctx_h); return ctx ? (int64_t) ctx->kvs.size() : 0; }
+TSR_API_IMPL int64_t tsr_gguf_find_key(const struct tsr_gguf_context * ctx_h, const char * key) { auto * ctx = tsr_impl::internal(ctx_h);
     if (!ctx || !key) return -1;
     for (size_t i = 0; i < ctx->kvs.size(); ++i) {
         if (ctx->kvs[i].key == key) return (int64_t) i;
     }
     return -1;
 }
-TSR_API_IMPL const char * tsr_gguf_get_key(const struct tsr_gguf_context * ctx, int64_t key_id) {
+TSR_API_IMPL const char * tsr_gguf_get_key(const struct tsr_gguf_context * ctx_h, int64_t key_id) { auto * ctx = tsr_impl::internal(ctx_h);
     if (!tsr_impl::gguf_detail::check_kv(ctx, key_id, TSR_GGUF_TYPE_COUNT, "tsr_gguf_get_key")) return nullptr;
     return ctx->kvs[(size_t) key_id].key.c_str();
 }
-TSR_API_IMPL enum tsr_gguf_type tsr_gguf_get_kv_type(const struct tsr_gguf_context * ctx, int64_t key_id) {
+TSR_API_IMPL enum tsr_gguf_type tsr_gguf_get_kv_type(const struct tsr_gguf_context * ctx_h, int64_t key_id) { auto * ctx = tsr_impl::internal(ctx_h);
     if (!tsr_impl::gguf_detail::check_kv(ctx, key_id, TSR_GGUF_TYPE_COUNT, "tsr_gguf_get_kv_type")) return TSR_GGUF_TYPE_COUNT;
     return ctx->kvs[(size_t) key_id].type;
 }
-TSR_API_IMPL enum tsr_gguf_type tsr_gguf_get_arr_type(const struct tsr_gguf_context * ctx, int64_t key_id) {
+TSR_API_IMPL enum tsr_gguf_type tsr_gguf_get_arr_type(const struct tsr_gguf_context * ctx_h, int64_t key_id) { auto * ctx = tsr_impl::internal(ctx_h);
     if (!tsr_impl::gguf_detail::check_kv(ctx, key_id, TSR_GGUF_TYPE_ARRAY, "tsr_gguf_get_arr_type")) return TSR_GGUF_TYPE_COUNT;
     return ctx->kvs[(size_t) key_id].arr_type;
 }
 
 #define TSR_GGUF_GETTER(suffix, T, TYPE) \
-    TSR_API_IMPL T tsr_gguf_get_val_##suffix(const struct tsr_gguf_context * ctx, int64_t key_id) { \
+    TSR_API_IMPL T tsr_gguf_get_val_##suffix(const struct tsr_gguf_context * ctx_h, int64_t key_id) { auto * ctx = tsr_impl::internal(ctx_h); \
         return tsr_impl::gguf_detail::get_scalar<T>(ctx, key_id, TYPE, "tsr_gguf_get_val_" #suffix); \
     }
 TSR_GGUF_GETTER(u8, uint8_t, TSR_GGUF_TYPE_UINT8)
@@ -734,14 +727,14 @@ TSR_GGUF_GETTER(i64, int64_t, TSR_GGUF_TYPE_INT64)
 TSR_GGUF_GETTER(f64, double, TSR_GGUF_TYPE_FLOAT64)
 #undef TSR_GGUF_GETTER
 
-TSR_API_IMPL bool tsr_gguf_get_val_bool(const struct tsr_gguf_context * ctx, int64_t key_id) {
+TSR_API_IMPL bool tsr_gguf_get_val_bool(const struct tsr_gguf_context * ctx_h, int64_t key_id) { auto * ctx = tsr_impl::internal(ctx_h);
     return tsr_impl::gguf_detail::get_scalar<uint8_t>(ctx, key_id, TSR_GGUF_TYPE_BOOL, "tsr_gguf_get_val_bool") != 0;
 }
-TSR_API_IMPL const char * tsr_gguf_get_val_str(const struct tsr_gguf_context * ctx, int64_t key_id) {
+TSR_API_IMPL const char * tsr_gguf_get_val_str(const struct tsr_gguf_context * ctx_h, int64_t key_id) { auto * ctx = tsr_impl::internal(ctx_h);
     if (!tsr_impl::gguf_detail::check_kv(ctx, key_id, TSR_GGUF_TYPE_STRING, "tsr_gguf_get_val_str")) return nullptr;
     return ctx->kvs[(size_t) key_id].strs[0].c_str();
 }
-TSR_API_IMPL const void * tsr_gguf_get_val_data(const struct tsr_gguf_context * ctx, int64_t key_id) {
+TSR_API_IMPL const void * tsr_gguf_get_val_data(const struct tsr_gguf_context * ctx_h, int64_t key_id) { auto * ctx = tsr_impl::internal(ctx_h);
     using namespace tsr_impl::gguf_detail;
     if (!check_kv(ctx, key_id, TSR_GGUF_TYPE_COUNT, "tsr_gguf_get_val_data")) return nullptr;
     const kv & e = ctx->kvs[(size_t) key_id];
@@ -751,11 +744,11 @@ TSR_API_IMPL const void * tsr_gguf_get_val_data(const struct tsr_gguf_context * 
     }
     return e.data.data();
 }
-TSR_API_IMPL size_t tsr_gguf_get_arr_n(const struct tsr_gguf_context * ctx, int64_t key_id) {
+TSR_API_IMPL size_t tsr_gguf_get_arr_n(const struct tsr_gguf_context * ctx_h, int64_t key_id) { auto * ctx = tsr_impl::internal(ctx_h);
     if (!tsr_impl::gguf_detail::check_kv(ctx, key_id, TSR_GGUF_TYPE_ARRAY, "tsr_gguf_get_arr_n")) return 0;
     return ctx->kvs[(size_t) key_id].n;
 }
-TSR_API_IMPL const void * tsr_gguf_get_arr_data(const struct tsr_gguf_context * ctx, int64_t key_id) {
+TSR_API_IMPL const void * tsr_gguf_get_arr_data(const struct tsr_gguf_context * ctx_h, int64_t key_id) { auto * ctx = tsr_impl::internal(ctx_h);
     using namespace tsr_impl::gguf_detail;
     if (!check_kv(ctx, key_id, TSR_GGUF_TYPE_ARRAY, "tsr_gguf_get_arr_data")) return nullptr;
     const kv & e = ctx->kvs[(size_t) key_id];
@@ -765,7 +758,7 @@ TSR_API_IMPL const void * tsr_gguf_get_arr_data(const struct tsr_gguf_context * 
     }
     return e.data.data();
 }
-TSR_API_IMPL const char * tsr_gguf_get_arr_str(const struct tsr_gguf_context * ctx, int64_t key_id, size_t i) {
+TSR_API_IMPL const char * tsr_gguf_get_arr_str(const struct tsr_gguf_context * ctx_h, int64_t key_id, size_t i) { auto * ctx = tsr_impl::internal(ctx_h);
     using namespace tsr_impl::gguf_detail;
     if (!check_kv(ctx, key_id, TSR_GGUF_TYPE_ARRAY, "tsr_gguf_get_arr_str")) return nullptr;
     const kv & e = ctx->kvs[(size_t) key_id];
@@ -780,42 +773,42 @@ TSR_API_IMPL const char * tsr_gguf_get_arr_str(const struct tsr_gguf_context * c
     return e.strs[i].c_str();
 }
 
-TSR_API_IMPL int64_t tsr_gguf_get_n_tensors(const struct tsr_gguf_context * ctx) { return ctx ? (int64_t) ctx->infos.size() : 0; }
-TSR_API_IMPL int64_t tsr_gguf_find_tensor(const struct tsr_gguf_context * ctx, const char * name) {
+TSR_API_IMPL int64_t tsr_gguf_get_n_tensors(const struct tsr_gguf_context * ctx_h) { auto * ctx = tsr_impl::internal(ctx_h); return ctx ? (int64_t) ctx->infos.size() : 0; }
+TSR_API_IMPL int64_t tsr_gguf_find_tensor(const struct tsr_gguf_context * ctx_h, const char * name) { auto * ctx = tsr_impl::internal(ctx_h);
     if (!ctx || !name) return -1;
     for (size_t i = 0; i < ctx->infos.size(); ++i) {
         if (ctx->infos[i].name == name) return (int64_t) i;
     }
     return -1;
 }
-TSR_API_IMPL size_t tsr_gguf_get_tensor_offset(const struct tsr_gguf_context * ctx, int64_t id) {
+TSR_API_IMPL size_t tsr_gguf_get_tensor_offset(const struct tsr_gguf_context * ctx_h, int64_t id) { auto * ctx = tsr_impl::internal(ctx_h);
     if (!tsr_impl::gguf_detail::check_tensor(ctx, id, "tsr_gguf_get_tensor_offset")) return 0;
     return (size_t) ctx->infos[(size_t) id].offset;
 }
-TSR_API_IMPL const char * tsr_gguf_get_tensor_name(const struct tsr_gguf_context * ctx, int64_t id) {
+TSR_API_IMPL const char * tsr_gguf_get_tensor_name(const struct tsr_gguf_context * ctx_h, int64_t id) { auto * ctx = tsr_impl::internal(ctx_h);
     if (!tsr_impl::gguf_detail::check_tensor(ctx, id, "tsr_gguf_get_tensor_name")) return nullptr;
     return ctx->infos[(size_t) id].name.c_str();
 }
-TSR_API_IMPL enum tsr_type tsr_gguf_get_tensor_type(const struct tsr_gguf_context * ctx, int64_t id) {
+TSR_API_IMPL enum tsr_type tsr_gguf_get_tensor_type(const struct tsr_gguf_context * ctx_h, int64_t id) { auto * ctx = tsr_impl::internal(ctx_h);
     if (!tsr_impl::gguf_detail::check_tensor(ctx, id, "tsr_gguf_get_tensor_type")) return TSR_TYPE_COUNT;
     return ctx->infos[(size_t) id].type;
 }
-TSR_API_IMPL size_t tsr_gguf_get_tensor_size(const struct tsr_gguf_context * ctx, int64_t id) {
+TSR_API_IMPL size_t tsr_gguf_get_tensor_size(const struct tsr_gguf_context * ctx_h, int64_t id) { auto * ctx = tsr_impl::internal(ctx_h);
     if (!tsr_impl::gguf_detail::check_tensor(ctx, id, "tsr_gguf_get_tensor_size")) return 0;
     return ctx->infos[(size_t) id].size;
 }
-TSR_API_IMPL int tsr_gguf_get_tensor_n_dims(const struct tsr_gguf_context * ctx, int64_t id) {
+TSR_API_IMPL int tsr_gguf_get_tensor_n_dims(const struct tsr_gguf_context * ctx_h, int64_t id) { auto * ctx = tsr_impl::internal(ctx_h);
     if (!tsr_impl::gguf_detail::check_tensor(ctx, id, "tsr_gguf_get_tensor_n_dims")) return 0;
     return ctx->infos[(size_t) id].n_dims;
 }
-TSR_API_IMPL int64_t tsr_gguf_get_tensor_ne(const struct tsr_gguf_context * ctx, int64_t id, int dim) {
+TSR_API_IMPL int64_t tsr_gguf_get_tensor_ne(const struct tsr_gguf_context * ctx_h, int64_t id, int dim) { auto * ctx = tsr_impl::internal(ctx_h);
     if (!tsr_impl::gguf_detail::check_tensor(ctx, id, "tsr_gguf_get_tensor_ne")) return 0;
     if (dim < 0 || dim >= TSR_MAX_DIMS) { tsr_set_error("tsr_gguf_get_tensor_ne: dim %d out of range", dim); return 0; }
     return ctx->infos[(size_t) id].ne[dim];
 }
 
 #define TSR_GGUF_SETTER(suffix, T, TYPE) \
-    TSR_API_IMPL bool tsr_gguf_set_val_##suffix(struct tsr_gguf_context * ctx, const char * key, T val) { \
+    TSR_API_IMPL bool tsr_gguf_set_val_##suffix(struct tsr_gguf_context * ctx_h, const char * key, T val) { auto * ctx = tsr_impl::internal(ctx_h); \
         return tsr_impl::gguf_detail::set_scalar(ctx, key, TYPE, &val, "tsr_gguf_set_val_" #suffix); \
     }
 TSR_GGUF_SETTER(u8, uint8_t, TSR_GGUF_TYPE_UINT8)
@@ -830,11 +823,11 @@ TSR_GGUF_SETTER(i64, int64_t, TSR_GGUF_TYPE_INT64)
 TSR_GGUF_SETTER(f64, double, TSR_GGUF_TYPE_FLOAT64)
 #undef TSR_GGUF_SETTER
 
-TSR_API_IMPL bool tsr_gguf_set_val_bool(struct tsr_gguf_context * ctx, const char * key, bool val) {
+TSR_API_IMPL bool tsr_gguf_set_val_bool(struct tsr_gguf_context * ctx_h, const char * key, bool val) { auto * ctx = tsr_impl::internal(ctx_h);
     const uint8_t v = val ? 1 : 0;
     return tsr_impl::gguf_detail::set_scalar(ctx, key, TSR_GGUF_TYPE_BOOL, &v, "tsr_gguf_set_val_bool");
 }
-TSR_API_IMPL bool tsr_gguf_set_val_str(struct tsr_gguf_context * ctx, const char * key, const char * val) {
+TSR_API_IMPL bool tsr_gguf_set_val_str(struct tsr_gguf_context * ctx_h, const char * key, const char * val) { auto * ctx = tsr_impl::internal(ctx_h);
     if (!val) return tsr_set_error("tsr_gguf_set_val_str: NULL value for key '%s'", key ? key : "(null)");
     if (key && strcmp(key, TSR_GGUF_KEY_GENERAL_ALIGNMENT) == 0) return tsr_set_error("tsr_gguf_set_val_str: general.alignment must be u32");
     tsr_impl::gguf_detail::kv * e = tsr_impl::gguf_detail::put(ctx, key, "tsr_gguf_set_val_str");
@@ -846,7 +839,7 @@ TSR_API_IMPL bool tsr_gguf_set_val_str(struct tsr_gguf_context * ctx, const char
     } catch (...) { tsr_impl::gguf_detail::drop_kv(ctx, e); return tsr_set_error("tsr_gguf_set_val_str: out of memory"); }
     return true;
 }
-TSR_API_IMPL bool tsr_gguf_set_arr_data(struct tsr_gguf_context * ctx, const char * key, enum tsr_gguf_type type, const void * data, size_t n) {
+TSR_API_IMPL bool tsr_gguf_set_arr_data(struct tsr_gguf_context * ctx_h, const char * key, enum tsr_gguf_type type, const void * data, size_t n) { auto * ctx = tsr_impl::internal(ctx_h);
     using namespace tsr_impl::gguf_detail;
     const size_t es = type_size(type);
     if (es == 0) return tsr_set_error("tsr_gguf_set_arr_data: key '%s': element type %s is not a scalar type", key ? key : "(null)", type_name(type));
@@ -863,7 +856,7 @@ TSR_API_IMPL bool tsr_gguf_set_arr_data(struct tsr_gguf_context * ctx, const cha
     } catch (...) { drop_kv(ctx, e); return tsr_set_error("tsr_gguf_set_arr_data: out of memory for %zu elements", n); }
     return true;
 }
-TSR_API_IMPL bool tsr_gguf_set_arr_str(struct tsr_gguf_context * ctx, const char * key, const char ** data, size_t n) {
+TSR_API_IMPL bool tsr_gguf_set_arr_str(struct tsr_gguf_context * ctx_h, const char * key, const char ** data, size_t n) { auto * ctx = tsr_impl::internal(ctx_h);
     using namespace tsr_impl::gguf_detail;
     if (!data && n) return tsr_set_error("tsr_gguf_set_arr_str: key '%s': NULL data for %zu strings", key ? key : "(null)", n);
     for (size_t i = 0; i < n; ++i) {
@@ -880,8 +873,8 @@ TSR_API_IMPL bool tsr_gguf_set_arr_str(struct tsr_gguf_context * ctx, const char
     } catch (...) { drop_kv(ctx, e); return tsr_set_error("tsr_gguf_set_arr_str: out of memory for %zu strings", n); }
     return true;
 }
-TSR_API_IMPL int64_t tsr_gguf_remove_key(struct tsr_gguf_context * ctx, const char * key) {
-    const int64_t id = tsr_gguf_find_key(ctx, key);
+TSR_API_IMPL int64_t tsr_gguf_remove_key(struct tsr_gguf_context * ctx_h, const char * key) { auto * ctx = tsr_impl::internal(ctx_h);
+    const int64_t id = tsr_gguf_find_key(ctx_h, key);
     if (id >= 0) {
         ctx->kvs.erase(ctx->kvs.begin() + id);
         if (strcmp(key, TSR_GGUF_KEY_GENERAL_ALIGNMENT) == 0) {
@@ -891,7 +884,7 @@ TSR_API_IMPL int64_t tsr_gguf_remove_key(struct tsr_gguf_context * ctx, const ch
     }
     return id;
 }
-TSR_API_IMPL bool tsr_gguf_set_kv(struct tsr_gguf_context * ctx, const struct tsr_gguf_context * src) {
+TSR_API_IMPL bool tsr_gguf_set_kv(struct tsr_gguf_context * ctx_h, const struct tsr_gguf_context * src_h) { auto * ctx = tsr_impl::internal(ctx_h); auto * src = tsr_impl::internal(src_h);
     if (!ctx || !src) return tsr_set_error("tsr_gguf_set_kv: NULL context");
     for (auto & e : src->kvs) {
         tsr_impl::gguf_detail::kv * d = tsr_impl::gguf_detail::put(ctx, e.key.c_str(), "tsr_gguf_set_kv");
@@ -907,11 +900,11 @@ TSR_API_IMPL bool tsr_gguf_set_kv(struct tsr_gguf_context * ctx, const struct ts
     return true;
 }
 
-TSR_API_IMPL bool tsr_gguf_add_tensor(struct tsr_gguf_context * ctx, const struct tsr_tensor * tensor) {
+TSR_API_IMPL bool tsr_gguf_add_tensor(struct tsr_gguf_context * ctx_h, const struct tsr_tensor * tensor) { auto * ctx = tsr_impl::internal(ctx_h);
     using namespace tsr_impl::gguf_detail;
     if (!ctx || !tensor) return tsr_set_error("tsr_gguf_add_tensor: NULL argument");
     if (!tensor->name[0]) return tsr_set_error("tsr_gguf_add_tensor: tensor has no name");
-    if (tsr_gguf_find_tensor(ctx, tensor->name) >= 0) return tsr_set_error("tsr_gguf_add_tensor: duplicate tensor name '%s'", tensor->name);
+    if (tsr_gguf_find_tensor(ctx_h, tensor->name) >= 0) return tsr_set_error("tsr_gguf_add_tensor: duplicate tensor name '%s'", tensor->name);
     if (!tsr_is_contiguous(tensor)) return tsr_set_error("tsr_gguf_add_tensor: tensor '%s' is not contiguous", tensor->name);
     try {
         tinfo ti;
@@ -927,14 +920,14 @@ TSR_API_IMPL bool tsr_gguf_add_tensor(struct tsr_gguf_context * ctx, const struc
     return true;
 }
 
-TSR_API_IMPL bool tsr_gguf_set_tensor_data(struct tsr_gguf_context * ctx, const char * name, const void * data) {
-    const int64_t id = tsr_gguf_find_tensor(ctx, name);
+TSR_API_IMPL bool tsr_gguf_set_tensor_data(struct tsr_gguf_context * ctx_h, const char * name, const void * data) { auto * ctx = tsr_impl::internal(ctx_h);
+    const int64_t id = tsr_gguf_find_tensor(ctx_h, name);
     if (id < 0) return tsr_set_error("tsr_gguf_set_tensor_data: no tensor named '%s'", name ? name : "(null)");
     ctx->infos[(size_t) id].data = data;
     return true;
 }
 
-TSR_API_IMPL bool tsr_gguf_write_to_file(const struct tsr_gguf_context * ctx, const char * fname, bool only_meta) {
+TSR_API_IMPL bool tsr_gguf_write_to_file(const struct tsr_gguf_context * ctx_h, const char * fname, bool only_meta) { auto * ctx = tsr_impl::internal(ctx_h);
     using namespace tsr_impl::gguf_detail;
     if (!ctx || !fname) return tsr_set_error("tsr_gguf_write_to_file: NULL argument");
     /* every tensor must have a data source before anything is written */
@@ -991,9 +984,10 @@ TSR_API_IMPL bool tsr_gguf_write_to_file(const struct tsr_gguf_context * ctx, co
     return true;
 }
 
-TSR_API_IMPL bool tsr_gguf_load_tensors(const struct tsr_gguf_context * gguf, struct tsr_context * ctx, const char * path,
+TSR_API_IMPL bool tsr_gguf_load_tensors(const struct tsr_gguf_context * gguf_h, struct tsr_context * ctx, const char * path,
                                         tsr_gguf_progress_cb progress, void * user) {
     using namespace tsr_impl::gguf_detail;
+    auto * gguf = tsr_impl::internal(gguf_h);
     if (!gguf || !ctx || !path) return tsr_set_error("tsr_gguf_load_tensors: NULL argument");
     struct job { tsr_tensor * t; const tinfo * ti; };
     std::vector<job> jobs;
@@ -1001,7 +995,7 @@ TSR_API_IMPL bool tsr_gguf_load_tensors(const struct tsr_gguf_context * gguf, st
     size_t total = 0, max_dev = 0;
     try {
         for (tsr_tensor * t = tsr_get_first_tensor(ctx); t; t = tsr_get_next_tensor(ctx, t)) {
-            const int64_t id = tsr_gguf_find_tensor(gguf, t->name);
+            const int64_t id = tsr_gguf_find_tensor(gguf_h, t->name);
             if (id < 0) return tsr_set_error("gguf '%s': tensor '%s' is not in the file", path, t->name);
             const tinfo & ti = gguf->infos[(size_t) id];
             bool same = ti.type == t->type;

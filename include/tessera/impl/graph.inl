@@ -1,6 +1,6 @@
 /* graph.inl - computation graphs: build (deduplicated topological order), query, print. */
 
-namespace tsr_impl {
+TSR_IMPL_NS_BEGIN
 
 static inline size_t ptr_hash(const struct tsr_tensor * t) {
     uint64_t x = (uint64_t)(uintptr_t)t;
@@ -32,7 +32,7 @@ static inline bool is_leaf(const struct tsr_tensor * t) {
     return t->op == TSR_OP_NONE && !(t->flags & TSR_TENSOR_FLAG_PARAM);
 }
 
-} // namespace tsr_impl
+TSR_IMPL_NS_END
 
 static inline bool tsr_impl_graph_visited(const struct tsr_cgraph * g, const struct tsr_tensor * t) {
     if (!g || !t || g->visited_size == 0) return false;
@@ -272,7 +272,7 @@ TSR_API_IMPL void tsr_graph_print(const struct tsr_cgraph * cgraph, FILE * out) 
     fprintf(out, "========================================\n");
 }
 
-namespace tsr_impl {
+TSR_IMPL_NS_BEGIN
 /* Write s escaped for a Graphviz record label. */
 static inline void dot_escape(FILE * f, const char * s) {
     for (; *s; ++s) {
@@ -284,7 +284,7 @@ static inline void dot_shape(FILE * f, const struct tsr_tensor * t) {
     fprintf(f, "%s [%lld, %lld, %lld, %lld]", tsr_type_name(t->type), (long long)t->ne[0], (long long)t->ne[1],
             (long long)t->ne[2], (long long)t->ne[3]);
 }
-} // namespace tsr_impl
+TSR_IMPL_NS_END
 
 TSR_API_IMPL bool tsr_graph_dump_dot(const struct tsr_cgraph * gb, const struct tsr_cgraph * gf, const char * filename) {
     (void)gf; /* ggml colours gradients found via gf; tessera builds no backward graphs */

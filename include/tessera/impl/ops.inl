@@ -56,7 +56,7 @@ TSR_API_IMPL const char * tsr_op_desc(const struct tsr_tensor * t) {
     return tsr_op_name(t->op);
 }
 
-namespace tsr_impl {
+TSR_IMPL_NS_BEGIN
 
 static inline bool is_float_type(enum tsr_type t) {
     return t == TSR_TYPE_F32 || t == TSR_TYPE_F16 || t == TSR_TYPE_BF16;
@@ -92,7 +92,7 @@ static inline struct tsr_tensor * op_result(struct tsr_tensor * r, enum tsr_op o
     return r;
 }
 
-} // namespace tsr_impl
+TSR_IMPL_NS_END
 
 /* ---- copies ------------------------------------------------------------------------------ */
 
@@ -154,7 +154,7 @@ TSR_API_IMPL struct tsr_tensor * tsr_cont_2d(struct tsr_context * ctx, struct ts
 
 /* ---- binary elementwise ------------------------------------------------------------------ */
 
-namespace tsr_impl {
+TSR_IMPL_NS_BEGIN
 /* TSR_OP_ADD/SUB/MUL/DIV: no op_params. Result like a (a's type), src0 = a, src1 = b;
  * b is broadcast over a (tsr_can_repeat(b, a)). a: f32/f16/bf16 (ADD: also quantized);
  * b: f32/f16/bf16. Inplace: a view of a. */
@@ -168,7 +168,7 @@ static inline struct tsr_tensor * binary(const char * fn, enum tsr_op op, struct
     TSR_IMPL_REQUIRE(is_float_type(b->type), "%s: unsupported type of b %s", fn, TSR_IMPL_D(b));
     return op_result(like(ctx, a, inplace), op, a, b);
 }
-} // namespace tsr_impl
+TSR_IMPL_NS_END
 
 TSR_API_IMPL struct tsr_tensor * tsr_add(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b) {
     return tsr_impl::binary("tsr_add", TSR_OP_ADD, ctx, a, b, false);
@@ -191,7 +191,7 @@ TSR_API_IMPL struct tsr_tensor * tsr_mul_inplace(struct tsr_context * ctx, struc
 
 /* ---- unary elementwise ------------------------------------------------------------------- */
 
-namespace tsr_impl {
+TSR_IMPL_NS_BEGIN
 static inline struct tsr_tensor * unary_like(const char * fn, enum tsr_op op, struct tsr_context * ctx,
                                              struct tsr_tensor * a, bool inplace) {
     if (!check_args(fn, ctx, a) || !check_float(fn, a, "a")) return nullptr;
@@ -207,7 +207,7 @@ static inline struct tsr_tensor * scale_impl(struct tsr_context * ctx, struct ts
     }
     return r;
 }
-} // namespace tsr_impl
+TSR_IMPL_NS_END
 
 TSR_API_IMPL struct tsr_tensor * tsr_scale(struct tsr_context * ctx, struct tsr_tensor * a, float s) {
     return tsr_impl::scale_impl(ctx, a, s, false);
@@ -343,7 +343,7 @@ TSR_API_IMPL struct tsr_tensor * tsr_concat(struct tsr_context * ctx, struct tsr
 
 /* ---- normalization ------------------------------------------------------------------------- */
 
-namespace tsr_impl {
+TSR_IMPL_NS_BEGIN
 /* TSR_OP_NORM / TSR_OP_RMS_NORM: f32 eps (slot 0). a f32, result like a. */
 static inline struct tsr_tensor * norm_impl(const char * fn, enum tsr_op op, struct tsr_context * ctx,
                                             struct tsr_tensor * a, float eps) {
@@ -354,7 +354,7 @@ static inline struct tsr_tensor * norm_impl(const char * fn, enum tsr_op op, str
     if (r) tsr_set_op_params_f32(r, 0, eps);
     return op_result(r, op, a);
 }
-} // namespace tsr_impl
+TSR_IMPL_NS_END
 
 TSR_API_IMPL struct tsr_tensor * tsr_norm(struct tsr_context * ctx, struct tsr_tensor * a, float eps) {
     return tsr_impl::norm_impl("tsr_norm", TSR_OP_NORM, ctx, a, eps);
@@ -527,7 +527,7 @@ TSR_API_IMPL struct tsr_tensor * tsr_rope(struct tsr_context * ctx, struct tsr_t
 
 /* ---- convolution and friends --------------------------------------------------------------- */
 
-namespace tsr_impl {
+TSR_IMPL_NS_BEGIN
 static inline int64_t conv_out_size(int64_t ins, int64_t ks, int s, int p, int d) {
     return (ins + 2 * p - (int64_t)d * (ks - 1) - 1) / s + 1;
 }
@@ -538,7 +538,7 @@ static inline bool check_conv_params(const char * fn, int s0, int s1, int p0, in
     }
     return true;
 }
-} // namespace tsr_impl
+TSR_IMPL_NS_END
 
 /* TSR_OP_IM2COL: i32 s0, s1, p0, p1, d0, d1, is_2D (slots 0..6). a kernel [KW, KH, IC, OC]
  * (only its shape is used), b input [W, H, IC, N] (2-D) or [W, IC, N] (1-D, a [KW, IC, OC]).

@@ -56,7 +56,7 @@
 #include <numeric>
 #include <vector>
 
-namespace tsr_impl {
+TSR_IMPL_NS_BEGIN
 namespace {
 
 typedef uint64_t pk_u64;
@@ -540,9 +540,9 @@ static inline void pk_sort_events(std::vector<std::pair<int64_t, uint32_t>> & ev
 
 
 } // namespace
-} // namespace tsr_impl
+TSR_IMPL_NS_END
 
-namespace tsr_impl {
+TSR_IMPL_NS_BEGIN
 namespace {
 /* The bodies of tsr_pack_lower_bound / tsr_pack; they may throw std::bad_alloc, which the
  * API wrappers below turn into an error. */
@@ -791,7 +791,7 @@ static size_t pk_pack_body(struct tsr_pack_item * items, size_t n, size_t alignm
     return (size_t) best;
 }
 } // namespace
-} // namespace tsr_impl
+TSR_IMPL_NS_END
 
 TSR_API_IMPL size_t tsr_pack_lower_bound(const struct tsr_pack_item * items, size_t n, size_t alignment) {
     try {

@@ -5,7 +5,7 @@
 
 #include <cstdio>
 
-namespace tsr_impl {
+TSR_IMPL_NS_BEGIN
 namespace {
 
 static void px_escape(FILE * f, const char * s, bool xml) {
@@ -27,7 +27,7 @@ static void px_escape(FILE * f, const char * s, bool xml) {
 }
 
 } // namespace
-} // namespace tsr_impl
+TSR_IMPL_NS_END
 
 TSR_API_IMPL bool tsr_plan_write_json(const struct tsr_plan * plan, FILE * out) {
     if (!plan || !out) return tsr_set_error("tsr_plan_write_json: NULL plan or file");

@@ -213,7 +213,7 @@ TSR_API_IMPL int tsr_n_dims(const struct tsr_tensor * t) {
     return 1;
 }
 
-namespace tsr_impl {
+TSR_IMPL_NS_BEGIN
 /* ggml_is_contiguous_n: dims <= n need not be contiguous with the next. */
 static inline bool is_contiguous_n(const struct tsr_tensor * t, int n) {
     size_t next_nb = tsr_type_size(t->type);
@@ -231,7 +231,7 @@ static inline bool is_contiguous_n(const struct tsr_tensor * t, int n) {
     }
     return true;
 }
-} // namespace tsr_impl
+TSR_IMPL_NS_END
 
 TSR_API_IMPL bool tsr_is_contiguous(const struct tsr_tensor * t) { return t && tsr_impl::is_contiguous_n(t, 0); }
 TSR_API_IMPL bool tsr_is_contiguous_rows(const struct tsr_tensor * t) {
@@ -340,7 +340,7 @@ TSR_API_IMPL enum tsr_glu_op tsr_get_glu_op(const struct tsr_tensor * t) {
 
 /* ---- element access ----------------------------------------------------------------------- */
 
-namespace tsr_impl {
+TSR_IMPL_NS_BEGIN
 static inline bool elem_ptr(const struct tsr_tensor * t, const int64_t * idx, const char * fn, char ** out) {
     if (!t) return tsr_set_error("%s: NULL tensor", fn);
     if (!t->data) return tsr_set_error("%s: tensor %s has no host data", fn, tsr_impl_describe(t).s);
@@ -362,7 +362,7 @@ static inline void unravel(const struct tsr_tensor * t, int64_t i, int64_t * idx
     idx[2] = i % t->ne[2]; i /= t->ne[2];
     idx[3] = i;
 }
-} // namespace tsr_impl
+TSR_IMPL_NS_END
 
 TSR_API_IMPL float tsr_get_f32_nd(const struct tsr_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     const int64_t idx[4] = {i0, i1, i2, i3};
@@ -434,7 +434,7 @@ TSR_API_IMPL struct tsr_tensor * tsr_view_tensor(struct tsr_context * ctx, struc
     return r;
 }
 
-namespace tsr_impl {
+TSR_IMPL_NS_BEGIN
 /* ggml_view_impl: n_dims dims of ne at byte offset; nb1..3 given (0 for dims >= n_dims). */
 static inline struct tsr_tensor * view_impl(struct tsr_context * ctx, struct tsr_tensor * a, int n_dims,
                                             const int64_t * ne_in, const size_t * nb_in, size_t offset) {
@@ -485,7 +485,7 @@ static inline struct tsr_tensor * view_impl(struct tsr_context * ctx, struct tsr
     tsr_impl_set_op(r, TSR_OP_VIEW, a);
     return r;
 }
-} // namespace tsr_impl
+TSR_IMPL_NS_END
 
 /* TSR_OP_VIEW op_params: size_t offset (bytes, relative to the viewed tensor a = src[0]). */
 TSR_API_IMPL struct tsr_tensor * tsr_view_1d(struct tsr_context * ctx, struct tsr_tensor * a, int64_t ne0, size_t offset) {
@@ -511,7 +511,7 @@ TSR_API_IMPL struct tsr_tensor * tsr_view_4d(struct tsr_context * ctx, struct ts
     return tsr_impl::view_impl(ctx, a, 4, ne, nb, offset);
 }
 
-namespace tsr_impl {
+TSR_IMPL_NS_BEGIN
 /* TSR_OP_RESHAPE: no op_params. */
 static inline struct tsr_tensor * reshape_impl(struct tsr_context * ctx, struct tsr_tensor * a, int n_dims, const int64_t * ne) {
     if (!a) {
@@ -550,7 +550,7 @@ static inline struct tsr_tensor * reshape_impl(struct tsr_context * ctx, struct 
     tsr_impl_set_op(r, TSR_OP_RESHAPE, a);
     return r;
 }
-} // namespace tsr_impl
+TSR_IMPL_NS_END
 
 TSR_API_IMPL struct tsr_tensor * tsr_reshape(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b) {
     if (!b) {

@@ -1,6 +1,6 @@
 /* types.inl - type traits, fp16/bf16 conversion, Q8_0/Q4_0 quantization. */
 
-namespace tsr_impl {
+TSR_IMPL_NS_BEGIN
 
 struct type_traits {
     const char * name;
@@ -30,7 +30,7 @@ static inline const type_traits * get_traits(enum tsr_type type) {
 static inline uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float    bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
-} // namespace tsr_impl
+TSR_IMPL_NS_END
 
 TSR_API_IMPL bool tsr_is_valid_type(enum tsr_type type) { return tsr_impl::get_traits(type) != nullptr; }
 
@@ -126,7 +126,7 @@ TSR_API_IMPL void tsr_fp32_to_bf16_row(const float * x, tsr_bf16_t * y, int64_t 
 
 /* ---- quantization (ggml's reference layouts and rounding) ------------------------------ */
 
-namespace tsr_impl {
+TSR_IMPL_NS_BEGIN
 
 static inline void quantize_row_q8_0(const float * x, tsr_block_q8_0 * y, int64_t n) {
     const int64_t nb = n / TSR_QK8_0;
@@ -194,7 +194,7 @@ static inline bool check_row(const char * fn, enum tsr_type type, int64_t n) {
     return true;
 }
 
-} // namespace tsr_impl
+TSR_IMPL_NS_END
 
 TSR_API_IMPL bool tsr_to_float_row(enum tsr_type type, const void * src, float * dst, int64_t n) {
     if (!tsr_impl::check_row("tsr_to_float_row", type, n)) return false;

@@ -1,10 +1,16 @@
-// The one translation unit of test_cpu that compiles tessera's implementation, so the tests
-// of internal kernels (kernel table entries called directly) live here too.
+// White-box tests of the CPU kernels (kernel table entries called directly). The kernels
+// live in an anonymous namespace, so this translation unit compiles tessera's
+// implementation itself: it is test_cpu's implementation TU (from the single header when
+// the build runs the tests against it).
 #define TSR_IMPLEMENTATION
+#ifdef TSR_IMPL_FROM_SINGLE_HEADER
+#include "tessera.h"
+#else
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
 #include "tessera/alloc.h"
 #include "tessera-cpu.h"
+#endif
 #include "cpu_test_util.h"
 
 #include <cmath>

@@ -1,0 +1,22 @@
+# Fail when an object built with TSR_STATIC exports (or shares, weakly) any symbol naming
+# tessera: nm's global symbols (upper-case types, and 'u' unique globals) must not
+# mention tsr / tessera. Run with cmake -DNM=nm -DOBJECTS="a.o;b.o" -P check_symbols.cmake.
+set(bad "")
+foreach(obj IN LISTS OBJECTS)
+  execute_process(COMMAND ${NM} -C --defined-only ${obj} OUTPUT_VARIABLE out RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${NM} failed on ${obj}")
+  endif()
+  string(REPLACE "\n" ";" lines "${out}")
+  set(n 0)
+  foreach(line IN LISTS lines)
+    if(line MATCHES "^[0-9a-fA-F]* [A-Zu] " AND line MATCHES "[Tt][Ss][Rr]|[Tt]essera")
+      string(APPEND bad "  ${obj}: ${line}\n")
+    endif()
+    math(EXPR n "${n} + 1")
+  endforeach()
+  message(STATUS "${obj}: ${n} symbols checked")
+endforeach()
+if(bad)
+  message(FATAL_ERROR "TSR_STATIC objects export symbols that name tessera:\n${bad}")
+endif()
