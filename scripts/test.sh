@@ -1,27 +1,51 @@
 #!/usr/bin/env bash
 # Quick start 2: build everything and pass every test.
 #
-#   1. generated files are current (embedded SPIR-V)
-#   2. CMake + g++ (Release): all tests, examples, benchmarks build; ctest (incl. packaging)
-#   3. meson + clang (Release): the same tests under meson test; meson subproject consumer
-#   4. CMake + g++ with AddressSanitizer + UndefinedBehaviorSanitizer: ctest
+#   1. generated files are current (embedded SPIR-V, the committed single headers)
+#   2. CMake + g++ Release: every test, example and benchmark (Vulkan, CUDA when nvcc is
+#      there); ctest (incl. install + consumers, include orders, two TSR_STATIC copies)
+#   3. meson + clang Release: the same tests under meson test; meson consumers
+#   4. CMake + g++ with AddressSanitizer + UndefinedBehaviorSanitizer, the implementation
+#      compiled from the committed single header (include/single): ctest
 #   5. CMake + clang with ThreadSanitizer: the threading tests
-#   6. aarch64 cross build, NEON tests under qemu-user
+#   6. aarch64 cross build (CMake toolchain file), NEON tests under qemu-user
 #   7. GGUF fuzzer for TSR_FUZZ_SECONDS (default 60)
 #
 # TSR_TEST_STAGES="2 4" runs only those stages. Build folders: build-test-*.
+# Prints each stage's time as it ends and a table of all of them at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 jobs=${TSR_JOBS:-$(nproc)}
 stages=${TSR_TEST_STAGES:-"1 2 3 4 5 6 7"}
 want() { [[ " $stages " == *" $1 "* ]]; }
-t0=$SECONDS
-stage() { echo; echo "=== [$(( SECONDS - t0 ))s] $*"; }
+t_all=$SECONDS
+t_stage=$SECONDS
+current=""
+report=()
+finish() {
+  if [ -n "$current" ]; then
+    local dt=$(( SECONDS - t_stage ))
+    echo "=== [$(( SECONDS - t_all ))s] done in ${dt}s: $current"
+    report+=("| $current | $dt |")
+  fi
+}
+stage() { finish; current="$*"; t_stage=$SECONDS; echo; echo "=== [$(( SECONDS - t_all ))s] $current"; }
+summary() {
+  finish
+  current=""
+  echo
+  echo "| stage | seconds |"
+  echo "|---|---:|"
+  printf '%s\n' "${report[@]}"
+  echo "| total | $(( SECONDS - t_all )) |"
+}
+trap 'rc=$?; if [ $rc -ne 0 ]; then echo "FAILED in stage: $current"; summary; fi' EXIT
 
-if want 1 && [ -x scripts/gen-vulkan-shaders.sh ]; then
+if want 1; then
   stage "1. generated files are current"
   scripts/gen-vulkan-shaders.sh --check
+  python3 scripts/amalgamate.py --check
 fi
 
 if want 2; then
@@ -35,15 +59,15 @@ fi
 if want 3; then
   stage "3. meson + clang Release: build and meson test"
   rm -rf build-test-meson
-  CC=clang CXX=clang++ meson setup build-test-meson . >/dev/null
+  CC=clang CXX=clang++ meson setup build-test-meson . -Dcuda=disabled -Dbench=false >/dev/null
   meson compile -C build-test-meson -j "$jobs"
   meson test -C build-test-meson --print-errorlogs --num-processes 1
-  [ -d tests/package ] && scripts/check-meson-subproject.sh
+  scripts/check-meson-package.sh
 fi
 
 if want 4; then
-  stage "4. CMake + g++ with ASan + UBSan: ctest"
-  CC=gcc CXX=g++ cmake -S . -B build-test-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  stage "4. CMake + g++ with ASan + UBSan, implementation from the single header: ctest"
+  CC=gcc CXX=g++ cmake -S . -B build-test-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTSR_SINGLE_HEADER=ON \
     -DTSR_SANITIZE=address -DTSR_BUILD_BENCH=OFF -DTSR_BUILD_EXAMPLES=OFF -DTSR_CUDA=OFF >/dev/null
   cmake --build build-test-asan -j"$jobs"
   # lavapipe keeps allocations LeakSanitizer cannot see (tests/vulkan/lsan.supp says which)
@@ -52,7 +76,7 @@ if want 4; then
     ctest --test-dir build-test-asan --output-on-failure -j1 -E 'package'
 fi
 
-if want 5 && [ -d tests/cpu ]; then
+if want 5; then
   stage "5. CMake + clang with ThreadSanitizer: threading tests"
   CC=clang CXX=clang++ cmake -S . -B build-test-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DTSR_SANITIZE=thread -DTSR_BUILD_BENCH=OFF -DTSR_BUILD_EXAMPLES=OFF -DTSR_VULKAN=OFF -DTSR_CUDA=OFF >/dev/null
@@ -60,14 +84,16 @@ if want 5 && [ -d tests/cpu ]; then
   TSAN_OPTIONS=halt_on_error=1 ./build-test-tsan/tests/cpu/test_cpu '[threads]'
 fi
 
-if want 6 && [ -x scripts/test-aarch64.sh ]; then
+if want 6; then
   stage "6. aarch64 cross build, NEON tests under qemu"
   scripts/test-aarch64.sh
 fi
 
-if want 7 && [ -x scripts/fuzz-gguf.sh ]; then
+if want 7; then
   stage "7. GGUF fuzzer"
   scripts/fuzz-gguf.sh "${TSR_FUZZ_SECONDS:-60}"
 fi
 
-stage "all stages passed"
+summary
+trap - EXIT
+echo "all stages passed"

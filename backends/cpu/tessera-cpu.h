@@ -3,14 +3,9 @@
  * thread pool, SIMD kernels chosen at run time (scalar, AVX2+FMA, AVX-512, NEON) and
  * one reused workspace for per-op scratch.
  *
- * Header-only like the core: the implementation is compiled in the one translation unit
- * that defines TSR_IMPLEMENTATION, after tessera.h / backend.h / alloc.h:
- *
- *     #define TSR_IMPLEMENTATION
- *     #include "tessera/tessera.h"
- *     #include "tessera/backend.h"
- *     #include "tessera/alloc.h"
- *     #include "tessera-cpu.h"
+ * Header-only like the core: TSR_IMPLEMENTATION, in one C++17 file, compiles the core
+ * and every backend header included in that file, in any include order (see
+ * tessera/tessera.h and README "Using tessera").
  *
  * Environment: TSR_CPU_ISA=scalar|avx2|avx512|neon forces a kernel path (a path the CPU
  * lacks is ignored with a message on stderr).

@@ -2,26 +2,24 @@
  * tessera-cuda.h - the CUDA backend: device buffers, pinned host buffers, a scratch pool,
  * kernels for the transformer op set and cuBLAS for F32/F16 matrix products.
  *
- * Packaging (read this first). The core of tessera is header-only C++17 compiled by a
- * host compiler; the CUDA backend needs nvcc. They are therefore built in two separate
- * translation units:
+ * Packaging (read this first). tessera's rule is the same for every part:
+ * TSR_IMPLEMENTATION, in one translation unit, compiles the core and every backend header
+ * included there, in any include order (see tessera/tessera.h). The CUDA kernels need
+ * nvcc, so the CUDA part follows it only in a TU that nvcc compiles:
  *
- *   1. One ordinary C++17 TU (g++/clang++) defines TSR_IMPLEMENTATION and includes
- *      tessera.h / backend.h / alloc.h (and any other backend headers): the core.
- *   2. One .cu TU compiled by nvcc defines TSR_CUDA_IMPLEMENTATION and includes this
- *      header: the CUDA backend. backends/cuda/tessera-cuda.cu is exactly that file, and
- *      the CMake target tessera::cuda / meson's tessera_cuda_dep build it as a static
- *      library that links cudart and cuBLAS (nothing else).
- *
- * The CUDA TU only *declares* the core (it calls the public tsr_ API), so the two TUs
- * link against each other with external linkage. Consequence: TSR_STATIC (everything
- * `static`) cannot be used across the two TUs. A TSR_STATIC user compiles both halves in
- * the one nvcc TU instead:
+ *   1. Usual set-up: one ordinary C++17 TU (g++/clang++) defines TSR_IMPLEMENTATION and
+ *      includes the headers (this one too, if it likes: the CUDA part is skipped there);
+ *      one .cu TU defines TSR_CUDA_IMPLEMENTATION, which compiles the CUDA part alone.
+ *      backends/cuda/tessera-cuda.cu is exactly that file, and CMake's tessera::cuda /
+ *      meson's tessera_cuda_dep build it as a static library that links cudart and cuBLAS.
+ *      The two TUs call each other through the public tsr_ API (external linkage), so
+ *      TSR_STATIC cannot be used across them.
+ *   2. Everything in one nvcc TU (TSR_STATIC users): define TSR_IMPLEMENTATION (and
+ *      TSR_STATIC) in a .cu file and include the headers, this one included:
  *
  *     // engine.cu, compiled by nvcc
  *     #define TSR_STATIC
  *     #define TSR_IMPLEMENTATION
- *     #define TSR_CUDA_IMPLEMENTATION
  *     #include "tessera/tessera.h"
  *     #include "tessera/backend.h"
  *     #include "tessera/alloc.h"

@@ -1,9 +1,10 @@
 /*
  * tessera-vulkan.h - the Vulkan backend: devices, device memory, SPIR-V compute shaders.
  *
- * Header-only like the rest of tessera. In the one C++17 translation unit that defines
- * TSR_IMPLEMENTATION, also define TSR_VULKAN_IMPLEMENTATION before including this header;
- * link that program with the Vulkan loader (CMake: tessera::vulkan; Meson:
+ * Header-only like the rest of tessera: TSR_IMPLEMENTATION, in one C++17 file, compiles
+ * the core and every backend header included in that file, in any include order (see
+ * tessera/tessera.h); including this header there compiles the Vulkan backend (the old
+ * TSR_VULKAN_IMPLEMENTATION is no longer needed). Link that program with the Vulkan loader (CMake: tessera::vulkan; Meson:
  * tessera_vulkan_dep). The shaders are embedded (tessera-vulkan-shaders.h), so no
  * shader compiler is needed at build time.
  *

@@ -3,7 +3,8 @@
  *
  * Builds y = silu(W x + b) for a batch of inputs, plans the activations with gallocr,
  * runs the graph on the CPU backend and checks the result against plain C loops.
- * The implementation of tessera is compiled once, in impl.cpp.
+ * The implementation of tessera is compiled once, in one C++17 file (in this tree
+ * tests/support/tessera_impl.cpp); README "Using tessera" gives the link line for C.
  */
 #include "tessera/tessera.h"
 #include "tessera/backend.h"

@@ -7,9 +7,16 @@
  * Header-only, STB style. In exactly one C++17 translation unit write
  *
  *     #define TSR_IMPLEMENTATION
- *     #include "tessera/tessera.h"
+ *     #include "tessera/tessera.h"      (+ backend.h, alloc.h, gguf.h, backend headers)
  *
- * Every other file (C99 or C++) includes the header without the macro.
+ * Every other file (C99 or C++) includes the headers without the macro.
+ * The rule, the same for every header: TSR_IMPLEMENTATION compiles the core and every
+ * backend header included in that translation unit, in any include order, before or
+ * after other includes of the same headers. Each header's declarations sit under its
+ * include guard; its implementation block sits outside it (guarded by its own
+ * TSR_<PART>_IMPLEMENTED) and includes what it needs itself. A part whose header came
+ * only before the macro is compiled by the next tessera header's implementation block
+ * (impl/implement_included.h). CUDA's kernels need nvcc: see tessera-cuda.h.
  *
  * Config macros (define before including, in every file that includes the header):
  *   TSR_STATIC       make every function `static`, so two engines that each vendor a
@@ -2896,8 +2903,9 @@ TSR_API_IMPL bool tsr_graph_dump_dot(const struct tsr_cgraph * gb, const struct 
  * memory (host RAM, a Vulkan device, a CUDA device); a buffer is one allocation that
  * tensors are placed into; a backend runs graphs whose tensors live in its buffers.
  *
- * Implementation: compiled with tessera.h's TSR_IMPLEMENTATION. The CPU (host) buffer
- * type lives here because every backend and the allocators need it; the CPU backend
+ * Implementation: TSR_IMPLEMENTATION, in one C++17 file, compiles the core and every
+ * backend header included in that file, in any include order (README "Using tessera").
+ * The CPU (host) buffer type lives here because every backend and the allocators need it; the CPU backend
  * that computes graphs is in backends/cpu/tessera-cpu.h.
  */
 #ifndef TESSERA_BACKEND_H
@@ -3889,6 +3897,9 @@ TSR_API_IMPL void tsr_tracing_allocator_reset_peak(struct tsr_tracing_allocator 
  * few bytes as it can (an offline packing algorithm, see impl/packing.inl), so the
  * compute buffer lands at or near the lower bound (the most bytes live at one step).
  * The plan is an object you can read, check and export.
+ *
+ * Implementation: TSR_IMPLEMENTATION, in one C++17 file, compiles the core and every
+ * backend header included in that file, in any include order (README "Using tessera").
  */
 #ifndef TESSERA_ALLOC_H
 #define TESSERA_ALLOC_H
@@ -5184,7 +5195,7 @@ static bool ga_plan(gallocr * ga, struct tsr_cgraph * g, const int * node_ids, c
         if (!in.owned) continue;
         struct tsr_tensor * t = g->nodes[i];
         if (!(t->flags & TSR_TENSOR_FLAG_INPUT)) {
-            for (int s = 0; s < TSR_MAX_SRC && in.slot < 0; s++) {
+            for (int s = 0; s < TSR_MAX_SRC && 0 > in.slot; s++) {
                 struct tsr_tensor * src = t->src[s];
                 if (!src || !tsr_op_can_inplace(t, s)) continue;
                 const int r = root_of(src);
@@ -5202,7 +5213,7 @@ static bool ga_plan(gallocr * ga, struct tsr_cgraph * g, const int * node_ids, c
                 slots[(size_t) rin.slot].last = std::max(slots[(size_t) rin.slot].last, in.last);
             }
         }
-        if (in.slot < 0) {
+        if (0 > in.slot) {
             in.slot = (int) slots.size();
             slots.push_back(slot{in.buffer_id, in.first, in.last, in.size});
         }
@@ -5591,7 +5602,8 @@ TSR_API_IMPL bool tsr_plan_write_svg(const struct tsr_plan * plan, int buffer_id
  * before anything is allocated. Errors name what is wrong and the byte offset where
  * it was found, e.g. "gguf 'x.gguf': byte 24: tensor count 9999999 needs at least ...".
  *
- * Implementation: compiled with tessera.h's TSR_IMPLEMENTATION (impl/gguf.inl).
+ * Implementation: TSR_IMPLEMENTATION, in one C++17 file, compiles the core and every
+ * backend header included in that file, in any include order (README "Using tessera").
  */
 #ifndef TESSERA_GGUF_H
 #define TESSERA_GGUF_H
@@ -6852,14 +6864,9 @@ TSR_API_IMPL bool tsr_gguf_load_tensors(const struct tsr_gguf_context * gguf_h, 
  * thread pool, SIMD kernels chosen at run time (scalar, AVX2+FMA, AVX-512, NEON) and
  * one reused workspace for per-op scratch.
  *
- * Header-only like the core: the implementation is compiled in the one translation unit
- * that defines TSR_IMPLEMENTATION, after tessera.h / backend.h / alloc.h:
- *
- *     #define TSR_IMPLEMENTATION
- *     #include "tessera/tessera.h"
- *     #include "tessera/backend.h"
- *     #include "tessera/alloc.h"
- *     #include "tessera-cpu.h"
+ * Header-only like the core: TSR_IMPLEMENTATION, in one C++17 file, compiles the core
+ * and every backend header included in that file, in any include order (see
+ * tessera/tessera.h and README "Using tessera").
  *
  * Environment: TSR_CPU_ISA=scalar|avx2|avx512|neon forces a kernel path (a path the CPU
  * lacks is ignored with a message on stderr).

@@ -6,6 +6,9 @@
  * few bytes as it can (an offline packing algorithm, see impl/packing.inl), so the
  * compute buffer lands at or near the lower bound (the most bytes live at one step).
  * The plan is an object you can read, check and export.
+ *
+ * Implementation: TSR_IMPLEMENTATION, in one C++17 file, compiles the core and every
+ * backend header included in that file, in any include order (README "Using tessera").
  */
 #ifndef TESSERA_ALLOC_H
 #define TESSERA_ALLOC_H

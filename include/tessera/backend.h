@@ -5,8 +5,9 @@
  * memory (host RAM, a Vulkan device, a CUDA device); a buffer is one allocation that
  * tensors are placed into; a backend runs graphs whose tensors live in its buffers.
  *
- * Implementation: compiled with tessera.h's TSR_IMPLEMENTATION. The CPU (host) buffer
- * type lives here because every backend and the allocators need it; the CPU backend
+ * Implementation: TSR_IMPLEMENTATION, in one C++17 file, compiles the core and every
+ * backend header included in that file, in any include order (README "Using tessera").
+ * The CPU (host) buffer type lives here because every backend and the allocators need it; the CPU backend
  * that computes graphs is in backends/cpu/tessera-cpu.h.
  */
 #ifndef TESSERA_BACKEND_H

@@ -18,7 +18,8 @@
  * before anything is allocated. Errors name what is wrong and the byte offset where
  * it was found, e.g. "gguf 'x.gguf': byte 24: tensor count 9999999 needs at least ...".
  *
- * Implementation: compiled with tessera.h's TSR_IMPLEMENTATION (impl/gguf.inl).
+ * Implementation: TSR_IMPLEMENTATION, in one C++17 file, compiles the core and every
+ * backend header included in that file, in any include order (README "Using tessera").
  */
 #ifndef TESSERA_GGUF_H
 #define TESSERA_GGUF_H

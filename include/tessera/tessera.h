@@ -4,9 +4,16 @@
  * Header-only, STB style. In exactly one C++17 translation unit write
  *
  *     #define TSR_IMPLEMENTATION
- *     #include "tessera/tessera.h"
+ *     #include "tessera/tessera.h"      (+ backend.h, alloc.h, gguf.h, backend headers)
  *
- * Every other file (C99 or C++) includes the header without the macro.
+ * Every other file (C99 or C++) includes the headers without the macro.
+ * The rule, the same for every header: TSR_IMPLEMENTATION compiles the core and every
+ * backend header included in that translation unit, in any include order, before or
+ * after other includes of the same headers. Each header's declarations sit under its
+ * include guard; its implementation block sits outside it (guarded by its own
+ * TSR_<PART>_IMPLEMENTED) and includes what it needs itself. A part whose header came
+ * only before the macro is compiled by the next tessera header's implementation block
+ * (impl/implement_included.h). CUDA's kernels need nvcc: see tessera-cuda.h.
  *
  * Config macros (define before including, in every file that includes the header):
  *   TSR_STATIC       make every function `static`, so two engines that each vendor a

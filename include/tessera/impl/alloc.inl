@@ -313,7 +313,7 @@ static bool ga_plan(gallocr * ga, struct tsr_cgraph * g, const int * node_ids, c
         if (!in.owned) continue;
         struct tsr_tensor * t = g->nodes[i];
         if (!(t->flags & TSR_TENSOR_FLAG_INPUT)) {
-            for (int s = 0; s < TSR_MAX_SRC && in.slot < 0; s++) {
+            for (int s = 0; s < TSR_MAX_SRC && 0 > in.slot; s++) {
                 struct tsr_tensor * src = t->src[s];
                 if (!src || !tsr_op_can_inplace(t, s)) continue;
                 const int r = root_of(src);
@@ -331,7 +331,7 @@ static bool ga_plan(gallocr * ga, struct tsr_cgraph * g, const int * node_ids, c
                 slots[(size_t) rin.slot].last = std::max(slots[(size_t) rin.slot].last, in.last);
             }
         }
-        if (in.slot < 0) {
+        if (0 > in.slot) {
             in.slot = (int) slots.size();
             slots.push_back(slot{in.buffer_id, in.first, in.last, in.size});
         }
