@@ -69,18 +69,18 @@ TSR_API bool             tsr_cpu_has_avx512_vnni(void);
 #ifndef __cplusplus
 #error "TSR_IMPLEMENTATION must be defined in a C++17 translation unit"
 #endif
-#include "cpu_internal.inl"
-#include "threadpool.inl"
-#include "workspace.inl"
-#include "isa.inl"
-#include "quant.inl"
-#include "pack.inl"
-#include "kernels_avx2.inl"
-#include "kernels_avx512.inl"
-#include "kernels_neon.inl"
-#include "gemm.inl"
-#include "ops_scalar.inl"
-#include "backend_cpu.inl"
+#include "impl/cpu_internal.inl"
+#include "impl/threadpool.inl"
+#include "impl/workspace.inl"
+#include "impl/isa.inl"
+#include "impl/quant.inl"
+#include "impl/pack.inl"
+#include "impl/kernels_avx2.inl"
+#include "impl/kernels_avx512.inl"
+#include "impl/kernels_neon.inl"
+#include "impl/gemm.inl"
+#include "impl/ops_scalar.inl"
+#include "impl/backend_cpu.inl"
 #endif
 
 #endif /* TESSERA_CPU_H */
