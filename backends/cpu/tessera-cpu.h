@@ -79,7 +79,9 @@ TSR_API bool             tsr_cpu_has_avx512_vnni(void);
 #include "impl/kernels_avx512.inl"
 #include "impl/kernels_neon.inl"
 #include "impl/gemm.inl"
-#include "impl/ops_scalar.inl"
+#include "impl/ops_elementwise.inl"
+#include "impl/ops_rows.inl"
+#include "impl/ops_conv_attn.inl"
 #include "impl/backend_cpu.inl"
 #endif
 

@@ -225,7 +225,7 @@ constexpr float gelu_quick_k = -1.702f;
 enum { ACT_EXP, ACT_SILU, ACT_SIGMOID, ACT_GELU, ACT_GELU_QUICK, ACT_TANH };
 
 /* Row kernels for the transcendental ops, built on a vectorized expf (y may alias x;
- * any n). Each matches its libm formula in ops_scalar.inl to a few ulp. */
+ * any n). Each matches its libm formula in the ops_*.inl files to a few ulp. */
 struct act_kernels {
     void (*exp)(int64_t n, const float * x, float * y);
     void (*silu)(int64_t n, const float * x, float * y);
@@ -258,7 +258,7 @@ struct kernels {
     void (*f16_to_f32)(const void * x, float * y, int64_t n);
     /* packed GEMM per src0 type slot; NULL: dot products only */
     const gemm_impl * gemm[SLOT_COUNT];
-    /* transcendental row kernels; NULL: the libm loops of ops_scalar.inl */
+    /* transcendental row kernels; NULL: the libm loops of the ops_*.inl files */
     const act_kernels * act;
 };
 
