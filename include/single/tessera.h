@@ -1869,38 +1869,86 @@ TSR_API_IMPL struct tsr_tensor * tsr_transpose(struct tsr_context * ctx, struct 
     } while (0)
 #define TSR_IMPL_D(t) tsr_impl_describe(t).s
 
-static const char * const tsr_impl_op_names[TSR_OP_COUNT] = {
-    "NONE", "DUP", "ADD", "SUB", "MUL", "DIV", "SQR", "SQRT", "LOG", "SUM", "SUM_ROWS", "MEAN", "ARGMAX",
-    "REPEAT", "CONCAT", "NORM", "RMS_NORM", "GROUP_NORM", "MUL_MAT", "OUT_PROD", "SCALE", "CPY", "CONT",
-    "RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE", "GET_ROWS", "SET_ROWS", "DIAG_MASK_INF", "SOFT_MAX", "ROPE",
-    "CLAMP", "IM2COL", "CONV_2D", "POOL_2D", "UPSCALE", "PAD", "ARGSORT", "FLASH_ATTN_EXT", "UNARY", "GLU",
-};
-
-static const char * const tsr_impl_op_symbols[TSR_OP_COUNT] = {
-    "none", "x", "x+y", "x-y", "x*y", "x/y", "x^2", "sqrt(x)", "log(x)", "sum(x)", "sum_rows(x)", "mean(x)",
-    "argmax(x)", "repeat(x)", "concat(x, y)", "norm(x)", "rms_norm(x)", "group_norm(x)", "X*Y", "X*Y",
-    "x*v", "x-\\>y", "cont(x)", "reshape(x)", "view(x)", "permute(x)", "transpose(x)", "get_rows(x)",
-    "set_rows(x)", "diag_mask_inf(x)", "soft_max(x)", "rope(x)", "clamp(x)", "im2col(x)", "conv_2d(x)",
-    "pool_2d(x)", "upscale(x)", "pad(x)", "argsort(x)", "flash_attn_ext(x)", "unary(x)", "glu(x)",
-};
-
-static const char * const tsr_impl_unary_names[TSR_UNARY_OP_COUNT] = {
-    "ABS", "NEG", "TANH", "RELU", "SIGMOID", "GELU", "GELU_QUICK", "SILU", "EXP",
-};
-
-static const char * const tsr_impl_glu_names[TSR_GLU_OP_COUNT] = {"SWIGLU"};
+/* Each op's name and symbol, by enumerator: a new op without them does not build (-Wswitch),
+ * and none can shift the others. false: not an op. */
+static bool tsr_impl_op_text(enum tsr_op op, const char ** name, const char ** symbol) {
+    switch (op) {
+        case TSR_OP_NONE:           *name = "NONE";           *symbol = "none"; return true;
+        case TSR_OP_DUP:            *name = "DUP";            *symbol = "x"; return true;
+        case TSR_OP_ADD:            *name = "ADD";            *symbol = "x+y"; return true;
+        case TSR_OP_SUB:            *name = "SUB";            *symbol = "x-y"; return true;
+        case TSR_OP_MUL:            *name = "MUL";            *symbol = "x*y"; return true;
+        case TSR_OP_DIV:            *name = "DIV";            *symbol = "x/y"; return true;
+        case TSR_OP_SQR:            *name = "SQR";            *symbol = "x^2"; return true;
+        case TSR_OP_SQRT:           *name = "SQRT";           *symbol = "sqrt(x)"; return true;
+        case TSR_OP_LOG:            *name = "LOG";            *symbol = "log(x)"; return true;
+        case TSR_OP_SUM:            *name = "SUM";            *symbol = "sum(x)"; return true;
+        case TSR_OP_SUM_ROWS:       *name = "SUM_ROWS";       *symbol = "sum_rows(x)"; return true;
+        case TSR_OP_MEAN:           *name = "MEAN";           *symbol = "mean(x)"; return true;
+        case TSR_OP_ARGMAX:         *name = "ARGMAX";         *symbol = "argmax(x)"; return true;
+        case TSR_OP_REPEAT:         *name = "REPEAT";         *symbol = "repeat(x)"; return true;
+        case TSR_OP_CONCAT:         *name = "CONCAT";         *symbol = "concat(x, y)"; return true;
+        case TSR_OP_NORM:           *name = "NORM";           *symbol = "norm(x)"; return true;
+        case TSR_OP_RMS_NORM:       *name = "RMS_NORM";       *symbol = "rms_norm(x)"; return true;
+        case TSR_OP_GROUP_NORM:     *name = "GROUP_NORM";     *symbol = "group_norm(x)"; return true;
+        case TSR_OP_MUL_MAT:        *name = "MUL_MAT";        *symbol = "X*Y"; return true;
+        case TSR_OP_OUT_PROD:       *name = "OUT_PROD";       *symbol = "X*Y"; return true;
+        case TSR_OP_SCALE:          *name = "SCALE";          *symbol = "x*v"; return true;
+        case TSR_OP_CPY:            *name = "CPY";            *symbol = "x-\\>y"; return true;
+        case TSR_OP_CONT:           *name = "CONT";           *symbol = "cont(x)"; return true;
+        case TSR_OP_RESHAPE:        *name = "RESHAPE";        *symbol = "reshape(x)"; return true;
+        case TSR_OP_VIEW:           *name = "VIEW";           *symbol = "view(x)"; return true;
+        case TSR_OP_PERMUTE:        *name = "PERMUTE";        *symbol = "permute(x)"; return true;
+        case TSR_OP_TRANSPOSE:      *name = "TRANSPOSE";      *symbol = "transpose(x)"; return true;
+        case TSR_OP_GET_ROWS:       *name = "GET_ROWS";       *symbol = "get_rows(x)"; return true;
+        case TSR_OP_SET_ROWS:       *name = "SET_ROWS";       *symbol = "set_rows(x)"; return true;
+        case TSR_OP_DIAG_MASK_INF:  *name = "DIAG_MASK_INF";  *symbol = "diag_mask_inf(x)"; return true;
+        case TSR_OP_SOFT_MAX:       *name = "SOFT_MAX";       *symbol = "soft_max(x)"; return true;
+        case TSR_OP_ROPE:           *name = "ROPE";           *symbol = "rope(x)"; return true;
+        case TSR_OP_CLAMP:          *name = "CLAMP";          *symbol = "clamp(x)"; return true;
+        case TSR_OP_IM2COL:         *name = "IM2COL";         *symbol = "im2col(x)"; return true;
+        case TSR_OP_CONV_2D:        *name = "CONV_2D";        *symbol = "conv_2d(x)"; return true;
+        case TSR_OP_POOL_2D:        *name = "POOL_2D";        *symbol = "pool_2d(x)"; return true;
+        case TSR_OP_UPSCALE:        *name = "UPSCALE";        *symbol = "upscale(x)"; return true;
+        case TSR_OP_PAD:            *name = "PAD";            *symbol = "pad(x)"; return true;
+        case TSR_OP_ARGSORT:        *name = "ARGSORT";        *symbol = "argsort(x)"; return true;
+        case TSR_OP_FLASH_ATTN_EXT: *name = "FLASH_ATTN_EXT"; *symbol = "flash_attn_ext(x)"; return true;
+        case TSR_OP_UNARY:          *name = "UNARY";          *symbol = "unary(x)"; return true;
+        case TSR_OP_GLU:            *name = "GLU";            *symbol = "glu(x)"; return true;
+        case TSR_OP_COUNT: break;
+    }
+    return false;
+}
 
 TSR_API_IMPL const char * tsr_op_name(enum tsr_op op) {
-    return ((int)op >= 0 && op < TSR_OP_COUNT) ? tsr_impl_op_names[op] : "UNKNOWN";
+    const char * name = nullptr, * symbol = nullptr;
+    return tsr_impl_op_text(op, &name, &symbol) ? name : "UNKNOWN";
 }
 TSR_API_IMPL const char * tsr_op_symbol(enum tsr_op op) {
-    return ((int)op >= 0 && op < TSR_OP_COUNT) ? tsr_impl_op_symbols[op] : "?";
+    const char * name = nullptr, * symbol = nullptr;
+    return tsr_impl_op_text(op, &name, &symbol) ? symbol : "?";
 }
 TSR_API_IMPL const char * tsr_unary_op_name(enum tsr_unary_op op) {
-    return ((int)op >= 0 && op < TSR_UNARY_OP_COUNT) ? tsr_impl_unary_names[op] : "UNKNOWN";
+    switch (op) {
+        case TSR_UNARY_OP_ABS:        return "ABS";
+        case TSR_UNARY_OP_NEG:        return "NEG";
+        case TSR_UNARY_OP_TANH:       return "TANH";
+        case TSR_UNARY_OP_RELU:       return "RELU";
+        case TSR_UNARY_OP_SIGMOID:    return "SIGMOID";
+        case TSR_UNARY_OP_GELU:       return "GELU";
+        case TSR_UNARY_OP_GELU_QUICK: return "GELU_QUICK";
+        case TSR_UNARY_OP_SILU:       return "SILU";
+        case TSR_UNARY_OP_EXP:        return "EXP";
+        case TSR_UNARY_OP_COUNT: break;
+    }
+    return "UNKNOWN";
 }
 TSR_API_IMPL const char * tsr_glu_op_name(enum tsr_glu_op op) {
-    return ((int)op >= 0 && op < TSR_GLU_OP_COUNT) ? tsr_impl_glu_names[op] : "UNKNOWN";
+    switch (op) {
+        case TSR_GLU_OP_SWIGLU: return "SWIGLU";
+        case TSR_GLU_OP_COUNT: break;
+    }
+    return "UNKNOWN";
 }
 TSR_API_IMPL const char * tsr_op_desc(const struct tsr_tensor * t) {
     if (!t) return "NULL";
@@ -3189,7 +3237,14 @@ static void host_default_free(void * ptr, void *) {
     if (ptr) ::operator delete(((void **) ptr)[-1]);
 }
 
-static const struct tsr_host_allocator k_host_default = { host_default_alloc, host_default_free, nullptr };
+/* The tables below (allocators, buffer and buffer type interfaces) are filled member by
+ * member, so each entry names its member; what one leaves unset is NULL. */
+static constexpr struct tsr_host_allocator k_host_default = [] {
+    struct tsr_host_allocator a = {};
+    a.alloc = host_default_alloc;
+    a.free = host_default_free;
+    return a;
+}();
 static struct tsr_host_allocator g_host_allocator = k_host_default;
 
 /* ---- CPU buffers ------------------------------------------------------------------- */
@@ -3230,10 +3285,17 @@ static void cpu_buffer_clear(tsr_backend_buffer_t buffer, uint8_t value) {
     if (c->ptr) memset(c->ptr, value, buffer->size);
 }
 
-static const struct tsr_backend_buffer_i k_cpu_buffer_i = {
-    cpu_buffer_free, cpu_buffer_get_base, nullptr, cpu_buffer_memset_tensor,
-    cpu_buffer_set_tensor, cpu_buffer_get_tensor, cpu_buffer_cpy_tensor, cpu_buffer_clear,
-};
+static constexpr struct tsr_backend_buffer_i k_cpu_buffer_i = [] {
+    struct tsr_backend_buffer_i b = {};
+    b.free_buffer = cpu_buffer_free;
+    b.get_base = cpu_buffer_get_base;
+    b.memset_tensor = cpu_buffer_memset_tensor;
+    b.set_tensor = cpu_buffer_set_tensor;
+    b.get_tensor = cpu_buffer_get_tensor;
+    b.cpy_tensor = cpu_buffer_cpy_tensor;
+    b.clear = cpu_buffer_clear;
+    return b;
+}();
 
 static const char * cpu_buft_name(tsr_backend_buffer_type_t buft) {
     return buft->context ? "CPU (custom allocator)" : "CPU";
@@ -3259,10 +3321,19 @@ static tsr_backend_buffer_t cpu_buft_alloc(tsr_backend_buffer_type_t buft, size_
 static size_t cpu_buft_alignment(tsr_backend_buffer_type_t) { return 64; }
 static bool cpu_buft_is_host(tsr_backend_buffer_type_t) { return true; }
 
-static const struct tsr_backend_buffer_type_i k_cpu_buft_i = {
-    cpu_buft_name, cpu_buft_alloc, cpu_buft_alignment, nullptr, nullptr, cpu_buft_is_host,
-};
-static struct tsr_backend_buffer_type g_cpu_buft = { k_cpu_buft_i, nullptr };
+static constexpr struct tsr_backend_buffer_type_i k_cpu_buft_i = [] {
+    struct tsr_backend_buffer_type_i t = {};
+    t.get_name = cpu_buft_name;
+    t.alloc_buffer = cpu_buft_alloc;
+    t.get_alignment = cpu_buft_alignment;
+    t.is_host = cpu_buft_is_host;
+    return t;
+}();
+static struct tsr_backend_buffer_type g_cpu_buft = [] {
+    struct tsr_backend_buffer_type t = {};
+    t.iface = k_cpu_buft_i;
+    return t;
+}();
 
 /* ---- multi-buffers ----------------------------------------------------------------- */
 
@@ -3291,10 +3362,16 @@ static void multi_buffer_clear(tsr_backend_buffer_t buffer, uint8_t value) {
     multi_buffer_ctx * c = (multi_buffer_ctx *) buffer->context;
     for (tsr_backend_buffer_t b : c->bufs) tsr_backend_buffer_clear(b, value);
 }
-static const struct tsr_backend_buffer_i k_multi_buffer_i = {
-    multi_buffer_free, multi_buffer_get_base, nullptr, multi_buffer_memset_tensor,
-    multi_buffer_set_tensor, multi_buffer_get_tensor, nullptr, multi_buffer_clear,
-};
+static constexpr struct tsr_backend_buffer_i k_multi_buffer_i = [] {
+    struct tsr_backend_buffer_i b = {};
+    b.free_buffer = multi_buffer_free;
+    b.get_base = multi_buffer_get_base;
+    b.memset_tensor = multi_buffer_memset_tensor;
+    b.set_tensor = multi_buffer_set_tensor;
+    b.get_tensor = multi_buffer_get_tensor;
+    b.clear = multi_buffer_clear;
+    return b;
+}();
 
 /* Range check shared by set/get/memset. */
 static bool tensor_range_ok(const struct tsr_tensor * t, size_t offset, size_t size, const char * fn) {
@@ -3547,8 +3624,10 @@ TSR_API_IMPL tsr_backend_buffer_type_t tsr_backend_cpu_buffer_type_with_allocato
         return nullptr;
     }
     struct tsr_host_allocator * a = new (std::nothrow) tsr_host_allocator(*alloc);
-    tsr_backend_buffer_type_t buft = a ? new (std::nothrow) tsr_backend_buffer_type{tsr_impl::k_cpu_buft_i, a} : nullptr;
-    if (!buft) { delete a; tsr_set_error("tsr_backend_cpu_buffer_type_with_allocator: out of memory"); }
+    tsr_backend_buffer_type_t buft = a ? new (std::nothrow) tsr_backend_buffer_type() : nullptr;
+    if (!buft) { delete a; tsr_set_error("tsr_backend_cpu_buffer_type_with_allocator: out of memory"); return nullptr; }
+    buft->iface = tsr_impl::k_cpu_buft_i;
+    buft->context = a;
     return buft;
 }
 TSR_API_IMPL void tsr_backend_cpu_buffer_type_free(tsr_backend_buffer_type_t buft) {
@@ -4635,47 +4714,13 @@ static size_t pk_lower_bound_body(const struct tsr_pack_item * items, size_t n, 
     return (size_t) best;
 }
 
-static size_t pk_pack_body(struct tsr_pack_item * items, size_t n, size_t alignment, double time_budget_ms) {
-    const pk_timer timer;
-    if (alignment == 0) alignment = 1;
-    if ((alignment & (alignment - 1)) != 0) {
-        tsr_set_error("tsr_pack: alignment %zu is not a power of two", alignment);
-        return SIZE_MAX;
-    }
-    if (n == 0) return 0;
-    if (!items) { tsr_set_error("tsr_pack: items is NULL with n = %zu", n); return SIZE_MAX; }
-    if (n > (size_t) INT32_MAX / 2) { tsr_set_error("tsr_pack: %zu items is too many", n); return SIZE_MAX; }
-
-    /* compress time to sections: sort the endpoints once and rank them */
-    pk_problem P;
-    std::vector<size_t> idx;  /* problem index -> item index */
-    std::vector<std::pair<int64_t, uint32_t>> ev;  /* (time, 2 * problem index + is_upper) */
-    ev.reserve(2 * n);
-    for (size_t i = 0; i < n; i++) {
-        if (items[i].upper < items[i].lower) {
-            tsr_set_error("tsr_pack: item %zu has lower %lld > upper %lld", i, (long long) items[i].lower, (long long) items[i].upper);
-            return SIZE_MAX;
-        }
-        if (items[i].size > SIZE_MAX / 4) {
-            tsr_set_error("tsr_pack: item %zu has size %zu, too large", i, items[i].size);
-            return SIZE_MAX;
-        }
-        items[i].offset = 0;
-        if (items[i].upper == items[i].lower || items[i].size == 0) continue;
-        const uint32_t k = (uint32_t) idx.size();
-        idx.push_back(i);
-        ev.emplace_back(items[i].lower, 2 * k);
-        ev.emplace_back(items[i].upper, 2 * k + 1);
-        P.sz.push_back(pk_align_up(items[i].size, alignment));
-    }
-    pk_sort_events(ev);
-    P.l.resize(idx.size());
-    P.r.resize(idx.size());
-    /* two buffers overlap iff one starts while the other is live, so for large instances
-     * the sections are the distinct start times only (a buffer covers the starts in
-     * [lower, upper)): fewer sections, a faster greedy. Small ones keep every endpoint
-     * (the branch and bound's floors work better on the finer grid). */
-    const bool starts_only = idx.size() > 1000;
+/* tsr_pack, setup: sections from the sorted (time, 2 * problem index + is_upper) events.
+ * Two buffers overlap iff one starts while the other is live, so for large instances
+ * the sections are the distinct start times only (a buffer covers the starts in
+ * [lower, upper)): fewer sections, a faster greedy. Small ones keep every endpoint
+ * (the branch and bound's floors work better on the finer grid). */
+static void pk_rank_sections(const std::vector<std::pair<int64_t, uint32_t>> & ev, pk_problem & P) {
+    const bool starts_only = P.l.size() > 1000;  /* more than 1,000 buffers */
     int rank = 0;  /* distinct (start) times before the current time */
     for (size_t e = 0; e < ev.size();) {
         size_t g = e;
@@ -4688,48 +4733,90 @@ static size_t pk_pack_body(struct tsr_pack_item * items, size_t n, size_t alignm
         e = g;
     }
     P.T = starts_only ? rank : std::max(0, rank - 1);
-    P.n = (int) idx.size();
-    if (P.n == 0) return 0;
-    {
-        pk_u64 total = 0;
-        for (pk_u64 x : P.sz) {
-            total += x;
-            if (total > (pk_u64) (SIZE_MAX / 2)) {
-                tsr_set_error("tsr_pack: the sizes of the %d items add up to more than %zu bytes", P.n, (size_t) (SIZE_MAX / 2));
-                return SIZE_MAX;
-            }
-        }
-    }
-    {
-        std::vector<pk_u64> d((size_t) P.T + 1, 0);
-        for (int i = 0; i < P.n; i++) { d[(size_t) P.l[(size_t) i]] += P.sz[(size_t) i]; d[(size_t) P.r[(size_t) i]] -= P.sz[(size_t) i]; }
-        pk_u64 cur = 0;
-        for (int s = 0; s < P.T; s++) {
-            cur += d[(size_t) s];
-            if (cur > P.lb) { P.lb = cur; P.peak = s; }
-            d[(size_t) s] = cur;
-        }
-        P.section_load.assign(d.begin(), d.begin() + P.T);
-    }
+}
 
-#ifdef TSR_PACK_DEBUG
-    fprintf(stderr, "  %d buffers, %d sections, setup %.1f ms\n", P.n, P.T, timer.ms());
-#endif
-    /* 1. greedy best fit in several orders */
+/* tsr_pack, setup: the bytes live in each section, the lower bound (the most) and the
+ * first section that reaches it. */
+static void pk_section_loads(pk_problem & P) {
+    std::vector<pk_u64> d((size_t) P.T + 1, 0);
+    for (int i = 0; i < P.n; i++) { d[(size_t) P.l[(size_t) i]] += P.sz[(size_t) i]; d[(size_t) P.r[(size_t) i]] -= P.sz[(size_t) i]; }
+    pk_u64 cur = 0;
+    for (int s = 0; s < P.T; s++) {
+        cur += d[(size_t) s];
+        if (cur > P.lb) { P.lb = cur; P.peak = s; }
+        d[(size_t) s] = cur;
+    }
+    P.section_load.assign(d.begin(), d.begin() + P.T);
+}
+
+/* tsr_pack, setup: checks the items, zeroes their offsets and builds the problem over
+ * compressed time from those with a non-empty range and a non-zero size (idx: problem
+ * index -> item index). false: an error was set. */
+static bool pk_make_problem(struct tsr_pack_item * items, size_t n, size_t alignment, pk_problem & P,
+                            std::vector<size_t> & idx) {
+    /* compress time to sections: sort the endpoints once and rank them */
+    std::vector<std::pair<int64_t, uint32_t>> ev;  /* (time, 2 * problem index + is_upper) */
+    ev.reserve(2 * n);
+    for (size_t i = 0; i < n; i++) {
+        if (items[i].upper < items[i].lower) {
+            return tsr_set_error("tsr_pack: item %zu has lower %lld > upper %lld", i, (long long) items[i].lower, (long long) items[i].upper);
+        }
+        if (items[i].size > SIZE_MAX / 4) return tsr_set_error("tsr_pack: item %zu has size %zu, too large", i, items[i].size);
+        items[i].offset = 0;
+        if (items[i].upper == items[i].lower || items[i].size == 0) continue;
+        const uint32_t k = (uint32_t) idx.size();
+        idx.push_back(i);
+        ev.emplace_back(items[i].lower, 2 * k);
+        ev.emplace_back(items[i].upper, 2 * k + 1);
+        P.sz.push_back(pk_align_up(items[i].size, alignment));
+    }
+    pk_sort_events(ev);
+    P.l.resize(idx.size());
+    P.r.resize(idx.size());
+    pk_rank_sections(ev, P);
+    P.n = (int) idx.size();
+    if (P.n == 0) return true;
+    pk_u64 total = 0;
+    for (pk_u64 x : P.sz) {
+        total += x;
+        if (total > (pk_u64) (SIZE_MAX / 2)) {
+            return tsr_set_error("tsr_pack: the sizes of the %d items add up to more than %zu bytes", P.n, (size_t) (SIZE_MAX / 2));
+        }
+    }
+    pk_section_loads(P);
+    return true;
+}
+
+/* What tsr_pack's phases share: the problem, the clock and the budget, the greedy's
+ * scratch, and the best packing so far (peak, offsets, and the order that gave them). */
+struct pk_packer {
+    pk_problem & P;
+    const pk_timer & timer;
+    const double budget_ms;
     pk_placer pl;
     std::vector<pk_u64> off, best_off;
     pk_u64 best = PK_INF;
-    std::vector<int> order((size_t) P.n), best_order;
+    std::vector<int> order, best_order;
     std::vector<pk_key> keys;
-    double last_ms = 0;
-    /* large instances (> 1,000 buffers) keep their time for the improvement phase: peak
-     * first here, the other orders after the window search (above 5,000 buffers only the
-     * first three) */
-    static const int try_order_small[PK_N_ORDERS] = {0, 1, 4, 2, 3, 5, 6, 7};
-    static const int try_order_large[PK_N_ORDERS] = {7, 1, 0, 4, 2, 3, 5, 6};
-    const int * try_order = P.n <= 1000 ? try_order_small : try_order_large;
-    const int n_orders = P.n <= 5000 ? PK_N_ORDERS : 3;
-    auto run_order = [&](int variant) {
+    double last_ms = 0;        /* how long the last greedy took: another starts only if it fits the budget */
+    const int * try_order;     /* the greedy orders, in the order they are tried */
+    int n_orders;
+
+    pk_packer(pk_problem & p, const pk_timer & t, double budget) : P(p), timer(t), budget_ms(budget), order((size_t) p.n) {
+        /* large instances (> 1,000 buffers) keep their time for the improvement phase: peak
+         * first here, the other orders after the window search (above 5,000 buffers only the
+         * first three) */
+        static const int try_order_small[PK_N_ORDERS] = {0, 1, 4, 2, 3, 5, 6, 7};
+        static const int try_order_large[PK_N_ORDERS] = {7, 1, 0, 4, 2, 3, 5, 6};
+        try_order = P.n <= 1000 ? try_order_small : try_order_large;
+        n_orders = P.n <= 5000 ? PK_N_ORDERS : 3;
+    }
+
+    /* time for one more greedy */
+    bool time_left() const { return timer.ms() + last_ms < budget_ms; }
+
+    /* the greedy in order `variant` (pk_order_key) */
+    void run_order(int variant) {
         const double t_start = timer.ms();
         if (variant == 4 || variant == 5) pk_compute_load(P);
         pk_sort_order(P, variant, order, keys);
@@ -4739,124 +4826,165 @@ static size_t pk_pack_body(struct tsr_pack_item * items, size_t n, size_t alignm
 #endif
         if (peak < best) { best = peak; best_off = off; best_order = order; }
         last_ms = timer.ms() - t_start;
-    };
-    /* small instances try every order (each takes well under a millisecond) */
-    const int n_first = P.n <= 1000 ? n_orders : 1;
-    for (int vi = 0; vi < n_first && best > P.lb; vi++) run_order(try_order[vi]);
+    }
 
-    /* 2. improvement while time is left */
-    const pk_u64 align = (pk_u64) alignment;
-    if (best > P.lb && time_budget_ms > 0 && timer.ms() < time_budget_ms) {
-        if (P.n <= 1000) {
-            pk_search srch(P, timer);
-            pk_u64 hi = best;  /* a packing with this peak is known */
-            long limit = 3000;
-            int nrand = 0;
-            auto attempt = [&](pk_u64 target) {
-                for (int k = 0; k < 6 && timer.ms() < time_budget_ms; k++) {
-                    static const int fixed[6] = {-1, 1, -1, 0, -1, -1};  /* -1: a random order */
-                    const int v = fixed[k] >= 0 ? fixed[k] : 3 + (nrand++);
-                    const bool okr = srch.run(target, v, time_budget_ms, limit);
+    /* 2, small instances: the branch and bound at the lower bound, then against targets
+     * that descend from the best peak found (align: the step's granularity) */
+    void search(pk_u64 align) {
+        pk_search srch(P, timer);
+        pk_u64 hi = best;  /* a packing with this peak is known */
+        long limit = 3000;
+        int nrand = 0;
+        auto attempt = [&](pk_u64 target) {
+            for (int k = 0; k < 6 && timer.ms() < budget_ms; k++) {
+                static const int fixed[6] = {-1, 1, -1, 0, -1, -1};  /* -1: a random order */
+                const int v = fixed[k] >= 0 ? fixed[k] : 3 + (nrand++);
+                const bool okr = srch.run(target, v, budget_ms, limit);
 #ifdef TSR_PACK_DEBUG
-                    fprintf(stderr, "  search target %.4f variant %d limit %ld: %s after %ld nodes, %.1f ms\n", (double) target / (double) P.lb, v, limit, okr ? "found" : "no", srch.nodes, timer.ms());
+                fprintf(stderr, "  search target %.4f variant %d limit %ld: %s after %ld nodes, %.1f ms\n", (double) target / (double) P.lb, v, limit, okr ? "found" : "no", srch.nodes, timer.ms());
 #endif
-                    if (okr) {
-                        pk_u64 peak = 0;
-                        for (int i = 0; i < P.n; i++) peak = std::max(peak, srch.off[(size_t) i] + P.sz[(size_t) i]);
-                        if (peak < best) { best = peak; best_off = srch.off; }
-                        hi = std::min(hi, peak);
-                        return true;
-                    }
-                }
-                return false;
-            };
-            if (!attempt(P.lb)) {
-                pk_u64 step = (hi - P.lb) / 8;  /* descend: easy targets first */
-                while (hi > P.lb && timer.ms() < time_budget_ms) {
-                    step = std::max(step, align);
-                    pk_u64 target = hi - step;
-                    target -= target % align;
-                    if (target < P.lb) target = P.lb;
-                    if (!attempt(target)) {
-                        step /= 2;
-                        if (step < align || step * 64 < hi - P.lb) { step = (hi - P.lb) / 8; limit *= 2; }
-                    }
+                if (okr) {
+                    pk_u64 peak = 0;
+                    for (int i = 0; i < P.n; i++) peak = std::max(peak, srch.off[(size_t) i] + P.sz[(size_t) i]);
+                    if (peak < best) { best = peak; best_off = srch.off; }
+                    hi = std::min(hi, peak);
+                    return true;
                 }
             }
-        } else {
-            /* the window around the peak packed exactly, then the others around it */
-            std::vector<int> win, rest;
-            std::vector<pk_u64> win_off;
-            std::vector<char> in_win((size_t) P.n);
-            static const int halves[4] = {30, 100, 300, 10};
-            for (int h = 0; h < 4 && best > P.lb && timer.ms() + last_ms < time_budget_ms; h++) {
-                if (!pk_window(P, halves[h], timer, time_budget_ms, win, win_off)) continue;
-                std::fill(in_win.begin(), in_win.end(), 0);
-                for (int i : win) in_win[(size_t) i] = 1;
-                static const int rest_orders[3] = {1, 0, 7};
-                for (int ro = 0; ro < 3 && best > P.lb && timer.ms() + last_ms < time_budget_ms; ro++) {
-                    const double t_start = timer.ms();
-                    pk_sort_order(P, rest_orders[ro], rest, keys);
-                    order = win;
-                    for (int i : rest) if (!in_win[(size_t) i]) order.push_back(i);
-                    for (size_t k = 0; k < win.size(); k++) off[(size_t) win[k]] = win_off[k];
-                    const pk_u64 peak = pk_greedy(P, order, off, pl, win.size());
-#ifdef TSR_PACK_DEBUG
-                    fprintf(stderr, "  window +-%d, the others in order %d: peak %.5f  %.1f ms\n", halves[h], rest_orders[ro], (double) peak / (double) P.lb, timer.ms());
-#endif
-                    if (peak < best) { best = peak; best_off = off; best_order = order; }
-                    last_ms = timer.ms() - t_start;
-                }
+            return false;
+        };
+        if (attempt(P.lb)) return;
+        pk_u64 step = (hi - P.lb) / 8;  /* descend: easy targets first */
+        while (hi > P.lb && timer.ms() < budget_ms) {
+            step = std::max(step, align);
+            pk_u64 target = hi - step;
+            target -= target % align;
+            if (target < P.lb) target = P.lb;
+            if (!attempt(target)) {
+                step /= 2;
+                if (step < align || step * 64 < hi - P.lb) { step = (hi - P.lb) / 8; limit *= 2; }
             }
-            /* the other orders */
-            for (int vi = 1; vi < n_orders && best > P.lb && timer.ms() + last_ms < time_budget_ms; vi++) run_order(try_order[vi]);
-            /* promote the overflow: the buffers that end above a level H (at first the
-             * lower bound) move to the front of the best order, keeping their relative
-             * order, and the greedy runs again (small long-lived buffers piled on top
-             * go to the bottom this way). H drops while it does not help. */
-            std::vector<int> ord = best_order;
-            std::vector<char> hot((size_t) P.n);
-            double f = 1.0;
-            for (int it = 0; it < 64 && best > P.lb && f > 0.05; it++) {
-                if (timer.ms() + last_ms > time_budget_ms) break;
+        }
+    }
+
+    /* 2a, large instances: the window around the peak packed exactly, then the others
+     * around it, in a few orders */
+    void window() {
+        std::vector<int> win, rest;
+        std::vector<pk_u64> win_off;
+        std::vector<char> in_win((size_t) P.n);
+        static const int halves[4] = {30, 100, 300, 10};
+        for (int h = 0; h < 4 && best > P.lb && time_left(); h++) {
+            if (!pk_window(P, halves[h], timer, budget_ms, win, win_off)) continue;
+            std::fill(in_win.begin(), in_win.end(), 0);
+            for (int i : win) in_win[(size_t) i] = 1;
+            static const int rest_orders[3] = {1, 0, 7};
+            for (int ro = 0; ro < 3 && best > P.lb && time_left(); ro++) {
                 const double t_start = timer.ms();
-                const pk_u64 H = (pk_u64) ((double) P.lb * f);
-                for (int i = 0; i < P.n; i++) hot[(size_t) i] = best_off[(size_t) i] + P.sz[(size_t) i] > H;
-                std::stable_partition(ord.begin(), ord.end(), [&](int i) { return hot[(size_t) i] != 0; });
-                const pk_u64 peak = pk_greedy(P, ord, off, pl);
+                pk_sort_order(P, rest_orders[ro], rest, keys);
+                order = win;
+                for (int i : rest) if (!in_win[(size_t) i]) order.push_back(i);
+                for (size_t k = 0; k < win.size(); k++) off[(size_t) win[k]] = win_off[k];
+                const pk_u64 peak = pk_greedy(P, order, off, pl, win.size());
 #ifdef TSR_PACK_DEBUG
-                fprintf(stderr, "  promote f %.3f: peak %.5f  %.1f ms\n", f, (double) peak / (double) P.lb, timer.ms());
+                fprintf(stderr, "  window +-%d, the others in order %d: peak %.5f  %.1f ms\n", halves[h], rest_orders[ro], (double) peak / (double) P.lb, timer.ms());
 #endif
-                if (peak < best) { best = peak; best_off = off; best_order = ord; }
-                else { ord = best_order; f -= 0.1; }
-                last_ms = timer.ms() - t_start;
-            }
-            /* then a random walk on orders: a few buffers each move a short way in the best
-             * order; kept when the peak does not grow (plateaus are crossed this way) */
-            uint64_t x = 0x9E3779B97F4A7C15ull;
-            auto rnd = [&](uint64_t m) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; return m ? x % m : 0; };
-            for (int it = 0; best > P.lb; it++) {
-                if (timer.ms() + last_ms > time_budget_ms) break;
-                const double t_start = timer.ms();
-                ord = best_order;
-                const int moves = 1 + (int) rnd((uint64_t) std::max(1, P.n / 256));
-                for (int k = 0; k < moves; k++) {
-                    const size_t a = (size_t) rnd((uint64_t) P.n);
-                    const size_t b = std::min((size_t) P.n - 1, a + 1 + (size_t) rnd(64));
-                    std::rotate(ord.begin() + (ptrdiff_t) a, ord.begin() + (ptrdiff_t) a + 1, ord.begin() + (ptrdiff_t) b + 1);
-                }
-                const pk_u64 peak = pk_greedy(P, ord, off, pl);
-#ifdef TSR_PACK_DEBUG
-                fprintf(stderr, "  walk %d (%d moves): peak %.5f  %.1f ms\n", it, moves, (double) peak / (double) P.lb, timer.ms());
-#endif
-                if (peak <= best) { best = peak; best_off = off; best_order = ord; }
+                if (peak < best) { best = peak; best_off = off; best_order = order; }
                 last_ms = timer.ms() - t_start;
             }
         }
     }
 
-    for (int i = 0; i < P.n; i++) items[idx[(size_t) i]].offset = (size_t) best_off[(size_t) i];
-    return (size_t) best;
+    /* 2c: promote the overflow: the buffers that end above a level H (at first the
+     * lower bound) move to the front of the best order, keeping their relative
+     * order, and the greedy runs again (small long-lived buffers piled on top
+     * go to the bottom this way). H drops while it does not help. */
+    void promote_overflow() {
+        std::vector<int> ord = best_order;
+        std::vector<char> hot((size_t) P.n);
+        double f = 1.0;
+        for (int it = 0; it < 64 && best > P.lb && f > 0.05; it++) {
+            if (timer.ms() + last_ms > budget_ms) break;
+            const double t_start = timer.ms();
+            const pk_u64 H = (pk_u64) ((double) P.lb * f);
+            for (int i = 0; i < P.n; i++) hot[(size_t) i] = best_off[(size_t) i] + P.sz[(size_t) i] > H;
+            std::stable_partition(ord.begin(), ord.end(), [&](int i) { return hot[(size_t) i] != 0; });
+            const pk_u64 peak = pk_greedy(P, ord, off, pl);
+#ifdef TSR_PACK_DEBUG
+            fprintf(stderr, "  promote f %.3f: peak %.5f  %.1f ms\n", f, (double) peak / (double) P.lb, timer.ms());
+#endif
+            if (peak < best) { best = peak; best_off = off; best_order = ord; }
+            else { ord = best_order; f -= 0.1; }
+            last_ms = timer.ms() - t_start;
+        }
+    }
+
+    /* 2d: a random walk on orders: a few buffers each move a short way in the best
+     * order; kept when the peak does not grow (plateaus are crossed this way) */
+    void random_walk() {
+        std::vector<int> ord;
+        uint64_t x = 0x9E3779B97F4A7C15ull;
+        auto rnd = [&](uint64_t m) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; return m ? x % m : 0; };
+        for (int it = 0; best > P.lb; it++) {
+            if (timer.ms() + last_ms > budget_ms) break;
+            const double t_start = timer.ms();
+            ord = best_order;
+            const int moves = 1 + (int) rnd((uint64_t) std::max(1, P.n / 256));
+            for (int k = 0; k < moves; k++) {
+                const size_t a = (size_t) rnd((uint64_t) P.n);
+                const size_t b = std::min((size_t) P.n - 1, a + 1 + (size_t) rnd(64));
+                std::rotate(ord.begin() + (ptrdiff_t) a, ord.begin() + (ptrdiff_t) a + 1, ord.begin() + (ptrdiff_t) b + 1);
+            }
+            const pk_u64 peak = pk_greedy(P, ord, off, pl);
+#ifdef TSR_PACK_DEBUG
+            fprintf(stderr, "  walk %d (%d moves): peak %.5f  %.1f ms\n", it, moves, (double) peak / (double) P.lb, timer.ms());
+#endif
+            if (peak <= best) { best = peak; best_off = off; best_order = ord; }
+            last_ms = timer.ms() - t_start;
+        }
+    }
+};
+
+static size_t pk_pack_body(struct tsr_pack_item * items, size_t n, size_t alignment, double time_budget_ms) {
+    const pk_timer timer;
+    if (alignment == 0) alignment = 1;
+    if ((alignment & (alignment - 1)) != 0) {
+        tsr_set_error("tsr_pack: alignment %zu is not a power of two", alignment);
+        return SIZE_MAX;
+    }
+    if (n == 0) return 0;
+    if (!items) { tsr_set_error("tsr_pack: items is NULL with n = %zu", n); return SIZE_MAX; }
+    if (n > (size_t) INT32_MAX / 2) { tsr_set_error("tsr_pack: %zu items is too many", n); return SIZE_MAX; }
+
+    pk_problem P;
+    std::vector<size_t> idx;  /* problem index -> item index */
+    if (!pk_make_problem(items, n, alignment, P, idx)) return SIZE_MAX;
+    if (P.n == 0) return 0;
+
+#ifdef TSR_PACK_DEBUG
+    fprintf(stderr, "  %d buffers, %d sections, setup %.1f ms\n", P.n, P.T, timer.ms());
+#endif
+    /* 1. greedy first fit in several orders: small instances try every order (each takes
+     * well under a millisecond), large ones only the first */
+    pk_packer pk(P, timer, time_budget_ms);
+    const int n_first = P.n <= 1000 ? pk.n_orders : 1;
+    for (int vi = 0; vi < n_first && pk.best > P.lb; vi++) pk.run_order(pk.try_order[vi]);
+
+    /* 2. improvement while time is left */
+    if (pk.best > P.lb && time_budget_ms > 0 && timer.ms() < time_budget_ms) {
+        if (P.n <= 1000) {
+            pk.search((pk_u64) alignment);
+        } else {
+            pk.window();
+            /* 2b: the other orders */
+            for (int vi = 1; vi < pk.n_orders && pk.best > P.lb && pk.time_left(); vi++) pk.run_order(pk.try_order[vi]);
+            pk.promote_overflow();
+            pk.random_walk();
+        }
+    }
+
+    for (int i = 0; i < P.n; i++) items[idx[(size_t) i]].offset = (size_t) pk.best_off[(size_t) i];
+    return (size_t) pk.best;
 }
 } // namespace
 TSR_IMPL_NS_END
@@ -5089,28 +5217,45 @@ struct ga_info {
     size_t size;      /* aligned */
 };
 
-/* Plan g: fills ga's cache and readable plan; sizes (grow) the buffers when `alloc`. */
-static bool ga_plan(gallocr * ga, struct tsr_cgraph * g, const int * node_ids, const int * leaf_ids, double budget_ms) {
+/* What ga_plan's steps share: one ga_info per graph tensor (leafs, then nodes) and where
+ * each tensor's is. */
+struct ga_tensors {
+    std::vector<ga_info> info;
+    hash_map<const struct tsr_tensor *, int> where;  /* tensor -> info index */
+
+    /* the info index of t's root (t itself, or its view source); -1: not in the graph */
+    int root_of(const struct tsr_tensor * t) const {
+        const struct tsr_tensor * r = t->view_src ? t->view_src : t;
+        auto it = where.find(r);
+        return it == where.end() ? -1 : it->second;
+    }
+};
+
+/* A piece of memory to pack: one owned tensor, or several in place of one another. */
+struct ga_slot { int buffer_id; int first, last; size_t size; };
+
+/* ga_plan, step 1: every buffer id names one of ga's buffer types. */
+static bool ga_check_ids(const gallocr * ga, struct tsr_cgraph * g, const int * node_ids, const int * leaf_ids) {
     const int n_bufs = (int) ga->bufts.size();
-    const int n_nodes = g->n_nodes, n_leafs = g->n_leafs;
-    const int n_steps = std::max(1, n_nodes);
-    for (int i = 0; i < n_nodes; i++) {
+    for (int i = 0; i < g->n_nodes; i++) {
         if (node_ids && (node_ids[i] < 0 || node_ids[i] >= n_bufs)) {
             return tsr_set_error("gallocr: node %d ('%s') has buffer id %d, but the gallocr has %d buffer type(s)", i,
                                  g->nodes[i]->name, node_ids[i], n_bufs);
         }
     }
-    for (int i = 0; i < n_leafs; i++) {
+    for (int i = 0; i < g->n_leafs; i++) {
         if (leaf_ids && (leaf_ids[i] < 0 || leaf_ids[i] >= n_bufs)) {
             return tsr_set_error("gallocr: leaf %d ('%s') has buffer id %d, but the gallocr has %d buffer type(s)", i,
                                  g->leafs[i]->name, leaf_ids[i], n_bufs);
         }
     }
+    return true;
+}
 
-    hash_map<const struct tsr_tensor *, int> where;  /* tensor -> info index */
-    where.reserve((size_t) (n_nodes + n_leafs) * 2);
-    std::vector<ga_info> info;
-    info.reserve((size_t) (n_nodes + n_leafs));
+/* ga_plan, step 2: the info of every leaf and node (owned?, aligned size, live from its step). */
+static void ga_collect(const gallocr * ga, struct tsr_cgraph * g, const int * node_ids, const int * leaf_ids, ga_tensors & ts) {
+    ts.where.reserve((size_t) (g->n_nodes + g->n_leafs) * 2);
+    ts.info.reserve((size_t) (g->n_nodes + g->n_leafs));
     auto add = [&](struct tsr_tensor * t, int idx, int bid) {
         ga_info in;
         in.idx = idx;
@@ -5125,24 +5270,22 @@ static bool ga_plan(gallocr * ga, struct tsr_cgraph * g, const int * node_ids, c
         const size_t al = std::max<size_t>(1, tsr_backend_buft_get_alignment(bt));
         in.size = TSR_PAD(tsr_backend_buft_get_alloc_size(bt, t), al);
         if ((t->flags & TSR_TENSOR_FLAG_INPUT) != 0) in.first = 0;
-        where[t] = (int) info.size();
-        info.push_back(in);
+        ts.where[t] = (int) ts.info.size();
+        ts.info.push_back(in);
     };
-    for (int i = 0; i < n_leafs; i++) add(g->leafs[i], -1 - i, leaf_ids ? leaf_ids[i] : 0);
-    for (int i = 0; i < n_nodes; i++) add(g->nodes[i], i, node_ids ? node_ids[i] : 0);
+    for (int i = 0; i < g->n_leafs; i++) add(g->leafs[i], -1 - i, leaf_ids ? leaf_ids[i] : 0);
+    for (int i = 0; i < g->n_nodes; i++) add(g->nodes[i], i, node_ids ? node_ids[i] : 0);
+}
 
-    auto root_of = [&](const struct tsr_tensor * t) -> int {
-        const struct tsr_tensor * r = t->view_src ? t->view_src : t;
-        auto it = where.find(r);
-        return it == where.end() ? -1 : it->second;
-    };
-
-    /* live ranges */
-    for (int i = 0; i < n_nodes; i++) {
+/* ga_plan, step 3: live ranges: each root lives to its last consumer (through views);
+ * outputs and results to the end. n_steps: "the end". */
+static bool ga_live_ranges(const gallocr * ga, struct tsr_cgraph * g, int n_steps, ga_tensors & ts) {
+    std::vector<ga_info> & info = ts.info;
+    for (int i = 0; i < g->n_nodes; i++) {
         struct tsr_tensor * t = g->nodes[i];
         for (int s = 0; s < TSR_MAX_SRC; s++) {
             if (!t->src[s]) continue;
-            const int r = root_of(t->src[s]);
+            const int r = ts.root_of(t->src[s]);
             if (r < 0) {
                 if (!ga_external(ga, t->src[s])) {
                     return tsr_set_error("gallocr: node %d ('%s') uses '%s', which is not in the graph and has no data", i,
@@ -5152,11 +5295,11 @@ static bool ga_plan(gallocr * ga, struct tsr_cgraph * g, const int * node_ids, c
             }
             info[(size_t) r].last = std::max(info[(size_t) r].last, i);
             info[(size_t) r].consumed = true;
-            auto d = where.find(t->src[s]);
-            if (d != where.end()) info[(size_t) d->second].consumed = true;
+            auto d = ts.where.find(t->src[s]);
+            if (d != ts.where.end()) info[(size_t) d->second].consumed = true;
         }
         if (t->view_src) {
-            const int r = root_of(t);
+            const int r = ts.root_of(t);
             if (r >= 0) {
                 info[(size_t) r].last = std::max(info[(size_t) r].last, i);
                 if (t->flags & TSR_TENSOR_FLAG_OUTPUT) info[(size_t) r].last = n_steps;
@@ -5176,51 +5319,62 @@ static bool ga_plan(gallocr * ga, struct tsr_cgraph * g, const int * node_ids, c
     for (const ga_info & in : info) {
         struct tsr_tensor * t = ga_tensor(g, in.idx);
         if (t->view_src && in.idx >= 0 && in.last == n_steps) {
-            const int r = root_of(t);
+            const int r = ts.root_of(t);
             if (r >= 0) info[(size_t) r].last = n_steps;
         }
     }
+    return true;
+}
 
-    /* slots and in-place */
-    struct slot { int buffer_id; int first, last; size_t size; };
-    std::vector<slot> slots;
-    for (ga_info & in : info) {  /* leafs first: they live from step 0 */
+/* ga_plan, step 4, for node i: the slot of a src that dies here and that this node may take
+ * over in place (tsr_op_can_inplace; a root of the same buffer and size, not INPUT/OUTPUT,
+ * directly or through a contiguous view of all of it). Sets in.slot / in.inplace_of. */
+static void ga_take_inplace(struct tsr_cgraph * g, int i, ga_tensors & ts, std::vector<ga_slot> & slots, ga_info & in) {
+    struct tsr_tensor * t = g->nodes[i];
+    for (int s = 0; s < TSR_MAX_SRC && in.slot < 0; s++) {
+        struct tsr_tensor * src = t->src[s];
+        if (!src || !tsr_op_can_inplace(t, s)) continue;
+        const int r = ts.root_of(src);
+        if (r < 0) continue;
+        ga_info & rin = ts.info[(size_t) r];
+        struct tsr_tensor * rt = ga_tensor(g, rin.idx);
+        if (!rin.owned || rin.idx < 0 || rin.slot < 0 || rin.last != i) continue;
+        if (rt->flags & (TSR_TENSOR_FLAG_INPUT | TSR_TENSOR_FLAG_OUTPUT)) continue;
+        if (rin.buffer_id != in.buffer_id || rin.size != in.size) continue;
+        if (slots[(size_t) rin.slot].last != i) continue;  /* slot still needed later */
+        if (src->view_src && (src->view_offs != 0 || tsr_nbytes(src) != tsr_nbytes(rt) || !tsr_is_contiguous(rt) ||
+                              rt->type != t->type)) continue;
+        in.slot = rin.slot;
+        in.inplace_of = r;
+        slots[(size_t) rin.slot].last = std::max(slots[(size_t) rin.slot].last, in.last);
+    }
+}
+
+/* ga_plan, step 4: a slot for every owned tensor (leafs first: they live from step 0),
+ * shared where a node works in place. */
+static void ga_assign_slots(struct tsr_cgraph * g, ga_tensors & ts, std::vector<ga_slot> & slots) {
+    for (ga_info & in : ts.info) {
         if (!in.owned || in.idx >= 0) continue;
         in.slot = (int) slots.size();
-        slots.push_back(slot{in.buffer_id, in.first, in.last, in.size});
+        slots.push_back(ga_slot{in.buffer_id, in.first, in.last, in.size});
     }
-    for (int i = 0; i < n_nodes; i++) {
-        const int ii = where[g->nodes[i]];
-        ga_info & in = info[(size_t) ii];
+    for (int i = 0; i < g->n_nodes; i++) {
+        const int ii = ts.where[g->nodes[i]];
+        ga_info & in = ts.info[(size_t) ii];
         if (!in.owned) continue;
-        struct tsr_tensor * t = g->nodes[i];
-        if (!(t->flags & TSR_TENSOR_FLAG_INPUT)) {
-            for (int s = 0; s < TSR_MAX_SRC && 0 > in.slot; s++) {
-                struct tsr_tensor * src = t->src[s];
-                if (!src || !tsr_op_can_inplace(t, s)) continue;
-                const int r = root_of(src);
-                if (r < 0) continue;
-                ga_info & rin = info[(size_t) r];
-                struct tsr_tensor * rt = ga_tensor(g, rin.idx);
-                if (!rin.owned || rin.idx < 0 || rin.slot < 0 || rin.last != i) continue;
-                if (rt->flags & (TSR_TENSOR_FLAG_INPUT | TSR_TENSOR_FLAG_OUTPUT)) continue;
-                if (rin.buffer_id != in.buffer_id || rin.size != in.size) continue;
-                if (slots[(size_t) rin.slot].last != i) continue;  /* slot still needed later */
-                if (src->view_src && (src->view_offs != 0 || tsr_nbytes(src) != tsr_nbytes(rt) || !tsr_is_contiguous(rt) ||
-                                      rt->type != t->type)) continue;
-                in.slot = rin.slot;
-                in.inplace_of = r;
-                slots[(size_t) rin.slot].last = std::max(slots[(size_t) rin.slot].last, in.last);
-            }
-        }
-        if (0 > in.slot) {
+        if (!(g->nodes[i]->flags & TSR_TENSOR_FLAG_INPUT)) ga_take_inplace(g, i, ts, slots, in);
+        if (in.slot < 0) {
             in.slot = (int) slots.size();
-            slots.push_back(slot{in.buffer_id, in.first, in.last, in.size});
+            slots.push_back(ga_slot{in.buffer_id, in.first, in.last, in.size});
         }
     }
+}
 
-    /* pack each buffer */
-    std::vector<size_t> slot_off(slots.size(), 0);
+/* ga_plan, step 5: pack each buffer's slots (slot_off: each slot's offset; ga->pbuffers:
+ * each buffer's alignment, planned size and lower bound). */
+static bool ga_pack_buffers(gallocr * ga, const std::vector<ga_slot> & slots, double budget_ms, std::vector<size_t> & slot_off) {
+    const int n_bufs = (int) ga->bufts.size();
+    slot_off.assign(slots.size(), 0);
     ga->pbuffers.assign((size_t) n_bufs, tsr_plan_buffer{0, 0, 0, 1});
     for (int b = 0; b < n_bufs; b++) {
         vec<struct tsr_pack_item> items;
@@ -5245,8 +5399,13 @@ static bool ga_plan(gallocr * ga, struct tsr_cgraph * g, const int * node_ids, c
                                  tsr_backend_buft_name(ga->bufts[(size_t) b]), peak, max);
         }
     }
+    return true;
+}
 
-    /* the cache and the readable plan */
+/* ga_plan, step 6: the cache (owned tensors with their offsets, then views) and the
+ * readable plan. */
+static void ga_store_plan(gallocr * ga, struct tsr_cgraph * g, const std::vector<ga_info> & info,
+                          const std::vector<size_t> & slot_off, int n_steps) {
     ga->owned.clear();
     ga->views.clear();
     ga->ptensors.clear();
@@ -5289,9 +5448,23 @@ static bool ga_plan(gallocr * ga, struct tsr_cgraph * g, const int * node_ids, c
     for (size_t i = 0; i < ga->ptensors.size(); i++) ga->ptensors[i].name = ga->pnames[i].c_str();
     ga->plan.n_tensors = (int) ga->ptensors.size();
     ga->plan.tensors = ga->ptensors.data();
-    ga->plan.n_buffers = n_bufs;
+    ga->plan.n_buffers = (int) ga->bufts.size();
     ga->plan.buffers = ga->pbuffers.data();
     ga->plan.n_steps = n_steps;
+}
+
+/* Plan g: fills ga's cache and readable plan (ga_size_buffers then grows the buffers to it). */
+static bool ga_plan(gallocr * ga, struct tsr_cgraph * g, const int * node_ids, const int * leaf_ids, double budget_ms) {
+    const int n_steps = std::max(1, g->n_nodes);
+    if (!ga_check_ids(ga, g, node_ids, leaf_ids)) return false;
+    ga_tensors ts;
+    ga_collect(ga, g, node_ids, leaf_ids, ts);
+    if (!ga_live_ranges(ga, g, n_steps, ts)) return false;
+    std::vector<ga_slot> slots;
+    ga_assign_slots(g, ts, slots);
+    std::vector<size_t> slot_off;
+    if (!ga_pack_buffers(ga, slots, budget_ms, slot_off)) return false;
+    ga_store_plan(ga, g, ts.info, slot_off, n_steps);
 
     ga->key.clear();
     ga_keyer k;
@@ -6033,6 +6206,204 @@ static inline size_t data_size(const gguf_ctx * ctx) {
     return end;
 }
 
+/* parse, step 1: magic, version and the two counts (each checked against the bytes left). */
+static inline bool parse_header(reader & r, gguf_ctx * ctx, uint64_t & n_tensors, uint64_t & n_kv) {
+    char magic[4];
+    if (!r.raw(magic, 4, "magic")) return false;
+    if (memcmp(magic, TSR_GGUF_MAGIC, 4) != 0) {
+        return r.fail(0, "bad magic %02x %02x %02x %02x (expected \"GGUF\"): not a GGUF file",
+                      (uint8_t) magic[0], (uint8_t) magic[1], (uint8_t) magic[2], (uint8_t) magic[3]);
+    }
+    uint32_t version = 0;
+    if (!r.get(version, "version")) return false;
+    if ((version & 0xFFFFu) == 0 && version != 0) {
+        return r.fail(4, "version 0x%08x looks byte-swapped: big-endian GGUF files are not supported", version);
+    }
+    if (version == 1) return r.fail(4, "GGUF version 1 is not supported (only 2 and 3)");
+    if (version < 2 || version > TSR_GGUF_VERSION) {
+        return r.fail(4, "unsupported GGUF version %u (supported: 2 and 3)", version);
+    }
+    ctx->version = version;
+
+    const uint64_t at_nt = r.pos;
+    if (!r.get(n_tensors, "tensor count")) return false;
+    const uint64_t at_nkv = r.pos;
+    if (!r.get(n_kv, "key/value count")) return false;
+    /* smallest possible kv: key len(8) + 1 byte key + type(4) + 1 byte value */
+    if (n_kv > r.remaining() / 14) {
+        return r.fail(at_nkv, "key/value count %llu needs at least %llu bytes, only %llu left in the file",
+                      (unsigned long long) n_kv, (unsigned long long) n_kv * 14ull, (unsigned long long) r.remaining());
+    }
+    /* smallest possible tensor info: name(8+1) n_dims(4) ne(8) type(4) offset(8) */
+    if (n_tensors > r.remaining() / 33) {
+        return r.fail(at_nt, "tensor count %llu needs at least %llu bytes, only %llu left in the file",
+                      (unsigned long long) n_tensors, (unsigned long long) n_tensors * 33ull, (unsigned long long) r.remaining());
+    }
+    return true;
+}
+
+/* parse, step 2: the n_kv key/value pairs (unique, non-empty keys; general.alignment checked). */
+static inline bool parse_kvs(reader & r, gguf_ctx * ctx, uint64_t n_kv) {
+    ctx->kvs.reserve((size_t) n_kv);  /* no reallocation below: `seen` may point into the elements */
+    std::unordered_set<std::string_view> seen;  /* duplicate check in O(1), not O(n) per key */
+    for (uint64_t i = 0; i < n_kv; ++i) {
+        kv e;
+        const uint64_t at = r.pos;
+        if (!r.str(e.key, "key")) return false;
+        if (e.key.empty()) return r.fail(at, "key %llu is empty", (unsigned long long) i);
+        if (memchr(e.key.data(), 0, e.key.size())) return r.fail(at, "key %llu contains a NUL byte", (unsigned long long) i);
+        if (seen.count(std::string_view(e.key))) {
+            return r.fail(at, "duplicate key '%s' (key %llu)", e.key.c_str(), (unsigned long long) i);
+        }
+        uint32_t type = 0;
+        const uint64_t at_t = r.pos;
+        if (!r.get(type, "value type")) return false;
+        if (type >= TSR_GGUF_TYPE_COUNT) return r.fail(at_t, "key '%s': unknown value type %u", e.key.c_str(), type);
+        e.type = (tsr_gguf_type) type;
+        if (!read_value(r, e, e.type, e.key.c_str())) return false;
+        if (e.key == TSR_GGUF_KEY_GENERAL_ALIGNMENT) {
+            if (e.type != TSR_GGUF_TYPE_UINT32) return r.fail(at, "general.alignment has type %s, expected u32", type_name(e.type));
+            uint32_t a = 0;
+            memcpy(&a, e.data.data(), 4);
+            if (!is_pow2(a)) return r.fail(at, "general.alignment %u is not a power of two", a);
+            ctx->alignment = a;
+        }
+        ctx->kvs.push_back(std::move(e));
+        seen.insert(std::string_view(ctx->kvs.back().key));
+    }
+    return true;
+}
+
+/* parse, step 3 (one tensor): the info of tensor i (name not in seen, shape, type, aligned offset). */
+static inline bool parse_tensor_info(reader & r, const gguf_ctx * ctx, uint64_t i,
+                                     const std::unordered_set<std::string_view> & seen, tinfo & ti) {
+    const uint64_t at = r.pos;
+    if (!r.str(ti.name, "tensor name")) return false;
+    if (ti.name.empty()) return r.fail(at, "tensor %llu has an empty name", (unsigned long long) i);
+    if (ti.name.size() >= TSR_MAX_NAME || memchr(ti.name.data(), 0, ti.name.size())) {
+        return r.fail(at, "tensor %llu: name of %zu bytes is longer than %d or contains NUL", (unsigned long long) i,
+                      ti.name.size(), TSR_MAX_NAME - 1);
+    }
+    if (seen.count(std::string_view(ti.name))) {
+        return r.fail(at, "duplicate tensor name '%s' (tensor %llu)", ti.name.c_str(), (unsigned long long) i);
+    }
+    uint32_t n_dims = 0;
+    const uint64_t at_nd = r.pos;
+    if (!r.get(n_dims, "tensor n_dims")) return false;
+    if (n_dims < 1 || n_dims > TSR_MAX_DIMS) {
+        return r.fail(at_nd, "tensor '%s': n_dims %u out of range [1, %d]", ti.name.c_str(), n_dims, TSR_MAX_DIMS);
+    }
+    ti.n_dims = (int) n_dims;
+    for (uint32_t d = 0; d < n_dims; ++d) {
+        const uint64_t at_ne = r.pos;
+        if (!r.get(ti.ne[d], "tensor dimension")) return false;
+        if (ti.ne[d] < 0) return r.fail(at_ne, "tensor '%s': ne[%u] = %lld is negative", ti.name.c_str(), d, (long long) ti.ne[d]);
+    }
+    uint32_t type = 0;
+    const uint64_t at_ty = r.pos;
+    if (!r.get(type, "tensor type")) return false;
+    if (type >= (uint32_t) TSR_TYPE_COUNT || !tsr_is_valid_type((tsr_type) type)) {  /* range first: an out-of-range enum value is UB */
+        const char * gn = ggml_type_name(type);
+        if (gn) {
+            return r.fail(at_ty, "tensor '%s': ggml type %u (%s) is not supported by tessera (F32, F16, BF16, Q8_0, Q4_0, I32 are;"
+                          " e.g. re-quantize with llama-quantize --pure to Q8_0 or Q4_0): unknown tensor type %u", ti.name.c_str(), type, gn, type);
+        }
+        return r.fail(at_ty, "tensor '%s': unknown tensor type %u", ti.name.c_str(), type);
+    }
+    ti.type = (tsr_type) type;
+    if (!tensor_bytes(ti.type, ti.ne, ti.size)) {
+        return r.fail(at_nd, "tensor '%s': shape [%lld, %lld, %lld, %lld] of type %s overflows or has a row not a multiple of the block size %lld",
+                      ti.name.c_str(), (long long) ti.ne[0], (long long) ti.ne[1], (long long) ti.ne[2], (long long) ti.ne[3],
+                      tsr_type_name(ti.type), (long long) tsr_blck_size(ti.type));
+    }
+    const uint64_t at_off = r.pos;
+    if (!r.get(ti.offset, "tensor offset")) return false;
+    if (ti.offset % ctx->alignment != 0) {
+        return r.fail(at_off, "tensor '%s': data offset %llu is not a multiple of the alignment %zu", ti.name.c_str(),
+                      (unsigned long long) ti.offset, ctx->alignment);
+    }
+    return true;
+}
+
+/* parse, step 3: the n_tensors tensor infos, names unique. */
+static inline bool parse_tensor_infos(reader & r, gguf_ctx * ctx, uint64_t n_tensors) {
+    ctx->infos.reserve((size_t) n_tensors);  /* no reallocation below: `seen` points into the elements */
+    std::unordered_set<std::string_view> seen;
+    for (uint64_t i = 0; i < n_tensors; ++i) {
+        tinfo ti;
+        if (!parse_tensor_info(r, ctx, i, seen, ti)) return false;
+        ctx->infos.push_back(std::move(ti));
+        seen.insert(std::string_view(ctx->infos.back().name));
+    }
+    return true;
+}
+
+/* parse, step 4: where the data section starts; every tensor's data inside the file, no two overlapping. */
+static inline bool check_data_section(reader & r, gguf_ctx * ctx) {
+    ctx->data_offset = (size_t) pad((size_t) r.pos, ctx->alignment);
+    const uint64_t data_avail = r.size > ctx->data_offset ? r.size - ctx->data_offset : 0;
+    for (size_t i = 0; i < ctx->infos.size(); ++i) {
+        const tinfo & ti = ctx->infos[i];
+        if (ti.offset > data_avail || ti.size > data_avail - ti.offset) {
+            return r.fail(ctx->data_offset + ti.offset,
+                          "tensor '%s': data [%llu, %llu) (relative to the data section at byte %zu) runs past the end of the file (size %llu)",
+                          ti.name.c_str(), (unsigned long long) ti.offset, (unsigned long long) ti.offset + ti.size,
+                          ctx->data_offset, (unsigned long long) r.size);
+        }
+    }
+    /* no two tensors' data may overlap */
+    std::vector<size_t> order(ctx->infos.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ctx->infos[a].offset < ctx->infos[b].offset; });
+    for (size_t k = 1; k < order.size(); ++k) {
+        const tinfo & a = ctx->infos[order[k - 1]];
+        const tinfo & b = ctx->infos[order[k]];
+        if (a.offset + a.size > b.offset && a.size > 0 && b.size > 0) {
+            return r.fail(ctx->data_offset + b.offset, "tensor '%s' data [%llu, %llu) overlaps tensor '%s' data [%llu, %llu)",
+                          b.name.c_str(), (unsigned long long) b.offset, (unsigned long long) (b.offset + b.size),
+                          a.name.c_str(), (unsigned long long) a.offset, (unsigned long long) (a.offset + a.size));
+        }
+    }
+    return true;
+}
+
+/* parse, step 5 (params.ctx): a tsr_context with one tensor per info, holding its data unless
+ * no_alloc. tctx is set as soon as it exists (the caller frees it on failure). meta_end: where
+ * the metadata ended (the byte errors name). */
+static inline bool load_context(reader & r, gguf_ctx * ctx, tsr_gguf_init_params params, uint64_t meta_end,
+                                tsr_context *& tctx) {
+    size_t mem = (ctx->infos.size() + 1) * tsr_tensor_overhead();
+    if (!params.no_alloc) {
+        for (auto & ti : ctx->infos) mem += pad(ti.size, TSR_MEM_ALIGN);
+    }
+    tctx = tsr_init(tsr_init_params{mem, nullptr, params.no_alloc});
+    char why[sizeof tsr_impl::g_error];  /* a copy (the next error overwrites it); no std::string: nothing may throw */
+    if (!tctx) {
+        snprintf(why, sizeof why, "%s", tsr_last_error());
+        return r.fail(meta_end, "cannot create a context of %zu bytes for %zu tensors: %s", mem, ctx->infos.size(), why);
+    }
+    for (auto & ti : ctx->infos) {
+        tsr_tensor * t = tsr_new_tensor(tctx, ti.type, TSR_MAX_DIMS, ti.ne);
+        if (!t) {
+            snprintf(why, sizeof why, "%s", tsr_last_error());
+            return r.fail(meta_end, "cannot create tensor '%s': %s", ti.name.c_str(), why);
+        }
+        tsr_set_name(t, ti.name.c_str());
+        if (params.no_alloc) continue;
+        if (r.mem) {
+            memcpy(t->data, r.mem + ctx->data_offset + ti.offset, ti.size);
+        } else {
+            r.pos = ctx->data_offset + ti.offset;
+            if (!seek(r.f, r.pos)) return r.fail(r.pos, "seek failed");
+            char what[128];
+            snprintf(what, sizeof what, "data of tensor '%s'", ti.name.c_str());
+            if (!r.raw(t->data, ti.size, what)) return false;
+        }
+        ti.data = t->data;
+    }
+    return true;
+}
+
 static inline gguf_ctx * parse(reader & r, tsr_gguf_init_params params) {
     if (params.ctx) *params.ctx = nullptr;
     gguf_ctx * ctx = nullptr;
@@ -6040,219 +6411,21 @@ static inline gguf_ctx * parse(reader & r, tsr_gguf_init_params params) {
     try {
         ctx = new gguf_ctx();
         ctx->from_file = true;
-        auto bail = [&]() -> gguf_ctx * {
-            delete ctx;
-            tsr_free(tctx);
-            return nullptr;
-        };
-
-        char magic[4];
-        if (!r.raw(magic, 4, "magic")) return bail();
-        if (memcmp(magic, TSR_GGUF_MAGIC, 4) != 0) {
-            r.fail(0, "bad magic %02x %02x %02x %02x (expected \"GGUF\"): not a GGUF file",
-                   (uint8_t) magic[0], (uint8_t) magic[1], (uint8_t) magic[2], (uint8_t) magic[3]);
-            return bail();
-        }
-        uint32_t version = 0;
-        if (!r.get(version, "version")) return bail();
-        if ((version & 0xFFFFu) == 0 && version != 0) {
-            r.fail(4, "version 0x%08x looks byte-swapped: big-endian GGUF files are not supported", version);
-            return bail();
-        }
-        if (version == 1) { r.fail(4, "GGUF version 1 is not supported (only 2 and 3)"); return bail(); }
-        if (version < 2 || version > TSR_GGUF_VERSION) {
-            r.fail(4, "unsupported GGUF version %u (supported: 2 and 3)", version);
-            return bail();
-        }
-        ctx->version = version;
-
         uint64_t n_tensors = 0, n_kv = 0;
-        const uint64_t at_nt = r.pos;
-        if (!r.get(n_tensors, "tensor count")) return bail();
-        const uint64_t at_nkv = r.pos;
-        if (!r.get(n_kv, "key/value count")) return bail();
-        /* smallest possible kv: key len(8) + 1 byte key + type(4) + 1 byte value */
-        if (n_kv > r.remaining() / 14) {
-            r.fail(at_nkv, "key/value count %llu needs at least %llu bytes, only %llu left in the file",
-                   (unsigned long long) n_kv, (unsigned long long) n_kv * 14ull, (unsigned long long) r.remaining());
-            return bail();
-        }
-        /* smallest possible tensor info: name(8+1) n_dims(4) ne(8) type(4) offset(8) */
-        if (n_tensors > r.remaining() / 33) {
-            r.fail(at_nt, "tensor count %llu needs at least %llu bytes, only %llu left in the file",
-                   (unsigned long long) n_tensors, (unsigned long long) n_tensors * 33ull, (unsigned long long) r.remaining());
-            return bail();
-        }
-
-        ctx->kvs.reserve((size_t) n_kv);  /* no reallocation below: `seen` may point into the elements */
-        std::unordered_set<std::string_view> seen;  /* duplicate check in O(1), not O(n) per key */
-        for (uint64_t i = 0; i < n_kv; ++i) {
-            kv e;
-            const uint64_t at = r.pos;
-            if (!r.str(e.key, "key")) return bail();
-            if (e.key.empty()) { r.fail(at, "key %llu is empty", (unsigned long long) i); return bail(); }
-            if (memchr(e.key.data(), 0, e.key.size())) {
-                r.fail(at, "key %llu contains a NUL byte", (unsigned long long) i);
-                return bail();
-            }
-            if (seen.count(std::string_view(e.key))) {
-                r.fail(at, "duplicate key '%s' (key %llu)", e.key.c_str(), (unsigned long long) i);
-                return bail();
-            }
-            uint32_t type = 0;
-            const uint64_t at_t = r.pos;
-            if (!r.get(type, "value type")) return bail();
-            if (type >= TSR_GGUF_TYPE_COUNT) {
-                r.fail(at_t, "key '%s': unknown value type %u", e.key.c_str(), type);
-                return bail();
-            }
-            e.type = (tsr_gguf_type) type;
-            if (!read_value(r, e, e.type, e.key.c_str())) return bail();
-            if (e.key == TSR_GGUF_KEY_GENERAL_ALIGNMENT) {
-                if (e.type != TSR_GGUF_TYPE_UINT32) {
-                    r.fail(at, "general.alignment has type %s, expected u32", type_name(e.type));
-                    return bail();
-                }
-                uint32_t a = 0;
-                memcpy(&a, e.data.data(), 4);
-                if (!is_pow2(a)) { r.fail(at, "general.alignment %u is not a power of two", a); return bail(); }
-                ctx->alignment = a;
-            }
-            ctx->kvs.push_back(std::move(e));
-            seen.insert(std::string_view(ctx->kvs.back().key));
-        }
-        seen.clear();
-
-        ctx->infos.reserve((size_t) n_tensors);
-        for (uint64_t i = 0; i < n_tensors; ++i) {
-            tinfo ti;
-            const uint64_t at = r.pos;
-            if (!r.str(ti.name, "tensor name")) return bail();
-            if (ti.name.empty()) { r.fail(at, "tensor %llu has an empty name", (unsigned long long) i); return bail(); }
-            if (ti.name.size() >= TSR_MAX_NAME || memchr(ti.name.data(), 0, ti.name.size())) {
-                r.fail(at, "tensor %llu: name of %zu bytes is longer than %d or contains NUL", (unsigned long long) i,
-                       ti.name.size(), TSR_MAX_NAME - 1);
-                return bail();
-            }
-            if (seen.count(std::string_view(ti.name))) {
-                r.fail(at, "duplicate tensor name '%s' (tensor %llu)", ti.name.c_str(), (unsigned long long) i);
-                return bail();
-            }
-            uint32_t n_dims = 0;
-            const uint64_t at_nd = r.pos;
-            if (!r.get(n_dims, "tensor n_dims")) return bail();
-            if (n_dims < 1 || n_dims > TSR_MAX_DIMS) {
-                r.fail(at_nd, "tensor '%s': n_dims %u out of range [1, %d]", ti.name.c_str(), n_dims, TSR_MAX_DIMS);
-                return bail();
-            }
-            ti.n_dims = (int) n_dims;
-            for (uint32_t d = 0; d < n_dims; ++d) {
-                const uint64_t at_ne = r.pos;
-                if (!r.get(ti.ne[d], "tensor dimension")) return bail();
-                if (ti.ne[d] < 0) {
-                    r.fail(at_ne, "tensor '%s': ne[%u] = %lld is negative", ti.name.c_str(), d, (long long) ti.ne[d]);
-                    return bail();
-                }
-            }
-            uint32_t type = 0;
-            const uint64_t at_ty = r.pos;
-            if (!r.get(type, "tensor type")) return bail();
-            if (type >= (uint32_t) TSR_TYPE_COUNT || !tsr_is_valid_type((tsr_type) type)) {  /* range first: an out-of-range enum value is UB */
-                const char * gn = ggml_type_name(type);
-                if (gn) {
-                    r.fail(at_ty, "tensor '%s': ggml type %u (%s) is not supported by tessera (F32, F16, BF16, Q8_0, Q4_0, I32 are;"
-                           " e.g. re-quantize with llama-quantize --pure to Q8_0 or Q4_0): unknown tensor type %u", ti.name.c_str(), type, gn, type);
-                } else {
-                    r.fail(at_ty, "tensor '%s': unknown tensor type %u", ti.name.c_str(), type);
-                }
-                return bail();
-            }
-            ti.type = (tsr_type) type;
-            if (!tensor_bytes(ti.type, ti.ne, ti.size)) {
-                r.fail(at_nd, "tensor '%s': shape [%lld, %lld, %lld, %lld] of type %s overflows or has a row not a multiple of the block size %lld",
-                       ti.name.c_str(), (long long) ti.ne[0], (long long) ti.ne[1], (long long) ti.ne[2], (long long) ti.ne[3],
-                       tsr_type_name(ti.type), (long long) tsr_blck_size(ti.type));
-                return bail();
-            }
-            const uint64_t at_off = r.pos;
-            if (!r.get(ti.offset, "tensor offset")) return bail();
-            if (ti.offset % ctx->alignment != 0) {
-                r.fail(at_off, "tensor '%s': data offset %llu is not a multiple of the alignment %zu", ti.name.c_str(),
-                       (unsigned long long) ti.offset, ctx->alignment);
-                return bail();
-            }
-            ctx->infos.push_back(std::move(ti));
-            seen.insert(std::string_view(ctx->infos.back().name));
-        }
-
-        /* the data section */
+        bool ok = parse_header(r, ctx, n_tensors, n_kv) && parse_kvs(r, ctx, n_kv) &&
+                  parse_tensor_infos(r, ctx, n_tensors);
         const uint64_t meta_end = r.pos;
-        ctx->data_offset = (size_t) pad((size_t) meta_end, ctx->alignment);
-        const uint64_t data_avail = r.size > ctx->data_offset ? r.size - ctx->data_offset : 0;
-        for (size_t i = 0; i < ctx->infos.size(); ++i) {
-            const tinfo & ti = ctx->infos[i];
-            if (ti.offset > data_avail || ti.size > data_avail - ti.offset) {
-                r.fail(ctx->data_offset + ti.offset,
-                       "tensor '%s': data [%llu, %llu) (relative to the data section at byte %zu) runs past the end of the file (size %llu)",
-                       ti.name.c_str(), (unsigned long long) ti.offset, (unsigned long long) ti.offset + ti.size,
-                       ctx->data_offset, (unsigned long long) r.size);
-                return bail();
-            }
-        }
-        /* no two tensors' data may overlap */
-        std::vector<size_t> order(ctx->infos.size());
-        for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-        std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ctx->infos[a].offset < ctx->infos[b].offset; });
-        for (size_t k = 1; k < order.size(); ++k) {
-            const tinfo & a = ctx->infos[order[k - 1]];
-            const tinfo & b = ctx->infos[order[k]];
-            if (a.offset + a.size > b.offset && a.size > 0 && b.size > 0) {
-                r.fail(ctx->data_offset + b.offset, "tensor '%s' data [%llu, %llu) overlaps tensor '%s' data [%llu, %llu)",
-                       b.name.c_str(), (unsigned long long) b.offset, (unsigned long long) (b.offset + b.size),
-                       a.name.c_str(), (unsigned long long) a.offset, (unsigned long long) (a.offset + a.size));
-                return bail();
-            }
-        }
-
-        if (params.ctx) {
-            size_t mem = (ctx->infos.size() + 1) * tsr_tensor_overhead();
-            if (!params.no_alloc) {
-                for (auto & ti : ctx->infos) mem += pad(ti.size, TSR_MEM_ALIGN);
-            }
-            tctx = tsr_init(tsr_init_params{mem, nullptr, params.no_alloc});
-            if (!tctx) {
-                char why[sizeof tsr_impl::g_error];  /* a copy (the next error overwrites it); no std::string: nothing may throw */
-                snprintf(why, sizeof why, "%s", tsr_last_error());
-                r.fail(meta_end, "cannot create a context of %zu bytes for %zu tensors: %s", mem, ctx->infos.size(), why);
-                return bail();
-            }
-            for (auto & ti : ctx->infos) {
-                tsr_tensor * t = tsr_new_tensor(tctx, ti.type, TSR_MAX_DIMS, ti.ne);
-                if (!t) {
-                    char why[sizeof tsr_impl::g_error];  /* a copy (the next error overwrites it); no std::string: nothing may throw */
-                    snprintf(why, sizeof why, "%s", tsr_last_error());
-                    r.fail(meta_end, "cannot create tensor '%s': %s", ti.name.c_str(), why);
-                    return bail();
-                }
-                tsr_set_name(t, ti.name.c_str());
-                if (!params.no_alloc) {
-                    if (r.mem) {
-                        memcpy(t->data, r.mem + ctx->data_offset + ti.offset, ti.size);
-                    } else {
-                        r.pos = ctx->data_offset + ti.offset;
-                        if (!seek(r.f, r.pos)) { r.fail(r.pos, "seek failed"); return bail(); }
-                        char what[128];
-                        snprintf(what, sizeof what, "data of tensor '%s'", ti.name.c_str());
-                        if (!r.raw(t->data, ti.size, what)) return bail();
-                    }
-                    ti.data = t->data;
-                }
-            }
-            *params.ctx = tctx;
-        } else if (!params.no_alloc && r.mem) {
+        ok = ok && check_data_section(r, ctx);
+        if (ok && params.ctx) {
+            ok = load_context(r, ctx, params, meta_end, tctx);
+            if (ok) *params.ctx = tctx;
+        } else if (ok && !params.no_alloc && r.mem) {
             for (auto & ti : ctx->infos) ti.data = r.mem + ctx->data_offset + ti.offset;  /* caller's memory */
         }
-        return ctx;
+        if (ok) return ctx;
+        delete ctx;
+        tsr_free(tctx);
+        return nullptr;
     } catch (const std::bad_alloc &) {
         delete ctx;
         tsr_free(tctx);
@@ -6927,7 +7100,7 @@ TSR_API bool             tsr_cpu_has_avx512_vnni(void);
 #ifndef __cplusplus
 #error "TSR_IMPLEMENTATION must be defined in a C++17 translation unit"
 #endif
-/* ---- backends/cpu/cpu_internal.inl ---- */
+/* ---- backends/cpu/impl/cpu_internal.inl ---- */
 /*
  * cpu_internal.inl - shared internals of the CPU backend: includes, element conversions,
  * the per-thread compute parameters and the kernel table every ISA path fills in.
@@ -7113,6 +7286,17 @@ struct gemm_impl {
     void (*kernel)(int kc, const void * ap, const void * bp, float * c, size_t ldc, int mr_valid, int nr_valid, bool accumulate);
 };
 
+/* Every ISA fills its tables (gemm_impl, act_kernels, kernels) member by member, on a
+ * value-initialized struct, so each entry names its member and slot: a new member or slot
+ * cannot shift the others, and what a path leaves unset is NULL. constexpr keeps them
+ * constant-initialized. */
+
+/* GEMM g with its A rows packed by pack_a (the F16 / BF16 variants of an F32 GEMM). */
+static constexpr gemm_impl gemm_with_pack_a(gemm_impl g, decltype(gemm_impl::pack_a) pack_a) {
+    g.pack_a = pack_a;
+    return g;
+}
+
 enum { SLOT_F32 = 0, SLOT_F16, SLOT_BF16, SLOT_Q8_0, SLOT_Q4_0, SLOT_COUNT };
 
 static inline int type_slot(enum tsr_type t) {
@@ -7154,7 +7338,7 @@ constexpr float gelu_quick_k = -1.702f;
 enum { ACT_EXP, ACT_SILU, ACT_SIGMOID, ACT_GELU, ACT_GELU_QUICK, ACT_TANH };
 
 /* Row kernels for the transcendental ops, built on a vectorized expf (y may alias x;
- * any n). Each matches its libm formula in ops_scalar.inl to a few ulp. */
+ * any n). Each matches its libm formula in the ops_*.inl files to a few ulp. */
 struct act_kernels {
     void (*exp)(int64_t n, const float * x, float * y);
     void (*silu)(int64_t n, const float * x, float * y);
@@ -7187,7 +7371,7 @@ struct kernels {
     void (*f16_to_f32)(const void * x, float * y, int64_t n);
     /* packed GEMM per src0 type slot; NULL: dot products only */
     const gemm_impl * gemm[SLOT_COUNT];
-    /* transcendental row kernels; NULL: the libm loops of ops_scalar.inl */
+    /* transcendental row kernels; NULL: the libm loops of the ops_*.inl files */
     const act_kernels * act;
 };
 
@@ -7220,7 +7404,7 @@ static inline size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; 
 
 } // namespace tcpu
 } // namespace
-/* ---- backends/cpu/threadpool.inl ---- */
+/* ---- backends/cpu/impl/threadpool.inl ---- */
 /*
  * threadpool.inl - a persistent pool: n-1 workers plus the calling thread.
  *
@@ -7351,7 +7535,7 @@ static void barrier(const cparams & p) {
 
 } // namespace tcpu
 } // namespace
-/* ---- backends/cpu/workspace.inl ---- */
+/* ---- backends/cpu/impl/workspace.inl ---- */
 /*
  * workspace.inl - the CPU backend's one scratch block (ncnn's workspace allocator).
  *
@@ -7395,7 +7579,7 @@ struct workspace {
 
 } // namespace tcpu
 } // namespace
-/* ---- backends/cpu/isa.inl ---- */
+/* ---- backends/cpu/impl/isa.inl ---- */
 /*
  * isa.inl - what the CPU can run (CPUID on x86-64, always NEON on aarch64) and which
  * kernel path is in use (best available, TSR_CPU_ISA, or tsr_cpu_set_isa).
@@ -7503,7 +7687,7 @@ static std::atomic<int> & isa_current() {
 
 } // namespace tcpu
 } // namespace
-/* ---- backends/cpu/quant.inl ---- */
+/* ---- backends/cpu/impl/quant.inl ---- */
 /*
  * quant.inl - Q8_0 / Q4_0 quantization and the scalar dot products (the reference the
  * SIMD paths are tested against), plus row conversions to and from F32 for every type.
@@ -7660,18 +7844,24 @@ static void f16_to_f32_scalar(const void * x, float * y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = h2f(((const uint16_t *)x)[i]);
 }
 
-static const kernels kernels_scalar = {
-    TSR_CPU_ISA_SCALAR,
-    dot_f32_scalar, dot_f16_scalar, dot_bf16_scalar, dot_q8_0_scalar, dot_q4_0_scalar,
-    { nullptr, nullptr, nullptr, nullptr, nullptr },
-    quantize_y_scalar, axpy_f32_scalar, f16_to_f32_scalar,
-    { nullptr, nullptr, nullptr, nullptr, nullptr },
-    nullptr,
-};
+/* The reference path: dot products one row at a time, no GEMM, libm activations (NULL). */
+static constexpr kernels kernels_scalar = [] {
+    kernels k{};
+    k.isa = TSR_CPU_ISA_SCALAR;
+    k.dot_f32 = dot_f32_scalar;
+    k.dot_f16 = dot_f16_scalar;
+    k.dot_bf16 = dot_bf16_scalar;
+    k.dot_q8_0 = dot_q8_0_scalar;
+    k.dot_q4_0 = dot_q4_0_scalar;
+    k.quantize_y = quantize_y_scalar;
+    k.axpy_f32 = axpy_f32_scalar;
+    k.f16_to_f32 = f16_to_f32_scalar;
+    return k;
+}();
 
 } // namespace tcpu
 } // namespace
-/* ---- backends/cpu/pack.inl ---- */
+/* ---- backends/cpu/impl/pack.inl ---- */
 /*
  * pack.inl - operand packing for the GEMM kernels (ISA-independent layouts; the row
  * converters passed in are the ISA's fast ones).
@@ -7869,7 +8059,7 @@ static void pack_panel_s8_b(const char * b, size_t ldb, int rows, int64_t K, int
 
 } // namespace tcpu
 } // namespace
-/* ---- backends/cpu/kernels_avx2.inl ---- */
+/* ---- backends/cpu/impl/kernels_avx2.inl ---- */
 /*
  * kernels_avx2.inl - x86-64 AVX2 + FMA + F16C kernels (runtime-dispatched; compiled with
  * target attributes so the rest of the TU stays baseline x86-64).
@@ -8258,17 +8448,34 @@ TSR_TARGET_AVX2 static void gemm_i8_kernel_avx2(int kc, const void * ap, const v
     }
 }
 
-static const gemm_impl gemm_f32_avx2 = { 16, 6, 256, 128, 16 * 128, 6 * 128, false,
-    pack_panel_f32<16, 4, cvt_f32_copy>, pack_panel_f32<6, 4, cvt_f32_copy>, gemm_f32_kernel_avx2 };
-static const gemm_impl gemm_f16_avx2 = { 16, 6, 256, 128, 16 * 128, 6 * 128, false,
-    pack_panel_f32<16, 2, cvt_f16_f32_avx2>, pack_panel_f32<6, 4, cvt_f32_copy>, gemm_f32_kernel_avx2 };
-static const gemm_impl gemm_bf16_avx2 = { 16, 6, 256, 128, 16 * 128, 6 * 128, false,
-    pack_panel_f32<16, 2, cvt_bf16_f32_avx2>, pack_panel_f32<6, 4, cvt_f32_copy>, gemm_f32_kernel_avx2 };
+static constexpr gemm_impl gemm_f32_avx2 = [] {
+    gemm_impl g{};
+    g.mr = 16; g.nr = 6; g.kc = 256; g.mc = 128;
+    g.a_bytes_32k = 16 * 128; g.b_bytes_32k = 6 * 128; g.b_is_q8 = false;
+    g.pack_a = pack_panel_f32<16, 4, cvt_f32_copy>;
+    g.pack_b = pack_panel_f32<6, 4, cvt_f32_copy>;
+    g.kernel = gemm_f32_kernel_avx2;
+    return g;
+}();
+static constexpr gemm_impl gemm_f16_avx2 = gemm_with_pack_a(gemm_f32_avx2, pack_panel_f32<16, 2, cvt_f16_f32_avx2>);
+static constexpr gemm_impl gemm_bf16_avx2 = gemm_with_pack_a(gemm_f32_avx2, pack_panel_f32<16, 2, cvt_bf16_f32_avx2>);
 /* Q8_0 keeps A signed for the sign trick, so its B carries no offset bias. */
-static const gemm_impl gemm_q8_0_avx2 = { 8, 8, 1024, 128, 8 * 36, 8 * 40, true,
-    pack_panel_i8_a<8, TSR_TYPE_Q8_0, true>, pack_panel_i8_b<8, 0>, gemm_i8_kernel_avx2<true> };
-static const gemm_impl gemm_q4_0_avx2 = { 8, 8, 1024, 128, 8 * 36, 8 * 40, true,
-    pack_panel_i8_a<8, TSR_TYPE_Q4_0>, pack_panel_i8_b<8, 8>, gemm_i8_kernel_avx2<false> };
+static constexpr gemm_impl gemm_q8_0_avx2 = [] {
+    gemm_impl g{};
+    g.mr = 8; g.nr = 8; g.kc = 1024; g.mc = 128;
+    g.a_bytes_32k = 8 * 36; g.b_bytes_32k = 8 * 40; g.b_is_q8 = true;
+    g.pack_a = pack_panel_i8_a<8, TSR_TYPE_Q8_0, true>;
+    g.pack_b = pack_panel_i8_b<8, 0>;
+    g.kernel = gemm_i8_kernel_avx2<true>;
+    return g;
+}();
+static constexpr gemm_impl gemm_q4_0_avx2 = [] {
+    gemm_impl g = gemm_q8_0_avx2;
+    g.pack_a = pack_panel_i8_a<8, TSR_TYPE_Q4_0>;
+    g.pack_b = pack_panel_i8_b<8, 8>;
+    g.kernel = gemm_i8_kernel_avx2<false>;
+    return g;
+}();
 
 /* ---- expf and the activations on it (constants and method: vexp in cpu_internal.inl) ---- */
 
@@ -8384,19 +8591,43 @@ TSR_TARGET_AVX2 static void soft_max_avx2(int64_t n, float * x) {
     for (; i < n; ++i) x[i] *= _mm256_cvtss_f32(inv);
 }
 
-static const act_kernels act_table_avx2 = {
-    act_row_avx2<ACT_EXP>, act_row_avx2<ACT_SILU>, act_row_avx2<ACT_SIGMOID>, act_row_avx2<ACT_GELU>,
-    act_row_avx2<ACT_GELU_QUICK>, act_row_avx2<ACT_TANH>, swiglu_avx2, soft_max_avx2,
-};
+static constexpr act_kernels act_table_avx2 = [] {
+    act_kernels a{};
+    a.exp = act_row_avx2<ACT_EXP>;
+    a.silu = act_row_avx2<ACT_SILU>;
+    a.sigmoid = act_row_avx2<ACT_SIGMOID>;
+    a.gelu = act_row_avx2<ACT_GELU>;
+    a.gelu_quick = act_row_avx2<ACT_GELU_QUICK>;
+    a.tanh = act_row_avx2<ACT_TANH>;
+    a.swiglu = swiglu_avx2;
+    a.soft_max = soft_max_avx2;
+    return a;
+}();
 
-static const kernels kernels_avx2 = {
-    TSR_CPU_ISA_AVX2,
-    dot_f32_avx2, dot_f16_avx2, dot_bf16_avx2, dot_q8_0_avx2, dot_q4_0_avx2,
-    { dot4_avx2<0>, dot4_avx2<1>, dot4_avx2<2>, dot4_q8_0_avx2, dot4_q4_0_avx2 },
-    quantize_y_avx2, axpy_f32_avx2, cvt_f16_f32_avx2,
-    { &gemm_f32_avx2, &gemm_f16_avx2, &gemm_bf16_avx2, &gemm_q8_0_avx2, &gemm_q4_0_avx2 },
-    &act_table_avx2,
-};
+static constexpr kernels kernels_avx2 = [] {
+    kernels k{};
+    k.isa = TSR_CPU_ISA_AVX2;
+    k.dot_f32 = dot_f32_avx2;
+    k.dot_f16 = dot_f16_avx2;
+    k.dot_bf16 = dot_bf16_avx2;
+    k.dot_q8_0 = dot_q8_0_avx2;
+    k.dot_q4_0 = dot_q4_0_avx2;
+    k.dot4[SLOT_F32] = dot4_avx2<0>;
+    k.dot4[SLOT_F16] = dot4_avx2<1>;
+    k.dot4[SLOT_BF16] = dot4_avx2<2>;
+    k.dot4[SLOT_Q8_0] = dot4_q8_0_avx2;
+    k.dot4[SLOT_Q4_0] = dot4_q4_0_avx2;
+    k.quantize_y = quantize_y_avx2;
+    k.axpy_f32 = axpy_f32_avx2;
+    k.f16_to_f32 = cvt_f16_f32_avx2;
+    k.gemm[SLOT_F32] = &gemm_f32_avx2;
+    k.gemm[SLOT_F16] = &gemm_f16_avx2;
+    k.gemm[SLOT_BF16] = &gemm_bf16_avx2;
+    k.gemm[SLOT_Q8_0] = &gemm_q8_0_avx2;
+    k.gemm[SLOT_Q4_0] = &gemm_q4_0_avx2;
+    k.act = &act_table_avx2;
+    return k;
+}();
 
 } // namespace tcpu
 } // namespace
@@ -8404,7 +8635,7 @@ static const kernels kernels_avx2 = {
 #pragma GCC diagnostic pop
 #endif
 #endif /* TSR_CPU_HAVE_X86_KERNELS */
-/* ---- backends/cpu/kernels_avx512.inl ---- */
+/* ---- backends/cpu/impl/kernels_avx512.inl ---- */
 /*
  * kernels_avx512.inl - x86-64 AVX-512 (F/BW/VL/DQ) kernels, with AVX512-BF16 (vdpbf16ps)
  * and AVX512-VNNI (vpdpbusd) variants chosen at run time when the CPU has them.
@@ -8918,18 +9149,41 @@ TSR_TARGET_AVX512VNNI static void gemm_i8_kernel_avx512(int kc, const void * ap,
     for (int j = 0; j < nr_valid; ++j) store_row32(c + (size_t)j * ldc, f[j][0], f[j][1], mr_valid, accumulate);
 }
 
-static const gemm_impl gemm_f32_avx512 = { 32, 12, 256, 128, 32 * 128, 12 * 128, false,
-    pack_a32_avx512<0>, pack_panel_f32<12, 4, cvt_f32_copy>, gemm_f32_kernel_avx512 };
-static const gemm_impl gemm_f16_avx512 = { 32, 12, 256, 128, 32 * 128, 12 * 128, false,
-    pack_a32_avx512<1>, pack_panel_f32<12, 4, cvt_f32_copy>, gemm_f32_kernel_avx512 };
-static const gemm_impl gemm_bf16cvt_avx512 = { 32, 12, 256, 128, 32 * 128, 12 * 128, false,
-    pack_a32_avx512<2>, pack_panel_f32<12, 4, cvt_f32_copy>, gemm_f32_kernel_avx512 };
-static const gemm_impl gemm_bf16_avx512 = { 32, 12, 512, 128, 32 * 64, 12 * 64, false,
-    pack_a32_bf16_avx512, pack_b12_bf16_avx512, gemm_bf16_kernel_avx512 };
-static const gemm_impl gemm_q8_0_avx512 = { 32, 6, 1024, 128, 32 * 36, 6 * 40, true,
-    pack_panel_i8_a<32, TSR_TYPE_Q8_0>, pack_panel_i8_b<6, 128>, gemm_i8_kernel_avx512 };
-static const gemm_impl gemm_q4_0_avx512 = { 32, 6, 1024, 128, 32 * 36, 6 * 40, true,
-    pack_panel_i8_a<32, TSR_TYPE_Q4_0>, pack_panel_i8_b<6, 8>, gemm_i8_kernel_avx512 };
+static constexpr gemm_impl gemm_f32_avx512 = [] {
+    gemm_impl g{};
+    g.mr = 32; g.nr = 12; g.kc = 256; g.mc = 128;
+    g.a_bytes_32k = 32 * 128; g.b_bytes_32k = 12 * 128; g.b_is_q8 = false;
+    g.pack_a = pack_a32_avx512<0>;
+    g.pack_b = pack_panel_f32<12, 4, cvt_f32_copy>;
+    g.kernel = gemm_f32_kernel_avx512;
+    return g;
+}();
+static constexpr gemm_impl gemm_f16_avx512 = gemm_with_pack_a(gemm_f32_avx512, pack_a32_avx512<1>);
+static constexpr gemm_impl gemm_bf16cvt_avx512 = gemm_with_pack_a(gemm_f32_avx512, pack_a32_avx512<2>);
+static constexpr gemm_impl gemm_bf16_avx512 = [] {
+    gemm_impl g = gemm_f32_avx512;
+    g.kc = 512;
+    g.a_bytes_32k = 32 * 64; g.b_bytes_32k = 12 * 64;
+    g.pack_a = pack_a32_bf16_avx512;
+    g.pack_b = pack_b12_bf16_avx512;
+    g.kernel = gemm_bf16_kernel_avx512;
+    return g;
+}();
+static constexpr gemm_impl gemm_q8_0_avx512 = [] {
+    gemm_impl g{};
+    g.mr = 32; g.nr = 6; g.kc = 1024; g.mc = 128;
+    g.a_bytes_32k = 32 * 36; g.b_bytes_32k = 6 * 40; g.b_is_q8 = true;
+    g.pack_a = pack_panel_i8_a<32, TSR_TYPE_Q8_0>;
+    g.pack_b = pack_panel_i8_b<6, 128>;
+    g.kernel = gemm_i8_kernel_avx512;
+    return g;
+}();
+static constexpr gemm_impl gemm_q4_0_avx512 = [] {
+    gemm_impl g = gemm_q8_0_avx512;
+    g.pack_a = pack_panel_i8_a<32, TSR_TYPE_Q4_0>;
+    g.pack_b = pack_panel_i8_b<6, 8>;
+    return g;
+}();
 
 /* ---- expf and the activations on it (constants and method: vexp in cpu_internal.inl) ---- */
 
@@ -9028,21 +9282,41 @@ TSR_TARGET_AVX512 static void soft_max_avx512(int64_t n, float * x) {
     }
 }
 
-static const act_kernels act_table_avx512 = {
-    act_row_avx512<ACT_EXP>, act_row_avx512<ACT_SILU>, act_row_avx512<ACT_SIGMOID>, act_row_avx512<ACT_GELU>,
-    act_row_avx512<ACT_GELU_QUICK>, act_row_avx512<ACT_TANH>, swiglu_avx512, soft_max_avx512,
-};
+static constexpr act_kernels act_table_avx512 = [] {
+    act_kernels a{};
+    a.exp = act_row_avx512<ACT_EXP>;
+    a.silu = act_row_avx512<ACT_SILU>;
+    a.sigmoid = act_row_avx512<ACT_SIGMOID>;
+    a.gelu = act_row_avx512<ACT_GELU>;
+    a.gelu_quick = act_row_avx512<ACT_GELU_QUICK>;
+    a.tanh = act_row_avx512<ACT_TANH>;
+    a.swiglu = swiglu_avx512;
+    a.soft_max = soft_max_avx512;
+    return a;
+}();
 
+/* Q8_0 / Q4_0 use the AVX2 kernels unless the CPU has VNNI; no GEMM for them without it. */
 static kernels make_kernels_avx512() {
     const cpu_features & f = features();
-    kernels k = {
-        TSR_CPU_ISA_AVX512,
-        dot_f32_avx512, dot_f16_avx512, dot_bf16_avx512, dot_q8_0_avx2, dot_q4_0_avx2,
-        { dot4_avx512<0>, dot4_avx512<1>, dot4_avx512<2>, dot4_q8_0_avx2, dot4_q4_0_avx2 },
-        quantize_y_avx2, axpy_f32_avx512, cvt_f16_f32_avx2,
-        { &gemm_f32_avx512, &gemm_f16_avx512, &gemm_bf16cvt_avx512, nullptr, nullptr },
-        &act_table_avx512,
-    };
+    kernels k{};
+    k.isa = TSR_CPU_ISA_AVX512;
+    k.dot_f32 = dot_f32_avx512;
+    k.dot_f16 = dot_f16_avx512;
+    k.dot_bf16 = dot_bf16_avx512;
+    k.dot_q8_0 = dot_q8_0_avx2;
+    k.dot_q4_0 = dot_q4_0_avx2;
+    k.dot4[SLOT_F32] = dot4_avx512<0>;
+    k.dot4[SLOT_F16] = dot4_avx512<1>;
+    k.dot4[SLOT_BF16] = dot4_avx512<2>;
+    k.dot4[SLOT_Q8_0] = dot4_q8_0_avx2;
+    k.dot4[SLOT_Q4_0] = dot4_q4_0_avx2;
+    k.quantize_y = quantize_y_avx2;
+    k.axpy_f32 = axpy_f32_avx512;
+    k.f16_to_f32 = cvt_f16_f32_avx2;
+    k.gemm[SLOT_F32] = &gemm_f32_avx512;
+    k.gemm[SLOT_F16] = &gemm_f16_avx512;
+    k.gemm[SLOT_BF16] = &gemm_bf16cvt_avx512;
+    k.act = &act_table_avx512;
     if (f.avx512_bf16) k.gemm[SLOT_BF16] = &gemm_bf16_avx512;
     if (f.avx512_vnni) {
         k.dot_q8_0 = gemv_q8_0_avx512vnni;
@@ -9061,7 +9335,7 @@ static kernels make_kernels_avx512() {
 #pragma GCC diagnostic pop
 #endif
 #endif /* TSR_CPU_HAVE_X86_KERNELS */
-/* ---- backends/cpu/kernels_neon.inl ---- */
+/* ---- backends/cpu/impl/kernels_neon.inl ---- */
 /*
  * kernels_neon.inl - aarch64 Advanced SIMD kernels (baseline ARMv8.0: no dotprod, no
  * fp16 arithmetic needed). Tested under qemu-user by scripts/test-aarch64.sh.
@@ -9362,12 +9636,17 @@ static void gemm_f32_kernel_neon(int kc, const void * ap, const void * bp, float
 
 /* mc = 128 rows x kc = 256 keeps the packed A block (128 KiB) in L2 and one B panel
  * (12 KiB) in L1 on common cores. */
-static const gemm_impl gemm_f32_neon = { 8, 12, 256, 128, 8 * 128, 12 * 128, false,
-    pack_panel_f32<8, 4, cvt_f32_copy>, pack_panel_f32<12, 4, cvt_f32_copy>, gemm_f32_kernel_neon };
-static const gemm_impl gemm_f16_neon = { 8, 12, 256, 128, 8 * 128, 12 * 128, false,
-    pack_panel_f32<8, 2, f16_to_f32_neon>, pack_panel_f32<12, 4, cvt_f32_copy>, gemm_f32_kernel_neon };
-static const gemm_impl gemm_bf16_neon = { 8, 12, 256, 128, 8 * 128, 12 * 128, false,
-    pack_panel_f32<8, 2, cvt_bf16_f32_neon>, pack_panel_f32<12, 4, cvt_f32_copy>, gemm_f32_kernel_neon };
+static constexpr gemm_impl gemm_f32_neon = [] {
+    gemm_impl g{};
+    g.mr = 8; g.nr = 12; g.kc = 256; g.mc = 128;
+    g.a_bytes_32k = 8 * 128; g.b_bytes_32k = 12 * 128; g.b_is_q8 = false;
+    g.pack_a = pack_panel_f32<8, 4, cvt_f32_copy>;
+    g.pack_b = pack_panel_f32<12, 4, cvt_f32_copy>;
+    g.kernel = gemm_f32_kernel_neon;
+    return g;
+}();
+static constexpr gemm_impl gemm_f16_neon = gemm_with_pack_a(gemm_f32_neon, pack_panel_f32<8, 2, f16_to_f32_neon>);
+static constexpr gemm_impl gemm_bf16_neon = gemm_with_pack_a(gemm_f32_neon, pack_panel_f32<8, 2, cvt_bf16_f32_neon>);
 
 /* Sum over 32 signed byte products, as 4 int32 partial sums. Two products share an int16
  * lane before widening (vmlal_s8): yq8 bytes are in [-127, 127] (quantize_y), so a pair is
@@ -9417,10 +9696,16 @@ static void gemm_s8_kernel_neon(int kc, const void * ap, const void * bp, float 
 }
 
 /* kc = 512: 16 blocks; the packed A block is 128 rows x 16 x 36 bytes (72 KiB). */
-static const gemm_impl gemm_q8_0_neon = { 4, 4, 512, 128, 4 * 36, 4 * 36, true,
-    pack_panel_s8_a<4, TSR_TYPE_Q8_0>, pack_panel_s8_b<4>, gemm_s8_kernel_neon };
-static const gemm_impl gemm_q4_0_neon = { 4, 4, 512, 128, 4 * 36, 4 * 36, true,
-    pack_panel_s8_a<4, TSR_TYPE_Q4_0>, pack_panel_s8_b<4>, gemm_s8_kernel_neon };
+static constexpr gemm_impl gemm_q8_0_neon = [] {
+    gemm_impl g{};
+    g.mr = 4; g.nr = 4; g.kc = 512; g.mc = 128;
+    g.a_bytes_32k = 4 * 36; g.b_bytes_32k = 4 * 36; g.b_is_q8 = true;
+    g.pack_a = pack_panel_s8_a<4, TSR_TYPE_Q8_0>;
+    g.pack_b = pack_panel_s8_b<4>;
+    g.kernel = gemm_s8_kernel_neon;
+    return g;
+}();
+static constexpr gemm_impl gemm_q4_0_neon = gemm_with_pack_a(gemm_q8_0_neon, pack_panel_s8_a<4, TSR_TYPE_Q4_0>);
 /* ---- expf and the activations on it (constants and method: vexp in cpu_internal.inl) ---- */
 
 static inline float32x4_t exp_neon(float32x4_t x) {
@@ -9529,24 +9814,48 @@ static void soft_max_neon(int64_t n, float * x) {
     for (; i < n; ++i) x[i] *= inv;
 }
 
-static const act_kernels act_table_neon = {
-    act_row_neon<ACT_EXP>, act_row_neon<ACT_SILU>, act_row_neon<ACT_SIGMOID>, act_row_neon<ACT_GELU>,
-    act_row_neon<ACT_GELU_QUICK>, act_row_neon<ACT_TANH>, swiglu_neon, soft_max_neon,
-};
+static constexpr act_kernels act_table_neon = [] {
+    act_kernels a{};
+    a.exp = act_row_neon<ACT_EXP>;
+    a.silu = act_row_neon<ACT_SILU>;
+    a.sigmoid = act_row_neon<ACT_SIGMOID>;
+    a.gelu = act_row_neon<ACT_GELU>;
+    a.gelu_quick = act_row_neon<ACT_GELU_QUICK>;
+    a.tanh = act_row_neon<ACT_TANH>;
+    a.swiglu = swiglu_neon;
+    a.soft_max = soft_max_neon;
+    return a;
+}();
 
-static const kernels kernels_neon = {
-    TSR_CPU_ISA_NEON,
-    dot_f32_neon, dot_f16_neon, dot_bf16_neon, dot_q8_0_neon, dot_q4_0_neon,
-    { dot4_neon<0>, dot4_neon<1>, dot4_neon<2>, dot4_q8_0_neon, dot4_q4_0_neon },
-    quantize_y_neon, axpy_f32_neon, f16_to_f32_neon,
-    { &gemm_f32_neon, &gemm_f16_neon, &gemm_bf16_neon, &gemm_q8_0_neon, &gemm_q4_0_neon },
-    &act_table_neon,
-};
+static constexpr kernels kernels_neon = [] {
+    kernels k{};
+    k.isa = TSR_CPU_ISA_NEON;
+    k.dot_f32 = dot_f32_neon;
+    k.dot_f16 = dot_f16_neon;
+    k.dot_bf16 = dot_bf16_neon;
+    k.dot_q8_0 = dot_q8_0_neon;
+    k.dot_q4_0 = dot_q4_0_neon;
+    k.dot4[SLOT_F32] = dot4_neon<0>;
+    k.dot4[SLOT_F16] = dot4_neon<1>;
+    k.dot4[SLOT_BF16] = dot4_neon<2>;
+    k.dot4[SLOT_Q8_0] = dot4_q8_0_neon;
+    k.dot4[SLOT_Q4_0] = dot4_q4_0_neon;
+    k.quantize_y = quantize_y_neon;
+    k.axpy_f32 = axpy_f32_neon;
+    k.f16_to_f32 = f16_to_f32_neon;
+    k.gemm[SLOT_F32] = &gemm_f32_neon;
+    k.gemm[SLOT_F16] = &gemm_f16_neon;
+    k.gemm[SLOT_BF16] = &gemm_bf16_neon;
+    k.gemm[SLOT_Q8_0] = &gemm_q8_0_neon;
+    k.gemm[SLOT_Q4_0] = &gemm_q4_0_neon;
+    k.act = &act_table_neon;
+    return k;
+}();
 
 } // namespace tcpu
 } // namespace
 #endif /* TSR_CPU_ARM64 */
-/* ---- backends/cpu/gemm.inl ---- */
+/* ---- backends/cpu/impl/gemm.inl ---- */
 /*
  * gemm.inl - matrix multiplication: the kernel table in use, the blocked/packed GEMM
  * driver (operands packed into the workspace), the dot-product path for matrix-vector
@@ -9810,13 +10119,16 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
 
 } // namespace tcpu
 } // namespace
-/* ---- backends/cpu/ops_scalar.inl ---- */
+/* ---- backends/cpu/impl/ops_elementwise.inl ---- */
 /*
- * ops_scalar.inl - every op of tessera.h with ggml's semantics: the reference result.
- * Inputs may be non-contiguous (views, permutes); b is broadcast over a where the op
- * allows it. Each op splits its rows across threads (ith of nth). Ops that the in-place
- * contract allows read each element before writing it, so dst may alias the operand.
- * The hot inner loops call the ISA kernel table (dot products, GEMM, axpy).
+ * ops_elementwise.inl - the CPU ops that go element by element: copies and conversions,
+ * binary ops with broadcasting, unary ops and GLU, reductions, and the shape ops (repeat,
+ * concat, pad); with the helpers every ops_*.inl file uses.
+ * Every op has ggml's semantics. Inputs may be non-contiguous (views, permutes); b is
+ * broadcast over a where the op allows it. Each op splits its rows across threads (ith of
+ * nth). Ops that the in-place contract allows read each element before writing it, so dst
+ * may alias the operand. The hot inner loops call the ISA kernel table (dot products, GEMM,
+ * axpy, the activation row kernels).
  */
 namespace {
 namespace tcpu {
@@ -10177,6 +10489,16 @@ static void op_pad(const cparams & p, tsr_tensor * dst) {
     }
 }
 
+} // namespace tcpu
+} // namespace
+/* ---- backends/cpu/impl/ops_rows.inl ---- */
+/*
+ * ops_rows.inl - the CPU ops that work a row at a time: normalization, the outer product,
+ * get/set rows, masking and soft_max, RoPE, argsort (conventions: ops_elementwise.inl).
+ */
+namespace {
+namespace tcpu {
+
 /* ---- normalization ------------------------------------------------------------------------- */
 
 static void op_norm(const cparams & p, tsr_tensor * dst) {
@@ -10466,6 +10788,40 @@ static void op_rope(const cparams & p, tsr_tensor * dst) {
     }
 }
 
+/* ---- sorting ------------------------------------------------------------------------------ */
+
+static void op_argsort(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * src = dst->src[0];
+    const bool asc = tsr_get_op_params_i32(dst, 0) == TSR_SORT_ORDER_ASC;
+    const int64_t ne0 = src->ne[0];
+    int32_t * idx = (int32_t *)thread_floats(p, (size_t)ne0);
+    const int64_t nr = tsr_nrows(dst);
+    int64_t r0, r1;
+    split_rows(nr, p.ith, p.nth, r0, r1);
+    for (int64_t ir = r0; ir < r1; ++ir) {
+        int64_t i1, i2, i3;
+        row_index(dst, ir, i1, i2, i3);
+        const char * s = tptr(src, 0, i1, i2, i3);
+        const size_t ss = src->nb[0];
+        for (int64_t i = 0; i < ne0; ++i) idx[i] = (int32_t)i;
+        auto val = [&](int32_t i) { return *(const float *)(s + (size_t)i * ss); };
+        if (asc) std::sort(idx, idx + ne0, [&](int32_t x, int32_t y) { return val(x) < val(y) || (val(x) == val(y) && x < y); });
+        else std::sort(idx, idx + ne0, [&](int32_t x, int32_t y) { return val(x) > val(y) || (val(x) == val(y) && x < y); });
+        char * d = tptr(dst, 0, i1, i2, i3);
+        for (int64_t i = 0; i < ne0; ++i) *(int32_t *)(d + i * dst->nb[0]) = idx[i];
+    }
+}
+
+} // namespace tcpu
+} // namespace
+/* ---- backends/cpu/impl/ops_conv_attn.inl ---- */
+/*
+ * ops_conv_attn.inl - the CPU ops on images and attention: im2col, conv_2d (im2col + GEMM),
+ * pool_2d, upscale, and fused flash attention (conventions: ops_elementwise.inl).
+ */
+namespace {
+namespace tcpu {
+
 /* ---- convolution and friends ---------------------------------------------------------------- */
 
 struct conv_geom {
@@ -10663,28 +11019,6 @@ static void op_upscale(const cparams & p, tsr_tensor * dst) {
     }
 }
 
-static void op_argsort(const cparams & p, tsr_tensor * dst) {
-    const tsr_tensor * src = dst->src[0];
-    const bool asc = tsr_get_op_params_i32(dst, 0) == TSR_SORT_ORDER_ASC;
-    const int64_t ne0 = src->ne[0];
-    int32_t * idx = (int32_t *)thread_floats(p, (size_t)ne0);
-    const int64_t nr = tsr_nrows(dst);
-    int64_t r0, r1;
-    split_rows(nr, p.ith, p.nth, r0, r1);
-    for (int64_t ir = r0; ir < r1; ++ir) {
-        int64_t i1, i2, i3;
-        row_index(dst, ir, i1, i2, i3);
-        const char * s = tptr(src, 0, i1, i2, i3);
-        const size_t ss = src->nb[0];
-        for (int64_t i = 0; i < ne0; ++i) idx[i] = (int32_t)i;
-        auto val = [&](int32_t i) { return *(const float *)(s + (size_t)i * ss); };
-        if (asc) std::sort(idx, idx + ne0, [&](int32_t x, int32_t y) { return val(x) < val(y) || (val(x) == val(y) && x < y); });
-        else std::sort(idx, idx + ne0, [&](int32_t x, int32_t y) { return val(x) > val(y) || (val(x) == val(y) && x < y); });
-        char * d = tptr(dst, 0, i1, i2, i3);
-        for (int64_t i = 0; i < ne0; ++i) *(int32_t *)(d + i * dst->nb[0]) = idx[i];
-    }
-}
-
 /* ---- fused attention (online softmax, no n_q x n_kv buffer) ------------------------------- */
 
 /* Scores are taken FA_BLOCK keys at a time: one max and one rescale of the accumulator
@@ -10784,7 +11118,7 @@ static void op_flash_attn_ext(const cparams & p, tsr_tensor * dst) {
 
 } // namespace tcpu
 } // namespace
-/* ---- backends/cpu/backend_cpu.inl ---- */
+/* ---- backends/cpu/impl/backend_cpu.inl ---- */
 /*
  * backend_cpu.inl - the CPU backend object: supports_op, per-op workspace sizes, graph
  * reserve and compute (nodes split across the pool, a barrier between nodes, the abort

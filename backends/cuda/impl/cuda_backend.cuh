@@ -319,19 +319,22 @@ bool be_supports_buft(tsr_backend_t backend, tsr_backend_buffer_type_t buft) {
 
 size_t be_get_workspace_size(tsr_backend_t backend) { return ctx_of(backend)->ws_size; }
 
-const tsr_backend_i backend_iface = {
-    /* get_name                */ be_get_name,
-    /* free                    */ be_free,
-    /* get_default_buffer_type */ be_get_default_buffer_type,
-    /* set_tensor_async        */ be_set_tensor_async,
-    /* get_tensor_async        */ be_get_tensor_async,
-    /* synchronize             */ be_synchronize,
-    /* graph_reserve           */ be_graph_reserve,
-    /* graph_compute           */ be_graph_compute,
-    /* supports_op             */ be_supports_op,
-    /* supports_buft           */ be_supports_buft,
-    /* get_workspace_size      */ be_get_workspace_size,
-};
+// Filled member by member: each entry names its member.
+constexpr tsr_backend_i backend_iface = [] {
+    tsr_backend_i i = {};
+    i.get_name = be_get_name;
+    i.free = be_free;
+    i.get_default_buffer_type = be_get_default_buffer_type;
+    i.set_tensor_async = be_set_tensor_async;
+    i.get_tensor_async = be_get_tensor_async;
+    i.synchronize = be_synchronize;
+    i.graph_reserve = be_graph_reserve;
+    i.graph_compute = be_graph_compute;
+    i.supports_op = be_supports_op;
+    i.supports_buft = be_supports_buft;
+    i.get_workspace_size = be_get_workspace_size;
+    return i;
+}();
 
 } // namespace
 } // namespace tsr_cuda

@@ -84,16 +84,19 @@ void dev_buffer_clear(tsr_backend_buffer_t buffer, uint8_t value) {
     cudaStreamSynchronize(cudaStreamPerThread);
 }
 
-const tsr_backend_buffer_i dev_buffer_iface = {
-    /* free_buffer   */ dev_buffer_free,
-    /* get_base      */ dev_buffer_get_base,
-    /* init_tensor   */ nullptr,
-    /* memset_tensor */ dev_buffer_memset_tensor,
-    /* set_tensor    */ dev_buffer_set_tensor,
-    /* get_tensor    */ dev_buffer_get_tensor,
-    /* cpy_tensor    */ dev_buffer_cpy_tensor,
-    /* clear         */ dev_buffer_clear,
-};
+// The interfaces below are filled member by member: each entry names its member, and
+// what one leaves unset is NULL.
+constexpr tsr_backend_buffer_i dev_buffer_iface = [] {
+    tsr_backend_buffer_i b = {};
+    b.free_buffer = dev_buffer_free;
+    b.get_base = dev_buffer_get_base;
+    b.memset_tensor = dev_buffer_memset_tensor;
+    b.set_tensor = dev_buffer_set_tensor;
+    b.get_tensor = dev_buffer_get_tensor;
+    b.cpy_tensor = dev_buffer_cpy_tensor;
+    b.clear = dev_buffer_clear;
+    return b;
+}();
 
 // ---- device buffer type ---------------------------------------------------------------
 
@@ -127,14 +130,15 @@ size_t dev_buft_get_max_size(tsr_backend_buffer_type_t) { return SIZE_MAX; }
 
 bool dev_buft_is_host(tsr_backend_buffer_type_t) { return false; }
 
-const tsr_backend_buffer_type_i dev_buft_iface = {
-    /* get_name       */ dev_buft_get_name,
-    /* alloc_buffer   */ dev_buft_alloc_buffer,
-    /* get_alignment  */ dev_buft_get_alignment,
-    /* get_max_size   */ dev_buft_get_max_size,
-    /* get_alloc_size */ nullptr,
-    /* is_host        */ dev_buft_is_host,
-};
+constexpr tsr_backend_buffer_type_i dev_buft_iface = [] {
+    tsr_backend_buffer_type_i t = {};
+    t.get_name = dev_buft_get_name;
+    t.alloc_buffer = dev_buft_alloc_buffer;
+    t.get_alignment = dev_buft_get_alignment;
+    t.get_max_size = dev_buft_get_max_size;
+    t.is_host = dev_buft_is_host;
+    return t;
+}();
 
 buft_ctx            g_buft_ctx[TSR_CUDA_MAX_DEVICES];
 tsr_backend_buffer_type g_buft[TSR_CUDA_MAX_DEVICES];
@@ -182,10 +186,17 @@ void host_buffer_clear(tsr_backend_buffer_t buffer, uint8_t value) {
     memset(buffer->context, value, buffer->size);
 }
 
-const tsr_backend_buffer_i host_buffer_iface = {
-    host_buffer_free, host_buffer_get_base, nullptr, host_buffer_memset_tensor,
-    host_buffer_set_tensor, host_buffer_get_tensor, host_buffer_cpy_tensor, host_buffer_clear,
-};
+constexpr tsr_backend_buffer_i host_buffer_iface = [] {
+    tsr_backend_buffer_i b = {};
+    b.free_buffer = host_buffer_free;
+    b.get_base = host_buffer_get_base;
+    b.memset_tensor = host_buffer_memset_tensor;
+    b.set_tensor = host_buffer_set_tensor;
+    b.get_tensor = host_buffer_get_tensor;
+    b.cpy_tensor = host_buffer_cpy_tensor;
+    b.clear = host_buffer_clear;
+    return b;
+}();
 
 const char * host_buft_get_name(tsr_backend_buffer_type_t) { return "CUDA_Host"; }
 
@@ -206,11 +217,15 @@ tsr_backend_buffer_t host_buft_alloc_buffer(tsr_backend_buffer_type_t buft, size
 
 bool host_buft_is_host(tsr_backend_buffer_type_t) { return true; }
 
-tsr_backend_buffer_type g_host_buft = {
-    { host_buft_get_name, host_buft_alloc_buffer, dev_buft_get_alignment, dev_buft_get_max_size,
-      nullptr, host_buft_is_host },
-    nullptr,
-};
+tsr_backend_buffer_type g_host_buft = [] {
+    tsr_backend_buffer_type t = {};
+    t.iface.get_name = host_buft_get_name;
+    t.iface.alloc_buffer = host_buft_alloc_buffer;
+    t.iface.get_alignment = dev_buft_get_alignment;
+    t.iface.get_max_size = dev_buft_get_max_size;
+    t.iface.is_host = host_buft_is_host;
+    return t;
+}();
 
 } // namespace
 } // namespace tsr_cuda

@@ -246,19 +246,18 @@ static bool be_supports_buft(tsr_backend_t be, tsr_backend_buffer_type_t buft) {
     return buft == &static_cast<backend_ctx *>(be->context)->d->buft;
 }
 
-static const tsr_backend_i backend_iface = {
-    /* get_name                */ be_get_name,
-    /* free                    */ be_free,
-    /* get_default_buffer_type */ be_get_default_buffer_type,
-    /* set_tensor_async        */ nullptr,
-    /* get_tensor_async        */ nullptr,
-    /* synchronize             */ nullptr,
-    /* graph_reserve           */ be_graph_reserve,
-    /* graph_compute           */ be_graph_compute,
-    /* supports_op             */ be_supports_op,
-    /* supports_buft           */ be_supports_buft,
-    /* get_workspace_size      */ nullptr,
-};
+/* Filled member by member: each entry names its member; the optional ones left NULL. */
+static constexpr tsr_backend_i backend_iface = [] {
+    tsr_backend_i i = {};
+    i.get_name = be_get_name;
+    i.free = be_free;
+    i.get_default_buffer_type = be_get_default_buffer_type;
+    i.graph_reserve = be_graph_reserve;
+    i.graph_compute = be_graph_compute;
+    i.supports_op = be_supports_op;
+    i.supports_buft = be_supports_buft;
+    return i;
+}();
 
 } // namespace tsr_vk
 } // namespace
@@ -295,7 +294,11 @@ TSR_API_IMPL tsr_backend_t tsr_backend_vk_init(int device) {
         fci.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
         r = vkCreateFence(d->dev, &fci, nullptr, &ctx->fence);
     }
-    tsr_backend_t be = new (std::nothrow) tsr_backend{tsr_vk::backend_iface, ctx.get()};
+    tsr_backend_t be = new (std::nothrow) tsr_backend();
+    if (be) {
+        be->iface = tsr_vk::backend_iface;
+        be->context = ctx.get();
+    }
     if (r != VK_SUCCESS || !be) {
         if (ctx->fence) vkDestroyFence(d->dev, ctx->fence, nullptr);
         if (ctx->pool) vkDestroyCommandPool(d->dev, ctx->pool, nullptr);

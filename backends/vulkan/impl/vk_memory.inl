@@ -396,16 +396,18 @@ static bool buf_cpy_tensor(tsr_backend_buffer_t b, const tsr_tensor * src, tsr_t
     return xfer_submit_wait(d);
 }
 
-static const tsr_backend_buffer_i buffer_iface = {
-    /* free_buffer   */ buf_free,
-    /* get_base      */ buf_get_base,
-    /* init_tensor   */ nullptr,
-    /* memset_tensor */ buf_memset_tensor,
-    /* set_tensor    */ buf_set_tensor,
-    /* get_tensor    */ buf_get_tensor,
-    /* cpy_tensor    */ buf_cpy_tensor,
-    /* clear         */ buf_clear,
-};
+/* Filled member by member: each entry names its member; init_tensor is left NULL. */
+static constexpr tsr_backend_buffer_i buffer_iface = [] {
+    tsr_backend_buffer_i b = {};
+    b.free_buffer = buf_free;
+    b.get_base = buf_get_base;
+    b.memset_tensor = buf_memset_tensor;
+    b.set_tensor = buf_set_tensor;
+    b.get_tensor = buf_get_tensor;
+    b.cpy_tensor = buf_cpy_tensor;
+    b.clear = buf_clear;
+    return b;
+}();
 
 /* ---- buffer type ---------------------------------------------------------------------------- */
 

@@ -207,28 +207,45 @@ struct ga_info {
     size_t size;      /* aligned */
 };
 
-/* Plan g: fills ga's cache and readable plan; sizes (grow) the buffers when `alloc`. */
-static bool ga_plan(gallocr * ga, struct tsr_cgraph * g, const int * node_ids, const int * leaf_ids, double budget_ms) {
+/* What ga_plan's steps share: one ga_info per graph tensor (leafs, then nodes) and where
+ * each tensor's is. */
+struct ga_tensors {
+    std::vector<ga_info> info;
+    hash_map<const struct tsr_tensor *, int> where;  /* tensor -> info index */
+
+    /* the info index of t's root (t itself, or its view source); -1: not in the graph */
+    int root_of(const struct tsr_tensor * t) const {
+        const struct tsr_tensor * r = t->view_src ? t->view_src : t;
+        auto it = where.find(r);
+        return it == where.end() ? -1 : it->second;
+    }
+};
+
+/* A piece of memory to pack: one owned tensor, or several in place of one another. */
+struct ga_slot { int buffer_id; int first, last; size_t size; };
+
+/* ga_plan, step 1: every buffer id names one of ga's buffer types. */
+static bool ga_check_ids(const gallocr * ga, struct tsr_cgraph * g, const int * node_ids, const int * leaf_ids) {
     const int n_bufs = (int) ga->bufts.size();
-    const int n_nodes = g->n_nodes, n_leafs = g->n_leafs;
-    const int n_steps = std::max(1, n_nodes);
-    for (int i = 0; i < n_nodes; i++) {
+    for (int i = 0; i < g->n_nodes; i++) {
         if (node_ids && (node_ids[i] < 0 || node_ids[i] >= n_bufs)) {
             return tsr_set_error("gallocr: node %d ('%s') has buffer id %d, but the gallocr has %d buffer type(s)", i,
                                  g->nodes[i]->name, node_ids[i], n_bufs);
         }
     }
-    for (int i = 0; i < n_leafs; i++) {
+    for (int i = 0; i < g->n_leafs; i++) {
         if (leaf_ids && (leaf_ids[i] < 0 || leaf_ids[i] >= n_bufs)) {
             return tsr_set_error("gallocr: leaf %d ('%s') has buffer id %d, but the gallocr has %d buffer type(s)", i,
                                  g->leafs[i]->name, leaf_ids[i], n_bufs);
         }
     }
+    return true;
+}
 
-    hash_map<const struct tsr_tensor *, int> where;  /* tensor -> info index */
-    where.reserve((size_t) (n_nodes + n_leafs) * 2);
-    std::vector<ga_info> info;
-    info.reserve((size_t) (n_nodes + n_leafs));
+/* ga_plan, step 2: the info of every leaf and node (owned?, aligned size, live from its step). */
+static void ga_collect(const gallocr * ga, struct tsr_cgraph * g, const int * node_ids, const int * leaf_ids, ga_tensors & ts) {
+    ts.where.reserve((size_t) (g->n_nodes + g->n_leafs) * 2);
+    ts.info.reserve((size_t) (g->n_nodes + g->n_leafs));
     auto add = [&](struct tsr_tensor * t, int idx, int bid) {
         ga_info in;
         in.idx = idx;
@@ -243,24 +260,22 @@ static bool ga_plan(gallocr * ga, struct tsr_cgraph * g, const int * node_ids, c
         const size_t al = std::max<size_t>(1, tsr_backend_buft_get_alignment(bt));
         in.size = TSR_PAD(tsr_backend_buft_get_alloc_size(bt, t), al);
         if ((t->flags & TSR_TENSOR_FLAG_INPUT) != 0) in.first = 0;
-        where[t] = (int) info.size();
-        info.push_back(in);
+        ts.where[t] = (int) ts.info.size();
+        ts.info.push_back(in);
     };
-    for (int i = 0; i < n_leafs; i++) add(g->leafs[i], -1 - i, leaf_ids ? leaf_ids[i] : 0);
-    for (int i = 0; i < n_nodes; i++) add(g->nodes[i], i, node_ids ? node_ids[i] : 0);
+    for (int i = 0; i < g->n_leafs; i++) add(g->leafs[i], -1 - i, leaf_ids ? leaf_ids[i] : 0);
+    for (int i = 0; i < g->n_nodes; i++) add(g->nodes[i], i, node_ids ? node_ids[i] : 0);
+}
 
-    auto root_of = [&](const struct tsr_tensor * t) -> int {
-        const struct tsr_tensor * r = t->view_src ? t->view_src : t;
-        auto it = where.find(r);
-        return it == where.end() ? -1 : it->second;
-    };
-
-    /* live ranges */
-    for (int i = 0; i < n_nodes; i++) {
+/* ga_plan, step 3: live ranges: each root lives to its last consumer (through views);
+ * outputs and results to the end. n_steps: "the end". */
+static bool ga_live_ranges(const gallocr * ga, struct tsr_cgraph * g, int n_steps, ga_tensors & ts) {
+    std::vector<ga_info> & info = ts.info;
+    for (int i = 0; i < g->n_nodes; i++) {
         struct tsr_tensor * t = g->nodes[i];
         for (int s = 0; s < TSR_MAX_SRC; s++) {
             if (!t->src[s]) continue;
-            const int r = root_of(t->src[s]);
+            const int r = ts.root_of(t->src[s]);
             if (r < 0) {
                 if (!ga_external(ga, t->src[s])) {
                     return tsr_set_error("gallocr: node %d ('%s') uses '%s', which is not in the graph and has no data", i,
@@ -270,11 +285,11 @@ static bool ga_plan(gallocr * ga, struct tsr_cgraph * g, const int * node_ids, c
             }
             info[(size_t) r].last = std::max(info[(size_t) r].last, i);
             info[(size_t) r].consumed = true;
-            auto d = where.find(t->src[s]);
-            if (d != where.end()) info[(size_t) d->second].consumed = true;
+            auto d = ts.where.find(t->src[s]);
+            if (d != ts.where.end()) info[(size_t) d->second].consumed = true;
         }
         if (t->view_src) {
-            const int r = root_of(t);
+            const int r = ts.root_of(t);
             if (r >= 0) {
                 info[(size_t) r].last = std::max(info[(size_t) r].last, i);
                 if (t->flags & TSR_TENSOR_FLAG_OUTPUT) info[(size_t) r].last = n_steps;
@@ -294,51 +309,62 @@ static bool ga_plan(gallocr * ga, struct tsr_cgraph * g, const int * node_ids, c
     for (const ga_info & in : info) {
         struct tsr_tensor * t = ga_tensor(g, in.idx);
         if (t->view_src && in.idx >= 0 && in.last == n_steps) {
-            const int r = root_of(t);
+            const int r = ts.root_of(t);
             if (r >= 0) info[(size_t) r].last = n_steps;
         }
     }
+    return true;
+}
 
-    /* slots and in-place */
-    struct slot { int buffer_id; int first, last; size_t size; };
-    std::vector<slot> slots;
-    for (ga_info & in : info) {  /* leafs first: they live from step 0 */
+/* ga_plan, step 4, for node i: the slot of a src that dies here and that this node may take
+ * over in place (tsr_op_can_inplace; a root of the same buffer and size, not INPUT/OUTPUT,
+ * directly or through a contiguous view of all of it). Sets in.slot / in.inplace_of. */
+static void ga_take_inplace(struct tsr_cgraph * g, int i, ga_tensors & ts, std::vector<ga_slot> & slots, ga_info & in) {
+    struct tsr_tensor * t = g->nodes[i];
+    for (int s = 0; s < TSR_MAX_SRC && in.slot < 0; s++) {
+        struct tsr_tensor * src = t->src[s];
+        if (!src || !tsr_op_can_inplace(t, s)) continue;
+        const int r = ts.root_of(src);
+        if (r < 0) continue;
+        ga_info & rin = ts.info[(size_t) r];
+        struct tsr_tensor * rt = ga_tensor(g, rin.idx);
+        if (!rin.owned || rin.idx < 0 || rin.slot < 0 || rin.last != i) continue;
+        if (rt->flags & (TSR_TENSOR_FLAG_INPUT | TSR_TENSOR_FLAG_OUTPUT)) continue;
+        if (rin.buffer_id != in.buffer_id || rin.size != in.size) continue;
+        if (slots[(size_t) rin.slot].last != i) continue;  /* slot still needed later */
+        if (src->view_src && (src->view_offs != 0 || tsr_nbytes(src) != tsr_nbytes(rt) || !tsr_is_contiguous(rt) ||
+                              rt->type != t->type)) continue;
+        in.slot = rin.slot;
+        in.inplace_of = r;
+        slots[(size_t) rin.slot].last = std::max(slots[(size_t) rin.slot].last, in.last);
+    }
+}
+
+/* ga_plan, step 4: a slot for every owned tensor (leafs first: they live from step 0),
+ * shared where a node works in place. */
+static void ga_assign_slots(struct tsr_cgraph * g, ga_tensors & ts, std::vector<ga_slot> & slots) {
+    for (ga_info & in : ts.info) {
         if (!in.owned || in.idx >= 0) continue;
         in.slot = (int) slots.size();
-        slots.push_back(slot{in.buffer_id, in.first, in.last, in.size});
+        slots.push_back(ga_slot{in.buffer_id, in.first, in.last, in.size});
     }
-    for (int i = 0; i < n_nodes; i++) {
-        const int ii = where[g->nodes[i]];
-        ga_info & in = info[(size_t) ii];
+    for (int i = 0; i < g->n_nodes; i++) {
+        const int ii = ts.where[g->nodes[i]];
+        ga_info & in = ts.info[(size_t) ii];
         if (!in.owned) continue;
-        struct tsr_tensor * t = g->nodes[i];
-        if (!(t->flags & TSR_TENSOR_FLAG_INPUT)) {
-            for (int s = 0; s < TSR_MAX_SRC && 0 > in.slot; s++) {
-                struct tsr_tensor * src = t->src[s];
-                if (!src || !tsr_op_can_inplace(t, s)) continue;
-                const int r = root_of(src);
-                if (r < 0) continue;
-                ga_info & rin = info[(size_t) r];
-                struct tsr_tensor * rt = ga_tensor(g, rin.idx);
-                if (!rin.owned || rin.idx < 0 || rin.slot < 0 || rin.last != i) continue;
-                if (rt->flags & (TSR_TENSOR_FLAG_INPUT | TSR_TENSOR_FLAG_OUTPUT)) continue;
-                if (rin.buffer_id != in.buffer_id || rin.size != in.size) continue;
-                if (slots[(size_t) rin.slot].last != i) continue;  /* slot still needed later */
-                if (src->view_src && (src->view_offs != 0 || tsr_nbytes(src) != tsr_nbytes(rt) || !tsr_is_contiguous(rt) ||
-                                      rt->type != t->type)) continue;
-                in.slot = rin.slot;
-                in.inplace_of = r;
-                slots[(size_t) rin.slot].last = std::max(slots[(size_t) rin.slot].last, in.last);
-            }
-        }
-        if (0 > in.slot) {
+        if (!(g->nodes[i]->flags & TSR_TENSOR_FLAG_INPUT)) ga_take_inplace(g, i, ts, slots, in);
+        if (in.slot < 0) {
             in.slot = (int) slots.size();
-            slots.push_back(slot{in.buffer_id, in.first, in.last, in.size});
+            slots.push_back(ga_slot{in.buffer_id, in.first, in.last, in.size});
         }
     }
+}
 
-    /* pack each buffer */
-    std::vector<size_t> slot_off(slots.size(), 0);
+/* ga_plan, step 5: pack each buffer's slots (slot_off: each slot's offset; ga->pbuffers:
+ * each buffer's alignment, planned size and lower bound). */
+static bool ga_pack_buffers(gallocr * ga, const std::vector<ga_slot> & slots, double budget_ms, std::vector<size_t> & slot_off) {
+    const int n_bufs = (int) ga->bufts.size();
+    slot_off.assign(slots.size(), 0);
     ga->pbuffers.assign((size_t) n_bufs, tsr_plan_buffer{0, 0, 0, 1});
     for (int b = 0; b < n_bufs; b++) {
         vec<struct tsr_pack_item> items;
@@ -363,8 +389,13 @@ static bool ga_plan(gallocr * ga, struct tsr_cgraph * g, const int * node_ids, c
                                  tsr_backend_buft_name(ga->bufts[(size_t) b]), peak, max);
         }
     }
+    return true;
+}
 
-    /* the cache and the readable plan */
+/* ga_plan, step 6: the cache (owned tensors with their offsets, then views) and the
+ * readable plan. */
+static void ga_store_plan(gallocr * ga, struct tsr_cgraph * g, const std::vector<ga_info> & info,
+                          const std::vector<size_t> & slot_off, int n_steps) {
     ga->owned.clear();
     ga->views.clear();
     ga->ptensors.clear();
@@ -407,9 +438,23 @@ static bool ga_plan(gallocr * ga, struct tsr_cgraph * g, const int * node_ids, c
     for (size_t i = 0; i < ga->ptensors.size(); i++) ga->ptensors[i].name = ga->pnames[i].c_str();
     ga->plan.n_tensors = (int) ga->ptensors.size();
     ga->plan.tensors = ga->ptensors.data();
-    ga->plan.n_buffers = n_bufs;
+    ga->plan.n_buffers = (int) ga->bufts.size();
     ga->plan.buffers = ga->pbuffers.data();
     ga->plan.n_steps = n_steps;
+}
+
+/* Plan g: fills ga's cache and readable plan (ga_size_buffers then grows the buffers to it). */
+static bool ga_plan(gallocr * ga, struct tsr_cgraph * g, const int * node_ids, const int * leaf_ids, double budget_ms) {
+    const int n_steps = std::max(1, g->n_nodes);
+    if (!ga_check_ids(ga, g, node_ids, leaf_ids)) return false;
+    ga_tensors ts;
+    ga_collect(ga, g, node_ids, leaf_ids, ts);
+    if (!ga_live_ranges(ga, g, n_steps, ts)) return false;
+    std::vector<ga_slot> slots;
+    ga_assign_slots(g, ts, slots);
+    std::vector<size_t> slot_off;
+    if (!ga_pack_buffers(ga, slots, budget_ms, slot_off)) return false;
+    ga_store_plan(ga, g, ts.info, slot_off, n_steps);
 
     ga->key.clear();
     ga_keyer k;

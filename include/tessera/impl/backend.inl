@@ -27,7 +27,14 @@ static void host_default_free(void * ptr, void *) {
     if (ptr) ::operator delete(((void **) ptr)[-1]);
 }
 
-static const struct tsr_host_allocator k_host_default = { host_default_alloc, host_default_free, nullptr };
+/* The tables below (allocators, buffer and buffer type interfaces) are filled member by
+ * member, so each entry names its member; what one leaves unset is NULL. */
+static constexpr struct tsr_host_allocator k_host_default = [] {
+    struct tsr_host_allocator a = {};
+    a.alloc = host_default_alloc;
+    a.free = host_default_free;
+    return a;
+}();
 static struct tsr_host_allocator g_host_allocator = k_host_default;
 
 /* ---- CPU buffers ------------------------------------------------------------------- */
@@ -68,10 +75,17 @@ static void cpu_buffer_clear(tsr_backend_buffer_t buffer, uint8_t value) {
     if (c->ptr) memset(c->ptr, value, buffer->size);
 }
 
-static const struct tsr_backend_buffer_i k_cpu_buffer_i = {
-    cpu_buffer_free, cpu_buffer_get_base, nullptr, cpu_buffer_memset_tensor,
-    cpu_buffer_set_tensor, cpu_buffer_get_tensor, cpu_buffer_cpy_tensor, cpu_buffer_clear,
-};
+static constexpr struct tsr_backend_buffer_i k_cpu_buffer_i = [] {
+    struct tsr_backend_buffer_i b = {};
+    b.free_buffer = cpu_buffer_free;
+    b.get_base = cpu_buffer_get_base;
+    b.memset_tensor = cpu_buffer_memset_tensor;
+    b.set_tensor = cpu_buffer_set_tensor;
+    b.get_tensor = cpu_buffer_get_tensor;
+    b.cpy_tensor = cpu_buffer_cpy_tensor;
+    b.clear = cpu_buffer_clear;
+    return b;
+}();
 
 static const char * cpu_buft_name(tsr_backend_buffer_type_t buft) {
     return buft->context ? "CPU (custom allocator)" : "CPU";
@@ -97,10 +111,19 @@ static tsr_backend_buffer_t cpu_buft_alloc(tsr_backend_buffer_type_t buft, size_
 static size_t cpu_buft_alignment(tsr_backend_buffer_type_t) { return 64; }
 static bool cpu_buft_is_host(tsr_backend_buffer_type_t) { return true; }
 
-static const struct tsr_backend_buffer_type_i k_cpu_buft_i = {
-    cpu_buft_name, cpu_buft_alloc, cpu_buft_alignment, nullptr, nullptr, cpu_buft_is_host,
-};
-static struct tsr_backend_buffer_type g_cpu_buft = { k_cpu_buft_i, nullptr };
+static constexpr struct tsr_backend_buffer_type_i k_cpu_buft_i = [] {
+    struct tsr_backend_buffer_type_i t = {};
+    t.get_name = cpu_buft_name;
+    t.alloc_buffer = cpu_buft_alloc;
+    t.get_alignment = cpu_buft_alignment;
+    t.is_host = cpu_buft_is_host;
+    return t;
+}();
+static struct tsr_backend_buffer_type g_cpu_buft = [] {
+    struct tsr_backend_buffer_type t = {};
+    t.iface = k_cpu_buft_i;
+    return t;
+}();
 
 /* ---- multi-buffers ----------------------------------------------------------------- */
 
@@ -129,10 +152,16 @@ static void multi_buffer_clear(tsr_backend_buffer_t buffer, uint8_t value) {
     multi_buffer_ctx * c = (multi_buffer_ctx *) buffer->context;
     for (tsr_backend_buffer_t b : c->bufs) tsr_backend_buffer_clear(b, value);
 }
-static const struct tsr_backend_buffer_i k_multi_buffer_i = {
-    multi_buffer_free, multi_buffer_get_base, nullptr, multi_buffer_memset_tensor,
-    multi_buffer_set_tensor, multi_buffer_get_tensor, nullptr, multi_buffer_clear,
-};
+static constexpr struct tsr_backend_buffer_i k_multi_buffer_i = [] {
+    struct tsr_backend_buffer_i b = {};
+    b.free_buffer = multi_buffer_free;
+    b.get_base = multi_buffer_get_base;
+    b.memset_tensor = multi_buffer_memset_tensor;
+    b.set_tensor = multi_buffer_set_tensor;
+    b.get_tensor = multi_buffer_get_tensor;
+    b.clear = multi_buffer_clear;
+    return b;
+}();
 
 /* Range check shared by set/get/memset. */
 static bool tensor_range_ok(const struct tsr_tensor * t, size_t offset, size_t size, const char * fn) {
@@ -385,8 +414,10 @@ TSR_API_IMPL tsr_backend_buffer_type_t tsr_backend_cpu_buffer_type_with_allocato
         return nullptr;
     }
     struct tsr_host_allocator * a = new (std::nothrow) tsr_host_allocator(*alloc);
-    tsr_backend_buffer_type_t buft = a ? new (std::nothrow) tsr_backend_buffer_type{tsr_impl::k_cpu_buft_i, a} : nullptr;
-    if (!buft) { delete a; tsr_set_error("tsr_backend_cpu_buffer_type_with_allocator: out of memory"); }
+    tsr_backend_buffer_type_t buft = a ? new (std::nothrow) tsr_backend_buffer_type() : nullptr;
+    if (!buft) { delete a; tsr_set_error("tsr_backend_cpu_buffer_type_with_allocator: out of memory"); return nullptr; }
+    buft->iface = tsr_impl::k_cpu_buft_i;
+    buft->context = a;
     return buft;
 }
 TSR_API_IMPL void tsr_backend_cpu_buffer_type_free(tsr_backend_buffer_type_t buft) {

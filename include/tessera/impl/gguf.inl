@@ -239,6 +239,204 @@ static inline size_t data_size(const gguf_ctx * ctx) {
     return end;
 }
 
+/* parse, step 1: magic, version and the two counts (each checked against the bytes left). */
+static inline bool parse_header(reader & r, gguf_ctx * ctx, uint64_t & n_tensors, uint64_t & n_kv) {
+    char magic[4];
+    if (!r.raw(magic, 4, "magic")) return false;
+    if (memcmp(magic, TSR_GGUF_MAGIC, 4) != 0) {
+        return r.fail(0, "bad magic %02x %02x %02x %02x (expected \"GGUF\"): not a GGUF file",
+                      (uint8_t) magic[0], (uint8_t) magic[1], (uint8_t) magic[2], (uint8_t) magic[3]);
+    }
+    uint32_t version = 0;
+    if (!r.get(version, "version")) return false;
+    if ((version & 0xFFFFu) == 0 && version != 0) {
+        return r.fail(4, "version 0x%08x looks byte-swapped: big-endian GGUF files are not supported", version);
+    }
+    if (version == 1) return r.fail(4, "GGUF version 1 is not supported (only 2 and 3)");
+    if (version < 2 || version > TSR_GGUF_VERSION) {
+        return r.fail(4, "unsupported GGUF version %u (supported: 2 and 3)", version);
+    }
+    ctx->version = version;
+
+    const uint64_t at_nt = r.pos;
+    if (!r.get(n_tensors, "tensor count")) return false;
+    const uint64_t at_nkv = r.pos;
+    if (!r.get(n_kv, "key/value count")) return false;
+    /* smallest possible kv: key len(8) + 1 byte key + type(4) + 1 byte value */
+    if (n_kv > r.remaining() / 14) {
+        return r.fail(at_nkv, "key/value count %llu needs at least %llu bytes, only %llu left in the file",
+                      (unsigned long long) n_kv, (unsigned long long) n_kv * 14ull, (unsigned long long) r.remaining());
+    }
+    /* smallest possible tensor info: name(8+1) n_dims(4) ne(8) type(4) offset(8) */
+    if (n_tensors > r.remaining() / 33) {
+        return r.fail(at_nt, "tensor count %llu needs at least %llu bytes, only %llu left in the file",
+                      (unsigned long long) n_tensors, (unsigned long long) n_tensors * 33ull, (unsigned long long) r.remaining());
+    }
+    return true;
+}
+
+/* parse, step 2: the n_kv key/value pairs (unique, non-empty keys; general.alignment checked). */
+static inline bool parse_kvs(reader & r, gguf_ctx * ctx, uint64_t n_kv) {
+    ctx->kvs.reserve((size_t) n_kv);  /* no reallocation below: `seen` may point into the elements */
+    std::unordered_set<std::string_view> seen;  /* duplicate check in O(1), not O(n) per key */
+    for (uint64_t i = 0; i < n_kv; ++i) {
+        kv e;
+        const uint64_t at = r.pos;
+        if (!r.str(e.key, "key")) return false;
+        if (e.key.empty()) return r.fail(at, "key %llu is empty", (unsigned long long) i);
+        if (memchr(e.key.data(), 0, e.key.size())) return r.fail(at, "key %llu contains a NUL byte", (unsigned long long) i);
+        if (seen.count(std::string_view(e.key))) {
+            return r.fail(at, "duplicate key '%s' (key %llu)", e.key.c_str(), (unsigned long long) i);
+        }
+        uint32_t type = 0;
+        const uint64_t at_t = r.pos;
+        if (!r.get(type, "value type")) return false;
+        if (type >= TSR_GGUF_TYPE_COUNT) return r.fail(at_t, "key '%s': unknown value type %u", e.key.c_str(), type);
+        e.type = (tsr_gguf_type) type;
+        if (!read_value(r, e, e.type, e.key.c_str())) return false;
+        if (e.key == TSR_GGUF_KEY_GENERAL_ALIGNMENT) {
+            if (e.type != TSR_GGUF_TYPE_UINT32) return r.fail(at, "general.alignment has type %s, expected u32", type_name(e.type));
+            uint32_t a = 0;
+            memcpy(&a, e.data.data(), 4);
+            if (!is_pow2(a)) return r.fail(at, "general.alignment %u is not a power of two", a);
+            ctx->alignment = a;
+        }
+        ctx->kvs.push_back(std::move(e));
+        seen.insert(std::string_view(ctx->kvs.back().key));
+    }
+    return true;
+}
+
+/* parse, step 3 (one tensor): the info of tensor i (name not in seen, shape, type, aligned offset). */
+static inline bool parse_tensor_info(reader & r, const gguf_ctx * ctx, uint64_t i,
+                                     const std::unordered_set<std::string_view> & seen, tinfo & ti) {
+    const uint64_t at = r.pos;
+    if (!r.str(ti.name, "tensor name")) return false;
+    if (ti.name.empty()) return r.fail(at, "tensor %llu has an empty name", (unsigned long long) i);
+    if (ti.name.size() >= TSR_MAX_NAME || memchr(ti.name.data(), 0, ti.name.size())) {
+        return r.fail(at, "tensor %llu: name of %zu bytes is longer than %d or contains NUL", (unsigned long long) i,
+                      ti.name.size(), TSR_MAX_NAME - 1);
+    }
+    if (seen.count(std::string_view(ti.name))) {
+        return r.fail(at, "duplicate tensor name '%s' (tensor %llu)", ti.name.c_str(), (unsigned long long) i);
+    }
+    uint32_t n_dims = 0;
+    const uint64_t at_nd = r.pos;
+    if (!r.get(n_dims, "tensor n_dims")) return false;
+    if (n_dims < 1 || n_dims > TSR_MAX_DIMS) {
+        return r.fail(at_nd, "tensor '%s': n_dims %u out of range [1, %d]", ti.name.c_str(), n_dims, TSR_MAX_DIMS);
+    }
+    ti.n_dims = (int) n_dims;
+    for (uint32_t d = 0; d < n_dims; ++d) {
+        const uint64_t at_ne = r.pos;
+        if (!r.get(ti.ne[d], "tensor dimension")) return false;
+        if (ti.ne[d] < 0) return r.fail(at_ne, "tensor '%s': ne[%u] = %lld is negative", ti.name.c_str(), d, (long long) ti.ne[d]);
+    }
+    uint32_t type = 0;
+    const uint64_t at_ty = r.pos;
+    if (!r.get(type, "tensor type")) return false;
+    if (type >= (uint32_t) TSR_TYPE_COUNT || !tsr_is_valid_type((tsr_type) type)) {  /* range first: an out-of-range enum value is UB */
+        const char * gn = ggml_type_name(type);
+        if (gn) {
+            return r.fail(at_ty, "tensor '%s': ggml type %u (%s) is not supported by tessera (F32, F16, BF16, Q8_0, Q4_0, I32 are;"
+                          " e.g. re-quantize with llama-quantize --pure to Q8_0 or Q4_0): unknown tensor type %u", ti.name.c_str(), type, gn, type);
+        }
+        return r.fail(at_ty, "tensor '%s': unknown tensor type %u", ti.name.c_str(), type);
+    }
+    ti.type = (tsr_type) type;
+    if (!tensor_bytes(ti.type, ti.ne, ti.size)) {
+        return r.fail(at_nd, "tensor '%s': shape [%lld, %lld, %lld, %lld] of type %s overflows or has a row not a multiple of the block size %lld",
+                      ti.name.c_str(), (long long) ti.ne[0], (long long) ti.ne[1], (long long) ti.ne[2], (long long) ti.ne[3],
+                      tsr_type_name(ti.type), (long long) tsr_blck_size(ti.type));
+    }
+    const uint64_t at_off = r.pos;
+    if (!r.get(ti.offset, "tensor offset")) return false;
+    if (ti.offset % ctx->alignment != 0) {
+        return r.fail(at_off, "tensor '%s': data offset %llu is not a multiple of the alignment %zu", ti.name.c_str(),
+                      (unsigned long long) ti.offset, ctx->alignment);
+    }
+    return true;
+}
+
+/* parse, step 3: the n_tensors tensor infos, names unique. */
+static inline bool parse_tensor_infos(reader & r, gguf_ctx * ctx, uint64_t n_tensors) {
+    ctx->infos.reserve((size_t) n_tensors);  /* no reallocation below: `seen` points into the elements */
+    std::unordered_set<std::string_view> seen;
+    for (uint64_t i = 0; i < n_tensors; ++i) {
+        tinfo ti;
+        if (!parse_tensor_info(r, ctx, i, seen, ti)) return false;
+        ctx->infos.push_back(std::move(ti));
+        seen.insert(std::string_view(ctx->infos.back().name));
+    }
+    return true;
+}
+
+/* parse, step 4: where the data section starts; every tensor's data inside the file, no two overlapping. */
+static inline bool check_data_section(reader & r, gguf_ctx * ctx) {
+    ctx->data_offset = (size_t) pad((size_t) r.pos, ctx->alignment);
+    const uint64_t data_avail = r.size > ctx->data_offset ? r.size - ctx->data_offset : 0;
+    for (size_t i = 0; i < ctx->infos.size(); ++i) {
+        const tinfo & ti = ctx->infos[i];
+        if (ti.offset > data_avail || ti.size > data_avail - ti.offset) {
+            return r.fail(ctx->data_offset + ti.offset,
+                          "tensor '%s': data [%llu, %llu) (relative to the data section at byte %zu) runs past the end of the file (size %llu)",
+                          ti.name.c_str(), (unsigned long long) ti.offset, (unsigned long long) ti.offset + ti.size,
+                          ctx->data_offset, (unsigned long long) r.size);
+        }
+    }
+    /* no two tensors' data may overlap */
+    std::vector<size_t> order(ctx->infos.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ctx->infos[a].offset < ctx->infos[b].offset; });
+    for (size_t k = 1; k < order.size(); ++k) {
+        const tinfo & a = ctx->infos[order[k - 1]];
+        const tinfo & b = ctx->infos[order[k]];
+        if (a.offset + a.size > b.offset && a.size > 0 && b.size > 0) {
+            return r.fail(ctx->data_offset + b.offset, "tensor '%s' data [%llu, %llu) overlaps tensor '%s' data [%llu, %llu)",
+                          b.name.c_str(), (unsigned long long) b.offset, (unsigned long long) (b.offset + b.size),
+                          a.name.c_str(), (unsigned long long) a.offset, (unsigned long long) (a.offset + a.size));
+        }
+    }
+    return true;
+}
+
+/* parse, step 5 (params.ctx): a tsr_context with one tensor per info, holding its data unless
+ * no_alloc. tctx is set as soon as it exists (the caller frees it on failure). meta_end: where
+ * the metadata ended (the byte errors name). */
+static inline bool load_context(reader & r, gguf_ctx * ctx, tsr_gguf_init_params params, uint64_t meta_end,
+                                tsr_context *& tctx) {
+    size_t mem = (ctx->infos.size() + 1) * tsr_tensor_overhead();
+    if (!params.no_alloc) {
+        for (auto & ti : ctx->infos) mem += pad(ti.size, TSR_MEM_ALIGN);
+    }
+    tctx = tsr_init(tsr_init_params{mem, nullptr, params.no_alloc});
+    char why[sizeof tsr_impl::g_error];  /* a copy (the next error overwrites it); no std::string: nothing may throw */
+    if (!tctx) {
+        snprintf(why, sizeof why, "%s", tsr_last_error());
+        return r.fail(meta_end, "cannot create a context of %zu bytes for %zu tensors: %s", mem, ctx->infos.size(), why);
+    }
+    for (auto & ti : ctx->infos) {
+        tsr_tensor * t = tsr_new_tensor(tctx, ti.type, TSR_MAX_DIMS, ti.ne);
+        if (!t) {
+            snprintf(why, sizeof why, "%s", tsr_last_error());
+            return r.fail(meta_end, "cannot create tensor '%s': %s", ti.name.c_str(), why);
+        }
+        tsr_set_name(t, ti.name.c_str());
+        if (params.no_alloc) continue;
+        if (r.mem) {
+            memcpy(t->data, r.mem + ctx->data_offset + ti.offset, ti.size);
+        } else {
+            r.pos = ctx->data_offset + ti.offset;
+            if (!seek(r.f, r.pos)) return r.fail(r.pos, "seek failed");
+            char what[128];
+            snprintf(what, sizeof what, "data of tensor '%s'", ti.name.c_str());
+            if (!r.raw(t->data, ti.size, what)) return false;
+        }
+        ti.data = t->data;
+    }
+    return true;
+}
+
 static inline gguf_ctx * parse(reader & r, tsr_gguf_init_params params) {
     if (params.ctx) *params.ctx = nullptr;
     gguf_ctx * ctx = nullptr;
@@ -246,219 +444,21 @@ static inline gguf_ctx * parse(reader & r, tsr_gguf_init_params params) {
     try {
         ctx = new gguf_ctx();
         ctx->from_file = true;
-        auto bail = [&]() -> gguf_ctx * {
-            delete ctx;
-            tsr_free(tctx);
-            return nullptr;
-        };
-
-        char magic[4];
-        if (!r.raw(magic, 4, "magic")) return bail();
-        if (memcmp(magic, TSR_GGUF_MAGIC, 4) != 0) {
-            r.fail(0, "bad magic %02x %02x %02x %02x (expected \"GGUF\"): not a GGUF file",
-                   (uint8_t) magic[0], (uint8_t) magic[1], (uint8_t) magic[2], (uint8_t) magic[3]);
-            return bail();
-        }
-        uint32_t version = 0;
-        if (!r.get(version, "version")) return bail();
-        if ((version & 0xFFFFu) == 0 && version != 0) {
-            r.fail(4, "version 0x%08x looks byte-swapped: big-endian GGUF files are not supported", version);
-            return bail();
-        }
-        if (version == 1) { r.fail(4, "GGUF version 1 is not supported (only 2 and 3)"); return bail(); }
-        if (version < 2 || version > TSR_GGUF_VERSION) {
-            r.fail(4, "unsupported GGUF version %u (supported: 2 and 3)", version);
-            return bail();
-        }
-        ctx->version = version;
-
         uint64_t n_tensors = 0, n_kv = 0;
-        const uint64_t at_nt = r.pos;
-        if (!r.get(n_tensors, "tensor count")) return bail();
-        const uint64_t at_nkv = r.pos;
-        if (!r.get(n_kv, "key/value count")) return bail();
-        /* smallest possible kv: key len(8) + 1 byte key + type(4) + 1 byte value */
-        if (n_kv > r.remaining() / 14) {
-            r.fail(at_nkv, "key/value count %llu needs at least %llu bytes, only %llu left in the file",
-                   (unsigned long long) n_kv, (unsigned long long) n_kv * 14ull, (unsigned long long) r.remaining());
-            return bail();
-        }
-        /* smallest possible tensor info: name(8+1) n_dims(4) ne(8) type(4) offset(8) */
-        if (n_tensors > r.remaining() / 33) {
-            r.fail(at_nt, "tensor count %llu needs at least %llu bytes, only %llu left in the file",
-                   (unsigned long long) n_tensors, (unsigned long long) n_tensors * 33ull, (unsigned long long) r.remaining());
-            return bail();
-        }
-
-        ctx->kvs.reserve((size_t) n_kv);  /* no reallocation below: `seen` may point into the elements */
-        std::unordered_set<std::string_view> seen;  /* duplicate check in O(1), not O(n) per key */
-        for (uint64_t i = 0; i < n_kv; ++i) {
-            kv e;
-            const uint64_t at = r.pos;
-            if (!r.str(e.key, "key")) return bail();
-            if (e.key.empty()) { r.fail(at, "key %llu is empty", (unsigned long long) i); return bail(); }
-            if (memchr(e.key.data(), 0, e.key.size())) {
-                r.fail(at, "key %llu contains a NUL byte", (unsigned long long) i);
-                return bail();
-            }
-            if (seen.count(std::string_view(e.key))) {
-                r.fail(at, "duplicate key '%s' (key %llu)", e.key.c_str(), (unsigned long long) i);
-                return bail();
-            }
-            uint32_t type = 0;
-            const uint64_t at_t = r.pos;
-            if (!r.get(type, "value type")) return bail();
-            if (type >= TSR_GGUF_TYPE_COUNT) {
-                r.fail(at_t, "key '%s': unknown value type %u", e.key.c_str(), type);
-                return bail();
-            }
-            e.type = (tsr_gguf_type) type;
-            if (!read_value(r, e, e.type, e.key.c_str())) return bail();
-            if (e.key == TSR_GGUF_KEY_GENERAL_ALIGNMENT) {
-                if (e.type != TSR_GGUF_TYPE_UINT32) {
-                    r.fail(at, "general.alignment has type %s, expected u32", type_name(e.type));
-                    return bail();
-                }
-                uint32_t a = 0;
-                memcpy(&a, e.data.data(), 4);
-                if (!is_pow2(a)) { r.fail(at, "general.alignment %u is not a power of two", a); return bail(); }
-                ctx->alignment = a;
-            }
-            ctx->kvs.push_back(std::move(e));
-            seen.insert(std::string_view(ctx->kvs.back().key));
-        }
-        seen.clear();
-
-        ctx->infos.reserve((size_t) n_tensors);
-        for (uint64_t i = 0; i < n_tensors; ++i) {
-            tinfo ti;
-            const uint64_t at = r.pos;
-            if (!r.str(ti.name, "tensor name")) return bail();
-            if (ti.name.empty()) { r.fail(at, "tensor %llu has an empty name", (unsigned long long) i); return bail(); }
-            if (ti.name.size() >= TSR_MAX_NAME || memchr(ti.name.data(), 0, ti.name.size())) {
-                r.fail(at, "tensor %llu: name of %zu bytes is longer than %d or contains NUL", (unsigned long long) i,
-                       ti.name.size(), TSR_MAX_NAME - 1);
-                return bail();
-            }
-            if (seen.count(std::string_view(ti.name))) {
-                r.fail(at, "duplicate tensor name '%s' (tensor %llu)", ti.name.c_str(), (unsigned long long) i);
-                return bail();
-            }
-            uint32_t n_dims = 0;
-            const uint64_t at_nd = r.pos;
-            if (!r.get(n_dims, "tensor n_dims")) return bail();
-            if (n_dims < 1 || n_dims > TSR_MAX_DIMS) {
-                r.fail(at_nd, "tensor '%s': n_dims %u out of range [1, %d]", ti.name.c_str(), n_dims, TSR_MAX_DIMS);
-                return bail();
-            }
-            ti.n_dims = (int) n_dims;
-            for (uint32_t d = 0; d < n_dims; ++d) {
-                const uint64_t at_ne = r.pos;
-                if (!r.get(ti.ne[d], "tensor dimension")) return bail();
-                if (ti.ne[d] < 0) {
-                    r.fail(at_ne, "tensor '%s': ne[%u] = %lld is negative", ti.name.c_str(), d, (long long) ti.ne[d]);
-                    return bail();
-                }
-            }
-            uint32_t type = 0;
-            const uint64_t at_ty = r.pos;
-            if (!r.get(type, "tensor type")) return bail();
-            if (type >= (uint32_t) TSR_TYPE_COUNT || !tsr_is_valid_type((tsr_type) type)) {  /* range first: an out-of-range enum value is UB */
-                const char * gn = ggml_type_name(type);
-                if (gn) {
-                    r.fail(at_ty, "tensor '%s': ggml type %u (%s) is not supported by tessera (F32, F16, BF16, Q8_0, Q4_0, I32 are;"
-                           " e.g. re-quantize with llama-quantize --pure to Q8_0 or Q4_0): unknown tensor type %u", ti.name.c_str(), type, gn, type);
-                } else {
-                    r.fail(at_ty, "tensor '%s': unknown tensor type %u", ti.name.c_str(), type);
-                }
-                return bail();
-            }
-            ti.type = (tsr_type) type;
-            if (!tensor_bytes(ti.type, ti.ne, ti.size)) {
-                r.fail(at_nd, "tensor '%s': shape [%lld, %lld, %lld, %lld] of type %s overflows or has a row not a multiple of the block size %lld",
-                       ti.name.c_str(), (long long) ti.ne[0], (long long) ti.ne[1], (long long) ti.ne[2], (long long) ti.ne[3],
-                       tsr_type_name(ti.type), (long long) tsr_blck_size(ti.type));
-                return bail();
-            }
-            const uint64_t at_off = r.pos;
-            if (!r.get(ti.offset, "tensor offset")) return bail();
-            if (ti.offset % ctx->alignment != 0) {
-                r.fail(at_off, "tensor '%s': data offset %llu is not a multiple of the alignment %zu", ti.name.c_str(),
-                       (unsigned long long) ti.offset, ctx->alignment);
-                return bail();
-            }
-            ctx->infos.push_back(std::move(ti));
-            seen.insert(std::string_view(ctx->infos.back().name));
-        }
-
-        /* the data section */
+        bool ok = parse_header(r, ctx, n_tensors, n_kv) && parse_kvs(r, ctx, n_kv) &&
+                  parse_tensor_infos(r, ctx, n_tensors);
         const uint64_t meta_end = r.pos;
-        ctx->data_offset = (size_t) pad((size_t) meta_end, ctx->alignment);
-        const uint64_t data_avail = r.size > ctx->data_offset ? r.size - ctx->data_offset : 0;
-        for (size_t i = 0; i < ctx->infos.size(); ++i) {
-            const tinfo & ti = ctx->infos[i];
-            if (ti.offset > data_avail || ti.size > data_avail - ti.offset) {
-                r.fail(ctx->data_offset + ti.offset,
-                       "tensor '%s': data [%llu, %llu) (relative to the data section at byte %zu) runs past the end of the file (size %llu)",
-                       ti.name.c_str(), (unsigned long long) ti.offset, (unsigned long long) ti.offset + ti.size,
-                       ctx->data_offset, (unsigned long long) r.size);
-                return bail();
-            }
-        }
-        /* no two tensors' data may overlap */
-        std::vector<size_t> order(ctx->infos.size());
-        for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-        std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ctx->infos[a].offset < ctx->infos[b].offset; });
-        for (size_t k = 1; k < order.size(); ++k) {
-            const tinfo & a = ctx->infos[order[k - 1]];
-            const tinfo & b = ctx->infos[order[k]];
-            if (a.offset + a.size > b.offset && a.size > 0 && b.size > 0) {
-                r.fail(ctx->data_offset + b.offset, "tensor '%s' data [%llu, %llu) overlaps tensor '%s' data [%llu, %llu)",
-                       b.name.c_str(), (unsigned long long) b.offset, (unsigned long long) (b.offset + b.size),
-                       a.name.c_str(), (unsigned long long) a.offset, (unsigned long long) (a.offset + a.size));
-                return bail();
-            }
-        }
-
-        if (params.ctx) {
-            size_t mem = (ctx->infos.size() + 1) * tsr_tensor_overhead();
-            if (!params.no_alloc) {
-                for (auto & ti : ctx->infos) mem += pad(ti.size, TSR_MEM_ALIGN);
-            }
-            tctx = tsr_init(tsr_init_params{mem, nullptr, params.no_alloc});
-            if (!tctx) {
-                char why[sizeof tsr_impl::g_error];  /* a copy (the next error overwrites it); no std::string: nothing may throw */
-                snprintf(why, sizeof why, "%s", tsr_last_error());
-                r.fail(meta_end, "cannot create a context of %zu bytes for %zu tensors: %s", mem, ctx->infos.size(), why);
-                return bail();
-            }
-            for (auto & ti : ctx->infos) {
-                tsr_tensor * t = tsr_new_tensor(tctx, ti.type, TSR_MAX_DIMS, ti.ne);
-                if (!t) {
-                    char why[sizeof tsr_impl::g_error];  /* a copy (the next error overwrites it); no std::string: nothing may throw */
-                    snprintf(why, sizeof why, "%s", tsr_last_error());
-                    r.fail(meta_end, "cannot create tensor '%s': %s", ti.name.c_str(), why);
-                    return bail();
-                }
-                tsr_set_name(t, ti.name.c_str());
-                if (!params.no_alloc) {
-                    if (r.mem) {
-                        memcpy(t->data, r.mem + ctx->data_offset + ti.offset, ti.size);
-                    } else {
-                        r.pos = ctx->data_offset + ti.offset;
-                        if (!seek(r.f, r.pos)) { r.fail(r.pos, "seek failed"); return bail(); }
-                        char what[128];
-                        snprintf(what, sizeof what, "data of tensor '%s'", ti.name.c_str());
-                        if (!r.raw(t->data, ti.size, what)) return bail();
-                    }
-                    ti.data = t->data;
-                }
-            }
-            *params.ctx = tctx;
-        } else if (!params.no_alloc && r.mem) {
+        ok = ok && check_data_section(r, ctx);
+        if (ok && params.ctx) {
+            ok = load_context(r, ctx, params, meta_end, tctx);
+            if (ok) *params.ctx = tctx;
+        } else if (ok && !params.no_alloc && r.mem) {
             for (auto & ti : ctx->infos) ti.data = r.mem + ctx->data_offset + ti.offset;  /* caller's memory */
         }
-        return ctx;
+        if (ok) return ctx;
+        delete ctx;
+        tsr_free(tctx);
+        return nullptr;
     } catch (const std::bad_alloc &) {
         delete ctx;
         tsr_free(tctx);

@@ -16,38 +16,86 @@
     } while (0)
 #define TSR_IMPL_D(t) tsr_impl_describe(t).s
 
-static const char * const tsr_impl_op_names[TSR_OP_COUNT] = {
-    "NONE", "DUP", "ADD", "SUB", "MUL", "DIV", "SQR", "SQRT", "LOG", "SUM", "SUM_ROWS", "MEAN", "ARGMAX",
-    "REPEAT", "CONCAT", "NORM", "RMS_NORM", "GROUP_NORM", "MUL_MAT", "OUT_PROD", "SCALE", "CPY", "CONT",
-    "RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE", "GET_ROWS", "SET_ROWS", "DIAG_MASK_INF", "SOFT_MAX", "ROPE",
-    "CLAMP", "IM2COL", "CONV_2D", "POOL_2D", "UPSCALE", "PAD", "ARGSORT", "FLASH_ATTN_EXT", "UNARY", "GLU",
-};
-
-static const char * const tsr_impl_op_symbols[TSR_OP_COUNT] = {
-    "none", "x", "x+y", "x-y", "x*y", "x/y", "x^2", "sqrt(x)", "log(x)", "sum(x)", "sum_rows(x)", "mean(x)",
-    "argmax(x)", "repeat(x)", "concat(x, y)", "norm(x)", "rms_norm(x)", "group_norm(x)", "X*Y", "X*Y",
-    "x*v", "x-\\>y", "cont(x)", "reshape(x)", "view(x)", "permute(x)", "transpose(x)", "get_rows(x)",
-    "set_rows(x)", "diag_mask_inf(x)", "soft_max(x)", "rope(x)", "clamp(x)", "im2col(x)", "conv_2d(x)",
-    "pool_2d(x)", "upscale(x)", "pad(x)", "argsort(x)", "flash_attn_ext(x)", "unary(x)", "glu(x)",
-};
-
-static const char * const tsr_impl_unary_names[TSR_UNARY_OP_COUNT] = {
-    "ABS", "NEG", "TANH", "RELU", "SIGMOID", "GELU", "GELU_QUICK", "SILU", "EXP",
-};
-
-static const char * const tsr_impl_glu_names[TSR_GLU_OP_COUNT] = {"SWIGLU"};
+/* Each op's name and symbol, by enumerator: a new op without them does not build (-Wswitch),
+ * and none can shift the others. false: not an op. */
+static bool tsr_impl_op_text(enum tsr_op op, const char ** name, const char ** symbol) {
+    switch (op) {
+        case TSR_OP_NONE:           *name = "NONE";           *symbol = "none"; return true;
+        case TSR_OP_DUP:            *name = "DUP";            *symbol = "x"; return true;
+        case TSR_OP_ADD:            *name = "ADD";            *symbol = "x+y"; return true;
+        case TSR_OP_SUB:            *name = "SUB";            *symbol = "x-y"; return true;
+        case TSR_OP_MUL:            *name = "MUL";            *symbol = "x*y"; return true;
+        case TSR_OP_DIV:            *name = "DIV";            *symbol = "x/y"; return true;
+        case TSR_OP_SQR:            *name = "SQR";            *symbol = "x^2"; return true;
+        case TSR_OP_SQRT:           *name = "SQRT";           *symbol = "sqrt(x)"; return true;
+        case TSR_OP_LOG:            *name = "LOG";            *symbol = "log(x)"; return true;
+        case TSR_OP_SUM:            *name = "SUM";            *symbol = "sum(x)"; return true;
+        case TSR_OP_SUM_ROWS:       *name = "SUM_ROWS";       *symbol = "sum_rows(x)"; return true;
+        case TSR_OP_MEAN:           *name = "MEAN";           *symbol = "mean(x)"; return true;
+        case TSR_OP_ARGMAX:         *name = "ARGMAX";         *symbol = "argmax(x)"; return true;
+        case TSR_OP_REPEAT:         *name = "REPEAT";         *symbol = "repeat(x)"; return true;
+        case TSR_OP_CONCAT:         *name = "CONCAT";         *symbol = "concat(x, y)"; return true;
+        case TSR_OP_NORM:           *name = "NORM";           *symbol = "norm(x)"; return true;
+        case TSR_OP_RMS_NORM:       *name = "RMS_NORM";       *symbol = "rms_norm(x)"; return true;
+        case TSR_OP_GROUP_NORM:     *name = "GROUP_NORM";     *symbol = "group_norm(x)"; return true;
+        case TSR_OP_MUL_MAT:        *name = "MUL_MAT";        *symbol = "X*Y"; return true;
+        case TSR_OP_OUT_PROD:       *name = "OUT_PROD";       *symbol = "X*Y"; return true;
+        case TSR_OP_SCALE:          *name = "SCALE";          *symbol = "x*v"; return true;
+        case TSR_OP_CPY:            *name = "CPY";            *symbol = "x-\\>y"; return true;
+        case TSR_OP_CONT:           *name = "CONT";           *symbol = "cont(x)"; return true;
+        case TSR_OP_RESHAPE:        *name = "RESHAPE";        *symbol = "reshape(x)"; return true;
+        case TSR_OP_VIEW:           *name = "VIEW";           *symbol = "view(x)"; return true;
+        case TSR_OP_PERMUTE:        *name = "PERMUTE";        *symbol = "permute(x)"; return true;
+        case TSR_OP_TRANSPOSE:      *name = "TRANSPOSE";      *symbol = "transpose(x)"; return true;
+        case TSR_OP_GET_ROWS:       *name = "GET_ROWS";       *symbol = "get_rows(x)"; return true;
+        case TSR_OP_SET_ROWS:       *name = "SET_ROWS";       *symbol = "set_rows(x)"; return true;
+        case TSR_OP_DIAG_MASK_INF:  *name = "DIAG_MASK_INF";  *symbol = "diag_mask_inf(x)"; return true;
+        case TSR_OP_SOFT_MAX:       *name = "SOFT_MAX";       *symbol = "soft_max(x)"; return true;
+        case TSR_OP_ROPE:           *name = "ROPE";           *symbol = "rope(x)"; return true;
+        case TSR_OP_CLAMP:          *name = "CLAMP";          *symbol = "clamp(x)"; return true;
+        case TSR_OP_IM2COL:         *name = "IM2COL";         *symbol = "im2col(x)"; return true;
+        case TSR_OP_CONV_2D:        *name = "CONV_2D";        *symbol = "conv_2d(x)"; return true;
+        case TSR_OP_POOL_2D:        *name = "POOL_2D";        *symbol = "pool_2d(x)"; return true;
+        case TSR_OP_UPSCALE:        *name = "UPSCALE";        *symbol = "upscale(x)"; return true;
+        case TSR_OP_PAD:            *name = "PAD";            *symbol = "pad(x)"; return true;
+        case TSR_OP_ARGSORT:        *name = "ARGSORT";        *symbol = "argsort(x)"; return true;
+        case TSR_OP_FLASH_ATTN_EXT: *name = "FLASH_ATTN_EXT"; *symbol = "flash_attn_ext(x)"; return true;
+        case TSR_OP_UNARY:          *name = "UNARY";          *symbol = "unary(x)"; return true;
+        case TSR_OP_GLU:            *name = "GLU";            *symbol = "glu(x)"; return true;
+        case TSR_OP_COUNT: break;
+    }
+    return false;
+}
 
 TSR_API_IMPL const char * tsr_op_name(enum tsr_op op) {
-    return ((int)op >= 0 && op < TSR_OP_COUNT) ? tsr_impl_op_names[op] : "UNKNOWN";
+    const char * name = nullptr, * symbol = nullptr;
+    return tsr_impl_op_text(op, &name, &symbol) ? name : "UNKNOWN";
 }
 TSR_API_IMPL const char * tsr_op_symbol(enum tsr_op op) {
-    return ((int)op >= 0 && op < TSR_OP_COUNT) ? tsr_impl_op_symbols[op] : "?";
+    const char * name = nullptr, * symbol = nullptr;
+    return tsr_impl_op_text(op, &name, &symbol) ? symbol : "?";
 }
 TSR_API_IMPL const char * tsr_unary_op_name(enum tsr_unary_op op) {
-    return ((int)op >= 0 && op < TSR_UNARY_OP_COUNT) ? tsr_impl_unary_names[op] : "UNKNOWN";
+    switch (op) {
+        case TSR_UNARY_OP_ABS:        return "ABS";
+        case TSR_UNARY_OP_NEG:        return "NEG";
+        case TSR_UNARY_OP_TANH:       return "TANH";
+        case TSR_UNARY_OP_RELU:       return "RELU";
+        case TSR_UNARY_OP_SIGMOID:    return "SIGMOID";
+        case TSR_UNARY_OP_GELU:       return "GELU";
+        case TSR_UNARY_OP_GELU_QUICK: return "GELU_QUICK";
+        case TSR_UNARY_OP_SILU:       return "SILU";
+        case TSR_UNARY_OP_EXP:        return "EXP";
+        case TSR_UNARY_OP_COUNT: break;
+    }
+    return "UNKNOWN";
 }
 TSR_API_IMPL const char * tsr_glu_op_name(enum tsr_glu_op op) {
-    return ((int)op >= 0 && op < TSR_GLU_OP_COUNT) ? tsr_impl_glu_names[op] : "UNKNOWN";
+    switch (op) {
+        case TSR_GLU_OP_SWIGLU: return "SWIGLU";
+        case TSR_GLU_OP_COUNT: break;
+    }
+    return "UNKNOWN";
 }
 TSR_API_IMPL const char * tsr_op_desc(const struct tsr_tensor * t) {
     if (!t) return "NULL";

@@ -567,47 +567,13 @@ static size_t pk_lower_bound_body(const struct tsr_pack_item * items, size_t n, 
     return (size_t) best;
 }
 
-static size_t pk_pack_body(struct tsr_pack_item * items, size_t n, size_t alignment, double time_budget_ms) {
-    const pk_timer timer;
-    if (alignment == 0) alignment = 1;
-    if ((alignment & (alignment - 1)) != 0) {
-        tsr_set_error("tsr_pack: alignment %zu is not a power of two", alignment);
-        return SIZE_MAX;
-    }
-    if (n == 0) return 0;
-    if (!items) { tsr_set_error("tsr_pack: items is NULL with n = %zu", n); return SIZE_MAX; }
-    if (n > (size_t) INT32_MAX / 2) { tsr_set_error("tsr_pack: %zu items is too many", n); return SIZE_MAX; }
-
-    /* compress time to sections: sort the endpoints once and rank them */
-    pk_problem P;
-    std::vector<size_t> idx;  /* problem index -> item index */
-    std::vector<std::pair<int64_t, uint32_t>> ev;  /* (time, 2 * problem index + is_upper) */
-    ev.reserve(2 * n);
-    for (size_t i = 0; i < n; i++) {
-        if (items[i].upper < items[i].lower) {
-            tsr_set_error("tsr_pack: item %zu has lower %lld > upper %lld", i, (long long) items[i].lower, (long long) items[i].upper);
-            return SIZE_MAX;
-        }
-        if (items[i].size > SIZE_MAX / 4) {
-            tsr_set_error("tsr_pack: item %zu has size %zu, too large", i, items[i].size);
-            return SIZE_MAX;
-        }
-        items[i].offset = 0;
-        if (items[i].upper == items[i].lower || items[i].size == 0) continue;
-        const uint32_t k = (uint32_t) idx.size();
-        idx.push_back(i);
-        ev.emplace_back(items[i].lower, 2 * k);
-        ev.emplace_back(items[i].upper, 2 * k + 1);
-        P.sz.push_back(pk_align_up(items[i].size, alignment));
-    }
-    pk_sort_events(ev);
-    P.l.resize(idx.size());
-    P.r.resize(idx.size());
-    /* two buffers overlap iff one starts while the other is live, so for large instances
-     * the sections are the distinct start times only (a buffer covers the starts in
-     * [lower, upper)): fewer sections, a faster greedy. Small ones keep every endpoint
-     * (the branch and bound's floors work better on the finer grid). */
-    const bool starts_only = idx.size() > 1000;
+/* tsr_pack, setup: sections from the sorted (time, 2 * problem index + is_upper) events.
+ * Two buffers overlap iff one starts while the other is live, so for large instances
+ * the sections are the distinct start times only (a buffer covers the starts in
+ * [lower, upper)): fewer sections, a faster greedy. Small ones keep every endpoint
+ * (the branch and bound's floors work better on the finer grid). */
+static void pk_rank_sections(const std::vector<std::pair<int64_t, uint32_t>> & ev, pk_problem & P) {
+    const bool starts_only = P.l.size() > 1000;  /* more than 1,000 buffers */
     int rank = 0;  /* distinct (start) times before the current time */
     for (size_t e = 0; e < ev.size();) {
         size_t g = e;
@@ -620,48 +586,90 @@ static size_t pk_pack_body(struct tsr_pack_item * items, size_t n, size_t alignm
         e = g;
     }
     P.T = starts_only ? rank : std::max(0, rank - 1);
-    P.n = (int) idx.size();
-    if (P.n == 0) return 0;
-    {
-        pk_u64 total = 0;
-        for (pk_u64 x : P.sz) {
-            total += x;
-            if (total > (pk_u64) (SIZE_MAX / 2)) {
-                tsr_set_error("tsr_pack: the sizes of the %d items add up to more than %zu bytes", P.n, (size_t) (SIZE_MAX / 2));
-                return SIZE_MAX;
-            }
-        }
-    }
-    {
-        std::vector<pk_u64> d((size_t) P.T + 1, 0);
-        for (int i = 0; i < P.n; i++) { d[(size_t) P.l[(size_t) i]] += P.sz[(size_t) i]; d[(size_t) P.r[(size_t) i]] -= P.sz[(size_t) i]; }
-        pk_u64 cur = 0;
-        for (int s = 0; s < P.T; s++) {
-            cur += d[(size_t) s];
-            if (cur > P.lb) { P.lb = cur; P.peak = s; }
-            d[(size_t) s] = cur;
-        }
-        P.section_load.assign(d.begin(), d.begin() + P.T);
-    }
+}
 
-#ifdef TSR_PACK_DEBUG
-    fprintf(stderr, "  %d buffers, %d sections, setup %.1f ms\n", P.n, P.T, timer.ms());
-#endif
-    /* 1. greedy best fit in several orders */
+/* tsr_pack, setup: the bytes live in each section, the lower bound (the most) and the
+ * first section that reaches it. */
+static void pk_section_loads(pk_problem & P) {
+    std::vector<pk_u64> d((size_t) P.T + 1, 0);
+    for (int i = 0; i < P.n; i++) { d[(size_t) P.l[(size_t) i]] += P.sz[(size_t) i]; d[(size_t) P.r[(size_t) i]] -= P.sz[(size_t) i]; }
+    pk_u64 cur = 0;
+    for (int s = 0; s < P.T; s++) {
+        cur += d[(size_t) s];
+        if (cur > P.lb) { P.lb = cur; P.peak = s; }
+        d[(size_t) s] = cur;
+    }
+    P.section_load.assign(d.begin(), d.begin() + P.T);
+}
+
+/* tsr_pack, setup: checks the items, zeroes their offsets and builds the problem over
+ * compressed time from those with a non-empty range and a non-zero size (idx: problem
+ * index -> item index). false: an error was set. */
+static bool pk_make_problem(struct tsr_pack_item * items, size_t n, size_t alignment, pk_problem & P,
+                            std::vector<size_t> & idx) {
+    /* compress time to sections: sort the endpoints once and rank them */
+    std::vector<std::pair<int64_t, uint32_t>> ev;  /* (time, 2 * problem index + is_upper) */
+    ev.reserve(2 * n);
+    for (size_t i = 0; i < n; i++) {
+        if (items[i].upper < items[i].lower) {
+            return tsr_set_error("tsr_pack: item %zu has lower %lld > upper %lld", i, (long long) items[i].lower, (long long) items[i].upper);
+        }
+        if (items[i].size > SIZE_MAX / 4) return tsr_set_error("tsr_pack: item %zu has size %zu, too large", i, items[i].size);
+        items[i].offset = 0;
+        if (items[i].upper == items[i].lower || items[i].size == 0) continue;
+        const uint32_t k = (uint32_t) idx.size();
+        idx.push_back(i);
+        ev.emplace_back(items[i].lower, 2 * k);
+        ev.emplace_back(items[i].upper, 2 * k + 1);
+        P.sz.push_back(pk_align_up(items[i].size, alignment));
+    }
+    pk_sort_events(ev);
+    P.l.resize(idx.size());
+    P.r.resize(idx.size());
+    pk_rank_sections(ev, P);
+    P.n = (int) idx.size();
+    if (P.n == 0) return true;
+    pk_u64 total = 0;
+    for (pk_u64 x : P.sz) {
+        total += x;
+        if (total > (pk_u64) (SIZE_MAX / 2)) {
+            return tsr_set_error("tsr_pack: the sizes of the %d items add up to more than %zu bytes", P.n, (size_t) (SIZE_MAX / 2));
+        }
+    }
+    pk_section_loads(P);
+    return true;
+}
+
+/* What tsr_pack's phases share: the problem, the clock and the budget, the greedy's
+ * scratch, and the best packing so far (peak, offsets, and the order that gave them). */
+struct pk_packer {
+    pk_problem & P;
+    const pk_timer & timer;
+    const double budget_ms;
     pk_placer pl;
     std::vector<pk_u64> off, best_off;
     pk_u64 best = PK_INF;
-    std::vector<int> order((size_t) P.n), best_order;
+    std::vector<int> order, best_order;
     std::vector<pk_key> keys;
-    double last_ms = 0;
-    /* large instances (> 1,000 buffers) keep their time for the improvement phase: peak
-     * first here, the other orders after the window search (above 5,000 buffers only the
-     * first three) */
-    static const int try_order_small[PK_N_ORDERS] = {0, 1, 4, 2, 3, 5, 6, 7};
-    static const int try_order_large[PK_N_ORDERS] = {7, 1, 0, 4, 2, 3, 5, 6};
-    const int * try_order = P.n <= 1000 ? try_order_small : try_order_large;
-    const int n_orders = P.n <= 5000 ? PK_N_ORDERS : 3;
-    auto run_order = [&](int variant) {
+    double last_ms = 0;        /* how long the last greedy took: another starts only if it fits the budget */
+    const int * try_order;     /* the greedy orders, in the order they are tried */
+    int n_orders;
+
+    pk_packer(pk_problem & p, const pk_timer & t, double budget) : P(p), timer(t), budget_ms(budget), order((size_t) p.n) {
+        /* large instances (> 1,000 buffers) keep their time for the improvement phase: peak
+         * first here, the other orders after the window search (above 5,000 buffers only the
+         * first three) */
+        static const int try_order_small[PK_N_ORDERS] = {0, 1, 4, 2, 3, 5, 6, 7};
+        static const int try_order_large[PK_N_ORDERS] = {7, 1, 0, 4, 2, 3, 5, 6};
+        try_order = P.n <= 1000 ? try_order_small : try_order_large;
+        n_orders = P.n <= 5000 ? PK_N_ORDERS : 3;
+    }
+
+    /* time for one more greedy */
+    bool time_left() const { return timer.ms() + last_ms < budget_ms; }
+
+    /* the greedy in order `variant` (pk_order_key) */
+    void run_order(int variant) {
         const double t_start = timer.ms();
         if (variant == 4 || variant == 5) pk_compute_load(P);
         pk_sort_order(P, variant, order, keys);
@@ -671,124 +679,165 @@ static size_t pk_pack_body(struct tsr_pack_item * items, size_t n, size_t alignm
 #endif
         if (peak < best) { best = peak; best_off = off; best_order = order; }
         last_ms = timer.ms() - t_start;
-    };
-    /* small instances try every order (each takes well under a millisecond) */
-    const int n_first = P.n <= 1000 ? n_orders : 1;
-    for (int vi = 0; vi < n_first && best > P.lb; vi++) run_order(try_order[vi]);
+    }
 
-    /* 2. improvement while time is left */
-    const pk_u64 align = (pk_u64) alignment;
-    if (best > P.lb && time_budget_ms > 0 && timer.ms() < time_budget_ms) {
-        if (P.n <= 1000) {
-            pk_search srch(P, timer);
-            pk_u64 hi = best;  /* a packing with this peak is known */
-            long limit = 3000;
-            int nrand = 0;
-            auto attempt = [&](pk_u64 target) {
-                for (int k = 0; k < 6 && timer.ms() < time_budget_ms; k++) {
-                    static const int fixed[6] = {-1, 1, -1, 0, -1, -1};  /* -1: a random order */
-                    const int v = fixed[k] >= 0 ? fixed[k] : 3 + (nrand++);
-                    const bool okr = srch.run(target, v, time_budget_ms, limit);
+    /* 2, small instances: the branch and bound at the lower bound, then against targets
+     * that descend from the best peak found (align: the step's granularity) */
+    void search(pk_u64 align) {
+        pk_search srch(P, timer);
+        pk_u64 hi = best;  /* a packing with this peak is known */
+        long limit = 3000;
+        int nrand = 0;
+        auto attempt = [&](pk_u64 target) {
+            for (int k = 0; k < 6 && timer.ms() < budget_ms; k++) {
+                static const int fixed[6] = {-1, 1, -1, 0, -1, -1};  /* -1: a random order */
+                const int v = fixed[k] >= 0 ? fixed[k] : 3 + (nrand++);
+                const bool okr = srch.run(target, v, budget_ms, limit);
 #ifdef TSR_PACK_DEBUG
-                    fprintf(stderr, "  search target %.4f variant %d limit %ld: %s after %ld nodes, %.1f ms\n", (double) target / (double) P.lb, v, limit, okr ? "found" : "no", srch.nodes, timer.ms());
+                fprintf(stderr, "  search target %.4f variant %d limit %ld: %s after %ld nodes, %.1f ms\n", (double) target / (double) P.lb, v, limit, okr ? "found" : "no", srch.nodes, timer.ms());
 #endif
-                    if (okr) {
-                        pk_u64 peak = 0;
-                        for (int i = 0; i < P.n; i++) peak = std::max(peak, srch.off[(size_t) i] + P.sz[(size_t) i]);
-                        if (peak < best) { best = peak; best_off = srch.off; }
-                        hi = std::min(hi, peak);
-                        return true;
-                    }
-                }
-                return false;
-            };
-            if (!attempt(P.lb)) {
-                pk_u64 step = (hi - P.lb) / 8;  /* descend: easy targets first */
-                while (hi > P.lb && timer.ms() < time_budget_ms) {
-                    step = std::max(step, align);
-                    pk_u64 target = hi - step;
-                    target -= target % align;
-                    if (target < P.lb) target = P.lb;
-                    if (!attempt(target)) {
-                        step /= 2;
-                        if (step < align || step * 64 < hi - P.lb) { step = (hi - P.lb) / 8; limit *= 2; }
-                    }
+                if (okr) {
+                    pk_u64 peak = 0;
+                    for (int i = 0; i < P.n; i++) peak = std::max(peak, srch.off[(size_t) i] + P.sz[(size_t) i]);
+                    if (peak < best) { best = peak; best_off = srch.off; }
+                    hi = std::min(hi, peak);
+                    return true;
                 }
             }
-        } else {
-            /* the window around the peak packed exactly, then the others around it */
-            std::vector<int> win, rest;
-            std::vector<pk_u64> win_off;
-            std::vector<char> in_win((size_t) P.n);
-            static const int halves[4] = {30, 100, 300, 10};
-            for (int h = 0; h < 4 && best > P.lb && timer.ms() + last_ms < time_budget_ms; h++) {
-                if (!pk_window(P, halves[h], timer, time_budget_ms, win, win_off)) continue;
-                std::fill(in_win.begin(), in_win.end(), 0);
-                for (int i : win) in_win[(size_t) i] = 1;
-                static const int rest_orders[3] = {1, 0, 7};
-                for (int ro = 0; ro < 3 && best > P.lb && timer.ms() + last_ms < time_budget_ms; ro++) {
-                    const double t_start = timer.ms();
-                    pk_sort_order(P, rest_orders[ro], rest, keys);
-                    order = win;
-                    for (int i : rest) if (!in_win[(size_t) i]) order.push_back(i);
-                    for (size_t k = 0; k < win.size(); k++) off[(size_t) win[k]] = win_off[k];
-                    const pk_u64 peak = pk_greedy(P, order, off, pl, win.size());
-#ifdef TSR_PACK_DEBUG
-                    fprintf(stderr, "  window +-%d, the others in order %d: peak %.5f  %.1f ms\n", halves[h], rest_orders[ro], (double) peak / (double) P.lb, timer.ms());
-#endif
-                    if (peak < best) { best = peak; best_off = off; best_order = order; }
-                    last_ms = timer.ms() - t_start;
-                }
+            return false;
+        };
+        if (attempt(P.lb)) return;
+        pk_u64 step = (hi - P.lb) / 8;  /* descend: easy targets first */
+        while (hi > P.lb && timer.ms() < budget_ms) {
+            step = std::max(step, align);
+            pk_u64 target = hi - step;
+            target -= target % align;
+            if (target < P.lb) target = P.lb;
+            if (!attempt(target)) {
+                step /= 2;
+                if (step < align || step * 64 < hi - P.lb) { step = (hi - P.lb) / 8; limit *= 2; }
             }
-            /* the other orders */
-            for (int vi = 1; vi < n_orders && best > P.lb && timer.ms() + last_ms < time_budget_ms; vi++) run_order(try_order[vi]);
-            /* promote the overflow: the buffers that end above a level H (at first the
-             * lower bound) move to the front of the best order, keeping their relative
-             * order, and the greedy runs again (small long-lived buffers piled on top
-             * go to the bottom this way). H drops while it does not help. */
-            std::vector<int> ord = best_order;
-            std::vector<char> hot((size_t) P.n);
-            double f = 1.0;
-            for (int it = 0; it < 64 && best > P.lb && f > 0.05; it++) {
-                if (timer.ms() + last_ms > time_budget_ms) break;
+        }
+    }
+
+    /* 2a, large instances: the window around the peak packed exactly, then the others
+     * around it, in a few orders */
+    void window() {
+        std::vector<int> win, rest;
+        std::vector<pk_u64> win_off;
+        std::vector<char> in_win((size_t) P.n);
+        static const int halves[4] = {30, 100, 300, 10};
+        for (int h = 0; h < 4 && best > P.lb && time_left(); h++) {
+            if (!pk_window(P, halves[h], timer, budget_ms, win, win_off)) continue;
+            std::fill(in_win.begin(), in_win.end(), 0);
+            for (int i : win) in_win[(size_t) i] = 1;
+            static const int rest_orders[3] = {1, 0, 7};
+            for (int ro = 0; ro < 3 && best > P.lb && time_left(); ro++) {
                 const double t_start = timer.ms();
-                const pk_u64 H = (pk_u64) ((double) P.lb * f);
-                for (int i = 0; i < P.n; i++) hot[(size_t) i] = best_off[(size_t) i] + P.sz[(size_t) i] > H;
-                std::stable_partition(ord.begin(), ord.end(), [&](int i) { return hot[(size_t) i] != 0; });
-                const pk_u64 peak = pk_greedy(P, ord, off, pl);
+                pk_sort_order(P, rest_orders[ro], rest, keys);
+                order = win;
+                for (int i : rest) if (!in_win[(size_t) i]) order.push_back(i);
+                for (size_t k = 0; k < win.size(); k++) off[(size_t) win[k]] = win_off[k];
+                const pk_u64 peak = pk_greedy(P, order, off, pl, win.size());
 #ifdef TSR_PACK_DEBUG
-                fprintf(stderr, "  promote f %.3f: peak %.5f  %.1f ms\n", f, (double) peak / (double) P.lb, timer.ms());
+                fprintf(stderr, "  window +-%d, the others in order %d: peak %.5f  %.1f ms\n", halves[h], rest_orders[ro], (double) peak / (double) P.lb, timer.ms());
 #endif
-                if (peak < best) { best = peak; best_off = off; best_order = ord; }
-                else { ord = best_order; f -= 0.1; }
-                last_ms = timer.ms() - t_start;
-            }
-            /* then a random walk on orders: a few buffers each move a short way in the best
-             * order; kept when the peak does not grow (plateaus are crossed this way) */
-            uint64_t x = 0x9E3779B97F4A7C15ull;
-            auto rnd = [&](uint64_t m) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; return m ? x % m : 0; };
-            for (int it = 0; best > P.lb; it++) {
-                if (timer.ms() + last_ms > time_budget_ms) break;
-                const double t_start = timer.ms();
-                ord = best_order;
-                const int moves = 1 + (int) rnd((uint64_t) std::max(1, P.n / 256));
-                for (int k = 0; k < moves; k++) {
-                    const size_t a = (size_t) rnd((uint64_t) P.n);
-                    const size_t b = std::min((size_t) P.n - 1, a + 1 + (size_t) rnd(64));
-                    std::rotate(ord.begin() + (ptrdiff_t) a, ord.begin() + (ptrdiff_t) a + 1, ord.begin() + (ptrdiff_t) b + 1);
-                }
-                const pk_u64 peak = pk_greedy(P, ord, off, pl);
-#ifdef TSR_PACK_DEBUG
-                fprintf(stderr, "  walk %d (%d moves): peak %.5f  %.1f ms\n", it, moves, (double) peak / (double) P.lb, timer.ms());
-#endif
-                if (peak <= best) { best = peak; best_off = off; best_order = ord; }
+                if (peak < best) { best = peak; best_off = off; best_order = order; }
                 last_ms = timer.ms() - t_start;
             }
         }
     }
 
-    for (int i = 0; i < P.n; i++) items[idx[(size_t) i]].offset = (size_t) best_off[(size_t) i];
-    return (size_t) best;
+    /* 2c: promote the overflow: the buffers that end above a level H (at first the
+     * lower bound) move to the front of the best order, keeping their relative
+     * order, and the greedy runs again (small long-lived buffers piled on top
+     * go to the bottom this way). H drops while it does not help. */
+    void promote_overflow() {
+        std::vector<int> ord = best_order;
+        std::vector<char> hot((size_t) P.n);
+        double f = 1.0;
+        for (int it = 0; it < 64 && best > P.lb && f > 0.05; it++) {
+            if (timer.ms() + last_ms > budget_ms) break;
+            const double t_start = timer.ms();
+            const pk_u64 H = (pk_u64) ((double) P.lb * f);
+            for (int i = 0; i < P.n; i++) hot[(size_t) i] = best_off[(size_t) i] + P.sz[(size_t) i] > H;
+            std::stable_partition(ord.begin(), ord.end(), [&](int i) { return hot[(size_t) i] != 0; });
+            const pk_u64 peak = pk_greedy(P, ord, off, pl);
+#ifdef TSR_PACK_DEBUG
+            fprintf(stderr, "  promote f %.3f: peak %.5f  %.1f ms\n", f, (double) peak / (double) P.lb, timer.ms());
+#endif
+            if (peak < best) { best = peak; best_off = off; best_order = ord; }
+            else { ord = best_order; f -= 0.1; }
+            last_ms = timer.ms() - t_start;
+        }
+    }
+
+    /* 2d: a random walk on orders: a few buffers each move a short way in the best
+     * order; kept when the peak does not grow (plateaus are crossed this way) */
+    void random_walk() {
+        std::vector<int> ord;
+        uint64_t x = 0x9E3779B97F4A7C15ull;
+        auto rnd = [&](uint64_t m) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; return m ? x % m : 0; };
+        for (int it = 0; best > P.lb; it++) {
+            if (timer.ms() + last_ms > budget_ms) break;
+            const double t_start = timer.ms();
+            ord = best_order;
+            const int moves = 1 + (int) rnd((uint64_t) std::max(1, P.n / 256));
+            for (int k = 0; k < moves; k++) {
+                const size_t a = (size_t) rnd((uint64_t) P.n);
+                const size_t b = std::min((size_t) P.n - 1, a + 1 + (size_t) rnd(64));
+                std::rotate(ord.begin() + (ptrdiff_t) a, ord.begin() + (ptrdiff_t) a + 1, ord.begin() + (ptrdiff_t) b + 1);
+            }
+            const pk_u64 peak = pk_greedy(P, ord, off, pl);
+#ifdef TSR_PACK_DEBUG
+            fprintf(stderr, "  walk %d (%d moves): peak %.5f  %.1f ms\n", it, moves, (double) peak / (double) P.lb, timer.ms());
+#endif
+            if (peak <= best) { best = peak; best_off = off; best_order = ord; }
+            last_ms = timer.ms() - t_start;
+        }
+    }
+};
+
+static size_t pk_pack_body(struct tsr_pack_item * items, size_t n, size_t alignment, double time_budget_ms) {
+    const pk_timer timer;
+    if (alignment == 0) alignment = 1;
+    if ((alignment & (alignment - 1)) != 0) {
+        tsr_set_error("tsr_pack: alignment %zu is not a power of two", alignment);
+        return SIZE_MAX;
+    }
+    if (n == 0) return 0;
+    if (!items) { tsr_set_error("tsr_pack: items is NULL with n = %zu", n); return SIZE_MAX; }
+    if (n > (size_t) INT32_MAX / 2) { tsr_set_error("tsr_pack: %zu items is too many", n); return SIZE_MAX; }
+
+    pk_problem P;
+    std::vector<size_t> idx;  /* problem index -> item index */
+    if (!pk_make_problem(items, n, alignment, P, idx)) return SIZE_MAX;
+    if (P.n == 0) return 0;
+
+#ifdef TSR_PACK_DEBUG
+    fprintf(stderr, "  %d buffers, %d sections, setup %.1f ms\n", P.n, P.T, timer.ms());
+#endif
+    /* 1. greedy first fit in several orders: small instances try every order (each takes
+     * well under a millisecond), large ones only the first */
+    pk_packer pk(P, timer, time_budget_ms);
+    const int n_first = P.n <= 1000 ? pk.n_orders : 1;
+    for (int vi = 0; vi < n_first && pk.best > P.lb; vi++) pk.run_order(pk.try_order[vi]);
+
+    /* 2. improvement while time is left */
+    if (pk.best > P.lb && time_budget_ms > 0 && timer.ms() < time_budget_ms) {
+        if (P.n <= 1000) {
+            pk.search((pk_u64) alignment);
+        } else {
+            pk.window();
+            /* 2b: the other orders */
+            for (int vi = 1; vi < pk.n_orders && pk.best > P.lb && pk.time_left(); vi++) pk.run_order(pk.try_order[vi]);
+            pk.promote_overflow();
+            pk.random_walk();
+        }
+    }
+
+    for (int i = 0; i < P.n; i++) items[idx[(size_t) i]].offset = (size_t) pk.best_off[(size_t) i];
+    return (size_t) pk.best;
 }
 } // namespace
 TSR_IMPL_NS_END

@@ -511,18 +511,41 @@ TSR_TARGET_AVX512VNNI static void gemm_i8_kernel_avx512(int kc, const void * ap,
     for (int j = 0; j < nr_valid; ++j) store_row32(c + (size_t)j * ldc, f[j][0], f[j][1], mr_valid, accumulate);
 }
 
-static const gemm_impl gemm_f32_avx512 = { 32, 12, 256, 128, 32 * 128, 12 * 128, false,
-    pack_a32_avx512<0>, pack_panel_f32<12, 4, cvt_f32_copy>, gemm_f32_kernel_avx512 };
-static const gemm_impl gemm_f16_avx512 = { 32, 12, 256, 128, 32 * 128, 12 * 128, false,
-    pack_a32_avx512<1>, pack_panel_f32<12, 4, cvt_f32_copy>, gemm_f32_kernel_avx512 };
-static const gemm_impl gemm_bf16cvt_avx512 = { 32, 12, 256, 128, 32 * 128, 12 * 128, false,
-    pack_a32_avx512<2>, pack_panel_f32<12, 4, cvt_f32_copy>, gemm_f32_kernel_avx512 };
-static const gemm_impl gemm_bf16_avx512 = { 32, 12, 512, 128, 32 * 64, 12 * 64, false,
-    pack_a32_bf16_avx512, pack_b12_bf16_avx512, gemm_bf16_kernel_avx512 };
-static const gemm_impl gemm_q8_0_avx512 = { 32, 6, 1024, 128, 32 * 36, 6 * 40, true,
-    pack_panel_i8_a<32, TSR_TYPE_Q8_0>, pack_panel_i8_b<6, 128>, gemm_i8_kernel_avx512 };
-static const gemm_impl gemm_q4_0_avx512 = { 32, 6, 1024, 128, 32 * 36, 6 * 40, true,
-    pack_panel_i8_a<32, TSR_TYPE_Q4_0>, pack_panel_i8_b<6, 8>, gemm_i8_kernel_avx512 };
+static constexpr gemm_impl gemm_f32_avx512 = [] {
+    gemm_impl g{};
+    g.mr = 32; g.nr = 12; g.kc = 256; g.mc = 128;
+    g.a_bytes_32k = 32 * 128; g.b_bytes_32k = 12 * 128; g.b_is_q8 = false;
+    g.pack_a = pack_a32_avx512<0>;
+    g.pack_b = pack_panel_f32<12, 4, cvt_f32_copy>;
+    g.kernel = gemm_f32_kernel_avx512;
+    return g;
+}();
+static constexpr gemm_impl gemm_f16_avx512 = gemm_with_pack_a(gemm_f32_avx512, pack_a32_avx512<1>);
+static constexpr gemm_impl gemm_bf16cvt_avx512 = gemm_with_pack_a(gemm_f32_avx512, pack_a32_avx512<2>);
+static constexpr gemm_impl gemm_bf16_avx512 = [] {
+    gemm_impl g = gemm_f32_avx512;
+    g.kc = 512;
+    g.a_bytes_32k = 32 * 64; g.b_bytes_32k = 12 * 64;
+    g.pack_a = pack_a32_bf16_avx512;
+    g.pack_b = pack_b12_bf16_avx512;
+    g.kernel = gemm_bf16_kernel_avx512;
+    return g;
+}();
+static constexpr gemm_impl gemm_q8_0_avx512 = [] {
+    gemm_impl g{};
+    g.mr = 32; g.nr = 6; g.kc = 1024; g.mc = 128;
+    g.a_bytes_32k = 32 * 36; g.b_bytes_32k = 6 * 40; g.b_is_q8 = true;
+    g.pack_a = pack_panel_i8_a<32, TSR_TYPE_Q8_0>;
+    g.pack_b = pack_panel_i8_b<6, 128>;
+    g.kernel = gemm_i8_kernel_avx512;
+    return g;
+}();
+static constexpr gemm_impl gemm_q4_0_avx512 = [] {
+    gemm_impl g = gemm_q8_0_avx512;
+    g.pack_a = pack_panel_i8_a<32, TSR_TYPE_Q4_0>;
+    g.pack_b = pack_panel_i8_b<6, 8>;
+    return g;
+}();
 
 /* ---- expf and the activations on it (constants and method: vexp in cpu_internal.inl) ---- */
 
@@ -621,21 +644,41 @@ TSR_TARGET_AVX512 static void soft_max_avx512(int64_t n, float * x) {
     }
 }
 
-static const act_kernels act_table_avx512 = {
-    act_row_avx512<ACT_EXP>, act_row_avx512<ACT_SILU>, act_row_avx512<ACT_SIGMOID>, act_row_avx512<ACT_GELU>,
-    act_row_avx512<ACT_GELU_QUICK>, act_row_avx512<ACT_TANH>, swiglu_avx512, soft_max_avx512,
-};
+static constexpr act_kernels act_table_avx512 = [] {
+    act_kernels a{};
+    a.exp = act_row_avx512<ACT_EXP>;
+    a.silu = act_row_avx512<ACT_SILU>;
+    a.sigmoid = act_row_avx512<ACT_SIGMOID>;
+    a.gelu = act_row_avx512<ACT_GELU>;
+    a.gelu_quick = act_row_avx512<ACT_GELU_QUICK>;
+    a.tanh = act_row_avx512<ACT_TANH>;
+    a.swiglu = swiglu_avx512;
+    a.soft_max = soft_max_avx512;
+    return a;
+}();
 
+/* Q8_0 / Q4_0 use the AVX2 kernels unless the CPU has VNNI; no GEMM for them without it. */
 static kernels make_kernels_avx512() {
     const cpu_features & f = features();
-    kernels k = {
-        TSR_CPU_ISA_AVX512,
-        dot_f32_avx512, dot_f16_avx512, dot_bf16_avx512, dot_q8_0_avx2, dot_q4_0_avx2,
-        { dot4_avx512<0>, dot4_avx512<1>, dot4_avx512<2>, dot4_q8_0_avx2, dot4_q4_0_avx2 },
-        quantize_y_avx2, axpy_f32_avx512, cvt_f16_f32_avx2,
-        { &gemm_f32_avx512, &gemm_f16_avx512, &gemm_bf16cvt_avx512, nullptr, nullptr },
-        &act_table_avx512,
-    };
+    kernels k{};
+    k.isa = TSR_CPU_ISA_AVX512;
+    k.dot_f32 = dot_f32_avx512;
+    k.dot_f16 = dot_f16_avx512;
+    k.dot_bf16 = dot_bf16_avx512;
+    k.dot_q8_0 = dot_q8_0_avx2;
+    k.dot_q4_0 = dot_q4_0_avx2;
+    k.dot4[SLOT_F32] = dot4_avx512<0>;
+    k.dot4[SLOT_F16] = dot4_avx512<1>;
+    k.dot4[SLOT_BF16] = dot4_avx512<2>;
+    k.dot4[SLOT_Q8_0] = dot4_q8_0_avx2;
+    k.dot4[SLOT_Q4_0] = dot4_q4_0_avx2;
+    k.quantize_y = quantize_y_avx2;
+    k.axpy_f32 = axpy_f32_avx512;
+    k.f16_to_f32 = cvt_f16_f32_avx2;
+    k.gemm[SLOT_F32] = &gemm_f32_avx512;
+    k.gemm[SLOT_F16] = &gemm_f16_avx512;
+    k.gemm[SLOT_BF16] = &gemm_bf16cvt_avx512;
+    k.act = &act_table_avx512;
     if (f.avx512_bf16) k.gemm[SLOT_BF16] = &gemm_bf16_avx512;
     if (f.avx512_vnni) {
         k.dot_q8_0 = gemv_q8_0_avx512vnni;

@@ -386,17 +386,34 @@ TSR_TARGET_AVX2 static void gemm_i8_kernel_avx2(int kc, const void * ap, const v
     }
 }
 
-static const gemm_impl gemm_f32_avx2 = { 16, 6, 256, 128, 16 * 128, 6 * 128, false,
-    pack_panel_f32<16, 4, cvt_f32_copy>, pack_panel_f32<6, 4, cvt_f32_copy>, gemm_f32_kernel_avx2 };
-static const gemm_impl gemm_f16_avx2 = { 16, 6, 256, 128, 16 * 128, 6 * 128, false,
-    pack_panel_f32<16, 2, cvt_f16_f32_avx2>, pack_panel_f32<6, 4, cvt_f32_copy>, gemm_f32_kernel_avx2 };
-static const gemm_impl gemm_bf16_avx2 = { 16, 6, 256, 128, 16 * 128, 6 * 128, false,
-    pack_panel_f32<16, 2, cvt_bf16_f32_avx2>, pack_panel_f32<6, 4, cvt_f32_copy>, gemm_f32_kernel_avx2 };
+static constexpr gemm_impl gemm_f32_avx2 = [] {
+    gemm_impl g{};
+    g.mr = 16; g.nr = 6; g.kc = 256; g.mc = 128;
+    g.a_bytes_32k = 16 * 128; g.b_bytes_32k = 6 * 128; g.b_is_q8 = false;
+    g.pack_a = pack_panel_f32<16, 4, cvt_f32_copy>;
+    g.pack_b = pack_panel_f32<6, 4, cvt_f32_copy>;
+    g.kernel = gemm_f32_kernel_avx2;
+    return g;
+}();
+static constexpr gemm_impl gemm_f16_avx2 = gemm_with_pack_a(gemm_f32_avx2, pack_panel_f32<16, 2, cvt_f16_f32_avx2>);
+static constexpr gemm_impl gemm_bf16_avx2 = gemm_with_pack_a(gemm_f32_avx2, pack_panel_f32<16, 2, cvt_bf16_f32_avx2>);
 /* Q8_0 keeps A signed for the sign trick, so its B carries no offset bias. */
-static const gemm_impl gemm_q8_0_avx2 = { 8, 8, 1024, 128, 8 * 36, 8 * 40, true,
-    pack_panel_i8_a<8, TSR_TYPE_Q8_0, true>, pack_panel_i8_b<8, 0>, gemm_i8_kernel_avx2<true> };
-static const gemm_impl gemm_q4_0_avx2 = { 8, 8, 1024, 128, 8 * 36, 8 * 40, true,
-    pack_panel_i8_a<8, TSR_TYPE_Q4_0>, pack_panel_i8_b<8, 8>, gemm_i8_kernel_avx2<false> };
+static constexpr gemm_impl gemm_q8_0_avx2 = [] {
+    gemm_impl g{};
+    g.mr = 8; g.nr = 8; g.kc = 1024; g.mc = 128;
+    g.a_bytes_32k = 8 * 36; g.b_bytes_32k = 8 * 40; g.b_is_q8 = true;
+    g.pack_a = pack_panel_i8_a<8, TSR_TYPE_Q8_0, true>;
+    g.pack_b = pack_panel_i8_b<8, 0>;
+    g.kernel = gemm_i8_kernel_avx2<true>;
+    return g;
+}();
+static constexpr gemm_impl gemm_q4_0_avx2 = [] {
+    gemm_impl g = gemm_q8_0_avx2;
+    g.pack_a = pack_panel_i8_a<8, TSR_TYPE_Q4_0>;
+    g.pack_b = pack_panel_i8_b<8, 8>;
+    g.kernel = gemm_i8_kernel_avx2<false>;
+    return g;
+}();
 
 /* ---- expf and the activations on it (constants and method: vexp in cpu_internal.inl) ---- */
 
@@ -512,19 +529,43 @@ TSR_TARGET_AVX2 static void soft_max_avx2(int64_t n, float * x) {
     for (; i < n; ++i) x[i] *= _mm256_cvtss_f32(inv);
 }
 
-static const act_kernels act_table_avx2 = {
-    act_row_avx2<ACT_EXP>, act_row_avx2<ACT_SILU>, act_row_avx2<ACT_SIGMOID>, act_row_avx2<ACT_GELU>,
-    act_row_avx2<ACT_GELU_QUICK>, act_row_avx2<ACT_TANH>, swiglu_avx2, soft_max_avx2,
-};
+static constexpr act_kernels act_table_avx2 = [] {
+    act_kernels a{};
+    a.exp = act_row_avx2<ACT_EXP>;
+    a.silu = act_row_avx2<ACT_SILU>;
+    a.sigmoid = act_row_avx2<ACT_SIGMOID>;
+    a.gelu = act_row_avx2<ACT_GELU>;
+    a.gelu_quick = act_row_avx2<ACT_GELU_QUICK>;
+    a.tanh = act_row_avx2<ACT_TANH>;
+    a.swiglu = swiglu_avx2;
+    a.soft_max = soft_max_avx2;
+    return a;
+}();
 
-static const kernels kernels_avx2 = {
-    TSR_CPU_ISA_AVX2,
-    dot_f32_avx2, dot_f16_avx2, dot_bf16_avx2, dot_q8_0_avx2, dot_q4_0_avx2,
-    { dot4_avx2<0>, dot4_avx2<1>, dot4_avx2<2>, dot4_q8_0_avx2, dot4_q4_0_avx2 },
-    quantize_y_avx2, axpy_f32_avx2, cvt_f16_f32_avx2,
-    { &gemm_f32_avx2, &gemm_f16_avx2, &gemm_bf16_avx2, &gemm_q8_0_avx2, &gemm_q4_0_avx2 },
-    &act_table_avx2,
-};
+static constexpr kernels kernels_avx2 = [] {
+    kernels k{};
+    k.isa = TSR_CPU_ISA_AVX2;
+    k.dot_f32 = dot_f32_avx2;
+    k.dot_f16 = dot_f16_avx2;
+    k.dot_bf16 = dot_bf16_avx2;
+    k.dot_q8_0 = dot_q8_0_avx2;
+    k.dot_q4_0 = dot_q4_0_avx2;
+    k.dot4[SLOT_F32] = dot4_avx2<0>;
+    k.dot4[SLOT_F16] = dot4_avx2<1>;
+    k.dot4[SLOT_BF16] = dot4_avx2<2>;
+    k.dot4[SLOT_Q8_0] = dot4_q8_0_avx2;
+    k.dot4[SLOT_Q4_0] = dot4_q4_0_avx2;
+    k.quantize_y = quantize_y_avx2;
+    k.axpy_f32 = axpy_f32_avx2;
+    k.f16_to_f32 = cvt_f16_f32_avx2;
+    k.gemm[SLOT_F32] = &gemm_f32_avx2;
+    k.gemm[SLOT_F16] = &gemm_f16_avx2;
+    k.gemm[SLOT_BF16] = &gemm_bf16_avx2;
+    k.gemm[SLOT_Q8_0] = &gemm_q8_0_avx2;
+    k.gemm[SLOT_Q4_0] = &gemm_q4_0_avx2;
+    k.act = &act_table_avx2;
+    return k;
+}();
 
 } // namespace tcpu
 } // namespace

@@ -184,6 +184,17 @@ struct gemm_impl {
     void (*kernel)(int kc, const void * ap, const void * bp, float * c, size_t ldc, int mr_valid, int nr_valid, bool accumulate);
 };
 
+/* Every ISA fills its tables (gemm_impl, act_kernels, kernels) member by member, on a
+ * value-initialized struct, so each entry names its member and slot: a new member or slot
+ * cannot shift the others, and what a path leaves unset is NULL. constexpr keeps them
+ * constant-initialized. */
+
+/* GEMM g with its A rows packed by pack_a (the F16 / BF16 variants of an F32 GEMM). */
+static constexpr gemm_impl gemm_with_pack_a(gemm_impl g, decltype(gemm_impl::pack_a) pack_a) {
+    g.pack_a = pack_a;
+    return g;
+}
+
 enum { SLOT_F32 = 0, SLOT_F16, SLOT_BF16, SLOT_Q8_0, SLOT_Q4_0, SLOT_COUNT };
 
 static inline int type_slot(enum tsr_type t) {
@@ -225,7 +236,7 @@ constexpr float gelu_quick_k = -1.702f;
 enum { ACT_EXP, ACT_SILU, ACT_SIGMOID, ACT_GELU, ACT_GELU_QUICK, ACT_TANH };
 
 /* Row kernels for the transcendental ops, built on a vectorized expf (y may alias x;
- * any n). Each matches its libm formula in ops_scalar.inl to a few ulp. */
+ * any n). Each matches its libm formula in the ops_*.inl files to a few ulp. */
 struct act_kernels {
     void (*exp)(int64_t n, const float * x, float * y);
     void (*silu)(int64_t n, const float * x, float * y);
@@ -258,7 +269,7 @@ struct kernels {
     void (*f16_to_f32)(const void * x, float * y, int64_t n);
     /* packed GEMM per src0 type slot; NULL: dot products only */
     const gemm_impl * gemm[SLOT_COUNT];
-    /* transcendental row kernels; NULL: the libm loops of ops_scalar.inl */
+    /* transcendental row kernels; NULL: the libm loops of the ops_*.inl files */
     const act_kernels * act;
 };
 

@@ -154,14 +154,20 @@ static void f16_to_f32_scalar(const void * x, float * y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = h2f(((const uint16_t *)x)[i]);
 }
 
-static const kernels kernels_scalar = {
-    TSR_CPU_ISA_SCALAR,
-    dot_f32_scalar, dot_f16_scalar, dot_bf16_scalar, dot_q8_0_scalar, dot_q4_0_scalar,
-    { nullptr, nullptr, nullptr, nullptr, nullptr },
-    quantize_y_scalar, axpy_f32_scalar, f16_to_f32_scalar,
-    { nullptr, nullptr, nullptr, nullptr, nullptr },
-    nullptr,
-};
+/* The reference path: dot products one row at a time, no GEMM, libm activations (NULL). */
+static constexpr kernels kernels_scalar = [] {
+    kernels k{};
+    k.isa = TSR_CPU_ISA_SCALAR;
+    k.dot_f32 = dot_f32_scalar;
+    k.dot_f16 = dot_f16_scalar;
+    k.dot_bf16 = dot_bf16_scalar;
+    k.dot_q8_0 = dot_q8_0_scalar;
+    k.dot_q4_0 = dot_q4_0_scalar;
+    k.quantize_y = quantize_y_scalar;
+    k.axpy_f32 = axpy_f32_scalar;
+    k.f16_to_f32 = f16_to_f32_scalar;
+    return k;
+}();
 
 } // namespace tcpu
 } // namespace

@@ -298,12 +298,17 @@ static void gemm_f32_kernel_neon(int kc, const void * ap, const void * bp, float
 
 /* mc = 128 rows x kc = 256 keeps the packed A block (128 KiB) in L2 and one B panel
  * (12 KiB) in L1 on common cores. */
-static const gemm_impl gemm_f32_neon = { 8, 12, 256, 128, 8 * 128, 12 * 128, false,
-    pack_panel_f32<8, 4, cvt_f32_copy>, pack_panel_f32<12, 4, cvt_f32_copy>, gemm_f32_kernel_neon };
-static const gemm_impl gemm_f16_neon = { 8, 12, 256, 128, 8 * 128, 12 * 128, false,
-    pack_panel_f32<8, 2, f16_to_f32_neon>, pack_panel_f32<12, 4, cvt_f32_copy>, gemm_f32_kernel_neon };
-static const gemm_impl gemm_bf16_neon = { 8, 12, 256, 128, 8 * 128, 12 * 128, false,
-    pack_panel_f32<8, 2, cvt_bf16_f32_neon>, pack_panel_f32<12, 4, cvt_f32_copy>, gemm_f32_kernel_neon };
+static constexpr gemm_impl gemm_f32_neon = [] {
+    gemm_impl g{};
+    g.mr = 8; g.nr = 12; g.kc = 256; g.mc = 128;
+    g.a_bytes_32k = 8 * 128; g.b_bytes_32k = 12 * 128; g.b_is_q8 = false;
+    g.pack_a = pack_panel_f32<8, 4, cvt_f32_copy>;
+    g.pack_b = pack_panel_f32<12, 4, cvt_f32_copy>;
+    g.kernel = gemm_f32_kernel_neon;
+    return g;
+}();
+static constexpr gemm_impl gemm_f16_neon = gemm_with_pack_a(gemm_f32_neon, pack_panel_f32<8, 2, f16_to_f32_neon>);
+static constexpr gemm_impl gemm_bf16_neon = gemm_with_pack_a(gemm_f32_neon, pack_panel_f32<8, 2, cvt_bf16_f32_neon>);
 
 /* Sum over 32 signed byte products, as 4 int32 partial sums. Two products share an int16
  * lane before widening (vmlal_s8): yq8 bytes are in [-127, 127] (quantize_y), so a pair is
@@ -353,10 +358,16 @@ static void gemm_s8_kernel_neon(int kc, const void * ap, const void * bp, float 
 }
 
 /* kc = 512: 16 blocks; the packed A block is 128 rows x 16 x 36 bytes (72 KiB). */
-static const gemm_impl gemm_q8_0_neon = { 4, 4, 512, 128, 4 * 36, 4 * 36, true,
-    pack_panel_s8_a<4, TSR_TYPE_Q8_0>, pack_panel_s8_b<4>, gemm_s8_kernel_neon };
-static const gemm_impl gemm_q4_0_neon = { 4, 4, 512, 128, 4 * 36, 4 * 36, true,
-    pack_panel_s8_a<4, TSR_TYPE_Q4_0>, pack_panel_s8_b<4>, gemm_s8_kernel_neon };
+static constexpr gemm_impl gemm_q8_0_neon = [] {
+    gemm_impl g{};
+    g.mr = 4; g.nr = 4; g.kc = 512; g.mc = 128;
+    g.a_bytes_32k = 4 * 36; g.b_bytes_32k = 4 * 36; g.b_is_q8 = true;
+    g.pack_a = pack_panel_s8_a<4, TSR_TYPE_Q8_0>;
+    g.pack_b = pack_panel_s8_b<4>;
+    g.kernel = gemm_s8_kernel_neon;
+    return g;
+}();
+static constexpr gemm_impl gemm_q4_0_neon = gemm_with_pack_a(gemm_q8_0_neon, pack_panel_s8_a<4, TSR_TYPE_Q4_0>);
 /* ---- expf and the activations on it (constants and method: vexp in cpu_internal.inl) ---- */
 
 static inline float32x4_t exp_neon(float32x4_t x) {
@@ -465,19 +476,43 @@ static void soft_max_neon(int64_t n, float * x) {
     for (; i < n; ++i) x[i] *= inv;
 }
 
-static const act_kernels act_table_neon = {
-    act_row_neon<ACT_EXP>, act_row_neon<ACT_SILU>, act_row_neon<ACT_SIGMOID>, act_row_neon<ACT_GELU>,
-    act_row_neon<ACT_GELU_QUICK>, act_row_neon<ACT_TANH>, swiglu_neon, soft_max_neon,
-};
+static constexpr act_kernels act_table_neon = [] {
+    act_kernels a{};
+    a.exp = act_row_neon<ACT_EXP>;
+    a.silu = act_row_neon<ACT_SILU>;
+    a.sigmoid = act_row_neon<ACT_SIGMOID>;
+    a.gelu = act_row_neon<ACT_GELU>;
+    a.gelu_quick = act_row_neon<ACT_GELU_QUICK>;
+    a.tanh = act_row_neon<ACT_TANH>;
+    a.swiglu = swiglu_neon;
+    a.soft_max = soft_max_neon;
+    return a;
+}();
 
-static const kernels kernels_neon = {
-    TSR_CPU_ISA_NEON,
-    dot_f32_neon, dot_f16_neon, dot_bf16_neon, dot_q8_0_neon, dot_q4_0_neon,
-    { dot4_neon<0>, dot4_neon<1>, dot4_neon<2>, dot4_q8_0_neon, dot4_q4_0_neon },
-    quantize_y_neon, axpy_f32_neon, f16_to_f32_neon,
-    { &gemm_f32_neon, &gemm_f16_neon, &gemm_bf16_neon, &gemm_q8_0_neon, &gemm_q4_0_neon },
-    &act_table_neon,
-};
+static constexpr kernels kernels_neon = [] {
+    kernels k{};
+    k.isa = TSR_CPU_ISA_NEON;
+    k.dot_f32 = dot_f32_neon;
+    k.dot_f16 = dot_f16_neon;
+    k.dot_bf16 = dot_bf16_neon;
+    k.dot_q8_0 = dot_q8_0_neon;
+    k.dot_q4_0 = dot_q4_0_neon;
+    k.dot4[SLOT_F32] = dot4_neon<0>;
+    k.dot4[SLOT_F16] = dot4_neon<1>;
+    k.dot4[SLOT_BF16] = dot4_neon<2>;
+    k.dot4[SLOT_Q8_0] = dot4_q8_0_neon;
+    k.dot4[SLOT_Q4_0] = dot4_q4_0_neon;
+    k.quantize_y = quantize_y_neon;
+    k.axpy_f32 = axpy_f32_neon;
+    k.f16_to_f32 = f16_to_f32_neon;
+    k.gemm[SLOT_F32] = &gemm_f32_neon;
+    k.gemm[SLOT_F16] = &gemm_f16_neon;
+    k.gemm[SLOT_BF16] = &gemm_bf16_neon;
+    k.gemm[SLOT_Q8_0] = &gemm_q8_0_neon;
+    k.gemm[SLOT_Q4_0] = &gemm_q4_0_neon;
+    k.act = &act_table_neon;
+    return k;
+}();
 
 } // namespace tcpu
 } // namespace
