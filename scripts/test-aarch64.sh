@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Cross-compile the CPU backend tests for aarch64 (the NEON path) with CMake's toolchain
-# file and run them under qemu-user through ctest. Needs g++-aarch64-linux-gnu and
-# qemu-user. Usage: scripts/test-aarch64.sh
+# Cross-compile the CPU backend tests and test_backend_ops (the NEON path against the
+# scalar path on the shared op table) for aarch64 with CMake's toolchain file, and run
+# them under qemu-user through ctest. Needs g++-aarch64-linux-gnu and qemu-user.
+# Usage: scripts/test-aarch64.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=build-test-aarch64
 cmake -S . -B "$out" -G Ninja --toolchain cmake/toolchain-aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release \
   -DTSR_VULKAN=OFF -DTSR_CUDA=OFF -DTSR_BUILD_EXAMPLES=OFF -DTSR_BUILD_BENCH=OFF >/dev/null
-cmake --build "$out" -j"${TSR_JOBS:-$(nproc)}" --target test_cpu
-ctest --test-dir "$out" --output-on-failure -R '^cpu$'
+cmake --build "$out" -j"${TSR_JOBS:-$(nproc)}" --target test_cpu test_backend_ops
+ctest --test-dir "$out" --output-on-failure -R '^(cpu|backend_ops)$'

@@ -1,8 +1,10 @@
-// Helpers shared by the core tests.
+// Helpers shared by the core tests (the ones every test directory shares are in
+// tests/support/test_support.h).
 #pragma once
 #include <catch2/catch.hpp>
 
 #include "tessera/tessera.h"
+#include "test_support.h"
 
 #include <cstring>
 #include <string>

@@ -6,17 +6,11 @@
 #include <random>
 #include <vector>
 
-namespace {
+using tsrt::bits_from_f32;
+using tsrt::f32_from_bits;
+using tsrt::half_value;
 
-// Independent decoding of an IEEE binary16 value.
-double half_value(uint16_t h) {
-    const int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
-    double v;
-    if (e == 0) v = std::ldexp((double)m, -24);
-    else if (e == 31) v = m ? NAN : INFINITY;
-    else v = std::ldexp(1.0 + m / 1024.0, e - 15);
-    return s ? -v : v;
-}
+namespace {
 
 // Nearest binary16 (round to nearest, ties to even) by search over all finite halves.
 uint16_t ref_fp16(float x) {
@@ -39,9 +33,6 @@ uint16_t ref_fp16(float x) {
     if (dhi < dlo) return sign | (uint16_t)hi;
     return sign | (uint16_t)((lo % 2 == 0) ? lo : hi);
 }
-
-float f32_from_bits(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
-uint32_t bits_from_f32(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
 
 // bf16 by rounding the value in double: candidates truncate(x) and the next bf16.
 uint16_t ref_bf16(float x) {

@@ -10,21 +10,6 @@ using namespace cput;
 
 namespace {
 
-float bits(uint32_t w) { float f; std::memcpy(&f, &w, 4); return f; }
-
-// |g - r| in ulps of the float grid at r (denormal spacing below FLT_MIN). A reference
-// past the float range counts as +-2^128, where +-inf lies, so overflow to inf scores 0.
-double ulp_err(float g, double r) {
-    if (std::isnan(r) || std::isnan(g)) return std::isnan(r) && std::isnan(g) ? 0.0 : INFINITY;
-    const double big = std::ldexp(1.0, 128);
-    const double gg = std::max(-big, std::min(big, (double)g));
-    const double rr = std::max(-big, std::min(big, r));
-    if (gg == rr) return 0.0;
-    int e = -1000;
-    if (rr != 0.0) std::frexp(rr, &e);  // |rr| in [2^(e-1), 2^e)
-    return std::fabs(gg - rr) / std::ldexp(1.0, std::max(e - 24, -149));
-}
-
 using op1 = tsr_tensor * (*)(tsr_context *, tsr_tensor *);
 
 // op over `in` (1-D, out of place) on one ISA path with 2 threads.
@@ -106,7 +91,7 @@ TEST_CASE("vector expf: <= 2 ulp over a dense sweep of [-104, 89], edge cases ex
     for (int i = 0; i < N; ++i) in.push_back((float)(-104.0 + 193.0 * i / (N - 1)));
     std::mt19937 rng(101);
     for (int i = 0; i < (1 << 20); ++i) {  // random bit patterns: every binade, tiny |x| included
-        const float x = bits(rng());
+        const float x = f32_from_bits(rng());
         if (std::fabs(x) <= 105.0f) in.push_back(x);
     }
     // around overflow, the normal/denormal boundary and the last denormal: every float
@@ -331,8 +316,7 @@ TEST_CASE("flash_attn_ext over several key blocks: masked blocks, all-masked row
         backend_holder be(2);
         REQUIRE(run(be, ctx, out) == TSR_STATUS_SUCCESS);
         const std::vector<double> got = values(out);
-        double worst = 0;
-        for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(got[i] - ref[i]));
+        const double worst = max_abs_err(got, ref);
         INFO("isa " << tsr_cpu_isa_name(isa) << ": max abs err " << worst << ", nmse " << nmse(got, ref));
         CHECK(worst <= 1e-5);
         CHECK(nmse(got, ref) <= 1e-10);

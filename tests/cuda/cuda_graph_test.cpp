@@ -61,7 +61,7 @@ gpt2_run run_gpt2(tsr_backend_t be, const gpt2_cfg & cfg, bool capture, int reps
     tsr_tensor * lnf_b = W(TSR_TYPE_F32, E, 0, -0.1f, 0.1f);
     tsr_backend_buffer_t wbuf = tsr_backend_alloc_ctx_tensors(wctx, be);
     REQUIRE(wbuf);
-    for (size_t i = 0; i < ws.size(); ++i) fill(ws[i].first, 99u + 31u * (uint32_t) i, ws[i].second.first, ws[i].second.second);
+    for (size_t i = 0; i < ws.size(); ++i) fill_random(ws[i].first, 99u + 31u * (uint32_t) i, ws[i].second.first, ws[i].second.second);
 
     const size_t cmem = 1024 * tsr_tensor_overhead() + tsr_graph_overhead();
     tsr_context * ctx = tsr_init({cmem, nullptr, true});
@@ -115,7 +115,7 @@ gpt2_run run_gpt2(tsr_backend_t be, const gpt2_cfg & cfg, bool capture, int reps
     for (int r = 0; r < reps && out.ok; ++r) {
         if (tsr_backend_graph_compute(be, gf) != TSR_STATUS_SUCCESS) { out.ok = false; out.error = tsr_last_error(); }
     }
-    if (out.ok) out.logits = read(logits);
+    if (out.ok) out.logits = download(logits);
     if (tsr_backend_is_cuda(be)) {
         REQUIRE(tsr_backend_cuda_get_stats(be, &out.stats));
         out.stats.pool_misses -= before.pool_misses;          // misses during the computes

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # cuda-check.sh - build and run every CUDA check of tessera on a machine with a GPU, in one go:
-#   1. build test_cuda and cuda_bench for sm_90 (CMake + Ninja -j16; if configuring or
-#      building the whole tree fails, a direct nvcc/g++ build of just these two programs),
+#   1. build test_cuda, test_backend_ops and cuda_bench for sm_90 (CMake + Ninja -j16; if
+#      configuring or building the whole tree fails, a direct nvcc/g++ build of just these),
 #   2. run each Catch2 test case of test_cuda in its own process (a crash in one does not
-#      stop the others): host checks, every op against the CPU backend, the 2-layer
-#      GPT-2-shaped graph, CUDA graph capture, workspace reservation,
+#      stop the others): host checks, TF32, the 2-layer GPT-2-shaped graph, CUDA graph
+#      capture, workspace reservation; then test_backend_ops (every op of the shared table
+#      on CUDA and the CPU ISA paths against the CPU scalar path),
 #   3. run cuda_bench (F16/F32/TF32 GEMM 8192^3, Q4_0/Q8_0 mat-vec weight bandwidth),
 #   4. print one summary table. It never stops at the first failure.
 #
@@ -45,7 +46,7 @@ if [ -z "$CATCH_INC" ]; then
 fi
 
 # ---- build ------------------------------------------------------------------------------------
-TEST_BIN=""; BENCH_BIN=""
+TEST_BIN=""; BENCH_BIN=""; OPS_BIN=""
 build_cmake() {
     [ -n "$CATCH_INC" ] || return 1
     command -v cmake >/dev/null && command -v ninja >/dev/null || return 1
@@ -66,10 +67,11 @@ EOF
     cmake -S "$ROOT" -B "$B/cmake" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTSR_CUDA=ON -DTSR_VULKAN=OFF \
         -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DTSR_BUILD_EXAMPLES=OFF -DCatch2_DIR="$B/catch2cfg" \
         >"$LOG/cmake-configure.log" 2>&1 || { echo "cmake configure failed (see $LOG/cmake-configure.log):"; tail -15 "$LOG/cmake-configure.log"; return 1; }
-    ninja -C "$B/cmake" -j"$JOBS" test_cuda cuda_bench >"$LOG/cmake-build.log" 2>&1 \
+    ninja -C "$B/cmake" -j"$JOBS" test_cuda test_backend_ops cuda_bench >"$LOG/cmake-build.log" 2>&1 \
         || { echo "ninja build failed (see $LOG/cmake-build.log):"; grep -m 20 -E 'error|Error' "$LOG/cmake-build.log"; return 1; }
     TEST_BIN=$(find "$B/cmake" -name test_cuda -type f -perm -u+x | head -1)
     BENCH_BIN=$(find "$B/cmake" -name cuda_bench -type f -perm -u+x | head -1)
+    OPS_BIN=$(find "$B/cmake" -name test_backend_ops -type f -perm -u+x | head -1)
     [ -n "$TEST_BIN" ] && [ -n "$BENCH_BIN" ]
 }
 build_direct() {
@@ -79,7 +81,7 @@ build_direct() {
     CUDA_HOME=$(dirname "$(dirname "$(readlink -f "$NVCC")")")
     CUDA_LIB=$CUDA_HOME/lib64
     [ -d "$CUDA_LIB" ] || CUDA_LIB=$CUDA_HOME/targets/x86_64-linux/lib
-    local INC="-I$ROOT/include -I$ROOT/backends/cpu -I$ROOT/backends/cuda"
+    local INC="-I$ROOT/include -I$ROOT/backends/cpu -I$ROOT/backends/cuda -I$ROOT/tests/support"
     [ -n "$CATCH_INC" ] && INC="$INC -I$CATCH_INC"
     local pids=() ok=1
     nvcc -std=c++17 -O3 -gencode=arch=compute_$ARCH,code=sm_$ARCH $INC -c backends/cuda/tessera-cuda.cu \
@@ -87,8 +89,11 @@ build_direct() {
     g++ -std=c++17 -O2 $INC -I"$CUDA_HOME/include" -I"$CUDA_HOME/targets/x86_64-linux/include" -c tests/bench/cuda_bench.cpp \
         -o "$D/cuda_bench.o" >"$LOG/gxx-bench.log" 2>&1 & pids+=($!)
     if [ -n "$CATCH_INC" ]; then
-        for f in tests/cuda/impl.cpp tests/cuda/cuda_*_test.cpp tests/support/catch_main.cpp; do
+        for f in tests/cuda/impl.cpp tests/cuda/cuda_*_test.cpp tests/support/*.cpp; do
             g++ -std=c++17 -O2 $INC -c "$f" -o "$D/$(basename "$f" .cpp).o" >"$LOG/gxx-$(basename "$f" .cpp).log" 2>&1 & pids+=($!)
+        done
+        for f in tests/backend_ops/*.cpp; do
+            g++ -std=c++17 -O2 -DTSR_HAVE_CUDA $INC -c "$f" -o "$D/ops_$(basename "$f" .cpp).o" >"$LOG/gxx-ops_$(basename "$f" .cpp).log" 2>&1 & pids+=($!)
         done
     fi
     for p in "${pids[@]}"; do wait "$p" || ok=0; done
@@ -96,8 +101,10 @@ build_direct() {
     local LIBS="-L$CUDA_LIB -Wl,-rpath,$CUDA_LIB -lcudart -lcublas -lpthread"
     g++ -o "$D/cuda_bench" "$D/cuda_bench.o" "$D/tessera-cuda.o" $LIBS >"$LOG/link-bench.log" 2>&1 && BENCH_BIN=$D/cuda_bench
     if [ -n "$CATCH_INC" ]; then
-        g++ -o "$D/test_cuda" "$D"/impl.o "$D"/cuda_*_test.o "$D"/catch_main.o "$D/tessera-cuda.o" $LIBS \
-            >"$LOG/link-test.log" 2>&1 && TEST_BIN=$D/test_cuda
+        g++ -o "$D/test_cuda" "$D"/impl.o "$D"/cuda_*_test.o "$D"/catch_main.o "$D"/test_support.o "$D"/backend_support.o \
+            "$D/tessera-cuda.o" $LIBS >"$LOG/link-test.log" 2>&1 && TEST_BIN=$D/test_cuda
+        g++ -o "$D/test_backend_ops" "$D"/ops_*.o "$D"/catch_main.o "$D"/test_support.o "$D"/backend_support.o \
+            "$D/tessera-cuda.o" $LIBS >"$LOG/link-ops.log" 2>&1 && OPS_BIN=$D/test_backend_ops
     fi
     [ -n "$TEST_BIN" ] && [ -n "$BENCH_BIN" ]
 }
@@ -144,6 +151,23 @@ if [ -n "$TEST_BIN" ]; then
     done < "$LOG/tests.txt"
 else
     add_row "tests" "NOT RUN (no test_cuda)" "-"
+fi
+if [ -n "$OPS_BIN" ]; then
+    echo "== test_backend_ops"
+    TS=$(date +%s)
+    timeout 300 "$OPS_BIN" >"$LOG/test-backend_ops.log" 2>&1
+    rc=$?
+    grep -E '^backend_ops|^  closest|skipped:' "$LOG/test-backend_ops.log"
+    passed=$(grep -E 'assertions|test cases' "$LOG/test-backend_ops.log" | tail -1 | tr '|' '/')
+    if [ $rc -eq 0 ]; then
+        add_row "test_backend_ops" "pass ($passed)" "$(elapsed "$TS")"
+    else
+        FAILED=1
+        add_row "test_backend_ops" "FAIL rc=$rc ($passed)" "$(elapsed "$TS")"
+        grep -B3 -A12 -m 4 -E 'FAILED|fatal error|signal' "$LOG/test-backend_ops.log" | head -80
+    fi
+else
+    add_row "test_backend_ops" "NOT RUN (not built)" "-"
 fi
 
 # ---- benchmark --------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build and run the Vulkan backend's tests and vk_bench on the device tool's GPU machine
+# Build and run the Vulkan backend's tests (test_vulkan, and test_backend_ops: every op of
+# the shared table against the CPU scalar path) and vk_bench on the device tool's GPU machine
 # (NVIDIA H200). Uses nothing from the network: cmake, ninja and a C++ compiler are in the
 # machine's image; the Vulkan loader, headers and Catch2 come as .deb files carried in .gl.
 #
@@ -58,13 +59,18 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTSR_VULKAN=ON -DTSR
     -DTSR_BUILD_EXAMPLES=OFF -DTSR_BUILD_TESTS=ON -DTSR_BUILD_BENCH=ON \
     -DVulkan_INCLUDE_DIR="$VK_INC" -DVulkan_LIBRARY="$VK_LIB" -DCMAKE_CXX_FLAGS="$CXXFLAGS_EXTRA" \
     "${CATCH_ARGS[@]}" >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; echo "error: cmake configure failed"; exit 3; }
-ninja -C "$BUILD" -j"$(nproc)" test_vulkan vk_bench || { echo "error: build failed"; exit 4; }
+ninja -C "$BUILD" -j"$(nproc)" test_vulkan test_backend_ops vk_bench || { echo "error: build failed"; exit 4; }
 echo "== built in $(( $(date +%s) - t0 )) s"
 
 status=0
 echo "== test_vulkan"
 timeout 240 "$BUILD/tests/vulkan/test_vulkan" || status=$?
 echo "== test_vulkan exit status $status"
+echo "== test_backend_ops"
+ops_status=0
+timeout 240 "$BUILD/tests/backend_ops/test_backend_ops" || ops_status=$?
+echo "== test_backend_ops exit status $ops_status"
+[ $status -eq 0 ] && status=$ops_status
 echo "== vk_bench"
 timeout 120 "$BUILD/tests/bench/vk_bench" | tee "$OUT/vk_bench.md"
 timeout 120 "$BUILD/tests/bench/vk_bench" --csv > "$OUT/vk_bench.csv" || true

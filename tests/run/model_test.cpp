@@ -1,8 +1,11 @@
 // The runner's model code (examples/run/graph.h) against a plain double-precision scalar
 // implementation of GPT-2 and LLaMA written here: tiny models with random weights are
 // written to GGUF, loaded through the runner's loader and evaluated through its graph;
-// the reference reads the same weights (dequantized by code in this file).
+// the reference reads the same weights (dequantized by code in this file, with the fp16
+// decoding of tests/support).
 #include <catch2/catch.hpp>
+
+#include "test_support.h"
 
 #include "backends.h"
 #include "graph.h"
@@ -24,14 +27,7 @@ using namespace trun;
 namespace {
 
 // ---- independent dequantization ---------------------------------------------------------
-double half_to_double(uint16_t h) {
-    const int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
-    double v;
-    if (e == 0) v = std::ldexp((double) m, -24);
-    else if (e == 31) v = m ? NAN : INFINITY;
-    else v = std::ldexp((double) (m | 1024), e - 25);
-    return s ? -v : v;
-}
+using tsrt::half_value;
 
 std::vector<double> dequant(const tsr_tensor * t) {
     const int64_t n = tsr_nelements(t);
@@ -42,7 +38,7 @@ std::vector<double> dequant(const tsr_tensor * t) {
             for (int64_t i = 0; i < n; ++i) { float f; memcpy(&f, p + 4 * i, 4); out[(size_t) i] = f; }
             break;
         case TSR_TYPE_F16:
-            for (int64_t i = 0; i < n; ++i) { uint16_t h; memcpy(&h, p + 2 * i, 2); out[(size_t) i] = half_to_double(h); }
+            for (int64_t i = 0; i < n; ++i) { uint16_t h; memcpy(&h, p + 2 * i, 2); out[(size_t) i] = half_value(h); }
             break;
         case TSR_TYPE_BF16:  // the top 16 bits of an F32
             for (int64_t i = 0; i < n; ++i) {
@@ -56,7 +52,7 @@ std::vector<double> dequant(const tsr_tensor * t) {
             for (int64_t b = 0; b < n / 32; ++b) {
                 const uint8_t * blk = p + 34 * b;
                 uint16_t h; memcpy(&h, blk, 2);
-                const double d = half_to_double(h);
+                const double d = half_value(h);
                 for (int j = 0; j < 32; ++j) out[(size_t) (32 * b + j)] = d * (int8_t) blk[2 + j];
             }
             break;
@@ -64,7 +60,7 @@ std::vector<double> dequant(const tsr_tensor * t) {
             for (int64_t b = 0; b < n / 32; ++b) {
                 const uint8_t * blk = p + 18 * b;
                 uint16_t h; memcpy(&h, blk, 2);
-                const double d = half_to_double(h);
+                const double d = half_value(h);
                 for (int j = 0; j < 16; ++j) {
                     out[(size_t) (32 * b + j)] = d * ((blk[2 + j] & 15) - 8);
                     out[(size_t) (32 * b + j + 16)] = d * ((blk[2 + j] >> 4) - 8);

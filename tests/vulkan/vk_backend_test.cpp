@@ -127,7 +127,7 @@ TEST_CASE("vulkan tensors above maxStorageBufferRange (130 MiB) compute correctl
     // F32 [4096, 8320] = 130 MiB: elementwise ops split into row windows
     {
         const int64_t ne0 = 4096, ne1 = 8320;
-        vkt::result r = vkt::run(vkt::vk(), [&](tsr_context * ctx, vkt::graph_def & d) {
+        vkt::result r = vkt::run(vkt::vk(), [&](tsr_context * ctx, vkt::graph_inputs & d) {
             tsr_tensor * a = d.add_pattern(tsr_new_tensor_2d(ctx, TSR_TYPE_F32, ne0, ne1));
             tsr_tensor * b = d.add_pattern(tsr_new_tensor_1d(ctx, TSR_TYPE_F32, ne0));
             return tsr_add(ctx, tsr_scale(ctx, a, 0.5f), b);
@@ -150,7 +150,7 @@ TEST_CASE("vulkan tensors above maxStorageBufferRange (130 MiB) compute correctl
     {
         const int64_t K = 4096, M = 16640;
         const std::vector<int32_t> idx = {0, 16639, 8000, 16383, 16384, 12345};
-        vkt::result r = vkt::run(vkt::vk(), [&](tsr_context * ctx, vkt::graph_def & d) {
+        vkt::result r = vkt::run(vkt::vk(), [&](tsr_context * ctx, vkt::graph_inputs & d) {
             tsr_tensor * w = d.add_pattern(tsr_new_tensor_2d(ctx, TSR_TYPE_F16, K, M));
             tsr_tensor * x = d.add_pattern(tsr_new_tensor_2d(ctx, TSR_TYPE_F32, K, 2));
             tsr_tensor * ix = d.add_i32(tsr_new_tensor_1d(ctx, TSR_TYPE_I32, static_cast<int64_t>(idx.size())), idx);
