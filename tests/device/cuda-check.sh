@@ -89,7 +89,7 @@ build_direct() {
     g++ -std=c++17 -O2 $INC -I"$CUDA_HOME/include" -I"$CUDA_HOME/targets/x86_64-linux/include" -c tests/bench/cuda_bench.cpp \
         -o "$D/cuda_bench.o" >"$LOG/gxx-bench.log" 2>&1 & pids+=($!)
     if [ -n "$CATCH_INC" ]; then
-        for f in tests/cuda/impl.cpp tests/cuda/cuda_*_test.cpp tests/support/*.cpp; do
+        for f in tests/cuda/cuda_*_test.cpp tests/support/*.cpp; do  # support/ holds tessera_impl.cpp
             g++ -std=c++17 -O2 $INC -c "$f" -o "$D/$(basename "$f" .cpp).o" >"$LOG/gxx-$(basename "$f" .cpp).log" 2>&1 & pids+=($!)
         done
         for f in tests/backend_ops/*.cpp; do
@@ -101,9 +101,9 @@ build_direct() {
     local LIBS="-L$CUDA_LIB -Wl,-rpath,$CUDA_LIB -lcudart -lcublas -lpthread"
     g++ -o "$D/cuda_bench" "$D/cuda_bench.o" "$D/tessera-cuda.o" $LIBS >"$LOG/link-bench.log" 2>&1 && BENCH_BIN=$D/cuda_bench
     if [ -n "$CATCH_INC" ]; then
-        g++ -o "$D/test_cuda" "$D"/impl.o "$D"/cuda_*_test.o "$D"/catch_main.o "$D"/test_support.o "$D"/backend_support.o \
+        g++ -o "$D/test_cuda" "$D"/tessera_impl.o "$D"/cuda_*_test.o "$D"/catch_main.o "$D"/test_support.o "$D"/backend_support.o \
             "$D/tessera-cuda.o" $LIBS >"$LOG/link-test.log" 2>&1 && TEST_BIN=$D/test_cuda
-        g++ -o "$D/test_backend_ops" "$D"/ops_*.o "$D"/catch_main.o "$D"/test_support.o "$D"/backend_support.o \
+        g++ -o "$D/test_backend_ops" "$D"/ops_*.o "$D"/tessera_impl.o "$D"/catch_main.o "$D"/test_support.o "$D"/backend_support.o \
             "$D/tessera-cuda.o" $LIBS >"$LOG/link-ops.log" 2>&1 && OPS_BIN=$D/test_backend_ops
     fi
     [ -n "$TEST_BIN" ] && [ -n "$BENCH_BIN" ]
