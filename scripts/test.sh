@@ -3,7 +3,7 @@
 #
 #   1. generated files are current (embedded SPIR-V)
 #   2. CMake + g++ (Release): all tests, examples, benchmarks build; ctest (incl. packaging)
-#   3. meson + clang (Release): the same tests under meson test; meson subproject consumer
+#   3. meson + clang (Release): the same tests under meson test (incl. packaging)
 #   4. CMake + g++ with AddressSanitizer + UndefinedBehaviorSanitizer: ctest
 #   5. CMake + clang with ThreadSanitizer: the threading tests
 #   6. aarch64 cross build, NEON tests under qemu-user
@@ -35,10 +35,11 @@ fi
 if want 3; then
   stage "3. meson + clang Release: build and meson test"
   rm -rf build-test-meson
-  CC=clang CXX=clang++ meson setup build-test-meson . >/dev/null
+  # one CUDA architecture, as in stage 2; the package_meson test runs
+  # scripts/check-meson-package.sh (subproject consumer, meson install = CMake install)
+  CC=clang CXX=clang++ meson setup build-test-meson . -Dcuda-arch=90 >/dev/null
   meson compile -C build-test-meson -j "$jobs"
-  meson test -C build-test-meson --print-errorlogs --num-processes 1
-  [ -d tests/package ] && scripts/check-meson-subproject.sh
+  TSR_JOBS=$jobs meson test -C build-test-meson --print-errorlogs --num-processes 1
 fi
 
 if want 4; then
