@@ -6032,17 +6032,8 @@ static bool create_pipeline_layout(device * d);
 static bool create_transfer_objects(device * d);
 static void init_buft(device * d);
 
-/* Create the logical device for physical device i. Caller holds the instance mutex. */
-static device * create_device(instance_state & s, int i) {
-    std::unique_ptr<device> d(new device());
-    d->index = i;
-    d->phys = s.phys[i];
-    vkGetPhysicalDeviceProperties(d->phys, &d->props);
-    vkGetPhysicalDeviceMemoryProperties(d->phys, &d->memprops);
-    d->name = "Vulkan" + std::to_string(i);
-    d->desc = std::string(d->props.deviceName) + " [" + type_word(d->props.deviceType) + "]";
-
-    /* features the shaders need */
+/* create_device, step 1: Vulkan 1.2 and the 16/8-bit storage the shaders need. */
+static bool check_device_features(const device * d) {
     VkPhysicalDeviceVulkan11Features f11{};
     f11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
     VkPhysicalDeviceVulkan12Features f12{};
@@ -6052,18 +6043,19 @@ static device * create_device(instance_state & s, int i) {
     f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
     f2.pNext = &f11;
     if (d->props.apiVersion < VK_API_VERSION_1_2) {
-        tsr_set_error("Vulkan device %d (%s): Vulkan %u.%u is below the 1.2 tessera needs", i, d->props.deviceName,
-                      VK_VERSION_MAJOR(d->props.apiVersion), VK_VERSION_MINOR(d->props.apiVersion));
-        return nullptr;
+        return tsr_set_error("Vulkan device %d (%s): Vulkan %u.%u is below the 1.2 tessera needs", d->index, d->props.deviceName,
+                             VK_VERSION_MAJOR(d->props.apiVersion), VK_VERSION_MINOR(d->props.apiVersion));
     }
     vkGetPhysicalDeviceFeatures2(d->phys, &f2);
     if (!f11.storageBuffer16BitAccess || !f12.storageBuffer8BitAccess) {
-        tsr_set_error("Vulkan device %d (%s): lacks storageBuffer16BitAccess/storageBuffer8BitAccess, which tessera's shaders need",
-                      i, d->props.deviceName);
-        return nullptr;
+        return tsr_set_error("Vulkan device %d (%s): lacks storageBuffer16BitAccess/storageBuffer8BitAccess, which tessera's shaders need",
+                             d->index, d->props.deviceName);
     }
+    return true;
+}
 
-    /* a compute queue */
+/* create_device, step 2: a compute queue family (d->qfam), one without graphics if any. */
+static bool pick_compute_queue(device * d) {
     uint32_t nq = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(d->phys, &nq, nullptr);
     std::vector<VkQueueFamilyProperties> qf(nq);
@@ -6073,12 +6065,13 @@ static device * create_device(instance_state & s, int i) {
         if ((qf[q].queueFlags & VK_QUEUE_COMPUTE_BIT) && !(qf[q].queueFlags & VK_QUEUE_GRAPHICS_BIT)) fam = static_cast<int>(q);
     for (uint32_t q = 0; q < nq && fam < 0; q++)
         if (qf[q].queueFlags & VK_QUEUE_COMPUTE_BIT) fam = static_cast<int>(q);
-    if (fam < 0) {
-        tsr_set_error("Vulkan device %d (%s): no compute queue", i, d->props.deviceName);
-        return nullptr;
-    }
+    if (fam < 0) return tsr_set_error("Vulkan device %d (%s): no compute queue", d->index, d->props.deviceName);
     d->qfam = static_cast<uint32_t>(fam);
+    return true;
+}
 
+/* create_device, step 3: the logical device with the storage features enabled, and its queue. */
+static bool create_logical_device(device * d) {
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci{};
     qci.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
@@ -6105,11 +6098,14 @@ static device * create_device(instance_state & s, int i) {
     VkResult r = vkCreateDevice(d->phys, &dci, nullptr, &d->dev);
     if (r != VK_SUCCESS) {
         d->dev = VK_NULL_HANDLE;
-        tsr_set_error("Vulkan device %d (%s): vkCreateDevice failed (%s)", i, d->props.deviceName, vk_result_str(r));
-        return nullptr;
+        return tsr_set_error("Vulkan device %d (%s): vkCreateDevice failed (%s)", d->index, d->props.deviceName, vk_result_str(r));
     }
     vkGetDeviceQueue(d->dev, d->qfam, 0, &d->queue);
+    return true;
+}
 
+/* create_device, step 4: the limits buffers are cut to, and whether memory is unified. */
+static void read_device_limits(device * d) {
     d->align = std::max<size_t>(16, static_cast<size_t>(d->props.limits.minStorageBufferOffsetAlignment));
     d->max_range = d->props.limits.maxStorageBufferRange;
     {
@@ -6128,23 +6124,35 @@ static device * create_device(instance_state & s, int i) {
         for (uint32_t t = 0; t < d->memprops.memoryTypeCount; t++)
             if ((d->memprops.memoryTypes[t].propertyFlags & want) == want) d->unified = true;
     }
+}
 
-    /* the embedded shaders must be the ones this code expects */
+/* create_device, step 5: the embedded shaders must be the ones this code expects. */
+static bool check_embedded_shaders() {
     const size_t n_sh = sizeof(tsr_vk_shaders) / sizeof(tsr_vk_shaders[0]);
     if (n_sh != SH_COUNT) {
-        tsr_set_error("Vulkan: tessera-vulkan-shaders.h has %zu shaders, the backend expects %d: regenerate it", n_sh, (int)SH_COUNT);
-        destroy_device(d.get());
-        return nullptr;
+        return tsr_set_error("Vulkan: tessera-vulkan-shaders.h has %zu shaders, the backend expects %d: regenerate it", n_sh, (int)SH_COUNT);
     }
     for (int k = 0; k < SH_COUNT; k++) {
         if (strcmp(tsr_vk_shaders[k].name, shader_names[k]) != 0) {
-            tsr_set_error("Vulkan: shader %d is '%s', expected '%s': regenerate tessera-vulkan-shaders.h", k,
-                          tsr_vk_shaders[k].name, shader_names[k]);
-            destroy_device(d.get());
-            return nullptr;
+            return tsr_set_error("Vulkan: shader %d is '%s', expected '%s': regenerate tessera-vulkan-shaders.h", k,
+                                 tsr_vk_shaders[k].name, shader_names[k]);
         }
     }
-    if (!create_pipeline_layout(d.get()) || !create_transfer_objects(d.get())) {
+    return true;
+}
+
+/* Create the logical device for physical device i. Caller holds the instance mutex. */
+static device * create_device(instance_state & s, int i) {
+    std::unique_ptr<device> d(new device());
+    d->index = i;
+    d->phys = s.phys[i];
+    vkGetPhysicalDeviceProperties(d->phys, &d->props);
+    vkGetPhysicalDeviceMemoryProperties(d->phys, &d->memprops);
+    d->name = "Vulkan" + std::to_string(i);
+    d->desc = std::string(d->props.deviceName) + " [" + type_word(d->props.deviceType) + "]";
+    if (!check_device_features(d.get()) || !pick_compute_queue(d.get()) || !create_logical_device(d.get())) return nullptr;
+    read_device_limits(d.get());
+    if (!check_embedded_shaders() || !create_pipeline_layout(d.get()) || !create_transfer_objects(d.get())) {
         destroy_device(d.get());
         return nullptr;
     }

@@ -10023,6 +10023,49 @@ static size_t mm_work_size(const tsr_tensor * dst, const kernels * K, int nth) {
     return pl.x_bytes + pl.y_shared + pl.thread_bytes * (size_t)nth;
 }
 
+/* op_mul_mat, phase 1: src0 rows converted to dense F32 (xw) and src1 rows converted or
+ * quantized (yw), as the plan says; a barrier after, unless every thread made its own. */
+static void mm_prepare_operands(const cparams & p, const mm_plan & pl, const tsr_tensor * s0, const tsr_tensor * s1,
+                                uint8_t * xw, uint8_t * yw) {
+    const int64_t Kd = s0->ne[0];
+    if (pl.x_conv) {
+        const int64_t nr = s0->ne[1] * s0->ne[2] * s0->ne[3];
+        int64_t r0, r1;
+        split_rows(nr, p.ith, p.nth, r0, r1);
+        for (int64_t r = r0; r < r1; ++r) {
+            const int64_t i1 = r % s0->ne[1], i2 = (r / s0->ne[1]) % s0->ne[2], i3 = r / (s0->ne[1] * s0->ne[2]);
+            float * d = (float *)xw + (size_t)r * Kd;
+            for (int64_t i0 = 0; i0 < Kd; ++i0) d[i0] = ld(s0->type, tptr(s0, i0, i1, i2, i3));
+        }
+    }
+    if (pl.y_q8 || pl.y_conv) {
+        const int64_t nr = s1->ne[1] * s1->ne[2] * s1->ne[3];
+        int64_t r0 = 0, r1 = nr;
+        if (!pl.y_private) split_rows(nr, p.ith, p.nth, r0, r1);
+        for (int64_t r = r0; r < r1; ++r) {
+            const int64_t i1 = r % s1->ne[1], i2 = (r / s1->ne[1]) % s1->ne[2], i3 = r / (s1->ne[1] * s1->ne[2]);
+            uint8_t * d = yw + (size_t)r * pl.y_row;
+            if (pl.y_q8 && s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {
+                p.K->quantize_y((const float *)tptr(s1, 0, i1, i2, i3), (yq8 *)d, Kd);
+            } else {
+                /* non-contiguous or non-F32 src1: convert (32 elements at a time when quantizing) */
+                if (pl.y_conv) {
+                    float * df = (float *)d;
+                    for (int64_t i0 = 0; i0 < Kd; ++i0) df[i0] = ld(s1->type, tptr(s1, i0, i1, i2, i3));
+                } else {
+                    float tmp[32];
+                    for (int64_t b = 0; b < Kd / 32; ++b) {
+                        for (int j = 0; j < 32; ++j) tmp[j] = ld(s1->type, tptr(s1, b * 32 + j, i1, i2, i3));
+                        p.K->quantize_y(tmp, (yq8 *)d + b, 32);
+                    }
+                }
+            }
+            if (pl.y_q8 && !pl.g) y_side((yq8 *)d, Kd / 32, pl.ta);
+        }
+    }
+    if (!pl.y_private) barrier(p);
+}
+
 static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
     const tsr_tensor * s0 = dst->src[0];
     const tsr_tensor * s1 = dst->src[1];
@@ -10035,44 +10078,7 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
     uint8_t * yw = pl.y_private ? tw + (pl.thread_bytes - pl.y_bytes) : p.wdata + pl.x_bytes;
 
     /* phase 1: convert src0 / convert or quantize src1 into the workspace */
-    if (pl.x_conv || pl.y_q8 || pl.y_conv) {
-        if (pl.x_conv) {
-            const int64_t nr = s0->ne[1] * s0->ne[2] * s0->ne[3];
-            int64_t r0, r1;
-            split_rows(nr, p.ith, p.nth, r0, r1);
-            for (int64_t r = r0; r < r1; ++r) {
-                const int64_t i1 = r % s0->ne[1], i2 = (r / s0->ne[1]) % s0->ne[2], i3 = r / (s0->ne[1] * s0->ne[2]);
-                float * d = (float *)xw + (size_t)r * Kd;
-                for (int64_t i0 = 0; i0 < Kd; ++i0) d[i0] = ld(s0->type, tptr(s0, i0, i1, i2, i3));
-            }
-        }
-        if (pl.y_q8 || pl.y_conv) {
-            const int64_t nr = s1->ne[1] * s1->ne[2] * s1->ne[3];
-            int64_t r0 = 0, r1 = nr;
-            if (!pl.y_private) split_rows(nr, p.ith, p.nth, r0, r1);
-            for (int64_t r = r0; r < r1; ++r) {
-                const int64_t i1 = r % s1->ne[1], i2 = (r / s1->ne[1]) % s1->ne[2], i3 = r / (s1->ne[1] * s1->ne[2]);
-                uint8_t * d = yw + (size_t)r * pl.y_row;
-                if (pl.y_q8 && s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {
-                    p.K->quantize_y((const float *)tptr(s1, 0, i1, i2, i3), (yq8 *)d, Kd);
-                } else {
-                    /* non-contiguous or non-F32 src1: convert (32 elements at a time when quantizing) */
-                    if (pl.y_conv) {
-                        float * df = (float *)d;
-                        for (int64_t i0 = 0; i0 < Kd; ++i0) df[i0] = ld(s1->type, tptr(s1, i0, i1, i2, i3));
-                    } else {
-                        float tmp[32];
-                        for (int64_t b = 0; b < Kd / 32; ++b) {
-                            for (int j = 0; j < 32; ++j) tmp[j] = ld(s1->type, tptr(s1, b * 32 + j, i1, i2, i3));
-                            p.K->quantize_y(tmp, (yq8 *)d + b, 32);
-                        }
-                    }
-                }
-                if (pl.y_q8 && !pl.g) y_side((yq8 *)d, Kd / 32, pl.ta);
-            }
-        }
-        if (!pl.y_private) barrier(p);
-    }
+    if (pl.x_conv || pl.y_q8 || pl.y_conv) mm_prepare_operands(p, pl, s0, s1, xw, yw);
 
     /* phase 2: items = (batch, M chunk), taken dynamically from a shared counter so a
      * thread slowed down by other work on its core takes fewer (the counter is reset by
