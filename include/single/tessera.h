@@ -2762,15 +2762,23 @@ TSR_API_IMPL bool tsr_build_forward_expand(struct tsr_cgraph * g, struct tsr_ten
     const size_t stack_cap = 2 * (size_t)g->size + 1;
     size_t sp = 0;
     struct tsr_tensor * failed = nullptr;
+    /* Every tensor in the visited set is placed (a node or a leaf) or waits on the stack to
+     * be, and each needs one of the graph's 2 * size places: more than that and the graph
+     * is full. Checking it before each insert also keeps the set (> 2 * size slots) from
+     * ever filling up, so its probing always finds an empty slot. */
+    auto has_room = [&]() { return (size_t)g->n_nodes + (size_t)g->n_leafs + sp < 2 * (size_t)g->size; };
 
-    tsr_impl::visited_insert(g, tensor);
-    g->stack[sp++] = {tensor, 0};
+    if (!has_room()) failed = tensor;
+    else {
+        tsr_impl::visited_insert(g, tensor);
+        g->stack[sp++] = {tensor, 0};
+    }
     while (sp > 0) {
         struct tsr_graph_visit * top = &g->stack[sp - 1];
         if (top->next_src < TSR_MAX_SRC) {
             struct tsr_tensor * s = top->t->src[top->next_src++];
             if (s && !tsr_impl_graph_visited(g, s)) {
-                if (sp >= stack_cap) {
+                if (sp >= stack_cap || !has_room()) {
                     failed = s;
                     break;
                 }
@@ -5478,7 +5486,13 @@ static bool ga_plan(gallocr * ga, struct tsr_cgraph * g, const int * node_ids, c
 /* Grow buffers to the plan (never shrink). */
 static bool ga_size_buffers(gallocr * ga) {
     for (size_t b = 0; b < ga->bufts.size(); b++) {
-        const size_t need = ga->pbuffers[b].planned_size;
+        /* A plan of 0 bytes whose tensors all have 0 elements still needs a buffer to place
+         * them in (an address nothing reads or writes): the smallest one the type makes. A
+         * buffer no tensor uses gets none. */
+        bool used = false;
+        for (const gallocr::entry & e : ga->owned) used = used || e.buffer_id == (int) b;
+        const size_t planned = ga->pbuffers[b].planned_size;
+        const size_t need = planned ? planned : used ? tsr_backend_buft_get_alignment(ga->bufts[b]) : 0;
         const size_t cur = ga->buffers[b] ? tsr_backend_buffer_get_size(ga->buffers[b]) : 0;
         if (need == 0 || (ga->buffers[b] && cur >= need)) continue;
         tsr_backend_buffer_free(ga->buffers[b]);

@@ -476,3 +476,36 @@ TEST_CASE("gallocr: plan export", "[alloc][gallocr]") {
     CHECK(s.find("<rect") != std::string::npos);
     tsr_gallocr_free(ga);
 }
+
+// Regression: a graph whose tensors all have 0 elements planned 0 bytes, allocated no
+// buffer and then placed its tensors in a NULL buffer. Now it plans 0 bytes, places every
+// tensor in a buffer of its own (the smallest the type makes) and checks clean.
+TEST_CASE("gallocr: zero-element tensors plan at 0 bytes and are placed", "[alloc][gallocr][error]") {
+    ctx_guard c(16);
+    tsr_tensor * a = tsr_new_tensor_2d(c.ctx, TSR_TYPE_F32, 0, 3);
+    tsr_tensor * b = tsr_new_tensor_1d(c.ctx, TSR_TYPE_F32, 0);
+    tsr_set_input(a);
+    tsr_set_input(b);
+    tsr_tensor * s = tsr_soft_max(c.ctx, a);
+    tsr_tensor * t = tsr_scale(c.ctx, tsr_add(c.ctx, b, b), 2.0f);
+    tsr_set_output(s);
+    tsr_set_output(t);
+    tsr_cgraph * g = tsr_new_graph(c.ctx);
+    REQUIRE(tsr_build_forward_expand(g, s));
+    REQUIRE(tsr_build_forward_expand(g, t));
+    tsr_gallocr_t ga = tsr_gallocr_new(tsr_backend_cpu_buffer_type());
+    REQUIRE(tsr_gallocr_alloc_graph(ga, g));
+    const tsr_plan * plan = tsr_gallocr_get_plan(ga);
+    REQUIRE(plan);
+    CHECK(plan->buffers[0].planned_size == 0);
+    CHECK(plan->buffers[0].lower_bound == 0);
+    CHECK(tsr_plan_check(plan, nullptr));
+    for (tsr_tensor * x : {a, b, s, t}) {
+        CHECK(x->buffer == tsr_gallocr_get_buffer(ga, 0));
+        CHECK(x->data != nullptr);
+    }
+    // a second run re-applies the plan
+    REQUIRE(tsr_gallocr_alloc_graph(ga, g));
+    CHECK(tsr_gallocr_get_n_reallocs(ga) == 1);
+    tsr_gallocr_free(ga);
+}

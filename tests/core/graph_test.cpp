@@ -161,6 +161,40 @@ TEST_CASE("over capacity: false, an error, and the graph unchanged", "[graph][er
     CHECK_FALSE(tsr_graph_add_node(g0, a));
 }
 
+// Regression: the visited set (a hash table of more than 2 * size slots) used to fill up
+// before the "graph is full" check, and its probing then spun forever. Each case must
+// return false with the sizes in the message, and leave the graph as it was.
+TEST_CASE("tiny or full graphs refuse a chain instead of hanging", "[graph][error]") {
+    tsr::context ctx(1 << 20);
+    tsr_tensor * x = tsr_new_tensor_1d(ctx, TSR_TYPE_F32, 4);
+    tsr_tensor * chain = x;
+    for (int i = 0; i < 64; i++) chain = tsr_sqr(ctx, chain);
+    for (int size : {0, 1}) {
+        INFO("graph size " << size);
+        tsr_cgraph * g = tsr_new_graph_custom(ctx, (size_t)size, false);
+        REQUIRE(g);
+        tsr_clear_error();
+        CHECK_FALSE(tsr_build_forward_expand(g, tsr_sqr(ctx, tsr_sqr(ctx, x))));
+        CHECK_THAT(std::string(tsr_last_error()), Catch::Matchers::Contains("is full"));
+        CHECK_FALSE(tsr_build_forward_expand(g, chain));
+        CHECK(tsr_graph_n_nodes(g) == 0);
+        CHECK(tsr_graph_n_leafs(g) == 0);
+    }
+    // a graph holding as many nodes and leafs as its size, then a deep chain
+    tsr_tensor * y = tsr_new_tensor_1d(ctx, TSR_TYPE_F32, 4);
+    tsr_tensor * z = tsr_new_tensor_1d(ctx, TSR_TYPE_F32, 4);
+    tsr_cgraph * g = tsr_new_graph_custom(ctx, 2, false);
+    REQUIRE(tsr_build_forward_expand(g, tsr_mul(ctx, tsr_add(ctx, y, z), z)));
+    REQUIRE(tsr_graph_n_nodes(g) == 2);
+    REQUIRE(tsr_graph_n_leafs(g) == 2);
+    tsr_clear_error();
+    CHECK_FALSE(tsr_build_forward_expand(g, chain));
+    CHECK_THAT(std::string(tsr_last_error()), Catch::Matchers::Contains("size 2 is full"));
+    CHECK(tsr_graph_n_nodes(g) == 2);
+    CHECK(tsr_graph_n_leafs(g) == 2);
+    check_topological(g);
+}
+
 TEST_CASE("deep chains do not overflow the stack", "[graph]") {
     const int n = 20000;
     tsr::context ctx((size_t)(n + 2) * tsr_tensor_overhead() + tsr_graph_overhead_custom(n, false), nullptr, true);

@@ -301,3 +301,41 @@ TEST_CASE("cpu backend: a graph ending in a split mul_mat runs again correctly",
         }
     }
 }
+
+// Regression (with the gallocr one in tests/alloc): zero-element graphs compute as no-ops
+// on every ISA path, next to a normal tensor whose result must be right.
+TEST_CASE("cpu backend: zero-element tensors compute as no-ops", "[cpu][backend][error]") {
+    tsr::context ctx(32 * tsr_tensor_overhead() + tsr_graph_overhead(), nullptr, true);
+    tsr_tensor * a = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, 0, 3);
+    tsr_tensor * e = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, 8, 0);
+    tsr_tensor * w = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, 8, 4);
+    tsr_tensor * x = tsr_new_tensor_1d(ctx, TSR_TYPE_F32, 4);
+    for (tsr_tensor * t : {a, e, w, x}) tsr_set_input(t);
+    tsr_tensor * outs[] = {tsr_soft_max(ctx, a), tsr_rms_norm(ctx, e, 1e-5f), tsr_mul_mat(ctx, w, e),
+                           tsr_sum_rows(ctx, a), tsr_sqr(ctx, x)};
+    tsr_cgraph * g = tsr_new_graph(ctx);
+    for (tsr_tensor * o : outs) {
+        REQUIRE(o);
+        tsr_set_output(o);
+        REQUIRE(tsr_build_forward_expand(g, o));
+    }
+    tsr::backend cpu(tsr_backend_cpu_init());
+    tsr::gallocr ga(tsr_backend_get_default_buffer_type(cpu));
+    REQUIRE(tsr_gallocr_alloc_graph(ga, g));
+    const float xv[4] = {1, -2, 3, 0.5f};
+    tsr_backend_tensor_set(x, xv, 0, sizeof xv);
+    std::vector<float> wv(32, 1.0f);
+    tsr_backend_tensor_set(w, wv.data(), 0, wv.size() * sizeof(float));
+    for (tsr_cpu_isa isa : cput::isas()) {
+        INFO("isa " << tsr_cpu_isa_name(isa));
+        cput::isa_scope scope(isa);
+        REQUIRE(tsr_backend_graph_compute(cpu, g) == TSR_STATUS_SUCCESS);
+        float y[4] = {0, 0, 0, 0};
+        tsr_backend_tensor_get(outs[4], y, 0, sizeof y);
+        for (int i = 0; i < 4; i++) CHECK(y[i] == xv[i] * xv[i]);
+        // sum_rows of [0, 3] is [1, 3] of zeros: the sums of empty rows
+        float r[3] = {-1, -1, -1};
+        tsr_backend_tensor_get(outs[3], r, 0, sizeof r);
+        for (float v : r) CHECK(v == 0.0f);
+    }
+}

@@ -468,7 +468,13 @@ static bool ga_plan(gallocr * ga, struct tsr_cgraph * g, const int * node_ids, c
 /* Grow buffers to the plan (never shrink). */
 static bool ga_size_buffers(gallocr * ga) {
     for (size_t b = 0; b < ga->bufts.size(); b++) {
-        const size_t need = ga->pbuffers[b].planned_size;
+        /* A plan of 0 bytes whose tensors all have 0 elements still needs a buffer to place
+         * them in (an address nothing reads or writes): the smallest one the type makes. A
+         * buffer no tensor uses gets none. */
+        bool used = false;
+        for (const gallocr::entry & e : ga->owned) used = used || e.buffer_id == (int) b;
+        const size_t planned = ga->pbuffers[b].planned_size;
+        const size_t need = planned ? planned : used ? tsr_backend_buft_get_alignment(ga->bufts[b]) : 0;
         const size_t cur = ga->buffers[b] ? tsr_backend_buffer_get_size(ga->buffers[b]) : 0;
         if (need == 0 || (ga->buffers[b] && cur >= need)) continue;
         tsr_backend_buffer_free(ga->buffers[b]);

@@ -151,15 +151,23 @@ TSR_API_IMPL bool tsr_build_forward_expand(struct tsr_cgraph * g, struct tsr_ten
     const size_t stack_cap = 2 * (size_t)g->size + 1;
     size_t sp = 0;
     struct tsr_tensor * failed = nullptr;
+    /* Every tensor in the visited set is placed (a node or a leaf) or waits on the stack to
+     * be, and each needs one of the graph's 2 * size places: more than that and the graph
+     * is full. Checking it before each insert also keeps the set (> 2 * size slots) from
+     * ever filling up, so its probing always finds an empty slot. */
+    auto has_room = [&]() { return (size_t)g->n_nodes + (size_t)g->n_leafs + sp < 2 * (size_t)g->size; };
 
-    tsr_impl::visited_insert(g, tensor);
-    g->stack[sp++] = {tensor, 0};
+    if (!has_room()) failed = tensor;
+    else {
+        tsr_impl::visited_insert(g, tensor);
+        g->stack[sp++] = {tensor, 0};
+    }
     while (sp > 0) {
         struct tsr_graph_visit * top = &g->stack[sp - 1];
         if (top->next_src < TSR_MAX_SRC) {
             struct tsr_tensor * s = top->t->src[top->next_src++];
             if (s && !tsr_impl_graph_visited(g, s)) {
-                if (sp >= stack_cap) {
+                if (sp >= stack_cap || !has_room()) {
                     failed = s;
                     break;
                 }
