@@ -587,3 +587,30 @@ TEST_CASE("gguf: array sizes that overflow are errors", "[gguf]") {
     CHECK(tsr_gguf_find_key(g, "big") < 0);
     tsr_gguf_free(g);
 }
+
+// Regressions (issue 15, items 4-5): an overlap hidden by a zero-size tensor between the two
+// overlapping ranges (the check compared neighbours only), and messages whose numbers
+// wrapped around 2^64 ("needs at least 0 bytes", "data [18446744073709551584, 0)").
+TEST_CASE("gguf: overlaps behind a zero-size tensor; messages never print wrapped numbers", "[gguf][malformed]") {
+    // A: F32 [32] at 0 (bytes [0, 128)); Z: F32 [0] at 32; B: F32 [8] at 64, inside A
+    bytes w;
+    w.b = {'G', 'G', 'U', 'F'};
+    w.u32(3).u64(3).u64(0);
+    w.str("A").u32(1).put<int64_t>(32).u32(0).u64(0);
+    w.str("Z").u32(1).put<int64_t>(0).u32(0).u64(32);
+    w.str("B").u32(1).put<int64_t>(8).u32(0).u64(64);
+    w.pad(32);
+    for (int i = 0; i < 32; ++i) w.put<float>((float) i);
+    expect_bad(w.b, "tensor 'B' data [64, 96) overlaps tensor 'A' data [0, 128)");
+
+    spec s;
+    s.n_kv = 1ull << 63;  // 14 * 2^63 wraps to 0
+    expect_bad(make(s), "key/value count 9223372036854775808 needs at least more than 2^64 bytes");
+    s = spec();
+    s.n_tensors = 1ull << 63;
+    expect_bad(make(s), "tensor count 9223372036854775808 needs at least more than 2^64 bytes");
+    s = spec();
+    s.off1 = 18446744073709551584ull;  // 2^64 - 32: offset + size wraps
+    expect_bad(make(s), "32 bytes of data at offset 18446744073709551584");
+    CHECK(std::string(tsr_last_error()).find(", 0)") == std::string::npos);
+}

@@ -239,6 +239,15 @@ static inline size_t data_size(const gguf_ctx * ctx) {
     return end;
 }
 
+/* "n * per" for a message, without wrapping: the product, or "more than 2^64". */
+struct num_str { char s[32]; };
+static inline num_str product_str(uint64_t n, uint64_t per) {
+    num_str o;
+    if (per != 0 && n > UINT64_MAX / per) snprintf(o.s, sizeof o.s, "more than 2^64");
+    else snprintf(o.s, sizeof o.s, "%llu", (unsigned long long) (n * per));
+    return o;
+}
+
 /* parse, step 1: magic, version and the two counts (each checked against the bytes left). */
 static inline bool parse_header(reader & r, gguf_ctx * ctx, uint64_t & n_tensors, uint64_t & n_kv) {
     char magic[4];
@@ -264,13 +273,13 @@ static inline bool parse_header(reader & r, gguf_ctx * ctx, uint64_t & n_tensors
     if (!r.get(n_kv, "key/value count")) return false;
     /* smallest possible kv: key len(8) + 1 byte key + type(4) + 1 byte value */
     if (n_kv > r.remaining() / 14) {
-        return r.fail(at_nkv, "key/value count %llu needs at least %llu bytes, only %llu left in the file",
-                      (unsigned long long) n_kv, (unsigned long long) n_kv * 14ull, (unsigned long long) r.remaining());
+        return r.fail(at_nkv, "key/value count %llu needs at least %s bytes (14 each), only %llu left in the file",
+                      (unsigned long long) n_kv, product_str(n_kv, 14).s, (unsigned long long) r.remaining());
     }
     /* smallest possible tensor info: name(8+1) n_dims(4) ne(8) type(4) offset(8) */
     if (n_tensors > r.remaining() / 33) {
-        return r.fail(at_nt, "tensor count %llu needs at least %llu bytes, only %llu left in the file",
-                      (unsigned long long) n_tensors, (unsigned long long) n_tensors * 33ull, (unsigned long long) r.remaining());
+        return r.fail(at_nt, "tensor count %llu needs at least %s bytes (33 each), only %llu left in the file",
+                      (unsigned long long) n_tensors, product_str(n_tensors, 33).s, (unsigned long long) r.remaining());
     }
     return true;
 }
@@ -378,24 +387,31 @@ static inline bool check_data_section(reader & r, gguf_ctx * ctx) {
     for (size_t i = 0; i < ctx->infos.size(); ++i) {
         const tinfo & ti = ctx->infos[i];
         if (ti.offset > data_avail || ti.size > data_avail - ti.offset) {
-            return r.fail(ctx->data_offset + ti.offset,
-                          "tensor '%s': data [%llu, %llu) (relative to the data section at byte %zu) runs past the end of the file (size %llu)",
-                          ti.name.c_str(), (unsigned long long) ti.offset, (unsigned long long) ti.offset + ti.size,
+            /* the offset may be near 2^64: name the size, not an end that would wrap */
+            return r.fail(ctx->data_offset > UINT64_MAX - ti.offset ? ctx->data_offset : ctx->data_offset + ti.offset,
+                          "tensor '%s': %llu bytes of data at offset %llu (relative to the data section at byte %zu) "
+                          "run past the end of the file (size %llu)",
+                          ti.name.c_str(), (unsigned long long) ti.size, (unsigned long long) ti.offset,
                           ctx->data_offset, (unsigned long long) r.size);
         }
     }
-    /* no two tensors' data may overlap */
+    /* No two tensors' data may overlap: sweep all ranges in offset order against the
+     * furthest end seen so far (not only neighbours: a zero-size tensor between two
+     * overlapping ones must not hide them). Every end is inside the file here. */
     std::vector<size_t> order(ctx->infos.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ctx->infos[a].offset < ctx->infos[b].offset; });
-    for (size_t k = 1; k < order.size(); ++k) {
-        const tinfo & a = ctx->infos[order[k - 1]];
-        const tinfo & b = ctx->infos[order[k]];
-        if (a.offset + a.size > b.offset && a.size > 0 && b.size > 0) {
+    const tinfo * furthest = nullptr;
+    for (size_t k : order) {
+        const tinfo & b = ctx->infos[k];
+        if (b.size == 0) continue;
+        if (furthest && b.offset < furthest->offset + furthest->size) {
+            const tinfo & a = *furthest;
             return r.fail(ctx->data_offset + b.offset, "tensor '%s' data [%llu, %llu) overlaps tensor '%s' data [%llu, %llu)",
                           b.name.c_str(), (unsigned long long) b.offset, (unsigned long long) (b.offset + b.size),
                           a.name.c_str(), (unsigned long long) a.offset, (unsigned long long) (a.offset + a.size));
         }
+        if (!furthest || b.offset + b.size > furthest->offset + furthest->size) furthest = &b;
     }
     return true;
 }
