@@ -10,12 +10,19 @@
 
 namespace trun {
 
+inline std::string fmt_num(double v) {
+    char b[32];
+    snprintf(b, sizeof b, "%.15g", v);
+    return b;
+}
+
 struct run_args {
     std::string model;                  // empty: the embedded random GPT-2
     std::string prompt = "Once upon a time";
     int n_predict = 64;
     std::string backend = "cpu";        // cpu | vulkan | cuda
-    int device = 0;
+    int device = 0;                     // -1: the backend's default (TSR_VULKAN_DEVICE for vulkan)
+    bool device_given = false;
     int threads = 0;                    // 0: the backend's default
     int n_ctx = 0;                      // 0: model's (capped at 4096)
     int n_batch = 64;
@@ -32,13 +39,16 @@ inline void print_usage(const char * argv0) {
            "  -p, --prompt TEXT      prompt (default \"Once upon a time\")\n"
            "  -n, --n-predict N      tokens to generate (default 64)\n"
            "  --backend NAME         cpu | vulkan | cuda (default cpu)\n"
-           "  --device N             GPU index for vulkan/cuda (default 0)\n"
-           "  -t, --threads N        CPU threads\n"
-           "  -c, --ctx-size N       context length (default: the model's, at most 4096)\n"
-           "  -b, --batch-size N     prompt tokens per evaluation (default 64)\n"
-           "  --temp T               temperature; 0 = greedy (default 0.8)\n"
-           "  --top-k K              (default 40; 0 = off)\n"
-           "  --top-p P              (default 0.95; 1 = off)\n"
+           "  --device N             GPU index for vulkan/cuda, -1 = the default (vulkan: the\n"
+           "                         TSR_VULKAN_DEVICE environment variable, else the best GPU;\n"
+           "                         default: -1 for vulkan, 0 for cuda)\n"
+           "  -t, --threads N        CPU threads, 1..1024 (default: the backend's)\n"
+           "  -c, --ctx-size N       context length, at most the model's (default: the model's,\n"
+           "                         at most 4096)\n"
+           "  -b, --batch-size N     prompt tokens per evaluation, >= 1 (default 64)\n"
+           "  --temp T               temperature >= 0; 0 = greedy (default 0.8)\n"
+           "  --top-k K              >= 0 (default 40; 0 = off)\n"
+           "  --top-p P              in [0, 1] (default 0.95; 1 = off)\n"
            "  --seed S               sampling seed (default 42)\n"
            "  --kv-type f16|f32      KV cache type (default f16)\n"
            "  --no-flash-attn        attention with mul_mat + soft_max_ext instead of flash_attn_ext\n",
@@ -54,36 +64,49 @@ inline bool parse_args(int argc, char ** argv, run_args & a, std::string & err) 
             *out = argv[++i];
             return true;
         };
-        auto num = [&](double & out) {
+        // a number in [lo, hi], or an error naming the flag, the value and the range
+        auto num = [&](double & out, double lo, double hi) {
             const char * v = nullptr;
             if (!val(&v)) return false;
             char * end = nullptr;
             out = strtod(v, &end);
-            if (!end || *end || end == v) { err = "bad number '" + std::string(v) + "' after " + k; return false; }
+            if (!end || *end || end == v || out != out) { err = "bad number '" + std::string(v) + "' after " + k; return false; }
+            if (out < lo || out > hi) {
+                err = k + " " + v + " is out of range [" + fmt_num(lo) + ", " + fmt_num(hi) + "]";
+                return false;
+            }
+            return true;
+        };
+        // an integer count in [lo, hi]
+        auto count = [&](int & out, int lo, int hi) {
+            double d = 0;
+            if (!num(d, lo, hi)) return false;
+            if (d != (double) (long long) d) { err = k + " needs a whole number, got " + fmt_num(d); return false; }
+            out = (int) d;
             return true;
         };
         const char * s = nullptr;
         double d = 0;
+        const int big = 1 << 24;  // no count tessera-run takes is anywhere near this
         if (k == "-h" || k == "--help") a.show_help = true;
         else if (k == "-m" || k == "--model") { if (!val(&s)) return false; a.model = s; }
         else if (k == "-p" || k == "--prompt") { if (!val(&s)) return false; a.prompt = s; }
-        else if (k == "-n" || k == "--n-predict") { if (!num(d)) return false; a.n_predict = (int) d; }
+        else if (k == "-n" || k == "--n-predict") { if (!count(a.n_predict, 0, big)) return false; }
         else if (k == "--backend") { if (!val(&s)) return false; a.backend = s; }
-        else if (k == "--device") { if (!num(d)) return false; a.device = (int) d; }
-        else if (k == "-t" || k == "--threads") { if (!num(d)) return false; a.threads = (int) d; }
-        else if (k == "-c" || k == "--ctx-size") { if (!num(d)) return false; a.n_ctx = (int) d; }
-        else if (k == "-b" || k == "--batch-size") { if (!num(d)) return false; a.n_batch = (int) d; }
-        else if (k == "--temp") { if (!num(d)) return false; a.samp.temp = (float) d; }
-        else if (k == "--top-k") { if (!num(d)) return false; a.samp.top_k = (int) d; }
-        else if (k == "--top-p") { if (!num(d)) return false; a.samp.top_p = (float) d; }
-        else if (k == "--seed") { if (!num(d)) return false; a.samp.seed = (uint64_t) d; }
+        else if (k == "--device") { if (!count(a.device, -1, 1023)) return false; a.device_given = true; }
+        else if (k == "-t" || k == "--threads") { if (!count(a.threads, 1, 1024)) return false; }
+        else if (k == "-c" || k == "--ctx-size") { if (!count(a.n_ctx, 1, big)) return false; }
+        else if (k == "-b" || k == "--batch-size") { if (!count(a.n_batch, 1, big)) return false; }
+        else if (k == "--temp") { if (!num(d, 0, 1e6)) return false; a.samp.temp = (float) d; }
+        else if (k == "--top-k") { int v = 0; if (!count(v, 0, big)) return false; a.samp.top_k = v; }
+        else if (k == "--top-p") { if (!num(d, 0, 1)) return false; a.samp.top_p = (float) d; }
+        else if (k == "--seed") { if (!num(d, 0, 9007199254740992.0)) return false; a.samp.seed = (uint64_t) d; }
         else if (k == "--kv-type") { if (!val(&s)) return false; a.kv_type = s; }
         else if (k == "--no-flash-attn") a.flash_attn = false;
         else { err = "unknown argument '" + k + "' (see --help)"; return false; }
     }
     if (a.backend != "cpu" && a.backend != "vulkan" && a.backend != "cuda") { err = "unknown backend '" + a.backend + "'"; return false; }
     if (a.kv_type != "f16" && a.kv_type != "f32") { err = "--kv-type must be f16 or f32"; return false; }
-    if (a.n_predict < 0 || a.n_batch < 1 || a.n_ctx < 0 || a.threads < 0) { err = "negative or zero count"; return false; }
     return true;
 }
 

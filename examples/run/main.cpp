@@ -51,11 +51,11 @@ static std::string temp_path() {
 int main(int argc, char ** argv) {
     run_args a;
     std::string err;
-    if (!parse_args(argc, argv, a, err)) {
-        print_usage(argv[0]);
-        return fail(err);
-    }
+    if (!parse_args(argc, argv, a, err)) return fail(err + " (see --help)");
     if (a.show_help) { print_usage(argv[0]); return 0; }
+    // Vulkan without --device: the default device (TSR_VULKAN_DEVICE, else the best GPU)
+    if (a.backend == "vulkan" && !a.device_given) a.device = -1;
+    if (a.backend == "cuda" && a.device < 0) return fail("--device -1: give the CUDA device index (see --help)");
 
     tsr_backend_t backend = make_backend(a.backend, a.device, a.threads, err);
     if (!backend) return fail(err);
@@ -102,9 +102,11 @@ int main(int argc, char ** argv) {
             sp.kv_type = a.kv_type == "f32" ? TSR_TYPE_F32 : TSR_TYPE_F16;
             sp.flash_attn = a.flash_attn;
             session s;
-            if (!session_init(s, m, backend, sp, err)) {
+            if (a.n_ctx > hp.n_ctx) {
+                rc = fail("-c " + std::to_string(a.n_ctx) + " exceeds the model's context of " + std::to_string(hp.n_ctx));
+            } else if (!session_init(s, m, backend, sp, err)) {
                 rc = fail(err);
-            } else if ((int) prompt.size() + a.n_predict > s.n_ctx) {
+            } else if ((int64_t) prompt.size() + (int64_t) a.n_predict > (int64_t) s.n_ctx) {
                 rc = fail("prompt (" + std::to_string(prompt.size()) + " tokens) + " + std::to_string(a.n_predict) +
                           " tokens to generate exceed the context of " + std::to_string(s.n_ctx));
             } else {

@@ -6162,6 +6162,10 @@ static device * create_device(instance_state & s, int i) {
 
 /* The device record for index i (-1: default), created on first use. NULL + error. */
 static device * get_device(int i) {
+    if (i < -1) {
+        tsr_set_error("Vulkan: device index %d: use 0..%d, or -1 for the default device", i, device_count() - 1);
+        return nullptr;
+    }
     if (i < 0) {
         i = default_device_index();
         if (i < 0) {

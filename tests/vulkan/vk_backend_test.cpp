@@ -34,6 +34,16 @@ TEST_CASE("vulkan devices are listed and described", "[vulkan][device]") {
     CHECK(std::string(tsr_last_error()).find("out of range") != std::string::npos);
 }
 
+// Regression (issue 15, item 7): -1 means "the default device"; other negative indices are
+// an error naming the index, whether or not a device exists.
+TEST_CASE("vulkan init rejects negative device indices other than -1", "[vulkan][device][error]") {
+    for (int bad : {-2, -100}) {
+        tsr_clear_error();
+        CHECK(tsr_backend_vk_init(bad) == nullptr);
+        CHECK_THAT(std::string(tsr_last_error()), Catch::Matchers::Contains("device index " + std::to_string(bad)));
+    }
+}
+
 TEST_CASE("vulkan backend and buffer type identify themselves", "[vulkan][device]") {
     VK_OR_SKIP();
     tsr_backend_t be = vkt::vk();
