@@ -53,7 +53,7 @@ if want 2; then
   # one CUDA architecture keeps CI fast (users get 80;86;89;90 by default)
   CC=gcc CXX=g++ cmake -S . -B build-test-gcc -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
   cmake --build build-test-gcc -j"$jobs"
-  ctest --test-dir build-test-gcc --output-on-failure -j1
+  ctest --test-dir build-test-gcc --output-on-failure -j"$jobs"
 fi
 
 if want 3; then
@@ -61,11 +61,12 @@ if want 3; then
   rm -rf build-test-meson
   # the package_meson test runs scripts/check-meson-package.sh (subproject consumer,
   # meson install = CMake install, pkg-config consumers); stage 2 builds CUDA already
-  CC=clang CXX=clang++ meson setup build-test-meson . -Dcuda=disabled >/dev/null
+  # -O1: this stage checks the meson build and clang; stage 2 runs the optimized build
+  CC=clang CXX=clang++ meson setup build-test-meson . -Dcuda=disabled -Doptimization=1 >/dev/null
   meson compile -C build-test-meson -j "$jobs"
   # MALLOC_PERTURB_=0: meson would fill every allocation (the CPU tests' large buffers) with
   # a random byte pattern, which makes them 20x slower and tests nothing tessera relies on
-  MALLOC_PERTURB_=0 TSR_JOBS=$jobs meson test -C build-test-meson --print-errorlogs --num-processes 1
+  MALLOC_PERTURB_=0 TSR_JOBS=$jobs meson test -C build-test-meson --print-errorlogs --num-processes "$jobs"
 fi
 
 if want 4; then
@@ -79,7 +80,7 @@ if want 4; then
   # lavapipe keeps allocations LeakSanitizer cannot see (tests/vulkan/lsan.supp says which)
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     LSAN_OPTIONS=suppressions=$PWD/tests/vulkan/lsan.supp \
-    ctest --test-dir build-test-asan --output-on-failure -j1
+    ctest --test-dir build-test-asan --output-on-failure -j"$jobs"
 fi
 
 if want 5; then

@@ -46,7 +46,7 @@ endforeach()
 
 # ---- 1. CMake, core only, Vulkan and CUDA unfindable
 run(${CMAKE_COMMAND} -S ${TSR_SOURCE_DIR}/tests/package/consumer -B ${TSR_WORK_DIR}/consumer -G ${TSR_GENERATOR}
-    -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release
+    -DCMAKE_PREFIX_PATH=${prefix}
     -DCMAKE_DISABLE_FIND_PACKAGE_Vulkan=ON -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON)
 run(${CMAKE_COMMAND} --build ${TSR_WORK_DIR}/consumer)
 run(${TSR_WORK_DIR}/consumer/consumer)
@@ -54,7 +54,7 @@ run(${TSR_WORK_DIR}/consumer/consumer)
 # ---- 2. the vulkan component
 if(TSR_VULKAN)
   run(${CMAKE_COMMAND} -S ${TSR_SOURCE_DIR}/tests/package/consumer -B ${TSR_WORK_DIR}/consumer-vk -G ${TSR_GENERATOR}
-      -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release -DTSR_WANT_VULKAN=ON)
+      -DCMAKE_PREFIX_PATH=${prefix} -DTSR_WANT_VULKAN=ON)
   run(${CMAKE_COMMAND} --build ${TSR_WORK_DIR}/consumer-vk)
   run(${TSR_WORK_DIR}/consumer-vk/consumer)
   execute_process(COMMAND ${CMAKE_COMMAND} -S ${TSR_SOURCE_DIR}/tests/package/consumer -B ${TSR_WORK_DIR}/consumer-novk
