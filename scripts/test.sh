@@ -4,7 +4,7 @@
 #   1. generated files are current (embedded SPIR-V, the committed single headers)
 #   2. CMake + g++ Release: every test, example and benchmark (Vulkan, CUDA when nvcc is
 #      there); ctest (incl. install + consumers, include orders, two TSR_STATIC copies)
-#   3. meson + clang Release: the same tests under meson test; meson consumers
+#   3. meson + clang (-O1): the same tests under meson test; meson consumers
 #   4. CMake + g++ with AddressSanitizer + UndefinedBehaviorSanitizer, the implementation
 #      compiled from the committed single header (include/single): ctest
 #   5. CMake + clang with ThreadSanitizer: the threading tests
@@ -57,7 +57,7 @@ if want 2; then
 fi
 
 if want 3; then
-  stage "3. meson + clang Release: build and meson test"
+  stage "3. meson + clang (-O1): build and meson test"
   rm -rf build-test-meson
   # the package_meson test runs scripts/check-meson-package.sh (subproject consumer,
   # meson install = CMake install, pkg-config consumers); stage 2 builds CUDA already
