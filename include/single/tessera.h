@@ -3925,22 +3925,26 @@ TSR_API_IMPL struct tsr_pool_allocator * tsr_pool_allocator_new(const struct tsr
     p->host.user = p;
     return tsr_impl::handle(p);
 }
-TSR_API_IMPL void tsr_pool_allocator_free(struct tsr_pool_allocator * pool_h) { auto * pool = tsr_impl::internal(pool_h);
+TSR_API_IMPL void tsr_pool_allocator_free(struct tsr_pool_allocator * pool_h) {
+    auto * pool = tsr_impl::internal(pool_h);
     if (!pool) return;
     tsr_impl::pool_trim_locked(pool, 0);
     delete pool;
 }
-TSR_API_IMPL const struct tsr_host_allocator * tsr_pool_allocator_host(struct tsr_pool_allocator * pool_h) { auto * pool = tsr_impl::internal(pool_h);
+TSR_API_IMPL const struct tsr_host_allocator * tsr_pool_allocator_host(struct tsr_pool_allocator * pool_h) {
+    auto * pool = tsr_impl::internal(pool_h);
     return pool ? &pool->host : nullptr;
 }
-TSR_API_IMPL void tsr_pool_allocator_trim(struct tsr_pool_allocator * pool_h, size_t budget) { auto * pool = tsr_impl::internal(pool_h);
+TSR_API_IMPL void tsr_pool_allocator_trim(struct tsr_pool_allocator * pool_h, size_t budget) {
+    auto * pool = tsr_impl::internal(pool_h);
     if (!pool) return;
     std::unique_lock<std::mutex> lock(pool->mutex, std::defer_lock);
     if (pool->thread_safe) lock.lock();
     pool->budget = budget;
     tsr_impl::pool_trim_locked(pool, budget);
 }
-TSR_API_IMPL struct tsr_pool_allocator_stats tsr_pool_allocator_get_stats(struct tsr_pool_allocator * pool_h) { auto * pool = tsr_impl::internal(pool_h);
+TSR_API_IMPL struct tsr_pool_allocator_stats tsr_pool_allocator_get_stats(struct tsr_pool_allocator * pool_h) {
+    auto * pool = tsr_impl::internal(pool_h);
     struct tsr_pool_allocator_stats s = {0, 0, 0, 0, 0, 0};
     if (!pool) return s;
     std::unique_lock<std::mutex> lock(pool->mutex, std::defer_lock);
@@ -3958,10 +3962,12 @@ TSR_API_IMPL struct tsr_tracing_allocator * tsr_tracing_allocator_new(const stru
     return tsr_impl::handle(t);
 }
 TSR_API_IMPL void tsr_tracing_allocator_free(struct tsr_tracing_allocator * tr_h) { auto * tr = tsr_impl::internal(tr_h); delete tr; }
-TSR_API_IMPL const struct tsr_host_allocator * tsr_tracing_allocator_host(struct tsr_tracing_allocator * tr_h) { auto * tr = tsr_impl::internal(tr_h);
+TSR_API_IMPL const struct tsr_host_allocator * tsr_tracing_allocator_host(struct tsr_tracing_allocator * tr_h) {
+    auto * tr = tsr_impl::internal(tr_h);
     return tr ? &tr->host : nullptr;
 }
-TSR_API_IMPL struct tsr_tracing_stats tsr_tracing_allocator_get_stats(struct tsr_tracing_allocator * tr_h) { auto * tr = tsr_impl::internal(tr_h);
+TSR_API_IMPL struct tsr_tracing_stats tsr_tracing_allocator_get_stats(struct tsr_tracing_allocator * tr_h) {
+    auto * tr = tsr_impl::internal(tr_h);
     struct tsr_tracing_stats s = {0, 0, 0, 0, 0};
     if (!tr) return s;
     s.current_bytes = tr->current.load();
@@ -3971,7 +3977,8 @@ TSR_API_IMPL struct tsr_tracing_stats tsr_tracing_allocator_get_stats(struct tsr
     s.total_bytes = tr->total.load();
     return s;
 }
-TSR_API_IMPL void tsr_tracing_allocator_reset_peak(struct tsr_tracing_allocator * tr_h) { auto * tr = tsr_impl::internal(tr_h);
+TSR_API_IMPL void tsr_tracing_allocator_reset_peak(struct tsr_tracing_allocator * tr_h) {
+    auto * tr = tsr_impl::internal(tr_h);
     if (tr) tr->peak.store(tr->current.load());
 }
 #endif
@@ -5532,13 +5539,15 @@ TSR_API_IMPL tsr_gallocr_t tsr_gallocr_new_n(tsr_backend_buffer_type_t * bufts, 
 }
 TSR_API_IMPL tsr_gallocr_t tsr_gallocr_new(tsr_backend_buffer_type_t buft) { return tsr_gallocr_new_n(&buft, 1); }
 
-TSR_API_IMPL void tsr_gallocr_free(tsr_gallocr_t galloc_h) { auto * galloc = tsr_impl::internal(galloc_h);
+TSR_API_IMPL void tsr_gallocr_free(tsr_gallocr_t galloc_h) {
+    auto * galloc = tsr_impl::internal(galloc_h);
     if (!galloc) return;
     for (tsr_backend_buffer_t b : galloc->buffers) tsr_backend_buffer_free(b);
     delete galloc;
 }
 
-TSR_API_IMPL void tsr_gallocr_set_time_budget(tsr_gallocr_t galloc_h, double ms) { auto * galloc = tsr_impl::internal(galloc_h);
+TSR_API_IMPL void tsr_gallocr_set_time_budget(tsr_gallocr_t galloc_h, double ms) {
+    auto * galloc = tsr_impl::internal(galloc_h);
     if (galloc) galloc->time_budget_ms = ms < 0 ? 0 : ms;
 }
 
@@ -5575,7 +5584,8 @@ TSR_API_IMPL bool tsr_gallocr_reserve(tsr_gallocr_t galloc_h, struct tsr_cgraph 
     return tsr_gallocr_reserve_n(galloc_h, graph, nullptr, nullptr);
 }
 
-TSR_API_IMPL bool tsr_gallocr_alloc_graph(tsr_gallocr_t galloc_h, struct tsr_cgraph * graph) { auto * galloc = tsr_impl::internal(galloc_h);
+TSR_API_IMPL bool tsr_gallocr_alloc_graph(tsr_gallocr_t galloc_h, struct tsr_cgraph * graph) {
+    auto * galloc = tsr_impl::internal(galloc_h);
     if (!galloc || !graph) return tsr_set_error("tsr_gallocr_alloc_graph: NULL gallocr or graph");
     const int * nids = nullptr;
     const int * lids = nullptr;
@@ -5613,17 +5623,20 @@ TSR_API_IMPL bool tsr_gallocr_alloc_graph(tsr_gallocr_t galloc_h, struct tsr_cgr
     return tsr_impl::ga_apply(galloc, graph);
 }
 
-TSR_API_IMPL size_t tsr_gallocr_get_buffer_size(tsr_gallocr_t galloc_h, int buffer_id) { auto * galloc = tsr_impl::internal(galloc_h);
+TSR_API_IMPL size_t tsr_gallocr_get_buffer_size(tsr_gallocr_t galloc_h, int buffer_id) {
+    auto * galloc = tsr_impl::internal(galloc_h);
     if (!galloc || buffer_id < 0 || buffer_id >= (int) galloc->buffers.size()) return 0;
     return tsr_backend_buffer_get_size(galloc->buffers[(size_t) buffer_id]);
 }
-TSR_API_IMPL tsr_backend_buffer_t tsr_gallocr_get_buffer(tsr_gallocr_t galloc_h, int buffer_id) { auto * galloc = tsr_impl::internal(galloc_h);
+TSR_API_IMPL tsr_backend_buffer_t tsr_gallocr_get_buffer(tsr_gallocr_t galloc_h, int buffer_id) {
+    auto * galloc = tsr_impl::internal(galloc_h);
     if (!galloc || buffer_id < 0 || buffer_id >= (int) galloc->buffers.size()) return nullptr;
     return galloc->buffers[(size_t) buffer_id];
 }
 TSR_API_IMPL int tsr_gallocr_get_n_reallocs(tsr_gallocr_t galloc_h) { auto * galloc = tsr_impl::internal(galloc_h); return galloc ? galloc->n_reallocs : 0; }
 
-TSR_API_IMPL const struct tsr_plan * tsr_gallocr_get_plan(tsr_gallocr_t galloc_h) { auto * galloc = tsr_impl::internal(galloc_h);
+TSR_API_IMPL const struct tsr_plan * tsr_gallocr_get_plan(tsr_gallocr_t galloc_h) {
+    auto * galloc = tsr_impl::internal(galloc_h);
     if (!galloc || !galloc->have_plan) { tsr_set_error("tsr_gallocr_get_plan: no plan yet (reserve or alloc_graph first)"); return nullptr; }
     return &galloc->plan;
 }
@@ -6674,13 +6687,15 @@ TSR_API_IMPL void tsr_gguf_free(struct tsr_gguf_context * ctx_h) { auto * ctx = 
 TSR_API_IMPL const char * tsr_gguf_type_name(enum tsr_gguf_type type) { return tsr_impl::gguf_detail::type_name(type); }
 TSR_API_IMPL uint32_t tsr_gguf_get_version(const struct tsr_gguf_context * ctx_h) { auto * ctx = tsr_impl::internal(ctx_h); return ctx ? ctx->version : 0; }
 TSR_API_IMPL size_t tsr_gguf_get_alignment(const struct tsr_gguf_context * ctx_h) { auto * ctx = tsr_impl::internal(ctx_h); return ctx ? ctx->alignment : 0; }
-TSR_API_IMPL size_t tsr_gguf_get_data_offset(const struct tsr_gguf_context * ctx_h) { auto * ctx = tsr_impl::internal(ctx_h);
+TSR_API_IMPL size_t tsr_gguf_get_data_offset(const struct tsr_gguf_context * ctx_h) {
+    auto * ctx = tsr_impl::internal(ctx_h);
     if (!ctx) return 0;
     return ctx->from_file ? ctx->data_offset : tsr_impl::gguf_detail::meta_size(ctx);
 }
 TSR_API_IMPL size_t tsr_gguf_get_data_size(const struct tsr_gguf_context * ctx_h) { auto * ctx = tsr_impl::internal(ctx_h); return ctx ? tsr_impl::gguf_detail::data_size(ctx) : 0; }
 TSR_API_IMPL size_t tsr_gguf_get_meta_size(const struct tsr_gguf_context * ctx_h) { auto * ctx = tsr_impl::internal(ctx_h); return ctx ? tsr_impl::gguf_detail::meta_size(ctx) : 0; }
-TSR_API_IMPL void tsr_gguf_get_meta_data(const struct tsr_gguf_context * ctx_h, void * data) { auto * ctx = tsr_impl::internal(ctx_h);
+TSR_API_IMPL void tsr_gguf_get_meta_data(const struct tsr_gguf_context * ctx_h, void * data) {
+    auto * ctx = tsr_impl::internal(ctx_h);
     if (!ctx || !data) return;
     tsr_impl::gguf_detail::writer w;
     w.mem = (uint8_t *) data;
@@ -6688,22 +6703,26 @@ TSR_API_IMPL void tsr_gguf_get_meta_data(const struct tsr_gguf_context * ctx_h, 
 }
 
 TSR_API_IMPL int64_t tsr_gguf_get_n_kv(const struct tsr_gguf_context * ctx_h) { auto * ctx = tsr_impl::internal(ctx_h); return ctx ? (int64_t) ctx->kvs.size() : 0; }
-TSR_API_IMPL int64_t tsr_gguf_find_key(const struct tsr_gguf_context * ctx_h, const char * key) { auto * ctx = tsr_impl::internal(ctx_h);
+TSR_API_IMPL int64_t tsr_gguf_find_key(const struct tsr_gguf_context * ctx_h, const char * key) {
+    auto * ctx = tsr_impl::internal(ctx_h);
     if (!ctx || !key) return -1;
     for (size_t i = 0; i < ctx->kvs.size(); ++i) {
         if (ctx->kvs[i].key == key) return (int64_t) i;
     }
     return -1;
 }
-TSR_API_IMPL const char * tsr_gguf_get_key(const struct tsr_gguf_context * ctx_h, int64_t key_id) { auto * ctx = tsr_impl::internal(ctx_h);
+TSR_API_IMPL const char * tsr_gguf_get_key(const struct tsr_gguf_context * ctx_h, int64_t key_id) {
+    auto * ctx = tsr_impl::internal(ctx_h);
     if (!tsr_impl::gguf_detail::check_kv(ctx, key_id, TSR_GGUF_TYPE_COUNT, "tsr_gguf_get_key")) return nullptr;
     return ctx->kvs[(size_t) key_id].key.c_str();
 }
-TSR_API_IMPL enum tsr_gguf_type tsr_gguf_get_kv_type(const struct tsr_gguf_context * ctx_h, int64_t key_id) { auto * ctx = tsr_impl::internal(ctx_h);
+TSR_API_IMPL enum tsr_gguf_type tsr_gguf_get_kv_type(const struct tsr_gguf_context * ctx_h, int64_t key_id) {
+    auto * ctx = tsr_impl::internal(ctx_h);
     if (!tsr_impl::gguf_detail::check_kv(ctx, key_id, TSR_GGUF_TYPE_COUNT, "tsr_gguf_get_kv_type")) return TSR_GGUF_TYPE_COUNT;
     return ctx->kvs[(size_t) key_id].type;
 }
-TSR_API_IMPL enum tsr_gguf_type tsr_gguf_get_arr_type(const struct tsr_gguf_context * ctx_h, int64_t key_id) { auto * ctx = tsr_impl::internal(ctx_h);
+TSR_API_IMPL enum tsr_gguf_type tsr_gguf_get_arr_type(const struct tsr_gguf_context * ctx_h, int64_t key_id) {
+    auto * ctx = tsr_impl::internal(ctx_h);
     if (!tsr_impl::gguf_detail::check_kv(ctx, key_id, TSR_GGUF_TYPE_ARRAY, "tsr_gguf_get_arr_type")) return TSR_GGUF_TYPE_COUNT;
     return ctx->kvs[(size_t) key_id].arr_type;
 }
@@ -6724,14 +6743,17 @@ TSR_GGUF_GETTER(i64, int64_t, TSR_GGUF_TYPE_INT64)
 TSR_GGUF_GETTER(f64, double, TSR_GGUF_TYPE_FLOAT64)
 #undef TSR_GGUF_GETTER
 
-TSR_API_IMPL bool tsr_gguf_get_val_bool(const struct tsr_gguf_context * ctx_h, int64_t key_id) { auto * ctx = tsr_impl::internal(ctx_h);
+TSR_API_IMPL bool tsr_gguf_get_val_bool(const struct tsr_gguf_context * ctx_h, int64_t key_id) {
+    auto * ctx = tsr_impl::internal(ctx_h);
     return tsr_impl::gguf_detail::get_scalar<uint8_t>(ctx, key_id, TSR_GGUF_TYPE_BOOL, "tsr_gguf_get_val_bool") != 0;
 }
-TSR_API_IMPL const char * tsr_gguf_get_val_str(const struct tsr_gguf_context * ctx_h, int64_t key_id) { auto * ctx = tsr_impl::internal(ctx_h);
+TSR_API_IMPL const char * tsr_gguf_get_val_str(const struct tsr_gguf_context * ctx_h, int64_t key_id) {
+    auto * ctx = tsr_impl::internal(ctx_h);
     if (!tsr_impl::gguf_detail::check_kv(ctx, key_id, TSR_GGUF_TYPE_STRING, "tsr_gguf_get_val_str")) return nullptr;
     return ctx->kvs[(size_t) key_id].strs[0].c_str();
 }
-TSR_API_IMPL const void * tsr_gguf_get_val_data(const struct tsr_gguf_context * ctx_h, int64_t key_id) { auto * ctx = tsr_impl::internal(ctx_h);
+TSR_API_IMPL const void * tsr_gguf_get_val_data(const struct tsr_gguf_context * ctx_h, int64_t key_id) {
+    auto * ctx = tsr_impl::internal(ctx_h);
     using namespace tsr_impl::gguf_detail;
     if (!check_kv(ctx, key_id, TSR_GGUF_TYPE_COUNT, "tsr_gguf_get_val_data")) return nullptr;
     const kv & e = ctx->kvs[(size_t) key_id];
@@ -6741,11 +6763,13 @@ TSR_API_IMPL const void * tsr_gguf_get_val_data(const struct tsr_gguf_context * 
     }
     return e.data.data();
 }
-TSR_API_IMPL size_t tsr_gguf_get_arr_n(const struct tsr_gguf_context * ctx_h, int64_t key_id) { auto * ctx = tsr_impl::internal(ctx_h);
+TSR_API_IMPL size_t tsr_gguf_get_arr_n(const struct tsr_gguf_context * ctx_h, int64_t key_id) {
+    auto * ctx = tsr_impl::internal(ctx_h);
     if (!tsr_impl::gguf_detail::check_kv(ctx, key_id, TSR_GGUF_TYPE_ARRAY, "tsr_gguf_get_arr_n")) return 0;
     return ctx->kvs[(size_t) key_id].n;
 }
-TSR_API_IMPL const void * tsr_gguf_get_arr_data(const struct tsr_gguf_context * ctx_h, int64_t key_id) { auto * ctx = tsr_impl::internal(ctx_h);
+TSR_API_IMPL const void * tsr_gguf_get_arr_data(const struct tsr_gguf_context * ctx_h, int64_t key_id) {
+    auto * ctx = tsr_impl::internal(ctx_h);
     using namespace tsr_impl::gguf_detail;
     if (!check_kv(ctx, key_id, TSR_GGUF_TYPE_ARRAY, "tsr_gguf_get_arr_data")) return nullptr;
     const kv & e = ctx->kvs[(size_t) key_id];
@@ -6755,7 +6779,8 @@ TSR_API_IMPL const void * tsr_gguf_get_arr_data(const struct tsr_gguf_context * 
     }
     return e.data.data();
 }
-TSR_API_IMPL const char * tsr_gguf_get_arr_str(const struct tsr_gguf_context * ctx_h, int64_t key_id, size_t i) { auto * ctx = tsr_impl::internal(ctx_h);
+TSR_API_IMPL const char * tsr_gguf_get_arr_str(const struct tsr_gguf_context * ctx_h, int64_t key_id, size_t i) {
+    auto * ctx = tsr_impl::internal(ctx_h);
     using namespace tsr_impl::gguf_detail;
     if (!check_kv(ctx, key_id, TSR_GGUF_TYPE_ARRAY, "tsr_gguf_get_arr_str")) return nullptr;
     const kv & e = ctx->kvs[(size_t) key_id];
@@ -6771,34 +6796,41 @@ TSR_API_IMPL const char * tsr_gguf_get_arr_str(const struct tsr_gguf_context * c
 }
 
 TSR_API_IMPL int64_t tsr_gguf_get_n_tensors(const struct tsr_gguf_context * ctx_h) { auto * ctx = tsr_impl::internal(ctx_h); return ctx ? (int64_t) ctx->infos.size() : 0; }
-TSR_API_IMPL int64_t tsr_gguf_find_tensor(const struct tsr_gguf_context * ctx_h, const char * name) { auto * ctx = tsr_impl::internal(ctx_h);
+TSR_API_IMPL int64_t tsr_gguf_find_tensor(const struct tsr_gguf_context * ctx_h, const char * name) {
+    auto * ctx = tsr_impl::internal(ctx_h);
     if (!ctx || !name) return -1;
     for (size_t i = 0; i < ctx->infos.size(); ++i) {
         if (ctx->infos[i].name == name) return (int64_t) i;
     }
     return -1;
 }
-TSR_API_IMPL size_t tsr_gguf_get_tensor_offset(const struct tsr_gguf_context * ctx_h, int64_t id) { auto * ctx = tsr_impl::internal(ctx_h);
+TSR_API_IMPL size_t tsr_gguf_get_tensor_offset(const struct tsr_gguf_context * ctx_h, int64_t id) {
+    auto * ctx = tsr_impl::internal(ctx_h);
     if (!tsr_impl::gguf_detail::check_tensor(ctx, id, "tsr_gguf_get_tensor_offset")) return 0;
     return (size_t) ctx->infos[(size_t) id].offset;
 }
-TSR_API_IMPL const char * tsr_gguf_get_tensor_name(const struct tsr_gguf_context * ctx_h, int64_t id) { auto * ctx = tsr_impl::internal(ctx_h);
+TSR_API_IMPL const char * tsr_gguf_get_tensor_name(const struct tsr_gguf_context * ctx_h, int64_t id) {
+    auto * ctx = tsr_impl::internal(ctx_h);
     if (!tsr_impl::gguf_detail::check_tensor(ctx, id, "tsr_gguf_get_tensor_name")) return nullptr;
     return ctx->infos[(size_t) id].name.c_str();
 }
-TSR_API_IMPL enum tsr_type tsr_gguf_get_tensor_type(const struct tsr_gguf_context * ctx_h, int64_t id) { auto * ctx = tsr_impl::internal(ctx_h);
+TSR_API_IMPL enum tsr_type tsr_gguf_get_tensor_type(const struct tsr_gguf_context * ctx_h, int64_t id) {
+    auto * ctx = tsr_impl::internal(ctx_h);
     if (!tsr_impl::gguf_detail::check_tensor(ctx, id, "tsr_gguf_get_tensor_type")) return TSR_TYPE_COUNT;
     return ctx->infos[(size_t) id].type;
 }
-TSR_API_IMPL size_t tsr_gguf_get_tensor_size(const struct tsr_gguf_context * ctx_h, int64_t id) { auto * ctx = tsr_impl::internal(ctx_h);
+TSR_API_IMPL size_t tsr_gguf_get_tensor_size(const struct tsr_gguf_context * ctx_h, int64_t id) {
+    auto * ctx = tsr_impl::internal(ctx_h);
     if (!tsr_impl::gguf_detail::check_tensor(ctx, id, "tsr_gguf_get_tensor_size")) return 0;
     return ctx->infos[(size_t) id].size;
 }
-TSR_API_IMPL int tsr_gguf_get_tensor_n_dims(const struct tsr_gguf_context * ctx_h, int64_t id) { auto * ctx = tsr_impl::internal(ctx_h);
+TSR_API_IMPL int tsr_gguf_get_tensor_n_dims(const struct tsr_gguf_context * ctx_h, int64_t id) {
+    auto * ctx = tsr_impl::internal(ctx_h);
     if (!tsr_impl::gguf_detail::check_tensor(ctx, id, "tsr_gguf_get_tensor_n_dims")) return 0;
     return ctx->infos[(size_t) id].n_dims;
 }
-TSR_API_IMPL int64_t tsr_gguf_get_tensor_ne(const struct tsr_gguf_context * ctx_h, int64_t id, int dim) { auto * ctx = tsr_impl::internal(ctx_h);
+TSR_API_IMPL int64_t tsr_gguf_get_tensor_ne(const struct tsr_gguf_context * ctx_h, int64_t id, int dim) {
+    auto * ctx = tsr_impl::internal(ctx_h);
     if (!tsr_impl::gguf_detail::check_tensor(ctx, id, "tsr_gguf_get_tensor_ne")) return 0;
     if (dim < 0 || dim >= TSR_MAX_DIMS) { tsr_set_error("tsr_gguf_get_tensor_ne: dim %d out of range", dim); return 0; }
     return ctx->infos[(size_t) id].ne[dim];
@@ -6820,11 +6852,13 @@ TSR_GGUF_SETTER(i64, int64_t, TSR_GGUF_TYPE_INT64)
 TSR_GGUF_SETTER(f64, double, TSR_GGUF_TYPE_FLOAT64)
 #undef TSR_GGUF_SETTER
 
-TSR_API_IMPL bool tsr_gguf_set_val_bool(struct tsr_gguf_context * ctx_h, const char * key, bool val) { auto * ctx = tsr_impl::internal(ctx_h);
+TSR_API_IMPL bool tsr_gguf_set_val_bool(struct tsr_gguf_context * ctx_h, const char * key, bool val) {
+    auto * ctx = tsr_impl::internal(ctx_h);
     const uint8_t v = val ? 1 : 0;
     return tsr_impl::gguf_detail::set_scalar(ctx, key, TSR_GGUF_TYPE_BOOL, &v, "tsr_gguf_set_val_bool");
 }
-TSR_API_IMPL bool tsr_gguf_set_val_str(struct tsr_gguf_context * ctx_h, const char * key, const char * val) { auto * ctx = tsr_impl::internal(ctx_h);
+TSR_API_IMPL bool tsr_gguf_set_val_str(struct tsr_gguf_context * ctx_h, const char * key, const char * val) {
+    auto * ctx = tsr_impl::internal(ctx_h);
     if (!val) return tsr_set_error("tsr_gguf_set_val_str: NULL value for key '%s'", key ? key : "(null)");
     if (key && strcmp(key, TSR_GGUF_KEY_GENERAL_ALIGNMENT) == 0) return tsr_set_error("tsr_gguf_set_val_str: general.alignment must be u32");
     tsr_impl::gguf_detail::kv * e = tsr_impl::gguf_detail::put(ctx, key, "tsr_gguf_set_val_str");
@@ -6836,7 +6870,8 @@ TSR_API_IMPL bool tsr_gguf_set_val_str(struct tsr_gguf_context * ctx_h, const ch
     } catch (...) { tsr_impl::gguf_detail::drop_kv(ctx, e); return tsr_set_error("tsr_gguf_set_val_str: out of memory"); }
     return true;
 }
-TSR_API_IMPL bool tsr_gguf_set_arr_data(struct tsr_gguf_context * ctx_h, const char * key, enum tsr_gguf_type type, const void * data, size_t n) { auto * ctx = tsr_impl::internal(ctx_h);
+TSR_API_IMPL bool tsr_gguf_set_arr_data(struct tsr_gguf_context * ctx_h, const char * key, enum tsr_gguf_type type, const void * data, size_t n) {
+    auto * ctx = tsr_impl::internal(ctx_h);
     using namespace tsr_impl::gguf_detail;
     const size_t es = type_size(type);
     if (es == 0) return tsr_set_error("tsr_gguf_set_arr_data: key '%s': element type %s is not a scalar type", key ? key : "(null)", type_name(type));
@@ -6853,7 +6888,8 @@ TSR_API_IMPL bool tsr_gguf_set_arr_data(struct tsr_gguf_context * ctx_h, const c
     } catch (...) { drop_kv(ctx, e); return tsr_set_error("tsr_gguf_set_arr_data: out of memory for %zu elements", n); }
     return true;
 }
-TSR_API_IMPL bool tsr_gguf_set_arr_str(struct tsr_gguf_context * ctx_h, const char * key, const char ** data, size_t n) { auto * ctx = tsr_impl::internal(ctx_h);
+TSR_API_IMPL bool tsr_gguf_set_arr_str(struct tsr_gguf_context * ctx_h, const char * key, const char ** data, size_t n) {
+    auto * ctx = tsr_impl::internal(ctx_h);
     using namespace tsr_impl::gguf_detail;
     if (!data && n) return tsr_set_error("tsr_gguf_set_arr_str: key '%s': NULL data for %zu strings", key ? key : "(null)", n);
     for (size_t i = 0; i < n; ++i) {
@@ -6870,7 +6906,8 @@ TSR_API_IMPL bool tsr_gguf_set_arr_str(struct tsr_gguf_context * ctx_h, const ch
     } catch (...) { drop_kv(ctx, e); return tsr_set_error("tsr_gguf_set_arr_str: out of memory for %zu strings", n); }
     return true;
 }
-TSR_API_IMPL int64_t tsr_gguf_remove_key(struct tsr_gguf_context * ctx_h, const char * key) { auto * ctx = tsr_impl::internal(ctx_h);
+TSR_API_IMPL int64_t tsr_gguf_remove_key(struct tsr_gguf_context * ctx_h, const char * key) {
+    auto * ctx = tsr_impl::internal(ctx_h);
     const int64_t id = tsr_gguf_find_key(ctx_h, key);
     if (id >= 0) {
         ctx->kvs.erase(ctx->kvs.begin() + id);
@@ -6881,7 +6918,9 @@ TSR_API_IMPL int64_t tsr_gguf_remove_key(struct tsr_gguf_context * ctx_h, const 
     }
     return id;
 }
-TSR_API_IMPL bool tsr_gguf_set_kv(struct tsr_gguf_context * ctx_h, const struct tsr_gguf_context * src_h) { auto * ctx = tsr_impl::internal(ctx_h); auto * src = tsr_impl::internal(src_h);
+TSR_API_IMPL bool tsr_gguf_set_kv(struct tsr_gguf_context * ctx_h, const struct tsr_gguf_context * src_h) {
+    auto * ctx = tsr_impl::internal(ctx_h);
+    auto * src = tsr_impl::internal(src_h);
     if (!ctx || !src) return tsr_set_error("tsr_gguf_set_kv: NULL context");
     for (auto & e : src->kvs) {
         tsr_impl::gguf_detail::kv * d = tsr_impl::gguf_detail::put(ctx, e.key.c_str(), "tsr_gguf_set_kv");
@@ -6897,7 +6936,8 @@ TSR_API_IMPL bool tsr_gguf_set_kv(struct tsr_gguf_context * ctx_h, const struct 
     return true;
 }
 
-TSR_API_IMPL bool tsr_gguf_add_tensor(struct tsr_gguf_context * ctx_h, const struct tsr_tensor * tensor) { auto * ctx = tsr_impl::internal(ctx_h);
+TSR_API_IMPL bool tsr_gguf_add_tensor(struct tsr_gguf_context * ctx_h, const struct tsr_tensor * tensor) {
+    auto * ctx = tsr_impl::internal(ctx_h);
     using namespace tsr_impl::gguf_detail;
     if (!ctx || !tensor) return tsr_set_error("tsr_gguf_add_tensor: NULL argument");
     if (!tensor->name[0]) return tsr_set_error("tsr_gguf_add_tensor: tensor has no name");
@@ -6917,14 +6957,16 @@ TSR_API_IMPL bool tsr_gguf_add_tensor(struct tsr_gguf_context * ctx_h, const str
     return true;
 }
 
-TSR_API_IMPL bool tsr_gguf_set_tensor_data(struct tsr_gguf_context * ctx_h, const char * name, const void * data) { auto * ctx = tsr_impl::internal(ctx_h);
+TSR_API_IMPL bool tsr_gguf_set_tensor_data(struct tsr_gguf_context * ctx_h, const char * name, const void * data) {
+    auto * ctx = tsr_impl::internal(ctx_h);
     const int64_t id = tsr_gguf_find_tensor(ctx_h, name);
     if (id < 0) return tsr_set_error("tsr_gguf_set_tensor_data: no tensor named '%s'", name ? name : "(null)");
     ctx->infos[(size_t) id].data = data;
     return true;
 }
 
-TSR_API_IMPL bool tsr_gguf_write_to_file(const struct tsr_gguf_context * ctx_h, const char * fname, bool only_meta) { auto * ctx = tsr_impl::internal(ctx_h);
+TSR_API_IMPL bool tsr_gguf_write_to_file(const struct tsr_gguf_context * ctx_h, const char * fname, bool only_meta) {
+    auto * ctx = tsr_impl::internal(ctx_h);
     using namespace tsr_impl::gguf_detail;
     if (!ctx || !fname) return tsr_set_error("tsr_gguf_write_to_file: NULL argument");
     /* every tensor must have a data source before anything is written */

@@ -514,13 +514,15 @@ TSR_API_IMPL tsr_gallocr_t tsr_gallocr_new_n(tsr_backend_buffer_type_t * bufts, 
 }
 TSR_API_IMPL tsr_gallocr_t tsr_gallocr_new(tsr_backend_buffer_type_t buft) { return tsr_gallocr_new_n(&buft, 1); }
 
-TSR_API_IMPL void tsr_gallocr_free(tsr_gallocr_t galloc_h) { auto * galloc = tsr_impl::internal(galloc_h);
+TSR_API_IMPL void tsr_gallocr_free(tsr_gallocr_t galloc_h) {
+    auto * galloc = tsr_impl::internal(galloc_h);
     if (!galloc) return;
     for (tsr_backend_buffer_t b : galloc->buffers) tsr_backend_buffer_free(b);
     delete galloc;
 }
 
-TSR_API_IMPL void tsr_gallocr_set_time_budget(tsr_gallocr_t galloc_h, double ms) { auto * galloc = tsr_impl::internal(galloc_h);
+TSR_API_IMPL void tsr_gallocr_set_time_budget(tsr_gallocr_t galloc_h, double ms) {
+    auto * galloc = tsr_impl::internal(galloc_h);
     if (galloc) galloc->time_budget_ms = ms < 0 ? 0 : ms;
 }
 
@@ -557,7 +559,8 @@ TSR_API_IMPL bool tsr_gallocr_reserve(tsr_gallocr_t galloc_h, struct tsr_cgraph 
     return tsr_gallocr_reserve_n(galloc_h, graph, nullptr, nullptr);
 }
 
-TSR_API_IMPL bool tsr_gallocr_alloc_graph(tsr_gallocr_t galloc_h, struct tsr_cgraph * graph) { auto * galloc = tsr_impl::internal(galloc_h);
+TSR_API_IMPL bool tsr_gallocr_alloc_graph(tsr_gallocr_t galloc_h, struct tsr_cgraph * graph) {
+    auto * galloc = tsr_impl::internal(galloc_h);
     if (!galloc || !graph) return tsr_set_error("tsr_gallocr_alloc_graph: NULL gallocr or graph");
     const int * nids = nullptr;
     const int * lids = nullptr;
@@ -595,17 +598,20 @@ TSR_API_IMPL bool tsr_gallocr_alloc_graph(tsr_gallocr_t galloc_h, struct tsr_cgr
     return tsr_impl::ga_apply(galloc, graph);
 }
 
-TSR_API_IMPL size_t tsr_gallocr_get_buffer_size(tsr_gallocr_t galloc_h, int buffer_id) { auto * galloc = tsr_impl::internal(galloc_h);
+TSR_API_IMPL size_t tsr_gallocr_get_buffer_size(tsr_gallocr_t galloc_h, int buffer_id) {
+    auto * galloc = tsr_impl::internal(galloc_h);
     if (!galloc || buffer_id < 0 || buffer_id >= (int) galloc->buffers.size()) return 0;
     return tsr_backend_buffer_get_size(galloc->buffers[(size_t) buffer_id]);
 }
-TSR_API_IMPL tsr_backend_buffer_t tsr_gallocr_get_buffer(tsr_gallocr_t galloc_h, int buffer_id) { auto * galloc = tsr_impl::internal(galloc_h);
+TSR_API_IMPL tsr_backend_buffer_t tsr_gallocr_get_buffer(tsr_gallocr_t galloc_h, int buffer_id) {
+    auto * galloc = tsr_impl::internal(galloc_h);
     if (!galloc || buffer_id < 0 || buffer_id >= (int) galloc->buffers.size()) return nullptr;
     return galloc->buffers[(size_t) buffer_id];
 }
 TSR_API_IMPL int tsr_gallocr_get_n_reallocs(tsr_gallocr_t galloc_h) { auto * galloc = tsr_impl::internal(galloc_h); return galloc ? galloc->n_reallocs : 0; }
 
-TSR_API_IMPL const struct tsr_plan * tsr_gallocr_get_plan(tsr_gallocr_t galloc_h) { auto * galloc = tsr_impl::internal(galloc_h);
+TSR_API_IMPL const struct tsr_plan * tsr_gallocr_get_plan(tsr_gallocr_t galloc_h) {
+    auto * galloc = tsr_impl::internal(galloc_h);
     if (!galloc || !galloc->have_plan) { tsr_set_error("tsr_gallocr_get_plan: no plan yet (reserve or alloc_graph first)"); return nullptr; }
     return &galloc->plan;
 }

@@ -170,22 +170,26 @@ TSR_API_IMPL struct tsr_pool_allocator * tsr_pool_allocator_new(const struct tsr
     p->host.user = p;
     return tsr_impl::handle(p);
 }
-TSR_API_IMPL void tsr_pool_allocator_free(struct tsr_pool_allocator * pool_h) { auto * pool = tsr_impl::internal(pool_h);
+TSR_API_IMPL void tsr_pool_allocator_free(struct tsr_pool_allocator * pool_h) {
+    auto * pool = tsr_impl::internal(pool_h);
     if (!pool) return;
     tsr_impl::pool_trim_locked(pool, 0);
     delete pool;
 }
-TSR_API_IMPL const struct tsr_host_allocator * tsr_pool_allocator_host(struct tsr_pool_allocator * pool_h) { auto * pool = tsr_impl::internal(pool_h);
+TSR_API_IMPL const struct tsr_host_allocator * tsr_pool_allocator_host(struct tsr_pool_allocator * pool_h) {
+    auto * pool = tsr_impl::internal(pool_h);
     return pool ? &pool->host : nullptr;
 }
-TSR_API_IMPL void tsr_pool_allocator_trim(struct tsr_pool_allocator * pool_h, size_t budget) { auto * pool = tsr_impl::internal(pool_h);
+TSR_API_IMPL void tsr_pool_allocator_trim(struct tsr_pool_allocator * pool_h, size_t budget) {
+    auto * pool = tsr_impl::internal(pool_h);
     if (!pool) return;
     std::unique_lock<std::mutex> lock(pool->mutex, std::defer_lock);
     if (pool->thread_safe) lock.lock();
     pool->budget = budget;
     tsr_impl::pool_trim_locked(pool, budget);
 }
-TSR_API_IMPL struct tsr_pool_allocator_stats tsr_pool_allocator_get_stats(struct tsr_pool_allocator * pool_h) { auto * pool = tsr_impl::internal(pool_h);
+TSR_API_IMPL struct tsr_pool_allocator_stats tsr_pool_allocator_get_stats(struct tsr_pool_allocator * pool_h) {
+    auto * pool = tsr_impl::internal(pool_h);
     struct tsr_pool_allocator_stats s = {0, 0, 0, 0, 0, 0};
     if (!pool) return s;
     std::unique_lock<std::mutex> lock(pool->mutex, std::defer_lock);
@@ -203,10 +207,12 @@ TSR_API_IMPL struct tsr_tracing_allocator * tsr_tracing_allocator_new(const stru
     return tsr_impl::handle(t);
 }
 TSR_API_IMPL void tsr_tracing_allocator_free(struct tsr_tracing_allocator * tr_h) { auto * tr = tsr_impl::internal(tr_h); delete tr; }
-TSR_API_IMPL const struct tsr_host_allocator * tsr_tracing_allocator_host(struct tsr_tracing_allocator * tr_h) { auto * tr = tsr_impl::internal(tr_h);
+TSR_API_IMPL const struct tsr_host_allocator * tsr_tracing_allocator_host(struct tsr_tracing_allocator * tr_h) {
+    auto * tr = tsr_impl::internal(tr_h);
     return tr ? &tr->host : nullptr;
 }
-TSR_API_IMPL struct tsr_tracing_stats tsr_tracing_allocator_get_stats(struct tsr_tracing_allocator * tr_h) { auto * tr = tsr_impl::internal(tr_h);
+TSR_API_IMPL struct tsr_tracing_stats tsr_tracing_allocator_get_stats(struct tsr_tracing_allocator * tr_h) {
+    auto * tr = tsr_impl::internal(tr_h);
     struct tsr_tracing_stats s = {0, 0, 0, 0, 0};
     if (!tr) return s;
     s.current_bytes = tr->current.load();
@@ -216,6 +222,7 @@ TSR_API_IMPL struct tsr_tracing_stats tsr_tracing_allocator_get_stats(struct tsr
     s.total_bytes = tr->total.load();
     return s;
 }
-TSR_API_IMPL void tsr_tracing_allocator_reset_peak(struct tsr_tracing_allocator * tr_h) { auto * tr = tsr_impl::internal(tr_h);
+TSR_API_IMPL void tsr_tracing_allocator_reset_peak(struct tsr_tracing_allocator * tr_h) {
+    auto * tr = tsr_impl::internal(tr_h);
     if (tr) tr->peak.store(tr->current.load());
 }
