@@ -67,23 +67,4 @@ echo "ok: $(grep -c '^./include/' "$work/meson.files") headers and $(grep -c '\.
 echo "--- c. pkg-config from the meson-installed prefix, moved"
 moved=$work/meson-moved
 mv "$mp" "$moved"
-if grep -lE "/usr/local|$work" "$moved"/share/pkgconfig/*.pc; then fail "a .pc file names an absolute prefix"; fi
-export PKG_CONFIG_PATH=$moved/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
-# shellcheck disable=SC2046  # the flags are words
-run "$cxx" -std=c++17 "$root/tests/package/consumer/main.cpp" $(pkg-config --cflags --libs tessera) -o "$work/consumer-pc"
-run "$work/consumer-pc"
-# shellcheck disable=SC2046
-run "$cxx" -std=c++17 -c "$root/tests/package/consumer/impl.cpp" $(pkg-config --cflags tessera) -o "$work/impl.o"
-# shellcheck disable=SC2046
-run "$cc" -std=c99 -Wall -Wextra -pedantic -Werror "$root/tests/package/consumer/main_c.c" "$work/impl.o" \
-  $(pkg-config --cflags --libs tessera) -o "$work/consumer-c"
-run "$work/consumer-c"
-checked="tessera (C++, C99)"
-if [ -f "$moved/share/pkgconfig/tessera-vulkan.pc" ]; then
-  # shellcheck disable=SC2046
-  run "$cxx" -std=c++17 "$root/tests/package/consumer/main.cpp" $(pkg-config --cflags --libs tessera-vulkan) \
-    -o "$work/consumer-vk"
-  run "$work/consumer-vk"
-  checked="$checked, tessera-vulkan"
-fi
-echo "ok: pkg-config consumers built and ran: $checked"
+CC=$cc CXX=$cxx "$root/tests/package/pkgconfig_consumers.sh" "$moved/share/pkgconfig" "$work/pc"
