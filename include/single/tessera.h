@@ -7419,8 +7419,9 @@ struct act_kernels {
     void (*gelu_quick)(int64_t n, const float * x, float * y);
     void (*tanh)(int64_t n, const float * x, float * y);
     void (*swiglu)(int64_t n, const float * x, const float * g, float * y);  /* silu(x) * g */
-    /* in place: x = exp(x - max) / sum; a row without a finite max (all -inf) becomes 0 */
-    void (*soft_max)(int64_t n, float * x);
+    /* in place: x = exp(x - max) / sum, max the row's maximum and finite: rows with a NaN,
+     * +inf or only -inf are settled before (soft_max_special_row), the same on every path */
+    void (*soft_max)(int64_t n, float * x, float max);
 };
 
 struct kernels {
@@ -8626,19 +8627,8 @@ TSR_TARGET_AVX2 static void swiglu_avx2(int64_t n, const float * x, const float 
     }
 }
 
-TSR_TARGET_AVX2 static void soft_max_avx2(int64_t n, float * x) {
-    __m256 vm = _mm256_set1_ps(-INFINITY);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(x + i));
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vm), _mm256_extractf128_ps(vm, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    float mx = _mm_cvtss_f32(m4);
-    for (; i < n; ++i) mx = std::max(mx, x[i]);
-    if (mx == -INFINITY) {
-        for (i = 0; i < n; ++i) x[i] = 0.0f;
-        return;
-    }
+TSR_TARGET_AVX2 static void soft_max_avx2(int64_t n, float * x, float mx) {
+    int64_t i;
     /* the sum in double, as the scalar reference keeps it */
     const __m256 vmx = _mm256_set1_ps(mx);
     __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
@@ -8658,7 +8648,7 @@ TSR_TARGET_AVX2 static void soft_max_avx2(int64_t n, float * x) {
     alignas(32) double s4[4];
     _mm256_store_pd(s4, _mm256_add_pd(s0, s1));
     const double sum = (s4[0] + s4[1]) + (s4[2] + s4[3]);
-    const __m256 inv = _mm256_set1_ps(sum > 0.0 ? (float)(1.0 / sum) : 0.0f);
+    const __m256 inv = _mm256_set1_ps((float)(1.0 / sum));   /* sum >= 1: the max's own term */
     for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
     for (; i < n; ++i) x[i] *= _mm256_cvtss_f32(inv);
 }
@@ -9326,16 +9316,8 @@ TSR_TARGET_AVX512 static void swiglu_avx512(int64_t n, const float * x, const fl
     }
 }
 
-TSR_TARGET_AVX512 static void soft_max_avx512(int64_t n, float * x) {
-    __m512 vm = _mm512_set1_ps(-INFINITY);
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) vm = _mm512_max_ps(vm, _mm512_loadu_ps(x + i));
-    if (i < n) vm = _mm512_mask_max_ps(vm, tail_mask16(n - i), vm, _mm512_maskz_loadu_ps(tail_mask16(n - i), x + i));
-    const float mx = _mm512_reduce_max_ps(vm);
-    if (mx == -INFINITY) {
-        for (i = 0; i < n; ++i) x[i] = 0.0f;
-        return;
-    }
+TSR_TARGET_AVX512 static void soft_max_avx512(int64_t n, float * x, float mx) {
+    int64_t i;
     /* the sum in double, as the scalar reference keeps it */
     const __m512 vmx = _mm512_set1_ps(mx);
     __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
@@ -9347,7 +9329,7 @@ TSR_TARGET_AVX512 static void soft_max_avx512(int64_t n, float * x) {
         s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
     }
     const double sum = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
-    const __m512 inv = _mm512_set1_ps(sum > 0.0 ? (float)(1.0 / sum) : 0.0f);
+    const __m512 inv = _mm512_set1_ps((float)(1.0 / sum));   /* sum >= 1: the max's own term */
     for (i = 0; i < n; i += 16) {
         const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : tail_mask16(n - i);
         _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));
@@ -9857,16 +9839,8 @@ static void swiglu_neon(int64_t n, const float * x, const float * g, float * y) 
     }
 }
 
-static void soft_max_neon(int64_t n, float * x) {
-    float32x4_t vm = vdupq_n_f32(-INFINITY);
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) vm = vmaxq_f32(vm, vld1q_f32(x + i));
-    float mx = vmaxvq_f32(vm);
-    for (; i < n; ++i) mx = std::max(mx, x[i]);
-    if (mx == -INFINITY) {
-        for (i = 0; i < n; ++i) x[i] = 0.0f;
-        return;
-    }
+static void soft_max_neon(int64_t n, float * x, float mx) {
+    int64_t i;
     /* the sum in double, as the scalar reference keeps it; the tail pads with -inf (e = 0) */
     const float32x4_t vmx = vdupq_n_f32(mx);
     float64x2_t s0 = vdupq_n_f64(0.0), s1 = vdupq_n_f64(0.0);
@@ -9881,7 +9855,7 @@ static void soft_max_neon(int64_t n, float * x) {
         s1 = vaddq_f64(s1, vcvt_high_f64_f32(e));
     }
     const double sum = vaddvq_f64(vaddq_f64(s0, s1));
-    const float inv = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
+    const float inv = (float)(1.0 / sum);   /* sum >= 1: the max's own term */
     for (i = 0; i + 4 <= n; i += 4) vst1q_f32(x + i, vmulq_n_f32(vld1q_f32(x + i), inv));
     for (; i < n; ++i) x[i] *= inv;
 }
@@ -10339,6 +10313,8 @@ static inline float gelu_f(float x) {
     return 0.5f * x * (1.0f + std::tanh(c * x * (1.0f + 0.044715f * x * x)));
 }
 static inline float silu_f(float x) { return x / (1.0f + std::exp(-x)); }
+/* NaN stays NaN (as in PyTorch), where std::min/std::max would pick a bound */
+static inline float clamp_f(float x, float lo, float hi) { return x != x ? x : std::max(lo, std::min(hi, x)); }
 
 struct unary_fn {
     int kind;  /* TSR_OP_* (SQR, SQRT, LOG, SCALE, CLAMP) or 1000 + tsr_unary_op */
@@ -10349,11 +10325,11 @@ struct unary_fn {
             case TSR_OP_SQRT: return std::sqrt(x);
             case TSR_OP_LOG: return std::log(x);
             case TSR_OP_SCALE: return x * a + b;
-            case TSR_OP_CLAMP: return std::max(a, std::min(b, x));
+            case TSR_OP_CLAMP: return clamp_f(x, a, b);
             case 1000 + TSR_UNARY_OP_ABS: return std::fabs(x);
             case 1000 + TSR_UNARY_OP_NEG: return -x;
             case 1000 + TSR_UNARY_OP_TANH: return std::tanh(x);
-            case 1000 + TSR_UNARY_OP_RELU: return x > 0.0f ? x : 0.0f;
+            case 1000 + TSR_UNARY_OP_RELU: return x <= 0.0f ? 0.0f : x;   /* NaN stays NaN */
             case 1000 + TSR_UNARY_OP_SIGMOID: return 1.0f / (1.0f + std::exp(-x));
             case 1000 + TSR_UNARY_OP_GELU: return gelu_f(x);
             case 1000 + TSR_UNARY_OP_GELU_QUICK: return x / (1.0f + std::exp(-1.702f * x));
@@ -10505,6 +10481,7 @@ static void op_argmax(const cparams & p, tsr_tensor * dst) {
         int32_t idx = 0;
         for (int64_t i = 0; i < src->ne[0]; ++i) {
             const float v = *(const float *)(r + i * src->nb[0]);
+            if (v != v) { idx = (int32_t)i; break; }   /* the first NaN is the max, as in PyTorch */
             if (v > best) { best = v; idx = (int32_t)i; }
         }
         *(int32_t *)tptr(dst, i1, 0, 0, 0) = idx;
@@ -10746,6 +10723,25 @@ static inline float alibi_slope(float max_bias, int64_t h, int64_t n_head) {
     return (uint32_t)h < n_head_log2 ? std::pow(m0, (float)(h + 1)) : std::pow(m1, (float)(2 * (h - n_head_log2) + 1));
 }
 
+/* The rows whose result does not depend on the ISA's exp: a NaN or +inf entry (mx is then
+ * NaN or +inf) makes the whole row NaN, as in PyTorch; a row of only -inf (fully masked)
+ * becomes zeros (tessera's choice: PyTorch gives NaN there, see docs/ops.md). Returns false
+ * for an ordinary row, which has a finite max. */
+static bool soft_max_special_row(float mx, int64_t n, float * d) {
+    if (mx != mx || mx == INFINITY) {
+        for (int64_t i = 0; i < n; ++i) d[i] = NAN;
+        return true;
+    }
+    if (mx == -INFINITY) {
+        for (int64_t i = 0; i < n; ++i) d[i] = 0.0f;
+        return true;
+    }
+    return false;
+}
+
+/* max(mx, v) that keeps a NaN once it has seen one (std::max drops a NaN v) */
+static inline float max_keep_nan(float mx, float v) { return v > mx || v != v ? v : mx; }
+
 static void op_soft_max(const cparams & p, tsr_tensor * dst) {
     const tsr_tensor * src = dst->src[0];
     const tsr_tensor * mask = dst->src[1];
@@ -10767,14 +10763,11 @@ static void op_soft_max(const cparams & p, tsr_tensor * dst) {
             float v = *(const float *)(s + i * src->nb[0]) * scale;
             if (mrow) v += slope * ld(mask->type, mrow + i * mask->nb[0]);
             d[i] = v;
-            mx = std::max(mx, v);
+            mx = max_keep_nan(mx, v);
         }
+        if (soft_max_special_row(mx, ne0, d)) continue;
         if (p.K->act) {
-            p.K->act->soft_max(ne0, d);
-            continue;
-        }
-        if (mx == -INFINITY) {  /* every entry masked: zeros (exp(-inf - -inf) would be NaN) */
-            for (int64_t i = 0; i < ne0; ++i) d[i] = 0.0f;
+            p.K->act->soft_max(ne0, d, mx);
             continue;
         }
         double sum = 0.0;
@@ -10783,7 +10776,7 @@ static void op_soft_max(const cparams & p, tsr_tensor * dst) {
             d[i] = e;
             sum += e;
         }
-        const float inv = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
+        const float inv = (float)(1.0 / sum);   /* sum >= 1: the max's own term */
         for (int64_t i = 0; i < ne0; ++i) d[i] *= inv;
     }
 }
@@ -10883,8 +10876,14 @@ static void op_argsort(const cparams & p, tsr_tensor * dst) {
         const size_t ss = src->nb[0];
         for (int64_t i = 0; i < ne0; ++i) idx[i] = (int32_t)i;
         auto val = [&](int32_t i) { return *(const float *)(s + (size_t)i * ss); };
-        if (asc) std::sort(idx, idx + ne0, [&](int32_t x, int32_t y) { return val(x) < val(y) || (val(x) == val(y) && x < y); });
-        else std::sort(idx, idx + ne0, [&](int32_t x, int32_t y) { return val(x) > val(y) || (val(x) == val(y) && x < y); });
+        /* NaN sorts as the largest value (as in PyTorch); without a rule for it the
+         * comparison is no strict weak order and std::sort's result is undefined */
+        auto before = [&](int32_t x, int32_t y) {
+            const float a = asc ? val(x) : val(y), b = asc ? val(y) : val(x);
+            if (a != a || b != b) return (b != b) != (a != a) ? b != b : x < y;
+            return a < b || (a == b && x < y);
+        };
+        std::sort(idx, idx + ne0, before);
         char * d = tptr(dst, 0, i1, i2, i3);
         for (int64_t i = 0; i < ne0; ++i) *(int32_t *)(d + i * dst->nb[0]) = idx[i];
     }
@@ -11038,7 +11037,7 @@ static void op_pool_2d(const cparams & p, tsr_tensor * dst) {
         row_index(dst, ir, oy, c, n);
         float * d = (float *)tptr(dst, 0, oy, c, n);
         for (int64_t ox = 0; ox < dst->ne[0]; ++ox) {
-            float out = op == TSR_OP_POOL_AVG ? 0.0f : -FLT_MAX;
+            float out = op == TSR_OP_POOL_AVG ? 0.0f : -FLT_MAX;   /* -FLT_MAX: ggml's value for a window in the padding */
             const int64_t ix = ox * s0 - p0, iy = oy * s1 - p1;
             for (int ky = 0; ky < k1; ++ky) {
                 if (iy + ky < 0 || iy + ky >= src->ne[1]) continue;
@@ -11046,7 +11045,7 @@ static void op_pool_2d(const cparams & p, tsr_tensor * dst) {
                     if (ix + kx < 0 || ix + kx >= src->ne[0]) continue;
                     const float v = ld(src->type, tptr(src, ix + kx, iy + ky, c, n));
                     if (op == TSR_OP_POOL_AVG) out += v;
-                    else if (v > out) out = v;
+                    else if (v > out || v != v) out = v;   /* a NaN stays (PyTorch's max_pool2d) */
                 }
             }
             if (op == TSR_OP_POOL_AVG) out /= (float)(k0 * k1);
@@ -11144,7 +11143,8 @@ static void op_flash_attn_ext(const cparams & p, tsr_tensor * dst) {
         const char * mrow = mask ? tptr(mask, 0, iq1, iq2 % mask->ne[2], iq3 % mask->ne[3]) : nullptr;
         for (int64_t i = 0; i < Dv; ++i) acc[i] = 0.0f;
         float S = 0.0f, M = -INFINITY;
-        for (int64_t c0 = 0; c0 < n_kv; c0 += FA_BLOCK) {
+        bool nan_row = false;   /* a NaN or +inf score: the row is NaN (soft_max's rule) */
+        for (int64_t c0 = 0; c0 < n_kv && !nan_row; c0 += FA_BLOCK) {
             const int64_t nc = std::min<int64_t>(FA_BLOCK, n_kv - c0);
             float bm = -INFINITY;
             for (int64_t j = 0; j < nc; ++j) {
@@ -11164,8 +11164,9 @@ static void op_flash_attn_ext(const cparams & p, tsr_tensor * dst) {
                 s += mv;
                 sc[j] = s;
                 bm = std::max(bm, s);
+                nan_row |= !(s < INFINITY);
             }
-            if (bm == -INFINITY) continue;  /* the whole block masked */
+            if (nan_row || bm == -INFINITY) continue;  /* the row's result is known, or the whole block masked */
             if (bm > M) {
                 const float ms = std::exp(M - bm);  /* 0 for the first block that counts */
                 for (int64_t i = 0; i < Dv; ++i) acc[i] *= ms;
@@ -11188,7 +11189,7 @@ static void op_flash_attn_ext(const cparams & p, tsr_tensor * dst) {
                 S += vs;
             }
         }
-        const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+        const float inv = nan_row ? NAN : S == 0.0f ? 0.0f : 1.0f / S;
         float * d = (float *)tptr(dst, 0, iq2, iq1, iq3);
         for (int64_t i = 0; i < Dv; ++i) d[i] = acc[i] * inv;
     }

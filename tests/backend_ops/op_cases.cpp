@@ -15,6 +15,7 @@ std::string tensor_spec::describe() const {
     s << "]";
     if (transpose) s << "^T";
     if (is_permuted()) s << "p(" << axes[0] << "," << axes[1] << "," << axes[2] << "," << axes[3] << ")";
+    if (!specials.empty()) s << "+nan/inf";
     return s.str();
 }
 
@@ -32,6 +33,7 @@ tsrt::graph_builder op_case::builder() const {
             REQUIRE(t);
             if (s.type == TSR_TYPE_I32) in.add_i32(t, s.ints);
             else if (!s.values.empty()) in.add_values(t, s.values);
+            else if (!s.specials.empty()) in.add_with_specials(t, s.lo, s.hi, s.specials);
             else in.add(t, s.lo, s.hi);
             if (s.row_pad || s.row_offset)
                 t = tsr_view_4d(ctx, t, s.ne[0], s.ne[1], s.ne[2], s.ne[3], t->nb[1], t->nb[2], t->nb[3], tsr_row_size(s.type, s.row_offset));
@@ -626,6 +628,149 @@ void conv_cases(case_table & T) {
     }
 }
 
+
+// ---- NaN, +-inf and zero-size tensors ---------------------------------------------------------
+// Every path must give the CPU scalar path's result with the same NaN positions and the same
+// infinities (nmse: a mismatch of either is an infinite error); the semantics (PyTorch's)
+// are checked by hand in tests/cpu/nan_inf_test.cpp.
+
+using specials = std::vector<std::pair<size_t, float>>;
+
+// NaN, +inf, -inf in turn at first, first + step, ... below n
+specials sprinkled(size_t n, size_t first, size_t step) {
+    const float cycle[3] = {NAN, INFINITY, -INFINITY};
+    specials v;
+    for (size_t i = first, k = 0; i < n; i += step, ++k) v.push_back({i, cycle[k % 3]});
+    return v;
+}
+
+// value at every element of row r of rows of length n
+specials whole_row(size_t n, size_t r, float value) {
+    specials v;
+    for (size_t i = 0; i < n; ++i) v.push_back({r * n + i, value});
+    return v;
+}
+
+specials joined(specials a, const specials & b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+}
+
+void nonfinite_elementwise_cases(case_table & T) {
+    const size_t n = 67 * 13;
+    for (int u = 0; u < TSR_UNARY_OP_COUNT; ++u) {
+        const tsr_unary_op op = (tsr_unary_op)u;
+        T.add(tsr_unary_op_name(op))
+            .input(tensor(F32, 67, 13).range(-4, 4).with(sprinkled(n, 3, 7)))
+            .op([op](tsr_context * c, const tensors & x) { return tsr_unary(c, x[0], op); })
+            .nmse(1e-7);
+    }
+    T.add("silu").input(tensor(F16, 67, 13).range(-4, 4).with(sprinkled(n, 5, 11))).op([](tsr_context * c, const tensors & x) { return tsr_silu(c, x[0]); }).nmse(T_F16W);
+    T.add("gelu").input(tensor(F16, 67, 13).range(-4, 4).with(sprinkled(n, 5, 11))).op([](tsr_context * c, const tensors & x) { return tsr_gelu(c, x[0]); }).nmse(T_F16W);
+    T.add("sqr").input(tensor(F32, 67, 13).with(sprinkled(n, 1, 9))).op([](tsr_context * c, const tensors & x) { return tsr_sqr(c, x[0]); }).nmse(T_F32);
+    T.add("sqrt").input(tensor(F32, 67, 13).range(-1, 9).with(sprinkled(n, 1, 9))).op([](tsr_context * c, const tensors & x) { return tsr_sqrt(c, x[0]); }).nmse(T_FN);
+    T.add("log").input(tensor(F32, 67, 13).range(-1, 9).with(sprinkled(n, 1, 9))).op([](tsr_context * c, const tensors & x) { return tsr_log(c, x[0]); }).nmse(T_FN);
+    T.add("scale").input(tensor(F32, 67, 13).with(sprinkled(n, 2, 5))).op([](tsr_context * c, const tensors & x) { return tsr_scale(c, x[0], -0.37f); }).nmse(T_F32);
+    T.add("clamp").input(tensor(F32, 67, 13).range(-3, 3).with(sprinkled(n, 2, 5))).op([](tsr_context * c, const tensors & x) { return tsr_clamp(c, x[0], -0.5f, 1.25f); }).nmse(T_F32);
+    struct { const char * name; bin_fn f; } ops[] = {{"add", tsr_add}, {"sub", tsr_sub}, {"mul", tsr_mul}, {"div", tsr_div}};
+    for (const auto & o : ops) {
+        const bin_fn f = o.f;
+        T.add(o.name)
+            .input(tensor(F32, 37, 5, 3).with(sprinkled(37 * 15, 0, 13)))
+            .input(tensor(F32, 37, 5, 3).range(-1, 1).with(joined(sprinkled(37 * 15, 1, 6), {{4, 0.0f}, {41, 0.0f}})))
+            .op([f](tsr_context * c, const tensors & x) { return f(c, x[0], x[1]); })
+            .nmse(T_F32);
+    }
+    T.add("swiglu_split")
+        .input(tensor(F32, 45, 7).range(-3, 3).with(sprinkled(45 * 7, 0, 8)))
+        .input(tensor(F32, 45, 7).range(-3, 3).with(sprinkled(45 * 7, 3, 10)))
+        .op([](tsr_context * c, const tensors & x) { return tsr_swiglu_split(c, x[0], x[1]); })
+        .nmse(T_FN);
+    T.add("swiglu").input(tensor(F32, 2 * 45, 7).range(-3, 3).with(sprinkled(90 * 7, 2, 9))).op([](tsr_context * c, const tensors & x) { return tsr_swiglu(c, x[0]); }).nmse(T_FN);
+    for (tsr_type dt : {F16, BF16})
+        T.add(std::string("cpy f32 -> ") + tsr_type_name(dt))
+            .input(tensor(F32, 45, 6).with(sprinkled(45 * 6, 0, 4)))
+            .input(tensor(dt, 45, 6))
+            .op([](tsr_context * c, const tensors & x) { return tsr_cpy(c, x[0], x[1]); })
+            .nmse(EXACT);
+}
+
+void nonfinite_row_cases(case_table & T) {
+    const op_fn sum_rows = [](tsr_context * c, const tensors & x) { return tsr_sum_rows(c, x[0]); };
+    // rows 0, 2, 4 with one special each (NaN, +inf, -inf); row 6 +inf and -inf; the rest finite
+    const specials per_row = {{5, NAN}, {2 * 333 + 100, INFINITY}, {4 * 333 + 332, -INFINITY}, {6 * 333 + 1, INFINITY}, {6 * 333 + 2, -INFINITY}};
+    T.add("sum_rows").input(tensor(F32, 333, 8).with(per_row)).op(sum_rows).nmse(1e-10);
+    T.add("mean").input(tensor(F32, 333, 8).with(per_row)).op([](tsr_context * c, const tensors & x) { return tsr_mean(c, x[0]); }).nmse(1e-10);
+    T.add("sum").input(tensor(F32, 333, 8).with({{17, INFINITY}})).op([](tsr_context * c, const tensors & x) { return tsr_sum(c, x[0]); }).nmse(1e-10);
+    T.add("norm").input(tensor(F32, 333, 8).with(per_row)).op([](tsr_context * c, const tensors & x) { return tsr_norm(c, x[0], 1e-5f); }).nmse(T_FN);
+    T.add("rms_norm").input(tensor(F32, 333, 8).with(per_row)).op([](tsr_context * c, const tensors & x) { return tsr_rms_norm(c, x[0], 1e-6f); }).nmse(T_FN);
+    // argmax: the first NaN wins (rows 0, 3); +inf (row 1); a row of -inf (row 2) gives 0
+    T.add("argmax")
+        .input(tensor(F32, 1003, 5).with(joined(joined(whole_row(1003, 2, -INFINITY), {{7, NAN}, {9, INFINITY}, {900, NAN}}),
+                                               {{1003 + 500, INFINITY}, {3 * 1003 + 1000, NAN}})))
+        .op([](tsr_context * c, const tensors & x) { return tsr_argmax(c, x[0]); })
+        .nmse(EXACT);
+    for (tsr_sort_order order : {TSR_SORT_ORDER_ASC, TSR_SORT_ORDER_DESC})
+        T.add(order == TSR_SORT_ORDER_ASC ? "argsort asc" : "argsort desc")
+            .input(tensor(F32, 33, 4).with(joined(sprinkled(33 * 4, 1, 5), {{3, NAN}, {4, INFINITY}})))
+            .op([order](tsr_context * c, const tensors & x) { return tsr_argsort(c, x[0], order); })
+            .nmse(EXACT);
+    T.add("pool_2d max")
+        .input(tensor(F32, 9, 7, 3).with(sprinkled(9 * 7 * 3, 4, 17)))
+        .op([](tsr_context * c, const tensors & x) { return tsr_pool_2d(c, x[0], TSR_OP_POOL_MAX, 3, 2, 2, 2, 1, 1); })
+        .nmse(T_F32);
+    T.add("mul_mat f32")
+        .input(tensor(F32, 64, 19).with({{5, INFINITY}, {64 * 3 + 9, NAN}}))
+        .input(tensor(F32, 64, 9).with({{64 * 4 + 2, -INFINITY}}))
+        .op(mul_mat)
+        .nmse(T_F32);
+    T.add("mul_mat f16")
+        .input(tensor(F16, 256, 67).with({{7, INFINITY}, {256 * 20, NAN}}))
+        .input(tensor(F32, 256, 3).with({{256 + 11, NAN}}))
+        .op(mul_mat)
+        .nmse(T_F16);
+}
+
+// soft_max rows of 45 (rows 8..11 plain): 0 one NaN logit; 1 one +inf; 2 one -inf; 3 all NaN;
+// 4 +inf and -inf; 5 all -inf; 6 a NaN in the mask; 7 all masked (-inf in the mask)
+void nonfinite_softmax_cases(case_table & T) {
+    const size_t n = 45;
+    const specials logits = joined(joined({{3, NAN}, {n + 44, INFINITY}, {2 * n + 5, -INFINITY}, {4 * n, INFINITY}, {4 * n + 1, -INFINITY}},
+                                          whole_row(n, 3, NAN)),
+                                   whole_row(n, 5, -INFINITY));
+    const specials mask = joined({{6 * n + 30, NAN}}, whole_row(n, 7, -INFINITY));
+    T.add("soft_max").input(tensor(F32, 45, 12).range(-5, 5).with(logits)).op([](tsr_context * c, const tensors & x) { return tsr_soft_max(c, x[0]); }).nmse(T_FN);
+    for (tsr_type mt : {F32, F16})
+        for (float max_bias : {0.0f, 8.0f})
+            T.add(max_bias > 0 ? "soft_max_ext mask + ALiBi" : "soft_max_ext mask")
+                .input(tensor(F32, 45, 12, 2).range(-3, 3).with(logits))
+                .input(tensor(mt, 45, 12).range(-1, 0).with(mask))
+                .op([max_bias](tsr_context * c, const tensors & x) { return tsr_soft_max_ext(c, x[0], x[1], 0.3f, max_bias); })
+                .nmse(mt == F32 ? T_FN : T_F16);
+    T.add("soft_max large row").input(tensor(F32, 5003, 3).range(-10, 10).with({{4000, NAN}, {5003 + 17, INFINITY}})).op([](tsr_context * c, const tensors & x) { return tsr_soft_max(c, x[0]); }).nmse(T_FN);
+}
+
+// flash attention, per query row as soft_max: q row 1 has a NaN; the mask has a NaN (row 2),
+// +inf (row 3), a whole row of -inf (row 4); the other rows are causal
+void nonfinite_attention_cases(case_table & T) {
+    const int64_t D = 64, n_q = 7, n_kv = 80;
+    std::vector<float> mv((size_t)(n_kv * (n_q + 1)));
+    for (int64_t i = 0; i < n_q + 1; i++)
+        for (int64_t j = 0; j < n_kv; j++) mv[(size_t)(i * n_kv + j)] = (j > n_kv - n_q + i) ? -INFINITY : -0.01f * (float)(j % 7);
+    mv[(size_t)(2 * n_kv + 70)] = NAN;
+    mv[(size_t)(3 * n_kv + 3)] = INFINITY;
+    for (int64_t j = 0; j < n_kv; j++) mv[(size_t)(4 * n_kv + j)] = -INFINITY;
+    for (tsr_type kv : {F32, F16})
+        for (tsr_type mt : {F32, F16})
+            T.add(std::string("flash_attn_ext K/V ") + tsr_type_name(kv))
+                .input(tensor(F32, D, n_q, 2).with({{(size_t)(D + 9), NAN}}))
+                .input(tensor(kv, D, n_kv, 2))
+                .input(tensor(kv, D, n_kv, 2))
+                .input(tensor(mt, n_kv, n_q + 1).exact(mv))
+                .op([](tsr_context * c, const tensors & x) { return tsr_flash_attn_ext(c, x[0], x[1], x[2], x[3], 0.125f, 0.0f, 0.0f); })
+                .nmse(kv == F32 && mt == F32 ? T_F32 : T_F16);
+}
+
 std::vector<op_case> build_table() {
     case_table T;
     binary_cases(T);
@@ -641,6 +786,10 @@ std::vector<op_case> build_table() {
     attention_cases(T);
     mul_mat_cases(T);
     conv_cases(T);
+    nonfinite_elementwise_cases(T);
+    nonfinite_row_cases(T);
+    nonfinite_softmax_cases(T);
+    nonfinite_attention_cases(T);
     return std::move(T.cases);
 }
 

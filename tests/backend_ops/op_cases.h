@@ -17,6 +17,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bops {
@@ -33,15 +34,18 @@ struct tensor_spec {
     float lo = -1.0f, hi = 1.0f;    // uniform values in [lo, hi)
     std::vector<int32_t> ints;      // I32 tensors: these values, repeated (empty: 0, 1, 2, ...)
     std::vector<float> values;      // float tensors: exactly these values (masks with -inf)
+    std::vector<std::pair<size_t, float>> specials;   // float tensors: uniform, then these (index, value) set
+
 
     tensor_spec & range(float lo_, float hi_) { lo = lo_; hi = hi_; return *this; }
     tensor_spec & i32(std::vector<int32_t> v) { ints = std::move(v); return *this; }
     tensor_spec & exact(std::vector<float> v) { values = std::move(v); return *this; }
+    tensor_spec & with(std::vector<std::pair<size_t, float>> v) { specials = std::move(v); return *this; }
     tensor_spec & transposed() { transpose = true; return *this; }
     tensor_spec & permuted(int a0, int a1, int a2, int a3) { axes[0] = a0; axes[1] = a1; axes[2] = a2; axes[3] = a3; return *this; }
     tensor_spec & in_wider_rows(int64_t pad, int64_t offset) { row_pad = pad; row_offset = offset; return *this; }
     bool is_permuted() const { return axes[0] != 0 || axes[1] != 1 || axes[2] != 2 || axes[3] != 3; }
-    std::string describe() const;   // "f16[64,10,3]", "f32[31,17]^T", "q8_0[64+32@32,19]", ...
+    std::string describe() const;   // "f16[64,10,3]", "f32[31,17]^T", "q8_0[64+32@32,19]", "f32[7,3]+nan/inf", ...
 };
 
 inline tensor_spec tensor(tsr_type type, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, int64_t ne3 = 1) {

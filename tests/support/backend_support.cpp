@@ -64,6 +64,12 @@ tsr_tensor * graph_inputs::add_pattern(tsr_tensor * t) {
     return t;
 }
 
+tsr_tensor * graph_inputs::add_with_specials(tsr_tensor * t, float lo, float hi, std::vector<std::pair<size_t, float>> specials) {
+    add(t, lo, hi);
+    list.back().specials = std::move(specials);
+    return t;
+}
+
 tsr_tensor * graph_inputs::add_i32(tsr_tensor * t, std::vector<int32_t> v) {
     add(t);
     list.back().ints = std::move(v);
@@ -82,6 +88,14 @@ void fill_input(const graph_input & in, uint32_t seed) {
     } else if (in.pattern) {
         std::vector<float> v(n);
         for (size_t i = 0; i < n; ++i) v[i] = pattern_value(i, seed);
+        upload(t, v);
+    } else if (!in.specials.empty()) {
+        std::mt19937 rng(seed);
+        std::vector<float> v = uniform(n, rng, in.lo, in.hi);
+        for (const auto & s : in.specials) {
+            REQUIRE(s.first < n);
+            v[s.first] = s.second;
+        }
         upload(t, v);
     } else {
         fill_random(t, seed, in.lo, in.hi);

@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 
 namespace tsrt {
 
@@ -27,6 +28,8 @@ struct graph_input {
     std::vector<float> values;   // float tensors: these values when not empty
     bool pattern = false;        // float tensors: pattern_value(i, seed) (cheap, for huge tensors)
     float lo = -1.0f, hi = 1.0f; // float tensors: uniform in [lo, hi), converted to t's type
+    // float tensors: then these (logical index, value) pairs set, e.g. NaN and infinities
+    std::vector<std::pair<size_t, float>> specials;
 };
 
 struct graph_inputs {
@@ -35,6 +38,8 @@ struct graph_inputs {
     tsr_tensor * add_values(tsr_tensor * t, std::vector<float> v);
     tsr_tensor * add_pattern(tsr_tensor * t);
     tsr_tensor * add_i32(tsr_tensor * t, std::vector<int32_t> v);
+    // uniform in [lo, hi) with the specials set over it
+    tsr_tensor * add_with_specials(tsr_tensor * t, float lo, float hi, std::vector<std::pair<size_t, float>> specials);
 };
 
 // Builds the graph in ctx (tensors without data), registers its inputs, returns the output.

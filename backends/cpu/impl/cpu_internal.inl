@@ -245,8 +245,9 @@ struct act_kernels {
     void (*gelu_quick)(int64_t n, const float * x, float * y);
     void (*tanh)(int64_t n, const float * x, float * y);
     void (*swiglu)(int64_t n, const float * x, const float * g, float * y);  /* silu(x) * g */
-    /* in place: x = exp(x - max) / sum; a row without a finite max (all -inf) becomes 0 */
-    void (*soft_max)(int64_t n, float * x);
+    /* in place: x = exp(x - max) / sum, max the row's maximum and finite: rows with a NaN,
+     * +inf or only -inf are settled before (soft_max_special_row), the same on every path */
+    void (*soft_max)(int64_t n, float * x, float max);
 };
 
 struct kernels {

@@ -492,19 +492,8 @@ TSR_TARGET_AVX2 static void swiglu_avx2(int64_t n, const float * x, const float 
     }
 }
 
-TSR_TARGET_AVX2 static void soft_max_avx2(int64_t n, float * x) {
-    __m256 vm = _mm256_set1_ps(-INFINITY);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(x + i));
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vm), _mm256_extractf128_ps(vm, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    float mx = _mm_cvtss_f32(m4);
-    for (; i < n; ++i) mx = std::max(mx, x[i]);
-    if (mx == -INFINITY) {
-        for (i = 0; i < n; ++i) x[i] = 0.0f;
-        return;
-    }
+TSR_TARGET_AVX2 static void soft_max_avx2(int64_t n, float * x, float mx) {
+    int64_t i;
     /* the sum in double, as the scalar reference keeps it */
     const __m256 vmx = _mm256_set1_ps(mx);
     __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
@@ -524,7 +513,7 @@ TSR_TARGET_AVX2 static void soft_max_avx2(int64_t n, float * x) {
     alignas(32) double s4[4];
     _mm256_store_pd(s4, _mm256_add_pd(s0, s1));
     const double sum = (s4[0] + s4[1]) + (s4[2] + s4[3]);
-    const __m256 inv = _mm256_set1_ps(sum > 0.0 ? (float)(1.0 / sum) : 0.0f);
+    const __m256 inv = _mm256_set1_ps((float)(1.0 / sum));   /* sum >= 1: the max's own term */
     for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
     for (; i < n; ++i) x[i] *= _mm256_cvtss_f32(inv);
 }

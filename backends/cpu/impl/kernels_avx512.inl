@@ -616,16 +616,8 @@ TSR_TARGET_AVX512 static void swiglu_avx512(int64_t n, const float * x, const fl
     }
 }
 
-TSR_TARGET_AVX512 static void soft_max_avx512(int64_t n, float * x) {
-    __m512 vm = _mm512_set1_ps(-INFINITY);
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) vm = _mm512_max_ps(vm, _mm512_loadu_ps(x + i));
-    if (i < n) vm = _mm512_mask_max_ps(vm, tail_mask16(n - i), vm, _mm512_maskz_loadu_ps(tail_mask16(n - i), x + i));
-    const float mx = _mm512_reduce_max_ps(vm);
-    if (mx == -INFINITY) {
-        for (i = 0; i < n; ++i) x[i] = 0.0f;
-        return;
-    }
+TSR_TARGET_AVX512 static void soft_max_avx512(int64_t n, float * x, float mx) {
+    int64_t i;
     /* the sum in double, as the scalar reference keeps it */
     const __m512 vmx = _mm512_set1_ps(mx);
     __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
@@ -637,7 +629,7 @@ TSR_TARGET_AVX512 static void soft_max_avx512(int64_t n, float * x) {
         s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
     }
     const double sum = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
-    const __m512 inv = _mm512_set1_ps(sum > 0.0 ? (float)(1.0 / sum) : 0.0f);
+    const __m512 inv = _mm512_set1_ps((float)(1.0 / sum));   /* sum >= 1: the max's own term */
     for (i = 0; i < n; i += 16) {
         const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : tail_mask16(n - i);
         _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));

@@ -447,16 +447,8 @@ static void swiglu_neon(int64_t n, const float * x, const float * g, float * y) 
     }
 }
 
-static void soft_max_neon(int64_t n, float * x) {
-    float32x4_t vm = vdupq_n_f32(-INFINITY);
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) vm = vmaxq_f32(vm, vld1q_f32(x + i));
-    float mx = vmaxvq_f32(vm);
-    for (; i < n; ++i) mx = std::max(mx, x[i]);
-    if (mx == -INFINITY) {
-        for (i = 0; i < n; ++i) x[i] = 0.0f;
-        return;
-    }
+static void soft_max_neon(int64_t n, float * x, float mx) {
+    int64_t i;
     /* the sum in double, as the scalar reference keeps it; the tail pads with -inf (e = 0) */
     const float32x4_t vmx = vdupq_n_f32(mx);
     float64x2_t s0 = vdupq_n_f64(0.0), s1 = vdupq_n_f64(0.0);
@@ -471,7 +463,7 @@ static void soft_max_neon(int64_t n, float * x) {
         s1 = vaddq_f64(s1, vcvt_high_f64_f32(e));
     }
     const double sum = vaddvq_f64(vaddq_f64(s0, s1));
-    const float inv = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
+    const float inv = (float)(1.0 / sum);   /* sum >= 1: the max's own term */
     for (i = 0; i + 4 <= n; i += 4) vst1q_f32(x + i, vmulq_n_f32(vld1q_f32(x + i), inv));
     for (; i < n; ++i) x[i] *= inv;
 }

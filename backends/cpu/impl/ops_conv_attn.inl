@@ -143,7 +143,7 @@ static void op_pool_2d(const cparams & p, tsr_tensor * dst) {
         row_index(dst, ir, oy, c, n);
         float * d = (float *)tptr(dst, 0, oy, c, n);
         for (int64_t ox = 0; ox < dst->ne[0]; ++ox) {
-            float out = op == TSR_OP_POOL_AVG ? 0.0f : -FLT_MAX;
+            float out = op == TSR_OP_POOL_AVG ? 0.0f : -FLT_MAX;   /* -FLT_MAX: ggml's value for a window in the padding */
             const int64_t ix = ox * s0 - p0, iy = oy * s1 - p1;
             for (int ky = 0; ky < k1; ++ky) {
                 if (iy + ky < 0 || iy + ky >= src->ne[1]) continue;
@@ -151,7 +151,7 @@ static void op_pool_2d(const cparams & p, tsr_tensor * dst) {
                     if (ix + kx < 0 || ix + kx >= src->ne[0]) continue;
                     const float v = ld(src->type, tptr(src, ix + kx, iy + ky, c, n));
                     if (op == TSR_OP_POOL_AVG) out += v;
-                    else if (v > out) out = v;
+                    else if (v > out || v != v) out = v;   /* a NaN stays (PyTorch's max_pool2d) */
                 }
             }
             if (op == TSR_OP_POOL_AVG) out /= (float)(k0 * k1);
@@ -249,7 +249,8 @@ static void op_flash_attn_ext(const cparams & p, tsr_tensor * dst) {
         const char * mrow = mask ? tptr(mask, 0, iq1, iq2 % mask->ne[2], iq3 % mask->ne[3]) : nullptr;
         for (int64_t i = 0; i < Dv; ++i) acc[i] = 0.0f;
         float S = 0.0f, M = -INFINITY;
-        for (int64_t c0 = 0; c0 < n_kv; c0 += FA_BLOCK) {
+        bool nan_row = false;   /* a NaN or +inf score: the row is NaN (soft_max's rule) */
+        for (int64_t c0 = 0; c0 < n_kv && !nan_row; c0 += FA_BLOCK) {
             const int64_t nc = std::min<int64_t>(FA_BLOCK, n_kv - c0);
             float bm = -INFINITY;
             for (int64_t j = 0; j < nc; ++j) {
@@ -269,8 +270,9 @@ static void op_flash_attn_ext(const cparams & p, tsr_tensor * dst) {
                 s += mv;
                 sc[j] = s;
                 bm = std::max(bm, s);
+                nan_row |= !(s < INFINITY);
             }
-            if (bm == -INFINITY) continue;  /* the whole block masked */
+            if (nan_row || bm == -INFINITY) continue;  /* the row's result is known, or the whole block masked */
             if (bm > M) {
                 const float ms = std::exp(M - bm);  /* 0 for the first block that counts */
                 for (int64_t i = 0; i < Dv; ++i) acc[i] *= ms;
@@ -293,7 +295,7 @@ static void op_flash_attn_ext(const cparams & p, tsr_tensor * dst) {
                 S += vs;
             }
         }
-        const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+        const float inv = nan_row ? NAN : S == 0.0f ? 0.0f : 1.0f / S;
         float * d = (float *)tptr(dst, 0, iq2, iq1, iq3);
         for (int64_t i = 0; i < Dv; ++i) d[i] = acc[i] * inv;
     }

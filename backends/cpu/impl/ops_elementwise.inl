@@ -139,6 +139,8 @@ static inline float gelu_f(float x) {
     return 0.5f * x * (1.0f + std::tanh(c * x * (1.0f + 0.044715f * x * x)));
 }
 static inline float silu_f(float x) { return x / (1.0f + std::exp(-x)); }
+/* NaN stays NaN (as in PyTorch), where std::min/std::max would pick a bound */
+static inline float clamp_f(float x, float lo, float hi) { return x != x ? x : std::max(lo, std::min(hi, x)); }
 
 struct unary_fn {
     int kind;  /* TSR_OP_* (SQR, SQRT, LOG, SCALE, CLAMP) or 1000 + tsr_unary_op */
@@ -149,11 +151,11 @@ struct unary_fn {
             case TSR_OP_SQRT: return std::sqrt(x);
             case TSR_OP_LOG: return std::log(x);
             case TSR_OP_SCALE: return x * a + b;
-            case TSR_OP_CLAMP: return std::max(a, std::min(b, x));
+            case TSR_OP_CLAMP: return clamp_f(x, a, b);
             case 1000 + TSR_UNARY_OP_ABS: return std::fabs(x);
             case 1000 + TSR_UNARY_OP_NEG: return -x;
             case 1000 + TSR_UNARY_OP_TANH: return std::tanh(x);
-            case 1000 + TSR_UNARY_OP_RELU: return x > 0.0f ? x : 0.0f;
+            case 1000 + TSR_UNARY_OP_RELU: return x <= 0.0f ? 0.0f : x;   /* NaN stays NaN */
             case 1000 + TSR_UNARY_OP_SIGMOID: return 1.0f / (1.0f + std::exp(-x));
             case 1000 + TSR_UNARY_OP_GELU: return gelu_f(x);
             case 1000 + TSR_UNARY_OP_GELU_QUICK: return x / (1.0f + std::exp(-1.702f * x));
@@ -305,6 +307,7 @@ static void op_argmax(const cparams & p, tsr_tensor * dst) {
         int32_t idx = 0;
         for (int64_t i = 0; i < src->ne[0]; ++i) {
             const float v = *(const float *)(r + i * src->nb[0]);
+            if (v != v) { idx = (int32_t)i; break; }   /* the first NaN is the max, as in PyTorch */
             if (v > best) { best = v; idx = (int32_t)i; }
         }
         *(int32_t *)tptr(dst, i1, 0, 0, 0) = idx;

@@ -174,6 +174,25 @@ static inline float alibi_slope(float max_bias, int64_t h, int64_t n_head) {
     return (uint32_t)h < n_head_log2 ? std::pow(m0, (float)(h + 1)) : std::pow(m1, (float)(2 * (h - n_head_log2) + 1));
 }
 
+/* The rows whose result does not depend on the ISA's exp: a NaN or +inf entry (mx is then
+ * NaN or +inf) makes the whole row NaN, as in PyTorch; a row of only -inf (fully masked)
+ * becomes zeros (tessera's choice: PyTorch gives NaN there, see docs/ops.md). Returns false
+ * for an ordinary row, which has a finite max. */
+static bool soft_max_special_row(float mx, int64_t n, float * d) {
+    if (mx != mx || mx == INFINITY) {
+        for (int64_t i = 0; i < n; ++i) d[i] = NAN;
+        return true;
+    }
+    if (mx == -INFINITY) {
+        for (int64_t i = 0; i < n; ++i) d[i] = 0.0f;
+        return true;
+    }
+    return false;
+}
+
+/* max(mx, v) that keeps a NaN once it has seen one (std::max drops a NaN v) */
+static inline float max_keep_nan(float mx, float v) { return v > mx || v != v ? v : mx; }
+
 static void op_soft_max(const cparams & p, tsr_tensor * dst) {
     const tsr_tensor * src = dst->src[0];
     const tsr_tensor * mask = dst->src[1];
@@ -195,14 +214,11 @@ static void op_soft_max(const cparams & p, tsr_tensor * dst) {
             float v = *(const float *)(s + i * src->nb[0]) * scale;
             if (mrow) v += slope * ld(mask->type, mrow + i * mask->nb[0]);
             d[i] = v;
-            mx = std::max(mx, v);
+            mx = max_keep_nan(mx, v);
         }
+        if (soft_max_special_row(mx, ne0, d)) continue;
         if (p.K->act) {
-            p.K->act->soft_max(ne0, d);
-            continue;
-        }
-        if (mx == -INFINITY) {  /* every entry masked: zeros (exp(-inf - -inf) would be NaN) */
-            for (int64_t i = 0; i < ne0; ++i) d[i] = 0.0f;
+            p.K->act->soft_max(ne0, d, mx);
             continue;
         }
         double sum = 0.0;
@@ -211,7 +227,7 @@ static void op_soft_max(const cparams & p, tsr_tensor * dst) {
             d[i] = e;
             sum += e;
         }
-        const float inv = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
+        const float inv = (float)(1.0 / sum);   /* sum >= 1: the max's own term */
         for (int64_t i = 0; i < ne0; ++i) d[i] *= inv;
     }
 }
@@ -311,8 +327,14 @@ static void op_argsort(const cparams & p, tsr_tensor * dst) {
         const size_t ss = src->nb[0];
         for (int64_t i = 0; i < ne0; ++i) idx[i] = (int32_t)i;
         auto val = [&](int32_t i) { return *(const float *)(s + (size_t)i * ss); };
-        if (asc) std::sort(idx, idx + ne0, [&](int32_t x, int32_t y) { return val(x) < val(y) || (val(x) == val(y) && x < y); });
-        else std::sort(idx, idx + ne0, [&](int32_t x, int32_t y) { return val(x) > val(y) || (val(x) == val(y) && x < y); });
+        /* NaN sorts as the largest value (as in PyTorch); without a rule for it the
+         * comparison is no strict weak order and std::sort's result is undefined */
+        auto before = [&](int32_t x, int32_t y) {
+            const float a = asc ? val(x) : val(y), b = asc ? val(y) : val(x);
+            if (a != a || b != b) return (b != b) != (a != a) ? b != b : x < y;
+            return a < b || (a == b && x < y);
+        };
+        std::sort(idx, idx + ne0, before);
         char * d = tptr(dst, 0, i1, i2, i3);
         for (int64_t i = 0; i < ne0; ++i) *(int32_t *)(d + i * dst->nb[0]) = idx[i];
     }
