@@ -751,7 +751,7 @@ void nonfinite_softmax_cases(case_table & T) {
 }
 
 // flash attention, per query row as soft_max: q row 1 has a NaN; the mask has a NaN (row 2),
-// +inf (row 3), a whole row of -inf (row 4); the other rows are causal
+// +inf (row 3), a whole row of -inf (row 4), a NaN among -inf (row 5); the other rows are causal
 void nonfinite_attention_cases(case_table & T) {
     const int64_t D = 64, n_q = 7, n_kv = 80;
     std::vector<float> mv((size_t)(n_kv * (n_q + 1)));
@@ -760,6 +760,7 @@ void nonfinite_attention_cases(case_table & T) {
     mv[(size_t)(2 * n_kv + 70)] = NAN;
     mv[(size_t)(3 * n_kv + 3)] = INFINITY;
     for (int64_t j = 0; j < n_kv; j++) mv[(size_t)(4 * n_kv + j)] = -INFINITY;
+    for (int64_t j = 0; j < 64; j++) mv[(size_t)(5 * n_kv + j)] = j == 10 ? NAN : -INFINITY;   // a NaN in a block otherwise masked
     for (tsr_type kv : {F32, F16})
         for (tsr_type mt : {F32, F16})
             T.add(std::string("flash_attn_ext K/V ") + tsr_type_name(kv))

@@ -75,6 +75,8 @@ void main() {
     // this invocation's output dims: t, t + TSR_WG (Dv <= 2 * TSR_WG)
     float acc0 = 0.0, acc1 = 0.0;
     float M = NEG_INF, S = 0.0;
+    const float POS_INF = uintBitsToFloat(0x7f800000u);
+    bool nan_row = false;   // a NaN or +inf score: the row is NaN (soft_max's rule, docs/ops.md)
     for (uint j0 = 0; j0 < pc.n_kv; j0 += TSR_WG) {
         uint j = j0 + t;
         float s = NEG_INF;
@@ -89,7 +91,12 @@ void main() {
                 s = dot_ + mv;
             }
         }
-        float cmax = reduce(s, true);
+        // GLSL's max is undefined for NaN: a NaN enters the max as +inf
+        float cmax = reduce(isnan(s) ? POS_INF : s, true);
+        if (cmax == POS_INF) {   // uniform: every invocation reads the same cmax
+            nan_row = true;
+            break;
+        }
         float Mn = max(M, cmax);
         float p = (s == NEG_INF) ? 0.0 : exp(s - Mn);
         ps[t] = p;
@@ -108,7 +115,7 @@ void main() {
         }
         barrier();
     }
-    float inv = S > 0.0 ? 1.0 / S : 0.0;
+    float inv = nan_row ? uintBitsToFloat(0x7fc00000u) : S > 0.0 ? 1.0 / S : 0.0;
     int db = pc.offd + int((h + pc.n_head * (iq + pc.n_q * b)) * pc.Dv);
     if (t < pc.Dv) d[db + int(t)] = acc0 * inv;
     if (t + TSR_WG < pc.Dv) d[db + int(t + TSR_WG)] = acc1 * inv;

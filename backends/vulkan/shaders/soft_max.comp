@@ -46,13 +46,21 @@ void main() {
         slope = i2 < nhl ? pow(m0, float(i2 + 1)) : pow(m1, float(2 * (i2 - nhl) + 1));
     }
     const float NEG_INF = uintBitsToFloat(0xff800000u);
+    const float POS_INF = uintBitsToFloat(0x7f800000u);
+    // GLSL's max is undefined for NaN: a NaN enters the max as +inf, and a max of +inf
+    // (a NaN or +inf entry) makes the row NaN, as on the CPU (docs/ops.md)
     float mx = NEG_INF;
     for (uint i = t; i < pc.ne00; i += 256) {
         float w = a[ba + int(i*pc.nb00)] * pc.p0;
         if (HAS_MASK != 0) w += slope * float(b[bm + int(i*pc.nb10)]);
-        mx = max(mx, w);
+        mx = max(mx, isnan(w) ? POS_INF : w);
     }
     mx = block_reduce(mx, true);
+    if (mx == POS_INF || mx == NEG_INF) {   // uniform: every invocation reads the same mx
+        const float fill = mx == POS_INF ? uintBitsToFloat(0x7fc00000u) : 0.0;   // NaN, or a fully masked row's zeros
+        for (uint i = t; i < pc.ne00; i += 256) d[bd + int(i*pc.nb0)] = fill;
+        return;
+    }
     float s = 0.0;
     for (uint i = t; i < pc.ne00; i += 256) {
         float w = a[ba + int(i*pc.nb00)] * pc.p0;
@@ -60,7 +68,7 @@ void main() {
         s += (w == NEG_INF) ? 0.0 : exp(w - mx);
     }
     s = block_reduce(s, false);
-    float inv = s > 0.0 ? 1.0 / s : 0.0;
+    float inv = 1.0 / s;   // s >= 1: the max's own term
     for (uint i = t; i < pc.ne00; i += 256) {
         float w = a[ba + int(i*pc.nb00)] * pc.p0;
         if (HAS_MASK != 0) w += slope * float(b[bm + int(i*pc.nb10)]);

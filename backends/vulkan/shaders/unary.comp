@@ -10,10 +10,11 @@ layout(binding = 3) buffer D { float d[]; };
 
 // 0 relu 1 tanh 2 sigmoid 3 gelu 4 gelu_quick 5 silu 6 neg 7 abs 8 exp
 // 9 sqr 10 sqrt 11 log 12 scale(p0) 13 clamp(p0,p1)
+// GLSL's max, min and clamp are undefined for NaN: relu, tanh and clamp pass it explicitly
 float f(float x) {
     switch (OP) {
-    case 0:  return max(x, 0.0);
-    case 1:  return tanh(clamp(x, -15.0, 15.0));
+    case 0:  return isnan(x) ? x : max(x, 0.0);
+    case 1:  return isnan(x) ? x : tanh(clamp(x, -15.0, 15.0));
     case 2:  return 1.0 / (1.0 + exp(-x));
     case 3:  return tsr_gelu(x);
     case 4:  return x / (1.0 + exp(-1.702 * x));
@@ -25,7 +26,7 @@ float f(float x) {
     case 10: return sqrt(x);
     case 11: return log(x);
     case 12: return x * pc.p0;
-    default: return clamp(x, pc.p0, pc.p1);
+    default: return isnan(x) ? x : clamp(x, pc.p0, pc.p1);
     }
 }
 
