@@ -772,6 +772,26 @@ void nonfinite_attention_cases(case_table & T) {
                 .nmse(kv == F32 && mt == F32 ? T_F32 : T_F16);
 }
 
+
+// tensors of 0 elements: outputs of 0 elements, and a sum over 0 elements (zeros)
+void zero_size_cases(case_table & T) {
+    T.add("add").input(tensor(F32, 0, 3)).input(tensor(F32, 0, 3)).op([](tsr_context * c, const tensors & x) { return tsr_add(c, x[0], x[1]); }).nmse(EXACT);
+    T.add("mul").input(tensor(F32, 7, 0, 2)).input(tensor(F32, 7, 1)).op([](tsr_context * c, const tensors & x) { return tsr_mul(c, x[0], x[1]); }).nmse(EXACT);
+    for (const auto & u : {tsr_silu, tsr_gelu, tsr_exp, tsr_relu})
+        T.add("unary").input(tensor(F32, 0, 5)).op([u](tsr_context * c, const tensors & x) { return u(c, x[0]); }).nmse(EXACT);
+    T.add("soft_max").input(tensor(F32, 0, 3)).op([](tsr_context * c, const tensors & x) { return tsr_soft_max(c, x[0]); }).nmse(EXACT);
+    T.add("soft_max").input(tensor(F32, 9, 0)).op([](tsr_context * c, const tensors & x) { return tsr_soft_max(c, x[0]); }).nmse(EXACT);
+    T.add("soft_max_ext mask")
+        .input(tensor(F32, 9, 0, 2))
+        .input(tensor(F16, 9, 4))
+        .op([](tsr_context * c, const tensors & x) { return tsr_soft_max_ext(c, x[0], x[1], 0.5f, 0.0f); })
+        .nmse(EXACT);
+    T.add("rms_norm").input(tensor(F32, 0, 4)).op([](tsr_context * c, const tensors & x) { return tsr_rms_norm(c, x[0], 1e-6f); }).nmse(EXACT);
+    T.add("sum_rows").input(tensor(F32, 0, 4)).op([](tsr_context * c, const tensors & x) { return tsr_sum_rows(c, x[0]); }).nmse(EXACT);
+    T.add("cpy f32 -> f16").input(tensor(F32, 0, 3)).input(tensor(F16, 0, 3)).op([](tsr_context * c, const tensors & x) { return tsr_cpy(c, x[0], x[1]); }).nmse(EXACT);
+    T.add("mul_mat f32").input(tensor(F32, 16, 0)).input(tensor(F32, 16, 3)).op(mul_mat).nmse(EXACT);
+}
+
 std::vector<op_case> build_table() {
     case_table T;
     binary_cases(T);
@@ -791,6 +811,7 @@ std::vector<op_case> build_table() {
     nonfinite_row_cases(T);
     nonfinite_softmax_cases(T);
     nonfinite_attention_cases(T);
+    zero_size_cases(T);
     return std::move(T.cases);
 }
 
