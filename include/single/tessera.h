@@ -7462,6 +7462,19 @@ struct cparams {
 
 static void barrier(const cparams & p);
 
+/* Activations quantized for integer dot products (K->quantize_y), with every block holding
+ * a NaN or an infinity given the scale NaN: quantizing counts those as 0, so the dots would
+ * drop them, where float arithmetic (PyTorch, the float paths, the GPU backends) gives NaN
+ * (or +-inf). x * 0 is NaN exactly for those values, and the sum vectorizes. */
+static inline void quantize_y_nonfinite_nan(const kernels * K, const float * x, yq8 * y, int64_t n) {
+    K->quantize_y(x, y, n);
+    for (int64_t b = 0; b < n / 32; ++b) {
+        float probe = 0.0f;
+        for (int j = 0; j < 32; ++j) probe += x[b * 32 + j] * 0.0f;
+        if (probe != probe) y[b].d = NAN;
+    }
+}
+
 /* Rows [r0, r1) of nr for thread ith of nth. */
 static inline void split_rows(int64_t nr, int ith, int nth, int64_t & r0, int64_t & r1) {
     const int64_t dr = (nr + nth - 1) / nth;
@@ -10092,7 +10105,7 @@ static void mm_prepare_operands(const cparams & p, const mm_plan & pl, const tsr
             const int64_t i1 = r % s1->ne[1], i2 = (r / s1->ne[1]) % s1->ne[2], i3 = r / (s1->ne[1] * s1->ne[2]);
             uint8_t * d = yw + (size_t)r * pl.y_row;
             if (pl.y_q8 && s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {
-                p.K->quantize_y((const float *)tptr(s1, 0, i1, i2, i3), (yq8 *)d, Kd);
+                quantize_y_nonfinite_nan(p.K, (const float *)tptr(s1, 0, i1, i2, i3), (yq8 *)d, Kd);
             } else {
                 /* non-contiguous or non-F32 src1: convert (32 elements at a time when quantizing) */
                 if (pl.y_conv) {
@@ -10102,7 +10115,7 @@ static void mm_prepare_operands(const cparams & p, const mm_plan & pl, const tsr
                     float tmp[32];
                     for (int64_t b = 0; b < Kd / 32; ++b) {
                         for (int j = 0; j < 32; ++j) tmp[j] = ld(s1->type, tptr(s1, b * 32 + j, i1, i2, i3));
-                        p.K->quantize_y(tmp, (yq8 *)d + b, 32);
+                        quantize_y_nonfinite_nan(p.K, tmp, (yq8 *)d + b, 32);
                     }
                 }
             }
@@ -11137,7 +11150,7 @@ static void op_flash_attn_ext(const cparams & p, tsr_tensor * dst) {
         const char * qrow = tptr(q, 0, iq1, iq2, iq3);
         for (int64_t i = 0; i < D; ++i) qf[i] = *(const float *)(qrow + i * q->nb[0]);
         if (kq) {
-            p.K->quantize_y(qf, qq, D);
+            quantize_y_nonfinite_nan(p.K, qf, qq, D);
             y_side(qq, D / 32, k->type);
         }
         const char * mrow = mask ? tptr(mask, 0, iq1, iq2 % mask->ne[2], iq3 % mask->ne[3]) : nullptr;

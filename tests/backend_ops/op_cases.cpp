@@ -729,6 +729,14 @@ void nonfinite_row_cases(case_table & T) {
         .input(tensor(F32, 256, 3).with({{256 + 11, NAN}}))
         .op(mul_mat)
         .nmse(T_F16);
+    // the CPU quantizes the activations: a NaN still makes its column NaN (docs/ops.md)
+    for (tsr_type q : {Q8, Q4})
+        for (int64_t N : {1, 9})   // mat-vec and GEMM
+            T.add(type_tag("mul_mat", q))
+                .input(tensor(q, 256, 40))
+                .input(tensor(F32, 256, N).with({{40, NAN}, {(size_t)(N * 256 - 1), NAN}}))
+                .op(mul_mat)
+                .nmse(2e-3);
 }
 
 // soft_max rows of 45 (rows 8..11 plain): 0 one NaN logit; 1 one +inf; 2 one -inf; 3 all NaN;

@@ -180,3 +180,29 @@ TEST_CASE("relu, clamp and max pooling keep NaN; infinities as PyTorch", "[cpu][
     on_every_path(ctx, clamp, [&](const std::string & path) { check_values((const float *)clamp->data, want_clamp, 0, "clamp, " + path); });
     on_every_path(ctx, pool, [&](const std::string & path) { check_values((const float *)pool->data, want_pool, 0, "pool, " + path); });
 }
+
+TEST_CASE("quantized mul_mat: a NaN or inf activation makes its column NaN, as in float", "[cpu][ops][nan]") {
+    for (tsr_type wt : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0})
+        for (int64_t N : {1, 9}) {   // matrix-vector and GEMM
+            const int64_t K = 256, M = 40;
+            ctx_holder ctx(16);
+            std::mt19937 rng(11);
+            tsr_tensor * w = tsr_new_tensor_2d(ctx, wt, K, M);
+            tsr_tensor * x = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, K, N);
+            fill(w, rng);
+            fill(x, rng);
+            ((float *)x->data)[40] = qnan;                   // column 0
+            if (N > 1) ((float *)x->data)[K + 200] = pinf;   // column 1 (the float sum would be +-inf or NaN)
+            tsr_tensor * y = tsr_mul_mat(ctx, w, x);
+            REQUIRE(y != nullptr);
+            on_every_path(ctx, y, [&](const std::string & path) {
+                for (int64_t n = 0; n < N; ++n)
+                    for (int64_t m = 0; m < M; ++m) {
+                        const float v = ((const float *)y->data)[n * M + m];
+                        INFO(tsr_type_name(wt) << " N " << N << ", " << path << ": column " << n << " row " << m << " = " << v);
+                        if (n < 2) CHECK(std::isnan(v));
+                        else CHECK(std::isfinite(v));
+                    }
+            });
+        }
+}

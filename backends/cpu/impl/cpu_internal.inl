@@ -288,6 +288,19 @@ struct cparams {
 
 static void barrier(const cparams & p);
 
+/* Activations quantized for integer dot products (K->quantize_y), with every block holding
+ * a NaN or an infinity given the scale NaN: quantizing counts those as 0, so the dots would
+ * drop them, where float arithmetic (PyTorch, the float paths, the GPU backends) gives NaN
+ * (or +-inf). x * 0 is NaN exactly for those values, and the sum vectorizes. */
+static inline void quantize_y_nonfinite_nan(const kernels * K, const float * x, yq8 * y, int64_t n) {
+    K->quantize_y(x, y, n);
+    for (int64_t b = 0; b < n / 32; ++b) {
+        float probe = 0.0f;
+        for (int j = 0; j < 32; ++j) probe += x[b * 32 + j] * 0.0f;
+        if (probe != probe) y[b].d = NAN;
+    }
+}
+
 /* Rows [r0, r1) of nr for thread ith of nth. */
 static inline void split_rows(int64_t nr, int ith, int nth, int64_t & r0, int64_t & r1) {
     const int64_t dr = (nr + nth - 1) / nth;

@@ -188,7 +188,7 @@ static void mm_prepare_operands(const cparams & p, const mm_plan & pl, const tsr
             const int64_t i1 = r % s1->ne[1], i2 = (r / s1->ne[1]) % s1->ne[2], i3 = r / (s1->ne[1] * s1->ne[2]);
             uint8_t * d = yw + (size_t)r * pl.y_row;
             if (pl.y_q8 && s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {
-                p.K->quantize_y((const float *)tptr(s1, 0, i1, i2, i3), (yq8 *)d, Kd);
+                quantize_y_nonfinite_nan(p.K, (const float *)tptr(s1, 0, i1, i2, i3), (yq8 *)d, Kd);
             } else {
                 /* non-contiguous or non-F32 src1: convert (32 elements at a time when quantizing) */
                 if (pl.y_conv) {
@@ -198,7 +198,7 @@ static void mm_prepare_operands(const cparams & p, const mm_plan & pl, const tsr
                     float tmp[32];
                     for (int64_t b = 0; b < Kd / 32; ++b) {
                         for (int j = 0; j < 32; ++j) tmp[j] = ld(s1->type, tptr(s1, b * 32 + j, i1, i2, i3));
-                        p.K->quantize_y(tmp, (yq8 *)d + b, 32);
+                        quantize_y_nonfinite_nan(p.K, tmp, (yq8 *)d + b, 32);
                     }
                 }
             }

@@ -243,7 +243,7 @@ static void op_flash_attn_ext(const cparams & p, tsr_tensor * dst) {
         const char * qrow = tptr(q, 0, iq1, iq2, iq3);
         for (int64_t i = 0; i < D; ++i) qf[i] = *(const float *)(qrow + i * q->nb[0]);
         if (kq) {
-            p.K->quantize_y(qf, qq, D);
+            quantize_y_nonfinite_nan(p.K, qf, qq, D);
             y_side(qq, D / 32, k->type);
         }
         const char * mrow = mask ? tptr(mask, 0, iq1, iq2 % mask->ne[2], iq3 % mask->ne[3]) : nullptr;
