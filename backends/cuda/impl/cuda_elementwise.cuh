@@ -78,7 +78,7 @@ __device__ __forceinline__ float un_apply(int op, float x, float p0, float p1) {
         case UN_ABS:        return fabsf(x);
         case UN_NEG:        return -x;
         case UN_TANH:       return tanhf(x);
-        case UN_RELU:       return x > 0.0f ? x : 0.0f;
+        case UN_RELU:       return x <= 0.0f ? 0.0f : x;   // NaN stays NaN (PyTorch, the CPU)
         case UN_SIGMOID:    return 1.0f / (1.0f + expf(-x));
         case UN_GELU:       return 0.5f * x * (1.0f + tanhf(0.79788456080286535588f * x * (1.0f + 0.044715f * x * x)));
         case UN_GELU_QUICK: return x * (1.0f / (1.0f + expf(-1.702f * x)));
@@ -88,7 +88,7 @@ __device__ __forceinline__ float un_apply(int op, float x, float p0, float p1) {
         case UN_SQRT:       return sqrtf(x);
         case UN_LOG:        return logf(x);
         case UN_SCALE:      return x * p0 + p1;
-        case UN_CLAMP:      return fminf(fmaxf(x, p0), p1);
+        case UN_CLAMP:      return isnan(x) ? x : fminf(fmaxf(x, p0), p1);   // fmaxf drops a NaN
         default:            return x;
     }
 }

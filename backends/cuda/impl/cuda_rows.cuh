@@ -79,12 +79,18 @@ __global__ void k_soft_max(const char * src, tdesc ds, const char * mask, tdesc 
         slope = h < n_head_log2 ? powf(m0, (float) (h + 1)) : powf(m1, (float) (2 * (h - n_head_log2) + 1));
     }
     const int n = (int) ds.ne[0];
+    // fmaxf drops a NaN: it enters the max as +inf, and a row max of +inf (a NaN or +inf
+    // entry) makes the row NaN, a row of only -inf zeros, as on the CPU (docs/ops.md)
     float mx = -INFINITY;
     for (int j = threadIdx.x; j < n; j += blockDim.x) {
         const float v = x[j] * scale + (m ? slope * to_f32(m[j]) : 0.0f);
-        mx = fmaxf(mx, v);
+        mx = fmaxf(mx, isnan(v) ? INFINITY : v);
     }
     mx = block_max(mx, sh);
+    if (isinf(mx)) {   // the same mx in every thread: the block leaves together
+        for (int j = threadIdx.x; j < n; j += blockDim.x) y[j] = mx > 0.0f ? NAN : 0.0f;
+        return;
+    }
     float s = 0.0f;
     for (int j = threadIdx.x; j < n; j += blockDim.x) {
         const float v = x[j] * scale + (m ? slope * to_f32(m[j]) : 0.0f);
@@ -227,6 +233,12 @@ __global__ void k_sum_all(const char * src, tdesc ds, float * dst) {
     if (threadIdx.x == 0) *dst = s;
 }
 
+// (v, i) before (best, bi): the larger value, NaN above all (PyTorch), ties to the smaller index
+__device__ __forceinline__ bool argmax_before(float v, int i, float best, int bi) {
+    if (isnan(v) || isnan(best)) return isnan(v) && (!isnan(best) || i < bi);
+    return v > best || (v == best && i < bi);
+}
+
 __global__ void k_argmax(const char * src, tdesc ds, int32_t * dst) {
     __shared__ float shv[32];
     __shared__ int shi[32];
@@ -236,13 +248,13 @@ __global__ void k_argmax(const char * src, tdesc ds, int32_t * dst) {
     int bi = 0x7fffffff;
     for (int64_t j = threadIdx.x; j < ds.ne[0]; j += blockDim.x) {
         const float v = *(const float *) (x + j * ds.nb[0]);
-        if (v > best || (v == best && j < bi) || bi == 0x7fffffff) { best = v; bi = (int) j; }
+        if (argmax_before(v, (int) j, best, bi)) { best = v; bi = (int) j; }
     }
-    // warp reduce: larger value wins, ties to the smaller index (first maximum)
+    // warp reduce: argmax_before (the first maximum; the first NaN)
     for (int o = 16; o > 0; o >>= 1) {
         const float ov = __shfl_xor_sync(0xffffffffu, best, o);
         const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-        if (ov > best || (ov == best && oi < bi)) { best = ov; bi = oi; }
+        if (argmax_before(ov, oi, best, bi)) { best = ov; bi = oi; }
     }
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     if (lane == 0) { shv[warp] = best; shi[warp] = bi; }
@@ -254,7 +266,7 @@ __global__ void k_argmax(const char * src, tdesc ds, int32_t * dst) {
         for (int o = 16; o > 0; o >>= 1) {
             const float ov = __shfl_xor_sync(0xffffffffu, best, o);
             const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-            if (ov > best || (ov == best && oi < bi)) { best = ov; bi = oi; }
+            if (argmax_before(ov, oi, best, bi)) { best = ov; bi = oi; }
         }
         if (lane == 0) dst[r] = bi == 0x7fffffff ? 0 : bi;
     }
