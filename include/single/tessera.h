@@ -7405,6 +7405,22 @@ constexpr float gelu_k3 = -2.0f * 0.7978845608028654f * 0.044715f;
 constexpr float gelu_quick_k = -1.702f;
 } // namespace vexp
 
+/* The soft_max rows whose result does not depend on the path's exp, given the row's max mx
+ * (NaN when any entry is NaN): a NaN or +inf entry makes the whole row NaN, as in PyTorch;
+ * a row of only -inf (fully masked) becomes zeros (tessera's choice: PyTorch gives NaN
+ * there, docs/ops.md). Returns false for an ordinary row, which has a finite max. */
+static inline bool soft_max_special_row(float mx, int64_t n, float * x) {
+    if (mx != mx || mx == INFINITY) {
+        for (int64_t i = 0; i < n; ++i) x[i] = NAN;
+        return true;
+    }
+    if (mx == -INFINITY) {
+        for (int64_t i = 0; i < n; ++i) x[i] = 0.0f;
+        return true;
+    }
+    return false;
+}
+
 /* The activations as row kernels compute them (tanh-form gelu as x sigmoid(2u), the
  * same function without the cancellation of 1 + tanh(u) for negative x). */
 enum { ACT_EXP, ACT_SILU, ACT_SIGMOID, ACT_GELU, ACT_GELU_QUICK, ACT_TANH };
@@ -7419,9 +7435,8 @@ struct act_kernels {
     void (*gelu_quick)(int64_t n, const float * x, float * y);
     void (*tanh)(int64_t n, const float * x, float * y);
     void (*swiglu)(int64_t n, const float * x, const float * g, float * y);  /* silu(x) * g */
-    /* in place: x = exp(x - max) / sum, max the row's maximum and finite: rows with a NaN,
-     * +inf or only -inf are settled before (soft_max_special_row), the same on every path */
-    void (*soft_max)(int64_t n, float * x, float max);
+    /* in place: x = exp(x - max) / sum; the rows soft_max_special_row settles, as it does */
+    void (*soft_max)(int64_t n, float * x);
 };
 
 struct kernels {
@@ -8640,8 +8655,25 @@ TSR_TARGET_AVX2 static void swiglu_avx2(int64_t n, const float * x, const float 
     }
 }
 
-TSR_TARGET_AVX2 static void soft_max_avx2(int64_t n, float * x, float mx) {
-    int64_t i;
+TSR_TARGET_AVX2 static void soft_max_avx2(int64_t n, float * x) {
+    /* max_ps keeps or drops a NaN by operand order: NaN lanes are tracked apart */
+    __m256 vm = _mm256_set1_ps(-INFINITY), vnan = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        vm = _mm256_max_ps(vm, v);
+        vnan = _mm256_or_ps(vnan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vm), _mm256_extractf128_ps(vm, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    float mx = _mm_cvtss_f32(m4);
+    bool nan = _mm256_movemask_ps(vnan) != 0;
+    for (; i < n; ++i) {
+        mx = std::max(mx, x[i]);
+        nan |= x[i] != x[i];
+    }
+    if (soft_max_special_row(nan ? NAN : mx, n, x)) return;
     /* the sum in double, as the scalar reference keeps it */
     const __m256 vmx = _mm256_set1_ps(mx);
     __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
@@ -9329,8 +9361,24 @@ TSR_TARGET_AVX512 static void swiglu_avx512(int64_t n, const float * x, const fl
     }
 }
 
-TSR_TARGET_AVX512 static void soft_max_avx512(int64_t n, float * x, float mx) {
-    int64_t i;
+TSR_TARGET_AVX512 static void soft_max_avx512(int64_t n, float * x) {
+    /* max_ps keeps or drops a NaN by operand order: NaN lanes are tracked apart */
+    __m512 vm = _mm512_set1_ps(-INFINITY);
+    __mmask16 nan = 0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 v = _mm512_loadu_ps(x + i);
+        vm = _mm512_max_ps(vm, v);
+        nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    }
+    if (i < n) {
+        const __mmask16 m = tail_mask16(n - i);
+        const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        vm = _mm512_mask_max_ps(vm, m, vm, v);
+        nan |= _mm512_mask_cmp_ps_mask(m, v, v, _CMP_UNORD_Q);
+    }
+    const float mx = _mm512_reduce_max_ps(vm);
+    if (soft_max_special_row(nan ? NAN : mx, n, x)) return;
     /* the sum in double, as the scalar reference keeps it */
     const __m512 vmx = _mm512_set1_ps(mx);
     __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
@@ -9852,8 +9900,23 @@ static void swiglu_neon(int64_t n, const float * x, const float * g, float * y) 
     }
 }
 
-static void soft_max_neon(int64_t n, float * x, float mx) {
-    int64_t i;
+static void soft_max_neon(int64_t n, float * x) {
+    /* NaN lanes are tracked apart (v == v fails for them), whatever the max does with them */
+    float32x4_t vm = vdupq_n_f32(-INFINITY);
+    uint32x4_t ok = vdupq_n_u32(0xffffffffu);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t v = vld1q_f32(x + i);
+        vm = vmaxq_f32(vm, v);
+        ok = vandq_u32(ok, vceqq_f32(v, v));
+    }
+    float mx = vmaxvq_f32(vm);
+    bool nan = vminvq_u32(ok) == 0;
+    for (; i < n; ++i) {
+        mx = std::max(mx, x[i]);
+        nan |= x[i] != x[i];
+    }
+    if (soft_max_special_row(nan ? NAN : mx, n, x)) return;
     /* the sum in double, as the scalar reference keeps it; the tail pads with -inf (e = 0) */
     const float32x4_t vmx = vdupq_n_f32(mx);
     float64x2_t s0 = vdupq_n_f64(0.0), s1 = vdupq_n_f64(0.0);
@@ -10736,24 +10799,16 @@ static inline float alibi_slope(float max_bias, int64_t h, int64_t n_head) {
     return (uint32_t)h < n_head_log2 ? std::pow(m0, (float)(h + 1)) : std::pow(m1, (float)(2 * (h - n_head_log2) + 1));
 }
 
-/* The rows whose result does not depend on the ISA's exp: a NaN or +inf entry (mx is then
- * NaN or +inf) makes the whole row NaN, as in PyTorch; a row of only -inf (fully masked)
- * becomes zeros (tessera's choice: PyTorch gives NaN there, see docs/ops.md). Returns false
- * for an ordinary row, which has a finite max. */
-static bool soft_max_special_row(float mx, int64_t n, float * d) {
-    if (mx != mx || mx == INFINITY) {
-        for (int64_t i = 0; i < n; ++i) d[i] = NAN;
-        return true;
+/* The max of x[0, n) for the scalar path, NaN when any x is NaN (std::max drops a NaN). */
+static float row_max_keep_nan(const float * x, int64_t n) {
+    float mx = -INFINITY;
+    bool nan = false;
+    for (int64_t i = 0; i < n; ++i) {
+        mx = std::max(mx, x[i]);
+        nan |= x[i] != x[i];
     }
-    if (mx == -INFINITY) {
-        for (int64_t i = 0; i < n; ++i) d[i] = 0.0f;
-        return true;
-    }
-    return false;
+    return nan ? NAN : mx;
 }
-
-/* max(mx, v) that keeps a NaN once it has seen one (std::max drops a NaN v) */
-static inline float max_keep_nan(float mx, float v) { return v > mx || v != v ? v : mx; }
 
 static void op_soft_max(const cparams & p, tsr_tensor * dst) {
     const tsr_tensor * src = dst->src[0];
@@ -10771,18 +10826,17 @@ static void op_soft_max(const cparams & p, tsr_tensor * dst) {
         const char * s = tptr(src, 0, i1, i2, i3);
         float * d = (float *)tptr(dst, 0, i1, i2, i3);
         const char * mrow = mask ? tptr(mask, 0, i1, i2 % mask->ne[2], i3 % mask->ne[3]) : nullptr;
-        float mx = -INFINITY;
         for (int64_t i = 0; i < ne0; ++i) {
             float v = *(const float *)(s + i * src->nb[0]) * scale;
             if (mrow) v += slope * ld(mask->type, mrow + i * mask->nb[0]);
             d[i] = v;
-            mx = max_keep_nan(mx, v);
         }
-        if (soft_max_special_row(mx, ne0, d)) continue;
         if (p.K->act) {
-            p.K->act->soft_max(ne0, d, mx);
+            p.K->act->soft_max(ne0, d);
             continue;
         }
+        const float mx = row_max_keep_nan(d, ne0);
+        if (soft_max_special_row(mx, ne0, d)) continue;
         double sum = 0.0;
         for (int64_t i = 0; i < ne0; ++i) {
             const float e = std::exp(d[i] - mx);

@@ -231,6 +231,22 @@ constexpr float gelu_k3 = -2.0f * 0.7978845608028654f * 0.044715f;
 constexpr float gelu_quick_k = -1.702f;
 } // namespace vexp
 
+/* The soft_max rows whose result does not depend on the path's exp, given the row's max mx
+ * (NaN when any entry is NaN): a NaN or +inf entry makes the whole row NaN, as in PyTorch;
+ * a row of only -inf (fully masked) becomes zeros (tessera's choice: PyTorch gives NaN
+ * there, docs/ops.md). Returns false for an ordinary row, which has a finite max. */
+static inline bool soft_max_special_row(float mx, int64_t n, float * x) {
+    if (mx != mx || mx == INFINITY) {
+        for (int64_t i = 0; i < n; ++i) x[i] = NAN;
+        return true;
+    }
+    if (mx == -INFINITY) {
+        for (int64_t i = 0; i < n; ++i) x[i] = 0.0f;
+        return true;
+    }
+    return false;
+}
+
 /* The activations as row kernels compute them (tanh-form gelu as x sigmoid(2u), the
  * same function without the cancellation of 1 + tanh(u) for negative x). */
 enum { ACT_EXP, ACT_SILU, ACT_SIGMOID, ACT_GELU, ACT_GELU_QUICK, ACT_TANH };
@@ -245,9 +261,8 @@ struct act_kernels {
     void (*gelu_quick)(int64_t n, const float * x, float * y);
     void (*tanh)(int64_t n, const float * x, float * y);
     void (*swiglu)(int64_t n, const float * x, const float * g, float * y);  /* silu(x) * g */
-    /* in place: x = exp(x - max) / sum, max the row's maximum and finite: rows with a NaN,
-     * +inf or only -inf are settled before (soft_max_special_row), the same on every path */
-    void (*soft_max)(int64_t n, float * x, float max);
+    /* in place: x = exp(x - max) / sum; the rows soft_max_special_row settles, as it does */
+    void (*soft_max)(int64_t n, float * x);
 };
 
 struct kernels {

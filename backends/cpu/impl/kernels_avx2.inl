@@ -492,8 +492,25 @@ TSR_TARGET_AVX2 static void swiglu_avx2(int64_t n, const float * x, const float 
     }
 }
 
-TSR_TARGET_AVX2 static void soft_max_avx2(int64_t n, float * x, float mx) {
-    int64_t i;
+TSR_TARGET_AVX2 static void soft_max_avx2(int64_t n, float * x) {
+    /* max_ps keeps or drops a NaN by operand order: NaN lanes are tracked apart */
+    __m256 vm = _mm256_set1_ps(-INFINITY), vnan = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        vm = _mm256_max_ps(vm, v);
+        vnan = _mm256_or_ps(vnan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vm), _mm256_extractf128_ps(vm, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    float mx = _mm_cvtss_f32(m4);
+    bool nan = _mm256_movemask_ps(vnan) != 0;
+    for (; i < n; ++i) {
+        mx = std::max(mx, x[i]);
+        nan |= x[i] != x[i];
+    }
+    if (soft_max_special_row(nan ? NAN : mx, n, x)) return;
     /* the sum in double, as the scalar reference keeps it */
     const __m256 vmx = _mm256_set1_ps(mx);
     __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();

@@ -616,8 +616,24 @@ TSR_TARGET_AVX512 static void swiglu_avx512(int64_t n, const float * x, const fl
     }
 }
 
-TSR_TARGET_AVX512 static void soft_max_avx512(int64_t n, float * x, float mx) {
-    int64_t i;
+TSR_TARGET_AVX512 static void soft_max_avx512(int64_t n, float * x) {
+    /* max_ps keeps or drops a NaN by operand order: NaN lanes are tracked apart */
+    __m512 vm = _mm512_set1_ps(-INFINITY);
+    __mmask16 nan = 0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 v = _mm512_loadu_ps(x + i);
+        vm = _mm512_max_ps(vm, v);
+        nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    }
+    if (i < n) {
+        const __mmask16 m = tail_mask16(n - i);
+        const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        vm = _mm512_mask_max_ps(vm, m, vm, v);
+        nan |= _mm512_mask_cmp_ps_mask(m, v, v, _CMP_UNORD_Q);
+    }
+    const float mx = _mm512_reduce_max_ps(vm);
+    if (soft_max_special_row(nan ? NAN : mx, n, x)) return;
     /* the sum in double, as the scalar reference keeps it */
     const __m512 vmx = _mm512_set1_ps(mx);
     __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();

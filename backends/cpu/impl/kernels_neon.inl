@@ -447,8 +447,23 @@ static void swiglu_neon(int64_t n, const float * x, const float * g, float * y) 
     }
 }
 
-static void soft_max_neon(int64_t n, float * x, float mx) {
-    int64_t i;
+static void soft_max_neon(int64_t n, float * x) {
+    /* NaN lanes are tracked apart (v == v fails for them), whatever the max does with them */
+    float32x4_t vm = vdupq_n_f32(-INFINITY);
+    uint32x4_t ok = vdupq_n_u32(0xffffffffu);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t v = vld1q_f32(x + i);
+        vm = vmaxq_f32(vm, v);
+        ok = vandq_u32(ok, vceqq_f32(v, v));
+    }
+    float mx = vmaxvq_f32(vm);
+    bool nan = vminvq_u32(ok) == 0;
+    for (; i < n; ++i) {
+        mx = std::max(mx, x[i]);
+        nan |= x[i] != x[i];
+    }
+    if (soft_max_special_row(nan ? NAN : mx, n, x)) return;
     /* the sum in double, as the scalar reference keeps it; the tail pads with -inf (e = 0) */
     const float32x4_t vmx = vdupq_n_f32(mx);
     float64x2_t s0 = vdupq_n_f64(0.0), s1 = vdupq_n_f64(0.0);

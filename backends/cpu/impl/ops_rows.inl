@@ -174,24 +174,16 @@ static inline float alibi_slope(float max_bias, int64_t h, int64_t n_head) {
     return (uint32_t)h < n_head_log2 ? std::pow(m0, (float)(h + 1)) : std::pow(m1, (float)(2 * (h - n_head_log2) + 1));
 }
 
-/* The rows whose result does not depend on the ISA's exp: a NaN or +inf entry (mx is then
- * NaN or +inf) makes the whole row NaN, as in PyTorch; a row of only -inf (fully masked)
- * becomes zeros (tessera's choice: PyTorch gives NaN there, see docs/ops.md). Returns false
- * for an ordinary row, which has a finite max. */
-static bool soft_max_special_row(float mx, int64_t n, float * d) {
-    if (mx != mx || mx == INFINITY) {
-        for (int64_t i = 0; i < n; ++i) d[i] = NAN;
-        return true;
+/* The max of x[0, n) for the scalar path, NaN when any x is NaN (std::max drops a NaN). */
+static float row_max_keep_nan(const float * x, int64_t n) {
+    float mx = -INFINITY;
+    bool nan = false;
+    for (int64_t i = 0; i < n; ++i) {
+        mx = std::max(mx, x[i]);
+        nan |= x[i] != x[i];
     }
-    if (mx == -INFINITY) {
-        for (int64_t i = 0; i < n; ++i) d[i] = 0.0f;
-        return true;
-    }
-    return false;
+    return nan ? NAN : mx;
 }
-
-/* max(mx, v) that keeps a NaN once it has seen one (std::max drops a NaN v) */
-static inline float max_keep_nan(float mx, float v) { return v > mx || v != v ? v : mx; }
 
 static void op_soft_max(const cparams & p, tsr_tensor * dst) {
     const tsr_tensor * src = dst->src[0];
@@ -209,18 +201,17 @@ static void op_soft_max(const cparams & p, tsr_tensor * dst) {
         const char * s = tptr(src, 0, i1, i2, i3);
         float * d = (float *)tptr(dst, 0, i1, i2, i3);
         const char * mrow = mask ? tptr(mask, 0, i1, i2 % mask->ne[2], i3 % mask->ne[3]) : nullptr;
-        float mx = -INFINITY;
         for (int64_t i = 0; i < ne0; ++i) {
             float v = *(const float *)(s + i * src->nb[0]) * scale;
             if (mrow) v += slope * ld(mask->type, mrow + i * mask->nb[0]);
             d[i] = v;
-            mx = max_keep_nan(mx, v);
         }
-        if (soft_max_special_row(mx, ne0, d)) continue;
         if (p.K->act) {
-            p.K->act->soft_max(ne0, d, mx);
+            p.K->act->soft_max(ne0, d);
             continue;
         }
+        const float mx = row_max_keep_nan(d, ne0);
+        if (soft_max_special_row(mx, ne0, d)) continue;
         double sum = 0.0;
         for (int64_t i = 0; i < ne0; ++i) {
             const float e = std::exp(d[i] - mx);
