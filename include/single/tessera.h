@@ -7435,7 +7435,7 @@ struct act_kernels {
     void (*gelu_quick)(int64_t n, const float * x, float * y);
     void (*tanh)(int64_t n, const float * x, float * y);
     void (*swiglu)(int64_t n, const float * x, const float * g, float * y);  /* silu(x) * g */
-    /* in place: x = exp(x - max) / sum; the rows soft_max_special_row settles, as it does */
+    /* in place: x = exp(x - max) / sum; a row with a NaN, +inf or only -inf as soft_max_special_row */
     void (*soft_max)(int64_t n, float * x);
 };
 
