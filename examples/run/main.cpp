@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -48,7 +49,7 @@ static std::string temp_path() {
     return std::string(dir) + "/tessera-run-demo-" + std::to_string((long) TRUN_GETPID()) + ".gguf";
 }
 
-int main(int argc, char ** argv) {
+static int run(int argc, char ** argv) {
     run_args a;
     std::string err;
     if (!parse_args(argc, argv, a, err)) return fail(err + " (see --help)");
@@ -162,4 +163,16 @@ int main(int argc, char ** argv) {
     tsr_backend_free(backend);
     if (!demo_path.empty()) remove(demo_path.c_str());
     return rc;
+}
+
+// No exception leaves main: whatever escapes (std::bad_alloc from a vector, a string) is
+// reported in one line like every other error.
+int main(int argc, char ** argv) {
+    try {
+        return run(argc, argv);
+    } catch (const std::exception & e) {
+        return fail(std::string("unexpected error: ") + e.what());
+    } catch (...) {
+        return fail("unexpected error");
+    }
 }
