@@ -17,6 +17,7 @@
 #include "tokenizer.h"
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -65,8 +66,10 @@ struct weights {
 // ---- hyper-parameters ---------------------------------------------------------------------
 
 // Ranges of the counts read from a file. Generous (the largest published models are far
-// inside them), and bounded so that nothing sized from them can overflow an int.
-constexpr int64_t k_max_layers = 1 << 16;
+// inside them), and bounded so that nothing sized from them can overflow an int. Layers:
+// a session's graph needs ~21 KiB of tensor headers per layer whatever the layer's size,
+// so 1024 layers (published models have at most ~160) keep that within 22 MiB.
+constexpr int64_t k_max_layers = 1 << 10;
 constexpr int64_t k_max_embd = 1 << 20;
 constexpr int64_t k_max_ff = 1 << 22;
 
@@ -121,7 +124,9 @@ inline bool read_float(const tsr_gguf_context * g, const std::string & key, floa
     else if (tsr_gguf_get_kv_type(g, k) == TSR_GGUF_TYPE_FLOAT64) v = tsr_gguf_get_val_f64(g, k);
     else { err = key + " has type " + tsr_gguf_type_name(tsr_gguf_get_kv_type(g, k)) + ", expected a float"; return false; }
     if (!(v >= lo && v <= hi)) {  // NaN fails too
-        err = key + " = " + std::to_string(v) + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+        char msg[160];
+        snprintf(msg, sizeof msg, " = %g is out of range [%g, %g]", v, (double) lo, (double) hi);
+        err = key + msg;
         return false;
     }
     out = (float) v;

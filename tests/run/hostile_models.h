@@ -56,10 +56,10 @@ inline std::vector<hostile_case> hostile_cases(const trun::hparams & hp) {
     auto i64 = [](const std::string & key, int64_t v) -> edit_fn { return [=](tsr_gguf_context * g) { return tsr_gguf_set_val_i64(g, key.c_str(), v); }; };
     const std::string n = std::to_string(hp.n_layer), vocab = std::to_string(hp.n_vocab);
     std::vector<hostile_case> c = {
-        {"layers_2p31m1", u32(k_layers, 2147483647u), k_layers + " = 2147483647 is out of range [1, 65536]"},
-        {"layers_20M", u32(k_layers, 20000000u), k_layers + " = 20000000 is out of range [1, 65536]"},
-        {"layers_u64_2p32p1", u64(k_layers, (1ull << 32) + 1), k_layers + " = 4294967297 is out of range [1, 65536]"},
-        {"layers_u64_max", u64(k_layers, UINT64_MAX), k_layers + " = 18446744073709551615 is out of range [1, 65536]"},
+        {"layers_2p31m1", u32(k_layers, 2147483647u), k_layers + " = 2147483647 is out of range [1, 1024]"},
+        {"layers_20M", u32(k_layers, 20000000u), k_layers + " = 20000000 is out of range [1, 1024]"},
+        {"layers_u64_2p32p1", u64(k_layers, (1ull << 32) + 1), k_layers + " = 4294967297 is out of range [1, 1024]"},
+        {"layers_u64_max", u64(k_layers, UINT64_MAX), k_layers + " = 18446744073709551615 is out of range [1, 1024]"},
         {"layers_one_more", u32(k_layers, (uint32_t) hp.n_layer + 1),
          k_layers + " = " + std::to_string(hp.n_layer + 1) + ", but the file's tensors hold " + n + " layers"},
         {"layers_one", u32(k_layers, 1), k_layers + " = 1, but the file's tensors hold " + n + " layers"},
@@ -89,7 +89,7 @@ inline std::vector<hostile_case> hostile_cases(const trun::hparams & hp) {
         c.push_back({"rope_beyond_head", u32(k_rot, (uint32_t) hp.head_dim() + 2),
                      k_rot + " = " + std::to_string(hp.head_dim() + 2) + " is out of range [1, " + hd + "]"});
         c.push_back({"rope_odd", u32(k_rot, (uint32_t) hp.head_dim() - 1), k_rot + " = " + std::to_string(hp.head_dim() - 1) + " is odd"});
-        c.push_back({"eps_nan", [=](tsr_gguf_context * g) { return tsr_gguf_set_val_f32(g, k_eps.c_str(), NAN); }, k_eps + " = nan is out of range"});
+        c.push_back({"eps_nan", [=](tsr_gguf_context * g) { return tsr_gguf_set_val_f32(g, k_eps.c_str(), NAN); }, k_eps + " = nan is out of range [0, 1]"});
     }
     return c;
 }
