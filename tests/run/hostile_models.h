@@ -12,6 +12,21 @@
 
 namespace trun_test {
 
+// The valid model the hostile ones start from: 2 layers of n_embd (a multiple of 4) in 4
+// heads, grouped-query attention (2 KV heads) for llama, rotary embedding over each head.
+inline trun::hparams small_hparams(trun::arch a, int n_embd) {
+    trun::hparams hp;
+    hp.a = a;
+    hp.n_ctx = 64;
+    hp.n_embd = n_embd;
+    hp.n_layer = 2;
+    hp.n_head = 4;
+    hp.n_head_kv = a == trun::arch::llama ? 2 : 4;
+    hp.n_ff = a == trun::arch::llama ? n_embd * 3 / 2 : n_embd * 2;
+    hp.n_rot = n_embd / 4;
+    return hp;
+}
+
 using edit_fn = std::function<bool(tsr_gguf_context * g)>;
 
 struct hostile_case {

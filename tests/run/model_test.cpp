@@ -223,20 +223,7 @@ struct tiny {
     ~tiny() { if (!path.empty()) remove(path.c_str()); }
 };
 
-hparams tiny_hparams(arch a) {
-    hparams hp;
-    hp.a = a;
-    hp.n_ctx = 64;
-    hp.n_embd = 64;
-    hp.n_layer = 2;
-    hp.n_head = 4;
-    hp.n_head_kv = a == arch::llama ? 2 : 4;  // GQA for llama
-    hp.n_ff = a == arch::llama ? 96 : 128;
-    hp.n_rot = 16;
-    hp.eps = 1e-5f;
-    hp.rope_base = 10000.0f;
-    return hp;
-}
+hparams tiny_hparams(arch a) { return trun_test::small_hparams(a, 64); }
 
 void make_tiny(arch a, tsr_type wtype, tiny & out) {
     tokenizer tok;
