@@ -6199,19 +6199,22 @@ static inline bool read_value(reader & r, kv & e, tsr_gguf_type type, const char
     return r.raw(e.data.data(), sz, what);
 }
 
-/* bytes of a tensor with this type and shape; false on overflow or a ragged row */
+/* bytes of a tensor with this type and shape; false on a ragged row or when its size or a
+ * stride of its contiguous layout overflows (a dimension of 0 empties the tensor but does
+ * not shorten the strides tsr_new_tensor computes from the others) */
 static inline bool tensor_bytes(tsr_type type, const int64_t * ne, size_t & out) {
     const int64_t bs = tsr_blck_size(type);
     const size_t ts = tsr_type_size(type);
     if (bs <= 0 || ts == 0 || ne[0] % bs != 0) return false;
-    uint64_t bytes = (uint64_t) (ne[0] / bs) * ts;
-    if (ne[0] / bs != 0 && bytes / ts != (uint64_t) (ne[0] / bs)) return false;
-    for (int i = 1; i < TSR_MAX_DIMS; ++i) {
-        if (ne[i] != 0 && bytes > UINT64_MAX / (uint64_t) ne[i]) return false;
-        bytes *= (uint64_t) ne[i];
+    uint64_t extent = ts;  /* the product with every dimension counted as at least 1 */
+    bool empty = false;
+    for (int i = 0; i < TSR_MAX_DIMS; ++i) {
+        const uint64_t n = (uint64_t) (i == 0 ? ne[0] / bs : ne[i]);
+        empty = empty || n == 0;
+        if (n > 1 && extent > (uint64_t) SIZE_MAX / n) return false;
+        extent *= n > 1 ? n : 1;
     }
-    if (bytes > (uint64_t) SIZE_MAX) return false;
-    out = (size_t) bytes;
+    out = empty ? 0 : (size_t) extent;
     return true;
 }
 

@@ -739,6 +739,16 @@ TEST_CASE("gguf: a dimension of 0 next to one beyond 2^56 is refused in every mo
     const parse_outcome o = parse_in_every_mode(w.b, "dim0");
     CHECK_FALSE(o.ok);
     CHECK(o.error.find("ne[1] = 9223372036854775800 exceeds the largest dimension") != std::string::npos);
+
+    // each dimension within 2^56, but the strides of [0, 2^56, 2^56] wrap around 2^64
+    bytes s;
+    s.b = {'G', 'G', 'U', 'F'};
+    s.u32(3).u64(1).u64(0);
+    s.str("z").u32(3).put<int64_t>(0).put<int64_t>(1ll << 56).put<int64_t>(1ll << 56).u32(0).u64(0);
+    s.pad(32);
+    const parse_outcome o2 = parse_in_every_mode(s.b, "dim0_strides");
+    CHECK_FALSE(o2.ok);
+    CHECK(o2.error.find("tensor 'z': shape [0, 72057594037927936, 72057594037927936, 1] of type f32 overflows") != std::string::npos);
 }
 
 TEST_CASE("gguf: a data section beyond the end of the file is refused in every mode", "[gguf][malformed]") {
