@@ -806,6 +806,14 @@ TEST_CASE("gguf: parsing memory stays within 4 x the file size + 64 MiB", "[gguf
         const parse_outcome o = parse_in_every_mode(tensor_infos_only(5000), "infos_small");
         CHECK(o.ok);
     }
+    SECTION("100,000 tensor infos, near the limit, load within the bound") {
+        const parse_outcome o = parse_in_every_mode(tensor_infos_only(100000), "infos_near");
+        CHECK(o.ok);
+    }
+    SECTION("300,000 one-byte keys, near the limit, load within the bound") {
+        const parse_outcome o = parse_in_every_mode(kvs_only(300000), "kvs_near");
+        CHECK(o.ok);
+    }
     SECTION("250,000 tensor infos (9.75 MB) are refused within the bound") {
         const parse_outcome o = parse_in_every_mode(tensor_infos_only(250000), "infos_big");
         CHECK_FALSE(o.ok);
