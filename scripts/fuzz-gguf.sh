@@ -15,7 +15,7 @@ CC=clang CXX=clang++ cmake -S . -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDeb
 cmake --build "$out" --target gguf_fuzz
 rm -rf "$out/corpus"
 mkdir -p "$out/corpus"
-cp tests/fuzz/corpus/* "$out/corpus/"
+find tests/fuzz/corpus -maxdepth 1 -type f -exec cp {} "$out/corpus/" \;  # the GGUF seeds; corpus/<name>/ belong to other targets
 cd "$out"
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1 \
   ./tests/fuzz/gguf_fuzz -max_total_time="$secs" -max_len=65536 -malloc_limit_mb=64 -rss_limit_mb=2048 \

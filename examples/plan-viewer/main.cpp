@@ -1,6 +1,6 @@
 // plan-viewer: show where gallocr puts every tensor of a graph.
 //
-//   tessera-plan-viewer [--out PREFIX] [--tokens N] [--trace FILE.csv]
+//   tessera-plan-viewer [--out PREFIX] [--tokens N (1-4096)] [--trace FILE.csv]
 //
 // Without --trace: builds a small transformer block stack (attention + SwiGLU MLP),
 // plans it with gallocr and writes PREFIX.json (every tensor: buffer, offset, size, live
@@ -10,10 +10,11 @@
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
 #include "tessera/alloc.h"
+#include "cli.h"
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -57,65 +58,64 @@ static tsr_cgraph * build(tsr_context * ctx, tsr_context * wctx, int T) {
     return gf;
 }
 
+static int fail(const std::string & msg) {
+    fprintf(stderr, "plan-viewer: %s\n", msg.c_str());
+    return 1;
+}
+
 static bool write_outputs(const tsr_plan * plan, const std::string & prefix) {
-    const std::string jn = prefix + ".json", sn = prefix + ".svg";
-    FILE * fj = fopen(jn.c_str(), "w");
-    FILE * fs = fopen(sn.c_str(), "w");
-    bool ok = fj && fs && tsr_plan_write_json(plan, fj) && tsr_plan_write_svg(plan, 0, fs);
-    if (fj) ok = (fclose(fj) == 0) && ok;
-    if (fs) ok = (fclose(fs) == 0) && ok;
-    if (!ok) { fprintf(stderr, "plan-viewer: cannot write %s / %s: %s\n", jn.c_str(), sn.c_str(), tsr_last_error()); return false; }
+    std::string err;
+    if (!pv::write_plan_files(plan, prefix, err)) {
+        fail(err);
+        return false;
+    }
     const tsr_plan_buffer & b = plan->buffers[0];
     printf("%d tensors, %d steps: planned %zu bytes, lower bound %zu (ratio %.4f), without reuse %zu\n", plan->n_tensors,
            plan->n_steps, b.planned_size, b.lower_bound, b.lower_bound ? (double) b.planned_size / (double) b.lower_bound : 1.0,
            b.no_reuse_size);
-    printf("wrote %s and %s\n", jn.c_str(), sn.c_str());
+    printf("wrote %s.json and %s.svg\n", prefix.c_str(), prefix.c_str());
     return true;
 }
 
+// A trace: pack it, then draw it through the same plan exporter.
+static int show_trace(const std::string & trace, const std::string & prefix) {
+    std::string text, err;
+    std::vector<pv::trace_entry> entries;
+    if (!pv::read_file(trace, text, err) || !pv::parse_trace(text, trace, entries, err)) return fail(err);
+    std::vector<tsr_pack_item> items;
+    std::vector<std::string> names;
+    for (const pv::trace_entry & e : entries) {
+        items.push_back(e.item);
+        names.push_back("buffer " + std::to_string(e.id));
+    }
+    const size_t peak = tsr_pack(items.data(), items.size(), 1, 1000.0);
+    if (peak == SIZE_MAX) return fail(tsr_last_error());
+    int64_t lo = items[0].lower, hi = items[0].upper;
+    for (auto & it : items) { lo = std::min(lo, it.lower); hi = std::max(hi, it.upper); }
+    std::vector<tsr_plan_tensor> pts;
+    for (size_t i = 0; i < items.size(); i++) {
+        if (items[i].upper <= items[i].lower) continue;
+        pts.push_back(tsr_plan_tensor{nullptr, names[i].c_str(), 0, items[i].offset, items[i].size, (int) (items[i].lower - lo),
+                                      (int) (items[i].upper - 1 - lo), false, -1});
+    }
+    size_t total = 0;
+    for (auto & it : items) total = it.size > SIZE_MAX - total ? SIZE_MAX : total + it.size;
+    tsr_plan_buffer pb = {peak, tsr_pack_lower_bound(items.data(), items.size(), 1), total, 1};
+    tsr_plan plan = {(int) pts.size(), pts.data(), 1, &pb, (int) (hi - lo)};
+    if (!tsr_plan_check(&plan, nullptr)) return fail(std::string("invalid packing: ") + tsr_last_error());
+    return write_outputs(&plan, prefix) ? 0 : 1;
+}
+
 int main(int argc, char ** argv) {
-    std::string prefix = "plan", trace;
-    int T = 64;
-    for (int i = 1; i < argc; i++) {
-        const std::string a = argv[i];
-        if (a == "--out" && i + 1 < argc) prefix = argv[++i];
-        else if (a == "--tokens" && i + 1 < argc) T = atoi(argv[++i]);
-        else if (a == "--trace" && i + 1 < argc) trace = argv[++i];
-        else { fprintf(stderr, "usage: %s [--out PREFIX] [--tokens N] [--trace FILE.csv]\n", argv[0]); return 2; }
+    pv::args a;
+    std::string err;
+    if (!pv::parse_args(argc, argv, a, err)) {
+        fprintf(stderr, "plan-viewer: %s\n%s\n", err.c_str(), pv::usage());
+        return 2;
     }
-    if (!trace.empty()) {
-        // a trace: pack it, then draw it through the same plan exporter
-        std::ifstream f(trace);
-        std::string line;
-        std::vector<tsr_pack_item> items;
-        std::vector<std::string> names;
-        std::getline(f, line);
-        while (std::getline(f, line)) {
-            long long id, lo, up;
-            unsigned long long sz;
-            if (sscanf(line.c_str(), "%lld,%lld,%lld,%llu", &id, &lo, &up, &sz) == 4) {
-                items.push_back({lo, up, (size_t) sz, 0});
-                names.push_back("buffer " + std::to_string(id));
-            }
-        }
-        if (items.empty()) { fprintf(stderr, "plan-viewer: no buffers in %s\n", trace.c_str()); return 1; }
-        const size_t peak = tsr_pack(items.data(), items.size(), 1, 1000.0);
-        if (peak == SIZE_MAX) { fprintf(stderr, "plan-viewer: %s\n", tsr_last_error()); return 1; }
-        int64_t lo = items[0].lower, hi = items[0].upper;
-        for (auto & it : items) { lo = std::min(lo, it.lower); hi = std::max(hi, it.upper); }
-        std::vector<tsr_plan_tensor> pts;
-        for (size_t i = 0; i < items.size(); i++) {
-            if (items[i].upper <= items[i].lower) continue;
-            pts.push_back(tsr_plan_tensor{nullptr, names[i].c_str(), 0, items[i].offset, items[i].size, (int) (items[i].lower - lo),
-                                          (int) (items[i].upper - 1 - lo), false, -1});
-        }
-        size_t total = 0;
-        for (auto & it : items) total += it.size;
-        tsr_plan_buffer pb = {peak, tsr_pack_lower_bound(items.data(), items.size(), 1), total, 1};
-        tsr_plan plan = {(int) pts.size(), pts.data(), 1, &pb, (int) (hi - lo)};
-        if (!tsr_plan_check(&plan, nullptr)) { fprintf(stderr, "plan-viewer: invalid packing: %s\n", tsr_last_error()); return 1; }
-        return write_outputs(&plan, prefix) ? 0 : 1;
-    }
+    if (a.help) { printf("%s\n", pv::usage()); return 0; }
+    if (!a.trace.empty()) return show_trace(a.trace, a.prefix);
+    const int T = a.tokens;
     tsr_init_params wp = {64 * tsr_tensor_overhead(), nullptr, true};
     tsr_context * wctx = tsr_init(wp);
     tsr_init_params p = {1024 * tsr_tensor_overhead() + tsr_graph_overhead(), nullptr, true};
@@ -126,12 +126,11 @@ int main(int argc, char ** argv) {
     // the weights get their own buffer; the compute buffer is planned by gallocr
     tsr_backend_buffer_t wbuf = tsr_backend_alloc_ctx_tensors_from_buft(wctx, tsr_backend_cpu_buffer_type());
     tsr_gallocr_t ga = tsr_gallocr_new(tsr_backend_cpu_buffer_type());
+    const bool planned = wbuf && ga && tsr_gallocr_reserve(ga, gf);
+    const tsr_plan * plan = planned ? tsr_gallocr_get_plan(ga) : nullptr;
     int rc = 1;
-    if (wbuf && ga && tsr_gallocr_reserve(ga, gf)) {
-        const tsr_plan * plan = tsr_gallocr_get_plan(ga);
-        if (plan && tsr_plan_check(plan, nullptr) && write_outputs(plan, prefix)) rc = 0;
-    }
-    if (rc) fprintf(stderr, "plan-viewer: %s\n", tsr_last_error());
+    if (!plan || !tsr_plan_check(plan, nullptr)) fail(tsr_last_error());
+    else if (write_outputs(plan, a.prefix)) rc = 0;
     tsr_gallocr_free(ga);
     tsr_backend_buffer_free(wbuf);
     tsr_free(ctx);

@@ -12,8 +12,10 @@
 #include "progress.h"
 #include "random_model.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,20 @@ static int fail(const std::string & msg) {
     return 1;
 }
 
+// Without -c: the model's context, at most 4096 tokens, and at most as many as keep the KV
+// cache within the size of the model file (at least 16 MiB): a file of many tiny layers
+// must not get a cache many times its size.
+static int default_context(const model & m, tsr_type kv_type) {
+    const hparams & hp = m.hp;
+    const uint64_t per_token = 2ull * (uint64_t) hp.n_layer * (uint64_t) hp.n_embd_gqa() * tsr_type_size(kv_type);
+    const uint64_t fit = std::max<uint64_t>(1, std::max<uint64_t>(m.file_size, 16ull << 20) / per_token);
+    const int n_ctx = (int) std::min<uint64_t>({(uint64_t) hp.n_ctx, 4096, fit});
+    if (n_ctx < std::min(hp.n_ctx, 4096)) {
+        fprintf(stderr, "tessera-run: context %d tokens: a longer one's KV cache would outgrow the model file (set it with -c)\n", n_ctx);
+    }
+    return n_ctx;
+}
+
 static std::string temp_path() {
     const char * dir = getenv("TMPDIR");
 #ifdef _WIN32
@@ -48,7 +64,7 @@ static std::string temp_path() {
     return std::string(dir) + "/tessera-run-demo-" + std::to_string((long) TRUN_GETPID()) + ".gguf";
 }
 
-int main(int argc, char ** argv) {
+static int run(int argc, char ** argv) {
     run_args a;
     std::string err;
     if (!parse_args(argc, argv, a, err)) return fail(err + " (see --help)");
@@ -97,9 +113,9 @@ int main(int argc, char ** argv) {
             std::vector<int32_t> prompt = m.tok.encode(a.prompt, m.tok.add_bos);
             if (prompt.empty()) prompt.push_back(m.tok.bos >= 0 ? m.tok.bos : 0);
             session_params sp;
-            sp.n_ctx = a.n_ctx > 0 ? a.n_ctx : std::min(hp.n_ctx, 4096);
-            sp.n_batch = std::min(a.n_batch, std::max(1, (int) prompt.size()));
             sp.kv_type = a.kv_type == "f32" ? TSR_TYPE_F32 : TSR_TYPE_F16;
+            sp.n_ctx = a.n_ctx > 0 ? a.n_ctx : default_context(m, sp.kv_type);
+            sp.n_batch = std::min(a.n_batch, std::max(1, (int) prompt.size()));
             sp.flash_attn = a.flash_attn;
             session s;
             if (a.n_ctx > hp.n_ctx) {
@@ -162,4 +178,16 @@ int main(int argc, char ** argv) {
     tsr_backend_free(backend);
     if (!demo_path.empty()) remove(demo_path.c_str());
     return rc;
+}
+
+// No exception leaves main: whatever escapes (std::bad_alloc from a vector, a string) is
+// reported in one line like every other error.
+int main(int argc, char ** argv) {
+    try {
+        return run(argc, argv);
+    } catch (const std::exception & e) {
+        return fail(std::string("unexpected error: ") + e.what());
+    } catch (...) {
+        return fail("unexpected error");
+    }
 }

@@ -13,9 +13,11 @@
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
 #include "tessera/gguf.h"
+#include "hparams_checks.h"
 #include "tokenizer.h"
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -63,56 +65,115 @@ struct weights {
 
 // ---- hyper-parameters ---------------------------------------------------------------------
 
-inline bool hparams_from_gguf(const tsr_gguf_context * g, hparams & hp, std::string & err) {
+// Ranges of the counts read from a file. Generous (the largest published models are far
+// inside them), and bounded so that nothing sized from them can overflow an int. Layers:
+// a session's graph needs ~21 KiB of tensor headers per layer whatever the layer's size,
+// so 1024 layers (published models have at most ~160) keep that within 22 MiB.
+constexpr int64_t k_max_layers = 1 << 10;
+constexpr int64_t k_max_embd = 1 << 20;
+constexpr int64_t k_max_ff = 1 << 22;
+
+inline bool read_arch(const tsr_gguf_context * g, hparams & hp, std::string & an, std::string & err) {
     const int64_t ka = tsr_gguf_find_key(g, "general.architecture");
     if (ka < 0 || tsr_gguf_get_kv_type(g, ka) != TSR_GGUF_TYPE_STRING) { err = "missing general.architecture"; return false; }
-    const std::string an = tsr_gguf_get_val_str(g, ka);
+    an = tsr_gguf_get_val_str(g, ka);
     if (an == "gpt2") hp.a = arch::gpt2;
     else if (an == "llama") hp.a = arch::llama;
     else { err = "unsupported architecture '" + an + "' (supported: gpt2, llama)"; return false; }
-    auto get_int = [&](const char * suffix, int & out, bool required) {
-        const std::string key = an + "." + suffix;
-        const int64_t k = tsr_gguf_find_key(g, key.c_str());
-        if (k < 0) {
-            if (required) err = "missing " + key;
-            return !required;
-        }
-        switch (tsr_gguf_get_kv_type(g, k)) {
-            case TSR_GGUF_TYPE_UINT32: out = (int) tsr_gguf_get_val_u32(g, k); break;
-            case TSR_GGUF_TYPE_INT32:  out = (int) tsr_gguf_get_val_i32(g, k); break;
-            case TSR_GGUF_TYPE_UINT64: out = (int) tsr_gguf_get_val_u64(g, k); break;
-            case TSR_GGUF_TYPE_INT64:  out = (int) tsr_gguf_get_val_i64(g, k); break;
-            default: err = key + " is not an integer"; return false;
-        }
-        return true;
-    };
-    auto get_float = [&](const char * suffix, float & out) {
-        const std::string key = an + "." + suffix;
-        const int64_t k = tsr_gguf_find_key(g, key.c_str());
-        if (k < 0) return;
-        if (tsr_gguf_get_kv_type(g, k) == TSR_GGUF_TYPE_FLOAT32) out = tsr_gguf_get_val_f32(g, k);
-        else if (tsr_gguf_get_kv_type(g, k) == TSR_GGUF_TYPE_FLOAT64) out = (float) tsr_gguf_get_val_f64(g, k);
-    };
-    hp.n_head_kv = 0;
-    if (!get_int("context_length", hp.n_ctx, true) || !get_int("embedding_length", hp.n_embd, true) ||
-        !get_int("block_count", hp.n_layer, true) || !get_int("feed_forward_length", hp.n_ff, true) ||
-        !get_int("attention.head_count", hp.n_head, true) || !get_int("attention.head_count_kv", hp.n_head_kv, false)) {
-        return false;
-    }
-    if (hp.n_head_kv == 0) hp.n_head_kv = hp.n_head;
-    if (hp.n_embd <= 0 || hp.n_head <= 0 || hp.n_embd % hp.n_head != 0 || hp.n_head_kv <= 0 || hp.n_head % hp.n_head_kv != 0 ||
-        hp.n_layer <= 0 || hp.n_ff <= 0 || hp.n_ctx <= 0) {
-        err = "inconsistent hyper-parameters (n_embd " + std::to_string(hp.n_embd) + ", n_head " + std::to_string(hp.n_head) +
-              ", n_head_kv " + std::to_string(hp.n_head_kv) + ", n_layer " + std::to_string(hp.n_layer) + ")";
-        return false;
-    }
-    hp.n_rot = hp.head_dim();
-    if (!get_int("rope.dimension_count", hp.n_rot, false)) return false;
-    get_float("rope.freq_base", hp.rope_base);
-    get_float(hp.a == arch::gpt2 ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon", hp.eps);
-    const int64_t kt = tsr_gguf_find_key(g, "tokenizer.ggml.tokens");
-    hp.n_vocab = kt >= 0 && tsr_gguf_get_kv_type(g, kt) == TSR_GGUF_TYPE_ARRAY ? (int) tsr_gguf_get_arr_n(g, kt) : 0;
     return true;
+}
+
+// "<key> = <a> does not divide <key> = <b>" when a does not divide b
+inline bool check_divides(const std::string & key_a, int a, const std::string & key_b, int b, std::string & err) {
+    if (b % a == 0) return true;
+    err = key_a + " = " + std::to_string(a) + " does not divide " + key_b + " = " + std::to_string(b);
+    return false;
+}
+
+// Every count in its range; the head counts dividing what they split.
+inline bool read_counts(const tsr_gguf_context * g, const std::string & an, hparams & hp, std::string & err) {
+    auto key = [&](const char * suffix) { return an + "." + suffix; };
+    if (!read_count(g, key("context_length"), 1, INT32_MAX, true, hp.n_ctx, err) ||
+        !read_count(g, key("embedding_length"), 1, k_max_embd, true, hp.n_embd, err) ||
+        !read_count(g, key("block_count"), 1, k_max_layers, true, hp.n_layer, err) ||
+        !read_count(g, key("feed_forward_length"), 1, k_max_ff, true, hp.n_ff, err) ||
+        !read_count(g, key("attention.head_count"), 1, hp.n_embd, true, hp.n_head, err) ||
+        !check_divides(key("attention.head_count"), hp.n_head, key("embedding_length"), hp.n_embd, err)) {
+        return false;
+    }
+    hp.n_head_kv = 0;  // absent or 0: as many as the query heads
+    if (!read_count(g, key("attention.head_count_kv"), 0, hp.n_head, false, hp.n_head_kv, err)) return false;
+    if (hp.n_head_kv == 0) hp.n_head_kv = hp.n_head;
+    if (!check_divides(key("attention.head_count_kv"), hp.n_head_kv, key("attention.head_count"), hp.n_head, err)) return false;
+    hp.n_rot = hp.head_dim();
+    if (hp.a != arch::llama) return true;  // rotary embedding is llama's only
+    if (!read_count(g, key("rope.dimension_count"), 1, hp.head_dim(), false, hp.n_rot, err)) return false;
+    if (hp.n_rot % 2 != 0) {
+        err = key("rope.dimension_count") + " = " + std::to_string(hp.n_rot) + " is odd (rotary embedding turns pairs of dimensions)";
+        return false;
+    }
+    return true;
+}
+
+// A float key, if present, finite and in [lo, hi].
+inline bool read_float(const tsr_gguf_context * g, const std::string & key, float lo, float hi, float & out, std::string & err) {
+    const int64_t k = tsr_gguf_find_key(g, key.c_str());
+    if (k < 0) return true;
+    double v = 0.0;
+    if (tsr_gguf_get_kv_type(g, k) == TSR_GGUF_TYPE_FLOAT32) v = tsr_gguf_get_val_f32(g, k);
+    else if (tsr_gguf_get_kv_type(g, k) == TSR_GGUF_TYPE_FLOAT64) v = tsr_gguf_get_val_f64(g, k);
+    else { err = key + " has type " + tsr_gguf_type_name(tsr_gguf_get_kv_type(g, k)) + ", expected a float"; return false; }
+    if (!(v >= lo && v <= hi)) {  // NaN fails too
+        char msg[160];
+        snprintf(msg, sizeof msg, " = %g is out of range [%g, %g]", v, (double) lo, (double) hi);
+        err = key + msg;
+        return false;
+    }
+    out = (float) v;
+    return true;
+}
+
+// The vocabulary's size: the entries of tokenizer.ggml.tokens, at least one, at most INT32_MAX.
+inline bool read_vocab_size(const tsr_gguf_context * g, hparams & hp, std::string & err) {
+    const int64_t kt = tsr_gguf_find_key(g, "tokenizer.ggml.tokens");
+    if (kt < 0 || tsr_gguf_get_kv_type(g, kt) != TSR_GGUF_TYPE_ARRAY) { err = "missing tokenizer.ggml.tokens (the vocabulary)"; return false; }
+    const size_t n = tsr_gguf_get_arr_n(g, kt);
+    if (n < 1 || n > (size_t) INT32_MAX) {
+        err = "the vocabulary tokenizer.ggml.tokens has " + std::to_string(n) + " entries, out of range [1, " + std::to_string(INT32_MAX) + "]";
+        return false;
+    }
+    hp.n_vocab = (int) n;
+    return true;
+}
+
+// The counts against the tensors the file holds, before anything is sized from them.
+inline bool check_counts_against_tensors(const tsr_gguf_context * g, const std::string & an, const hparams & hp, std::string & err) {
+    const int64_t n_layers = layers_in_file(g);
+    if (n_layers != hp.n_layer) {
+        err = an + ".block_count = " + std::to_string(hp.n_layer) + ", but the file's tensors hold " + std::to_string(n_layers) +
+              " layers" + (n_layers ? " (blk.0 to blk." + std::to_string(n_layers - 1) + ")" : "");
+        return false;
+    }
+    const std::string vocab = "the vocabulary size (entries of tokenizer.ggml.tokens)";
+    bool ok = count_matches_tensor(g, an + ".embedding_length", hp.n_embd, "token_embd.weight", 0, err) &&
+              count_matches_tensor(g, vocab, hp.n_vocab, "token_embd.weight", 1, err) &&
+              count_matches_tensor(g, vocab, hp.n_vocab, "output.weight", 1, err) &&
+              count_matches_tensor(g, an + ".feed_forward_length", hp.n_ff, "blk.0.ffn_up.weight", 1, err);
+    if (hp.a == arch::gpt2) return ok && count_matches_tensor(g, an + ".context_length", hp.n_ctx, "position_embd.weight", 1, err);
+    const std::string kv_width = an + ".attention.head_count_kv * the head dimension (" + std::to_string(hp.n_head_kv) + " * " +
+                                 std::to_string(hp.head_dim()) + ")";
+    return ok && count_matches_tensor(g, kv_width, hp.n_embd_gqa(), "blk.0.attn_k.weight", 1, err);
+}
+
+// Hyper-parameters from `<arch>.*` metadata: every count range-checked at its full width
+// and cross-checked against the file's tensors (hparams_checks.h), so nothing sized from
+// them is larger than the file justifies.
+inline bool hparams_from_gguf(const tsr_gguf_context * g, hparams & hp, std::string & err) {
+    std::string an;
+    if (!read_arch(g, hp, an, err) || !read_counts(g, an, hp, err)) return false;
+    const std::string eps_key = an + (hp.a == arch::gpt2 ? ".attention.layer_norm_epsilon" : ".attention.layer_norm_rms_epsilon");
+    return read_float(g, an + ".rope.freq_base", 1e-6f, 1e12f, hp.rope_base, err) && read_float(g, eps_key, 0.0f, 1.0f, hp.eps, err) &&
+           read_vocab_size(g, hp, err) && check_counts_against_tensors(g, an, hp, err);
 }
 
 inline bool hparams_to_gguf(tsr_gguf_context * g, const hparams & hp) {

@@ -15,7 +15,11 @@
  *
  * Bad input never crashes and never makes tessera allocate more than the file's size
  * justifies: every count and length is checked against the bytes left in the file
- * before anything is allocated. Errors name what is wrong and the byte offset where
+ * before anything is allocated, and a parse commits at most 4 x the file's size + 64 MiB
+ * of memory (metadata, the context's tensor headers, tensor data), counted the same way
+ * in every loading mode: a file is accepted or refused identically by init_from_file and
+ * init_from_buffer, with or without a context, no_alloc or not. Only pathological files
+ * reach the limit (e.g. over ~100,000 tensors of a few bytes each). Errors name what is wrong and the byte offset where
  * it was found, e.g. "gguf 'x.gguf': byte 24: tensor count 9999999 needs at least ...".
  *
  * Implementation: TSR_IMPLEMENTATION, in one C++17 file, compiles the core and every

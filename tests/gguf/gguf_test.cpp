@@ -6,10 +6,12 @@
 #include "tessera/backend.h"
 #include "tessera/gguf.h"
 
+#include <atomic>
 #include <cstdio>
 #include <unistd.h>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -613,4 +615,214 @@ TEST_CASE("gguf: overlaps behind a zero-size tensor; messages never print wrappe
     s.off1 = 18446744073709551584ull;  // 2^64 - 32: offset + size wraps
     expect_bad(make(s), "32 bytes of data at offset 18446744073709551584");
     CHECK(std::string(tsr_last_error()).find(", 0)") == std::string::npos);
+}
+
+// ---- issue 15, item 4: every loading mode validates alike; parsing memory is bounded ----
+
+namespace {
+
+// Every allocation of this test program goes through these counters, so a test can read
+// the peak bytes a call held (the parser's containers and the context block alike).
+std::atomic<size_t> g_heap_now{0}, g_heap_peak{0};
+
+void * counted_alloc(size_t n, size_t align) {
+    const size_t hdr = align > 16 ? align : 16;  // room for (hdr, n) in front, alignment kept
+    void * base = nullptr;
+    if (posix_memalign(&base, hdr, n + hdr) != 0) return nullptr;
+    size_t * tag = (size_t *) ((char *) base + hdr);
+    tag[-1] = n;
+    tag[-2] = hdr;
+    const size_t now = g_heap_now.fetch_add(n) + n;
+    size_t peak = g_heap_peak.load();
+    while (now > peak && !g_heap_peak.compare_exchange_weak(peak, now)) {}
+    return tag;
+}
+
+void counted_free(void * p) {
+    if (!p) return;
+    size_t * tag = (size_t *) p;
+    g_heap_now.fetch_sub(tag[-1]);
+    free((char *) p - tag[-2]);
+}
+
+void * counted_alloc_or_throw(size_t n, size_t align) {
+    void * p = counted_alloc(n, align);
+    if (!p) throw std::bad_alloc();
+    return p;
+}
+
+} // namespace
+
+void * operator new(size_t n) { return counted_alloc_or_throw(n, 16); }
+void * operator new[](size_t n) { return counted_alloc_or_throw(n, 16); }
+void * operator new(size_t n, std::align_val_t a) { return counted_alloc_or_throw(n, (size_t) a); }
+void * operator new[](size_t n, std::align_val_t a) { return counted_alloc_or_throw(n, (size_t) a); }
+void * operator new(size_t n, const std::nothrow_t &) noexcept { return counted_alloc(n, 16); }
+void * operator new[](size_t n, const std::nothrow_t &) noexcept { return counted_alloc(n, 16); }
+void * operator new(size_t n, std::align_val_t a, const std::nothrow_t &) noexcept { return counted_alloc(n, (size_t) a); }
+void * operator new[](size_t n, std::align_val_t a, const std::nothrow_t &) noexcept { return counted_alloc(n, (size_t) a); }
+void operator delete(void * p) noexcept { counted_free(p); }
+void operator delete[](void * p) noexcept { counted_free(p); }
+void operator delete(void * p, size_t) noexcept { counted_free(p); }
+void operator delete[](void * p, size_t) noexcept { counted_free(p); }
+void operator delete(void * p, std::align_val_t) noexcept { counted_free(p); }
+void operator delete[](void * p, std::align_val_t) noexcept { counted_free(p); }
+void operator delete(void * p, size_t, std::align_val_t) noexcept { counted_free(p); }
+void operator delete[](void * p, size_t, std::align_val_t) noexcept { counted_free(p); }
+void operator delete(void * p, const std::nothrow_t &) noexcept { counted_free(p); }
+void operator delete[](void * p, const std::nothrow_t &) noexcept { counted_free(p); }
+void operator delete(void * p, std::align_val_t, const std::nothrow_t &) noexcept { counted_free(p); }
+void operator delete[](void * p, std::align_val_t, const std::nothrow_t &) noexcept { counted_free(p); }
+
+namespace {
+
+struct parse_outcome {
+    bool ok = false;
+    std::string error;      // without the "gguf '<name>': " prefix, which names the source
+    size_t peak_bytes = 0;  // heap held at the peak of the call, above what was held before
+};
+
+std::string without_source_name(const std::string & err) {
+    const size_t at = err.find("': ");
+    return at == std::string::npos ? err : err.substr(at + 3);
+}
+
+// Parse in one mode: from the file or from memory, with no context, a no_alloc one or one holding the data.
+enum class ctx_mode { none, no_alloc, with_data };
+
+parse_outcome parse_in_mode(const std::vector<uint8_t> & b, const std::string & path, bool from_file, ctx_mode mode) {
+    tsr_context * ctx = nullptr;
+    tsr_gguf_init_params p = {mode == ctx_mode::no_alloc, mode == ctx_mode::none ? nullptr : &ctx};
+    const size_t before = g_heap_now.load();
+    g_heap_peak.store(before);
+    tsr_gguf_context * g = from_file ? tsr_gguf_init_from_file(path.c_str(), p) : tsr_gguf_init_from_buffer(b.data(), b.size(), p);
+    parse_outcome o;
+    o.peak_bytes = g_heap_peak.load() - before;
+    o.ok = g != nullptr;
+    if (!g) o.error = without_source_name(tsr_last_error());
+    tsr_gguf_free(g);
+    tsr_free(ctx);
+    return o;
+}
+
+// Every mode gives the same verdict and message; each one's peak heap stays within 4 x the file + 64 MiB.
+parse_outcome parse_in_every_mode(const std::vector<uint8_t> & b, const char * tag) {
+    const std::string path = tmp_file(tag);
+    write_all(path, b);
+    const size_t bound = 4 * b.size() + ((size_t) 64 << 20);
+    parse_outcome first;
+    for (int from_file = 0; from_file < 2; ++from_file) {
+        for (ctx_mode mode : {ctx_mode::none, ctx_mode::no_alloc, ctx_mode::with_data}) {
+            const parse_outcome o = parse_in_mode(b, path, from_file != 0, mode);
+            INFO("from_file " << from_file << ", context mode " << (int) mode << ": " << (o.ok ? "accepted" : o.error));
+            CHECK(o.peak_bytes <= bound);
+            if (from_file == 0 && mode == ctx_mode::none) {
+                first = o;
+            } else {
+                CHECK(o.ok == first.ok);
+                CHECK(o.error == first.error);
+            }
+        }
+    }
+    remove(path.c_str());
+    return first;
+}
+
+} // namespace
+
+TEST_CASE("gguf: a dimension of 0 next to one beyond 2^56 is refused in every mode", "[gguf][malformed]") {
+    bytes w;
+    w.b = {'G', 'G', 'U', 'F'};
+    w.u32(3).u64(1).u64(0);
+    w.str("z").u32(2).put<int64_t>(0).put<int64_t>(INT64_MAX - 7).u32(0).u64(0);  // 0 bytes of data
+    w.pad(32);
+    const parse_outcome o = parse_in_every_mode(w.b, "dim0");
+    CHECK_FALSE(o.ok);
+    CHECK(o.error.find("ne[1] = 9223372036854775800 exceeds the largest dimension") != std::string::npos);
+
+    // each dimension within 2^56, but the strides of [0, 2^56, 2^56] wrap around 2^64
+    bytes s;
+    s.b = {'G', 'G', 'U', 'F'};
+    s.u32(3).u64(1).u64(0);
+    s.str("z").u32(3).put<int64_t>(0).put<int64_t>(1ll << 56).put<int64_t>(1ll << 56).u32(0).u64(0);
+    s.pad(32);
+    const parse_outcome o2 = parse_in_every_mode(s.b, "dim0_strides");
+    CHECK_FALSE(o2.ok);
+    CHECK(o2.error.find("tensor 'z': shape [0, 72057594037927936, 72057594037927936, 1] of type f32 overflows") != std::string::npos);
+}
+
+TEST_CASE("gguf: a data section beyond the end of the file is refused in every mode", "[gguf][malformed]") {
+    // general.alignment 2^31: the data section starts at byte 2^31 of a file of 100-odd bytes;
+    // its one tensor is empty, so no range check would catch it
+    bytes w;
+    w.b = {'G', 'G', 'U', 'F'};
+    w.u32(3).u64(1).u64(1);
+    w.str("general.alignment").u32(4).u32(1u << 31);
+    w.str("empty").u32(1).put<int64_t>(0).u32(0).u64(0);
+    w.pad(32);
+    const parse_outcome o = parse_in_every_mode(w.b, "align31");
+    CHECK_FALSE(o.ok);
+    CHECK(o.error.find("starts at byte 2147483648") != std::string::npos);
+    CHECK(o.error.find("past the end of the file (size " + std::to_string(w.size()) + ")") != std::string::npos);
+}
+
+namespace {
+
+// A file holding nothing but n tensor infos (zero-size tensors, distinct names).
+std::vector<uint8_t> tensor_infos_only(uint64_t n) {
+    bytes w;
+    w.b = {'G', 'G', 'U', 'F'};
+    w.u32(3).u64(n).u64(0);
+    char name[16];
+    for (uint64_t i = 0; i < n; ++i) {
+        snprintf(name, sizeof name, "t%06llu", (unsigned long long) i);
+        w.str(name).u32(1).put<int64_t>(0).u32(0).u64(0);
+    }
+    w.pad(32);
+    return w.b;
+}
+
+// A file holding nothing but n one-byte key/value pairs.
+std::vector<uint8_t> kvs_only(uint64_t n) {
+    bytes w;
+    w.b = {'G', 'G', 'U', 'F'};
+    w.u32(3).u64(0).u64(n);
+    char key[16];
+    for (uint64_t i = 0; i < n; ++i) {
+        snprintf(key, sizeof key, "k%06llu", (unsigned long long) i);
+        w.str(key).u32(0);
+        w.b.push_back(7);
+    }
+    w.pad(32);
+    return w.b;
+}
+
+} // namespace
+
+// Regression (issue 15, item 4): a file of only tensor infos cost 17x its size (tensor infos,
+// the duplicate-name set, the context's tensor headers); one of only tiny keys ~10x.
+TEST_CASE("gguf: parsing memory stays within 4 x the file size + 64 MiB", "[gguf][malformed][memory]") {
+    SECTION("a few thousand tensor infos load") {
+        const parse_outcome o = parse_in_every_mode(tensor_infos_only(5000), "infos_small");
+        CHECK(o.ok);
+    }
+    SECTION("100,000 tensor infos, near the limit, load within the bound") {
+        const parse_outcome o = parse_in_every_mode(tensor_infos_only(100000), "infos_near");
+        CHECK(o.ok);
+    }
+    SECTION("300,000 one-byte keys, near the limit, load within the bound") {
+        const parse_outcome o = parse_in_every_mode(kvs_only(300000), "kvs_near");
+        CHECK(o.ok);
+    }
+    SECTION("250,000 tensor infos (9.75 MB) are refused within the bound") {
+        const parse_outcome o = parse_in_every_mode(tensor_infos_only(250000), "infos_big");
+        CHECK_FALSE(o.ok);
+        CHECK(o.error.find("the tensor table needs") != std::string::npos);
+        CHECK(o.error.find("parsing budget") != std::string::npos);
+    }
+    SECTION("1,000,000 one-byte keys (20 MB) are refused within the bound") {
+        const parse_outcome o = parse_in_every_mode(kvs_only(1000000), "kvs_big");
+        CHECK_FALSE(o.ok);
+        CHECK(o.error.find("the key/value table needs") != std::string::npos);
+    }
 }

@@ -9,6 +9,7 @@
 
 #include "backends.h"
 #include "graph.h"
+#include "hostile_models.h"
 #include "random_model.h"
 
 #include <cmath>
@@ -222,20 +223,7 @@ struct tiny {
     ~tiny() { if (!path.empty()) remove(path.c_str()); }
 };
 
-hparams tiny_hparams(arch a) {
-    hparams hp;
-    hp.a = a;
-    hp.n_ctx = 64;
-    hp.n_embd = 64;
-    hp.n_layer = 2;
-    hp.n_head = 4;
-    hp.n_head_kv = a == arch::llama ? 2 : 4;  // GQA for llama
-    hp.n_ff = a == arch::llama ? 96 : 128;
-    hp.n_rot = 16;
-    hp.eps = 1e-5f;
-    hp.rope_base = 10000.0f;
-    return hp;
-}
+hparams tiny_hparams(arch a) { return trun_test::small_hparams(a, 64); }
 
 void make_tiny(arch a, tsr_type wtype, tiny & out) {
     tokenizer tok;
@@ -485,4 +473,34 @@ TEST_CASE("model: loader errors name the problem", "[model]") {
     tsr_gguf_free(w);
     tsr_gguf_free(g);
     tsr_free(ctx);
+}
+
+// Regression (issue 15, item 3): block_count 2^31-1 threw std::bad_alloc out of the loader,
+// 20,000,000 allocated 2.5 GB before failing, a u64 of 2^32+1 was read as 1 layer and ran.
+// Every count is now range-checked at full width and cross-checked against the tensors.
+TEST_CASE("model: hostile metadata is refused, naming the key, its value and the range or tensor", "[model][hostile]") {
+    backend_holder be;
+    std::string err;
+    be.b = make_backend("cpu", 0, 1, err);
+    REQUIRE_OK(be.b);
+    for (arch a : {arch::gpt2, arch::llama}) {
+        tiny t;
+        make_tiny(a, TSR_TYPE_F32, t);
+        for (const trun_test::hostile_case & hc : trun_test::hostile_cases(t.ref.hp)) {
+            const std::string path = t.path + "." + hc.name + ".gguf";
+            REQUIRE_OK(trun_test::write_edited_model(t.path, path, hc.edit, err));
+            model m;
+            bool loaded = true;
+            err.clear();
+            try {
+                loaded = load_model(path.c_str(), be.b, m, nullptr, nullptr, err);
+            } catch (const std::exception & e) {
+                err = std::string("exception: ") + e.what();
+            }
+            INFO(arch_name(a) << ", " << hc.name << ": " << err);
+            CHECK_FALSE(loaded);
+            CHECK(err.find(hc.error) != std::string::npos);
+            remove(path.c_str());
+        }
+    }
 }

@@ -91,6 +91,10 @@ TSR_IMPL_NS_END
 #define TSR_FREE(ptr) ::operator delete((ptr), std::align_val_t(TSR_MEM_ALIGN))
 #endif
 
+/* The largest extent of one tensor dimension tsr_new_tensor accepts. The GGUF parser refuses
+ * larger ones too, so a file parses the same whether or not it creates tensors. */
+#define TSR_IMPL_MAX_NE ((int64_t)1 << 56)
+
 /* ---- context arena ------------------------------------------------------------------ */
 
 enum tsr_object_type {

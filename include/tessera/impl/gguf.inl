@@ -10,7 +10,9 @@
  *   each tensor's offset is relative to the data section and aligned.
  *
  * Every count and length read from the file is checked against the bytes left before
- * anything is allocated, so a hostile file cannot make us allocate more than its size.
+ * anything is allocated, and everything a parse keeps (metadata, tensor headers of the
+ * context, tensor data) is charged against a budget of 4 x the file size + 64 MiB first,
+ * in every loading mode, so every mode accepts and rejects the same files.
  */
 #include <algorithm>
 #include <cerrno>
@@ -58,6 +60,17 @@ static inline size_t type_size(tsr_gguf_type t) {
 
 static inline bool is_pow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
+/* n * per, or UINT64_MAX when it does not fit */
+static inline uint64_t sat_mul(uint64_t n, uint64_t per) { return per != 0 && n > UINT64_MAX / per ? UINT64_MAX : n * per; }
+
+/* Memory per key/value or tensor info beyond its struct (rounded up, so the budget holds
+ * what the allocator really hands out): the duplicate check's hash set node and buckets,
+ * the value's heap block with the allocator's header. */
+static constexpr uint64_t k_entry_overhead = 128;
+/* a string's heap block beyond its characters: the terminator, rounding, the allocator's header */
+static constexpr uint64_t k_string_overhead = 32;
+static constexpr uint64_t k_budget_slack = (uint64_t) 64 << 20;
+
 /* A bounded little-endian reader over a FILE or a memory block. */
 struct reader {
     const char * name = "";
@@ -65,6 +78,7 @@ struct reader {
     const uint8_t * mem = nullptr;
     uint64_t size = 0;
     uint64_t pos = 0;
+    uint64_t budget_left = 0;   /* bytes of memory the parse may still commit (set by parse) */
 
     uint64_t remaining() const { return pos <= size ? size - pos : 0; }
 
@@ -97,6 +111,17 @@ struct reader {
     }
     template <typename T> bool get(T & v, const char * what) { return raw(&v, sizeof v, what); }
 
+    /* Take `bytes` of memory from the budget before allocating them. */
+    bool charge(uint64_t at, uint64_t bytes, const char * what) {
+        if (bytes > budget_left) {
+            return fail(at, "%s needs %llu bytes of memory, more than the %llu left of this file's parsing budget "
+                        "(4 x its size of %llu + 64 MiB)", what, (unsigned long long) bytes,
+                        (unsigned long long) budget_left, (unsigned long long) size);
+        }
+        budget_left -= bytes;
+        return true;
+    }
+
     bool str(std::string & s, const char * what) {
         uint64_t at = pos, len = 0;
         if (!get(len, what)) return false;
@@ -104,6 +129,7 @@ struct reader {
             return fail(at, "%s: string length %llu exceeds the %llu bytes left in the file", what,
                         (unsigned long long) len, (unsigned long long) remaining());
         }
+        if (!charge(at, len + k_string_overhead, what)) return false;
         try { s.resize((size_t) len); } catch (...) { return fail(at, "%s: out of memory for %llu bytes", what, (unsigned long long) len); }
         return raw(len ? &s[0] : nullptr, len, what);
     }
@@ -154,6 +180,8 @@ static inline bool read_value(reader & r, kv & e, tsr_gguf_type type, const char
                           (unsigned long long) r.remaining());
         }
         e.n = (size_t) n;
+        const uint64_t elem_mem = at_type == TSR_GGUF_TYPE_STRING ? sizeof(std::string) : min_elem;
+        if (!r.charge(at, sat_mul(n, elem_mem), what)) return false;
         if (at_type == TSR_GGUF_TYPE_STRING) {
             e.strs.resize(e.n);
             for (size_t i = 0; i < e.n; ++i) {
@@ -170,19 +198,22 @@ static inline bool read_value(reader & r, kv & e, tsr_gguf_type type, const char
     return r.raw(e.data.data(), sz, what);
 }
 
-/* bytes of a tensor with this type and shape; false on overflow or a ragged row */
+/* bytes of a tensor with this type and shape; false on a ragged row or when its size or a
+ * stride of its contiguous layout overflows (a dimension of 0 empties the tensor but does
+ * not shorten the strides tsr_new_tensor computes from the others) */
 static inline bool tensor_bytes(tsr_type type, const int64_t * ne, size_t & out) {
     const int64_t bs = tsr_blck_size(type);
     const size_t ts = tsr_type_size(type);
     if (bs <= 0 || ts == 0 || ne[0] % bs != 0) return false;
-    uint64_t bytes = (uint64_t) (ne[0] / bs) * ts;
-    if (ne[0] / bs != 0 && bytes / ts != (uint64_t) (ne[0] / bs)) return false;
-    for (int i = 1; i < TSR_MAX_DIMS; ++i) {
-        if (ne[i] != 0 && bytes > UINT64_MAX / (uint64_t) ne[i]) return false;
-        bytes *= (uint64_t) ne[i];
+    uint64_t extent = ts;  /* the product with every dimension counted as at least 1 */
+    bool empty = false;
+    for (int i = 0; i < TSR_MAX_DIMS; ++i) {
+        const uint64_t n = (uint64_t) (i == 0 ? ne[0] / bs : ne[i]);
+        empty = empty || n == 0;
+        if (n > 1 && extent > (uint64_t) SIZE_MAX / n) return false;
+        extent *= n > 1 ? n : 1;
     }
-    if (bytes > (uint64_t) SIZE_MAX) return false;
-    out = (size_t) bytes;
+    out = empty ? 0 : (size_t) extent;
     return true;
 }
 
@@ -286,6 +317,7 @@ static inline bool parse_header(reader & r, gguf_ctx * ctx, uint64_t & n_tensors
 
 /* parse, step 2: the n_kv key/value pairs (unique, non-empty keys; general.alignment checked). */
 static inline bool parse_kvs(reader & r, gguf_ctx * ctx, uint64_t n_kv) {
+    if (!r.charge(r.pos, sat_mul(n_kv, sizeof(kv) + k_entry_overhead), "the key/value table")) return false;
     ctx->kvs.reserve((size_t) n_kv);  /* no reallocation below: `seen` may point into the elements */
     std::unordered_set<std::string_view> seen;  /* duplicate check in O(1), not O(n) per key */
     for (uint64_t i = 0; i < n_kv; ++i) {
@@ -340,6 +372,10 @@ static inline bool parse_tensor_info(reader & r, const gguf_ctx * ctx, uint64_t 
         const uint64_t at_ne = r.pos;
         if (!r.get(ti.ne[d], "tensor dimension")) return false;
         if (ti.ne[d] < 0) return r.fail(at_ne, "tensor '%s': ne[%u] = %lld is negative", ti.name.c_str(), d, (long long) ti.ne[d]);
+        if (ti.ne[d] > TSR_IMPL_MAX_NE) {
+            return r.fail(at_ne, "tensor '%s': ne[%u] = %lld exceeds the largest dimension %lld (2^56)", ti.name.c_str(), d,
+                          (long long) ti.ne[d], (long long) TSR_IMPL_MAX_NE);
+        }
     }
     uint32_t type = 0;
     const uint64_t at_ty = r.pos;
@@ -369,6 +405,10 @@ static inline bool parse_tensor_info(reader & r, const gguf_ctx * ctx, uint64_t 
 
 /* parse, step 3: the n_tensors tensor infos, names unique. */
 static inline bool parse_tensor_infos(reader & r, gguf_ctx * ctx, uint64_t n_tensors) {
+    /* the headers of the tensors a context would hold are charged in every mode, so a file
+     * that loads in one mode loads in all */
+    const uint64_t per_tensor = sizeof(tinfo) + k_entry_overhead + tsr_tensor_overhead() + TSR_MEM_ALIGN;
+    if (!r.charge(r.pos, sat_mul(n_tensors, per_tensor), "the tensor table")) return false;
     ctx->infos.reserve((size_t) n_tensors);  /* no reallocation below: `seen` points into the elements */
     std::unordered_set<std::string_view> seen;
     for (uint64_t i = 0; i < n_tensors; ++i) {
@@ -383,6 +423,11 @@ static inline bool parse_tensor_infos(reader & r, gguf_ctx * ctx, uint64_t n_ten
 /* parse, step 4: where the data section starts; every tensor's data inside the file, no two overlapping. */
 static inline bool check_data_section(reader & r, gguf_ctx * ctx) {
     ctx->data_offset = (size_t) pad((size_t) r.pos, ctx->alignment);
+    if (!ctx->infos.empty() && ctx->data_offset > r.size) {
+        return r.fail(r.pos, "the data section of %zu tensors starts at byte %zu (the metadata's end padded to the alignment %zu), "
+                      "past the end of the file (size %llu)", ctx->infos.size(), ctx->data_offset, ctx->alignment,
+                      (unsigned long long) r.size);
+    }
     const uint64_t data_avail = r.size > ctx->data_offset ? r.size - ctx->data_offset : 0;
     for (size_t i = 0; i < ctx->infos.size(); ++i) {
         const tinfo & ti = ctx->infos[i];
@@ -413,7 +458,10 @@ static inline bool check_data_section(reader & r, gguf_ctx * ctx) {
         }
         if (!furthest || b.offset + b.size > furthest->offset + furthest->size) furthest = &b;
     }
-    return true;
+    /* disjoint and inside the file: the sum cannot overflow */
+    uint64_t data_bytes = 0;
+    for (const tinfo & ti : ctx->infos) data_bytes += ti.size;
+    return r.charge(ctx->data_offset, data_bytes, "the tensor data");
 }
 
 /* parse, step 5 (params.ctx): a tsr_context with one tensor per info, holding its data unless
@@ -458,6 +506,7 @@ static inline gguf_ctx * parse(reader & r, tsr_gguf_init_params params) {
     gguf_ctx * ctx = nullptr;
     tsr_context * tctx = nullptr;
     try {
+        r.budget_left = r.size > (UINT64_MAX - k_budget_slack) / 4 ? UINT64_MAX : 4 * r.size + k_budget_slack;
         ctx = new gguf_ctx();
         ctx->from_file = true;
         uint64_t n_tensors = 0, n_kv = 0;

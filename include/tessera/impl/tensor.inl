@@ -68,11 +68,10 @@ static inline struct tsr_tensor * tsr_impl_new_tensor_nb(struct tsr_context * ct
         return nullptr;
     }
     int64_t ne[TSR_MAX_DIMS] = {1, 1, 1, 1};
-    const int64_t kmax = (int64_t)1 << 56;
     double total = 1.0;
     for (int i = 0; i < n_dims; i++) {
         ne[i] = ne_in[i];
-        if (ne[i] < 0 || ne[i] > kmax) {
+        if (ne[i] < 0 || ne[i] > TSR_IMPL_MAX_NE) {
             tsr_set_error("tsr_new_tensor: ne[%d] = %lld out of range", i, (long long)ne[i]);
             return nullptr;
         }
