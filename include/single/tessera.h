@@ -1262,6 +1262,22 @@ static inline bool tsr_impl_nbytes_checked(enum tsr_type type, const int64_t * n
     return true;
 }
 
+/* Elements of a user-given shape of non-negative dims: false when there are more than
+ * INT64_MAX (a shape with a 0 dim holds 0 elements, however large the others). */
+static inline bool tsr_impl_count_elements(int n_dims, const int64_t * ne, int64_t * out) {
+    *out = 0;
+    for (int i = 0; i < n_dims; i++) {
+        if (ne[i] == 0) return true;
+    }
+    int64_t n = 1;
+    for (int i = 0; i < n_dims; i++) {
+        if (n > INT64_MAX / ne[i]) return false;
+        n *= ne[i];
+    }
+    *out = n;
+    return true;
+}
+
 static inline void tsr_impl_contiguous_nb(enum tsr_type type, const int64_t * ne, size_t * nb) {
     nb[0] = tsr_type_size(type);
     nb[1] = nb[0] * (size_t)(ne[0] / tsr_blck_size(type));
@@ -1749,20 +1765,14 @@ static inline struct tsr_tensor * reshape_impl(struct tsr_context * ctx, struct 
         tsr_set_error("tsr_reshape: source %s is not contiguous", tsr_impl_describe(a).s);
         return nullptr;
     }
-    int64_t n = 1;
-    bool too_big = false;
     for (int i = 0; i < n_dims; i++) {
         if (ne[i] < 0) {
             tsr_set_error("tsr_reshape: ne[%d] = %lld is negative", i, (long long)ne[i]);
             return nullptr;
         }
-        if (ne[i] != 0 && n > INT64_MAX / ne[i]) too_big = true;  /* no signed overflow; still 0 if a later ne is 0 */
-        else n *= ne[i];
     }
-    for (int i = 0; i < n_dims; i++) {
-        if (ne[i] == 0) { n = 0; too_big = false; }
-    }
-    if (too_big) {
+    int64_t n = 0;
+    if (!tsr_impl_count_elements(n_dims, ne, &n)) {
         tsr_set_error("tsr_reshape: shape [%lld, ...] of %d dims has more than INT64_MAX elements", (long long)ne[0], n_dims);
         return nullptr;
     }
@@ -2037,7 +2047,10 @@ TSR_API_IMPL struct tsr_tensor * tsr_cast(struct tsr_context * ctx, struct tsr_t
 TSR_API_IMPL struct tsr_tensor * tsr_cont_4d(struct tsr_context * ctx, struct tsr_tensor * a, int64_t ne0, int64_t ne1,
                                              int64_t ne2, int64_t ne3) {
     if (!tsr_impl::check_args("tsr_cont", ctx, a)) return nullptr;
-    TSR_IMPL_REQUIRE(ne0 >= 0 && ne1 >= 0 && ne2 >= 0 && ne3 >= 0 && ne0 * ne1 * ne2 * ne3 == tsr_nelements(a),
+    const int64_t ne[TSR_MAX_DIMS] = {ne0, ne1, ne2, ne3};
+    int64_t n = -1;
+    const bool counted = ne0 >= 0 && ne1 >= 0 && ne2 >= 0 && ne3 >= 0 && tsr_impl_count_elements(TSR_MAX_DIMS, ne, &n);
+    TSR_IMPL_REQUIRE(counted && n == tsr_nelements(a),
                      "tsr_cont: shape [%lld, %lld, %lld, %lld] does not hold the %lld elements of %s", (long long)ne0,
                      (long long)ne1, (long long)ne2, (long long)ne3, (long long)tsr_nelements(a), TSR_IMPL_D(a));
     struct tsr_tensor * r = tsr_new_tensor_4d(ctx, a->type, ne0, ne1, ne2, ne3);
@@ -2529,6 +2542,9 @@ TSR_API_IMPL struct tsr_tensor * tsr_upscale_ext(struct tsr_context * ctx, struc
     TSR_IMPL_REQUIRE(ne0 > 0 && ne1 > 0 && ne2 > 0 && ne3 > 0, "tsr_upscale: target shape [%d, %d, %d, %d] must be positive",
                      ne0, ne1, ne2, ne3);
     TSR_IMPL_REQUIRE(a->type == TSR_TYPE_F32 || a->type == TSR_TYPE_F16, "tsr_upscale: %s must be f32 or f16", TSR_IMPL_D(a));
+    /* every result element samples the source: an empty one has nothing to give */
+    TSR_IMPL_REQUIRE(tsr_nelements(a) > 0, "tsr_upscale: %s has no elements to scale to [%d, %d, %d, %d]", TSR_IMPL_D(a),
+                     ne0, ne1, ne2, ne3);
     struct tsr_tensor * r = tsr_new_tensor_4d(ctx, a->type, ne0, ne1, ne2, ne3);
     if (r) tsr_set_op_params_i32(r, 0, (int32_t)mode);
     return tsr_impl::op_result(r, TSR_OP_UPSCALE, a);
@@ -10469,7 +10485,9 @@ static void op_sum(const cparams & p, tsr_tensor * dst) {
     if (p.ith != 0) return;  /* one thread: deterministic order */
     const tsr_tensor * src = dst->src[0];
     double s = 0.0;
-    for (int64_t ir = 0; ir < tsr_nrows(src); ++ir) {
+    /* an empty source may still have 2^50 (empty) rows: do not walk them */
+    const int64_t nr = tsr_nelements(src) > 0 ? tsr_nrows(src) : 0;
+    for (int64_t ir = 0; ir < nr; ++ir) {
         int64_t i1, i2, i3;
         row_index(src, ir, i1, i2, i3);
         const char * r = tptr(src, 0, i1, i2, i3);

@@ -59,6 +59,9 @@ TEST_CASE("copies: dup, cpy, cast, cont", "[ops]") {
     CHECK(same_shape(tsr_cont_2d(f.ctx, t, 2, 6), 2, 6));
     CHECK(same_shape(tsr_cont_4d(f.ctx, t, 1, 2, 3, 2), 1, 2, 3, 2));
     expect_op_fails(f.ctx, [&] { return tsr_cont_2d(f.ctx, t, 5, 5); }, "elements");
+    // found by graph_fuzz: (2^62 + 1) * 12 wraps to 12, the element count of t, in int64
+    expect_op_fails(f.ctx, [&] { return tsr_cont_4d(f.ctx, t, (INT64_C(1) << 62) + 1, 12, 1, 1); }, "tsr_cont: shape");
+    expect_op_fails(f.ctx, [&] { return tsr_cont_4d(f.ctx, t, INT64_MAX, 3, 0, 1); }, "tsr_cont: shape");
 }
 
 TEST_CASE("binary ops broadcast b over a", "[ops]") {
@@ -450,6 +453,9 @@ TEST_CASE("upscale, pad, argsort", "[ops]") {
     expect_op_fails(f.ctx, [&] { return tsr_upscale(f.ctx, a, 0, TSR_SCALE_MODE_NEAREST); }, "scale factor");
     expect_op_fails(f.ctx, [&] { return tsr_upscale_ext(f.ctx, a, 5, 0, 2, 1, TSR_SCALE_MODE_NEAREST); }, "positive");
     expect_op_fails(f.ctx, [&] { return tsr_upscale(f.ctx, a, 2, (tsr_scale_mode)7); }, "mode");
+    // found by graph_fuzz: the CPU kernel read the source at index -1
+    expect_op_fails(f.ctx, [&] { return tsr_upscale_ext(f.ctx, f.f32(0, 3), 2, 3, 1, 1, TSR_SCALE_MODE_NEAREST); }, "no elements");
+    expect_op_fails(f.ctx, [&] { return tsr_upscale_ext(f.ctx, f.f32(4, 3, 0), 4, 3, 1, 1, TSR_SCALE_MODE_BILINEAR); }, "no elements");
 
     tsr_tensor * p = tsr_pad(f.ctx, a, 1, 2, 0, 3);
     REQUIRE(p);

@@ -35,6 +35,22 @@ static inline bool tsr_impl_nbytes_checked(enum tsr_type type, const int64_t * n
     return true;
 }
 
+/* Elements of a user-given shape of non-negative dims: false when there are more than
+ * INT64_MAX (a shape with a 0 dim holds 0 elements, however large the others). */
+static inline bool tsr_impl_count_elements(int n_dims, const int64_t * ne, int64_t * out) {
+    *out = 0;
+    for (int i = 0; i < n_dims; i++) {
+        if (ne[i] == 0) return true;
+    }
+    int64_t n = 1;
+    for (int i = 0; i < n_dims; i++) {
+        if (n > INT64_MAX / ne[i]) return false;
+        n *= ne[i];
+    }
+    *out = n;
+    return true;
+}
+
 static inline void tsr_impl_contiguous_nb(enum tsr_type type, const int64_t * ne, size_t * nb) {
     nb[0] = tsr_type_size(type);
     nb[1] = nb[0] * (size_t)(ne[0] / tsr_blck_size(type));
@@ -522,20 +538,14 @@ static inline struct tsr_tensor * reshape_impl(struct tsr_context * ctx, struct 
         tsr_set_error("tsr_reshape: source %s is not contiguous", tsr_impl_describe(a).s);
         return nullptr;
     }
-    int64_t n = 1;
-    bool too_big = false;
     for (int i = 0; i < n_dims; i++) {
         if (ne[i] < 0) {
             tsr_set_error("tsr_reshape: ne[%d] = %lld is negative", i, (long long)ne[i]);
             return nullptr;
         }
-        if (ne[i] != 0 && n > INT64_MAX / ne[i]) too_big = true;  /* no signed overflow; still 0 if a later ne is 0 */
-        else n *= ne[i];
     }
-    for (int i = 0; i < n_dims; i++) {
-        if (ne[i] == 0) { n = 0; too_big = false; }
-    }
-    if (too_big) {
+    int64_t n = 0;
+    if (!tsr_impl_count_elements(n_dims, ne, &n)) {
         tsr_set_error("tsr_reshape: shape [%lld, ...] of %d dims has more than INT64_MAX elements", (long long)ne[0], n_dims);
         return nullptr;
     }
