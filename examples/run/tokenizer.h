@@ -172,6 +172,9 @@ struct tokenizer {
         else if (model == "llama") kind = tok_kind::spm;
         else { err = "unsupported tokenizer.ggml.model '" + model + "' (supported: gpt2, llama)"; return false; }
         const size_t n = tsr_gguf_get_arr_n(g, k_tokens);
+        // every id the runner makes (BOS, the fallback prompt token, samples) indexes the
+        // vocabulary, so there must be one
+        if (n == 0) { err = "tokenizer.ggml.tokens is empty: the vocabulary needs at least one token"; return false; }
         tokens.resize(n);
         for (size_t i = 0; i < n; ++i) tokens[i] = tsr_gguf_get_arr_str(g, k_tokens, i);
         scores.assign(n, 0.0f);
