@@ -1312,17 +1312,20 @@ static inline struct tsr_tensor * tsr_impl_new_tensor_nb(struct tsr_context * ct
     }
     int64_t ne[TSR_MAX_DIMS] = {1, 1, 1, 1};
     const int64_t kmax = (int64_t)1 << 56;
-    double total = 1.0;
+    /* a 0 dim counts as 1 here: with it the tensor is empty, but tsr_nelements and
+     * tsr_nrows still multiply the other dims, which must not overflow int64 */
+    double extent = 1.0;
     for (int i = 0; i < n_dims; i++) {
         ne[i] = ne_in[i];
         if (ne[i] < 0 || ne[i] > kmax) {
             tsr_set_error("tsr_new_tensor: ne[%d] = %lld out of range", i, (long long)ne[i]);
             return nullptr;
         }
-        total *= (double)ne[i];
+        extent *= (double)(ne[i] > 0 ? ne[i] : 1);
     }
-    if (total * (double)tsr_type_size(type) > 4.0e18) {
-        tsr_set_error("tsr_new_tensor: tensor of %.0f elements is too large", total);
+    if (extent * (double)tsr_type_size(type) > 4.0e18) {
+        tsr_set_error("tsr_new_tensor: shape [%lld, %lld, %lld, %lld] is too large (%.0f elements without its 0 dims)",
+                      (long long)ne[0], (long long)ne[1], (long long)ne[2], (long long)ne[3], extent);
         return nullptr;
     }
     const int64_t blck = tsr_blck_size(type);
@@ -2524,6 +2527,10 @@ TSR_API_IMPL struct tsr_tensor * tsr_pool_2d(struct tsr_context * ctx, struct ts
     const float fw = ((float)a->ne[0] + 2.0f * p0 - (float)k0) / (float)s0 + 1.0f;
     const float fh = ((float)a->ne[1] + 2.0f * p1 - (float)k1) / (float)s1 + 1.0f;
     TSR_IMPL_REQUIRE(fw >= 1.0f && fh >= 1.0f, "tsr_pool_2d: input %s is smaller than the %dx%d window", TSR_IMPL_D(a), k0, k1);
+    /* an infinite or huge padding: the float size would not convert to int64 */
+    const float max_side = (float)((int64_t)1 << 56);
+    TSR_IMPL_REQUIRE(fw <= max_side && fh <= max_side, "tsr_pool_2d: padding %g %g makes the output of %s too large (%g x %g)",
+                     (double)p0, (double)p1, TSR_IMPL_D(a), (double)fw, (double)fh);
     struct tsr_tensor * r = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, (int64_t)fw, (int64_t)fh, a->ne[2], a->ne[3]);
     if (!r) return nullptr;
     const int32_t params[5] = {(int32_t)op, k0, k1, s0, s1};

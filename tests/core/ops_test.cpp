@@ -437,6 +437,9 @@ TEST_CASE("im2col, conv_2d, pool_2d", "[ops]") {
     CHECK(tsr_get_op_params_f32(p, 6) == 0.0f);
     expect_op_fails(f.ctx, [&] { return tsr_pool_2d(f.ctx, img, TSR_OP_POOL_MAX, 11, 2, 1, 1, 0, 0); }, "window");
     expect_op_fails(f.ctx, [&] { return tsr_pool_2d(f.ctx, img, TSR_OP_POOL_COUNT, 2, 2, 1, 1, 0, 0); }, "unknown");
+    // found by graph_fuzz: an infinite padding made an infinite float size, cast to int64
+    expect_op_fails(f.ctx, [&] { return tsr_pool_2d(f.ctx, img, TSR_OP_POOL_MAX, 2, 2, 1, 1, INFINITY, 0); }, "too large");
+    expect_op_fails(f.ctx, [&] { return tsr_pool_2d(f.ctx, img, TSR_OP_POOL_AVG, 2, 2, 1, 1, 0, 1e30f); }, "too large");
 }
 
 TEST_CASE("upscale, pad, argsort", "[ops]") {

@@ -661,6 +661,10 @@ TSR_API_IMPL struct tsr_tensor * tsr_pool_2d(struct tsr_context * ctx, struct ts
     const float fw = ((float)a->ne[0] + 2.0f * p0 - (float)k0) / (float)s0 + 1.0f;
     const float fh = ((float)a->ne[1] + 2.0f * p1 - (float)k1) / (float)s1 + 1.0f;
     TSR_IMPL_REQUIRE(fw >= 1.0f && fh >= 1.0f, "tsr_pool_2d: input %s is smaller than the %dx%d window", TSR_IMPL_D(a), k0, k1);
+    /* an infinite or huge padding: the float size would not convert to int64 */
+    const float max_side = (float)((int64_t)1 << 56);
+    TSR_IMPL_REQUIRE(fw <= max_side && fh <= max_side, "tsr_pool_2d: padding %g %g makes the output of %s too large (%g x %g)",
+                     (double)p0, (double)p1, TSR_IMPL_D(a), (double)fw, (double)fh);
     struct tsr_tensor * r = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, (int64_t)fw, (int64_t)fh, a->ne[2], a->ne[3]);
     if (!r) return nullptr;
     const int32_t params[5] = {(int32_t)op, k0, k1, s0, s1};

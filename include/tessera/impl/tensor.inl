@@ -85,17 +85,20 @@ static inline struct tsr_tensor * tsr_impl_new_tensor_nb(struct tsr_context * ct
     }
     int64_t ne[TSR_MAX_DIMS] = {1, 1, 1, 1};
     const int64_t kmax = (int64_t)1 << 56;
-    double total = 1.0;
+    /* a 0 dim counts as 1 here: with it the tensor is empty, but tsr_nelements and
+     * tsr_nrows still multiply the other dims, which must not overflow int64 */
+    double extent = 1.0;
     for (int i = 0; i < n_dims; i++) {
         ne[i] = ne_in[i];
         if (ne[i] < 0 || ne[i] > kmax) {
             tsr_set_error("tsr_new_tensor: ne[%d] = %lld out of range", i, (long long)ne[i]);
             return nullptr;
         }
-        total *= (double)ne[i];
+        extent *= (double)(ne[i] > 0 ? ne[i] : 1);
     }
-    if (total * (double)tsr_type_size(type) > 4.0e18) {
-        tsr_set_error("tsr_new_tensor: tensor of %.0f elements is too large", total);
+    if (extent * (double)tsr_type_size(type) > 4.0e18) {
+        tsr_set_error("tsr_new_tensor: shape [%lld, %lld, %lld, %lld] is too large (%.0f elements without its 0 dims)",
+                      (long long)ne[0], (long long)ne[1], (long long)ne[2], (long long)ne[3], extent);
         return nullptr;
     }
     const int64_t blck = tsr_blck_size(type);
