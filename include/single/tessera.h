@@ -1710,6 +1710,13 @@ static inline struct tsr_tensor * view_impl(struct tsr_context * ctx, struct tsr
     for (int i = 2; i < TSR_MAX_DIMS; i++) {
         if (i >= n_dims) nb[i] = nb[i - 1] * (size_t)ne[i - 1];
     }
+    /* kernels load whole elements (blocks), aligned to their size */
+    const size_t esz = tsr_type_size(a->type);
+    if (offset % esz != 0 || nb[1] % esz != 0 || nb[2] % esz != 0 || nb[3] % esz != 0) {
+        tsr_set_error("tsr_view_%dd: offset %zu and strides [%zu, %zu, %zu] of a view of %s must be multiples of its "
+                      "element size %zu", n_dims, offset, nb[1], nb[2], nb[3], tsr_impl_describe(a).s, esz);
+        return nullptr;
+    }
     size_t extent = 0;
     if (!tsr_impl_nbytes_checked(a->type, ne, nb, &extent)) {
         tsr_set_error("tsr_view_%dd: view [%lld, %lld, %lld, %lld] with strides [%zu, %zu, %zu, %zu] of %s overflows size_t",
@@ -7274,6 +7281,13 @@ static inline uint16_t f2bf(float f) {
     return (uint16_t)((u + (0x7fffu + ((u >> 16) & 1u))) >> 16);
 }
 
+/* float -> int32, truncating, defined for every input (a plain cast is undefined for
+ * NaN and out-of-range values): those give INT32_MIN, what x86's cvttss2si / cvttps2dq
+ * return, so the scalar path agrees with the SIMD ones and x86 builds keep their results. */
+static inline int32_t trunc_to_i32(float v) {
+    return (v >= -2147483648.0f && v < 2147483648.0f) ? (int32_t)v : INT32_MIN;
+}
+
 /* Load/store one element of a (non-quantized) type as float. */
 static inline float ld(enum tsr_type t, const void * p) {
     switch (t) {
@@ -7289,7 +7303,7 @@ static inline void st(enum tsr_type t, void * p, float v) {
         case TSR_TYPE_F32:  *(float *)p = v; break;
         case TSR_TYPE_F16:  *(uint16_t *)p = f2h(v); break;
         case TSR_TYPE_BF16: *(uint16_t *)p = f2bf(v); break;
-        case TSR_TYPE_I32:  *(int32_t *)p = (int32_t)v; break;
+        case TSR_TYPE_I32:  *(int32_t *)p = trunc_to_i32(v); break;
         default: break;
     }
 }
@@ -7815,8 +7829,8 @@ static void quantize_row_q4_0_ref(const float * x, tsr_block_q4_0 * y, int64_t n
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[b].d = f2h(d);
         for (int j = 0; j < 16; ++j) {
-            const int xi0 = std::min(15, (int)(int8_t)(xb[j] * id + 8.5f));
-            const int xi1 = std::min(15, (int)(int8_t)(xb[16 + j] * id + 8.5f));
+            const int xi0 = std::min(15, (int)(int8_t)trunc_to_i32(xb[j] * id + 8.5f));
+            const int xi1 = std::min(15, (int)(int8_t)trunc_to_i32(xb[16 + j] * id + 8.5f));
             y[b].qs[j] = (uint8_t)(xi0 | (xi1 << 4));
         }
     }
@@ -7877,7 +7891,7 @@ static void row_from_f32(enum tsr_type t, const float * src, void * dst, int64_t
         case TSR_TYPE_F32: std::memmove(dst, src, (size_t)n * 4); break;
         case TSR_TYPE_F16: for (int64_t i = 0; i < n; ++i) ((uint16_t *)dst)[i] = f2h(src[i]); break;
         case TSR_TYPE_BF16: for (int64_t i = 0; i < n; ++i) ((uint16_t *)dst)[i] = f2bf(src[i]); break;
-        case TSR_TYPE_I32: for (int64_t i = 0; i < n; ++i) ((int32_t *)dst)[i] = (int32_t)src[i]; break;
+        case TSR_TYPE_I32: for (int64_t i = 0; i < n; ++i) ((int32_t *)dst)[i] = trunc_to_i32(src[i]); break;
         case TSR_TYPE_Q8_0: quantize_row_q8_0_ref(src, (tsr_block_q8_0 *)dst, n); break;
         case TSR_TYPE_Q4_0: quantize_row_q4_0_ref(src, (tsr_block_q4_0 *)dst, n); break;
         default: break;

@@ -224,6 +224,13 @@ TEST_CASE("views outside their source are errors", "[tensor][view][error]") {
     expect_op_fails(ctx, [&] { return tsr_view_1d(ctx, nullptr, 1, 0); });
     expect_op_fails(ctx, [&] { return tsr_view_1d(ctx, a, -1, 0); });
     CHECK(tsr_view_1d(ctx, a, 48, 0) != nullptr);  // exactly the whole source is fine
+    // found by graph_fuzz: a view at offset 2 of an f32 tensor made the kernels load floats
+    // from misaligned addresses (undefined, and a fault on some CPUs)
+    expect_op_fails(ctx, [&] { return tsr_view_1d(ctx, a, 4, 2); }, "multiples of its element size");
+    expect_op_fails(ctx, [&] { return tsr_view_2d(ctx, a, 4, 2, 18, 0); }, "multiples of its element size");
+    tsr_tensor * q8 = tsr_new_tensor_2d(ctx, TSR_TYPE_Q8_0, 64, 2);  // 2 blocks of 34 bytes a row
+    expect_op_fails(ctx, [&] { return tsr_view_1d(ctx, q8, 32, 17); }, "multiples of its element size");
+    CHECK(tsr_view_1d(ctx, q8, 32, 34) != nullptr);  // the second block
     CHECK(tsr_view_1d(ctx, a, 1, 188) != nullptr);
     tsr_tensor * part = tsr_view_1d(ctx, a, 8, 32);
     expect_op_fails(ctx, [&] { return tsr_view_1d(ctx, part, 9, 0); }, "outside");  // bigger than the view

@@ -483,6 +483,13 @@ static inline struct tsr_tensor * view_impl(struct tsr_context * ctx, struct tsr
     for (int i = 2; i < TSR_MAX_DIMS; i++) {
         if (i >= n_dims) nb[i] = nb[i - 1] * (size_t)ne[i - 1];
     }
+    /* kernels load whole elements (blocks), aligned to their size */
+    const size_t esz = tsr_type_size(a->type);
+    if (offset % esz != 0 || nb[1] % esz != 0 || nb[2] % esz != 0 || nb[3] % esz != 0) {
+        tsr_set_error("tsr_view_%dd: offset %zu and strides [%zu, %zu, %zu] of a view of %s must be multiples of its "
+                      "element size %zu", n_dims, offset, nb[1], nb[2], nb[3], tsr_impl_describe(a).s, esz);
+        return nullptr;
+    }
     size_t extent = 0;
     if (!tsr_impl_nbytes_checked(a->type, ne, nb, &extent)) {
         tsr_set_error("tsr_view_%dd: view [%lld, %lld, %lld, %lld] with strides [%zu, %zu, %zu, %zu] of %s overflows size_t",
