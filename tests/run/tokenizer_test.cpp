@@ -119,6 +119,30 @@ TEST_CASE("tokenizer: SentencePiece-style BPE on a fixed vocabulary", "[tokenize
     }
 }
 
+// Regression (found by tokenizer_fuzz): without a U+2581 token, the spaces fell back to
+// that character's three bytes and decoded as it, not as spaces.
+TEST_CASE("tokenizer: SPM byte fallback of a space is the space's byte", "[tokenizer]") {
+    tokenizer t;
+    t.kind = tok_kind::spm;
+    for (int b = 0; b < 256; ++b) {
+        char n[8];
+        snprintf(n, sizeof n, "<0x%02X>", b);
+        t.tokens.push_back(n);
+        t.types.push_back(TOK_BYTE);
+    }
+    t.tokens.push_back("hi");  // 256
+    t.types.push_back(TOK_NORMAL);
+    t.scores.assign(t.tokens.size(), 0.0f);
+    t.finish();
+    CHECK(t.encode("hi hi", false) == std::vector<int32_t>{0x20, 256, 0x20, 256});
+    // found next: a stray lead byte took the first byte of the next U+2581 as its own
+    CHECK(t.encode("\xCD hi", false) == std::vector<int32_t>{0x20, 0xCD, 0x20, 256});
+    for (const char * s : {"hi hi", " hi  x", "", "  ", "x\xE2\x82\xAC y", "\xCD hi", "\xE2\x82 \xF0"}) {
+        INFO(s);
+        CHECK(t.decode(t.encode(s, false)) == s);
+    }
+}
+
 TEST_CASE("tokenizer: metadata round trip through GGUF", "[tokenizer]") {
     const char * dir = getenv("TMPDIR");
     const std::string path = std::string(dir ? dir : "/tmp") + "/tsr_tok_" + std::to_string((long) getpid()) + ".gguf";
