@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the libFuzzer targets (CMake -DTSR_FUZZ=ON with clang: every tests/fuzz/<name>_fuzz.cpp,
 # -fsanitize=fuzzer,address,undefined, the implementation compiled once for all of them)
-# and run each for N seconds (default 20) on a copy of its seed corpus tests/fuzz/corpus/<name>/.
+# and run each for N seconds (default 20) on a copy of its seed corpus tests/fuzz/corpus/<name>/,
+# as many at once as there are cores (TSR_JOBS).
 #   scripts/fuzz.sh [seconds-per-target] [names...]      (names: gguf graph tokenizer ...; default all)
 # Any crash, sanitizer report, leak, hang (-timeout) or single allocation over 64 MiB fails
 # the run; the reproducer is left in build-fuzz/<name>/ (crash-*, leak-*, timeout-*, oom-*).
@@ -24,21 +25,42 @@ targets=()
 for n in "${names[@]}"; do targets+=("${n}_fuzz"); done
 cmake --build "$out" -j"${TSR_JOBS:-$(nproc)}" --target "${targets[@]}"
 
-for n in "${names[@]}"; do
-  run="$out/$n"
+# One target on a fresh copy of its corpus; writes $out/<name>/status (ok or FINDING).
+# libFuzzer's exit status decides; log.txt has its final stats (or the finding).
+fuzz_one() {
+  local n=$1 run="$out/$1"
   rm -rf "$run"
   mkdir -p "$run/corpus"
   if [ -d "tests/fuzz/corpus/$n" ]; then cp tests/fuzz/corpus/"$n"/* "$run/corpus/" 2>/dev/null || true; fi
-  echo "=== fuzz $n: ${secs}s"
-  # libFuzzer's exit status decides; the log tail shows its final stats (or the finding)
-  if ! (cd "$run" && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1 \
+  if (cd "$run" && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1 \
         "../tests/fuzz/${n}_fuzz" -max_total_time="$secs" -max_len=65536 -malloc_limit_mb=64 -rss_limit_mb=2048 \
         -timeout=10 -print_final_stats=1 corpus >log.txt 2>&1); then
+    echo ok >"$run/status"
+  else
+    echo FINDING >"$run/status"
+  fi
+}
+
+# The targets are single-threaded: run as many at once as there are cores.
+parallel=${TSR_JOBS:-$(nproc)}
+echo "=== fuzz ${names[*]}: ${secs}s each, $parallel at a time"
+for n in "${names[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$parallel" ]; do wait -n || true; done
+  fuzz_one "$n" &
+done
+wait
+
+failed=0
+for n in "${names[@]}"; do
+  run="$out/$n"
+  if [ "$(cat "$run/status" 2>/dev/null)" != ok ]; then
     tail -n 60 "$run/log.txt"
     echo "fuzz $n: FINDING, reproducer in $run/ (run it: $out/tests/fuzz/${n}_fuzz $run/<file>)"
-    exit 1
+    failed=1
+    continue
   fi
-  grep -E "^stat::(number_of_executed_units|new_units_added)|cov: .*DONE|Done [0-9]+ runs" "$run/log.txt" | tail -n 3
-  grep -Eo "cov: [0-9]+ ft: [0-9]+ corp: [0-9]+/[0-9]+[a-zA-Z]*" "$run/log.txt" | tail -n 1
+  runs=$(grep -Eo "^stat::number_of_executed_units: +[0-9]+" "$run/log.txt" | grep -Eo "[0-9]+$")
+  echo "fuzz $n: $runs runs, $(grep -Eo "DONE +cov: [0-9]+ ft: [0-9]+ corp: [0-9]+/[0-9]+[a-zA-Z]*" "$run/log.txt" | tail -n 1)"
 done
+[ "$failed" = 0 ] || exit 1
 echo "fuzz: ${names[*]}: ${secs}s each without findings"

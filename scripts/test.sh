@@ -10,7 +10,8 @@
 #   5. CMake + clang with ThreadSanitizer: the threading tests
 #   6. aarch64 cross build (CMake toolchain file), NEON tests under qemu-user
 #   7. libFuzzer targets (tests/fuzz/*_fuzz.cpp: gguf, graph, tokenizer, ...) for
-#      TSR_FUZZ_SECONDS each (default 20), on their seed corpora (scripts/fuzz.sh)
+#      TSR_FUZZ_SECONDS each (default 20, two at a time on 2 cores), on their seed
+#      corpora (scripts/fuzz.sh)
 #
 # TSR_TEST_STAGES="2 4" runs only those stages. Build folders: build-test-*.
 # Prints each stage's time as it ends and a table of all of them at the end.
