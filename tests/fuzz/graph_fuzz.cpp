@@ -424,14 +424,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     tsr_cgraph * g = tsr_new_graph_custom(p.ctx, capacity, false);
     for (int n = 0; n < 64 && !in.done(); ++n) p.keep(step(p, in));
 
-    // the graph of the last results (up to 9 of them, the newest first)
-    bool built = g != nullptr && !p.t.empty();
+    // the graph of the last results (up to 9 of them, the newest first); a failed expand
+    // leaves the graph as it was, so what was built before it still plans and computes
+    bool built = g != nullptr;
     for (size_t i = p.t.size(); built && i-- > 0;) {
         if (p.t[i]->op != TSR_OP_NONE) built = tsr_build_forward_expand(g, p.t[i]);
         if (i + 8 < p.t.size()) break;
     }
-    if (g) trace("build", built);
-    if (built) plan_and_run(cpu, settings, g, data, size);
+    if (g) {
+        trace("build", built);
+        plan_and_run(cpu, settings, g, data, size);
+    }
     tsr_free(p.ctx);
     return 0;
 }
