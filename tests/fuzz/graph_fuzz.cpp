@@ -1,11 +1,11 @@
 // libFuzzer target: graph building, gallocr planning and CPU compute from fuzz bytes.
-// The bytes are a small program (scripts/gen-graph-corpus.py writes seeds in this form):
+// The bytes are a small program (scripts/gen-fuzz-corpus.py writes seeds in this form):
 //
 //   byte 0   context: room for (b % 64) tensor headers, plus the graph
 //   byte 1   graph capacity (0, 1, 2, 3, 4, 8, 16, 64, ...)
 //   byte 2   run settings: bit 0 two threads, bit 1 the best ISA (else scalar),
 //            bit 2 a packing time budget for reserve, bit 3 alloc_graph without reserve
-//   then     instructions: an opcode byte and its argument bytes, until the bytes end;
+//   then     instructions (64 at most): an opcode byte and its argument bytes, until the bytes end;
 //            operands are earlier tensors chosen by a byte (modulo how many exist);
 //            the bytes are read in the order of the arguments (one read per statement
 //            where a call takes several, since C++ leaves their order open)

@@ -1,7 +1,7 @@
 // libFuzzer target: tessera-run's tokenizers (examples/run/tokenizer.h) on small random
 // vocabularies, loaded the way tessera-run loads them (tokenizer::load on GGUF metadata,
 // here an in-memory GGUF context), then encode + decode of random text.
-// The bytes (scripts/gen-tokenizer-corpus.py writes seeds in this form):
+// The bytes (scripts/gen-fuzz-corpus.py writes seeds in this form):
 //
 //   byte 0   flags: bit 0 llama (SPM) else gpt2; bit 1 all 256 byte tokens first;
 //            bit 2 add_space_prefix; bit 3 add_bos_token; bit 4 scores; bit 5 token types;
