@@ -9,7 +9,9 @@
 #      compiled from the committed single header (include/single): ctest
 #   5. CMake + clang with ThreadSanitizer: the threading tests
 #   6. aarch64 cross build (CMake toolchain file), NEON tests under qemu-user
-#   7. GGUF fuzzer for TSR_FUZZ_SECONDS (default 60)
+#   7. libFuzzer targets (tests/fuzz/*_fuzz.cpp: gguf, graph, tokenizer, ...) for
+#      TSR_FUZZ_SECONDS each (default 20, two at a time on 2 cores), on their seed
+#      corpora (scripts/fuzz.sh)
 #
 # TSR_TEST_STAGES="2 4" runs only those stages. Build folders: build-test-*.
 # Prints each stage's time as it ends and a table of all of them at the end.
@@ -97,8 +99,8 @@ if want 6; then
 fi
 
 if want 7; then
-  stage "7. GGUF fuzzer"
-  scripts/fuzz-gguf.sh "${TSR_FUZZ_SECONDS:-60}"
+  stage "7. fuzzers"
+  scripts/fuzz.sh "${TSR_FUZZ_SECONDS:-20}"
 fi
 
 summary

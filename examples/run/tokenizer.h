@@ -172,6 +172,9 @@ struct tokenizer {
         else if (model == "llama") kind = tok_kind::spm;
         else { err = "unsupported tokenizer.ggml.model '" + model + "' (supported: gpt2, llama)"; return false; }
         const size_t n = tsr_gguf_get_arr_n(g, k_tokens);
+        // every id the runner makes (BOS, the fallback prompt token, samples) indexes the
+        // vocabulary, so there must be one
+        if (n == 0) { err = "tokenizer.ggml.tokens is empty: the vocabulary needs at least one token"; return false; }
         tokens.resize(n);
         for (size_t i = 0; i < n; ++i) tokens[i] = tsr_gguf_get_arr_str(g, k_tokens, i);
         scores.assign(n, 0.0f);
@@ -343,12 +346,14 @@ private:
             if (c == ' ') s += "\xE2\x96\x81";
             else s += c;
         }
+        // one symbol per character; an invalid sequence is one byte a symbol, so a lead
+        // byte never swallows the start of the next character (a U+2581 above all)
+        std::vector<size_t> starts;
+        utf8_decode(s, &starts);
         std::vector<std::string> sym;
-        for (size_t i = 0; i < s.size();) {
-            size_t n = utf8_len((unsigned char) s[i]);
-            if (i + n > s.size()) n = 1;
-            sym.push_back(s.substr(i, n));
-            i += n;
+        for (size_t k = 0; k < starts.size(); ++k) {
+            const size_t end = k + 1 < starts.size() ? starts[k + 1] : s.size();
+            sym.push_back(s.substr(starts[k], end - starts[k]));
         }
         // merge the adjacent pair with the highest score (leftmost on ties) while it is a token
         while (sym.size() > 1) {
@@ -366,11 +371,20 @@ private:
         }
         for (const std::string & x : sym) {
             const int32_t id = lookup(x);
-            if (id >= 0) { out.push_back(id); continue; }
-            for (unsigned char b : x) {
-                if (byte_tok[b] >= 0) out.push_back(byte_tok[b]);
-                else if (unk >= 0) out.push_back(unk);
-            }
+            if (id >= 0) out.push_back(id);
+            else spm_byte_fallback(x, out);
+        }
+    }
+
+    // The bytes of a symbol not in the vocabulary as byte tokens; a U+2581 stands for the
+    // space it replaced, so it falls back to <0x20> (its own three bytes would decode as
+    // that character, not as the space of the text).
+    void spm_byte_fallback(const std::string & x, std::vector<int32_t> & out) const {
+        for (size_t i = 0; i < x.size(); ++i) {
+            unsigned char b = (unsigned char) x[i];
+            if (x.compare(i, 3, "\xE2\x96\x81") == 0) { b = ' '; i += 2; }
+            if (byte_tok[b] >= 0) out.push_back(byte_tok[b]);
+            else if (unk >= 0) out.push_back(unk);
         }
     }
 };

@@ -1266,6 +1266,22 @@ static inline bool tsr_impl_nbytes_checked(enum tsr_type type, const int64_t * n
     return true;
 }
 
+/* Elements of a user-given shape of non-negative dims: false when there are more than
+ * INT64_MAX (a shape with a 0 dim holds 0 elements, however large the others). */
+static inline bool tsr_impl_count_elements(int n_dims, const int64_t * ne, int64_t * out) {
+    *out = 0;
+    for (int i = 0; i < n_dims; i++) {
+        if (ne[i] == 0) return true;
+    }
+    int64_t n = 1;
+    for (int i = 0; i < n_dims; i++) {
+        if (n > INT64_MAX / ne[i]) return false;
+        n *= ne[i];
+    }
+    *out = n;
+    return true;
+}
+
 static inline void tsr_impl_contiguous_nb(enum tsr_type type, const int64_t * ne, size_t * nb) {
     nb[0] = tsr_type_size(type);
     nb[1] = nb[0] * (size_t)(ne[0] / tsr_blck_size(type));
@@ -1299,17 +1315,20 @@ static inline struct tsr_tensor * tsr_impl_new_tensor_nb(struct tsr_context * ct
         return nullptr;
     }
     int64_t ne[TSR_MAX_DIMS] = {1, 1, 1, 1};
-    double total = 1.0;
+    /* a 0 dim counts as 1 here: with it the tensor is empty, but tsr_nelements and
+     * tsr_nrows still multiply the other dims, which must not overflow int64 */
+    double extent = 1.0;
     for (int i = 0; i < n_dims; i++) {
         ne[i] = ne_in[i];
         if (ne[i] < 0 || ne[i] > TSR_IMPL_MAX_NE) {
             tsr_set_error("tsr_new_tensor: ne[%d] = %lld out of range", i, (long long)ne[i]);
             return nullptr;
         }
-        total *= (double)ne[i];
+        extent *= (double)(ne[i] > 0 ? ne[i] : 1);
     }
-    if (total * (double)tsr_type_size(type) > 4.0e18) {
-        tsr_set_error("tsr_new_tensor: tensor of %.0f elements is too large", total);
+    if (extent * (double)tsr_type_size(type) > 4.0e18) {
+        tsr_set_error("tsr_new_tensor: shape [%lld, %lld, %lld, %lld] is too large (%.0f elements without its 0 dims)",
+                      (long long)ne[0], (long long)ne[1], (long long)ne[2], (long long)ne[3], extent);
         return nullptr;
     }
     const int64_t blck = tsr_blck_size(type);
@@ -1694,6 +1713,13 @@ static inline struct tsr_tensor * view_impl(struct tsr_context * ctx, struct tsr
     for (int i = 2; i < TSR_MAX_DIMS; i++) {
         if (i >= n_dims) nb[i] = nb[i - 1] * (size_t)ne[i - 1];
     }
+    /* kernels load whole elements (blocks), aligned to their size */
+    const size_t esz = tsr_type_size(a->type);
+    if (offset % esz != 0 || nb[1] % esz != 0 || nb[2] % esz != 0 || nb[3] % esz != 0) {
+        tsr_set_error("tsr_view_%dd: offset %zu and strides [%zu, %zu, %zu] of a view of %s must be multiples of its "
+                      "element size %zu", n_dims, offset, nb[1], nb[2], nb[3], tsr_impl_describe(a).s, esz);
+        return nullptr;
+    }
     size_t extent = 0;
     if (!tsr_impl_nbytes_checked(a->type, ne, nb, &extent)) {
         tsr_set_error("tsr_view_%dd: view [%lld, %lld, %lld, %lld] with strides [%zu, %zu, %zu, %zu] of %s overflows size_t",
@@ -1752,20 +1778,14 @@ static inline struct tsr_tensor * reshape_impl(struct tsr_context * ctx, struct 
         tsr_set_error("tsr_reshape: source %s is not contiguous", tsr_impl_describe(a).s);
         return nullptr;
     }
-    int64_t n = 1;
-    bool too_big = false;
     for (int i = 0; i < n_dims; i++) {
         if (ne[i] < 0) {
             tsr_set_error("tsr_reshape: ne[%d] = %lld is negative", i, (long long)ne[i]);
             return nullptr;
         }
-        if (ne[i] != 0 && n > INT64_MAX / ne[i]) too_big = true;  /* no signed overflow; still 0 if a later ne is 0 */
-        else n *= ne[i];
     }
-    for (int i = 0; i < n_dims; i++) {
-        if (ne[i] == 0) { n = 0; too_big = false; }
-    }
-    if (too_big) {
+    int64_t n = 0;
+    if (!tsr_impl_count_elements(n_dims, ne, &n)) {
         tsr_set_error("tsr_reshape: shape [%lld, ...] of %d dims has more than INT64_MAX elements", (long long)ne[0], n_dims);
         return nullptr;
     }
@@ -2040,7 +2060,10 @@ TSR_API_IMPL struct tsr_tensor * tsr_cast(struct tsr_context * ctx, struct tsr_t
 TSR_API_IMPL struct tsr_tensor * tsr_cont_4d(struct tsr_context * ctx, struct tsr_tensor * a, int64_t ne0, int64_t ne1,
                                              int64_t ne2, int64_t ne3) {
     if (!tsr_impl::check_args("tsr_cont", ctx, a)) return nullptr;
-    TSR_IMPL_REQUIRE(ne0 >= 0 && ne1 >= 0 && ne2 >= 0 && ne3 >= 0 && ne0 * ne1 * ne2 * ne3 == tsr_nelements(a),
+    const int64_t ne[TSR_MAX_DIMS] = {ne0, ne1, ne2, ne3};
+    int64_t n = -1;
+    const bool counted = ne0 >= 0 && ne1 >= 0 && ne2 >= 0 && ne3 >= 0 && tsr_impl_count_elements(TSR_MAX_DIMS, ne, &n);
+    TSR_IMPL_REQUIRE(counted && n == tsr_nelements(a),
                      "tsr_cont: shape [%lld, %lld, %lld, %lld] does not hold the %lld elements of %s", (long long)ne0,
                      (long long)ne1, (long long)ne2, (long long)ne3, (long long)tsr_nelements(a), TSR_IMPL_D(a));
     struct tsr_tensor * r = tsr_new_tensor_4d(ctx, a->type, ne0, ne1, ne2, ne3);
@@ -2514,6 +2537,10 @@ TSR_API_IMPL struct tsr_tensor * tsr_pool_2d(struct tsr_context * ctx, struct ts
     const float fw = ((float)a->ne[0] + 2.0f * p0 - (float)k0) / (float)s0 + 1.0f;
     const float fh = ((float)a->ne[1] + 2.0f * p1 - (float)k1) / (float)s1 + 1.0f;
     TSR_IMPL_REQUIRE(fw >= 1.0f && fh >= 1.0f, "tsr_pool_2d: input %s is smaller than the %dx%d window", TSR_IMPL_D(a), k0, k1);
+    /* an infinite or huge padding: the float size would not convert to int64 */
+    const float max_side = (float)((int64_t)1 << 56);
+    TSR_IMPL_REQUIRE(fw <= max_side && fh <= max_side, "tsr_pool_2d: padding %g %g makes the output of %s too large (%g x %g)",
+                     (double)p0, (double)p1, TSR_IMPL_D(a), (double)fw, (double)fh);
     struct tsr_tensor * r = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, (int64_t)fw, (int64_t)fh, a->ne[2], a->ne[3]);
     if (!r) return nullptr;
     const int32_t params[5] = {(int32_t)op, k0, k1, s0, s1};
@@ -2532,6 +2559,9 @@ TSR_API_IMPL struct tsr_tensor * tsr_upscale_ext(struct tsr_context * ctx, struc
     TSR_IMPL_REQUIRE(ne0 > 0 && ne1 > 0 && ne2 > 0 && ne3 > 0, "tsr_upscale: target shape [%d, %d, %d, %d] must be positive",
                      ne0, ne1, ne2, ne3);
     TSR_IMPL_REQUIRE(a->type == TSR_TYPE_F32 || a->type == TSR_TYPE_F16, "tsr_upscale: %s must be f32 or f16", TSR_IMPL_D(a));
+    /* every result element samples the source: an empty one has nothing to give */
+    TSR_IMPL_REQUIRE(tsr_nelements(a) > 0, "tsr_upscale: %s has no elements to scale to [%d, %d, %d, %d]", TSR_IMPL_D(a),
+                     ne0, ne1, ne2, ne3);
     struct tsr_tensor * r = tsr_new_tensor_4d(ctx, a->type, ne0, ne1, ne2, ne3);
     if (r) tsr_set_op_params_i32(r, 0, (int32_t)mode);
     return tsr_impl::op_result(r, TSR_OP_UPSCALE, a);
@@ -7307,6 +7337,13 @@ static inline uint16_t f2bf(float f) {
     return (uint16_t)((u + (0x7fffu + ((u >> 16) & 1u))) >> 16);
 }
 
+/* float -> int32, truncating, defined for every input (a plain cast is undefined for
+ * NaN and out-of-range values): those give INT32_MIN, what x86's cvttss2si / cvttps2dq
+ * return, so the scalar path agrees with the SIMD ones and x86 builds keep their results. */
+static inline int32_t trunc_to_i32(float v) {
+    return (v >= -2147483648.0f && v < 2147483648.0f) ? (int32_t)v : INT32_MIN;
+}
+
 /* Load/store one element of a (non-quantized) type as float. */
 static inline float ld(enum tsr_type t, const void * p) {
     switch (t) {
@@ -7322,7 +7359,7 @@ static inline void st(enum tsr_type t, void * p, float v) {
         case TSR_TYPE_F32:  *(float *)p = v; break;
         case TSR_TYPE_F16:  *(uint16_t *)p = f2h(v); break;
         case TSR_TYPE_BF16: *(uint16_t *)p = f2bf(v); break;
-        case TSR_TYPE_I32:  *(int32_t *)p = (int32_t)v; break;
+        case TSR_TYPE_I32:  *(int32_t *)p = trunc_to_i32(v); break;
         default: break;
     }
 }
@@ -7877,8 +7914,8 @@ static void quantize_row_q4_0_ref(const float * x, tsr_block_q4_0 * y, int64_t n
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[b].d = f2h(d);
         for (int j = 0; j < 16; ++j) {
-            const int xi0 = std::min(15, (int)(int8_t)(xb[j] * id + 8.5f));
-            const int xi1 = std::min(15, (int)(int8_t)(xb[16 + j] * id + 8.5f));
+            const int xi0 = std::min(15, (int)(int8_t)trunc_to_i32(xb[j] * id + 8.5f));
+            const int xi1 = std::min(15, (int)(int8_t)trunc_to_i32(xb[16 + j] * id + 8.5f));
             y[b].qs[j] = (uint8_t)(xi0 | (xi1 << 4));
         }
     }
@@ -7939,7 +7976,7 @@ static void row_from_f32(enum tsr_type t, const float * src, void * dst, int64_t
         case TSR_TYPE_F32: std::memmove(dst, src, (size_t)n * 4); break;
         case TSR_TYPE_F16: for (int64_t i = 0; i < n; ++i) ((uint16_t *)dst)[i] = f2h(src[i]); break;
         case TSR_TYPE_BF16: for (int64_t i = 0; i < n; ++i) ((uint16_t *)dst)[i] = f2bf(src[i]); break;
-        case TSR_TYPE_I32: for (int64_t i = 0; i < n; ++i) ((int32_t *)dst)[i] = (int32_t)src[i]; break;
+        case TSR_TYPE_I32: for (int64_t i = 0; i < n; ++i) ((int32_t *)dst)[i] = trunc_to_i32(src[i]); break;
         case TSR_TYPE_Q8_0: quantize_row_q8_0_ref(src, (tsr_block_q8_0 *)dst, n); break;
         case TSR_TYPE_Q4_0: quantize_row_q4_0_ref(src, (tsr_block_q4_0 *)dst, n); break;
         default: break;
@@ -10577,7 +10614,9 @@ static void op_sum(const cparams & p, tsr_tensor * dst) {
     if (p.ith != 0) return;  /* one thread: deterministic order */
     const tsr_tensor * src = dst->src[0];
     double s = 0.0;
-    for (int64_t ir = 0; ir < tsr_nrows(src); ++ir) {
+    /* an empty source may still have 2^50 (empty) rows: do not walk them */
+    const int64_t nr = tsr_nelements(src) > 0 ? tsr_nrows(src) : 0;
+    for (int64_t ir = 0; ir < nr; ++ir) {
         int64_t i1, i2, i3;
         row_index(src, ir, i1, i2, i3);
         const char * r = tptr(src, 0, i1, i2, i3);

@@ -59,6 +59,9 @@ TEST_CASE("copies: dup, cpy, cast, cont", "[ops]") {
     CHECK(same_shape(tsr_cont_2d(f.ctx, t, 2, 6), 2, 6));
     CHECK(same_shape(tsr_cont_4d(f.ctx, t, 1, 2, 3, 2), 1, 2, 3, 2));
     expect_op_fails(f.ctx, [&] { return tsr_cont_2d(f.ctx, t, 5, 5); }, "elements");
+    // found by graph_fuzz: (2^62 + 1) * 12 wraps to 12, the element count of t, in int64
+    expect_op_fails(f.ctx, [&] { return tsr_cont_4d(f.ctx, t, (INT64_C(1) << 62) + 1, 12, 1, 1); }, "tsr_cont: shape");
+    expect_op_fails(f.ctx, [&] { return tsr_cont_4d(f.ctx, t, INT64_MAX, 3, 0, 1); }, "tsr_cont: shape");
 }
 
 TEST_CASE("binary ops broadcast b over a", "[ops]") {
@@ -434,6 +437,9 @@ TEST_CASE("im2col, conv_2d, pool_2d", "[ops]") {
     CHECK(tsr_get_op_params_f32(p, 6) == 0.0f);
     expect_op_fails(f.ctx, [&] { return tsr_pool_2d(f.ctx, img, TSR_OP_POOL_MAX, 11, 2, 1, 1, 0, 0); }, "window");
     expect_op_fails(f.ctx, [&] { return tsr_pool_2d(f.ctx, img, TSR_OP_POOL_COUNT, 2, 2, 1, 1, 0, 0); }, "unknown");
+    // found by graph_fuzz: an infinite padding made an infinite float size, cast to int64
+    expect_op_fails(f.ctx, [&] { return tsr_pool_2d(f.ctx, img, TSR_OP_POOL_MAX, 2, 2, 1, 1, INFINITY, 0); }, "too large");
+    expect_op_fails(f.ctx, [&] { return tsr_pool_2d(f.ctx, img, TSR_OP_POOL_AVG, 2, 2, 1, 1, 0, 1e30f); }, "too large");
 }
 
 TEST_CASE("upscale, pad, argsort", "[ops]") {
@@ -450,6 +456,9 @@ TEST_CASE("upscale, pad, argsort", "[ops]") {
     expect_op_fails(f.ctx, [&] { return tsr_upscale(f.ctx, a, 0, TSR_SCALE_MODE_NEAREST); }, "scale factor");
     expect_op_fails(f.ctx, [&] { return tsr_upscale_ext(f.ctx, a, 5, 0, 2, 1, TSR_SCALE_MODE_NEAREST); }, "positive");
     expect_op_fails(f.ctx, [&] { return tsr_upscale(f.ctx, a, 2, (tsr_scale_mode)7); }, "mode");
+    // found by graph_fuzz: the CPU kernel read the source at index -1
+    expect_op_fails(f.ctx, [&] { return tsr_upscale_ext(f.ctx, f.f32(0, 3), 2, 3, 1, 1, TSR_SCALE_MODE_NEAREST); }, "no elements");
+    expect_op_fails(f.ctx, [&] { return tsr_upscale_ext(f.ctx, f.f32(4, 3, 0), 4, 3, 1, 1, TSR_SCALE_MODE_BILINEAR); }, "no elements");
 
     tsr_tensor * p = tsr_pad(f.ctx, a, 1, 2, 0, 3);
     REQUIRE(p);

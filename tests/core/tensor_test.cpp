@@ -70,6 +70,15 @@ TEST_CASE("new tensors: invalid input fails cleanly", "[tensor][error]") {
     expect_op_fails(ctx, [&] { return tsr_new_tensor_1d(nullptr, TSR_TYPE_F32, 3); });
     expect_op_fails(ctx, [&] { return tsr_new_tensor_4d(ctx, TSR_TYPE_F32, 1 << 30, 1 << 30, 1 << 30, 1 << 30); });
     expect_op_fails(ctx, [&] { return tsr_new_tensor_1d(ctx, TSR_TYPE_F32, 1 << 20); }, "out of memory");
+    // found by graph_fuzz: with a 0 dim the other dims were unbounded, and tsr_nelements /
+    // tsr_nrows overflowed int64 multiplying them (here 2^20 * 2^20 * 2^31 * 0)
+    expect_op_fails(ctx, [&] { return tsr_new_tensor_4d(ctx, TSR_TYPE_F32, 1 << 20, 1 << 20, INT64_C(1) << 31, 0); }, "too large");
+    expect_op_fails(ctx, [&] { return tsr_new_tensor_3d(ctx, TSR_TYPE_F32, 0, INT64_C(1) << 40, INT64_C(1) << 40); }, "too large");
+    tsr::context nodata(4 * tsr_tensor_overhead(), nullptr, true);
+    tsr_tensor * empty = tsr_new_tensor_4d(nodata, TSR_TYPE_F32, 0, INT64_C(1) << 20, INT64_C(1) << 20, INT64_C(1) << 10);
+    REQUIRE(empty);  // empty with 2^50 rows still counts them in int64
+    CHECK(tsr_nelements(empty) == 0);
+    CHECK(tsr_nrows(empty) == INT64_C(1) << 50);
 }
 
 TEST_CASE("names, flags and op params", "[tensor]") {
@@ -215,6 +224,13 @@ TEST_CASE("views outside their source are errors", "[tensor][view][error]") {
     expect_op_fails(ctx, [&] { return tsr_view_1d(ctx, nullptr, 1, 0); });
     expect_op_fails(ctx, [&] { return tsr_view_1d(ctx, a, -1, 0); });
     CHECK(tsr_view_1d(ctx, a, 48, 0) != nullptr);  // exactly the whole source is fine
+    // found by graph_fuzz: a view at offset 2 of an f32 tensor made the kernels load floats
+    // from misaligned addresses (undefined, and a fault on some CPUs)
+    expect_op_fails(ctx, [&] { return tsr_view_1d(ctx, a, 4, 2); }, "multiples of its element size");
+    expect_op_fails(ctx, [&] { return tsr_view_2d(ctx, a, 4, 2, 18, 0); }, "multiples of its element size");
+    tsr_tensor * q8 = tsr_new_tensor_2d(ctx, TSR_TYPE_Q8_0, 64, 2);  // 2 blocks of 34 bytes a row
+    expect_op_fails(ctx, [&] { return tsr_view_1d(ctx, q8, 32, 17); }, "multiples of its element size");
+    CHECK(tsr_view_1d(ctx, q8, 32, 34) != nullptr);  // the second block
     CHECK(tsr_view_1d(ctx, a, 1, 188) != nullptr);
     tsr_tensor * part = tsr_view_1d(ctx, a, 8, 32);
     expect_op_fails(ctx, [&] { return tsr_view_1d(ctx, part, 9, 0); }, "outside");  // bigger than the view

@@ -339,3 +339,27 @@ TEST_CASE("cpu backend: zero-element tensors compute as no-ops", "[cpu][backend]
         for (float v : r) CHECK(v == 0.0f);
     }
 }
+
+// Regression (found by graph_fuzz): the sum of a zero-element tensor is 0 at once, however
+// many empty rows its other dims make (2^50 here: the old loop visited each of them).
+TEST_CASE("cpu backend: sum of a zero-element tensor with 2^50 empty rows", "[cpu][backend][error]") {
+    tsr::context ctx(8 * tsr_tensor_overhead() + tsr_graph_overhead(), nullptr, true);
+    tsr_tensor * a = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, 0, INT64_C(1) << 20, INT64_C(1) << 20, INT64_C(1) << 10);
+    REQUIRE(a);
+    tsr_tensor * s = tsr_sum(ctx, a);
+    REQUIRE(s);
+    tsr_cgraph * g = tsr_new_graph(ctx);
+    REQUIRE(tsr_build_forward_expand(g, s));
+    tsr::backend cpu(tsr_backend_cpu_init());
+    tsr::gallocr ga(tsr_backend_get_default_buffer_type(cpu));
+    REQUIRE(tsr_gallocr_alloc_graph(ga, g));
+    for (tsr_cpu_isa isa : cput::isas()) {
+        INFO("isa " << tsr_cpu_isa_name(isa));
+        cput::isa_scope scope(isa);
+        float v = -1.0f;
+        tsr_backend_tensor_set(s, &v, 0, sizeof v);
+        REQUIRE(tsr_backend_graph_compute(cpu, g) == TSR_STATUS_SUCCESS);
+        tsr_backend_tensor_get(s, &v, 0, sizeof v);
+        CHECK(v == 0.0f);
+    }
+}

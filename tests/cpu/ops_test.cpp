@@ -377,6 +377,30 @@ TEST_CASE("cpy/cont/dup conversions and layouts", "[cpu][ops]") {
     check(ctx, ip, values(a), 0, "cont in place");
 }
 
+// Regression (found by graph_fuzz): quantizing a NaN to q4_0 was a plain float -> int8
+// cast (undefined); it gives nibble 0, what x86's truncating conversion gave before.
+TEST_CASE("cpy of a block with a NaN into q4_0", "[cpu][ops]") {
+    ctx_holder ctx(8);
+    // one block: -16 .. 15 with a NaN at 5; d = -16 / -8 = 2
+    tsr_tensor * x = tsr_new_tensor_1d(ctx, TSR_TYPE_F32, 32);
+    for (int j = 0; j < 32; ++j) ((float *)x->data)[j] = j == 5 ? NAN : (float)(j - 16);
+    tsr_tensor * q = tsr_new_tensor_1d(ctx, TSR_TYPE_Q4_0, 32);
+    tsr_tensor * xq = tsr_cpy(ctx, x, q);
+    for (tsr_cpu_isa isa : isas()) {
+        INFO("isa " << tsr_cpu_isa_name(isa));
+        isa_scope scope(isa);
+        std::memset(q->data, 0xAB, tsr_nbytes(q));
+        REQUIRE(run(cpu(), ctx, xq) == TSR_STATUS_SUCCESS);
+        const tsr_block_q4_0 * blk = (const tsr_block_q4_0 *)q->data;
+        CHECK(tsr_fp16_to_fp32(blk->d) == 2.0f);
+        for (int j = 0; j < 32; ++j) {
+            const int nibble = j < 16 ? (blk->qs[j] & 0x0F) : (blk->qs[j - 16] >> 4);
+            const int want_nibble = j == 5 ? 0 : std::min(15, (int)((j - 16) * 0.5 + 8.5));
+            CHECK(nibble == want_nibble);
+        }
+    }
+}
+
 TEST_CASE("diag_mask_inf and soft_max_ext (mask f32/f16, ALiBi, in place)", "[cpu][ops]") {
     ctx_holder ctx(8);
     std::mt19937 rng(41);

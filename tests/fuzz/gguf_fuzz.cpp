@@ -1,7 +1,6 @@
 // libFuzzer target: GGUF parsing from memory (both no_alloc modes), every getter on what
 // parsed, and the runner's metadata readers (tokenizer, hyper-parameters) on top.
-// Build and run: scripts/fuzz-gguf.sh [seconds]  (clang -fsanitize=fuzzer,address,undefined)
-#define TSR_IMPLEMENTATION
+// Build and run: scripts/fuzz.sh [seconds] gguf  (clang -fsanitize=fuzzer,address,undefined)
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
 #include "tessera/gguf.h"

@@ -7,7 +7,6 @@
 // Run with -malloc_limit_mb=64: no file of at most 64 KiB may make the loader allocate more.
 //   build-fuzz/tests/fuzz/model_fuzz -max_total_time=300 -max_len=65536 -malloc_limit_mb=64 \
 //       -rss_limit_mb=2048 -timeout=10 CORPUS_COPY_DIR   (seeded from tests/fuzz/corpus/model)
-#define TSR_IMPLEMENTATION
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
 #include "tessera/gguf.h"

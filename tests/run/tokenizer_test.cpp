@@ -2,6 +2,7 @@
 // round trips, and loading from GGUF metadata.
 #include <catch2/catch.hpp>
 
+#include "backends.h"
 #include "random_model.h"
 #include "tokenizer.h"
 
@@ -118,6 +119,30 @@ TEST_CASE("tokenizer: SentencePiece-style BPE on a fixed vocabulary", "[tokenize
     }
 }
 
+// Regression (found by tokenizer_fuzz): without a U+2581 token, the spaces fell back to
+// that character's three bytes and decoded as it, not as spaces.
+TEST_CASE("tokenizer: SPM byte fallback of a space is the space's byte", "[tokenizer]") {
+    tokenizer t;
+    t.kind = tok_kind::spm;
+    for (int b = 0; b < 256; ++b) {
+        char n[8];
+        snprintf(n, sizeof n, "<0x%02X>", b);
+        t.tokens.push_back(n);
+        t.types.push_back(TOK_BYTE);
+    }
+    t.tokens.push_back("hi");  // 256
+    t.types.push_back(TOK_NORMAL);
+    t.scores.assign(t.tokens.size(), 0.0f);
+    t.finish();
+    CHECK(t.encode("hi hi", false) == std::vector<int32_t>{0x20, 256, 0x20, 256});
+    // found next: a stray lead byte took the first byte of the next U+2581 as its own
+    CHECK(t.encode("\xCD hi", false) == std::vector<int32_t>{0x20, 0xCD, 0x20, 256});
+    for (const char * s : {"hi hi", " hi  x", "", "  ", "x\xE2\x82\xAC y", "\xCD hi", "\xE2\x82 \xF0"}) {
+        INFO(s);
+        CHECK(t.decode(t.encode(s, false)) == s);
+    }
+}
+
 TEST_CASE("tokenizer: metadata round trip through GGUF", "[tokenizer]") {
     const char * dir = getenv("TMPDIR");
     const std::string path = std::string(dir ? dir : "/tmp") + "/tsr_tok_" + std::to_string((long) getpid()) + ".gguf";
@@ -149,5 +174,46 @@ TEST_CASE("tokenizer: metadata round trip through GGUF", "[tokenizer]") {
         CHECK(b.decode(b.encode(text, true)) == text);
         tsr_gguf_free(g);
     }
+    remove(path.c_str());
+}
+
+TEST_CASE("tokenizer: an empty vocabulary is refused naming tokenizer.ggml.tokens", "[tokenizer]") {
+    for (const char * model : {"gpt2", "llama"}) {
+        INFO(model);
+        tsr_gguf_context * g = tsr_gguf_init_empty();
+        REQUIRE(g);
+        const char * none[1] = {""};
+        REQUIRE(tsr_gguf_set_val_str(g, "tokenizer.ggml.model", model));
+        REQUIRE(tsr_gguf_set_arr_str(g, "tokenizer.ggml.tokens", none, 0));
+        REQUIRE(tsr_gguf_set_arr_str(g, "tokenizer.ggml.merges", none, 0));
+        tokenizer t;
+        std::string err;
+        CHECK_FALSE(t.load(g, err));
+        CHECK(err.find("tokenizer.ggml.tokens") != std::string::npos);
+        CHECK(err.find("empty") != std::string::npos);
+        tsr_gguf_free(g);
+    }
+}
+
+TEST_CASE("tokenizer: a model file with an empty vocabulary fails to load with the tokenizer's message", "[tokenizer]") {
+    const char * dir = getenv("TMPDIR");
+    const std::string path = std::string(dir ? dir : "/tmp") + "/tsr_empty_vocab_" + std::to_string((long) getpid()) + ".gguf";
+    hparams hp = demo_hparams();
+    hp.n_layer = 1;
+    hp.n_embd = 8;
+    hp.n_head = hp.n_head_kv = 2;
+    hp.n_ff = 16;
+    hp.n_ctx = 8;
+    tokenizer empty;
+    empty.kind = tok_kind::spm;
+    std::string err;
+    REQUIRE(write_random_model(path.c_str(), hp, empty, {}, TSR_TYPE_F32, true, 1, err));
+    tsr_backend_t cpu = make_backend("cpu", 0, 1, err);
+    REQUIRE(cpu);
+    model m;
+    CHECK_FALSE(load_model(path.c_str(), cpu, m, nullptr, nullptr, err));
+    CHECK(err.find("tokenizer.ggml.tokens") != std::string::npos);
+    m.release();
+    tsr_backend_free(cpu);
     remove(path.c_str());
 }

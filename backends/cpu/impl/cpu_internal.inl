@@ -77,6 +77,13 @@ static inline uint16_t f2bf(float f) {
     return (uint16_t)((u + (0x7fffu + ((u >> 16) & 1u))) >> 16);
 }
 
+/* float -> int32, truncating, defined for every input (a plain cast is undefined for
+ * NaN and out-of-range values): those give INT32_MIN, what x86's cvttss2si / cvttps2dq
+ * return, so the scalar path agrees with the SIMD ones and x86 builds keep their results. */
+static inline int32_t trunc_to_i32(float v) {
+    return (v >= -2147483648.0f && v < 2147483648.0f) ? (int32_t)v : INT32_MIN;
+}
+
 /* Load/store one element of a (non-quantized) type as float. */
 static inline float ld(enum tsr_type t, const void * p) {
     switch (t) {
@@ -92,7 +99,7 @@ static inline void st(enum tsr_type t, void * p, float v) {
         case TSR_TYPE_F32:  *(float *)p = v; break;
         case TSR_TYPE_F16:  *(uint16_t *)p = f2h(v); break;
         case TSR_TYPE_BF16: *(uint16_t *)p = f2bf(v); break;
-        case TSR_TYPE_I32:  *(int32_t *)p = (int32_t)v; break;
+        case TSR_TYPE_I32:  *(int32_t *)p = trunc_to_i32(v); break;
         default: break;
     }
 }

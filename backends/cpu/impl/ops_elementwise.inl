@@ -271,7 +271,9 @@ static void op_sum(const cparams & p, tsr_tensor * dst) {
     if (p.ith != 0) return;  /* one thread: deterministic order */
     const tsr_tensor * src = dst->src[0];
     double s = 0.0;
-    for (int64_t ir = 0; ir < tsr_nrows(src); ++ir) {
+    /* an empty source may still have 2^50 (empty) rows: do not walk them */
+    const int64_t nr = tsr_nelements(src) > 0 ? tsr_nrows(src) : 0;
+    for (int64_t ir = 0; ir < nr; ++ir) {
         int64_t i1, i2, i3;
         row_index(src, ir, i1, i2, i3);
         const char * r = tptr(src, 0, i1, i2, i3);

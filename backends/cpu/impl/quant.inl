@@ -30,8 +30,8 @@ static void quantize_row_q4_0_ref(const float * x, tsr_block_q4_0 * y, int64_t n
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[b].d = f2h(d);
         for (int j = 0; j < 16; ++j) {
-            const int xi0 = std::min(15, (int)(int8_t)(xb[j] * id + 8.5f));
-            const int xi1 = std::min(15, (int)(int8_t)(xb[16 + j] * id + 8.5f));
+            const int xi0 = std::min(15, (int)(int8_t)trunc_to_i32(xb[j] * id + 8.5f));
+            const int xi1 = std::min(15, (int)(int8_t)trunc_to_i32(xb[16 + j] * id + 8.5f));
             y[b].qs[j] = (uint8_t)(xi0 | (xi1 << 4));
         }
     }
@@ -92,7 +92,7 @@ static void row_from_f32(enum tsr_type t, const float * src, void * dst, int64_t
         case TSR_TYPE_F32: std::memmove(dst, src, (size_t)n * 4); break;
         case TSR_TYPE_F16: for (int64_t i = 0; i < n; ++i) ((uint16_t *)dst)[i] = f2h(src[i]); break;
         case TSR_TYPE_BF16: for (int64_t i = 0; i < n; ++i) ((uint16_t *)dst)[i] = f2bf(src[i]); break;
-        case TSR_TYPE_I32: for (int64_t i = 0; i < n; ++i) ((int32_t *)dst)[i] = (int32_t)src[i]; break;
+        case TSR_TYPE_I32: for (int64_t i = 0; i < n; ++i) ((int32_t *)dst)[i] = trunc_to_i32(src[i]); break;
         case TSR_TYPE_Q8_0: quantize_row_q8_0_ref(src, (tsr_block_q8_0 *)dst, n); break;
         case TSR_TYPE_Q4_0: quantize_row_q4_0_ref(src, (tsr_block_q4_0 *)dst, n); break;
         default: break;

@@ -184,7 +184,10 @@ TSR_API_IMPL struct tsr_tensor * tsr_cast(struct tsr_context * ctx, struct tsr_t
 TSR_API_IMPL struct tsr_tensor * tsr_cont_4d(struct tsr_context * ctx, struct tsr_tensor * a, int64_t ne0, int64_t ne1,
                                              int64_t ne2, int64_t ne3) {
     if (!tsr_impl::check_args("tsr_cont", ctx, a)) return nullptr;
-    TSR_IMPL_REQUIRE(ne0 >= 0 && ne1 >= 0 && ne2 >= 0 && ne3 >= 0 && ne0 * ne1 * ne2 * ne3 == tsr_nelements(a),
+    const int64_t ne[TSR_MAX_DIMS] = {ne0, ne1, ne2, ne3};
+    int64_t n = -1;
+    const bool counted = ne0 >= 0 && ne1 >= 0 && ne2 >= 0 && ne3 >= 0 && tsr_impl_count_elements(TSR_MAX_DIMS, ne, &n);
+    TSR_IMPL_REQUIRE(counted && n == tsr_nelements(a),
                      "tsr_cont: shape [%lld, %lld, %lld, %lld] does not hold the %lld elements of %s", (long long)ne0,
                      (long long)ne1, (long long)ne2, (long long)ne3, (long long)tsr_nelements(a), TSR_IMPL_D(a));
     struct tsr_tensor * r = tsr_new_tensor_4d(ctx, a->type, ne0, ne1, ne2, ne3);
@@ -658,6 +661,10 @@ TSR_API_IMPL struct tsr_tensor * tsr_pool_2d(struct tsr_context * ctx, struct ts
     const float fw = ((float)a->ne[0] + 2.0f * p0 - (float)k0) / (float)s0 + 1.0f;
     const float fh = ((float)a->ne[1] + 2.0f * p1 - (float)k1) / (float)s1 + 1.0f;
     TSR_IMPL_REQUIRE(fw >= 1.0f && fh >= 1.0f, "tsr_pool_2d: input %s is smaller than the %dx%d window", TSR_IMPL_D(a), k0, k1);
+    /* an infinite or huge padding: the float size would not convert to int64 */
+    const float max_side = (float)((int64_t)1 << 56);
+    TSR_IMPL_REQUIRE(fw <= max_side && fh <= max_side, "tsr_pool_2d: padding %g %g makes the output of %s too large (%g x %g)",
+                     (double)p0, (double)p1, TSR_IMPL_D(a), (double)fw, (double)fh);
     struct tsr_tensor * r = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, (int64_t)fw, (int64_t)fh, a->ne[2], a->ne[3]);
     if (!r) return nullptr;
     const int32_t params[5] = {(int32_t)op, k0, k1, s0, s1};
@@ -676,6 +683,9 @@ TSR_API_IMPL struct tsr_tensor * tsr_upscale_ext(struct tsr_context * ctx, struc
     TSR_IMPL_REQUIRE(ne0 > 0 && ne1 > 0 && ne2 > 0 && ne3 > 0, "tsr_upscale: target shape [%d, %d, %d, %d] must be positive",
                      ne0, ne1, ne2, ne3);
     TSR_IMPL_REQUIRE(a->type == TSR_TYPE_F32 || a->type == TSR_TYPE_F16, "tsr_upscale: %s must be f32 or f16", TSR_IMPL_D(a));
+    /* every result element samples the source: an empty one has nothing to give */
+    TSR_IMPL_REQUIRE(tsr_nelements(a) > 0, "tsr_upscale: %s has no elements to scale to [%d, %d, %d, %d]", TSR_IMPL_D(a),
+                     ne0, ne1, ne2, ne3);
     struct tsr_tensor * r = tsr_new_tensor_4d(ctx, a->type, ne0, ne1, ne2, ne3);
     if (r) tsr_set_op_params_i32(r, 0, (int32_t)mode);
     return tsr_impl::op_result(r, TSR_OP_UPSCALE, a);

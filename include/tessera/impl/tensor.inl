@@ -35,6 +35,22 @@ static inline bool tsr_impl_nbytes_checked(enum tsr_type type, const int64_t * n
     return true;
 }
 
+/* Elements of a user-given shape of non-negative dims: false when there are more than
+ * INT64_MAX (a shape with a 0 dim holds 0 elements, however large the others). */
+static inline bool tsr_impl_count_elements(int n_dims, const int64_t * ne, int64_t * out) {
+    *out = 0;
+    for (int i = 0; i < n_dims; i++) {
+        if (ne[i] == 0) return true;
+    }
+    int64_t n = 1;
+    for (int i = 0; i < n_dims; i++) {
+        if (n > INT64_MAX / ne[i]) return false;
+        n *= ne[i];
+    }
+    *out = n;
+    return true;
+}
+
 static inline void tsr_impl_contiguous_nb(enum tsr_type type, const int64_t * ne, size_t * nb) {
     nb[0] = tsr_type_size(type);
     nb[1] = nb[0] * (size_t)(ne[0] / tsr_blck_size(type));
@@ -68,17 +84,20 @@ static inline struct tsr_tensor * tsr_impl_new_tensor_nb(struct tsr_context * ct
         return nullptr;
     }
     int64_t ne[TSR_MAX_DIMS] = {1, 1, 1, 1};
-    double total = 1.0;
+    /* a 0 dim counts as 1 here: with it the tensor is empty, but tsr_nelements and
+     * tsr_nrows still multiply the other dims, which must not overflow int64 */
+    double extent = 1.0;
     for (int i = 0; i < n_dims; i++) {
         ne[i] = ne_in[i];
         if (ne[i] < 0 || ne[i] > TSR_IMPL_MAX_NE) {
             tsr_set_error("tsr_new_tensor: ne[%d] = %lld out of range", i, (long long)ne[i]);
             return nullptr;
         }
-        total *= (double)ne[i];
+        extent *= (double)(ne[i] > 0 ? ne[i] : 1);
     }
-    if (total * (double)tsr_type_size(type) > 4.0e18) {
-        tsr_set_error("tsr_new_tensor: tensor of %.0f elements is too large", total);
+    if (extent * (double)tsr_type_size(type) > 4.0e18) {
+        tsr_set_error("tsr_new_tensor: shape [%lld, %lld, %lld, %lld] is too large (%.0f elements without its 0 dims)",
+                      (long long)ne[0], (long long)ne[1], (long long)ne[2], (long long)ne[3], extent);
         return nullptr;
     }
     const int64_t blck = tsr_blck_size(type);
@@ -463,6 +482,13 @@ static inline struct tsr_tensor * view_impl(struct tsr_context * ctx, struct tsr
     for (int i = 2; i < TSR_MAX_DIMS; i++) {
         if (i >= n_dims) nb[i] = nb[i - 1] * (size_t)ne[i - 1];
     }
+    /* kernels load whole elements (blocks), aligned to their size */
+    const size_t esz = tsr_type_size(a->type);
+    if (offset % esz != 0 || nb[1] % esz != 0 || nb[2] % esz != 0 || nb[3] % esz != 0) {
+        tsr_set_error("tsr_view_%dd: offset %zu and strides [%zu, %zu, %zu] of a view of %s must be multiples of its "
+                      "element size %zu", n_dims, offset, nb[1], nb[2], nb[3], tsr_impl_describe(a).s, esz);
+        return nullptr;
+    }
     size_t extent = 0;
     if (!tsr_impl_nbytes_checked(a->type, ne, nb, &extent)) {
         tsr_set_error("tsr_view_%dd: view [%lld, %lld, %lld, %lld] with strides [%zu, %zu, %zu, %zu] of %s overflows size_t",
@@ -521,20 +547,14 @@ static inline struct tsr_tensor * reshape_impl(struct tsr_context * ctx, struct 
         tsr_set_error("tsr_reshape: source %s is not contiguous", tsr_impl_describe(a).s);
         return nullptr;
     }
-    int64_t n = 1;
-    bool too_big = false;
     for (int i = 0; i < n_dims; i++) {
         if (ne[i] < 0) {
             tsr_set_error("tsr_reshape: ne[%d] = %lld is negative", i, (long long)ne[i]);
             return nullptr;
         }
-        if (ne[i] != 0 && n > INT64_MAX / ne[i]) too_big = true;  /* no signed overflow; still 0 if a later ne is 0 */
-        else n *= ne[i];
     }
-    for (int i = 0; i < n_dims; i++) {
-        if (ne[i] == 0) { n = 0; too_big = false; }
-    }
-    if (too_big) {
+    int64_t n = 0;
+    if (!tsr_impl_count_elements(n_dims, ne, &n)) {
         tsr_set_error("tsr_reshape: shape [%lld, ...] of %d dims has more than INT64_MAX elements", (long long)ne[0], n_dims);
         return nullptr;
     }
