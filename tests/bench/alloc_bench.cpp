@@ -570,6 +570,17 @@ size_t planned(tsr_cgraph * gf, size_t * lower_bound) {
     tsr_gallocr_t ga = tsr_gallocr_new(tsr_backend_cpu_buffer_type());
     if (!tsr_gallocr_reserve(ga, gf)) { fprintf(stderr, "order: reserve failed: %s\n", tsr_last_error()); exit(1); }
     const tsr_plan_buffer pb = tsr_gallocr_get_plan(ga)->buffers[0];
+    if (getenv("ORDER_DEBUG")) {
+        const tsr_plan * pl = tsr_gallocr_get_plan(ga);
+        std::vector<size_t> live((size_t) pl->n_steps + 1, 0);
+        for (int i = 0; i < pl->n_tensors; i++) for (int s = pl->tensors[i].first; s <= pl->tensors[i].last; s++) live[(size_t) s] += pl->tensors[i].size;
+        const int at = (int) (std::max_element(live.begin(), live.end()) - live.begin());
+        fprintf(stderr, "peak step %d (%s):\n", at, tsr_graph_node(gf, at)->name);
+        for (int i = 0; i < pl->n_tensors; i++) {
+            const tsr_plan_tensor & pt = pl->tensors[i];
+            if (pt.first <= at && at <= pt.last && pt.size > (1 << 20)) fprintf(stderr, "  %8.2f MiB %s op %d [%d,%d]\n", mib(pt.size), pt.name, (int) pt.tensor->op, pt.first, pt.last);
+        }
+    }
     tsr_gallocr_free(ga);
     *lower_bound = pb.lower_bound;
     return pb.planned_size;
@@ -593,6 +604,7 @@ void run_order(table & t, double budget_ms, double exact_ms) {
         {"random DAG, 2,000 nodes (timing)", [](tsr_context * c, wstore &) { return random_dag(c, 5, 1400, 24); }, 7},
     };
     std::map<int, wstore> stores;
+    std::map<int, tsr_backend_buffer_t> weights;
     const size_t ctx_size = 24576 * tsr_tensor_overhead() + tsr_graph_overhead_custom(8192, false);
     for (auto & sp : specs) {
         if (!stores.count(sp.wkey)) {
@@ -603,6 +615,10 @@ void run_order(table & t, double budget_ms, double exact_ms) {
         tsr_init_params p = {ctx_size, nullptr, true};
         tsr_context * ctx = tsr_init(p);
         tsr_cgraph * gf = sp.fn(ctx, W);
+        if (!weights.count(sp.wkey)) {  // weights in their own buffer, as in run_models: not planned
+            weights[sp.wkey] = tsr_backend_alloc_ctx_tensors_from_buft(W.ctx, tsr_backend_cpu_buffer_type());
+            if (!weights[sp.wkey] && tsr_graph_n_leafs(gf) > 0 && W.w.size() > 0) { fprintf(stderr, "weights: %s\n", tsr_last_error()); exit(1); }
+        }
         size_t lb0 = 0;
         planned(gf, &lb0);
         tsr_order_report rep;
@@ -638,6 +654,7 @@ void run_order(table & t, double budget_ms, double exact_ms) {
                           fmtu((unsigned long long) rep.n_pieces), exact, gap});
         tsr_free(ctx);
     }
+    for (auto & w : weights) tsr_backend_buffer_free(w.second);
     for (auto & w : stores) tsr_free(w.second.ctx);
 }
 

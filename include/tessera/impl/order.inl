@@ -11,10 +11,12 @@
  *
  *  1. Cuts: a node every other node is an ancestor or a descendant of splits the graph;
  *     the pieces between cuts are independent (the set run at a cut is fixed).
- *  2. Each piece: exact search (memoised DFS over the down-sets, pruned by the best
- *     found) while it stays under a state limit; otherwise greedy orders (several
- *     rules) and a local search that moves one node within its dependencies, until
- *     the piece's share of the time budget is spent.
+ *  2. Each piece: greedy orders (several rules) give a first bound; exact search then
+ *     asks "is there an order whose every step is under the bound?" (a depth-first
+ *     search over the down-sets, remembering the ones that fail) and tightens the
+ *     bound until the answer is no, while it stays under a state limit; otherwise a
+ *     local search that moves one node within its dependencies, until the piece's
+ *     share of the time budget is spent.
  *  3. A piece keeps the builder's order unless something strictly better was found.
  *
  * Order-independent rule used by both searches: a ready node that allocates nothing
@@ -26,6 +28,7 @@
 #include <random>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 TSR_IMPL_NS_BEGIN
 namespace {
@@ -248,14 +251,18 @@ static std::vector<char> ord_cuts(const ord_problem & p) {
     return cut;
 }
 
-/* Exact search over the piece's down-sets (memoised; false when over max_states or
- * past the deadline). */
+/* Exact search: is there an order of the rest of the piece whose every step stays under
+ * `bound`? A depth-first search over the down-sets (the sets of nodes already run),
+ * cheapest step first, remembering the sets from which none exists. Such a set fails
+ * for every lower bound too, so the memory is kept as the bound tightens (ord_exact_solve).
+ * Gives up past max_states remembered sets or the deadline. */
 struct ord_exact {
     ord_piece & pc;
     size_t max_states;
-    struct memo_entry { size_t peak; int choice; };
-    std::unordered_map<std::string, memo_entry> memo;
+    std::unordered_set<std::string> dead;
     std::string key;
+    std::vector<int> path;  /* the order found, last node first */
+    size_t bound = 0;
     bool aborted = false;
     size_t calls = 0;
 
@@ -264,58 +271,57 @@ struct ord_exact {
     bool done(size_t k) const { return (key[k / 8] >> (k % 8)) & 1; }
     void flip(size_t k) { key[k / 8] = (char) (key[k / 8] ^ (1 << (k % 8))); }
 
-    /* the ready nodes of the piece; a lone zero-allocation one if there is any */
-    void ready(std::vector<int> & out) const {
+    /* the ready nodes under the bound, cheapest step first; a lone zero-allocation one if any */
+    void ready(std::vector<std::pair<size_t, int>> & out) const {
         out.clear();
         for (size_t k = 0; k < pc.nodes.size(); k++) {
             const int v = pc.nodes[k];
             if (done(k) || pc.sim->waiting[(size_t) v] != 0) continue;
-            if (pc.sim->p->alloc[(size_t) v] == 0) { out.assign(1, v); return; }
-            out.push_back(v);
+            const size_t step = pc.sim->step_bytes(v);
+            if (step >= bound) continue;
+            if (pc.sim->p->alloc[(size_t) v] == 0) { out.assign(1, {step, v}); return; }
+            out.push_back({step, v});
         }
+        std::sort(out.begin(), out.end());
     }
 
-    /* the smallest largest step over the rest of the piece */
-    size_t solve(size_t n_left) {
-        if (n_left == 0 || aborted) return 0;
-        auto it = memo.find(key);
-        if (it != memo.end()) return it->second.peak;
-        if (memo.size() >= max_states || ((++calls & 255) == 0 && std::chrono::steady_clock::now() > pc.deadline)) {
+    bool reach(size_t n_left) {
+        if (n_left == 0) return true;
+        if (dead.count(key)) return false;
+        if (dead.size() >= max_states || ((++calls & 255) == 0 && std::chrono::steady_clock::now() > pc.deadline)) {
             aborted = true;
-            return 0;
+            return false;
         }
-        std::vector<int> cand;
+        std::vector<std::pair<size_t, int>> cand;
         ready(cand);
-        memo_entry best{SIZE_MAX, -1};
-        for (int v : cand) {
+        for (const auto & c : cand) {
+            const int v = c.second;
             const size_t k = (size_t) pc.local[(size_t) v];
-            const size_t step = pc.sim->step_bytes(v);
-            if (step >= best.peak) continue;
             pc.sim->run(v);
             flip(k);
-            const size_t rest = solve(n_left - 1);
+            const bool ok = reach(n_left - 1);
             flip(k);
             pc.sim->undo(v);
-            if (aborted) return 0;
-            if (std::max(step, rest) < best.peak) best = memo_entry{std::max(step, rest), v};
+            if (ok) { path.push_back(v); return true; }
+            if (aborted) return false;
         }
-        memo.emplace(key, best);
-        return best.peak;
-    }
-
-    /* the order solve found (solve must have finished) */
-    std::vector<int> order() {
-        std::vector<int> out;
-        for (size_t left = pc.nodes.size(); left > 0; left--) {
-            const int v = memo.at(key).choice;
-            out.push_back(v);
-            pc.sim->run(v);
-            flip((size_t) pc.local[(size_t) v]);
-        }
-        for (size_t k = out.size(); k-- > 0;) { pc.sim->undo(out[k]); flip((size_t) pc.local[(size_t) out[k]]); }
-        return out;
+        dead.insert(key);
+        return false;
     }
 };
+
+/* Tightens `peak` (the piece's best so far, `order` its order) until no order is lower;
+ * false when the search gave up first (order and peak keep the best found). */
+static bool ord_exact_solve(ord_piece & pc, size_t max_states, std::vector<int> & order, size_t & peak) {
+    ord_exact ex(pc, max_states);
+    for (;;) {
+        ex.bound = peak;
+        ex.path.clear();
+        if (!ex.reach(pc.nodes.size())) return !ex.aborted;
+        order.assign(ex.path.rbegin(), ex.path.rend());
+        peak = pc.sim->peak_of(order);
+    }
+}
 
 /* How a greedy order ranks the ready nodes (smaller first). */
 enum ord_rule { ORD_RULE_PEAK_THEN_NET, ORD_RULE_NET_THEN_STEP, ORD_RULE_STEP_THEN_NET, ORD_RULE_RANDOM_NET };
@@ -410,24 +416,19 @@ static ord_piece_result ord_solve_piece(ord_piece & pc, const struct tsr_order_p
     ord_piece_result res;
     res.order = pc.nodes;
     res.builder_peak = res.peak = pc.sim->peak_of(pc.nodes);
-    res.exact = false;
-    if (pc.nodes.size() <= 1) { res.exact = true; return res; }
-    if ((int) pc.nodes.size() <= prm.exact_max_nodes && prm.exact_max_states > 0) {
-        ord_exact ex(pc, (size_t) prm.exact_max_states);
-        const size_t best = ex.solve(pc.nodes.size());
-        if (!ex.aborted) {
-            res.exact = true;
-            if (best < res.peak) { res.order = ex.order(); res.peak = best; }
-            return res;
-        }
-    }
+    res.exact = pc.nodes.size() <= 1;
+    if (res.exact) return res;
     std::mt19937 rng(0x7e55e7a);
     for (ord_rule rule : {ORD_RULE_PEAK_THEN_NET, ORD_RULE_NET_THEN_STEP, ORD_RULE_STEP_THEN_NET}) {
         std::vector<int> o = ord_greedy(pc, rule, rng);
         const size_t pk = pc.sim->peak_of(o);
         if (pk < res.peak) { res.peak = pk; res.order = std::move(o); }
-        if (std::chrono::steady_clock::now() > pc.deadline) return res;
     }
+    if ((int) pc.nodes.size() <= prm.exact_max_nodes && prm.exact_max_states > 0) {
+        res.exact = ord_exact_solve(pc, (size_t) prm.exact_max_states, res.order, res.peak);
+        if (res.exact) return res;
+    }
+    if (std::chrono::steady_clock::now() > pc.deadline) return res;
     std::vector<int> o = res.order;
     const size_t pk = ord_local_search(pc, o, res.peak, rng);
     if (pk < res.peak) { res.peak = pk; res.order = std::move(o); }
