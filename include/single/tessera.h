@@ -4086,8 +4086,8 @@ struct tsr_order_report {
 };
 
 struct tsr_order_params {
-    double time_budget_ms;    /* wall time for the heuristics (default 20); the first greedy order
-                                 of every piece always completes */
+    double time_budget_ms;    /* wall time for the searches (default 20); the greedy orders of
+                                 every piece always complete (about 2 ms for 2,000 nodes) */
     int    exact_max_nodes;   /* pieces up to this many nodes try exact search first (default 200) */
     int    exact_max_states;  /* exact search gives up on a piece after this many memoised states
                                  (default 200000, about 20 MB) and falls back to the heuristics */
@@ -5784,10 +5784,12 @@ TSR_API_IMPL bool tsr_plan_check(const struct tsr_plan * plan, const size_t * ca
  *
  *  1. Cuts: a node every other node is an ancestor or a descendant of splits the graph;
  *     the pieces between cuts are independent (the set run at a cut is fixed).
- *  2. Each piece: exact search (memoised DFS over the down-sets, pruned by the best
- *     found) while it stays under a state limit; otherwise greedy orders (several
- *     rules) and a local search that moves one node within its dependencies, until
- *     the piece's share of the time budget is spent.
+ *  2. Each piece: greedy orders (several rules) give a first bound; exact search then
+ *     asks "is there an order whose every step is under the bound?" (a depth-first
+ *     search over the down-sets, remembering the ones that fail) and tightens the
+ *     bound until the answer is no, while it stays under a state limit; otherwise a
+ *     local search that moves one node within its dependencies, until the piece's
+ *     share of the time budget is spent.
  *  3. A piece keeps the builder's order unless something strictly better was found.
  *
  * Order-independent rule used by both searches: a ready node that allocates nothing
@@ -5799,6 +5801,7 @@ TSR_API_IMPL bool tsr_plan_check(const struct tsr_plan * plan, const size_t * ca
 #include <random>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 TSR_IMPL_NS_BEGIN
 namespace {
@@ -5977,11 +5980,18 @@ struct ord_sim {
         }
         mem -= p->alloc[(size_t) v];
     }
-    /* the largest step of running order[0..n) from here; the state is left as it was */
-    size_t peak_of(const std::vector<int> & order) {
+    /* the largest step of running order[0..n) from here; the state is left as it was.
+     * area (if not NULL): the sum of all steps, which tells two orders of one peak apart */
+    size_t peak_of(const std::vector<int> & order, uint64_t * area = nullptr) {
         size_t peak = 0;
-        for (int v : order) peak = std::max(peak, run(v));
+        uint64_t sum = 0;
+        for (int v : order) {
+            const size_t step = run(v);
+            peak = std::max(peak, step);
+            sum += step;
+        }
         for (size_t k = order.size(); k-- > 0;) undo(order[k]);
+        if (area) *area = sum;
         return peak;
     }
 };
@@ -6021,14 +6031,18 @@ static std::vector<char> ord_cuts(const ord_problem & p) {
     return cut;
 }
 
-/* Exact search over the piece's down-sets (memoised; false when over max_states or
- * past the deadline). */
+/* Exact search: is there an order of the rest of the piece whose every step stays under
+ * `bound`? A depth-first search over the down-sets (the sets of nodes already run),
+ * cheapest step first, remembering the sets from which none exists. Such a set fails
+ * for every lower bound too, so the memory is kept as the bound tightens (ord_exact_solve).
+ * Gives up past max_states remembered sets or the deadline. */
 struct ord_exact {
     ord_piece & pc;
     size_t max_states;
-    struct memo_entry { size_t peak; int choice; };
-    std::unordered_map<std::string, memo_entry> memo;
+    std::unordered_set<std::string> dead;
     std::string key;
+    std::vector<int> path;  /* the order found, last node first */
+    size_t bound = 0;
     bool aborted = false;
     size_t calls = 0;
 
@@ -6037,58 +6051,57 @@ struct ord_exact {
     bool done(size_t k) const { return (key[k / 8] >> (k % 8)) & 1; }
     void flip(size_t k) { key[k / 8] = (char) (key[k / 8] ^ (1 << (k % 8))); }
 
-    /* the ready nodes of the piece; a lone zero-allocation one if there is any */
-    void ready(std::vector<int> & out) const {
+    /* the ready nodes under the bound, cheapest step first; a lone zero-allocation one if any */
+    void ready(std::vector<std::pair<size_t, int>> & out) const {
         out.clear();
         for (size_t k = 0; k < pc.nodes.size(); k++) {
             const int v = pc.nodes[k];
             if (done(k) || pc.sim->waiting[(size_t) v] != 0) continue;
-            if (pc.sim->p->alloc[(size_t) v] == 0) { out.assign(1, v); return; }
-            out.push_back(v);
+            const size_t step = pc.sim->step_bytes(v);
+            if (step >= bound) continue;
+            if (pc.sim->p->alloc[(size_t) v] == 0) { out.assign(1, {step, v}); return; }
+            out.push_back({step, v});
         }
+        std::sort(out.begin(), out.end());
     }
 
-    /* the smallest largest step over the rest of the piece */
-    size_t solve(size_t n_left) {
-        if (n_left == 0 || aborted) return 0;
-        auto it = memo.find(key);
-        if (it != memo.end()) return it->second.peak;
-        if (memo.size() >= max_states || ((++calls & 255) == 0 && std::chrono::steady_clock::now() > pc.deadline)) {
+    bool reach(size_t n_left) {
+        if (n_left == 0) return true;
+        if (dead.count(key)) return false;
+        if (dead.size() >= max_states || ((++calls & 255) == 0 && std::chrono::steady_clock::now() > pc.deadline)) {
             aborted = true;
-            return 0;
+            return false;
         }
-        std::vector<int> cand;
+        std::vector<std::pair<size_t, int>> cand;
         ready(cand);
-        memo_entry best{SIZE_MAX, -1};
-        for (int v : cand) {
+        for (const auto & c : cand) {
+            const int v = c.second;
             const size_t k = (size_t) pc.local[(size_t) v];
-            const size_t step = pc.sim->step_bytes(v);
-            if (step >= best.peak) continue;
             pc.sim->run(v);
             flip(k);
-            const size_t rest = solve(n_left - 1);
+            const bool ok = reach(n_left - 1);
             flip(k);
             pc.sim->undo(v);
-            if (aborted) return 0;
-            if (std::max(step, rest) < best.peak) best = memo_entry{std::max(step, rest), v};
+            if (ok) { path.push_back(v); return true; }
+            if (aborted) return false;
         }
-        memo.emplace(key, best);
-        return best.peak;
-    }
-
-    /* the order solve found (solve must have finished) */
-    std::vector<int> order() {
-        std::vector<int> out;
-        for (size_t left = pc.nodes.size(); left > 0; left--) {
-            const int v = memo.at(key).choice;
-            out.push_back(v);
-            pc.sim->run(v);
-            flip((size_t) pc.local[(size_t) v]);
-        }
-        for (size_t k = out.size(); k-- > 0;) { pc.sim->undo(out[k]); flip((size_t) pc.local[(size_t) out[k]]); }
-        return out;
+        dead.insert(key);
+        return false;
     }
 };
+
+/* Tightens `peak` (the piece's best so far, `order` its order) until no order is lower;
+ * false when the search gave up first (order and peak keep the best found). */
+static bool ord_exact_solve(ord_piece & pc, size_t max_states, std::vector<int> & order, size_t & peak) {
+    ord_exact ex(pc, max_states);
+    for (;;) {
+        ex.bound = peak;
+        ex.path.clear();
+        if (!ex.reach(pc.nodes.size())) return !ex.aborted;
+        order.assign(ex.path.rbegin(), ex.path.rend());
+        peak = pc.sim->peak_of(order);
+    }
+}
 
 /* How a greedy order ranks the ready nodes (smaller first). */
 enum ord_rule { ORD_RULE_PEAK_THEN_NET, ORD_RULE_NET_THEN_STEP, ORD_RULE_STEP_THEN_NET, ORD_RULE_RANDOM_NET };
@@ -6137,11 +6150,14 @@ static std::vector<int> ord_greedy(ord_piece & pc, ord_rule rule, std::mt19937 &
 }
 
 /* Move one node at a time to another place between its predecessors and successors;
- * keep moves that do not raise the peak, until the deadline. */
+ * keep moves that lower the peak, or keep it and do not raise the sum of all steps (a
+ * slope towards orders that hold less, where the peak alone is flat), until the deadline. */
 static size_t ord_local_search(ord_piece & pc, std::vector<int> & order, size_t peak, std::mt19937 & rng) {
     const ord_problem & p = *pc.sim->p;
     const size_t m = order.size();
     if (m < 3) return peak;
+    uint64_t area = 0;
+    pc.sim->peak_of(order, &area);
     std::vector<int> pos((size_t) p.n, -1);
     for (size_t k = 0; k < m; k++) pos[(size_t) order[k]] = (int) k;
     for (int iter = 0;; iter++) {
@@ -6165,9 +6181,11 @@ static size_t ord_local_search(ord_piece & pc, std::vector<int> & order, size_t 
             else std::rotate(order.begin() + b, order.begin() + a, order.begin() + a + 1);
         };
         shift(from, to);
-        const size_t np = pc.sim->peak_of(order);
-        if (np <= peak) {
+        uint64_t na = 0;
+        const size_t np = pc.sim->peak_of(order, &na);
+        if (np < peak || (np == peak && na <= area)) {
             peak = np;
+            area = na;
             const int a = std::min(from, to), b = std::max(from, to);
             for (int k = a; k <= b; k++) pos[(size_t) order[(size_t) k]] = k;
         } else {
@@ -6183,24 +6201,23 @@ static ord_piece_result ord_solve_piece(ord_piece & pc, const struct tsr_order_p
     ord_piece_result res;
     res.order = pc.nodes;
     res.builder_peak = res.peak = pc.sim->peak_of(pc.nodes);
-    res.exact = false;
-    if (pc.nodes.size() <= 1) { res.exact = true; return res; }
-    if ((int) pc.nodes.size() <= prm.exact_max_nodes && prm.exact_max_states > 0) {
-        ord_exact ex(pc, (size_t) prm.exact_max_states);
-        const size_t best = ex.solve(pc.nodes.size());
-        if (!ex.aborted) {
-            res.exact = true;
-            if (best < res.peak) { res.order = ex.order(); res.peak = best; }
-            return res;
-        }
-    }
+    res.exact = pc.nodes.size() <= 1;
+    if (res.exact) return res;
     std::mt19937 rng(0x7e55e7a);
     for (ord_rule rule : {ORD_RULE_PEAK_THEN_NET, ORD_RULE_NET_THEN_STEP, ORD_RULE_STEP_THEN_NET}) {
         std::vector<int> o = ord_greedy(pc, rule, rng);
         const size_t pk = pc.sim->peak_of(o);
         if (pk < res.peak) { res.peak = pk; res.order = std::move(o); }
-        if (std::chrono::steady_clock::now() > pc.deadline) return res;
     }
+    if ((int) pc.nodes.size() <= prm.exact_max_nodes && prm.exact_max_states > 0) {
+        /* half the piece's time at most: what is left goes to the local search */
+        const auto end = pc.deadline, now = std::chrono::steady_clock::now();
+        if (end > now) pc.deadline = now + (end - now) / 2;
+        res.exact = ord_exact_solve(pc, (size_t) prm.exact_max_states, res.order, res.peak);
+        pc.deadline = end;
+        if (res.exact) return res;
+    }
+    if (std::chrono::steady_clock::now() > pc.deadline) return res;
     std::vector<int> o = res.order;
     const size_t pk = ord_local_search(pc, o, res.peak, rng);
     if (pk < res.peak) { res.peak = pk; res.order = std::move(o); }

@@ -103,8 +103,8 @@ struct tsr_order_report {
 };
 
 struct tsr_order_params {
-    double time_budget_ms;    /* wall time for the heuristics (default 20); the first greedy order
-                                 of every piece always completes */
+    double time_budget_ms;    /* wall time for the searches (default 20); the greedy orders of
+                                 every piece always complete (about 2 ms for 2,000 nodes) */
     int    exact_max_nodes;   /* pieces up to this many nodes try exact search first (default 200) */
     int    exact_max_states;  /* exact search gives up on a piece after this many memoised states
                                  (default 200000, about 20 MB) and falls back to the heuristics */

@@ -207,11 +207,18 @@ struct ord_sim {
         }
         mem -= p->alloc[(size_t) v];
     }
-    /* the largest step of running order[0..n) from here; the state is left as it was */
-    size_t peak_of(const std::vector<int> & order) {
+    /* the largest step of running order[0..n) from here; the state is left as it was.
+     * area (if not NULL): the sum of all steps, which tells two orders of one peak apart */
+    size_t peak_of(const std::vector<int> & order, uint64_t * area = nullptr) {
         size_t peak = 0;
-        for (int v : order) peak = std::max(peak, run(v));
+        uint64_t sum = 0;
+        for (int v : order) {
+            const size_t step = run(v);
+            peak = std::max(peak, step);
+            sum += step;
+        }
         for (size_t k = order.size(); k-- > 0;) undo(order[k]);
+        if (area) *area = sum;
         return peak;
     }
 };
@@ -370,11 +377,14 @@ static std::vector<int> ord_greedy(ord_piece & pc, ord_rule rule, std::mt19937 &
 }
 
 /* Move one node at a time to another place between its predecessors and successors;
- * keep moves that do not raise the peak, until the deadline. */
+ * keep moves that lower the peak, or keep it and do not raise the sum of all steps (a
+ * slope towards orders that hold less, where the peak alone is flat), until the deadline. */
 static size_t ord_local_search(ord_piece & pc, std::vector<int> & order, size_t peak, std::mt19937 & rng) {
     const ord_problem & p = *pc.sim->p;
     const size_t m = order.size();
     if (m < 3) return peak;
+    uint64_t area = 0;
+    pc.sim->peak_of(order, &area);
     std::vector<int> pos((size_t) p.n, -1);
     for (size_t k = 0; k < m; k++) pos[(size_t) order[k]] = (int) k;
     for (int iter = 0;; iter++) {
@@ -398,9 +408,11 @@ static size_t ord_local_search(ord_piece & pc, std::vector<int> & order, size_t 
             else std::rotate(order.begin() + b, order.begin() + a, order.begin() + a + 1);
         };
         shift(from, to);
-        const size_t np = pc.sim->peak_of(order);
-        if (np <= peak) {
+        uint64_t na = 0;
+        const size_t np = pc.sim->peak_of(order, &na);
+        if (np < peak || (np == peak && na <= area)) {
             peak = np;
+            area = na;
             const int a = std::min(from, to), b = std::max(from, to);
             for (int k = a; k <= b; k++) pos[(size_t) order[(size_t) k]] = k;
         } else {
@@ -425,7 +437,11 @@ static ord_piece_result ord_solve_piece(ord_piece & pc, const struct tsr_order_p
         if (pk < res.peak) { res.peak = pk; res.order = std::move(o); }
     }
     if ((int) pc.nodes.size() <= prm.exact_max_nodes && prm.exact_max_states > 0) {
+        /* half the piece's time at most: what is left goes to the local search */
+        const auto end = pc.deadline, now = std::chrono::steady_clock::now();
+        if (end > now) pc.deadline = now + (end - now) / 2;
         res.exact = ord_exact_solve(pc, (size_t) prm.exact_max_states, res.order, res.peak);
+        pc.deadline = end;
         if (res.exact) return res;
     }
     if (std::chrono::steady_clock::now() > pc.deadline) return res;
