@@ -4100,7 +4100,8 @@ TSR_API struct tsr_order_params tsr_order_default_params(void);
  * larger one. false + error on bad params or out of memory (graph unchanged). */
 TSR_API bool tsr_graph_optimize_order(struct tsr_cgraph * graph, const struct tsr_order_params * params);
 /* Opt-in: reserve (without node buffer ids) reorders the graph before planning it, with
- * these params (copied; buft is the gallocr's; report filled at each reserve; NULL: off).
+ * these params (copied; buft is the gallocr's; report, if set, is filled at each reserve
+ * and must outlive them; NULL: off).
  * alloc_graph on a graph rebuilt in the builder's order re-applies the reserved order
  * before it re-applies the cached plan. */
 TSR_API bool tsr_gallocr_set_optimize_order(tsr_gallocr_t galloc, const struct tsr_order_params * params);

@@ -310,4 +310,14 @@ TEST_CASE("order: bad input gets a clear error and leaves the graph alone", "[or
     std::vector<tsr_tensor *> kept(tsr_graph_nodes(gf), tsr_graph_nodes(gf) + tsr_graph_n_nodes(gf));
     REQUIRE(kept == built);
     REQUIRE_FALSE(tsr_gallocr_set_optimize_order(nullptr, &prm));
+    // an empty graph is fine: nothing to reorder
+    ctx_guard g2(0);
+    tsr_cgraph * empty = tsr_new_graph(g2.ctx);
+    REQUIRE(empty);
+    tsr_order_report rep;
+    tsr_order_params ok = tsr_order_default_params();
+    ok.report = &rep;
+    REQUIRE(tsr_graph_optimize_order(empty, &ok));
+    REQUIRE_FALSE(rep.reordered);
+    REQUIRE(rep.optimized_lower_bound == rep.builder_lower_bound);
 }
