@@ -6005,9 +6005,9 @@ struct ord_piece {
     std::chrono::steady_clock::time_point deadline;
 };
 
-/* Nodes [first, last) of the builder order that are cuts: every other node is an
- * ancestor or a descendant. No dependency jumps over a cut, no sink lies before it and
- * no source after it. */
+/* Which nodes are cuts (every other node an ancestor or a descendant of it). In the
+ * builder's order that is: no dependency jumps over it, no sink lies before it and no
+ * source after it. */
 static std::vector<char> ord_cuts(const ord_problem & p) {
     const int n = p.n;
     std::vector<int> cover((size_t) n + 1, 0);
