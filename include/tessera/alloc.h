@@ -82,6 +82,47 @@ TSR_API tsr_backend_buffer_t tsr_gallocr_get_buffer(tsr_gallocr_t galloc, int bu
 /* How many times a buffer was (re)allocated: for tests and diagnostics. */
 TSR_API int    tsr_gallocr_get_n_reallocs(tsr_gallocr_t galloc);
 
+/* ---- execution order: lower the lower bound itself ------------------------------------
+ * The lower bound gallocr packs against is the most bytes live at one step of the
+ * graph's order. Any topological order computes the same results (bit for bit: every
+ * node still reads exactly its operands), but on branchy graphs (U-Net skips,
+ * Inception/NASNet cells, attention with concatenated skips) some orders keep far fewer
+ * tensors alive at once. tsr_graph_optimize_order reorders graph->nodes, within the
+ * dependencies, to the order with the smallest lower bound it finds under gallocr's
+ * rules (in place, views, INPUT/OUTPUT, results), and never to a worse one than the
+ * builder's: when nothing strictly better is found the graph is left as it was.
+ * A view node with a computing op (an *_inplace op's result, a copy into a view) writes
+ * into its source, so it keeps its place relative to every other user of that source. */
+struct tsr_order_report {
+    size_t builder_lower_bound;    /* bytes, the order the graph had */
+    size_t optimized_lower_bound;  /* bytes, the order it has now (<= builder_lower_bound) */
+    bool   optimal;                /* exact search finished on every piece: no order is lower */
+    bool   reordered;              /* the graph's order changed */
+    int    n_pieces;               /* independent pieces between single-node cuts */
+    double ms;                     /* wall time spent */
+};
+
+struct tsr_order_params {
+    double time_budget_ms;    /* wall time for the searches (default 20); the greedy orders of
+                                 every piece always complete (about 2 ms for 2,000 nodes) */
+    int    exact_max_nodes;   /* pieces up to this many nodes try exact search first (default 200) */
+    int    exact_max_states;  /* exact search gives up on a piece after this many memoised states
+                                 (default 200000, about 20 MB) and falls back to the heuristics */
+    tsr_backend_buffer_type_t buft;   /* sizes and alignment as this type allocates; NULL: CPU */
+    struct tsr_order_report * report; /* filled when not NULL */
+};
+
+TSR_API struct tsr_order_params tsr_order_default_params(void);
+/* Reorders graph (params NULL: defaults). The graph must not be a tsr_graph_view of a
+ * larger one. false + error on bad params or out of memory (graph unchanged). */
+TSR_API bool tsr_graph_optimize_order(struct tsr_cgraph * graph, const struct tsr_order_params * params);
+/* Opt-in: reserve (without node buffer ids) reorders the graph before planning it, with
+ * these params (copied; buft is the gallocr's; report, if set, is filled at each reserve
+ * and must outlive them; NULL: off).
+ * alloc_graph on a graph rebuilt in the builder's order re-applies the reserved order
+ * before it re-applies the cached plan. */
+TSR_API bool tsr_gallocr_set_optimize_order(tsr_gallocr_t galloc, const struct tsr_order_params * params);
+
 /* ---- plans: what gallocr decided, readable and checkable ----------------------------- */
 
 struct tsr_plan_tensor {
@@ -180,6 +221,7 @@ TSR_CXX_END /* namespace tsr */
 #include "backend.h"
 #include "impl/packing.inl"
 #include "impl/alloc.inl"
+#include "impl/order.inl"
 #include "impl/plan_export.inl"
 #include "impl/implement_included.h"
 #endif

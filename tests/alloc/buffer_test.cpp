@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "tessera/alloc.h"
+#include "ctx_guard.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -10,15 +11,6 @@
 #include <vector>
 
 namespace {
-
-struct ctx_guard {
-    tsr_context * ctx;
-    explicit ctx_guard(size_t n_tensors) {
-        tsr_init_params p = {n_tensors * tsr_tensor_overhead() + tsr_graph_overhead(), nullptr, true};
-        ctx = tsr_init(p);
-    }
-    ~ctx_guard() { tsr_free(ctx); }
-};
 
 // A host buffer type whose max size is small, to force splits.
 size_t small_max_size(tsr_backend_buffer_type_t) { return 1024; }

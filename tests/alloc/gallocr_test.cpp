@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "tessera/alloc.h"
+#include "ctx_guard.h"
 
 #include <cstdint>
 #include <cstring>
@@ -15,15 +16,6 @@
 #include <vector>
 
 namespace {
-
-struct ctx_guard {
-    tsr_context * ctx;
-    explicit ctx_guard(size_t n_tensors, size_t graph_size = TSR_DEFAULT_GRAPH_SIZE) {
-        tsr_init_params p = {n_tensors * tsr_tensor_overhead() + tsr_graph_overhead_custom(graph_size, false), nullptr, true};
-        ctx = tsr_init(p);
-    }
-    ~ctx_guard() { tsr_free(ctx); }
-};
 
 const tsr_tensor * root_of(const tsr_tensor * t) { return t->view_src ? t->view_src : t; }
 

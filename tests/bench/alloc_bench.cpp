@@ -1,12 +1,16 @@
 // alloc_bench: how close gallocr and the packing core get to the lower bound.
 //
 //   alloc_bench [--csv] [--traces DIR] [--budget-ms MS] [--no-models] [--no-traces] [--no-baseline]
+//               [--no-order] [--order-ms MS] [--exact-ms MS]
 //
 // Part 1: model graphs built with tessera ops (weights in their own buffer, not planned):
 // nodes, lower bound, tessera's size, ratio, size without reuse, an online best-fit
 // baseline (ggml's dynamic allocator emulated over the same live ranges), reserve time,
 // steady-state alloc_graph time (graph rebuilt in a reset context, cached plan re-applied).
-// Part 2: every CSV trace under DIR (id,lower,upper,size): buffers, lower bound, tessera's
+// Part 2: execution order: the lower bound of the builder's order and of the order
+// tsr_graph_optimize_order finds, the planned size, the time, and the exact optimum where
+// exact search finishes (GPT-2/LLaMA are chains of blocks: little to gain there).
+// Part 3: every CSV trace under DIR (id,lower,upper,size): buffers, lower bound, tessera's
 // peak, ratio, time; and greedy-by-size best fit (TFLite's method) beside it.
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
@@ -23,6 +27,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -411,6 +416,259 @@ void run_models(table & t, int reps) {
     for (auto & w : weights) { tsr_backend_buffer_free(w.second.second); tsr_free(w.second.first); }
 }
 
+// ---- execution order ------------------------------------------------------------------
+// A diffusion-UNet-style stack (Stable Diffusion 1.x shapes at a 64x64 latent): res blocks
+// with a timestep embedding, transformer blocks (self attention, cross attention to a
+// 77-token text context, feed-forward), skips concatenated in the decoder.
+tsr_tensor * res_block(tsr_context * ctx, wstore & W, const std::string & p, tsr_tensor * x, tsr_tensor * emb, int oc) {
+    const int64_t ic = x->ne[2];
+    tsr_tensor * h = C(tsr_silu(ctx, C(tsr_group_norm(ctx, x, 32, 1e-5f))));
+    h = conv(ctx, W, p + ".c1", h, 3, oc, 1, false);
+    tsr_tensor * e = C(tsr_mul_mat(ctx, W.get(p + ".emb", TSR_TYPE_F16, 1280, oc), C(tsr_silu(ctx, emb))));
+    h = C(tsr_add(ctx, h, C(tsr_reshape_3d(ctx, e, 1, 1, oc))));
+    h = C(tsr_silu(ctx, C(tsr_group_norm(ctx, h, 32, 1e-5f))));
+    h = conv(ctx, W, p + ".c2", h, 3, oc, 1, false);
+    tsr_tensor * sc = ic == oc ? x : conv(ctx, W, p + ".skip", x, 1, oc, 1, false);
+    return C(tsr_add(ctx, h, sc));
+}
+
+tsr_tensor * transformer(tsr_context * ctx, tsr_cgraph * gf, wstore & W, const std::string & p, tsr_tensor * x, tsr_tensor * text) {
+    const int w = (int) x->ne[0], hh = (int) x->ne[1], c = (int) x->ne[2], T = w * hh, H = 8, hd = c / H;
+    tsr_tensor * h = conv(ctx, W, p + ".in", C(tsr_group_norm(ctx, x, 32, 1e-6f)), 1, c, 1, false);
+    tsr_tensor * t = C(tsr_cont_2d(ctx, C(tsr_permute(ctx, C(tsr_reshape_3d(ctx, h, T, c, 1)), 1, 0, 2, 3)), c, T));  // [c, T]
+    auto lin = [&](const std::string & n, tsr_tensor * a, int in, int out) { return C(tsr_mul_mat(ctx, W.get(p + n, TSR_TYPE_F16, in, out), a)); };
+    auto heads = [&](tsr_tensor * a, int n) { return C(tsr_reshape_3d(ctx, a, hd, H, n)); };
+    tsr_tensor * n1 = C(tsr_norm(ctx, t, 1e-5f));
+    tsr_tensor * sa = attention(ctx, gf, heads(lin(".q1", n1, c, c), T), heads(lin(".k1", n1, c, c), T), heads(lin(".v1", n1, c, c), T),
+                                nullptr, 1.0f / 8.0f, c, T);
+    t = C(tsr_add(ctx, t, lin(".o1", sa, c, c)));
+    tsr_tensor * n2 = C(tsr_norm(ctx, t, 1e-5f));
+    tsr_tensor * ca = attention(ctx, gf, heads(lin(".q2", n2, c, c), T), heads(lin(".k2", text, 768, c), 77),
+                                heads(lin(".v2", text, 768, c), 77), nullptr, 1.0f / 8.0f, c, T);
+    t = C(tsr_add(ctx, t, lin(".o2", ca, c, c)));
+    tsr_tensor * ff = C(tsr_gelu(ctx, lin(".ff1", C(tsr_norm(ctx, t, 1e-5f)), c, 4 * c)));
+    t = C(tsr_add(ctx, t, lin(".ff2", ff, 4 * c, c)));
+    tsr_tensor * back = C(tsr_cont(ctx, C(tsr_permute(ctx, C(tsr_reshape_3d(ctx, t, c, w, hh)), 2, 0, 1, 3))));  // [w, hh, c]
+    return C(tsr_add(ctx, conv(ctx, W, p + ".out", back, 1, c, 1, false), x));
+}
+
+tsr_cgraph * diffusion_unet(tsr_context * ctx, wstore & W) {
+    tsr_cgraph * gf = tsr_new_graph_custom(ctx, 8192, false);
+    tsr_tensor * x = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, 64, 64, 4, 1); tsr_set_input(x); tsr_set_name(x, "latent");
+    tsr_tensor * temb = tsr_new_tensor_1d(ctx, TSR_TYPE_F32, 320); tsr_set_input(temb); tsr_set_name(temb, "t_freq");
+    tsr_tensor * text = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, 768, 77); tsr_set_input(text); tsr_set_name(text, "text");
+    tsr_tensor * emb = C(tsr_mul_mat(ctx, W.get("temb2", TSR_TYPE_F16, 1280, 1280),
+                                     C(tsr_silu(ctx, C(tsr_mul_mat(ctx, W.get("temb1", TSR_TYPE_F16, 320, 1280), temb))))));
+    const int ch[4] = {320, 640, 1280, 1280};
+    x = conv(ctx, W, "in", x, 3, ch[0], 1, false);
+    std::vector<tsr_tensor *> skips = {x};
+    for (int lv = 0; lv < 4; lv++) {
+        for (int b = 0; b < 2; b++) {
+            const std::string p = "d" + std::to_string(lv) + "." + std::to_string(b);
+            x = res_block(ctx, W, p + ".res", x, emb, ch[lv]);
+            if (lv < 3) x = transformer(ctx, gf, W, p + ".tf", x, text);
+            skips.push_back(x);
+        }
+        if (lv < 3) { x = conv(ctx, W, "down" + std::to_string(lv), x, 3, ch[lv], 2, false); skips.push_back(x); }
+    }
+    x = res_block(ctx, W, "mid.res1", x, emb, 1280);
+    x = transformer(ctx, gf, W, "mid.tf", x, text);
+    x = res_block(ctx, W, "mid.res2", x, emb, 1280);
+    for (int lv = 3; lv >= 0; lv--) {
+        for (int b = 0; b < 3; b++) {
+            const std::string p = "u" + std::to_string(lv) + "." + std::to_string(b);
+            x = C(tsr_concat(ctx, x, skips.back(), 2));
+            skips.pop_back();
+            x = res_block(ctx, W, p + ".res", x, emb, ch[lv]);
+            if (lv < 3) x = transformer(ctx, gf, W, p + ".tf", x, text);
+        }
+        if (lv > 0) x = conv(ctx, W, "up" + std::to_string(lv), C(tsr_upscale(ctx, x, 2, TSR_SCALE_MODE_NEAREST)), 3, ch[lv], 1, false);
+    }
+    x = conv(ctx, W, "out", C(tsr_silu(ctx, C(tsr_group_norm(ctx, x, 32, 1e-5f)))), 3, 4, 1, false);
+    tsr_set_output(x);
+    tsr_build_forward_expand(gf, x);
+    return gf;
+}
+
+// Randomly wired (RandWire-style, Watts-Strogatz k=4 p=0.75): each node sums its inputs,
+// applies relu and a 3x3 conv; the stage's first nodes read the stage input, its sinks
+// are averaged into the output.
+tsr_tensor * randwire_stage(tsr_context * ctx, wstore & W, const std::string & p, tsr_tensor * in, int n, int c, int stride,
+                            std::mt19937 & rng) {
+    std::vector<std::vector<int>> preds((size_t) n);
+    for (int i = 0; i < n; i++) {
+        for (int k = 1; k <= 2; k++) {
+            int j = (i + k) % n;
+            if (rng() % 4 != 0) j = (int) (rng() % (unsigned) n);  // rewired
+            if (j == i) continue;
+            const int a = std::min(i, j), b = std::max(i, j);
+            if (std::find(preds[(size_t) b].begin(), preds[(size_t) b].end(), a) == preds[(size_t) b].end()) preds[(size_t) b].push_back(a);
+        }
+    }
+    std::vector<tsr_tensor *> out((size_t) n, nullptr);
+    std::vector<bool> used((size_t) n, false);
+    for (int i = 0; i < n; i++) {
+        tsr_tensor * agg = nullptr;
+        for (int j : preds[(size_t) i]) { agg = agg ? C(tsr_add(ctx, agg, out[(size_t) j])) : out[(size_t) j]; used[(size_t) j] = true; }
+        const bool first = agg == nullptr;
+        if (first) agg = in;
+        out[(size_t) i] = conv(ctx, W, p + std::to_string(i), C(tsr_relu(ctx, agg)), 3, c, first ? stride : 1, false);
+    }
+    tsr_tensor * sum = nullptr;
+    for (int i = 0; i < n; i++) if (!used[(size_t) i]) sum = sum ? C(tsr_add(ctx, sum, out[(size_t) i])) : out[(size_t) i];
+    return sum;
+}
+
+tsr_cgraph * randwire(tsr_context * ctx, wstore & W) {
+    std::mt19937 rng(5);
+    tsr_tensor * x = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, 112, 112, 3, 1); tsr_set_input(x); tsr_set_name(x, "image");
+    x = conv(ctx, W, "stem", x, 3, 78, 2, true);  // 56x56
+    x = randwire_stage(ctx, W, "s1.", x, 32, 78, 1, rng);
+    x = randwire_stage(ctx, W, "s2.", x, 32, 156, 2, rng);
+    x = randwire_stage(ctx, W, "s3.", x, 32, 312, 2, rng);
+    tsr_set_output(x);
+    tsr_cgraph * gf = tsr_new_graph_custom(ctx, 4096, false);
+    tsr_build_forward_expand(gf, x);
+    return gf;
+}
+
+// Random DAGs of 1-D tensors (sizes 4 KiB to 1 MiB): unary ops (in place), adds, concats,
+// views; every operand picked among the last `window` values.
+tsr_cgraph * random_dag(tsr_context * ctx, uint32_t seed, int n_ops, int window) {
+    std::mt19937 rng(seed);
+    const int64_t sizes[4] = {1024, 16384, 65536, 262144};
+    std::vector<tsr_tensor *> vals;
+    std::map<tsr_tensor *, int> uses;
+    for (int k = 0; k < 3; k++) { vals.push_back(tsr_new_tensor_1d(ctx, TSR_TYPE_F32, sizes[rng() % 4])); tsr_set_input(vals.back()); }
+    auto pick = [&]() {
+        const size_t lo = vals.size() > (size_t) window ? vals.size() - (size_t) window : 0;
+        tsr_tensor * t = vals[lo + rng() % (vals.size() - lo)];
+        uses[t]++;
+        return t;
+    };
+    for (int k = 0; k < n_ops; k++) {
+        tsr_tensor * a = pick();
+        tsr_tensor * r = nullptr;
+        switch (rng() % 5) {
+            case 0: r = tsr_relu(ctx, a); break;
+            case 1: r = tsr_concat(ctx, a, C(tsr_scale(ctx, a, 0.5f)), 0); break;  // grows
+            case 2: { tsr_tensor * b = pick(); r = b->ne[0] == a->ne[0] ? tsr_add(ctx, a, b) : tsr_concat(ctx, a, b, 0); break; }
+            case 3: r = tsr_cont(ctx, C(tsr_view_1d(ctx, a, std::max<int64_t>(1024, a->ne[0] / 4), 0))); break;  // shrinks
+            default: r = tsr_sqr(ctx, a); break;
+        }
+        if (r->ne[0] > 262144) r = tsr_cont(ctx, C(tsr_view_1d(ctx, r, 262144, 0)));
+        vals.push_back(C(r));
+    }
+    tsr_cgraph * gf = tsr_new_graph_custom(ctx, (size_t) n_ops * 4 + 64, false);
+    tsr_set_output(vals.back());
+    for (tsr_tensor * t : vals) if (!uses[t] && t->op != TSR_OP_NONE) tsr_build_forward_expand(gf, t);
+    return gf;
+}
+
+// gallocr's plan of gf as it stands (lower bound, planned size), with the packing search
+size_t planned(tsr_cgraph * gf, size_t * lower_bound) {
+    tsr_gallocr_t ga = tsr_gallocr_new(tsr_backend_cpu_buffer_type());
+    if (!tsr_gallocr_reserve(ga, gf)) { fprintf(stderr, "order: reserve failed: %s\n", tsr_last_error()); exit(1); }
+    const tsr_plan_buffer pb = tsr_gallocr_get_plan(ga)->buffers[0];
+    tsr_gallocr_free(ga);
+    *lower_bound = pb.lower_bound;
+    return pb.planned_size;
+}
+
+// A floor no order can go under: the largest step alone (a node's result, unless it may
+// work in place, plus its distinct operands that the plan owns, unpadded).
+size_t any_order_floor(tsr_cgraph * gf) {
+    size_t floor = 0;
+    for (int i = 0; i < tsr_graph_n_nodes(gf); i++) {
+        const tsr_tensor * t = tsr_graph_node(gf, i);
+        std::vector<const tsr_tensor *> roots;
+        for (const tsr_tensor * s : t->src) {
+            if (!s) continue;
+            const tsr_tensor * r = s->view_src ? s->view_src : s;
+            if (!r->data && std::find(roots.begin(), roots.end(), r) == roots.end()) roots.push_back(r);
+        }
+        bool inplace = false;
+        for (int k = 0; k < TSR_MAX_SRC; k++) inplace = inplace || tsr_op_can_inplace(t, k);
+        size_t bytes = t->view_src || inplace ? 0 : tsr_nbytes(t);
+        for (const tsr_tensor * r : roots) bytes += tsr_nbytes(r);
+        floor = std::max(floor, bytes);
+    }
+    return floor;
+}
+
+void run_order(table & t, double budget_ms, double exact_ms) {
+    t.head = {"graph", "nodes", "builder order LB (MiB)", "optimised LB (MiB)", "planned (MiB)", "optimised / builder",
+              "optimise (ms)", "pieces", "exact optimum (MiB)", "optimised / exact", "floor, any order (MiB)"};
+    struct spec { std::string name; std::function<tsr_cgraph *(tsr_context *, wstore &)> fn; int wkey; };
+    std::vector<spec> specs = {
+        {"GPT-2 small, 512 tok, all logits", [](tsr_context * c, wstore & w) { return gpt2(c, w, 512, false); }, 0},
+        {"LLaMA-style 16L/2048, 512 tok, all logits", [](tsr_context * c, wstore & w) { return llama(c, w, 512, false); }, 1},
+        {"ResNet-50-style CNN, 224x224", [](tsr_context * c, wstore & w) { return resnet50(c, w); }, 3},
+        {"U-Net-style CNN, 4 levels, 256x256", [](tsr_context * c, wstore & w) { return unet(c, w); }, 4},
+        {"diffusion UNet (SD 1.x shapes), 64x64 latent", [](tsr_context * c, wstore & w) { return diffusion_unet(c, w); }, 5},
+        {"RandWire-style, 3 stages x 32 nodes, 112x112", [](tsr_context * c, wstore & w) { return randwire(c, w); }, 6},
+        {"random DAG, 12 ops", [](tsr_context * c, wstore &) { return random_dag(c, 1, 12, 6); }, 7},
+        {"random DAG, 40 ops", [](tsr_context * c, wstore &) { return random_dag(c, 2, 40, 8); }, 7},
+        {"random DAG, 200 ops, window 16", [](tsr_context * c, wstore &) { return random_dag(c, 3, 200, 16); }, 7},
+        {"random DAG, 500 ops, window 64", [](tsr_context * c, wstore &) { return random_dag(c, 4, 500, 64); }, 7},
+        {"random DAG, 2,000 nodes (timing)", [](tsr_context * c, wstore &) { return random_dag(c, 5, 1400, 24); }, 7},
+    };
+    std::map<int, wstore> stores;
+    std::map<int, tsr_backend_buffer_t> weights;
+    const size_t ctx_size = 24576 * tsr_tensor_overhead() + tsr_graph_overhead_custom(8192, false);
+    for (auto & sp : specs) {
+        if (!stores.count(sp.wkey)) {
+            tsr_init_params wp = {8192 * tsr_tensor_overhead(), nullptr, true};
+            stores[sp.wkey].ctx = tsr_init(wp);
+        }
+        wstore & W = stores[sp.wkey];
+        tsr_init_params p = {ctx_size, nullptr, true};
+        tsr_context * ctx = tsr_init(p);
+        tsr_cgraph * gf = sp.fn(ctx, W);
+        if (!weights.count(sp.wkey)) {  // weights in their own buffer, as in run_models: not planned
+            weights[sp.wkey] = tsr_backend_alloc_ctx_tensors_from_buft(W.ctx, tsr_backend_cpu_buffer_type());
+            if (!weights[sp.wkey] && tsr_graph_n_leafs(gf) > 0 && W.w.size() > 0) { fprintf(stderr, "weights: %s\n", tsr_last_error()); exit(1); }
+        }
+        size_t lb0 = 0;
+        planned(gf, &lb0);
+        const size_t floor = any_order_floor(gf);
+        tsr_order_report rep;
+        tsr_order_params prm = tsr_order_default_params();
+        prm.time_budget_ms = budget_ms;
+        prm.report = &rep;
+        if (!tsr_graph_optimize_order(gf, &prm)) { fprintf(stderr, "%s: %s\n", sp.name.c_str(), tsr_last_error()); exit(1); }
+        size_t lb1 = 0;
+        const size_t size1 = planned(gf, &lb1);
+        if (lb1 != rep.optimized_lower_bound || lb0 != rep.builder_lower_bound || lb1 > lb0) {
+            fprintf(stderr, "%s: MISMATCH: gallocr %zu -> %zu, report %zu -> %zu\n", sp.name.c_str(), lb0, lb1,
+                    rep.builder_lower_bound, rep.optimized_lower_bound);
+            exit(1);
+        }
+        // the exact optimum, where exact search finishes on every piece within exact_ms
+        std::string exact = "-", gap = "-";
+        if (exact_ms > 0) {
+            tsr_reset(ctx);
+            tsr_cgraph * g2 = sp.fn(ctx, W);
+            tsr_order_report rx;
+            tsr_order_params px = tsr_order_default_params();
+            px.time_budget_ms = exact_ms;
+            px.exact_max_nodes = 1 << 30;
+            px.exact_max_states = 4000000;
+            px.report = &rx;
+            if (tsr_graph_optimize_order(g2, &px) && rx.optimal) {
+                exact = fmt("%.3f", mib(rx.optimized_lower_bound));
+                gap = fmt("%.4f", (double) rep.optimized_lower_bound / (double) rx.optimized_lower_bound);
+            }
+        }
+        t.rows.push_back({sp.name, fmtu((unsigned long long) tsr_graph_n_nodes(gf)), fmt("%.3f", mib(lb0)), fmt("%.3f", mib(lb1)),
+                          fmt("%.3f", mib(size1)), fmt("%.4f", (double) lb1 / (double) lb0), fmt("%.2f", rep.ms),
+                          fmtu((unsigned long long) rep.n_pieces), exact, gap, fmt("%.3f", mib(floor))});
+        tsr_free(ctx);
+    }
+    for (auto & w : weights) tsr_backend_buffer_free(w.second);
+    for (auto & w : stores) tsr_free(w.second.ctx);
+}
+
 // ---- traces ---------------------------------------------------------------------------
 // Greedy by size, best fit (TFLite's GreedyBySize): largest first, into the smallest gap
 // among already placed buffers that overlap in time, else on top.
@@ -525,7 +783,8 @@ void run_traces(table & t, const std::string & dir, double budget_small, double 
 int main(int argc, char ** argv) {
     std::string traces = TSR_ALLOC_TRACES_DIR;
     double budget_small = 1000.0, budget_large = 1000.0;
-    bool models = true, do_traces = true, baseline = true;
+    bool models = true, do_traces = true, baseline = true, order = true;
+    double order_ms = 20.0, exact_ms = 2000.0;
     int reps = 20;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
@@ -536,10 +795,13 @@ int main(int argc, char ** argv) {
         else if (a == "--no-models") models = false;
         else if (a == "--no-traces") do_traces = false;
         else if (a == "--no-baseline") baseline = false;
+        else if (a == "--no-order") order = false;
+        else if (a == "--order-ms" && i + 1 < argc) order_ms = atof(argv[++i]);
+        else if (a == "--exact-ms" && i + 1 < argc) exact_ms = atof(argv[++i]);
         else if (a == "--reps" && i + 1 < argc) reps = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: %s [--csv] [--traces DIR] [--budget-ms MS (<= 1000 buffers)] [--budget-large-ms MS] "
-                            "[--no-models] [--no-traces] [--no-baseline] [--reps N]\n", argv[0]);
+                            "[--no-models] [--no-traces] [--no-baseline] [--no-order] [--order-ms MS] [--exact-ms MS] [--reps N]\n", argv[0]);
             return a == "--help" || a == "-h" ? 0 : 2;
         }
     }
@@ -547,6 +809,14 @@ int main(int argc, char ** argv) {
         table t;
         run_models(t, reps);
         t.print("gallocr on model graphs (CPU buffer type, 64-byte alignment)");
+    }
+    if (order) {
+        table t;
+        run_order(t, order_ms, exact_ms);
+        char title[512];
+        snprintf(title, sizeof(title), "execution order: tsr_graph_optimize_order (budget %.0f ms) against the builder's order "
+                 "(CPU buffer type; LB = lower bound; exact optimum: exact search on every piece, up to %.0f ms)", order_ms, exact_ms);
+        t.print(title);
     }
     if (do_traces) {
         table t;

@@ -106,6 +106,13 @@ struct gallocr {
     bool have_plan = false;
     std::vector<int> last_node_ids, last_leaf_ids;
 
+    /* execution order (order.inl): reserve reorders the graph when enabled; order_perm is
+     * the order it applied (empty: none), order_key the key of the graph before it */
+    bool order_enabled = false;
+    struct tsr_order_params order_params = {};
+    std::vector<int> order_perm;
+    std::vector<uint64_t> order_key;
+
     /* the readable plan */
     vec<struct tsr_plan_tensor> ptensors;
     std::vector<int> ptensor_idx;            /* graph index of each plan tensor (as entry::idx) */
@@ -316,24 +323,35 @@ static bool ga_live_ranges(const gallocr * ga, struct tsr_cgraph * g, int n_step
     return true;
 }
 
-/* ga_plan, step 4, for node i: the slot of a src that dies here and that this node may take
- * over in place (tsr_op_can_inplace; a root of the same buffer and size, not INPUT/OUTPUT,
- * directly or through a contiguous view of all of it). Sets in.slot / in.inplace_of. */
-static void ga_take_inplace(struct tsr_cgraph * g, int i, ga_tensors & ts, std::vector<ga_slot> & slots, ga_info & in) {
+/* May node i take over the memory of its src s in place, should that src die at step i?
+ * (tsr_op_can_inplace; a root of the same buffer and size, not INPUT/OUTPUT, directly or
+ * through a contiguous view of all of it.) The info index of that root, or -1. The order
+ * optimiser (order.inl) asks the same question for orders other than the graph's. */
+static int ga_inplace_candidate(struct tsr_cgraph * g, int i, int s, const ga_tensors & ts, const ga_info & in) {
     struct tsr_tensor * t = g->nodes[i];
+    struct tsr_tensor * src = t->src[s];
+    if (!src || !tsr_op_can_inplace(t, s)) return -1;
+    const int r = ts.root_of(src);
+    if (r < 0) return -1;
+    const ga_info & rin = ts.info[(size_t) r];
+    struct tsr_tensor * rt = ga_tensor(g, rin.idx);
+    if (!rin.owned || rin.idx < 0) return -1;
+    if (rt->flags & (TSR_TENSOR_FLAG_INPUT | TSR_TENSOR_FLAG_OUTPUT)) return -1;
+    if (rin.buffer_id != in.buffer_id || rin.size != in.size) return -1;
+    if (src->view_src && (src->view_offs != 0 || tsr_nbytes(src) != tsr_nbytes(rt) || !tsr_is_contiguous(rt) ||
+                          rt->type != t->type)) return -1;
+    return r;
+}
+
+/* ga_plan, step 4, for node i: the slot of a src that dies here and that this node may take
+ * over in place (ga_inplace_candidate). Sets in.slot / in.inplace_of. */
+static void ga_take_inplace(struct tsr_cgraph * g, int i, ga_tensors & ts, std::vector<ga_slot> & slots, ga_info & in) {
     for (int s = 0; s < TSR_MAX_SRC && in.slot < 0; s++) {
-        struct tsr_tensor * src = t->src[s];
-        if (!src || !tsr_op_can_inplace(t, s)) continue;
-        const int r = ts.root_of(src);
+        const int r = ga_inplace_candidate(g, i, s, ts, in);
         if (r < 0) continue;
-        ga_info & rin = ts.info[(size_t) r];
-        struct tsr_tensor * rt = ga_tensor(g, rin.idx);
-        if (!rin.owned || rin.idx < 0 || rin.slot < 0 || rin.last != i) continue;
-        if (rt->flags & (TSR_TENSOR_FLAG_INPUT | TSR_TENSOR_FLAG_OUTPUT)) continue;
-        if (rin.buffer_id != in.buffer_id || rin.size != in.size) continue;
+        const ga_info & rin = ts.info[(size_t) r];
+        if (rin.slot < 0 || rin.last != i) continue;
         if (slots[(size_t) rin.slot].last != i) continue;  /* slot still needed later */
-        if (src->view_src && (src->view_offs != 0 || tsr_nbytes(src) != tsr_nbytes(rt) || !tsr_is_contiguous(rt) ||
-                              rt->type != t->type)) continue;
         in.slot = rin.slot;
         in.inplace_of = r;
         slots[(size_t) rin.slot].last = std::max(slots[(size_t) rin.slot].last, in.last);
@@ -528,12 +546,18 @@ TSR_API_IMPL void tsr_gallocr_set_time_budget(tsr_gallocr_t galloc_h, double ms)
 
 TSR_IMPL_NS_BEGIN
 namespace {
+/* order.inl */
+static bool ga_reorder_for_reserve(gallocr * ga, struct tsr_cgraph * g, const int * node_ids);
+static void ord_apply(struct tsr_cgraph * g, const std::vector<int> & order);
+
 static bool ga_reserve(gallocr * galloc, struct tsr_cgraph * graph, const int * node_buffer_ids, const int * leaf_buffer_ids,
-                       double budget_ms) {
+                       double budget_ms, bool reorder) {
     if (!galloc || !graph) return tsr_set_error("tsr_gallocr_reserve: NULL gallocr or graph");
     bool ok;
     try {
-        ok = tsr_impl::ga_plan(galloc, graph, node_buffer_ids, leaf_buffer_ids, budget_ms);
+        if (!reorder) { galloc->order_perm.clear(); galloc->order_key.clear(); }
+        ok = (!reorder || tsr_impl::ga_reorder_for_reserve(galloc, graph, node_buffer_ids)) &&
+             tsr_impl::ga_plan(galloc, graph, node_buffer_ids, leaf_buffer_ids, budget_ms);
         if (ok) {
             galloc->last_node_ids.assign(node_buffer_ids ? node_buffer_ids : nullptr,
                                          node_buffer_ids ? node_buffer_ids + graph->n_nodes : nullptr);
@@ -550,10 +574,34 @@ static bool ga_reserve(gallocr * galloc, struct tsr_cgraph * graph, const int * 
 } // namespace
 TSR_IMPL_NS_END
 
+TSR_IMPL_NS_BEGIN
+namespace {
+static bool ga_matches_key(const gallocr * ga, struct tsr_cgraph * g, const std::vector<uint64_t> & key, const int * nids,
+                           const int * lids) {
+    ga_keyer k;
+    k.out = nullptr;
+    k.cmp = &key;
+    ga_key_graph(k, ga, g, nids, lids);
+    return k.equal && k.pos == key.size();
+}
+
+/* alloc_graph on the graph of the cached plan: the offsets again, if the buffers hold them */
+static bool ga_reapply(gallocr * ga, struct tsr_cgraph * g, const int * nids, const int * lids) {
+    for (size_t b = 0; b < ga->bufts.size(); b++) {
+        if (ga->pbuffers[b].planned_size > tsr_backend_buffer_get_size(ga->buffers[b])) {
+            return ga_reserve(ga, g, nids, lids, 0.0, false) && ga_apply(ga, g);
+        }
+    }
+    for (size_t i = 0; i < ga->ptensors.size(); i++) ga->ptensors[i].tensor = ga_tensor(g, ga->ptensor_idx[i]);
+    return ga_apply(ga, g);
+}
+} // namespace
+TSR_IMPL_NS_END
+
 TSR_API_IMPL bool tsr_gallocr_reserve_n(tsr_gallocr_t galloc_h, struct tsr_cgraph * graph, const int * node_buffer_ids,
                                         const int * leaf_buffer_ids) {
     auto * galloc = tsr_impl::internal(galloc_h);
-    return tsr_impl::ga_reserve(galloc, graph, node_buffer_ids, leaf_buffer_ids, galloc ? galloc->time_budget_ms : 0.0);
+    return tsr_impl::ga_reserve(galloc, graph, node_buffer_ids, leaf_buffer_ids, galloc ? galloc->time_budget_ms : 0.0, true);
 }
 TSR_API_IMPL bool tsr_gallocr_reserve(tsr_gallocr_t galloc_h, struct tsr_cgraph * graph) {
     return tsr_gallocr_reserve_n(galloc_h, graph, nullptr, nullptr);
@@ -574,27 +622,18 @@ TSR_API_IMPL bool tsr_gallocr_alloc_graph(tsr_gallocr_t galloc_h, struct tsr_cgr
                                  graph->n_nodes, graph->n_leafs, galloc->last_node_ids.size());
         }
     }
-    if (galloc->have_plan) {
-        tsr_impl::ga_keyer k;
-        k.out = nullptr;
-        k.cmp = &galloc->key;
-        tsr_impl::ga_key_graph(k, galloc, graph, nids, lids);
-        if (k.equal && k.pos == galloc->key.size()) {
-            bool sized = true;
-            for (size_t b = 0; b < galloc->bufts.size(); b++) {
-                if (galloc->pbuffers[b].planned_size > tsr_backend_buffer_get_size(galloc->buffers[b])) sized = false;
-            }
-            if (sized) {
-                for (size_t i = 0; i < galloc->ptensors.size(); i++) {
-                    galloc->ptensors[i].tensor = tsr_impl::ga_tensor(graph, galloc->ptensor_idx[i]);
-                }
-                return tsr_impl::ga_apply(galloc, graph);
-            }
-        }
+    if (galloc->have_plan && tsr_impl::ga_matches_key(galloc, graph, galloc->key, nids, lids)) {
+        return tsr_impl::ga_reapply(galloc, graph, nids, lids);
+    }
+    /* the graph reserve reordered, rebuilt in the builder's order: the same order again */
+    if (galloc->have_plan && !galloc->order_perm.empty() && (int) galloc->order_perm.size() == graph->n_nodes &&
+        tsr_impl::ga_matches_key(galloc, graph, galloc->order_key, nids, lids)) {
+        tsr_impl::ord_apply(graph, galloc->order_perm);
+        if (tsr_impl::ga_matches_key(galloc, graph, galloc->key, nids, lids)) return tsr_impl::ga_reapply(galloc, graph, nids, lids);
     }
     /* an unreserved graph is planned with the heuristics only (no search): graphs that
      * change every call must stay cheap; reserve is where the search time goes */
-    if (!tsr_impl::ga_reserve(galloc, graph, nids, lids, 0.0)) return false;
+    if (!tsr_impl::ga_reserve(galloc, graph, nids, lids, 0.0, false)) return false;
     return tsr_impl::ga_apply(galloc, graph);
 }
 

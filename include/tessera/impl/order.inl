@@ -1,0 +1,590 @@
+/*
+ * order.inl - tsr_graph_optimize_order (see alloc.h): choose the graph's execution order
+ * (a topological order of its nodes) with the smallest lower bound gallocr can plan for.
+ *
+ * The model is gallocr's own (alloc.inl): ga_collect says which tensors own memory and
+ * how many bytes, ga_live_ranges which ones live to the end, ga_inplace_candidate which
+ * dying operand a node may take over. What changes with the order is only when each
+ * tensor dies and whether its last user can take it over, and both depend on nothing
+ * but the set of nodes already run. So the bytes live before a step are a function of
+ * that set, and the problem is a shortest-bottleneck path over the graph's down-sets:
+ *
+ *  1. Cuts: a node every other node is an ancestor or a descendant of splits the graph;
+ *     the pieces between cuts are independent (the set run at a cut is fixed).
+ *  2. Each piece: greedy orders (several rules) give a first bound; exact search then
+ *     asks "is there an order whose every step is under the bound?" (a depth-first
+ *     search over the down-sets, remembering the ones that fail) and tightens the
+ *     bound until the answer is no, while it stays under a state limit; otherwise a
+ *     local search that moves one node within its dependencies, until the piece's
+ *     share of the time budget is spent.
+ *  3. A piece keeps the builder's order unless something strictly better was found.
+ *
+ * Order-independent rule used by both searches: a ready node that allocates nothing
+ * (a view, a tensor placed elsewhere) runs at once. Running it earlier adds no bytes,
+ * frees its operands sooner and only makes a later in-place takeover more likely.
+ */
+
+#include <chrono>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+TSR_IMPL_NS_BEGIN
+namespace {
+
+/* The memory side of a graph, indexed by node (builder position) and by root (the
+ * info index of ga_tensors: leafs, then nodes). */
+struct ord_problem {
+    int n = 0;
+    std::vector<int> pred_off, pred, succ_off, succ;  /* dependencies (CSR) */
+    std::vector<size_t> alloc;                        /* bytes a node's step adds: 0 for views, placed, INPUT */
+    std::vector<int> touch_off, touch;                /* roots the node uses (it counts down their users) */
+    std::vector<int> inpl_off, inpl;                  /* roots it may take over if it is their last user */
+    std::vector<int> users;                           /* per root: how many nodes use it */
+    std::vector<size_t> root_size;                    /* per root: bytes it owns (0: none) */
+    std::vector<char> immortal;                       /* per root: lives to the end (results, OUTPUT) */
+    size_t mem0 = 0;                                  /* bytes live before the first step */
+};
+
+static bool ord_pure_view_op(enum tsr_op op) {
+    return op == TSR_OP_NONE || op == TSR_OP_VIEW || op == TSR_OP_RESHAPE || op == TSR_OP_PERMUTE || op == TSR_OP_TRANSPOSE;
+}
+
+static void ord_sorted_unique(std::vector<int> & v) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+}
+
+static void ord_flatten(const std::vector<std::vector<int>> & lists, std::vector<int> & off, std::vector<int> & flat) {
+    off.assign(lists.size() + 1, 0);
+    flat.clear();
+    for (size_t i = 0; i < lists.size(); i++) {
+        flat.insert(flat.end(), lists[i].begin(), lists[i].end());
+        off[i + 1] = (int) flat.size();
+    }
+}
+
+/* Dependencies: each node after the nodes among its sources (and its view source). A
+ * view node with a computing op (an in-place op's result, a copy into a view) writes
+ * into its root, so it also stays ordered against every other node using that root. */
+static void ord_dependencies(struct tsr_cgraph * g, const ga_tensors & ts, const std::vector<std::vector<int>> & touch,
+                             ord_problem & p) {
+    const int nl = g->n_leafs, n = g->n_nodes;
+    std::vector<std::vector<int>> preds((size_t) n), succs((size_t) n);
+    auto node_of = [&](const struct tsr_tensor * t) {
+        auto it = ts.where.find(t);
+        return it == ts.where.end() || it->second < nl ? -1 : it->second - nl;
+    };
+    for (int i = 0; i < n; i++) {
+        struct tsr_tensor * t = g->nodes[i];
+        for (int s = 0; s < TSR_MAX_SRC; s++) {
+            const int u = t->src[s] ? node_of(t->src[s]) : -1;
+            if (u >= 0 && u != i) preds[(size_t) i].push_back(u);
+        }
+        const int u = t->view_src ? node_of(t->view_src) : -1;
+        if (u >= 0 && u != i) preds[(size_t) i].push_back(u);
+    }
+    std::unordered_map<int, std::vector<int>> users_of_root;  /* only roots someone writes into */
+    for (int i = 0; i < n; i++) {
+        struct tsr_tensor * t = g->nodes[i];
+        if (t->view_src && !ord_pure_view_op(t->op)) {
+            const int r = ts.root_of(t);
+            if (r >= 0) users_of_root[r];
+        }
+    }
+    if (!users_of_root.empty()) {
+        for (int i = 0; i < n; i++) {
+            for (int r : touch[(size_t) i]) {
+                auto it = users_of_root.find(r);
+                if (it != users_of_root.end()) it->second.push_back(i);
+            }
+        }
+        for (auto & ru : users_of_root) {
+            const std::vector<int> & us = ru.second;
+            for (size_t k = 0; k < us.size(); k++) {
+                const struct tsr_tensor * w = g->nodes[us[k]];
+                if (!w->view_src || ord_pure_view_op(w->op)) continue;
+                for (size_t j = 0; j < k; j++) preds[(size_t) us[k]].push_back(us[j]);
+                for (size_t j = k + 1; j < us.size(); j++) preds[(size_t) us[j]].push_back(us[k]);
+            }
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        ord_sorted_unique(preds[(size_t) i]);
+        for (int u : preds[(size_t) i]) succs[(size_t) u].push_back(i);
+    }
+    ord_flatten(preds, p.pred_off, p.pred);
+    ord_flatten(succs, p.succ_off, p.succ);
+}
+
+/* The problem of graph g as gallocr ga would plan it with one buffer type. */
+static bool ord_build(const gallocr * ga, struct tsr_cgraph * g, ord_problem & p) {
+    const int n = g->n_nodes, nl = g->n_leafs;
+    ga_tensors ts;
+    ga_collect(ga, g, nullptr, nullptr, ts);
+    if (!ga_live_ranges(ga, g, std::max(1, n), ts)) return false;
+    const int n_steps = std::max(1, n);
+    p.n = n;
+    p.users.assign(ts.info.size(), 0);
+    p.root_size.assign(ts.info.size(), 0);
+    p.immortal.assign(ts.info.size(), 0);
+    p.alloc.assign((size_t) n, 0);
+    p.mem0 = 0;
+    for (size_t r = 0; r < ts.info.size(); r++) {
+        const ga_info & in = ts.info[r];
+        p.immortal[r] = in.last == n_steps;
+        if (in.owned) p.root_size[r] = in.size;
+        if (in.owned && in.first == 0 && (in.idx < 0 || (ga_tensor(g, in.idx)->flags & TSR_TENSOR_FLAG_INPUT))) p.mem0 += in.size;
+    }
+    std::vector<std::vector<int>> touch((size_t) n), inpl((size_t) n);
+    for (int i = 0; i < n; i++) {
+        struct tsr_tensor * t = g->nodes[i];
+        const ga_info & in = ts.info[(size_t) (nl + i)];
+        const bool input = (t->flags & TSR_TENSOR_FLAG_INPUT) != 0;
+        if (in.owned && !input) p.alloc[(size_t) i] = in.size;
+        for (int s = 0; s < TSR_MAX_SRC; s++) {
+            if (!t->src[s]) continue;
+            const int r = ts.root_of(t->src[s]);
+            if (r >= 0) touch[(size_t) i].push_back(r);
+            const int c = input ? -1 : ga_inplace_candidate(g, i, s, ts, in);
+            if (c >= 0 && !p.immortal[(size_t) c]) inpl[(size_t) i].push_back(c);
+        }
+        if (t->view_src) {
+            const int r = ts.root_of(t);
+            if (r >= 0) touch[(size_t) i].push_back(r);
+        }
+        ord_sorted_unique(touch[(size_t) i]);
+        for (int r : touch[(size_t) i]) p.users[(size_t) r]++;
+    }
+    ord_dependencies(g, ts, touch, p);
+    ord_flatten(touch, p.touch_off, p.touch);
+    ord_flatten(inpl, p.inpl_off, p.inpl);
+    return true;
+}
+
+/* Running nodes one at a time: the bytes live now, and what each step would need. */
+struct ord_sim {
+    const ord_problem * p = nullptr;
+    std::vector<int> left;     /* per root: users not yet run */
+    std::vector<int> waiting;  /* per node: predecessors not yet run */
+    size_t mem = 0;
+
+    void reset(const ord_problem & prob) {
+        p = &prob;
+        left = prob.users;
+        waiting.assign((size_t) prob.n, 0);
+        for (int v = 0; v < prob.n; v++) waiting[(size_t) v] = prob.pred_off[(size_t) v + 1] - prob.pred_off[(size_t) v];
+        mem = prob.mem0;
+    }
+    bool takes_over(int v) const {
+        for (int k = p->inpl_off[(size_t) v]; k < p->inpl_off[(size_t) v + 1]; k++) {
+            if (left[(size_t) p->inpl[(size_t) k]] == 1) return true;
+        }
+        return false;
+    }
+    /* bytes live while v runs */
+    size_t step_bytes(int v) const {
+        const size_t a = p->alloc[(size_t) v];
+        return a && !takes_over(v) ? mem + a : mem;
+    }
+    /* runs v; returns the bytes live while it ran */
+    size_t run(int v) {
+        const size_t peak = step_bytes(v);
+        mem += p->alloc[(size_t) v];
+        for (int k = p->touch_off[(size_t) v]; k < p->touch_off[(size_t) v + 1]; k++) {
+            const int r = p->touch[(size_t) k];
+            if (--left[(size_t) r] == 0 && !p->immortal[(size_t) r]) mem -= p->root_size[(size_t) r];
+        }
+        for (int k = p->succ_off[(size_t) v]; k < p->succ_off[(size_t) v + 1]; k++) waiting[(size_t) p->succ[(size_t) k]]--;
+        return peak;
+    }
+    void undo(int v) {
+        for (int k = p->succ_off[(size_t) v]; k < p->succ_off[(size_t) v + 1]; k++) waiting[(size_t) p->succ[(size_t) k]]++;
+        for (int k = p->touch_off[(size_t) v]; k < p->touch_off[(size_t) v + 1]; k++) {
+            const int r = p->touch[(size_t) k];
+            if (left[(size_t) r]++ == 0 && !p->immortal[(size_t) r]) mem += p->root_size[(size_t) r];
+        }
+        mem -= p->alloc[(size_t) v];
+    }
+    /* the largest step of running order[0..n) from here; the state is left as it was.
+     * area (if not NULL): the sum of all steps, which tells two orders of one peak apart */
+    size_t peak_of(const std::vector<int> & order, uint64_t * area = nullptr) {
+        size_t peak = 0;
+        uint64_t sum = 0;
+        for (int v : order) {
+            const size_t step = run(v);
+            peak = std::max(peak, step);
+            sum += step;
+        }
+        for (size_t k = order.size(); k-- > 0;) undo(order[k]);
+        if (area) *area = sum;
+        return peak;
+    }
+};
+
+/* A piece of the graph between two cuts, solved from the state the cut leaves. */
+struct ord_piece {
+    ord_sim * sim;
+    std::vector<int> nodes;       /* builder order */
+    std::vector<int> local;       /* node -> index in nodes, or -1 (size n) */
+    std::chrono::steady_clock::time_point deadline;
+};
+
+/* Which nodes are cuts (every other node an ancestor or a descendant of it). In the
+ * builder's order that is: no dependency jumps over it, no sink lies before it and no
+ * source after it. */
+static std::vector<char> ord_cuts(const ord_problem & p) {
+    const int n = p.n;
+    std::vector<int> cover((size_t) n + 1, 0);
+    for (int w = 0; w < n; w++) {
+        for (int k = p.pred_off[(size_t) w]; k < p.pred_off[(size_t) w + 1]; k++) {
+            const int u = p.pred[(size_t) k];
+            if (w - u > 1) { cover[(size_t) u + 1]++; cover[(size_t) w]--; }
+        }
+    }
+    std::vector<char> cut((size_t) n, 0);
+    std::vector<int> sources_after((size_t) n + 1, 0);
+    for (int v = n - 1; v >= 0; v--) {
+        const bool source = p.pred_off[(size_t) v + 1] == p.pred_off[(size_t) v];
+        sources_after[(size_t) v] = sources_after[(size_t) v + 1] + (source ? 1 : 0);
+    }
+    int covered = 0, sinks_before = 0;
+    for (int v = 0; v < n; v++) {
+        covered += cover[(size_t) v];
+        cut[(size_t) v] = covered == 0 && sinks_before == 0 && sources_after[(size_t) v + 1] == 0;
+        if (p.succ_off[(size_t) v + 1] == p.succ_off[(size_t) v]) sinks_before++;
+    }
+    return cut;
+}
+
+/* Exact search: is there an order of the rest of the piece whose every step stays under
+ * `bound`? A depth-first search over the down-sets (the sets of nodes already run),
+ * cheapest step first, remembering the sets from which none exists. Such a set fails
+ * for every lower bound too, so the memory is kept as the bound tightens (ord_exact_solve).
+ * Gives up past max_states remembered sets or the deadline. */
+struct ord_exact {
+    ord_piece & pc;
+    size_t max_states;
+    std::unordered_set<std::string> dead;
+    std::string key;
+    std::vector<int> path;  /* the order found, last node first */
+    size_t bound = 0;
+    bool aborted = false;
+    size_t calls = 0;
+
+    ord_exact(ord_piece & piece, size_t states) : pc(piece), max_states(states), key((pc.nodes.size() + 7) / 8, '\0') {}
+
+    bool done(size_t k) const { return (key[k / 8] >> (k % 8)) & 1; }
+    void flip(size_t k) { key[k / 8] = (char) (key[k / 8] ^ (1 << (k % 8))); }
+
+    /* the ready nodes under the bound, cheapest step first; a lone zero-allocation one if any */
+    void ready(std::vector<std::pair<size_t, int>> & out) const {
+        out.clear();
+        for (size_t k = 0; k < pc.nodes.size(); k++) {
+            const int v = pc.nodes[k];
+            if (done(k) || pc.sim->waiting[(size_t) v] != 0) continue;
+            const size_t step = pc.sim->step_bytes(v);
+            if (step >= bound) continue;
+            if (pc.sim->p->alloc[(size_t) v] == 0) { out.assign(1, {step, v}); return; }
+            out.push_back({step, v});
+        }
+        std::sort(out.begin(), out.end());
+    }
+
+    bool reach(size_t n_left) {
+        if (n_left == 0) return true;
+        if (dead.count(key)) return false;
+        if (dead.size() >= max_states || ((++calls & 255) == 0 && std::chrono::steady_clock::now() > pc.deadline)) {
+            aborted = true;
+            return false;
+        }
+        std::vector<std::pair<size_t, int>> cand;
+        ready(cand);
+        for (const auto & c : cand) {
+            const int v = c.second;
+            const size_t k = (size_t) pc.local[(size_t) v];
+            pc.sim->run(v);
+            flip(k);
+            const bool ok = reach(n_left - 1);
+            flip(k);
+            pc.sim->undo(v);
+            if (ok) { path.push_back(v); return true; }
+            if (aborted) return false;
+        }
+        dead.insert(key);
+        return false;
+    }
+};
+
+/* Tightens `peak` (the piece's best so far, `order` its order) until no order is lower;
+ * false when the search gave up first (order and peak keep the best found). */
+static bool ord_exact_solve(ord_piece & pc, size_t max_states, std::vector<int> & order, size_t & peak) {
+    ord_exact ex(pc, max_states);
+    for (;;) {
+        ex.bound = peak;
+        ex.path.clear();
+        if (!ex.reach(pc.nodes.size())) return !ex.aborted;
+        order.assign(ex.path.rbegin(), ex.path.rend());
+        peak = pc.sim->peak_of(order);
+    }
+}
+
+/* How a greedy order ranks the ready nodes (smaller first). */
+enum ord_rule { ORD_RULE_PEAK_THEN_NET, ORD_RULE_NET_THEN_STEP, ORD_RULE_STEP_THEN_NET, ORD_RULE_RANDOM_NET };
+
+static std::vector<int> ord_greedy(ord_piece & pc, ord_rule rule, std::mt19937 & rng) {
+    ord_sim & sim = *pc.sim;
+    std::vector<int> out, ready;
+    for (int v : pc.nodes) if (sim.waiting[(size_t) v] == 0) ready.push_back(v);
+    size_t peak = 0;
+    while (!ready.empty()) {
+        size_t pick = 0;
+        uint64_t best_a = UINT64_MAX, best_b = UINT64_MAX, best_c = UINT64_MAX;
+        for (size_t k = 0; k < ready.size(); k++) {
+            const int v = ready[k];
+            if (sim.p->alloc[(size_t) v] == 0) { pick = k; break; }
+            const size_t before = sim.mem;
+            const size_t step = sim.run(v);
+            const size_t after = sim.mem;
+            sim.undo(v);
+            /* net change, biased so that freeing sorts first and stays unsigned */
+            const uint64_t net = (uint64_t) after + (UINT64_MAX / 2) - (uint64_t) before;
+            uint64_t a = 0, b = 0;
+            switch (rule) {
+                case ORD_RULE_PEAK_THEN_NET: a = std::max(peak, step); b = net; break;
+                case ORD_RULE_NET_THEN_STEP: a = net; b = step; break;
+                case ORD_RULE_STEP_THEN_NET: a = step; b = net; break;
+                case ORD_RULE_RANDOM_NET:    a = std::max(peak, step); b = net / 4096 * 4096 + (rng() & 4095); break;
+            }
+            const uint64_t c = (uint64_t) pc.local[(size_t) v];
+            if (a < best_a || (a == best_a && (b < best_b || (b == best_b && c < best_c)))) {
+                best_a = a; best_b = b; best_c = c; pick = k;
+            }
+        }
+        const int v = ready[pick];
+        ready[pick] = ready.back();
+        ready.pop_back();
+        peak = std::max(peak, sim.run(v));
+        out.push_back(v);
+        for (int k = sim.p->succ_off[(size_t) v]; k < sim.p->succ_off[(size_t) v + 1]; k++) {
+            const int s = sim.p->succ[(size_t) k];
+            if (sim.waiting[(size_t) s] == 0 && pc.local[(size_t) s] >= 0) ready.push_back(s);
+        }
+    }
+    for (size_t k = out.size(); k-- > 0;) sim.undo(out[k]);
+    return out;
+}
+
+/* Move one node at a time to another place between its predecessors and successors;
+ * keep moves that lower the peak, or keep it and do not raise the sum of all steps (a
+ * slope towards orders that hold less, where the peak alone is flat), until the deadline. */
+static size_t ord_local_search(ord_piece & pc, std::vector<int> & order, size_t peak, std::mt19937 & rng) {
+    const ord_problem & p = *pc.sim->p;
+    const size_t m = order.size();
+    if (m < 3) return peak;
+    uint64_t area = 0;
+    pc.sim->peak_of(order, &area);
+    std::vector<int> pos((size_t) p.n, -1);
+    for (size_t k = 0; k < m; k++) pos[(size_t) order[k]] = (int) k;
+    for (int iter = 0;; iter++) {
+        if ((iter & 15) == 0 && std::chrono::steady_clock::now() > pc.deadline) break;
+        const int from = (int) (rng() % m);
+        const int v = order[(size_t) from];
+        int lo = 0, hi = (int) m - 1;
+        for (int k = p.pred_off[(size_t) v]; k < p.pred_off[(size_t) v + 1]; k++) {
+            const int q = pos[(size_t) p.pred[(size_t) k]];
+            if (q >= 0) lo = std::max(lo, q + 1);
+        }
+        for (int k = p.succ_off[(size_t) v]; k < p.succ_off[(size_t) v + 1]; k++) {
+            const int q = pos[(size_t) p.succ[(size_t) k]];
+            if (q >= 0) hi = std::min(hi, q - 1);
+        }
+        if (hi <= lo) continue;
+        int to = lo + (int) (rng() % (unsigned) (hi - lo + 1));
+        if (to == from) continue;
+        auto shift = [&](int a, int b) {  /* move the element at a to b */
+            if (a < b) std::rotate(order.begin() + a, order.begin() + a + 1, order.begin() + b + 1);
+            else std::rotate(order.begin() + b, order.begin() + a, order.begin() + a + 1);
+        };
+        shift(from, to);
+        uint64_t na = 0;
+        const size_t np = pc.sim->peak_of(order, &na);
+        if (np < peak || (np == peak && na <= area)) {
+            peak = np;
+            area = na;
+            const int a = std::min(from, to), b = std::max(from, to);
+            for (int k = a; k <= b; k++) pos[(size_t) order[(size_t) k]] = k;
+        } else {
+            shift(to, from);
+        }
+    }
+    return peak;
+}
+
+struct ord_piece_result { std::vector<int> order; size_t builder_peak, peak; bool exact; };
+
+static ord_piece_result ord_solve_piece(ord_piece & pc, const struct tsr_order_params & prm) {
+    ord_piece_result res;
+    res.order = pc.nodes;
+    res.builder_peak = res.peak = pc.sim->peak_of(pc.nodes);
+    res.exact = pc.nodes.size() <= 1;
+    if (res.exact) return res;
+    std::mt19937 rng(0x7e55e7a);
+    for (ord_rule rule : {ORD_RULE_PEAK_THEN_NET, ORD_RULE_NET_THEN_STEP, ORD_RULE_STEP_THEN_NET}) {
+        std::vector<int> o = ord_greedy(pc, rule, rng);
+        const size_t pk = pc.sim->peak_of(o);
+        if (pk < res.peak) { res.peak = pk; res.order = std::move(o); }
+    }
+    if ((int) pc.nodes.size() <= prm.exact_max_nodes && prm.exact_max_states > 0) {
+        /* half the piece's time at most: what is left goes to the local search */
+        const auto end = pc.deadline, now = std::chrono::steady_clock::now();
+        if (end > now) pc.deadline = now + (end - now) / 2;
+        res.exact = ord_exact_solve(pc, (size_t) prm.exact_max_states, res.order, res.peak);
+        pc.deadline = end;
+        if (res.exact) return res;
+    }
+    if (std::chrono::steady_clock::now() > pc.deadline) return res;
+    std::vector<int> o = res.order;
+    const size_t pk = ord_local_search(pc, o, res.peak, rng);
+    if (pk < res.peak) { res.peak = pk; res.order = std::move(o); }
+    return res;
+}
+
+/* The best order found for p (node indices in execution order) and its figures. */
+static std::vector<int> ord_optimize(const ord_problem & p, const struct tsr_order_params & prm, struct tsr_order_report & rep) {
+    using clock = std::chrono::steady_clock;
+    const auto t0 = clock::now();
+    const auto end = t0 + std::chrono::microseconds((int64_t) (std::max(0.0, prm.time_budget_ms) * 1000.0));
+    ord_sim sim;
+    sim.reset(p);
+    const std::vector<char> cut = ord_cuts(p);
+    std::vector<int> order;
+    order.reserve((size_t) p.n);
+    ord_piece pc;
+    pc.sim = &sim;
+    pc.local.assign((size_t) p.n, -1);
+    size_t builder = 0, best = 0;
+    int done = 0;
+    bool exact = true;
+    rep.n_pieces = 0;
+    for (int v = 0; v <= p.n; v++) {
+        if (v < p.n && !cut[(size_t) v]) { pc.local[(size_t) v] = (int) pc.nodes.size(); pc.nodes.push_back(v); continue; }
+        if (!pc.nodes.empty()) {
+            /* this piece's share of the time left, by size */
+            const auto now = clock::now();
+            const double share = (double) pc.nodes.size() / (double) std::max(1, p.n - done);
+            pc.deadline = now + std::chrono::duration_cast<clock::duration>((end > now ? end - now : clock::duration(0)) * share);
+            ord_piece_result r = ord_solve_piece(pc, prm);
+            builder = std::max(builder, r.builder_peak);
+            best = std::max(best, r.peak);
+            exact = exact && r.exact;
+            for (int u : r.order) { sim.run(u); order.push_back(u); }
+            for (int u : pc.nodes) pc.local[(size_t) u] = -1;
+            done += (int) pc.nodes.size();
+            pc.nodes.clear();
+            rep.n_pieces++;
+        }
+        if (v < p.n) {
+            const size_t step = sim.run(v);
+            builder = std::max(builder, step);
+            best = std::max(best, step);
+            order.push_back(v);
+            done++;
+        }
+    }
+    rep.builder_lower_bound = builder;
+    rep.optimized_lower_bound = best;
+    rep.optimal = exact;
+    rep.reordered = false;
+    for (int k = 0; k < p.n; k++) rep.reordered = rep.reordered || order[(size_t) k] != k;
+    rep.ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+    return order;
+}
+
+/* Puts g's nodes (and their gradients, when it has any) in the given order. */
+static void ord_apply(struct tsr_cgraph * g, const std::vector<int> & order) {
+    std::vector<struct tsr_tensor *> tmp((size_t) g->n_nodes);
+    for (struct tsr_tensor ** arr : {g->nodes, g->grads, g->grad_accs}) {
+        if (!arr) continue;
+        for (int k = 0; k < g->n_nodes; k++) tmp[(size_t) k] = arr[order[(size_t) k]];
+        std::copy(tmp.begin(), tmp.end(), arr);
+    }
+}
+
+/* Reorders g as ga would plan it; order receives the permutation applied (empty: none). */
+static bool ord_reorder(const gallocr * ga, struct tsr_cgraph * g, const struct tsr_order_params & prm,
+                        std::vector<int> & order) {
+    struct tsr_order_report local_rep;
+    struct tsr_order_report & rep = prm.report ? *prm.report : local_rep;
+    order.clear();
+    ord_problem p;
+    if (!ord_build(ga, g, p)) return false;
+    std::vector<int> o = ord_optimize(p, prm, rep);
+    if (!rep.reordered) return true;
+    ord_apply(g, o);
+    order = std::move(o);
+    return true;
+}
+
+/* gallocr at reserve (ga_reserve): reorder when asked to and the graph has one buffer. */
+static bool ga_reorder_for_reserve(gallocr * ga, struct tsr_cgraph * g, const int * node_ids) {
+    ga->order_perm.clear();
+    ga->order_key.clear();
+    if (!ga->order_enabled || node_ids) return true;
+    ga_keyer k;
+    k.out = &ga->order_key;
+    k.cmp = nullptr;
+    ga_key_graph(k, ga, g, nullptr, nullptr);
+    if (!ord_reorder(ga, g, ga->order_params, ga->order_perm)) return false;
+    if (ga->order_perm.empty()) ga->order_key.clear();
+    return true;
+}
+
+} // namespace
+TSR_IMPL_NS_END
+
+TSR_API_IMPL struct tsr_order_params tsr_order_default_params(void) {
+    struct tsr_order_params p;
+    p.time_budget_ms = 20.0;
+    p.exact_max_nodes = 200;
+    p.exact_max_states = 200000;
+    p.buft = nullptr;
+    p.report = nullptr;
+    return p;
+}
+
+TSR_API_IMPL bool tsr_graph_optimize_order(struct tsr_cgraph * graph, const struct tsr_order_params * params) {
+    if (!graph) return tsr_set_error("tsr_graph_optimize_order: graph is NULL");
+    if (graph->n_nodes < 0) return tsr_set_error("tsr_graph_optimize_order: graph has %d nodes", graph->n_nodes);
+    const struct tsr_order_params prm = params ? *params : tsr_order_default_params();
+    if (prm.exact_max_nodes < 0 || prm.exact_max_states < 0 || !(prm.time_budget_ms >= 0)) {
+        return tsr_set_error("tsr_graph_optimize_order: bad params: time_budget_ms %g, exact_max_nodes %d, exact_max_states %d "
+                             "(none may be negative)", prm.time_budget_ms, prm.exact_max_nodes, prm.exact_max_states);
+    }
+    try {
+        tsr_impl::gallocr ga;
+        ga.bufts.assign(1, prm.buft ? prm.buft : tsr_backend_cpu_buffer_type());
+        ga.buffers.assign(1, nullptr);
+        std::vector<int> order;
+        return tsr_impl::ord_reorder(&ga, graph, prm, order);
+    } catch (...) {
+        return tsr_set_error("tsr_graph_optimize_order: out of memory for a graph of %d nodes", graph->n_nodes);
+    }
+}
+
+TSR_API_IMPL bool tsr_gallocr_set_optimize_order(tsr_gallocr_t galloc_h, const struct tsr_order_params * params) {
+    auto * galloc = tsr_impl::internal(galloc_h);
+    if (!galloc) return tsr_set_error("tsr_gallocr_set_optimize_order: gallocr is NULL");
+    if (params && (params->exact_max_nodes < 0 || params->exact_max_states < 0 || !(params->time_budget_ms >= 0))) {
+        return tsr_set_error("tsr_gallocr_set_optimize_order: bad params: time_budget_ms %g, exact_max_nodes %d, "
+                             "exact_max_states %d (none may be negative)",
+                             params->time_budget_ms, params->exact_max_nodes, params->exact_max_states);
+    }
+    galloc->order_enabled = params != nullptr;
+    if (params) {
+        galloc->order_params = *params;
+        galloc->order_params.buft = nullptr;  /* gallocr's own buffer type decides the sizes */
+    }
+    return true;
+}
