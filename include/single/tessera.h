@@ -2338,13 +2338,13 @@ TSR_API_IMPL float tsr_get_f32_nd(const struct tsr_tensor * t, int64_t i0, int64
         case TSR_TYPE_F16: { tsr_fp16_t v; memcpy(&v, p, 2); return tsr_fp16_to_fp32(v); }
         case TSR_TYPE_BF16: { tsr_bf16_t v; memcpy(&v, p, 2); return tsr_bf16_to_fp32(v); }
         case TSR_TYPE_I32: { int32_t v; memcpy(&v, p, 4); return (float)v; }
-        case TSR_TYPE_Q8_0:
-        case TSR_TYPE_Q4_0: {
-            float blk[32];
-            tsr_to_float_row(t->type, p, blk, 32);
-            return blk[i0 % 32];
-        }
         default: break;
+    }
+    if (tsr_is_quantized(t->type)) {
+        const int64_t blck = tsr_blck_size(t->type);
+        float blk[TSR_QK_K];  /* the largest block */
+        tsr_to_float_row(t->type, p, blk, blck);
+        return blk[i0 % blck];
     }
     tsr_set_error("tsr_get_f32_nd: unsupported type %s", tsr_type_name(t->type));
     return NAN;
@@ -7079,8 +7079,8 @@ static inline bool parse_tensor_info(reader & r, const gguf_ctx * ctx, uint64_t 
     if (type >= (uint32_t) TSR_TYPE_COUNT || !tsr_is_valid_type((tsr_type) type)) {  /* range first: an out-of-range enum value is UB */
         const char * gn = ggml_type_name(type);
         if (gn) {
-            return r.fail(at_ty, "tensor '%s': ggml type %u (%s) is not supported by tessera (F32, F16, BF16, Q8_0, Q4_0, I32 are;"
-                          " e.g. re-quantize with llama-quantize --pure to Q8_0 or Q4_0): unknown tensor type %u", ti.name.c_str(), type, gn, type);
+            return r.fail(at_ty, "tensor '%s': ggml type %u (%s) is not supported by tessera (F32, F16, BF16, I32, Q4_0, Q4_1, Q5_0, Q5_1,"
+                          " Q8_0, Q2_K..Q6_K and IQ4_NL are; e.g. re-quantize with llama-quantize to Q4_K_M or Q8_0): unknown tensor type %u", ti.name.c_str(), type, gn, type);
         }
         return r.fail(at_ty, "tensor '%s': unknown tensor type %u", ti.name.c_str(), type);
     }
@@ -8120,6 +8120,29 @@ static inline int type_slot(enum tsr_type t) {
     }
 }
 
+/* Weight types with integer dot products against activations quantized to Q8_K. */
+enum { KSLOT_Q4_K = 0, KSLOT_Q6_K, KSLOT_COUNT };
+
+static inline int q8k_slot(enum tsr_type t) {
+    switch (t) {
+        case TSR_TYPE_Q4_K: return KSLOT_Q4_K;
+        case TSR_TYPE_Q6_K: return KSLOT_Q6_K;
+        default: return -1;
+    }
+}
+
+/* Weight types without kernels of their own (Q4_1, Q5_0, Q5_1, IQ4_NL, K-quants without
+ * a Q8_K slot): ops read them a row at a time through the core's dequantization. */
+static inline bool is_row_quant(enum tsr_type t) {
+    switch (t) {
+        case TSR_TYPE_Q4_1: case TSR_TYPE_Q5_0: case TSR_TYPE_Q5_1: case TSR_TYPE_IQ4_NL:
+        case TSR_TYPE_Q2_K: case TSR_TYPE_Q3_K: case TSR_TYPE_Q4_K: case TSR_TYPE_Q5_K: case TSR_TYPE_Q6_K:
+            return true;
+        default:
+            return false;
+    }
+}
+
 /* Constants of the vector expf/tanhf every SIMD path implements the same way.
  * e^x = 2^n e^r: n = round(x log2 e), r = (x - n ln2_hi) - n ln2_lo (Cody-Waite: ln2_hi
  * has 15 significant bits, so n ln2_hi is exact for |n| < 512 and the first step loses
@@ -8173,6 +8196,8 @@ struct kernels {
      * its side arrays. Matrix-vector passes rows far apart, so each thread keeps four long
      * sequential DRAM streams in flight. NULL: one row at a time. */
     void (*dot4[SLOT_COUNT])(int64_t n, const char * x, size_t lda, const void * y, float * out);
+    /* x (src0 row of the slot's K-quant type) with y quantized to Q8_K; NULL: the scalar path's */
+    float (*dot_q8k[KSLOT_COUNT])(int64_t n, const void * x, const tsr_block_q8_K * y);
     /* F32 row -> yq8 blocks (n a multiple of 32) */
     void (*quantize_y)(const float * x, yq8 * y, int64_t n);
     /* y[i] += a * x[i] (flash attention V accumulation) */
@@ -8583,7 +8608,7 @@ static void row_to_f32(enum tsr_type t, const void * src, float * dst, int64_t n
         case TSR_TYPE_I32: for (int64_t i = 0; i < n; ++i) dst[i] = (float)((const int32_t *)src)[i]; break;
         case TSR_TYPE_Q8_0: dequantize_row_q8_0((const tsr_block_q8_0 *)src, dst, n); break;
         case TSR_TYPE_Q4_0: dequantize_row_q4_0((const tsr_block_q4_0 *)src, dst, n); break;
-        default: break;
+        default: tsr_to_float_row(t, src, dst, n); break;  /* the other quantized types */
     }
 }
 
@@ -8595,7 +8620,7 @@ static void row_from_f32(enum tsr_type t, const float * src, void * dst, int64_t
         case TSR_TYPE_I32: for (int64_t i = 0; i < n; ++i) ((int32_t *)dst)[i] = (int32_t)src[i]; break;
         case TSR_TYPE_Q8_0: quantize_row_q8_0_ref(src, (tsr_block_q8_0 *)dst, n); break;
         case TSR_TYPE_Q4_0: quantize_row_q4_0_ref(src, (tsr_block_q4_0 *)dst, n); break;
-        default: break;
+        default: tsr_from_float_row(t, src, dst, n); break;  /* the other quantized types */
     }
 }
 
@@ -8646,6 +8671,43 @@ static float dot_q4_0_scalar(int64_t n, const tsr_block_q4_0 * x, const yq8 * y)
     return s;
 }
 
+/* K-quants against Q8_K (ggml's vec_dot_q*_K_q8_K): exact integer sums per sub-block,
+ * scaled once per super-block. Q4_K's mins meet the sums of 16 activations (bsums). */
+static float dot_q4_K_q8_K_scalar(int64_t n, const void * vx, const tsr_block_q8_K * y) {
+    const tsr_block_q4_K * x = (const tsr_block_q4_K *)vx;
+    float s = 0.0f;
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        int32_t sumi = 0, summ = 0;
+        for (int sb = 0; sb < 8; ++sb) {
+            int sc, mn;
+            tsr_impl::k4_scale_min(sb, x[i].scales, &sc, &mn);
+            const uint8_t * q = x[i].qs + 32 * (sb / 2);
+            const int8_t * yq = y[i].qs + 32 * sb;
+            int32_t acc = 0;
+            for (int l = 0; l < 32; ++l) acc += ((sb % 2) ? (q[l] >> 4) : (q[l] & 0x0F)) * yq[l];
+            sumi += sc * acc;
+            summ += mn * (y[i].bsums[2 * sb] + y[i].bsums[2 * sb + 1]);
+        }
+        s += y[i].d * h2f(x[i].d) * (float)sumi - y[i].d * h2f(x[i].dmin) * (float)summ;
+    }
+    return s;
+}
+
+static float dot_q6_K_q8_K_scalar(int64_t n, const void * vx, const tsr_block_q8_K * y) {
+    const tsr_block_q6_K * x = (const tsr_block_q6_K *)vx;
+    float s = 0.0f;
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        int32_t sumi = 0;
+        for (int g = 0; g < 16; ++g) {
+            int32_t acc = 0;
+            for (int e = 16 * g; e < 16 * g + 16; ++e) acc += tsr_impl::q6k_value(x[i], e) * y[i].qs[e];
+            sumi += x[i].scales[g] * acc;
+        }
+        s += h2f(x[i].d) * y[i].d * (float)sumi;
+    }
+    return s;
+}
+
 static void axpy_f32_scalar(int64_t n, float a, const float * x, float * y) {
     for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
@@ -8663,6 +8725,8 @@ static constexpr kernels kernels_scalar = [] {
     k.dot_bf16 = dot_bf16_scalar;
     k.dot_q8_0 = dot_q8_0_scalar;
     k.dot_q4_0 = dot_q4_0_scalar;
+    k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_scalar;
+    k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_scalar;
     k.quantize_y = quantize_y_scalar;
     k.axpy_f32 = axpy_f32_scalar;
     k.f16_to_f32 = f16_to_f32_scalar;
@@ -9414,6 +9478,77 @@ static constexpr act_kernels act_table_avx2 = [] {
     return a;
 }();
 
+/* Q4_K against Q8_K: one ymm of nibbles per 64 elements (low nibbles sub-block 2c, high
+ * 2c+1). A nibble x int8 pair is at most 2 * 15 * 127 in int16; times a 6-bit scale, int32.
+ * The mins meet the activations' 16-element sums (bsums) once per super-block. */
+TSR_TARGET_AVX2 static float dot_q4_K_q8_K_avx2(int64_t n, const void * vx, const tsr_block_q8_K * y) {
+    const tsr_block_q4_K * x = (const tsr_block_q4_K *)vx;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc = _mm256_setzero_ps();
+    float mins = 0.0f;
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        int sc[8], mn[8];
+        int32_t summ = 0;
+        for (int s = 0; s < 8; ++s) {
+            tsr_impl::k4_scale_min(s, x[i].scales, &sc[s], &mn[s]);
+            summ += mn[s] * (y[i].bsums[2 * s] + y[i].bsums[2 * s + 1]);
+        }
+        __m256i sumi = _mm256_setzero_si256();
+        for (int c = 0; c < 4; ++c) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
+            const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            const __m256i y0 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c));
+            const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c + 32));
+            const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), _mm256_set1_epi16((short)sc[2 * c]));
+            const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), _mm256_set1_epi16((short)sc[2 * c + 1]));
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(y[i].d * h2f_avx2(x[i].d)), acc);
+        mins += y[i].d * h2f_avx2(x[i].dmin) * (float)summ;
+    }
+    return hsum256(acc) - mins;
+}
+
+/* Q6_K against Q8_K: the 6-bit levels 0..63 stay unsigned for vpmaddubsw (a pair is at most
+ * 2 * 63 * 127 in int16) and the -32 offset is taken off once per super-block through the
+ * activations' 16-element sums. Each 32 elements hold two scale groups: int16 lanes 0-7 and
+ * 8-15 of the pair sums. */
+TSR_TARGET_AVX2 static float dot_q6_K_q8_K_avx2(int64_t n, const void * vx, const tsr_block_q8_K * y) {
+    const tsr_block_q6_K * x = (const tsr_block_q6_K *)vx;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+    __m256 acc = _mm256_setzero_ps();
+    float offset = 0.0f;
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        int32_t bias = 0;
+        for (int g = 0; g < 16; ++g) bias += x[i].scales[g] * y[i].bsums[g];
+        __m256i sumi = _mm256_setzero_si256();
+        for (int h = 0; h < 2; ++h) {
+            const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
+            const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
+            const __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)),
+                _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4)),
+            };
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; ++k) {
+                const __m256i yk = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * k));
+                const int8_t * sc = x[i].scales + 8 * h + 2 * k;
+                const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[1]), _mm_set1_epi16(sc[0]));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], yk), scv));
+            }
+        }
+        const float d = h2f_avx2(x[i].d) * y[i].d;
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(d), acc);
+        offset += d * (float)(32 * bias);
+    }
+    return hsum256(acc) - offset;
+}
+
 static constexpr kernels kernels_avx2 = [] {
     kernels k{};
     k.isa = TSR_CPU_ISA_AVX2;
@@ -9427,6 +9562,8 @@ static constexpr kernels kernels_avx2 = [] {
     k.dot4[SLOT_BF16] = dot4_avx2<2>;
     k.dot4[SLOT_Q8_0] = dot4_q8_0_avx2;
     k.dot4[SLOT_Q4_0] = dot4_q4_0_avx2;
+    k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_avx2;
+    k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_avx2;
     k.quantize_y = quantize_y_avx2;
     k.axpy_f32 = axpy_f32_avx2;
     k.f16_to_f32 = cvt_f16_f32_avx2;
@@ -10120,6 +10257,8 @@ static kernels make_kernels_avx512() {
     k.dot4[SLOT_BF16] = dot4_avx512<2>;
     k.dot4[SLOT_Q8_0] = dot4_q8_0_avx2;
     k.dot4[SLOT_Q4_0] = dot4_q4_0_avx2;
+    k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_avx2;
+    k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_avx2;
     k.quantize_y = quantize_y_avx2;
     k.axpy_f32 = axpy_f32_avx512;
     k.f16_to_f32 = cvt_f16_f32_avx2;
@@ -10722,8 +10861,31 @@ static inline float dot_any(const kernels * K, enum tsr_type ta, int64_t n, cons
     }
 }
 
+/* Types without dot kernels: each row dequantized once (into row, K floats), then F32
+ * dot products with every column. */
+static void mm_range_dequant(const kernels * K, const mm_args & a, int64_t m0, int64_t m1, float * row) {
+    for (int64_t m = m0; m < m1; ++m) {
+        row_to_f32(a.ta, a.A + (size_t)m * a.lda, row, a.K);
+        for (int64_t n = 0; n < a.N; ++n)
+            a.C[(size_t)n * a.ldc + m] = K->dot_f32(a.K, row, (const float *)(a.B + (size_t)n * a.ldb));
+    }
+}
+
+/* K-quant rows against Q8_K columns (the ISA's dot, else the scalar path's). */
+static void mm_range_q8k(const kernels * K, const mm_args & a, int64_t m0, int64_t m1) {
+    const int ks = q8k_slot(a.ta);
+    const auto dot = K->dot_q8k[ks] ? K->dot_q8k[ks] : kernels_scalar.dot_q8k[ks];
+    for (int64_t m = m0; m < m1; ++m) {
+        const char * x = a.A + (size_t)m * a.lda;
+        for (int64_t n = 0; n < a.N; ++n)
+            a.C[(size_t)n * a.ldc + m] = dot(a.K, x, (const tsr_block_q8_K *)(a.B + (size_t)n * a.ldb));
+    }
+}
+
 static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m1, uint8_t * tws) {
     if (m0 >= m1) return;
+    if (q8k_slot(a.ta) >= 0) return mm_range_q8k(K, a, m0, m1);
+    if (is_row_quant(a.ta)) return mm_range_dequant(K, a, m0, m1, (float *)tws);
     const gemm_impl * g = a.g;
     if (!g) {
         /* Dot products. With a 4-row kernel, the range is cut into 4 equal parts walked side by
@@ -10792,6 +10954,7 @@ struct mm_plan {
     enum tsr_type ta;         /* A type as computed */
     bool x_conv;              /* src0 rows not contiguous: convert to dense F32 */
     bool y_q8;                /* src1 quantized to yq8 */
+    bool y_q8k;               /* src1 quantized to Q8_K (K-quant weights) */
     bool y_conv;              /* src1 converted to dense F32 */
     bool y_private;           /* few src1 rows: every thread converts them into its own
                                * scratch, so no barrier separates the phases */
@@ -10799,6 +10962,7 @@ struct mm_plan {
     size_t x_bytes, y_bytes, y_row;
     size_t y_shared;          /* y_bytes in the shared area (0 when y_private) */
     size_t thread_bytes;
+    bool y_prepared() const { return y_q8 || y_q8k || y_conv; }
 };
 
 static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) {
@@ -10813,16 +10977,19 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
         pl.x_bytes = align_up((size_t)(Kd * s0->ne[1] * s0->ne[2] * s0->ne[3]) * 4, 64);
     }
     const int64_t ny = s1->ne[1] * s1->ne[2] * s1->ne[3];
-    pl.y_q8 = tsr_is_quantized(pl.ta);
-    pl.y_conv = !pl.y_q8 && (s1->type != TSR_TYPE_F32 || s1->nb[0] != 4);
+    pl.y_q8k = q8k_slot(pl.ta) >= 0;
+    const bool x_rows = is_row_quant(pl.ta) && !pl.y_q8k;  /* dequantized a row at a time: F32 columns */
+    pl.y_q8 = tsr_is_quantized(pl.ta) && !x_rows && !pl.y_q8k;
+    pl.y_conv = !pl.y_q8 && !pl.y_q8k && (s1->type != TSR_TYPE_F32 || s1->nb[0] != 4);
     const int slot = type_slot(pl.ta);
     pl.g = (slot >= 0 && s1->ne[1] >= GEMM_MIN_N) ? K->gemm[slot] : nullptr;
     /* only the dot-product kernels read yq8's side arrays; GEMM packs the blocks */
     if (pl.y_q8) pl.y_row = pl.g ? (size_t)(Kd / 32) * sizeof(yq8) : yq8_row_bytes(Kd);
+    else if (pl.y_q8k) pl.y_row = (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K);
     else if (pl.y_conv) pl.y_row = (size_t)Kd * 4;
     pl.y_bytes = align_up(pl.y_row * (size_t)ny, 64);
-    pl.thread_bytes = gemm_thread_bytes(pl.g, s1->ne[1]);
-    pl.y_private = (pl.y_q8 || pl.y_conv) && !pl.x_conv && ny <= 4 && nth > 1;
+    pl.thread_bytes = x_rows ? align_up((size_t)Kd * 4, 64) : gemm_thread_bytes(pl.g, s1->ne[1]);
+    pl.y_private = pl.y_prepared() && !pl.x_conv && ny <= 4 && nth > 1;
     pl.y_shared = pl.y_private ? 0 : pl.y_bytes;
     if (pl.y_private) pl.thread_bytes += pl.y_bytes;
     return pl;
@@ -10831,6 +10998,21 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
 static size_t mm_work_size(const tsr_tensor * dst, const kernels * K, int nth) {
     const mm_plan pl = mm_make_plan(dst, K, nth);
     return pl.x_bytes + pl.y_shared + pl.thread_bytes * (size_t)nth;
+}
+
+/* Row (i1, i2, i3) of src1 quantized to Q8_K, a super-block at a time when it is not
+ * a contiguous F32 row. */
+static void quantize_row_q8k(const tsr_tensor * s1, int64_t i1, int64_t i2, int64_t i3, tsr_block_q8_K * d) {
+    const int64_t Kd = s1->ne[0];
+    if (s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {
+        tsr_from_float_row(TSR_TYPE_Q8_K, (const float *)tptr(s1, 0, i1, i2, i3), d, Kd);
+        return;
+    }
+    float tmp[TSR_QK_K];
+    for (int64_t b = 0; b < Kd / TSR_QK_K; ++b) {
+        for (int j = 0; j < TSR_QK_K; ++j) tmp[j] = ld(s1->type, tptr(s1, b * TSR_QK_K + j, i1, i2, i3));
+        tsr_from_float_row(TSR_TYPE_Q8_K, tmp, d + b, TSR_QK_K);
+    }
 }
 
 /* op_mul_mat, phase 1: src0 rows converted to dense F32 (xw) and src1 rows converted or
@@ -10848,13 +11030,17 @@ static void mm_prepare_operands(const cparams & p, const mm_plan & pl, const tsr
             for (int64_t i0 = 0; i0 < Kd; ++i0) d[i0] = ld(s0->type, tptr(s0, i0, i1, i2, i3));
         }
     }
-    if (pl.y_q8 || pl.y_conv) {
+    if (pl.y_prepared()) {
         const int64_t nr = s1->ne[1] * s1->ne[2] * s1->ne[3];
         int64_t r0 = 0, r1 = nr;
         if (!pl.y_private) split_rows(nr, p.ith, p.nth, r0, r1);
         for (int64_t r = r0; r < r1; ++r) {
             const int64_t i1 = r % s1->ne[1], i2 = (r / s1->ne[1]) % s1->ne[2], i3 = r / (s1->ne[1] * s1->ne[2]);
             uint8_t * d = yw + (size_t)r * pl.y_row;
+            if (pl.y_q8k) {
+                quantize_row_q8k(s1, i1, i2, i3, (tsr_block_q8_K *)d);
+                continue;
+            }
             if (pl.y_q8 && s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {
                 p.K->quantize_y((const float *)tptr(s1, 0, i1, i2, i3), (yq8 *)d, Kd);
             } else {
@@ -10888,7 +11074,7 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
     uint8_t * yw = pl.y_private ? tw + (pl.thread_bytes - pl.y_bytes) : p.wdata + pl.x_bytes;
 
     /* phase 1: convert src0 / convert or quantize src1 into the workspace */
-    if (pl.x_conv || pl.y_q8 || pl.y_conv) mm_prepare_operands(p, pl, s0, s1, xw, yw);
+    if (pl.x_conv || pl.y_prepared()) mm_prepare_operands(p, pl, s0, s1, xw, yw);
 
     /* phase 2: items = (batch, M chunk), taken dynamically from a shared counter so a
      * thread slowed down by other work on its core takes fewer (the counter is reset by
@@ -10918,7 +11104,7 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
             a.A = (const char *)s0->data + i02 * s0->nb[2] + i03 * s0->nb[3];
             a.lda = s0->nb[1];
         }
-        if (pl.y_q8 || pl.y_conv) {
+        if (pl.y_prepared()) {
             a.B = (const char *)yw + (size_t)((i13 * ne12 + i12) * N) * pl.y_row;
             a.ldb = pl.y_row;
         } else {
@@ -11957,6 +12143,12 @@ struct backend_ctx {
 
 static inline bool is_float(enum tsr_type t) { return t == TSR_TYPE_F32 || t == TSR_TYPE_F16 || t == TSR_TYPE_BF16; }
 static inline bool is_mm_type(enum tsr_type t) { return is_float(t) || t == TSR_TYPE_Q8_0 || t == TSR_TYPE_Q4_0; }
+/* Types an op may read or write by whole rows (mul_mat, get_rows, cpy, set_rows, ...). */
+static inline bool is_row_type(enum tsr_type t) { return is_mm_type(t) || is_row_quant(t); }
+/* A quantized tensor's rows are whole blocks, stored contiguously. */
+static inline bool whole_blocks(const tsr_tensor * t) {
+    return !tsr_is_quantized(t->type) || (t->nb[0] == tsr_type_size(t->type) && t->ne[0] % tsr_blck_size(t->type) == 0);
+}
 static inline bool is_view_op(enum tsr_op op) {
     return op == TSR_OP_NONE || op == TSR_OP_RESHAPE || op == TSR_OP_VIEW || op == TSR_OP_PERMUTE || op == TSR_OP_TRANSPOSE;
 }
@@ -11968,18 +12160,16 @@ static bool supports(const tsr_tensor * t) {
         case TSR_OP_NONE: case TSR_OP_RESHAPE: case TSR_OP_VIEW: case TSR_OP_PERMUTE: case TSR_OP_TRANSPOSE:
             return true;
         case TSR_OP_DUP: case TSR_OP_CONT: case TSR_OP_CPY: {
-            if (!(is_mm_type(a->type) || a->type == TSR_TYPE_I32) || !(is_mm_type(t->type) || t->type == TSR_TYPE_I32)) return false;
+            if (!(is_row_type(a->type) || a->type == TSR_TYPE_I32) || !(is_row_type(t->type) || t->type == TSR_TYPE_I32)) return false;
             if ((a->type == TSR_TYPE_I32) != (t->type == TSR_TYPE_I32)) return false;
             const bool q = tsr_is_quantized(a->type) || tsr_is_quantized(t->type);
             if (!q) return true;
             if (!tsr_are_same_shape(a, t)) return a->type == t->type && tsr_is_contiguous(a) && tsr_is_contiguous(t);
-            if (tsr_is_quantized(a->type) && a->nb[0] != tsr_type_size(a->type)) return false;
-            if (tsr_is_quantized(t->type) && t->nb[0] != tsr_type_size(t->type)) return false;
-            return t->ne[0] % 32 == 0;
+            return whole_blocks(a) && whole_blocks(t);
         }
         case TSR_OP_ADD: case TSR_OP_SUB: case TSR_OP_MUL: case TSR_OP_DIV:
             if (t->op == TSR_OP_ADD && tsr_is_quantized(a->type))  /* dequantize + requantize per row */
-                return is_float(b->type) && t->type == a->type && tsr_is_contiguous(a) && tsr_is_contiguous(t) && t->ne[0] % 32 == 0;
+                return is_float(b->type) && t->type == a->type && tsr_is_contiguous(a) && tsr_is_contiguous(t) && whole_blocks(t);
             return is_float(a->type) && is_float(b->type) && is_float(t->type);
         case TSR_OP_SQR: case TSR_OP_SQRT: case TSR_OP_LOG: case TSR_OP_SCALE: case TSR_OP_CLAMP:
             return is_float(a->type) && is_float(t->type);
@@ -11997,18 +12187,17 @@ static bool supports(const tsr_tensor * t) {
         case TSR_OP_NORM: case TSR_OP_RMS_NORM: case TSR_OP_GROUP_NORM: case TSR_OP_DIAG_MASK_INF:
             return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32;
         case TSR_OP_MUL_MAT:
-            if (!is_mm_type(a->type) || !is_float(b->type) || t->type != TSR_TYPE_F32 || t->nb[0] != 4) return false;
-            if (tsr_is_quantized(a->type)) return a->nb[0] == tsr_type_size(a->type) && a->ne[0] % 32 == 0;
-            return true;
+            if (!is_row_type(a->type) || !is_float(b->type) || t->type != TSR_TYPE_F32 || t->nb[0] != 4) return false;
+            return whole_blocks(a);
         case TSR_OP_OUT_PROD:
-            if (!is_mm_type(a->type) || b->type != TSR_TYPE_F32 || t->type != TSR_TYPE_F32 || t->nb[0] != 4) return false;
-            return !tsr_is_quantized(a->type) || a->nb[0] == tsr_type_size(a->type);
+            if (!is_row_type(a->type) || b->type != TSR_TYPE_F32 || t->type != TSR_TYPE_F32 || t->nb[0] != 4) return false;
+            return whole_blocks(a);
         case TSR_OP_GET_ROWS:
-            if (!(is_mm_type(a->type) || a->type == TSR_TYPE_I32) || b->type != TSR_TYPE_I32) return false;
-            return !tsr_is_quantized(a->type) || (a->nb[0] == tsr_type_size(a->type) && t->nb[0] == 4);
+            if (!(is_row_type(a->type) || a->type == TSR_TYPE_I32) || b->type != TSR_TYPE_I32) return false;
+            return whole_blocks(a) && (!tsr_is_quantized(a->type) || t->nb[0] == 4);
         case TSR_OP_SET_ROWS:
-            if (!is_mm_type(t->type) || a->type != TSR_TYPE_F32 || b->type != TSR_TYPE_I32) return false;
-            return !tsr_is_quantized(t->type) || (t->nb[0] == tsr_type_size(t->type) && t->ne[0] % 32 == 0);
+            if (!is_row_type(t->type) || a->type != TSR_TYPE_F32 || b->type != TSR_TYPE_I32) return false;
+            return whole_blocks(t);
         case TSR_OP_SOFT_MAX:
             return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32 && t->nb[0] == 4 &&
                    (!b || b->type == TSR_TYPE_F32 || b->type == TSR_TYPE_F16);
@@ -12029,7 +12218,7 @@ static bool supports(const tsr_tensor * t) {
             if (a->type != TSR_TYPE_F32 || !is_mm_type(b->type) || !v || !is_mm_type(v->type)) return false;
             if (t->type != TSR_TYPE_F32 || t->nb[0] != 4) return false;
             if (m && m->type != TSR_TYPE_F32 && m->type != TSR_TYPE_F16) return false;
-            if (tsr_is_quantized(b->type) && (b->nb[0] != tsr_type_size(b->type) || b->ne[0] % 32 != 0)) return false;
+            if (!whole_blocks(b)) return false;
             if (tsr_is_quantized(v->type) && v->nb[0] != tsr_type_size(v->type)) return false;
             return true;
         }

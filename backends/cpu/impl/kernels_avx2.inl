@@ -542,6 +542,77 @@ static constexpr act_kernels act_table_avx2 = [] {
     return a;
 }();
 
+/* Q4_K against Q8_K: one ymm of nibbles per 64 elements (low nibbles sub-block 2c, high
+ * 2c+1). A nibble x int8 pair is at most 2 * 15 * 127 in int16; times a 6-bit scale, int32.
+ * The mins meet the activations' 16-element sums (bsums) once per super-block. */
+TSR_TARGET_AVX2 static float dot_q4_K_q8_K_avx2(int64_t n, const void * vx, const tsr_block_q8_K * y) {
+    const tsr_block_q4_K * x = (const tsr_block_q4_K *)vx;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc = _mm256_setzero_ps();
+    float mins = 0.0f;
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        int sc[8], mn[8];
+        int32_t summ = 0;
+        for (int s = 0; s < 8; ++s) {
+            tsr_impl::k4_scale_min(s, x[i].scales, &sc[s], &mn[s]);
+            summ += mn[s] * (y[i].bsums[2 * s] + y[i].bsums[2 * s + 1]);
+        }
+        __m256i sumi = _mm256_setzero_si256();
+        for (int c = 0; c < 4; ++c) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
+            const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            const __m256i y0 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c));
+            const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c + 32));
+            const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), _mm256_set1_epi16((short)sc[2 * c]));
+            const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), _mm256_set1_epi16((short)sc[2 * c + 1]));
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(y[i].d * h2f_avx2(x[i].d)), acc);
+        mins += y[i].d * h2f_avx2(x[i].dmin) * (float)summ;
+    }
+    return hsum256(acc) - mins;
+}
+
+/* Q6_K against Q8_K: the 6-bit levels 0..63 stay unsigned for vpmaddubsw (a pair is at most
+ * 2 * 63 * 127 in int16) and the -32 offset is taken off once per super-block through the
+ * activations' 16-element sums. Each 32 elements hold two scale groups: int16 lanes 0-7 and
+ * 8-15 of the pair sums. */
+TSR_TARGET_AVX2 static float dot_q6_K_q8_K_avx2(int64_t n, const void * vx, const tsr_block_q8_K * y) {
+    const tsr_block_q6_K * x = (const tsr_block_q6_K *)vx;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+    __m256 acc = _mm256_setzero_ps();
+    float offset = 0.0f;
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        int32_t bias = 0;
+        for (int g = 0; g < 16; ++g) bias += x[i].scales[g] * y[i].bsums[g];
+        __m256i sumi = _mm256_setzero_si256();
+        for (int h = 0; h < 2; ++h) {
+            const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
+            const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
+            const __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)),
+                _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4)),
+            };
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; ++k) {
+                const __m256i yk = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * k));
+                const int8_t * sc = x[i].scales + 8 * h + 2 * k;
+                const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[1]), _mm_set1_epi16(sc[0]));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], yk), scv));
+            }
+        }
+        const float d = h2f_avx2(x[i].d) * y[i].d;
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(d), acc);
+        offset += d * (float)(32 * bias);
+    }
+    return hsum256(acc) - offset;
+}
+
 static constexpr kernels kernels_avx2 = [] {
     kernels k{};
     k.isa = TSR_CPU_ISA_AVX2;
@@ -555,6 +626,8 @@ static constexpr kernels kernels_avx2 = [] {
     k.dot4[SLOT_BF16] = dot4_avx2<2>;
     k.dot4[SLOT_Q8_0] = dot4_q8_0_avx2;
     k.dot4[SLOT_Q4_0] = dot4_q4_0_avx2;
+    k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_avx2;
+    k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_avx2;
     k.quantize_y = quantize_y_avx2;
     k.axpy_f32 = axpy_f32_avx2;
     k.f16_to_f32 = cvt_f16_f32_avx2;

@@ -83,7 +83,7 @@ static void row_to_f32(enum tsr_type t, const void * src, float * dst, int64_t n
         case TSR_TYPE_I32: for (int64_t i = 0; i < n; ++i) dst[i] = (float)((const int32_t *)src)[i]; break;
         case TSR_TYPE_Q8_0: dequantize_row_q8_0((const tsr_block_q8_0 *)src, dst, n); break;
         case TSR_TYPE_Q4_0: dequantize_row_q4_0((const tsr_block_q4_0 *)src, dst, n); break;
-        default: break;
+        default: tsr_to_float_row(t, src, dst, n); break;  /* the other quantized types */
     }
 }
 
@@ -95,7 +95,7 @@ static void row_from_f32(enum tsr_type t, const float * src, void * dst, int64_t
         case TSR_TYPE_I32: for (int64_t i = 0; i < n; ++i) ((int32_t *)dst)[i] = (int32_t)src[i]; break;
         case TSR_TYPE_Q8_0: quantize_row_q8_0_ref(src, (tsr_block_q8_0 *)dst, n); break;
         case TSR_TYPE_Q4_0: quantize_row_q4_0_ref(src, (tsr_block_q4_0 *)dst, n); break;
-        default: break;
+        default: tsr_from_float_row(t, src, dst, n); break;  /* the other quantized types */
     }
 }
 
@@ -146,6 +146,43 @@ static float dot_q4_0_scalar(int64_t n, const tsr_block_q4_0 * x, const yq8 * y)
     return s;
 }
 
+/* K-quants against Q8_K (ggml's vec_dot_q*_K_q8_K): exact integer sums per sub-block,
+ * scaled once per super-block. Q4_K's mins meet the sums of 16 activations (bsums). */
+static float dot_q4_K_q8_K_scalar(int64_t n, const void * vx, const tsr_block_q8_K * y) {
+    const tsr_block_q4_K * x = (const tsr_block_q4_K *)vx;
+    float s = 0.0f;
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        int32_t sumi = 0, summ = 0;
+        for (int sb = 0; sb < 8; ++sb) {
+            int sc, mn;
+            tsr_impl::k4_scale_min(sb, x[i].scales, &sc, &mn);
+            const uint8_t * q = x[i].qs + 32 * (sb / 2);
+            const int8_t * yq = y[i].qs + 32 * sb;
+            int32_t acc = 0;
+            for (int l = 0; l < 32; ++l) acc += ((sb % 2) ? (q[l] >> 4) : (q[l] & 0x0F)) * yq[l];
+            sumi += sc * acc;
+            summ += mn * (y[i].bsums[2 * sb] + y[i].bsums[2 * sb + 1]);
+        }
+        s += y[i].d * h2f(x[i].d) * (float)sumi - y[i].d * h2f(x[i].dmin) * (float)summ;
+    }
+    return s;
+}
+
+static float dot_q6_K_q8_K_scalar(int64_t n, const void * vx, const tsr_block_q8_K * y) {
+    const tsr_block_q6_K * x = (const tsr_block_q6_K *)vx;
+    float s = 0.0f;
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        int32_t sumi = 0;
+        for (int g = 0; g < 16; ++g) {
+            int32_t acc = 0;
+            for (int e = 16 * g; e < 16 * g + 16; ++e) acc += tsr_impl::q6k_value(x[i], e) * y[i].qs[e];
+            sumi += x[i].scales[g] * acc;
+        }
+        s += h2f(x[i].d) * y[i].d * (float)sumi;
+    }
+    return s;
+}
+
 static void axpy_f32_scalar(int64_t n, float a, const float * x, float * y) {
     for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
@@ -163,6 +200,8 @@ static constexpr kernels kernels_scalar = [] {
     k.dot_bf16 = dot_bf16_scalar;
     k.dot_q8_0 = dot_q8_0_scalar;
     k.dot_q4_0 = dot_q4_0_scalar;
+    k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_scalar;
+    k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_scalar;
     k.quantize_y = quantize_y_scalar;
     k.axpy_f32 = axpy_f32_scalar;
     k.f16_to_f32 = f16_to_f32_scalar;
