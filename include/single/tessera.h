@@ -8121,15 +8121,24 @@ static inline int type_slot(enum tsr_type t) {
 }
 
 /* Weight types with integer dot products against activations quantized to Q8_K. */
-enum { KSLOT_Q4_K = 0, KSLOT_Q6_K, KSLOT_COUNT };
+enum { KSLOT_Q2_K = 0, KSLOT_Q3_K, KSLOT_Q4_K, KSLOT_Q5_K, KSLOT_Q6_K, KSLOT_COUNT };
 
 static inline int q8k_slot(enum tsr_type t) {
     switch (t) {
+        case TSR_TYPE_Q2_K: return KSLOT_Q2_K;
+        case TSR_TYPE_Q3_K: return KSLOT_Q3_K;
         case TSR_TYPE_Q4_K: return KSLOT_Q4_K;
+        case TSR_TYPE_Q5_K: return KSLOT_Q5_K;
         case TSR_TYPE_Q6_K: return KSLOT_Q6_K;
         default: return -1;
     }
 }
+
+#if defined(__GNUC__)
+#define TSR_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define TSR_ALWAYS_INLINE inline
+#endif
 
 /* Weight types without kernels of their own (Q4_1, Q5_0, Q5_1, IQ4_NL, K-quants without
  * a Q8_K slot): ops read them a row at a time through the core's dequantization. */
@@ -8198,6 +8207,8 @@ struct kernels {
     void (*dot4[SLOT_COUNT])(int64_t n, const char * x, size_t lda, const void * y, float * out);
     /* x (src0 row of the slot's K-quant type) with y quantized to Q8_K; NULL: the scalar path's */
     float (*dot_q8k[KSLOT_COUNT])(int64_t n, const void * x, const tsr_block_q8_K * y);
+    /* F32 row -> Q8_K blocks (n a multiple of 256) */
+    void (*quantize_q8k)(const float * x, tsr_block_q8_K * y, int64_t n);
     /* F32 row -> yq8 blocks (n a multiple of 32) */
     void (*quantize_y)(const float * x, yq8 * y, int64_t n);
     /* y[i] += a * x[i] (flash attention V accumulation) */
@@ -8671,26 +8682,101 @@ static float dot_q4_0_scalar(int64_t n, const tsr_block_q4_0 * x, const yq8 * y)
     return s;
 }
 
-/* K-quants against Q8_K (ggml's vec_dot_q*_K_q8_K): exact integer sums per sub-block,
- * scaled once per super-block. Q4_K's mins meet the sums of 16 activations (bsums). */
-static float dot_q4_K_q8_K_scalar(int64_t n, const void * vx, const tsr_block_q8_K * y) {
-    const tsr_block_q4_K * x = (const tsr_block_q4_K *)vx;
+/* K-quants against Q8_K (ggml's vec_dot_q*_K_q8_K): a super-block's levels are unpacked to
+ * bytes, multiplied with the activations in exact int32 sums per sub-block, scaled by the
+ * sub-block scales in int32 and by d once per super-block; mins meet the sums of 16
+ * activations (bsums). Plain loops over bytes: the ISA wrappers inline them into AVX2 code,
+ * where the compiler vectorizes them. */
+static TSR_ALWAYS_INLINE int32_t dot_i8(const int8_t * q, const int8_t * y, int n) {
+    int32_t s = 0;
+    for (int l = 0; l < n; ++l) s += (int32_t)q[l] * y[l];
+    return s;
+}
+
+/* sum over sub-blocks of len elements of scale[s] * (q . y) */
+static TSR_ALWAYS_INLINE int32_t scaled_dot(const int8_t * q, const int8_t * y, const int * scale, int nsub, int len) {
+    int32_t s = 0;
+    for (int b = 0; b < nsub; ++b) s += scale[b] * dot_i8(q + len * b, y + len * b, len);
+    return s;
+}
+
+/* Q4_K (HIGH false) / Q5_K (HIGH true): levels 0..15 / 0..31, 8 sub-blocks of 32. */
+template <bool HIGH>
+static TSR_ALWAYS_INLINE float dot_k4_q8_K(int64_t n, const uint8_t * base, size_t bsize, const tsr_block_q8_K * y) {
     float s = 0.0f;
     for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
-        int32_t sumi = 0, summ = 0;
+        const uint8_t * b = base + (size_t)i * bsize;
+        const uint8_t * scales = b + 4;
+        const uint8_t * qh = b + 16;
+        const uint8_t * qs = HIGH ? b + 48 : b + 16;
+        int8_t q[TSR_QK_K];
+        for (int c = 0; c < 4; ++c)
+            for (int l = 0; l < 32; ++l) {
+                int lo = qs[32 * c + l] & 0x0F, hi = qs[32 * c + l] >> 4;
+                if (HIGH) {
+                    lo |= ((qh[l] >> (2 * c)) & 1) << 4;
+                    hi |= ((qh[l] >> (2 * c + 1)) & 1) << 4;
+                }
+                q[64 * c + l] = (int8_t)lo;
+                q[64 * c + 32 + l] = (int8_t)hi;
+            }
+        int sc[8], mn[8];
+        int32_t summ = 0;
         for (int sb = 0; sb < 8; ++sb) {
-            int sc, mn;
-            tsr_impl::k4_scale_min(sb, x[i].scales, &sc, &mn);
-            const uint8_t * q = x[i].qs + 32 * (sb / 2);
-            const int8_t * yq = y[i].qs + 32 * sb;
-            int32_t acc = 0;
-            for (int l = 0; l < 32; ++l) acc += ((sb % 2) ? (q[l] >> 4) : (q[l] & 0x0F)) * yq[l];
-            sumi += sc * acc;
-            summ += mn * (y[i].bsums[2 * sb] + y[i].bsums[2 * sb + 1]);
+            tsr_impl::k4_scale_min(sb, scales, &sc[sb], &mn[sb]);
+            summ += mn[sb] * (y[i].bsums[2 * sb] + y[i].bsums[2 * sb + 1]);
         }
-        s += y[i].d * h2f(x[i].d) * (float)sumi - y[i].d * h2f(x[i].dmin) * (float)summ;
+        uint16_t d16, dmin16;
+        std::memcpy(&d16, b, 2);
+        std::memcpy(&dmin16, b + 2, 2);
+        s += y[i].d * h2f(d16) * (float)scaled_dot(q, y[i].qs, sc, 8, 32) - y[i].d * h2f(dmin16) * (float)summ;
     }
     return s;
+}
+
+/* Q2_K (levels 0..3, 4-bit scale and min per 16) and Q3_K (levels -4..3, 6-bit signed
+ * scale per 16): the low two bits of element 128h + 32j + l sit at bits 2j of qs[32h + l]. */
+template <bool Q3>
+static TSR_ALWAYS_INLINE float dot_k2_q8_K(int64_t n, const void * vx, const tsr_block_q8_K * y) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        const uint8_t * qs = Q3 ? ((const tsr_block_q3_K *)vx)[i].qs : ((const tsr_block_q2_K *)vx)[i].qs;
+        int8_t q[TSR_QK_K];
+        for (int h = 0; h < 2; ++h)
+            for (int j = 0; j < 4; ++j)
+                for (int l = 0; l < 32; ++l) {
+                    int v = (qs[32 * h + l] >> (2 * j)) & 3;
+                    if (Q3) v -= ((((const tsr_block_q3_K *)vx)[i].hmask[l] >> (4 * h + j)) & 1) ? 0 : 4;
+                    q[128 * h + 32 * j + l] = (int8_t)v;
+                }
+        int sc[16];
+        int32_t summ = 0;
+        float d, dmin = 0.0f;
+        if (Q3) {
+            const tsr_block_q3_K & b = ((const tsr_block_q3_K *)vx)[i];
+            for (int g = 0; g < 16; ++g) sc[g] = tsr_impl::q3k_scale(g, b.scales);
+            d = h2f(b.d);
+        } else {
+            const tsr_block_q2_K & b = ((const tsr_block_q2_K *)vx)[i];
+            for (int g = 0; g < 16; ++g) {
+                sc[g] = b.scales[g] & 0x0F;
+                summ += (b.scales[g] >> 4) * y[i].bsums[g];
+            }
+            d = h2f(b.d);
+            dmin = h2f(b.dmin);
+        }
+        s += y[i].d * d * (float)scaled_dot(q, y[i].qs, sc, 16, 16) - y[i].d * dmin * (float)summ;
+    }
+    return s;
+}
+
+static float dot_q2_K_q8_K_scalar(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K<false>(n, x, y); }
+static float dot_q3_K_q8_K_scalar(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K<true>(n, x, y); }
+static float dot_q4_K_q8_K_scalar(int64_t n, const void * x, const tsr_block_q8_K * y) {
+    return dot_k4_q8_K<false>(n, (const uint8_t *)x, sizeof(tsr_block_q4_K), y);
+}
+static float dot_q5_K_q8_K_scalar(int64_t n, const void * x, const tsr_block_q8_K * y) {
+    return dot_k4_q8_K<true>(n, (const uint8_t *)x, sizeof(tsr_block_q5_K), y);
 }
 
 static float dot_q6_K_q8_K_scalar(int64_t n, const void * vx, const tsr_block_q8_K * y) {
@@ -8707,6 +8793,8 @@ static float dot_q6_K_q8_K_scalar(int64_t n, const void * vx, const tsr_block_q8
     }
     return s;
 }
+
+static void quantize_q8k_scalar(const float * x, tsr_block_q8_K * y, int64_t n) { tsr_from_float_row(TSR_TYPE_Q8_K, x, y, n); }
 
 static void axpy_f32_scalar(int64_t n, float a, const float * x, float * y) {
     for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
@@ -8725,8 +8813,12 @@ static constexpr kernels kernels_scalar = [] {
     k.dot_bf16 = dot_bf16_scalar;
     k.dot_q8_0 = dot_q8_0_scalar;
     k.dot_q4_0 = dot_q4_0_scalar;
+    k.dot_q8k[KSLOT_Q2_K] = dot_q2_K_q8_K_scalar;
+    k.dot_q8k[KSLOT_Q3_K] = dot_q3_K_q8_K_scalar;
     k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_scalar;
+    k.dot_q8k[KSLOT_Q5_K] = dot_q5_K_q8_K_scalar;
     k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_scalar;
+    k.quantize_q8k = quantize_q8k_scalar;
     k.quantize_y = quantize_y_scalar;
     k.axpy_f32 = axpy_f32_scalar;
     k.f16_to_f32 = f16_to_f32_scalar;
@@ -9478,6 +9570,23 @@ static constexpr act_kernels act_table_avx2 = [] {
     return a;
 }();
 
+/* Q4_K's eight 6-bit scales then eight 6-bit mins as 16 bytes (the 12-byte packing undone
+ * with 32-bit masks: sub-blocks 4..7 keep their low 4 bits in bytes 8..11 and their high 2
+ * bits in bits 6-7 of bytes 0..7). */
+static inline __m128i q4k_scales_mins(const uint8_t * packed) {
+    uint32_t u[4];
+    std::memcpy(u, packed, 12);
+    const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
+    u[3] = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);  /* mins 4..7 */
+    const uint32_t mins03 = u[1] & low6;
+    u[1] = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);         /* scales 4..7 */
+    u[2] = mins03;
+    u[0] &= low6;                                                /* scales 0..3 */
+    __m128i v;
+    std::memcpy(&v, u, 16);
+    return v;
+}
+
 /* Q4_K against Q8_K: one ymm of nibbles per 64 elements (low nibbles sub-block 2c, high
  * 2c+1). A nibble x int8 pair is at most 2 * 15 * 127 in int16; times a 6-bit scale, int32.
  * The mins meet the activations' 16-element sums (bsums) once per super-block. */
@@ -9485,43 +9594,48 @@ TSR_TARGET_AVX2 static float dot_q4_K_q8_K_avx2(int64_t n, const void * vx, cons
     const tsr_block_q4_K * x = (const tsr_block_q4_K *)vx;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc = _mm256_setzero_ps();
-    float mins = 0.0f;
+    __m128 acc_m = _mm_setzero_ps();
     for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
-        int sc[8], mn[8];
-        int32_t summ = 0;
-        for (int s = 0; s < 8; ++s) {
-            tsr_impl::k4_scale_min(s, x[i].scales, &sc[s], &mn[s]);
-            summ += mn[s] * (y[i].bsums[2 * s] + y[i].bsums[2 * s + 1]);
-        }
+        const __m128i sm = q4k_scales_mins(x[i].scales);
+        /* mins x (pairs of 16-element activation sums): 8 products in 4 int32 lanes */
+        const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[i].bsums), _mm_loadu_si128((const __m128i *)y[i].bsums + 1));
+        const __m128i pm = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)), bs);
+        acc_m = _mm_fmadd_ps(_mm_cvtepi32_ps(pm), _mm_set1_ps(y[i].d * h2f_avx2(x[i].dmin)), acc_m);
         __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
         for (int c = 0; c < 4; ++c) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
             const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
             const __m256i y0 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c));
             const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c + 32));
-            const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), _mm256_set1_epi16((short)sc[2 * c]));
-            const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), _mm256_set1_epi16((short)sc[2 * c + 1]));
+            const __m256i s0 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_set1_epi8((char)(2 * c))));
+            const __m256i s1 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_set1_epi8((char)(2 * c + 1))));
+            const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), s0);
+            const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), s1);
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
         }
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(y[i].d * h2f_avx2(x[i].d)), acc);
-        mins += y[i].d * h2f_avx2(x[i].dmin) * (float)summ;
     }
-    return hsum256(acc) - mins;
+    __m128 m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    return hsum256(acc) - _mm_cvtss_f32(m);
 }
 
 /* Q6_K against Q8_K: the 6-bit levels 0..63 stay unsigned for vpmaddubsw (a pair is at most
  * 2 * 63 * 127 in int16) and the -32 offset is taken off once per super-block through the
  * activations' 16-element sums. Each 32 elements hold two scale groups: int16 lanes 0-7 and
- * 8-15 of the pair sums. */
+ * 8-15 of the pair sums, which one shuffle of the scales and a sign extension match. */
 TSR_TARGET_AVX2 static float dot_q6_K_q8_K_avx2(int64_t n, const void * vx, const tsr_block_q8_K * y) {
     const tsr_block_q6_K * x = (const tsr_block_q6_K *)vx;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
     __m256 acc = _mm256_setzero_ps();
-    float offset = 0.0f;
     for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
-        int32_t bias = 0;
-        for (int g = 0; g < 16; ++g) bias += x[i].scales[g] * y[i].bsums[g];
-        __m256i sumi = _mm256_setzero_si256();
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
+        /* 32 * sum(scale * bsums): the offset of the unsigned levels, in the same int32 sum */
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+        __m256i sumi = _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y[i].bsums)), 5);
+        sumi = _mm256_sub_epi32(_mm256_setzero_si256(), sumi);
+#pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
             const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
             const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
@@ -9536,17 +9650,65 @@ TSR_TARGET_AVX2 static float dot_q6_K_q8_K_avx2(int64_t n, const void * vx, cons
             };
 #pragma GCC unroll 4
             for (int k = 0; k < 4; ++k) {
+                const int g = 8 * h + 2 * k;  /* the scale groups of these 32 elements: g, g + 1 */
+                const __m128i pick = _mm_set_epi64x((long long)(0x0101010101010101ull * (unsigned)(g + 1)),
+                                                    (long long)(0x0101010101010101ull * (unsigned)g));
+                const __m256i scv = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, pick));
                 const __m256i yk = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * k));
-                const int8_t * sc = x[i].scales + 8 * h + 2 * k;
-                const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[1]), _mm_set1_epi16(sc[0]));
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], yk), scv));
             }
         }
-        const float d = h2f_avx2(x[i].d) * y[i].d;
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(d), acc);
-        offset += d * (float)(32 * bias);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(h2f_avx2(x[i].d) * y[i].d), acc);
     }
-    return hsum256(acc) - offset;
+    return hsum256(acc);
+}
+
+/* F32 -> Q8_K as the core's quantizer: the signed value of largest magnitude maps to -127
+ * (the largest positive one when a positive and a negative value tie), levels rounded to
+ * nearest even, and the sums of every 16 levels. */
+TSR_TARGET_AVX2 static void quantize_q8k_avx2(const float * x, tsr_block_q8_K * y, int64_t n) {
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i, x += TSR_QK_K) {
+        __m256 vmax = _mm256_set1_ps(-INFINITY), vmin = _mm256_set1_ps(INFINITY);
+        for (int j = 0; j < TSR_QK_K; j += 8) {
+            const __m256 v = _mm256_loadu_ps(x + j);
+            vmax = _mm256_max_ps(vmax, v);
+            vmin = _mm256_min_ps(vmin, v);
+        }
+        float mx[8], mn[8];
+        _mm256_storeu_ps(mx, vmax);
+        _mm256_storeu_ps(mn, vmin);
+        float hi = mx[0], lo = mn[0];
+        for (int l = 1; l < 8; ++l) { hi = std::max(hi, mx[l]); lo = std::min(lo, mn[l]); }
+        const float max = hi >= -lo ? hi : lo;
+        std::memset(&y[i], 0, sizeof(y[i]));
+        if (max == 0.0f || max != max) continue;
+        const float iscale = -127.0f / max;
+        const __m256 vis = _mm256_set1_ps(iscale);
+        for (int j = 0; j < TSR_QK_K; j += 32) {
+            __m256i q[4];
+            for (int k = 0; k < 4; ++k)
+                q[k] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * k), vis)), _mm256_set1_epi32(127));
+            /* int32 -> int16 -> int8 packs interleave 128-bit lanes: put them back in order */
+            const __m256i w01 = _mm256_packs_epi32(q[0], q[1]), w23 = _mm256_packs_epi32(q[2], q[3]);
+            const __m256i b = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w01, w23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256((__m256i *)(y[i].qs + j), b);
+            /* sums of 16: int16 pair sums, then pairs of those */
+            const __m256i s = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(b)), _mm256_set1_epi16(1));
+            const __m256i t = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(b, 1)), _mm256_set1_epi16(1));
+            const __m256i h = _mm256_hadd_epi32(s, t);  /* lanes: s01 s23 t01 t23 | s45 s67 t45 t67 */
+            const __m256i h2 = _mm256_hadd_epi32(h, h);  /* s0-3 t0-3 . . | s4-7 t4-7 . . */
+            y[i].bsums[j / 16] = (int16_t)(_mm256_extract_epi32(h2, 0) + _mm256_extract_epi32(h2, 4));
+            y[i].bsums[j / 16 + 1] = (int16_t)(_mm256_extract_epi32(h2, 1) + _mm256_extract_epi32(h2, 5));
+        }
+        y[i].d = 1.0f / iscale;
+    }
+}
+
+/* Q2_K, Q3_K, Q5_K: the portable byte loops, vectorized by the compiler for AVX2. */
+TSR_TARGET_AVX2 static float dot_q2_K_q8_K_avx2(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K<false>(n, x, y); }
+TSR_TARGET_AVX2 static float dot_q3_K_q8_K_avx2(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K<true>(n, x, y); }
+TSR_TARGET_AVX2 static float dot_q5_K_q8_K_avx2(int64_t n, const void * x, const tsr_block_q8_K * y) {
+    return dot_k4_q8_K<true>(n, (const uint8_t *)x, sizeof(tsr_block_q5_K), y);
 }
 
 static constexpr kernels kernels_avx2 = [] {
@@ -9562,8 +9724,12 @@ static constexpr kernels kernels_avx2 = [] {
     k.dot4[SLOT_BF16] = dot4_avx2<2>;
     k.dot4[SLOT_Q8_0] = dot4_q8_0_avx2;
     k.dot4[SLOT_Q4_0] = dot4_q4_0_avx2;
+    k.dot_q8k[KSLOT_Q2_K] = dot_q2_K_q8_K_avx2;
+    k.dot_q8k[KSLOT_Q3_K] = dot_q3_K_q8_K_avx2;
     k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_avx2;
+    k.dot_q8k[KSLOT_Q5_K] = dot_q5_K_q8_K_avx2;
     k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_avx2;
+    k.quantize_q8k = quantize_q8k_avx2;
     k.quantize_y = quantize_y_avx2;
     k.axpy_f32 = axpy_f32_avx2;
     k.f16_to_f32 = cvt_f16_f32_avx2;
@@ -10257,8 +10423,12 @@ static kernels make_kernels_avx512() {
     k.dot4[SLOT_BF16] = dot4_avx512<2>;
     k.dot4[SLOT_Q8_0] = dot4_q8_0_avx2;
     k.dot4[SLOT_Q4_0] = dot4_q4_0_avx2;
+    k.dot_q8k[KSLOT_Q2_K] = dot_q2_K_q8_K_avx2;
+    k.dot_q8k[KSLOT_Q3_K] = dot_q3_K_q8_K_avx2;
     k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_avx2;
+    k.dot_q8k[KSLOT_Q5_K] = dot_q5_K_q8_K_avx2;
     k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_avx2;
+    k.quantize_q8k = quantize_q8k_avx2;
     k.quantize_y = quantize_y_avx2;
     k.axpy_f32 = axpy_f32_avx512;
     k.f16_to_f32 = cvt_f16_f32_avx2;
@@ -11002,16 +11172,17 @@ static size_t mm_work_size(const tsr_tensor * dst, const kernels * K, int nth) {
 
 /* Row (i1, i2, i3) of src1 quantized to Q8_K, a super-block at a time when it is not
  * a contiguous F32 row. */
-static void quantize_row_q8k(const tsr_tensor * s1, int64_t i1, int64_t i2, int64_t i3, tsr_block_q8_K * d) {
+static void quantize_row_q8k(const kernels * K, const tsr_tensor * s1, int64_t i1, int64_t i2, int64_t i3, tsr_block_q8_K * d) {
     const int64_t Kd = s1->ne[0];
+    const auto quantize = K->quantize_q8k ? K->quantize_q8k : kernels_scalar.quantize_q8k;
     if (s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {
-        tsr_from_float_row(TSR_TYPE_Q8_K, (const float *)tptr(s1, 0, i1, i2, i3), d, Kd);
+        quantize((const float *)tptr(s1, 0, i1, i2, i3), d, Kd);
         return;
     }
     float tmp[TSR_QK_K];
     for (int64_t b = 0; b < Kd / TSR_QK_K; ++b) {
         for (int j = 0; j < TSR_QK_K; ++j) tmp[j] = ld(s1->type, tptr(s1, b * TSR_QK_K + j, i1, i2, i3));
-        tsr_from_float_row(TSR_TYPE_Q8_K, tmp, d + b, TSR_QK_K);
+        quantize(tmp, d + b, TSR_QK_K);
     }
 }
 
@@ -11038,7 +11209,7 @@ static void mm_prepare_operands(const cparams & p, const mm_plan & pl, const tsr
             const int64_t i1 = r % s1->ne[1], i2 = (r / s1->ne[1]) % s1->ne[2], i3 = r / (s1->ne[1] * s1->ne[2]);
             uint8_t * d = yw + (size_t)r * pl.y_row;
             if (pl.y_q8k) {
-                quantize_row_q8k(s1, i1, i2, i3, (tsr_block_q8_K *)d);
+                quantize_row_q8k(p.K, s1, i1, i2, i3, (tsr_block_q8_K *)d);
                 continue;
             }
             if (pl.y_q8 && s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {

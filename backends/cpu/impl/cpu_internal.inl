@@ -209,15 +209,24 @@ static inline int type_slot(enum tsr_type t) {
 }
 
 /* Weight types with integer dot products against activations quantized to Q8_K. */
-enum { KSLOT_Q4_K = 0, KSLOT_Q6_K, KSLOT_COUNT };
+enum { KSLOT_Q2_K = 0, KSLOT_Q3_K, KSLOT_Q4_K, KSLOT_Q5_K, KSLOT_Q6_K, KSLOT_COUNT };
 
 static inline int q8k_slot(enum tsr_type t) {
     switch (t) {
+        case TSR_TYPE_Q2_K: return KSLOT_Q2_K;
+        case TSR_TYPE_Q3_K: return KSLOT_Q3_K;
         case TSR_TYPE_Q4_K: return KSLOT_Q4_K;
+        case TSR_TYPE_Q5_K: return KSLOT_Q5_K;
         case TSR_TYPE_Q6_K: return KSLOT_Q6_K;
         default: return -1;
     }
 }
+
+#if defined(__GNUC__)
+#define TSR_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define TSR_ALWAYS_INLINE inline
+#endif
 
 /* Weight types without kernels of their own (Q4_1, Q5_0, Q5_1, IQ4_NL, K-quants without
  * a Q8_K slot): ops read them a row at a time through the core's dequantization. */
@@ -286,6 +295,8 @@ struct kernels {
     void (*dot4[SLOT_COUNT])(int64_t n, const char * x, size_t lda, const void * y, float * out);
     /* x (src0 row of the slot's K-quant type) with y quantized to Q8_K; NULL: the scalar path's */
     float (*dot_q8k[KSLOT_COUNT])(int64_t n, const void * x, const tsr_block_q8_K * y);
+    /* F32 row -> Q8_K blocks (n a multiple of 256) */
+    void (*quantize_q8k)(const float * x, tsr_block_q8_K * y, int64_t n);
     /* F32 row -> yq8 blocks (n a multiple of 32) */
     void (*quantize_y)(const float * x, yq8 * y, int64_t n);
     /* y[i] += a * x[i] (flash attention V accumulation) */

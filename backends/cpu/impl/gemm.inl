@@ -195,16 +195,17 @@ static size_t mm_work_size(const tsr_tensor * dst, const kernels * K, int nth) {
 
 /* Row (i1, i2, i3) of src1 quantized to Q8_K, a super-block at a time when it is not
  * a contiguous F32 row. */
-static void quantize_row_q8k(const tsr_tensor * s1, int64_t i1, int64_t i2, int64_t i3, tsr_block_q8_K * d) {
+static void quantize_row_q8k(const kernels * K, const tsr_tensor * s1, int64_t i1, int64_t i2, int64_t i3, tsr_block_q8_K * d) {
     const int64_t Kd = s1->ne[0];
+    const auto quantize = K->quantize_q8k ? K->quantize_q8k : kernels_scalar.quantize_q8k;
     if (s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {
-        tsr_from_float_row(TSR_TYPE_Q8_K, (const float *)tptr(s1, 0, i1, i2, i3), d, Kd);
+        quantize((const float *)tptr(s1, 0, i1, i2, i3), d, Kd);
         return;
     }
     float tmp[TSR_QK_K];
     for (int64_t b = 0; b < Kd / TSR_QK_K; ++b) {
         for (int j = 0; j < TSR_QK_K; ++j) tmp[j] = ld(s1->type, tptr(s1, b * TSR_QK_K + j, i1, i2, i3));
-        tsr_from_float_row(TSR_TYPE_Q8_K, tmp, d + b, TSR_QK_K);
+        quantize(tmp, d + b, TSR_QK_K);
     }
 }
 
@@ -231,7 +232,7 @@ static void mm_prepare_operands(const cparams & p, const mm_plan & pl, const tsr
             const int64_t i1 = r % s1->ne[1], i2 = (r / s1->ne[1]) % s1->ne[2], i3 = r / (s1->ne[1] * s1->ne[2]);
             uint8_t * d = yw + (size_t)r * pl.y_row;
             if (pl.y_q8k) {
-                quantize_row_q8k(s1, i1, i2, i3, (tsr_block_q8_K *)d);
+                quantize_row_q8k(p.K, s1, i1, i2, i3, (tsr_block_q8_K *)d);
                 continue;
             }
             if (pl.y_q8 && s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {
