@@ -8134,14 +8134,28 @@ static inline int q8k_slot(enum tsr_type t) {
     }
 }
 
+/* 32-element weight types with integer dot products against yq8 activations (besides
+ * Q8_0 / Q4_0, which have GEMM and 4-row kernels of their own). */
+enum { QSLOT_Q4_1 = 0, QSLOT_Q5_0, QSLOT_Q5_1, QSLOT_IQ4_NL, QSLOT_COUNT };
+
+static inline int yq8_slot(enum tsr_type t) {
+    switch (t) {
+        case TSR_TYPE_Q4_1: return QSLOT_Q4_1;
+        case TSR_TYPE_Q5_0: return QSLOT_Q5_0;
+        case TSR_TYPE_Q5_1: return QSLOT_Q5_1;
+        case TSR_TYPE_IQ4_NL: return QSLOT_IQ4_NL;
+        default: return -1;
+    }
+}
+
 #if defined(__GNUC__)
 #define TSR_ALWAYS_INLINE inline __attribute__((always_inline))
 #else
 #define TSR_ALWAYS_INLINE inline
 #endif
 
-/* Weight types without kernels of their own (Q4_1, Q5_0, Q5_1, IQ4_NL, K-quants without
- * a Q8_K slot): ops read them a row at a time through the core's dequantization. */
+/* Weight types beyond Q8_0 / Q4_0: ops read them a row at a time through the core's
+ * dequantization (get_rows, cpy, ...); mul_mat through their Q8_K or yq8 dot products. */
 static inline bool is_row_quant(enum tsr_type t) {
     switch (t) {
         case TSR_TYPE_Q4_1: case TSR_TYPE_Q5_0: case TSR_TYPE_Q5_1: case TSR_TYPE_IQ4_NL:
@@ -8207,6 +8221,8 @@ struct kernels {
     void (*dot4[SLOT_COUNT])(int64_t n, const char * x, size_t lda, const void * y, float * out);
     /* x (src0 row of the slot's K-quant type) with y quantized to Q8_K; NULL: the scalar path's */
     float (*dot_q8k[KSLOT_COUNT])(int64_t n, const void * x, const tsr_block_q8_K * y);
+    /* x (src0 row of the slot's 32-element type) with yq8 blocks; NULL: the scalar path's */
+    float (*dot_yq8[QSLOT_COUNT])(int64_t n, const void * x, const yq8 * y);
     /* F32 row -> Q8_K blocks (n a multiple of 256) */
     void (*quantize_q8k)(const float * x, tsr_block_q8_K * y, int64_t n);
     /* F32 row -> yq8 blocks (n a multiple of 32) */
@@ -8794,6 +8810,43 @@ static float dot_q6_K_q8_K_scalar(int64_t n, const void * vx, const tsr_block_q8
     return s;
 }
 
+/* Q4_1, Q5_0, Q5_1, IQ4_NL against yq8: a block's levels unpacked, one exact int32 sum
+ * per block; Q4_1 / Q5_1's min meets the activations' block sum, Q5_0's offset of 16 too. */
+template <tsr_type T>
+static TSR_ALWAYS_INLINE float dot_q32_yq8(int64_t n, const void * vx, const yq8 * y) {
+    float s = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b) {
+        int q[32];
+        float d, m = 0.0f;
+        if (T == TSR_TYPE_Q4_1 || T == TSR_TYPE_Q5_1) {
+            using block = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1, tsr_block_q5_1>;
+            const block & x = ((const block *)vx)[b];
+            tsr_impl::unpack_q32(x.qs, tsr_impl::fifth_bits(x), q);
+            d = h2f(x.d);
+            m = h2f(x.m);
+        } else if (T == TSR_TYPE_Q5_0) {
+            const tsr_block_q5_0 & x = ((const tsr_block_q5_0 *)vx)[b];
+            tsr_impl::unpack_q32(x.qs, tsr_impl::load_u32(x.qh), q);
+            d = h2f(x.d);
+        } else {
+            const tsr_block_iq4_nl & x = ((const tsr_block_iq4_nl *)vx)[b];
+            tsr_impl::unpack_q32(x.qs, 0, q);
+            for (int j = 0; j < 32; ++j) q[j] = tsr_impl::iq4nl_values[q[j]];
+            d = h2f(x.d);
+        }
+        int32_t acc = 0;
+        for (int j = 0; j < 32; ++j) acc += q[j] * y[b].qs[j];
+        if (T == TSR_TYPE_Q5_0) acc -= 16 * y[b].sum;
+        s += d * y[b].d * (float)acc + m * y[b].d * (float)y[b].sum;
+    }
+    return s;
+}
+
+static float dot_q4_1_yq8_scalar(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8<TSR_TYPE_Q4_1>(n, x, y); }
+static float dot_q5_0_yq8_scalar(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8<TSR_TYPE_Q5_0>(n, x, y); }
+static float dot_q5_1_yq8_scalar(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8<TSR_TYPE_Q5_1>(n, x, y); }
+static float dot_iq4_nl_yq8_scalar(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8<TSR_TYPE_IQ4_NL>(n, x, y); }
+
 static void quantize_q8k_scalar(const float * x, tsr_block_q8_K * y, int64_t n) { tsr_from_float_row(TSR_TYPE_Q8_K, x, y, n); }
 
 static void axpy_f32_scalar(int64_t n, float a, const float * x, float * y) {
@@ -8818,6 +8871,10 @@ static constexpr kernels kernels_scalar = [] {
     k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_scalar;
     k.dot_q8k[KSLOT_Q5_K] = dot_q5_K_q8_K_scalar;
     k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_scalar;
+    k.dot_yq8[QSLOT_Q4_1] = dot_q4_1_yq8_scalar;
+    k.dot_yq8[QSLOT_Q5_0] = dot_q5_0_yq8_scalar;
+    k.dot_yq8[QSLOT_Q5_1] = dot_q5_1_yq8_scalar;
+    k.dot_yq8[QSLOT_IQ4_NL] = dot_iq4_nl_yq8_scalar;
     k.quantize_q8k = quantize_q8k_scalar;
     k.quantize_y = quantize_y_scalar;
     k.axpy_f32 = axpy_f32_scalar;
@@ -9711,6 +9768,57 @@ TSR_TARGET_AVX2 static float dot_q5_K_q8_K_avx2(int64_t n, const void * x, const
     return dot_k4_q8_K<true>(n, (const uint8_t *)x, sizeof(tsr_block_q5_K), y);
 }
 
+/* Bits 0..31 of qh as bytes 0x10 (set) or 0 (clear), in element order: each byte gets the
+ * qh byte holding its bit, and all ones after OR-ing every other bit in (ggml's trick). */
+TSR_TARGET_AVX2 static inline __m256i fifth_bits_avx2(const uint8_t * qh) {
+    uint32_t bits;
+    std::memcpy(&bits, qh, 4);
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits),
+                                               _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)), _mm256_set1_epi64x(-1));
+    return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+/* Q4_1, Q5_0, Q5_1, IQ4_NL against yq8, a block per step: levels 0..31 unsigned times int8
+ * (IQ4_NL: the table's values, signed), Q4_1 / Q5_1's min and Q5_0's offset of 16 through
+ * the activations' block sums. */
+template <tsr_type T>
+TSR_TARGET_AVX2 static float dot_q32_yq8_avx2(int64_t n, const void * vx, const yq8 * y) {
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values));
+    __m256 acc = _mm256_setzero_ps();
+    float corr = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const __m256i yv = _mm256_loadu_si256((const __m256i *)y[b].qs);
+        __m256i p;
+        float d;
+        if (T == TSR_TYPE_IQ4_NL) {
+            const tsr_block_iq4_nl & x = ((const tsr_block_iq4_nl *)vx)[b];
+            p = dot32_s8s8_avx2(_mm256_shuffle_epi8(table, unpack_q4_avx2(x.qs)), yv);
+            d = h2f_avx2(x.d);
+        } else if (T == TSR_TYPE_Q5_0) {
+            const tsr_block_q5_0 & x = ((const tsr_block_q5_0 *)vx)[b];
+            p = dot32_u4s8_avx2(_mm256_or_si256(unpack_q4_avx2(x.qs), fifth_bits_avx2(x.qh)), yv);
+            d = h2f_avx2(x.d);
+            corr += 16.0f * d * y[b].d * (float)y[b].sum;
+        } else {
+            using block = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1, tsr_block_q5_1>;
+            const block & x = ((const block *)vx)[b];
+            __m256i q = unpack_q4_avx2(x.qs);
+            if (T == TSR_TYPE_Q5_1) q = _mm256_or_si256(q, fifth_bits_avx2(((const tsr_block_q5_1 &)x).qh));
+            p = dot32_u4s8_avx2(q, yv);
+            d = h2f_avx2(x.d);
+            corr -= h2f_avx2(x.m) * y[b].d * (float)y[b].sum;
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * y[b].d), acc);
+    }
+    return hsum256(acc) - corr;
+}
+
+TSR_TARGET_AVX2 static float dot_q4_1_yq8_avx2(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8_avx2<TSR_TYPE_Q4_1>(n, x, y); }
+TSR_TARGET_AVX2 static float dot_q5_0_yq8_avx2(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8_avx2<TSR_TYPE_Q5_0>(n, x, y); }
+TSR_TARGET_AVX2 static float dot_q5_1_yq8_avx2(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8_avx2<TSR_TYPE_Q5_1>(n, x, y); }
+TSR_TARGET_AVX2 static float dot_iq4_nl_yq8_avx2(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8_avx2<TSR_TYPE_IQ4_NL>(n, x, y); }
+
 static constexpr kernels kernels_avx2 = [] {
     kernels k{};
     k.isa = TSR_CPU_ISA_AVX2;
@@ -9729,6 +9837,10 @@ static constexpr kernels kernels_avx2 = [] {
     k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_avx2;
     k.dot_q8k[KSLOT_Q5_K] = dot_q5_K_q8_K_avx2;
     k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_avx2;
+    k.dot_yq8[QSLOT_Q4_1] = dot_q4_1_yq8_avx2;
+    k.dot_yq8[QSLOT_Q5_0] = dot_q5_0_yq8_avx2;
+    k.dot_yq8[QSLOT_Q5_1] = dot_q5_1_yq8_avx2;
+    k.dot_yq8[QSLOT_IQ4_NL] = dot_iq4_nl_yq8_avx2;
     k.quantize_q8k = quantize_q8k_avx2;
     k.quantize_y = quantize_y_avx2;
     k.axpy_f32 = axpy_f32_avx2;
@@ -10428,6 +10540,10 @@ static kernels make_kernels_avx512() {
     k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_avx2;
     k.dot_q8k[KSLOT_Q5_K] = dot_q5_K_q8_K_avx2;
     k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_avx2;
+    k.dot_yq8[QSLOT_Q4_1] = dot_q4_1_yq8_avx2;
+    k.dot_yq8[QSLOT_Q5_0] = dot_q5_0_yq8_avx2;
+    k.dot_yq8[QSLOT_Q5_1] = dot_q5_1_yq8_avx2;
+    k.dot_yq8[QSLOT_IQ4_NL] = dot_iq4_nl_yq8_avx2;
     k.quantize_q8k = quantize_q8k_avx2;
     k.quantize_y = quantize_y_avx2;
     k.axpy_f32 = axpy_f32_avx512;
@@ -11027,17 +11143,12 @@ static inline float dot_any(const kernels * K, enum tsr_type ta, int64_t n, cons
         case TSR_TYPE_BF16: return K->dot_bf16(n, (const uint16_t *)x, (const float *)y);
         case TSR_TYPE_Q8_0: return K->dot_q8_0(n, (const tsr_block_q8_0 *)x, (const yq8 *)y);
         case TSR_TYPE_Q4_0: return K->dot_q4_0(n, (const tsr_block_q4_0 *)x, (const yq8 *)y);
-        default: return 0.0f;
-    }
-}
-
-/* Types without dot kernels: each row dequantized once (into row, K floats), then F32
- * dot products with every column. */
-static void mm_range_dequant(const kernels * K, const mm_args & a, int64_t m0, int64_t m1, float * row) {
-    for (int64_t m = m0; m < m1; ++m) {
-        row_to_f32(a.ta, a.A + (size_t)m * a.lda, row, a.K);
-        for (int64_t n = 0; n < a.N; ++n)
-            a.C[(size_t)n * a.ldc + m] = K->dot_f32(a.K, row, (const float *)(a.B + (size_t)n * a.ldb));
+        default: {
+            const int qs = yq8_slot(ta);
+            if (qs < 0) return 0.0f;
+            const auto dot = K->dot_yq8[qs] ? K->dot_yq8[qs] : kernels_scalar.dot_yq8[qs];
+            return dot(n, x, (const yq8 *)y);
+        }
     }
 }
 
@@ -11055,7 +11166,6 @@ static void mm_range_q8k(const kernels * K, const mm_args & a, int64_t m0, int64
 static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m1, uint8_t * tws) {
     if (m0 >= m1) return;
     if (q8k_slot(a.ta) >= 0) return mm_range_q8k(K, a, m0, m1);
-    if (is_row_quant(a.ta)) return mm_range_dequant(K, a, m0, m1, (float *)tws);
     const gemm_impl * g = a.g;
     if (!g) {
         /* Dot products. With a 4-row kernel, the range is cut into 4 equal parts walked side by
@@ -11148,8 +11258,7 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
     }
     const int64_t ny = s1->ne[1] * s1->ne[2] * s1->ne[3];
     pl.y_q8k = q8k_slot(pl.ta) >= 0;
-    const bool x_rows = is_row_quant(pl.ta) && !pl.y_q8k;  /* dequantized a row at a time: F32 columns */
-    pl.y_q8 = tsr_is_quantized(pl.ta) && !x_rows && !pl.y_q8k;
+    pl.y_q8 = tsr_is_quantized(pl.ta) && !pl.y_q8k;
     pl.y_conv = !pl.y_q8 && !pl.y_q8k && (s1->type != TSR_TYPE_F32 || s1->nb[0] != 4);
     const int slot = type_slot(pl.ta);
     pl.g = (slot >= 0 && s1->ne[1] >= GEMM_MIN_N) ? K->gemm[slot] : nullptr;
@@ -11158,7 +11267,7 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
     else if (pl.y_q8k) pl.y_row = (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K);
     else if (pl.y_conv) pl.y_row = (size_t)Kd * 4;
     pl.y_bytes = align_up(pl.y_row * (size_t)ny, 64);
-    pl.thread_bytes = x_rows ? align_up((size_t)Kd * 4, 64) : gemm_thread_bytes(pl.g, s1->ne[1]);
+    pl.thread_bytes = gemm_thread_bytes(pl.g, s1->ne[1]);
     pl.y_private = pl.y_prepared() && !pl.x_conv && ny <= 4 && nth > 1;
     pl.y_shared = pl.y_private ? 0 : pl.y_bytes;
     if (pl.y_private) pl.thread_bytes += pl.y_bytes;

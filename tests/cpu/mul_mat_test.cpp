@@ -14,9 +14,7 @@ double threshold(tsr_type t) {
         case TSR_TYPE_F32: return 1e-10;
         case TSR_TYPE_F16: return 1e-9;
         case TSR_TYPE_BF16: return 2e-4;   // src1 rounded to bf16 on the vdpbf16ps path
-        case TSR_TYPE_Q8_0: case TSR_TYPE_Q4_0: return 5e-4;   // src1 quantized to 8 bits
-        default:   // K-quants: src1 quantized to Q8_K; the others: dequantized rows, F32 dots
-            return tsr_blck_size(t) == TSR_QK_K ? 5e-4 : 1e-10;
+        default: return 5e-4;              // src1 quantized to 8 bits (per 32, or Q8_K per 256)
     }
 }
 
@@ -287,8 +285,8 @@ const tsr_type kRowQuants[] = {TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1, TSR_
 } // namespace
 
 // The reference: doubles on the weights as the core decodes them (tested in tests/core).
-// K-quants go through integer dot products on activations quantized to Q8_K; the others
-// dequantize rows and take F32 dot products.
+// K-quants go through integer dot products on activations quantized to Q8_K, the others
+// on activations quantized per 32 (yq8).
 TEST_CASE("mul_mat: Q4_1, Q5_0, Q5_1, IQ4_NL and K-quant weights", "[cpu][mul_mat][quant]") {
     for (tsr_type t : kRowQuants) {
         const int64_t B = tsr_blck_size(t);

@@ -50,17 +50,12 @@ static inline float dot_any(const kernels * K, enum tsr_type ta, int64_t n, cons
         case TSR_TYPE_BF16: return K->dot_bf16(n, (const uint16_t *)x, (const float *)y);
         case TSR_TYPE_Q8_0: return K->dot_q8_0(n, (const tsr_block_q8_0 *)x, (const yq8 *)y);
         case TSR_TYPE_Q4_0: return K->dot_q4_0(n, (const tsr_block_q4_0 *)x, (const yq8 *)y);
-        default: return 0.0f;
-    }
-}
-
-/* Types without dot kernels: each row dequantized once (into row, K floats), then F32
- * dot products with every column. */
-static void mm_range_dequant(const kernels * K, const mm_args & a, int64_t m0, int64_t m1, float * row) {
-    for (int64_t m = m0; m < m1; ++m) {
-        row_to_f32(a.ta, a.A + (size_t)m * a.lda, row, a.K);
-        for (int64_t n = 0; n < a.N; ++n)
-            a.C[(size_t)n * a.ldc + m] = K->dot_f32(a.K, row, (const float *)(a.B + (size_t)n * a.ldb));
+        default: {
+            const int qs = yq8_slot(ta);
+            if (qs < 0) return 0.0f;
+            const auto dot = K->dot_yq8[qs] ? K->dot_yq8[qs] : kernels_scalar.dot_yq8[qs];
+            return dot(n, x, (const yq8 *)y);
+        }
     }
 }
 
@@ -78,7 +73,6 @@ static void mm_range_q8k(const kernels * K, const mm_args & a, int64_t m0, int64
 static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m1, uint8_t * tws) {
     if (m0 >= m1) return;
     if (q8k_slot(a.ta) >= 0) return mm_range_q8k(K, a, m0, m1);
-    if (is_row_quant(a.ta)) return mm_range_dequant(K, a, m0, m1, (float *)tws);
     const gemm_impl * g = a.g;
     if (!g) {
         /* Dot products. With a 4-row kernel, the range is cut into 4 equal parts walked side by
@@ -171,8 +165,7 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
     }
     const int64_t ny = s1->ne[1] * s1->ne[2] * s1->ne[3];
     pl.y_q8k = q8k_slot(pl.ta) >= 0;
-    const bool x_rows = is_row_quant(pl.ta) && !pl.y_q8k;  /* dequantized a row at a time: F32 columns */
-    pl.y_q8 = tsr_is_quantized(pl.ta) && !x_rows && !pl.y_q8k;
+    pl.y_q8 = tsr_is_quantized(pl.ta) && !pl.y_q8k;
     pl.y_conv = !pl.y_q8 && !pl.y_q8k && (s1->type != TSR_TYPE_F32 || s1->nb[0] != 4);
     const int slot = type_slot(pl.ta);
     pl.g = (slot >= 0 && s1->ne[1] >= GEMM_MIN_N) ? K->gemm[slot] : nullptr;
@@ -181,7 +174,7 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
     else if (pl.y_q8k) pl.y_row = (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K);
     else if (pl.y_conv) pl.y_row = (size_t)Kd * 4;
     pl.y_bytes = align_up(pl.y_row * (size_t)ny, 64);
-    pl.thread_bytes = x_rows ? align_up((size_t)Kd * 4, 64) : gemm_thread_bytes(pl.g, s1->ne[1]);
+    pl.thread_bytes = gemm_thread_bytes(pl.g, s1->ne[1]);
     pl.y_private = pl.y_prepared() && !pl.x_conv && ny <= 4 && nth > 1;
     pl.y_shared = pl.y_private ? 0 : pl.y_bytes;
     if (pl.y_private) pl.thread_bytes += pl.y_bytes;

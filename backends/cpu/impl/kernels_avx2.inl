@@ -683,6 +683,57 @@ TSR_TARGET_AVX2 static float dot_q5_K_q8_K_avx2(int64_t n, const void * x, const
     return dot_k4_q8_K<true>(n, (const uint8_t *)x, sizeof(tsr_block_q5_K), y);
 }
 
+/* Bits 0..31 of qh as bytes 0x10 (set) or 0 (clear), in element order: each byte gets the
+ * qh byte holding its bit, and all ones after OR-ing every other bit in (ggml's trick). */
+TSR_TARGET_AVX2 static inline __m256i fifth_bits_avx2(const uint8_t * qh) {
+    uint32_t bits;
+    std::memcpy(&bits, qh, 4);
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits),
+                                               _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)), _mm256_set1_epi64x(-1));
+    return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+/* Q4_1, Q5_0, Q5_1, IQ4_NL against yq8, a block per step: levels 0..31 unsigned times int8
+ * (IQ4_NL: the table's values, signed), Q4_1 / Q5_1's min and Q5_0's offset of 16 through
+ * the activations' block sums. */
+template <tsr_type T>
+TSR_TARGET_AVX2 static float dot_q32_yq8_avx2(int64_t n, const void * vx, const yq8 * y) {
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values));
+    __m256 acc = _mm256_setzero_ps();
+    float corr = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const __m256i yv = _mm256_loadu_si256((const __m256i *)y[b].qs);
+        __m256i p;
+        float d;
+        if (T == TSR_TYPE_IQ4_NL) {
+            const tsr_block_iq4_nl & x = ((const tsr_block_iq4_nl *)vx)[b];
+            p = dot32_s8s8_avx2(_mm256_shuffle_epi8(table, unpack_q4_avx2(x.qs)), yv);
+            d = h2f_avx2(x.d);
+        } else if (T == TSR_TYPE_Q5_0) {
+            const tsr_block_q5_0 & x = ((const tsr_block_q5_0 *)vx)[b];
+            p = dot32_u4s8_avx2(_mm256_or_si256(unpack_q4_avx2(x.qs), fifth_bits_avx2(x.qh)), yv);
+            d = h2f_avx2(x.d);
+            corr += 16.0f * d * y[b].d * (float)y[b].sum;
+        } else {
+            using block = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1, tsr_block_q5_1>;
+            const block & x = ((const block *)vx)[b];
+            __m256i q = unpack_q4_avx2(x.qs);
+            if (T == TSR_TYPE_Q5_1) q = _mm256_or_si256(q, fifth_bits_avx2(((const tsr_block_q5_1 &)x).qh));
+            p = dot32_u4s8_avx2(q, yv);
+            d = h2f_avx2(x.d);
+            corr -= h2f_avx2(x.m) * y[b].d * (float)y[b].sum;
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * y[b].d), acc);
+    }
+    return hsum256(acc) - corr;
+}
+
+TSR_TARGET_AVX2 static float dot_q4_1_yq8_avx2(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8_avx2<TSR_TYPE_Q4_1>(n, x, y); }
+TSR_TARGET_AVX2 static float dot_q5_0_yq8_avx2(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8_avx2<TSR_TYPE_Q5_0>(n, x, y); }
+TSR_TARGET_AVX2 static float dot_q5_1_yq8_avx2(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8_avx2<TSR_TYPE_Q5_1>(n, x, y); }
+TSR_TARGET_AVX2 static float dot_iq4_nl_yq8_avx2(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8_avx2<TSR_TYPE_IQ4_NL>(n, x, y); }
+
 static constexpr kernels kernels_avx2 = [] {
     kernels k{};
     k.isa = TSR_CPU_ISA_AVX2;
@@ -701,6 +752,10 @@ static constexpr kernels kernels_avx2 = [] {
     k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_avx2;
     k.dot_q8k[KSLOT_Q5_K] = dot_q5_K_q8_K_avx2;
     k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_avx2;
+    k.dot_yq8[QSLOT_Q4_1] = dot_q4_1_yq8_avx2;
+    k.dot_yq8[QSLOT_Q5_0] = dot_q5_0_yq8_avx2;
+    k.dot_yq8[QSLOT_Q5_1] = dot_q5_1_yq8_avx2;
+    k.dot_yq8[QSLOT_IQ4_NL] = dot_iq4_nl_yq8_avx2;
     k.quantize_q8k = quantize_q8k_avx2;
     k.quantize_y = quantize_y_avx2;
     k.axpy_f32 = axpy_f32_avx2;

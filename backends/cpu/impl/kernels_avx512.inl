@@ -677,6 +677,10 @@ static kernels make_kernels_avx512() {
     k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_avx2;
     k.dot_q8k[KSLOT_Q5_K] = dot_q5_K_q8_K_avx2;
     k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_avx2;
+    k.dot_yq8[QSLOT_Q4_1] = dot_q4_1_yq8_avx2;
+    k.dot_yq8[QSLOT_Q5_0] = dot_q5_0_yq8_avx2;
+    k.dot_yq8[QSLOT_Q5_1] = dot_q5_1_yq8_avx2;
+    k.dot_yq8[QSLOT_IQ4_NL] = dot_iq4_nl_yq8_avx2;
     k.quantize_q8k = quantize_q8k_avx2;
     k.quantize_y = quantize_y_avx2;
     k.axpy_f32 = axpy_f32_avx512;

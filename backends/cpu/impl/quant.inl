@@ -258,6 +258,43 @@ static float dot_q6_K_q8_K_scalar(int64_t n, const void * vx, const tsr_block_q8
     return s;
 }
 
+/* Q4_1, Q5_0, Q5_1, IQ4_NL against yq8: a block's levels unpacked, one exact int32 sum
+ * per block; Q4_1 / Q5_1's min meets the activations' block sum, Q5_0's offset of 16 too. */
+template <tsr_type T>
+static TSR_ALWAYS_INLINE float dot_q32_yq8(int64_t n, const void * vx, const yq8 * y) {
+    float s = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b) {
+        int q[32];
+        float d, m = 0.0f;
+        if (T == TSR_TYPE_Q4_1 || T == TSR_TYPE_Q5_1) {
+            using block = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1, tsr_block_q5_1>;
+            const block & x = ((const block *)vx)[b];
+            tsr_impl::unpack_q32(x.qs, tsr_impl::fifth_bits(x), q);
+            d = h2f(x.d);
+            m = h2f(x.m);
+        } else if (T == TSR_TYPE_Q5_0) {
+            const tsr_block_q5_0 & x = ((const tsr_block_q5_0 *)vx)[b];
+            tsr_impl::unpack_q32(x.qs, tsr_impl::load_u32(x.qh), q);
+            d = h2f(x.d);
+        } else {
+            const tsr_block_iq4_nl & x = ((const tsr_block_iq4_nl *)vx)[b];
+            tsr_impl::unpack_q32(x.qs, 0, q);
+            for (int j = 0; j < 32; ++j) q[j] = tsr_impl::iq4nl_values[q[j]];
+            d = h2f(x.d);
+        }
+        int32_t acc = 0;
+        for (int j = 0; j < 32; ++j) acc += q[j] * y[b].qs[j];
+        if (T == TSR_TYPE_Q5_0) acc -= 16 * y[b].sum;
+        s += d * y[b].d * (float)acc + m * y[b].d * (float)y[b].sum;
+    }
+    return s;
+}
+
+static float dot_q4_1_yq8_scalar(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8<TSR_TYPE_Q4_1>(n, x, y); }
+static float dot_q5_0_yq8_scalar(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8<TSR_TYPE_Q5_0>(n, x, y); }
+static float dot_q5_1_yq8_scalar(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8<TSR_TYPE_Q5_1>(n, x, y); }
+static float dot_iq4_nl_yq8_scalar(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8<TSR_TYPE_IQ4_NL>(n, x, y); }
+
 static void quantize_q8k_scalar(const float * x, tsr_block_q8_K * y, int64_t n) { tsr_from_float_row(TSR_TYPE_Q8_K, x, y, n); }
 
 static void axpy_f32_scalar(int64_t n, float a, const float * x, float * y) {
@@ -282,6 +319,10 @@ static constexpr kernels kernels_scalar = [] {
     k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_scalar;
     k.dot_q8k[KSLOT_Q5_K] = dot_q5_K_q8_K_scalar;
     k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_scalar;
+    k.dot_yq8[QSLOT_Q4_1] = dot_q4_1_yq8_scalar;
+    k.dot_yq8[QSLOT_Q5_0] = dot_q5_0_yq8_scalar;
+    k.dot_yq8[QSLOT_Q5_1] = dot_q5_1_yq8_scalar;
+    k.dot_yq8[QSLOT_IQ4_NL] = dot_iq4_nl_yq8_scalar;
     k.quantize_q8k = quantize_q8k_scalar;
     k.quantize_y = quantize_y_scalar;
     k.axpy_f32 = axpy_f32_scalar;
