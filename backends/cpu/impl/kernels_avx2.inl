@@ -559,25 +559,36 @@ static inline __m128i q4k_scales_mins(const uint8_t * packed) {
     return v;
 }
 
-/* Q4_K against Q8_K: one ymm of nibbles per 64 elements (low nibbles sub-block 2c, high
- * 2c+1). A nibble x int8 pair is at most 2 * 15 * 127 in int16; times a 6-bit scale, int32.
- * The mins meet the activations' 16-element sums (bsums) once per super-block. */
-TSR_TARGET_AVX2 static float dot_q4_K_q8_K_avx2(int64_t n, const void * vx, const tsr_block_q8_K * y) {
-    const tsr_block_q4_K * x = (const tsr_block_q4_K *)vx;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
+/* Q4_K (HIGH false) / Q5_K (HIGH true) against Q8_K: one ymm of nibbles per 64 elements (low
+ * nibbles sub-block 2c, high 2c+1), Q5_K's fifth bits from bits 2c / 2c+1 of the 32 qh bytes.
+ * A level x int8 pair is at most 2 * 31 * 127 in int16; times a 6-bit scale, int32. The mins
+ * meet the activations' 16-element sums (bsums) once per super-block. */
+template <bool HIGH>
+TSR_TARGET_AVX2 static float dot_k4_q8_K_avx2(int64_t n, const uint8_t * base, size_t bsize, const tsr_block_q8_K * y) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(0x01);
     __m256 acc = _mm256_setzero_ps();
     __m128 acc_m = _mm_setzero_ps();
     for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
-        const __m128i sm = q4k_scales_mins(x[i].scales);
+        const uint8_t * blk = base + (size_t)i * bsize;
+        const uint8_t * qs = blk + (HIGH ? 48 : 16);
+        const __m128i sm = q4k_scales_mins(blk + 4);
         /* mins x (pairs of 16-element activation sums): 8 products in 4 int32 lanes */
         const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[i].bsums), _mm_loadu_si128((const __m128i *)y[i].bsums + 1));
         const __m128i pm = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)), bs);
-        acc_m = _mm_fmadd_ps(_mm_cvtepi32_ps(pm), _mm_set1_ps(y[i].d * h2f_avx2(x[i].dmin)), acc_m);
+        uint16_t d16, dmin16;
+        std::memcpy(&d16, blk, 2);
+        std::memcpy(&dmin16, blk + 2, 2);
+        acc_m = _mm_fmadd_ps(_mm_cvtepi32_ps(pm), _mm_set1_ps(y[i].d * h2f_avx2(dmin16)), acc_m);
+        const __m256i qh = HIGH ? _mm256_loadu_si256((const __m256i *)(blk + 16)) : _mm256_setzero_si256();
         __m256i sumi = _mm256_setzero_si256();
 #pragma GCC unroll 4
         for (int c = 0; c < 4; ++c) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
-            const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if (HIGH) {
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), m1), 4));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), m1), 4));
+            }
             const __m256i y0 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c));
             const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c + 32));
             const __m256i s0 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_set1_epi8((char)(2 * c))));
@@ -586,11 +597,25 @@ TSR_TARGET_AVX2 static float dot_q4_K_q8_K_avx2(int64_t n, const void * vx, cons
             const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), s1);
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
         }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(y[i].d * h2f_avx2(x[i].d)), acc);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(y[i].d * h2f_avx2(d16)), acc);
     }
     __m128 m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
     m = _mm_add_ss(m, _mm_movehdup_ps(m));
     return hsum256(acc) - _mm_cvtss_f32(m);
+}
+
+TSR_TARGET_AVX2 static float dot_q4_K_q8_K_avx2(int64_t n, const void * x, const tsr_block_q8_K * y) {
+    return dot_k4_q8_K_avx2<false>(n, (const uint8_t *)x, sizeof(tsr_block_q4_K), y);
+}
+TSR_TARGET_AVX2 static float dot_q5_K_q8_K_avx2(int64_t n, const void * x, const tsr_block_q8_K * y) {
+    return dot_k4_q8_K_avx2<true>(n, (const uint8_t *)x, sizeof(tsr_block_q5_K), y);
+}
+
+/* The int16 pair sums of 32 elements spanning scale groups g and g + 1 (int16 lanes 0-7 and
+ * 8-15) times those groups' scales (int8 scales sc8). */
+TSR_TARGET_AVX2 static inline __m256i scale_pairs_avx2(__m256i pairs, __m128i sc8, int g) {
+    const __m128i pick = _mm_set_epi64x((long long)(0x0101010101010101ull * (unsigned)(g + 1)), (long long)(0x0101010101010101ull * (unsigned)g));
+    return _mm256_madd_epi16(pairs, _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, pick)));
 }
 
 /* Q6_K against Q8_K: the 6-bit levels 0..63 stay unsigned for vpmaddubsw (a pair is at most
@@ -622,12 +647,8 @@ TSR_TARGET_AVX2 static float dot_q6_K_q8_K_avx2(int64_t n, const void * vx, cons
             };
 #pragma GCC unroll 4
             for (int k = 0; k < 4; ++k) {
-                const int g = 8 * h + 2 * k;  /* the scale groups of these 32 elements: g, g + 1 */
-                const __m128i pick = _mm_set_epi64x((long long)(0x0101010101010101ull * (unsigned)(g + 1)),
-                                                    (long long)(0x0101010101010101ull * (unsigned)g));
-                const __m256i scv = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, pick));
                 const __m256i yk = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * k));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], yk), scv));
+                sumi = _mm256_add_epi32(sumi, scale_pairs_avx2(_mm256_maddubs_epi16(q[k], yk), sc8, 8 * h + 2 * k));
             }
         }
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(h2f_avx2(x[i].d) * y[i].d), acc);
@@ -676,12 +697,58 @@ TSR_TARGET_AVX2 static void quantize_q8k_avx2(const float * x, tsr_block_q8_K * 
     }
 }
 
-/* Q2_K, Q3_K, Q5_K: the portable byte loops, vectorized by the compiler for AVX2. */
-TSR_TARGET_AVX2 static float dot_q2_K_q8_K_avx2(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K<false>(n, x, y); }
-TSR_TARGET_AVX2 static float dot_q3_K_q8_K_avx2(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K<true>(n, x, y); }
-TSR_TARGET_AVX2 static float dot_q5_K_q8_K_avx2(int64_t n, const void * x, const tsr_block_q8_K * y) {
-    return dot_k4_q8_K<true>(n, (const uint8_t *)x, sizeof(tsr_block_q5_K), y);
+/* Q2_K (levels 0..3, 4-bit scales and mins) / Q3_K (levels 0..7 made unsigned by + 4,
+ * signed 6-bit scales) against Q8_K: element 128h + 32j + l has its two low bits at bits 2j
+ * of qs[32h + l] (Q3_K: its third bit at bit 4h + j of hmask[l]). The mins (Q2_K) and the
+ * offset 4 (Q3_K) meet the activations' 16-element sums once per super-block. */
+template <bool Q3>
+TSR_TARGET_AVX2 static float dot_k2_q8_K_avx2(int64_t n, const void * vx, const tsr_block_q8_K * y) {
+    const __m256i m3 = _mm256_set1_epi8(0x03), m1 = _mm256_set1_epi8(0x01);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        const uint8_t * qs;
+        __m128i sc8;
+        __m256i hm = _mm256_setzero_si256(), sumi;
+        float d, dmin = 0.0f;
+        const __m256i bsums = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        if (Q3) {
+            const tsr_block_q3_K & b = ((const tsr_block_q3_K *)vx)[i];
+            int8_t sc[16];
+            for (int g = 0; g < 16; ++g) sc[g] = (int8_t)tsr_impl::q3k_scale(g, b.scales);
+            sc8 = _mm_loadu_si128((const __m128i *)sc);
+            qs = b.qs;
+            hm = _mm256_loadu_si256((const __m256i *)b.hmask);
+            d = h2f_avx2(b.d);
+            sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), bsums), 2));
+        } else {
+            const tsr_block_q2_K & b = ((const tsr_block_q2_K *)vx)[i];
+            const __m128i raw = _mm_loadu_si128((const __m128i *)b.scales);
+            sc8 = _mm_and_si128(raw, _mm_set1_epi8(0x0F));
+            qs = b.qs;
+            d = h2f_avx2(b.d);
+            dmin = h2f_avx2(b.dmin);
+            const __m256i pm = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F))), bsums);
+            acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(pm), _mm256_set1_ps(y[i].d * dmin), acc);
+            sumi = _mm256_setzero_si256();
+        }
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+            const __m256i qv = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; ++j) {
+                __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
+                if (Q3) q = _mm256_or_si256(q, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), m1), 2));
+                const __m256i yv = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * j));
+                sumi = _mm256_add_epi32(sumi, scale_pairs_avx2(_mm256_maddubs_epi16(q, yv), sc8, 8 * h + 2 * j));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(y[i].d * d), acc);
+    }
+    return hsum256(acc);
 }
+
+TSR_TARGET_AVX2 static float dot_q2_K_q8_K_avx2(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K_avx2<false>(n, x, y); }
+TSR_TARGET_AVX2 static float dot_q3_K_q8_K_avx2(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K_avx2<true>(n, x, y); }
 
 /* Bits 0..31 of qh as bytes 0x10 (set) or 0 (clear), in element order: each byte gets the
  * qh byte holding its bit, and all ones after OR-ing every other bit in (ggml's trick). */
