@@ -516,6 +516,32 @@ TEST_CASE("model: tiny models on Vulkan equal the reference", "[model][vulkan]")
 #endif
 }
 
+// A backend without kernels for a file's weight type refuses it at session setup, naming
+// the first tensor it cannot run (the token embeddings' get_rows) and the type.
+TEST_CASE("model: Vulkan refuses a K-quant file, naming the tensor and the type", "[model][vulkan][quant]") {
+#ifdef TSR_HAVE_VULKAN
+    if (tsr_backend_vk_get_device_count() == 0) {
+        WARN("skipped: no Vulkan device");
+        return;
+    }
+    std::string err;
+    backend_holder be;
+    be.b = make_backend("vulkan", -1, 1, err);
+    REQUIRE_OK(be.b);
+    tiny t;
+    make_tiny(arch::llama, TSR_TYPE_Q4_K, t);
+    model m;
+    REQUIRE_OK(load_model(t.path.c_str(), be.b, m, nullptr, nullptr, err));
+    session s;
+    CHECK_FALSE(session_init(s, m, be.b, test_params(TSR_TYPE_F32, true), err));
+    INFO(err);
+    CHECK(err.find("'token_embd.weight'") != std::string::npos);
+    CHECK(err.find("q4_K") != std::string::npos);
+#else
+    WARN("skipped: built without the Vulkan backend (TSR_HAVE_VULKAN)");
+#endif
+}
+
 TEST_CASE("model: tiny models on CUDA equal the reference", "[model][cuda]") {
 #ifdef TSR_HAVE_CUDA
     if (tsr_backend_cuda_get_device_count() == 0) {
