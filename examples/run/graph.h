@@ -223,6 +223,18 @@ inline bool build_graph(session & s, int n_tokens, int n_past, bool all_logits, 
 
 // Create the KV cache buffer and the allocator; reserve the compute buffer for the worst
 // case (n_batch tokens attending to the whole context).
+// Why a backend cannot run a node: the weight it reads when that is a type the backend
+// has no kernels for (a file's quantization), else the op itself.
+inline std::string unsupported_node_message(tsr_backend_t backend, const tsr_tensor * bad) {
+    const std::string be = std::string("the ") + tsr_backend_name(backend) + " backend";
+    for (const tsr_tensor * src : bad->src) {
+        if (src && src->op == TSR_OP_NONE && tsr_is_quantized(src->type))
+            return be + " cannot run tensor '" + src->name + "' of type " + tsr_type_name(src->type) + " (op " + tsr_op_desc(bad) +
+                   "): use the CPU backend or a file in a type it runs";
+    }
+    return be + " does not support op " + tsr_op_desc(bad) + " (node '" + bad->name + "', type " + tsr_type_name(bad->type) + ")";
+}
+
 inline bool session_init(session & s, const model & m, tsr_backend_t backend, const session_params & sp, std::string & err) {
     s.release();
     s.m = &m;
@@ -275,8 +287,7 @@ inline bool session_init(session & s, const model & m, tsr_backend_t backend, co
             if (!build_graph(s, s.sp.n_batch, s.n_ctx - s.sp.n_batch, sp.all_logits, io, err)) return false;
             continue;
         }
-        err = std::string("the ") + tsr_backend_name(backend) + " backend does not support op " + tsr_op_desc(bad) + " (node '" +
-              bad->name + "', type " + tsr_type_name(bad->type) + ")";
+        err = unsupported_node_message(backend, bad);
         return false;
     }
     if (!tsr_gallocr_reserve(s.galloc, io.gf)) { err = std::string("reserving the compute buffer: ") + tsr_last_error(); return false; }

@@ -204,9 +204,30 @@ inline int n_weight_tensors(const hparams & hp, bool tied_output) {
     return per_layer * hp.n_layer + (hp.a == arch::gpt2 ? 4 : 2) + (tied_output ? 0 : 1);
 }
 
-// Create every weight tensor (named as llama.cpp does) in ctx: matrices in `wtype` (their
-// rows must be a multiple of its block size), norms, biases and positions in F32.
-inline bool create_weights(tsr_context * ctx, const hparams & hp, tsr_type wtype, bool tied_output, weights & w, std::string & err) {
+// The types of a model's weight matrices: one type for all, or a mix as llama.cpp's
+// llama-quantize makes them (Q4_K_M: Q6_K for output.weight and for attn_v / ffn_down of
+// the layers its use_more_bits picks, Q4_K elsewhere).
+struct weight_types {
+    tsr_type base = TSR_TYPE_F32;
+    tsr_type output = TSR_TYPE_F32;   // output.weight (an untied one)
+    tsr_type more_bits = TSR_TYPE_F32;  // attn_v / ffn_down of the layers more_bits_layer picks
+    weight_types() = default;
+    weight_types(tsr_type t) : base(t), output(t), more_bits(t) {}  // NOLINT: one type for all, implicitly
+    weight_types(tsr_type b, tsr_type out, tsr_type more) : base(b), output(out), more_bits(more) {}
+    // llama.cpp's use_more_bits: the first and last eighth of the layers and every third between
+    static bool more_bits_layer(int il, int n_layer) {
+        return il < n_layer / 8 || il >= 7 * n_layer / 8 || (il - n_layer / 8) % 3 == 2;
+    }
+    tsr_type layer_type(int il, int n_layer) const { return more_bits_layer(il, n_layer) ? more_bits : base; }
+};
+
+inline weight_types q4_k_m_types() { return weight_types(TSR_TYPE_Q4_K, TSR_TYPE_Q6_K, TSR_TYPE_Q6_K); }
+
+// Create every weight tensor (named as llama.cpp does) in ctx: matrices in the types wt
+// says (their rows must be a multiple of the block size), norms, biases and positions in F32.
+inline bool create_weights(tsr_context * ctx, const hparams & hp, const weight_types & wt, bool tied_output, weights & w,
+                           std::string & err) {
+    const tsr_type wtype = wt.base;
     const int64_t E = hp.n_embd, V = hp.n_vocab, F = hp.n_ff, G = hp.n_embd_gqa();
     bool ok = true;
     auto mk = [&](tsr_type t, int64_t ne0, int64_t ne1, const std::string & name) -> tsr_tensor * {
@@ -224,6 +245,7 @@ inline bool create_weights(tsr_context * ctx, const hparams & hp, tsr_type wtype
     for (int il = 0; il < hp.n_layer; ++il) {
         layer_weights & L = w.layers[(size_t) il];
         const std::string p = "blk." + std::to_string(il) + ".";
+        const tsr_type more = wt.layer_type(il, hp.n_layer);
         L.attn_norm = mk(F32, E, 0, p + "attn_norm.weight");
         if (hp.a == arch::gpt2) {
             L.attn_norm_b = mk(F32, E, 0, p + "attn_norm.bias");
@@ -235,22 +257,22 @@ inline bool create_weights(tsr_context * ctx, const hparams & hp, tsr_type wtype
             L.ffn_norm_b = mk(F32, E, 0, p + "ffn_norm.bias");
             L.ffn_up = mk(wtype, E, F, p + "ffn_up.weight");
             L.ffn_up_b = mk(F32, F, 0, p + "ffn_up.bias");
-            L.ffn_down = mk(wtype, F, E, p + "ffn_down.weight");
+            L.ffn_down = mk(more, F, E, p + "ffn_down.weight");
             L.ffn_down_b = mk(F32, E, 0, p + "ffn_down.bias");
         } else {
             L.wq = mk(wtype, E, E, p + "attn_q.weight");
             L.wk = mk(wtype, E, G, p + "attn_k.weight");
-            L.wv = mk(wtype, E, G, p + "attn_v.weight");
+            L.wv = mk(more, E, G, p + "attn_v.weight");
             L.wo = mk(wtype, E, E, p + "attn_output.weight");
             L.ffn_norm = mk(F32, E, 0, p + "ffn_norm.weight");
             L.ffn_gate = mk(wtype, E, F, p + "ffn_gate.weight");
             L.ffn_up = mk(wtype, E, F, p + "ffn_up.weight");
-            L.ffn_down = mk(wtype, F, E, p + "ffn_down.weight");
+            L.ffn_down = mk(more, F, E, p + "ffn_down.weight");
         }
     }
     w.out_norm = mk(F32, E, 0, "output_norm.weight");
     if (hp.a == arch::gpt2) w.out_norm_b = mk(F32, E, 0, "output_norm.bias");
-    w.output = tied_output ? w.tok_embd : mk(wtype, E, V, "output.weight");
+    w.output = tied_output ? w.tok_embd : mk(wt.output, E, V, "output.weight");
     return ok;
 }
 

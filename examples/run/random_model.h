@@ -2,7 +2,7 @@
 // tests' tiny models and the benchmark's GPT-2-small / 1B-LLaMA-sized models.
 //
 // Every tensor's values depend only on (seed, tensor name), so the same model in F32,
-// F16, Q8_0 or Q4_0 holds the same underlying numbers, rounded to the type.
+// F16, Q8_0, Q4_K, a Q4_K_M mix, ... holds the same underlying numbers, rounded to the type.
 #pragma once
 
 #include "model.h"
@@ -122,7 +122,8 @@ inline void build_builtin_spm_vocab(int n_pieces, tokenizer & tok) {
 // Write a model with random weights to a GGUF file. The weights are built in a host
 // context first; pass keep_ctx to receive it (the test's reference reads it).
 inline bool write_random_model(const char * path, const hparams & hp_in, const tokenizer & tok, const std::vector<std::string> & merges,
-                               tsr_type wtype, bool tied_output, uint64_t seed, std::string & err, tsr_context ** keep_ctx = nullptr) {
+                               const weight_types & wtype, bool tied_output, uint64_t seed, std::string & err,
+                               tsr_context ** keep_ctx = nullptr) {
     hparams hp = hp_in;
     hp.n_vocab = tok.n_vocab();
     weights w;
@@ -169,7 +170,7 @@ inline hparams demo_hparams() {
 
 // Build a model with random weights directly in a backend's buffer (no file): the
 // benchmark's path. The tokenizer is left empty.
-inline bool init_random_model(model & m, const hparams & hp, tsr_type wtype, bool tied_output, uint64_t seed, tsr_backend_t backend,
+inline bool init_random_model(model & m, const hparams & hp, const weight_types & wtype, bool tied_output, uint64_t seed, tsr_backend_t backend,
                               std::string & err) {
     m.release();
     m.hp = hp;

@@ -84,7 +84,17 @@ enum tsr_type {
     TSR_TYPE_F32  = 0,
     TSR_TYPE_F16  = 1,
     TSR_TYPE_Q4_0 = 2,
+    TSR_TYPE_Q4_1 = 3,
+    TSR_TYPE_Q5_0 = 6,
+    TSR_TYPE_Q5_1 = 7,
     TSR_TYPE_Q8_0 = 8,
+    TSR_TYPE_Q2_K = 10,
+    TSR_TYPE_Q3_K = 11,
+    TSR_TYPE_Q4_K = 12,
+    TSR_TYPE_Q5_K = 13,
+    TSR_TYPE_Q6_K = 14,
+    TSR_TYPE_Q8_K = 15,   /* the activation type of K-quant dot products */
+    TSR_TYPE_IQ4_NL = 20,
     TSR_TYPE_I32  = 26,
     TSR_TYPE_BF16 = 30,
     TSR_TYPE_COUNT = 39
@@ -100,6 +110,36 @@ typedef struct { uint16_t bits; } tsr_bf16_t;
 #define TSR_QK4_0 32
 typedef struct { tsr_fp16_t d; int8_t  qs[TSR_QK8_0];     } tsr_block_q8_0;
 typedef struct { tsr_fp16_t d; uint8_t qs[TSR_QK4_0 / 2]; } tsr_block_q4_0;
+
+/* The other 32-element blocks (ggml's layouts). Element j of a block sits in the low
+ * nibble of qs[j] for j < 16 and in the high nibble of qs[j-16] otherwise; Q5's fifth bit
+ * of element j is bit j of qh (little-endian). Q4_1/Q5_1: x = d * q + m. Q5_0:
+ * x = d * (q - 16). IQ4_NL: x = d * v[q], v = {-127, -104, -83, -65, -49, -35, -22, -10,
+ * 1, 13, 25, 38, 53, 69, 89, 113} (ggml's fixed non-linear table). */
+#define TSR_QK4_1  32
+#define TSR_QK5_0  32
+#define TSR_QK5_1  32
+#define TSR_QK4_NL 32
+typedef struct { tsr_fp16_t d; tsr_fp16_t m; uint8_t qs[TSR_QK4_1 / 2]; }                 tsr_block_q4_1;
+typedef struct { tsr_fp16_t d; uint8_t qh[4]; uint8_t qs[TSR_QK5_0 / 2]; }                tsr_block_q5_0;
+typedef struct { tsr_fp16_t d; tsr_fp16_t m; uint8_t qh[4]; uint8_t qs[TSR_QK5_1 / 2]; }  tsr_block_q5_1;
+typedef struct { tsr_fp16_t d; uint8_t qs[TSR_QK4_NL / 2]; }                              tsr_block_iq4_nl;
+
+/* K-quants: super-blocks of TSR_QK_K elements made of 16 or 32-element sub-blocks, each
+ * with its own quantized scale (and min), scaled again by the fp16 d (and dmin).
+ * ggml's dequantize_row_q*_K define the formats; Q4_K/Q5_K pack eight 6-bit scales and
+ * eight 6-bit mins into TSR_K_SCALE_SIZE bytes. Q8_K is float d, 256 int8, and the sums
+ * of each 16 of them (bsums), what the dot products of the others need. */
+#define TSR_QK_K 256
+#define TSR_K_SCALE_SIZE 12
+typedef struct { uint8_t scales[TSR_QK_K / 16]; uint8_t qs[TSR_QK_K / 4]; tsr_fp16_t d; tsr_fp16_t dmin; } tsr_block_q2_K;
+typedef struct { uint8_t hmask[TSR_QK_K / 8]; uint8_t qs[TSR_QK_K / 4]; uint8_t scales[12]; tsr_fp16_t d; } tsr_block_q3_K;
+typedef struct { tsr_fp16_t d; tsr_fp16_t dmin; uint8_t scales[TSR_K_SCALE_SIZE]; uint8_t qs[TSR_QK_K / 2]; } tsr_block_q4_K;
+typedef struct {
+    tsr_fp16_t d; tsr_fp16_t dmin; uint8_t scales[TSR_K_SCALE_SIZE]; uint8_t qh[TSR_QK_K / 8]; uint8_t qs[TSR_QK_K / 2];
+} tsr_block_q5_K;
+typedef struct { uint8_t ql[TSR_QK_K / 2]; uint8_t qh[TSR_QK_K / 4]; int8_t scales[TSR_QK_K / 16]; tsr_fp16_t d; } tsr_block_q6_K;
+typedef struct { float d; int8_t qs[TSR_QK_K]; int16_t bsums[TSR_QK_K / 16]; } tsr_block_q8_K;
 
 /* Traits. Unknown types: size 0, name "unknown"; tsr_is_valid_type says which exist. */
 TSR_API bool         tsr_is_valid_type(enum tsr_type type);
@@ -800,7 +840,8 @@ TSR_API_IMPL bool tsr_set_error(const char * fmt, ...) {
     return false;
 }
 /* ---- include/tessera/impl/types.inl ---- */
-/* types.inl - type traits, fp16/bf16 conversion, Q8_0/Q4_0 quantization. */
+/* types.inl - type traits, fp16/bf16 conversion, Q8_0/Q4_0 quantization (the other
+ * quantized types and the row conversions of every type: quants.inl). */
 
 TSR_IMPL_NS_BEGIN
 
@@ -818,6 +859,16 @@ static inline const type_traits * get_traits(enum tsr_type type) {
     static const type_traits q8_0 = {"q8_0", TSR_QK8_0, sizeof(tsr_block_q8_0), true};
     static const type_traits i32  = {"i32",  1, sizeof(int32_t), false};
     static const type_traits bf16 = {"bf16", 1, sizeof(tsr_bf16_t), false};
+    static const type_traits q4_1 = {"q4_1", TSR_QK4_1, sizeof(tsr_block_q4_1), true};
+    static const type_traits q5_0 = {"q5_0", TSR_QK5_0, sizeof(tsr_block_q5_0), true};
+    static const type_traits q5_1 = {"q5_1", TSR_QK5_1, sizeof(tsr_block_q5_1), true};
+    static const type_traits q2_k = {"q2_K", TSR_QK_K, sizeof(tsr_block_q2_K), true};
+    static const type_traits q3_k = {"q3_K", TSR_QK_K, sizeof(tsr_block_q3_K), true};
+    static const type_traits q4_k = {"q4_K", TSR_QK_K, sizeof(tsr_block_q4_K), true};
+    static const type_traits q5_k = {"q5_K", TSR_QK_K, sizeof(tsr_block_q5_K), true};
+    static const type_traits q6_k = {"q6_K", TSR_QK_K, sizeof(tsr_block_q6_K), true};
+    static const type_traits q8_k = {"q8_K", TSR_QK_K, sizeof(tsr_block_q8_K), true};
+    static const type_traits iq4_nl = {"iq4_nl", TSR_QK4_NL, sizeof(tsr_block_iq4_nl), true};
     switch (type) {
         case TSR_TYPE_F32:  return &f32;
         case TSR_TYPE_F16:  return &f16;
@@ -825,6 +876,16 @@ static inline const type_traits * get_traits(enum tsr_type type) {
         case TSR_TYPE_Q8_0: return &q8_0;
         case TSR_TYPE_I32:  return &i32;
         case TSR_TYPE_BF16: return &bf16;
+        case TSR_TYPE_Q4_1: return &q4_1;
+        case TSR_TYPE_Q5_0: return &q5_0;
+        case TSR_TYPE_Q5_1: return &q5_1;
+        case TSR_TYPE_Q2_K: return &q2_k;
+        case TSR_TYPE_Q3_K: return &q3_k;
+        case TSR_TYPE_Q4_K: return &q4_k;
+        case TSR_TYPE_Q5_K: return &q5_k;
+        case TSR_TYPE_Q6_K: return &q6_k;
+        case TSR_TYPE_Q8_K: return &q8_k;
+        case TSR_TYPE_IQ4_NL: return &iq4_nl;
         default:            return nullptr;
     }
 }
@@ -997,6 +1058,663 @@ static inline bool check_row(const char * fn, enum tsr_type type, int64_t n) {
 }
 
 TSR_IMPL_NS_END
+/* ---- include/tessera/impl/quants.inl ---- */
+/* quants.inl - Q4_1, Q5_0, Q5_1, IQ4_NL and the K-quants (Q2_K..Q6_K, Q8_K): ggml's
+ * layouts, dequantization in ggml's order of float operations (the formats are defined
+ * by ggml's dequantize_row_*, so files decode to the same floats), and quantizers after
+ * ggml's published reference algorithms. */
+
+TSR_IMPL_NS_BEGIN
+
+static_assert(sizeof(tsr_block_q4_1) == 20, "q4_1 block layout");
+static_assert(sizeof(tsr_block_q5_0) == 22, "q5_0 block layout");
+static_assert(sizeof(tsr_block_q5_1) == 24, "q5_1 block layout");
+static_assert(sizeof(tsr_block_iq4_nl) == 18, "iq4_nl block layout");
+static_assert(sizeof(tsr_block_q2_K) == 84, "q2_K block layout");
+static_assert(sizeof(tsr_block_q3_K) == 110, "q3_K block layout");
+static_assert(sizeof(tsr_block_q4_K) == 144, "q4_K block layout");
+static_assert(sizeof(tsr_block_q5_K) == 176, "q5_K block layout");
+static_assert(sizeof(tsr_block_q6_K) == 210, "q6_K block layout");
+static_assert(sizeof(tsr_block_q8_K) == 292, "q8_K block layout");
+
+static constexpr int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* ---- shared pieces ------------------------------------------------------------------- */
+
+/* Round to nearest (ties to even) through the float adder, as ggml's quantizers do: the
+ * same rounding as theirs, and no undefined float-to-int conversion for NaN input. */
+static inline int nearest_int(float v) {
+    const float biased = v + 12582912.0f;
+    int32_t i;
+    memcpy(&i, &biased, sizeof(i));
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+static inline int clamp_int(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
+/* The 5-bit (or, with qh = 0, 4-bit) values of a 32-element block. */
+static inline void unpack_q32(const uint8_t * qs, uint32_t qh, int * q) {
+    for (int j = 0; j < 16; j++) {
+        q[j]      = (qs[j] & 0x0f) | (int)(((qh >> j) & 1u) << 4);
+        q[j + 16] = (qs[j] >> 4)   | (int)(((qh >> (j + 16)) & 1u) << 4);
+    }
+}
+
+/* The inverse: low nibbles into qs, fifth bits into *qh (when qh is not NULL). */
+static inline void pack_q32(const int * q, uint8_t * qs, uint32_t * qh) {
+    uint32_t h = 0;
+    for (int j = 0; j < 16; j++) {
+        qs[j] = (uint8_t)((q[j] & 0x0f) | ((q[j + 16] & 0x0f) << 4));
+        h |= (uint32_t)((q[j] >> 4) & 1) << j;
+        h |= (uint32_t)((q[j + 16] >> 4) & 1) << (j + 16);
+    }
+    if (qh) *qh = h;
+}
+
+static inline uint32_t load_u32(const uint8_t * p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline void     store_u32(uint8_t * p, uint32_t v) { memcpy(p, &v, 4); }
+
+/* The value of largest magnitude, with its sign (0 for an all-zero block). */
+static inline float signed_amax(const float * x, int n) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < n; j++) {
+        if (amax < std::fabs(x[j])) { amax = std::fabs(x[j]); max = x[j]; }
+    }
+    return max;
+}
+
+static inline void min_max(const float * x, int n, float * mn, float * mx) {
+    float lo = std::numeric_limits<float>::max(), hi = -std::numeric_limits<float>::max();
+    for (int j = 0; j < n; j++) {
+        if (x[j] < lo) lo = x[j];
+        if (x[j] > hi) hi = x[j];
+    }
+    *mn = lo;
+    *mx = hi;
+}
+
+/* Scale j (0..7) and min j of a Q4_K/Q5_K block: 6 bits each in 12 bytes. */
+static inline void k4_scale_min(int j, const uint8_t * s, int * sc, int * mn) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *mn = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
+        *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+static inline void k4_set_scale_min(int j, int sc, int mn, uint8_t * s) {
+    if (j < 4) {
+        s[j] = (uint8_t)sc;
+        s[j + 4] = (uint8_t)mn;
+    } else {
+        s[j + 4] = (uint8_t)((sc & 0x0f) | ((mn & 0x0f) << 4));
+        s[j - 4] |= (uint8_t)((sc >> 4) << 6);
+        s[j] |= (uint8_t)((mn >> 4) << 6);
+    }
+}
+
+/* Scale j (0..15) of a Q3_K block, -32..31: 4 low bits, then 2 high bits in bytes 8..11. */
+static inline int q3k_scale(int j, const uint8_t * s) {
+    const int lo = j < 8 ? (s[j] & 0x0f) : (s[j - 8] >> 4);
+    const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+    return (lo | (hi << 4)) - 32;
+}
+
+static inline void q3k_set_scale(int j, int biased, uint8_t * s) {
+    if (j < 8) s[j] |= (uint8_t)(biased & 0x0f);
+    else       s[j - 8] |= (uint8_t)((biased & 0x0f) << 4);
+    s[8 + j % 4] |= (uint8_t)((biased >> 4) << (2 * (j / 4)));
+}
+
+/* 2-bit values of a 256-element super-block: element 128h + 32s + l at bits 2s of
+ * qs[32h + l] (Q2_K and the low bits of Q3_K). */
+static inline int q2_value(const uint8_t * qs, int e) {
+    return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+}
+
+static inline void pack_q2(const uint8_t * L, uint8_t * qs) {
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t * b = L + 128 * h + l;
+            qs[32 * h + l] = (uint8_t)(b[0] | (b[32] << 2) | (b[64] << 4) | (b[96] << 6));
+        }
+}
+
+/* ---- 32-element blocks: dequantization ------------------------------------------------- */
+
+/* Q4_1 and Q5_1 (x = d * q + m) differ only in Q5_1's fifth bits. */
+static inline uint32_t fifth_bits(const tsr_block_q4_1 &) { return 0; }
+static inline uint32_t fifth_bits(const tsr_block_q5_1 & b) { return load_u32(b.qh); }
+static inline void set_fifth_bits(tsr_block_q4_1 &, uint32_t) {}
+static inline void set_fifth_bits(tsr_block_q5_1 & b, uint32_t qh) { store_u32(b.qh, qh); }
+
+template <typename B> static void dequantize_row_min32(const B * x, float * y, int64_t n) {
+    int q[32];
+    for (int64_t i = 0; i < n / 32; i++, y += 32) {
+        const float d = tsr_fp16_to_fp32(x[i].d), m = tsr_fp16_to_fp32(x[i].m);
+        unpack_q32(x[i].qs, fifth_bits(x[i]), q);
+        for (int j = 0; j < 32; j++) y[j] = (float)q[j] * d + m;
+    }
+}
+
+static void dequantize_row_q4_1(const tsr_block_q4_1 * x, float * y, int64_t n) { dequantize_row_min32(x, y, n); }
+static void dequantize_row_q5_1(const tsr_block_q5_1 * x, float * y, int64_t n) { dequantize_row_min32(x, y, n); }
+
+static void dequantize_row_q5_0(const tsr_block_q5_0 * x, float * y, int64_t n) {
+    int q[32];
+    for (int64_t i = 0; i < n / 32; i++, y += 32) {
+        const float d = tsr_fp16_to_fp32(x[i].d);
+        unpack_q32(x[i].qs, load_u32(x[i].qh), q);
+        for (int j = 0; j < 32; j++) y[j] = (float)(q[j] - 16) * d;
+    }
+}
+
+static void dequantize_row_iq4_nl(const tsr_block_iq4_nl * x, float * y, int64_t n) {
+    int q[32];
+    for (int64_t i = 0; i < n / 32; i++, y += 32) {
+        const float d = tsr_fp16_to_fp32(x[i].d);
+        unpack_q32(x[i].qs, 0, q);
+        for (int j = 0; j < 32; j++) y[j] = d * (float)iq4nl_values[q[j]];
+    }
+}
+
+/* ---- 32-element blocks: quantization (ggml's reference rounding) ---------------------- */
+
+/* Q4_1 / Q5_1: levels 0..nmax from the block's min to its max (ggml rounds half up). */
+template <typename B> static void quantize_row_min32(const float * x, B * y, int64_t n, int nmax) {
+    int q[32];
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        float mn, mx;
+        min_max(x, 32, &mn, &mx);
+        const float d = (mx - mn) / (float)nmax;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = tsr_fp32_to_fp16(d);
+        y[i].m = tsr_fp32_to_fp16(mn);
+        for (int j = 0; j < 32; j++) q[j] = clamp_int((int)std::floor((x[j] - mn) * id + 0.5f), 0, nmax);
+        uint32_t qh;
+        pack_q32(q, y[i].qs, &qh);
+        set_fifth_bits(y[i], qh);
+    }
+}
+
+static void quantize_row_q4_1(const float * x, tsr_block_q4_1 * y, int64_t n) { quantize_row_min32(x, y, n, 15); }
+static void quantize_row_q5_1(const float * x, tsr_block_q5_1 * y, int64_t n) { quantize_row_min32(x, y, n, 31); }
+
+static void quantize_row_q5_0(const float * x, tsr_block_q5_0 * y, int64_t n) {
+    int q[32];
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        const float d = signed_amax(x, 32) / -16.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = tsr_fp32_to_fp16(d);
+        /* ggml truncates x/d + 16.5 (never negative here): rounding half up, not to even */
+        for (int j = 0; j < 32; j++) q[j] = clamp_int((int)std::floor(x[j] * id + 16.5f), 0, 31);
+        uint32_t qh;
+        pack_q32(q, y[i].qs, &qh);
+        store_u32(y[i].qh, qh);
+    }
+}
+
+/* Index of the table value nearest to v (the table is increasing). */
+static inline int iq4nl_index(float v) {
+    if (v <= iq4nl_values[0]) return 0;
+    if (v >= iq4nl_values[15]) return 15;
+    int lo = 0, hi = 15;
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (v < iq4nl_values[mid]) hi = mid; else lo = mid;
+    }
+    return v - iq4nl_values[hi - 1] < iq4nl_values[hi] - v ? hi - 1 : hi;
+}
+
+/* sum w*q*x and sum w*q*q of a block quantized with inverse scale id. */
+static inline void iq4nl_fit(const float * x, const float * w, float id, float * sqx, float * sq2) {
+    float a = 0.0f, b = 0.0f;
+    for (int j = 0; j < 32; j++) {
+        const float q = iq4nl_values[iq4nl_index(id * x[j])];
+        a += w[j] * q * x[j];
+        b += w[j] * q * q;
+    }
+    *sqx = a;
+    *sq2 = b;
+}
+
+/* ggml's IQ4_NL search: start from the scale that maps the largest value onto the table's
+ * end, then try 15 nearby inverse scales and keep the best weighted least-squares fit. */
+static void quantize_row_iq4_nl(const float * x, tsr_block_iq4_nl * y, int64_t n) {
+    const int ntry = 7;
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        float w[32];
+        for (int j = 0; j < 32; j++) w[j] = x[j] * x[j];
+        const float max = signed_amax(x, 32);
+        int q[32];
+        float d = 0.0f;
+        if (std::fabs(max) < 1e-15f) {
+            for (int j = 0; j < 32; j++) q[j] = iq4nl_index(0.0f);  /* ggml's bytes for a zero block */
+        } else {
+            float sqx, sq2;
+            iq4nl_fit(x, w, 1.0f / (-max / iq4nl_values[0]), &sqx, &sq2);
+            d = sq2 > 0 ? sqx / sq2 : 0.0f;
+            float best = d * sqx;
+            for (int t = -ntry; t <= ntry; t++) {
+                iq4nl_fit(x, w, ((float)t + iq4nl_values[0]) / max, &sqx, &sq2);
+                if (sq2 > 0 && sqx * sqx > best * sq2) {
+                    d = sqx / sq2;
+                    best = d * sqx;
+                }
+            }
+            const float id = d != 0.0f ? 1.0f / d : 0.0f;
+            for (int j = 0; j < 32; j++) q[j] = iq4nl_index(id * x[j]);
+        }
+        y[i].d = tsr_fp32_to_fp16(d);
+        pack_q32(q, y[i].qs, nullptr);
+    }
+}
+
+/* ---- K-quants: dequantization ---------------------------------------------------------- */
+
+static void dequantize_row_q2_K(const tsr_block_q2_K * x, float * y, int64_t n) {
+    for (int64_t i = 0; i < n / TSR_QK_K; i++, y += TSR_QK_K) {
+        const float d = tsr_fp16_to_fp32(x[i].d), dmin = tsr_fp16_to_fp32(x[i].dmin);
+        for (int s = 0; s < 16; s++) {
+            const uint8_t sc = x[i].scales[s];
+            const float dl = d * (float)(sc & 0x0f), ml = dmin * (float)(sc >> 4);
+            for (int l = 0; l < 16; l++) y[16 * s + l] = dl * (float)q2_value(x[i].qs, 16 * s + l) - ml;
+        }
+    }
+}
+
+static void dequantize_row_q3_K(const tsr_block_q3_K * x, float * y, int64_t n) {
+    for (int64_t i = 0; i < n / TSR_QK_K; i++, y += TSR_QK_K) {
+        const float d = tsr_fp16_to_fp32(x[i].d);
+        for (int s = 0; s < 16; s++) {
+            const float dl = d * (float)q3k_scale(s, x[i].scales);
+            for (int l = 0; l < 16; l++) {
+                const int e = 16 * s + l;
+                /* the high bit of element e: bit e / 32 of hmask[e % 32]; clear means minus 4 */
+                const bool high = (x[i].hmask[e % 32] >> (e / 32)) & 1;
+                y[e] = dl * (float)(q2_value(x[i].qs, e) - (high ? 0 : 4));
+            }
+        }
+    }
+}
+
+/* Q4_K and Q5_K: 8 sub-blocks of 32; sub-block 2c in the low nibbles of qs[32c..], 2c+1
+ * in the high ones; Q5_K's fifth bit of element l of sub-block s is bit s of qh[l]. */
+static void dequantize_k4(const uint8_t * scales, const uint8_t * qs, const uint8_t * qh,
+                          float d, float dmin, float * y) {
+    for (int s = 0; s < 8; s++) {
+        int sc, mn;
+        k4_scale_min(s, scales, &sc, &mn);
+        const float ds = d * (float)sc, ms = dmin * (float)mn;
+        const uint8_t * q = qs + 32 * (s / 2);
+        for (int l = 0; l < 32; l++) {
+            int v = (s % 2) ? (q[l] >> 4) : (q[l] & 0x0f);
+            if (qh && ((qh[l] >> s) & 1)) v += 16;
+            y[32 * s + l] = ds * (float)v - ms;
+        }
+    }
+}
+
+static void dequantize_row_q4_K(const tsr_block_q4_K * x, float * y, int64_t n) {
+    for (int64_t i = 0; i < n / TSR_QK_K; i++)
+        dequantize_k4(x[i].scales, x[i].qs, nullptr, tsr_fp16_to_fp32(x[i].d), tsr_fp16_to_fp32(x[i].dmin), y + i * TSR_QK_K);
+}
+
+static void dequantize_row_q5_K(const tsr_block_q5_K * x, float * y, int64_t n) {
+    for (int64_t i = 0; i < n / TSR_QK_K; i++)
+        dequantize_k4(x[i].scales, x[i].qs, x[i].qh, tsr_fp16_to_fp32(x[i].d), tsr_fp16_to_fp32(x[i].dmin), y + i * TSR_QK_K);
+}
+
+/* Q6_K: element 128h + 32k + l: low 4 bits in nibble k/2 of ql[64h + 32(k%2) + l], high 2
+ * bits at bits 2k of qh[32h + l]; scale 8h + 2k + l/16; x = d * scale * (q - 32). */
+static inline int q6k_value(const tsr_block_q6_K & b, int e) {
+    const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+    const int lo = (b.ql[64 * h + 32 * (k % 2) + l] >> (4 * (k / 2))) & 0x0f;
+    const int hi = (b.qh[32 * h + l] >> (2 * k)) & 3;
+    return (lo | (hi << 4)) - 32;
+}
+
+static void dequantize_row_q6_K(const tsr_block_q6_K * x, float * y, int64_t n) {
+    for (int64_t i = 0; i < n / TSR_QK_K; i++, y += TSR_QK_K) {
+        const float d = tsr_fp16_to_fp32(x[i].d);
+        for (int e = 0; e < TSR_QK_K; e++)
+            y[e] = d * (float)x[i].scales[e / 16] * (float)q6k_value(x[i], e);
+    }
+}
+
+static void dequantize_row_q8_K(const tsr_block_q8_K * x, float * y, int64_t n) {
+    for (int64_t i = 0; i < n / TSR_QK_K; i++, y += TSR_QK_K)
+        for (int j = 0; j < TSR_QK_K; j++) y[j] = x[i].d * (float)x[i].qs[j];
+}
+
+/* ---- K-quants: the scale searches (ggml's make_qx_quants / make_q3_quants /
+ * make_qkx2_quants) ---------------------------------------------------------------------- */
+
+/* Symmetric levels -nmax..nmax-1 with weights x^2: the least-squares scale over 19
+ * candidate inverse scales around nmax / max. L gets the levels plus nmax. */
+static float make_qx_quants(int n, int nmax, const float * x, int8_t * L) {
+    const float max = signed_amax(x, n);
+    if (std::fabs(max) < 1e-15f) {
+        for (int i = 0; i < n; i++) L[i] = 0;
+        return 0.0f;
+    }
+    auto fit = [&](float iscale, float * slx, float * sl2, bool store) {
+        float a = 0.0f, b = 0.0f;
+        for (int i = 0; i < n; i++) {
+            const int l = clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1);
+            if (store) L[i] = (int8_t)(l + nmax);
+            const float w = x[i] * x[i];
+            a += w * x[i] * (float)l;
+            b += w * (float)(l * l);
+        }
+        *slx = a;
+        *sl2 = b;
+    };
+    float sumlx, suml2;
+    fit(-(float)nmax / max, &sumlx, &suml2, true);
+    float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
+    float best = scale * sumlx;
+    for (int is = -9; is <= 9; is++) {
+        if (is == 0) continue;
+        const float iscale = -((float)nmax + 0.1f * (float)is) / max;
+        fit(iscale, &sumlx, &suml2, false);
+        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+            fit(iscale, &sumlx, &suml2, true);
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+    return scale;
+}
+
+/* Q3_K's search: levels -nmax..nmax-1, then up to 5 passes moving single levels while the
+ * weighted fit improves. L gets the levels plus nmax. */
+static float make_q3_quants(int n, int nmax, const float * x, int8_t * L) {
+    const float max = signed_amax(x, n);
+    if (std::fabs(max) < 1e-15f) {
+        for (int i = 0; i < n; i++) L[i] = 0;
+        return 0.0f;
+    }
+    const float iscale = -(float)nmax / max;
+    float sumlx = 0.0f, suml2 = 0.0f;
+    for (int i = 0; i < n; i++) {
+        const int l = clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1);
+        L[i] = (int8_t)l;
+        const float w = x[i] * x[i];
+        sumlx += w * x[i] * (float)l;
+        suml2 += w * (float)(l * l);
+    }
+    for (int itry = 0; itry < 5; itry++) {
+        int changed = 0;
+        for (int i = 0; i < n; i++) {
+            const float w = x[i] * x[i];
+            float slx = sumlx - w * x[i] * (float)L[i];
+            if (slx <= 0) continue;
+            float sl2 = suml2 - w * (float)(L[i] * L[i]);
+            const int nl = clamp_int(nearest_int(x[i] * sl2 / slx), -nmax, nmax - 1);
+            if (nl == L[i]) continue;
+            slx += w * x[i] * (float)nl;
+            sl2 += w * (float)(nl * nl);
+            if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+                L[i] = (int8_t)nl;
+                sumlx = slx;
+                suml2 = sl2;
+                ++changed;
+            }
+        }
+        if (!changed) break;
+    }
+    for (int i = 0; i < n; i++) L[i] = (int8_t)(L[i] + nmax);
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+/* Asymmetric levels 0..nmax: x ~ scale * L - min. Tries nstep + 1 inverse scales and, for
+ * each, the weighted least-squares scale and min; keeps the one of least error (absolute
+ * error when use_mad). Returns the scale; *the_min gets min (>= 0). */
+static float make_qkx2_quants(int n, int nmax, const float * x, const float * w, uint8_t * L, float * the_min,
+                              float rmin, float rdelta, int nstep, bool use_mad) {
+    float min = x[0], max = x[0], sum_w = w[0], sum_x = w[0] * x[0];
+    for (int i = 1; i < n; i++) {
+        if (x[i] < min) min = x[i];
+        if (x[i] > max) max = x[i];
+        sum_w += w[i];
+        sum_x += w[i] * x[i];
+    }
+    if (min > 0) min = 0;
+    if (max == min) {
+        for (int i = 0; i < n; i++) L[i] = 0;
+        *the_min = -min;
+        return 0.0f;
+    }
+    auto error_of = [&](const uint8_t * Lv, float sc, float mn) {
+        float e = 0.0f;
+        for (int i = 0; i < n; i++) {
+            float diff = sc * (float)Lv[i] + mn - x[i];
+            diff = use_mad ? std::fabs(diff) : diff * diff;
+            e += w[i] * diff;
+        }
+        return e;
+    };
+    float iscale = (float)nmax / (max - min);
+    float scale = 1.0f / iscale;
+    for (int i = 0; i < n; i++) L[i] = (uint8_t)clamp_int(nearest_int(iscale * (x[i] - min)), 0, nmax);
+    float best_error = error_of(L, scale, min);
+    uint8_t Laux[32];
+    for (int is = 0; is <= nstep; is++) {
+        iscale = (rmin + rdelta * (float)is + (float)nmax) / (max - min);
+        float sum_l = 0.0f, sum_l2 = 0.0f, sum_xl = 0.0f;
+        for (int i = 0; i < n; i++) {
+            const int l = clamp_int(nearest_int(iscale * (x[i] - min)), 0, nmax);
+            Laux[i] = (uint8_t)l;
+            sum_l += w[i] * (float)l;
+            sum_l2 += w[i] * (float)(l * l);
+            sum_xl += w[i] * (float)l * x[i];
+        }
+        const float D = sum_w * sum_l2 - sum_l * sum_l;
+        if (D <= 0) continue;
+        float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+        float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+        if (this_min > 0) {
+            this_min = 0;
+            this_scale = sum_xl / sum_l2;
+        }
+        const float err = error_of(Laux, this_scale, this_min);
+        if (err < best_error) {
+            memcpy(L, Laux, (size_t)n);
+            best_error = err;
+            scale = this_scale;
+            min = this_min;
+        }
+    }
+    *the_min = -min;
+    return scale;
+}
+
+/* ---- K-quants: quantization -------------------------------------------------------------- */
+
+/* Sub-block scales and mins (nsub of them, non-negative) quantized to 'levels' steps of
+ * the largest: returns the super-block factors d and dmin through *d / *dmin and the
+ * integer scales / mins through ls / lm. */
+static void quantize_scales(const float * scales, const float * mins, int nsub, int levels,
+                            int * ls, int * lm, float * d, float * dmin) {
+    float max_scale = 0.0f, max_min = 0.0f;
+    for (int j = 0; j < nsub; j++) {
+        if (scales[j] > max_scale) max_scale = scales[j];
+        if (mins[j] > max_min) max_min = mins[j];
+    }
+    const float inv_scale = max_scale > 0 ? (float)levels / max_scale : 0.0f;
+    const float inv_min = max_min > 0 ? (float)levels / max_min : 0.0f;
+    for (int j = 0; j < nsub; j++) {
+        ls[j] = std::min(levels, nearest_int(inv_scale * scales[j]));
+        lm[j] = std::min(levels, nearest_int(inv_min * mins[j]));
+    }
+    *d = max_scale / (float)levels;
+    *dmin = max_min / (float)levels;
+}
+
+/* Requantize sub-block values to 0..nmax with the stored (rounded) scale and min. */
+static void requantize_asym(const float * x, int n, float d, float dm, int nmax, uint8_t * L) {
+    if (d == 0.0f) return;
+    for (int i = 0; i < n; i++) L[i] = (uint8_t)clamp_int(nearest_int((x[i] + dm) / d), 0, nmax);
+}
+
+/* The 16 sub-blocks of 16 of a super-block fitted by 'fit' (symmetric levels); returns
+ * the signed scale of largest magnitude. */
+static float fit_sub_blocks(const float * x, float (*fit)(int, int, const float *, int8_t *), int nmax,
+                            int8_t * L, float * scales) {
+    float max_scale = 0.0f, amax = 0.0f;
+    for (int j = 0; j < 16; j++) {
+        scales[j] = fit(16, nmax, x + 16 * j, L + 16 * j);
+        if (std::fabs(scales[j]) > amax) { amax = std::fabs(scales[j]); max_scale = scales[j]; }
+    }
+    return max_scale;
+}
+
+static void quantize_row_q2_K(const float * x, tsr_block_q2_K * y, int64_t n) {
+    for (int64_t i = 0; i < n / TSR_QK_K; i++, x += TSR_QK_K) {
+        uint8_t L[TSR_QK_K];
+        float scales[16], mins[16], w[16];
+        for (int j = 0; j < 16; j++) {
+            for (int l = 0; l < 16; l++) w[l] = std::fabs(x[16 * j + l]);
+            scales[j] = make_qkx2_quants(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], -0.5f, 0.1f, 15, true);
+        }
+        int ls[16], lm[16];
+        float d, dmin;
+        quantize_scales(scales, mins, 16, 15, ls, lm, &d, &dmin);
+        y[i].d = tsr_fp32_to_fp16(d);
+        y[i].dmin = tsr_fp32_to_fp16(dmin);
+        for (int j = 0; j < 16; j++) y[i].scales[j] = (uint8_t)(ls[j] | (lm[j] << 4));
+        const float dq = tsr_fp16_to_fp32(y[i].d), mq = tsr_fp16_to_fp32(y[i].dmin);
+        for (int j = 0; j < 16; j++)
+            requantize_asym(x + 16 * j, 16, dq * (float)ls[j], mq * (float)lm[j], 3, L + 16 * j);
+        pack_q2(L, y[i].qs);
+    }
+}
+
+static void quantize_row_q3_K(const float * x, tsr_block_q3_K * y, int64_t n) {
+    for (int64_t i = 0; i < n / TSR_QK_K; i++, x += TSR_QK_K) {
+        int8_t L[TSR_QK_K];
+        float scales[16];
+        const float max_scale = fit_sub_blocks(x, make_q3_quants, 4, L, scales);
+        memset(y[i].scales, 0, sizeof(y[i].scales));
+        if (max_scale != 0.0f) {
+            const float iscale = -32.0f / max_scale;
+            for (int j = 0; j < 16; j++) q3k_set_scale(j, clamp_int(nearest_int(iscale * scales[j]), -32, 31) + 32, y[i].scales);
+            y[i].d = tsr_fp32_to_fp16(1.0f / iscale);
+        } else {
+            y[i].d = tsr_fp32_to_fp16(0.0f);
+        }
+        const float dq = tsr_fp16_to_fp32(y[i].d);
+        for (int j = 0; j < 16; j++) {
+            const float d = dq * (float)q3k_scale(j, y[i].scales);
+            if (d == 0.0f) continue;
+            for (int l = 0; l < 16; l++) L[16 * j + l] = (int8_t)(clamp_int(nearest_int(x[16 * j + l] / d), -4, 3) + 4);
+        }
+        /* bit 2 of element e goes to bit e / 32 of hmask[e % 32]; the low 2 bits to qs */
+        memset(y[i].hmask, 0, sizeof(y[i].hmask));
+        uint8_t low[TSR_QK_K];
+        for (int e = 0; e < TSR_QK_K; e++) {
+            if (L[e] > 3) y[i].hmask[e % 32] |= (uint8_t)(1u << (e / 32));
+            low[e] = (uint8_t)(L[e] & 3);
+        }
+        pack_q2(low, y[i].qs);
+    }
+}
+
+/* Q4_K and Q5_K: 8 sub-blocks of 32 with levels 0..nmax, weights |x| + rms(x). */
+static void quantize_k4_levels(const float * x, int nmax, float rmin, int nstep, uint8_t * scales12,
+                               tsr_fp16_t * d16, tsr_fp16_t * dmin16, uint8_t * L) {
+    float scales[8], mins[8], w[32];
+    for (int j = 0; j < 8; j++) {
+        const float * xs = x + 32 * j;
+        float sum_x2 = 0.0f;
+        for (int l = 0; l < 32; l++) sum_x2 += xs[l] * xs[l];
+        const float av_x = std::sqrt(sum_x2 / 32.0f);
+        for (int l = 0; l < 32; l++) w[l] = av_x + std::fabs(xs[l]);
+        scales[j] = make_qkx2_quants(32, nmax, xs, w, L + 32 * j, &mins[j], rmin, 0.1f, nstep, false);
+    }
+    int ls[8], lm[8];
+    float d, dmin;
+    quantize_scales(scales, mins, 8, 63, ls, lm, &d, &dmin);
+    memset(scales12, 0, TSR_K_SCALE_SIZE);
+    for (int j = 0; j < 8; j++) k4_set_scale_min(j, ls[j], lm[j], scales12);
+    *d16 = tsr_fp32_to_fp16(d);
+    *dmin16 = tsr_fp32_to_fp16(dmin);
+    const float dq = tsr_fp16_to_fp32(*d16), mq = tsr_fp16_to_fp32(*dmin16);
+    for (int j = 0; j < 8; j++) {
+        int sc, mn;
+        k4_scale_min(j, scales12, &sc, &mn);
+        requantize_asym(x + 32 * j, 32, dq * (float)sc, mq * (float)mn, nmax, L + 32 * j);
+    }
+}
+
+static void quantize_row_q4_K(const float * x, tsr_block_q4_K * y, int64_t n) {
+    for (int64_t i = 0; i < n / TSR_QK_K; i++, x += TSR_QK_K) {
+        uint8_t L[TSR_QK_K];
+        quantize_k4_levels(x, 15, -1.0f, 20, y[i].scales, &y[i].d, &y[i].dmin, L);
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++) y[i].qs[32 * c + l] = (uint8_t)(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
+    }
+}
+
+static void quantize_row_q5_K(const float * x, tsr_block_q5_K * y, int64_t n) {
+    for (int64_t i = 0; i < n / TSR_QK_K; i++, x += TSR_QK_K) {
+        uint8_t L[TSR_QK_K];
+        quantize_k4_levels(x, 31, -0.5f, 15, y[i].scales, &y[i].d, &y[i].dmin, L);
+        memset(y[i].qh, 0, sizeof(y[i].qh));
+        for (int s = 0; s < 8; s++)
+            for (int l = 0; l < 32; l++) {
+                const int v = L[32 * s + l];
+                if (v > 15) y[i].qh[l] |= (uint8_t)(1u << s);
+                uint8_t & q = y[i].qs[32 * (s / 2) + l];
+                q = (s % 2) ? (uint8_t)(q | ((v & 0x0f) << 4)) : (uint8_t)(v & 0x0f);
+            }
+    }
+}
+
+static void quantize_row_q6_K(const float * x, tsr_block_q6_K * y, int64_t n) {
+    for (int64_t i = 0; i < n / TSR_QK_K; i++, x += TSR_QK_K) {
+        int8_t L[TSR_QK_K];
+        float scales[16];
+        const float max_scale = fit_sub_blocks(x, make_qx_quants, 32, L, scales);
+        memset(&y[i], 0, sizeof(y[i]));
+        if (std::fabs(max_scale) < 1e-15f) continue;
+        const float iscale = -128.0f / max_scale;
+        y[i].d = tsr_fp32_to_fp16(1.0f / iscale);
+        for (int j = 0; j < 16; j++) y[i].scales[j] = (int8_t)std::min(127, nearest_int(iscale * scales[j]));
+        const float dq = tsr_fp16_to_fp32(y[i].d);
+        for (int j = 0; j < 16; j++) {
+            const float d = dq * (float)y[i].scales[j];
+            if (d == 0.0f) continue;
+            for (int l = 0; l < 16; l++) L[16 * j + l] = (int8_t)(clamp_int(nearest_int(x[16 * j + l] / d), -32, 31) + 32);
+        }
+        for (int e = 0; e < TSR_QK_K; e++) {
+            const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+            y[i].ql[64 * h + 32 * (k % 2) + l] |= (uint8_t)((L[e] & 0x0f) << (4 * (k / 2)));
+            y[i].qh[32 * h + l] |= (uint8_t)((L[e] >> 4) << (2 * k));
+        }
+    }
+}
+
+static void quantize_row_q8_K(const float * x, tsr_block_q8_K * y, int64_t n) {
+    for (int64_t i = 0; i < n / TSR_QK_K; i++, x += TSR_QK_K) {
+        const float max = signed_amax(x, TSR_QK_K);
+        memset(&y[i], 0, sizeof(y[i]));
+        if (max == 0.0f) continue;
+        const float iscale = -127.0f / max;
+        for (int j = 0; j < TSR_QK_K; j++) {
+            y[i].qs[j] = (int8_t)std::min(127, nearest_int(iscale * x[j]));
+            y[i].bsums[j / 16] = (int16_t)(y[i].bsums[j / 16] + y[i].qs[j]);
+        }
+        y[i].d = 1.0f / iscale;
+    }
+}
+
+TSR_IMPL_NS_END
+
+/* ---- row conversions of every type (the public API) ----------------------------------- */
 
 TSR_API_IMPL bool tsr_to_float_row(enum tsr_type type, const void * src, float * dst, int64_t n) {
     if (!tsr_impl::check_row("tsr_to_float_row", type, n)) return false;
@@ -1010,6 +1728,16 @@ TSR_API_IMPL bool tsr_to_float_row(enum tsr_type type, const void * src, float *
             break;
         case TSR_TYPE_Q8_0: tsr_impl::dequantize_row_q8_0((const tsr_block_q8_0 *)src, dst, n); break;
         case TSR_TYPE_Q4_0: tsr_impl::dequantize_row_q4_0((const tsr_block_q4_0 *)src, dst, n); break;
+        case TSR_TYPE_Q4_1: tsr_impl::dequantize_row_q4_1((const tsr_block_q4_1 *)src, dst, n); break;
+        case TSR_TYPE_Q5_0: tsr_impl::dequantize_row_q5_0((const tsr_block_q5_0 *)src, dst, n); break;
+        case TSR_TYPE_Q5_1: tsr_impl::dequantize_row_q5_1((const tsr_block_q5_1 *)src, dst, n); break;
+        case TSR_TYPE_Q2_K: tsr_impl::dequantize_row_q2_K((const tsr_block_q2_K *)src, dst, n); break;
+        case TSR_TYPE_Q3_K: tsr_impl::dequantize_row_q3_K((const tsr_block_q3_K *)src, dst, n); break;
+        case TSR_TYPE_Q4_K: tsr_impl::dequantize_row_q4_K((const tsr_block_q4_K *)src, dst, n); break;
+        case TSR_TYPE_Q5_K: tsr_impl::dequantize_row_q5_K((const tsr_block_q5_K *)src, dst, n); break;
+        case TSR_TYPE_Q6_K: tsr_impl::dequantize_row_q6_K((const tsr_block_q6_K *)src, dst, n); break;
+        case TSR_TYPE_Q8_K: tsr_impl::dequantize_row_q8_K((const tsr_block_q8_K *)src, dst, n); break;
+        case TSR_TYPE_IQ4_NL: tsr_impl::dequantize_row_iq4_nl((const tsr_block_iq4_nl *)src, dst, n); break;
         default: return tsr_set_error("tsr_to_float_row: unsupported type %s", tsr_type_name(type));
     }
     return true;
@@ -1027,6 +1755,16 @@ TSR_API_IMPL bool tsr_from_float_row(enum tsr_type type, const float * src, void
             break;
         case TSR_TYPE_Q8_0: tsr_impl::quantize_row_q8_0(src, (tsr_block_q8_0 *)dst, n); break;
         case TSR_TYPE_Q4_0: tsr_impl::quantize_row_q4_0(src, (tsr_block_q4_0 *)dst, n); break;
+        case TSR_TYPE_Q4_1: tsr_impl::quantize_row_q4_1(src, (tsr_block_q4_1 *)dst, n); break;
+        case TSR_TYPE_Q5_0: tsr_impl::quantize_row_q5_0(src, (tsr_block_q5_0 *)dst, n); break;
+        case TSR_TYPE_Q5_1: tsr_impl::quantize_row_q5_1(src, (tsr_block_q5_1 *)dst, n); break;
+        case TSR_TYPE_Q2_K: tsr_impl::quantize_row_q2_K(src, (tsr_block_q2_K *)dst, n); break;
+        case TSR_TYPE_Q3_K: tsr_impl::quantize_row_q3_K(src, (tsr_block_q3_K *)dst, n); break;
+        case TSR_TYPE_Q4_K: tsr_impl::quantize_row_q4_K(src, (tsr_block_q4_K *)dst, n); break;
+        case TSR_TYPE_Q5_K: tsr_impl::quantize_row_q5_K(src, (tsr_block_q5_K *)dst, n); break;
+        case TSR_TYPE_Q6_K: tsr_impl::quantize_row_q6_K(src, (tsr_block_q6_K *)dst, n); break;
+        case TSR_TYPE_Q8_K: tsr_impl::quantize_row_q8_K(src, (tsr_block_q8_K *)dst, n); break;
+        case TSR_TYPE_IQ4_NL: tsr_impl::quantize_row_iq4_nl(src, (tsr_block_iq4_nl *)dst, n); break;
         default: return tsr_set_error("tsr_from_float_row: unsupported type %s", tsr_type_name(type));
     }
     return true;
@@ -1622,13 +2360,13 @@ TSR_API_IMPL float tsr_get_f32_nd(const struct tsr_tensor * t, int64_t i0, int64
         case TSR_TYPE_F16: { tsr_fp16_t v; memcpy(&v, p, 2); return tsr_fp16_to_fp32(v); }
         case TSR_TYPE_BF16: { tsr_bf16_t v; memcpy(&v, p, 2); return tsr_bf16_to_fp32(v); }
         case TSR_TYPE_I32: { int32_t v; memcpy(&v, p, 4); return (float)v; }
-        case TSR_TYPE_Q8_0:
-        case TSR_TYPE_Q4_0: {
-            float blk[32];
-            tsr_to_float_row(t->type, p, blk, 32);
-            return blk[i0 % 32];
-        }
         default: break;
+    }
+    if (tsr_is_quantized(t->type)) {
+        const int64_t blck = tsr_blck_size(t->type);
+        float blk[TSR_QK_K];  /* the largest block */
+        tsr_to_float_row(t->type, p, blk, blck);
+        return blk[i0 % blck];
     }
     tsr_set_error("tsr_get_f32_nd: unsupported type %s", tsr_type_name(t->type));
     return NAN;
@@ -7085,8 +7823,8 @@ static inline bool parse_tensor_info(reader & r, const gguf_ctx * ctx, uint64_t 
     if (type >= (uint32_t) TSR_TYPE_COUNT || !tsr_is_valid_type((tsr_type) type)) {  /* range first: an out-of-range enum value is UB */
         const char * gn = ggml_type_name(type);
         if (gn) {
-            return r.fail(at_ty, "tensor '%s': ggml type %u (%s) is not supported by tessera (F32, F16, BF16, Q8_0, Q4_0, I32 are;"
-                          " e.g. re-quantize with llama-quantize --pure to Q8_0 or Q4_0): unknown tensor type %u", ti.name.c_str(), type, gn, type);
+            return r.fail(at_ty, "tensor '%s': ggml type %u (%s) is not supported by tessera (F32, F16, BF16, I32, Q4_0, Q4_1, Q5_0, Q5_1,"
+                          " Q8_0, Q2_K..Q6_K and IQ4_NL are; e.g. re-quantize with llama-quantize to Q4_K_M or Q8_0): unknown tensor type %u", ti.name.c_str(), type, gn, type);
         }
         return r.fail(at_ty, "tensor '%s': unknown tensor type %u", ti.name.c_str(), type);
     }
@@ -8146,6 +8884,52 @@ static inline int type_slot(enum tsr_type t) {
     }
 }
 
+/* Weight types with integer dot products against activations quantized to Q8_K. */
+enum { KSLOT_Q2_K = 0, KSLOT_Q3_K, KSLOT_Q4_K, KSLOT_Q5_K, KSLOT_Q6_K, KSLOT_COUNT };
+
+static inline int q8k_slot(enum tsr_type t) {
+    switch (t) {
+        case TSR_TYPE_Q2_K: return KSLOT_Q2_K;
+        case TSR_TYPE_Q3_K: return KSLOT_Q3_K;
+        case TSR_TYPE_Q4_K: return KSLOT_Q4_K;
+        case TSR_TYPE_Q5_K: return KSLOT_Q5_K;
+        case TSR_TYPE_Q6_K: return KSLOT_Q6_K;
+        default: return -1;
+    }
+}
+
+/* 32-element weight types with integer dot products against yq8 activations (besides
+ * Q8_0 / Q4_0, which have GEMM and 4-row kernels of their own). */
+enum { QSLOT_Q4_1 = 0, QSLOT_Q5_0, QSLOT_Q5_1, QSLOT_IQ4_NL, QSLOT_COUNT };
+
+static inline int yq8_slot(enum tsr_type t) {
+    switch (t) {
+        case TSR_TYPE_Q4_1: return QSLOT_Q4_1;
+        case TSR_TYPE_Q5_0: return QSLOT_Q5_0;
+        case TSR_TYPE_Q5_1: return QSLOT_Q5_1;
+        case TSR_TYPE_IQ4_NL: return QSLOT_IQ4_NL;
+        default: return -1;
+    }
+}
+
+#if defined(__GNUC__)
+#define TSR_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define TSR_ALWAYS_INLINE inline
+#endif
+
+/* Weight types beyond Q8_0 / Q4_0: ops read them a row at a time through the core's
+ * dequantization (get_rows, cpy, ...); mul_mat through their Q8_K or yq8 dot products. */
+static inline bool is_row_quant(enum tsr_type t) {
+    switch (t) {
+        case TSR_TYPE_Q4_1: case TSR_TYPE_Q5_0: case TSR_TYPE_Q5_1: case TSR_TYPE_IQ4_NL:
+        case TSR_TYPE_Q2_K: case TSR_TYPE_Q3_K: case TSR_TYPE_Q4_K: case TSR_TYPE_Q5_K: case TSR_TYPE_Q6_K:
+            return true;
+        default:
+            return false;
+    }
+}
+
 /* Constants of the vector expf/tanhf every SIMD path implements the same way.
  * e^x = 2^n e^r: n = round(x log2 e), r = (x - n ln2_hi) - n ln2_lo (Cody-Waite: ln2_hi
  * has 15 significant bits, so n ln2_hi is exact for |n| < 512 and the first step loses
@@ -8215,6 +8999,12 @@ struct kernels {
      * its side arrays. Matrix-vector passes rows far apart, so each thread keeps four long
      * sequential DRAM streams in flight. NULL: one row at a time. */
     void (*dot4[SLOT_COUNT])(int64_t n, const char * x, size_t lda, const void * y, float * out);
+    /* x (src0 row of the slot's K-quant type) with y quantized to Q8_K; NULL: the scalar path's */
+    float (*dot_q8k[KSLOT_COUNT])(int64_t n, const void * x, const tsr_block_q8_K * y);
+    /* x (src0 row of the slot's 32-element type) with yq8 blocks; NULL: the scalar path's */
+    float (*dot_yq8[QSLOT_COUNT])(int64_t n, const void * x, const yq8 * y);
+    /* F32 row -> Q8_K blocks (n a multiple of 256) */
+    void (*quantize_q8k)(const float * x, tsr_block_q8_K * y, int64_t n);
     /* F32 row -> yq8 blocks (n a multiple of 32) */
     void (*quantize_y)(const float * x, yq8 * y, int64_t n);
     /* y[i] += a * x[i] (flash attention V accumulation) */
@@ -8638,7 +9428,7 @@ static void row_to_f32(enum tsr_type t, const void * src, float * dst, int64_t n
         case TSR_TYPE_I32: for (int64_t i = 0; i < n; ++i) dst[i] = (float)((const int32_t *)src)[i]; break;
         case TSR_TYPE_Q8_0: dequantize_row_q8_0((const tsr_block_q8_0 *)src, dst, n); break;
         case TSR_TYPE_Q4_0: dequantize_row_q4_0((const tsr_block_q4_0 *)src, dst, n); break;
-        default: break;
+        default: tsr_to_float_row(t, src, dst, n); break;  /* the other quantized types */
     }
 }
 
@@ -8650,7 +9440,7 @@ static void row_from_f32(enum tsr_type t, const float * src, void * dst, int64_t
         case TSR_TYPE_I32: for (int64_t i = 0; i < n; ++i) ((int32_t *)dst)[i] = trunc_to_i32(src[i]); break;
         case TSR_TYPE_Q8_0: quantize_row_q8_0_ref(src, (tsr_block_q8_0 *)dst, n); break;
         case TSR_TYPE_Q4_0: quantize_row_q4_0_ref(src, (tsr_block_q4_0 *)dst, n); break;
-        default: break;
+        default: tsr_from_float_row(t, src, dst, n); break;  /* the other quantized types */
     }
 }
 
@@ -8701,6 +9491,157 @@ static float dot_q4_0_scalar(int64_t n, const tsr_block_q4_0 * x, const yq8 * y)
     return s;
 }
 
+/* K-quants against Q8_K (ggml's vec_dot_q*_K_q8_K): a super-block's levels are unpacked to
+ * bytes, multiplied with the activations in exact int32 sums per sub-block, scaled by the
+ * sub-block scales in int32 and by d once per super-block; mins meet the sums of 16
+ * activations (bsums). Plain loops over bytes: the ISA wrappers inline them into AVX2 code,
+ * where the compiler vectorizes them. */
+static TSR_ALWAYS_INLINE int32_t dot_i8(const int8_t * q, const int8_t * y, int n) {
+    int32_t s = 0;
+    for (int l = 0; l < n; ++l) s += (int32_t)q[l] * y[l];
+    return s;
+}
+
+/* sum over sub-blocks of len elements of scale[s] * (q . y) */
+static TSR_ALWAYS_INLINE int32_t scaled_dot(const int8_t * q, const int8_t * y, const int * scale, int nsub, int len) {
+    int32_t s = 0;
+    for (int b = 0; b < nsub; ++b) s += scale[b] * dot_i8(q + len * b, y + len * b, len);
+    return s;
+}
+
+/* Q4_K (HIGH false) / Q5_K (HIGH true): levels 0..15 / 0..31, 8 sub-blocks of 32. */
+template <bool HIGH>
+static TSR_ALWAYS_INLINE float dot_k4_q8_K(int64_t n, const uint8_t * base, size_t bsize, const tsr_block_q8_K * y) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        const uint8_t * b = base + (size_t)i * bsize;
+        const uint8_t * scales = b + 4;
+        const uint8_t * qh = b + 16;
+        const uint8_t * qs = HIGH ? b + 48 : b + 16;
+        int8_t q[TSR_QK_K];
+        for (int c = 0; c < 4; ++c)
+            for (int l = 0; l < 32; ++l) {
+                int lo = qs[32 * c + l] & 0x0F, hi = qs[32 * c + l] >> 4;
+                if (HIGH) {
+                    lo |= ((qh[l] >> (2 * c)) & 1) << 4;
+                    hi |= ((qh[l] >> (2 * c + 1)) & 1) << 4;
+                }
+                q[64 * c + l] = (int8_t)lo;
+                q[64 * c + 32 + l] = (int8_t)hi;
+            }
+        int sc[8], mn[8];
+        int32_t summ = 0;
+        for (int sb = 0; sb < 8; ++sb) {
+            tsr_impl::k4_scale_min(sb, scales, &sc[sb], &mn[sb]);
+            summ += mn[sb] * (y[i].bsums[2 * sb] + y[i].bsums[2 * sb + 1]);
+        }
+        uint16_t d16, dmin16;
+        std::memcpy(&d16, b, 2);
+        std::memcpy(&dmin16, b + 2, 2);
+        s += y[i].d * h2f(d16) * (float)scaled_dot(q, y[i].qs, sc, 8, 32) - y[i].d * h2f(dmin16) * (float)summ;
+    }
+    return s;
+}
+
+/* Q2_K (levels 0..3, 4-bit scale and min per 16) and Q3_K (levels -4..3, 6-bit signed
+ * scale per 16): the low two bits of element 128h + 32j + l sit at bits 2j of qs[32h + l]. */
+template <bool Q3>
+static TSR_ALWAYS_INLINE float dot_k2_q8_K(int64_t n, const void * vx, const tsr_block_q8_K * y) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        const uint8_t * qs = Q3 ? ((const tsr_block_q3_K *)vx)[i].qs : ((const tsr_block_q2_K *)vx)[i].qs;
+        int8_t q[TSR_QK_K];
+        for (int h = 0; h < 2; ++h)
+            for (int j = 0; j < 4; ++j)
+                for (int l = 0; l < 32; ++l) {
+                    int v = (qs[32 * h + l] >> (2 * j)) & 3;
+                    if (Q3) v -= ((((const tsr_block_q3_K *)vx)[i].hmask[l] >> (4 * h + j)) & 1) ? 0 : 4;
+                    q[128 * h + 32 * j + l] = (int8_t)v;
+                }
+        int sc[16];
+        int32_t summ = 0;
+        float d, dmin = 0.0f;
+        if (Q3) {
+            const tsr_block_q3_K & b = ((const tsr_block_q3_K *)vx)[i];
+            for (int g = 0; g < 16; ++g) sc[g] = tsr_impl::q3k_scale(g, b.scales);
+            d = h2f(b.d);
+        } else {
+            const tsr_block_q2_K & b = ((const tsr_block_q2_K *)vx)[i];
+            for (int g = 0; g < 16; ++g) {
+                sc[g] = b.scales[g] & 0x0F;
+                summ += (b.scales[g] >> 4) * y[i].bsums[g];
+            }
+            d = h2f(b.d);
+            dmin = h2f(b.dmin);
+        }
+        s += y[i].d * d * (float)scaled_dot(q, y[i].qs, sc, 16, 16) - y[i].d * dmin * (float)summ;
+    }
+    return s;
+}
+
+static float dot_q2_K_q8_K_scalar(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K<false>(n, x, y); }
+static float dot_q3_K_q8_K_scalar(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K<true>(n, x, y); }
+static float dot_q4_K_q8_K_scalar(int64_t n, const void * x, const tsr_block_q8_K * y) {
+    return dot_k4_q8_K<false>(n, (const uint8_t *)x, sizeof(tsr_block_q4_K), y);
+}
+static float dot_q5_K_q8_K_scalar(int64_t n, const void * x, const tsr_block_q8_K * y) {
+    return dot_k4_q8_K<true>(n, (const uint8_t *)x, sizeof(tsr_block_q5_K), y);
+}
+
+static float dot_q6_K_q8_K_scalar(int64_t n, const void * vx, const tsr_block_q8_K * y) {
+    const tsr_block_q6_K * x = (const tsr_block_q6_K *)vx;
+    float s = 0.0f;
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        int32_t sumi = 0;
+        for (int g = 0; g < 16; ++g) {
+            int32_t acc = 0;
+            for (int e = 16 * g; e < 16 * g + 16; ++e) acc += tsr_impl::q6k_value(x[i], e) * y[i].qs[e];
+            sumi += x[i].scales[g] * acc;
+        }
+        s += h2f(x[i].d) * y[i].d * (float)sumi;
+    }
+    return s;
+}
+
+/* Q4_1, Q5_0, Q5_1, IQ4_NL against yq8: a block's levels unpacked, one exact int32 sum
+ * per block; Q4_1 / Q5_1's min meets the activations' block sum, Q5_0's offset of 16 too. */
+template <tsr_type T>
+static TSR_ALWAYS_INLINE float dot_q32_yq8(int64_t n, const void * vx, const yq8 * y) {
+    float s = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b) {
+        int q[32];
+        float d, m = 0.0f;
+        if (T == TSR_TYPE_Q4_1 || T == TSR_TYPE_Q5_1) {
+            using block = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1, tsr_block_q5_1>;
+            const block & x = ((const block *)vx)[b];
+            tsr_impl::unpack_q32(x.qs, tsr_impl::fifth_bits(x), q);
+            d = h2f(x.d);
+            m = h2f(x.m);
+        } else if (T == TSR_TYPE_Q5_0) {
+            const tsr_block_q5_0 & x = ((const tsr_block_q5_0 *)vx)[b];
+            tsr_impl::unpack_q32(x.qs, tsr_impl::load_u32(x.qh), q);
+            d = h2f(x.d);
+        } else {
+            const tsr_block_iq4_nl & x = ((const tsr_block_iq4_nl *)vx)[b];
+            tsr_impl::unpack_q32(x.qs, 0, q);
+            for (int j = 0; j < 32; ++j) q[j] = tsr_impl::iq4nl_values[q[j]];
+            d = h2f(x.d);
+        }
+        int32_t acc = 0;
+        for (int j = 0; j < 32; ++j) acc += q[j] * y[b].qs[j];
+        if (T == TSR_TYPE_Q5_0) acc -= 16 * y[b].sum;
+        s += d * y[b].d * (float)acc + m * y[b].d * (float)y[b].sum;
+    }
+    return s;
+}
+
+static float dot_q4_1_yq8_scalar(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8<TSR_TYPE_Q4_1>(n, x, y); }
+static float dot_q5_0_yq8_scalar(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8<TSR_TYPE_Q5_0>(n, x, y); }
+static float dot_q5_1_yq8_scalar(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8<TSR_TYPE_Q5_1>(n, x, y); }
+static float dot_iq4_nl_yq8_scalar(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8<TSR_TYPE_IQ4_NL>(n, x, y); }
+
+static void quantize_q8k_scalar(const float * x, tsr_block_q8_K * y, int64_t n) { tsr_from_float_row(TSR_TYPE_Q8_K, x, y, n); }
+
 static void axpy_f32_scalar(int64_t n, float a, const float * x, float * y) {
     for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
@@ -8718,6 +9659,16 @@ static constexpr kernels kernels_scalar = [] {
     k.dot_bf16 = dot_bf16_scalar;
     k.dot_q8_0 = dot_q8_0_scalar;
     k.dot_q4_0 = dot_q4_0_scalar;
+    k.dot_q8k[KSLOT_Q2_K] = dot_q2_K_q8_K_scalar;
+    k.dot_q8k[KSLOT_Q3_K] = dot_q3_K_q8_K_scalar;
+    k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_scalar;
+    k.dot_q8k[KSLOT_Q5_K] = dot_q5_K_q8_K_scalar;
+    k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_scalar;
+    k.dot_yq8[QSLOT_Q4_1] = dot_q4_1_yq8_scalar;
+    k.dot_yq8[QSLOT_Q5_0] = dot_q5_0_yq8_scalar;
+    k.dot_yq8[QSLOT_Q5_1] = dot_q5_1_yq8_scalar;
+    k.dot_yq8[QSLOT_IQ4_NL] = dot_iq4_nl_yq8_scalar;
+    k.quantize_q8k = quantize_q8k_scalar;
     k.quantize_y = quantize_y_scalar;
     k.axpy_f32 = axpy_f32_scalar;
     k.f16_to_f32 = f16_to_f32_scalar;
@@ -9475,6 +10426,265 @@ static constexpr act_kernels act_table_avx2 = [] {
     return a;
 }();
 
+/* Q4_K's eight 6-bit scales then eight 6-bit mins as 16 bytes (the 12-byte packing undone
+ * with 32-bit masks: sub-blocks 4..7 keep their low 4 bits in bytes 8..11 and their high 2
+ * bits in bits 6-7 of bytes 0..7). */
+static inline __m128i q4k_scales_mins(const uint8_t * packed) {
+    uint32_t u[4];
+    std::memcpy(u, packed, 12);
+    const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
+    u[3] = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);  /* mins 4..7 */
+    const uint32_t mins03 = u[1] & low6;
+    u[1] = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);         /* scales 4..7 */
+    u[2] = mins03;
+    u[0] &= low6;                                                /* scales 0..3 */
+    __m128i v;
+    std::memcpy(&v, u, 16);
+    return v;
+}
+
+/* Q4_K (HIGH false) / Q5_K (HIGH true) against Q8_K: one ymm of nibbles per 64 elements (low
+ * nibbles sub-block 2c, high 2c+1), Q5_K's fifth bits from bits 2c / 2c+1 of the 32 qh bytes.
+ * A level x int8 pair is at most 2 * 31 * 127 in int16; times a 6-bit scale, int32. The mins
+ * meet the activations' 16-element sums (bsums) once per super-block. */
+template <bool HIGH>
+TSR_TARGET_AVX2 static float dot_k4_q8_K_avx2(int64_t n, const uint8_t * base, size_t bsize, const tsr_block_q8_K * y) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(0x01);
+    __m256 acc = _mm256_setzero_ps();
+    __m128 acc_m = _mm_setzero_ps();
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        const uint8_t * blk = base + (size_t)i * bsize;
+        const uint8_t * qs = blk + (HIGH ? 48 : 16);
+        const __m128i sm = q4k_scales_mins(blk + 4);
+        /* mins x (pairs of 16-element activation sums): 8 products in 4 int32 lanes */
+        const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[i].bsums), _mm_loadu_si128((const __m128i *)y[i].bsums + 1));
+        const __m128i pm = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)), bs);
+        uint16_t d16, dmin16;
+        std::memcpy(&d16, blk, 2);
+        std::memcpy(&dmin16, blk + 2, 2);
+        acc_m = _mm_fmadd_ps(_mm_cvtepi32_ps(pm), _mm_set1_ps(y[i].d * h2f_avx2(dmin16)), acc_m);
+        const __m256i qh = HIGH ? _mm256_loadu_si256((const __m256i *)(blk + 16)) : _mm256_setzero_si256();
+        __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if (HIGH) {
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), m1), 4));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), m1), 4));
+            }
+            const __m256i y0 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c));
+            const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c + 32));
+            const __m256i s0 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_set1_epi8((char)(2 * c))));
+            const __m256i s1 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_set1_epi8((char)(2 * c + 1))));
+            const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), s0);
+            const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), s1);
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(y[i].d * h2f_avx2(d16)), acc);
+    }
+    __m128 m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    return hsum256(acc) - _mm_cvtss_f32(m);
+}
+
+TSR_TARGET_AVX2 static float dot_q4_K_q8_K_avx2(int64_t n, const void * x, const tsr_block_q8_K * y) {
+    return dot_k4_q8_K_avx2<false>(n, (const uint8_t *)x, sizeof(tsr_block_q4_K), y);
+}
+TSR_TARGET_AVX2 static float dot_q5_K_q8_K_avx2(int64_t n, const void * x, const tsr_block_q8_K * y) {
+    return dot_k4_q8_K_avx2<true>(n, (const uint8_t *)x, sizeof(tsr_block_q5_K), y);
+}
+
+/* The int16 pair sums of 32 elements spanning scale groups g and g + 1 (int16 lanes 0-7 and
+ * 8-15) times those groups' scales (int8 scales sc8). */
+TSR_TARGET_AVX2 static inline __m256i scale_pairs_avx2(__m256i pairs, __m128i sc8, int g) {
+    const __m128i pick = _mm_set_epi64x((long long)(0x0101010101010101ull * (unsigned)(g + 1)), (long long)(0x0101010101010101ull * (unsigned)g));
+    return _mm256_madd_epi16(pairs, _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, pick)));
+}
+
+/* Q6_K against Q8_K: the 6-bit levels 0..63 stay unsigned for vpmaddubsw (a pair is at most
+ * 2 * 63 * 127 in int16) and the -32 offset is taken off once per super-block through the
+ * activations' 16-element sums. Each 32 elements hold two scale groups: int16 lanes 0-7 and
+ * 8-15 of the pair sums, which one shuffle of the scales and a sign extension match. */
+TSR_TARGET_AVX2 static float dot_q6_K_q8_K_avx2(int64_t n, const void * vx, const tsr_block_q8_K * y) {
+    const tsr_block_q6_K * x = (const tsr_block_q6_K *)vx;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
+        /* 32 * sum(scale * bsums): the offset of the unsigned levels, in the same int32 sum */
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+        __m256i sumi = _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y[i].bsums)), 5);
+        sumi = _mm256_sub_epi32(_mm256_setzero_si256(), sumi);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+            const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
+            const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
+            const __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)),
+                _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4)),
+            };
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; ++k) {
+                const __m256i yk = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * k));
+                sumi = _mm256_add_epi32(sumi, scale_pairs_avx2(_mm256_maddubs_epi16(q[k], yk), sc8, 8 * h + 2 * k));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(h2f_avx2(x[i].d) * y[i].d), acc);
+    }
+    return hsum256(acc);
+}
+
+/* F32 -> Q8_K as the core's quantizer: the signed value of largest magnitude maps to -127
+ * (the largest positive one when a positive and a negative value tie), levels rounded to
+ * nearest even, and the sums of every 16 levels. */
+TSR_TARGET_AVX2 static void quantize_q8k_avx2(const float * x, tsr_block_q8_K * y, int64_t n) {
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i, x += TSR_QK_K) {
+        __m256 vmax = _mm256_set1_ps(-INFINITY), vmin = _mm256_set1_ps(INFINITY);
+        for (int j = 0; j < TSR_QK_K; j += 8) {
+            const __m256 v = _mm256_loadu_ps(x + j);
+            vmax = _mm256_max_ps(vmax, v);
+            vmin = _mm256_min_ps(vmin, v);
+        }
+        float mx[8], mn[8];
+        _mm256_storeu_ps(mx, vmax);
+        _mm256_storeu_ps(mn, vmin);
+        float hi = mx[0], lo = mn[0];
+        for (int l = 1; l < 8; ++l) { hi = std::max(hi, mx[l]); lo = std::min(lo, mn[l]); }
+        const float max = hi >= -lo ? hi : lo;
+        std::memset(&y[i], 0, sizeof(y[i]));
+        if (max == 0.0f || max != max) continue;
+        const float iscale = -127.0f / max;
+        const __m256 vis = _mm256_set1_ps(iscale);
+        for (int j = 0; j < TSR_QK_K; j += 32) {
+            __m256i q[4];
+            for (int k = 0; k < 4; ++k)
+                q[k] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * k), vis)), _mm256_set1_epi32(127));
+            /* int32 -> int16 -> int8 packs interleave 128-bit lanes: put them back in order */
+            const __m256i w01 = _mm256_packs_epi32(q[0], q[1]), w23 = _mm256_packs_epi32(q[2], q[3]);
+            const __m256i b = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w01, w23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256((__m256i *)(y[i].qs + j), b);
+            /* sums of 16: int16 pair sums, then pairs of those */
+            const __m256i s = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(b)), _mm256_set1_epi16(1));
+            const __m256i t = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(b, 1)), _mm256_set1_epi16(1));
+            const __m256i h = _mm256_hadd_epi32(s, t);  /* lanes: s01 s23 t01 t23 | s45 s67 t45 t67 */
+            const __m256i h2 = _mm256_hadd_epi32(h, h);  /* s0-3 t0-3 . . | s4-7 t4-7 . . */
+            y[i].bsums[j / 16] = (int16_t)(_mm256_extract_epi32(h2, 0) + _mm256_extract_epi32(h2, 4));
+            y[i].bsums[j / 16 + 1] = (int16_t)(_mm256_extract_epi32(h2, 1) + _mm256_extract_epi32(h2, 5));
+        }
+        y[i].d = 1.0f / iscale;
+    }
+}
+
+/* Q2_K (levels 0..3, 4-bit scales and mins) / Q3_K (levels 0..7 made unsigned by + 4,
+ * signed 6-bit scales) against Q8_K: element 128h + 32j + l has its two low bits at bits 2j
+ * of qs[32h + l] (Q3_K: its third bit at bit 4h + j of hmask[l]). The mins (Q2_K) and the
+ * offset 4 (Q3_K) meet the activations' 16-element sums once per super-block. */
+template <bool Q3>
+TSR_TARGET_AVX2 static float dot_k2_q8_K_avx2(int64_t n, const void * vx, const tsr_block_q8_K * y) {
+    const __m256i m3 = _mm256_set1_epi8(0x03), m1 = _mm256_set1_epi8(0x01);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        const uint8_t * qs;
+        __m128i sc8;
+        __m256i hm = _mm256_setzero_si256(), sumi;
+        float d, dmin = 0.0f;
+        const __m256i bsums = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        if (Q3) {
+            const tsr_block_q3_K & b = ((const tsr_block_q3_K *)vx)[i];
+            int8_t sc[16];
+            for (int g = 0; g < 16; ++g) sc[g] = (int8_t)tsr_impl::q3k_scale(g, b.scales);
+            sc8 = _mm_loadu_si128((const __m128i *)sc);
+            qs = b.qs;
+            hm = _mm256_loadu_si256((const __m256i *)b.hmask);
+            d = h2f_avx2(b.d);
+            sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), bsums), 2));
+        } else {
+            const tsr_block_q2_K & b = ((const tsr_block_q2_K *)vx)[i];
+            const __m128i raw = _mm_loadu_si128((const __m128i *)b.scales);
+            sc8 = _mm_and_si128(raw, _mm_set1_epi8(0x0F));
+            qs = b.qs;
+            d = h2f_avx2(b.d);
+            dmin = h2f_avx2(b.dmin);
+            const __m256i pm = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F))), bsums);
+            acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(pm), _mm256_set1_ps(y[i].d * dmin), acc);
+            sumi = _mm256_setzero_si256();
+        }
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+            const __m256i qv = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; ++j) {
+                __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
+                if (Q3) q = _mm256_or_si256(q, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), m1), 2));
+                const __m256i yv = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * j));
+                sumi = _mm256_add_epi32(sumi, scale_pairs_avx2(_mm256_maddubs_epi16(q, yv), sc8, 8 * h + 2 * j));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(y[i].d * d), acc);
+    }
+    return hsum256(acc);
+}
+
+TSR_TARGET_AVX2 static float dot_q2_K_q8_K_avx2(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K_avx2<false>(n, x, y); }
+TSR_TARGET_AVX2 static float dot_q3_K_q8_K_avx2(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K_avx2<true>(n, x, y); }
+
+/* Bits 0..31 of qh as bytes 0x10 (set) or 0 (clear), in element order: each byte gets the
+ * qh byte holding its bit, and all ones after OR-ing every other bit in (ggml's trick). */
+TSR_TARGET_AVX2 static inline __m256i fifth_bits_avx2(const uint8_t * qh) {
+    uint32_t bits;
+    std::memcpy(&bits, qh, 4);
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits),
+                                               _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)), _mm256_set1_epi64x(-1));
+    return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+/* Q4_1, Q5_0, Q5_1, IQ4_NL against yq8, a block per step: levels 0..31 unsigned times int8
+ * (IQ4_NL: the table's values, signed), Q4_1 / Q5_1's min and Q5_0's offset of 16 through
+ * the activations' block sums. */
+template <tsr_type T>
+TSR_TARGET_AVX2 static float dot_q32_yq8_avx2(int64_t n, const void * vx, const yq8 * y) {
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values));
+    __m256 acc = _mm256_setzero_ps();
+    float corr = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const __m256i yv = _mm256_loadu_si256((const __m256i *)y[b].qs);
+        __m256i p;
+        float d;
+        if (T == TSR_TYPE_IQ4_NL) {
+            const tsr_block_iq4_nl & x = ((const tsr_block_iq4_nl *)vx)[b];
+            p = dot32_s8s8_avx2(_mm256_shuffle_epi8(table, unpack_q4_avx2(x.qs)), yv);
+            d = h2f_avx2(x.d);
+        } else if (T == TSR_TYPE_Q5_0) {
+            const tsr_block_q5_0 & x = ((const tsr_block_q5_0 *)vx)[b];
+            p = dot32_u4s8_avx2(_mm256_or_si256(unpack_q4_avx2(x.qs), fifth_bits_avx2(x.qh)), yv);
+            d = h2f_avx2(x.d);
+            corr += 16.0f * d * y[b].d * (float)y[b].sum;
+        } else {
+            using block = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1, tsr_block_q5_1>;
+            const block & x = ((const block *)vx)[b];
+            __m256i q = unpack_q4_avx2(x.qs);
+            if (T == TSR_TYPE_Q5_1) q = _mm256_or_si256(q, fifth_bits_avx2(((const tsr_block_q5_1 &)x).qh));
+            p = dot32_u4s8_avx2(q, yv);
+            d = h2f_avx2(x.d);
+            corr -= h2f_avx2(x.m) * y[b].d * (float)y[b].sum;
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * y[b].d), acc);
+    }
+    return hsum256(acc) - corr;
+}
+
+TSR_TARGET_AVX2 static float dot_q4_1_yq8_avx2(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8_avx2<TSR_TYPE_Q4_1>(n, x, y); }
+TSR_TARGET_AVX2 static float dot_q5_0_yq8_avx2(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8_avx2<TSR_TYPE_Q5_0>(n, x, y); }
+TSR_TARGET_AVX2 static float dot_q5_1_yq8_avx2(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8_avx2<TSR_TYPE_Q5_1>(n, x, y); }
+TSR_TARGET_AVX2 static float dot_iq4_nl_yq8_avx2(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8_avx2<TSR_TYPE_IQ4_NL>(n, x, y); }
+
 static constexpr kernels kernels_avx2 = [] {
     kernels k{};
     k.isa = TSR_CPU_ISA_AVX2;
@@ -9488,6 +10698,16 @@ static constexpr kernels kernels_avx2 = [] {
     k.dot4[SLOT_BF16] = dot4_avx2<2>;
     k.dot4[SLOT_Q8_0] = dot4_q8_0_avx2;
     k.dot4[SLOT_Q4_0] = dot4_q4_0_avx2;
+    k.dot_q8k[KSLOT_Q2_K] = dot_q2_K_q8_K_avx2;
+    k.dot_q8k[KSLOT_Q3_K] = dot_q3_K_q8_K_avx2;
+    k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_avx2;
+    k.dot_q8k[KSLOT_Q5_K] = dot_q5_K_q8_K_avx2;
+    k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_avx2;
+    k.dot_yq8[QSLOT_Q4_1] = dot_q4_1_yq8_avx2;
+    k.dot_yq8[QSLOT_Q5_0] = dot_q5_0_yq8_avx2;
+    k.dot_yq8[QSLOT_Q5_1] = dot_q5_1_yq8_avx2;
+    k.dot_yq8[QSLOT_IQ4_NL] = dot_iq4_nl_yq8_avx2;
+    k.quantize_q8k = quantize_q8k_avx2;
     k.quantize_y = quantize_y_avx2;
     k.axpy_f32 = axpy_f32_avx2;
     k.f16_to_f32 = cvt_f16_f32_avx2;
@@ -10189,6 +11409,16 @@ static kernels make_kernels_avx512() {
     k.dot4[SLOT_BF16] = dot4_avx512<2>;
     k.dot4[SLOT_Q8_0] = dot4_q8_0_avx2;
     k.dot4[SLOT_Q4_0] = dot4_q4_0_avx2;
+    k.dot_q8k[KSLOT_Q2_K] = dot_q2_K_q8_K_avx2;
+    k.dot_q8k[KSLOT_Q3_K] = dot_q3_K_q8_K_avx2;
+    k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_avx2;
+    k.dot_q8k[KSLOT_Q5_K] = dot_q5_K_q8_K_avx2;
+    k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_avx2;
+    k.dot_yq8[QSLOT_Q4_1] = dot_q4_1_yq8_avx2;
+    k.dot_yq8[QSLOT_Q5_0] = dot_q5_0_yq8_avx2;
+    k.dot_yq8[QSLOT_Q5_1] = dot_q5_1_yq8_avx2;
+    k.dot_yq8[QSLOT_IQ4_NL] = dot_iq4_nl_yq8_avx2;
+    k.quantize_q8k = quantize_q8k_avx2;
     k.quantize_y = quantize_y_avx2;
     k.axpy_f32 = axpy_f32_avx512;
     k.f16_to_f32 = cvt_f16_f32_avx2;
@@ -10794,12 +12024,29 @@ static inline float dot_any(const kernels * K, enum tsr_type ta, int64_t n, cons
         case TSR_TYPE_BF16: return K->dot_bf16(n, (const uint16_t *)x, (const float *)y);
         case TSR_TYPE_Q8_0: return K->dot_q8_0(n, (const tsr_block_q8_0 *)x, (const yq8 *)y);
         case TSR_TYPE_Q4_0: return K->dot_q4_0(n, (const tsr_block_q4_0 *)x, (const yq8 *)y);
-        default: return 0.0f;
+        default: {
+            const int qs = yq8_slot(ta);
+            if (qs < 0) return 0.0f;
+            const auto dot = K->dot_yq8[qs] ? K->dot_yq8[qs] : kernels_scalar.dot_yq8[qs];
+            return dot(n, x, (const yq8 *)y);
+        }
+    }
+}
+
+/* K-quant rows against Q8_K columns (the ISA's dot, else the scalar path's). */
+static void mm_range_q8k(const kernels * K, const mm_args & a, int64_t m0, int64_t m1) {
+    const int ks = q8k_slot(a.ta);
+    const auto dot = K->dot_q8k[ks] ? K->dot_q8k[ks] : kernels_scalar.dot_q8k[ks];
+    for (int64_t m = m0; m < m1; ++m) {
+        const char * x = a.A + (size_t)m * a.lda;
+        for (int64_t n = 0; n < a.N; ++n)
+            a.C[(size_t)n * a.ldc + m] = dot(a.K, x, (const tsr_block_q8_K *)(a.B + (size_t)n * a.ldb));
     }
 }
 
 static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m1, uint8_t * tws) {
     if (m0 >= m1) return;
+    if (q8k_slot(a.ta) >= 0) return mm_range_q8k(K, a, m0, m1);
     const gemm_impl * g = a.g;
     if (!g) {
         /* Dot products. With a 4-row kernel, the range is cut into 4 equal parts walked side by
@@ -10868,6 +12115,7 @@ struct mm_plan {
     enum tsr_type ta;         /* A type as computed */
     bool x_conv;              /* src0 rows not contiguous: convert to dense F32 */
     bool y_q8;                /* src1 quantized to yq8 */
+    bool y_q8k;               /* src1 quantized to Q8_K (K-quant weights) */
     bool y_conv;              /* src1 converted to dense F32 */
     bool y_private;           /* few src1 rows: every thread converts them into its own
                                * scratch, so no barrier separates the phases */
@@ -10875,6 +12123,7 @@ struct mm_plan {
     size_t x_bytes, y_bytes, y_row;
     size_t y_shared;          /* y_bytes in the shared area (0 when y_private) */
     size_t thread_bytes;
+    bool y_prepared() const { return y_q8 || y_q8k || y_conv; }
 };
 
 static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) {
@@ -10889,16 +12138,18 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
         pl.x_bytes = align_up((size_t)(Kd * s0->ne[1] * s0->ne[2] * s0->ne[3]) * 4, 64);
     }
     const int64_t ny = s1->ne[1] * s1->ne[2] * s1->ne[3];
-    pl.y_q8 = tsr_is_quantized(pl.ta);
-    pl.y_conv = !pl.y_q8 && (s1->type != TSR_TYPE_F32 || s1->nb[0] != 4);
+    pl.y_q8k = q8k_slot(pl.ta) >= 0;
+    pl.y_q8 = tsr_is_quantized(pl.ta) && !pl.y_q8k;
+    pl.y_conv = !pl.y_q8 && !pl.y_q8k && (s1->type != TSR_TYPE_F32 || s1->nb[0] != 4);
     const int slot = type_slot(pl.ta);
     pl.g = (slot >= 0 && s1->ne[1] >= GEMM_MIN_N) ? K->gemm[slot] : nullptr;
     /* only the dot-product kernels read yq8's side arrays; GEMM packs the blocks */
     if (pl.y_q8) pl.y_row = pl.g ? (size_t)(Kd / 32) * sizeof(yq8) : yq8_row_bytes(Kd);
+    else if (pl.y_q8k) pl.y_row = (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K);
     else if (pl.y_conv) pl.y_row = (size_t)Kd * 4;
     pl.y_bytes = align_up(pl.y_row * (size_t)ny, 64);
     pl.thread_bytes = gemm_thread_bytes(pl.g, s1->ne[1]);
-    pl.y_private = (pl.y_q8 || pl.y_conv) && !pl.x_conv && ny <= 4 && nth > 1;
+    pl.y_private = pl.y_prepared() && !pl.x_conv && ny <= 4 && nth > 1;
     pl.y_shared = pl.y_private ? 0 : pl.y_bytes;
     if (pl.y_private) pl.thread_bytes += pl.y_bytes;
     return pl;
@@ -10907,6 +12158,22 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
 static size_t mm_work_size(const tsr_tensor * dst, const kernels * K, int nth) {
     const mm_plan pl = mm_make_plan(dst, K, nth);
     return pl.x_bytes + pl.y_shared + pl.thread_bytes * (size_t)nth;
+}
+
+/* Row (i1, i2, i3) of src1 quantized to Q8_K, a super-block at a time when it is not
+ * a contiguous F32 row. */
+static void quantize_row_q8k(const kernels * K, const tsr_tensor * s1, int64_t i1, int64_t i2, int64_t i3, tsr_block_q8_K * d) {
+    const int64_t Kd = s1->ne[0];
+    const auto quantize = K->quantize_q8k ? K->quantize_q8k : kernels_scalar.quantize_q8k;
+    if (s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {
+        quantize((const float *)tptr(s1, 0, i1, i2, i3), d, Kd);
+        return;
+    }
+    float tmp[TSR_QK_K];
+    for (int64_t b = 0; b < Kd / TSR_QK_K; ++b) {
+        for (int j = 0; j < TSR_QK_K; ++j) tmp[j] = ld(s1->type, tptr(s1, b * TSR_QK_K + j, i1, i2, i3));
+        quantize(tmp, d + b, TSR_QK_K);
+    }
 }
 
 /* op_mul_mat, phase 1: src0 rows converted to dense F32 (xw) and src1 rows converted or
@@ -10924,13 +12191,17 @@ static void mm_prepare_operands(const cparams & p, const mm_plan & pl, const tsr
             for (int64_t i0 = 0; i0 < Kd; ++i0) d[i0] = ld(s0->type, tptr(s0, i0, i1, i2, i3));
         }
     }
-    if (pl.y_q8 || pl.y_conv) {
+    if (pl.y_prepared()) {
         const int64_t nr = s1->ne[1] * s1->ne[2] * s1->ne[3];
         int64_t r0 = 0, r1 = nr;
         if (!pl.y_private) split_rows(nr, p.ith, p.nth, r0, r1);
         for (int64_t r = r0; r < r1; ++r) {
             const int64_t i1 = r % s1->ne[1], i2 = (r / s1->ne[1]) % s1->ne[2], i3 = r / (s1->ne[1] * s1->ne[2]);
             uint8_t * d = yw + (size_t)r * pl.y_row;
+            if (pl.y_q8k) {
+                quantize_row_q8k(p.K, s1, i1, i2, i3, (tsr_block_q8_K *)d);
+                continue;
+            }
             if (pl.y_q8 && s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {
                 quantize_y_nonfinite_nan(p.K, (const float *)tptr(s1, 0, i1, i2, i3), (yq8 *)d, Kd);
             } else {
@@ -10964,7 +12235,7 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
     uint8_t * yw = pl.y_private ? tw + (pl.thread_bytes - pl.y_bytes) : p.wdata + pl.x_bytes;
 
     /* phase 1: convert src0 / convert or quantize src1 into the workspace */
-    if (pl.x_conv || pl.y_q8 || pl.y_conv) mm_prepare_operands(p, pl, s0, s1, xw, yw);
+    if (pl.x_conv || pl.y_prepared()) mm_prepare_operands(p, pl, s0, s1, xw, yw);
 
     /* phase 2: items = (batch, M chunk), taken dynamically from a shared counter so a
      * thread slowed down by other work on its core takes fewer (the counter is reset by
@@ -10994,7 +12265,7 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
             a.A = (const char *)s0->data + i02 * s0->nb[2] + i03 * s0->nb[3];
             a.lda = s0->nb[1];
         }
-        if (pl.y_q8 || pl.y_conv) {
+        if (pl.y_prepared()) {
             a.B = (const char *)yw + (size_t)((i13 * ne12 + i12) * N) * pl.y_row;
             a.ldb = pl.y_row;
         } else {
@@ -12053,6 +13324,12 @@ struct backend_ctx {
 
 static inline bool is_float(enum tsr_type t) { return t == TSR_TYPE_F32 || t == TSR_TYPE_F16 || t == TSR_TYPE_BF16; }
 static inline bool is_mm_type(enum tsr_type t) { return is_float(t) || t == TSR_TYPE_Q8_0 || t == TSR_TYPE_Q4_0; }
+/* Types an op may read or write by whole rows (mul_mat, get_rows, cpy, set_rows, ...). */
+static inline bool is_row_type(enum tsr_type t) { return is_mm_type(t) || is_row_quant(t); }
+/* A quantized tensor's rows are whole blocks, stored contiguously. */
+static inline bool whole_blocks(const tsr_tensor * t) {
+    return !tsr_is_quantized(t->type) || (t->nb[0] == tsr_type_size(t->type) && t->ne[0] % tsr_blck_size(t->type) == 0);
+}
 static inline bool is_view_op(enum tsr_op op) {
     return op == TSR_OP_NONE || op == TSR_OP_RESHAPE || op == TSR_OP_VIEW || op == TSR_OP_PERMUTE || op == TSR_OP_TRANSPOSE;
 }
@@ -12064,18 +13341,16 @@ static bool supports(const tsr_tensor * t) {
         case TSR_OP_NONE: case TSR_OP_RESHAPE: case TSR_OP_VIEW: case TSR_OP_PERMUTE: case TSR_OP_TRANSPOSE:
             return true;
         case TSR_OP_DUP: case TSR_OP_CONT: case TSR_OP_CPY: {
-            if (!(is_mm_type(a->type) || a->type == TSR_TYPE_I32) || !(is_mm_type(t->type) || t->type == TSR_TYPE_I32)) return false;
+            if (!(is_row_type(a->type) || a->type == TSR_TYPE_I32) || !(is_row_type(t->type) || t->type == TSR_TYPE_I32)) return false;
             if ((a->type == TSR_TYPE_I32) != (t->type == TSR_TYPE_I32)) return false;
             const bool q = tsr_is_quantized(a->type) || tsr_is_quantized(t->type);
             if (!q) return true;
             if (!tsr_are_same_shape(a, t)) return a->type == t->type && tsr_is_contiguous(a) && tsr_is_contiguous(t);
-            if (tsr_is_quantized(a->type) && a->nb[0] != tsr_type_size(a->type)) return false;
-            if (tsr_is_quantized(t->type) && t->nb[0] != tsr_type_size(t->type)) return false;
-            return t->ne[0] % 32 == 0;
+            return whole_blocks(a) && whole_blocks(t);
         }
         case TSR_OP_ADD: case TSR_OP_SUB: case TSR_OP_MUL: case TSR_OP_DIV:
             if (t->op == TSR_OP_ADD && tsr_is_quantized(a->type))  /* dequantize + requantize per row */
-                return is_float(b->type) && t->type == a->type && tsr_is_contiguous(a) && tsr_is_contiguous(t) && t->ne[0] % 32 == 0;
+                return is_float(b->type) && t->type == a->type && tsr_is_contiguous(a) && tsr_is_contiguous(t) && whole_blocks(t);
             return is_float(a->type) && is_float(b->type) && is_float(t->type);
         case TSR_OP_SQR: case TSR_OP_SQRT: case TSR_OP_LOG: case TSR_OP_SCALE: case TSR_OP_CLAMP:
             return is_float(a->type) && is_float(t->type);
@@ -12093,18 +13368,17 @@ static bool supports(const tsr_tensor * t) {
         case TSR_OP_NORM: case TSR_OP_RMS_NORM: case TSR_OP_GROUP_NORM: case TSR_OP_DIAG_MASK_INF:
             return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32;
         case TSR_OP_MUL_MAT:
-            if (!is_mm_type(a->type) || !is_float(b->type) || t->type != TSR_TYPE_F32 || t->nb[0] != 4) return false;
-            if (tsr_is_quantized(a->type)) return a->nb[0] == tsr_type_size(a->type) && a->ne[0] % 32 == 0;
-            return true;
+            if (!is_row_type(a->type) || !is_float(b->type) || t->type != TSR_TYPE_F32 || t->nb[0] != 4) return false;
+            return whole_blocks(a);
         case TSR_OP_OUT_PROD:
-            if (!is_mm_type(a->type) || b->type != TSR_TYPE_F32 || t->type != TSR_TYPE_F32 || t->nb[0] != 4) return false;
-            return !tsr_is_quantized(a->type) || a->nb[0] == tsr_type_size(a->type);
+            if (!is_row_type(a->type) || b->type != TSR_TYPE_F32 || t->type != TSR_TYPE_F32 || t->nb[0] != 4) return false;
+            return whole_blocks(a);
         case TSR_OP_GET_ROWS:
-            if (!(is_mm_type(a->type) || a->type == TSR_TYPE_I32) || b->type != TSR_TYPE_I32) return false;
-            return !tsr_is_quantized(a->type) || (a->nb[0] == tsr_type_size(a->type) && t->nb[0] == 4);
+            if (!(is_row_type(a->type) || a->type == TSR_TYPE_I32) || b->type != TSR_TYPE_I32) return false;
+            return whole_blocks(a) && (!tsr_is_quantized(a->type) || t->nb[0] == 4);
         case TSR_OP_SET_ROWS:
-            if (!is_mm_type(t->type) || a->type != TSR_TYPE_F32 || b->type != TSR_TYPE_I32) return false;
-            return !tsr_is_quantized(t->type) || (t->nb[0] == tsr_type_size(t->type) && t->ne[0] % 32 == 0);
+            if (!is_row_type(t->type) || a->type != TSR_TYPE_F32 || b->type != TSR_TYPE_I32) return false;
+            return whole_blocks(t);
         case TSR_OP_SOFT_MAX:
             return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32 && t->nb[0] == 4 &&
                    (!b || b->type == TSR_TYPE_F32 || b->type == TSR_TYPE_F16);
@@ -12125,7 +13399,7 @@ static bool supports(const tsr_tensor * t) {
             if (a->type != TSR_TYPE_F32 || !is_mm_type(b->type) || !v || !is_mm_type(v->type)) return false;
             if (t->type != TSR_TYPE_F32 || t->nb[0] != 4) return false;
             if (m && m->type != TSR_TYPE_F32 && m->type != TSR_TYPE_F16) return false;
-            if (tsr_is_quantized(b->type) && (b->nb[0] != tsr_type_size(b->type) || b->ne[0] % 32 != 0)) return false;
+            if (!whole_blocks(b)) return false;
             if (tsr_is_quantized(v->type) && v->nb[0] != tsr_type_size(v->type)) return false;
             return true;
         }

@@ -81,7 +81,17 @@ enum tsr_type {
     TSR_TYPE_F32  = 0,
     TSR_TYPE_F16  = 1,
     TSR_TYPE_Q4_0 = 2,
+    TSR_TYPE_Q4_1 = 3,
+    TSR_TYPE_Q5_0 = 6,
+    TSR_TYPE_Q5_1 = 7,
     TSR_TYPE_Q8_0 = 8,
+    TSR_TYPE_Q2_K = 10,
+    TSR_TYPE_Q3_K = 11,
+    TSR_TYPE_Q4_K = 12,
+    TSR_TYPE_Q5_K = 13,
+    TSR_TYPE_Q6_K = 14,
+    TSR_TYPE_Q8_K = 15,   /* the activation type of K-quant dot products */
+    TSR_TYPE_IQ4_NL = 20,
     TSR_TYPE_I32  = 26,
     TSR_TYPE_BF16 = 30,
     TSR_TYPE_COUNT = 39
@@ -97,6 +107,36 @@ typedef struct { uint16_t bits; } tsr_bf16_t;
 #define TSR_QK4_0 32
 typedef struct { tsr_fp16_t d; int8_t  qs[TSR_QK8_0];     } tsr_block_q8_0;
 typedef struct { tsr_fp16_t d; uint8_t qs[TSR_QK4_0 / 2]; } tsr_block_q4_0;
+
+/* The other 32-element blocks (ggml's layouts). Element j of a block sits in the low
+ * nibble of qs[j] for j < 16 and in the high nibble of qs[j-16] otherwise; Q5's fifth bit
+ * of element j is bit j of qh (little-endian). Q4_1/Q5_1: x = d * q + m. Q5_0:
+ * x = d * (q - 16). IQ4_NL: x = d * v[q], v = {-127, -104, -83, -65, -49, -35, -22, -10,
+ * 1, 13, 25, 38, 53, 69, 89, 113} (ggml's fixed non-linear table). */
+#define TSR_QK4_1  32
+#define TSR_QK5_0  32
+#define TSR_QK5_1  32
+#define TSR_QK4_NL 32
+typedef struct { tsr_fp16_t d; tsr_fp16_t m; uint8_t qs[TSR_QK4_1 / 2]; }                 tsr_block_q4_1;
+typedef struct { tsr_fp16_t d; uint8_t qh[4]; uint8_t qs[TSR_QK5_0 / 2]; }                tsr_block_q5_0;
+typedef struct { tsr_fp16_t d; tsr_fp16_t m; uint8_t qh[4]; uint8_t qs[TSR_QK5_1 / 2]; }  tsr_block_q5_1;
+typedef struct { tsr_fp16_t d; uint8_t qs[TSR_QK4_NL / 2]; }                              tsr_block_iq4_nl;
+
+/* K-quants: super-blocks of TSR_QK_K elements made of 16 or 32-element sub-blocks, each
+ * with its own quantized scale (and min), scaled again by the fp16 d (and dmin).
+ * ggml's dequantize_row_q*_K define the formats; Q4_K/Q5_K pack eight 6-bit scales and
+ * eight 6-bit mins into TSR_K_SCALE_SIZE bytes. Q8_K is float d, 256 int8, and the sums
+ * of each 16 of them (bsums), what the dot products of the others need. */
+#define TSR_QK_K 256
+#define TSR_K_SCALE_SIZE 12
+typedef struct { uint8_t scales[TSR_QK_K / 16]; uint8_t qs[TSR_QK_K / 4]; tsr_fp16_t d; tsr_fp16_t dmin; } tsr_block_q2_K;
+typedef struct { uint8_t hmask[TSR_QK_K / 8]; uint8_t qs[TSR_QK_K / 4]; uint8_t scales[12]; tsr_fp16_t d; } tsr_block_q3_K;
+typedef struct { tsr_fp16_t d; tsr_fp16_t dmin; uint8_t scales[TSR_K_SCALE_SIZE]; uint8_t qs[TSR_QK_K / 2]; } tsr_block_q4_K;
+typedef struct {
+    tsr_fp16_t d; tsr_fp16_t dmin; uint8_t scales[TSR_K_SCALE_SIZE]; uint8_t qh[TSR_QK_K / 8]; uint8_t qs[TSR_QK_K / 2];
+} tsr_block_q5_K;
+typedef struct { uint8_t ql[TSR_QK_K / 2]; uint8_t qh[TSR_QK_K / 4]; int8_t scales[TSR_QK_K / 16]; tsr_fp16_t d; } tsr_block_q6_K;
+typedef struct { float d; int8_t qs[TSR_QK_K]; int16_t bsums[TSR_QK_K / 16]; } tsr_block_q8_K;
 
 /* Traits. Unknown types: size 0, name "unknown"; tsr_is_valid_type says which exist. */
 TSR_API bool         tsr_is_valid_type(enum tsr_type type);
@@ -597,6 +637,7 @@ TSR_CXX_END /* namespace tsr */
 #include "impl/core_internal.h"
 #include "impl/error.inl"
 #include "impl/types.inl"
+#include "impl/quants.inl"
 #include "impl/context.inl"
 #include "impl/tensor.inl"
 #include "impl/ops.inl"

@@ -51,6 +51,13 @@ namespace {
 constexpr tsr_type F32 = TSR_TYPE_F32, F16 = TSR_TYPE_F16, BF16 = TSR_TYPE_BF16, Q8 = TSR_TYPE_Q8_0, Q4 = TSR_TYPE_Q4_0,
                    I32 = TSR_TYPE_I32;
 
+// The weight types after Q8_0 / Q4_0 (the common GGUF ones; K-quants have rows of 256).
+const tsr_type kRowQuants[] = {TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1, TSR_TYPE_IQ4_NL, TSR_TYPE_Q2_K,
+                               TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K};
+
+// n, or the type's block size when n is not a whole number of blocks.
+int64_t whole_blocks(tsr_type t, int64_t n) { return n % tsr_blck_size(t) == 0 ? n : tsr_blck_size(t); }
+
 // NMSE tolerances
 constexpr double EXACT = 0.0;      // data movement, exact arithmetic
 constexpr double T_F32 = 1e-9;     // the same float math in another order or with other intrinsics
@@ -106,10 +113,12 @@ void binary_cases(case_table & T) {
         .op([](tsr_context * c, const tensors & x) { return tsr_mul_inplace(c, x[0], x[1]); })
         .nmse(T_F32);
     // quantized a: dequantize, add, quantize again
-    for (tsr_type t : {Q8, Q4})
+    std::vector<tsr_type> quants = {Q8, Q4};
+    quants.insert(quants.end(), std::begin(kRowQuants), std::end(kRowQuants));
+    for (tsr_type t : quants)
         T.add(type_tag("add quantized", t))
-            .input(tensor(t, 64, 5))
-            .input(tensor(F32, 64, 1).range(-0.5f, 0.5f))
+            .input(tensor(t, whole_blocks(t, 64), 5))
+            .input(tensor(F32, whole_blocks(t, 64), 1).range(-0.5f, 0.5f))
             .op([](tsr_context * c, const tensors & x) { return tsr_add(c, x[0], x[1]); })
             .nmse(T_QROUND);
 }
@@ -264,12 +273,15 @@ void copy_cases(case_table & T) {
             T.add(name + " permuted").input(tensor(st, 33, 7, 3).permuted(1, 2, 0, 3)).input(tensor(dt, 21, 33)).op(cpy).nmse(tol);
         }
     // quantizing (a backend may round a block's scale differently) and dequantizing copies
-    for (tsr_type q : {Q8, Q4}) {
-        T.add(type_tag("cpy f32 ->", q)).input(tensor(F32, 64, 5, 2)).input(tensor(q, 64, 5, 2)).op(cpy).nmse(T_QROUND);
-        T.add(type_tag("cpy to f32 from", q)).input(tensor(q, 96, 3)).input(tensor(F32, 96, 3)).op(cpy).nmse(EXACT);
+    std::vector<tsr_type> quants = {Q8, Q4};
+    quants.insert(quants.end(), std::begin(kRowQuants), std::end(kRowQuants));
+    for (tsr_type q : quants) {
+        const int64_t n64 = whole_blocks(q, 64), n96 = whole_blocks(q, 96);
+        T.add(type_tag("cpy f32 ->", q)).input(tensor(F32, n64, 5, 2)).input(tensor(q, n64, 5, 2)).op(cpy).nmse(T_QROUND);
+        T.add(type_tag("cpy to f32 from", q)).input(tensor(q, n96, 3)).input(tensor(F32, n96, 3)).op(cpy).nmse(EXACT);
         T.add(type_tag("cpy f16 ->", q) + " permuted rows")
-            .input(tensor(F16, 64, 3, 4).permuted(0, 2, 1, 3))
-            .input(tensor(q, 64, 4, 3))
+            .input(tensor(F16, n64, 3, 4).permuted(0, 2, 1, 3))
+            .input(tensor(q, n64, 4, 3))
             .op(cpy)
             .nmse(T_QROUND);
     }
@@ -303,17 +315,20 @@ void copy_cases(case_table & T) {
 
 void rows_cases(case_table & T) {
     const op_fn get_rows = [](tsr_context * c, const tensors & x) { return tsr_get_rows(c, x[0], x[1]); };
-    for (tsr_type t : {F32, F16, BF16, Q8, Q4}) {
+    std::vector<tsr_type> types = {F32, F16, BF16, Q8, Q4};
+    types.insert(types.end(), std::begin(kRowQuants), std::end(kRowQuants));
+    for (tsr_type t : types) {
         const std::string name = type_tag("get_rows", t);
-        T.add(name).input(tensor(t, 96, 50)).input(tensor(I32, 7).i32({0, 49, 3, 3, 17, 48, 1})).op(get_rows).nmse(EXACT);
-        T.add(name).input(tensor(t, 96, 20)).input(tensor(I32, 6).i32({3, 0, 19, 3, 7, 11})).op(get_rows).nmse(EXACT);
+        const int64_t n64 = whole_blocks(t, 64), n96 = whole_blocks(t, 96);
+        T.add(name).input(tensor(t, n96, 50)).input(tensor(I32, 7).i32({0, 49, 3, 3, 17, 48, 1})).op(get_rows).nmse(EXACT);
+        T.add(name).input(tensor(t, n96, 20)).input(tensor(I32, 6).i32({3, 0, 19, 3, 7, 11})).op(get_rows).nmse(EXACT);
         T.add(name + " 3-D")
-            .input(tensor(t, 64, 10, 3))
+            .input(tensor(t, n64, 10, 3))
             .input(tensor(I32, 5, 3).i32({0, 9, 2, 2, 5, 1, 1, 1, 8, 0, 9, 4, 3, 7, 6}))
             .op(get_rows)
             .nmse(EXACT);
         T.add(name + " batched")
-            .input(tensor(t, 64, 10, 3))
+            .input(tensor(t, n64, 10, 3))
             .input(tensor(I32, 4, 3).i32({9, 1, 2, 0, 5, 5, 8, 3, 4, 6, 7, 0}))
             .op(get_rows)
             .nmse(EXACT);
@@ -324,10 +339,10 @@ void rows_cases(case_table & T) {
         .op(get_rows)
         .nmse(EXACT);
     const op_fn set_rows = [](tsr_context * c, const tensors & x) { return tsr_set_rows(c, x[0], x[1], x[2]); };
-    for (tsr_type t : {F32, F16, BF16, Q8, Q4}) {
-        const bool quantized = t == Q8 || t == Q4;
-        for (int64_t row : {64, 48}) {   // quantized rows: whole blocks only
-            if (quantized && row % 32 != 0) continue;
+    for (tsr_type t : types) {
+        const bool quantized = tsr_is_quantized(t);
+        for (int64_t row : {64, 48, 256}) {   // quantized rows: whole blocks only
+            if (row % tsr_blck_size(t) != 0 || (row == 256 && !quantized)) continue;
             T.add(type_tag("set_rows", t))
                 .input(tensor(t, row, 10, 2))
                 .input(tensor(F32, row, 3, 2))
@@ -512,7 +527,7 @@ const op_fn mul_mat = [](tsr_context * c, const tensors & x) { return tsr_mul_ma
 double mm_tol(tsr_type a, tsr_type b = F32) {
     if (a == F32 && b == F32) return T_F32;
     if (a == BF16 || b == BF16) return 1e-4;   // src1 rounded to BF16
-    if (a == Q8 || a == Q4) return T_Q;
+    if (tsr_is_quantized(a)) return T_Q;   // activations may be quantized to 8 bits (K-quants: Q8_K)
     return T_F16;
 }
 
@@ -553,6 +568,11 @@ void mul_mat_cases(case_table & T) {
     for (tsr_type t : {Q8, Q4})
         for (const auto & s : qshapes)
             T.add(type_tag("mul_mat", t)).input(tensor(t, s[0], s[1], s[3])).input(tensor(F32, s[0], s[2], s[3])).op(mul_mat).nmse(2e-3);
+    for (tsr_type t : kRowQuants)
+        for (const auto & s : qshapes) {
+            if (s[0] % tsr_blck_size(t) != 0) continue;
+            T.add(type_tag("mul_mat", t)).input(tensor(t, s[0], s[1], s[3])).input(tensor(F32, s[0], s[2], s[3])).op(mul_mat).nmse(mm_tol(t));
+        }
     // attention-shaped: permuted K and Q views (non-contiguous rows), kq = K^T Q per head
     T.add("mul_mat permuted K/Q")
         .input(tensor(F32, 32, 4, 11).permuted(0, 2, 1, 3))   // [D, H, T] seen as [D, T, H]
@@ -572,8 +592,8 @@ void mul_mat_cases(case_table & T) {
         .nmse(1e-10);
 
     const op_fn out_prod = [](tsr_context * c, const tensors & x) { return tsr_out_prod(c, x[0], x[1]); };
-    for (tsr_type t : {F32, F16, BF16, Q8, Q4})
-        T.add(type_tag("out_prod", t)).input(tensor(t, 64, 9, 2)).input(tensor(F32, 5, 9, 2)).op(out_prod).nmse(t == F32 ? T_F32 : T_F16);
+    for (tsr_type t : {F32, F16, BF16, Q8, Q4, TSR_TYPE_Q4_K})
+        T.add(type_tag("out_prod", t)).input(tensor(t, whole_blocks(t, 64), 9, 2)).input(tensor(F32, 5, 9, 2)).op(out_prod).nmse(t == F32 ? T_F32 : T_F16);
     T.add("out_prod of a transposed src1").input(tensor(F32, 33, 9)).input(tensor(F32, 9, 7).transposed()).op(out_prod).nmse(T_F32);
 }
 

@@ -339,7 +339,10 @@ int main(int argc, char ** argv) {
     }
     char shape[64];
     std::snprintf(shape, sizeof shape, "M=%lld K=%lld N=%lld", (long long)M, (long long)K, (long long)N);
-    for (tsr_type t : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0}) {
+    const tsr_type bench_types[] = {TSR_TYPE_F32,  TSR_TYPE_F16,  TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0,
+                                    TSR_TYPE_Q4_K, TSR_TYPE_Q6_K, TSR_TYPE_Q5_K, TSR_TYPE_Q3_K, TSR_TYPE_Q2_K,
+                                    TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1};
+    for (tsr_type t : bench_types) {
         const double g = bench_gemm(be, t, M, K, N, reps);
         add_row(std::string("mul_mat ") + tsr_type_name(t), g, "GFLOPS",
                 t == TSR_TYPE_F32 && ob.ok() ? "OpenBLAS sgemm " + fmt(blas_gemm) : "", shape);
@@ -354,7 +357,7 @@ int main(int argc, char ** argv) {
         });
         blas_gemv = (double)nmat * M * K * 4 / t / 1e9;
     }
-    for (tsr_type t : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0}) {
+    for (tsr_type t : bench_types) {
         const double g = bench_gemv(be, t, gemv_bytes, reps);
         add_row(std::string("mat-vec ") + tsr_type_name(t), g, "GB/s (weights)",
                 t == TSR_TYPE_F32 && ob.ok() ? "OpenBLAS sgemv " + fmt(blas_gemv) : "",

@@ -4,7 +4,7 @@
 // then generation token by token (greedy). One Markdown table; --csv prints CSV rows.
 //
 //   run_bench [--csv] [-t threads (2)] [--prompt N (128)] [--gen N (16)]
-//             [--models gpt2,llama1b] [--types f32,f16,q8_0,q4_0] [--backend cpu|vulkan|cuda]
+//             [--models gpt2,llama1b] [--types f32,f16,q8_0,q4_0,q4_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda]
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
 #include "tessera/alloc.h"
@@ -97,15 +97,18 @@ int main(int argc, char ** argv) {
         else if (a == "--models") models = next();
         else if (a == "--types") types = next();
         else if (a == "--backend") backend_name = next();
-        else { fprintf(stderr, "usage: %s [--csv] [-t N] [--prompt N] [--gen N] [--models gpt2,llama1b] [--types f32,f16,q8_0,q4_0] [--backend cpu|vulkan|cuda]\n", argv[0]); return 2; }
+        else { fprintf(stderr, "usage: %s [--csv] [-t N] [--prompt N] [--gen N] [--models gpt2,llama1b] [--types f32,f16,q8_0,q4_0,q4_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda]\n", argv[0]); return 2; }
     }
     std::string err;
     tsr_backend_t backend = make_backend(backend_name, -1, threads, err);
     if (!backend && backend_name != "cpu") backend = make_backend(backend_name, 0, threads, err);
     if (!backend) { fprintf(stderr, "run_bench: %s\n", err.c_str()); return 1; }
 
-    struct mt { const char * name; tsr_type t; };
-    const mt all_types[] = {{"f32", TSR_TYPE_F32}, {"f16", TSR_TYPE_F16}, {"q8_0", TSR_TYPE_Q8_0}, {"q4_0", TSR_TYPE_Q4_0}};
+    struct mt { const char * name; weight_types t; };
+    // q4_K_M: llama.cpp's mix (Q6_K for output.weight and some attn_v / ffn_down)
+    const mt all_types[] = {{"f32", TSR_TYPE_F32},   {"f16", TSR_TYPE_F16},    {"q8_0", TSR_TYPE_Q8_0},
+                            {"q4_0", TSR_TYPE_Q4_0}, {"q4_K_M", q4_k_m_types()}, {"q6_K", TSR_TYPE_Q6_K},
+                            {"iq4_nl", TSR_TYPE_IQ4_NL}};
     std::vector<row> rows;
     for (const char * mname : {"gpt2", "llama1b"}) {
         if (("," + models + ",").find(std::string(",") + mname + ",") == std::string::npos) continue;

@@ -193,3 +193,75 @@ TEST_CASE("quantize_y: every SIMD kernel writes the scalar kernel's bytes", "[cp
     }
     if (!ran) WARN("no SIMD path on this CPU: quantize_y byte test skipped");
 }
+
+TEST_CASE("quantize_q8k: every SIMD kernel writes the scalar kernel's bytes", "[cpu][mul_mat][kernels][quant]") {
+    std::mt19937 rng(11);
+    std::vector<float> x;
+    for (float scale : {1e-3f, 1.0f, 3e4f, 1e30f}) {
+        std::uniform_real_distribution<float> u(-scale, scale);
+        for (int i = 0; i < 4 * TSR_QK_K; ++i) x.push_back(u(rng));
+    }
+    x.insert(x.end(), TSR_QK_K, 0.0f);  // a zero block
+    for (int j = 0; j < TSR_QK_K; ++j) x.push_back((float)(j % 17) - 8.5f);  // k + 0.5 values
+    x.back() = -127.0f;  // the largest magnitude negative: d = 1, ties round to even
+    const int64_t n = (int64_t)x.size(), nb = n / TSR_QK_K;
+    std::vector<tsr_block_q8_K> ref((size_t)nb), got((size_t)nb);
+    tcpu::kernels_scalar.quantize_q8k(x.data(), ref.data(), n);
+    for (tsr_cpu_isa isa : tsrt::isas()) {
+        kernels_of k(isa);
+        INFO("isa " << tsr_cpu_isa_name(isa));
+        if (!k.K->quantize_q8k) continue;  // the path uses the scalar quantizer
+        std::memset(got.data(), 0x5A, got.size() * sizeof(got[0]));
+        k.K->quantize_q8k(x.data(), got.data(), n);
+        for (int64_t b = 0; b < nb; ++b) {
+            INFO("block " << b);
+            CHECK(got[(size_t)b].d == ref[(size_t)b].d);
+            CHECK(std::memcmp(got[(size_t)b].qs, ref[(size_t)b].qs, TSR_QK_K) == 0);
+            CHECK(std::memcmp(got[(size_t)b].bsums, ref[(size_t)b].bsums, sizeof(ref[0].bsums)) == 0);
+        }
+    }
+}
+
+// Random weight bytes (finite fp16 factors) against Q8_K activations at the int8 extremes
+// and random: every path's integer sums are exact, so results differ only by float rounding.
+TEST_CASE("dot_q8k: every ISA path equals the scalar path for every K-quant", "[cpu][mul_mat][kernels][quant]") {
+    std::mt19937 rng(13);
+    const int64_t nb = 9, n = nb * TSR_QK_K;
+    std::vector<float> yf((size_t)n);
+    for (int64_t i = 0; i < n; ++i) yf[(size_t)i] = i < TSR_QK_K ? ((i % 2) ? 1.0f : -1.0f) : std::uniform_real_distribution<float>(-1, 1)(rng);
+    std::vector<tsr_block_q8_K> y((size_t)nb);
+    REQUIRE(tsr_from_float_row(TSR_TYPE_Q8_K, yf.data(), y.data(), n));
+    for (tsr_type t : {TSR_TYPE_Q2_K, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K}) {
+        const int slot = tcpu::q8k_slot(t);
+        REQUIRE(slot >= 0);
+        const size_t bs = tsr_type_size(t);
+        std::vector<uint8_t> w(bs * (size_t)nb);
+        for (auto & v : w) v = (uint8_t)(rng() & 0xff);
+        for (int64_t b = 0; b < nb; ++b) {  // fp16 factors: d (and dmin) at the format's offsets
+            const size_t d_off = t == TSR_TYPE_Q2_K ? 80 : t == TSR_TYPE_Q3_K ? 108 : t == TSR_TYPE_Q6_K ? 208 : 0;
+            const int nd = (t == TSR_TYPE_Q2_K || t == TSR_TYPE_Q4_K || t == TSR_TYPE_Q5_K) ? 2 : 1;
+            for (int k = 0; k < nd; ++k) {
+                const tsr_fp16_t h = tsr_fp32_to_fp16(std::uniform_real_distribution<float>(-0.01f, 0.01f)(rng));
+                std::memcpy(w.data() + (size_t)b * bs + d_off + 2 * (size_t)k, &h, 2);
+            }
+        }
+        // the reference in double: dequantized weights (the core's decoder) times y
+        std::vector<float> wf((size_t)n), yq((size_t)n);
+        REQUIRE(tsr_to_float_row(t, w.data(), wf.data(), n));
+        REQUIRE(tsr_to_float_row(TSR_TYPE_Q8_K, y.data(), yq.data(), n));
+        double want = 0.0, mag = 0.0;
+        for (int64_t i = 0; i < n; ++i) {
+            want += (double)wf[(size_t)i] * yq[(size_t)i];
+            mag += std::fabs((double)wf[(size_t)i] * yq[(size_t)i]);
+        }
+        const float ref = tcpu::kernels_scalar.dot_q8k[slot](n, w.data(), y.data());
+        INFO(tsr_type_name(t));
+        CHECK(std::fabs((double)ref - want) <= 1e-5 * mag);
+        for (tsr_cpu_isa isa : tsrt::isas()) {
+            kernels_of k(isa);
+            INFO("isa " << tsr_cpu_isa_name(isa));
+            if (!k.K->dot_q8k[slot]) continue;
+            CHECK(std::fabs((double)k.K->dot_q8k[slot](n, w.data(), y.data()) - want) <= 1e-5 * mag);
+        }
+    }
+}

@@ -14,7 +14,7 @@ double threshold(tsr_type t) {
         case TSR_TYPE_F32: return 1e-10;
         case TSR_TYPE_F16: return 1e-9;
         case TSR_TYPE_BF16: return 2e-4;   // src1 rounded to bf16 on the vdpbf16ps path
-        default: return 5e-4;              // src1 quantized to 8 bits
+        default: return 5e-4;              // src1 quantized to 8 bits (per 32, or Q8_K per 256)
     }
 }
 
@@ -277,4 +277,51 @@ TEST_CASE("mul_mat: 1 and N threads give bitwise equal results", "[cpu][mul_mat]
 
 TEST_CASE("mul_mat: large shapes", "[cpu][mul_mat][.big]") {
     for (tsr_type t : kTypes) check_mul_mat(t, 1024, 300, 130, 1, 1, 1, 1, false, 2);
+}
+
+namespace {
+const tsr_type kRowQuants[] = {TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1, TSR_TYPE_IQ4_NL, TSR_TYPE_Q2_K,
+                               TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K};
+} // namespace
+
+// The reference: doubles on the weights as the core decodes them (tested in tests/core).
+// K-quants go through integer dot products on activations quantized to Q8_K, the others
+// on activations quantized per 32 (yq8).
+TEST_CASE("mul_mat: Q4_1, Q5_0, Q5_1, IQ4_NL and K-quant weights", "[cpu][mul_mat][quant]") {
+    for (tsr_type t : kRowQuants) {
+        const int64_t B = tsr_blck_size(t);
+        check_mul_mat(t, 8 * B, 37, 1, 1, 1, 1, 1, false, 1);    // matrix-vector
+        check_mul_mat(t, 2 * B, 1003, 3, 1, 1, 1, 1, false, 2);  // few columns, two threads
+        check_mul_mat(t, 4 * B, 21, 17, 1, 1, 1, 1, false, 2);   // GEMM-sized N
+        check_mul_mat(t, B, 9, 5, 2, 1, 4, 3, false, 2);         // broadcast over dims 2 and 3
+        check_mul_mat(t, 2 * B, 13, 9, 1, 1, 2, 1, true, 2);     // transposed (non-contiguous) src1
+    }
+}
+
+// ggml's dot-product check (test-quantize-fns): quantized x against y on its cos signal,
+// |q(x) . y - x . y| / n at most 0.02.
+TEST_CASE("mul_mat: dot-product error of the new types on ggml's test signal", "[cpu][mul_mat][quant]") {
+    const int64_t n = 4096;
+    for (tsr_type t : kRowQuants) {
+        ctx_holder ctx(16);
+        tsr_tensor * x = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, n, 1);
+        tsr_tensor * y = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, n, 1);
+        double ref = 0.0;
+        for (int64_t i = 0; i < n; ++i) {
+            const float xi = 0.1f + 2.0f * std::cos((float)i), yi = 0.1f + 2.0f * std::cos((float)i + 1.0f);
+            ((float *)x->data)[i] = xi;
+            ((float *)y->data)[i] = yi;
+            ref += (double)xi * yi;
+        }
+        tsr_tensor * q = tsr_new_tensor_2d(ctx, t, n, 1);
+        REQUIRE(tsr_quantize_chunk(t, (const float *)x->data, q->data, 0, 1, n, nullptr) == tsr_row_size(t, n));
+        tsr_tensor * c = tsr_mul_mat(ctx, q, y);
+        for (tsr_cpu_isa isa : isas()) {
+            isa_scope s(isa);
+            backend_holder be(1);
+            INFO(tsr_type_name(t) << " isa " << tsr_cpu_isa_name(isa));
+            REQUIRE(run(be, ctx, c) == TSR_STATUS_SUCCESS);
+            CHECK(std::fabs((double)((const float *)c->data)[0] - ref) / (double)n <= 0.02);
+        }
+    }
 }

@@ -232,8 +232,8 @@ TEST_CASE("gguf: unknown types", "[gguf][malformed]") {
     s = spec();
     s.ttype0 = 4;  // a removed ggml type (Q4_2) tessera does not know
     expect_bad(make(s), "unknown tensor type 4");
-    s.ttype0 = 12;  // a ggml type tessera does not implement: named, with a hint
-    expect_bad(make(s), "ggml type 12 (Q4_K) is not supported");
+    s.ttype0 = 23;  // a ggml type tessera does not implement: named, with a hint
+    expect_bad(make(s), "ggml type 23 (IQ4_XS) is not supported");
 }
 
 TEST_CASE("gguf: tensor shapes, offsets and overlaps", "[gguf][malformed]") {

@@ -18,6 +18,7 @@
 #include <map>
 #include <string>
 #include <unistd.h>
+#include <algorithm>
 #include <vector>
 
 using namespace trun;
@@ -68,8 +69,9 @@ std::vector<double> dequant(const tsr_tensor * t) {
                 }
             }
             break;
-        default:
-            FAIL("unexpected weight type");
+        default:  // the other quantized types: the format decoder of tests/support
+            if (!tsr_is_quantized(t->type)) FAIL("unexpected weight type");
+            out = tsrt::ref_dequantize(t->type, p, n);
     }
     return out;
 }
@@ -225,14 +227,23 @@ struct tiny {
 
 hparams tiny_hparams(arch a) { return trun_test::small_hparams(a, 64); }
 
-void make_tiny(arch a, tsr_type wtype, tiny & out) {
+// A tag for file names and messages: the base type, "+mix" for a mixed model.
+std::string types_tag(const weight_types & wt) {
+    return std::string(tsr_type_name(wt.base)) + (wt.output != wt.base || wt.more_bits != wt.base ? "_mix" : "");
+}
+
+void make_tiny(arch a, const weight_types & wtype, tiny & out) {
     tokenizer tok;
     std::vector<std::string> merges;
     if (a == arch::gpt2) build_builtin_gpt2_vocab(60, tok, merges);
     else build_builtin_spm_vocab(80, tok);
     hparams hp = tiny_hparams(a);
+    if (tsr_blck_size(wtype.base) > 32) {  // K-quants: rows of whole 256-element super-blocks
+        hp.n_embd = 256;
+        hp.n_ff = 512;
+    }
     const char * dir = getenv("TMPDIR");
-    out.path = std::string(dir ? dir : "/tmp") + "/tsr_model_" + arch_name(a) + "_" + tsr_type_name(wtype) + "_" +
+    out.path = std::string(dir ? dir : "/tmp") + "/tsr_model_" + arch_name(a) + "_" + types_tag(wtype) + "_" +
                std::to_string((long) getpid()) + ".gguf";
     std::string err;
     tsr_context * wctx = nullptr;
@@ -261,7 +272,7 @@ double tolerance(tsr_type t) {
         case TSR_TYPE_F32: return 2e-5;   // measured ~1e-6 (AVX2)
         case TSR_TYPE_F16: return 2e-3;   // measured ~1e-6; a kernel may round activations to F16
         case TSR_TYPE_BF16: return 2e-2;  // a kernel may round activations to BF16 (8 bits)
-        default: return 4e-2;             // Q8_0 / Q4_0, measured ~2.5e-2: activations quantized to 8 bits per block
+        default: return 4e-2;             // quantized types, measured ~2.5e-2: activations quantized to 8 bits
     }
 }
 
@@ -283,7 +294,21 @@ session_params test_params(tsr_type kv_type, bool flash) {
 
 const char * prompt_for(arch a) { return a == arch::gpt2 ? "The quick brown fox jumps over" : "Once upon a time there was"; }
 
-void check_against_reference(tsr_backend_t backend, arch a, tsr_type wtype, bool flash, tsr_type kv_type, double tol) {
+// Greedy decoding is explained by the reference: at every position the token with the
+// largest logit is one whose reference logit is within tol (relative) of the reference's best.
+void check_greedy(const std::vector<float> & got, const std::vector<vec> & want, size_t n_vocab, double tol) {
+    double scale = 0;
+    for (const vec & w : want) for (double v : w) scale = std::max(scale, std::fabs(v));
+    for (size_t t = 0; t < want.size(); ++t) {
+        const float * g = got.data() + t * n_vocab;
+        const size_t pick = (size_t) (std::max_element(g, g + n_vocab) - g);
+        const double best = *std::max_element(want[t].begin(), want[t].end());
+        INFO("position " << t << ": picked token " << pick);
+        CHECK(want[t][pick] >= best - tol * scale);
+    }
+}
+
+void check_against_reference(tsr_backend_t backend, arch a, const weight_types & wtype, bool flash, tsr_type kv_type, double tol) {
     tiny t;
     make_tiny(a, wtype, t);
     model m;
@@ -300,9 +325,10 @@ void check_against_reference(tsr_backend_t backend, arch a, tsr_type wtype, bool
     REQUIRE_OK(session_init(s, m, backend, sp, err));
     REQUIRE_OK(session_eval(s, toks.data(), (int) toks.size(), err));
     const double e = rel_err(s.logits, want, (size_t) m.hp.n_vocab);
-    INFO(arch_name(a) << " " << tsr_type_name(wtype) << (s.sp.flash_attn ? " flash_attn" : s.flash_attn_fallback ? " mul_mat+soft_max (fallback)" : " mul_mat+soft_max") << " kv " << tsr_type_name(kv_type)
+    INFO(arch_name(a) << " " << types_tag(wtype) << (s.sp.flash_attn ? " flash_attn" : s.flash_attn_fallback ? " mul_mat+soft_max (fallback)" : " mul_mat+soft_max") << " kv " << tsr_type_name(kv_type)
                       << ": relative max error " << e << " (tolerance " << tol << ")");
     CHECK(e < tol);
+    check_greedy(s.logits, want, (size_t) m.hp.n_vocab, tol);
     if (tsr_backend_is_cpu(backend)) CHECK(s.sp.flash_attn == flash);  // the CPU backend has every op
     CHECK(s.compute_size >= s.compute_lower_bound);
     CHECK(s.compute_lower_bound > 0);
@@ -328,6 +354,52 @@ TEST_CASE("model: tiny GPT-2 and LLaMA logits equal a double-precision reference
             check_against_reference(be.b, a, TSR_TYPE_F32, true, TSR_TYPE_F16, 5e-3);
         }
     }
+}
+
+TEST_CASE("model: tiny models in every GGUF quantization and a Q4_K_M mix equal the reference (CPU)", "[model][quant]") {
+    backend_holder be;
+    std::string err;
+    be.b = make_backend("cpu", 0, 2, err);
+    REQUIRE_OK(be.b);
+    const tsr_type types[] = {TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1, TSR_TYPE_IQ4_NL, TSR_TYPE_Q2_K,
+                              TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K};
+    for (arch a : {arch::gpt2, arch::llama}) {
+        for (tsr_type wt : types)
+            DYNAMIC_SECTION(arch_name(a) << " " << tsr_type_name(wt)) {
+                check_against_reference(be.b, a, wt, true, TSR_TYPE_F32, tolerance(wt));
+            }
+        DYNAMIC_SECTION(arch_name(a) << " Q4_K_M mix") {
+            check_against_reference(be.b, a, q4_k_m_types(), true, TSR_TYPE_F32, tolerance(TSR_TYPE_Q4_K));
+        }
+    }
+}
+
+TEST_CASE("model: a Q4_K_M mix puts Q6_K where llama.cpp does", "[model][quant]") {
+    tiny t;
+    make_tiny(arch::llama, q4_k_m_types(), t);
+    model m;
+    std::string err;
+    backend_holder be;
+    be.b = make_backend("cpu", 0, 1, err);
+    REQUIRE_OK(be.b);
+    REQUIRE_OK(load_model(t.path.c_str(), be.b, m, nullptr, nullptr, err));
+    CHECK(m.w.output->type == TSR_TYPE_Q6_K);
+    CHECK(m.w.tok_embd->type == TSR_TYPE_Q4_K);
+    // 2 layers: layer 1 is in the last eighth (7 * 2 / 8 == 1), layer 0 in no rule's range
+    for (size_t il = 0; il < m.w.layers.size(); ++il) {
+        const layer_weights & L = m.w.layers[il];
+        const tsr_type more = il == 1 ? TSR_TYPE_Q6_K : TSR_TYPE_Q4_K;
+        CHECK(L.wq->type == TSR_TYPE_Q4_K);
+        CHECK(L.wv->type == more);
+        CHECK(L.ffn_down->type == more);
+        CHECK(L.ffn_up->type == TSR_TYPE_Q4_K);
+    }
+    // llama.cpp's use_more_bits on 32 layers: 0-3, 28-31 and every third from 6
+    int n_more = 0;
+    for (int il = 0; il < 32; ++il) n_more += weight_types::more_bits_layer(il, 32);
+    CHECK(n_more == 16);
+    CHECK(weight_types::more_bits_layer(6, 32));
+    CHECK_FALSE(weight_types::more_bits_layer(5, 32));
 }
 
 TEST_CASE("model: incremental decoding with the KV cache equals a full re-run", "[model]") {
@@ -427,6 +499,32 @@ TEST_CASE("model: tiny models on Vulkan equal the reference", "[model][vulkan]")
         return;
     }
     check_gpu_backend("vulkan", -1);
+#else
+    WARN("skipped: built without the Vulkan backend (TSR_HAVE_VULKAN)");
+#endif
+}
+
+// A backend without kernels for a file's weight type refuses it at session setup, naming
+// the first tensor it cannot run (the token embeddings' get_rows) and the type.
+TEST_CASE("model: Vulkan refuses a K-quant file, naming the tensor and the type", "[model][vulkan][quant]") {
+#ifdef TSR_HAVE_VULKAN
+    if (tsr_backend_vk_get_device_count() == 0) {
+        WARN("skipped: no Vulkan device");
+        return;
+    }
+    std::string err;
+    backend_holder be;
+    be.b = make_backend("vulkan", -1, 1, err);
+    REQUIRE_OK(be.b);
+    tiny t;
+    make_tiny(arch::llama, TSR_TYPE_Q4_K, t);
+    model m;
+    REQUIRE_OK(load_model(t.path.c_str(), be.b, m, nullptr, nullptr, err));
+    session s;
+    CHECK_FALSE(session_init(s, m, be.b, test_params(TSR_TYPE_F32, true), err));
+    INFO(err);
+    CHECK(err.find("'token_embd.weight'") != std::string::npos);
+    CHECK(err.find("q4_K") != std::string::npos);
 #else
     WARN("skipped: built without the Vulkan backend (TSR_HAVE_VULKAN)");
 #endif

@@ -143,4 +143,117 @@ double ulp_err(float g, double r) {
     return std::fabs(gg - rr) / std::ldexp(1.0, std::max(e - 24, -149));
 }
 
+namespace {
+const int kIq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+double h(const uint8_t * p) { uint16_t v; std::memcpy(&v, p, 2); return half_value(v); }
+}  // namespace
+
+std::vector<ref_elem> ref_decode_block(tsr_type t, const uint8_t * blk) {
+    std::vector<ref_elem> out;
+    auto f = [](double v) { return (double)(float)v; };
+    switch (t) {
+        case TSR_TYPE_Q4_1: case TSR_TYPE_Q5_1: case TSR_TYPE_Q5_0: {
+            // d [m] [qh:4] qs:16; element j < 16 low nibble of qs[j], else high nibble of qs[j-16]
+            const bool has_m = t != TSR_TYPE_Q5_0, has_h = t != TSR_TYPE_Q4_1;
+            const double d = h(blk), m = has_m ? h(blk + 2) : 0.0;
+            uint32_t qh = 0;
+            if (has_h) std::memcpy(&qh, blk + (has_m ? 4 : 2), 4);
+            const uint8_t * qs = blk + 2 + (has_m ? 2 : 0) + (has_h ? 4 : 0);
+            for (int j = 0; j < 32; j++) {
+                int q = j < 16 ? (qs[j] & 15) : (qs[j - 16] >> 4);
+                if (has_h) q |= (int)((qh >> j) & 1) << 4;
+                if (t == TSR_TYPE_Q5_0) q -= 16;
+                out.push_back({d, q, -m});
+            }
+            break;
+        }
+        case TSR_TYPE_IQ4_NL: {
+            const double d = h(blk);
+            for (int j = 0; j < 32; j++) out.push_back({d, kIq4nl[j < 16 ? (blk[2 + j] & 15) : (blk[2 + j - 16] >> 4)], 0.0});
+            break;
+        }
+        case TSR_TYPE_Q2_K: {  // scales[16] qs[64] d dmin
+            const uint8_t * sc = blk, * qs = blk + 16;
+            const double d = h(blk + 80), dmin = h(blk + 82);
+            for (int half = 0; half < 2; half++)
+                for (int shift = 0; shift < 8; shift += 2)
+                    for (int g = 0; g < 2; g++) {
+                        const int s = sc[half * 8 + shift + g];
+                        for (int l = 0; l < 16; l++)
+                            out.push_back({f(d * (s & 15)), (qs[32 * half + 16 * g + l] >> shift) & 3, f(dmin * (s >> 4))});
+                    }
+            break;
+        }
+        case TSR_TYPE_Q3_K: {  // hmask[32] qs[64] scales[12] d
+            const uint8_t * hm = blk, * qs = blk + 32, * sc = blk + 96;
+            const double d = h(blk + 108);
+            int scale[16];
+            for (int j = 0; j < 16; j++) {
+                const int lo = j < 8 ? (sc[j] & 15) : (sc[j - 8] >> 4);
+                scale[j] = (lo | (((sc[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+            }
+            int bit = 0, is = 0;
+            for (int half = 0; half < 2; half++)
+                for (int shift = 0; shift < 8; shift += 2, bit++)
+                    for (int g = 0; g < 2; g++, is++)
+                        for (int l = 0; l < 16; l++) {
+                            const int lowbits = (qs[32 * half + 16 * g + l] >> shift) & 3;
+                            const bool hi = (hm[16 * g + l] >> bit) & 1;
+                            out.push_back({f(d * scale[is]), lowbits - (hi ? 0 : 4), 0.0});
+                        }
+            break;
+        }
+        case TSR_TYPE_Q4_K: case TSR_TYPE_Q5_K: {  // d dmin scales[12] [qh[32]] qs[128]
+            const double d = h(blk), dmin = h(blk + 2);
+            const uint8_t * sc = blk + 4;
+            const uint8_t * qh = t == TSR_TYPE_Q5_K ? blk + 16 : nullptr;
+            const uint8_t * qs = blk + (qh ? 48 : 16);
+            for (int s = 0; s < 8; s++) {
+                int scale, mn;
+                if (s < 4) { scale = sc[s] & 63; mn = sc[s + 4] & 63; }
+                else { scale = (sc[s + 4] & 15) | ((sc[s - 4] >> 6) << 4); mn = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4); }
+                for (int l = 0; l < 32; l++) {
+                    int q = (qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 15;
+                    if (qh && ((qh[l] >> s) & 1)) q += 16;
+                    out.push_back({f(d * scale), q, f(dmin * mn)});
+                }
+            }
+            break;
+        }
+        case TSR_TYPE_Q6_K: {  // ql[128] qh[64] scales[16] (int8) d
+            const uint8_t * ql = blk, * qh = blk + 128;
+            const int8_t * sc = (const int8_t *)(blk + 192);
+            const double d = h(blk + 208);
+            out.resize(256);
+            for (int half = 0; half < 2; half++)
+                for (int l = 0; l < 32; l++)
+                    for (int k = 0; k < 4; k++) {
+                        const int lo = (ql[64 * half + 32 * (k % 2) + l] >> (4 * (k / 2))) & 15;
+                        const int hi = (qh[32 * half + l] >> (2 * k)) & 3;
+                        const int e = 128 * half + 32 * k + l;
+                        out[(size_t)e] = {f(d * sc[8 * half + 2 * k + l / 16]), (lo | (hi << 4)) - 32, 0.0};
+                    }
+            break;
+        }
+        case TSR_TYPE_Q8_K: {  // float d, int8 qs[256], int16 bsums[16]
+            float d;
+            std::memcpy(&d, blk, 4);
+            for (int j = 0; j < 256; j++) out.push_back({d, (int8_t)blk[4 + j], 0.0});
+            break;
+        }
+        default: break;
+    }
+    return out;
+}
+
+
+std::vector<double> ref_dequantize(tsr_type t, const void * data, int64_t n) {
+    std::vector<double> out;
+    const int64_t bs = tsr_blck_size(t);
+    const size_t ts = tsr_type_size(t);
+    for (int64_t b = 0; b < n / bs; ++b)
+        for (const ref_elem & e : ref_decode_block(t, (const uint8_t *)data + (size_t)b * ts)) out.push_back(e.a * e.q - e.b);
+    return out;
+}
+
 } // namespace tsrt

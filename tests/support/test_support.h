@@ -21,6 +21,15 @@ uint32_t bits_from_f32(float f);
 // The value of an IEEE binary16, decoded here (independently of tessera's conversions).
 double half_value(uint16_t h);
 
+// ---- quantized formats, decoded here from the format description ------------------------------
+// One element of a Q4_1, Q5_0, Q5_1, IQ4_NL or K-quant (Q2_K..Q6_K, Q8_K) block:
+// x = a * q - b, a and b the block's factors as the format's decoder rounds them (d * scale
+// in float), q the integer level (the table value for IQ4_NL).
+struct ref_elem { double a; int q; double b; };
+std::vector<ref_elem> ref_decode_block(tsr_type t, const uint8_t * block);
+// n elements (whole blocks) of those types, as doubles.
+std::vector<double> ref_dequantize(tsr_type t, const void * data, int64_t n);
+
 // ---- values -------------------------------------------------------------------------------
 // n values uniform in [lo, hi), drawn in order from rng.
 std::vector<float> uniform(size_t n, std::mt19937 & rng, float lo = -1.0f, float hi = 1.0f);

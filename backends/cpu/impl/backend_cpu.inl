@@ -20,6 +20,12 @@ struct backend_ctx {
 
 static inline bool is_float(enum tsr_type t) { return t == TSR_TYPE_F32 || t == TSR_TYPE_F16 || t == TSR_TYPE_BF16; }
 static inline bool is_mm_type(enum tsr_type t) { return is_float(t) || t == TSR_TYPE_Q8_0 || t == TSR_TYPE_Q4_0; }
+/* Types an op may read or write by whole rows (mul_mat, get_rows, cpy, set_rows, ...). */
+static inline bool is_row_type(enum tsr_type t) { return is_mm_type(t) || is_row_quant(t); }
+/* A quantized tensor's rows are whole blocks, stored contiguously. */
+static inline bool whole_blocks(const tsr_tensor * t) {
+    return !tsr_is_quantized(t->type) || (t->nb[0] == tsr_type_size(t->type) && t->ne[0] % tsr_blck_size(t->type) == 0);
+}
 static inline bool is_view_op(enum tsr_op op) {
     return op == TSR_OP_NONE || op == TSR_OP_RESHAPE || op == TSR_OP_VIEW || op == TSR_OP_PERMUTE || op == TSR_OP_TRANSPOSE;
 }
@@ -31,18 +37,16 @@ static bool supports(const tsr_tensor * t) {
         case TSR_OP_NONE: case TSR_OP_RESHAPE: case TSR_OP_VIEW: case TSR_OP_PERMUTE: case TSR_OP_TRANSPOSE:
             return true;
         case TSR_OP_DUP: case TSR_OP_CONT: case TSR_OP_CPY: {
-            if (!(is_mm_type(a->type) || a->type == TSR_TYPE_I32) || !(is_mm_type(t->type) || t->type == TSR_TYPE_I32)) return false;
+            if (!(is_row_type(a->type) || a->type == TSR_TYPE_I32) || !(is_row_type(t->type) || t->type == TSR_TYPE_I32)) return false;
             if ((a->type == TSR_TYPE_I32) != (t->type == TSR_TYPE_I32)) return false;
             const bool q = tsr_is_quantized(a->type) || tsr_is_quantized(t->type);
             if (!q) return true;
             if (!tsr_are_same_shape(a, t)) return a->type == t->type && tsr_is_contiguous(a) && tsr_is_contiguous(t);
-            if (tsr_is_quantized(a->type) && a->nb[0] != tsr_type_size(a->type)) return false;
-            if (tsr_is_quantized(t->type) && t->nb[0] != tsr_type_size(t->type)) return false;
-            return t->ne[0] % 32 == 0;
+            return whole_blocks(a) && whole_blocks(t);
         }
         case TSR_OP_ADD: case TSR_OP_SUB: case TSR_OP_MUL: case TSR_OP_DIV:
             if (t->op == TSR_OP_ADD && tsr_is_quantized(a->type))  /* dequantize + requantize per row */
-                return is_float(b->type) && t->type == a->type && tsr_is_contiguous(a) && tsr_is_contiguous(t) && t->ne[0] % 32 == 0;
+                return is_float(b->type) && t->type == a->type && tsr_is_contiguous(a) && tsr_is_contiguous(t) && whole_blocks(t);
             return is_float(a->type) && is_float(b->type) && is_float(t->type);
         case TSR_OP_SQR: case TSR_OP_SQRT: case TSR_OP_LOG: case TSR_OP_SCALE: case TSR_OP_CLAMP:
             return is_float(a->type) && is_float(t->type);
@@ -60,18 +64,17 @@ static bool supports(const tsr_tensor * t) {
         case TSR_OP_NORM: case TSR_OP_RMS_NORM: case TSR_OP_GROUP_NORM: case TSR_OP_DIAG_MASK_INF:
             return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32;
         case TSR_OP_MUL_MAT:
-            if (!is_mm_type(a->type) || !is_float(b->type) || t->type != TSR_TYPE_F32 || t->nb[0] != 4) return false;
-            if (tsr_is_quantized(a->type)) return a->nb[0] == tsr_type_size(a->type) && a->ne[0] % 32 == 0;
-            return true;
+            if (!is_row_type(a->type) || !is_float(b->type) || t->type != TSR_TYPE_F32 || t->nb[0] != 4) return false;
+            return whole_blocks(a);
         case TSR_OP_OUT_PROD:
-            if (!is_mm_type(a->type) || b->type != TSR_TYPE_F32 || t->type != TSR_TYPE_F32 || t->nb[0] != 4) return false;
-            return !tsr_is_quantized(a->type) || a->nb[0] == tsr_type_size(a->type);
+            if (!is_row_type(a->type) || b->type != TSR_TYPE_F32 || t->type != TSR_TYPE_F32 || t->nb[0] != 4) return false;
+            return whole_blocks(a);
         case TSR_OP_GET_ROWS:
-            if (!(is_mm_type(a->type) || a->type == TSR_TYPE_I32) || b->type != TSR_TYPE_I32) return false;
-            return !tsr_is_quantized(a->type) || (a->nb[0] == tsr_type_size(a->type) && t->nb[0] == 4);
+            if (!(is_row_type(a->type) || a->type == TSR_TYPE_I32) || b->type != TSR_TYPE_I32) return false;
+            return whole_blocks(a) && (!tsr_is_quantized(a->type) || t->nb[0] == 4);
         case TSR_OP_SET_ROWS:
-            if (!is_mm_type(t->type) || a->type != TSR_TYPE_F32 || b->type != TSR_TYPE_I32) return false;
-            return !tsr_is_quantized(t->type) || (t->nb[0] == tsr_type_size(t->type) && t->ne[0] % 32 == 0);
+            if (!is_row_type(t->type) || a->type != TSR_TYPE_F32 || b->type != TSR_TYPE_I32) return false;
+            return whole_blocks(t);
         case TSR_OP_SOFT_MAX:
             return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32 && t->nb[0] == 4 &&
                    (!b || b->type == TSR_TYPE_F32 || b->type == TSR_TYPE_F16);
@@ -92,7 +95,7 @@ static bool supports(const tsr_tensor * t) {
             if (a->type != TSR_TYPE_F32 || !is_mm_type(b->type) || !v || !is_mm_type(v->type)) return false;
             if (t->type != TSR_TYPE_F32 || t->nb[0] != 4) return false;
             if (m && m->type != TSR_TYPE_F32 && m->type != TSR_TYPE_F16) return false;
-            if (tsr_is_quantized(b->type) && (b->nb[0] != tsr_type_size(b->type) || b->ne[0] % 32 != 0)) return false;
+            if (!whole_blocks(b)) return false;
             if (tsr_is_quantized(v->type) && v->nb[0] != tsr_type_size(v->type)) return false;
             return true;
         }

@@ -215,6 +215,52 @@ static inline int type_slot(enum tsr_type t) {
     }
 }
 
+/* Weight types with integer dot products against activations quantized to Q8_K. */
+enum { KSLOT_Q2_K = 0, KSLOT_Q3_K, KSLOT_Q4_K, KSLOT_Q5_K, KSLOT_Q6_K, KSLOT_COUNT };
+
+static inline int q8k_slot(enum tsr_type t) {
+    switch (t) {
+        case TSR_TYPE_Q2_K: return KSLOT_Q2_K;
+        case TSR_TYPE_Q3_K: return KSLOT_Q3_K;
+        case TSR_TYPE_Q4_K: return KSLOT_Q4_K;
+        case TSR_TYPE_Q5_K: return KSLOT_Q5_K;
+        case TSR_TYPE_Q6_K: return KSLOT_Q6_K;
+        default: return -1;
+    }
+}
+
+/* 32-element weight types with integer dot products against yq8 activations (besides
+ * Q8_0 / Q4_0, which have GEMM and 4-row kernels of their own). */
+enum { QSLOT_Q4_1 = 0, QSLOT_Q5_0, QSLOT_Q5_1, QSLOT_IQ4_NL, QSLOT_COUNT };
+
+static inline int yq8_slot(enum tsr_type t) {
+    switch (t) {
+        case TSR_TYPE_Q4_1: return QSLOT_Q4_1;
+        case TSR_TYPE_Q5_0: return QSLOT_Q5_0;
+        case TSR_TYPE_Q5_1: return QSLOT_Q5_1;
+        case TSR_TYPE_IQ4_NL: return QSLOT_IQ4_NL;
+        default: return -1;
+    }
+}
+
+#if defined(__GNUC__)
+#define TSR_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define TSR_ALWAYS_INLINE inline
+#endif
+
+/* Weight types beyond Q8_0 / Q4_0: ops read them a row at a time through the core's
+ * dequantization (get_rows, cpy, ...); mul_mat through their Q8_K or yq8 dot products. */
+static inline bool is_row_quant(enum tsr_type t) {
+    switch (t) {
+        case TSR_TYPE_Q4_1: case TSR_TYPE_Q5_0: case TSR_TYPE_Q5_1: case TSR_TYPE_IQ4_NL:
+        case TSR_TYPE_Q2_K: case TSR_TYPE_Q3_K: case TSR_TYPE_Q4_K: case TSR_TYPE_Q5_K: case TSR_TYPE_Q6_K:
+            return true;
+        default:
+            return false;
+    }
+}
+
 /* Constants of the vector expf/tanhf every SIMD path implements the same way.
  * e^x = 2^n e^r: n = round(x log2 e), r = (x - n ln2_hi) - n ln2_lo (Cody-Waite: ln2_hi
  * has 15 significant bits, so n ln2_hi is exact for |n| < 512 and the first step loses
@@ -284,6 +330,12 @@ struct kernels {
      * its side arrays. Matrix-vector passes rows far apart, so each thread keeps four long
      * sequential DRAM streams in flight. NULL: one row at a time. */
     void (*dot4[SLOT_COUNT])(int64_t n, const char * x, size_t lda, const void * y, float * out);
+    /* x (src0 row of the slot's K-quant type) with y quantized to Q8_K; NULL: the scalar path's */
+    float (*dot_q8k[KSLOT_COUNT])(int64_t n, const void * x, const tsr_block_q8_K * y);
+    /* x (src0 row of the slot's 32-element type) with yq8 blocks; NULL: the scalar path's */
+    float (*dot_yq8[QSLOT_COUNT])(int64_t n, const void * x, const yq8 * y);
+    /* F32 row -> Q8_K blocks (n a multiple of 256) */
+    void (*quantize_q8k)(const float * x, tsr_block_q8_K * y, int64_t n);
     /* F32 row -> yq8 blocks (n a multiple of 32) */
     void (*quantize_y)(const float * x, yq8 * y, int64_t n);
     /* y[i] += a * x[i] (flash attention V accumulation) */

@@ -50,12 +50,29 @@ static inline float dot_any(const kernels * K, enum tsr_type ta, int64_t n, cons
         case TSR_TYPE_BF16: return K->dot_bf16(n, (const uint16_t *)x, (const float *)y);
         case TSR_TYPE_Q8_0: return K->dot_q8_0(n, (const tsr_block_q8_0 *)x, (const yq8 *)y);
         case TSR_TYPE_Q4_0: return K->dot_q4_0(n, (const tsr_block_q4_0 *)x, (const yq8 *)y);
-        default: return 0.0f;
+        default: {
+            const int qs = yq8_slot(ta);
+            if (qs < 0) return 0.0f;
+            const auto dot = K->dot_yq8[qs] ? K->dot_yq8[qs] : kernels_scalar.dot_yq8[qs];
+            return dot(n, x, (const yq8 *)y);
+        }
+    }
+}
+
+/* K-quant rows against Q8_K columns (the ISA's dot, else the scalar path's). */
+static void mm_range_q8k(const kernels * K, const mm_args & a, int64_t m0, int64_t m1) {
+    const int ks = q8k_slot(a.ta);
+    const auto dot = K->dot_q8k[ks] ? K->dot_q8k[ks] : kernels_scalar.dot_q8k[ks];
+    for (int64_t m = m0; m < m1; ++m) {
+        const char * x = a.A + (size_t)m * a.lda;
+        for (int64_t n = 0; n < a.N; ++n)
+            a.C[(size_t)n * a.ldc + m] = dot(a.K, x, (const tsr_block_q8_K *)(a.B + (size_t)n * a.ldb));
     }
 }
 
 static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m1, uint8_t * tws) {
     if (m0 >= m1) return;
+    if (q8k_slot(a.ta) >= 0) return mm_range_q8k(K, a, m0, m1);
     const gemm_impl * g = a.g;
     if (!g) {
         /* Dot products. With a 4-row kernel, the range is cut into 4 equal parts walked side by
@@ -124,6 +141,7 @@ struct mm_plan {
     enum tsr_type ta;         /* A type as computed */
     bool x_conv;              /* src0 rows not contiguous: convert to dense F32 */
     bool y_q8;                /* src1 quantized to yq8 */
+    bool y_q8k;               /* src1 quantized to Q8_K (K-quant weights) */
     bool y_conv;              /* src1 converted to dense F32 */
     bool y_private;           /* few src1 rows: every thread converts them into its own
                                * scratch, so no barrier separates the phases */
@@ -131,6 +149,7 @@ struct mm_plan {
     size_t x_bytes, y_bytes, y_row;
     size_t y_shared;          /* y_bytes in the shared area (0 when y_private) */
     size_t thread_bytes;
+    bool y_prepared() const { return y_q8 || y_q8k || y_conv; }
 };
 
 static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) {
@@ -145,16 +164,18 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
         pl.x_bytes = align_up((size_t)(Kd * s0->ne[1] * s0->ne[2] * s0->ne[3]) * 4, 64);
     }
     const int64_t ny = s1->ne[1] * s1->ne[2] * s1->ne[3];
-    pl.y_q8 = tsr_is_quantized(pl.ta);
-    pl.y_conv = !pl.y_q8 && (s1->type != TSR_TYPE_F32 || s1->nb[0] != 4);
+    pl.y_q8k = q8k_slot(pl.ta) >= 0;
+    pl.y_q8 = tsr_is_quantized(pl.ta) && !pl.y_q8k;
+    pl.y_conv = !pl.y_q8 && !pl.y_q8k && (s1->type != TSR_TYPE_F32 || s1->nb[0] != 4);
     const int slot = type_slot(pl.ta);
     pl.g = (slot >= 0 && s1->ne[1] >= GEMM_MIN_N) ? K->gemm[slot] : nullptr;
     /* only the dot-product kernels read yq8's side arrays; GEMM packs the blocks */
     if (pl.y_q8) pl.y_row = pl.g ? (size_t)(Kd / 32) * sizeof(yq8) : yq8_row_bytes(Kd);
+    else if (pl.y_q8k) pl.y_row = (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K);
     else if (pl.y_conv) pl.y_row = (size_t)Kd * 4;
     pl.y_bytes = align_up(pl.y_row * (size_t)ny, 64);
     pl.thread_bytes = gemm_thread_bytes(pl.g, s1->ne[1]);
-    pl.y_private = (pl.y_q8 || pl.y_conv) && !pl.x_conv && ny <= 4 && nth > 1;
+    pl.y_private = pl.y_prepared() && !pl.x_conv && ny <= 4 && nth > 1;
     pl.y_shared = pl.y_private ? 0 : pl.y_bytes;
     if (pl.y_private) pl.thread_bytes += pl.y_bytes;
     return pl;
@@ -163,6 +184,22 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
 static size_t mm_work_size(const tsr_tensor * dst, const kernels * K, int nth) {
     const mm_plan pl = mm_make_plan(dst, K, nth);
     return pl.x_bytes + pl.y_shared + pl.thread_bytes * (size_t)nth;
+}
+
+/* Row (i1, i2, i3) of src1 quantized to Q8_K, a super-block at a time when it is not
+ * a contiguous F32 row. */
+static void quantize_row_q8k(const kernels * K, const tsr_tensor * s1, int64_t i1, int64_t i2, int64_t i3, tsr_block_q8_K * d) {
+    const int64_t Kd = s1->ne[0];
+    const auto quantize = K->quantize_q8k ? K->quantize_q8k : kernels_scalar.quantize_q8k;
+    if (s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {
+        quantize((const float *)tptr(s1, 0, i1, i2, i3), d, Kd);
+        return;
+    }
+    float tmp[TSR_QK_K];
+    for (int64_t b = 0; b < Kd / TSR_QK_K; ++b) {
+        for (int j = 0; j < TSR_QK_K; ++j) tmp[j] = ld(s1->type, tptr(s1, b * TSR_QK_K + j, i1, i2, i3));
+        quantize(tmp, d + b, TSR_QK_K);
+    }
 }
 
 /* op_mul_mat, phase 1: src0 rows converted to dense F32 (xw) and src1 rows converted or
@@ -180,13 +217,17 @@ static void mm_prepare_operands(const cparams & p, const mm_plan & pl, const tsr
             for (int64_t i0 = 0; i0 < Kd; ++i0) d[i0] = ld(s0->type, tptr(s0, i0, i1, i2, i3));
         }
     }
-    if (pl.y_q8 || pl.y_conv) {
+    if (pl.y_prepared()) {
         const int64_t nr = s1->ne[1] * s1->ne[2] * s1->ne[3];
         int64_t r0 = 0, r1 = nr;
         if (!pl.y_private) split_rows(nr, p.ith, p.nth, r0, r1);
         for (int64_t r = r0; r < r1; ++r) {
             const int64_t i1 = r % s1->ne[1], i2 = (r / s1->ne[1]) % s1->ne[2], i3 = r / (s1->ne[1] * s1->ne[2]);
             uint8_t * d = yw + (size_t)r * pl.y_row;
+            if (pl.y_q8k) {
+                quantize_row_q8k(p.K, s1, i1, i2, i3, (tsr_block_q8_K *)d);
+                continue;
+            }
             if (pl.y_q8 && s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {
                 quantize_y_nonfinite_nan(p.K, (const float *)tptr(s1, 0, i1, i2, i3), (yq8 *)d, Kd);
             } else {
@@ -220,7 +261,7 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
     uint8_t * yw = pl.y_private ? tw + (pl.thread_bytes - pl.y_bytes) : p.wdata + pl.x_bytes;
 
     /* phase 1: convert src0 / convert or quantize src1 into the workspace */
-    if (pl.x_conv || pl.y_q8 || pl.y_conv) mm_prepare_operands(p, pl, s0, s1, xw, yw);
+    if (pl.x_conv || pl.y_prepared()) mm_prepare_operands(p, pl, s0, s1, xw, yw);
 
     /* phase 2: items = (batch, M chunk), taken dynamically from a shared counter so a
      * thread slowed down by other work on its core takes fewer (the counter is reset by
@@ -250,7 +291,7 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
             a.A = (const char *)s0->data + i02 * s0->nb[2] + i03 * s0->nb[3];
             a.lda = s0->nb[1];
         }
-        if (pl.y_q8 || pl.y_conv) {
+        if (pl.y_prepared()) {
             a.B = (const char *)yw + (size_t)((i13 * ne12 + i12) * N) * pl.y_row;
             a.ldb = pl.y_row;
         } else {

@@ -548,6 +548,265 @@ static constexpr act_kernels act_table_avx2 = [] {
     return a;
 }();
 
+/* Q4_K's eight 6-bit scales then eight 6-bit mins as 16 bytes (the 12-byte packing undone
+ * with 32-bit masks: sub-blocks 4..7 keep their low 4 bits in bytes 8..11 and their high 2
+ * bits in bits 6-7 of bytes 0..7). */
+static inline __m128i q4k_scales_mins(const uint8_t * packed) {
+    uint32_t u[4];
+    std::memcpy(u, packed, 12);
+    const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
+    u[3] = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);  /* mins 4..7 */
+    const uint32_t mins03 = u[1] & low6;
+    u[1] = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);         /* scales 4..7 */
+    u[2] = mins03;
+    u[0] &= low6;                                                /* scales 0..3 */
+    __m128i v;
+    std::memcpy(&v, u, 16);
+    return v;
+}
+
+/* Q4_K (HIGH false) / Q5_K (HIGH true) against Q8_K: one ymm of nibbles per 64 elements (low
+ * nibbles sub-block 2c, high 2c+1), Q5_K's fifth bits from bits 2c / 2c+1 of the 32 qh bytes.
+ * A level x int8 pair is at most 2 * 31 * 127 in int16; times a 6-bit scale, int32. The mins
+ * meet the activations' 16-element sums (bsums) once per super-block. */
+template <bool HIGH>
+TSR_TARGET_AVX2 static float dot_k4_q8_K_avx2(int64_t n, const uint8_t * base, size_t bsize, const tsr_block_q8_K * y) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(0x01);
+    __m256 acc = _mm256_setzero_ps();
+    __m128 acc_m = _mm_setzero_ps();
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        const uint8_t * blk = base + (size_t)i * bsize;
+        const uint8_t * qs = blk + (HIGH ? 48 : 16);
+        const __m128i sm = q4k_scales_mins(blk + 4);
+        /* mins x (pairs of 16-element activation sums): 8 products in 4 int32 lanes */
+        const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[i].bsums), _mm_loadu_si128((const __m128i *)y[i].bsums + 1));
+        const __m128i pm = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)), bs);
+        uint16_t d16, dmin16;
+        std::memcpy(&d16, blk, 2);
+        std::memcpy(&dmin16, blk + 2, 2);
+        acc_m = _mm_fmadd_ps(_mm_cvtepi32_ps(pm), _mm_set1_ps(y[i].d * h2f_avx2(dmin16)), acc_m);
+        const __m256i qh = HIGH ? _mm256_loadu_si256((const __m256i *)(blk + 16)) : _mm256_setzero_si256();
+        __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if (HIGH) {
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), m1), 4));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), m1), 4));
+            }
+            const __m256i y0 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c));
+            const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c + 32));
+            const __m256i s0 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_set1_epi8((char)(2 * c))));
+            const __m256i s1 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_set1_epi8((char)(2 * c + 1))));
+            const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), s0);
+            const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), s1);
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(y[i].d * h2f_avx2(d16)), acc);
+    }
+    __m128 m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    return hsum256(acc) - _mm_cvtss_f32(m);
+}
+
+TSR_TARGET_AVX2 static float dot_q4_K_q8_K_avx2(int64_t n, const void * x, const tsr_block_q8_K * y) {
+    return dot_k4_q8_K_avx2<false>(n, (const uint8_t *)x, sizeof(tsr_block_q4_K), y);
+}
+TSR_TARGET_AVX2 static float dot_q5_K_q8_K_avx2(int64_t n, const void * x, const tsr_block_q8_K * y) {
+    return dot_k4_q8_K_avx2<true>(n, (const uint8_t *)x, sizeof(tsr_block_q5_K), y);
+}
+
+/* The int16 pair sums of 32 elements spanning scale groups g and g + 1 (int16 lanes 0-7 and
+ * 8-15) times those groups' scales (int8 scales sc8). */
+TSR_TARGET_AVX2 static inline __m256i scale_pairs_avx2(__m256i pairs, __m128i sc8, int g) {
+    const __m128i pick = _mm_set_epi64x((long long)(0x0101010101010101ull * (unsigned)(g + 1)), (long long)(0x0101010101010101ull * (unsigned)g));
+    return _mm256_madd_epi16(pairs, _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, pick)));
+}
+
+/* Q6_K against Q8_K: the 6-bit levels 0..63 stay unsigned for vpmaddubsw (a pair is at most
+ * 2 * 63 * 127 in int16) and the -32 offset is taken off once per super-block through the
+ * activations' 16-element sums. Each 32 elements hold two scale groups: int16 lanes 0-7 and
+ * 8-15 of the pair sums, which one shuffle of the scales and a sign extension match. */
+TSR_TARGET_AVX2 static float dot_q6_K_q8_K_avx2(int64_t n, const void * vx, const tsr_block_q8_K * y) {
+    const tsr_block_q6_K * x = (const tsr_block_q6_K *)vx;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
+        /* 32 * sum(scale * bsums): the offset of the unsigned levels, in the same int32 sum */
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+        __m256i sumi = _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y[i].bsums)), 5);
+        sumi = _mm256_sub_epi32(_mm256_setzero_si256(), sumi);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+            const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
+            const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
+            const __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)),
+                _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4)),
+            };
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; ++k) {
+                const __m256i yk = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * k));
+                sumi = _mm256_add_epi32(sumi, scale_pairs_avx2(_mm256_maddubs_epi16(q[k], yk), sc8, 8 * h + 2 * k));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(h2f_avx2(x[i].d) * y[i].d), acc);
+    }
+    return hsum256(acc);
+}
+
+/* F32 -> Q8_K as the core's quantizer: the signed value of largest magnitude maps to -127
+ * (the largest positive one when a positive and a negative value tie), levels rounded to
+ * nearest even, and the sums of every 16 levels. */
+TSR_TARGET_AVX2 static void quantize_q8k_avx2(const float * x, tsr_block_q8_K * y, int64_t n) {
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i, x += TSR_QK_K) {
+        __m256 vmax = _mm256_set1_ps(-INFINITY), vmin = _mm256_set1_ps(INFINITY);
+        for (int j = 0; j < TSR_QK_K; j += 8) {
+            const __m256 v = _mm256_loadu_ps(x + j);
+            vmax = _mm256_max_ps(vmax, v);
+            vmin = _mm256_min_ps(vmin, v);
+        }
+        float mx[8], mn[8];
+        _mm256_storeu_ps(mx, vmax);
+        _mm256_storeu_ps(mn, vmin);
+        float hi = mx[0], lo = mn[0];
+        for (int l = 1; l < 8; ++l) { hi = std::max(hi, mx[l]); lo = std::min(lo, mn[l]); }
+        const float max = hi >= -lo ? hi : lo;
+        std::memset(&y[i], 0, sizeof(y[i]));
+        if (max == 0.0f || max != max) continue;
+        const float iscale = -127.0f / max;
+        const __m256 vis = _mm256_set1_ps(iscale);
+        for (int j = 0; j < TSR_QK_K; j += 32) {
+            __m256i q[4];
+            for (int k = 0; k < 4; ++k)
+                q[k] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * k), vis)), _mm256_set1_epi32(127));
+            /* int32 -> int16 -> int8 packs interleave 128-bit lanes: put them back in order */
+            const __m256i w01 = _mm256_packs_epi32(q[0], q[1]), w23 = _mm256_packs_epi32(q[2], q[3]);
+            const __m256i b = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w01, w23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256((__m256i *)(y[i].qs + j), b);
+            /* sums of 16: int16 pair sums, then pairs of those */
+            const __m256i s = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(b)), _mm256_set1_epi16(1));
+            const __m256i t = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(b, 1)), _mm256_set1_epi16(1));
+            const __m256i h = _mm256_hadd_epi32(s, t);  /* lanes: s01 s23 t01 t23 | s45 s67 t45 t67 */
+            const __m256i h2 = _mm256_hadd_epi32(h, h);  /* s0-3 t0-3 . . | s4-7 t4-7 . . */
+            y[i].bsums[j / 16] = (int16_t)(_mm256_extract_epi32(h2, 0) + _mm256_extract_epi32(h2, 4));
+            y[i].bsums[j / 16 + 1] = (int16_t)(_mm256_extract_epi32(h2, 1) + _mm256_extract_epi32(h2, 5));
+        }
+        y[i].d = 1.0f / iscale;
+    }
+}
+
+/* Q2_K (levels 0..3, 4-bit scales and mins) / Q3_K (levels 0..7 made unsigned by + 4,
+ * signed 6-bit scales) against Q8_K: element 128h + 32j + l has its two low bits at bits 2j
+ * of qs[32h + l] (Q3_K: its third bit at bit 4h + j of hmask[l]). The mins (Q2_K) and the
+ * offset 4 (Q3_K) meet the activations' 16-element sums once per super-block. */
+template <bool Q3>
+TSR_TARGET_AVX2 static float dot_k2_q8_K_avx2(int64_t n, const void * vx, const tsr_block_q8_K * y) {
+    const __m256i m3 = _mm256_set1_epi8(0x03), m1 = _mm256_set1_epi8(0x01);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        const uint8_t * qs;
+        __m128i sc8;
+        __m256i hm = _mm256_setzero_si256(), sumi;
+        float d, dmin = 0.0f;
+        const __m256i bsums = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        if (Q3) {
+            const tsr_block_q3_K & b = ((const tsr_block_q3_K *)vx)[i];
+            int8_t sc[16];
+            for (int g = 0; g < 16; ++g) sc[g] = (int8_t)tsr_impl::q3k_scale(g, b.scales);
+            sc8 = _mm_loadu_si128((const __m128i *)sc);
+            qs = b.qs;
+            hm = _mm256_loadu_si256((const __m256i *)b.hmask);
+            d = h2f_avx2(b.d);
+            sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), bsums), 2));
+        } else {
+            const tsr_block_q2_K & b = ((const tsr_block_q2_K *)vx)[i];
+            const __m128i raw = _mm_loadu_si128((const __m128i *)b.scales);
+            sc8 = _mm_and_si128(raw, _mm_set1_epi8(0x0F));
+            qs = b.qs;
+            d = h2f_avx2(b.d);
+            dmin = h2f_avx2(b.dmin);
+            const __m256i pm = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F))), bsums);
+            acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(pm), _mm256_set1_ps(y[i].d * dmin), acc);
+            sumi = _mm256_setzero_si256();
+        }
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+            const __m256i qv = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; ++j) {
+                __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
+                if (Q3) q = _mm256_or_si256(q, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), m1), 2));
+                const __m256i yv = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * j));
+                sumi = _mm256_add_epi32(sumi, scale_pairs_avx2(_mm256_maddubs_epi16(q, yv), sc8, 8 * h + 2 * j));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(y[i].d * d), acc);
+    }
+    return hsum256(acc);
+}
+
+TSR_TARGET_AVX2 static float dot_q2_K_q8_K_avx2(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K_avx2<false>(n, x, y); }
+TSR_TARGET_AVX2 static float dot_q3_K_q8_K_avx2(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K_avx2<true>(n, x, y); }
+
+/* Bits 0..31 of qh as bytes 0x10 (set) or 0 (clear), in element order: each byte gets the
+ * qh byte holding its bit, and all ones after OR-ing every other bit in (ggml's trick). */
+TSR_TARGET_AVX2 static inline __m256i fifth_bits_avx2(const uint8_t * qh) {
+    uint32_t bits;
+    std::memcpy(&bits, qh, 4);
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits),
+                                               _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)), _mm256_set1_epi64x(-1));
+    return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+/* Q4_1, Q5_0, Q5_1, IQ4_NL against yq8, a block per step: levels 0..31 unsigned times int8
+ * (IQ4_NL: the table's values, signed), Q4_1 / Q5_1's min and Q5_0's offset of 16 through
+ * the activations' block sums. */
+template <tsr_type T>
+TSR_TARGET_AVX2 static float dot_q32_yq8_avx2(int64_t n, const void * vx, const yq8 * y) {
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values));
+    __m256 acc = _mm256_setzero_ps();
+    float corr = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const __m256i yv = _mm256_loadu_si256((const __m256i *)y[b].qs);
+        __m256i p;
+        float d;
+        if (T == TSR_TYPE_IQ4_NL) {
+            const tsr_block_iq4_nl & x = ((const tsr_block_iq4_nl *)vx)[b];
+            p = dot32_s8s8_avx2(_mm256_shuffle_epi8(table, unpack_q4_avx2(x.qs)), yv);
+            d = h2f_avx2(x.d);
+        } else if (T == TSR_TYPE_Q5_0) {
+            const tsr_block_q5_0 & x = ((const tsr_block_q5_0 *)vx)[b];
+            p = dot32_u4s8_avx2(_mm256_or_si256(unpack_q4_avx2(x.qs), fifth_bits_avx2(x.qh)), yv);
+            d = h2f_avx2(x.d);
+            corr += 16.0f * d * y[b].d * (float)y[b].sum;
+        } else {
+            using block = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1, tsr_block_q5_1>;
+            const block & x = ((const block *)vx)[b];
+            __m256i q = unpack_q4_avx2(x.qs);
+            if (T == TSR_TYPE_Q5_1) q = _mm256_or_si256(q, fifth_bits_avx2(((const tsr_block_q5_1 &)x).qh));
+            p = dot32_u4s8_avx2(q, yv);
+            d = h2f_avx2(x.d);
+            corr -= h2f_avx2(x.m) * y[b].d * (float)y[b].sum;
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * y[b].d), acc);
+    }
+    return hsum256(acc) - corr;
+}
+
+TSR_TARGET_AVX2 static float dot_q4_1_yq8_avx2(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8_avx2<TSR_TYPE_Q4_1>(n, x, y); }
+TSR_TARGET_AVX2 static float dot_q5_0_yq8_avx2(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8_avx2<TSR_TYPE_Q5_0>(n, x, y); }
+TSR_TARGET_AVX2 static float dot_q5_1_yq8_avx2(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8_avx2<TSR_TYPE_Q5_1>(n, x, y); }
+TSR_TARGET_AVX2 static float dot_iq4_nl_yq8_avx2(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8_avx2<TSR_TYPE_IQ4_NL>(n, x, y); }
+
 static constexpr kernels kernels_avx2 = [] {
     kernels k{};
     k.isa = TSR_CPU_ISA_AVX2;
@@ -561,6 +820,16 @@ static constexpr kernels kernels_avx2 = [] {
     k.dot4[SLOT_BF16] = dot4_avx2<2>;
     k.dot4[SLOT_Q8_0] = dot4_q8_0_avx2;
     k.dot4[SLOT_Q4_0] = dot4_q4_0_avx2;
+    k.dot_q8k[KSLOT_Q2_K] = dot_q2_K_q8_K_avx2;
+    k.dot_q8k[KSLOT_Q3_K] = dot_q3_K_q8_K_avx2;
+    k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_avx2;
+    k.dot_q8k[KSLOT_Q5_K] = dot_q5_K_q8_K_avx2;
+    k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_avx2;
+    k.dot_yq8[QSLOT_Q4_1] = dot_q4_1_yq8_avx2;
+    k.dot_yq8[QSLOT_Q5_0] = dot_q5_0_yq8_avx2;
+    k.dot_yq8[QSLOT_Q5_1] = dot_q5_1_yq8_avx2;
+    k.dot_yq8[QSLOT_IQ4_NL] = dot_iq4_nl_yq8_avx2;
+    k.quantize_q8k = quantize_q8k_avx2;
     k.quantize_y = quantize_y_avx2;
     k.axpy_f32 = axpy_f32_avx2;
     k.f16_to_f32 = cvt_f16_f32_avx2;

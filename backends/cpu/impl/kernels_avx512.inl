@@ -680,6 +680,16 @@ static kernels make_kernels_avx512() {
     k.dot4[SLOT_BF16] = dot4_avx512<2>;
     k.dot4[SLOT_Q8_0] = dot4_q8_0_avx2;
     k.dot4[SLOT_Q4_0] = dot4_q4_0_avx2;
+    k.dot_q8k[KSLOT_Q2_K] = dot_q2_K_q8_K_avx2;
+    k.dot_q8k[KSLOT_Q3_K] = dot_q3_K_q8_K_avx2;
+    k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_avx2;
+    k.dot_q8k[KSLOT_Q5_K] = dot_q5_K_q8_K_avx2;
+    k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_avx2;
+    k.dot_yq8[QSLOT_Q4_1] = dot_q4_1_yq8_avx2;
+    k.dot_yq8[QSLOT_Q5_0] = dot_q5_0_yq8_avx2;
+    k.dot_yq8[QSLOT_Q5_1] = dot_q5_1_yq8_avx2;
+    k.dot_yq8[QSLOT_IQ4_NL] = dot_iq4_nl_yq8_avx2;
+    k.quantize_q8k = quantize_q8k_avx2;
     k.quantize_y = quantize_y_avx2;
     k.axpy_f32 = axpy_f32_avx512;
     k.f16_to_f32 = cvt_f16_f32_avx2;

@@ -383,8 +383,8 @@ static inline bool parse_tensor_info(reader & r, const gguf_ctx * ctx, uint64_t 
     if (type >= (uint32_t) TSR_TYPE_COUNT || !tsr_is_valid_type((tsr_type) type)) {  /* range first: an out-of-range enum value is UB */
         const char * gn = ggml_type_name(type);
         if (gn) {
-            return r.fail(at_ty, "tensor '%s': ggml type %u (%s) is not supported by tessera (F32, F16, BF16, Q8_0, Q4_0, I32 are;"
-                          " e.g. re-quantize with llama-quantize --pure to Q8_0 or Q4_0): unknown tensor type %u", ti.name.c_str(), type, gn, type);
+            return r.fail(at_ty, "tensor '%s': ggml type %u (%s) is not supported by tessera (F32, F16, BF16, I32, Q4_0, Q4_1, Q5_0, Q5_1,"
+                          " Q8_0, Q2_K..Q6_K and IQ4_NL are; e.g. re-quantize with llama-quantize to Q4_K_M or Q8_0): unknown tensor type %u", ti.name.c_str(), type, gn, type);
         }
         return r.fail(at_ty, "tensor '%s': unknown tensor type %u", ti.name.c_str(), type);
     }

@@ -391,13 +391,13 @@ TSR_API_IMPL float tsr_get_f32_nd(const struct tsr_tensor * t, int64_t i0, int64
         case TSR_TYPE_F16: { tsr_fp16_t v; memcpy(&v, p, 2); return tsr_fp16_to_fp32(v); }
         case TSR_TYPE_BF16: { tsr_bf16_t v; memcpy(&v, p, 2); return tsr_bf16_to_fp32(v); }
         case TSR_TYPE_I32: { int32_t v; memcpy(&v, p, 4); return (float)v; }
-        case TSR_TYPE_Q8_0:
-        case TSR_TYPE_Q4_0: {
-            float blk[32];
-            tsr_to_float_row(t->type, p, blk, 32);
-            return blk[i0 % 32];
-        }
         default: break;
+    }
+    if (tsr_is_quantized(t->type)) {
+        const int64_t blck = tsr_blck_size(t->type);
+        float blk[TSR_QK_K];  /* the largest block */
+        tsr_to_float_row(t->type, p, blk, blck);
+        return blk[i0 % blck];
     }
     tsr_set_error("tsr_get_f32_nd: unsupported type %s", tsr_type_name(t->type));
     return NAN;

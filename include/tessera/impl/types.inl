@@ -1,4 +1,5 @@
-/* types.inl - type traits, fp16/bf16 conversion, Q8_0/Q4_0 quantization. */
+/* types.inl - type traits, fp16/bf16 conversion, Q8_0/Q4_0 quantization (the other
+ * quantized types and the row conversions of every type: quants.inl). */
 
 TSR_IMPL_NS_BEGIN
 
@@ -16,6 +17,16 @@ static inline const type_traits * get_traits(enum tsr_type type) {
     static const type_traits q8_0 = {"q8_0", TSR_QK8_0, sizeof(tsr_block_q8_0), true};
     static const type_traits i32  = {"i32",  1, sizeof(int32_t), false};
     static const type_traits bf16 = {"bf16", 1, sizeof(tsr_bf16_t), false};
+    static const type_traits q4_1 = {"q4_1", TSR_QK4_1, sizeof(tsr_block_q4_1), true};
+    static const type_traits q5_0 = {"q5_0", TSR_QK5_0, sizeof(tsr_block_q5_0), true};
+    static const type_traits q5_1 = {"q5_1", TSR_QK5_1, sizeof(tsr_block_q5_1), true};
+    static const type_traits q2_k = {"q2_K", TSR_QK_K, sizeof(tsr_block_q2_K), true};
+    static const type_traits q3_k = {"q3_K", TSR_QK_K, sizeof(tsr_block_q3_K), true};
+    static const type_traits q4_k = {"q4_K", TSR_QK_K, sizeof(tsr_block_q4_K), true};
+    static const type_traits q5_k = {"q5_K", TSR_QK_K, sizeof(tsr_block_q5_K), true};
+    static const type_traits q6_k = {"q6_K", TSR_QK_K, sizeof(tsr_block_q6_K), true};
+    static const type_traits q8_k = {"q8_K", TSR_QK_K, sizeof(tsr_block_q8_K), true};
+    static const type_traits iq4_nl = {"iq4_nl", TSR_QK4_NL, sizeof(tsr_block_iq4_nl), true};
     switch (type) {
         case TSR_TYPE_F32:  return &f32;
         case TSR_TYPE_F16:  return &f16;
@@ -23,6 +34,16 @@ static inline const type_traits * get_traits(enum tsr_type type) {
         case TSR_TYPE_Q8_0: return &q8_0;
         case TSR_TYPE_I32:  return &i32;
         case TSR_TYPE_BF16: return &bf16;
+        case TSR_TYPE_Q4_1: return &q4_1;
+        case TSR_TYPE_Q5_0: return &q5_0;
+        case TSR_TYPE_Q5_1: return &q5_1;
+        case TSR_TYPE_Q2_K: return &q2_k;
+        case TSR_TYPE_Q3_K: return &q3_k;
+        case TSR_TYPE_Q4_K: return &q4_k;
+        case TSR_TYPE_Q5_K: return &q5_k;
+        case TSR_TYPE_Q6_K: return &q6_k;
+        case TSR_TYPE_Q8_K: return &q8_k;
+        case TSR_TYPE_IQ4_NL: return &iq4_nl;
         default:            return nullptr;
     }
 }
@@ -195,64 +216,3 @@ static inline bool check_row(const char * fn, enum tsr_type type, int64_t n) {
 }
 
 TSR_IMPL_NS_END
-
-TSR_API_IMPL bool tsr_to_float_row(enum tsr_type type, const void * src, float * dst, int64_t n) {
-    if (!tsr_impl::check_row("tsr_to_float_row", type, n)) return false;
-    if (n > 0 && (!src || !dst)) return tsr_set_error("tsr_to_float_row: NULL src or dst");
-    switch (type) {
-        case TSR_TYPE_F32:  memcpy(dst, src, (size_t)n * sizeof(float)); break;
-        case TSR_TYPE_F16:  tsr_fp16_to_fp32_row((const tsr_fp16_t *)src, dst, n); break;
-        case TSR_TYPE_BF16: tsr_bf16_to_fp32_row((const tsr_bf16_t *)src, dst, n); break;
-        case TSR_TYPE_I32:
-            for (int64_t i = 0; i < n; i++) dst[i] = (float)((const int32_t *)src)[i];
-            break;
-        case TSR_TYPE_Q8_0: tsr_impl::dequantize_row_q8_0((const tsr_block_q8_0 *)src, dst, n); break;
-        case TSR_TYPE_Q4_0: tsr_impl::dequantize_row_q4_0((const tsr_block_q4_0 *)src, dst, n); break;
-        default: return tsr_set_error("tsr_to_float_row: unsupported type %s", tsr_type_name(type));
-    }
-    return true;
-}
-
-TSR_API_IMPL bool tsr_from_float_row(enum tsr_type type, const float * src, void * dst, int64_t n) {
-    if (!tsr_impl::check_row("tsr_from_float_row", type, n)) return false;
-    if (n > 0 && (!src || !dst)) return tsr_set_error("tsr_from_float_row: NULL src or dst");
-    switch (type) {
-        case TSR_TYPE_F32:  memcpy(dst, src, (size_t)n * sizeof(float)); break;
-        case TSR_TYPE_F16:  tsr_fp32_to_fp16_row(src, (tsr_fp16_t *)dst, n); break;
-        case TSR_TYPE_BF16: tsr_fp32_to_bf16_row(src, (tsr_bf16_t *)dst, n); break;
-        case TSR_TYPE_I32:
-            for (int64_t i = 0; i < n; i++) ((int32_t *)dst)[i] = (int32_t)std::lround(src[i]);
-            break;
-        case TSR_TYPE_Q8_0: tsr_impl::quantize_row_q8_0(src, (tsr_block_q8_0 *)dst, n); break;
-        case TSR_TYPE_Q4_0: tsr_impl::quantize_row_q4_0(src, (tsr_block_q4_0 *)dst, n); break;
-        default: return tsr_set_error("tsr_from_float_row: unsupported type %s", tsr_type_name(type));
-    }
-    return true;
-}
-
-TSR_API_IMPL size_t tsr_quantize_chunk(enum tsr_type type, const float * src, void * dst,
-                                       int64_t start, int64_t nrows, int64_t n_per_row,
-                                       const float * imatrix) {
-    (void)imatrix;
-    if (!tsr_impl::check_row("tsr_quantize_chunk", type, n_per_row)) return 0;
-    if (type == TSR_TYPE_I32) {
-        tsr_set_error("tsr_quantize_chunk: cannot quantize to i32");
-        return 0;
-    }
-    if (n_per_row <= 0 || nrows < 0 || start < 0 || start % n_per_row != 0) {
-        tsr_set_error("tsr_quantize_chunk: start %lld must be a multiple of n_per_row %lld (nrows %lld)",
-                      (long long)start, (long long)n_per_row, (long long)nrows);
-        return 0;
-    }
-    if (nrows > 0 && (!src || !dst)) {
-        tsr_set_error("tsr_quantize_chunk: NULL src or dst");
-        return 0;
-    }
-    const size_t row_size = tsr_row_size(type, n_per_row);
-    const int64_t start_row = start / n_per_row;
-    for (int64_t r = 0; r < nrows; r++) {
-        tsr_from_float_row(type, src + start + r * n_per_row,
-                           (char *)dst + (size_t)(start_row + r) * row_size, n_per_row);
-    }
-    return (size_t)nrows * row_size;
-}
