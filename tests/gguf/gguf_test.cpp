@@ -773,7 +773,7 @@ std::vector<uint8_t> tensor_infos_only(uint64_t n) {
     bytes w;
     w.b = {'G', 'G', 'U', 'F'};
     w.u32(3).u64(n).u64(0);
-    char name[16];
+    char name[24];
     for (uint64_t i = 0; i < n; ++i) {
         snprintf(name, sizeof name, "t%06llu", (unsigned long long) i);
         w.str(name).u32(1).put<int64_t>(0).u32(0).u64(0);
@@ -787,7 +787,7 @@ std::vector<uint8_t> kvs_only(uint64_t n) {
     bytes w;
     w.b = {'G', 'G', 'U', 'F'};
     w.u32(3).u64(0).u64(n);
-    char key[16];
+    char key[24];
     for (uint64_t i = 0; i < n; ++i) {
         snprintf(key, sizeof key, "k%06llu", (unsigned long long) i);
         w.str(key).u32(0);
