@@ -9680,9 +9680,8 @@ static inline __m128i q4k_scales_mins(const uint8_t * packed) {
     u[1] = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);         /* scales 4..7 */
     u[2] = mins03;
     u[0] &= low6;                                                /* scales 0..3 */
-    __m128i v;
-    std::memcpy(&v, u, 16);
-    return v;
+    /* from registers: a 16-byte load of four 4-byte stores would stall store forwarding */
+    return _mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]);
 }
 
 /* Q3_K's sixteen signed 6-bit scales as 16 int8 in order, four at a time with 32-bit masks
@@ -9698,9 +9697,7 @@ static inline __m128i q3k_scales(const uint8_t * packed) {
     u[3] = ((u[1] >> 4) & low4) | (((hi >> 6) & low2) << 4);
     u[0] = (u[0] & low4) | ((hi & low2) << 4);
     u[1] = (u[1] & low4) | (((hi >> 2) & low2) << 4);
-    __m128i v;
-    std::memcpy(&v, u, 16);
-    return _mm_sub_epi8(v, _mm_set1_epi8(32));
+    return _mm_sub_epi8(_mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]), _mm_set1_epi8(32));
 }
 
 /* Q4_K (HIGH false) / Q5_K (HIGH true) against Q8_K: one ymm of nibbles per 64 elements (low
@@ -9724,6 +9721,8 @@ TSR_TARGET_AVX2 static float dot_k4_q8_K_avx2(int64_t n, const uint8_t * base, s
         std::memcpy(&dmin16, blk + 2, 2);
         acc_m = _mm_fmadd_ps(_mm_cvtepi32_ps(pm), _mm_set1_ps(y[i].d * h2f_avx2(dmin16)), acc_m);
         const __m256i qh = HIGH ? _mm256_loadu_si256((const __m256i *)(blk + 16)) : _mm256_setzero_si256();
+        /* the 8 scales as int16 in both halves: one byte shuffle per sub-block spreads a scale */
+        const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
         __m256i sumi = _mm256_setzero_si256();
 #pragma GCC unroll 4
         for (int c = 0; c < 4; ++c) {
@@ -9735,8 +9734,8 @@ TSR_TARGET_AVX2 static float dot_k4_q8_K_avx2(int64_t n, const uint8_t * base, s
             }
             const __m256i y0 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c));
             const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c + 32));
-            const __m256i s0 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_set1_epi8((char)(2 * c))));
-            const __m256i s1 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_set1_epi8((char)(2 * c + 1))));
+            const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(((4 * c + 1) << 8) | (4 * c))));
+            const __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(((4 * c + 3) << 8) | (4 * c + 2))));
             const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), s0);
             const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), s1);
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
