@@ -1470,17 +1470,70 @@ static float make_q3_quants(int n, int nmax, const float * x, int8_t * L) {
     return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
+/* Weighted sums of a level assignment: sum w*l, sum w*l^2, sum w*l*x. */
+struct level_sums {
+    float l, l2, xl;
+};
+
+/* The level of x on the grid min + k / iscale, k = 0..nmax. */
+static inline int grid_level(float x, float iscale, float min, int nmax) {
+    return clamp_int(nearest_int(iscale * (x - min)), 0, nmax);
+}
+
+/* The weighted sums of the grid's levels (n a multiple of 4: four partial sums per quantity,
+ * so the loop vectorizes without reassociating a float reduction; the levels themselves are
+ * stored only for the winning grid). */
+static inline level_sums grid_sums(int n, int nmax, const float * x, const float * w, float iscale, float min) {
+    float sl[4] = {0}, sl2[4] = {0}, sxl[4] = {0};
+    for (int i = 0; i < n; i += 4)
+        for (int k = 0; k < 4; k++) {
+            const float l = (float)grid_level(x[i + k], iscale, min, nmax);
+            const float wl = w[i + k] * l;
+            sl[k] += wl;
+            sl2[k] += wl * l;
+            sxl[k] += wl * x[i + k];
+        }
+    level_sums s{0.0f, 0.0f, 0.0f};
+    for (int k = 0; k < 4; k++) {
+        s.l += sl[k];
+        s.l2 += sl2[k];
+        s.xl += sxl[k];
+    }
+    return s;
+}
+
+/* Weighted sums of the values themselves: sum w, sum w*x, sum w*x^2. */
+struct value_sums {
+    float w, x, xx;
+};
+
+/* sum w * (sc * l + mn - x)^2 expanded over the sums, so a candidate costs no second pass
+ * over its levels (in double: the terms are far larger than the error they leave). */
+static inline float squared_error(const value_sums & v, const level_sums & s, float sc, float mn) {
+    const double e = (double)sc * sc * s.l2 + 2.0 * sc * mn * s.l - 2.0 * sc * s.xl + (double)mn * mn * v.w - 2.0 * mn * v.x + v.xx;
+    return (float)e;
+}
+
+/* sum w * |sc * l + mn - x| over the grid's levels. */
+static float absolute_error(int n, int nmax, const float * x, const float * w, float iscale, float min, float sc, float mn) {
+    float e = 0.0f;
+    for (int i = 0; i < n; i++) e += w[i] * std::fabs(sc * (float)grid_level(x[i], iscale, min, nmax) + mn - x[i]);
+    return e;
+}
+
 /* Asymmetric levels 0..nmax: x ~ scale * L - min. Tries nstep + 1 inverse scales and, for
  * each, the weighted least-squares scale and min; keeps the one of least error (absolute
- * error when use_mad). Returns the scale; *the_min gets min (>= 0). */
+ * error when use_mad). Returns the scale; *the_min gets min (>= 0). n: a multiple of 4. */
 static float make_qkx2_quants(int n, int nmax, const float * x, const float * w, uint8_t * L, float * the_min,
                               float rmin, float rdelta, int nstep, bool use_mad) {
-    float min = x[0], max = x[0], sum_w = w[0], sum_x = w[0] * x[0];
-    for (int i = 1; i < n; i++) {
+    float min = x[0], max = x[0];
+    value_sums v{0.0f, 0.0f, 0.0f};
+    for (int i = 0; i < n; i++) {
         if (x[i] < min) min = x[i];
         if (x[i] > max) max = x[i];
-        sum_w += w[i];
-        sum_x += w[i] * x[i];
+        v.w += w[i];
+        v.x += w[i] * x[i];
+        v.xx += w[i] * x[i] * x[i];
     }
     if (min > 0) min = 0;
     if (max == min) {
@@ -1488,46 +1541,34 @@ static float make_qkx2_quants(int n, int nmax, const float * x, const float * w,
         *the_min = -min;
         return 0.0f;
     }
-    auto error_of = [&](const uint8_t * Lv, float sc, float mn) {
-        float e = 0.0f;
-        for (int i = 0; i < n; i++) {
-            float diff = sc * (float)Lv[i] + mn - x[i];
-            diff = use_mad ? std::fabs(diff) : diff * diff;
-            e += w[i] * diff;
-        }
-        return e;
+    /* as ggml: each grid starts at the min of the best fit so far */
+    const auto error_of = [&](float iscale, float gmin, const level_sums & s, float sc, float mn) {
+        return use_mad ? absolute_error(n, nmax, x, w, iscale, gmin, sc, mn) : squared_error(v, s, sc, mn);
     };
-    float iscale = (float)nmax / (max - min);
-    float scale = 1.0f / iscale;
-    for (int i = 0; i < n; i++) L[i] = (uint8_t)clamp_int(nearest_int(iscale * (x[i] - min)), 0, nmax);
-    float best_error = error_of(L, scale, min);
-    uint8_t Laux[32];
+    float best_iscale = (float)nmax / (max - min), best_grid_min = min;
+    float scale = 1.0f / best_iscale;
+    float best_error = error_of(best_iscale, min, grid_sums(n, nmax, x, w, best_iscale, min), scale, min);
     for (int is = 0; is <= nstep; is++) {
-        iscale = (rmin + rdelta * (float)is + (float)nmax) / (max - min);
-        float sum_l = 0.0f, sum_l2 = 0.0f, sum_xl = 0.0f;
-        for (int i = 0; i < n; i++) {
-            const int l = clamp_int(nearest_int(iscale * (x[i] - min)), 0, nmax);
-            Laux[i] = (uint8_t)l;
-            sum_l += w[i] * (float)l;
-            sum_l2 += w[i] * (float)(l * l);
-            sum_xl += w[i] * (float)l * x[i];
-        }
-        const float D = sum_w * sum_l2 - sum_l * sum_l;
+        const float iscale = (rmin + rdelta * (float)is + (float)nmax) / (max - min), grid_min = min;
+        const level_sums s = grid_sums(n, nmax, x, w, iscale, grid_min);
+        const float D = v.w * s.l2 - s.l * s.l;
         if (D <= 0) continue;
-        float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-        float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+        float this_scale = (v.w * s.xl - v.x * s.l) / D;
+        float this_min = (s.l2 * v.x - s.l * s.xl) / D;
         if (this_min > 0) {
             this_min = 0;
-            this_scale = sum_xl / sum_l2;
+            this_scale = s.xl / s.l2;
         }
-        const float err = error_of(Laux, this_scale, this_min);
+        const float err = error_of(iscale, grid_min, s, this_scale, this_min);
         if (err < best_error) {
-            memcpy(L, Laux, (size_t)n);
+            best_iscale = iscale;
+            best_grid_min = grid_min;
             best_error = err;
             scale = this_scale;
             min = this_min;
         }
     }
+    for (int i = 0; i < n; i++) L[i] = (uint8_t)grid_level(x[i], best_iscale, best_grid_min, nmax);
     *the_min = -min;
     return scale;
 }
@@ -10438,9 +10479,24 @@ static inline __m128i q4k_scales_mins(const uint8_t * packed) {
     u[1] = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);         /* scales 4..7 */
     u[2] = mins03;
     u[0] &= low6;                                                /* scales 0..3 */
-    __m128i v;
-    std::memcpy(&v, u, 16);
-    return v;
+    /* from registers: a 16-byte load of four 4-byte stores would stall store forwarding */
+    return _mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]);
+}
+
+/* Q3_K's sixteen signed 6-bit scales as 16 int8 in order, four at a time with 32-bit masks
+ * (decoding them one by one cost a fifth of the mat-vec time): scales 0-7 keep their low 4
+ * bits in the low nibbles of bytes 0..7, 8-15 in the high nibbles, and the high 2 bits of
+ * scale j sit at bits 2(j / 4) of byte 8 + j % 4. */
+static inline __m128i q3k_scales(const uint8_t * packed) {
+    uint32_t u[4], hi;
+    std::memcpy(u, packed, 8);
+    std::memcpy(&hi, packed + 8, 4);
+    const uint32_t low4 = 0x0f0f0f0f, low2 = 0x03030303;
+    u[2] = ((u[0] >> 4) & low4) | (((hi >> 4) & low2) << 4);
+    u[3] = ((u[1] >> 4) & low4) | (((hi >> 6) & low2) << 4);
+    u[0] = (u[0] & low4) | ((hi & low2) << 4);
+    u[1] = (u[1] & low4) | (((hi >> 2) & low2) << 4);
+    return _mm_sub_epi8(_mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]), _mm_set1_epi8(32));
 }
 
 /* Q4_K (HIGH false) / Q5_K (HIGH true) against Q8_K: one ymm of nibbles per 64 elements (low
@@ -10464,6 +10520,8 @@ TSR_TARGET_AVX2 static float dot_k4_q8_K_avx2(int64_t n, const uint8_t * base, s
         std::memcpy(&dmin16, blk + 2, 2);
         acc_m = _mm_fmadd_ps(_mm_cvtepi32_ps(pm), _mm_set1_ps(y[i].d * h2f_avx2(dmin16)), acc_m);
         const __m256i qh = HIGH ? _mm256_loadu_si256((const __m256i *)(blk + 16)) : _mm256_setzero_si256();
+        /* the 8 scales as int16 in both halves: one byte shuffle per sub-block spreads a scale */
+        const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
         __m256i sumi = _mm256_setzero_si256();
 #pragma GCC unroll 4
         for (int c = 0; c < 4; ++c) {
@@ -10475,8 +10533,8 @@ TSR_TARGET_AVX2 static float dot_k4_q8_K_avx2(int64_t n, const uint8_t * base, s
             }
             const __m256i y0 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c));
             const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c + 32));
-            const __m256i s0 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_set1_epi8((char)(2 * c))));
-            const __m256i s1 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_set1_epi8((char)(2 * c + 1))));
+            const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(((4 * c + 1) << 8) | (4 * c))));
+            const __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(((4 * c + 3) << 8) | (4 * c + 2))));
             const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), s0);
             const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), s1);
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
@@ -10597,9 +10655,7 @@ TSR_TARGET_AVX2 static float dot_k2_q8_K_avx2(int64_t n, const void * vx, const 
         const __m256i bsums = _mm256_loadu_si256((const __m256i *)y[i].bsums);
         if (Q3) {
             const tsr_block_q3_K & b = ((const tsr_block_q3_K *)vx)[i];
-            int8_t sc[16];
-            for (int g = 0; g < 16; ++g) sc[g] = (int8_t)tsr_impl::q3k_scale(g, b.scales);
-            sc8 = _mm_loadu_si128((const __m128i *)sc);
+            sc8 = q3k_scales(b.scales);
             qs = b.qs;
             hm = _mm256_loadu_si256((const __m256i *)b.hmask);
             d = h2f_avx2(b.d);

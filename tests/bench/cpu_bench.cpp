@@ -301,13 +301,14 @@ double bench_gpt2(tsr_backend_t be, int n_tokens, int reps) {
 
 int main(int argc, char ** argv) {
     int n_threads = 2;
-    bool quick = false, gpt2_only = false;
+    bool quick = false, gpt2_only = false, matvec_only = false;
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--csv")) g_csv = true;
         else if (!std::strcmp(argv[i], "--quick")) quick = true;
         else if (!std::strcmp(argv[i], "--gpt2-only")) gpt2_only = true;
+        else if (!std::strcmp(argv[i], "--matvec-only")) matvec_only = true;  /* bandwidth and mat-vec rows */
         else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) n_threads = std::atoi(argv[++i]);
-        else { std::fprintf(stderr, "usage: %s [--csv] [--threads N] [--quick] [--gpt2-only]\n", argv[0]); return 2; }
+        else { std::fprintf(stderr, "usage: %s [--csv] [--threads N] [--quick] [--gpt2-only] [--matvec-only]\n", argv[0]); return 2; }
     }
     tsr_backend_t be = tsr_backend_cpu_init();
     tsr_backend_cpu_set_n_threads(be, n_threads);
@@ -327,7 +328,7 @@ int main(int argc, char ** argv) {
 
     blas ob(n_threads);
     double blas_gemm = 0;
-    if (ob.ok()) {
+    if (ob.ok() && !matvec_only) {
         std::vector<float> A((size_t)(M * K)), B((size_t)(K * N)), C((size_t)(M * N));
         for (size_t i = 0; i < A.size(); ++i) A[i] = (float)((i * 7) % 13) * 0.01f;
         for (size_t i = 0; i < B.size(); ++i) B[i] = (float)((i * 3) % 11) * 0.01f;
@@ -343,6 +344,7 @@ int main(int argc, char ** argv) {
                                     TSR_TYPE_Q4_K, TSR_TYPE_Q6_K, TSR_TYPE_Q5_K, TSR_TYPE_Q3_K, TSR_TYPE_Q2_K,
                                     TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1};
     for (tsr_type t : bench_types) {
+        if (matvec_only) break;
         const double g = bench_gemm(be, t, M, K, N, reps);
         add_row(std::string("mul_mat ") + tsr_type_name(t), g, "GFLOPS",
                 t == TSR_TYPE_F32 && ob.ok() ? "OpenBLAS sgemm " + fmt(blas_gemm) : "", shape);
@@ -365,8 +367,10 @@ int main(int argc, char ** argv) {
     }
     }
 gpt2:
+    if (!matvec_only) {
     const double ms = bench_gpt2(be, 128, quick ? 1 : 3);
     add_row("GPT-2 small forward, 128 tokens", ms, "ms", "", "F32 weights, flash_attn_ext, logits for all tokens");
+    }
     tsr_backend_free(be);
 
     if (g_csv) {

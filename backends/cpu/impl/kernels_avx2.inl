@@ -560,9 +560,24 @@ static inline __m128i q4k_scales_mins(const uint8_t * packed) {
     u[1] = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);         /* scales 4..7 */
     u[2] = mins03;
     u[0] &= low6;                                                /* scales 0..3 */
-    __m128i v;
-    std::memcpy(&v, u, 16);
-    return v;
+    /* from registers: a 16-byte load of four 4-byte stores would stall store forwarding */
+    return _mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]);
+}
+
+/* Q3_K's sixteen signed 6-bit scales as 16 int8 in order, four at a time with 32-bit masks
+ * (decoding them one by one cost a fifth of the mat-vec time): scales 0-7 keep their low 4
+ * bits in the low nibbles of bytes 0..7, 8-15 in the high nibbles, and the high 2 bits of
+ * scale j sit at bits 2(j / 4) of byte 8 + j % 4. */
+static inline __m128i q3k_scales(const uint8_t * packed) {
+    uint32_t u[4], hi;
+    std::memcpy(u, packed, 8);
+    std::memcpy(&hi, packed + 8, 4);
+    const uint32_t low4 = 0x0f0f0f0f, low2 = 0x03030303;
+    u[2] = ((u[0] >> 4) & low4) | (((hi >> 4) & low2) << 4);
+    u[3] = ((u[1] >> 4) & low4) | (((hi >> 6) & low2) << 4);
+    u[0] = (u[0] & low4) | ((hi & low2) << 4);
+    u[1] = (u[1] & low4) | (((hi >> 2) & low2) << 4);
+    return _mm_sub_epi8(_mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]), _mm_set1_epi8(32));
 }
 
 /* Q4_K (HIGH false) / Q5_K (HIGH true) against Q8_K: one ymm of nibbles per 64 elements (low
@@ -586,6 +601,8 @@ TSR_TARGET_AVX2 static float dot_k4_q8_K_avx2(int64_t n, const uint8_t * base, s
         std::memcpy(&dmin16, blk + 2, 2);
         acc_m = _mm_fmadd_ps(_mm_cvtepi32_ps(pm), _mm_set1_ps(y[i].d * h2f_avx2(dmin16)), acc_m);
         const __m256i qh = HIGH ? _mm256_loadu_si256((const __m256i *)(blk + 16)) : _mm256_setzero_si256();
+        /* the 8 scales as int16 in both halves: one byte shuffle per sub-block spreads a scale */
+        const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
         __m256i sumi = _mm256_setzero_si256();
 #pragma GCC unroll 4
         for (int c = 0; c < 4; ++c) {
@@ -597,8 +614,8 @@ TSR_TARGET_AVX2 static float dot_k4_q8_K_avx2(int64_t n, const uint8_t * base, s
             }
             const __m256i y0 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c));
             const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c + 32));
-            const __m256i s0 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_set1_epi8((char)(2 * c))));
-            const __m256i s1 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_set1_epi8((char)(2 * c + 1))));
+            const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(((4 * c + 1) << 8) | (4 * c))));
+            const __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(((4 * c + 3) << 8) | (4 * c + 2))));
             const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), s0);
             const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), s1);
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
@@ -719,9 +736,7 @@ TSR_TARGET_AVX2 static float dot_k2_q8_K_avx2(int64_t n, const void * vx, const 
         const __m256i bsums = _mm256_loadu_si256((const __m256i *)y[i].bsums);
         if (Q3) {
             const tsr_block_q3_K & b = ((const tsr_block_q3_K *)vx)[i];
-            int8_t sc[16];
-            for (int g = 0; g < 16; ++g) sc[g] = (int8_t)tsr_impl::q3k_scale(g, b.scales);
-            sc8 = _mm_loadu_si128((const __m128i *)sc);
+            sc8 = q3k_scales(b.scales);
             qs = b.qs;
             hm = _mm256_loadu_si256((const __m256i *)b.hmask);
             d = h2f_avx2(b.d);

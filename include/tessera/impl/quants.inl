@@ -409,17 +409,70 @@ static float make_q3_quants(int n, int nmax, const float * x, int8_t * L) {
     return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
+/* Weighted sums of a level assignment: sum w*l, sum w*l^2, sum w*l*x. */
+struct level_sums {
+    float l, l2, xl;
+};
+
+/* The level of x on the grid min + k / iscale, k = 0..nmax. */
+static inline int grid_level(float x, float iscale, float min, int nmax) {
+    return clamp_int(nearest_int(iscale * (x - min)), 0, nmax);
+}
+
+/* The weighted sums of the grid's levels (n a multiple of 4: four partial sums per quantity,
+ * so the loop vectorizes without reassociating a float reduction; the levels themselves are
+ * stored only for the winning grid). */
+static inline level_sums grid_sums(int n, int nmax, const float * x, const float * w, float iscale, float min) {
+    float sl[4] = {0}, sl2[4] = {0}, sxl[4] = {0};
+    for (int i = 0; i < n; i += 4)
+        for (int k = 0; k < 4; k++) {
+            const float l = (float)grid_level(x[i + k], iscale, min, nmax);
+            const float wl = w[i + k] * l;
+            sl[k] += wl;
+            sl2[k] += wl * l;
+            sxl[k] += wl * x[i + k];
+        }
+    level_sums s{0.0f, 0.0f, 0.0f};
+    for (int k = 0; k < 4; k++) {
+        s.l += sl[k];
+        s.l2 += sl2[k];
+        s.xl += sxl[k];
+    }
+    return s;
+}
+
+/* Weighted sums of the values themselves: sum w, sum w*x, sum w*x^2. */
+struct value_sums {
+    float w, x, xx;
+};
+
+/* sum w * (sc * l + mn - x)^2 expanded over the sums, so a candidate costs no second pass
+ * over its levels (in double: the terms are far larger than the error they leave). */
+static inline float squared_error(const value_sums & v, const level_sums & s, float sc, float mn) {
+    const double e = (double)sc * sc * s.l2 + 2.0 * sc * mn * s.l - 2.0 * sc * s.xl + (double)mn * mn * v.w - 2.0 * mn * v.x + v.xx;
+    return (float)e;
+}
+
+/* sum w * |sc * l + mn - x| over the grid's levels. */
+static float absolute_error(int n, int nmax, const float * x, const float * w, float iscale, float min, float sc, float mn) {
+    float e = 0.0f;
+    for (int i = 0; i < n; i++) e += w[i] * std::fabs(sc * (float)grid_level(x[i], iscale, min, nmax) + mn - x[i]);
+    return e;
+}
+
 /* Asymmetric levels 0..nmax: x ~ scale * L - min. Tries nstep + 1 inverse scales and, for
  * each, the weighted least-squares scale and min; keeps the one of least error (absolute
- * error when use_mad). Returns the scale; *the_min gets min (>= 0). */
+ * error when use_mad). Returns the scale; *the_min gets min (>= 0). n: a multiple of 4. */
 static float make_qkx2_quants(int n, int nmax, const float * x, const float * w, uint8_t * L, float * the_min,
                               float rmin, float rdelta, int nstep, bool use_mad) {
-    float min = x[0], max = x[0], sum_w = w[0], sum_x = w[0] * x[0];
-    for (int i = 1; i < n; i++) {
+    float min = x[0], max = x[0];
+    value_sums v{0.0f, 0.0f, 0.0f};
+    for (int i = 0; i < n; i++) {
         if (x[i] < min) min = x[i];
         if (x[i] > max) max = x[i];
-        sum_w += w[i];
-        sum_x += w[i] * x[i];
+        v.w += w[i];
+        v.x += w[i] * x[i];
+        v.xx += w[i] * x[i] * x[i];
     }
     if (min > 0) min = 0;
     if (max == min) {
@@ -427,46 +480,34 @@ static float make_qkx2_quants(int n, int nmax, const float * x, const float * w,
         *the_min = -min;
         return 0.0f;
     }
-    auto error_of = [&](const uint8_t * Lv, float sc, float mn) {
-        float e = 0.0f;
-        for (int i = 0; i < n; i++) {
-            float diff = sc * (float)Lv[i] + mn - x[i];
-            diff = use_mad ? std::fabs(diff) : diff * diff;
-            e += w[i] * diff;
-        }
-        return e;
+    /* as ggml: each grid starts at the min of the best fit so far */
+    const auto error_of = [&](float iscale, float gmin, const level_sums & s, float sc, float mn) {
+        return use_mad ? absolute_error(n, nmax, x, w, iscale, gmin, sc, mn) : squared_error(v, s, sc, mn);
     };
-    float iscale = (float)nmax / (max - min);
-    float scale = 1.0f / iscale;
-    for (int i = 0; i < n; i++) L[i] = (uint8_t)clamp_int(nearest_int(iscale * (x[i] - min)), 0, nmax);
-    float best_error = error_of(L, scale, min);
-    uint8_t Laux[32];
+    float best_iscale = (float)nmax / (max - min), best_grid_min = min;
+    float scale = 1.0f / best_iscale;
+    float best_error = error_of(best_iscale, min, grid_sums(n, nmax, x, w, best_iscale, min), scale, min);
     for (int is = 0; is <= nstep; is++) {
-        iscale = (rmin + rdelta * (float)is + (float)nmax) / (max - min);
-        float sum_l = 0.0f, sum_l2 = 0.0f, sum_xl = 0.0f;
-        for (int i = 0; i < n; i++) {
-            const int l = clamp_int(nearest_int(iscale * (x[i] - min)), 0, nmax);
-            Laux[i] = (uint8_t)l;
-            sum_l += w[i] * (float)l;
-            sum_l2 += w[i] * (float)(l * l);
-            sum_xl += w[i] * (float)l * x[i];
-        }
-        const float D = sum_w * sum_l2 - sum_l * sum_l;
+        const float iscale = (rmin + rdelta * (float)is + (float)nmax) / (max - min), grid_min = min;
+        const level_sums s = grid_sums(n, nmax, x, w, iscale, grid_min);
+        const float D = v.w * s.l2 - s.l * s.l;
         if (D <= 0) continue;
-        float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-        float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+        float this_scale = (v.w * s.xl - v.x * s.l) / D;
+        float this_min = (s.l2 * v.x - s.l * s.xl) / D;
         if (this_min > 0) {
             this_min = 0;
-            this_scale = sum_xl / sum_l2;
+            this_scale = s.xl / s.l2;
         }
-        const float err = error_of(Laux, this_scale, this_min);
+        const float err = error_of(iscale, grid_min, s, this_scale, this_min);
         if (err < best_error) {
-            memcpy(L, Laux, (size_t)n);
+            best_iscale = iscale;
+            best_grid_min = grid_min;
             best_error = err;
             scale = this_scale;
             min = this_min;
         }
     }
+    for (int i = 0; i < n; i++) L[i] = (uint8_t)grid_level(x[i], best_iscale, best_grid_min, nmax);
     *the_min = -min;
     return scale;
 }
