@@ -1759,7 +1759,8 @@ TSR_IMPL_NS_END
 
 TSR_API_IMPL bool tsr_to_float_row(enum tsr_type type, const void * src, float * dst, int64_t n) {
     if (!tsr_impl::check_row("tsr_to_float_row", type, n)) return false;
-    if (n > 0 && (!src || !dst)) return tsr_set_error("tsr_to_float_row: NULL src or dst");
+    if (n == 0) return true; /* an empty row: src and dst may be NULL (memcpy may not get NULL) */
+    if (!src || !dst) return tsr_set_error("tsr_to_float_row: NULL src or dst");
     switch (type) {
         case TSR_TYPE_F32:  memcpy(dst, src, (size_t)n * sizeof(float)); break;
         case TSR_TYPE_F16:  tsr_fp16_to_fp32_row((const tsr_fp16_t *)src, dst, n); break;
@@ -1786,7 +1787,8 @@ TSR_API_IMPL bool tsr_to_float_row(enum tsr_type type, const void * src, float *
 
 TSR_API_IMPL bool tsr_from_float_row(enum tsr_type type, const float * src, void * dst, int64_t n) {
     if (!tsr_impl::check_row("tsr_from_float_row", type, n)) return false;
-    if (n > 0 && (!src || !dst)) return tsr_set_error("tsr_from_float_row: NULL src or dst");
+    if (n == 0) return true; /* an empty row: src and dst may be NULL (memcpy may not get NULL) */
+    if (!src || !dst) return tsr_set_error("tsr_from_float_row: NULL src or dst");
     switch (type) {
         case TSR_TYPE_F32:  memcpy(dst, src, (size_t)n * sizeof(float)); break;
         case TSR_TYPE_F16:  tsr_fp32_to_fp16_row(src, (tsr_fp16_t *)dst, n); break;
@@ -12216,6 +12218,16 @@ static size_t mm_work_size(const tsr_tensor * dst, const kernels * K, int nth) {
     return pl.x_bytes + pl.y_shared + pl.thread_bytes * (size_t)nth;
 }
 
+/* The NaN rule of quantize_y_nonfinite_nan for Q8_K activations: a super-block holding a
+ * NaN or an infinity gets the scale NaN, so the dots it feeds are NaN on every ISA path. */
+static inline void q8k_mark_nonfinite(const float * x, tsr_block_q8_K * y, int64_t n) {
+    for (int64_t b = 0; b < n / TSR_QK_K; ++b) {
+        float probe = 0.0f;
+        for (int j = 0; j < TSR_QK_K; ++j) probe += x[b * TSR_QK_K + j] * 0.0f;
+        if (probe != probe) y[b].d = NAN;
+    }
+}
+
 /* Row (i1, i2, i3) of src1 quantized to Q8_K, a super-block at a time when it is not
  * a contiguous F32 row. */
 static void quantize_row_q8k(const kernels * K, const tsr_tensor * s1, int64_t i1, int64_t i2, int64_t i3, tsr_block_q8_K * d) {
@@ -12223,12 +12235,14 @@ static void quantize_row_q8k(const kernels * K, const tsr_tensor * s1, int64_t i
     const auto quantize = K->quantize_q8k ? K->quantize_q8k : kernels_scalar.quantize_q8k;
     if (s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {
         quantize((const float *)tptr(s1, 0, i1, i2, i3), d, Kd);
+        q8k_mark_nonfinite((const float *)tptr(s1, 0, i1, i2, i3), d, Kd);
         return;
     }
     float tmp[TSR_QK_K];
     for (int64_t b = 0; b < Kd / TSR_QK_K; ++b) {
         for (int j = 0; j < TSR_QK_K; ++j) tmp[j] = ld(s1->type, tptr(s1, b * TSR_QK_K + j, i1, i2, i3));
         quantize(tmp, d + b, TSR_QK_K);
+        q8k_mark_nonfinite(tmp, d + b, TSR_QK_K);
     }
 }
 

@@ -750,7 +750,8 @@ void nonfinite_row_cases(case_table & T) {
         .op(mul_mat)
         .nmse(T_F16);
     // the CPU quantizes the activations: a NaN still makes its column NaN (docs/ops.md)
-    for (tsr_type q : {Q8, Q4})
+    for (tsr_type q : {Q8, Q4, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1, TSR_TYPE_IQ4_NL, TSR_TYPE_Q2_K, TSR_TYPE_Q3_K,
+                       TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K})
         for (int64_t N : {1, 9})   // mat-vec and GEMM
             T.add(type_tag("mul_mat", q))
                 .input(tensor(q, 256, 40))

@@ -182,7 +182,8 @@ TEST_CASE("relu, clamp and max pooling keep NaN; infinities as PyTorch", "[cpu][
 }
 
 TEST_CASE("quantized mul_mat: a NaN or inf activation makes its column NaN, as in float", "[cpu][ops][nan]") {
-    for (tsr_type wt : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0})
+    for (tsr_type wt : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1, TSR_TYPE_IQ4_NL,
+                        TSR_TYPE_Q2_K, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K})
         for (int64_t N : {1, 9}) {   // matrix-vector and GEMM
             const int64_t K = 256, M = 40;
             ctx_holder ctx(16);

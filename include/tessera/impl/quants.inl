@@ -698,7 +698,8 @@ TSR_IMPL_NS_END
 
 TSR_API_IMPL bool tsr_to_float_row(enum tsr_type type, const void * src, float * dst, int64_t n) {
     if (!tsr_impl::check_row("tsr_to_float_row", type, n)) return false;
-    if (n > 0 && (!src || !dst)) return tsr_set_error("tsr_to_float_row: NULL src or dst");
+    if (n == 0) return true; /* an empty row: src and dst may be NULL (memcpy may not get NULL) */
+    if (!src || !dst) return tsr_set_error("tsr_to_float_row: NULL src or dst");
     switch (type) {
         case TSR_TYPE_F32:  memcpy(dst, src, (size_t)n * sizeof(float)); break;
         case TSR_TYPE_F16:  tsr_fp16_to_fp32_row((const tsr_fp16_t *)src, dst, n); break;
@@ -725,7 +726,8 @@ TSR_API_IMPL bool tsr_to_float_row(enum tsr_type type, const void * src, float *
 
 TSR_API_IMPL bool tsr_from_float_row(enum tsr_type type, const float * src, void * dst, int64_t n) {
     if (!tsr_impl::check_row("tsr_from_float_row", type, n)) return false;
-    if (n > 0 && (!src || !dst)) return tsr_set_error("tsr_from_float_row: NULL src or dst");
+    if (n == 0) return true; /* an empty row: src and dst may be NULL (memcpy may not get NULL) */
+    if (!src || !dst) return tsr_set_error("tsr_from_float_row: NULL src or dst");
     switch (type) {
         case TSR_TYPE_F32:  memcpy(dst, src, (size_t)n * sizeof(float)); break;
         case TSR_TYPE_F16:  tsr_fp32_to_fp16_row(src, (tsr_fp16_t *)dst, n); break;
