@@ -180,7 +180,7 @@ std::vector<std::vector<uint8_t>> run_on_cpu(tsr_cgraph * gf, tsr_tensor * input
 TEST_CASE("order: exact optimum on random DAGs equals brute force over all topological orders", "[order]") {
     std::mt19937 rng(20261201);
     int checked = 0, improved = 0;
-    for (int it = 0; it < 300; it++) {
+    for (int it = 0; it < 150; it++) {
         ctx_guard g(64);
         tsr_cgraph * gf = random_dag(g.ctx, rng, 4 + (int) (rng() % 6));
         INFO("graph " << it << ", " << tsr_graph_n_nodes(gf) << " nodes");
@@ -210,8 +210,8 @@ TEST_CASE("order: exact optimum on random DAGs equals brute force over all topol
         improved += lb < before;
     }
     INFO(checked << " graphs checked, " << improved << " improved");
-    REQUIRE(checked >= 200);
-    REQUIRE(improved >= 10);  // the sample has graphs where the order matters
+    REQUIRE(checked >= 100);
+    REQUIRE(improved >= 5);  // the sample has graphs where the order matters
 }
 
 TEST_CASE("order: heuristics (no exact search) stay topological and never worse", "[order]") {
