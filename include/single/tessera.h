@@ -9074,17 +9074,22 @@ struct cparams {
 
 static void barrier(const cparams & p);
 
-/* Activations quantized for integer dot products (K->quantize_y), with every block holding
- * a NaN or an infinity given the scale NaN: quantizing counts those as 0, so the dots would
- * drop them, where float arithmetic (PyTorch, the float paths, the GPU backends) gives NaN
- * (or +-inf). x * 0 is NaN exactly for those values, and the sum vectorizes. */
-static inline void quantize_y_nonfinite_nan(const kernels * K, const float * x, yq8 * y, int64_t n) {
-    K->quantize_y(x, y, n);
-    for (int64_t b = 0; b < n / 32; ++b) {
+/* Activations quantized for integer dot products (yq8 blocks of 32, Q8_K super-blocks of
+ * 256) give every block holding a NaN or an infinity the scale NaN: quantizing counts those
+ * as 0, so the dots would drop them, where float arithmetic (PyTorch, the float paths, the
+ * GPU backends) gives NaN (or +-inf). x * 0 is NaN exactly for those values, and the sum
+ * vectorizes. One pass after the ISA's quantizer, so every path marks the same blocks. */
+template <int QK, class Block> static inline void mark_nonfinite_blocks(const float * x, Block * y, int64_t n) {
+    for (int64_t b = 0; b < n / QK; ++b) {
         float probe = 0.0f;
-        for (int j = 0; j < 32; ++j) probe += x[b * 32 + j] * 0.0f;
+        for (int j = 0; j < QK; ++j) probe += x[b * QK + j] * 0.0f;
         if (probe != probe) y[b].d = NAN;
     }
+}
+
+static inline void quantize_y_nonfinite_nan(const kernels * K, const float * x, yq8 * y, int64_t n) {
+    K->quantize_y(x, y, n);
+    mark_nonfinite_blocks<32>(x, y, n);
 }
 
 /* Rows [r0, r1) of nr for thread ith of nth. */
@@ -12218,16 +12223,6 @@ static size_t mm_work_size(const tsr_tensor * dst, const kernels * K, int nth) {
     return pl.x_bytes + pl.y_shared + pl.thread_bytes * (size_t)nth;
 }
 
-/* The NaN rule of quantize_y_nonfinite_nan for Q8_K activations: a super-block holding a
- * NaN or an infinity gets the scale NaN, so the dots it feeds are NaN on every ISA path. */
-static inline void q8k_mark_nonfinite(const float * x, tsr_block_q8_K * y, int64_t n) {
-    for (int64_t b = 0; b < n / TSR_QK_K; ++b) {
-        float probe = 0.0f;
-        for (int j = 0; j < TSR_QK_K; ++j) probe += x[b * TSR_QK_K + j] * 0.0f;
-        if (probe != probe) y[b].d = NAN;
-    }
-}
-
 /* Row (i1, i2, i3) of src1 quantized to Q8_K, a super-block at a time when it is not
  * a contiguous F32 row. */
 static void quantize_row_q8k(const kernels * K, const tsr_tensor * s1, int64_t i1, int64_t i2, int64_t i3, tsr_block_q8_K * d) {
@@ -12235,14 +12230,14 @@ static void quantize_row_q8k(const kernels * K, const tsr_tensor * s1, int64_t i
     const auto quantize = K->quantize_q8k ? K->quantize_q8k : kernels_scalar.quantize_q8k;
     if (s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {
         quantize((const float *)tptr(s1, 0, i1, i2, i3), d, Kd);
-        q8k_mark_nonfinite((const float *)tptr(s1, 0, i1, i2, i3), d, Kd);
+        mark_nonfinite_blocks<TSR_QK_K>((const float *)tptr(s1, 0, i1, i2, i3), d, Kd);
         return;
     }
     float tmp[TSR_QK_K];
     for (int64_t b = 0; b < Kd / TSR_QK_K; ++b) {
         for (int j = 0; j < TSR_QK_K; ++j) tmp[j] = ld(s1->type, tptr(s1, b * TSR_QK_K + j, i1, i2, i3));
         quantize(tmp, d + b, TSR_QK_K);
-        q8k_mark_nonfinite(tmp, d + b, TSR_QK_K);
+        mark_nonfinite_blocks<TSR_QK_K>(tmp, d + b, TSR_QK_K);
     }
 }
 

@@ -362,17 +362,22 @@ struct cparams {
 
 static void barrier(const cparams & p);
 
-/* Activations quantized for integer dot products (K->quantize_y), with every block holding
- * a NaN or an infinity given the scale NaN: quantizing counts those as 0, so the dots would
- * drop them, where float arithmetic (PyTorch, the float paths, the GPU backends) gives NaN
- * (or +-inf). x * 0 is NaN exactly for those values, and the sum vectorizes. */
-static inline void quantize_y_nonfinite_nan(const kernels * K, const float * x, yq8 * y, int64_t n) {
-    K->quantize_y(x, y, n);
-    for (int64_t b = 0; b < n / 32; ++b) {
+/* Activations quantized for integer dot products (yq8 blocks of 32, Q8_K super-blocks of
+ * 256) give every block holding a NaN or an infinity the scale NaN: quantizing counts those
+ * as 0, so the dots would drop them, where float arithmetic (PyTorch, the float paths, the
+ * GPU backends) gives NaN (or +-inf). x * 0 is NaN exactly for those values, and the sum
+ * vectorizes. One pass after the ISA's quantizer, so every path marks the same blocks. */
+template <int QK, class Block> static inline void mark_nonfinite_blocks(const float * x, Block * y, int64_t n) {
+    for (int64_t b = 0; b < n / QK; ++b) {
         float probe = 0.0f;
-        for (int j = 0; j < 32; ++j) probe += x[b * 32 + j] * 0.0f;
+        for (int j = 0; j < QK; ++j) probe += x[b * QK + j] * 0.0f;
         if (probe != probe) y[b].d = NAN;
     }
+}
+
+static inline void quantize_y_nonfinite_nan(const kernels * K, const float * x, yq8 * y, int64_t n) {
+    K->quantize_y(x, y, n);
+    mark_nonfinite_blocks<32>(x, y, n);
 }
 
 /* Rows [r0, r1) of nr for thread ith of nth. */
