@@ -4,7 +4,8 @@
 set -euo pipefail
 pkgs=(cmake ninja-build g++ clang libclang-rt-14-dev catch2 meson pkg-config
       libvulkan-dev mesa-vulkan-drivers glslc spirv-tools
-      g++-aarch64-linux-gnu qemu-user python3)
+      g++-aarch64-linux-gnu qemu-user python3
+      unicode-data)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

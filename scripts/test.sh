@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Quick start 2: build everything and pass every test.
 #
-#   1. generated files are current (embedded SPIR-V, the committed single headers)
+#   1. generated files are current (embedded SPIR-V, the committed single headers, the
+#      runner's Unicode tables)
 #   2. CMake + g++ Release: every test, example and benchmark (Vulkan, CUDA when nvcc is
 #      there); ctest (incl. install + consumers, include orders, two TSR_STATIC copies)
 #   3. meson + clang (-O1): the same tests under meson test; meson consumers
@@ -48,6 +49,7 @@ if want 1; then
   stage "1. generated files are current"
   scripts/gen-vulkan-shaders.sh --check
   python3 scripts/amalgamate.py --check
+  python3 scripts/gen-unicode-tables.py --check
 fi
 
 if want 2; then
