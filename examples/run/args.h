@@ -29,6 +29,8 @@ struct run_args {
     bool flash_attn = true;
     std::string kv_type = "f16";
     sampler_params samp;
+    bool parse_special = false;         // --special: control tokens written in the prompt are tokens
+    bool verbose_prompt = false;        // --verbose-prompt: print the prompt's ids and pieces
     bool show_help = false;
 };
 
@@ -51,7 +53,11 @@ inline void print_usage(const char * argv0) {
            "  --top-p P              in [0, 1] (default 0.95; 1 = off)\n"
            "  --seed S               sampling seed (default 42)\n"
            "  --kv-type f16|f32      KV cache type (default f16)\n"
-           "  --no-flash-attn        attention with mul_mat + soft_max_ext instead of flash_attn_ext\n",
+           "  --no-flash-attn        attention with mul_mat + soft_max_ext instead of flash_attn_ext\n"
+           "  --special              control tokens written in the prompt (<|endoftext|>,\n"
+           "                         <|begin_of_text|>, <|im_start|>, ...) are those tokens;\n"
+           "                         without it they are tokenized as text\n"
+           "  --verbose-prompt       print the prompt's token ids and pieces before generating\n",
            argv0);
 }
 
@@ -103,6 +109,8 @@ inline bool parse_args(int argc, char ** argv, run_args & a, std::string & err) 
         else if (k == "--seed") { if (!num(d, 0, 9007199254740992.0)) return false; a.samp.seed = (uint64_t) d; }
         else if (k == "--kv-type") { if (!val(&s)) return false; a.kv_type = s; }
         else if (k == "--no-flash-attn") a.flash_attn = false;
+        else if (k == "--special") a.parse_special = true;
+        else if (k == "--verbose-prompt") a.verbose_prompt = true;
         else { err = "unknown argument '" + k + "' (see --help)"; return false; }
     }
     if (a.backend != "cpu" && a.backend != "vulkan" && a.backend != "cuda") { err = "unknown backend '" + a.backend + "'"; return false; }

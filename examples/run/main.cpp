@@ -1,7 +1,7 @@
 // tessera-run: load a GPT-2 or LLaMA-family GGUF model and generate text.
 //
 //   tessera-run -m model.gguf -p "prompt" -n 64 [--backend cpu|vulkan|cuda] [-t threads]
-//               [--temp T --top-k K --top-p P --seed S]
+//               [--temp T --top-k K --top-p P --seed S] [--special] [--verbose-prompt]
 //
 // Without -m it builds a small GPT-2 with seeded random weights, writes it to a temporary
 // GGUF file and runs it through the same loading path (the text is gibberish: the point
@@ -51,6 +51,24 @@ static int default_context(const model & m, tsr_type kv_type) {
         fprintf(stderr, "tessera-run: context %d tokens: a longer one's KV cache would outgrow the model file (set it with -c)\n", n_ctx);
     }
     return n_ctx;
+}
+
+// --verbose-prompt: one line per token, its id and its text (escaped), like llama.cpp's
+static void print_prompt_tokens(const tokenizer & tok, const std::vector<int32_t> & ids) {
+    for (int32_t id : ids) {
+        const bool control = id >= 0 && id < tok.n_vocab() && tok.types[(size_t) id] == TOK_CONTROL;
+        const std::string text = control ? tok.tokens[(size_t) id] : tok.piece(id);
+        std::string shown;
+        for (unsigned char c : text) {
+            char esc[8];
+            if (c == '\n') shown += "\\n";
+            else if (c == '\t') shown += "\\t";
+            else if (c == '\r') shown += "\\r";
+            else if (c < 0x20 || c == 0x7F) { snprintf(esc, sizeof esc, "\\x%02X", c); shown += esc; }
+            else shown += (char) c;
+        }
+        fprintf(stderr, "%8d -> '%s'\n", id, shown.c_str());
+    }
 }
 
 static std::string temp_path() {
@@ -110,24 +128,29 @@ static int run(int argc, char ** argv) {
                     m.tok.kind == tok_kind::gpt2 ? "gpt2 BPE" : "llama SPM");
             const double load_mib_s = prog.seconds > 0 ? mib(tsr_backend_buffer_get_size(m.buf_w)) / prog.seconds : 0.0;
 
-            std::vector<int32_t> prompt = m.tok.encode(a.prompt, m.tok.add_bos);
-            if (prompt.empty()) prompt.push_back(m.tok.bos >= 0 ? m.tok.bos : 0);
             session_params sp;
             sp.kv_type = a.kv_type == "f32" ? TSR_TYPE_F32 : TSR_TYPE_F16;
             sp.n_ctx = a.n_ctx > 0 ? a.n_ctx : default_context(m, sp.kv_type);
-            sp.n_batch = std::min(a.n_batch, std::max(1, (int) prompt.size()));
             sp.flash_attn = a.flash_attn;
+            // tokenizing stops once the prompt cannot fit: a huge prompt is refused at once
+            const size_t room = (size_t) std::max<int64_t>(0, (int64_t) sp.n_ctx - a.n_predict);
+            std::vector<int32_t> prompt;
+            const bool prompt_fits = m.tok.encode(a.prompt, prompt, /*add_special=*/true, a.parse_special, room);
+            if (prompt.empty()) prompt.push_back(m.tok.bos >= 0 ? m.tok.bos : 0);
+            sp.n_batch = std::min(a.n_batch, std::max(1, (int) prompt.size()));
             session s;
             if (a.n_ctx > hp.n_ctx) {
                 rc = fail("-c " + std::to_string(a.n_ctx) + " exceeds the model's context of " + std::to_string(hp.n_ctx));
+            } else if (!prompt_fits || (int64_t) prompt.size() + (int64_t) a.n_predict > (int64_t) sp.n_ctx) {
+                rc = fail("prompt (" + std::string(prompt_fits ? "" : "more than ") + std::to_string(prompt.size()) + " tokens) + " +
+                          std::to_string(a.n_predict) + " tokens to generate exceed the context of " + std::to_string(sp.n_ctx));
             } else if (!session_init(s, m, backend, sp, err)) {
                 rc = fail(err);
-            } else if ((int64_t) prompt.size() + (int64_t) a.n_predict > (int64_t) s.n_ctx) {
-                rc = fail("prompt (" + std::to_string(prompt.size()) + " tokens) + " + std::to_string(a.n_predict) +
-                          " tokens to generate exceed the context of " + std::to_string(s.n_ctx));
             } else {
                 // prompt
-                fprintf(stderr, "tessera-run: prompt: %zu tokens\n\n", prompt.size());
+                fprintf(stderr, "tessera-run: prompt: %zu tokens\n", prompt.size());
+                if (a.verbose_prompt) print_prompt_tokens(m.tok, prompt);
+                fprintf(stderr, "\n");
                 bool first_piece = true;
                 auto emit = [&](int32_t id) {
                     std::string p = m.tok.piece(id);

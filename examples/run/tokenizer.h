@@ -1,23 +1,30 @@
 // tokenizer.h - tokenizers from GGUF metadata (tokenizer.ggml.*), as llama.cpp reads them.
 //
-//   gpt2  : GPT-2 byte-level BPE. Bytes map to printable code points (bytes_to_unicode),
-//           text is pre-split with GPT-2's pattern, then merges apply by rank.
+//   gpt2  : byte-level BPE. Text is split by the pre-tokenizer tokenizer.ggml.pre names
+//           (pretokenize.h), each piece's bytes map to printable code points
+//           (bytes_to_unicode), then merges apply by rank: a priority queue over a linked list
+//           of symbols, so a piece of n bytes takes O(n log n); whole pieces are cached.
 //   llama : SentencePiece-style BPE. Spaces become U+2581 (with a leading one when
 //           add_space_prefix), UTF-8 characters merge by highest score while the merged
 //           string is in the vocabulary; leftovers fall back to <0xXX> byte tokens.
 //
-// Pre-splitting approximates \p{L} / \p{N} without Unicode tables: ASCII letters and every
-// non-ASCII code point that is not a space count as letters, ASCII digits as numbers.
-// That matches GPT-2 exactly for ASCII text.
+// Control and user-defined tokens written in the text are recognised as llama.cpp's
+// parse_special does: the text is cut at their spellings first, longest first (user-defined
+// ones always, control ones only when asked).
 #pragma once
 
+#include "pretokenize.h"
 #include "tessera/gguf.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <queue>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace trun {
@@ -26,47 +33,6 @@ enum class tok_kind { gpt2, spm };
 
 // llama.cpp's token types
 enum tok_type { TOK_NORMAL = 1, TOK_UNKNOWN = 2, TOK_CONTROL = 3, TOK_USER = 4, TOK_UNUSED = 5, TOK_BYTE = 6 };
-
-// ---- UTF-8 helpers -----------------------------------------------------------------------
-inline size_t utf8_len(unsigned char c) {
-    if (c < 0x80) return 1;
-    if ((c & 0xE0) == 0xC0) return 2;
-    if ((c & 0xF0) == 0xE0) return 3;
-    if ((c & 0xF8) == 0xF0) return 4;
-    return 1;  // invalid lead byte: treat as one byte
-}
-inline std::string cp_to_utf8(uint32_t cp) {
-    std::string s;
-    if (cp < 0x80) s += (char) cp;
-    else if (cp < 0x800) { s += (char) (0xC0 | (cp >> 6)); s += (char) (0x80 | (cp & 0x3F)); }
-    else if (cp < 0x10000) { s += (char) (0xE0 | (cp >> 12)); s += (char) (0x80 | ((cp >> 6) & 0x3F)); s += (char) (0x80 | (cp & 0x3F)); }
-    else { s += (char) (0xF0 | (cp >> 18)); s += (char) (0x80 | ((cp >> 12) & 0x3F)); s += (char) (0x80 | ((cp >> 6) & 0x3F)); s += (char) (0x80 | (cp & 0x3F)); }
-    return s;
-}
-// Decode text into code points; invalid sequences decode byte by byte as U+FFFD-free raw
-// values (0xDC00 + byte) so that nothing is lost.
-inline std::vector<uint32_t> utf8_decode(const std::string & s, std::vector<size_t> * starts = nullptr) {
-    std::vector<uint32_t> out;
-    for (size_t i = 0; i < s.size();) {
-        const unsigned char c = (unsigned char) s[i];
-        size_t n = utf8_len(c);
-        uint32_t cp = 0;
-        bool ok = i + n <= s.size() && (n > 1 || c < 0x80);
-        if (ok) {
-            cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
-            for (size_t k = 1; k < n; ++k) {
-                const unsigned char cc = (unsigned char) s[i + k];
-                if ((cc & 0xC0) != 0x80) { ok = false; break; }
-                cp = (cp << 6) | (cc & 0x3F);
-            }
-        }
-        if (!ok) { cp = 0xDC00 + c; n = 1; }
-        if (starts) starts->push_back(i);
-        out.push_back(cp);
-        i += n;
-    }
-    return out;
-}
 
 // GPT-2's bytes_to_unicode table: printable bytes map to themselves, the rest to 256+k.
 inline const std::vector<uint32_t> & byte_to_cp() {
@@ -83,51 +49,6 @@ inline const std::vector<uint32_t> & byte_to_cp() {
 }
 inline std::string byte_to_token_str(uint8_t b) { return cp_to_utf8(byte_to_cp()[b]); }
 
-// ---- GPT-2 pre-tokenizer ------------------------------------------------------------------
-inline bool cp_is_space(uint32_t c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || c == 0x85 || c == 0xA0 ||
-           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
-}
-inline bool cp_is_digit(uint32_t c) { return c >= '0' && c <= '9'; }
-inline bool cp_is_letter(uint32_t c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= 0x80 && !cp_is_space(c) && !(c >= 0xDC80 && c <= 0xDCFF));
-}
-inline int cp_class(uint32_t c) { return cp_is_space(c) ? 0 : cp_is_letter(c) ? 1 : cp_is_digit(c) ? 2 : 3; }
-
-// Splits like 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-inline std::vector<std::string> gpt2_pretokenize(const std::string & text) {
-    std::vector<size_t> st;
-    const std::vector<uint32_t> cp = utf8_decode(text, &st);
-    const size_t n = cp.size();
-    auto byte_at = [&](size_t i) { return i < n ? st[i] : text.size(); };
-    std::vector<std::string> out;
-    size_t i = 0;
-    while (i < n) {
-        size_t end = i;
-        if (cp[i] == '\'' && i + 1 < n) {
-            const uint32_t a = cp[i + 1], b = i + 2 < n ? cp[i + 2] : 0;
-            if (a == 's' || a == 't' || a == 'm' || a == 'd') end = i + 2;
-            else if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) end = i + 3;
-        }
-        if (end == i) {
-            size_t j = i;
-            if (cp[j] == ' ' && j + 1 < n && !cp_is_space(cp[j + 1])) ++j;
-            const int cls = cp_class(cp[j]);
-            if (cls != 0) {
-                end = j + 1;
-                while (end < n && cp_class(cp[end]) == cls) ++end;
-            } else {
-                size_t k = i;
-                while (k < n && cp_is_space(cp[k])) ++k;
-                end = (k < n && k - i > 1) ? k - 1 : k;
-            }
-        }
-        out.push_back(text.substr(byte_at(i), byte_at(end) - byte_at(i)));
-        i = end;
-    }
-    return out;
-}
-
 // ---- the tokenizer ----------------------------------------------------------------------------
 struct tokenizer {
     tok_kind kind = tok_kind::gpt2;
@@ -135,10 +56,12 @@ struct tokenizer {
     std::vector<float> scores;
     std::vector<int32_t> types;
     std::unordered_map<std::string, int32_t> id_of;
-    std::unordered_map<std::string, int32_t> merge_rank;  // "a b" -> rank (gpt2)
+    std::vector<std::string> merges;  // gpt2: "a b", by rank
     int32_t bos = -1, eos = -1, unk = -1;
     bool add_bos = false;
+    bool add_eos = false;
     bool add_space_prefix = true;
+    const pretokenizer * pre = find_pretokenizer("gpt-2");  // gpt2: how text is split
     int32_t byte_tok[256];  // spm: <0xXX> tokens (-1 if absent)
 
     int32_t n_vocab() const { return (int32_t) tokens.size(); }
@@ -146,18 +69,33 @@ struct tokenizer {
     // Build the lookup tables after tokens/scores/types/merges are filled.
     void finish() {
         id_of.clear();
+        id_of.reserve(tokens.size());
         for (size_t i = 0; i < tokens.size(); ++i) id_of.emplace(tokens[i], (int32_t) i);
         for (int b = 0; b < 256; ++b) {
             char name[8];
             snprintf(name, sizeof name, "<0x%02X>", b);
             auto it = id_of.find(name);
             byte_tok[b] = it == id_of.end() ? -1 : it->second;
+            byte_sym[b] = lookup(byte_to_token_str((uint8_t) b));
         }
+        build_merge_table();
+        build_special_list();
+        cache.clear();
     }
 
-    void set_merges(const std::vector<std::string> & merges) {
-        merge_rank.clear();
-        for (size_t i = 0; i < merges.size(); ++i) merge_rank.emplace(merges[i], (int32_t) i);
+    void set_merges(const std::vector<std::string> & m) { merges = m; }
+
+    // Select the pre-tokenizer by its tokenizer.ggml.pre name; false + err naming it when
+    // tessera does not know it (a silent fallback would split text unlike the model's own).
+    bool set_pre(const std::string & name, std::string & err) {
+        const pretokenizer * p = find_pretokenizer(name);
+        if (!p) {
+            err = "unknown tokenizer.ggml.pre '" + name + "' (supported: " + pretokenizer_names() + ")";
+            return false;
+        }
+        pre = p;
+        cache.clear();
+        return true;
     }
 
     // Read tokenizer.ggml.* metadata. false + err on missing or inconsistent data.
@@ -220,29 +158,45 @@ struct tokenizer {
         if (bos >= (int32_t) n) bos = -1;
         if (eos >= (int32_t) n) eos = -1;
         if (unk >= (int32_t) n) unk = -1;
-        add_bos = get_bool("tokenizer.ggml.add_bos_token", spm) && bos >= 0;
+        if (!spm && !load_pre(g, err)) return false;
+        // llama.cpp's defaults: SPM and Llama 3 add BOS; the file's keys decide
+        add_bos = get_bool("tokenizer.ggml.add_bos_token", spm || pre->add_bos) && bos >= 0;
+        add_eos = get_bool("tokenizer.ggml.add_eos_token", false) && eos >= 0;
         add_space_prefix = get_bool("tokenizer.ggml.add_space_prefix", true);
         finish();
         return true;
     }
 
+    // tokenizer.ggml.pre; a file without it gets llama.cpp's "default" splitting
+    bool load_pre(const tsr_gguf_context * g, std::string & err) {
+        const int64_t k = tsr_gguf_find_key(g, "tokenizer.ggml.pre");
+        if (k < 0) return set_pre("default", err);
+        if (tsr_gguf_get_kv_type(g, k) != TSR_GGUF_TYPE_STRING) {
+            err = "tokenizer.ggml.pre is not a string";
+            return false;
+        }
+        return set_pre(tsr_gguf_get_val_str(g, k), err);
+    }
+
     // Write this tokenizer's metadata (used by the random-model writer and tests).
-    bool save(tsr_gguf_context * g, const std::vector<std::string> & merges) const {
+    bool save(tsr_gguf_context * g, const std::vector<std::string> & merge_list) const {
         std::vector<const char *> p(tokens.size());
         for (size_t i = 0; i < tokens.size(); ++i) p[i] = tokens[i].c_str();
         bool ok = tsr_gguf_set_val_str(g, "tokenizer.ggml.model", kind == tok_kind::gpt2 ? "gpt2" : "llama");
         ok = ok && tsr_gguf_set_arr_str(g, "tokenizer.ggml.tokens", p.data(), p.size());
         ok = ok && tsr_gguf_set_arr_data(g, "tokenizer.ggml.token_type", TSR_GGUF_TYPE_INT32, types.data(), types.size());
         if (kind == tok_kind::spm) ok = ok && tsr_gguf_set_arr_data(g, "tokenizer.ggml.scores", TSR_GGUF_TYPE_FLOAT32, scores.data(), scores.size());
-        if (!merges.empty()) {
-            std::vector<const char *> m(merges.size());
-            for (size_t i = 0; i < merges.size(); ++i) m[i] = merges[i].c_str();
+        if (!merge_list.empty()) {
+            std::vector<const char *> m(merge_list.size());
+            for (size_t i = 0; i < merge_list.size(); ++i) m[i] = merge_list[i].c_str();
             ok = ok && tsr_gguf_set_arr_str(g, "tokenizer.ggml.merges", m.data(), m.size());
         }
+        if (kind == tok_kind::gpt2) ok = ok && tsr_gguf_set_val_str(g, "tokenizer.ggml.pre", pre->name);
         if (bos >= 0) ok = ok && tsr_gguf_set_val_u32(g, "tokenizer.ggml.bos_token_id", (uint32_t) bos);
         if (eos >= 0) ok = ok && tsr_gguf_set_val_u32(g, "tokenizer.ggml.eos_token_id", (uint32_t) eos);
         if (unk >= 0) ok = ok && tsr_gguf_set_val_u32(g, "tokenizer.ggml.unknown_token_id", (uint32_t) unk);
         ok = ok && tsr_gguf_set_val_bool(g, "tokenizer.ggml.add_bos_token", add_bos);
+        ok = ok && tsr_gguf_set_val_bool(g, "tokenizer.ggml.add_eos_token", add_eos);
         if (kind == tok_kind::spm) ok = ok && tsr_gguf_set_val_bool(g, "tokenizer.ggml.add_space_prefix", add_space_prefix);
         return ok;
     }
@@ -253,14 +207,38 @@ struct tokenizer {
     }
 
     // ---- encode ----
-    std::vector<int32_t> encode(const std::string & text, bool with_bos) const {
-        std::vector<int32_t> out;
-        if (with_bos && bos >= 0) out.push_back(bos);
-        if (kind == tok_kind::gpt2) {
-            for (const std::string & word : gpt2_pretokenize(text)) bpe_gpt2(word, out);
-        } else {
-            spm_encode(text, out);
+    // Like llama_tokenize: add_special adds BOS / EOS where the vocabulary asks for them
+    // (add_bos_token, add_eos_token); parse_special recognises control tokens written in the
+    // text. Stops once the ids would pass max_tokens and returns false (a prompt that
+    // cannot fit the context is not tokenized to its end); `out` then holds the first ones.
+    bool encode(const std::string & text, std::vector<int32_t> & out, bool add_special, bool parse_special,
+                size_t max_tokens = SIZE_MAX) const {
+        out.clear();
+        if (add_special && add_bos && bos >= 0) out.push_back(bos);
+        bool prev_special = true;  // spm: the text after a special token gets the space prefix
+        for (const fragment & f : split_special(text, parse_special)) {
+            if (out.size() > max_tokens) break;
+            if (f.token >= 0) {
+                out.push_back(f.token);
+                prev_special = true;
+                continue;
+            }
+            const std::string part = text.substr(f.begin, f.end - f.begin);
+            if (kind == tok_kind::gpt2) bpe_encode(part, out, max_tokens);
+            else spm_encode(part, add_space_prefix && prev_special, out);
+            prev_special = false;
         }
+        if (add_special && add_eos && eos >= 0) out.push_back(eos);
+        if (out.size() > max_tokens) {
+            out.resize(max_tokens);
+            return false;
+        }
+        return true;
+    }
+
+    std::vector<int32_t> encode(const std::string & text, bool add_special, bool parse_special = false) const {
+        std::vector<int32_t> out;
+        encode(text, out, add_special, parse_special);
         return out;
     }
 
@@ -311,37 +289,153 @@ struct tokenizer {
     }
 
 private:
-    void bpe_gpt2(const std::string & word, std::vector<int32_t> & out) const {
-        std::vector<std::string> sym;
-        for (unsigned char b : word) sym.push_back(byte_to_token_str(b));
-        // merge the lowest-ranked adjacent pair until none applies
-        while (sym.size() > 1) {
-            int32_t best = INT32_MAX;
-            size_t at = 0;
-            for (size_t i = 0; i + 1 < sym.size(); ++i) {
-                auto it = merge_rank.find(sym[i] + " " + sym[i + 1]);
-                if (it != merge_rank.end() && it->second < best) { best = it->second; at = i; }
-            }
-            if (best == INT32_MAX) break;
-            sym[at] += sym[at + 1];
-            sym.erase(sym.begin() + (long) at + 1);
+    // gpt2 merges by the ids of their two parts: rank and the id of the merged token (-1
+    // when the vocabulary lacks it: the merge still happens, as in llama.cpp)
+    struct merge_info { int32_t rank, id; };
+    std::unordered_map<uint64_t, merge_info> merge_of;
+    int32_t byte_sym[256];  // gpt2: the token of each byte's printable code point
+    std::vector<int32_t> special_ids;  // control, user-defined and unknown tokens, longest first
+    // whole pieces already encoded (a prompt repeats its words); one thread at a time
+    mutable std::unordered_map<std::string, std::vector<int32_t>> cache;
+    static constexpr size_t cache_max_entries = 1 << 16, cache_max_piece = 256;
+
+    static uint64_t pair_key(int32_t a, int32_t b) { return (uint64_t) (uint32_t) a << 32 | (uint32_t) b; }
+
+    void build_merge_table() {
+        merge_of.clear();
+        merge_of.reserve(merges.size());
+        for (size_t r = 0; r < merges.size(); ++r) {
+            const std::string & m = merges[r];
+            const size_t sp = m.find(' ', 1);
+            if (sp == std::string::npos) continue;
+            const int32_t a = lookup(m.substr(0, sp)), b = lookup(m.substr(sp + 1));
+            if (a < 0 || b < 0) continue;  // a part no symbol can be: the merge never applies
+            merge_of.emplace(pair_key(a, b), merge_info{(int32_t) r, lookup(m.substr(0, sp) + m.substr(sp + 1))});
         }
-        for (const std::string & s : sym) {
-            const int32_t id = lookup(s);
-            if (id >= 0) { out.push_back(id); continue; }
-            // not in the vocabulary (inconsistent merges): fall back to its bytes' symbols
-            for (uint32_t c : utf8_decode(s)) {
-                const int32_t b = lookup(cp_to_utf8(c));
-                if (b >= 0) out.push_back(b);
-                else if (unk >= 0) out.push_back(unk);
+    }
+
+    void build_special_list() {
+        special_ids.clear();
+        for (size_t i = 0; i < tokens.size(); ++i) {
+            const int32_t t = types[i];
+            if ((t == TOK_CONTROL || t == TOK_USER || t == TOK_UNKNOWN) && !tokens[i].empty()) special_ids.push_back((int32_t) i);
+        }
+        std::stable_sort(special_ids.begin(), special_ids.end(),
+                         [&](int32_t a, int32_t b) { return tokens[(size_t) a].size() > tokens[(size_t) b].size(); });
+    }
+
+    // A part of the text: a byte range to tokenize, or a special token found in it.
+    struct fragment { size_t begin, end; int32_t token; };
+
+    // llama.cpp's tokenizer_st_partition: cut the text at each special token's spelling,
+    // longest token first; control and unknown tokens only when parse_special
+    std::vector<fragment> split_special(const std::string & text, bool parse_special) const {
+        std::vector<fragment> parts;
+        if (!text.empty()) parts.push_back({0, text.size(), -1});
+        // spm keeps its old behaviour unless asked: its user-defined tokens are plain text
+        if (kind == tok_kind::spm && !parse_special) return parts;
+        for (int32_t id : special_ids) {
+            const int32_t t = types[(size_t) id];
+            if (!parse_special && t != TOK_USER) continue;
+            const std::string & s = tokens[(size_t) id];
+            if (text.find(s) == std::string::npos) continue;
+            std::vector<fragment> next;
+            for (const fragment & f : parts) {
+                if (f.token >= 0) { next.push_back(f); continue; }
+                size_t pos = f.begin;
+                for (size_t hit = text.find(s, pos); hit != std::string::npos && hit + s.size() <= f.end; hit = text.find(s, pos)) {
+                    if (hit > pos) next.push_back({pos, hit, -1});
+                    next.push_back({hit, hit + s.size(), id});
+                    pos = hit + s.size();
+                }
+                if (pos < f.end) next.push_back({pos, f.end, -1});
+            }
+            parts.swap(next);
+        }
+        return parts;
+    }
+
+    // Pre-tokenize, then BPE each piece (from the cache when it was seen before).
+    void bpe_encode(const std::string & text, std::vector<int32_t> & out, size_t max_tokens) const {
+        const cp_text t(text);
+        for (const cp_range & r : pretokenize_ranges(*pre, t)) {
+            if (out.size() > max_tokens) return;
+            const size_t b = t.at[r.begin], e = t.at[r.end];
+            const std::string piece_text = text.substr(b, e - b);
+            auto hit = cache.find(piece_text);
+            if (hit != cache.end()) {
+                out.insert(out.end(), hit->second.begin(), hit->second.end());
+                continue;
+            }
+            const size_t first = out.size();
+            bpe_piece(piece_text, out);
+            if (piece_text.size() <= cache_max_piece) {
+                if (cache.size() >= cache_max_entries) cache.clear();
+                cache.emplace(piece_text, std::vector<int32_t>(out.begin() + (long) first, out.end()));
             }
         }
     }
 
-    void spm_encode(const std::string & text, std::vector<int32_t> & out) const {
+    // One piece: its bytes as symbols, merged lowest rank first (leftmost among equals),
+    // through a queue of candidate pairs over a linked list: O(n log n) for n bytes.
+    void bpe_piece(const std::string & piece_text, std::vector<int32_t> & out) const {
+        std::string sym_text;  // the piece in bytes_to_unicode code points
+        for (unsigned char c : piece_text) sym_text += byte_to_token_str(c);
+        if (pre->ignore_merges) {
+            const int32_t whole = lookup(sym_text);
+            if (whole >= 0) { out.push_back(whole); return; }
+        }
+        struct symbol { int32_t id; int prev, next; size_t begin, end; };  // [begin, end) of sym_text
+        std::vector<symbol> sym;
+        sym.reserve(piece_text.size());
+        for (size_t i = 0, k = 0; i < piece_text.size(); ++i) {
+            const size_t n = byte_to_token_str((unsigned char) piece_text[i]).size();
+            sym.push_back({byte_sym[(unsigned char) piece_text[i]], (int) i - 1, (int) i + 1, k, k + n});
+            k += n;
+        }
+        sym.back().next = -1;
+        struct candidate { int32_t rank; int left; int32_t left_id, right_id; };
+        auto later = [](const candidate & x, const candidate & y) { return x.rank != y.rank ? x.rank > y.rank : x.left > y.left; };
+        std::priority_queue<candidate, std::vector<candidate>, decltype(later)> queue(later);
+        auto consider = [&](int left) {
+            if (left < 0 || sym[(size_t) left].next < 0) return;
+            const symbol & a = sym[(size_t) left], & b = sym[(size_t) a.next];
+            if (a.id < 0 || b.id < 0) return;
+            auto m = merge_of.find(pair_key(a.id, b.id));
+            if (m != merge_of.end()) queue.push({m->second.rank, left, a.id, b.id});
+        };
+        for (int i = 0; i + 1 < (int) sym.size(); ++i) consider(i);
+        while (!queue.empty()) {
+            const candidate c = queue.top();
+            queue.pop();
+            symbol & a = sym[(size_t) c.left];
+            // stale: the left symbol was merged away (id -2) or either side changed since
+            if (a.id != c.left_id || a.next < 0 || sym[(size_t) a.next].id != c.right_id) continue;
+            symbol & b = sym[(size_t) a.next];
+            a.id = merge_of.at(pair_key(c.left_id, c.right_id)).id;
+            a.end = b.end;
+            a.next = b.next;
+            if (b.next >= 0) sym[(size_t) b.next].prev = c.left;
+            b.id = -2;
+            consider(a.prev);
+            consider(c.left);
+        }
+        for (int i = 0; i >= 0; i = sym[(size_t) i].next) {
+            const symbol & s = sym[(size_t) i];
+            if (s.id >= 0) { out.push_back(s.id); continue; }
+            // merged into a string the vocabulary lacks: llama.cpp's fallback, each byte
+            // of it that is a token by itself
+            for (size_t k = s.begin; k < s.end; ++k) {
+                const int32_t b = lookup(std::string(1, sym_text[k]));
+                if (b >= 0) out.push_back(b);
+            }
+        }
+    }
+
+    void spm_encode(const std::string & text, bool space_prefix, std::vector<int32_t> & out) const {
         if (text.empty()) return;
         std::string s;
-        if (add_space_prefix) s += "\xE2\x96\x81";
+        if (space_prefix) s += "\xE2\x96\x81";
         for (char c : text) {
             if (c == ' ') s += "\xE2\x96\x81";
             else s += c;

@@ -217,3 +217,233 @@ TEST_CASE("tokenizer: a model file with an empty vocabulary fails to load with t
     tsr_backend_free(cpu);
     remove(path.c_str());
 }
+
+// ---- real vocabularies against llama.cpp ------------------------------------------------------
+// tests/run/data: GPT-2's and Llama 3's vocabularies as vocabulary-only GGUF files
+// (scripts/gen-tokenizer-vocabs.mjs), a corpus of many scripts and shapes of text, and the
+// ids llama.cpp's own tokenizer gives each case of it under each pre-tokenizer name
+// (scripts/gen-tokenizer-refs.mjs: node-llama-cpp, run once; the test needs neither).
+namespace {
+
+std::string data_file(const std::string & name) { return std::string(TSR_RUN_TEST_DATA) + "/" + name; }
+
+std::string read_text(const std::string & path) {
+    FILE * f = fopen(path.c_str(), "rb");
+    REQUIRE(f);
+    std::string s;
+    char buf[65536];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) s.append(buf, n);
+    fclose(f);
+    return s;
+}
+
+std::vector<std::string> split_lines(const std::string & s) {
+    std::vector<std::string> lines;
+    size_t pos = 0;
+    for (size_t nl; (nl = s.find('\n', pos)) != std::string::npos; pos = nl + 1) lines.push_back(s.substr(pos, nl - pos));
+    return lines;
+}
+
+// "@esc " lines: \n \r \t \\ \uXXXX, as gen-tokenizer-refs.mjs reads them
+std::string unescape_case(const std::string & line) {
+    if (line.compare(0, 5, "@esc ") != 0) return line;
+    std::string s;
+    for (size_t i = 5; i < line.size(); ++i) {
+        if (line[i] != '\\' || i + 1 >= line.size()) { s += line[i]; continue; }
+        const char e = line[++i];
+        if (e == 'u') { s += cp_to_utf8((uint32_t) strtoul(line.substr(i + 1, 4).c_str(), nullptr, 16)); i += 4; }
+        else s += e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : e;
+    }
+    return s;
+}
+
+// every line, then every run of 8 lines joined by newlines
+const std::vector<std::string> & corpus_cases() {
+    static const std::vector<std::string> cases = [] {
+        const std::vector<std::string> lines = split_lines(read_text(data_file("tokenizer-corpus.txt")));
+        std::vector<std::string> c;
+        for (const std::string & l : lines) c.push_back(unescape_case(l));
+        for (size_t i = 0; i + 8 <= lines.size(); i += 8) {
+            std::string block = c[i];
+            for (size_t k = 1; k < 8; ++k) block += "\n" + c[i + k];
+            c.push_back(block);
+        }
+        return c;
+    }();
+    return cases;
+}
+
+struct ref_section {
+    std::string pre;
+    bool special = false;
+    std::vector<std::vector<int32_t>> ids;  // one per corpus case
+};
+
+std::vector<ref_section> read_refs(const std::string & vocab) {
+    std::vector<ref_section> out;
+    for (const std::string & line : split_lines(read_text(data_file("tokenizer-refs-" + vocab + ".txt")))) {
+        if (line.compare(0, 1, "#") == 0) continue;
+        if (line.compare(0, 4, "pre ") == 0) {
+            ref_section r;
+            r.pre = line.substr(4, line.find(' ', 4) - 4);
+            r.special = line.back() == '1';
+            out.push_back(r);
+            continue;
+        }
+        std::vector<int32_t> ids;
+        for (const char * p = line.c_str(); *p;) {
+            char * end = nullptr;
+            ids.push_back((int32_t) strtol(p, &end, 10));
+            p = *end ? end + 1 : end;
+        }
+        REQUIRE(!out.empty());
+        out.back().ids.push_back(ids);
+    }
+    return out;
+}
+
+// The vocabulary file's metadata, open for the test to change keys before loading.
+struct vocab_file {
+    tsr_gguf_context * g = nullptr;
+    explicit vocab_file(const std::string & vocab) {
+        tsr_gguf_init_params ip = {true, nullptr};
+        g = tsr_gguf_init_from_file(data_file("vocab-" + vocab + ".gguf").c_str(), ip);
+        REQUIRE(g);
+    }
+    ~vocab_file() { tsr_gguf_free(g); }
+    tokenizer load() const {
+        tokenizer t;
+        std::string err;
+        INFO(err);
+        REQUIRE(t.load(g, err));
+        return t;
+    }
+};
+
+// loaded once for all tests (Llama 3's takes a while under the sanitizers)
+tokenizer & real_vocab(const std::string & vocab) {
+    static std::unordered_map<std::string, tokenizer> loaded;
+    auto it = loaded.find(vocab);
+    if (it == loaded.end()) it = loaded.emplace(vocab, vocab_file(vocab).load()).first;
+    return it->second;
+}
+
+std::string ids_text(const std::vector<int32_t> & ids) {
+    std::string s;
+    for (int32_t id : ids) s += std::to_string(id) + " ";
+    return s;
+}
+
+} // namespace
+
+TEST_CASE("tokenizer: every pre-tokenizer gives llama.cpp's ids on the corpus", "[tokenizer][real]") {
+    const std::vector<std::string> & cases = corpus_cases();
+    for (const char * vocab : {"gpt2", "llama3"}) {
+        tokenizer & t = real_vocab(vocab);
+        for (const ref_section & ref : read_refs(vocab)) {
+            INFO(vocab << " pre " << ref.pre << " special " << ref.special);
+            REQUIRE(ref.ids.size() == cases.size());
+            std::string err;
+            REQUIRE(t.set_pre(ref.pre, err));
+            size_t differ = 0;
+            for (size_t i = 0; i < cases.size(); ++i) {
+                const std::vector<int32_t> ids = t.encode(cases[i], false, ref.special);
+                if (ids == ref.ids[i] || ++differ > 3) continue;  // the first few differences in full
+                INFO("case " << i << ": '" << cases[i] << "'\n  got  " << ids_text(ids) << "\n  want " << ids_text(ref.ids[i]));
+                CHECK(ids == ref.ids[i]);
+            }
+            CHECK(differ == 0);
+        }
+        std::string err;
+        REQUIRE(t.set_pre(vocab == std::string("gpt2") ? "gpt-2" : "llama-bpe", err));  // as the file says
+    }
+}
+
+TEST_CASE("tokenizer: decode(encode(x)) == x on the corpus with both real vocabularies", "[tokenizer][real]") {
+    for (const char * vocab : {"gpt2", "llama3"}) {
+        const tokenizer & t = real_vocab(vocab);
+        for (const std::string & text : corpus_cases()) {
+            INFO(vocab << ": '" << text << "'");
+            CHECK(t.decode(t.encode(text, false)) == text);
+        }
+        // bytes that are no UTF-8 come back too
+        const std::string raw = "a\xFF\xC3 b\x80\xE2\x82";
+        CHECK(t.decode(t.encode(raw, false)) == raw);
+    }
+}
+
+TEST_CASE("tokenizer: an unknown tokenizer.ggml.pre is refused naming it", "[tokenizer]") {
+    vocab_file f("gpt2");
+    REQUIRE(tsr_gguf_set_val_str(f.g, "tokenizer.ggml.pre", "no-such-splitter"));
+    tokenizer t;
+    std::string err;
+    CHECK_FALSE(t.load(f.g, err));
+    CHECK(err.find("'no-such-splitter'") != std::string::npos);
+    CHECK(err.find("llama-bpe") != std::string::npos);  // and says what is known
+    CHECK_FALSE(t.set_pre("llama-3-typo", err));
+    CHECK(err.find("'llama-3-typo'") != std::string::npos);
+}
+
+TEST_CASE("tokenizer: add_bos_token and add_eos_token come from the file", "[tokenizer]") {
+    // Llama 3's file asks for BOS (128000 <|begin_of_text|>): "Hello" is 9906
+    CHECK(real_vocab("llama3").encode("Hello", true) == std::vector<int32_t>{128000, 9906});
+    CHECK(real_vocab("llama3").encode("Hello", false) == std::vector<int32_t>{9906});
+    // GPT-2's does not; with both keys set, <|endoftext|> (50256) goes at both ends
+    CHECK(real_vocab("gpt2").encode("Hello", true) == std::vector<int32_t>{15496});
+    vocab_file f("gpt2");
+    REQUIRE(tsr_gguf_set_val_bool(f.g, "tokenizer.ggml.add_bos_token", true));
+    REQUIRE(tsr_gguf_set_val_bool(f.g, "tokenizer.ggml.add_eos_token", true));
+    CHECK(f.load().encode("Hello", true) == std::vector<int32_t>{50256, 15496, 50256});
+}
+
+TEST_CASE("tokenizer: control tokens in the text are recognised only when asked", "[tokenizer]") {
+    const tokenizer & l3 = real_vocab("llama3");
+    const std::string chat = "<|begin_of_text|>Hi<|eot_id|>";
+    // <|begin_of_text|> 128000, "Hi" 13347, <|eot_id|> 128009
+    CHECK(l3.encode(chat, false, true) == std::vector<int32_t>{128000, 13347, 128009});
+    const std::vector<int32_t> as_text = l3.encode(chat, false, false);
+    CHECK(std::find(as_text.begin(), as_text.end(), 128000) == as_text.end());
+    CHECK(l3.decode(as_text) == chat);
+    const tokenizer & g2 = real_vocab("gpt2");
+    CHECK(g2.encode("a<|endoftext|>b", false, true) == std::vector<int32_t>{64, 50256, 65});
+    CHECK(g2.encode("<|endoftext|>", false, false).size() > 1);
+}
+
+TEST_CASE("tokenizer: encoding stops once the ids pass the limit", "[tokenizer]") {
+    const tokenizer & t = real_vocab("llama3");
+    std::string text;
+    for (int i = 0; i < 2000; ++i) text += "word" + std::to_string(i) + " ";
+    const std::vector<int32_t> all = t.encode(text, true);
+    std::vector<int32_t> head;
+    CHECK_FALSE(t.encode(text, head, true, false, 10));
+    CHECK(head == std::vector<int32_t>(all.begin(), all.begin() + 10));
+    CHECK(t.encode(text, head, true, false, all.size()));
+    CHECK(head == all);
+    // one word of 50,000 letters: merged in O(n log n), so this is quick too
+    const std::string word(50000, 'x');
+    CHECK_FALSE(t.encode(word, head, false, false, 100));
+    CHECK(head.size() == 100);
+}
+
+TEST_CASE("tokenizer: Unicode classes and case mapping from the generated tables", "[tokenizer]") {
+    // hand-checked against the Unicode character database
+    CHECK(cp_bits('a') == UCD_LETTER);
+    CHECK(cp_bits(0x0663) == UCD_NUMBER);                       // ARABIC-INDIC DIGIT THREE
+    CHECK(cp_bits(0x2167) == UCD_NUMBER);                       // ROMAN NUMERAL EIGHT (Nl)
+    CHECK(cp_bits(0x0301) == UCD_MARK);                         // COMBINING ACUTE ACCENT
+    CHECK(cp_bits(0x2026) == UCD_PUNCT);                        // HORIZONTAL ELLIPSIS
+    CHECK(cp_bits(0x00A3) == UCD_SYMBOL);                       // POUND SIGN
+    CHECK(cp_bits(0x2122) == UCD_SYMBOL);                       // TRADE MARK SIGN
+    CHECK(cp_bits(0x300D) == UCD_PUNCT);                        // RIGHT CORNER BRACKET
+    CHECK(cp_bits(0x3000) == (UCD_SEPARATOR | UCD_WHITESPACE)); // IDEOGRAPHIC SPACE
+    CHECK(cp_bits('\n') == (UCD_CONTROL | UCD_WHITESPACE));
+    CHECK(cp_bits(0x200D) == UCD_CONTROL);                      // ZERO WIDTH JOINER (Cf)
+    CHECK(cp_bits(0x4E2D) == UCD_LETTER);                       // a CJK ideograph (a First/Last range)
+    CHECK(cp_bits(0xAC00) == UCD_LETTER);                       // a Hangul syllable (a range)
+    CHECK(cp_bits(0x0378) == 0);                                // unassigned
+    CHECK(cp_bits(0x10FFFF) == 0);
+    CHECK(cp_tolower('S') == 's');
+    CHECK(cp_tolower(0x0130) == 'i');                           // LATIN CAPITAL I WITH DOT ABOVE
+    CHECK(cp_tolower(0x03A3) == 0x03C3);                        // SIGMA
+    CHECK(cp_tolower('s') == 's');
+}
