@@ -125,7 +125,7 @@ static int run(int argc, char ** argv) {
             const hparams & hp = m.hp;
             fprintf(stderr, "tessera-run: %s, %d layers, n_embd %d, %d heads (%d kv), n_ff %d, vocab %d, context %d, %s tokenizer\n",
                     arch_name(hp.a), hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.n_ff, hp.n_vocab, hp.n_ctx,
-                    m.tok.kind == tok_kind::gpt2 ? "gpt2 BPE" : "llama SPM");
+                    m.tok.kind == tok_kind::gpt2 ? ("gpt2 BPE (pre-tokenizer " + std::string(m.tok.pre->name) + ")").c_str() : "llama SPM");
             const double load_mib_s = prog.seconds > 0 ? mib(tsr_backend_buffer_get_size(m.buf_w)) / prog.seconds : 0.0;
 
             session_params sp;

@@ -21,7 +21,6 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
-#include <queue>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -47,7 +46,15 @@ inline const std::vector<uint32_t> & byte_to_cp() {
     }();
     return table;
 }
-inline std::string byte_to_token_str(uint8_t b) { return cp_to_utf8(byte_to_cp()[b]); }
+// Each byte's printable code point in UTF-8, made once (BPE maps every byte of a prompt).
+inline const std::string & byte_to_token_str(uint8_t b) {
+    static const std::vector<std::string> table = [] {
+        std::vector<std::string> t;
+        for (int c = 0; c < 256; ++c) t.push_back(cp_to_utf8(byte_to_cp()[(size_t) c]));
+        return t;
+    }();
+    return table[b];
+}
 
 // ---- the tokenizer ----------------------------------------------------------------------------
 struct tokenizer {
@@ -299,6 +306,16 @@ private:
     mutable std::unordered_map<std::string, std::vector<int32_t>> cache;
     static constexpr size_t cache_max_entries = 1 << 16, cache_max_piece = 256;
 
+    // BPE work space, kept between pieces so that a prompt does not allocate per word
+    struct symbol { int32_t id; int prev, next; size_t begin, end; };  // [begin, end) of the mapped piece
+    struct candidate {
+        int32_t rank; int left; int32_t left_id, right_id;
+        // lowest rank first, leftmost among equals (llama.cpp's order)
+        static bool later(const candidate & x, const candidate & y) { return x.rank != y.rank ? x.rank > y.rank : x.left > y.left; }
+    };
+    mutable std::vector<symbol> scratch_symbols;
+    mutable std::vector<candidate> scratch_queue;
+
     static uint64_t pair_key(int32_t a, int32_t b) { return (uint64_t) (uint32_t) a << 32 | (uint32_t) b; }
 
     void build_merge_table() {
@@ -379,35 +396,37 @@ private:
     // One piece: its bytes as symbols, merged lowest rank first (leftmost among equals),
     // through a queue of candidate pairs over a linked list: O(n log n) for n bytes.
     void bpe_piece(const std::string & piece_text, std::vector<int32_t> & out) const {
+        if (piece_text.empty()) return;
         std::string sym_text;  // the piece in bytes_to_unicode code points
         for (unsigned char c : piece_text) sym_text += byte_to_token_str(c);
         if (pre->ignore_merges) {
             const int32_t whole = lookup(sym_text);
             if (whole >= 0) { out.push_back(whole); return; }
         }
-        struct symbol { int32_t id; int prev, next; size_t begin, end; };  // [begin, end) of sym_text
-        std::vector<symbol> sym;
-        sym.reserve(piece_text.size());
+        std::vector<symbol> & sym = scratch_symbols;
+        sym.clear();
         for (size_t i = 0, k = 0; i < piece_text.size(); ++i) {
             const size_t n = byte_to_token_str((unsigned char) piece_text[i]).size();
             sym.push_back({byte_sym[(unsigned char) piece_text[i]], (int) i - 1, (int) i + 1, k, k + n});
             k += n;
         }
         sym.back().next = -1;
-        struct candidate { int32_t rank; int left; int32_t left_id, right_id; };
-        auto later = [](const candidate & x, const candidate & y) { return x.rank != y.rank ? x.rank > y.rank : x.left > y.left; };
-        std::priority_queue<candidate, std::vector<candidate>, decltype(later)> queue(later);
+        std::vector<candidate> & queue = scratch_queue;  // a heap: the next merge on top
+        queue.clear();
         auto consider = [&](int left) {
             if (left < 0 || sym[(size_t) left].next < 0) return;
             const symbol & a = sym[(size_t) left], & b = sym[(size_t) a.next];
             if (a.id < 0 || b.id < 0) return;
             auto m = merge_of.find(pair_key(a.id, b.id));
-            if (m != merge_of.end()) queue.push({m->second.rank, left, a.id, b.id});
+            if (m == merge_of.end()) return;
+            queue.push_back({m->second.rank, left, a.id, b.id});
+            std::push_heap(queue.begin(), queue.end(), candidate::later);
         };
         for (int i = 0; i + 1 < (int) sym.size(); ++i) consider(i);
         while (!queue.empty()) {
-            const candidate c = queue.top();
-            queue.pop();
+            std::pop_heap(queue.begin(), queue.end(), candidate::later);
+            const candidate c = queue.back();
+            queue.pop_back();
             symbol & a = sym[(size_t) c.left];
             // stale: the left symbol was merged away (id -2) or either side changed since
             if (a.id != c.left_id || a.next < 0 || sym[(size_t) a.next].id != c.right_id) continue;
