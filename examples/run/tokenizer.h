@@ -22,6 +22,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -62,7 +63,6 @@ struct tokenizer {
     std::vector<std::string> tokens;
     std::vector<float> scores;
     std::vector<int32_t> types;
-    std::unordered_map<std::string, int32_t> id_of;
     std::vector<std::string> merges;  // gpt2: "a b", by rank
     int32_t bos = -1, eos = -1, unk = -1;
     bool add_bos = false;
@@ -75,14 +75,11 @@ struct tokenizer {
 
     // Build the lookup tables after tokens/scores/types/merges are filled.
     void finish() {
-        id_of.clear();
-        id_of.reserve(tokens.size());
-        for (size_t i = 0; i < tokens.size(); ++i) id_of.emplace(tokens[i], (int32_t) i);
+        build_token_index();
         for (int b = 0; b < 256; ++b) {
             char name[8];
             snprintf(name, sizeof name, "<0x%02X>", b);
-            auto it = id_of.find(name);
-            byte_tok[b] = it == id_of.end() ? -1 : it->second;
+            byte_tok[b] = lookup(name);
             byte_sym[b] = lookup(byte_to_token_str((uint8_t) b));
         }
         build_merge_table();
@@ -90,7 +87,7 @@ struct tokenizer {
         cache.clear();
     }
 
-    void set_merges(const std::vector<std::string> & m) { merges = m; }
+    void set_merges(std::vector<std::string> m) { merges = std::move(m); }
 
     // Select the pre-tokenizer by its tokenizer.ggml.pre name; false + err naming it when
     // tessera does not know it (a silent fallback would split text unlike the model's own).
@@ -134,7 +131,7 @@ struct tokenizer {
             tsr_gguf_get_arr_type(g, k_types) == TSR_GGUF_TYPE_INT32 && tsr_gguf_get_arr_n(g, k_types) == n) {
             memcpy(types.data(), tsr_gguf_get_arr_data(g, k_types), n * sizeof(int32_t));
         }
-        std::vector<std::string> merges;
+        merges.clear();
         const int64_t k_merges = tsr_gguf_find_key(g, "tokenizer.ggml.merges");
         if (k_merges >= 0 && tsr_gguf_get_kv_type(g, k_merges) == TSR_GGUF_TYPE_ARRAY &&
             tsr_gguf_get_arr_type(g, k_merges) == TSR_GGUF_TYPE_STRING) {
@@ -145,7 +142,6 @@ struct tokenizer {
             err = "gpt2 tokenizer without tokenizer.ggml.merges";
             return false;
         }
-        set_merges(merges);
         auto get_id = [&](const char * key, int32_t def) {
             const int64_t k = tsr_gguf_find_key(g, key);
             if (k < 0) return def;
@@ -208,9 +204,13 @@ struct tokenizer {
         return ok;
     }
 
-    int32_t lookup(const std::string & s) const {
-        auto it = id_of.find(s);
-        return it == id_of.end() ? -1 : it->second;
+    // The id of a token's text, -1 when none (the first id when a text repeats).
+    int32_t lookup(std::string_view s) const {
+        if (token_slots.empty()) return -1;
+        for (size_t h = std::hash<std::string_view>()(s) & slot_mask;; h = (h + 1) & slot_mask) {
+            const int32_t id = token_slots[h];
+            if (id < 0 || tokens[(size_t) id] == s) return id;
+        }
     }
 
     // ---- encode ----
@@ -307,7 +307,7 @@ private:
     static constexpr size_t cache_max_entries = 1 << 16, cache_max_piece = 256;
 
     // BPE work space, kept between pieces so that a prompt does not allocate per word
-    struct symbol { int32_t id; int prev, next; size_t begin, end; };  // [begin, end) of the mapped piece
+    struct symbol { int32_t id; int prev, next; size_t begin, end; };  // [begin, end): bytes of the piece
     struct candidate {
         int32_t rank; int left; int32_t left_id, right_id;
         // lowest rank first, leftmost among equals (llama.cpp's order)
@@ -316,18 +316,38 @@ private:
     mutable std::vector<symbol> scratch_symbols;
     mutable std::vector<candidate> scratch_queue;
 
+    // token text -> id: open addressing over the ids, at most half full, so that a lookup
+    // hashes once, compares with a token or two and allocates nothing (loading Llama 3's
+    // 280,147 merges takes three lookups each)
+    std::vector<int32_t> token_slots;
+    size_t slot_mask = 0;
+
+    void build_token_index() {
+        size_t cap = 16;
+        while (cap < 2 * tokens.size()) cap <<= 1;
+        token_slots.assign(cap, -1);
+        slot_mask = cap - 1;
+        for (size_t i = 0; i < tokens.size(); ++i) {
+            size_t h = std::hash<std::string_view>()(tokens[i]) & slot_mask;
+            while (token_slots[h] >= 0 && tokens[(size_t) token_slots[h]] != tokens[i]) h = (h + 1) & slot_mask;
+            if (token_slots[h] < 0) token_slots[h] = (int32_t) i;
+        }
+    }
+
     static uint64_t pair_key(int32_t a, int32_t b) { return (uint64_t) (uint32_t) a << 32 | (uint32_t) b; }
 
     void build_merge_table() {
         merge_of.clear();
         merge_of.reserve(merges.size());
+        std::string joined;
         for (size_t r = 0; r < merges.size(); ++r) {
-            const std::string & m = merges[r];
+            const std::string_view m = merges[r];
             const size_t sp = m.find(' ', 1);
             if (sp == std::string::npos) continue;
             const int32_t a = lookup(m.substr(0, sp)), b = lookup(m.substr(sp + 1));
             if (a < 0 || b < 0) continue;  // a part no symbol can be: the merge never applies
-            merge_of.emplace(pair_key(a, b), merge_info{(int32_t) r, lookup(m.substr(0, sp) + m.substr(sp + 1))});
+            joined.assign(m.substr(0, sp)).append(m.substr(sp + 1));
+            merge_of.emplace(pair_key(a, b), merge_info{(int32_t) r, lookup(joined)});
         }
     }
 
@@ -397,18 +417,16 @@ private:
     // through a queue of candidate pairs over a linked list: O(n log n) for n bytes.
     void bpe_piece(const std::string & piece_text, std::vector<int32_t> & out) const {
         if (piece_text.empty()) return;
-        std::string sym_text;  // the piece in bytes_to_unicode code points
-        for (unsigned char c : piece_text) sym_text += byte_to_token_str(c);
         if (pre->ignore_merges) {
-            const int32_t whole = lookup(sym_text);
+            std::string mapped;  // the piece in bytes_to_unicode code points
+            for (unsigned char c : piece_text) mapped += byte_to_token_str(c);
+            const int32_t whole = lookup(mapped);
             if (whole >= 0) { out.push_back(whole); return; }
         }
         std::vector<symbol> & sym = scratch_symbols;
         sym.clear();
-        for (size_t i = 0, k = 0; i < piece_text.size(); ++i) {
-            const size_t n = byte_to_token_str((unsigned char) piece_text[i]).size();
-            sym.push_back({byte_sym[(unsigned char) piece_text[i]], (int) i - 1, (int) i + 1, k, k + n});
-            k += n;
+        for (size_t i = 0; i < piece_text.size(); ++i) {
+            sym.push_back({byte_sym[(unsigned char) piece_text[i]], (int) i - 1, (int) i + 1, i, i + 1});
         }
         sym.back().next = -1;
         std::vector<candidate> & queue = scratch_queue;  // a heap: the next merge on top
@@ -442,11 +460,12 @@ private:
         for (int i = 0; i >= 0; i = sym[(size_t) i].next) {
             const symbol & s = sym[(size_t) i];
             if (s.id >= 0) { out.push_back(s.id); continue; }
-            // merged into a string the vocabulary lacks: llama.cpp's fallback, each byte
-            // of it that is a token by itself
+            // merged into a string the vocabulary lacks (inconsistent merges): its bytes'
+            // tokens, so that no text is lost (llama.cpp drops the bytes that are not ASCII)
             for (size_t k = s.begin; k < s.end; ++k) {
-                const int32_t b = lookup(std::string(1, sym_text[k]));
+                const int32_t b = byte_sym[(unsigned char) piece_text[k]];
                 if (b >= 0) out.push_back(b);
+                else if (unk >= 0) out.push_back(unk);
             }
         }
     }

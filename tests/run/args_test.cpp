@@ -36,6 +36,11 @@ TEST_CASE("tessera-run arguments: values in range parse", "[run][args]") {
     CHECK(parse({"--backend", "vulkan", "--device", "-1"}, &a).empty());
     CHECK(a.device == -1);
     CHECK(a.device_given);
+    CHECK_FALSE(a.parse_special);
+    CHECK_FALSE(a.verbose_prompt);
+    CHECK(parse({"--special", "--verbose-prompt"}, &a).empty());
+    CHECK(a.parse_special);
+    CHECK(a.verbose_prompt);
 }
 
 TEST_CASE("tessera-run arguments: each bad value names its flag", "[run][args]") {

@@ -86,6 +86,17 @@ TEST_CASE("tokenizer: GPT-2 byte-level BPE on a fixed vocabulary", "[tokenizer]"
     }
 }
 
+// A merge whose result the vocabulary lacks still merges (llama.cpp's order of merges
+// depends on it); the unknown symbol then falls back to its bytes' tokens, none dropped.
+TEST_CASE("tokenizer: BPE falls back to byte tokens for a merge missing from the vocabulary", "[tokenizer]") {
+    tokenizer t = tiny_gpt2();
+    t.set_merges({"\xC3\x83 \xC2\xA9", "x y"});  // "Ã ©" (the bytes of "é") and "x y": no such tokens
+    t.finish();
+    CHECK(t.encode("\xC3\xA9", false) == std::vector<int32_t>{0xC3, 0xA9});
+    CHECK(t.encode("xy", false) == std::vector<int32_t>{'x', 'y'});
+    CHECK(t.decode(t.encode("caf\xC3\xA9 xy", false)) == "caf\xC3\xA9 xy");
+}
+
 TEST_CASE("tokenizer: the built-in byte-level BPE vocabulary round-trips", "[tokenizer]") {
     tokenizer t;
     std::vector<std::string> merges;
