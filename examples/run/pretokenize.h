@@ -350,10 +350,10 @@ inline std::string pretokenizer_names() {
     return s;
 }
 
-// Split text into pieces (byte ranges as strings) with the given pre-tokenizer.
+// The pieces of a text under a pre-tokenizer, as code point ranges in order.
 inline std::vector<cp_range> pretokenize_ranges(const pretokenizer & pre, const cp_text & t) {
-    std::vector<cp_range> cur{{0, t.cp.size()}}, next;
     if (t.cp.empty()) return {};
+    std::vector<cp_range> cur{{0, t.cp.size()}}, next;
     for (split_fn step : pre.steps) {
         next.clear();
         for (const cp_range & r : cur) step(t, r, next);
@@ -362,6 +362,7 @@ inline std::vector<cp_range> pretokenize_ranges(const pretokenizer & pre, const 
     return cur;
 }
 
+// The same pieces as strings (tests, the built-in vocabulary's training).
 inline std::vector<std::string> pretokenize(const pretokenizer & pre, const std::string & text) {
     const cp_text t(text);
     std::vector<std::string> out;

@@ -73,6 +73,26 @@ TEST_CASE("tokenizer: GPT-2 pre-tokenizer splits like the GPT-2 pattern", "[toke
     CHECK(gpt2_pretokenize("I'll do it're 3.14 caf\xC3\xA9") == want2);
 }
 
+// Regression (issue 13): every non-ASCII code point counted as a letter, so punctuation
+// and symbols such as … — ™ split away from the punctuation next to them and joined words.
+TEST_CASE("tokenizer: GPT-2 pre-tokenizer classes non-ASCII punctuation and symbols by Unicode", "[tokenizer]") {
+    const std::vector<std::string> want = {"Wait", "\xE2\x80\xA6", " what", "?!", " \xE2\x80\x94", "a", " bargain", "\xE2\x84\xA2!"};
+    CHECK(gpt2_pretokenize("Wait\xE2\x80\xA6 what?! \xE2\x80\x94" "a bargain\xE2\x84\xA2!") == want);
+    // Arabic-Indic digits are numbers, a combining accent no letter
+    const std::vector<std::string> want2 = {"x", " \xD9\xA3\xD9\xA4", " e", "\xCC\x81"};
+    CHECK(gpt2_pretokenize("x \xD9\xA3\xD9\xA4 e\xCC\x81") == want2);
+}
+
+TEST_CASE("tokenizer: Llama 3 pre-tokenizer pieces, checked by hand", "[tokenizer]") {
+    const pretokenizer & l3 = *find_pretokenizer("llama-bpe");
+    // case-insensitive contractions, digits by three, one non-letter before letters, newline runs
+    const std::vector<std::string> want = {"I", "'M", " ", "123", "45", " (", "n", "\n\n", " ", " x", " f", "(n", ")"};
+    CHECK(pretokenize(l3, "I'M 12345 (n\n\n  x f(n)") == want);
+    // Qwen2: the same pattern with single digits
+    const std::vector<std::string> want_q = {"1", "2", "3", "4"};
+    CHECK(pretokenize(*find_pretokenizer("qwen2"), "1234") == want_q);
+}
+
 TEST_CASE("tokenizer: GPT-2 byte-level BPE on a fixed vocabulary", "[tokenizer]") {
     const tokenizer t = tiny_gpt2();
     CHECK(t.encode("the the", false) == std::vector<int32_t>{257, 258});
