@@ -440,6 +440,33 @@ TEST_CASE("tokenizer: control tokens in the text are recognised only when asked"
     CHECK(g2.encode("<|endoftext|>", false, false).size() > 1);
 }
 
+// llama.cpp's partition: user-defined tokens are always found in text, control tokens only
+// with parse_special, the longest spelling first; SPM text after one gets the space prefix.
+TEST_CASE("tokenizer: user-defined and control tokens in text, longest first", "[tokenizer]") {
+    tokenizer t = tiny_gpt2();
+    for (const char * s : {"<|im_start|>", "<|im_end|>", "<|im", "<|im_end|>x"}) t.tokens.push_back(s);  // 259..262
+    t.types.assign(t.tokens.size(), TOK_NORMAL);
+    t.types[259] = TOK_USER;
+    t.types[260] = t.types[261] = t.types[262] = TOK_CONTROL;
+    t.scores.assign(t.tokens.size(), 0.0f);
+    t.finish();
+    // "<|im_end|>x" (262) is longer than "<|im_end|>" (260); "<|im" (261) is cut only where
+    // no longer one stands
+    CHECK(t.encode("<|im_start|>the<|im_end|>x<|im", false, true) == std::vector<int32_t>{259, 257, 262, 261});
+    // without parse_special the user-defined token is still one token, the control ones text
+    const std::vector<int32_t> plain = t.encode("<|im_start|>the<|im_end|>", false, false);
+    CHECK(plain.front() == 259);
+    CHECK(std::find(plain.begin(), plain.end(), 260) == plain.end());
+    CHECK(t.decode(plain) == "<|im_start|>the<|im_end|>");
+
+    const tokenizer spm = tiny_spm();
+    // <s> (1) parsed; "hello" after it starts a word: ▁hello (268)
+    CHECK(spm.encode("<s>hello</s>", false, true) == std::vector<int32_t>{1, 268, 2});
+    const std::vector<int32_t> spm_plain = spm.encode("<s>hello", false, false);
+    CHECK(spm_plain.front() != 1);
+    CHECK(spm.decode(spm_plain) == "<s>hello");
+}
+
 TEST_CASE("tokenizer: encoding stops once the ids pass the limit", "[tokenizer]") {
     const tokenizer & t = real_vocab("llama3");
     std::string text;
