@@ -254,6 +254,9 @@ struct tokenizer {
         if (id < 0 || id >= n_vocab()) return std::string();
         const std::string & t = tokens[(size_t) id];
         if (types[(size_t) id] == TOK_CONTROL) return std::string();
+        // a user-defined token is found in text by its spelling, so it stands for that text
+        // as written (llama.cpp's token_to_piece), not for bytes_to_unicode code points
+        if (kind == tok_kind::gpt2 && types[(size_t) id] == TOK_USER) return t;
         if (kind == tok_kind::gpt2) {
             static const std::unordered_map<uint32_t, uint8_t> inv = [] {
                 std::unordered_map<uint32_t, uint8_t> m;

@@ -444,9 +444,9 @@ TEST_CASE("tokenizer: control tokens in the text are recognised only when asked"
 // with parse_special, the longest spelling first; SPM text after one gets the space prefix.
 TEST_CASE("tokenizer: user-defined and control tokens in text, longest first", "[tokenizer]") {
     tokenizer t = tiny_gpt2();
-    for (const char * s : {"<|im_start|>", "<|im_end|>", "<|im", "<|im_end|>x"}) t.tokens.push_back(s);  // 259..262
+    for (const char * s : {"<|im_start|>", "<|im_end|>", "<|im", "<|im_end|>x", "caf\xC3\xA9"}) t.tokens.push_back(s);  // 259..263
     t.types.assign(t.tokens.size(), TOK_NORMAL);
-    t.types[259] = TOK_USER;
+    t.types[259] = t.types[263] = TOK_USER;
     t.types[260] = t.types[261] = t.types[262] = TOK_CONTROL;
     t.scores.assign(t.tokens.size(), 0.0f);
     t.finish();
@@ -458,6 +458,9 @@ TEST_CASE("tokenizer: user-defined and control tokens in text, longest first", "
     CHECK(plain.front() == 259);
     CHECK(std::find(plain.begin(), plain.end(), 260) == plain.end());
     CHECK(t.decode(plain) == "<|im_start|>the<|im_end|>");
+    // a user-defined token decodes to its spelling, not to bytes_to_unicode's bytes
+    CHECK(t.encode("a caf\xC3\xA9", false) == std::vector<int32_t>{'a', ' ', 263});
+    CHECK(t.decode(t.encode("a caf\xC3\xA9", false)) == "a caf\xC3\xA9");
 
     const tokenizer spm = tiny_spm();
     // <s> (1) parsed; "hello" after it starts a word: ▁hello (268)
