@@ -27,6 +27,7 @@ struct run_args {
     int n_ctx = 0;                      // 0: model's (capped at 4096)
     int n_batch = 64;
     bool flash_attn = true;
+    bool use_mmap = true;               // CPU backend: weights in place from a read-only mapping of the file
     std::string kv_type = "f16";
     sampler_params samp;
     bool show_help = false;
@@ -34,7 +35,7 @@ struct run_args {
 
 inline void print_usage(const char * argv0) {
     printf("usage: %s [-m model.gguf] [-p prompt] [-n n_predict] [options]\n"
-           "  -m, --model PATH       GGUF model (gpt2 or llama architecture); without it a small\n"
+           "  -m, --model PATH       GGUF model (gpt2, llama, qwen2 or qwen3 architecture); without it a small\n"
            "                         random GPT-2 is built, written to a temporary GGUF and run\n"
            "  -p, --prompt TEXT      prompt (default \"Once upon a time\")\n"
            "  -n, --n-predict N      tokens to generate (default 64)\n"
@@ -51,7 +52,9 @@ inline void print_usage(const char * argv0) {
            "  --top-p P              in [0, 1] (default 0.95; 1 = off)\n"
            "  --seed S               sampling seed (default 42)\n"
            "  --kv-type f16|f32      KV cache type (default f16)\n"
-           "  --no-flash-attn        attention with mul_mat + soft_max_ext instead of flash_attn_ext\n",
+           "  --no-flash-attn        attention with mul_mat + soft_max_ext instead of flash_attn_ext\n"
+           "  --no-mmap              read the weights into memory instead of using them in place from a\n"
+           "                         read-only mapping of the file (the CPU backend maps by default)\n",
            argv0);
 }
 
@@ -103,6 +106,7 @@ inline bool parse_args(int argc, char ** argv, run_args & a, std::string & err) 
         else if (k == "--seed") { if (!num(d, 0, 9007199254740992.0)) return false; a.samp.seed = (uint64_t) d; }
         else if (k == "--kv-type") { if (!val(&s)) return false; a.kv_type = s; }
         else if (k == "--no-flash-attn") a.flash_attn = false;
+        else if (k == "--no-mmap") a.use_mmap = false;
         else { err = "unknown argument '" + k + "' (see --help)"; return false; }
     }
     if (a.backend != "cpu" && a.backend != "vulkan" && a.backend != "cuda") { err = "unknown backend '" + a.backend + "'"; return false; }

@@ -18,6 +18,7 @@
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
 #include "tessera/gguf.h"
+#include "tessera-cpu.h"
 #include "hparams_checks.h"
 #include "tokenizer.h"
 
@@ -434,6 +435,8 @@ struct model {
     tsr_backend_buffer_t buf_w = nullptr;   // weights buffer
     std::string path;
     size_t file_size = 0;
+    bool mapped = false;            // buf_w is a read-only mapping of the file (tsr_gguf_map_tensors)
+    std::string not_mapped_why;     // mmap was asked for and refused: why (the weights were read instead)
 
     model() = default;
     model(const model &) = delete;
@@ -449,10 +452,26 @@ struct model {
     }
 };
 
-// Load a GGUF model into a backend: metadata, tokenizer, weights buffer, tensor data.
+// The weights used in place from a read-only mapping of the file, when the backend is the
+// CPU's and the file allows it; false (with the reason kept) leaves them to be read.
+inline bool map_weights(model & m, tsr_backend_t backend) {
+    if (!tsr_backend_is_cpu(backend)) {
+        m.not_mapped_why = std::string("the ") + tsr_backend_name(backend) + " backend keeps weights in its own memory";
+        return false;
+    }
+    m.buf_w = tsr_gguf_map_tensors(m.gguf, m.ctx_w, m.path.c_str());
+    if (!m.buf_w) m.not_mapped_why = tsr_last_error();
+    m.mapped = m.buf_w != nullptr;
+    return m.mapped;
+}
+
+// Load a GGUF model into a backend: metadata, tokenizer, weights buffer, tensor data;
+// with use_mmap the weights are mapped in place when map_weights can, else read.
 inline bool load_model(const char * path, tsr_backend_t backend, model & m, tsr_gguf_progress_cb progress, void * user,
-                       std::string & err) {
+                       std::string & err, bool use_mmap = false) {
     m.release();
+    m.mapped = false;
+    m.not_mapped_why.clear();
     m.path = path;
     tsr_gguf_init_params ip = {true, &m.ctx_w};
     m.gguf = tsr_gguf_init_from_file(path, ip);
@@ -462,6 +481,10 @@ inline bool load_model(const char * path, tsr_backend_t backend, model & m, tsr_
     if (!m.tok.load(m.gguf, err)) return false;
     if (m.hp.n_vocab != m.tok.n_vocab()) { err = "vocabulary size mismatch"; return false; }
     if (!bind_weights(m.ctx_w, m.hp, m.w, err)) return false;
+    if (use_mmap && map_weights(m, backend)) {
+        if (progress) progress(tsr_gguf_get_data_size(m.gguf), tsr_gguf_get_data_size(m.gguf), user);
+        return true;
+    }
     m.buf_w = tsr_backend_alloc_ctx_tensors(m.ctx_w, backend);
     if (!m.buf_w) { err = std::string("allocating the weights buffer: ") + tsr_last_error(); return false; }
     tsr_backend_buffer_set_usage(m.buf_w, TSR_BUFFER_USAGE_WEIGHTS);

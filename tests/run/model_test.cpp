@@ -277,6 +277,8 @@ void make_tiny(arch a, const weight_types & wtype, bool tied, tiny & out) {
     if (tsr_blck_size(wtype.base) > 32) {  // K-quants: rows of whole 256-element super-blocks
         hp.n_embd = 256;
         hp.n_ff = 512;
+        if (hp.n_embd_head > 0) hp.n_embd_head = 128;  // qwen3: attn_output's rows of 4 x 128
+        if (a != arch::llama) hp.n_rot = hp.head_dim();  // qwen rotates whole heads (llama keeps its partial 16)
     }
     const char * dir = getenv("TMPDIR");
     out.path = std::string(dir ? dir : "/tmp") + "/tsr_model_" + arch_name(a) + "_" + types_tag(wtype) + (tied ? "_tied_" : "_") +
@@ -472,6 +474,42 @@ TEST_CASE("model: qwen2 and qwen3 files hold their keys and tensors under llama.
             CHECK(tsr_gguf_get_tensor_ne(g, tsr_gguf_find_tensor(g, "blk.0.attn_output.weight"), 0) == 128);
         }
         tsr_gguf_free(g);
+    }
+}
+
+// The CPU backend runs mapped weights (32-byte aligned in the file, not 64 as in its own
+// buffers) to the same logits, bit for bit, as weights read into memory.
+TEST_CASE("model: weights mapped in place give the logits of weights read into memory (CPU)", "[model][mmap]") {
+    backend_holder be;
+    make_cpu_backend(be, 2);
+    for (arch a : {arch::llama, arch::qwen3}) {
+        for (tsr_type wt : {TSR_TYPE_F16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_K}) {
+            DYNAMIC_SECTION(arch_name(a) << " " << tsr_type_name(wt)) {
+                tiny t;
+                make_tiny(a, wt, false, t);
+                std::string err;
+                model read, mapped;
+                REQUIRE_OK(load_model(t.path.c_str(), be.b, read, nullptr, nullptr, err, false));
+                REQUIRE_OK(load_model(t.path.c_str(), be.b, mapped, nullptr, nullptr, err, true));
+                CHECK_FALSE(read.mapped);
+                INFO(mapped.not_mapped_why);
+                REQUIRE(mapped.mapped);
+                CHECK(tsr_backend_buffer_get_size(mapped.buf_w) == mapped.file_size);
+                const std::vector<int32_t> toks = mapped.tok.encode(prompt_for(a), mapped.tok.add_bos);
+                std::vector<float> logits[2];
+                for (int i = 0; i < 2; ++i) {
+                    session s;
+                    REQUIRE_OK(session_init(s, i ? mapped : read, be.b, test_params(TSR_TYPE_F32, true), err));
+                    REQUIRE_OK(session_eval(s, toks.data(), (int) toks.size(), err));
+                    logits[i] = s.logits;
+                }
+                CHECK(logits[0] == logits[1]);
+                CHECK(rel_err(logits[1], ref_forward(t.ref, toks), (size_t) mapped.hp.n_vocab) < tolerance(wt));
+                // a weight cannot be overwritten through the API
+                const float zero = 0.0f;
+                CHECK_FALSE(tsr_backend_tensor_set(mapped.w.out_norm, &zero, 0, sizeof zero));
+            }
+        }
     }
 }
 
