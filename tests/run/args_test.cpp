@@ -36,6 +36,9 @@ TEST_CASE("tessera-run arguments: values in range parse", "[run][args]") {
     CHECK(parse({"--backend", "vulkan", "--device", "-1"}, &a).empty());
     CHECK(a.device == -1);
     CHECK(a.device_given);
+    CHECK(a.use_mmap);  // mapped unless asked not to
+    CHECK(parse({"--no-mmap"}, &a).empty());
+    CHECK_FALSE(a.use_mmap);
 }
 
 TEST_CASE("tessera-run arguments: each bad value names its flag", "[run][args]") {
