@@ -4,11 +4,13 @@
 // (so its peak RSS is its own). Columns: the load (load_model: metadata, tokenizer, weights)
 // and the load plus the first token (which, with mmap, is when the weights are first
 // touched), the process's peak RSS (VmHWM: anonymous and file pages) and its anonymous RSS
-// at the end (RssAnon: mapped file pages are not anonymous).
+// at the end (RssAnon: mapped file pages are not anonymous). Read mode adds a second read
+// of the weights into the same, now touched, buffer: the reading path's own speed, without
+// the kernel's first touch of fresh anonymous pages (which can dominate in a VM).
 //
-// Cold cache: /proc/sys/vm/drop_caches when writable (root), else the file's own pages are
-// evicted with posix_fadvise(POSIX_FADV_DONTNEED), which needs no privilege; the cache
-// column says which.
+// Cold cache: the file's own pages are evicted with posix_fadvise(POSIX_FADV_DONTNEED)
+// (no privilege needed, other processes' caches kept), else /proc/sys/vm/drop_caches when
+// writable; the cache column says which.
 //
 //   load_bench --write DIR            write DIR/tsr-llama1b-{f16,q8_0}.gguf (TinyLlama-1.1B
 //                                     shapes, 32000 tokens, seeded random weights)
@@ -94,7 +96,7 @@ static double status_mib(const char * field) {
     return v;
 }
 
-// prints "load_s first_token_s vmhwm_mib rssanon_mib mapped" or "error <message>"
+// prints "load_s first_token_s vmhwm_mib rssanon_mib mapped reload_s" or "error <message>"
 static int measure(const char * path, bool use_mmap, int threads) {
     std::string err;
     tsr_backend_t backend = make_backend("cpu", 0, threads, err);
@@ -117,7 +119,10 @@ static int measure(const char * path, bool use_mmap, int threads) {
                 printf("error %s\n", err.c_str());
                 rc = 1;
             } else {
-                printf("%.3f %.3f %.1f %.1f %d\n", t_load, now_s() - t0, status_mib("VmHWM"), status_mib("RssAnon"), m.mapped ? 1 : 0);
+                const double t_first = now_s() - t0, t1 = now_s();
+                const bool reloaded = !m.mapped && tsr_gguf_load_tensors(m.gguf, m.ctx_w, path, nullptr, nullptr);
+                printf("%.3f %.3f %.1f %.1f %d %.3f\n", t_load, t_first, status_mib("VmHWM"), status_mib("RssAnon"), m.mapped ? 1 : 0,
+                       reloaded ? now_s() - t1 : 0.0);
             }
         }
     }
@@ -127,18 +132,21 @@ static int measure(const char * path, bool use_mmap, int threads) {
 
 // ---- the table -----------------------------------------------------------------------------------
 
-// Evict the file from the page cache: "drop_caches" or "fadvise" (how), "" when neither worked.
+// Evict the file from the page cache: "fadvise" (this file's pages only: polite on a shared
+// machine) or "drop_caches" (every file's; root), "" when neither worked.
 static std::string make_cold(const std::string & path) {
     sync();
+    const int fd = open(path.c_str(), O_RDONLY);
+    if (fd >= 0) {
+        const bool ok = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0;
+        close(fd);
+        if (ok) return "fadvise";
+    }
     if (FILE * f = fopen("/proc/sys/vm/drop_caches", "w")) {
         const bool ok = fputs("3\n", f) >= 0;
         if (fclose(f) == 0 && ok) return "drop_caches";
     }
-    const int fd = open(path.c_str(), O_RDONLY);
-    if (fd < 0) return "";
-    const bool ok = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0;
-    close(fd);
-    return ok ? "fadvise" : "";
+    return "";
 }
 
 static void make_warm(const std::string & path) {
@@ -149,9 +157,11 @@ static void make_warm(const std::string & path) {
     close(fd);
 }
 
+static double gib_s(double mib, double s) { return s > 0 ? mib / 1024.0 / s : 0.0; }
+
 struct row {
     std::string file, mode, cache;
-    double size_mib = 0, load_s = 0, first_s = 0, hwm = 0, anon = 0;
+    double size_mib = 0, load_s = 0, first_s = 0, hwm = 0, anon = 0, reload_s = 0;
     bool mapped = false;
     std::string error;
 };
@@ -164,7 +174,7 @@ static row run_child(const std::string & self, const std::string & path, bool us
     if (!p || !fgets(line, sizeof line, p)) r.error = "no output from " + cmd;
     if (p) pclose(p);
     int mapped = 0;
-    if (r.error.empty() && sscanf(line, "%lf %lf %lf %lf %d", &r.load_s, &r.first_s, &r.hwm, &r.anon, &mapped) != 5) r.error = line;
+    if (r.error.empty() && sscanf(line, "%lf %lf %lf %lf %d %lf", &r.load_s, &r.first_s, &r.hwm, &r.anon, &mapped, &r.reload_s) != 6) r.error = line;
     r.mapped = mapped != 0;
     return r;
 }
@@ -210,18 +220,19 @@ int main(int argc, char ** argv) {
         }
     }
     if (csv) {
-        printf("file,size_mib,mode,cache,load_s,load_gib_s,load_first_token_s,peak_rss_mib,anon_rss_mib,anon_pct_of_file,error\n");
+        printf("file,size_mib,mode,cache,load_s,load_gib_s,load_first_token_s,peak_rss_mib,anon_rss_mib,anon_pct_of_file,reread_gib_s,error\n");
         for (const row & r : rows)
-            printf("%s,%.1f,%s,%s,%.3f,%.2f,%.3f,%.1f,%.1f,%.1f,%s\n", r.file.c_str(), r.size_mib, r.mode.c_str(), r.cache.c_str(), r.load_s,
-                   r.load_s > 0 ? r.size_mib / 1024.0 / r.load_s : 0.0, r.first_s, r.hwm, r.anon, 100.0 * r.anon / r.size_mib, r.error.c_str());
+            printf("%s,%.1f,%s,%s,%.3f,%.2f,%.3f,%.1f,%.1f,%.1f,%.2f,%s\n", r.file.c_str(), r.size_mib, r.mode.c_str(), r.cache.c_str(), r.load_s,
+                   gib_s(r.size_mib, r.load_s), r.first_s, r.hwm, r.anon, 100.0 * r.anon / r.size_mib, gib_s(r.size_mib, r.reload_s), r.error.c_str());
         return 0;
     }
-    printf("| file | size MiB | mode | cache | load s | GiB/s | load + 1st token s | peak RSS MiB (VmHWM) | anon RSS MiB (RssAnon) | anon / file |\n");
-    printf("|---|---:|---|---|---:|---:|---:|---:|---:|---:|\n");
+    printf("| file | size MiB | mode | cache | load s | GiB/s | load + 1st token s | peak RSS MiB (VmHWM) | anon RSS MiB (RssAnon) | anon / file | re-read into the touched buffer GiB/s |\n");
+    printf("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for (const row & r : rows) {
-        if (!r.error.empty()) { printf("| %s | %.1f | %s | %s | error: %s |||||\n", r.file.c_str(), r.size_mib, r.mode.c_str(), r.cache.c_str(), r.error.c_str()); continue; }
-        printf("| %s | %.1f | %s | %s | %.3f | %.2f | %.3f | %.1f | %.1f | %.1f %% |\n", r.file.c_str(), r.size_mib, r.mode.c_str(), r.cache.c_str(),
-               r.load_s, r.load_s > 0 ? r.size_mib / 1024.0 / r.load_s : 0.0, r.first_s, r.hwm, r.anon, 100.0 * r.anon / r.size_mib);
+        if (!r.error.empty()) { printf("| %s | %.1f | %s | %s | error: %s ||||||\n", r.file.c_str(), r.size_mib, r.mode.c_str(), r.cache.c_str(), r.error.c_str()); continue; }
+        const std::string reread = r.reload_s > 0 ? std::to_string(gib_s(r.size_mib, r.reload_s)).substr(0, 5) : "-";
+        printf("| %s | %.1f | %s | %s | %.3f | %.2f | %.3f | %.1f | %.1f | %.1f %% | %s |\n", r.file.c_str(), r.size_mib, r.mode.c_str(), r.cache.c_str(),
+               r.load_s, gib_s(r.size_mib, r.load_s), r.first_s, r.hwm, r.anon, 100.0 * r.anon / r.size_mib, reread.c_str());
     }
     return 0;
 }

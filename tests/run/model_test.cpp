@@ -513,6 +513,39 @@ TEST_CASE("model: weights mapped in place give the logits of weights read into m
     }
 }
 
+// A file whose tensor data is not 32-byte aligned cannot be mapped: the loader says why and
+// reads the weights instead, to the same logits.
+TEST_CASE("model: a file that cannot be mapped is read, and the model says why", "[model][mmap]") {
+    backend_holder be;
+    make_cpu_backend(be, 1);
+    tiny t;
+    make_tiny(arch::qwen2, TSR_TYPE_F32, true, t);
+    std::string err;
+    const std::string path = t.path + ".misaligned.gguf";
+    uint64_t data_offset = 0;
+    for (size_t pad = 0; pad < 64 && data_offset % TSR_GGUF_MMAP_ALIGN == 0; ++pad) {
+        REQUIRE_OK(trun_test::write_edited_model(t.path, path, [&](tsr_gguf_context * g) {
+            return tsr_gguf_set_val_u32(g, "general.alignment", 8) && tsr_gguf_set_val_str(g, "test.pad", std::string(pad, 'x').c_str());
+        }, err));
+        tsr_gguf_context * g = tsr_gguf_init_from_file(path.c_str(), tsr_gguf_init_params{true, nullptr});
+        REQUIRE(g);
+        data_offset = tsr_gguf_get_data_offset(g);
+        tsr_gguf_free(g);
+    }
+    REQUIRE(data_offset % TSR_GGUF_MMAP_ALIGN != 0);
+    model m;
+    REQUIRE_OK(load_model(path.c_str(), be.b, m, nullptr, nullptr, err, true));
+    CHECK_FALSE(m.mapped);
+    INFO(m.not_mapped_why);
+    CHECK(m.not_mapped_why.find("not a multiple of 32") != std::string::npos);
+    const std::vector<int32_t> toks = m.tok.encode(prompt_for(arch::qwen2), m.tok.add_bos);
+    session s;
+    REQUIRE_OK(session_init(s, m, be.b, test_params(TSR_TYPE_F32, true), err));
+    REQUIRE_OK(session_eval(s, toks.data(), (int) toks.size(), err));
+    CHECK(rel_err(s.logits, ref_forward(t.ref, toks), (size_t) m.hp.n_vocab) < tolerance(TSR_TYPE_F32));
+    remove(path.c_str());
+}
+
 TEST_CASE("model: tiny models in every GGUF quantization and a Q4_K_M mix equal the reference (CPU)", "[model][quant]") {
     backend_holder be;
     std::string err;
