@@ -483,7 +483,7 @@ TEST_CASE("model: weights mapped in place give the logits of weights read into m
     backend_holder be;
     make_cpu_backend(be, 2);
     for (arch a : {arch::llama, arch::qwen3}) {
-        for (tsr_type wt : {TSR_TYPE_F16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_K}) {
+        for (tsr_type wt : {TSR_TYPE_F16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0}) {
             DYNAMIC_SECTION(arch_name(a) << " " << tsr_type_name(wt)) {
                 tiny t;
                 make_tiny(a, wt, false, t);
