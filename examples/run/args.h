@@ -27,6 +27,7 @@ struct run_args {
     int n_ctx = 0;                      // 0: model's (capped at 4096)
     int n_batch = 64;
     bool flash_attn = true;
+    bool use_mmap = true;               // CPU backend: weights in place from a read-only mapping of the file
     std::string kv_type = "f16";
     sampler_params samp;
     bool parse_special = false;         // --special: control tokens written in the prompt are tokens
@@ -36,7 +37,7 @@ struct run_args {
 
 inline void print_usage(const char * argv0) {
     printf("usage: %s [-m model.gguf] [-p prompt] [-n n_predict] [options]\n"
-           "  -m, --model PATH       GGUF model (gpt2 or llama architecture); without it a small\n"
+           "  -m, --model PATH       GGUF model (gpt2, llama, qwen2 or qwen3 architecture); without it a small\n"
            "                         random GPT-2 is built, written to a temporary GGUF and run\n"
            "  -p, --prompt TEXT      prompt (default \"Once upon a time\")\n"
            "  -n, --n-predict N      tokens to generate (default 64)\n"
@@ -57,7 +58,9 @@ inline void print_usage(const char * argv0) {
            "  --special              control tokens written in the prompt (<|endoftext|>,\n"
            "                         <|begin_of_text|>, <|im_start|>, ...) are those tokens;\n"
            "                         without it they are tokenized as text\n"
-           "  --verbose-prompt       print the prompt's token ids and pieces before generating\n",
+           "  --verbose-prompt       print the prompt's token ids and pieces before generating\n"
+           "  --no-mmap              read the weights into memory instead of using them in place from a\n"
+           "                         read-only mapping of the file (the CPU backend maps by default)\n",
            argv0);
 }
 
@@ -111,6 +114,7 @@ inline bool parse_args(int argc, char ** argv, run_args & a, std::string & err) 
         else if (k == "--no-flash-attn") a.flash_attn = false;
         else if (k == "--special") a.parse_special = true;
         else if (k == "--verbose-prompt") a.verbose_prompt = true;
+        else if (k == "--no-mmap") a.use_mmap = false;
         else { err = "unknown argument '" + k + "' (see --help)"; return false; }
     }
     if (a.backend != "cpu" && a.backend != "vulkan" && a.backend != "cuda") { err = "unknown backend '" + a.backend + "'"; return false; }

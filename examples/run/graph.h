@@ -1,4 +1,4 @@
-// graph.h - the forward graph of GPT-2 / LLaMA, the KV cache and an evaluation session.
+// graph.h - the forward graph of GPT-2 / LLaMA / Qwen2 / Qwen3, the KV cache and an evaluation session.
 //
 // Memory, split by purpose:
 //   weights  : the model's WEIGHTS buffer (model.h)
@@ -155,13 +155,17 @@ inline bool build_graph(session & s, int n_tokens, int n_past, bool all_logits, 
             if (!ok) break;
             q = chk(tsr_reshape_3d(ctx, q, hd, H, T), "q reshape");
         } else {
-            q = chk(tsr_reshape_3d(ctx, linear(cur, L.wq, nullptr), hd, H, T), "q");
-            kc = chk(tsr_reshape_3d(ctx, linear(cur, L.wk, nullptr), hd, Hkv, T), "k");
-            vc = linear(cur, L.wv, nullptr);
+            q = chk(tsr_reshape_3d(ctx, linear(cur, L.wq, L.bq), hd, H, T), "q");
+            kc = chk(tsr_reshape_3d(ctx, linear(cur, L.wk, L.bk), hd, Hkv, T), "k");
+            vc = linear(cur, L.wv, L.bv);
+            if (L.q_norm) {  // qwen3: each head RMS-normed before RoPE
+                q = norm(q, L.q_norm, nullptr);
+                kc = norm(kc, L.k_norm, nullptr);
+            }
             if (!ok) break;
-            q = chk(tsr_rope_ext(ctx, q, io.pos, nullptr, hp.n_rot, TSR_ROPE_TYPE_NORMAL, hp.n_ctx, hp.rope_base, 1.0f,
+            q = chk(tsr_rope_ext(ctx, q, io.pos, nullptr, hp.n_rot, rope_mode(hp.a), hp.n_ctx, hp.rope_base, 1.0f,
                                  0.0f, 1.0f, 0.0f, 0.0f), "rope q");
-            kc = chk(tsr_rope_ext(ctx, kc, io.pos, nullptr, hp.n_rot, TSR_ROPE_TYPE_NORMAL, hp.n_ctx, hp.rope_base, 1.0f,
+            kc = chk(tsr_rope_ext(ctx, kc, io.pos, nullptr, hp.n_rot, rope_mode(hp.a), hp.n_ctx, hp.rope_base, 1.0f,
                                   0.0f, 1.0f, 0.0f, 0.0f), "rope k");
         }
         if (!ok) break;
@@ -184,7 +188,7 @@ inline bool build_graph(session & s, int n_tokens, int n_past, bool all_logits, 
         tsr_tensor * attn = nullptr;
         if (s.sp.flash_attn) {
             attn = chk(tsr_flash_attn_ext(ctx, Q, K, V, io.mask, kq_scale, 0.0f, 0.0f), "flash_attn_ext");  // [hd, H, T]
-            if (ok) attn = chk(tsr_reshape_2d(ctx, attn, E, T), "attn reshape");
+            if (ok) attn = chk(tsr_reshape_2d(ctx, attn, hp.n_embd_q(), T), "attn reshape");
         } else {
             tsr_tensor * kq = chk(tsr_mul_mat(ctx, K, Q), "kq");                               // [n_kv, T, H]
             kq = chk(tsr_soft_max_ext(ctx, kq, io.mask, kq_scale, 0.0f), "soft_max_ext");
@@ -192,7 +196,7 @@ inline bool build_graph(session & s, int n_tokens, int n_past, bool all_logits, 
             if (!ok) break;
             tsr_tensor * kqv = chk(tsr_mul_mat(ctx, Vt, kq), "kqv");                           // [hd, T, H]
             if (!ok) break;
-            attn = chk(tsr_cont_2d(ctx, tsr_permute(ctx, kqv, 0, 2, 1, 3), E, T), "attn merge");
+            attn = chk(tsr_cont_2d(ctx, tsr_permute(ctx, kqv, 0, 2, 1, 3), hp.n_embd_q(), T), "attn merge");
         }
         cur = linear(attn, L.wo, L.bo);
         x = chk(tsr_add(ctx, x, cur), "residual");
@@ -213,7 +217,7 @@ inline bool build_graph(session & s, int n_tokens, int n_past, bool all_logits, 
     if (!ok) return false;
     if (!all_logits && T > 1) x = chk(tsr_view_2d(ctx, x, E, 1, x->nb[1], x->nb[1] * (size_t) (T - 1)), "last token");
     x = norm(x, w.out_norm, w.out_norm_b);
-    io.logits = linear(x, w.output, nullptr);
+    io.logits = linear(x, w.output, w.output_b);
     if (!ok) return false;
     tsr_set_name(io.logits, "logits");
     tsr_set_output(io.logits);

@@ -71,6 +71,14 @@ static void print_prompt_tokens(const tokenizer & tok, const std::vector<int32_t
     }
 }
 
+// Where the weights came from, for the summary: mapped in place, or read (and why not mapped).
+static std::string weights_origin(const model & m, bool mmap_asked, double read_mib_s) {
+    if (m.mapped) return "mmap: used in place from a read-only mapping of the file";
+    char rate[64];
+    snprintf(rate, sizeof rate, "read into memory at %.1f MiB/s", read_mib_s);
+    return std::string(rate) + (mmap_asked ? "; not mapped: " + m.not_mapped_why : ", --no-mmap");
+}
+
 static std::string temp_path() {
     const char * dir = getenv("TMPDIR");
 #ifdef _WIN32
@@ -119,7 +127,7 @@ static int run(int argc, char ** argv) {
         model m;
         progress prog;
         fprintf(stderr, "tessera-run: loading %s on %s\n", path.c_str(), tsr_backend_name(backend));
-        if (!load_model(path.c_str(), backend, m, progress::callback, &prog, err)) {
+        if (!load_model(path.c_str(), backend, m, progress::callback, &prog, err, a.use_mmap)) {
             rc = fail("loading " + path + ": " + err);
         } else {
             const hparams & hp = m.hp;
@@ -184,7 +192,7 @@ static int run(int argc, char ** argv) {
                 const size_t wsz = tsr_backend_buffer_get_size(m.buf_w), kvsz = tsr_backend_buffer_get_size(s.buf_kv);
                 const size_t csz = tsr_gallocr_get_buffer_size(s.galloc, 0), ws = tsr_backend_get_workspace_size(backend);
                 fprintf(stderr, "\ntessera-run: summary (%s backend)\n", tsr_backend_name(backend));
-                fprintf(stderr, "  weights buffer : %10.2f MiB  (loaded at %.1f MiB/s)\n", mib(wsz), load_mib_s);
+                fprintf(stderr, "  weights buffer : %10.2f MiB  (%s)\n", mib(wsz), weights_origin(m, a.use_mmap, load_mib_s).c_str());
                 fprintf(stderr, "  KV cache buffer: %10.2f MiB  (%d x %s, %d layers)\n", mib(kvsz), s.n_ctx, tsr_type_name(sp.kv_type), hp.n_layer);
                 fprintf(stderr, "  compute buffer : %10.2f MiB  (lower bound %.2f MiB, ratio %.3f; %d nodes, attention: %s)\n", mib(csz),
                         mib(s.compute_lower_bound), s.compute_lower_bound ? (double) csz / (double) s.compute_lower_bound : 0.0,

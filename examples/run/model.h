@@ -1,4 +1,4 @@
-// model.h - GPT-2 and LLaMA-family models as llama.cpp stores them in GGUF: hyper-
+// model.h - GPT-2, LLaMA, Qwen2 and Qwen3 models as llama.cpp stores them in GGUF: hyper-
 // parameters from `<arch>.*` metadata, weights by llama.cpp's tensor names, loaded into a
 // WEIGHTS buffer of a backend with tsr_gguf_load_tensors (chunked, never the whole file).
 //
@@ -7,12 +7,18 @@
 //   blk.N.attn_norm.weight (+ .bias gpt2)    blk.N.ffn_norm.weight (+ .bias gpt2)
 //   llama: blk.N.attn_q/attn_k/attn_v/attn_output.weight, ffn_gate/ffn_up/ffn_down.weight
 //   gpt2 : blk.N.attn_qkv.weight [n_embd, 3 n_embd] + bias, attn_output, ffn_up, ffn_down (+ bias)
+//   qwen2: llama's, plus blk.N.attn_q/attn_k/attn_v.bias (optional for llama too, as in llama.cpp),
+//          output.bias (optional); RoPE NEOX over whole heads
+//   qwen3: llama's, plus blk.N.attn_q_norm/attn_k_norm.weight [head_dim] (RMSNorm of each head
+//          before RoPE); the head dimension may be <arch>.attention.key_length, not n_embd / n_head,
+//          so attn_q.weight is [n_embd, head_dim * n_head] and attn_output.weight its transpose
 //   output_norm.weight (+ .bias gpt2), output.weight [n_embd, n_vocab] (absent: tied to token_embd)
 #pragma once
 
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
 #include "tessera/gguf.h"
+#include "tessera-cpu.h"
 #include "hparams_checks.h"
 #include "tokenizer.h"
 
@@ -23,9 +29,20 @@
 
 namespace trun {
 
-enum class arch { gpt2, llama };
+enum class arch { gpt2, llama, qwen2, qwen3 };
 
-inline const char * arch_name(arch a) { return a == arch::gpt2 ? "gpt2" : "llama"; }
+inline const char * arch_name(arch a) {
+    switch (a) {
+        case arch::gpt2: return "gpt2";
+        case arch::llama: return "llama";
+        case arch::qwen2: return "qwen2";
+        case arch::qwen3: return "qwen3";
+    }
+    return "?";
+}
+
+// Qwen's RoPE turns dimension i with i + n_rot/2 (NEOX); llama's turns neighbours.
+inline int rope_mode(arch a) { return a == arch::qwen2 || a == arch::qwen3 ? TSR_ROPE_TYPE_NEOX : TSR_ROPE_TYPE_NORMAL; }
 
 struct hparams {
     arch a = arch::gpt2;
@@ -36,17 +53,21 @@ struct hparams {
     int n_head = 0;
     int n_head_kv = 0;    // < n_head: grouped-query attention
     int n_ff = 0;
-    int n_rot = 0;        // rope dims (llama)
-    float eps = 1e-5f;    // layer_norm_epsilon (gpt2) / layer_norm_rms_epsilon (llama)
+    int n_rot = 0;        // rope dims (all but gpt2)
+    int n_embd_head = 0;  // <arch>.attention.key_length; 0: n_embd / n_head
+    float eps = 1e-5f;    // layer_norm_epsilon (gpt2) / layer_norm_rms_epsilon (the others)
     float rope_base = 10000.0f;
 
-    int head_dim() const { return n_embd / n_head; }
+    int head_dim() const { return n_embd_head > 0 ? n_embd_head : n_embd / n_head; }
+    int n_embd_q() const { return head_dim() * n_head; }      // the width of Q and of attention's output
     int n_embd_gqa() const { return head_dim() * n_head_kv; }
 };
 
 struct layer_weights {
     tsr_tensor * attn_norm = nullptr, * attn_norm_b = nullptr;
-    tsr_tensor * wq = nullptr, * wk = nullptr, * wv = nullptr;   // llama
+    tsr_tensor * wq = nullptr, * wk = nullptr, * wv = nullptr;   // llama, qwen
+    tsr_tensor * bq = nullptr, * bk = nullptr, * bv = nullptr;   // qwen2 (optional for llama)
+    tsr_tensor * q_norm = nullptr, * k_norm = nullptr;           // qwen3
     tsr_tensor * wqkv = nullptr, * bqkv = nullptr;               // gpt2
     tsr_tensor * wo = nullptr, * bo = nullptr;
     tsr_tensor * ffn_norm = nullptr, * ffn_norm_b = nullptr;
@@ -60,6 +81,7 @@ struct weights {
     tsr_tensor * pos_embd = nullptr;   // gpt2
     tsr_tensor * out_norm = nullptr, * out_norm_b = nullptr;
     tsr_tensor * output = nullptr;     // == tok_embd when tied
+    tsr_tensor * output_b = nullptr;   // qwen2 (optional)
     std::vector<layer_weights> layers;
 };
 
@@ -77,10 +99,11 @@ inline bool read_arch(const tsr_gguf_context * g, hparams & hp, std::string & an
     const int64_t ka = tsr_gguf_find_key(g, "general.architecture");
     if (ka < 0 || tsr_gguf_get_kv_type(g, ka) != TSR_GGUF_TYPE_STRING) { err = "missing general.architecture"; return false; }
     an = tsr_gguf_get_val_str(g, ka);
-    if (an == "gpt2") hp.a = arch::gpt2;
-    else if (an == "llama") hp.a = arch::llama;
-    else { err = "unsupported architecture '" + an + "' (supported: gpt2, llama)"; return false; }
-    return true;
+    for (arch a : {arch::gpt2, arch::llama, arch::qwen2, arch::qwen3}) {
+        if (an == arch_name(a)) { hp.a = a; return true; }
+    }
+    err = "unsupported architecture '" + an + "' (supported: gpt2, llama, qwen2, qwen3)";
+    return false;
 }
 
 // "<key> = <a> does not divide <key> = <b>" when a does not divide b
@@ -90,6 +113,51 @@ inline bool check_divides(const std::string & key_a, int a, const std::string & 
     return false;
 }
 
+// The head dimension: n_embd / n_head unless <arch>.attention.key_length says otherwise
+// (llama.cpp reads it for every architecture; Qwen3-0.6B has 16 heads of 128 in 1024).
+// The KV cache and attention here use one dimension for K and V, so value_length (which
+// defaults to n_embd / n_head too) must equal it; and all heads together stay within
+// k_max_embd, so no width sized from them overflows.
+inline bool read_head_dim(const tsr_gguf_context * g, const std::string & an, hparams & hp, std::string & err) {
+    const std::string k_key = an + ".attention.key_length", k_val = an + ".attention.value_length";
+    int kl = 0, vl = 0;
+    if (!read_count(g, k_key, 1, k_max_embd, false, kl, err) || !read_count(g, k_val, 1, k_max_embd, false, vl, err)) return false;
+    const int per_head = hp.n_embd % hp.n_head == 0 ? hp.n_embd / hp.n_head : 0;
+    if (kl == 0) kl = per_head;
+    if (vl == 0) vl = per_head;
+    if (kl == 0 || vl == 0) return check_divides(an + ".attention.head_count", hp.n_head, an + ".embedding_length", hp.n_embd, err);
+    if (kl != vl) {
+        err = k_val + " = " + std::to_string(vl) + " differs from the key length " + std::to_string(kl) +
+              " (K and V heads of different sizes are not supported)";
+        return false;
+    }
+    if ((int64_t) kl * hp.n_head > k_max_embd) {
+        err = k_key + " = " + std::to_string(kl) + " times " + an + ".attention.head_count = " + std::to_string(hp.n_head) +
+              " is out of range [1, " + std::to_string(k_max_embd) + "]";
+        return false;
+    }
+    hp.n_embd_head = kl == per_head ? 0 : kl;
+    return true;
+}
+
+// The rotated dimensions of each head: llama's rope.dimension_count may rotate part of a
+// head; qwen2/qwen3 rotate whole heads (llama.cpp asserts n_rot == head dimension for them).
+inline bool read_rope_dims(const tsr_gguf_context * g, const std::string & an, hparams & hp, std::string & err) {
+    const std::string key = an + ".rope.dimension_count";
+    hp.n_rot = hp.head_dim();
+    if (!read_count(g, key, 1, hp.head_dim(), false, hp.n_rot, err)) return false;
+    if (hp.n_rot % 2 != 0) {
+        err = key + " = " + std::to_string(hp.n_rot) + " is odd (rotary embedding turns pairs of dimensions)";
+        return false;
+    }
+    if (hp.a != arch::llama && hp.n_rot != hp.head_dim()) {
+        err = key + " = " + std::to_string(hp.n_rot) + " differs from the head dimension " + std::to_string(hp.head_dim()) + " (" +
+              an + " rotates whole heads)";
+        return false;
+    }
+    return true;
+}
+
 // Every count in its range; the head counts dividing what they split.
 inline bool read_counts(const tsr_gguf_context * g, const std::string & an, hparams & hp, std::string & err) {
     auto key = [&](const char * suffix) { return an + "." + suffix; };
@@ -97,21 +165,18 @@ inline bool read_counts(const tsr_gguf_context * g, const std::string & an, hpar
         !read_count(g, key("embedding_length"), 1, k_max_embd, true, hp.n_embd, err) ||
         !read_count(g, key("block_count"), 1, k_max_layers, true, hp.n_layer, err) ||
         !read_count(g, key("feed_forward_length"), 1, k_max_ff, true, hp.n_ff, err) ||
-        !read_count(g, key("attention.head_count"), 1, hp.n_embd, true, hp.n_head, err) ||
-        !check_divides(key("attention.head_count"), hp.n_head, key("embedding_length"), hp.n_embd, err)) {
+        !read_count(g, key("attention.head_count"), 1, hp.n_embd, true, hp.n_head, err)) {
+        return false;
+    }
+    if (hp.a == arch::gpt2 ? !check_divides(key("attention.head_count"), hp.n_head, key("embedding_length"), hp.n_embd, err)
+                           : !read_head_dim(g, an, hp, err)) {
         return false;
     }
     hp.n_head_kv = 0;  // absent or 0: as many as the query heads
     if (!read_count(g, key("attention.head_count_kv"), 0, hp.n_head, false, hp.n_head_kv, err)) return false;
     if (hp.n_head_kv == 0) hp.n_head_kv = hp.n_head;
     if (!check_divides(key("attention.head_count_kv"), hp.n_head_kv, key("attention.head_count"), hp.n_head, err)) return false;
-    hp.n_rot = hp.head_dim();
-    if (hp.a != arch::llama) return true;  // rotary embedding is llama's only
-    if (!read_count(g, key("rope.dimension_count"), 1, hp.head_dim(), false, hp.n_rot, err)) return false;
-    if (hp.n_rot % 2 != 0) {
-        err = key("rope.dimension_count") + " = " + std::to_string(hp.n_rot) + " is odd (rotary embedding turns pairs of dimensions)";
-        return false;
-    }
+    hp.n_rot = hp.head_dim();  // gpt2 has no rotary embedding; the others: read_rope_dims
     return true;
 }
 
@@ -160,9 +225,12 @@ inline bool check_counts_against_tensors(const tsr_gguf_context * g, const std::
               count_matches_tensor(g, vocab, hp.n_vocab, "output.weight", 1, err) &&
               count_matches_tensor(g, an + ".feed_forward_length", hp.n_ff, "blk.0.ffn_up.weight", 1, err);
     if (hp.a == arch::gpt2) return ok && count_matches_tensor(g, an + ".context_length", hp.n_ctx, "position_embd.weight", 1, err);
-    const std::string kv_width = an + ".attention.head_count_kv * the head dimension (" + std::to_string(hp.n_head_kv) + " * " +
-                                 std::to_string(hp.head_dim()) + ")";
-    return ok && count_matches_tensor(g, kv_width, hp.n_embd_gqa(), "blk.0.attn_k.weight", 1, err);
+    const std::string hd = std::to_string(hp.head_dim());
+    const std::string kv_width = an + ".attention.head_count_kv * the head dimension (" + std::to_string(hp.n_head_kv) + " * " + hd + ")";
+    const std::string q_width = an + ".attention.head_count * the head dimension (" + std::to_string(hp.n_head) + " * " + hd + ")";
+    return ok && count_matches_tensor(g, kv_width, hp.n_embd_gqa(), "blk.0.attn_k.weight", 1, err) &&
+           count_matches_tensor(g, q_width, hp.n_embd_q(), "blk.0.attn_q.weight", 1, err) &&
+           count_matches_tensor(g, "the head dimension", hp.head_dim(), "blk.0.attn_q_norm.weight", 0, err);
 }
 
 // Hyper-parameters from `<arch>.*` metadata: every count range-checked at its full width
@@ -173,7 +241,8 @@ inline bool hparams_from_gguf(const tsr_gguf_context * g, hparams & hp, std::str
     if (!read_arch(g, hp, an, err) || !read_counts(g, an, hp, err)) return false;
     const std::string eps_key = an + (hp.a == arch::gpt2 ? ".attention.layer_norm_epsilon" : ".attention.layer_norm_rms_epsilon");
     return read_float(g, an + ".rope.freq_base", 1e-6f, 1e12f, hp.rope_base, err) && read_float(g, eps_key, 0.0f, 1.0f, hp.eps, err) &&
-           read_vocab_size(g, hp, err) && check_counts_against_tensors(g, an, hp, err);
+           read_vocab_size(g, hp, err) && check_counts_against_tensors(g, an, hp, err) &&
+           (hp.a == arch::gpt2 || read_rope_dims(g, an, hp, err));
 }
 
 inline bool hparams_to_gguf(tsr_gguf_context * g, const hparams & hp) {
@@ -192,6 +261,10 @@ inline bool hparams_to_gguf(tsr_gguf_context * g, const hparams & hp) {
         ok = ok && tsr_gguf_set_val_f32(g, k("attention.layer_norm_rms_epsilon").c_str(), hp.eps);
         ok = ok && tsr_gguf_set_val_u32(g, k("rope.dimension_count").c_str(), (uint32_t) hp.n_rot);
         ok = ok && tsr_gguf_set_val_f32(g, k("rope.freq_base").c_str(), hp.rope_base);
+        if (hp.n_embd_head > 0) {
+            ok = ok && tsr_gguf_set_val_u32(g, k("attention.key_length").c_str(), (uint32_t) hp.n_embd_head);
+            ok = ok && tsr_gguf_set_val_u32(g, k("attention.value_length").c_str(), (uint32_t) hp.n_embd_head);
+        }
     }
     return ok;
 }
@@ -200,7 +273,7 @@ inline bool hparams_to_gguf(tsr_gguf_context * g, const hparams & hp) {
 
 // Number of weight tensors a model has (for sizing a context).
 inline int n_weight_tensors(const hparams & hp, bool tied_output) {
-    const int per_layer = hp.a == arch::gpt2 ? 12 : 9;
+    const int per_layer = hp.a == arch::gpt2 ? 12 : hp.a == arch::qwen2 ? 12 : hp.a == arch::qwen3 ? 11 : 9;
     return per_layer * hp.n_layer + (hp.a == arch::gpt2 ? 4 : 2) + (tied_output ? 0 : 1);
 }
 
@@ -260,10 +333,20 @@ inline bool create_weights(tsr_context * ctx, const hparams & hp, const weight_t
             L.ffn_down = mk(more, F, E, p + "ffn_down.weight");
             L.ffn_down_b = mk(F32, E, 0, p + "ffn_down.bias");
         } else {
-            L.wq = mk(wtype, E, E, p + "attn_q.weight");
+            const int64_t Q = hp.n_embd_q();
+            L.wq = mk(wtype, E, Q, p + "attn_q.weight");
             L.wk = mk(wtype, E, G, p + "attn_k.weight");
             L.wv = mk(more, E, G, p + "attn_v.weight");
-            L.wo = mk(wtype, E, E, p + "attn_output.weight");
+            if (hp.a == arch::qwen2) {
+                L.bq = mk(F32, Q, 0, p + "attn_q.bias");
+                L.bk = mk(F32, G, 0, p + "attn_k.bias");
+                L.bv = mk(F32, G, 0, p + "attn_v.bias");
+            }
+            if (hp.a == arch::qwen3) {
+                L.q_norm = mk(F32, hp.head_dim(), 0, p + "attn_q_norm.weight");
+                L.k_norm = mk(F32, hp.head_dim(), 0, p + "attn_k_norm.weight");
+            }
+            L.wo = mk(wtype, Q, E, p + "attn_output.weight");
             L.ffn_norm = mk(F32, E, 0, p + "ffn_norm.weight");
             L.ffn_gate = mk(wtype, E, F, p + "ffn_gate.weight");
             L.ffn_up = mk(wtype, E, F, p + "ffn_up.weight");
@@ -316,10 +399,18 @@ inline bool bind_weights(tsr_context * ctx, const hparams & hp, weights & w, std
             L.ffn_down = get(p + "ffn_down.weight", F, E, true);
             L.ffn_down_b = get(p + "ffn_down.bias", E, 0, true);
         } else {
-            L.wq = get(p + "attn_q.weight", E, E, true);
+            const int64_t Q = hp.n_embd_q();
+            L.wq = get(p + "attn_q.weight", E, Q, true);
             L.wk = get(p + "attn_k.weight", E, G, true);
             L.wv = get(p + "attn_v.weight", E, G, true);
-            L.wo = get(p + "attn_output.weight", E, E, true);
+            L.bq = get(p + "attn_q.bias", Q, 0, false);  // optional, as in llama.cpp (qwen2's files have them)
+            L.bk = get(p + "attn_k.bias", G, 0, false);
+            L.bv = get(p + "attn_v.bias", G, 0, false);
+            if (hp.a == arch::qwen3) {
+                L.q_norm = get(p + "attn_q_norm.weight", hp.head_dim(), 0, true);
+                L.k_norm = get(p + "attn_k_norm.weight", hp.head_dim(), 0, true);
+            }
+            L.wo = get(p + "attn_output.weight", Q, E, true);
             L.ffn_norm = get(p + "ffn_norm.weight", E, 0, true);
             L.ffn_gate = get(p + "ffn_gate.weight", E, F, true);
             L.ffn_up = get(p + "ffn_up.weight", E, F, true);
@@ -329,6 +420,7 @@ inline bool bind_weights(tsr_context * ctx, const hparams & hp, weights & w, std
     w.out_norm = get("output_norm.weight", E, 0, true);
     if (hp.a == arch::gpt2) w.out_norm_b = get("output_norm.bias", E, 0, true);
     w.output = get("output.weight", E, V, false);
+    if (hp.a == arch::qwen2) w.output_b = get("output.bias", V, 0, false);
     if (ok && !w.output) w.output = w.tok_embd;  // tied embeddings
     return ok;
 }
@@ -343,6 +435,8 @@ struct model {
     tsr_backend_buffer_t buf_w = nullptr;   // weights buffer
     std::string path;
     size_t file_size = 0;
+    bool mapped = false;            // buf_w is a read-only mapping of the file (tsr_gguf_map_tensors)
+    std::string not_mapped_why;     // mmap was asked for and refused: why (the weights were read instead)
 
     model() = default;
     model(const model &) = delete;
@@ -358,10 +452,26 @@ struct model {
     }
 };
 
-// Load a GGUF model into a backend: metadata, tokenizer, weights buffer, tensor data.
+// The weights used in place from a read-only mapping of the file, when the backend is the
+// CPU's and the file allows it; false (with the reason kept) leaves them to be read.
+inline bool map_weights(model & m, tsr_backend_t backend) {
+    if (!tsr_backend_is_cpu(backend)) {
+        m.not_mapped_why = std::string("the ") + tsr_backend_name(backend) + " backend keeps weights in its own memory";
+        return false;
+    }
+    m.buf_w = tsr_gguf_map_tensors(m.gguf, m.ctx_w, m.path.c_str());
+    if (!m.buf_w) m.not_mapped_why = tsr_last_error();
+    m.mapped = m.buf_w != nullptr;
+    return m.mapped;
+}
+
+// Load a GGUF model into a backend: metadata, tokenizer, weights buffer, tensor data;
+// with use_mmap the weights are mapped in place when map_weights can, else read.
 inline bool load_model(const char * path, tsr_backend_t backend, model & m, tsr_gguf_progress_cb progress, void * user,
-                       std::string & err) {
+                       std::string & err, bool use_mmap = false) {
     m.release();
+    m.mapped = false;
+    m.not_mapped_why.clear();
     m.path = path;
     tsr_gguf_init_params ip = {true, &m.ctx_w};
     m.gguf = tsr_gguf_init_from_file(path, ip);
@@ -371,6 +481,10 @@ inline bool load_model(const char * path, tsr_backend_t backend, model & m, tsr_
     if (!m.tok.load(m.gguf, err)) return false;
     if (m.hp.n_vocab != m.tok.n_vocab()) { err = "vocabulary size mismatch"; return false; }
     if (!bind_weights(m.ctx_w, m.hp, m.w, err)) return false;
+    if (use_mmap && map_weights(m, backend)) {
+        if (progress) progress(tsr_gguf_get_data_size(m.gguf), tsr_gguf_get_data_size(m.gguf), user);
+        return true;
+    }
     m.buf_w = tsr_backend_alloc_ctx_tensors(m.ctx_w, backend);
     if (!m.buf_w) { err = std::string("allocating the weights buffer: ") + tsr_last_error(); return false; }
     tsr_backend_buffer_set_usage(m.buf_w, TSR_BUFFER_USAGE_WEIGHTS);

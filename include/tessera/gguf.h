@@ -176,13 +176,30 @@ typedef bool (*tsr_gguf_progress_cb)(size_t done, size_t total, void * user);
 
 /* Read every tensor of `ctx` that is named in the GGUF file (same name, type, shape)
  * from `path` into its data. Each tensor must already be placed in a buffer (e.g. by
- * tsr_backend_alloc_ctx_tensors). Host buffers are read into in place; device buffers
+ * tsr_backend_alloc_ctx_tensors). Host buffers are read into in place (POSIX pread of
+ * 8 x TSR_GGUF_LOAD_CHUNK bytes at a time: no stdio buffer, no copy); device buffers
  * through one bounded staging chunk (TSR_GGUF_LOAD_CHUNK bytes) and
- * tsr_backend_tensor_set. The file is never read whole into RAM. Tensors of ctx that
- * the file lacks are an error. false + error (naming the tensor and offsets). */
+ * tsr_backend_tensor_set. The file is never read whole into RAM. progress is called
+ * after each read. Tensors of ctx that the file lacks are an error. false + error
+ * (naming the tensor and offsets). */
 #define TSR_GGUF_LOAD_CHUNK (8u << 20)
 TSR_API bool tsr_gguf_load_tensors(const struct tsr_gguf_context * gguf, struct tsr_context * ctx, const char * path,
                                    tsr_gguf_progress_cb progress, void * user);
+
+/* Use the tensors in place from a read-only mapping of the file (POSIX mmap): every tensor
+ * of `ctx` (same name, type and shape as in the file, not yet placed in a buffer) points at
+ * its bytes in the mapping. Nothing is read or copied here: the page cache supplies pages
+ * as the tensors are first used, and they count as file-backed, not anonymous, memory.
+ * Returns a host buffer of the CPU buffer type (usage WEIGHTS) that owns the mapping:
+ * tsr_backend_buffer_free unmaps it. Its tensors stay read-only: tsr_backend_tensor_set,
+ * tsr_backend_tensor_memset and tsr_backend_tensor_copy into them fail with an error
+ * (tsr_backend_buffer_clear leaves them and sets the error).
+ * NULL + error, leaving ctx's tensors unplaced, when the platform cannot map files, when a
+ * tensor's data does not start at a multiple of TSR_GGUF_MMAP_ALIGN bytes in the file (the
+ * alignment tessera's kernels may assume; GGUF's default alignment is 32), or as
+ * tsr_gguf_load_tensors would fail; then load with tsr_gguf_load_tensors instead. */
+#define TSR_GGUF_MMAP_ALIGN 32
+TSR_API tsr_backend_buffer_t tsr_gguf_map_tensors(const struct tsr_gguf_context * gguf, struct tsr_context * ctx, const char * path);
 
 #ifdef __cplusplus
 } /* extern "C" */

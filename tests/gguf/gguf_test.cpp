@@ -579,6 +579,118 @@ TEST_CASE("gguf: load_tensors reads in chunks into host and non-host buffers", "
 }
 
 // An array whose byte size overflows size_t is refused before anything is read or stored.
+// A file of two small tensors, "a" (F32) and "b" (F16), with the given general.alignment
+// and `pad` bytes of extra metadata (to move the data section); the values a test compares.
+struct two_tensor_file {
+    std::string path;
+    std::vector<float> a;
+    std::vector<uint16_t> b;
+    size_t data_offset = 0;
+    two_tensor_file(const char * stem, uint32_t alignment, size_t pad) : path(tmp_file(stem)), a(40), b(2 * 24) {
+        for (size_t i = 0; i < a.size(); ++i) a[i] = (float) i * 0.25f - 3.0f;
+        for (size_t i = 0; i < b.size(); ++i) b[i] = (uint16_t) (0x3c00 + i);
+        tsr_context * src = tsr_init(tsr_init_params{4096 + 4 * tsr_tensor_overhead(), nullptr, false});
+        tsr_tensor * ta = tsr_new_tensor_1d(src, TSR_TYPE_F32, (int64_t) a.size());
+        tsr_tensor * tb = tsr_new_tensor_2d(src, TSR_TYPE_F16, 24, 2);
+        tsr_set_name(ta, "a");
+        tsr_set_name(tb, "b");
+        memcpy(ta->data, a.data(), a.size() * 4);
+        memcpy(tb->data, b.data(), b.size() * 2);
+        tsr_gguf_context * w = tsr_gguf_init_empty();
+        REQUIRE(tsr_gguf_set_val_u32(w, "general.alignment", alignment));
+        REQUIRE(tsr_gguf_set_val_str(w, "test.pad", std::string(pad, 'x').c_str()));
+        REQUIRE(tsr_gguf_add_tensor(w, ta));
+        REQUIRE(tsr_gguf_add_tensor(w, tb));
+        data_offset = tsr_gguf_get_meta_size(w);
+        REQUIRE(tsr_gguf_write_to_file(w, path.c_str(), false));
+        tsr_gguf_free(w);
+        tsr_free(src);
+    }
+    ~two_tensor_file() { remove(path.c_str()); }
+};
+
+struct opened_file {
+    tsr_context * meta = nullptr;
+    tsr_gguf_context * g = nullptr;
+    explicit opened_file(const std::string & path) {
+        g = tsr_gguf_init_from_file(path.c_str(), tsr_gguf_init_params{true, &meta});
+        REQUIRE(g);
+    }
+    ~opened_file() { tsr_free(meta); tsr_gguf_free(g); }
+};
+
+TEST_CASE("gguf: map_tensors uses the data in place, read-only", "[gguf][mmap]") {
+#if defined(__unix__) || defined(__APPLE__)
+    two_tensor_file f("map", 32, 3);
+    opened_file o(f.path);
+    tsr_backend_buffer_t buf = tsr_gguf_map_tensors(o.g, o.meta, f.path.c_str());
+    INFO(tsr_last_error());
+    REQUIRE(buf);
+    CHECK(tsr_backend_buffer_is_host(buf));
+    CHECK(tsr_backend_buffer_get_usage(buf) == TSR_BUFFER_USAGE_WEIGHTS);
+    tsr_tensor * a = tsr_get_tensor(o.meta, "a");
+    tsr_tensor * b = tsr_get_tensor(o.meta, "b");
+    // in place: the tensors' data are the file's bytes at their offsets
+    CHECK((char *) a->data - (char *) tsr_backend_buffer_get_base(buf) == (ptrdiff_t) f.data_offset);
+    CHECK(memcmp(a->data, f.a.data(), f.a.size() * 4) == 0);
+    CHECK(memcmp(b->data, f.b.data(), f.b.size() * 2) == 0);
+    // writes are refused with an error naming the tensor, never a fault
+    const float one = 1.0f;
+    CHECK_FALSE(tsr_backend_tensor_set(a, &one, 0, sizeof one));
+    CHECK(std::string(tsr_last_error()).find("tensor 'a' is read-only") != std::string::npos);
+    CHECK_FALSE(tsr_backend_tensor_memset(b, 0, 0, 2));
+    CHECK(std::string(tsr_last_error()).find("tensor 'b' is read-only") != std::string::npos);
+    tsr_context * host = tsr_init(tsr_init_params{4096 + 2 * tsr_tensor_overhead(), nullptr, false});
+    tsr_tensor * a2 = tsr_new_tensor_1d(host, TSR_TYPE_F32, (int64_t) f.a.size());
+    CHECK_FALSE(tsr_backend_tensor_copy(a2, a));
+    CHECK(std::string(tsr_last_error()).find("read-only") != std::string::npos);
+    tsr_backend_buffer_clear(buf, 0);
+    CHECK(memcmp(a->data, f.a.data(), f.a.size() * 4) == 0);
+    // reads work
+    REQUIRE(tsr_backend_tensor_copy(a, a2));
+    CHECK(memcmp(a2->data, f.a.data(), f.a.size() * 4) == 0);
+    tsr_free(host);
+    tsr_backend_buffer_free(buf);
+#else
+    WARN("skipped: tessera maps files on POSIX systems only");
+#endif
+}
+
+TEST_CASE("gguf: map_tensors refuses misaligned data and mismatched tensors, leaving the context unplaced", "[gguf][mmap]") {
+    // alignment 8, and metadata padded until the data section starts off a multiple of 32
+    size_t pad = 0;
+    while (two_tensor_file("probe", 8, pad).data_offset % TSR_GGUF_MMAP_ALIGN == 0) ++pad;
+    two_tensor_file f("map_misaligned", 8, pad);
+    {
+        opened_file o(f.path);
+        CHECK(tsr_gguf_map_tensors(o.g, o.meta, f.path.c_str()) == nullptr);
+        const std::string e = tsr_last_error();
+        INFO(e);
+#if defined(__unix__) || defined(__APPLE__)
+        CHECK(e.find("tensor 'a' starts at byte " + std::to_string(f.data_offset) + ", not a multiple of 32") != std::string::npos);
+#endif
+        CHECK(tsr_get_tensor(o.meta, "a")->data == nullptr);
+        // reading still works
+        tsr_backend_buffer_t buf = tsr_backend_alloc_ctx_tensors_from_buft(o.meta, tsr_backend_cpu_buffer_type());
+        REQUIRE(buf);
+        REQUIRE(tsr_gguf_load_tensors(o.g, o.meta, f.path.c_str(), nullptr, nullptr));
+        CHECK(memcmp(tsr_get_tensor(o.meta, "b")->data, f.b.data(), f.b.size() * 2) == 0);
+        tsr_backend_buffer_free(buf);
+    }
+#if defined(__unix__) || defined(__APPLE__)
+    two_tensor_file ok("map_other", 32, 0);
+    opened_file o(ok.path);
+    tsr_context * other = tsr_init(tsr_init_params{4 * tsr_tensor_overhead(), nullptr, true});
+    tsr_set_name(tsr_new_tensor_1d(other, TSR_TYPE_F32, 40), "a");
+    tsr_set_name(tsr_new_tensor_1d(other, TSR_TYPE_F32, 7), "b");
+    CHECK(tsr_gguf_map_tensors(o.g, other, ok.path.c_str()) == nullptr);
+    CHECK(std::string(tsr_last_error()).find("in the file but") != std::string::npos);
+    CHECK(tsr_get_tensor(other, "a")->data == nullptr);  // nothing placed
+    CHECK(tsr_get_tensor(other, "a")->buffer == nullptr);
+    tsr_free(other);
+#endif
+}
+
 TEST_CASE("gguf: array sizes that overflow are errors", "[gguf]") {
     tsr_gguf_context * g = tsr_gguf_init_empty();
     REQUIRE(g);

@@ -41,6 +41,9 @@ TEST_CASE("tessera-run arguments: values in range parse", "[run][args]") {
     CHECK(parse({"--special", "--verbose-prompt"}, &a).empty());
     CHECK(a.parse_special);
     CHECK(a.verbose_prompt);
+    CHECK(a.use_mmap);  // mapped unless asked not to
+    CHECK(parse({"--no-mmap"}, &a).empty());
+    CHECK_FALSE(a.use_mmap);
 }
 
 TEST_CASE("tessera-run arguments: each bad value names its flag", "[run][args]") {

@@ -13,17 +13,21 @@
 namespace trun_test {
 
 // The valid model the hostile ones start from: 2 layers of n_embd (a multiple of 4) in 4
-// heads, grouped-query attention (2 KV heads) for llama, rotary embedding over each head.
+// heads, grouped-query attention (2 KV heads) but for gpt2, rotary embedding over each head;
+// qwen3's heads are twice n_embd / 4 wide (an explicit attention.key_length, as Qwen3-0.6B's).
 inline trun::hparams small_hparams(trun::arch a, int n_embd) {
+    const bool gpt2 = a == trun::arch::gpt2;
     trun::hparams hp;
     hp.a = a;
     hp.n_ctx = 64;
     hp.n_embd = n_embd;
     hp.n_layer = 2;
     hp.n_head = 4;
-    hp.n_head_kv = a == trun::arch::llama ? 2 : 4;
-    hp.n_ff = a == trun::arch::llama ? n_embd * 3 / 2 : n_embd * 2;
-    hp.n_rot = n_embd / 4;
+    hp.n_head_kv = gpt2 ? 4 : 2;
+    hp.n_ff = gpt2 ? n_embd * 2 : n_embd * 3 / 2;
+    if (a == trun::arch::qwen3) hp.n_embd_head = n_embd / 2;
+    if (a == trun::arch::qwen2 || a == trun::arch::qwen3) hp.rope_base = 1000000.0f;  // theirs, not llama's default
+    hp.n_rot = hp.head_dim();
     return hp;
 }
 
@@ -83,8 +87,6 @@ inline std::vector<hostile_case> hostile_cases(const trun::hparams & hp) {
         {"embd_negative", i64(k_embd, -5), k_embd + " = -5 is out of range [1, 1048576]"},
         {"embd_doubled", u32(k_embd, (uint32_t) hp.n_embd * 2),
          k_embd + " = " + std::to_string(hp.n_embd * 2) + " contradicts tensor 'token_embd.weight': its ne[0] is " + std::to_string(hp.n_embd)},
-        {"heads_not_dividing", u32(k_heads, (uint32_t) hp.n_embd - 1),
-         k_heads + " = " + std::to_string(hp.n_embd - 1) + " does not divide " + k_embd + " = " + std::to_string(hp.n_embd)},
         {"heads_beyond_embd", u32(k_heads, (uint32_t) hp.n_embd + 1), k_heads + " = " + std::to_string(hp.n_embd + 1) + " is out of range [1, "},
         {"kv_heads_beyond_heads", u32(k_kv, (uint32_t) hp.n_head + 1),
          k_kv + " = " + std::to_string(hp.n_head + 1) + " is out of range [0, " + std::to_string(hp.n_head) + "]"},
@@ -98,12 +100,39 @@ inline std::vector<hostile_case> hostile_cases(const trun::hparams & hp) {
         {"vocab_empty", [=](tsr_gguf_context * g) { return truncate_vocab(g, 0); },
          "the vocabulary tokenizer.ggml.tokens has 0 entries"},
     };
-    if (hp.a == trun::arch::llama) {
+    if (hp.n_embd_head == 0) {
+        c.push_back({"heads_not_dividing", u32(k_heads, (uint32_t) hp.n_embd - 1),
+                     k_heads + " = " + std::to_string(hp.n_embd - 1) + " does not divide " + k_embd + " = " + std::to_string(hp.n_embd)});
+    } else {  // heads of an explicit size: their number needs not divide n_embd, but must match the tensors
+        const std::string k_key = an + ".attention.key_length", k_val = an + ".attention.value_length";
+        const std::string hd = std::to_string(hp.head_dim());
+        c.push_back({"heads_doubled", u32(k_heads, (uint32_t) hp.n_head * 2),
+                     k_heads + " * the head dimension (" + std::to_string(hp.n_head * 2) + " * " + hd + ") = " +
+                         std::to_string(hp.n_head * 2 * hp.head_dim()) + " contradicts tensor 'blk.0.attn_q.weight'"});
+        c.push_back({"key_length_2p20", [=](tsr_gguf_context * g) {
+                         return tsr_gguf_set_val_u32(g, k_key.c_str(), 1u << 20) && tsr_gguf_set_val_u32(g, k_val.c_str(), 1u << 20);
+                     },
+                     k_key + " = 1048576 times " + k_heads + " = " + std::to_string(hp.n_head) + " is out of range [1, 1048576]"});
+        c.push_back({"key_length_u64_2p32", u64(k_key, 1ull << 32), k_key + " = 4294967296 is out of range [1, 1048576]"});
+        c.push_back({"value_length_differs", u32(k_val, (uint32_t) hp.head_dim() / 2),
+                     k_val + " = " + std::to_string(hp.head_dim() / 2) + " differs from the key length " + hd});
+        c.push_back({"key_length_halved", [=](tsr_gguf_context * g) {
+                         const uint32_t half = (uint32_t) hp.head_dim() / 2;
+                         return tsr_gguf_set_val_u32(g, k_key.c_str(), half) && tsr_gguf_set_val_u32(g, k_val.c_str(), half) &&
+                                tsr_gguf_set_val_u32(g, (an + ".rope.dimension_count").c_str(), half);
+                     },
+                     "contradicts tensor 'blk.0.attn_k.weight'"});
+    }
+    if (hp.a != trun::arch::gpt2) {
         const std::string k_rot = an + ".rope.dimension_count", hd = std::to_string(hp.head_dim());
         const std::string k_eps = an + ".attention.layer_norm_rms_epsilon";
         c.push_back({"rope_beyond_head", u32(k_rot, (uint32_t) hp.head_dim() + 2),
                      k_rot + " = " + std::to_string(hp.head_dim() + 2) + " is out of range [1, " + hd + "]"});
         c.push_back({"rope_odd", u32(k_rot, (uint32_t) hp.head_dim() - 1), k_rot + " = " + std::to_string(hp.head_dim() - 1) + " is odd"});
+        if (hp.a != trun::arch::llama) {
+            c.push_back({"rope_partial", u32(k_rot, (uint32_t) hp.head_dim() - 2),
+                         k_rot + " = " + std::to_string(hp.head_dim() - 2) + " differs from the head dimension " + hd});
+        }
         c.push_back({"eps_nan", [=](tsr_gguf_context * g) { return tsr_gguf_set_val_f32(g, k_eps.c_str(), NAN); }, k_eps + " = nan is out of range [0, 1]"});
     }
     return c;

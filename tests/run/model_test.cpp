@@ -1,5 +1,5 @@
 // The runner's model code (examples/run/graph.h) against a plain double-precision scalar
-// implementation of GPT-2 and LLaMA written here: tiny models with random weights are
+// implementation of GPT-2, LLaMA, Qwen2 and Qwen3 written here: tiny models with random weights are
 // written to GGUF, loaded through the runner's loader and evaluated through its graph;
 // the reference reads the same weights (dequantized by code in this file, with the fp16
 // decoding of tests/support).
@@ -135,10 +135,47 @@ void rope(double * x, int n_rot, int pos, double base) {
     }
 }
 
+// rotate pairs (i, i + n_rot/2) of the first n_rot dims (NEOX RoPE: Qwen2, Qwen3)
+void rope_neox(double * x, int n_rot, int pos, double base) {
+    const int half = n_rot / 2;
+    for (int i = 0; i < half; ++i) {
+        const double theta = pos * std::pow(base, -2.0 * i / n_rot);
+        const double c = std::cos(theta), s = std::sin(theta);
+        const double a = x[i], b = x[i + half];
+        x[i] = a * c - b * s;
+        x[i + half] = a * s + b * c;
+    }
+}
+
+// q/k/v of one position for the llama family: biases if the model has them (qwen2), each
+// head RMS-normed (qwen3), then RoPE of each head
+void ref_qkv(const ref_model & m, const std::string & p, const vec & h, int pos, vec & q, vec & k, vec & v) {
+    const hparams & hp = m.hp;
+    const size_t hd = (size_t) hp.head_dim();
+    q = matvec(m[p + "attn_q.weight"], h, (size_t) hp.n_embd_q());
+    k = matvec(m[p + "attn_k.weight"], h, (size_t) hp.n_embd_gqa());
+    v = matvec(m[p + "attn_v.weight"], h, (size_t) hp.n_embd_gqa());
+    for (const char * b : {"q", "k", "v"}) {
+        const std::string bias = p + "attn_" + b + ".bias";
+        if (m.has(bias)) add_to(*b == 'q' ? q : *b == 'k' ? k : v, m[bias]);
+    }
+    for (vec * x : {&q, &k}) {
+        const std::string nw = p + (x == &q ? "attn_q_norm.weight" : "attn_k_norm.weight");
+        for (size_t h0 = 0; h0 < x->size(); h0 += hd) {
+            if (m.has(nw)) {
+                const vec normed = rms_norm(vec(x->begin() + (long) h0, x->begin() + (long) (h0 + hd)), m[nw], hp.eps);
+                std::copy(normed.begin(), normed.end(), x->begin() + (long) h0);
+            }
+            if (hp.a == arch::llama) rope(&(*x)[h0], hp.n_rot, pos, hp.rope_base);
+            else rope_neox(&(*x)[h0], hp.n_rot, pos, hp.rope_base);
+        }
+    }
+}
+
 // logits [T][n_vocab] for the whole sequence, causal
 std::vector<vec> ref_forward(const ref_model & m, const std::vector<int32_t> & toks) {
     const hparams & hp = m.hp;
-    const size_t E = (size_t) hp.n_embd, T = toks.size(), hd = (size_t) hp.head_dim(), G = (size_t) hp.n_embd_gqa();
+    const size_t E = (size_t) hp.n_embd, T = toks.size(), hd = (size_t) hp.head_dim();
     const int H = hp.n_head, Hkv = hp.n_head_kv;
     const bool gpt2 = hp.a == arch::gpt2;
     std::vector<vec> x(T, vec(E));
@@ -160,16 +197,11 @@ std::vector<vec> ref_forward(const ref_model & m, const std::vector<int32_t> & t
                 k[t].assign(qkv.begin() + (long) E, qkv.begin() + (long) (2 * E));
                 v[t].assign(qkv.begin() + (long) (2 * E), qkv.end());
             } else {
-                const vec h = rms_norm(x[t], m[p + "attn_norm.weight"], hp.eps);
-                q[t] = matvec(m[p + "attn_q.weight"], h, E);
-                k[t] = matvec(m[p + "attn_k.weight"], h, G);
-                v[t] = matvec(m[p + "attn_v.weight"], h, G);
-                for (int hh = 0; hh < H; ++hh) rope(&q[t][(size_t) hh * hd], hp.n_rot, (int) t, hp.rope_base);
-                for (int hh = 0; hh < Hkv; ++hh) rope(&k[t][(size_t) hh * hd], hp.n_rot, (int) t, hp.rope_base);
+                ref_qkv(m, p, rms_norm(x[t], m[p + "attn_norm.weight"], hp.eps), (int) t, q[t], k[t], v[t]);
             }
         }
         for (size_t t = 0; t < T; ++t) {
-            vec att(E, 0.0);
+            vec att((size_t) hp.n_embd_q(), 0.0);
             for (int hh = 0; hh < H; ++hh) {
                 const size_t kh = (size_t) (hh / (H / Hkv));
                 vec sc(t + 1);
@@ -214,6 +246,7 @@ std::vector<vec> ref_forward(const ref_model & m, const std::vector<int32_t> & t
         const vec h = gpt2 ? layer_norm(x[t], m["output_norm.weight"], m["output_norm.bias"], hp.eps)
                            : rms_norm(x[t], m["output_norm.weight"], hp.eps);
         logits[t] = matvec(m[out], h, (size_t) hp.n_vocab);
+        if (m.has("output.bias")) add_to(logits[t], m["output.bias"]);
     }
     return logits;
 }
@@ -232,28 +265,33 @@ std::string types_tag(const weight_types & wt) {
     return std::string(tsr_type_name(wt.base)) + (wt.output != wt.base || wt.more_bits != wt.base ? "_mix" : "");
 }
 
-void make_tiny(arch a, const weight_types & wtype, tiny & out) {
+// gpt2: tied output (as real GPT-2); llama: separate output.weight
+bool default_tied(arch a) { return a == arch::gpt2; }
+
+void make_tiny(arch a, const weight_types & wtype, bool tied, tiny & out) {
     tokenizer tok;
     std::vector<std::string> merges;
-    if (a == arch::gpt2) build_builtin_gpt2_vocab(60, tok, merges);
+    if (a != arch::llama) build_builtin_gpt2_vocab(60, tok, merges);  // qwen: byte-level BPE, as GPT-2's
     else build_builtin_spm_vocab(80, tok);
     hparams hp = tiny_hparams(a);
     if (tsr_blck_size(wtype.base) > 32) {  // K-quants: rows of whole 256-element super-blocks
         hp.n_embd = 256;
         hp.n_ff = 512;
+        if (hp.n_embd_head > 0) hp.n_embd_head = 128;  // qwen3: attn_output's rows of 4 x 128
+        if (a != arch::llama) hp.n_rot = hp.head_dim();  // qwen rotates whole heads (llama keeps its partial 16)
     }
     const char * dir = getenv("TMPDIR");
-    out.path = std::string(dir ? dir : "/tmp") + "/tsr_model_" + arch_name(a) + "_" + types_tag(wtype) + "_" +
+    out.path = std::string(dir ? dir : "/tmp") + "/tsr_model_" + arch_name(a) + "_" + types_tag(wtype) + (tied ? "_tied_" : "_") +
                std::to_string((long) getpid()) + ".gguf";
     std::string err;
     tsr_context * wctx = nullptr;
-    // gpt2: tied output (as real GPT-2); llama: separate output.weight
-    REQUIRE(write_random_model(out.path.c_str(), hp, tok, merges, wtype, a == arch::gpt2, 777, err, &wctx));
+    REQUIRE(write_random_model(out.path.c_str(), hp, tok, merges, wtype, tied, 777, err, &wctx));
     hp.n_vocab = tok.n_vocab();
     out.ref.hp = hp;
     for (tsr_tensor * t = tsr_get_first_tensor(wctx); t; t = tsr_get_next_tensor(wctx, t)) out.ref.w[t->name] = dequant(t);
     tsr_free(wctx);
 }
+void make_tiny(arch a, const weight_types & wtype, tiny & out) { make_tiny(a, wtype, default_tied(a), out); }
 
 // max |a - b| over all logits, relative to max |b|
 double rel_err(const std::vector<float> & got, const std::vector<vec> & want, size_t n_vocab) {
@@ -281,6 +319,12 @@ struct backend_holder {
     ~backend_holder() { tsr_backend_free(b); }
 };
 
+void make_cpu_backend(backend_holder & be, int n_threads) {
+    std::string err;
+    be.b = make_backend("cpu", 0, n_threads, err);
+    REQUIRE_OK(be.b);
+}
+
 // 64 positions, the whole prompt in one batch, logits for every token
 session_params test_params(tsr_type kv_type, bool flash) {
     session_params sp;
@@ -292,7 +336,7 @@ session_params test_params(tsr_type kv_type, bool flash) {
     return sp;
 }
 
-const char * prompt_for(arch a) { return a == arch::gpt2 ? "The quick brown fox jumps over" : "Once upon a time there was"; }
+const char * prompt_for(arch a) { return a != arch::llama ? "The quick brown fox jumps over" : "Once upon a time there was"; }
 
 // Greedy decoding is explained by the reference: at every position the token with the
 // largest logit is one whose reference logit is within tol (relative) of the reference's best.
@@ -308,14 +352,17 @@ void check_greedy(const std::vector<float> & got, const std::vector<vec> & want,
     }
 }
 
-void check_against_reference(tsr_backend_t backend, arch a, const weight_types & wtype, bool flash, tsr_type kv_type, double tol) {
+void check_against_reference(tsr_backend_t backend, arch a, const weight_types & wtype, bool tied, bool flash, tsr_type kv_type,
+                             double tol) {
     tiny t;
-    make_tiny(a, wtype, t);
+    make_tiny(a, wtype, tied, t);
     model m;
     std::string err;
     REQUIRE_OK(load_model(t.path.c_str(), backend, m, nullptr, nullptr, err));
     CHECK(m.hp.n_head_kv == t.ref.hp.n_head_kv);
-    CHECK((m.w.output == m.w.tok_embd) == (a == arch::gpt2));
+    CHECK(m.hp.head_dim() == t.ref.hp.head_dim());
+    CHECK(m.hp.rope_base == t.ref.hp.rope_base);
+    CHECK((m.w.output == m.w.tok_embd) == tied);
     const std::vector<int32_t> toks = m.tok.encode(prompt_for(a), m.tok.add_bos);
     REQUIRE(toks.size() >= 5);
     const std::vector<vec> want = ref_forward(t.ref, toks);
@@ -332,6 +379,36 @@ void check_against_reference(tsr_backend_t backend, arch a, const weight_types &
     if (tsr_backend_is_cpu(backend)) CHECK(s.sp.flash_attn == flash);  // the CPU backend has every op
     CHECK(s.compute_size >= s.compute_lower_bound);
     CHECK(s.compute_lower_bound > 0);
+}
+void check_against_reference(tsr_backend_t backend, arch a, const weight_types & wtype, bool flash, tsr_type kv_type, double tol) {
+    check_against_reference(backend, a, wtype, default_tied(a), flash, kv_type, tol);
+}
+
+size_t argmax(const float * p, size_t n) { return (size_t) (std::max_element(p, p + n) - p); }
+size_t argmax(const vec & p) { return (size_t) (std::max_element(p.begin(), p.end()) - p.begin()); }
+
+// Greedy generation token by token through the KV cache picks the reference's tokens.
+void check_greedy_generation(tsr_backend_t backend, arch a, bool tied, int n_gen) {
+    tiny t;
+    make_tiny(a, TSR_TYPE_F32, tied, t);
+    model m;
+    std::string err;
+    REQUIRE_OK(load_model(t.path.c_str(), backend, m, nullptr, nullptr, err));
+    std::vector<int32_t> toks = m.tok.encode(prompt_for(a), m.tok.add_bos);
+    session s;
+    session_params sp = test_params(TSR_TYPE_F32, true);
+    sp.all_logits = false;
+    REQUIRE_OK(session_init(s, m, backend, sp, err));
+    REQUIRE_OK(session_eval(s, toks.data(), (int) toks.size(), err));
+    const size_t V = (size_t) m.hp.n_vocab;
+    for (int i = 0; i < n_gen; ++i) {
+        const int32_t got = (int32_t) argmax(s.logits.data(), V);
+        const int32_t want = (int32_t) argmax(ref_forward(t.ref, toks).back());
+        INFO(arch_name(a) << (tied ? " tied" : " separate output") << ": generated token " << i);
+        REQUIRE(got == want);
+        toks.push_back(got);
+        REQUIRE_OK(session_eval(s, &toks.back(), 1, err));
+    }
 }
 
 } // namespace
@@ -354,6 +431,119 @@ TEST_CASE("model: tiny GPT-2 and LLaMA logits equal a double-precision reference
             check_against_reference(be.b, a, TSR_TYPE_F32, true, TSR_TYPE_F16, 5e-3);
         }
     }
+}
+
+TEST_CASE("model: tiny Qwen2 and Qwen3, tied and separate output, equal a double-precision reference (CPU)", "[model][qwen]") {
+    backend_holder be;
+    make_cpu_backend(be, 2);
+    for (arch a : {arch::qwen2, arch::qwen3}) {
+        for (bool tied : {true, false}) {
+            for (tsr_type wt : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_Q8_0}) {
+                DYNAMIC_SECTION(arch_name(a) << " " << tsr_type_name(wt) << (tied ? " tied" : " separate output")) {
+                    check_against_reference(be.b, a, wt, tied, true, TSR_TYPE_F32, tolerance(wt));
+                }
+            }
+            DYNAMIC_SECTION(arch_name(a) << (tied ? " tied" : " separate output") << ": greedy tokens") {
+                check_greedy_generation(be.b, a, tied, 6);
+            }
+        }
+        DYNAMIC_SECTION(arch_name(a) << " F32, mul_mat + soft_max_ext attention") {
+            check_against_reference(be.b, a, TSR_TYPE_F32, false, true, TSR_TYPE_F32, tolerance(TSR_TYPE_F32));
+        }
+    }
+}
+
+// The loader reads what makes qwen2/qwen3 differ from llama, under llama.cpp's names.
+TEST_CASE("model: qwen2 and qwen3 files hold their keys and tensors under llama.cpp's names", "[model][qwen]") {
+    for (arch a : {arch::qwen2, arch::qwen3}) {
+        tiny t;
+        make_tiny(a, TSR_TYPE_F32, false, t);
+        tsr_gguf_context * g = tsr_gguf_init_from_file(t.path.c_str(), tsr_gguf_init_params{true, nullptr});
+        REQUIRE(g);
+        const std::string an = arch_name(a);
+        CHECK(std::string(tsr_gguf_get_val_str(g, tsr_gguf_find_key(g, "general.architecture"))) == an);
+        CHECK(tsr_gguf_find_key(g, (an + ".block_count").c_str()) >= 0);
+        CHECK(tsr_gguf_find_key(g, (an + ".rope.freq_base").c_str()) >= 0);
+        const bool q2 = a == arch::qwen2;
+        CHECK((tsr_gguf_find_tensor(g, "blk.1.attn_q.bias") >= 0) == q2);
+        CHECK((tsr_gguf_find_tensor(g, "blk.1.attn_v.bias") >= 0) == q2);
+        CHECK((tsr_gguf_find_tensor(g, "blk.1.attn_k_norm.weight") >= 0) == !q2);
+        if (!q2) {  // 4 heads of 32 in a 64-wide model: the key says so, attn_q is 128 wide
+            CHECK(tsr_gguf_get_val_u32(g, tsr_gguf_find_key(g, "qwen3.attention.key_length")) == 32);
+            CHECK(tsr_gguf_get_tensor_ne(g, tsr_gguf_find_tensor(g, "blk.0.attn_q.weight"), 1) == 128);
+            CHECK(tsr_gguf_get_tensor_ne(g, tsr_gguf_find_tensor(g, "blk.0.attn_output.weight"), 0) == 128);
+        }
+        tsr_gguf_free(g);
+    }
+}
+
+// The CPU backend runs mapped weights (32-byte aligned in the file, not 64 as in its own
+// buffers) to the same logits, bit for bit, as weights read into memory.
+TEST_CASE("model: weights mapped in place give the logits of weights read into memory (CPU)", "[model][mmap]") {
+    backend_holder be;
+    make_cpu_backend(be, 2);
+    for (arch a : {arch::llama, arch::qwen3}) {
+        for (tsr_type wt : {TSR_TYPE_F16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0}) {
+            DYNAMIC_SECTION(arch_name(a) << " " << tsr_type_name(wt)) {
+                tiny t;
+                make_tiny(a, wt, false, t);
+                std::string err;
+                model read, mapped;
+                REQUIRE_OK(load_model(t.path.c_str(), be.b, read, nullptr, nullptr, err, false));
+                REQUIRE_OK(load_model(t.path.c_str(), be.b, mapped, nullptr, nullptr, err, true));
+                CHECK_FALSE(read.mapped);
+                INFO(mapped.not_mapped_why);
+                REQUIRE(mapped.mapped);
+                CHECK(tsr_backend_buffer_get_size(mapped.buf_w) == mapped.file_size);
+                const std::vector<int32_t> toks = mapped.tok.encode(prompt_for(a), mapped.tok.add_bos);
+                std::vector<float> logits[2];
+                for (int i = 0; i < 2; ++i) {
+                    session s;
+                    REQUIRE_OK(session_init(s, i ? mapped : read, be.b, test_params(TSR_TYPE_F32, true), err));
+                    REQUIRE_OK(session_eval(s, toks.data(), (int) toks.size(), err));
+                    logits[i] = s.logits;
+                }
+                CHECK(logits[0] == logits[1]);
+                CHECK(rel_err(logits[1], ref_forward(t.ref, toks), (size_t) mapped.hp.n_vocab) < tolerance(wt));
+                // a weight cannot be overwritten through the API
+                const float zero = 0.0f;
+                CHECK_FALSE(tsr_backend_tensor_set(mapped.w.out_norm, &zero, 0, sizeof zero));
+            }
+        }
+    }
+}
+
+// A file whose tensor data is not 32-byte aligned cannot be mapped: the loader says why and
+// reads the weights instead, to the same logits.
+TEST_CASE("model: a file that cannot be mapped is read, and the model says why", "[model][mmap]") {
+    backend_holder be;
+    make_cpu_backend(be, 1);
+    tiny t;
+    make_tiny(arch::qwen2, TSR_TYPE_F32, true, t);
+    std::string err;
+    const std::string path = t.path + ".misaligned.gguf";
+    uint64_t data_offset = 0;
+    for (size_t pad = 0; pad < 64 && data_offset % TSR_GGUF_MMAP_ALIGN == 0; ++pad) {
+        REQUIRE_OK(trun_test::write_edited_model(t.path, path, [&](tsr_gguf_context * g) {
+            return tsr_gguf_set_val_u32(g, "general.alignment", 8) && tsr_gguf_set_val_str(g, "test.pad", std::string(pad, 'x').c_str());
+        }, err));
+        tsr_gguf_context * g = tsr_gguf_init_from_file(path.c_str(), tsr_gguf_init_params{true, nullptr});
+        REQUIRE(g);
+        data_offset = tsr_gguf_get_data_offset(g);
+        tsr_gguf_free(g);
+    }
+    REQUIRE(data_offset % TSR_GGUF_MMAP_ALIGN != 0);
+    model m;
+    REQUIRE_OK(load_model(path.c_str(), be.b, m, nullptr, nullptr, err, true));
+    CHECK_FALSE(m.mapped);
+    INFO(m.not_mapped_why);
+    CHECK(m.not_mapped_why.find("not a multiple of 32") != std::string::npos);
+    const std::vector<int32_t> toks = m.tok.encode(prompt_for(arch::qwen2), m.tok.add_bos);
+    session s;
+    REQUIRE_OK(session_init(s, m, be.b, test_params(TSR_TYPE_F32, true), err));
+    REQUIRE_OK(session_eval(s, toks.data(), (int) toks.size(), err));
+    CHECK(rel_err(s.logits, ref_forward(t.ref, toks), (size_t) m.hp.n_vocab) < tolerance(TSR_TYPE_F32));
+    remove(path.c_str());
 }
 
 TEST_CASE("model: tiny models in every GGUF quantization and a Q4_K_M mix equal the reference (CPU)", "[model][quant]") {
@@ -581,7 +771,7 @@ TEST_CASE("model: hostile metadata is refused, naming the key, its value and the
     std::string err;
     be.b = make_backend("cpu", 0, 1, err);
     REQUIRE_OK(be.b);
-    for (arch a : {arch::gpt2, arch::llama}) {
+    for (arch a : {arch::gpt2, arch::llama, arch::qwen2, arch::qwen3}) {
         tiny t;
         make_tiny(a, TSR_TYPE_F32, t);
         for (const trun_test::hostile_case & hc : trun_test::hostile_cases(t.ref.hp)) {

@@ -340,7 +340,10 @@ TSR_API_IMPL bool tsr_backend_tensor_copy(struct tsr_tensor * src, struct tsr_te
     if (!src->data || !dst->data) return tsr_set_error("tsr_backend_tensor_copy: '%s' or '%s' has no data", src->name, dst->name);
     const bool src_host = !src->buffer || tsr_backend_buffer_is_host(src->buffer);
     const bool dst_host = !dst->buffer || tsr_backend_buffer_is_host(dst->buffer);
-    if (src_host && dst_host) { memmove(dst->data, src->data, n); return true; }
+    /* a plain CPU destination is written directly; another host buffer (a read-only file
+     * mapping) decides through its own set_tensor */
+    const bool dst_plain = !dst->buffer || dst->buffer->iface.set_tensor == tsr_impl::cpu_buffer_set_tensor;
+    if (src_host && dst_host && dst_plain) { memmove(dst->data, src->data, n); return true; }
     if (dst->buffer && dst->buffer->iface.cpy_tensor && dst->buffer->iface.cpy_tensor(dst->buffer, src, dst)) return true;
     if (src_host) return tsr_backend_tensor_set(dst, src->data, 0, n);
     if (dst_host) return tsr_backend_tensor_get(src, dst->data, 0, n);

@@ -24,6 +24,14 @@
 #include <unordered_set>
 #include <vector>
 
+#if defined(__unix__) || defined(__APPLE__)
+#define TSR_GGUF_POSIX_IO 1  /* pread for loading, mmap for mapping */
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#endif
+
 
 TSR_IMPL_NS_BEGIN
 namespace gguf_detail {
@@ -1078,82 +1086,254 @@ TSR_API_IMPL bool tsr_gguf_write_to_file(const struct tsr_gguf_context * ctx_h, 
     return true;
 }
 
+TSR_IMPL_NS_BEGIN
+namespace gguf_detail {
+
+struct load_job { tsr_tensor * t; const tinfo * ti; };
+
+/* Every tensor of ctx matched by name, type and shape to the file's, in file order (so the
+ * reads run forward through the file); each one's data range checked against the file's size. */
+static bool match_tensors(const gguf_ctx * gguf, const tsr_gguf_context * gguf_h, tsr_context * ctx, const char * path,
+                          uint64_t fsize, std::vector<load_job> & jobs, size_t & total) {
+    total = 0;
+    for (tsr_tensor * t = tsr_get_first_tensor(ctx); t; t = tsr_get_next_tensor(ctx, t)) {
+        const int64_t id = tsr_gguf_find_tensor(gguf_h, t->name);
+        if (id < 0) return tsr_set_error("gguf '%s': tensor '%s' is not in the file", path, t->name);
+        const tinfo & ti = gguf->infos[(size_t) id];
+        bool same = ti.type == t->type;
+        for (int d = 0; d < TSR_MAX_DIMS; ++d) same = same && ti.ne[d] == t->ne[d];
+        if (!same) {
+            return tsr_set_error("gguf '%s': tensor '%s' is %s [%lld, %lld, %lld, %lld] in the file but %s [%lld, %lld, %lld, %lld] in the context",
+                                 path, t->name, tsr_type_name(ti.type), (long long) ti.ne[0], (long long) ti.ne[1],
+                                 (long long) ti.ne[2], (long long) ti.ne[3], tsr_type_name(t->type), (long long) t->ne[0],
+                                 (long long) t->ne[1], (long long) t->ne[2], (long long) t->ne[3]);
+        }
+        const uint64_t off = (uint64_t) gguf->data_offset + ti.offset;
+        if (off > fsize || ti.size > fsize - off) {
+            return tsr_set_error("gguf '%s': byte %llu: tensor '%s' data of %zu bytes runs past the end of the file (size %llu)",
+                                 path, (unsigned long long) off, ti.name.c_str(), ti.size, (unsigned long long) fsize);
+        }
+        jobs.push_back(load_job{t, &ti});
+        total += ti.size;
+    }
+    std::sort(jobs.begin(), jobs.end(), [](const load_job & a, const load_job & b) { return a.ti->offset < b.ti->offset; });
+    return true;
+}
+
+/* A read-only file handle that reads at absolute offsets: pread on POSIX (no seeks, no stdio
+ * buffer between the page cache and the destination), stdio elsewhere. */
+struct input_file {
+#ifdef TSR_GGUF_POSIX_IO
+    int fd = -1;
+    bool open(const char * path) { fd = ::open(path, O_RDONLY | O_CLOEXEC); return fd >= 0; }
+    bool size(uint64_t & out) const {
+        struct stat st;
+        if (fstat(fd, &st) != 0) return false;
+        out = (uint64_t) st.st_size;
+        return true;
+    }
+    void sequential(uint64_t off, uint64_t len) const {
+#ifdef POSIX_FADV_SEQUENTIAL
+        (void) posix_fadvise(fd, (off_t) off, (off_t) len, POSIX_FADV_SEQUENTIAL);
+#else
+        (void) off; (void) len;
+#endif
+    }
+    bool read_at(void * dst, size_t n, uint64_t off) const {
+        char * p = (char *) dst;
+        while (n > 0) {
+            const ssize_t k = pread(fd, p, n, (off_t) off);
+            if (k < 0 && errno == EINTR) continue;
+            if (k <= 0) return false;
+            p += k;
+            n -= (size_t) k;
+            off += (uint64_t) k;
+        }
+        return true;
+    }
+    ~input_file() { if (fd >= 0) ::close(fd); }
+#else
+    FILE * f = nullptr;
+    bool open(const char * path) { f = fopen(path, "rb"); return f != nullptr; }
+    bool size(uint64_t & out) const { return file_size(f, out); }
+    void sequential(uint64_t, uint64_t) const {}
+    bool read_at(void * dst, size_t n, uint64_t off) const { return seek(f, off) && fread(dst, 1, n, f) == n; }
+    ~input_file() { if (f) fclose(f); }
+#endif
+};
+
+/* Progress after each chunk: one call per 64 MiB read in place (8 MiB staged), nothing
+ * next to the reads. */
+struct progress_meter {
+    tsr_gguf_progress_cb cb;
+    void * user;
+    size_t total, done = 0;
+    bool add(size_t n) {
+        done += n;
+        return !cb || cb(done, total, user);
+    }
+};
+
+/* Copy one tensor's bytes from the file: host memory is read into in place (large reads,
+ * no copy), a device tensor through `stage` (bounded) and tsr_backend_tensor_set. */
+static bool load_one(const input_file & in, const load_job & j, uint64_t off, std::vector<uint8_t> & stage, progress_meter & pm,
+                     const char * path) {
+    const bool host = host_readable(j.t);
+    const size_t chunk = host ? (size_t) TSR_GGUF_LOAD_CHUNK * 8 : stage.size();
+    for (size_t done = 0; done < j.ti->size;) {
+        const size_t k = std::min<size_t>(j.ti->size - done, chunk);
+        void * dst = host ? (void *) ((uint8_t *) j.t->data + done) : (void *) stage.data();
+        if (!in.read_at(dst, k, off + done)) {
+            return tsr_set_error("gguf '%s': byte %llu: short read for tensor '%s'", path, (unsigned long long) (off + done),
+                                 j.ti->name.c_str());
+        }
+        if (!host && !tsr_backend_tensor_set(j.t, dst, done, k)) {
+            char why[sizeof tsr_impl::g_error];  /* a copy (the next error overwrites it); no std::string: nothing may throw */
+            snprintf(why, sizeof why, "%s", tsr_last_error());
+            return tsr_set_error("gguf '%s': uploading tensor '%s' failed: %s", path, j.ti->name.c_str(), why);
+        }
+        done += k;
+        if (!pm.add(k)) return tsr_set_error("gguf '%s': load cancelled after %zu of %zu bytes", path, pm.done, pm.total);
+    }
+    return true;
+}
+
+} // namespace gguf_detail
+TSR_IMPL_NS_END
+
 TSR_API_IMPL bool tsr_gguf_load_tensors(const struct tsr_gguf_context * gguf_h, struct tsr_context * ctx, const char * path,
                                         tsr_gguf_progress_cb progress, void * user) {
     using namespace tsr_impl::gguf_detail;
     auto * gguf = tsr_impl::internal(gguf_h);
     if (!gguf || !ctx || !path) return tsr_set_error("tsr_gguf_load_tensors: NULL argument");
-    struct job { tsr_tensor * t; const tinfo * ti; };
-    std::vector<job> jobs;
+    input_file in;
+    if (!in.open(path)) return tsr_set_error("gguf '%s': cannot open: %s", path, strerror(errno));
+    uint64_t fsize = 0;
+    if (!in.size(fsize)) return tsr_set_error("gguf '%s': cannot determine the file size", path);
+    std::vector<load_job> jobs;
     std::vector<uint8_t> stage;
     size_t total = 0, max_dev = 0;
     try {
-        for (tsr_tensor * t = tsr_get_first_tensor(ctx); t; t = tsr_get_next_tensor(ctx, t)) {
-            const int64_t id = tsr_gguf_find_tensor(gguf_h, t->name);
-            if (id < 0) return tsr_set_error("gguf '%s': tensor '%s' is not in the file", path, t->name);
-            const tinfo & ti = gguf->infos[(size_t) id];
-            bool same = ti.type == t->type;
-            for (int d = 0; d < TSR_MAX_DIMS; ++d) same = same && ti.ne[d] == t->ne[d];
-            if (!same) {
-                return tsr_set_error("gguf '%s': tensor '%s' is %s [%lld, %lld, %lld, %lld] in the file but %s [%lld, %lld, %lld, %lld] in the context",
-                                     path, t->name, tsr_type_name(ti.type), (long long) ti.ne[0], (long long) ti.ne[1],
-                                     (long long) ti.ne[2], (long long) ti.ne[3], tsr_type_name(t->type), (long long) t->ne[0],
-                                     (long long) t->ne[1], (long long) t->ne[2], (long long) t->ne[3]);
-            }
-            if (!t->data) return tsr_set_error("gguf '%s': tensor '%s' has no memory yet (allocate the context's tensors in a buffer first)", path, t->name);
-            if (!host_readable(t)) max_dev = std::max(max_dev, ti.size);
-            jobs.push_back(job{t, &ti});
-            total += ti.size;
+        if (!match_tensors(gguf, gguf_h, ctx, path, fsize, jobs, total)) return false;
+        for (const load_job & j : jobs) {
+            if (!j.t->data) return tsr_set_error("gguf '%s': tensor '%s' has no memory yet (allocate the context's tensors in a buffer first)", path, j.t->name);
+            if (!host_readable(j.t)) max_dev = std::max(max_dev, j.ti->size);
         }
-        std::sort(jobs.begin(), jobs.end(), [](const job & a, const job & b) { return a.ti->offset < b.ti->offset; });
         if (max_dev) stage.resize(std::min<size_t>(max_dev, TSR_GGUF_LOAD_CHUNK));
     } catch (...) {
         return tsr_set_error("tsr_gguf_load_tensors: out of memory");
     }
-
-    FILE * f = fopen(path, "rb");
-    if (!f) return tsr_set_error("gguf '%s': cannot open: %s", path, strerror(errno));
-    uint64_t fsize = 0;
-    if (!file_size(f, fsize)) {
-        fclose(f);
-        return tsr_set_error("gguf '%s': cannot determine the file size", path);
+    in.sequential(gguf->data_offset, fsize - gguf->data_offset);
+    progress_meter pm{progress, user, total};
+    if (progress && !progress(0, total, user)) return tsr_set_error("gguf '%s': load cancelled", path);
+    for (const load_job & j : jobs) {
+        if (!load_one(in, j, (uint64_t) gguf->data_offset + j.ti->offset, stage, pm, path)) return false;
     }
-    size_t done_total = 0;
-    if (progress && !progress(0, total, user)) { fclose(f); return tsr_set_error("gguf '%s': load cancelled", path); }
-    for (const job & j : jobs) {
-        const uint64_t off = (uint64_t) gguf->data_offset + j.ti->offset;
-        if (off > fsize || j.ti->size > fsize - off) {
-            fclose(f);
-            return tsr_set_error("gguf '%s': byte %llu: tensor '%s' data of %zu bytes runs past the end of the file (size %llu)",
-                                 path, (unsigned long long) off, j.ti->name.c_str(), j.ti->size, (unsigned long long) fsize);
-        }
-        if (!seek(f, off)) {
-            fclose(f);
-            return tsr_set_error("gguf '%s': byte %llu: seek failed for tensor '%s'", path, (unsigned long long) off, j.ti->name.c_str());
-        }
-        const bool host = host_readable(j.t);
-        for (size_t done = 0; done < j.ti->size;) {
-            const size_t k = std::min<size_t>(j.ti->size - done, TSR_GGUF_LOAD_CHUNK);
-            void * dst = host ? (void *) ((uint8_t *) j.t->data + done) : (void *) stage.data();
-            if (fread(dst, 1, k, f) != k) {
-                fclose(f);
-                return tsr_set_error("gguf '%s': byte %llu: short read for tensor '%s'", path,
-                                     (unsigned long long) (off + done), j.ti->name.c_str());
-            }
-            if (!host && !tsr_backend_tensor_set(j.t, dst, done, k)) {
-                char why[sizeof tsr_impl::g_error];  /* a copy (the next error overwrites it); no std::string: nothing may throw */
-                snprintf(why, sizeof why, "%s", tsr_last_error());
-                fclose(f);
-                return tsr_set_error("gguf '%s': uploading tensor '%s' failed: %s", path, j.ti->name.c_str(), why);
-            }
-            done += k;
-            done_total += k;
-            if (progress && !progress(done_total, total, user)) {
-                fclose(f);
-                return tsr_set_error("gguf '%s': load cancelled after %zu of %zu bytes", path, done_total, total);
-            }
-        }
-    }
-    fclose(f);
     return true;
+}
+
+/* ---- mapping tensor data in place ---------------------------------------------------- */
+
+TSR_IMPL_NS_BEGIN
+namespace gguf_detail {
+
+#ifdef TSR_GGUF_POSIX_IO
+/* A buffer over a read-only mapping of a whole model file: CPU memory for the backends (its
+ * type is the CPU buffer type), whose writes are refused instead of faulting, and which
+ * unmaps the file when freed. */
+struct file_mapping { void * addr; size_t size; };
+
+static void mapped_free(tsr_backend_buffer_t b) {
+    file_mapping * m = (file_mapping *) b->context;
+    munmap(m->addr, m->size);
+    delete m;
+}
+static void * mapped_base(tsr_backend_buffer_t b) { return ((file_mapping *) b->context)->addr; }
+static bool refuse_write(const tsr_tensor * t) {
+    return tsr_set_error("tensor '%s' is read-only: it lies in a read-only mapping of its model file (load without mmap to modify weights)",
+                         t->name);
+}
+static bool mapped_set(tsr_backend_buffer_t, struct tsr_tensor * t, const void *, size_t, size_t) { return refuse_write(t); }
+static bool mapped_memset(tsr_backend_buffer_t, struct tsr_tensor * t, uint8_t, size_t, size_t) { return refuse_write(t); }
+static void mapped_clear(tsr_backend_buffer_t b, uint8_t) {
+    tsr_set_error("buffer '%s' maps a model file read-only: not cleared", tsr_backend_buffer_name(b));
+}
+/* the CPU buffer's reads; its own free, base and refusals (gguf.h includes backend.h, so
+ * backend.inl is compiled before this file in every include order) */
+static constexpr struct tsr_backend_buffer_i k_mapped_buffer_i = [] {
+    struct tsr_backend_buffer_i b = k_cpu_buffer_i;
+    b.free_buffer = mapped_free;
+    b.get_base = mapped_base;
+    b.memset_tensor = mapped_memset;
+    b.set_tensor = mapped_set;
+    b.cpy_tensor = nullptr;  /* a copy into a mapped tensor goes to set_tensor: refused */
+    b.clear = mapped_clear;
+    return b;
+}();
+
+/* Map the whole file read-only; the kernel starts reading it ahead (without waiting). */
+static tsr_backend_buffer_t map_file(const char * path, uint64_t & fsize) {
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) { tsr_set_error("gguf '%s': cannot open: %s", path, strerror(errno)); return nullptr; }
+    struct stat st;
+    void * addr = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && st.st_size > 0) addr = mmap(nullptr, (size_t) st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    const int map_errno = errno;
+    ::close(fd);  /* the mapping keeps the file */
+    if (addr == MAP_FAILED) { tsr_set_error("gguf '%s': cannot map the file: %s", path, strerror(map_errno)); return nullptr; }
+    fsize = (uint64_t) st.st_size;
+#ifdef POSIX_MADV_WILLNEED
+    (void) posix_madvise(addr, (size_t) fsize, POSIX_MADV_WILLNEED);
+#endif
+    file_mapping * m = new (std::nothrow) file_mapping{addr, (size_t) fsize};
+    tsr_backend_buffer_t b = m ? tsr_backend_buffer_init(tsr_backend_cpu_buffer_type(), k_mapped_buffer_i, m, (size_t) fsize) : nullptr;
+    if (!b) {
+        munmap(addr, (size_t) fsize);
+        delete m;
+        tsr_set_error("gguf '%s': out of memory", path);
+        return nullptr;
+    }
+    tsr_backend_buffer_set_usage(b, TSR_BUFFER_USAGE_WEIGHTS);
+    return b;
+}
+#endif
+
+} // namespace gguf_detail
+TSR_IMPL_NS_END
+
+TSR_API_IMPL tsr_backend_buffer_t tsr_gguf_map_tensors(const struct tsr_gguf_context * gguf_h, struct tsr_context * ctx, const char * path) {
+    using namespace tsr_impl::gguf_detail;
+    auto * gguf = tsr_impl::internal(gguf_h);
+    if (!gguf || !ctx || !path) { tsr_set_error("tsr_gguf_map_tensors: NULL argument"); return nullptr; }
+#ifdef TSR_GGUF_POSIX_IO
+    for (const tinfo & ti : gguf->infos) {  /* checked before mapping: a refusal costs nothing */
+        const uint64_t off = (uint64_t) gguf->data_offset + ti.offset;
+        if (off % TSR_GGUF_MMAP_ALIGN != 0) {
+            tsr_set_error("gguf '%s': tensor '%s' starts at byte %llu, not a multiple of %d: cannot be used in place (read the file instead)",
+                          path, ti.name.c_str(), (unsigned long long) off, TSR_GGUF_MMAP_ALIGN);
+            return nullptr;
+        }
+    }
+    uint64_t fsize = 0;
+    tsr_backend_buffer_t b = map_file(path, fsize);
+    if (!b) return nullptr;
+    std::vector<load_job> jobs;
+    size_t total = 0;
+    bool ok = false;
+    try { ok = match_tensors(gguf, gguf_h, ctx, path, fsize, jobs, total); } catch (...) { ok = tsr_set_error("tsr_gguf_map_tensors: out of memory"); }
+    char * base = (char *) mapped_base(b);
+    for (size_t i = 0; ok && i < jobs.size(); ++i) {
+        ok = tsr_backend_tensor_alloc(b, jobs[i].t, base + gguf->data_offset + jobs[i].ti->offset);
+    }
+    if (ok) return b;
+    for (const load_job & j : jobs) {  /* leave the context as it was: no tensor points into the freed mapping */
+        if (j.t->buffer == b) { j.t->buffer = nullptr; j.t->data = nullptr; }
+    }
+    tsr_backend_buffer_free(b);
+    return nullptr;
+#else
+    (void) gguf;
+    tsr_set_error("gguf '%s': mapping files is not supported on this platform (read the file instead)", path);
+    return nullptr;
+#endif
 }
