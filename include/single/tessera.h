@@ -5173,21 +5173,15 @@ TSR_API_IMPL tsr_backend_reg_t tsr_backend_reg_by_name(const char * name) {
     return nullptr;
 }
 TSR_API_IMPL size_t tsr_backend_dev_count(void) {
-    const tsr_impl::reg_snapshot s = tsr_impl::snapshot();
     size_t n = 0;
-    for (size_t i = 0; i < s.n; ++i) n += s.regs[i]->iface.get_device_count(s.regs[i]);
+    tsr_impl::first_device([&n](tsr_backend_dev_t) { ++n; return false; });
     return n;
 }
 TSR_API_IMPL tsr_backend_dev_t tsr_backend_dev_get(size_t index) {
-    const tsr_impl::reg_snapshot s = tsr_impl::snapshot();
-    size_t left = index;
-    for (size_t i = 0; i < s.n; ++i) {
-        const size_t n = s.regs[i]->iface.get_device_count(s.regs[i]);
-        if (left < n) return s.regs[i]->iface.get_device(s.regs[i], left);
-        left -= n;
-    }
-    tsr_set_error("tsr_backend_dev_get: device %zu, the registry holds %zu", index, index - left);
-    return nullptr;
+    size_t seen = 0;
+    tsr_backend_dev_t dev = tsr_impl::first_device([&seen, index](tsr_backend_dev_t) { return seen++ == index; });
+    if (!dev) tsr_set_error("tsr_backend_dev_get: device %zu, the registry holds %zu", index, seen);
+    return dev;
 }
 TSR_API_IMPL tsr_backend_dev_t tsr_backend_dev_by_name(const char * name) {
     tsr_backend_dev_t dev = tsr_impl::device_named(name);
