@@ -8,8 +8,8 @@ namespace {
 struct registry_state {
     int n = 0;
     tsr_backend_device devs[TSR_CUDA_MAX_DEVICES] = {};
-    char names[TSR_CUDA_MAX_DEVICES][16] = {};
-    char descs[TSR_CUDA_MAX_DEVICES][256] = {};
+    char names[TSR_CUDA_MAX_DEVICES][24] = {};
+    char descs[TSR_CUDA_MAX_DEVICES][640] = {};   // room for the longest description (a 256-byte name and the numbers)
 };
 
 registry_state & reg_state();

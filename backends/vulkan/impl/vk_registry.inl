@@ -16,7 +16,7 @@ struct registry_state {
     int n = 0;                                    /* devices listed */
     int order[TSR_VK_MAX_DEVICES] = {};           /* loader index of the i-th listed device */
     tsr_backend_device devs[TSR_VK_MAX_DEVICES] = {};   /* by loader index */
-    char names[TSR_VK_MAX_DEVICES][16] = {};
+    char names[TSR_VK_MAX_DEVICES][24] = {};
     char descs[TSR_VK_MAX_DEVICES][320] = {};
 };
 
