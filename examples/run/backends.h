@@ -10,12 +10,13 @@
 
 namespace trun {
 
-// The registry's name for device `device` of backend kind `name`: the device itself when
-// the kind has one device (CPU) or no index is given (-1: the kind's first device, for
-// Vulkan the default one), else "<Kind><index>" ("Vulkan1", "CUDA0").
+// The registry's name for device `device` of backend kind `name`: "<Kind><index>"
+// ("Vulkan1", "CUDA0"), or the name as given for a device name, for no index (-1: the
+// kind's first device, for Vulkan the default one) and for the CPU (one device; --device
+// does not apply to it).
 inline std::string device_name(const std::string & name, int device) {
     tsr_backend_reg_t reg = tsr_backend_reg_by_name(name.c_str());
-    if (!reg || device < 0 || tsr_backend_reg_dev_count(reg) <= 1) return name;
+    if (!reg || device < 0 || reg == tsr_backend_cpu_reg()) return name;
     return std::string(tsr_backend_reg_name(reg)) + std::to_string(device);
 }
 

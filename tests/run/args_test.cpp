@@ -51,8 +51,14 @@ TEST_CASE("tessera-run backends: picked through the registry by kind or device n
     tsr_backend_free(cpu);
     CHECK(trun::device_name("vulkan", -1) == "vulkan");   // the kind's first (default) device
     CHECK(trun::device_name("cpu", 0) == "cpu");          // one device: its own name
-    if (tsr_backend_reg_by_name("vulkan") && tsr_backend_reg_dev_count(tsr_backend_reg_by_name("vulkan")) > 1)
+    CHECK(trun::device_name("cpu", 2) == "cpu");          // --device does not apply to the CPU
+    if (tsr_backend_reg_by_name("vulkan")) {
+        // an index past the devices there are is an error naming the device, never another device
         CHECK(trun::device_name("vulkan", 1) == "Vulkan1");
+        const std::string past = "Vulkan" + std::to_string(tsr_backend_reg_dev_count(tsr_backend_reg_by_name("vulkan")));
+        CHECK(trun::make_backend("vulkan", (int) tsr_backend_reg_dev_count(tsr_backend_reg_by_name("vulkan")), 0, err) == nullptr);
+        CHECK_THAT(err, Catch::Matchers::Contains("'" + past + "'"));
+    }
     CHECK(trun::make_backend("nosuch", 0, 0, err) == nullptr);
     CHECK_THAT(err, Catch::Matchers::Contains("'nosuch'"));
     CHECK_THAT(err, Catch::Matchers::Contains("CPU"));   // the devices there are
