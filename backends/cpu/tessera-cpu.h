@@ -30,6 +30,9 @@ enum tsr_cpu_isa {
 
 /* A new CPU backend (threads: hardware concurrency, at most 64). NULL + error on failure. */
 TSR_API tsr_backend_t tsr_backend_cpu_init(void);
+/* The CPU backend's kind in the registry (backend.h): one device, "CPU", of type CPU,
+ * whose init_backend takes "n_threads=N". */
+TSR_API tsr_backend_reg_t tsr_backend_cpu_reg(void);
 /* true when backend was made by tsr_backend_cpu_init. */
 TSR_API bool tsr_backend_is_cpu(tsr_backend_t backend);
 /* Threads used by graph_compute (the caller's thread counts as one); n < 1 is 1.
@@ -70,6 +73,7 @@ TSR_API bool             tsr_cpu_has_avx512_vnni(void);
 #endif
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
+#include "tessera/backend_impl.h"
 #include "impl/cpu_internal.inl"
 #include "impl/threadpool.inl"
 #include "impl/workspace.inl"
@@ -84,5 +88,6 @@ TSR_API bool             tsr_cpu_has_avx512_vnni(void);
 #include "impl/ops_rows.inl"
 #include "impl/ops_conv_attn.inl"
 #include "impl/backend_cpu.inl"
+#include "impl/device_cpu.inl"
 #include "tessera/impl/implement_included.h"
 #endif

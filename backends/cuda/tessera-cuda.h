@@ -85,6 +85,10 @@ TSR_API bool tsr_backend_cuda_get_device_memory(int device, size_t * free_bytes,
  * string in tsr_last_error() when there is no driver, no such device or no memory. */
 TSR_API tsr_backend_t tsr_backend_cuda_init(int device);
 
+/* The CUDA backend's kind in the registry (backend.h): devices "CUDA<index>", type GPU,
+ * with the pinned host buffer type as their host buffer type. */
+TSR_API tsr_backend_reg_t tsr_backend_cuda_reg(void);
+
 /* Whether a backend is a CUDA backend (false for NULL). */
 TSR_API bool tsr_backend_is_cuda(tsr_backend_t backend);
 
@@ -140,6 +144,7 @@ TSR_API bool tsr_backend_cuda_get_stats(tsr_backend_t backend, struct tsr_cuda_s
 #endif
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
+#include "tessera/backend_impl.h"
 #include "impl/cuda_common.cuh"
 #include "impl/cuda_pool.cuh"
 #include "impl/cuda_buffers.cuh"
@@ -148,6 +153,7 @@ TSR_API bool tsr_backend_cuda_get_stats(tsr_backend_t backend, struct tsr_cuda_s
 #include "impl/cuda_rope.cuh"
 #include "impl/cuda_mulmat.cuh"
 #include "impl/cuda_backend.cuh"
+#include "impl/cuda_registry.cuh"
 #ifdef TSR_IMPLEMENTATION
 #include "tessera/impl/implement_included.h"
 #endif

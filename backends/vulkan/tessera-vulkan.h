@@ -44,6 +44,9 @@ TSR_API int  tsr_backend_vk_default_device(void);
  * is no Vulkan device, the index is out of range, or the device lacks what the shaders
  * need (16- and 8-bit storage buffer access). */
 TSR_API tsr_backend_t tsr_backend_vk_init(int device);
+/* The Vulkan backend's kind in the registry (backend.h): devices "Vulkan<index>", the
+ * default device listed first; a CPU implementation (lavapipe) has the device type CPU. */
+TSR_API tsr_backend_reg_t tsr_backend_vk_reg(void);
 TSR_API bool          tsr_backend_is_vk(tsr_backend_t backend);
 /* The device-local buffer type of a device (-1: default); NULL + error when absent.
  * Owned by tessera; valid until exit. */
@@ -91,6 +94,7 @@ TSR_API struct tsr_vk_graph_stats tsr_backend_vk_get_graph_stats(tsr_backend_t b
 #endif
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
+#include "tessera/backend_impl.h"
 #include "tessera-vulkan-shaders.h"
 #include "impl/vk_common.inl"
 #include "impl/vk_device.inl"
@@ -98,5 +102,6 @@ TSR_API struct tsr_vk_graph_stats tsr_backend_vk_get_graph_stats(tsr_backend_t b
 #include "impl/vk_pipeline.inl"
 #include "impl/vk_ops.inl"
 #include "impl/vk_graph.inl"
+#include "impl/vk_registry.inl"
 #include "tessera/impl/implement_included.h"
 #endif

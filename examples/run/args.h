@@ -20,8 +20,9 @@ struct run_args {
     std::string model;                  // empty: the embedded random GPT-2
     std::string prompt = "Once upon a time";
     int n_predict = 64;
-    std::string backend = "cpu";        // cpu | vulkan | cuda
+    std::string backend = "cpu";        // a backend kind (cpu | vulkan | cuda) or a device name (Vulkan1)
     int device = 0;                     // -1: the backend's default (TSR_VULKAN_DEVICE for vulkan)
+    bool list_devices = false;
     bool device_given = false;
     int threads = 0;                    // 0: the backend's default
     int n_ctx = 0;                      // 0: model's (capped at 4096)
@@ -41,10 +42,12 @@ inline void print_usage(const char * argv0) {
            "                         random GPT-2 is built, written to a temporary GGUF and run\n"
            "  -p, --prompt TEXT      prompt (default \"Once upon a time\")\n"
            "  -n, --n-predict N      tokens to generate (default 64)\n"
-           "  --backend NAME         cpu | vulkan | cuda (default cpu)\n"
+           "  --backend NAME         cpu | vulkan | cuda, or a device name from --list-devices\n"
+           "                         (default cpu)\n"
            "  --device N             GPU index for vulkan/cuda, -1 = the default (vulkan: the\n"
            "                         TSR_VULKAN_DEVICE environment variable, else the best GPU;\n"
            "                         default: -1 for vulkan, 0 for cuda)\n"
+           "  --list-devices         list the devices of every backend built in, and exit\n"
            "  -t, --threads N        CPU threads, 1..1024 (default: the backend's)\n"
            "  -c, --ctx-size N       context length, at most the model's (default: the model's,\n"
            "                         at most 4096)\n"
@@ -102,6 +105,7 @@ inline bool parse_args(int argc, char ** argv, run_args & a, std::string & err) 
         else if (k == "-p" || k == "--prompt") { if (!val(&s)) return false; a.prompt = s; }
         else if (k == "-n" || k == "--n-predict") { if (!count(a.n_predict, 0, big)) return false; }
         else if (k == "--backend") { if (!val(&s)) return false; a.backend = s; }
+        else if (k == "--list-devices") a.list_devices = true;
         else if (k == "--device") { if (!count(a.device, -1, 1023)) return false; a.device_given = true; }
         else if (k == "-t" || k == "--threads") { if (!count(a.threads, 1, 1024)) return false; }
         else if (k == "-c" || k == "--ctx-size") { if (!count(a.n_ctx, 1, big)) return false; }
@@ -117,7 +121,7 @@ inline bool parse_args(int argc, char ** argv, run_args & a, std::string & err) 
         else if (k == "--no-mmap") a.use_mmap = false;
         else { err = "unknown argument '" + k + "' (see --help)"; return false; }
     }
-    if (a.backend != "cpu" && a.backend != "vulkan" && a.backend != "cuda") { err = "unknown backend '" + a.backend + "'"; return false; }
+    if (a.backend.empty()) { err = "--backend needs a name (see --list-devices)"; return false; }
     if (a.kv_type != "f16" && a.kv_type != "f32") { err = "--kv-type must be f16 or f32"; return false; }
     return true;
 }

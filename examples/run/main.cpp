@@ -95,6 +95,7 @@ static int run(int argc, char ** argv) {
     std::string err;
     if (!parse_args(argc, argv, a, err)) return fail(err + " (see --help)");
     if (a.show_help) { print_usage(argv[0]); return 0; }
+    if (a.list_devices) { list_devices(stdout); return 0; }
     // Vulkan without --device: the default device (TSR_VULKAN_DEVICE, else the best GPU)
     if (a.backend == "vulkan" && !a.device_given) a.device = -1;
     if (a.backend == "cuda" && a.device < 0) return fail("--device -1: give the CUDA device index (see --help)");

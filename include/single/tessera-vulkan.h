@@ -47,6 +47,9 @@ TSR_API int  tsr_backend_vk_default_device(void);
  * is no Vulkan device, the index is out of range, or the device lacks what the shaders
  * need (16- and 8-bit storage buffer access). */
 TSR_API tsr_backend_t tsr_backend_vk_init(int device);
+/* The Vulkan backend's kind in the registry (backend.h): devices "Vulkan<index>", the
+ * default device listed first; a CPU implementation (lavapipe) has the device type CPU. */
+TSR_API tsr_backend_reg_t tsr_backend_vk_reg(void);
 TSR_API bool          tsr_backend_is_vk(tsr_backend_t backend);
 /* The device-local buffer type of a device (-1: default); NULL + error when absent.
  * Owned by tessera; valid until exit. */
@@ -92,6 +95,7 @@ TSR_API struct tsr_vk_graph_stats tsr_backend_vk_get_graph_stats(tsr_backend_t b
 #ifndef __cplusplus
 #error "TSR_IMPLEMENTATION must be defined in a C++17 translation unit"
 #endif
+#include "tessera.h"
 #include "tessera.h"
 #include "tessera.h"
 /* ---- backends/vulkan/tessera-vulkan-shaders.h ---- */
@@ -7805,18 +7809,26 @@ static enum tsr_status be_graph_compute(tsr_backend_t be, tsr_cgraph * g) {
     return TSR_STATUS_SUCCESS;
 }
 
+/* Whether a device runs op: a check-mode pass over a context of its own, so the device
+ * layer answers without a backend and a backend's answer cannot differ from its device's. */
+static bool device_supports_op(device * d, const tsr_tensor * op) {
+    backend_ctx probe;
+    probe.d = d;
+    probe.m = M_CHECK;
+    return encode_node(&probe, op);
+}
+static bool device_supports_buft(const device * d, tsr_backend_buffer_type_t buft) { return buft == &d->buft; }
+
 static bool be_supports_op(tsr_backend_t be, const tsr_tensor * op) {
-    backend_ctx * ctx = static_cast<backend_ctx *>(be->context);
-    mode saved = ctx->m;
-    ctx->m = M_CHECK;
-    bool ok = encode_node(ctx, op);
-    ctx->m = saved;
-    return ok;
+    return device_supports_op(static_cast<backend_ctx *>(be->context)->d, op);
 }
 
 static bool be_supports_buft(tsr_backend_t be, tsr_backend_buffer_type_t buft) {
-    return buft == &static_cast<backend_ctx *>(be->context)->d->buft;
+    return device_supports_buft(static_cast<backend_ctx *>(be->context)->d, buft);
 }
+
+/* The registry's device of a loader index (vk_registry.inl). */
+static tsr_backend_dev_t registry_device(int index);
 
 /* Filled member by member: each entry names its member; the optional ones left NULL. */
 static constexpr tsr_backend_i backend_iface = [] {
@@ -7869,6 +7881,7 @@ TSR_API_IMPL tsr_backend_t tsr_backend_vk_init(int device) {
     tsr_backend_t be = new (std::nothrow) tsr_backend();
     if (be) {
         be->iface = tsr_vk::backend_iface;
+        be->device = tsr_vk::registry_device(d->index);
         be->context = ctx.get();
     }
     if (r != VK_SUCCESS || !be) {
@@ -7890,4 +7903,129 @@ TSR_API_IMPL struct tsr_vk_graph_stats tsr_backend_vk_get_graph_stats(tsr_backen
     if (!tsr_backend_is_vk(backend)) return tsr_vk_graph_stats{};
     return static_cast<tsr_vk::backend_ctx *>(backend->context)->stats;
 }
+/* ---- backends/vulkan/impl/vk_registry.inl ---- */
+/*
+ * vk_registry.inl - the Vulkan devices and their backend kind in the registry (backend.h).
+ *
+ * Devices are named by their loader index ("Vulkan0", "Vulkan1", ...), and listed with
+ * the default device first (TSR_VULKAN_DEVICE, else the first discrete GPU, ...; read
+ * when the registry first asks), so the kind's first device, init_by_name("vulkan"), is
+ * the device tsr_backend_vk_init(-1) picks. A device whose Vulkan type is CPU (Mesa's
+ * lavapipe) has the registry type CPU: its memory is host memory and it is slower than
+ * the CPU backend, so tsr_backend_init_best and init_by_type(GPU) never take it; name it
+ * to use it.
+ */
+namespace {
+namespace tsr_vk {
+
+struct registry_state {
+    int n = 0;                                    /* devices listed */
+    int order[TSR_VK_MAX_DEVICES] = {};           /* loader index of the i-th listed device */
+    tsr_backend_device devs[TSR_VK_MAX_DEVICES] = {};   /* by loader index */
+    char names[TSR_VK_MAX_DEVICES][24] = {};
+    char descs[TSR_VK_MAX_DEVICES][320] = {};
+};
+
+static int dev_index(tsr_backend_dev_t dev) { return static_cast<int>(reinterpret_cast<intptr_t>(dev->context)); }
+
+static registry_state & reg_state();
+static tsr_backend_reg_t the_reg();
+
+static const char * dev_get_name(tsr_backend_dev_t dev) { return reg_state().names[dev_index(dev)]; }
+static const char * dev_get_description(tsr_backend_dev_t dev) { return reg_state().descs[dev_index(dev)]; }
+
+static void dev_get_memory(tsr_backend_dev_t dev, size_t * free, size_t * total) {
+    if (!tsr_backend_vk_get_device_memory(dev_index(dev), free, total)) *free = *total = 0;
+}
+static enum tsr_backend_dev_type dev_get_type(tsr_backend_dev_t dev) {
+    VkPhysicalDeviceProperties p;
+    vkGetPhysicalDeviceProperties(inst_state().phys[static_cast<size_t>(dev_index(dev))], &p);
+    return p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? TSR_BACKEND_DEVICE_TYPE_CPU : TSR_BACKEND_DEVICE_TYPE_GPU;
+}
+static tsr_backend_t dev_init_backend(tsr_backend_dev_t dev, const char * params) {
+    if (params && *params) {
+        tsr_set_error("Vulkan device %s: params '%s' not understood (it takes none)", dev_get_name(dev), params);
+        return nullptr;
+    }
+    return tsr_backend_vk_init(dev_index(dev));
+}
+static tsr_backend_buffer_type_t dev_get_buffer_type(tsr_backend_dev_t dev) { return tsr_backend_vk_buffer_type(dev_index(dev)); }
+static bool dev_supports_op(tsr_backend_dev_t dev, const tsr_tensor * op) {
+    device * d = get_device(dev_index(dev));
+    return d && device_supports_op(d, op);
+}
+static bool dev_supports_buft(tsr_backend_dev_t dev, tsr_backend_buffer_type_t buft) {
+    device * d = get_device(dev_index(dev));
+    return d && device_supports_buft(d, buft);
+}
+static bool dev_offload_op(tsr_backend_dev_t dev, const tsr_tensor * op) {
+    return tsr_backend_offload_by_batch(op) && dev_supports_op(dev, op);
+}
+
+static const char * reg_get_name(tsr_backend_reg_t) { return "Vulkan"; }
+static size_t reg_get_device_count(tsr_backend_reg_t) { return static_cast<size_t>(reg_state().n); }
+static tsr_backend_dev_t reg_get_device(tsr_backend_reg_t, size_t i) {
+    registry_state & st = reg_state();
+    return &st.devs[st.order[i]];
+}
+
+/* Filled member by member (each entry names its member); what is left out is NULL. */
+static struct tsr_backend_reg g_reg = [] {
+    struct tsr_backend_reg r = {};
+    r.api_version = TSR_BACKEND_API_VERSION;
+    r.iface.get_name = reg_get_name;
+    r.iface.get_device_count = reg_get_device_count;
+    r.iface.get_device = reg_get_device;
+    return r;
+}();
+static tsr_backend_reg_t the_reg() { return &g_reg; }
+
+/* One table for every Vulkan device: the context tells them apart (the loader index). */
+static constexpr tsr_backend_device_i device_iface = [] {
+    tsr_backend_device_i i = {};
+    i.get_name = dev_get_name;
+    i.get_description = dev_get_description;
+    i.get_memory = dev_get_memory;
+    i.get_type = dev_get_type;
+    i.init_backend = dev_init_backend;
+    i.get_buffer_type = dev_get_buffer_type;
+    i.supports_op = dev_supports_op;
+    i.supports_buft = dev_supports_buft;
+    i.offload_op = dev_offload_op;
+    return i;
+}();
+
+static registry_state make_registry_state() {
+    registry_state st;
+    const int n = device_count();
+    const int def = n > 0 ? default_device_index() : -1;   /* a bad TSR_VULKAN_DEVICE: loader order */
+    if (def >= 0) st.order[st.n++] = def;
+    for (int i = 0; i < n; i++) {
+        if (i != def) st.order[st.n++] = i;
+        snprintf(st.names[i], sizeof st.names[i], "Vulkan%d", i);
+        if (!tsr_backend_vk_get_device_description(i, st.descs[i], sizeof st.descs[i])) snprintf(st.descs[i], sizeof st.descs[i], "?");
+        st.devs[i] = tsr_backend_device{device_iface, the_reg(), reinterpret_cast<void *>(static_cast<intptr_t>(i))};
+    }
+    return st;
+}
+
+/* Built on the first question (creating the Vulkan instance), never at static init. */
+static registry_state & reg_state() {
+    static registry_state st = make_registry_state();
+    return st;
+}
+
+static tsr_backend_dev_t registry_device(int index) {
+    registry_state & st = reg_state();
+    return index >= 0 && index < TSR_VK_MAX_DEVICES && st.devs[index].reg ? &st.devs[index] : nullptr;
+}
+
+/* Registered while this file's statics are initialized (see registry.inl); the device
+ * list itself waits for the first question. */
+[[maybe_unused]] static const bool g_registered = tsr_backend_register(&g_reg);
+
+} // namespace tsr_vk
+} // namespace
+
+TSR_API_IMPL tsr_backend_reg_t tsr_backend_vk_reg(void) { return &tsr_vk::g_reg; }
 #endif

@@ -3767,11 +3767,15 @@ TSR_API_IMPL bool tsr_graph_dump_dot(const struct tsr_cgraph * gb, const struct 
 #endif
 /* ---- include/tessera/backend.h ---- */
 /*
- * backend.h - buffer types, buffers, backends, host allocator hooks.
+ * backend.h - buffer types, buffers, backends, devices and their registry, host
+ * allocator hooks.
  *
  * Mirrors ggml-backend.h. A buffer type knows how to allocate buffers on one kind of
  * memory (host RAM, a Vulkan device, a CUDA device); a buffer is one allocation that
- * tensors are placed into; a backend runs graphs whose tensors live in its buffers.
+ * tensors are placed into; a backend runs graphs whose tensors live in its buffers; a
+ * device is what a backend runs on, found through the registry of every backend compiled
+ * into the program. Every handle here is opaque: the tables a backend fills in are in
+ * tessera/backend_impl.h, for backend writers only (ggml-backend-impl.h).
  *
  * Implementation: TSR_IMPLEMENTATION, in one C++17 file, compiles the core and every
  * backend header included in that file, in any include order (README "Using tessera").
@@ -3789,6 +3793,8 @@ extern "C" {
 typedef struct tsr_backend_buffer_type * tsr_backend_buffer_type_t;
 typedef struct tsr_backend_buffer      * tsr_backend_buffer_t;
 typedef struct tsr_backend             * tsr_backend_t;
+typedef struct tsr_backend_reg         * tsr_backend_reg_t;
+typedef struct tsr_backend_device      * tsr_backend_dev_t;
 
 /* What a buffer holds: weights (persistent) and compute (activations, planned by
  * gallocr) never share one. */
@@ -3879,6 +3885,83 @@ TSR_API bool                tsr_backend_supports_buft(tsr_backend_t backend, tsr
 /* Bytes of workspace the last reserve/compute sized (0 if none). */
 TSR_API size_t              tsr_backend_get_workspace_size(tsr_backend_t backend);
 
+/* ---- devices and the registry (ggml's device layer) -------------------------------- */
+
+/* CPU: host memory (the CPU backend, and Vulkan implementations that run on the CPU,
+ * such as Mesa's lavapipe); GPU: a GPU with its own memory or an integrated one; ACCEL:
+ * an accelerator that complements the CPU (none ships today). */
+enum tsr_backend_dev_type {
+    TSR_BACKEND_DEVICE_TYPE_CPU   = 0,
+    TSR_BACKEND_DEVICE_TYPE_GPU   = 1,
+    TSR_BACKEND_DEVICE_TYPE_ACCEL = 2
+};
+
+/* What a device's backend can do besides computing graphs. */
+struct tsr_backend_dev_caps {
+    bool async;                 /* tensor_set_async / get_async queue work */
+    bool host_buffer;           /* it has a pinned host buffer type (host_buffer_type) */
+    bool buffer_from_host_ptr;  /* it can wrap caller memory */
+    bool events;                /* it has events (none ship today) */
+};
+
+struct tsr_backend_dev_props {
+    const char *              name;          /* "CPU", "Vulkan0", "CUDA1" */
+    const char *              description;   /* the hardware: "AMD EPYC 7B13", "llvmpipe (LLVM 15.0.6, 256 bits) [cpu]" */
+    size_t                    memory_free;   /* bytes */
+    size_t                    memory_total;  /* bytes */
+    enum tsr_backend_dev_type type;
+    const char *              device_id;     /* a stable id (PCI bus id) when known, else NULL */
+    struct tsr_backend_dev_caps caps;
+};
+
+/* A device's properties. Every call takes NULL (name "(null)", 0 memory, false, NULL). */
+TSR_API const char *              tsr_backend_dev_name(tsr_backend_dev_t device);
+TSR_API const char *              tsr_backend_dev_description(tsr_backend_dev_t device);
+TSR_API void                      tsr_backend_dev_memory(tsr_backend_dev_t device, size_t * free, size_t * total);
+TSR_API enum tsr_backend_dev_type tsr_backend_dev_type(tsr_backend_dev_t device);
+TSR_API void                      tsr_backend_dev_get_props(tsr_backend_dev_t device, struct tsr_backend_dev_props * props);
+TSR_API tsr_backend_reg_t         tsr_backend_dev_backend_reg(tsr_backend_dev_t device);
+/* A new backend on the device. params: NULL or "" for the defaults; the CPU device also
+ * takes "n_threads=N". NULL + an error naming the device (and a bad params string). */
+TSR_API tsr_backend_t             tsr_backend_dev_init(tsr_backend_dev_t device, const char * params);
+/* The device's own buffer type (device memory), and its pinned host buffer type (NULL
+ * when it has none). */
+TSR_API tsr_backend_buffer_type_t tsr_backend_dev_buffer_type(tsr_backend_dev_t device);
+TSR_API tsr_backend_buffer_type_t tsr_backend_dev_host_buffer_type(tsr_backend_dev_t device);
+/* Whether the device's backends run op (answered without creating a backend), use a
+ * buffer type, and want an op whose weights live in host memory brought over to run
+ * there (worth it for large batches only). */
+TSR_API bool                      tsr_backend_dev_supports_op(tsr_backend_dev_t device, const struct tsr_tensor * op);
+TSR_API bool                      tsr_backend_dev_supports_buft(tsr_backend_dev_t device, tsr_backend_buffer_type_t buft);
+TSR_API bool                      tsr_backend_dev_offload_op(tsr_backend_dev_t device, const struct tsr_tensor * op);
+
+/* One backend kind ("CPU", "Vulkan", "CUDA") and its devices. */
+TSR_API const char *              tsr_backend_reg_name(tsr_backend_reg_t reg);
+TSR_API size_t                    tsr_backend_reg_dev_count(tsr_backend_reg_t reg);
+TSR_API tsr_backend_dev_t         tsr_backend_reg_dev_get(tsr_backend_reg_t reg, size_t index); /* NULL + error past the end */
+
+/* The registry: every backend compiled into the program registers itself (the CPU and
+ * Vulkan parts of the implementation file, the CUDA library), CPU first, the others in
+ * the order they registered. Query it from main() or later, not from a static
+ * initializer of another file (its backends register while the implementation file's
+ * statics are initialized). Names compare without case. */
+TSR_API size_t            tsr_backend_reg_count(void);
+TSR_API tsr_backend_reg_t tsr_backend_reg_get(size_t index);              /* NULL + error past the end */
+TSR_API tsr_backend_reg_t tsr_backend_reg_by_name(const char * name);     /* NULL + error naming it */
+TSR_API size_t            tsr_backend_dev_count(void);                    /* devices of every backend */
+TSR_API tsr_backend_dev_t tsr_backend_dev_get(size_t index);              /* NULL + error past the end */
+TSR_API tsr_backend_dev_t tsr_backend_dev_by_name(const char * name);     /* "CPU", "Vulkan0": NULL + error naming it */
+TSR_API tsr_backend_dev_t tsr_backend_dev_by_type(enum tsr_backend_dev_type type); /* the first; NULL + error */
+/* A backend on the device of that name, or on the first device of that type. A backend
+ * kind's name ("vulkan") picks its first device (for Vulkan the default one, see
+ * tessera-vulkan.h). NULL + error naming what was asked for. */
+TSR_API tsr_backend_t     tsr_backend_init_by_name(const char * name, const char * params);
+TSR_API tsr_backend_t     tsr_backend_init_by_type(enum tsr_backend_dev_type type, const char * params);
+/* A GPU device's backend if there is one, else the first CPU device's. */
+TSR_API tsr_backend_t     tsr_backend_init_best(void);
+/* The device a backend runs on (NULL for NULL or a backend made outside the registry's backends). */
+TSR_API tsr_backend_dev_t tsr_backend_get_device(tsr_backend_t backend);
+
 /* ---- CPU (host) buffers ------------------------------------------------------------ */
 
 /* 64-byte aligned host memory from the current host allocator. */
@@ -3924,9 +4007,69 @@ TSR_API tsr_backend_buffer_t tsr_backend_alloc_ctx_tensors(struct tsr_context * 
 TSR_API tsr_backend_buffer_t tsr_backend_multi_buffer_alloc_buffer(tsr_backend_buffer_t * buffers, size_t n_buffers);
 TSR_API bool                 tsr_backend_buffer_is_multi_buffer(tsr_backend_buffer_t buffer);
 
-/* ======================================================================================
- * For backend implementers (ggml-backend-impl.h): the interfaces a backend fills in.
- * ==================================================================================== */
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#ifdef __cplusplus
+TSR_CXX_BEGIN
+/* Owns a backend buffer; tsr_backend_buffer_free on destruction. */
+class backend_buffer {
+public:
+    explicit backend_buffer(tsr_backend_buffer_t b = nullptr) : b_(b) {}
+    ~backend_buffer() { tsr_backend_buffer_free(b_); }
+    backend_buffer(const backend_buffer &) = delete;
+    backend_buffer & operator=(const backend_buffer &) = delete;
+    backend_buffer(backend_buffer && o) noexcept : b_(o.b_) { o.b_ = nullptr; }
+    backend_buffer & operator=(backend_buffer && o) noexcept { if (this != &o) { tsr_backend_buffer_free(b_); b_ = o.b_; o.b_ = nullptr; } return *this; }
+    tsr_backend_buffer_t get() const { return b_; }
+    operator tsr_backend_buffer_t() const { return b_; }
+private:
+    tsr_backend_buffer_t b_;
+};
+/* Owns a backend; tsr_backend_free on destruction. */
+class backend {
+public:
+    explicit backend(tsr_backend_t b = nullptr) : b_(b) {}
+    ~backend() { tsr_backend_free(b_); }
+    backend(const backend &) = delete;
+    backend & operator=(const backend &) = delete;
+    backend(backend && o) noexcept : b_(o.b_) { o.b_ = nullptr; }
+    tsr_backend_t get() const { return b_; }
+    operator tsr_backend_t() const { return b_; }
+private:
+    tsr_backend_t b_;
+};
+TSR_CXX_END /* namespace tsr */
+#endif
+
+#define TSR_BACKEND_DECLARED  /* every declaration above is in: the implementation may follow */
+#endif /* TESSERA_BACKEND_H */
+
+/* ---- implementation (outside the include guard: see tessera.h) ---------------------- */
+#if defined(TSR_IMPLEMENTATION) && !defined(TSR_BACKEND_IMPLEMENTED)
+#define TSR_BACKEND_IMPLEMENTED
+/* ---- include/tessera/backend_impl.h ---- */
+/*
+ * backend_impl.h - for backend writers only (ggml-backend-impl.h): the tables a backend
+ * fills in and the bodies of the handles that backend.h keeps opaque. A program that
+ * uses backends includes backend.h; a backend (tessera's CPU, Vulkan and CUDA, or your
+ * own) includes this header as well.
+ *
+ * TSR_BACKEND_API_VERSION is bumped whenever a table below changes. A backend puts the
+ * version it was written against into its tsr_backend_reg; tsr_backend_register refuses
+ * a registration of another version, so a backend built against old tables is reported
+ * instead of being called through the wrong slots.
+ */
+#ifndef TESSERA_BACKEND_IMPL_H
+#define TESSERA_BACKEND_IMPL_H
+
+
+#define TSR_BACKEND_API_VERSION 1
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 struct tsr_backend_buffer_type_i {
     const char *         (*get_name)      (tsr_backend_buffer_type_t buft);
@@ -3984,51 +4127,62 @@ struct tsr_backend_i {
 
 struct tsr_backend {
     struct tsr_backend_i iface;
-    void * context;
+    tsr_backend_dev_t    device;   /* what tsr_backend_get_device answers (NULL: none) */
+    void *               context;
 };
+
+/* ---- devices and backend kinds ------------------------------------------------------- */
+
+struct tsr_backend_device_i {
+    const char *              (*get_name)(tsr_backend_dev_t dev);
+    const char *              (*get_description)(tsr_backend_dev_t dev);
+    void                      (*get_memory)(tsr_backend_dev_t dev, size_t * free, size_t * total);
+    enum tsr_backend_dev_type (*get_type)(tsr_backend_dev_t dev);
+    void                      (*get_props)(tsr_backend_dev_t dev, struct tsr_backend_dev_props * props); /* optional: from the above */
+    tsr_backend_t             (*init_backend)(tsr_backend_dev_t dev, const char * params);  /* NULL + tsr_set_error on failure */
+    tsr_backend_buffer_type_t (*get_buffer_type)(tsr_backend_dev_t dev);
+    tsr_backend_buffer_type_t (*get_host_buffer_type)(tsr_backend_dev_t dev);                /* optional: none */
+    bool                      (*supports_op)(tsr_backend_dev_t dev, const struct tsr_tensor * op);
+    bool                      (*supports_buft)(tsr_backend_dev_t dev, tsr_backend_buffer_type_t buft);
+    bool                      (*offload_op)(tsr_backend_dev_t dev, const struct tsr_tensor * op);  /* optional: false */
+};
+
+struct tsr_backend_device {
+    struct tsr_backend_device_i iface;
+    tsr_backend_reg_t           reg;
+    void *                      context;
+};
+
+struct tsr_backend_reg_i {
+    const char *      (*get_name)(tsr_backend_reg_t reg);
+    size_t            (*get_device_count)(tsr_backend_reg_t reg);
+    tsr_backend_dev_t (*get_device)(tsr_backend_reg_t reg, size_t index);  /* index < get_device_count */
+};
+
+struct tsr_backend_reg {
+    int                      api_version;  /* TSR_BACKEND_API_VERSION of the tables it fills */
+    struct tsr_backend_reg_i iface;
+    void *                   context;
+};
+
+/* Add a backend kind to the registry (the same reg twice is added once). false + error
+ * for NULL, an api_version other than TSR_BACKEND_API_VERSION, a nameless reg or a
+ * full registry (TSR_BACKEND_MAX_REGS); the registry is then unchanged. */
+#define TSR_BACKEND_MAX_REGS 16
+TSR_API bool tsr_backend_register(tsr_backend_reg_t reg);
+
+/* ggml's rule for offload_op: moving an op's host-resident weights to a device pays off
+ * only from a batch of 32 rows on; GET_ROWS reads a few rows, so it never does. */
+static inline bool tsr_backend_offload_by_batch(const struct tsr_tensor * op) {
+    const int64_t min_batch = 32;
+    return op != NULL && op->op != TSR_OP_GET_ROWS && op->ne[1] >= min_batch;
+}
 
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
 
-#ifdef __cplusplus
-TSR_CXX_BEGIN
-/* Owns a backend buffer; tsr_backend_buffer_free on destruction. */
-class backend_buffer {
-public:
-    explicit backend_buffer(tsr_backend_buffer_t b = nullptr) : b_(b) {}
-    ~backend_buffer() { tsr_backend_buffer_free(b_); }
-    backend_buffer(const backend_buffer &) = delete;
-    backend_buffer & operator=(const backend_buffer &) = delete;
-    backend_buffer(backend_buffer && o) noexcept : b_(o.b_) { o.b_ = nullptr; }
-    backend_buffer & operator=(backend_buffer && o) noexcept { if (this != &o) { tsr_backend_buffer_free(b_); b_ = o.b_; o.b_ = nullptr; } return *this; }
-    tsr_backend_buffer_t get() const { return b_; }
-    operator tsr_backend_buffer_t() const { return b_; }
-private:
-    tsr_backend_buffer_t b_;
-};
-/* Owns a backend; tsr_backend_free on destruction. */
-class backend {
-public:
-    explicit backend(tsr_backend_t b = nullptr) : b_(b) {}
-    ~backend() { tsr_backend_free(b_); }
-    backend(const backend &) = delete;
-    backend & operator=(const backend &) = delete;
-    backend(backend && o) noexcept : b_(o.b_) { o.b_ = nullptr; }
-    tsr_backend_t get() const { return b_; }
-    operator tsr_backend_t() const { return b_; }
-private:
-    tsr_backend_t b_;
-};
-TSR_CXX_END /* namespace tsr */
-#endif
-
-#define TSR_BACKEND_DECLARED  /* every declaration above is in: the implementation may follow */
-#endif /* TESSERA_BACKEND_H */
-
-/* ---- implementation (outside the include guard: see tessera.h) ---------------------- */
-#if defined(TSR_IMPLEMENTATION) && !defined(TSR_BACKEND_IMPLEMENTED)
-#define TSR_BACKEND_IMPLEMENTED
+#endif /* TESSERA_BACKEND_IMPL_H */
 /* ---- include/tessera/impl/backend.inl ---- */
 /*
  * backend.inl - buffer types, buffers, generic backend dispatch, the CPU (host) buffer
@@ -4798,6 +4952,283 @@ TSR_API_IMPL void tsr_tracing_allocator_reset_peak(struct tsr_tracing_allocator 
     auto * tr = tsr_impl::internal(tr_h);
     if (tr) tr->peak.store(tr->current.load());
 }
+/* ---- include/tessera/impl/registry.inl ---- */
+/*
+ * registry.inl - devices, backend kinds and the registry of every backend compiled into
+ * the program (ggml-backend-reg.cpp). See backend.h and backend_impl.h.
+ *
+ * How backends get in without static-initialization-order trouble: the registry is a
+ * function-local static, built on first use, so it exists whenever a backend registers.
+ * The CPU and Vulkan parts register from a static of their own implementation block (a
+ * header-only part cannot be called by name from a core compiled before it); the CUDA
+ * library, a separate object that nothing might otherwise pull in, is asked by name on
+ * first use when the build says it is linked (TSR_HAVE_CUDA).
+ */
+
+#include <cctype>
+#include <mutex>
+#include <string>
+
+#if defined(TSR_HAVE_CUDA) && !defined(TSR_STATIC) && !defined(TSR_CUDA_DECLARED)
+extern "C" tsr_backend_reg_t tsr_backend_cuda_reg(void);  /* tessera-cuda.h, in the CUDA library */
+#endif
+
+TSR_IMPL_NS_BEGIN
+namespace {
+
+struct backend_registry {
+    std::mutex mutex;
+    tsr_backend_reg_t regs[TSR_BACKEND_MAX_REGS] = {};
+    size_t n_regs = 0;
+    backend_registry();
+};
+
+static bool names_equal(const char * a, const char * b) {
+    if (!a || !b) return false;
+    for (; *a && *b; ++a, ++b)
+        if (std::tolower((unsigned char) *a) != std::tolower((unsigned char) *b)) return false;
+    return *a == *b;
+}
+
+static bool is_cpu_reg(tsr_backend_reg_t reg) { return names_equal(reg->iface.get_name(reg), "CPU"); }
+
+/* The caller holds the mutex (or is building the registry). The CPU backend's kind goes
+ * first, so the CPU backend is the first device of type CPU even when a Vulkan
+ * implementation on the CPU registered before it. */
+static bool add_reg(backend_registry & r, tsr_backend_reg_t reg) {
+    if (!reg) return tsr_set_error("tsr_backend_register: reg is NULL");
+    if (reg->api_version != TSR_BACKEND_API_VERSION)
+        return tsr_set_error("tsr_backend_register: backend API version %d, this tessera has version %d (rebuild the backend against this backend_impl.h)",
+                             reg->api_version, TSR_BACKEND_API_VERSION);
+    if (!reg->iface.get_name || !reg->iface.get_device_count || !reg->iface.get_device)
+        return tsr_set_error("tsr_backend_register: reg lacks get_name, get_device_count or get_device");
+    for (size_t i = 0; i < r.n_regs; ++i)
+        if (r.regs[i] == reg) return true;
+    if (r.n_regs == TSR_BACKEND_MAX_REGS)
+        return tsr_set_error("tsr_backend_register: '%s' does not fit: the registry holds %d backend kinds",
+                             reg->iface.get_name(reg), TSR_BACKEND_MAX_REGS);
+    size_t at = is_cpu_reg(reg) ? 0 : r.n_regs;
+    for (size_t i = r.n_regs; i > at; --i) r.regs[i] = r.regs[i - 1];
+    r.regs[at] = reg;
+    r.n_regs++;
+    return true;
+}
+
+/* The CUDA library is asked here rather than registering from a static of its own: a
+ * static library's object that the program never names is not linked at all. */
+backend_registry::backend_registry() {
+#if defined(TSR_HAVE_CUDA) && !defined(TSR_STATIC)
+    add_reg(*this, tsr_backend_cuda_reg());
+#endif
+}
+
+static backend_registry & registry() {
+    static backend_registry r;
+    return r;
+}
+
+/* A snapshot of the registered kinds, so no lock is held while a backend answers. */
+struct reg_snapshot {
+    tsr_backend_reg_t regs[TSR_BACKEND_MAX_REGS];
+    size_t n = 0;
+};
+static reg_snapshot snapshot() {
+    backend_registry & r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    reg_snapshot s;
+    for (size_t i = 0; i < r.n_regs; ++i) s.regs[i] = r.regs[i];
+    s.n = r.n_regs;
+    return s;
+}
+
+/* "CPU, Vulkan0" - what there is, for error messages. */
+
+/* The first device (in registry order) that `match` accepts, or NULL. */
+template <typename Match> static tsr_backend_dev_t first_device(Match match) {
+    const reg_snapshot s = snapshot();
+    for (size_t i = 0; i < s.n; ++i) {
+        const size_t n_dev = s.regs[i]->iface.get_device_count(s.regs[i]);
+        for (size_t d = 0; d < n_dev; ++d) {
+            tsr_backend_dev_t dev = s.regs[i]->iface.get_device(s.regs[i], d);
+            if (match(dev)) return dev;
+        }
+    }
+    return nullptr;
+}
+static tsr_backend_dev_t device_named(const char * name) {
+    return first_device([name](tsr_backend_dev_t dev) { return names_equal(dev->iface.get_name(dev), name); });
+}
+static tsr_backend_dev_t device_of_type(enum tsr_backend_dev_type type) {
+    return first_device([type](tsr_backend_dev_t dev) { return dev->iface.get_type(dev) == type; });
+}
+
+/* "CPU, Vulkan0" - what there is, for error messages. */
+static std::string device_names() {
+    std::string names;
+    first_device([&names](tsr_backend_dev_t dev) {
+        if (!names.empty()) names += ", ";
+        names += dev->iface.get_name(dev);
+        return false;
+    });
+    return names.empty() ? std::string("none") : names;
+}
+
+static const char * type_name(enum tsr_backend_dev_type type) {
+    switch (type) {
+    case TSR_BACKEND_DEVICE_TYPE_CPU: return "CPU";
+    case TSR_BACKEND_DEVICE_TYPE_GPU: return "GPU";
+    case TSR_BACKEND_DEVICE_TYPE_ACCEL: return "ACCEL";
+    }
+    return "unknown";
+}
+
+} // namespace
+TSR_IMPL_NS_END
+
+/* ---- writer side ------------------------------------------------------------------------- */
+
+TSR_API_IMPL bool tsr_backend_register(tsr_backend_reg_t reg) {
+    tsr_impl::backend_registry & r = tsr_impl::registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    return tsr_impl::add_reg(r, reg);
+}
+
+/* ---- devices ------------------------------------------------------------------------------- */
+
+TSR_API_IMPL const char * tsr_backend_dev_name(tsr_backend_dev_t device) {
+    return device ? device->iface.get_name(device) : "(null)";
+}
+TSR_API_IMPL const char * tsr_backend_dev_description(tsr_backend_dev_t device) {
+    return device ? device->iface.get_description(device) : "(null)";
+}
+TSR_API_IMPL void tsr_backend_dev_memory(tsr_backend_dev_t device, size_t * free, size_t * total) {
+    size_t f = 0, t = 0;
+    if (device) device->iface.get_memory(device, &f, &t);
+    if (free) *free = f;
+    if (total) *total = t;
+}
+TSR_API_IMPL enum tsr_backend_dev_type tsr_backend_dev_type(tsr_backend_dev_t device) {
+    return device ? device->iface.get_type(device) : TSR_BACKEND_DEVICE_TYPE_CPU;
+}
+TSR_API_IMPL void tsr_backend_dev_get_props(tsr_backend_dev_t device, struct tsr_backend_dev_props * props) {
+    if (!props) return;
+    *props = tsr_backend_dev_props{};
+    if (!device) return;
+    if (device->iface.get_props) { device->iface.get_props(device, props); return; }
+    props->name = tsr_backend_dev_name(device);
+    props->description = tsr_backend_dev_description(device);
+    tsr_backend_dev_memory(device, &props->memory_free, &props->memory_total);
+    props->type = tsr_backend_dev_type(device);
+    props->caps.host_buffer = device->iface.get_host_buffer_type != nullptr;
+}
+TSR_API_IMPL tsr_backend_reg_t tsr_backend_dev_backend_reg(tsr_backend_dev_t device) { return device ? device->reg : nullptr; }
+TSR_API_IMPL tsr_backend_t tsr_backend_dev_init(tsr_backend_dev_t device, const char * params) {
+    if (!device) { tsr_set_error("tsr_backend_dev_init: device is NULL"); return nullptr; }
+    tsr_backend_t backend = device->iface.init_backend(device, params);
+    if (backend && !backend->device) backend->device = device;
+    return backend;
+}
+TSR_API_IMPL tsr_backend_buffer_type_t tsr_backend_dev_buffer_type(tsr_backend_dev_t device) {
+    return device ? device->iface.get_buffer_type(device) : nullptr;
+}
+TSR_API_IMPL tsr_backend_buffer_type_t tsr_backend_dev_host_buffer_type(tsr_backend_dev_t device) {
+    return device && device->iface.get_host_buffer_type ? device->iface.get_host_buffer_type(device) : nullptr;
+}
+TSR_API_IMPL bool tsr_backend_dev_supports_op(tsr_backend_dev_t device, const struct tsr_tensor * op) {
+    return device && op && device->iface.supports_op(device, op);
+}
+TSR_API_IMPL bool tsr_backend_dev_supports_buft(tsr_backend_dev_t device, tsr_backend_buffer_type_t buft) {
+    return device && buft && device->iface.supports_buft(device, buft);
+}
+TSR_API_IMPL bool tsr_backend_dev_offload_op(tsr_backend_dev_t device, const struct tsr_tensor * op) {
+    return device && op && device->iface.offload_op && device->iface.offload_op(device, op);
+}
+
+/* ---- backend kinds ------------------------------------------------------------------------- */
+
+TSR_API_IMPL const char * tsr_backend_reg_name(tsr_backend_reg_t reg) { return reg ? reg->iface.get_name(reg) : "(null)"; }
+TSR_API_IMPL size_t tsr_backend_reg_dev_count(tsr_backend_reg_t reg) { return reg ? reg->iface.get_device_count(reg) : 0; }
+TSR_API_IMPL tsr_backend_dev_t tsr_backend_reg_dev_get(tsr_backend_reg_t reg, size_t index) {
+    const size_t n = tsr_backend_reg_dev_count(reg);
+    if (index >= n) {
+        tsr_set_error("tsr_backend_reg_dev_get: device %zu of '%s', which has %zu", index, tsr_backend_reg_name(reg), n);
+        return nullptr;
+    }
+    return reg->iface.get_device(reg, index);
+}
+
+/* ---- the registry -------------------------------------------------------------------------- */
+
+TSR_API_IMPL size_t tsr_backend_reg_count(void) { return tsr_impl::snapshot().n; }
+TSR_API_IMPL tsr_backend_reg_t tsr_backend_reg_get(size_t index) {
+    const tsr_impl::reg_snapshot s = tsr_impl::snapshot();
+    if (index >= s.n) {
+        tsr_set_error("tsr_backend_reg_get: backend kind %zu, the registry holds %zu", index, s.n);
+        return nullptr;
+    }
+    return s.regs[index];
+}
+TSR_API_IMPL tsr_backend_reg_t tsr_backend_reg_by_name(const char * name) {
+    const tsr_impl::reg_snapshot s = tsr_impl::snapshot();
+    for (size_t i = 0; i < s.n; ++i)
+        if (tsr_impl::names_equal(s.regs[i]->iface.get_name(s.regs[i]), name)) return s.regs[i];
+    tsr_set_error("tsr_backend_reg_by_name: no backend kind named '%s'", name ? name : "(null)");
+    return nullptr;
+}
+TSR_API_IMPL size_t tsr_backend_dev_count(void) {
+    size_t n = 0;
+    tsr_impl::first_device([&n](tsr_backend_dev_t) { ++n; return false; });
+    return n;
+}
+TSR_API_IMPL tsr_backend_dev_t tsr_backend_dev_get(size_t index) {
+    size_t seen = 0;
+    tsr_backend_dev_t dev = tsr_impl::first_device([&seen, index](tsr_backend_dev_t) { return seen++ == index; });
+    if (!dev) tsr_set_error("tsr_backend_dev_get: device %zu, the registry holds %zu", index, seen);
+    return dev;
+}
+TSR_API_IMPL tsr_backend_dev_t tsr_backend_dev_by_name(const char * name) {
+    tsr_backend_dev_t dev = tsr_impl::device_named(name);
+    if (!dev)
+        tsr_set_error("tsr_backend_dev_by_name: no device named '%s' (devices: %s)", name ? name : "(null)",
+                      tsr_impl::device_names().c_str());
+    return dev;
+}
+TSR_API_IMPL tsr_backend_dev_t tsr_backend_dev_by_type(enum tsr_backend_dev_type type) {
+    tsr_backend_dev_t dev = tsr_impl::device_of_type(type);
+    if (!dev)
+        tsr_set_error("tsr_backend_dev_by_type: no device of type %s (devices: %s)", tsr_impl::type_name(type),
+                      tsr_impl::device_names().c_str());
+    return dev;
+}
+/* A device's name first ("Vulkan1"), then a backend kind's ("vulkan": its first device). */
+TSR_API_IMPL tsr_backend_t tsr_backend_init_by_name(const char * name, const char * params) {
+    tsr_backend_dev_t dev = tsr_impl::device_named(name);
+    if (dev) return tsr_backend_dev_init(dev, params);
+    const tsr_impl::reg_snapshot s = tsr_impl::snapshot();
+    for (size_t i = 0; i < s.n; ++i) {
+        if (!tsr_impl::names_equal(tsr_backend_reg_name(s.regs[i]), name)) continue;
+        if (tsr_backend_reg_dev_count(s.regs[i]) == 0) {
+            tsr_set_error("tsr_backend_init_by_name: the %s backend has no device", tsr_backend_reg_name(s.regs[i]));
+            return nullptr;
+        }
+        return tsr_backend_dev_init(tsr_backend_reg_dev_get(s.regs[i], 0), params);
+    }
+    tsr_set_error("tsr_backend_init_by_name: no device or backend named '%s' (devices: %s)", name ? name : "(null)",
+                  tsr_impl::device_names().c_str());
+    return nullptr;
+}
+TSR_API_IMPL tsr_backend_t tsr_backend_init_by_type(enum tsr_backend_dev_type type, const char * params) {
+    tsr_backend_dev_t dev = tsr_backend_dev_by_type(type);
+    return dev ? tsr_backend_dev_init(dev, params) : nullptr;
+}
+TSR_API_IMPL tsr_backend_t tsr_backend_init_best(void) {
+    tsr_backend_dev_t dev = tsr_impl::device_of_type(TSR_BACKEND_DEVICE_TYPE_GPU);
+    if (!dev) dev = tsr_impl::device_of_type(TSR_BACKEND_DEVICE_TYPE_CPU);
+    if (dev) return tsr_backend_dev_init(dev, nullptr);
+    tsr_set_error("tsr_backend_init_best: no GPU or CPU device (devices: %s)", tsr_impl::device_names().c_str());
+    return nullptr;
+}
+TSR_API_IMPL tsr_backend_dev_t tsr_backend_get_device(tsr_backend_t backend) { return backend ? backend->device : nullptr; }
 #endif
 /* ---- include/tessera/alloc.h ---- */
 /*
@@ -8872,6 +9303,9 @@ enum tsr_cpu_isa {
 
 /* A new CPU backend (threads: hardware concurrency, at most 64). NULL + error on failure. */
 TSR_API tsr_backend_t tsr_backend_cpu_init(void);
+/* The CPU backend's kind in the registry (backend.h): one device, "CPU", of type CPU,
+ * whose init_backend takes "n_threads=N". */
+TSR_API tsr_backend_reg_t tsr_backend_cpu_reg(void);
 /* true when backend was made by tsr_backend_cpu_init. */
 TSR_API bool tsr_backend_is_cpu(tsr_backend_t backend);
 /* Threads used by graph_compute (the caller's thread counts as one); n < 1 is 1.
@@ -13857,6 +14291,9 @@ static bool be_supports_op(tsr_backend_t, const tsr_tensor * op) { return op && 
 static bool be_supports_buft(tsr_backend_t, tsr_backend_buffer_type_t buft) { return buft && tsr_backend_buft_is_host(buft); }
 static size_t be_get_workspace_size(tsr_backend_t backend) { return ((backend_ctx *)backend->context)->ws.size; }
 
+/* The CPU device (device_cpu.inl), which every CPU backend runs on. */
+static tsr_backend_dev_t the_device();
+
 static bool make_pool(backend_ctx * ctx, int n) {
     delete ctx->tp;
     ctx->tp = nullptr;
@@ -13899,6 +14336,7 @@ TSR_API_IMPL tsr_backend_t tsr_backend_cpu_init(void) {
     be->iface.supports_op = be_supports_op;
     be->iface.supports_buft = be_supports_buft;
     be->iface.get_workspace_size = be_get_workspace_size;
+    be->device = the_device();
     be->context = ctx;
     return be;
 }
@@ -13952,6 +14390,138 @@ TSR_API_IMPL bool tsr_cpu_set_isa(enum tsr_cpu_isa isa) {
 }
 TSR_API_IMPL bool tsr_cpu_has_avx512_bf16(void) { return tcpu::features().avx512_bf16; }
 TSR_API_IMPL bool tsr_cpu_has_avx512_vnni(void) { return tcpu::features().avx512_vnni; }
+/* ---- backends/cpu/impl/device_cpu.inl ---- */
+/*
+ * device_cpu.inl - the CPU device and its backend kind in the registry (backend.h):
+ * host memory from /proc/meminfo, the processor's name from /proc/cpuinfo.
+ */
+#include <cstdio>
+#if defined(__unix__) || defined(__APPLE__)
+#include <unistd.h>
+#endif
+
+namespace {
+namespace tcpu {
+
+/* The value in kB of one /proc/meminfo line ("MemTotal:  16318412 kB"), in bytes; 0 when absent. */
+static size_t meminfo_bytes(const char * key) {
+    FILE * f = std::fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    size_t bytes = 0;
+    const size_t key_len = std::strlen(key);
+    while (std::fgets(line, sizeof line, f)) {
+        unsigned long long kb = 0;
+        if (std::strncmp(line, key, key_len) == 0 && line[key_len] == ':' && std::sscanf(line + key_len + 1, "%llu", &kb) == 1) {
+            bytes = (size_t) kb * 1024;
+            break;
+        }
+    }
+    std::fclose(f);
+    return bytes;
+}
+
+/* Host memory: MemTotal / MemAvailable where /proc/meminfo exists, else the physical
+ * pages (free unknown: reported as total). */
+static void host_memory(size_t * free, size_t * total) {
+    size_t t = meminfo_bytes("MemTotal");
+    size_t f = meminfo_bytes("MemAvailable");
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+    if (t == 0) {
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        if (pages > 0 && page > 0) t = (size_t) pages * (size_t) page;
+    }
+#endif
+    *total = t;
+    *free = f ? f : t;
+}
+
+/* The processor's name ("model name" of /proc/cpuinfo), else "CPU". Read once. */
+static const char * processor_name() {
+    static const std::string name = [] {
+        std::string found = "CPU";
+        FILE * f = std::fopen("/proc/cpuinfo", "r");
+        if (!f) return found;
+        char line[512];
+        while (std::fgets(line, sizeof line, f)) {
+            if (std::strncmp(line, "model name", 10) != 0) continue;
+            const char * colon = std::strchr(line, ':');
+            if (!colon) continue;
+            std::string v = colon + 1;
+            const size_t b = v.find_first_not_of(" \t"), e = v.find_last_not_of(" \t\r\n");
+            if (b != std::string::npos) found = v.substr(b, e - b + 1);
+            break;
+        }
+        std::fclose(f);
+        return found;
+    }();
+    return name.c_str();
+}
+
+/* NULL or "" (defaults) or "n_threads=N" with N in [1, 512]. false + error naming the string. */
+static bool parse_params(const char * params, int & n_threads) {
+    n_threads = 0;
+    if (!params || !*params) return true;
+    int n = 0, used = 0;
+    if (std::sscanf(params, "n_threads=%d%n", &n, &used) == 1 && params[used] == '\0' && n >= 1 && n <= 512) {
+        n_threads = n;
+        return true;
+    }
+    return tsr_set_error("CPU device: params '%s' not understood (NULL, \"\" or \"n_threads=N\" with N in 1..512)", params);
+}
+
+static const char * dev_get_name(tsr_backend_dev_t) { return "CPU"; }
+static const char * dev_get_description(tsr_backend_dev_t) { return processor_name(); }
+static void dev_get_memory(tsr_backend_dev_t, size_t * free, size_t * total) { host_memory(free, total); }
+static enum tsr_backend_dev_type dev_get_type(tsr_backend_dev_t) { return TSR_BACKEND_DEVICE_TYPE_CPU; }
+static tsr_backend_t dev_init_backend(tsr_backend_dev_t, const char * params) {
+    int n_threads = 0;
+    if (!parse_params(params, n_threads)) return nullptr;
+    tsr_backend_t be = tsr_backend_cpu_init();
+    if (be && n_threads > 0) tsr_backend_cpu_set_n_threads(be, n_threads);
+    return be;
+}
+static tsr_backend_buffer_type_t dev_get_buffer_type(tsr_backend_dev_t) { return tsr_backend_cpu_buffer_type(); }
+static bool dev_supports_op(tsr_backend_dev_t, const tsr_tensor * op) { return be_supports_op(nullptr, op); }
+static bool dev_supports_buft(tsr_backend_dev_t, tsr_backend_buffer_type_t buft) { return be_supports_buft(nullptr, buft); }
+
+static const char * reg_get_name(tsr_backend_reg_t) { return "CPU"; }
+static size_t reg_get_device_count(tsr_backend_reg_t) { return 1; }
+static tsr_backend_dev_t reg_get_device(tsr_backend_reg_t, size_t) { return the_device(); }
+
+/* Filled member by member (each entry names its member); what is left out is NULL. */
+static struct tsr_backend_reg g_reg = [] {
+    struct tsr_backend_reg r = {};
+    r.api_version = TSR_BACKEND_API_VERSION;
+    r.iface.get_name = reg_get_name;
+    r.iface.get_device_count = reg_get_device_count;
+    r.iface.get_device = reg_get_device;
+    return r;
+}();
+
+static constexpr struct tsr_backend_device_i device_iface = [] {
+    struct tsr_backend_device_i i = {};
+    i.get_name = dev_get_name;
+    i.get_description = dev_get_description;
+    i.get_memory = dev_get_memory;
+    i.get_type = dev_get_type;
+    i.init_backend = dev_init_backend;
+    i.get_buffer_type = dev_get_buffer_type;
+    i.supports_op = dev_supports_op;
+    i.supports_buft = dev_supports_buft;
+    return i;
+}();
+static struct tsr_backend_device g_device = {device_iface, &g_reg, nullptr};
+
+static tsr_backend_dev_t the_device() { return &g_device; }
+
+/* Registered while this file's statics are initialized: see registry.inl for why. */
+[[maybe_unused]] static const bool g_registered = tsr_backend_register(&g_reg);
+
+} // namespace tcpu
+} // namespace
+
+TSR_API_IMPL tsr_backend_reg_t tsr_backend_cpu_reg(void) { return &tcpu::g_reg; }
 #endif
 /* ---- parts included before TSR_IMPLEMENTATION (see tessera/impl/implement_included.h) ---- */
 #if defined(TSR_IMPLEMENTATION) && defined(TSR_VULKAN_DECLARED) && !defined(TSR_VULKAN_IMPLEMENTED)

@@ -219,6 +219,7 @@ TSR_CXX_END /* namespace tsr */
 #define TSR_ALLOC_IMPLEMENTED
 #include "tessera.h"
 #include "backend.h"
+#include "backend_impl.h"
 #include "impl/packing.inl"
 #include "impl/alloc.inl"
 #include "impl/order.inl"

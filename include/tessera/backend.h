@@ -1,9 +1,13 @@
 /*
- * backend.h - buffer types, buffers, backends, host allocator hooks.
+ * backend.h - buffer types, buffers, backends, devices and their registry, host
+ * allocator hooks.
  *
  * Mirrors ggml-backend.h. A buffer type knows how to allocate buffers on one kind of
  * memory (host RAM, a Vulkan device, a CUDA device); a buffer is one allocation that
- * tensors are placed into; a backend runs graphs whose tensors live in its buffers.
+ * tensors are placed into; a backend runs graphs whose tensors live in its buffers; a
+ * device is what a backend runs on, found through the registry of every backend compiled
+ * into the program. Every handle here is opaque: the tables a backend fills in are in
+ * tessera/backend_impl.h, for backend writers only (ggml-backend-impl.h).
  *
  * Implementation: TSR_IMPLEMENTATION, in one C++17 file, compiles the core and every
  * backend header included in that file, in any include order (README "Using tessera").
@@ -22,6 +26,8 @@ extern "C" {
 typedef struct tsr_backend_buffer_type * tsr_backend_buffer_type_t;
 typedef struct tsr_backend_buffer      * tsr_backend_buffer_t;
 typedef struct tsr_backend             * tsr_backend_t;
+typedef struct tsr_backend_reg         * tsr_backend_reg_t;
+typedef struct tsr_backend_device      * tsr_backend_dev_t;
 
 /* What a buffer holds: weights (persistent) and compute (activations, planned by
  * gallocr) never share one. */
@@ -112,6 +118,83 @@ TSR_API bool                tsr_backend_supports_buft(tsr_backend_t backend, tsr
 /* Bytes of workspace the last reserve/compute sized (0 if none). */
 TSR_API size_t              tsr_backend_get_workspace_size(tsr_backend_t backend);
 
+/* ---- devices and the registry (ggml's device layer) -------------------------------- */
+
+/* CPU: host memory (the CPU backend, and Vulkan implementations that run on the CPU,
+ * such as Mesa's lavapipe); GPU: a GPU with its own memory or an integrated one; ACCEL:
+ * an accelerator that complements the CPU (none ships today). */
+enum tsr_backend_dev_type {
+    TSR_BACKEND_DEVICE_TYPE_CPU   = 0,
+    TSR_BACKEND_DEVICE_TYPE_GPU   = 1,
+    TSR_BACKEND_DEVICE_TYPE_ACCEL = 2
+};
+
+/* What a device's backend can do besides computing graphs. */
+struct tsr_backend_dev_caps {
+    bool async;                 /* tensor_set_async / get_async queue work */
+    bool host_buffer;           /* it has a pinned host buffer type (host_buffer_type) */
+    bool buffer_from_host_ptr;  /* it can wrap caller memory */
+    bool events;                /* it has events (none ship today) */
+};
+
+struct tsr_backend_dev_props {
+    const char *              name;          /* "CPU", "Vulkan0", "CUDA1" */
+    const char *              description;   /* the hardware: "AMD EPYC 7B13", "llvmpipe (LLVM 15.0.6, 256 bits) [cpu]" */
+    size_t                    memory_free;   /* bytes */
+    size_t                    memory_total;  /* bytes */
+    enum tsr_backend_dev_type type;
+    const char *              device_id;     /* a stable id (PCI bus id) when known, else NULL */
+    struct tsr_backend_dev_caps caps;
+};
+
+/* A device's properties. Every call takes NULL (name "(null)", 0 memory, false, NULL). */
+TSR_API const char *              tsr_backend_dev_name(tsr_backend_dev_t device);
+TSR_API const char *              tsr_backend_dev_description(tsr_backend_dev_t device);
+TSR_API void                      tsr_backend_dev_memory(tsr_backend_dev_t device, size_t * free, size_t * total);
+TSR_API enum tsr_backend_dev_type tsr_backend_dev_type(tsr_backend_dev_t device);
+TSR_API void                      tsr_backend_dev_get_props(tsr_backend_dev_t device, struct tsr_backend_dev_props * props);
+TSR_API tsr_backend_reg_t         tsr_backend_dev_backend_reg(tsr_backend_dev_t device);
+/* A new backend on the device. params: NULL or "" for the defaults; the CPU device also
+ * takes "n_threads=N". NULL + an error naming the device (and a bad params string). */
+TSR_API tsr_backend_t             tsr_backend_dev_init(tsr_backend_dev_t device, const char * params);
+/* The device's own buffer type (device memory), and its pinned host buffer type (NULL
+ * when it has none). */
+TSR_API tsr_backend_buffer_type_t tsr_backend_dev_buffer_type(tsr_backend_dev_t device);
+TSR_API tsr_backend_buffer_type_t tsr_backend_dev_host_buffer_type(tsr_backend_dev_t device);
+/* Whether the device's backends run op (answered without creating a backend), use a
+ * buffer type, and want an op whose weights live in host memory brought over to run
+ * there (worth it for large batches only). */
+TSR_API bool                      tsr_backend_dev_supports_op(tsr_backend_dev_t device, const struct tsr_tensor * op);
+TSR_API bool                      tsr_backend_dev_supports_buft(tsr_backend_dev_t device, tsr_backend_buffer_type_t buft);
+TSR_API bool                      tsr_backend_dev_offload_op(tsr_backend_dev_t device, const struct tsr_tensor * op);
+
+/* One backend kind ("CPU", "Vulkan", "CUDA") and its devices. */
+TSR_API const char *              tsr_backend_reg_name(tsr_backend_reg_t reg);
+TSR_API size_t                    tsr_backend_reg_dev_count(tsr_backend_reg_t reg);
+TSR_API tsr_backend_dev_t         tsr_backend_reg_dev_get(tsr_backend_reg_t reg, size_t index); /* NULL + error past the end */
+
+/* The registry: every backend compiled into the program registers itself (the CPU and
+ * Vulkan parts of the implementation file, the CUDA library), CPU first, the others in
+ * the order they registered. Query it from main() or later, not from a static
+ * initializer of another file (its backends register while the implementation file's
+ * statics are initialized). Names compare without case. */
+TSR_API size_t            tsr_backend_reg_count(void);
+TSR_API tsr_backend_reg_t tsr_backend_reg_get(size_t index);              /* NULL + error past the end */
+TSR_API tsr_backend_reg_t tsr_backend_reg_by_name(const char * name);     /* NULL + error naming it */
+TSR_API size_t            tsr_backend_dev_count(void);                    /* devices of every backend */
+TSR_API tsr_backend_dev_t tsr_backend_dev_get(size_t index);              /* NULL + error past the end */
+TSR_API tsr_backend_dev_t tsr_backend_dev_by_name(const char * name);     /* "CPU", "Vulkan0": NULL + error naming it */
+TSR_API tsr_backend_dev_t tsr_backend_dev_by_type(enum tsr_backend_dev_type type); /* the first; NULL + error */
+/* A backend on the device of that name, or on the first device of that type. A backend
+ * kind's name ("vulkan") picks its first device (for Vulkan the default one, see
+ * tessera-vulkan.h). NULL + error naming what was asked for. */
+TSR_API tsr_backend_t     tsr_backend_init_by_name(const char * name, const char * params);
+TSR_API tsr_backend_t     tsr_backend_init_by_type(enum tsr_backend_dev_type type, const char * params);
+/* A GPU device's backend if there is one, else the first CPU device's. */
+TSR_API tsr_backend_t     tsr_backend_init_best(void);
+/* The device a backend runs on (NULL for NULL or a backend made outside the registry's backends). */
+TSR_API tsr_backend_dev_t tsr_backend_get_device(tsr_backend_t backend);
+
 /* ---- CPU (host) buffers ------------------------------------------------------------ */
 
 /* 64-byte aligned host memory from the current host allocator. */
@@ -157,69 +240,6 @@ TSR_API tsr_backend_buffer_t tsr_backend_alloc_ctx_tensors(struct tsr_context * 
 TSR_API tsr_backend_buffer_t tsr_backend_multi_buffer_alloc_buffer(tsr_backend_buffer_t * buffers, size_t n_buffers);
 TSR_API bool                 tsr_backend_buffer_is_multi_buffer(tsr_backend_buffer_t buffer);
 
-/* ======================================================================================
- * For backend implementers (ggml-backend-impl.h): the interfaces a backend fills in.
- * ==================================================================================== */
-
-struct tsr_backend_buffer_type_i {
-    const char *         (*get_name)      (tsr_backend_buffer_type_t buft);
-    tsr_backend_buffer_t (*alloc_buffer)  (tsr_backend_buffer_type_t buft, size_t size);  /* NULL + tsr_set_error on failure */
-    size_t               (*get_alignment) (tsr_backend_buffer_type_t buft);
-    size_t               (*get_max_size)  (tsr_backend_buffer_type_t buft);               /* optional: SIZE_MAX */
-    size_t               (*get_alloc_size)(tsr_backend_buffer_type_t buft, const struct tsr_tensor * tensor); /* optional: nbytes */
-    bool                 (*is_host)       (tsr_backend_buffer_type_t buft);               /* optional: false */
-};
-
-struct tsr_backend_buffer_type {
-    struct tsr_backend_buffer_type_i iface;
-    void * context;
-};
-
-struct tsr_backend_buffer_i {
-    void   (*free_buffer)  (tsr_backend_buffer_t buffer);                                 /* optional */
-    void * (*get_base)     (tsr_backend_buffer_t buffer);  /* an address, possibly opaque (device) */
-    bool   (*init_tensor)  (tsr_backend_buffer_t buffer, struct tsr_tensor * tensor);     /* optional */
-    bool   (*memset_tensor)(tsr_backend_buffer_t buffer, struct tsr_tensor * tensor, uint8_t value, size_t offset, size_t size);
-    bool   (*set_tensor)   (tsr_backend_buffer_t buffer, struct tsr_tensor * tensor, const void * data, size_t offset, size_t size);
-    bool   (*get_tensor)   (tsr_backend_buffer_t buffer, const struct tsr_tensor * tensor, void * data, size_t offset, size_t size);
-    bool   (*cpy_tensor)   (tsr_backend_buffer_t buffer, const struct tsr_tensor * src, struct tsr_tensor * dst); /* optional: false = not handled */
-    void   (*clear)        (tsr_backend_buffer_t buffer, uint8_t value);
-};
-
-struct tsr_backend_buffer {
-    struct tsr_backend_buffer_i   iface;
-    tsr_backend_buffer_type_t     buft;
-    void *                        context;
-    size_t                        size;
-    enum tsr_backend_buffer_usage usage;
-};
-
-/* Create a buffer object (the caller's context is freed by iface.free_buffer). */
-TSR_API tsr_backend_buffer_t tsr_backend_buffer_init(tsr_backend_buffer_type_t buft, struct tsr_backend_buffer_i iface,
-                                                     void * context, size_t size);
-
-struct tsr_backend_i {
-    const char * (*get_name)(tsr_backend_t backend);
-    void         (*free)(tsr_backend_t backend);
-    tsr_backend_buffer_type_t (*get_default_buffer_type)(tsr_backend_t backend);
-
-    /* optional async copies; NULL: the buffer's synchronous set/get is used */
-    bool (*set_tensor_async)(tsr_backend_t backend, struct tsr_tensor * tensor, const void * data, size_t offset, size_t size);
-    bool (*get_tensor_async)(tsr_backend_t backend, const struct tsr_tensor * tensor, void * data, size_t offset, size_t size);
-    void (*synchronize)(tsr_backend_t backend);                                          /* optional */
-
-    bool            (*graph_reserve)(tsr_backend_t backend, struct tsr_cgraph * cgraph); /* optional */
-    enum tsr_status (*graph_compute)(tsr_backend_t backend, struct tsr_cgraph * cgraph);
-    bool            (*supports_op)(tsr_backend_t backend, const struct tsr_tensor * op);
-    bool            (*supports_buft)(tsr_backend_t backend, tsr_backend_buffer_type_t buft); /* optional: default type only */
-    size_t          (*get_workspace_size)(tsr_backend_t backend);                        /* optional */
-};
-
-struct tsr_backend {
-    struct tsr_backend_i iface;
-    void * context;
-};
-
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
@@ -263,7 +283,9 @@ TSR_CXX_END /* namespace tsr */
 #if defined(TSR_IMPLEMENTATION) && !defined(TSR_BACKEND_IMPLEMENTED)
 #define TSR_BACKEND_IMPLEMENTED
 #include "tessera.h"
+#include "backend_impl.h"
 #include "impl/backend.inl"
 #include "impl/host_allocators.inl"
+#include "impl/registry.inl"
 #include "impl/implement_included.h"
 #endif

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "tessera/alloc.h"
+#include "tessera/backend_impl.h"  // a backend writer's view: one case builds a buffer type of its own
 #include "ctx_guard.h"
 
 #include <cstdlib>

@@ -6,13 +6,6 @@
 // TSR_BACKEND_OPS_FILTER=text runs only the cases whose description contains text.
 #include "op_cases.h"
 
-#ifdef TSR_HAVE_VULKAN
-#include "tessera-vulkan.h"
-#endif
-#ifdef TSR_HAVE_CUDA
-#include "tessera-cuda.h"
-#endif
-
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -153,28 +146,21 @@ TEST_CASE("backend_ops: CPU avx2 path against the scalar path", "[backend_ops][c
 TEST_CASE("backend_ops: CPU avx512 path against the scalar path", "[backend_ops][cpu]") { cpu_isa_against_scalar(TSR_CPU_ISA_AVX512); }
 TEST_CASE("backend_ops: CPU neon path against the scalar path", "[backend_ops][cpu]") { cpu_isa_against_scalar(TSR_CPU_ISA_NEON); }
 
-TEST_CASE("backend_ops: Vulkan against the CPU scalar path", "[backend_ops][vulkan]") {
-#ifdef TSR_HAVE_VULKAN
-    const backend_ptr be(tsr_backend_vk_init(-1), tsr_backend_free);
+// The table on the first device of a backend kind (for Vulkan the default device),
+// found through the registry: WARN and return when the kind is not built in or has no
+// usable device.
+static void run_table_on(const char * kind) {
+    if (!tsr_backend_reg_by_name(kind)) {
+        WARN("skipped: " << kind << ": not compiled in");
+        return;
+    }
+    const backend_ptr be(tsr_backend_init_by_name(kind, nullptr), tsr_backend_free);
     if (!be) {
-        WARN("skipped: Vulkan: no usable device: " << tsr_last_error());
+        WARN("skipped: " << kind << ": no usable device: " << tsr_last_error());
         return;
     }
     run_table(be.get(), tsr_backend_name(be.get()));
-#else
-    WARN("skipped: Vulkan: not compiled in (built without TSR_HAVE_VULKAN)");
-#endif
 }
 
-TEST_CASE("backend_ops: CUDA against the CPU scalar path", "[backend_ops][cuda]") {
-#ifdef TSR_HAVE_CUDA
-    const backend_ptr be(tsr_backend_cuda_get_device_count() > 0 ? tsr_backend_cuda_init(0) : nullptr, tsr_backend_free);
-    if (!be) {
-        WARN("skipped: CUDA: no usable device: " << (tsr_backend_cuda_get_device_count() > 0 ? tsr_last_error() : "no driver or GPU"));
-        return;
-    }
-    run_table(be.get(), tsr_backend_name(be.get()));
-#else
-    WARN("skipped: CUDA: not compiled in (built without TSR_HAVE_CUDA)");
-#endif
-}
+TEST_CASE("backend_ops: Vulkan against the CPU scalar path", "[backend_ops][vulkan]") { run_table_on("Vulkan"); }
+TEST_CASE("backend_ops: CUDA against the CPU scalar path", "[backend_ops][cuda]") { run_table_on("CUDA"); }

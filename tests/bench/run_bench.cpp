@@ -10,9 +10,6 @@
 #include "tessera/alloc.h"
 #include "tessera/gguf.h"
 #include "tessera-cpu.h"
-#ifdef TSR_HAVE_VULKAN
-#include "tessera-vulkan.h"
-#endif
 
 #include "backends.h"
 #include "graph.h"
@@ -100,8 +97,7 @@ int main(int argc, char ** argv) {
         else { fprintf(stderr, "usage: %s [--csv] [-t N] [--prompt N] [--gen N] [--models gpt2,llama1b] [--types f32,f16,q8_0,q4_0,q4_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda]\n", argv[0]); return 2; }
     }
     std::string err;
-    tsr_backend_t backend = make_backend(backend_name, -1, threads, err);
-    if (!backend && backend_name != "cpu") backend = make_backend(backend_name, 0, threads, err);
+    tsr_backend_t backend = make_backend(backend_name, -1, threads, err);   // the kind's first device
     if (!backend) { fprintf(stderr, "run_bench: %s\n", err.c_str()); return 1; }
 
     struct mt { const char * name; weight_types t; };

@@ -168,3 +168,38 @@ TEST_CASE("cuda: async set/get on the backend stream", "[cuda][device]") {
     tsr_backend_buffer_free(buf);
     tsr_free(ctx);
 }
+
+TEST_CASE("cuda: the registry lists the CUDA devices (none without a GPU)", "[cuda][host][device]") {
+    tsr_backend_reg_t reg = tsr_backend_reg_by_name("CUDA");
+    REQUIRE(reg == tsr_backend_cuda_reg());   // registered although this program may name no CUDA call
+    const int n = tsr_backend_cuda_get_device_count();
+    REQUIRE(tsr_backend_reg_dev_count(reg) == (size_t) n);
+    if (n == 0) {
+        CHECK(tsr_backend_init_by_name("cuda", nullptr) == nullptr);
+        CHECK(std::string(tsr_last_error()).find("has no device") != std::string::npos);
+        CHECK(tsr_backend_dev_by_name("CUDA0") == nullptr);
+        WARN("no CUDA device here: the device part of this test skips");
+        return;
+    }
+    for (int i = 0; i < n; ++i) {
+        tsr_backend_dev_t dev = tsr_backend_reg_dev_get(reg, (size_t) i);
+        REQUIRE(dev != nullptr);
+        CHECK(std::string(tsr_backend_dev_name(dev)) == "CUDA" + std::to_string(i));
+        CHECK(tsr_backend_dev_type(dev) == TSR_BACKEND_DEVICE_TYPE_GPU);
+        CHECK(tsr_backend_dev_buffer_type(dev) == tsr_backend_cuda_buffer_type(i));
+        CHECK(tsr_backend_dev_host_buffer_type(dev) == tsr_backend_cuda_host_buffer_type());
+        size_t f = 0, t = 0, f_cuda = 0, t_cuda = 0;
+        tsr_backend_dev_memory(dev, &f, &t);
+        REQUIRE(tsr_backend_cuda_get_device_memory(i, &f_cuda, &t_cuda));
+        CHECK(t == t_cuda);
+    }
+    tsr_backend_t be = tsr_backend_init_by_name("CUDA0", nullptr);
+    REQUIRE(be != nullptr);
+    CHECK(tsr_backend_is_cuda(be));
+    CHECK(tsr_backend_get_device(be) == tsr_backend_dev_by_name("cuda0"));
+    tsr_backend_t best = tsr_backend_init_best();   // a GPU is there: the best is a GPU device
+    REQUIRE(best != nullptr);
+    CHECK(tsr_backend_dev_type(tsr_backend_get_device(best)) == TSR_BACKEND_DEVICE_TYPE_GPU);
+    tsr_backend_free(best);
+    tsr_backend_free(be);
+}

@@ -19,6 +19,11 @@ int main() {
         return 1;
     }
     const int n = tsr_backend_cuda_get_device_count();
+    // the CUDA part registered itself from its own static (no TSR_HAVE_CUDA path here)
+    if (tsr_backend_reg_by_name("CUDA") != tsr_backend_cuda_reg() || tsr_backend_reg_dev_count(tsr_backend_cuda_reg()) != (size_t) n) {
+        std::fprintf(stderr, "one nvcc TU: the registry lacks the CUDA kind or its %d devices: %s\n", n, tsr_last_error());
+        return 1;
+    }
     if (n > 0) {
         tsr::backend cuda(tsr_backend_cuda_init(0));
         tsr::gallocr galloc(tsr_backend_get_default_buffer_type(cuda));

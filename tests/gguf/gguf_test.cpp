@@ -5,6 +5,7 @@
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
 #include "tessera/gguf.h"
+#include "tessera/backend_impl.h"  // a backend writer's view: one case implements a buffer of its own
 
 #include <atomic>
 #include <cstdio>

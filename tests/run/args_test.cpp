@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "args.h"
+#include "backends.h"
 
 #include <string>
 #include <vector>
@@ -44,6 +45,31 @@ TEST_CASE("tessera-run arguments: values in range parse", "[run][args]") {
     CHECK(a.use_mmap);  // mapped unless asked not to
     CHECK(parse({"--no-mmap"}, &a).empty());
     CHECK_FALSE(a.use_mmap);
+    CHECK_FALSE(a.list_devices);
+    CHECK(parse({"--list-devices"}, &a).empty());
+    CHECK(a.list_devices);
+}
+
+TEST_CASE("tessera-run backends: picked through the registry by kind or device name", "[run][args][device]") {
+    std::string err;
+    tsr_backend_t cpu = trun::make_backend("cpu", 0, 3, err);
+    REQUIRE(cpu != nullptr);
+    CHECK(tsr_backend_get_device(cpu) == tsr_backend_dev_by_name("CPU"));
+    CHECK(tsr_backend_cpu_get_n_threads(cpu) == 3);
+    tsr_backend_free(cpu);
+    CHECK(trun::device_name("vulkan", -1) == "vulkan");   // the kind's first (default) device
+    CHECK(trun::device_name("cpu", 0) == "cpu");          // one device: its own name
+    CHECK(trun::device_name("cpu", 2) == "cpu");          // --device does not apply to the CPU
+    if (tsr_backend_reg_by_name("vulkan")) {
+        // an index past the devices there are is an error naming the device, never another device
+        CHECK(trun::device_name("vulkan", 1) == "Vulkan1");
+        const std::string past = "Vulkan" + std::to_string(tsr_backend_reg_dev_count(tsr_backend_reg_by_name("vulkan")));
+        CHECK(trun::make_backend("vulkan", (int) tsr_backend_reg_dev_count(tsr_backend_reg_by_name("vulkan")), 0, err) == nullptr);
+        CHECK_THAT(err, Catch::Matchers::Contains("'" + past + "'"));
+    }
+    CHECK(trun::make_backend("nosuch", 0, 0, err) == nullptr);
+    CHECK_THAT(err, Catch::Matchers::Contains("'nosuch'"));
+    CHECK_THAT(err, Catch::Matchers::Contains("CPU"));   // the devices there are
 }
 
 TEST_CASE("tessera-run arguments: each bad value names its flag", "[run][args]") {

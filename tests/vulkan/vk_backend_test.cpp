@@ -242,3 +242,101 @@ TEST_CASE("vulkan small buffers share memory blocks, freed blocks go back", "[vu
     CHECK(during.n_dedicated == before.n_dedicated + 1);
     tsr_backend_buffer_free(big);
 }
+
+// ---- the device layer: Vulkan devices in the registry ------------------------------------
+
+namespace {
+
+tsr_tensor * build_small_block(tsr_context * ctx, tsrt::graph_inputs & in) {
+    tsr_tensor * w = in.add(tsr_new_tensor_2d(ctx, TSR_TYPE_F16, 64, 48));
+    tsr_tensor * x = in.add(tsr_new_tensor_2d(ctx, TSR_TYPE_F32, 64, 5));
+    tsr_tensor * g = in.add(tsr_new_tensor_1d(ctx, TSR_TYPE_F32, 48));
+    return tsr_mul(ctx, tsr_rms_norm(ctx, tsr_silu(ctx, tsr_mul_mat(ctx, w, x)), 1e-5f), g);
+}
+
+} // namespace
+
+TEST_CASE("registry: Vulkan devices are listed with their Vulkan properties", "[vulkan][device][registry]") {
+    tsr_backend_reg_t reg = tsr_backend_reg_by_name("Vulkan");
+    REQUIRE(reg == tsr_backend_vk_reg());
+    const int n = tsr_backend_vk_get_device_count();
+    REQUIRE(tsr_backend_reg_dev_count(reg) == (size_t) n);
+    CHECK(tsr_backend_reg_get(0) == tsr_backend_cpu_reg());   // the CPU kind first
+    if (n == 0) { WARN("skipped: no Vulkan device: " << tsr_last_error()); return; }
+    CHECK(tsr_backend_dev_count() >= 1 + (size_t) n);
+    // the kind's first device is the default one; every index is there once, by name
+    const int def = tsr_backend_vk_default_device();
+    REQUIRE(def >= 0);
+    CHECK(std::string(tsr_backend_dev_name(tsr_backend_reg_dev_get(reg, 0))) == "Vulkan" + std::to_string(def));
+    for (int i = 0; i < n; i++) {
+        const std::string name = "Vulkan" + std::to_string(i);
+        tsr_backend_dev_t dev = tsr_backend_dev_by_name(name.c_str());
+        REQUIRE(dev != nullptr);
+        CHECK(tsr_backend_dev_backend_reg(dev) == reg);
+        char desc[256] = {0};
+        REQUIRE(tsr_backend_vk_get_device_description(i, desc, sizeof desc));
+        CHECK(std::string(tsr_backend_dev_description(dev)) == desc);
+        size_t free_vk = 0, total_vk = 0, free_b = 0, total_b = 0;
+        REQUIRE(tsr_backend_vk_get_device_memory(i, &free_vk, &total_vk));
+        tsr_backend_dev_memory(dev, &free_b, &total_b);
+        CHECK(total_b == total_vk);
+        CHECK(free_b == free_vk);
+        // a Vulkan implementation on the CPU (lavapipe: "[cpu]") is a CPU device
+        const bool on_cpu = std::string(desc).find("[cpu]") != std::string::npos;
+        CHECK(tsr_backend_dev_type(dev) == (on_cpu ? TSR_BACKEND_DEVICE_TYPE_CPU : TSR_BACKEND_DEVICE_TYPE_GPU));
+        CHECK(tsr_backend_dev_buffer_type(dev) == tsr_backend_vk_buffer_type(i));
+        CHECK(tsr_backend_dev_supports_buft(dev, tsr_backend_vk_buffer_type(i)));
+        CHECK_FALSE(tsr_backend_dev_supports_buft(dev, tsr_backend_cpu_buffer_type()));
+    }
+    // the CPU backend stays the first CPU device, ahead of lavapipe
+    CHECK(tsr_backend_dev_by_type(TSR_BACKEND_DEVICE_TYPE_CPU) == tsr_backend_dev_by_name("CPU"));
+}
+
+TEST_CASE("registry: a Vulkan backend by name computes like the CPU backend", "[vulkan][device][registry]") {
+    VK_OR_SKIP();
+    const std::string name = "Vulkan" + std::to_string(tsr_backend_vk_default_device());
+    for (const char * asked : {name.c_str(), "vulkan"}) {
+        CAPTURE(asked);
+        tsr_backend_t be = tsr_backend_init_by_name(asked, nullptr);
+        REQUIRE(be != nullptr);
+        CHECK(tsr_backend_is_vk(be));
+        CHECK(tsr_backend_get_device(be) == tsr_backend_dev_by_name(name.c_str()));
+        tsrt::compare_backends(be, vkt::cpu(), build_small_block, 1e-5);
+        tsr_backend_free(be);
+    }
+    // tsr_backend_vk_init's backends know their device too
+    CHECK(tsr_backend_get_device(vkt::vk()) == tsr_backend_dev_by_name(name.c_str()));
+    CHECK(tsr_backend_init_by_name(name.c_str(), "n_threads=2") == nullptr);   // Vulkan takes no params
+    CHECK_THAT(std::string(tsr_last_error()), Catch::Matchers::Contains("'n_threads=2'"));
+    CHECK(tsr_backend_init_by_name("Vulkan99", nullptr) == nullptr);
+    CHECK_THAT(std::string(tsr_last_error()), Catch::Matchers::Contains("'Vulkan99'"));
+}
+
+TEST_CASE("registry: Vulkan supports_op through the device equals the backend's", "[vulkan][device][registry]") {
+    VK_OR_SKIP();
+    tsr_backend_t be = vkt::vk();
+    tsr_backend_dev_t dev = tsr_backend_get_device(be);
+    REQUIRE(dev != nullptr);
+    tsr_init_params p = {64 * tsr_tensor_overhead(), nullptr, true};
+    tsr_context * ctx = tsr_init(p);
+    REQUIRE(ctx);
+    tsr_tensor * a = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, 256, 40);
+    tsr_tensor * w16 = tsr_new_tensor_2d(ctx, TSR_TYPE_F16, 256, 8);
+    tsr_tensor * w4k = tsr_new_tensor_2d(ctx, TSR_TYPE_Q4_K, 256, 8);   // a type Vulkan refuses
+    tsr_tensor * i32 = tsr_new_tensor_1d(ctx, TSR_TYPE_I32, 4);
+    int n_supported = 0, n_refused = 0;
+    for (tsr_tensor * op : {tsr_mul_mat(ctx, w16, a), tsr_mul_mat(ctx, w4k, a), tsr_get_rows(ctx, w16, i32),
+                            tsr_get_rows(ctx, w4k, i32), tsr_soft_max_ext(ctx, a, nullptr, 1.0f, 0.0f),
+                            tsr_argsort(ctx, a, TSR_SORT_ORDER_ASC), tsr_rms_norm(ctx, a, 1e-5f)}) {
+        REQUIRE(op != nullptr);
+        CAPTURE(tsrt::node_signature(op));
+        const bool by_backend = tsr_backend_supports_op(be, op);
+        CHECK(tsr_backend_dev_supports_op(dev, op) == by_backend);
+        (by_backend ? n_supported : n_refused)++;
+        // offload: only ops it runs, from a batch of 32 rows (40 here), never GET_ROWS
+        CHECK(tsr_backend_dev_offload_op(dev, op) == (by_backend && op->op != TSR_OP_GET_ROWS));
+    }
+    CHECK(n_supported > 0);
+    CHECK(n_refused > 0);
+    tsr_free(ctx);
+}

@@ -288,6 +288,9 @@ static bool be_supports_op(tsr_backend_t, const tsr_tensor * op) { return op && 
 static bool be_supports_buft(tsr_backend_t, tsr_backend_buffer_type_t buft) { return buft && tsr_backend_buft_is_host(buft); }
 static size_t be_get_workspace_size(tsr_backend_t backend) { return ((backend_ctx *)backend->context)->ws.size; }
 
+/* The CPU device (device_cpu.inl), which every CPU backend runs on. */
+static tsr_backend_dev_t the_device();
+
 static bool make_pool(backend_ctx * ctx, int n) {
     delete ctx->tp;
     ctx->tp = nullptr;
@@ -330,6 +333,7 @@ TSR_API_IMPL tsr_backend_t tsr_backend_cpu_init(void) {
     be->iface.supports_op = be_supports_op;
     be->iface.supports_buft = be_supports_buft;
     be->iface.get_workspace_size = be_get_workspace_size;
+    be->device = the_device();
     be->context = ctx;
     return be;
 }

@@ -313,9 +313,15 @@ tsr_status be_graph_compute(tsr_backend_t backend, tsr_cgraph * cgraph) {
 
 bool be_supports_op(tsr_backend_t, const tsr_tensor * op) { return supports(op); }
 
-bool be_supports_buft(tsr_backend_t backend, tsr_backend_buffer_type_t buft) {
-    return buft_is_cuda_device(buft) && ((buft_ctx *) buft->context)->device == ctx_of(backend)->device;
+// Whether buft is the device memory of device (what its backends and its registry device use).
+bool device_uses_buft(int device, tsr_backend_buffer_type_t buft) {
+    return buft_is_cuda_device(buft) && ((buft_ctx *) buft->context)->device == device;
 }
+
+bool be_supports_buft(tsr_backend_t backend, tsr_backend_buffer_type_t buft) { return device_uses_buft(ctx_of(backend)->device, buft); }
+
+// The registry's device of an index (cuda_registry.cuh).
+tsr_backend_dev_t registry_device(int index);
 
 size_t be_get_workspace_size(tsr_backend_t backend) { return ctx_of(backend)->ws_size; }
 
@@ -362,6 +368,7 @@ TSR_API_IMPL tsr_backend_t tsr_backend_cuda_init(int device) {
     ctx->device = device;
     snprintf(ctx->name, sizeof(ctx->name), "CUDA%d", device);
     backend->iface = backend_iface;
+    backend->device = registry_device(device);
     backend->context = ctx;
     ctx->pool = new (std::nothrow) device_pool(device);
     bool ok = ctx->pool != nullptr;

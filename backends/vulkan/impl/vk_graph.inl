@@ -233,18 +233,26 @@ static enum tsr_status be_graph_compute(tsr_backend_t be, tsr_cgraph * g) {
     return TSR_STATUS_SUCCESS;
 }
 
+/* Whether a device runs op: a check-mode pass over a context of its own, so the device
+ * layer answers without a backend and a backend's answer cannot differ from its device's. */
+static bool device_supports_op(device * d, const tsr_tensor * op) {
+    backend_ctx probe;
+    probe.d = d;
+    probe.m = M_CHECK;
+    return encode_node(&probe, op);
+}
+static bool device_supports_buft(const device * d, tsr_backend_buffer_type_t buft) { return buft == &d->buft; }
+
 static bool be_supports_op(tsr_backend_t be, const tsr_tensor * op) {
-    backend_ctx * ctx = static_cast<backend_ctx *>(be->context);
-    mode saved = ctx->m;
-    ctx->m = M_CHECK;
-    bool ok = encode_node(ctx, op);
-    ctx->m = saved;
-    return ok;
+    return device_supports_op(static_cast<backend_ctx *>(be->context)->d, op);
 }
 
 static bool be_supports_buft(tsr_backend_t be, tsr_backend_buffer_type_t buft) {
-    return buft == &static_cast<backend_ctx *>(be->context)->d->buft;
+    return device_supports_buft(static_cast<backend_ctx *>(be->context)->d, buft);
 }
+
+/* The registry's device of a loader index (vk_registry.inl). */
+static tsr_backend_dev_t registry_device(int index);
 
 /* Filled member by member: each entry names its member; the optional ones left NULL. */
 static constexpr tsr_backend_i backend_iface = [] {
@@ -297,6 +305,7 @@ TSR_API_IMPL tsr_backend_t tsr_backend_vk_init(int device) {
     tsr_backend_t be = new (std::nothrow) tsr_backend();
     if (be) {
         be->iface = tsr_vk::backend_iface;
+        be->device = tsr_vk::registry_device(d->index);
         be->context = ctx.get();
     }
     if (r != VK_SUCCESS || !be) {

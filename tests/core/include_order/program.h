@@ -68,7 +68,12 @@ static int run_order_program(const char * order) {
 
 #ifdef TSR_HAVE_VULKAN
     ORDER_CHECK(tsr_backend_vk_get_device_count() >= 0);  // linked and callable, device or not
+    // the Vulkan part registered itself whatever the order (its devices, if any, listed)
+    ORDER_CHECK(tsr_backend_reg_by_name("Vulkan") == tsr_backend_vk_reg());
 #endif
+    // the CPU part registered itself whatever the order; its device is the CPU backend's
+    ORDER_CHECK(tsr_backend_reg_get(0) == tsr_backend_cpu_reg());
+    ORDER_CHECK(tsr_backend_get_device(cpu) == tsr_backend_dev_by_name("CPU"));
     tsr_gallocr_free(galloc);
     tsr_backend_buffer_free(weights);
     tsr_backend_free(cpu);
