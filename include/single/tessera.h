@@ -8925,7 +8925,8 @@ static bool sched_assign_fixed(sched * s, struct tsr_cgraph * g) {
         auto u = s->user_ids.find(t);
         if (u != s->user_ids.end()) { s->ids[t] = u->second; continue; }
         if (tsr_backend_buffer_t b = sched_prealloc_buffer(t)) {
-            const int id = sched_backend_for_buffer(s, b, t);
+            /* a view computes nothing: any backend that can use the buffer */
+            const int id = sched_backend_for_buffer(s, b, sched_is_view_op(t->op) ? nullptr : t);
             if (id < 0) return sched_no_backend_error(s, i, t, "writes into a buffer no backend that runs it can use");
             s->ids[t] = id;
             continue;
@@ -9271,6 +9272,7 @@ TSR_API_IMPL tsr_backend_sched_t tsr_backend_sched_new(tsr_backend_t * backends,
         return nullptr;
     }
     s->galloc = tsr_gallocr_new_n(s->bufts.data(), n_backends);
+    tsr_gallocr_set_time_budget(s->galloc, 10.0);
     if (!s->galloc) { delete s; return nullptr; }
     return tsr_impl::handle(s);
 }

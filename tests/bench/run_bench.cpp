@@ -126,11 +126,9 @@ int main(int argc, char ** argv) {
             m.hp = hp;
             m.ctx_w = tsr_init(tsr_init_params{(size_t) (n_weight_tensors(hp, tied) + 2) * tsr_tensor_overhead(), nullptr, true});
             bool ok = m.ctx_w && create_weights(m.ctx_w, hp, ty.t, tied, m.w, err);
-            if (ok) {
-                m.buf_w = tsr_backend_alloc_ctx_tensors(m.ctx_w, backend);
-                ok = m.buf_w != nullptr;
-                if (!ok) err = tsr_last_error();
-            }
+            placement pl;
+            pl.main = backend;
+            ok = ok && place_weights(m, pl, err);
             ok = ok && fill_parallel(m.ctx_w, 42, std::max(1, (int) std::thread::hardware_concurrency()), err);
             r.build_s = now_s() - t0;
             session s;
