@@ -50,17 +50,21 @@ struct net {
     }
 };
 
-} // namespace
-
-TEST_CASE("sched: Vulkan + CPU split of a small network computes what the CPU computes alone", "[vulkan][sched]") {
-    VK_OR_SKIP();
-    // the reference: every weight in host memory, the graph on the CPU backend alone
+// The reference: every weight in host memory, the graph on the CPU backend alone.
+std::vector<float> net_on_cpu() {
     net ref(tsr_backend_cpu_buffer_type(), tsr_backend_cpu_buffer_type());
     tsr::gallocr ga(tsr_backend_cpu_buffer_type());
     REQUIRE(tsr_gallocr_alloc_graph(ga, ref.gf));
     ref.set_tokens();
     REQUIRE(tsr_backend_graph_compute(tsrt::cpu(), ref.gf) == TSR_STATUS_SUCCESS);
-    const std::vector<float> want = tsrt::download(ref.o);
+    return tsrt::download(ref.o);
+}
+
+} // namespace
+
+TEST_CASE("sched: Vulkan + CPU split of a small network computes what the CPU computes alone", "[vulkan][sched]") {
+    VK_OR_SKIP();
+    const std::vector<float> want = net_on_cpu();
 
     tsr_backend_t list[2] = {vkt::vk(), tsrt::cpu()};
     tsr::backend_sched sched(tsr_backend_sched_new(list, nullptr, 2, 64, false));
@@ -87,4 +91,26 @@ TEST_CASE("sched: Vulkan + CPU split of a small network computes what the CPU co
         const std::vector<float> got = tsrt::download(n.o);
         CHECK(tsrt::nmse(got, want) < 1e-6);
     }
+}
+
+TEST_CASE("sched: two Vulkan backends on one device share its memory: a layer split across them copies nothing between them", "[vulkan][sched]") {
+    VK_OR_SKIP();
+    const std::vector<float> want = net_on_cpu();
+    tsr::backend vk2(tsr_backend_vk_init(-1));
+    REQUIRE(vk2.get() != nullptr);
+    tsr_backend_t list[3] = {vkt::vk(), vk2, tsrt::cpu()};
+    tsr::backend_sched sched(tsr_backend_sched_new(list, nullptr, 3, 64, false));
+    REQUIRE(sched.get() != nullptr);
+    net n(tsr_backend_get_default_buffer_type(vkt::vk()), tsr_backend_cpu_buffer_type());
+    tsr_backend_sched_set_tensor_backend(sched, n.h, vk2);   // the layer's silu on the second instance
+    REQUIRE(tsr_backend_sched_alloc_graph(sched, n.gf));
+    // [get_rows]CPU [mul_mat]Vulkan [silu]Vulkan#2 [mul_mat rms_norm]CPU [mul_mat]Vulkan: the
+    // copies are those of the first test; none between the two instances
+    CHECK(tsr_backend_sched_get_n_splits(sched) == 5);
+    CHECK(tsr_backend_sched_get_n_split_inputs(sched) == 4);
+    CHECK(tsr_backend_sched_get_split_backend(sched, 2) == vk2.get());
+    CHECK(tsr_backend_sched_get_split_n_inputs(sched, 2) == 0);
+    n.set_tokens();
+    REQUIRE(tsr_backend_sched_graph_compute(sched, n.gf) == TSR_STATUS_SUCCESS);
+    CHECK(tsrt::nmse(tsrt::download(n.o), want) < 1e-6);
 }
