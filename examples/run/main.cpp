@@ -96,6 +96,7 @@ static int run(int argc, char ** argv) {
 
     tsr_backend_t backend = make_backend(a.backend, a.device, a.threads, err);
     if (!backend) return fail(err);
+    if (tsr_backend_is_cpu(backend) && a.n_gpu_layers >= 0) fprintf(stderr, "tessera-run: -ngl has no effect on the CPU backend\n");
     // next to a GPU, a CPU backend for the layers it does not get and the ops it lacks
     tsr_backend_t cpu = nullptr;
     if (!tsr_backend_is_cpu(backend) && !(cpu = make_backend("cpu", 0, a.threads, err))) {

@@ -27,7 +27,8 @@
  * backend, so the program writes them in host memory; a split on another backend gets a
  * copy. Between alloc_graph and the end of graph_compute (or reset), the graph's nodes read
  * foreign inputs through the scheduler's copies (their src pointers are redirected, as in
- * ggml); graph_compute and reset put the original sources back.
+ * ggml); graph_compute and reset put the original sources back, so call one of them
+ * before freeing a graph you allocated (the next alloc_graph writes into the last one).
  *
  * Implementation: TSR_IMPLEMENTATION, in one C++17 file, compiles the core and every
  * backend header included in that file, in any include order (README "Using tessera").
@@ -72,7 +73,9 @@ TSR_API bool tsr_backend_offload_op(tsr_backend_t backend, const struct tsr_tens
  * still waits for the one before). NULL + error on bad arguments. */
 TSR_API tsr_backend_sched_t tsr_backend_sched_new(tsr_backend_t * backends, tsr_backend_buffer_type_t * bufts, int n_backends,
                                                   size_t graph_size, bool parallel);
-TSR_API void                tsr_backend_sched_free(tsr_backend_sched_t sched);  /* NULL is fine; the backends stay */
+/* NULL is fine; the backends stay. A graph allocated and not computed keeps reading the
+ * freed copies: reset first. */
+TSR_API void                tsr_backend_sched_free(tsr_backend_sched_t sched);
 
 /* Split the graph and size every backend's compute buffer (and workspace) for it: call
  * it with the largest graph. false + error when an op runs on no backend (the error names

@@ -473,7 +473,7 @@ TSR_API_IMPL tsr_backend_sched_t tsr_backend_sched_new(tsr_backend_t * backends,
 TSR_API_IMPL void tsr_backend_sched_free(tsr_backend_sched_t sched_h) {
     tsr_impl::sched * s = tsr_impl::internal(sched_h);
     if (!s) return;
-    tsr_impl::sched_restore_sources(s);
+    /* the last graph's sources are not put back: that graph may be gone already */
     tsr_gallocr_free(s->galloc);
     tsr_free(s->ctx);
     delete s;
