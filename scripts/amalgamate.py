@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write tessera's single-header amalgamations from the file list in scripts/sources.txt:
 
-  include/single/tessera.h         the core (tessera.h, backend.h, alloc.h, gguf.h) + the CPU backend
+  include/single/tessera.h         the core (tessera.h, backend.h, alloc.h, gguf.h, sched.h) + the CPU backend
   include/single/tessera-vulkan.h  the Vulkan backend (includes "tessera.h" beside it)
 
 Usage: scripts/amalgamate.py [--check] [OUT_DIR]   (default OUT_DIR: include/single)

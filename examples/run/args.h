@@ -25,6 +25,7 @@ struct run_args {
     bool list_devices = false;
     bool device_given = false;
     int threads = 0;                    // 0: the backend's default
+    int n_gpu_layers = -1;              // -1: every layer when a GPU backend is chosen
     int n_ctx = 0;                      // 0: model's (capped at 4096)
     int n_batch = 64;
     bool flash_attn = true;
@@ -49,6 +50,9 @@ inline void print_usage(const char * argv0) {
            "                         default: -1 for vulkan, 0 for cuda)\n"
            "  --list-devices         list the devices of every backend built in, and exit\n"
            "  -t, --threads N        CPU threads, 1..1024 (default: the backend's)\n"
+           "  -ngl, --n-gpu-layers N with a GPU backend: the last N layers' weights (and the\n"
+           "                         output matrix when N covers every layer) on the GPU, the\n"
+           "                         rest on the CPU; larger N means all (default: all)\n"
            "  -c, --ctx-size N       context length, at most the model's (default: the model's,\n"
            "                         at most 4096)\n"
            "  -b, --batch-size N     prompt tokens per evaluation, >= 1 (default 64)\n"
@@ -108,6 +112,7 @@ inline bool parse_args(int argc, char ** argv, run_args & a, std::string & err) 
         else if (k == "--list-devices") a.list_devices = true;
         else if (k == "--device") { if (!count(a.device, -1, 1023)) return false; a.device_given = true; }
         else if (k == "-t" || k == "--threads") { if (!count(a.threads, 1, 1024)) return false; }
+        else if (k == "-ngl" || k == "--n-gpu-layers") { if (!count(a.n_gpu_layers, 0, big)) return false; }
         else if (k == "-c" || k == "--ctx-size") { if (!count(a.n_ctx, 1, big)) return false; }
         else if (k == "-b" || k == "--batch-size") { if (!count(a.n_batch, 1, big)) return false; }
         else if (k == "--temp") { if (!num(d, 0, 1e6)) return false; a.samp.temp = (float) d; }

@@ -4,9 +4,14 @@
 //   weights  : the model's WEIGHTS buffer (model.h)
 //   KV cache : one persistent buffer of its own: per layer K and V as [n_embd_gqa, n_ctx]
 //              (one row per position, all heads side by side), F16 by default.
-//   compute  : activations, planned by gallocr; reserved once with the worst-case graph
-//              (a full batch attending to the whole context) and reused for every token.
-//   scratch  : per-op workspace inside the backend.
+//   compute  : activations, one buffer per backend planned by the scheduler's gallocr;
+//              reserved once with the worst-case graph (a full batch attending to the whole
+//              context) and reused for every token.
+//   scratch  : per-op workspace inside each backend.
+//
+// Backends: the model's (model.h): the CPU alone, or a GPU first and the CPU last. The
+// scheduler (tessera/sched.h) runs each op where its weights are when that backend has it,
+// and on the CPU otherwise; a layer's K/V cache lives where its layer's weights do.
 //
 // New K/V rows are written with tsr_cpy into views of the cache at position n_past (the
 // copies are expanded into the graph before the attention that reads the cache, so they
@@ -18,11 +23,12 @@
 // matrix in the compute buffer, so the compute buffer stays small for long contexts.
 // mul_mat + soft_max_ext (the classic path) is kept as an option (--no-flash-attn) and
 // is tested against it; it needs V transposed, done with a cont(permute) per layer. A
-// backend without flash_attn_ext gets the classic path automatically (session_init).
+// backend without flash_attn_ext leaves it to the CPU (the scheduler's fallback).
 #pragma once
 
 #include "model.h"
 #include "tessera/alloc.h"
+#include "tessera/sched.h"
 
 #include <algorithm>
 #include <cmath>
@@ -41,16 +47,16 @@ struct session_params {
 
 struct session {
     const model * m = nullptr;
-    tsr_backend_t backend = nullptr;
     session_params sp;
     int n_ctx = 0;
     int n_past = 0;
 
     tsr_context * ctx_kv = nullptr;
-    tsr_backend_buffer_t buf_kv = nullptr;
+    tsr_backend_buffer_t buf_kv = nullptr;      // the layers on the model's main backend
+    tsr_backend_buffer_t buf_kv_cpu = nullptr;  // next to a GPU: the layers on the CPU
     std::vector<tsr_tensor *> k, v;
 
-    tsr_gallocr_t galloc = nullptr;
+    tsr_backend_sched_t sched = nullptr;
     std::vector<uint8_t> meta;       // arena for graph tensor headers (reused)
     tsr_context * ctx_g = nullptr;
     size_t graph_size = 0;
@@ -59,24 +65,30 @@ struct session {
     std::vector<float> mask_host;
     std::vector<int32_t> pos_host;
 
-    // statistics
+    // statistics: compute buffers (summed over backends, and per backend in the model's
+    // order) at reserve; splits and input copies of the last graph
     size_t compute_size = 0, compute_lower_bound = 0;
-    bool flash_attn_fallback = false;  // asked for flash_attn_ext, the backend lacks it
+    std::vector<tsr_backend_sched_buffer_info> compute;
     int n_graph_nodes = 0;
+    int n_splits = 0, n_split_inputs = 0;
 
     session() = default;
     session(const session &) = delete;
     session & operator=(const session &) = delete;
     ~session() { release(); }
     void release() {
-        tsr_gallocr_free(galloc);
+        tsr_backend_sched_free(sched);
         tsr_free(ctx_g);
         tsr_backend_buffer_free(buf_kv);
+        tsr_backend_buffer_free(buf_kv_cpu);
         tsr_free(ctx_kv);
-        galloc = nullptr;
+        sched = nullptr;
         ctx_g = nullptr;
         buf_kv = nullptr;
+        buf_kv_cpu = nullptr;
         ctx_kv = nullptr;
+        k.clear();
+        v.clear();
     }
 };
 
@@ -92,6 +104,7 @@ struct graph_io {
 inline bool build_graph(session & s, int n_tokens, int n_past, bool all_logits, graph_io & io, std::string & err) {
     const hparams & hp = s.m->hp;
     const weights & w = s.m->w;
+    tsr_backend_sched_reset(s.sched);  // the last graph's copies and sources go before its tensors do
     tsr_reset(s.ctx_g);
     tsr_context * ctx = s.ctx_g;
     const int T = n_tokens;
@@ -225,47 +238,57 @@ inline bool build_graph(session & s, int n_tokens, int n_past, bool all_logits, 
     return true;
 }
 
-// Create the KV cache buffer and the allocator; reserve the compute buffer for the worst
-// case (n_batch tokens attending to the whole context).
-// Why a backend cannot run a node: the weight it reads when that is a type the backend
-// has no kernels for (a file's quantization), else the op itself.
-inline std::string unsupported_node_message(tsr_backend_t backend, const tsr_tensor * bad) {
-    const std::string be = std::string("the ") + tsr_backend_name(backend) + " backend";
-    for (const tsr_tensor * src : bad->src) {
-        if (src && src->op == TSR_OP_NONE && tsr_is_quantized(src->type))
-            return be + " cannot run tensor '" + src->name + "' of type " + tsr_type_name(src->type) + " (op " + tsr_op_desc(bad) +
-                   "): use the CPU backend or a file in a type it runs";
+// The KV cache: per layer K and V, on the GPU for the GPU's layers, else on the CPU.
+inline bool kv_init(session & s, std::string & err) {
+    const model & m = *s.m;
+    const hparams & hp = m.hp;
+    tsr_init_params kp = {(size_t) (2 * hp.n_layer + 1) * tsr_tensor_overhead(), nullptr, true};
+    s.ctx_kv = tsr_init(kp);
+    if (!s.ctx_kv) { err = std::string("KV context: ") + tsr_last_error(); return false; }
+    std::vector<tsr_tensor *> main_kv, cpu_kv;
+    for (int il = 0; il < hp.n_layer; ++il) {
+        tsr_tensor * kt = tsr_new_tensor_2d(s.ctx_kv, s.sp.kv_type, hp.n_embd_gqa(), s.n_ctx);
+        tsr_tensor * vt = tsr_new_tensor_2d(s.ctx_kv, s.sp.kv_type, hp.n_embd_gqa(), s.n_ctx);
+        if (!kt || !vt) { err = std::string("KV tensors: ") + tsr_last_error(); return false; }
+        tsr_format_name(kt, "cache_k_l%d", il);
+        tsr_format_name(vt, "cache_v_l%d", il);
+        s.k.push_back(kt);
+        s.v.push_back(vt);
+        std::vector<tsr_tensor *> & where = !m.on_gpu() || m.layer_on_gpu(il) ? main_kv : cpu_kv;
+        where.push_back(kt);
+        where.push_back(vt);
     }
-    return be + " does not support op " + tsr_op_desc(bad) + " (node '" + bad->name + "', type " + tsr_type_name(bad->type) + ")";
+    const std::string what = "allocating the KV cache: ";
+    if (!main_kv.empty()) {
+        s.buf_kv = alloc_tensors(main_kv, tsr_backend_get_default_buffer_type(m.backends.front()), TSR_BUFFER_USAGE_ANY, err);
+        if (!s.buf_kv) { err = what + err; return false; }
+        tsr_backend_buffer_clear(s.buf_kv, 0);  // masked rows must be finite
+    }
+    if (!cpu_kv.empty()) {
+        s.buf_kv_cpu = alloc_tensors(cpu_kv, tsr_backend_get_default_buffer_type(m.cpu()), TSR_BUFFER_USAGE_ANY, err);
+        if (!s.buf_kv_cpu) { err = what + err; return false; }
+        tsr_backend_buffer_clear(s.buf_kv_cpu, 0);
+    }
+    return true;
 }
 
+// Create the KV cache and the scheduler over the model's backends; reserve every compute
+// buffer for the worst case (n_batch tokens attending to the whole context). `backend`
+// must be the model's main backend (the one it was loaded with).
 inline bool session_init(session & s, const model & m, tsr_backend_t backend, const session_params & sp, std::string & err) {
     s.release();
+    if (m.backends.empty() || backend != m.backends.front()) {
+        err = std::string("session_init: the model was not loaded on the ") + tsr_backend_name(backend) + " backend";
+        return false;
+    }
     s.m = &m;
-    s.backend = backend;
     s.sp = sp;
     const hparams & hp = m.hp;
     s.n_ctx = sp.n_ctx > 0 ? sp.n_ctx : hp.n_ctx;
     if (hp.a == arch::gpt2) s.n_ctx = std::min(s.n_ctx, hp.n_ctx);  // the position table ends there
     s.sp.n_batch = std::max(1, std::min(sp.n_batch, s.n_ctx));
     s.n_past = 0;
-
-    // KV cache: 2 tensors per layer, in a buffer of its own
-    tsr_init_params kp = {(size_t) (2 * hp.n_layer + 1) * tsr_tensor_overhead(), nullptr, true};
-    s.ctx_kv = tsr_init(kp);
-    if (!s.ctx_kv) { err = std::string("KV context: ") + tsr_last_error(); return false; }
-    for (int il = 0; il < hp.n_layer; ++il) {
-        tsr_tensor * kt = tsr_new_tensor_2d(s.ctx_kv, sp.kv_type, hp.n_embd_gqa(), s.n_ctx);
-        tsr_tensor * vt = tsr_new_tensor_2d(s.ctx_kv, sp.kv_type, hp.n_embd_gqa(), s.n_ctx);
-        if (!kt || !vt) { err = std::string("KV tensors: ") + tsr_last_error(); return false; }
-        tsr_format_name(kt, "cache_k_l%d", il);
-        tsr_format_name(vt, "cache_v_l%d", il);
-        s.k.push_back(kt);
-        s.v.push_back(vt);
-    }
-    s.buf_kv = tsr_backend_alloc_ctx_tensors(s.ctx_kv, backend);
-    if (!s.buf_kv) { err = std::string("allocating the KV cache: ") + tsr_last_error(); return false; }
-    tsr_backend_buffer_clear(s.buf_kv, 0);  // masked rows must be finite
+    if (!kv_init(s, err)) return false;
 
     // graph metadata arena
     s.graph_size = (size_t) std::max(TSR_DEFAULT_GRAPH_SIZE, 48 * hp.n_layer + 64);
@@ -273,34 +296,21 @@ inline bool session_init(session & s, const model & m, tsr_backend_t backend, co
     s.ctx_g = tsr_init(tsr_init_params{meta_size, nullptr, true});
     if (!s.ctx_g) { err = std::string("graph context: ") + tsr_last_error(); return false; }
 
-    s.galloc = tsr_gallocr_new(tsr_backend_get_default_buffer_type(backend));
-    if (!s.galloc) { err = std::string("gallocr: ") + tsr_last_error(); return false; }
+    std::vector<tsr_backend_t> backends = m.backends;
+    s.sched = tsr_backend_sched_new(backends.data(), nullptr, (int) backends.size(), 2 * s.graph_size, false);
+    if (!s.sched) { err = std::string("scheduler: ") + tsr_last_error(); return false; }
     graph_io io;
     if (!build_graph(s, s.sp.n_batch, s.n_ctx - s.sp.n_batch, sp.all_logits, io, err)) return false;
-    // every op must run on this backend; without flash_attn_ext, fall back to mul_mat + soft_max_ext
-    for (int pass = 0; pass < 2; ++pass) {
-        const tsr_tensor * bad = nullptr;
-        for (int i = 0; i < tsr_graph_n_nodes(io.gf) && !bad; ++i) {
-            const tsr_tensor * n = tsr_graph_node(io.gf, i);
-            if (!tsr_backend_supports_op(backend, n)) bad = n;
-        }
-        if (!bad) break;
-        if (bad->op == TSR_OP_FLASH_ATTN_EXT && s.sp.flash_attn) {
-            s.sp.flash_attn = false;
-            s.flash_attn_fallback = true;
-            if (!build_graph(s, s.sp.n_batch, s.n_ctx - s.sp.n_batch, sp.all_logits, io, err)) return false;
-            continue;
-        }
-        err = unsupported_node_message(backend, bad);
-        return false;
-    }
-    if (!tsr_gallocr_reserve(s.galloc, io.gf)) { err = std::string("reserving the compute buffer: ") + tsr_last_error(); return false; }
-    if (!tsr_backend_graph_reserve(backend, io.gf)) { err = std::string("reserving the workspace: ") + tsr_last_error(); return false; }
-    s.compute_size = tsr_gallocr_get_buffer_size(s.galloc, 0);
-    if (const tsr_plan * plan = tsr_gallocr_get_plan(s.galloc)) {
-        if (plan->n_buffers > 0) s.compute_lower_bound = plan->buffers[0].lower_bound;
+    if (!tsr_backend_sched_reserve(s.sched, io.gf)) { err = std::string("reserving the compute buffers: ") + tsr_last_error(); return false; }
+    s.compute.assign(backends.size(), tsr_backend_sched_buffer_info{});
+    for (size_t i = 0; i < backends.size(); ++i) {
+        if (!tsr_backend_sched_get_buffer_info(s.sched, backends[i], &s.compute[i])) { err = tsr_last_error(); return false; }
+        s.compute_size += s.compute[i].buffer_size;
+        s.compute_lower_bound += s.compute[i].lower_bound;
     }
     s.n_graph_nodes = tsr_graph_n_nodes(io.gf);
+    s.n_splits = tsr_backend_sched_get_n_splits(s.sched);
+    s.n_split_inputs = tsr_backend_sched_get_n_split_inputs(s.sched);
     return true;
 }
 
@@ -322,7 +332,7 @@ inline bool session_eval(session & s, const int32_t * tokens, int n_tokens, std:
         const int T = std::min(s.sp.n_batch, n_tokens - i0);
         graph_io io;
         if (!build_graph(s, T, s.n_past, all, io, err)) return false;
-        if (!tsr_gallocr_alloc_graph(s.galloc, io.gf)) { err = std::string("alloc_graph: ") + tsr_last_error(); return false; }
+        if (!tsr_backend_sched_alloc_graph(s.sched, io.gf)) { err = std::string("alloc_graph: ") + tsr_last_error(); return false; }
         s.pos_host.resize((size_t) T);
         for (int t = 0; t < T; ++t) s.pos_host[(size_t) t] = s.n_past + t;
         s.mask_host.assign((size_t) io.n_kv * T, 0.0f);
@@ -337,7 +347,9 @@ inline bool session_eval(session & s, const int32_t * tokens, int n_tokens, std:
             err = std::string("setting inputs: ") + tsr_last_error();
             return false;
         }
-        const tsr_status st = tsr_backend_graph_compute(s.backend, io.gf);
+        const tsr_status st = tsr_backend_sched_graph_compute(s.sched, io.gf);
+        s.n_splits = tsr_backend_sched_get_n_splits(s.sched);
+        s.n_split_inputs = tsr_backend_sched_get_n_split_inputs(s.sched);
         if (st != TSR_STATUS_SUCCESS) { err = std::string("graph_compute: ") + tsr_status_to_string(st) + ": " + tsr_last_error(); return false; }
         s.n_past += T;
         const size_t n_out = (size_t) hp.n_vocab * (all ? T : 1);

@@ -1,7 +1,7 @@
 // tessera-run: load a GPT-2 or LLaMA-family GGUF model and generate text.
 //
-//   tessera-run -m model.gguf -p "prompt" -n 64 [--backend cpu|vulkan|cuda] [-t threads]
-//               [--temp T --top-k K --top-p P --seed S] [--special] [--verbose-prompt]
+//   tessera-run -m model.gguf -p "prompt" -n 64 [--backend cpu|vulkan|cuda] [-ngl N] [-t threads]
+//               [--temp T --top-k K --top-p P --seed S] [--special] [--verbose-prompt] [--no-mmap]
 //
 // Without -m it builds a small GPT-2 with seeded random weights, writes it to a temporary
 // GGUF file and runs it through the same loading path (the text is gibberish: the point
@@ -90,6 +90,27 @@ static std::string temp_path() {
     return std::string(dir) + "/tessera-run-demo-" + std::to_string((long) TRUN_GETPID()) + ".gguf";
 }
 
+// Where the memory went, per backend: weights, KV cache, the compute buffer against its
+// lower bound, the workspace; then how the scheduler cut the last (one-token) graph.
+static void print_summary(const model & m, const session & s, const std::string & origin) {
+    fprintf(stderr, "\ntessera-run: summary (%s)\n", m.on_gpu() ? "GPU + CPU" : "CPU backend");
+    for (size_t i = 0; i < m.backends.size(); ++i) {
+        const bool main_be = i == 0;
+        const size_t w = tsr_backend_buffer_get_size(main_be ? m.buf_w : m.buf_w_cpu);
+        const size_t kv = tsr_backend_buffer_get_size(main_be ? s.buf_kv : s.buf_kv_cpu);
+        const tsr_backend_sched_buffer_info & c = s.compute[i];
+        fprintf(stderr, "  %s\n", tsr_backend_name(m.backends[i]));
+        fprintf(stderr, "    weights buffer : %10.2f MiB%s\n", mib(w), main_be ? ("  (" + origin + ")").c_str() : "");
+        fprintf(stderr, "    KV cache buffer: %10.2f MiB  (%d x %s)\n", mib(kv), s.n_ctx, tsr_type_name(s.sp.kv_type));
+        fprintf(stderr, "    compute buffer : %10.2f MiB  (lower bound %.2f MiB, ratio %.3f; input copies %.2f MiB)\n", mib(c.buffer_size),
+                mib(c.lower_bound), c.lower_bound ? (double) c.planned_size / (double) c.lower_bound : 0.0, mib(c.input_bytes));
+        fprintf(stderr, "    workspace      : %10.2f MiB\n", mib(tsr_backend_get_workspace_size(m.backends[i])));
+    }
+    fprintf(stderr, "  graph            : %d nodes, attention: %s\n", s.n_graph_nodes,
+            s.sp.flash_attn ? "flash_attn_ext" : "mul_mat + soft_max_ext");
+    fprintf(stderr, "  per token        : %d splits, %d input copies\n", s.n_splits, s.n_split_inputs);
+}
+
 static int run(int argc, char ** argv) {
     run_args a;
     std::string err;
@@ -102,6 +123,17 @@ static int run(int argc, char ** argv) {
 
     tsr_backend_t backend = make_backend(a.backend, a.device, a.threads, err);
     if (!backend) return fail(err);
+    if (tsr_backend_is_cpu(backend) && a.n_gpu_layers >= 0) fprintf(stderr, "tessera-run: -ngl has no effect on the CPU backend\n");
+    // next to a GPU, a CPU backend for the layers it does not get and the ops it lacks
+    tsr_backend_t cpu = nullptr;
+    if (!tsr_backend_is_cpu(backend) && !(cpu = make_backend("cpu", 0, a.threads, err))) {
+        tsr_backend_free(backend);
+        return fail(err);
+    }
+    auto free_backends = [&]() {
+        tsr_backend_free(backend);
+        tsr_backend_free(cpu);
+    };
 
     // the embedded demo model
     std::string path = a.model, demo_path;
@@ -118,7 +150,7 @@ static int run(int argc, char ** argv) {
                 "             Its weights are random, so expect gibberish. Run a real model with -m model.gguf.\n",
                 hp.n_layer, hp.n_embd, hp.n_head, tok.n_vocab(), (unsigned long long) seed, path.c_str());
         if (!write_random_model(path.c_str(), hp, tok, merges, TSR_TYPE_F32, /*tied_output=*/false, seed, err)) {
-            tsr_backend_free(backend);
+            free_backends();
             return fail("writing the demo model: " + err);
         }
     }
@@ -128,14 +160,20 @@ static int run(int argc, char ** argv) {
         model m;
         progress prog;
         fprintf(stderr, "tessera-run: loading %s on %s\n", path.c_str(), tsr_backend_name(backend));
-        if (!load_model(path.c_str(), backend, m, progress::callback, &prog, err, a.use_mmap)) {
+        placement pl;
+        pl.main = backend;
+        pl.cpu = cpu;
+        pl.n_gpu_layers = a.n_gpu_layers;
+        if (!load_model(path.c_str(), pl, m, progress::callback, &prog, err, a.use_mmap)) {
             rc = fail("loading " + path + ": " + err);
         } else {
             const hparams & hp = m.hp;
             fprintf(stderr, "tessera-run: %s, %d layers, n_embd %d, %d heads (%d kv), n_ff %d, vocab %d, context %d, %s tokenizer\n",
                     arch_name(hp.a), hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.n_ff, hp.n_vocab, hp.n_ctx,
                     m.tok.kind == tok_kind::gpt2 ? ("gpt2 BPE (pre-tokenizer " + std::string(m.tok.pre->name) + ")").c_str() : "llama SPM");
-            const double load_mib_s = prog.seconds > 0 ? mib(tsr_backend_buffer_get_size(m.buf_w)) / prog.seconds : 0.0;
+            const size_t weight_bytes = tsr_backend_buffer_get_size(m.buf_w) + tsr_backend_buffer_get_size(m.buf_w_cpu);
+            const double load_mib_s = prog.seconds > 0 ? mib(weight_bytes) / prog.seconds : 0.0;
+            if (m.on_gpu()) fprintf(stderr, "tessera-run: %d of %d layers on %s\n", m.n_gpu_layers, hp.n_layer, tsr_backend_name(backend));
 
             session_params sp;
             sp.kv_type = a.kv_type == "f32" ? TSR_TYPE_F32 : TSR_TYPE_F16;
@@ -189,16 +227,7 @@ static int run(int argc, char ** argv) {
                 printf("\n");
                 fflush(stdout);
 
-                // summary
-                const size_t wsz = tsr_backend_buffer_get_size(m.buf_w), kvsz = tsr_backend_buffer_get_size(s.buf_kv);
-                const size_t csz = tsr_gallocr_get_buffer_size(s.galloc, 0), ws = tsr_backend_get_workspace_size(backend);
-                fprintf(stderr, "\ntessera-run: summary (%s backend)\n", tsr_backend_name(backend));
-                fprintf(stderr, "  weights buffer : %10.2f MiB  (%s)\n", mib(wsz), weights_origin(m, a.use_mmap, load_mib_s).c_str());
-                fprintf(stderr, "  KV cache buffer: %10.2f MiB  (%d x %s, %d layers)\n", mib(kvsz), s.n_ctx, tsr_type_name(sp.kv_type), hp.n_layer);
-                fprintf(stderr, "  compute buffer : %10.2f MiB  (lower bound %.2f MiB, ratio %.3f; %d nodes, attention: %s)\n", mib(csz),
-                        mib(s.compute_lower_bound), s.compute_lower_bound ? (double) csz / (double) s.compute_lower_bound : 0.0,
-                        s.n_graph_nodes, s.sp.flash_attn ? "flash_attn_ext" : s.flash_attn_fallback ? "mul_mat + soft_max_ext (backend lacks flash_attn_ext)" : "mul_mat + soft_max_ext");
-                fprintf(stderr, "  workspace      : %10.2f MiB\n", mib(ws));
+                print_summary(m, s, weights_origin(m, a.use_mmap, load_mib_s));
                 fprintf(stderr, "  prompt         : %5zu tokens in %8.3f s = %8.2f tokens/s\n", prompt.size(), t_prompt,
                         t_prompt > 0 ? (double) prompt.size() / t_prompt : 0.0);
                 const int n_timed = std::max(0, n_gen - 1);
@@ -207,7 +236,7 @@ static int run(int argc, char ** argv) {
             }
         }
     }
-    tsr_backend_free(backend);
+    free_backends();
     if (!demo_path.empty()) remove(demo_path.c_str());
     return rc;
 }

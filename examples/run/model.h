@@ -18,10 +18,12 @@
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
 #include "tessera/gguf.h"
+#include "tessera/alloc.h"
 #include "tessera-cpu.h"
 #include "hparams_checks.h"
 #include "tokenizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -425,14 +427,73 @@ inline bool bind_weights(tsr_context * ctx, const hparams & hp, weights & w, std
     return ok;
 }
 
-// A model: hyper-parameters, tokenizer, weights in one WEIGHTS buffer.
+// Would `be` run the op that reads weight w in build_graph? A matrix is multiplied
+// (mul_mat), a vector scales or shifts rows (mul/add: the same kernels, so mul stands for both).
+inline bool backend_runs_weight(tsr_backend_t be, tsr_tensor * w) {
+    tsr_context * ctx = tsr_init(tsr_init_params{4 * tsr_tensor_overhead(), nullptr, true});
+    if (!ctx) return false;
+    tsr_tensor * x = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, w->ne[0], 2);
+    tsr_tensor * op = !x ? nullptr : w->ne[1] > 1 ? tsr_mul_mat(ctx, w, x) : tsr_mul(ctx, x, w);
+    const bool ok = op && tsr_backend_supports_op(be, op);
+    tsr_free(ctx);
+    return ok;
+}
+
+// Place tensors one after another in buffers of buft (several, held by one multi-buffer,
+// when they outgrow its max size). NULL + err on failure, with no tensor left placed.
+inline tsr_backend_buffer_t alloc_tensors(const std::vector<tsr_tensor *> & ts, tsr_backend_buffer_type_t buft,
+                                          tsr_backend_buffer_usage usage, std::string & err) {
+    const size_t align = tsr_backend_buft_get_alignment(buft), max = tsr_backend_buft_get_max_size(buft);
+    std::vector<tsr_backend_buffer_t> bufs;
+    auto fail = [&](const std::string & what) -> tsr_backend_buffer_t {
+        err = what + ": " + tsr_last_error();
+        for (tsr_tensor * t : ts) { t->buffer = nullptr; t->data = nullptr; }
+        for (tsr_backend_buffer_t b : bufs) tsr_backend_buffer_free(b);
+        return nullptr;
+    };
+    for (size_t i = 0; i < ts.size();) {
+        size_t j = i, size = 0;
+        for (; j < ts.size(); ++j) {
+            const size_t sz = TSR_PAD(tsr_backend_buft_get_alloc_size(buft, ts[j]), align);
+            if (j > i && size + sz > max) break;
+            size += sz;
+        }
+        tsr_backend_buffer_t b = tsr_backend_buft_alloc_buffer(buft, std::max<size_t>(size, align));
+        if (!b) return fail(std::string("allocating ") + std::to_string(size) + " bytes of " + tsr_backend_buft_name(buft));
+        bufs.push_back(b);
+        tsr_tallocr ta = tsr_tallocr_new(b);
+        for (size_t k = i; k < j; ++k) {
+            if (!tsr_tallocr_alloc(&ta, ts[k])) return fail(std::string("placing '") + ts[k]->name + "'");
+        }
+        i = j;
+    }
+    tsr_backend_buffer_t out = bufs.size() == 1 ? bufs[0] : tsr_backend_multi_buffer_alloc_buffer(bufs.data(), bufs.size());
+    if (!out) return fail("joining weight buffers");
+    tsr_backend_buffer_set_usage(out, usage);
+    return out;
+}
+
+// Where a model's weights go: `main` is the backend that runs the model (a GPU, or the
+// CPU); next to a GPU, `cpu` holds what stays in host memory (NULL: the model makes one).
+// n_gpu_layers: the last that many layers go to the GPU (-1: all; ignored on the CPU).
+struct placement {
+    tsr_backend_t main = nullptr;
+    tsr_backend_t cpu = nullptr;
+    int n_gpu_layers = -1;
+};
+
+// A model: hyper-parameters, tokenizer, weights in WEIGHTS buffers.
 struct model {
     hparams hp;
     tokenizer tok;
     weights w;
     tsr_gguf_context * gguf = nullptr;
     tsr_context * ctx_w = nullptr;          // tensor headers
-    tsr_backend_buffer_t buf_w = nullptr;   // weights buffer
+    tsr_backend_buffer_t buf_w = nullptr;   // weights on the main backend (all of them on the CPU)
+    tsr_backend_buffer_t buf_w_cpu = nullptr;  // next to a GPU: weights kept in host memory
+    std::vector<tsr_backend_t> backends;    // the scheduler's order: main first, the CPU last
+    tsr_backend_t cpu_owned = nullptr;      // the CPU backend made for a GPU run without one
+    int n_gpu_layers = 0;                   // layers [n_layer - n_gpu_layers, n_layer) on the GPU
     std::string path;
     size_t file_size = 0;
     bool mapped = false;            // buf_w is a read-only mapping of the file (tsr_gguf_map_tensors)
@@ -444,12 +505,21 @@ struct model {
     ~model() { release(); }
     void release() {
         tsr_backend_buffer_free(buf_w);
+        tsr_backend_buffer_free(buf_w_cpu);
         tsr_free(ctx_w);
         tsr_gguf_free(gguf);
+        tsr_backend_free(cpu_owned);
         buf_w = nullptr;
+        buf_w_cpu = nullptr;
         ctx_w = nullptr;
         gguf = nullptr;
+        cpu_owned = nullptr;
+        backends.clear();
+        n_gpu_layers = 0;
     }
+    bool on_gpu() const { return backends.size() > 1; }
+    bool layer_on_gpu(int il) const { return on_gpu() && il >= hp.n_layer - n_gpu_layers; }
+    tsr_backend_t cpu() const { return backends.empty() ? nullptr : backends.back(); }
 };
 
 // The weights used in place from a read-only mapping of the file, when the backend is the
@@ -465,9 +535,57 @@ inline bool map_weights(model & m, tsr_backend_t backend) {
     return m.mapped;
 }
 
-// Load a GGUF model into a backend: metadata, tokenizer, weights buffer, tensor data;
-// with use_mmap the weights are mapped in place when map_weights can, else read.
-inline bool load_model(const char * path, tsr_backend_t backend, model & m, tsr_gguf_progress_cb progress, void * user,
+// The weights the GPU gets: every weight of the last n_gpu_layers layers, and the output
+// norm and matrix when those cover every layer; never the token (or position) embeddings,
+// which get_rows reads on the CPU like llama.cpp's input layer.
+inline std::vector<tsr_tensor *> gpu_candidates(const model & m) {
+    std::vector<tsr_tensor *> out;
+    for (int il = 0; il < m.hp.n_layer; ++il) {
+        if (!m.layer_on_gpu(il)) continue;
+        const layer_weights & L = m.w.layers[(size_t) il];
+        for (tsr_tensor * t : {L.attn_norm, L.attn_norm_b, L.wqkv, L.bqkv, L.wq, L.wk, L.wv, L.bq, L.bk, L.bv, L.q_norm, L.k_norm, L.wo, L.bo, L.ffn_norm,
+                               L.ffn_norm_b, L.ffn_gate, L.ffn_up, L.ffn_up_b, L.ffn_down, L.ffn_down_b})
+            if (t) out.push_back(t);
+    }
+    if (m.n_gpu_layers == m.hp.n_layer && m.on_gpu()) {
+        for (tsr_tensor * t : {m.w.out_norm, m.w.out_norm_b, m.w.output, m.w.output_b})
+            if (t && t != m.w.tok_embd) out.push_back(t);
+    }
+    return out;
+}
+
+// Allocate every weight: all on the main backend when it is the CPU; otherwise the GPU's
+// share (gpu_candidates that the GPU runs in their type) in its buffers, the rest on the CPU.
+inline bool place_weights(model & m, const placement & pl, std::string & err) {
+    if (tsr_backend_is_cpu(pl.main)) {
+        m.backends = {pl.main};
+        m.buf_w = tsr_backend_alloc_ctx_tensors(m.ctx_w, pl.main);
+        if (!m.buf_w) { err = std::string("allocating the weights buffer: ") + tsr_last_error(); return false; }
+        tsr_backend_buffer_set_usage(m.buf_w, TSR_BUFFER_USAGE_WEIGHTS);
+        return true;
+    }
+    tsr_backend_t cpu = pl.cpu;
+    if (!cpu) {
+        cpu = m.cpu_owned = tsr_backend_cpu_init();
+        if (!cpu) { err = std::string("starting the CPU backend: ") + tsr_last_error(); return false; }
+    }
+    m.backends = {pl.main, cpu};
+    m.n_gpu_layers = pl.n_gpu_layers < 0 ? m.hp.n_layer : std::min(pl.n_gpu_layers, m.hp.n_layer);
+    std::vector<tsr_tensor *> gpu, host;
+    for (tsr_tensor * t : gpu_candidates(m)) {
+        if (backend_runs_weight(pl.main, t) && std::find(gpu.begin(), gpu.end(), t) == gpu.end()) gpu.push_back(t);
+    }
+    for (tsr_tensor * t = tsr_get_first_tensor(m.ctx_w); t; t = tsr_get_next_tensor(m.ctx_w, t)) {
+        if (std::find(gpu.begin(), gpu.end(), t) == gpu.end()) host.push_back(t);
+    }
+    if (!gpu.empty() && !(m.buf_w = alloc_tensors(gpu, tsr_backend_get_default_buffer_type(pl.main), TSR_BUFFER_USAGE_WEIGHTS, err))) return false;
+    if (!host.empty() && !(m.buf_w_cpu = alloc_tensors(host, tsr_backend_get_default_buffer_type(cpu), TSR_BUFFER_USAGE_WEIGHTS, err))) return false;
+    return true;
+}
+
+// Load a GGUF model: metadata, tokenizer, weights placed as pl says, tensor data; with
+// use_mmap on the CPU backend the weights are mapped in place when map_weights can, else read.
+inline bool load_model(const char * path, const placement & pl, model & m, tsr_gguf_progress_cb progress, void * user,
                        std::string & err, bool use_mmap = false) {
     m.release();
     m.mapped = false;
@@ -481,15 +599,25 @@ inline bool load_model(const char * path, tsr_backend_t backend, model & m, tsr_
     if (!m.tok.load(m.gguf, err)) return false;
     if (m.hp.n_vocab != m.tok.n_vocab()) { err = "vocabulary size mismatch"; return false; }
     if (!bind_weights(m.ctx_w, m.hp, m.w, err)) return false;
-    if (use_mmap && map_weights(m, backend)) {
+    if (use_mmap && tsr_backend_is_cpu(pl.main) && map_weights(m, pl.main)) {
+        m.backends = {pl.main};
         if (progress) progress(tsr_gguf_get_data_size(m.gguf), tsr_gguf_get_data_size(m.gguf), user);
         return true;
     }
-    m.buf_w = tsr_backend_alloc_ctx_tensors(m.ctx_w, backend);
-    if (!m.buf_w) { err = std::string("allocating the weights buffer: ") + tsr_last_error(); return false; }
-    tsr_backend_buffer_set_usage(m.buf_w, TSR_BUFFER_USAGE_WEIGHTS);
+    if (use_mmap && !tsr_backend_is_cpu(pl.main))
+        m.not_mapped_why = std::string("the ") + tsr_backend_name(pl.main) + " backend keeps weights in its own memory";
+    if (!place_weights(m, pl, err)) return false;
     if (!tsr_gguf_load_tensors(m.gguf, m.ctx_w, path, progress, user)) { err = tsr_last_error(); return false; }
     return true;
+}
+
+// Load a GGUF model onto one backend (a GPU gets every layer, and a CPU backend of its own
+// for the token embeddings and the ops it lacks).
+inline bool load_model(const char * path, tsr_backend_t backend, model & m, tsr_gguf_progress_cb progress, void * user,
+                       std::string & err, bool use_mmap = false) {
+    placement pl;
+    pl.main = backend;
+    return load_model(path, pl, m, progress, user, err, use_mmap);
 }
 
 } // namespace trun

@@ -177,10 +177,9 @@ inline bool init_random_model(model & m, const hparams & hp, const weight_types 
     m.ctx_w = tsr_init(tsr_init_params{(size_t) (n_weight_tensors(hp, tied_output) + 2) * tsr_tensor_overhead(), nullptr, true});
     if (!m.ctx_w) { err = tsr_last_error(); return false; }
     if (!create_weights(m.ctx_w, hp, wtype, tied_output, m.w, err)) return false;
-    m.buf_w = tsr_backend_alloc_ctx_tensors(m.ctx_w, backend);
-    if (!m.buf_w) { err = std::string("allocating weights: ") + tsr_last_error(); return false; }
-    tsr_backend_buffer_set_usage(m.buf_w, TSR_BUFFER_USAGE_WEIGHTS);
-    return fill_weights(m.ctx_w, seed, err);
+    placement pl;
+    pl.main = backend;
+    return place_weights(m, pl, err) && fill_weights(m.ctx_w, seed, err);
 }
 
 } // namespace trun

@@ -2,9 +2,14 @@
 // the runner's own code (examples/run): GPT-2-small-sized and 1B-LLaMA-sized (TinyLlama
 // shapes, GQA 32/4), weights in F32, F16, Q8_0, Q4_0. Prompt of 128 tokens in one batch,
 // then generation token by token (greedy). One Markdown table; --csv prints CSV rows.
+// With a GPU backend, --ngl runs each model at several -ngl values (0, half, all layers on
+// the GPU, the rest on the CPU through the scheduler) and reports splits and copies per
+// token. On the CPU alone, each row also times the one-token graph through the scheduler
+// against gallocr + graph_compute on the backend directly: the scheduler's cost per graph.
 //
 //   run_bench [--csv] [-t threads (2)] [--prompt N (128)] [--gen N (16)]
 //             [--models gpt2,llama1b] [--types f32,f16,q8_0,q4_0,q4_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda]
+//             [--ngl 0,half,all]
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
 #include "tessera/alloc.h"
@@ -75,15 +80,48 @@ static bool fill_parallel(tsr_context * ctx, uint64_t seed, int n_threads, std::
 }
 
 struct row {
-    std::string model, type;
+    std::string model, type, ngl = "-";
     double params_m = 0, weights = 0, kv = 0, compute = 0, lower = 0, workspace = 0, build_s = 0, pp = 0, tg = 0;
+    int splits = 0, copies = 0;
+    double direct_alloc_us = 0, sched_alloc_us = 0, direct_us = 0, sched_us = 0;  // per one-token graph (CPU alone)
     std::string error;
 };
+
+// One-token graphs at the session's position, n_iter times, placed and computed either
+// through the scheduler or directly (a gallocr of the backend's buffer type, then the
+// backend's graph_compute): microseconds per graph for the placement and for the whole.
+static bool time_one_token_graphs(session & s, tsr_backend_t be, bool through_sched, int n_iter, double & alloc_us,
+                                  double & total_us, std::string & err) {
+    tsr_gallocr_t ga = through_sched ? nullptr : tsr_gallocr_new(tsr_backend_get_default_buffer_type(be));
+    double t_alloc = 0, t_total = 0;
+    bool ok = through_sched || ga;
+    std::vector<float> mask;
+    for (int i = 0; ok && i <= n_iter; ++i) {   // i == 0: warm-up
+        graph_io io;
+        ok = build_graph(s, 1, s.n_past, false, io, err);
+        const double t0 = now_s();
+        ok = ok && (through_sched ? tsr_backend_sched_alloc_graph(s.sched, io.gf) : tsr_gallocr_alloc_graph(ga, io.gf));
+        const double t1 = now_s();
+        const int32_t tok = 0, pos = s.n_past;
+        mask.assign((size_t) io.n_kv, 0.0f);
+        ok = ok && tsr_backend_tensor_set(io.tokens, &tok, 0, sizeof tok) && tsr_backend_tensor_set(io.pos, &pos, 0, sizeof pos) &&
+             tsr_backend_tensor_set(io.mask, mask.data(), 0, mask.size() * sizeof(float));
+        const double t2 = now_s();
+        ok = ok && (through_sched ? tsr_backend_sched_graph_compute(s.sched, io.gf) : tsr_backend_graph_compute(be, io.gf)) == TSR_STATUS_SUCCESS;
+        const double t3 = now_s();
+        if (i > 0) { t_alloc += t1 - t0; t_total += (t1 - t0) + (t3 - t2); }
+    }
+    if (!ok && err.empty()) err = tsr_last_error();
+    tsr_gallocr_free(ga);
+    alloc_us = 1e6 * t_alloc / n_iter;
+    total_us = 1e6 * t_total / n_iter;
+    return ok;
+}
 
 int main(int argc, char ** argv) {
     bool csv = false;
     int threads = 2, n_prompt = 128, n_gen = 16;
-    std::string models = "gpt2,llama1b", types = "f32,f16,q8_0,q4_0", backend_name = "cpu";
+    std::string models = "gpt2,llama1b", types = "f32,f16,q8_0,q4_0", backend_name = "cpu", ngls = "all";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto next = [&]() -> const char * { return i + 1 < argc ? argv[++i] : ""; };
@@ -94,11 +132,22 @@ int main(int argc, char ** argv) {
         else if (a == "--models") models = next();
         else if (a == "--types") types = next();
         else if (a == "--backend") backend_name = next();
-        else { fprintf(stderr, "usage: %s [--csv] [-t N] [--prompt N] [--gen N] [--models gpt2,llama1b] [--types f32,f16,q8_0,q4_0,q4_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda]\n", argv[0]); return 2; }
+        else if (a == "--ngl") ngls = next();
+        else { fprintf(stderr, "usage: %s [--csv] [-t N] [--prompt N] [--gen N] [--models gpt2,llama1b] [--types f32,f16,q8_0,q4_0,q4_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda] [--ngl 0,half,all]\n", argv[0]); return 2; }
     }
     std::string err;
     tsr_backend_t backend = make_backend(backend_name, -1, threads, err);   // the kind's first device
     if (!backend) { fprintf(stderr, "run_bench: %s\n", err.c_str()); return 1; }
+    const bool gpu = !tsr_backend_is_cpu(backend);
+    tsr_backend_t cpu = gpu ? make_backend("cpu", 0, threads, err) : nullptr;
+    if (gpu && !cpu) { fprintf(stderr, "run_bench: %s\n", err.c_str()); return 1; }
+    std::vector<std::string> ngl_list;
+    for (size_t p = 0; gpu && p <= ngls.size();) {
+        const size_t q = std::min(ngls.find(',', p), ngls.size());
+        ngl_list.push_back(ngls.substr(p, q - p));
+        p = q + 1;
+    }
+    if (!gpu) ngl_list = {"-"};
 
     struct mt { const char * name; weight_types t; };
     // q4_K_M: llama.cpp's mix (Q6_K for output.weight and some attn_v / ffn_down)
@@ -109,9 +158,10 @@ int main(int argc, char ** argv) {
     for (const char * mname : {"gpt2", "llama1b"}) {
         if (("," + models + ",").find(std::string(",") + mname + ",") == std::string::npos) continue;
         const hparams hp = std::string(mname) == "gpt2" ? gpt2_small() : llama_1b();
-        for (const mt & ty : all_types) {
+        for (const mt & ty : all_types) for (const std::string & ngl : ngl_list) {
             if (("," + types + ",").find(std::string(",") + ty.name + ",") == std::string::npos) continue;
             row r;
+            r.ngl = ngl;
             r.model = std::string(mname) == "gpt2" ? "GPT-2 small (124M)" : "LLaMA 1.1B (GQA 32/4)";
             r.type = ty.name;
             fprintf(stderr, "run_bench: %s %s: building weights...\n", mname, ty.name);
@@ -122,11 +172,11 @@ int main(int argc, char ** argv) {
             m.hp = hp;
             m.ctx_w = tsr_init(tsr_init_params{(size_t) (n_weight_tensors(hp, tied) + 2) * tsr_tensor_overhead(), nullptr, true});
             bool ok = m.ctx_w && create_weights(m.ctx_w, hp, ty.t, tied, m.w, err);
-            if (ok) {
-                m.buf_w = tsr_backend_alloc_ctx_tensors(m.ctx_w, backend);
-                ok = m.buf_w != nullptr;
-                if (!ok) err = tsr_last_error();
-            }
+            placement pl;
+            pl.main = backend;
+            pl.cpu = cpu;
+            pl.n_gpu_layers = ngl == "all" || ngl == "-" ? -1 : ngl == "half" ? hp.n_layer / 2 : atoi(ngl.c_str());
+            ok = ok && place_weights(m, pl, err);
             ok = ok && fill_parallel(m.ctx_w, 42, std::max(1, (int) std::thread::hardware_concurrency()), err);
             r.build_s = now_s() - t0;
             session s;
@@ -157,11 +207,17 @@ int main(int argc, char ** argv) {
                     r.pp = n_prompt / t_pp;
                     r.tg = n_gen / t_tg;
                 }
-                r.weights = mib(tsr_backend_buffer_get_size(m.buf_w));
-                r.kv = mib(tsr_backend_buffer_get_size(s.buf_kv));
+                r.weights = mib(tsr_backend_buffer_get_size(m.buf_w) + tsr_backend_buffer_get_size(m.buf_w_cpu));
+                r.kv = mib(tsr_backend_buffer_get_size(s.buf_kv) + tsr_backend_buffer_get_size(s.buf_kv_cpu));
                 r.compute = mib(s.compute_size);
                 r.lower = mib(s.compute_lower_bound);
-                r.workspace = mib(tsr_backend_get_workspace_size(backend));
+                for (tsr_backend_t b : m.backends) r.workspace += mib(tsr_backend_get_workspace_size(b));
+                r.splits = s.n_splits;
+                r.copies = s.n_split_inputs;
+                if (ok && !gpu) {
+                    ok = time_one_token_graphs(s, backend, false, 20, r.direct_alloc_us, r.direct_us, err) &&
+                         time_one_token_graphs(s, backend, true, 20, r.sched_alloc_us, r.sched_us, err);
+                }
             }
             if (!ok) r.error = err;
             rows.push_back(r);
@@ -171,22 +227,35 @@ int main(int argc, char ** argv) {
     char dev[128];
     snprintf(dev, sizeof dev, "%s, %d threads", tsr_backend_name(backend), threads);
     if (csv) {
-        printf("model,weights,params_M,weights_MiB,kv_cache_MiB,compute_MiB,compute_lower_bound_MiB,workspace_MiB,build_s,prompt_tok_s,gen_tok_s,error\n");
+        printf("model,weights,ngl,params_M,weights_MiB,kv_cache_MiB,compute_MiB,compute_lower_bound_MiB,workspace_MiB,build_s,prompt_tok_s,gen_tok_s,"
+               "splits_per_token,copies_per_token,direct_alloc_us,sched_alloc_us,direct_graph_us,sched_graph_us,error\n");
         for (const row & r : rows) {
-            printf("%s,%s,%.1f,%.1f,%.1f,%.2f,%.2f,%.2f,%.1f,%.2f,%.2f,%s\n", r.model.c_str(), r.type.c_str(), r.params_m, r.weights, r.kv,
-                   r.compute, r.lower, r.workspace, r.build_s, r.pp, r.tg, r.error.c_str());
+            printf("%s,%s,%s,%.1f,%.1f,%.1f,%.2f,%.2f,%.2f,%.1f,%.2f,%.2f,%d,%d,%.1f,%.1f,%.1f,%.1f,%s\n", r.model.c_str(), r.type.c_str(),
+                   r.ngl.c_str(), r.params_m, r.weights, r.kv, r.compute, r.lower, r.workspace, r.build_s, r.pp, r.tg, r.splits, r.copies,
+                   r.direct_alloc_us, r.sched_alloc_us, r.direct_us, r.sched_us, r.error.c_str());
         }
     } else {
         printf("run_bench (%s; prompt %d tokens in one batch, %d generated; KV cache F16, %d positions; flash_attn_ext)\n\n", dev,
                n_prompt, n_gen, kv_pad(n_prompt + n_gen));
-        printf("| model | weights | params (M) | weights (MiB) | KV cache (MiB) | compute (MiB) | compute lower bound (MiB) | workspace (MiB) | prompt (tok/s) | generation (tok/s) |\n");
-        printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        printf("| model | weights | -ngl | params (M) | weights (MiB) | KV cache (MiB) | compute (MiB) | compute lower bound (MiB) | workspace (MiB) | prompt (tok/s) | generation (tok/s) | splits / copies per token |\n");
+        printf("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for (const row & r : rows) {
-            if (!r.error.empty()) { printf("| %s | %s | error: %s |||||||\n", r.model.c_str(), r.type.c_str(), r.error.c_str()); continue; }
-            printf("| %s | %s | %.1f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r.model.c_str(), r.type.c_str(), r.params_m,
-                   r.weights, r.kv, r.compute, r.lower, r.workspace, r.pp, r.tg);
+            if (!r.error.empty()) { printf("| %s | %s | %s | error: %s |||||||||\n", r.model.c_str(), r.type.c_str(), r.ngl.c_str(), r.error.c_str()); continue; }
+            printf("| %s | %s | %s | %.1f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %d / %d |\n", r.model.c_str(), r.type.c_str(),
+                   r.ngl.c_str(), r.params_m, r.weights, r.kv, r.compute, r.lower, r.workspace, r.pp, r.tg, r.splits, r.copies);
+        }
+        if (!gpu) {
+            printf("\nScheduler overhead per one-token graph (CPU backend alone; 20 graphs, after one warm-up)\n\n");
+            printf("| model | weights | place: gallocr (us) | place: scheduler (us) | place + compute: direct (us) | place + compute: scheduler (us) | overhead (us) |\n");
+            printf("|---|---|---:|---:|---:|---:|---:|\n");
+            for (const row & r : rows) {
+                if (!r.error.empty()) continue;
+                printf("| %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f |\n", r.model.c_str(), r.type.c_str(), r.direct_alloc_us, r.sched_alloc_us,
+                       r.direct_us, r.sched_us, r.sched_us - r.direct_us);
+            }
         }
     }
+    tsr_backend_free(cpu);
     tsr_backend_free(backend);
     return 0;
 }

@@ -3,6 +3,7 @@
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
 #include "tessera/alloc.h"
+#include "tessera/sched.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -51,6 +52,7 @@ int main(void) {
     CHECK(tsr_graph_n_nodes(&view) == 1);
     CHECK(tsr_fp16_to_fp32(tsr_fp32_to_fp16(0.5f)) == 0.5f);
     CHECK(strcmp(tsr_type_name(TSR_TYPE_Q8_0), "q8_0") == 0);
+    CHECK(tsr_backend_sched_get_n_splits(NULL) == 0);
 
     tsr_free(ctx);
     if (failures == 0) printf("c99 consumer: ok\n");

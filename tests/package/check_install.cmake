@@ -27,7 +27,7 @@ file(GLOB top RELATIVE ${prefix}/include ${prefix}/include/*)
 if(NOT top STREQUAL "tessera")
   message(FATAL_ERROR "include/ must hold only tessera/, it holds: ${top}")
 endif()
-foreach(f tessera/tessera.h tessera/backend.h tessera/alloc.h tessera/gguf.h tessera/impl/core_internal.h
+foreach(f tessera/tessera.h tessera/backend.h tessera/alloc.h tessera/gguf.h tessera/sched.h tessera/impl/core_internal.h
           tessera/cpu/tessera-cpu.h)
   if(NOT EXISTS ${prefix}/include/${f})
     message(FATAL_ERROR "not installed: include/${f}")

@@ -204,4 +204,31 @@ backend_holder::backend_holder(int n_threads, const char * small_node) {
 
 backend_holder::~backend_holder() { tsr_backend_free(be); }
 
+// ---- masked_backend -------------------------------------------------------------------------
+
+static masked_backend & masked(tsr_backend_t b) { return *static_cast<masked_backend *>(b->context); }
+
+masked_backend::masked_backend(tsr_backend_t inner_be, std::string n, predicate d, const tsr_host_allocator * alloc)
+    : inner(inner_be), name(std::move(n)), declines(std::move(d)) {
+    own_buft = tsr_backend_cpu_buffer_type_with_allocator(alloc ? alloc : tsr_get_host_allocator());
+    REQUIRE(own_buft != nullptr);
+    be.context = this;
+    be.iface.get_name = [](tsr_backend_t b) { return masked(b).name.c_str(); };
+    be.iface.free = [](tsr_backend_t) {};  // owned by this object
+    be.iface.get_default_buffer_type = [](tsr_backend_t b) { return masked(b).own_buft; };
+    be.iface.synchronize = [](tsr_backend_t b) { tsr_backend_synchronize(masked(b).inner); };
+    be.iface.graph_reserve = [](tsr_backend_t b, tsr_cgraph * g) { return tsr_backend_graph_reserve(masked(b).inner, g); };
+    be.iface.graph_compute = [](tsr_backend_t b, tsr_cgraph * g) {
+        masked(b).n_computes++;
+        return tsr_backend_graph_compute(masked(b).inner, g);
+    };
+    be.iface.supports_op = [](tsr_backend_t b, const tsr_tensor * op) {
+        return tsr_backend_supports_op(masked(b).inner, op) && !(masked(b).declines && masked(b).declines(op));
+    };
+    be.iface.supports_buft = [](tsr_backend_t b, tsr_backend_buffer_type_t bt) { return bt == masked(b).own_buft; };
+    be.iface.get_workspace_size = [](tsr_backend_t b) { return tsr_backend_get_workspace_size(masked(b).inner); };
+}
+
+masked_backend::~masked_backend() { tsr_backend_cpu_buffer_type_free(own_buft); }
+
 } // namespace tsrt

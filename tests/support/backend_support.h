@@ -6,6 +6,7 @@
 #include "test_support.h"
 
 #include "tessera/backend.h"
+#include "tessera/backend_impl.h"  // masked_backend is a backend of its own: a writer's view
 #include "tessera/alloc.h"
 #include "tessera-cpu.h"
 
@@ -100,6 +101,28 @@ struct backend_holder {
     backend_holder(const backend_holder &) = delete;
     backend_holder & operator=(const backend_holder &) = delete;
     operator tsr_backend_t() const { return be; }
+};
+
+// ---- a backend with ops taken away (scheduler tests) ------------------------------------------
+// Forwards everything to `inner` but declines the ops `declines` says yes to, so a test can
+// force the scheduler's fallbacks with backends it has. It has a host buffer type of its
+// own that only it accepts (memory from `alloc`, NULL: the default host allocator): two of
+// them over one CPU backend behave like two devices, and tensors move between them by copy.
+struct masked_backend {
+    using predicate = std::function<bool(const tsr_tensor *)>;
+    masked_backend(tsr_backend_t inner, std::string name, predicate declines, const tsr_host_allocator * alloc = nullptr);
+    ~masked_backend();
+    masked_backend(const masked_backend &) = delete;
+    masked_backend & operator=(const masked_backend &) = delete;
+    operator tsr_backend_t() { return &be; }
+    tsr_backend_buffer_type_t buft() const { return own_buft; }
+
+    tsr_backend be{};
+    tsr_backend_t inner;
+    std::string name;
+    predicate declines;
+    tsr_backend_buffer_type_t own_buft = nullptr;
+    int n_computes = 0;   // graph_compute calls
 };
 
 } // namespace tsrt

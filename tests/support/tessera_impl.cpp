@@ -14,6 +14,7 @@
 #include "tessera/backend.h"
 #include "tessera/alloc.h"
 #include "tessera/gguf.h"
+#include "tessera/sched.h"
 #include "tessera-cpu.h"
 #ifdef TSR_HAVE_VULKAN
 #include "tessera-vulkan.h"

@@ -595,6 +595,20 @@ static bool ga_reapply(gallocr * ga, struct tsr_cgraph * g, const int * nids, co
     for (size_t i = 0; i < ga->ptensors.size(); i++) ga->ptensors[i].tensor = ga_tensor(g, ga->ptensor_idx[i]);
     return ga_apply(ga, g);
 }
+
+/* Place g with these buffer ids: the cached plan again when g matches it (also the order
+ * reserve applied, for a graph rebuilt in the builder's order), otherwise a new plan with
+ * the heuristics only (no search): graphs that change every call must stay cheap; reserve
+ * is where the search time goes. The scheduler calls it with the ids of each graph. */
+static bool ga_alloc_graph_ids(gallocr * ga, struct tsr_cgraph * g, const int * nids, const int * lids) {
+    if (ga->have_plan && ga_matches_key(ga, g, ga->key, nids, lids)) return ga_reapply(ga, g, nids, lids);
+    if (ga->have_plan && !ga->order_perm.empty() && (int) ga->order_perm.size() == g->n_nodes &&
+        ga_matches_key(ga, g, ga->order_key, nids, lids)) {
+        ord_apply(g, ga->order_perm);
+        if (ga_matches_key(ga, g, ga->key, nids, lids)) return ga_reapply(ga, g, nids, lids);
+    }
+    return ga_reserve(ga, g, nids, lids, 0.0, false) && ga_apply(ga, g);
+}
 } // namespace
 TSR_IMPL_NS_END
 
@@ -622,19 +636,7 @@ TSR_API_IMPL bool tsr_gallocr_alloc_graph(tsr_gallocr_t galloc_h, struct tsr_cgr
                                  graph->n_nodes, graph->n_leafs, galloc->last_node_ids.size());
         }
     }
-    if (galloc->have_plan && tsr_impl::ga_matches_key(galloc, graph, galloc->key, nids, lids)) {
-        return tsr_impl::ga_reapply(galloc, graph, nids, lids);
-    }
-    /* the graph reserve reordered, rebuilt in the builder's order: the same order again */
-    if (galloc->have_plan && !galloc->order_perm.empty() && (int) galloc->order_perm.size() == graph->n_nodes &&
-        tsr_impl::ga_matches_key(galloc, graph, galloc->order_key, nids, lids)) {
-        tsr_impl::ord_apply(graph, galloc->order_perm);
-        if (tsr_impl::ga_matches_key(galloc, graph, galloc->key, nids, lids)) return tsr_impl::ga_reapply(galloc, graph, nids, lids);
-    }
-    /* an unreserved graph is planned with the heuristics only (no search): graphs that
-     * change every call must stay cheap; reserve is where the search time goes */
-    if (!tsr_impl::ga_reserve(galloc, graph, nids, lids, 0.0, false)) return false;
-    return tsr_impl::ga_apply(galloc, graph);
+    return tsr_impl::ga_alloc_graph_ids(galloc, graph, nids, lids);
 }
 
 TSR_API_IMPL size_t tsr_gallocr_get_buffer_size(tsr_gallocr_t galloc_h, int buffer_id) {

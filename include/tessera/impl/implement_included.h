@@ -25,6 +25,9 @@
 #if defined(TSR_GGUF_DECLARED) && !defined(TSR_GGUF_IMPLEMENTED)
 #include "../gguf.h"
 #endif
+#if defined(TSR_SCHED_DECLARED) && !defined(TSR_SCHED_IMPLEMENTED)
+#include "../sched.h"
+#endif
 
 /* Backend headers live beside their implementation files: backends/<name>/ in the source
  * tree, include/tessera/<name>/ once installed, and on the include path in both. This

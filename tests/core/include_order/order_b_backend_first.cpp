@@ -4,6 +4,7 @@
 #define TSR_IMPLEMENTATION
 #include "tessera/alloc.h"
 #include "tessera/gguf.h"
+#include "tessera/sched.h"
 #include "tessera-cpu.h"
 #ifdef TSR_HAVE_VULKAN
 #include "tessera-vulkan.h"

@@ -5,6 +5,7 @@
 #endif
 #include "tessera-cpu.h"
 #include "tessera/gguf.h"
+#include "tessera/sched.h"
 #include "tessera/alloc.h"
 #define TSR_IMPLEMENTATION
 #include "tessera/tessera.h"

@@ -5,6 +5,7 @@
 #include "tessera-vulkan.h"
 #endif
 #include "tessera/gguf.h"
+#include "tessera/sched.h"
 #include "tessera/alloc.h"
 #include "program.h"
 

@@ -1,5 +1,5 @@
 // The checks every include_order/order_*.cpp runs after its own sequence of includes: it
-// touches every part (core, backend, alloc, gguf, CPU, Vulkan where compiled in), so a part
+// touches every part (core, backend, alloc, gguf, sched, CPU, Vulkan where compiled in), so a part
 // whose implementation the order dropped fails to link, and a wrong result fails the run.
 // This file includes no tessera header: each order must have declared everything itself.
 #include <cmath>
@@ -65,6 +65,11 @@ static int run_order_program(const char * order) {
     ORDER_CHECK(r && tsr_gguf_get_val_u32(r, tsr_gguf_find_key(r, "order.answer")) == 42);
     tsr_gguf_free(r);
     tsr_gguf_free(g);
+
+    // the scheduler: made over the CPU backend, and gone
+    tsr_backend_sched_t sched = tsr_backend_sched_new(&cpu, nullptr, 1, 64, false);
+    ORDER_CHECK(sched != nullptr && tsr_backend_sched_get_n_copies(sched) == 1);
+    tsr_backend_sched_free(sched);
 
 #ifdef TSR_HAVE_VULKAN
     ORDER_CHECK(tsr_backend_vk_get_device_count() >= 0);  // linked and callable, device or not
