@@ -161,10 +161,23 @@ TSR_API const struct tsr_plan * tsr_gallocr_get_plan(tsr_gallocr_t galloc);
  * NULL to use planned_size); otherwise false with the first violation in the error. */
 TSR_API bool tsr_plan_check(const struct tsr_plan * plan, const size_t * capacities);
 
-/* Export: JSON (every tensor and the totals) and an SVG picture (steps on x, offsets on
- * y, one rectangle per tensor, its name on hover). false + error on I/O failure. */
+/* Export: JSON (every tensor and the totals) and an SVG picture of one buffer: steps on
+ * x and offsets on y (numbered ticks, bytes in B/KiB/MiB/GiB), one rectangle per tensor
+ * coloured by the kind of op that made it (a legend says which), labelled with its name
+ * (or op and shape when unnamed) where the label fits and on hover always, at least a
+ * few pixels high however small; the lower bound and the planned size are lines with
+ * their captions beside the plot. false + error on a bad buffer id or I/O failure. */
 TSR_API bool tsr_plan_write_json(const struct tsr_plan * plan, FILE * out);
 TSR_API bool tsr_plan_write_svg(const struct tsr_plan * plan, int buffer_id, FILE * out);
+
+/* Several plans in one picture, one panel each, top to bottom, on one offset scale so
+ * their sizes compare at a glance: e.g. the builder's order and the optimised order of a
+ * graph (tsr_graph_optimize_order). caption (may be NULL) heads its panel. */
+struct tsr_plan_panel {
+    const struct tsr_plan * plan;
+    const char * caption;
+};
+TSR_API bool tsr_plan_write_svg_panels(const struct tsr_plan_panel * panels, int n_panels, int buffer_id, FILE * out);
 
 /* ---- the packing core, exposed for external workloads --------------------------------
  * n buffers, each live on the half-open step range [lower, upper) with a size; assigns
