@@ -116,9 +116,12 @@ TSR_API struct tsr_order_params tsr_order_default_params(void);
 /* Reorders graph (params NULL: defaults). The graph must not be a tsr_graph_view of a
  * larger one. false + error on bad params or out of memory (graph unchanged). */
 TSR_API bool tsr_graph_optimize_order(struct tsr_cgraph * graph, const struct tsr_order_params * params);
-/* Opt-in: reserve (without node buffer ids) reorders the graph before planning it, with
- * these params (copied; buft is the gallocr's; report, if set, is filled at each reserve
- * and must outlive them; NULL: off).
+/* Opt-in: reserve reorders the graph before planning it, with these params (copied; buft
+ * is the gallocr's; report, if set, is filled at each reserve and must outlive them;
+ * NULL: off). With node buffer ids (reserve_n), nodes move only within each run of
+ * consecutive nodes with the same id, so the caller's ids still name each node's buffer
+ * and a scheduler's splits keep their nodes; the new order is kept only when no
+ * buffer's lower bound grows and their sum drops (the report gives the sums).
  * alloc_graph on a graph rebuilt in the builder's order re-applies the reserved order
  * before it re-applies the cached plan. */
 TSR_API bool tsr_gallocr_set_optimize_order(tsr_gallocr_t galloc, const struct tsr_order_params * params);
