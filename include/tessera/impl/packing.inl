@@ -803,25 +803,36 @@ struct pk_packer {
             }
             return false;
         };
-        /* the lower bound: first cheaply, then with the inference bound and growing node
-         * limits for up to a quarter of the budget (on the challenging traces the bound is the
-         * known fit, and it is found there or not at all) */
+        /* targets descending from the best packing (easy ones first) until `until` ms, or
+         * until one is found when `first_only` */
+        pk_u64 step = (hi - P.lb) / 8;
+        auto descend = [&](double until, bool first_only) {
+            while (hi > floor_target && timer.ms() < until) {
+                step = std::max(step, align);
+                pk_u64 target = hi - step;
+                target -= target % align;
+                if (target < floor_target) target = floor_target;
+                if (attempt(target, target == P.lb, limit, until)) {
+                    if (first_only) return;
+                } else {
+                    step /= 2;
+                    if (step < align || step * 64 < hi - P.lb) { step = (hi - P.lb) / 8; limit *= 2; }
+                }
+            }
+        };
+        /* the lower bound cheaply; a first packing below the greedy's (at most half the
+         * budget: some instances need many orders for it); then the bound with the
+         * inference bound and growing node limits for a quarter of what is left (on the
+         * challenging traces the bound is the known fit, found there or not at all); then
+         * the descent goes on */
         if (attempt(P.lb, false, limit, budget_ms)) return;
+        descend(timer.ms() + 0.5 * (budget_ms - timer.ms()), true);
+        if (hi == P.lb) return;
         const double lb_until = timer.ms() + 0.25 * (budget_ms - timer.ms());
-        for (long lim = limit; floor_target == P.lb && timer.ms() < lb_until; lim *= 2) {
+        for (long lim = 3000; floor_target == P.lb && timer.ms() < lb_until; lim *= 2) {
             if (attempt(P.lb, true, lim, lb_until)) return;
         }
-        pk_u64 step = (hi - P.lb) / 8;  /* descend: easy targets first */
-        while (hi > floor_target && timer.ms() < budget_ms) {
-            step = std::max(step, align);
-            pk_u64 target = hi - step;
-            target -= target % align;
-            if (target < floor_target) target = floor_target;
-            if (!attempt(target, target == P.lb, limit, budget_ms)) {
-                step /= 2;
-                if (step < align || step * 64 < hi - P.lb) { step = (hi - P.lb) / 8; limit *= 2; }
-            }
-        }
+        descend(budget_ms, false);
     }
 
     /* 2a, large instances: the window around the peak packed exactly, then the others
