@@ -7395,8 +7395,11 @@ TSR_API_IMPL bool tsr_gallocr_set_optimize_order(tsr_gallocr_t galloc_h, const s
  */
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 TSR_IMPL_NS_BEGIN
 namespace {

@@ -7,8 +7,11 @@
  */
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 TSR_IMPL_NS_BEGIN
 namespace {
