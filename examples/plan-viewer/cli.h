@@ -24,11 +24,14 @@ constexpr long k_max_tokens = 4096;
 struct args {
     std::string prefix = "plan";
     std::string trace;
+    std::string graph = "transformer";  // or "unet"
     int tokens = 64;
     bool help = false;
 };
 
-inline const char * usage() { return "usage: tessera-plan-viewer [--out PREFIX] [--tokens N (1-4096)] [--trace FILE.csv]"; }
+inline const char * usage() {
+    return "usage: tessera-plan-viewer [--out PREFIX] [--graph transformer|unet] [--tokens N (1-4096)] [--trace FILE.csv]";
+}
 
 // The whole of `text` as an integer in [lo, hi].
 inline bool parse_int(const char * text, long long lo, long long hi, long long & out) {
@@ -45,12 +48,21 @@ inline bool parse_args(int argc, char ** argv, args & a, std::string & err) {
     for (int i = 1; i < argc; i++) {
         const std::string flag = argv[i];
         if (flag == "-h" || flag == "--help") { a.help = true; continue; }
-        if (flag != "--out" && flag != "--tokens" && flag != "--trace") { err = "unknown argument '" + flag + "'"; return false; }
+        if (flag != "--out" && flag != "--tokens" && flag != "--trace" && flag != "--graph") {
+            err = "unknown argument '" + flag + "'";
+            return false;
+        }
         if (i + 1 >= argc) { err = flag + " needs a value"; return false; }
         const char * value = argv[++i];
         if (flag == "--out") {
             if (!*value) { err = "--out: empty prefix"; return false; }
             a.prefix = value;
+        } else if (flag == "--graph") {
+            if (std::string(value) != "transformer" && std::string(value) != "unet") {
+                err = "--graph '" + std::string(value) + "' is not one of transformer, unet";
+                return false;
+            }
+            a.graph = value;
         } else if (flag == "--trace") {
             if (!*value) { err = "--trace: empty file name"; return false; }
             a.trace = value;
@@ -154,10 +166,12 @@ inline bool write_file(const std::string & path, Writer write, std::string & err
     return true;
 }
 
-// PREFIX.json and PREFIX.svg of a plan.
-inline bool write_plan_files(const tsr_plan * plan, const std::string & prefix, std::string & err) {
-    return write_file(prefix + ".json", [&](FILE * f) { return tsr_plan_write_json(plan, f); }, err) &&
-           write_file(prefix + ".svg", [&](FILE * f) { return tsr_plan_write_svg(plan, 0, f); }, err);
+// PREFIX.svg with one panel per plan (buffer 0), PREFIX.json of the last plan (the one
+// the program uses).
+inline bool write_plan_files(const std::vector<tsr_plan_panel> & panels, const std::string & prefix, std::string & err) {
+    if (panels.empty()) { err = "no plan to write"; return false; }
+    return write_file(prefix + ".json", [&](FILE * f) { return tsr_plan_write_json(panels.back().plan, f); }, err) &&
+           write_file(prefix + ".svg", [&](FILE * f) { return tsr_plan_write_svg_panels(panels.data(), (int) panels.size(), 0, f); }, err);
 }
 
 } // namespace pv

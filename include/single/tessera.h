@@ -5347,9 +5347,12 @@ TSR_API struct tsr_order_params tsr_order_default_params(void);
 /* Reorders graph (params NULL: defaults). The graph must not be a tsr_graph_view of a
  * larger one. false + error on bad params or out of memory (graph unchanged). */
 TSR_API bool tsr_graph_optimize_order(struct tsr_cgraph * graph, const struct tsr_order_params * params);
-/* Opt-in: reserve (without node buffer ids) reorders the graph before planning it, with
- * these params (copied; buft is the gallocr's; report, if set, is filled at each reserve
- * and must outlive them; NULL: off).
+/* Opt-in: reserve reorders the graph before planning it, with these params (copied; buft
+ * is the gallocr's; report, if set, is filled at each reserve and must outlive them;
+ * NULL: off). With node buffer ids (reserve_n), nodes move only within each run of
+ * consecutive nodes with the same id, so the caller's ids still name each node's buffer
+ * and a scheduler's splits keep their nodes; the new order is kept only when no
+ * buffer's lower bound grows and their sum drops (the report gives the sums).
  * alloc_graph on a graph rebuilt in the builder's order re-applies the reserved order
  * before it re-applies the cached plan. */
 TSR_API bool tsr_gallocr_set_optimize_order(tsr_gallocr_t galloc, const struct tsr_order_params * params);
@@ -5392,10 +5395,23 @@ TSR_API const struct tsr_plan * tsr_gallocr_get_plan(tsr_gallocr_t galloc);
  * NULL to use planned_size); otherwise false with the first violation in the error. */
 TSR_API bool tsr_plan_check(const struct tsr_plan * plan, const size_t * capacities);
 
-/* Export: JSON (every tensor and the totals) and an SVG picture (steps on x, offsets on
- * y, one rectangle per tensor, its name on hover). false + error on I/O failure. */
+/* Export: JSON (every tensor and the totals) and an SVG picture of one buffer: steps on
+ * x and offsets on y (numbered ticks, bytes in B/KiB/MiB/GiB), one rectangle per tensor
+ * coloured by the kind of op that made it (a legend says which), labelled with its name
+ * (or op and shape when unnamed) where the label fits and on hover always, at least a
+ * few pixels high however small; the lower bound and the planned size are lines with
+ * their captions beside the plot. false + error on a bad buffer id or I/O failure. */
 TSR_API bool tsr_plan_write_json(const struct tsr_plan * plan, FILE * out);
 TSR_API bool tsr_plan_write_svg(const struct tsr_plan * plan, int buffer_id, FILE * out);
+
+/* Several plans in one picture, one panel each, top to bottom, on one offset scale so
+ * their sizes compare at a glance: e.g. the builder's order and the optimised order of a
+ * graph (tsr_graph_optimize_order). caption (may be NULL) heads its panel. */
+struct tsr_plan_panel {
+    const struct tsr_plan * plan;
+    const char * caption;
+};
+TSR_API bool tsr_plan_write_svg_panels(const struct tsr_plan_panel * panels, int n_panels, int buffer_id, FILE * out);
 
 /* ---- the packing core, exposed for external workloads --------------------------------
  * n buffers, each live on the half-open step range [lower, upper) with a size; assigns
@@ -5481,10 +5497,14 @@ TSR_CXX_END /* namespace tsr */
  *       MiniMalloc (Moffitt, ASPLOS'23): buffers are stacked section by section, always
  *       on the lowest floor, at "canonical" offsets (the floor of every section they
  *       span); the search runs against a target peak, and a branch dies as soon as a
- *       section's floor plus the bytes still to place in it exceeds the target. The
- *       lower bound is tried first, then targets descend from the best packing found
- *       (each attempt: a few candidate orders, fixed and randomised, with a node limit
- *       that doubles when the targets run out).
+ *       section's floor plus the bytes still to place in it exceeds the target. Where
+ *       no unplaced buffer crosses from one section to the next, the two sides are
+ *       solved apart (one failing fails the node without retrying the other's choices),
+ *       and at the lower bound (no slack) a section's floor counts as the lowest level
+ *       any of its unplaced buffers can still take. The lower bound is tried first,
+ *       then targets descend from the best packing found (each attempt: a few candidate
+ *       orders, fixed and randomised, with a node limit that doubles when the targets
+ *       run out).
  *     - large instances: (a) the window around the peak (the buffers live within 30,
  *       100, 300 or 10 sections of it, clipped to the window, at most 1,000) is packed
  *       exactly at the lower bound by that same branch and bound; those offsets are
@@ -5796,17 +5816,112 @@ struct pk_search {
                 rem[(size_t) s] += P.sz[(size_t) i];
             }
         }
+        cross.assign((size_t) P.T, 0);
+        for (int i = 0; i < P.n; i++) for (int s = P.l[(size_t) i]; s + 1 < P.r[(size_t) i]; s++) cross[(size_t) s]++;
         nodes = 0;
         stop = false;
     }
 
-    bool rec(int nplaced) {
-        if (nplaced == P.n) return true;
+    /* ---- the state changes, undone in reverse from a trail ---- */
+    struct change { int what; pk_u64 old; };   /* what >= 0: a section's floor; -1 - i: buffer i placed */
+    std::vector<change> trail;
+    std::vector<int> cross;                    /* per section s: unplaced buffers live in s and s + 1 */
+
+    void set_floor(int s, pk_u64 v) {
+        trail.push_back(change{s, floor_[(size_t) s]});
+        floor_[(size_t) s] = v;
+    }
+    void place(int i, pk_u64 f) {
+        const pk_u64 top = f + P.sz[(size_t) i];
+        for (int s = P.l[(size_t) i]; s < P.r[(size_t) i]; s++) {
+            set_floor(s, top);
+            rem[(size_t) s] -= P.sz[(size_t) i];
+        }
+        for (int s = P.l[(size_t) i]; s + 1 < P.r[(size_t) i]; s++) cross[(size_t) s]--;
+        placed[(size_t) i] = 1;
+        off[(size_t) i] = f;
+        trail.push_back(change{-1 - i, 0});
+    }
+    void undo(size_t mark) {
+        while (trail.size() > mark) {
+            const change c = trail.back();
+            trail.pop_back();
+            if (c.what >= 0) { floor_[(size_t) c.what] = c.old; continue; }
+            const int i = -1 - c.what;
+            placed[(size_t) i] = 0;
+            for (int s = P.l[(size_t) i]; s < P.r[(size_t) i]; s++) rem[(size_t) s] += P.sz[(size_t) i];
+            for (int s = P.l[(size_t) i]; s + 1 < P.r[(size_t) i]; s++) cross[(size_t) s]++;
+        }
+    }
+
+    /* Inference (MiniMalloc's section bound, sharpened): floors only rise and a buffer sits
+     * on the floor of every section it spans, so unplaced buffer i goes no lower than the
+     * highest floor over its range, and a section's bytes still to place stack no lower
+     * than the least of those among its buffers. Costs a pass over every unplaced
+     * buffer's range per node: worth it when the target leaves no slack (the lower bound). */
+    bool infer = false;
+    std::vector<pk_u64> lowest;                /* scratch of split(): per section of the part, that least level */
+    void note_lowest(int i, int lo) {
+        pk_u64 m = 0;
+        for (int s = P.l[(size_t) i]; s < P.r[(size_t) i]; s++) m = std::max(m, floor_[(size_t) s]);
+        for (int s = P.l[(size_t) i]; s < P.r[(size_t) i]; s++) lowest[(size_t) (s - lo)] = std::min(lowest[(size_t) (s - lo)], m);
+    }
+
+    /* Independent parts of sections [lo, hi): runs of sections with bytes still to place,
+     * cut where no unplaced buffer crosses from one section to the next. What is placed in
+     * one part cannot change what fits in another, so a part that fails fails them all:
+     * no other choice made in the others is tried again for it (MiniMalloc's dynamic
+     * decomposition). Returns the number of parts (their ranges in parts, the first `max`),
+     * or -1 when the inference bound shows no packing under cap. */
+    int split(int lo, int hi, std::pair<int, int> * parts, int max) {
+        if (infer) {
+            lowest.assign((size_t) (hi - lo), PK_INF);
+            for (int i = 0; i < P.n; i++) {
+                if (!placed[(size_t) i] && P.l[(size_t) i] >= lo && P.r[(size_t) i] <= hi) note_lowest(i, lo);
+            }
+            for (int s = lo; s < hi; s++) {
+                if (rem[(size_t) s] != 0 && lowest[(size_t) (s - lo)] + rem[(size_t) s] > cap) return -1;
+            }
+        }
+        int np = 0, open = -1;
+        for (int s = lo; s < hi; s++) {
+            if (open < 0 && rem[(size_t) s] != 0) open = s;
+            if (open >= 0 && (s + 1 == hi || cross[(size_t) s] == 0)) { if (np < max) parts[np] = {open, s + 1}; np++; open = -1; }
+        }
+        return np;
+    }
+
+    /* the largest floor + bytes still to place over sections [a, b): the tightest part */
+    pk_u64 fullest(int a, int b) const {
+        pk_u64 m = 0;
+        for (int s = a; s < b; s++) if (rem[(size_t) s] != 0) m = std::max(m, floor_[(size_t) s] + rem[(size_t) s]);
+        return m;
+    }
+
+    /* Place every unplaced buffer within sections [lo, hi) under cap; true when done
+     * (the placements stay), false with the state as it was. */
+    bool rec(int lo, int hi) {
         if ((++nodes & 255) == 0 && (timer.ms() > deadline_ms || nodes > node_limit)) stop = true;
         if (stop) return false;
+        std::pair<int, int> parts[16];
+        const int np = split(lo, hi, parts, 16);
+        if (np < 0) return false;  /* the inference bound */
+        if (np == 0) return true;
+        if (np > 1 && np <= 16) {
+            /* the tightest part first: it is the likeliest to fail */
+            std::sort(parts, parts + np, [&](const std::pair<int, int> & x, const std::pair<int, int> & y) {
+                return fullest(x.first, x.second) > fullest(y.first, y.second);
+            });
+            const size_t mark = trail.size();
+            for (int k = 0; k < np; k++) {
+                if (!rec(parts[k].first, parts[k].second)) { undo(mark); return false; }
+            }
+            return true;
+        }
+        if (np == 1) { lo = parts[0].first; hi = parts[0].second; }
         int sb = -1;
         pk_u64 f = PK_INF;
-        for (int s = 0; s < P.T; s++) {
+        for (int s = lo; s < hi; s++) {
             if (rem[(size_t) s] != 0 && floor_[(size_t) s] < f) { f = floor_[(size_t) s]; sb = s; }
         }
         if (sb < 0) return true;
@@ -5826,21 +5941,11 @@ struct pk_search {
             }
             if (!dup && nc < 64) cand[nc++] = i;
         }
+        const size_t mark = trail.size();
         for (int k = 0; k < nc; k++) {
-            const int i = cand[k];
-            const pk_u64 top = f + P.sz[(size_t) i];
-            for (int s = P.l[(size_t) i]; s < P.r[(size_t) i]; s++) {
-                floor_[(size_t) s] = top;
-                rem[(size_t) s] -= P.sz[(size_t) i];
-            }
-            placed[(size_t) i] = 1;
-            off[(size_t) i] = f;
-            if (rec(nplaced + 1)) return true;
-            placed[(size_t) i] = 0;
-            for (int s = P.l[(size_t) i]; s < P.r[(size_t) i]; s++) {
-                floor_[(size_t) s] = f;
-                rem[(size_t) s] += P.sz[(size_t) i];
-            }
+            place(cand[k], f);
+            if (rec(lo, hi)) return true;
+            undo(mark);
             if (stop) return false;
         }
         /* leave a hole: nothing of this section sits on its current floor; it rises to
@@ -5853,9 +5958,9 @@ struct pk_search {
             next_level = std::min(next_level, m);
         }
         if (next_level != PK_INF && next_level + rem[(size_t) sb] <= cap) {
-            floor_[(size_t) sb] = next_level;
-            if (rec(nplaced)) return true;
-            floor_[(size_t) sb] = f;
+            set_floor(sb, next_level);
+            if (rec(lo, hi)) return true;
+            undo(mark);
         }
         return false;
     }
@@ -5866,7 +5971,8 @@ struct pk_search {
         for (int s = 0; s < P.T; s++) if (rem[(size_t) s] > cap) return false;
         deadline_ms = deadline;
         node_limit = limit;
-        return rec(0);
+        trail.clear();
+        return rec(0, P.T);
     }
 };
 
@@ -6137,15 +6243,21 @@ struct pk_packer {
     void search(pk_u64 align) {
         pk_search srch(P, timer);
         pk_u64 hi = best;  /* a packing with this peak is known */
+        pk_u64 floor_target = P.lb;  /* no packing below it: the lower bound, or above a target proven impossible */
         long limit = 3000;
         int nrand = 0;
-        auto attempt = [&](pk_u64 target) {
-            for (int k = 0; k < 6 && timer.ms() < budget_ms; k++) {
+        /* a few orders against target under the node limit until `until` ms: true when one
+         * packs; a search that ends without hitting a limit has tried every canonical
+         * packing, so the target is impossible and no other order is tried */
+        auto attempt = [&](pk_u64 target, bool infer, long lim, double until) {
+            for (int k = 0; k < 6 && timer.ms() < until; k++) {
                 static const int fixed[6] = {-1, 1, -1, 0, -1, -1};  /* -1: a random order */
                 const int v = fixed[k] >= 0 ? fixed[k] : 3 + (nrand++);
-                const bool okr = srch.run(target, v, budget_ms, limit);
+                srch.infer = infer;
+                const bool okr = srch.run(target, v, until, lim);
 #ifdef TSR_PACK_DEBUG
-                fprintf(stderr, "  search target %.4f variant %d limit %ld: %s after %ld nodes, %.1f ms\n", (double) target / (double) P.lb, v, limit, okr ? "found" : "no", srch.nodes, timer.ms());
+                fprintf(stderr, "  search target %.4f%s variant %d limit %ld: %s after %ld nodes, %.1f ms\n", (double) target / (double) P.lb,
+                        infer ? " (inference)" : "", v, lim, okr ? "found" : srch.stop ? "no" : "impossible", srch.nodes, timer.ms());
 #endif
                 if (okr) {
                     pk_u64 peak = 0;
@@ -6154,21 +6266,40 @@ struct pk_packer {
                     hi = std::min(hi, peak);
                     return true;
                 }
+                if (!srch.stop) { floor_target = std::max(floor_target, target + align); return false; }
             }
             return false;
         };
-        if (attempt(P.lb)) return;
-        pk_u64 step = (hi - P.lb) / 8;  /* descend: easy targets first */
-        while (hi > P.lb && timer.ms() < budget_ms) {
-            step = std::max(step, align);
-            pk_u64 target = hi - step;
-            target -= target % align;
-            if (target < P.lb) target = P.lb;
-            if (!attempt(target)) {
-                step /= 2;
-                if (step < align || step * 64 < hi - P.lb) { step = (hi - P.lb) / 8; limit *= 2; }
+        /* targets descending from the best packing (easy ones first) until `until` ms, or
+         * until one is found when `first_only` */
+        pk_u64 step = (hi - P.lb) / 8;
+        auto descend = [&](double until, bool first_only) {
+            while (hi > floor_target && timer.ms() < until) {
+                step = std::max(step, align);
+                pk_u64 target = hi - step;
+                target -= target % align;
+                if (target < floor_target) target = floor_target;
+                if (attempt(target, target == P.lb, limit, until)) {
+                    if (first_only) return;
+                } else {
+                    step /= 2;
+                    if (step < align || step * 64 < hi - P.lb) { step = (hi - P.lb) / 8; limit *= 2; }
+                }
             }
+        };
+        /* the lower bound cheaply; a first packing below the greedy's (at most half the
+         * budget: some instances need many orders for it); then the bound with the
+         * inference bound and growing node limits for a quarter of what is left (on the
+         * challenging traces the bound is the known fit, found there or not at all); then
+         * the descent goes on */
+        if (attempt(P.lb, false, limit, budget_ms)) return;
+        descend(timer.ms() + 0.5 * (budget_ms - timer.ms()), true);
+        if (hi == P.lb) return;
+        const double lb_until = timer.ms() + 0.25 * (budget_ms - timer.ms());
+        for (long lim = 3000; floor_target == P.lb && timer.ms() < lb_until; lim *= 2) {
+            if (attempt(P.lb, true, lim, lb_until)) return;
         }
+        descend(budget_ms, false);
     }
 
     /* 2a, large instances: the window around the peak packed exactly, then the others
@@ -6861,7 +6992,7 @@ TSR_API_IMPL void tsr_gallocr_set_time_budget(tsr_gallocr_t galloc_h, double ms)
 TSR_IMPL_NS_BEGIN
 namespace {
 /* order.inl */
-static bool ga_reorder_for_reserve(gallocr * ga, struct tsr_cgraph * g, const int * node_ids);
+static bool ga_reorder_for_reserve(gallocr * ga, struct tsr_cgraph * g, const int * node_ids, const int * leaf_ids);
 static void ord_apply(struct tsr_cgraph * g, const std::vector<int> & order);
 
 static bool ga_reserve(gallocr * galloc, struct tsr_cgraph * graph, const int * node_buffer_ids, const int * leaf_buffer_ids,
@@ -6870,7 +7001,7 @@ static bool ga_reserve(gallocr * galloc, struct tsr_cgraph * graph, const int * 
     bool ok;
     try {
         if (!reorder) { galloc->order_perm.clear(); galloc->order_key.clear(); }
-        ok = (!reorder || tsr_impl::ga_reorder_for_reserve(galloc, graph, node_buffer_ids)) &&
+        ok = (!reorder || tsr_impl::ga_reorder_for_reserve(galloc, graph, node_buffer_ids, leaf_buffer_ids)) &&
              tsr_impl::ga_plan(galloc, graph, node_buffer_ids, leaf_buffer_ids, budget_ms);
         if (ok) {
             galloc->last_node_ids.assign(node_buffer_ids ? node_buffer_ids : nullptr,
@@ -6941,7 +7072,10 @@ TSR_API_IMPL bool tsr_gallocr_alloc_graph(tsr_gallocr_t galloc_h, struct tsr_cgr
     const int * nids = nullptr;
     const int * lids = nullptr;
     if (!galloc->last_node_ids.empty() || !galloc->last_leaf_ids.empty()) {
-        if ((int) galloc->last_node_ids.size() == graph->n_nodes && (int) galloc->last_leaf_ids.size() == graph->n_leafs) {
+        /* ids passed as NULL (stored empty) fit any count */
+        const bool nodes_fit = galloc->last_node_ids.empty() || (int) galloc->last_node_ids.size() == graph->n_nodes;
+        const bool leafs_fit = galloc->last_leaf_ids.empty() || (int) galloc->last_leaf_ids.size() == graph->n_leafs;
+        if (nodes_fit && leafs_fit) {
             nids = galloc->last_node_ids.empty() ? nullptr : galloc->last_node_ids.data();
             lids = galloc->last_leaf_ids.empty() ? nullptr : galloc->last_leaf_ids.data();
         } else if (galloc->bufts.size() > 1) {
@@ -7049,6 +7183,7 @@ TSR_API_IMPL bool tsr_plan_check(const struct tsr_plan * plan, const size_t * ca
  */
 
 #include <chrono>
+#include <numeric>
 #include <random>
 #include <string>
 #include <unordered_map>
@@ -7069,6 +7204,13 @@ struct ord_problem {
     std::vector<size_t> root_size;                    /* per root: bytes it owns (0: none) */
     std::vector<char> immortal;                       /* per root: lives to the end (results, OUTPUT) */
     size_t mem0 = 0;                                  /* bytes live before the first step */
+    /* several buffers (node buffer ids): which buffer each root and each node's result
+     * is in, the bytes each holds before the first step, and the caller's id per node;
+     * pieces never cross from one run of equal ids to the next */
+    int n_buffers = 1;
+    std::vector<int> root_buffer, node_buffer;
+    std::vector<size_t> mem0_buffer;
+    std::vector<int> run_id;                          /* empty: one buffer, no runs */
 };
 
 static bool ord_pure_view_op(enum tsr_op op) {
@@ -7142,11 +7284,12 @@ static void ord_dependencies(struct tsr_cgraph * g, const ga_tensors & ts, const
     ord_flatten(succs, p.succ_off, p.succ);
 }
 
-/* The problem of graph g as gallocr ga would plan it with one buffer type. */
-static bool ord_build(const gallocr * ga, struct tsr_cgraph * g, ord_problem & p) {
+/* The problem of graph g as gallocr ga would plan it (node_ids / leaf_ids: each tensor's
+ * buffer, as reserve_n takes them; NULL: all in buffer 0). */
+static bool ord_build(const gallocr * ga, struct tsr_cgraph * g, const int * node_ids, const int * leaf_ids, ord_problem & p) {
     const int n = g->n_nodes, nl = g->n_leafs;
     ga_tensors ts;
-    ga_collect(ga, g, nullptr, nullptr, ts);
+    ga_collect(ga, g, node_ids, leaf_ids, ts);
     if (!ga_live_ranges(ga, g, std::max(1, n), ts)) return false;
     const int n_steps = std::max(1, n);
     p.n = n;
@@ -7155,12 +7298,22 @@ static bool ord_build(const gallocr * ga, struct tsr_cgraph * g, ord_problem & p
     p.immortal.assign(ts.info.size(), 0);
     p.alloc.assign((size_t) n, 0);
     p.mem0 = 0;
+    p.n_buffers = (int) ga->bufts.size();
+    p.mem0_buffer.assign((size_t) p.n_buffers, 0);
+    p.root_buffer.assign(ts.info.size(), 0);
+    p.node_buffer.assign((size_t) n, 0);
     for (size_t r = 0; r < ts.info.size(); r++) {
         const ga_info & in = ts.info[r];
         p.immortal[r] = in.last == n_steps;
+        p.root_buffer[r] = in.buffer_id;
         if (in.owned) p.root_size[r] = in.size;
-        if (in.owned && in.first == 0 && (in.idx < 0 || (ga_tensor(g, in.idx)->flags & TSR_TENSOR_FLAG_INPUT))) p.mem0 += in.size;
+        if (in.owned && in.first == 0 && (in.idx < 0 || (ga_tensor(g, in.idx)->flags & TSR_TENSOR_FLAG_INPUT))) {
+            p.mem0 += in.size;
+            p.mem0_buffer[(size_t) in.buffer_id] += in.size;
+        }
     }
+    for (int i = 0; i < n; i++) p.node_buffer[(size_t) i] = ts.info[(size_t) (nl + i)].buffer_id;
+    if (node_ids) p.run_id.assign(node_ids, node_ids + n);
     std::vector<std::vector<int>> touch((size_t) n), inpl((size_t) n);
     for (int i = 0; i < n; i++) {
         struct tsr_tensor * t = g->nodes[i];
@@ -7493,7 +7646,13 @@ static std::vector<int> ord_optimize(const ord_problem & p, const struct tsr_ord
     bool exact = true;
     rep.n_pieces = 0;
     for (int v = 0; v <= p.n; v++) {
-        if (v < p.n && !cut[(size_t) v]) { pc.local[(size_t) v] = (int) pc.nodes.size(); pc.nodes.push_back(v); continue; }
+        /* a new run of node buffer ids ends the piece: reordering stays within runs */
+        const bool new_run = !p.run_id.empty() && v > 0 && v < p.n && p.run_id[(size_t) v] != p.run_id[(size_t) v - 1];
+        if (v < p.n && !cut[(size_t) v] && !(new_run && !pc.nodes.empty())) {
+            pc.local[(size_t) v] = (int) pc.nodes.size();
+            pc.nodes.push_back(v);
+            continue;
+        }
         if (!pc.nodes.empty()) {
             /* this piece's share of the time left, by size */
             const auto now = clock::now();
@@ -7509,7 +7668,10 @@ static std::vector<int> ord_optimize(const ord_problem & p, const struct tsr_ord
             pc.nodes.clear();
             rep.n_pieces++;
         }
-        if (v < p.n) {
+        if (v < p.n && !cut[(size_t) v]) {  /* the first node of a new run starts the next piece */
+            pc.local[(size_t) v] = (int) pc.nodes.size();
+            pc.nodes.push_back(v);
+        } else if (v < p.n) {
             const size_t step = sim.run(v);
             builder = std::max(builder, step);
             best = std::max(best, step);
@@ -7536,31 +7698,78 @@ static void ord_apply(struct tsr_cgraph * g, const std::vector<int> & order) {
     }
 }
 
-/* Reorders g as ga would plan it; order receives the permutation applied (empty: none). */
-static bool ord_reorder(const gallocr * ga, struct tsr_cgraph * g, const struct tsr_order_params & prm,
-                        std::vector<int> & order) {
+/* Each buffer's lower bound for the nodes run in `order`: the searches count the bytes of
+ * all buffers together, but each buffer is sized on its own. */
+static std::vector<size_t> ord_buffer_peaks(const ord_problem & p, const std::vector<int> & order) {
+    ord_sim sim;
+    sim.reset(p);
+    std::vector<size_t> mem = p.mem0_buffer, peak = p.mem0_buffer;
+    for (int v : order) {
+        const size_t a = p.alloc[(size_t) v];
+        const size_t b = (size_t) p.node_buffer[(size_t) v];
+        if (a && !sim.takes_over(v)) peak[b] = std::max(peak[b], mem[b] + a);
+        mem[b] += a;
+        for (int k = p.touch_off[(size_t) v]; k < p.touch_off[(size_t) v + 1]; k++) {
+            const int r = p.touch[(size_t) k];
+            if (sim.left[(size_t) r] == 1 && !p.immortal[(size_t) r]) mem[(size_t) p.root_buffer[(size_t) r]] -= p.root_size[(size_t) r];
+        }
+        sim.run(v);
+    }
+    return peak;
+}
+
+/* Several buffers: keep the new order only if no buffer's lower bound grows and their
+ * sum drops; the report then gives the sums. */
+static void ord_check_buffers(const ord_problem & p, std::vector<int> & order, struct tsr_order_report & rep) {
+    std::vector<int> builder((size_t) p.n);
+    std::iota(builder.begin(), builder.end(), 0);
+    const std::vector<size_t> before = ord_buffer_peaks(p, builder), after = ord_buffer_peaks(p, order);
+    size_t sum_before = 0, sum_after = 0;
+    bool none_grows = true;
+    for (int b = 0; b < p.n_buffers; b++) {
+        sum_before += before[(size_t) b];
+        sum_after += after[(size_t) b];
+        none_grows = none_grows && after[(size_t) b] <= before[(size_t) b];
+    }
+    rep.builder_lower_bound = sum_before;
+    if (rep.reordered && none_grows && sum_after < sum_before) {
+        rep.optimized_lower_bound = sum_after;
+        return;
+    }
+    rep.reordered = false;
+    rep.optimized_lower_bound = sum_before;
+    order = builder;
+}
+
+/* Reorders g as ga would plan it (node_ids / leaf_ids as reserve_n takes them, or NULL);
+ * order receives the permutation applied (empty: none). */
+static bool ord_reorder(const gallocr * ga, struct tsr_cgraph * g, const int * node_ids, const int * leaf_ids,
+                        const struct tsr_order_params & prm, std::vector<int> & order) {
     struct tsr_order_report local_rep;
     struct tsr_order_report & rep = prm.report ? *prm.report : local_rep;
     order.clear();
     ord_problem p;
-    if (!ord_build(ga, g, p)) return false;
+    if (!ord_build(ga, g, node_ids, leaf_ids, p)) return false;
     std::vector<int> o = ord_optimize(p, prm, rep);
+    if (node_ids || leaf_ids || p.n_buffers > 1) ord_check_buffers(p, o, rep);
     if (!rep.reordered) return true;
     ord_apply(g, o);
     order = std::move(o);
     return true;
 }
 
-/* gallocr at reserve (ga_reserve): reorder when asked to and the graph has one buffer. */
-static bool ga_reorder_for_reserve(gallocr * ga, struct tsr_cgraph * g, const int * node_ids) {
+/* gallocr at reserve (ga_reserve): reorder when asked to. With node buffer ids only
+ * within each run of equal ids, so the caller's ids still name each node's buffer and a
+ * scheduler's splits keep their nodes. */
+static bool ga_reorder_for_reserve(gallocr * ga, struct tsr_cgraph * g, const int * node_ids, const int * leaf_ids) {
     ga->order_perm.clear();
     ga->order_key.clear();
-    if (!ga->order_enabled || node_ids) return true;
+    if (!ga->order_enabled) return true;
     ga_keyer k;
     k.out = &ga->order_key;
     k.cmp = nullptr;
-    ga_key_graph(k, ga, g, nullptr, nullptr);
-    if (!ord_reorder(ga, g, ga->order_params, ga->order_perm)) return false;
+    ga_key_graph(k, ga, g, node_ids, leaf_ids);
+    if (!ord_reorder(ga, g, node_ids, leaf_ids, ga->order_params, ga->order_perm)) return false;
     if (ga->order_perm.empty()) ga->order_key.clear();
     return true;
 }
@@ -7591,7 +7800,7 @@ TSR_API_IMPL bool tsr_graph_optimize_order(struct tsr_cgraph * graph, const stru
         ga.bufts.assign(1, prm.buft ? prm.buft : tsr_backend_cpu_buffer_type());
         ga.buffers.assign(1, nullptr);
         std::vector<int> order;
-        return tsr_impl::ord_reorder(&ga, graph, prm, order);
+        return tsr_impl::ord_reorder(&ga, graph, nullptr, nullptr, prm, order);
     } catch (...) {
         return tsr_set_error("tsr_graph_optimize_order: out of memory for a graph of %d nodes", graph->n_nodes);
     }
@@ -7614,11 +7823,19 @@ TSR_API_IMPL bool tsr_gallocr_set_optimize_order(tsr_gallocr_t galloc_h, const s
 }
 /* ---- include/tessera/impl/plan_export.inl ---- */
 /*
- * plan_export.inl - a plan as JSON (every tensor and the totals) and as an SVG picture
- * (steps on x, offsets on y, one rectangle per tensor, its name on hover).
+ * plan_export.inl - a plan as JSON (every tensor and the totals) and as an SVG picture a
+ * person can read: steps on x and offsets on y with numbered ticks, one rectangle per
+ * tensor coloured by the kind of op that made it and labelled where the label fits (a
+ * hover title always), the lower bound and the planned size marked and captioned, and
+ * several plans of one graph (builder order, optimised order) as panels on one scale.
  */
 
+#include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 TSR_IMPL_NS_BEGIN
 namespace {
@@ -7639,6 +7856,267 @@ static void px_escape(FILE * f, const char * s, bool xml) {
             else fputc(c, f);
         }
     }
+}
+
+/* ---- the picture's vocabulary: op kinds and their colours ---- */
+
+enum px_kind { PX_INPUT, PX_MATMUL, PX_CONV, PX_NORM, PX_ATTENTION, PX_ELEMENTWISE, PX_LAYOUT, PX_OTHER, PX_BUFFER, PX_N_KINDS };
+
+struct px_kind_style { const char * name; const char * fill; };
+
+/* Light fills, so the dark labels stay readable on every kind. */
+static const px_kind_style px_kind_styles[PX_N_KINDS] = {
+    {"input / leaf", "#d0d0d0"},          {"matrix multiply", "#8db4e2"},  {"conv / pool / resize", "#f7b267"},
+    {"normalisation", "#a8d5a2"},         {"softmax / attention / rope", "#f29e9e"},
+    {"element-wise", "#ffe08a"},          {"copy / concat / layout", "#c3b1e1"},
+    {"other op", "#e3b5cf"},              {"trace buffer", "#9fd3d9"},
+};
+
+static px_kind px_kind_of(const struct tsr_tensor * t) {
+    if (!t) return PX_BUFFER;
+    switch (t->op) {
+        case TSR_OP_NONE: return PX_INPUT;
+        case TSR_OP_MUL_MAT: case TSR_OP_OUT_PROD: return PX_MATMUL;
+        case TSR_OP_CONV_2D: case TSR_OP_IM2COL: case TSR_OP_POOL_2D: case TSR_OP_UPSCALE: case TSR_OP_PAD: return PX_CONV;
+        case TSR_OP_NORM: case TSR_OP_RMS_NORM: case TSR_OP_GROUP_NORM: return PX_NORM;
+        case TSR_OP_SOFT_MAX: case TSR_OP_FLASH_ATTN_EXT: case TSR_OP_DIAG_MASK_INF: case TSR_OP_ROPE: return PX_ATTENTION;
+        case TSR_OP_ADD: case TSR_OP_SUB: case TSR_OP_MUL: case TSR_OP_DIV: case TSR_OP_SQR: case TSR_OP_SQRT: case TSR_OP_LOG:
+        case TSR_OP_SCALE: case TSR_OP_CLAMP: case TSR_OP_UNARY: case TSR_OP_GLU: return PX_ELEMENTWISE;
+        case TSR_OP_DUP: case TSR_OP_CPY: case TSR_OP_CONT: case TSR_OP_CONCAT: case TSR_OP_REPEAT: case TSR_OP_GET_ROWS:
+        case TSR_OP_SET_ROWS: case TSR_OP_RESHAPE: case TSR_OP_VIEW: case TSR_OP_PERMUTE: case TSR_OP_TRANSPOSE: return PX_LAYOUT;
+        default: return PX_OTHER;
+    }
+}
+
+/* What a rectangle says: the tensor's name, or its op and shape when it has none. */
+static std::string px_label(const struct tsr_plan_tensor & t) {
+    if (t.name && *t.name) return t.name;
+    if (!t.tensor) return "unnamed";
+    std::string s = tsr_op_desc(t.tensor);
+    std::transform(s.begin(), s.end(), s.begin(), [](char c) { return (char) tolower((unsigned char) c); });
+    int dims = TSR_MAX_DIMS;
+    while (dims > 1 && t.tensor->ne[dims - 1] == 1) dims--;
+    for (int d = 0; d < dims; d++) s += (d ? "x" : " ") + std::to_string((long long) t.tensor->ne[d]);
+    return s;
+}
+
+/* ---- axes: round tick steps and byte units ---- */
+
+/* The 1, 2 or 5 times a power of ten nearest above span / target. */
+static double px_nice_step(double span, int target) {
+    const double raw = span / (double) std::max(1, target);
+    const double p = std::pow(10.0, std::floor(std::log10(raw > 0 ? raw : 1.0)));
+    for (double m : {1.0, 2.0, 5.0}) if (m * p >= raw) return m * p;
+    return 10.0 * p;
+}
+
+struct px_unit { double bytes; const char * name; };
+
+/* The largest of B, KiB, MiB, GiB that `bytes` holds at least once. */
+static px_unit px_unit_for(double bytes) {
+    static const px_unit units[4] = {{1073741824.0, "GiB"}, {1048576.0, "MiB"}, {1024.0, "KiB"}, {1.0, "B"}};
+    for (const px_unit & u : units) if (bytes >= u.bytes) return u;
+    return units[3];
+}
+
+static std::string px_number(double v, int decimals) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.*f", std::max(0, decimals), v);
+    return buf;
+}
+
+/* "1.50 MiB": three significant digits in the largest unit that fits. */
+static std::string px_bytes(double bytes) {
+    const px_unit u = px_unit_for(bytes);
+    const double v = bytes / u.bytes;
+    return px_number(v, u.bytes == 1.0 ? 0 : v >= 100 ? 0 : v >= 10 ? 1 : 2) + " " + u.name;
+}
+
+static int px_decimals(double step) { return step >= 1.0 ? 0 : (int) std::ceil(-std::log10(step) - 1e-9); }
+
+/* ---- layout ---- */
+
+struct px_layout {
+    double left = 86, plot_w = 1000, right = 170;  /* right: the captions of the bound lines */
+    double legend_h = 0, panel_top = 34, plot_h = 330, panel_bottom = 52;
+    double y_top_bytes = 1;                          /* bytes at the top of every panel's offset axis */
+    double tick_bytes = 1;
+    px_unit unit = {1.0, "B"};
+    double width() const { return left + plot_w + right; }
+    double panel_h() const { return panel_top + plot_h + panel_bottom; }
+    double plot_y(int panel) const { return legend_h + panel * panel_h() + panel_top; }
+    double y_of(int panel, double bytes) const { return plot_y(panel) + plot_h - plot_h * bytes / y_top_bytes; }
+};
+
+static const double px_char_w = 5.9;     /* width of one character of the 10 px labels */
+static const double px_min_h = 2.5;      /* tiny tensors stay visible */
+
+static void px_text(FILE * f, double x, double y, const char * cls, const char * anchor, int size, const std::string & s) {
+    fprintf(f, "<text class=\"%s\" x=\"%.1f\" y=\"%.1f\" font-size=\"%d\" text-anchor=\"%s\">", cls, x, y, size, anchor);
+    px_escape(f, s.c_str(), true);
+    fputs("</text>\n", f);
+}
+
+/* The kinds present, left to right, then the two bound lines. */
+static void px_write_legend(FILE * f, const px_layout & L, const bool (&present)[PX_N_KINDS]) {
+    fputs("<g class=\"legend\">\n", f);
+    double x = L.left, y = 20;
+    auto advance = [&](double w) {
+        if (x + w > L.width() - 10) { x = L.left; y += 18; }
+        const double at = x;
+        x += w;
+        return at;
+    };
+    for (int k = 0; k < PX_N_KINDS; k++) {
+        if (!present[k]) continue;
+        const std::string name = px_kind_styles[k].name;
+        const double at = advance(24 + px_char_w * 1.1 * (double) name.size() + 18);
+        fprintf(f, "<rect class=\"legend-swatch\" x=\"%.1f\" y=\"%.1f\" width=\"16\" height=\"11\" fill=\"%s\" stroke=\"#555\" stroke-width=\"0.5\"/>\n",
+                at, y - 9, px_kind_styles[k].fill);
+        px_text(f, at + 21, y, "legend-label", "start", 11, name);
+    }
+    double at = advance(150);
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c00\" stroke-width=\"1.5\" stroke-dasharray=\"5 3\"/>\n", at, y - 4, at + 18, y - 4);
+    px_text(f, at + 23, y, "legend-label", "start", 11, "lower bound");
+    at = advance(150);
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#1f3a93\" stroke-width=\"1.5\"/>\n", at, y - 4, at + 18, y - 4);
+    px_text(f, at + 23, y, "legend-label", "start", 11, "planned size");
+    fputs("</g>\n", f);
+}
+
+static void px_write_axes(FILE * f, const px_layout & L, int panel, int n_steps) {
+    const double x0 = L.left, y0 = L.plot_y(panel), w = L.plot_w, h = L.plot_h;
+    fprintf(f, "<rect class=\"frame\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#fafafa\" stroke=\"#888\" stroke-width=\"0.8\"/>\n", x0, y0, w, h);
+    /* offsets: one unit for every panel, ticks on round numbers of it */
+    fputs("<g class=\"axis-y\">\n", f);
+    const int ydec = px_decimals(L.tick_bytes / L.unit.bytes);
+    for (double b = 0; b <= L.y_top_bytes * (1 + 1e-9); b += L.tick_bytes) {
+        const double y = L.y_of(panel, b);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\" stroke-width=\"0.6\"/>\n", x0, y, x0 + w, y);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555\"/>\n", x0 - 5, y, x0, y);
+        px_text(f, x0 - 8, y + 3.5, "tick-y", "end", 10, px_number(b / L.unit.bytes, ydec) + " " + L.unit.name);
+    }
+    fprintf(f, "<text class=\"axis-label\" x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\" transform=\"rotate(-90 %.1f %.1f)\">offset in the buffer</text>\n",
+            x0 - 64, y0 + h / 2, x0 - 64, y0 + h / 2);
+    fputs("</g>\n<g class=\"axis-x\">\n", f);
+    /* steps: a column per step, ticks at its middle */
+    const double sw = w / (double) std::max(1, n_steps);
+    const int every = std::max(1, (int) px_nice_step((double) n_steps, 20));
+    for (int s = 0; s < n_steps; s += every) {
+        const double x = x0 + sw * ((double) s + 0.5);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555\"/>\n", x, y0 + h, x, y0 + h + 5);
+        px_text(f, x, y0 + h + 17, "tick-x", "middle", 10, std::to_string(s));
+    }
+    px_text(f, x0 + w / 2, y0 + h + 36, "axis-label", "middle", 11, "step (node in execution order)");
+    fputs("</g>\n", f);
+}
+
+/* The longest prefix of label (with "..") that fits width, or "" when too little does. */
+static std::string px_fit(const std::string & label, double width) {
+    const size_t chars = (size_t) std::max(0.0, (width - 4) / px_char_w);
+    if (label.size() <= chars) return label;
+    if (chars < 5) return "";
+    return label.substr(0, chars - 2) + "..";
+}
+
+/* One tensor: a group with its hover title, its rectangle and its label where it fits.
+ * A tensor taken over in place ends, and its successor starts, in the middle of the
+ * step they share, so neither hides the other. */
+static void px_write_tensor(FILE * f, const px_layout & L, int panel, const struct tsr_plan & plan, int i, bool taken_over) {
+    const struct tsr_plan_tensor & t = plan.tensors[i];
+    const double sw = L.plot_w / (double) std::max(1, plan.n_steps);
+    const double x1 = L.left + sw * ((double) t.first + (t.inplace ? 0.5 : 0.0));
+    const double x2 = L.left + sw * ((double) t.last + (taken_over ? 0.5 : 1.0));
+    const double ybot = L.y_of(panel, (double) t.offset);
+    const double h = std::max(px_min_h, ybot - L.y_of(panel, (double) (t.offset + t.size)));
+    const double w = std::max(1.0, x2 - x1);
+    const std::string label = px_label(t);
+    const px_kind kind = px_kind_of(t.tensor);
+    fprintf(f, "<g class=\"tensor\" data-index=\"%d\"><title>", i);
+    px_escape(f, label.c_str(), true);
+    if (t.tensor && t.name && *t.name) fprintf(f, " (%s)", tsr_op_desc(t.tensor));
+    fprintf(f, ": %s at offset %zu, %zu bytes, live at steps %d-%d%s</title>\n", px_bytes((double) t.size).c_str(), t.offset, t.size,
+            t.first, t.last, t.inplace ? ", in place of a dying operand" : "");
+    fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\" stroke=\"#fff\" stroke-width=\"0.6\"/>\n", x1,
+            ybot - h, w, h, px_kind_styles[kind].fill);
+    const std::string shown = h >= 12 ? px_fit(label, w) : "";
+    if (!shown.empty()) px_text(f, x1 + 2, ybot - h / 2 + 3.5, "label", "start", 10, shown);
+    fputs("</g>\n", f);
+}
+
+/* A horizontal line across the plot with its caption in the right margin. */
+static void px_write_bound(FILE * f, const px_layout & L, int panel, const char * cls, const char * stroke, const char * dash,
+                           size_t bytes, const std::string & caption, double caption_dy) {
+    const double y = L.y_of(panel, (double) bytes);
+    fprintf(f, "<g class=\"%s\"><line x1=\"%.1f\" y1=\"%.2f\" x2=\"%.1f\" y2=\"%.2f\" stroke=\"%s\" stroke-width=\"1.5\"%s/>\n", cls,
+            L.left, y, L.left + L.plot_w + 6, y, stroke, dash);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.2f\" font-size=\"11\" fill=\"%s\">", L.left + L.plot_w + 9, y + caption_dy, stroke);
+    px_escape(f, caption.c_str(), true);
+    fputs("</text></g>\n", f);
+}
+
+static void px_write_panel(FILE * f, const px_layout & L, int panel, const struct tsr_plan_panel & pp, int buffer_id) {
+    const struct tsr_plan & plan = *pp.plan;
+    const struct tsr_plan_buffer & pb = plan.buffers[buffer_id];
+    fprintf(f, "<g class=\"panel\" id=\"panel-%d\">\n", panel);
+    std::string caption = pp.caption && *pp.caption ? std::string(pp.caption) + ": " : std::string();
+    caption += "planned " + px_bytes((double) pb.planned_size) + ", lower bound " + px_bytes((double) pb.lower_bound) + ", " +
+               std::to_string(plan.n_steps) + " steps";
+    if (plan.n_buffers > 1) caption += " (buffer " + std::to_string(buffer_id) + ")";
+    fprintf(f, "<text class=\"panel-caption\" x=\"%.1f\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\">", L.left, L.plot_y(panel) - 12);
+    px_escape(f, caption.c_str(), true);
+    fputs("</text>\n", f);
+    px_write_axes(f, L, panel, plan.n_steps);
+    std::vector<char> taken_over((size_t) plan.n_tensors, 0);
+    for (int i = 0; i < plan.n_tensors; i++) {
+        const int of = plan.tensors[i].inplace_of;
+        if (of >= 0 && of < plan.n_tensors) taken_over[(size_t) of] = 1;
+    }
+    for (int i = 0; i < plan.n_tensors; i++) {
+        if (plan.tensors[i].buffer_id == buffer_id) px_write_tensor(f, L, panel, plan, i, taken_over[(size_t) i] != 0);
+    }
+    /* both captions stay readable when the lines (nearly) coincide */
+    const double gap = L.y_of(panel, (double) pb.lower_bound) - L.y_of(panel, (double) pb.planned_size);
+    const bool close = gap < 13;
+    px_write_bound(f, L, panel, "planned", "#1f3a93", "", pb.planned_size, "planned " + px_bytes((double) pb.planned_size),
+                   close ? -4.0 : 4.0);
+    px_write_bound(f, L, panel, "lower-bound", "#c00", " stroke-dasharray=\"5 3\"", pb.lower_bound,
+                   "lower bound " + px_bytes((double) pb.lower_bound), close ? 12.0 + gap : 4.0);
+    fputs("</g>\n", f);
+}
+
+/* One scale for every panel: room above the largest planned size, so no line sits on
+ * the frame. */
+static px_layout px_layout_for(const struct tsr_plan_panel * panels, int n, int buffer_id, bool (&present)[PX_N_KINDS]) {
+    px_layout L;
+    double top = 1;
+    for (int p = 0; p < n; p++) {
+        const struct tsr_plan & plan = *panels[p].plan;
+        top = std::max(top, (double) std::max(plan.buffers[buffer_id].planned_size, plan.buffers[buffer_id].lower_bound));
+        for (int i = 0; i < plan.n_tensors; i++) {
+            if (plan.tensors[i].buffer_id == buffer_id) present[px_kind_of(plan.tensors[i].tensor)] = true;
+        }
+    }
+    L.unit = px_unit_for(top);
+    L.tick_bytes = px_nice_step(top * 1.08 / L.unit.bytes, 6) * L.unit.bytes;  /* round in the unit shown */
+    if (L.unit.bytes == 1.0) L.tick_bytes = std::max(1.0, std::round(L.tick_bytes));
+    L.y_top_bytes = std::ceil(top * 1.08 / L.tick_bytes) * L.tick_bytes;
+    int kinds = 0;
+    for (bool k : present) kinds += k;
+    L.legend_h = 36 + 18 * (double) ((kinds + 2) / 6);
+    return L;
+}
+
+static bool px_check_panels(const struct tsr_plan_panel * panels, int n, int buffer_id) {
+    if (!panels || n < 1) return tsr_set_error("tsr_plan_write_svg_panels: no panels (panels %p, n_panels %d)", (const void *) panels, n);
+    for (int p = 0; p < n; p++) {
+        const struct tsr_plan * plan = panels[p].plan;
+        if (!plan) return tsr_set_error("tsr_plan_write_svg_panels: panel %d has no plan", p);
+        if (buffer_id < 0 || buffer_id >= plan->n_buffers) {
+            return tsr_set_error("tsr_plan_write_svg: buffer %d does not exist (plan of panel %d has %d)", buffer_id, p, plan->n_buffers);
+        }
+    }
+    return true;
 }
 
 } // namespace
@@ -7665,41 +8143,30 @@ TSR_API_IMPL bool tsr_plan_write_json(const struct tsr_plan * plan, FILE * out) 
     return true;
 }
 
-TSR_API_IMPL bool tsr_plan_write_svg(const struct tsr_plan * plan, int buffer_id, FILE * out) {
-    if (!plan || !out) return tsr_set_error("tsr_plan_write_svg: NULL plan or file");
-    if (buffer_id < 0 || buffer_id >= plan->n_buffers) {
-        return tsr_set_error("tsr_plan_write_svg: buffer %d does not exist (plan has %d)", buffer_id, plan->n_buffers);
+TSR_API_IMPL bool tsr_plan_write_svg_panels(const struct tsr_plan_panel * panels, int n_panels, int buffer_id, FILE * out) {
+    if (!out) return tsr_set_error("tsr_plan_write_svg_panels: NULL file");
+    if (!tsr_impl::px_check_panels(panels, n_panels, buffer_id)) return false;
+    try {
+        bool present[tsr_impl::PX_N_KINDS] = {};
+        const tsr_impl::px_layout L = tsr_impl::px_layout_for(panels, n_panels, buffer_id, present);
+        const double H = L.legend_h + n_panels * L.panel_h();
+        fprintf(out, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\">\n",
+                L.width(), H, L.width(), H);
+        fprintf(out, "<rect width=\"%.0f\" height=\"%.0f\" fill=\"#fff\"/>\n", L.width(), H);
+        tsr_impl::px_write_legend(out, L, present);
+        for (int p = 0; p < n_panels; p++) tsr_impl::px_write_panel(out, L, p, panels[p], buffer_id);
+        fputs("</svg>\n", out);
+    } catch (...) {
+        return tsr_set_error("tsr_plan_write_svg_panels: out of memory");
     }
-    const struct tsr_plan_buffer & pb = plan->buffers[buffer_id];
-    const double W = 1000.0, H = 600.0, M = 40.0;
-    const double steps = plan->n_steps > 0 ? (double) plan->n_steps : 1.0;
-    const double bytes = pb.planned_size > 0 ? (double) pb.planned_size : 1.0;
-    fprintf(out, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\">\n",
-            W + 2 * M, H + 2 * M, W + 2 * M, H + 2 * M);
-    fprintf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#f8f8f8\" stroke=\"#333\"/>\n", M, M, W, H);
-    const double ylb = M + H - H * (double) pb.lower_bound / bytes;
-    fprintf(out, "<line x1=\"%.1f\" y1=\"%.2f\" x2=\"%.1f\" y2=\"%.2f\" stroke=\"#c00\" stroke-dasharray=\"4 3\"><title>lower bound %zu bytes</title></line>\n",
-            M, ylb, M + W, ylb, pb.lower_bound);
-    for (int i = 0; i < plan->n_tensors; i++) {
-        const struct tsr_plan_tensor & t = plan->tensors[i];
-        if (t.buffer_id != buffer_id) continue;
-        const double x = M + W * (double) t.first / steps;
-        const double w = W * (double) (t.last - t.first + 1) / steps;
-        const double y = M + H - H * (double) (t.offset + t.size) / bytes;
-        const double h = H * (double) t.size / bytes;
-        const unsigned hue = (unsigned) ((i * 47) % 360);
-        fprintf(out, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"hsl(%u,60%%,65%%)\" stroke=\"#222\" stroke-width=\"0.3\"><title>",
-                x, y, w, h, hue);
-        tsr_impl::px_escape(out, t.name, true);
-        fprintf(out, " | offset %zu, %zu bytes, steps %d-%d%s</title></rect>\n", t.offset, t.size, t.first, t.last,
-                t.inplace ? ", in place" : "");
-    }
-    fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" font-family=\"sans-serif\" font-size=\"13\">buffer %d: %zu bytes planned, lower bound %zu, %d steps</text>\n",
-            M, M - 12, buffer_id, pb.planned_size, pb.lower_bound, plan->n_steps);
-    fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" font-family=\"sans-serif\" font-size=\"12\">step</text>\n", M + W / 2, M + H + 25);
-    fprintf(out, "</svg>\n");
     if (ferror(out)) return tsr_set_error("tsr_plan_write_svg: write error");
     return true;
+}
+
+TSR_API_IMPL bool tsr_plan_write_svg(const struct tsr_plan * plan, int buffer_id, FILE * out) {
+    if (!plan || !out) return tsr_set_error("tsr_plan_write_svg: NULL plan or file");
+    const struct tsr_plan_panel panel = {plan, nullptr};
+    return tsr_plan_write_svg_panels(&panel, 1, buffer_id, out);
 }
 #endif
 /* ---- include/tessera/gguf.h ---- */

@@ -116,9 +116,12 @@ TSR_API struct tsr_order_params tsr_order_default_params(void);
 /* Reorders graph (params NULL: defaults). The graph must not be a tsr_graph_view of a
  * larger one. false + error on bad params or out of memory (graph unchanged). */
 TSR_API bool tsr_graph_optimize_order(struct tsr_cgraph * graph, const struct tsr_order_params * params);
-/* Opt-in: reserve (without node buffer ids) reorders the graph before planning it, with
- * these params (copied; buft is the gallocr's; report, if set, is filled at each reserve
- * and must outlive them; NULL: off).
+/* Opt-in: reserve reorders the graph before planning it, with these params (copied; buft
+ * is the gallocr's; report, if set, is filled at each reserve and must outlive them;
+ * NULL: off). With node buffer ids (reserve_n), nodes move only within each run of
+ * consecutive nodes with the same id, so the caller's ids still name each node's buffer
+ * and a scheduler's splits keep their nodes; the new order is kept only when no
+ * buffer's lower bound grows and their sum drops (the report gives the sums).
  * alloc_graph on a graph rebuilt in the builder's order re-applies the reserved order
  * before it re-applies the cached plan. */
 TSR_API bool tsr_gallocr_set_optimize_order(tsr_gallocr_t galloc, const struct tsr_order_params * params);
@@ -161,10 +164,23 @@ TSR_API const struct tsr_plan * tsr_gallocr_get_plan(tsr_gallocr_t galloc);
  * NULL to use planned_size); otherwise false with the first violation in the error. */
 TSR_API bool tsr_plan_check(const struct tsr_plan * plan, const size_t * capacities);
 
-/* Export: JSON (every tensor and the totals) and an SVG picture (steps on x, offsets on
- * y, one rectangle per tensor, its name on hover). false + error on I/O failure. */
+/* Export: JSON (every tensor and the totals) and an SVG picture of one buffer: steps on
+ * x and offsets on y (numbered ticks, bytes in B/KiB/MiB/GiB), one rectangle per tensor
+ * coloured by the kind of op that made it (a legend says which), labelled with its name
+ * (or op and shape when unnamed) where the label fits and on hover always, at least a
+ * few pixels high however small; the lower bound and the planned size are lines with
+ * their captions beside the plot. false + error on a bad buffer id or I/O failure. */
 TSR_API bool tsr_plan_write_json(const struct tsr_plan * plan, FILE * out);
 TSR_API bool tsr_plan_write_svg(const struct tsr_plan * plan, int buffer_id, FILE * out);
+
+/* Several plans in one picture, one panel each, top to bottom, on one offset scale so
+ * their sizes compare at a glance: e.g. the builder's order and the optimised order of a
+ * graph (tsr_graph_optimize_order). caption (may be NULL) heads its panel. */
+struct tsr_plan_panel {
+    const struct tsr_plan * plan;
+    const char * caption;
+};
+TSR_API bool tsr_plan_write_svg_panels(const struct tsr_plan_panel * panels, int n_panels, int buffer_id, FILE * out);
 
 /* ---- the packing core, exposed for external workloads --------------------------------
  * n buffers, each live on the half-open step range [lower, upper) with a size; assigns

@@ -402,6 +402,27 @@ TEST_CASE("gallocr: several buffer types in one gallocr", "[alloc][gallocr]") {
     tsr_tracing_allocator_free(tr);
 }
 
+TEST_CASE("gallocr: alloc_graph after reserve_n with node ids and NULL leaf ids", "[alloc][gallocr]") {
+    // NULL leaf ids mean "all in buffer 0" for any number of leafs, as in reserve_n
+    tsr_backend_buffer_type_t bufts[2] = {tsr_backend_cpu_buffer_type(), tsr_backend_cpu_buffer_type()};
+    ctx_guard g(16);
+    tsr_tensor * x = tsr_new_tensor_1d(g.ctx, TSR_TYPE_F32, 256);
+    tsr_set_input(x);
+    tsr_tensor * y = tsr_sqr(g.ctx, tsr_scale(g.ctx, x, 2.0f));
+    tsr_cgraph * gf = tsr_new_graph(g.ctx);
+    tsr_build_forward_expand(gf, y);
+    REQUIRE(tsr_graph_n_leafs(gf) == 1);
+    const int nid[2] = {0, 1};
+    tsr_gallocr_t ga = tsr_gallocr_new_n(bufts, 2);
+    REQUIRE(tsr_gallocr_reserve_n(ga, gf, nid, nullptr));
+    const bool ok = tsr_gallocr_alloc_graph(ga, gf);
+    INFO(tsr_last_error());
+    REQUIRE(ok);
+    CHECK(tsr_graph_node(gf, 1)->buffer == tsr_gallocr_get_buffer(ga, 1));
+    CHECK(x->buffer == tsr_gallocr_get_buffer(ga, 0));
+    tsr_gallocr_free(ga);
+}
+
 TEST_CASE("gallocr: in place through a view, norm and swiglu; never over inputs/outputs", "[alloc][gallocr]") {
     ctx_guard g(64);
     tsr_tensor * x = tsr_new_tensor_2d(g.ctx, TSR_TYPE_F32, 64, 8);

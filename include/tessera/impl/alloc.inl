@@ -547,7 +547,7 @@ TSR_API_IMPL void tsr_gallocr_set_time_budget(tsr_gallocr_t galloc_h, double ms)
 TSR_IMPL_NS_BEGIN
 namespace {
 /* order.inl */
-static bool ga_reorder_for_reserve(gallocr * ga, struct tsr_cgraph * g, const int * node_ids);
+static bool ga_reorder_for_reserve(gallocr * ga, struct tsr_cgraph * g, const int * node_ids, const int * leaf_ids);
 static void ord_apply(struct tsr_cgraph * g, const std::vector<int> & order);
 
 static bool ga_reserve(gallocr * galloc, struct tsr_cgraph * graph, const int * node_buffer_ids, const int * leaf_buffer_ids,
@@ -556,7 +556,7 @@ static bool ga_reserve(gallocr * galloc, struct tsr_cgraph * graph, const int * 
     bool ok;
     try {
         if (!reorder) { galloc->order_perm.clear(); galloc->order_key.clear(); }
-        ok = (!reorder || tsr_impl::ga_reorder_for_reserve(galloc, graph, node_buffer_ids)) &&
+        ok = (!reorder || tsr_impl::ga_reorder_for_reserve(galloc, graph, node_buffer_ids, leaf_buffer_ids)) &&
              tsr_impl::ga_plan(galloc, graph, node_buffer_ids, leaf_buffer_ids, budget_ms);
         if (ok) {
             galloc->last_node_ids.assign(node_buffer_ids ? node_buffer_ids : nullptr,
@@ -627,7 +627,10 @@ TSR_API_IMPL bool tsr_gallocr_alloc_graph(tsr_gallocr_t galloc_h, struct tsr_cgr
     const int * nids = nullptr;
     const int * lids = nullptr;
     if (!galloc->last_node_ids.empty() || !galloc->last_leaf_ids.empty()) {
-        if ((int) galloc->last_node_ids.size() == graph->n_nodes && (int) galloc->last_leaf_ids.size() == graph->n_leafs) {
+        /* ids passed as NULL (stored empty) fit any count */
+        const bool nodes_fit = galloc->last_node_ids.empty() || (int) galloc->last_node_ids.size() == graph->n_nodes;
+        const bool leafs_fit = galloc->last_leaf_ids.empty() || (int) galloc->last_leaf_ids.size() == graph->n_leafs;
+        if (nodes_fit && leafs_fit) {
             nids = galloc->last_node_ids.empty() ? nullptr : galloc->last_node_ids.data();
             lids = galloc->last_leaf_ids.empty() ? nullptr : galloc->last_leaf_ids.data();
         } else if (galloc->bufts.size() > 1) {

@@ -25,6 +25,7 @@
  */
 
 #include <chrono>
+#include <numeric>
 #include <random>
 #include <string>
 #include <unordered_map>
@@ -45,6 +46,13 @@ struct ord_problem {
     std::vector<size_t> root_size;                    /* per root: bytes it owns (0: none) */
     std::vector<char> immortal;                       /* per root: lives to the end (results, OUTPUT) */
     size_t mem0 = 0;                                  /* bytes live before the first step */
+    /* several buffers (node buffer ids): which buffer each root and each node's result
+     * is in, the bytes each holds before the first step, and the caller's id per node;
+     * pieces never cross from one run of equal ids to the next */
+    int n_buffers = 1;
+    std::vector<int> root_buffer, node_buffer;
+    std::vector<size_t> mem0_buffer;
+    std::vector<int> run_id;                          /* empty: one buffer, no runs */
 };
 
 static bool ord_pure_view_op(enum tsr_op op) {
@@ -118,11 +126,12 @@ static void ord_dependencies(struct tsr_cgraph * g, const ga_tensors & ts, const
     ord_flatten(succs, p.succ_off, p.succ);
 }
 
-/* The problem of graph g as gallocr ga would plan it with one buffer type. */
-static bool ord_build(const gallocr * ga, struct tsr_cgraph * g, ord_problem & p) {
+/* The problem of graph g as gallocr ga would plan it (node_ids / leaf_ids: each tensor's
+ * buffer, as reserve_n takes them; NULL: all in buffer 0). */
+static bool ord_build(const gallocr * ga, struct tsr_cgraph * g, const int * node_ids, const int * leaf_ids, ord_problem & p) {
     const int n = g->n_nodes, nl = g->n_leafs;
     ga_tensors ts;
-    ga_collect(ga, g, nullptr, nullptr, ts);
+    ga_collect(ga, g, node_ids, leaf_ids, ts);
     if (!ga_live_ranges(ga, g, std::max(1, n), ts)) return false;
     const int n_steps = std::max(1, n);
     p.n = n;
@@ -131,12 +140,22 @@ static bool ord_build(const gallocr * ga, struct tsr_cgraph * g, ord_problem & p
     p.immortal.assign(ts.info.size(), 0);
     p.alloc.assign((size_t) n, 0);
     p.mem0 = 0;
+    p.n_buffers = (int) ga->bufts.size();
+    p.mem0_buffer.assign((size_t) p.n_buffers, 0);
+    p.root_buffer.assign(ts.info.size(), 0);
+    p.node_buffer.assign((size_t) n, 0);
     for (size_t r = 0; r < ts.info.size(); r++) {
         const ga_info & in = ts.info[r];
         p.immortal[r] = in.last == n_steps;
+        p.root_buffer[r] = in.buffer_id;
         if (in.owned) p.root_size[r] = in.size;
-        if (in.owned && in.first == 0 && (in.idx < 0 || (ga_tensor(g, in.idx)->flags & TSR_TENSOR_FLAG_INPUT))) p.mem0 += in.size;
+        if (in.owned && in.first == 0 && (in.idx < 0 || (ga_tensor(g, in.idx)->flags & TSR_TENSOR_FLAG_INPUT))) {
+            p.mem0 += in.size;
+            p.mem0_buffer[(size_t) in.buffer_id] += in.size;
+        }
     }
+    for (int i = 0; i < n; i++) p.node_buffer[(size_t) i] = ts.info[(size_t) (nl + i)].buffer_id;
+    if (node_ids) p.run_id.assign(node_ids, node_ids + n);
     std::vector<std::vector<int>> touch((size_t) n), inpl((size_t) n);
     for (int i = 0; i < n; i++) {
         struct tsr_tensor * t = g->nodes[i];
@@ -469,7 +488,13 @@ static std::vector<int> ord_optimize(const ord_problem & p, const struct tsr_ord
     bool exact = true;
     rep.n_pieces = 0;
     for (int v = 0; v <= p.n; v++) {
-        if (v < p.n && !cut[(size_t) v]) { pc.local[(size_t) v] = (int) pc.nodes.size(); pc.nodes.push_back(v); continue; }
+        /* a new run of node buffer ids ends the piece: reordering stays within runs */
+        const bool new_run = !p.run_id.empty() && v > 0 && v < p.n && p.run_id[(size_t) v] != p.run_id[(size_t) v - 1];
+        if (v < p.n && !cut[(size_t) v] && !(new_run && !pc.nodes.empty())) {
+            pc.local[(size_t) v] = (int) pc.nodes.size();
+            pc.nodes.push_back(v);
+            continue;
+        }
         if (!pc.nodes.empty()) {
             /* this piece's share of the time left, by size */
             const auto now = clock::now();
@@ -485,7 +510,10 @@ static std::vector<int> ord_optimize(const ord_problem & p, const struct tsr_ord
             pc.nodes.clear();
             rep.n_pieces++;
         }
-        if (v < p.n) {
+        if (v < p.n && !cut[(size_t) v]) {  /* the first node of a new run starts the next piece */
+            pc.local[(size_t) v] = (int) pc.nodes.size();
+            pc.nodes.push_back(v);
+        } else if (v < p.n) {
             const size_t step = sim.run(v);
             builder = std::max(builder, step);
             best = std::max(best, step);
@@ -512,31 +540,78 @@ static void ord_apply(struct tsr_cgraph * g, const std::vector<int> & order) {
     }
 }
 
-/* Reorders g as ga would plan it; order receives the permutation applied (empty: none). */
-static bool ord_reorder(const gallocr * ga, struct tsr_cgraph * g, const struct tsr_order_params & prm,
-                        std::vector<int> & order) {
+/* Each buffer's lower bound for the nodes run in `order`: the searches count the bytes of
+ * all buffers together, but each buffer is sized on its own. */
+static std::vector<size_t> ord_buffer_peaks(const ord_problem & p, const std::vector<int> & order) {
+    ord_sim sim;
+    sim.reset(p);
+    std::vector<size_t> mem = p.mem0_buffer, peak = p.mem0_buffer;
+    for (int v : order) {
+        const size_t a = p.alloc[(size_t) v];
+        const size_t b = (size_t) p.node_buffer[(size_t) v];
+        if (a && !sim.takes_over(v)) peak[b] = std::max(peak[b], mem[b] + a);
+        mem[b] += a;
+        for (int k = p.touch_off[(size_t) v]; k < p.touch_off[(size_t) v + 1]; k++) {
+            const int r = p.touch[(size_t) k];
+            if (sim.left[(size_t) r] == 1 && !p.immortal[(size_t) r]) mem[(size_t) p.root_buffer[(size_t) r]] -= p.root_size[(size_t) r];
+        }
+        sim.run(v);
+    }
+    return peak;
+}
+
+/* Several buffers: keep the new order only if no buffer's lower bound grows and their
+ * sum drops; the report then gives the sums. */
+static void ord_check_buffers(const ord_problem & p, std::vector<int> & order, struct tsr_order_report & rep) {
+    std::vector<int> builder((size_t) p.n);
+    std::iota(builder.begin(), builder.end(), 0);
+    const std::vector<size_t> before = ord_buffer_peaks(p, builder), after = ord_buffer_peaks(p, order);
+    size_t sum_before = 0, sum_after = 0;
+    bool none_grows = true;
+    for (int b = 0; b < p.n_buffers; b++) {
+        sum_before += before[(size_t) b];
+        sum_after += after[(size_t) b];
+        none_grows = none_grows && after[(size_t) b] <= before[(size_t) b];
+    }
+    rep.builder_lower_bound = sum_before;
+    if (rep.reordered && none_grows && sum_after < sum_before) {
+        rep.optimized_lower_bound = sum_after;
+        return;
+    }
+    rep.reordered = false;
+    rep.optimized_lower_bound = sum_before;
+    order = builder;
+}
+
+/* Reorders g as ga would plan it (node_ids / leaf_ids as reserve_n takes them, or NULL);
+ * order receives the permutation applied (empty: none). */
+static bool ord_reorder(const gallocr * ga, struct tsr_cgraph * g, const int * node_ids, const int * leaf_ids,
+                        const struct tsr_order_params & prm, std::vector<int> & order) {
     struct tsr_order_report local_rep;
     struct tsr_order_report & rep = prm.report ? *prm.report : local_rep;
     order.clear();
     ord_problem p;
-    if (!ord_build(ga, g, p)) return false;
+    if (!ord_build(ga, g, node_ids, leaf_ids, p)) return false;
     std::vector<int> o = ord_optimize(p, prm, rep);
+    if (node_ids || leaf_ids || p.n_buffers > 1) ord_check_buffers(p, o, rep);
     if (!rep.reordered) return true;
     ord_apply(g, o);
     order = std::move(o);
     return true;
 }
 
-/* gallocr at reserve (ga_reserve): reorder when asked to and the graph has one buffer. */
-static bool ga_reorder_for_reserve(gallocr * ga, struct tsr_cgraph * g, const int * node_ids) {
+/* gallocr at reserve (ga_reserve): reorder when asked to. With node buffer ids only
+ * within each run of equal ids, so the caller's ids still name each node's buffer and a
+ * scheduler's splits keep their nodes. */
+static bool ga_reorder_for_reserve(gallocr * ga, struct tsr_cgraph * g, const int * node_ids, const int * leaf_ids) {
     ga->order_perm.clear();
     ga->order_key.clear();
-    if (!ga->order_enabled || node_ids) return true;
+    if (!ga->order_enabled) return true;
     ga_keyer k;
     k.out = &ga->order_key;
     k.cmp = nullptr;
-    ga_key_graph(k, ga, g, nullptr, nullptr);
-    if (!ord_reorder(ga, g, ga->order_params, ga->order_perm)) return false;
+    ga_key_graph(k, ga, g, node_ids, leaf_ids);
+    if (!ord_reorder(ga, g, node_ids, leaf_ids, ga->order_params, ga->order_perm)) return false;
     if (ga->order_perm.empty()) ga->order_key.clear();
     return true;
 }
@@ -567,7 +642,7 @@ TSR_API_IMPL bool tsr_graph_optimize_order(struct tsr_cgraph * graph, const stru
         ga.bufts.assign(1, prm.buft ? prm.buft : tsr_backend_cpu_buffer_type());
         ga.buffers.assign(1, nullptr);
         std::vector<int> order;
-        return tsr_impl::ord_reorder(&ga, graph, prm, order);
+        return tsr_impl::ord_reorder(&ga, graph, nullptr, nullptr, prm, order);
     } catch (...) {
         return tsr_set_error("tsr_graph_optimize_order: out of memory for a graph of %d nodes", graph->n_nodes);
     }

@@ -30,10 +30,14 @@
  *       MiniMalloc (Moffitt, ASPLOS'23): buffers are stacked section by section, always
  *       on the lowest floor, at "canonical" offsets (the floor of every section they
  *       span); the search runs against a target peak, and a branch dies as soon as a
- *       section's floor plus the bytes still to place in it exceeds the target. The
- *       lower bound is tried first, then targets descend from the best packing found
- *       (each attempt: a few candidate orders, fixed and randomised, with a node limit
- *       that doubles when the targets run out).
+ *       section's floor plus the bytes still to place in it exceeds the target. Where
+ *       no unplaced buffer crosses from one section to the next, the two sides are
+ *       solved apart (one failing fails the node without retrying the other's choices),
+ *       and at the lower bound (no slack) a section's floor counts as the lowest level
+ *       any of its unplaced buffers can still take. The lower bound is tried first,
+ *       then targets descend from the best packing found (each attempt: a few candidate
+ *       orders, fixed and randomised, with a node limit that doubles when the targets
+ *       run out).
  *     - large instances: (a) the window around the peak (the buffers live within 30,
  *       100, 300 or 10 sections of it, clipped to the window, at most 1,000) is packed
  *       exactly at the lower bound by that same branch and bound; those offsets are
@@ -345,17 +349,112 @@ struct pk_search {
                 rem[(size_t) s] += P.sz[(size_t) i];
             }
         }
+        cross.assign((size_t) P.T, 0);
+        for (int i = 0; i < P.n; i++) for (int s = P.l[(size_t) i]; s + 1 < P.r[(size_t) i]; s++) cross[(size_t) s]++;
         nodes = 0;
         stop = false;
     }
 
-    bool rec(int nplaced) {
-        if (nplaced == P.n) return true;
+    /* ---- the state changes, undone in reverse from a trail ---- */
+    struct change { int what; pk_u64 old; };   /* what >= 0: a section's floor; -1 - i: buffer i placed */
+    std::vector<change> trail;
+    std::vector<int> cross;                    /* per section s: unplaced buffers live in s and s + 1 */
+
+    void set_floor(int s, pk_u64 v) {
+        trail.push_back(change{s, floor_[(size_t) s]});
+        floor_[(size_t) s] = v;
+    }
+    void place(int i, pk_u64 f) {
+        const pk_u64 top = f + P.sz[(size_t) i];
+        for (int s = P.l[(size_t) i]; s < P.r[(size_t) i]; s++) {
+            set_floor(s, top);
+            rem[(size_t) s] -= P.sz[(size_t) i];
+        }
+        for (int s = P.l[(size_t) i]; s + 1 < P.r[(size_t) i]; s++) cross[(size_t) s]--;
+        placed[(size_t) i] = 1;
+        off[(size_t) i] = f;
+        trail.push_back(change{-1 - i, 0});
+    }
+    void undo(size_t mark) {
+        while (trail.size() > mark) {
+            const change c = trail.back();
+            trail.pop_back();
+            if (c.what >= 0) { floor_[(size_t) c.what] = c.old; continue; }
+            const int i = -1 - c.what;
+            placed[(size_t) i] = 0;
+            for (int s = P.l[(size_t) i]; s < P.r[(size_t) i]; s++) rem[(size_t) s] += P.sz[(size_t) i];
+            for (int s = P.l[(size_t) i]; s + 1 < P.r[(size_t) i]; s++) cross[(size_t) s]++;
+        }
+    }
+
+    /* Inference (MiniMalloc's section bound, sharpened): floors only rise and a buffer sits
+     * on the floor of every section it spans, so unplaced buffer i goes no lower than the
+     * highest floor over its range, and a section's bytes still to place stack no lower
+     * than the least of those among its buffers. Costs a pass over every unplaced
+     * buffer's range per node: worth it when the target leaves no slack (the lower bound). */
+    bool infer = false;
+    std::vector<pk_u64> lowest;                /* scratch of split(): per section of the part, that least level */
+    void note_lowest(int i, int lo) {
+        pk_u64 m = 0;
+        for (int s = P.l[(size_t) i]; s < P.r[(size_t) i]; s++) m = std::max(m, floor_[(size_t) s]);
+        for (int s = P.l[(size_t) i]; s < P.r[(size_t) i]; s++) lowest[(size_t) (s - lo)] = std::min(lowest[(size_t) (s - lo)], m);
+    }
+
+    /* Independent parts of sections [lo, hi): runs of sections with bytes still to place,
+     * cut where no unplaced buffer crosses from one section to the next. What is placed in
+     * one part cannot change what fits in another, so a part that fails fails them all:
+     * no other choice made in the others is tried again for it (MiniMalloc's dynamic
+     * decomposition). Returns the number of parts (their ranges in parts, the first `max`),
+     * or -1 when the inference bound shows no packing under cap. */
+    int split(int lo, int hi, std::pair<int, int> * parts, int max) {
+        if (infer) {
+            lowest.assign((size_t) (hi - lo), PK_INF);
+            for (int i = 0; i < P.n; i++) {
+                if (!placed[(size_t) i] && P.l[(size_t) i] >= lo && P.r[(size_t) i] <= hi) note_lowest(i, lo);
+            }
+            for (int s = lo; s < hi; s++) {
+                if (rem[(size_t) s] != 0 && lowest[(size_t) (s - lo)] + rem[(size_t) s] > cap) return -1;
+            }
+        }
+        int np = 0, open = -1;
+        for (int s = lo; s < hi; s++) {
+            if (open < 0 && rem[(size_t) s] != 0) open = s;
+            if (open >= 0 && (s + 1 == hi || cross[(size_t) s] == 0)) { if (np < max) parts[np] = {open, s + 1}; np++; open = -1; }
+        }
+        return np;
+    }
+
+    /* the largest floor + bytes still to place over sections [a, b): the tightest part */
+    pk_u64 fullest(int a, int b) const {
+        pk_u64 m = 0;
+        for (int s = a; s < b; s++) if (rem[(size_t) s] != 0) m = std::max(m, floor_[(size_t) s] + rem[(size_t) s]);
+        return m;
+    }
+
+    /* Place every unplaced buffer within sections [lo, hi) under cap; true when done
+     * (the placements stay), false with the state as it was. */
+    bool rec(int lo, int hi) {
         if ((++nodes & 255) == 0 && (timer.ms() > deadline_ms || nodes > node_limit)) stop = true;
         if (stop) return false;
+        std::pair<int, int> parts[16];
+        const int np = split(lo, hi, parts, 16);
+        if (np < 0) return false;  /* the inference bound */
+        if (np == 0) return true;
+        if (np > 1 && np <= 16) {
+            /* the tightest part first: it is the likeliest to fail */
+            std::sort(parts, parts + np, [&](const std::pair<int, int> & x, const std::pair<int, int> & y) {
+                return fullest(x.first, x.second) > fullest(y.first, y.second);
+            });
+            const size_t mark = trail.size();
+            for (int k = 0; k < np; k++) {
+                if (!rec(parts[k].first, parts[k].second)) { undo(mark); return false; }
+            }
+            return true;
+        }
+        if (np == 1) { lo = parts[0].first; hi = parts[0].second; }
         int sb = -1;
         pk_u64 f = PK_INF;
-        for (int s = 0; s < P.T; s++) {
+        for (int s = lo; s < hi; s++) {
             if (rem[(size_t) s] != 0 && floor_[(size_t) s] < f) { f = floor_[(size_t) s]; sb = s; }
         }
         if (sb < 0) return true;
@@ -375,21 +474,11 @@ struct pk_search {
             }
             if (!dup && nc < 64) cand[nc++] = i;
         }
+        const size_t mark = trail.size();
         for (int k = 0; k < nc; k++) {
-            const int i = cand[k];
-            const pk_u64 top = f + P.sz[(size_t) i];
-            for (int s = P.l[(size_t) i]; s < P.r[(size_t) i]; s++) {
-                floor_[(size_t) s] = top;
-                rem[(size_t) s] -= P.sz[(size_t) i];
-            }
-            placed[(size_t) i] = 1;
-            off[(size_t) i] = f;
-            if (rec(nplaced + 1)) return true;
-            placed[(size_t) i] = 0;
-            for (int s = P.l[(size_t) i]; s < P.r[(size_t) i]; s++) {
-                floor_[(size_t) s] = f;
-                rem[(size_t) s] += P.sz[(size_t) i];
-            }
+            place(cand[k], f);
+            if (rec(lo, hi)) return true;
+            undo(mark);
             if (stop) return false;
         }
         /* leave a hole: nothing of this section sits on its current floor; it rises to
@@ -402,9 +491,9 @@ struct pk_search {
             next_level = std::min(next_level, m);
         }
         if (next_level != PK_INF && next_level + rem[(size_t) sb] <= cap) {
-            floor_[(size_t) sb] = next_level;
-            if (rec(nplaced)) return true;
-            floor_[(size_t) sb] = f;
+            set_floor(sb, next_level);
+            if (rec(lo, hi)) return true;
+            undo(mark);
         }
         return false;
     }
@@ -415,7 +504,8 @@ struct pk_search {
         for (int s = 0; s < P.T; s++) if (rem[(size_t) s] > cap) return false;
         deadline_ms = deadline;
         node_limit = limit;
-        return rec(0);
+        trail.clear();
+        return rec(0, P.T);
     }
 };
 
@@ -686,15 +776,21 @@ struct pk_packer {
     void search(pk_u64 align) {
         pk_search srch(P, timer);
         pk_u64 hi = best;  /* a packing with this peak is known */
+        pk_u64 floor_target = P.lb;  /* no packing below it: the lower bound, or above a target proven impossible */
         long limit = 3000;
         int nrand = 0;
-        auto attempt = [&](pk_u64 target) {
-            for (int k = 0; k < 6 && timer.ms() < budget_ms; k++) {
+        /* a few orders against target under the node limit until `until` ms: true when one
+         * packs; a search that ends without hitting a limit has tried every canonical
+         * packing, so the target is impossible and no other order is tried */
+        auto attempt = [&](pk_u64 target, bool infer, long lim, double until) {
+            for (int k = 0; k < 6 && timer.ms() < until; k++) {
                 static const int fixed[6] = {-1, 1, -1, 0, -1, -1};  /* -1: a random order */
                 const int v = fixed[k] >= 0 ? fixed[k] : 3 + (nrand++);
-                const bool okr = srch.run(target, v, budget_ms, limit);
+                srch.infer = infer;
+                const bool okr = srch.run(target, v, until, lim);
 #ifdef TSR_PACK_DEBUG
-                fprintf(stderr, "  search target %.4f variant %d limit %ld: %s after %ld nodes, %.1f ms\n", (double) target / (double) P.lb, v, limit, okr ? "found" : "no", srch.nodes, timer.ms());
+                fprintf(stderr, "  search target %.4f%s variant %d limit %ld: %s after %ld nodes, %.1f ms\n", (double) target / (double) P.lb,
+                        infer ? " (inference)" : "", v, lim, okr ? "found" : srch.stop ? "no" : "impossible", srch.nodes, timer.ms());
 #endif
                 if (okr) {
                     pk_u64 peak = 0;
@@ -703,21 +799,40 @@ struct pk_packer {
                     hi = std::min(hi, peak);
                     return true;
                 }
+                if (!srch.stop) { floor_target = std::max(floor_target, target + align); return false; }
             }
             return false;
         };
-        if (attempt(P.lb)) return;
-        pk_u64 step = (hi - P.lb) / 8;  /* descend: easy targets first */
-        while (hi > P.lb && timer.ms() < budget_ms) {
-            step = std::max(step, align);
-            pk_u64 target = hi - step;
-            target -= target % align;
-            if (target < P.lb) target = P.lb;
-            if (!attempt(target)) {
-                step /= 2;
-                if (step < align || step * 64 < hi - P.lb) { step = (hi - P.lb) / 8; limit *= 2; }
+        /* targets descending from the best packing (easy ones first) until `until` ms, or
+         * until one is found when `first_only` */
+        pk_u64 step = (hi - P.lb) / 8;
+        auto descend = [&](double until, bool first_only) {
+            while (hi > floor_target && timer.ms() < until) {
+                step = std::max(step, align);
+                pk_u64 target = hi - step;
+                target -= target % align;
+                if (target < floor_target) target = floor_target;
+                if (attempt(target, target == P.lb, limit, until)) {
+                    if (first_only) return;
+                } else {
+                    step /= 2;
+                    if (step < align || step * 64 < hi - P.lb) { step = (hi - P.lb) / 8; limit *= 2; }
+                }
             }
+        };
+        /* the lower bound cheaply; a first packing below the greedy's (at most half the
+         * budget: some instances need many orders for it); then the bound with the
+         * inference bound and growing node limits for a quarter of what is left (on the
+         * challenging traces the bound is the known fit, found there or not at all); then
+         * the descent goes on */
+        if (attempt(P.lb, false, limit, budget_ms)) return;
+        descend(timer.ms() + 0.5 * (budget_ms - timer.ms()), true);
+        if (hi == P.lb) return;
+        const double lb_until = timer.ms() + 0.25 * (budget_ms - timer.ms());
+        for (long lim = 3000; floor_target == P.lb && timer.ms() < lb_until; lim *= 2) {
+            if (attempt(P.lb, true, lim, lb_until)) return;
         }
+        descend(budget_ms, false);
     }
 
     /* 2a, large instances: the window around the peak packed exactly, then the others
