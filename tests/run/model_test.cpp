@@ -738,7 +738,7 @@ greedy_result run_greedy(const std::string & path, const placement & pl, arch a,
 // generates the CPU's tokens; each backend's compute buffer is planned at its lower bound.
 TEST_CASE("model: partial offload at every -ngl on Vulkan gives the CPU's greedy tokens", "[model][vulkan][sched]") {
 #ifdef TSR_HAVE_VULKAN
-    if (tsr_backend_vk_get_device_count() == 0) {
+    if (devices_of_kind("vulkan") == 0) {
         WARN("skipped: no Vulkan device");
         return;
     }
