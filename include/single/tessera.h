@@ -248,6 +248,9 @@ enum tsr_op {
     TSR_OP_UNARY,
     TSR_OP_GLU,
 
+    /* issue 17 part B */
+    TSR_OP_MUL_MAT_ID,
+
     TSR_OP_COUNT
 };
 
@@ -277,6 +280,11 @@ enum tsr_scale_mode { TSR_SCALE_MODE_NEAREST = 0, TSR_SCALE_MODE_BILINEAR = 1 };
 
 #define TSR_ROPE_TYPE_NORMAL 0
 #define TSR_ROPE_TYPE_NEOX   2
+
+/* issue 17 part B */
+/* Precision a matrix product asks of its backend (ggml_prec): DEFAULT lets a backend
+ * accumulate in f16 where it would, F32 asks for f32 accumulation. */
+enum tsr_prec { TSR_PREC_DEFAULT = 0, TSR_PREC_F32 = 10 };
 
 TSR_API const char * tsr_op_name(enum tsr_op op);        /* "ADD" */
 TSR_API const char * tsr_op_symbol(enum tsr_op op);      /* "x+y" */
@@ -547,6 +555,17 @@ TSR_API struct tsr_tensor * tsr_argsort(struct tsr_context * ctx, struct tsr_ten
 TSR_API struct tsr_tensor * tsr_flash_attn_ext(struct tsr_context * ctx, struct tsr_tensor * q, struct tsr_tensor * k,
                                                struct tsr_tensor * v, struct tsr_tensor * mask,
                                                float scale, float max_bias, float logit_softcap);
+
+/* issue 17 part B */
+/* mul_mat_id(as [K, M, n_expert], b [K, n_b, n_tokens], ids I32 [n_used, n_tokens]) -> F32
+ * [M, n_used, n_tokens]: out[:, e, t] = as[:, :, ids[e, t]] x b[:, e % n_b, t], n_b being
+ * n_used or 1 (ggml's expert-indexed mat-mul). A backend reads each expert that ids names
+ * once per graph; an id outside [0, n_expert) fails the graph's compute with a message. */
+TSR_API struct tsr_tensor * tsr_mul_mat_id(struct tsr_context * ctx, struct tsr_tensor * as, struct tsr_tensor * b,
+                                           struct tsr_tensor * ids);
+/* Precision hint of a MUL_MAT or MUL_MAT_ID node (op_params slot 0). false (error) for
+ * another node or an unknown precision (ggml returns void and asserts). */
+TSR_API bool tsr_mul_mat_set_prec(struct tsr_tensor * a, enum tsr_prec prec);
 
 /* ---- graphs ------------------------------------------------------------------------ */
 
@@ -2719,6 +2738,8 @@ static bool tsr_impl_op_text(enum tsr_op op, const char ** name, const char ** s
         case TSR_OP_FLASH_ATTN_EXT: *name = "FLASH_ATTN_EXT"; *symbol = "flash_attn_ext(x)"; return true;
         case TSR_OP_UNARY:          *name = "UNARY";          *symbol = "unary(x)"; return true;
         case TSR_OP_GLU:            *name = "GLU";            *symbol = "glu(x)"; return true;
+        /* issue 17 part B */
+        case TSR_OP_MUL_MAT_ID:     *name = "MUL_MAT_ID";     *symbol = "X[i]*Y"; return true;
         case TSR_OP_COUNT: break;
     }
     return false;
@@ -3422,6 +3443,69 @@ TSR_API_IMPL struct tsr_tensor * tsr_flash_attn_ext(struct tsr_context * ctx, st
 #undef TSR_IMPL_D
 #undef TSR_IMPL_REQUIRE
 #undef TSR_IMPL_FAIL
+/* ---- include/tessera/impl/ops_models.inl ---- */
+/* ops_models.inl - construction of the ops that model families beyond decoder-only LLMs
+ * need (issue 17 part B): expert-indexed mat-mul (MoE), 1-D and transposed / depthwise
+ * convolutions, positions, sequence models. The rules of ops.inl hold: every input is
+ * validated before the result is created (a failed op consumes no arena memory), shapes
+ * and op_params follow ggml, and each op's op_params layout is written next to it and in
+ * docs/ops.md. */
+
+#define TSR_MODELS_FAIL(...)          \
+    do {                              \
+        tsr_set_error(__VA_ARGS__);   \
+        return nullptr;               \
+    } while (0)
+#define TSR_MODELS_REQUIRE(cond, ...)              \
+    do {                                           \
+        if (!(cond)) TSR_MODELS_FAIL(__VA_ARGS__); \
+    } while (0)
+#define TSR_MODELS_D(t) tsr_impl_describe(t).s
+
+/* ---- expert-indexed mat-mul ------------------------------------------------------------------ */
+
+/* TSR_OP_MUL_MAT_ID: i32 precision (slot 0, enum tsr_prec). as [K, M, n_expert] (any mul_mat
+ * weight type, rows not transposed), b f32 [K, n_b, n_tokens], ids I32 [n_used, n_tokens] with
+ * n_used % n_b == 0. Result F32 [M, n_used, n_tokens]; src0 = as, src1 = b, src2 = ids. */
+TSR_API_IMPL struct tsr_tensor * tsr_mul_mat_id(struct tsr_context * ctx, struct tsr_tensor * as, struct tsr_tensor * b,
+                                                struct tsr_tensor * ids) {
+    if (!tsr_impl::check_args("tsr_mul_mat_id", ctx, as, b, ids)) return nullptr;
+    TSR_MODELS_REQUIRE(ids->type == TSR_TYPE_I32 && ids->ne[2] == 1 && ids->ne[3] == 1,
+                       "tsr_mul_mat_id: ids %s must be an i32 matrix [n_used, n_tokens]", TSR_MODELS_D(ids));
+    TSR_MODELS_REQUIRE(as->ne[3] == 1 && as->ne[2] > 0, "tsr_mul_mat_id: experts %s must be [K, M, n_expert] (3-D)",
+                       TSR_MODELS_D(as));
+    TSR_MODELS_REQUIRE(as->nb[0] == tsr_type_size(as->type) && as->nb[1] >= as->nb[0],
+                       "tsr_mul_mat_id: experts %s must not be transposed", TSR_MODELS_D(as));
+    TSR_MODELS_REQUIRE(b->ne[3] == 1 && b->ne[0] == as->ne[0],
+                       "tsr_mul_mat_id: b %s must be [K, n_b, n_tokens] with the K of experts %s", TSR_MODELS_D(b),
+                       TSR_MODELS_D(as));
+    TSR_MODELS_REQUIRE(ids->ne[1] == b->ne[2], "tsr_mul_mat_id: ids %s and b %s differ in tokens (ids.ne1 vs b.ne2)",
+                       TSR_MODELS_D(ids), TSR_MODELS_D(b));
+    TSR_MODELS_REQUIRE(b->ne[1] > 0 && ids->ne[0] % b->ne[1] == 0,
+                       "tsr_mul_mat_id: b %s has %lld rows per token, which do not divide the %lld ids per token of %s",
+                       TSR_MODELS_D(b), (long long)b->ne[1], (long long)ids->ne[0], TSR_MODELS_D(ids));
+    TSR_MODELS_REQUIRE(tsr_impl::is_float_type(b->type), "tsr_mul_mat_id: b %s must be f32, f16 or bf16", TSR_MODELS_D(b));
+    struct tsr_tensor * r = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, as->ne[1], ids->ne[0], b->ne[2]);
+    if (r) tsr_set_op_params_i32(r, 0, TSR_PREC_DEFAULT);
+    return tsr_impl::op_result(r, TSR_OP_MUL_MAT_ID, as, b, ids);
+}
+
+TSR_API_IMPL bool tsr_mul_mat_set_prec(struct tsr_tensor * a, enum tsr_prec prec) {
+    if (!a) return tsr_set_error("tsr_mul_mat_set_prec: NULL tensor");
+    if (a->op != TSR_OP_MUL_MAT && a->op != TSR_OP_MUL_MAT_ID) {
+        return tsr_set_error("tsr_mul_mat_set_prec: %s is a %s node, not MUL_MAT or MUL_MAT_ID", TSR_MODELS_D(a),
+                             tsr_op_name(a->op));
+    }
+    if (prec != TSR_PREC_DEFAULT && prec != TSR_PREC_F32) {
+        return tsr_set_error("tsr_mul_mat_set_prec: unknown precision %d for %s", (int)prec, TSR_MODELS_D(a));
+    }
+    tsr_set_op_params_i32(a, 0, (int32_t)prec);
+    return true;
+}
+
+#undef TSR_MODELS_D
+#undef TSR_MODELS_REQUIRE
+#undef TSR_MODELS_FAIL
 /* ---- include/tessera/impl/graph.inl ---- */
 /* graph.inl - computation graphs: build (deduplicated topological order), query, print. */
 
@@ -9070,6 +9154,9 @@ struct cparams {
     size_t    wsize;
     pool *    tp;
     const kernels * K;
+    /* set (once, by thread 0, with tsr_set_error on the caller's thread) when a node finds
+     * its input data bad, e.g. an expert id out of range: the graph's compute fails */
+    std::atomic<bool> * failed = nullptr;
 };
 
 static void barrier(const cparams & p);
@@ -12241,6 +12328,32 @@ static void quantize_row_q8k(const kernels * K, const tsr_tensor * s1, int64_t i
     }
 }
 
+/* Row (i1, i2, i3) of src1 converted or quantized into d, as the plan says (the yq8 side
+ * arrays too when the dot-product kernels read them). */
+static void mm_prepare_y_row(const kernels * K, const mm_plan & pl, const tsr_tensor * s1, int64_t i1, int64_t i2, int64_t i3,
+                             uint8_t * d) {
+    const int64_t Kd = s1->ne[0];
+    if (pl.y_q8k) {
+        quantize_row_q8k(K, s1, i1, i2, i3, (tsr_block_q8_K *)d);
+        return;
+    }
+    if (pl.y_q8 && s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {
+        quantize_y_nonfinite_nan(K, (const float *)tptr(s1, 0, i1, i2, i3), (yq8 *)d, Kd);
+    } else if (pl.y_conv) {
+        /* non-contiguous or non-F32 src1: convert */
+        float * df = (float *)d;
+        for (int64_t i0 = 0; i0 < Kd; ++i0) df[i0] = ld(s1->type, tptr(s1, i0, i1, i2, i3));
+    } else {
+        /* quantized from a non-contiguous or non-F32 row, 32 elements at a time */
+        float tmp[32];
+        for (int64_t b = 0; b < Kd / 32; ++b) {
+            for (int j = 0; j < 32; ++j) tmp[j] = ld(s1->type, tptr(s1, b * 32 + j, i1, i2, i3));
+            quantize_y_nonfinite_nan(K, tmp, (yq8 *)d + b, 32);
+        }
+    }
+    if (pl.y_q8 && !pl.g) y_side((yq8 *)d, Kd / 32, pl.ta);
+}
+
 /* op_mul_mat, phase 1: src0 rows converted to dense F32 (xw) and src1 rows converted or
  * quantized (yw), as the plan says; a barrier after, unless every thread made its own. */
 static void mm_prepare_operands(const cparams & p, const mm_plan & pl, const tsr_tensor * s0, const tsr_tensor * s1,
@@ -12262,27 +12375,7 @@ static void mm_prepare_operands(const cparams & p, const mm_plan & pl, const tsr
         if (!pl.y_private) split_rows(nr, p.ith, p.nth, r0, r1);
         for (int64_t r = r0; r < r1; ++r) {
             const int64_t i1 = r % s1->ne[1], i2 = (r / s1->ne[1]) % s1->ne[2], i3 = r / (s1->ne[1] * s1->ne[2]);
-            uint8_t * d = yw + (size_t)r * pl.y_row;
-            if (pl.y_q8k) {
-                quantize_row_q8k(p.K, s1, i1, i2, i3, (tsr_block_q8_K *)d);
-                continue;
-            }
-            if (pl.y_q8 && s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {
-                quantize_y_nonfinite_nan(p.K, (const float *)tptr(s1, 0, i1, i2, i3), (yq8 *)d, Kd);
-            } else {
-                /* non-contiguous or non-F32 src1: convert (32 elements at a time when quantizing) */
-                if (pl.y_conv) {
-                    float * df = (float *)d;
-                    for (int64_t i0 = 0; i0 < Kd; ++i0) df[i0] = ld(s1->type, tptr(s1, i0, i1, i2, i3));
-                } else {
-                    float tmp[32];
-                    for (int64_t b = 0; b < Kd / 32; ++b) {
-                        for (int j = 0; j < 32; ++j) tmp[j] = ld(s1->type, tptr(s1, b * 32 + j, i1, i2, i3));
-                        quantize_y_nonfinite_nan(p.K, tmp, (yq8 *)d + b, 32);
-                    }
-                }
-            }
-            if (pl.y_q8 && !pl.g) y_side((yq8 *)d, Kd / 32, pl.ta);
+            mm_prepare_y_row(p.K, pl, s1, i1, i2, i3, yw + (size_t)r * pl.y_row);
         }
     }
     if (!pl.y_private) barrier(p);
@@ -13366,6 +13459,181 @@ static void op_flash_attn_ext(const cparams & p, tsr_tensor * dst) {
 
 } // namespace tcpu
 } // namespace
+/* ---- backends/cpu/impl/ops_models.inl ---- */
+/*
+ * ops_models.inl - the CPU ops of model families beyond decoder-only LLMs (issue 17 part B):
+ * expert-indexed mat-mul, ... (conventions: ops_elementwise.inl).
+ */
+namespace {
+namespace tcpu {
+
+/* ---- mul_mat_id ------------------------------------------------------------------------------ */
+
+/* The (id, token) pairs of a mul_mat_id grouped by expert, so that every expert's rows pass
+ * through the cache once for all the tokens that chose it (a decode step reads only the
+ * experts it uses, each once). Workspace, in order: the map (offsets and pair order), the
+ * src1 rows prepared in grouped order, the results in grouped order, per-thread GEMM panels. */
+struct mmid_plan {
+    mm_plan y;                 /* how src1 rows are prepared (no GEMM: the side arrays too) */
+    const gemm_impl * g;       /* the GEMM for experts with many pairs, or NULL */
+    int64_t n_expert, n_pairs;
+    size_t map_bytes, y_bytes, c_bytes, thread_bytes;
+};
+
+static mmid_plan mmid_make_plan(const tsr_tensor * dst, const kernels * K) {
+    const tsr_tensor * as = dst->src[0];
+    const tsr_tensor * b = dst->src[1];
+    const tsr_tensor * ids = dst->src[2];
+    mmid_plan pl{};
+    pl.n_expert = as->ne[2];
+    pl.n_pairs = ids->ne[0] * ids->ne[1];
+    const int64_t Kd = as->ne[0];
+    mm_plan & y = pl.y;
+    y.ta = as->type;
+    y.y_q8k = q8k_slot(y.ta) >= 0;
+    y.y_q8 = tsr_is_quantized(y.ta) && !y.y_q8k;
+    y.y_conv = !y.y_q8 && !y.y_q8k;
+    /* rows keep the yq8 side arrays: an expert chosen by few tokens uses the dot-product
+     * kernels, one chosen by many the GEMM (which reads the blocks through ldb) */
+    if (y.y_q8) y.y_row = yq8_row_bytes(Kd);
+    else if (y.y_q8k) y.y_row = (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K);
+    else y.y_row = (size_t)Kd * 4;
+    const int slot = type_slot(y.ta);
+    pl.g = slot >= 0 ? K->gemm[slot] : nullptr;
+    pl.map_bytes = align_up(sizeof(int32_t) * (size_t)(3 * (pl.n_expert + 1) + 2 * pl.n_pairs), 64);
+    pl.y_bytes = align_up(y.y_row * (size_t)pl.n_pairs, 64);
+    pl.c_bytes = align_up((size_t)(as->ne[1] * pl.n_pairs) * 4, 64);
+    pl.thread_bytes = gemm_thread_bytes(pl.g, pl.n_pairs);
+    (void)b;
+    return pl;
+}
+
+static size_t mmid_work_size(const tsr_tensor * dst, const kernels * K, int nth) {
+    const mmid_plan pl = mmid_make_plan(dst, K);
+    return pl.map_bytes + pl.y_bytes + pl.c_bytes + pl.thread_bytes * (size_t)nth;
+}
+
+/* The map in the workspace: offs[e]..offs[e+1] index the pairs of expert e in `order`
+ * (pair = slot + n_used * token), pos[pair] is where a pair sits in that order (-1: a bad
+ * id), used[0..n) lists the n experts with pairs and used[n_expert] holds n. */
+struct mmid_map {
+    int32_t * offs;    /* n_expert + 1 */
+    int32_t * used;    /* n_expert + 1 */
+    int32_t * cursor;  /* n_expert + 1: the counting sort's next free place per expert */
+    int32_t * order;   /* n_pairs */
+    int32_t * pos;     /* n_pairs */
+};
+
+static mmid_map mmid_map_at(uint8_t * w, int64_t n_expert, int64_t n_pairs) {
+    mmid_map m;
+    m.offs = (int32_t *)w;
+    m.used = m.offs + n_expert + 1;
+    m.cursor = m.used + n_expert + 1;
+    m.order = m.cursor + n_expert + 1;
+    m.pos = m.order + n_pairs;
+    return m;
+}
+
+static inline int32_t mmid_id(const tsr_tensor * ids, int64_t pair) {
+    return *(const int32_t *)tptr(ids, pair % ids->ne[0], pair / ids->ne[0], 0, 0);
+}
+
+/* Thread 0: group the pairs by expert (a counting sort). An id out of range fails the graph
+ * with a message naming it (the first one); its pair is left out and its row becomes NaN. */
+static void mmid_group(const cparams & p, const tsr_tensor * dst, const mmid_map & m, int64_t n_expert) {
+    const tsr_tensor * ids = dst->src[2];
+    const int64_t n_pairs = ids->ne[0] * ids->ne[1];
+    for (int64_t e = 0; e <= n_expert; ++e) m.offs[e] = 0;
+    for (int64_t pair = 0; pair < n_pairs; ++pair) {
+        const int32_t id = mmid_id(ids, pair);
+        if (id >= 0 && id < n_expert) {
+            m.offs[id + 1]++;
+        } else if (p.failed && !p.failed->exchange(true)) {
+            tsr_set_error("CPU backend: mul_mat_id '%s': expert id %d at ids[%lld, %lld] is outside [0, %lld)", dst->name, id,
+                          (long long)(pair % ids->ne[0]), (long long)(pair / ids->ne[0]), (long long)n_expert);
+        }
+    }
+    int32_t n_used_experts = 0;
+    for (int64_t e = 0; e < n_expert; ++e) {
+        if (m.offs[e + 1] > 0) m.used[n_used_experts++] = (int32_t)e;
+        m.offs[e + 1] += m.offs[e];
+        m.cursor[e] = m.offs[e];
+    }
+    m.used[n_expert] = n_used_experts;
+    for (int64_t pair = 0; pair < n_pairs; ++pair) {
+        const int32_t id = mmid_id(ids, pair);
+        const bool ok = id >= 0 && id < n_expert;
+        m.pos[pair] = ok ? m.cursor[id]++ : -1;
+        if (ok) m.order[m.pos[pair]] = (int32_t)pair;
+    }
+}
+
+static void op_mul_mat_id(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * as = dst->src[0];
+    const tsr_tensor * b = dst->src[1];
+    const tsr_tensor * ids = dst->src[2];
+    const mmid_plan pl = mmid_make_plan(dst, p.K);
+    const int64_t Kd = as->ne[0], M = as->ne[1], n_used = ids->ne[0];
+    const mmid_map m = mmid_map_at(p.wdata, pl.n_expert, pl.n_pairs);
+    uint8_t * yw = p.wdata + pl.map_bytes;
+    float * cw = (float *)(yw + pl.y_bytes);
+    uint8_t * tw = (uint8_t *)cw + pl.c_bytes + pl.thread_bytes * (size_t)p.ith;
+
+    /* phase 1: thread 0 groups the pairs */
+    if (p.ith == 0) mmid_group(p, dst, m, pl.n_expert);
+    barrier(p);
+    const int32_t n_used_experts = m.used[pl.n_expert];
+    const int64_t n_grouped = m.offs[pl.n_expert];
+
+    /* phase 2: src1 rows prepared in grouped order */
+    int64_t r0, r1;
+    split_rows(n_grouped, p.ith, p.nth, r0, r1);
+    for (int64_t r = r0; r < r1; ++r) {
+        const int64_t pair = m.order[r];
+        mm_prepare_y_row(p.K, pl.y, b, (pair % n_used) % b->ne[1], pair / n_used, 0, yw + (size_t)r * pl.y.y_row);
+    }
+    barrier(p);
+
+    /* phase 3: items = (used expert, M chunk), taken from the shared counter; each expert's
+     * rows are read once, for all its pairs */
+    const int64_t mr = pl.g ? pl.g->mr : 16;
+    int64_t mchunks = p.nth == 1 ? 1 : std::max<int64_t>(1, (4 * p.nth + n_used_experts - 1) / std::max(1, n_used_experts));
+    mchunks = std::min<int64_t>(mchunks, std::max<int64_t>(1, M / mr));
+    int64_t csize = (M + mchunks - 1) / mchunks;
+    csize = (csize + mr - 1) / mr * mr;
+    mchunks = (M + csize - 1) / csize;
+    const int64_t nitems = n_used_experts * mchunks;
+    for (int64_t it = p.nth == 1 ? 0 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed); it < nitems;
+         it = p.nth == 1 ? it + 1 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed)) {
+        const int32_t e = m.used[it / mchunks];
+        const int64_t mc = it % mchunks;
+        const int64_t g0 = m.offs[e], cnt = m.offs[e + 1] - g0;
+        mm_args a;
+        a.ta = pl.y.ta;
+        a.A = (const char *)as->data + e * as->nb[2];
+        a.lda = as->nb[1];
+        a.B = (const char *)yw + (size_t)g0 * pl.y.y_row;
+        a.ldb = pl.y.y_row;
+        a.M = M; a.N = cnt; a.K = Kd;
+        a.C = cw + (size_t)g0 * (size_t)M;
+        a.ldc = (size_t)M;
+        a.g = cnt >= GEMM_MIN_N ? pl.g : nullptr;
+        mm_range(p.K, a, mc * csize, std::min<int64_t>(M, (mc + 1) * csize), tw);
+    }
+    barrier(p);
+
+    /* phase 4: results to their (slot, token) places */
+    split_rows(pl.n_pairs, p.ith, p.nth, r0, r1);
+    for (int64_t pair = r0; pair < r1; ++pair) {
+        float * d = (float *)tptr(dst, 0, pair % n_used, pair / n_used, 0);
+        const int32_t at = m.pos[pair];
+        if (at >= 0) std::memcpy(d, cw + (size_t)at * (size_t)M, (size_t)M * 4);
+        else for (int64_t i = 0; i < M; ++i) d[i] = NAN;
+    }
+}
+
+} // namespace tcpu
+} // namespace
 /* ---- backends/cpu/impl/backend_cpu.inl ---- */
 /*
  * backend_cpu.inl - the CPU backend object: supports_op, per-op workspace sizes, graph
@@ -13458,6 +13726,10 @@ static bool supports(const tsr_tensor * t) {
             return is_float(a->type) && t->type == TSR_TYPE_F32;
         case TSR_OP_UPSCALE:
             return is_float(a->type) && is_float(t->type);
+        /* issue 17 part B */
+        case TSR_OP_MUL_MAT_ID:
+            return is_row_type(a->type) && whole_blocks(a) && a->nb[0] == tsr_type_size(a->type) && is_float(b->type) &&
+                   t->src[2]->type == TSR_TYPE_I32 && t->type == TSR_TYPE_F32 && tsr_is_contiguous(t);
         case TSR_OP_FLASH_ATTN_EXT: {
             const tsr_tensor * v = t->src[2];
             const tsr_tensor * m = t->src[3];
@@ -13490,6 +13762,8 @@ static size_t op_work_size(const tsr_tensor * t, const kernels * K, int nth) {
             return c.cols_bytes + c.kern_bytes + c.thread_bytes * (size_t)nth;
         }
         case TSR_OP_FLASH_ATTN_EXT: return per_thread(fa_thread_floats(t));
+        /* issue 17 part B */
+        case TSR_OP_MUL_MAT_ID: return mmid_work_size(t, K, nth);
         default: return 0;
     }
 }
@@ -13525,6 +13799,8 @@ static void compute_node(const cparams & p, tsr_tensor * t) {
         case TSR_OP_UPSCALE: op_upscale(p, t); break;
         case TSR_OP_ARGSORT: op_argsort(p, t); break;
         case TSR_OP_FLASH_ATTN_EXT: op_flash_attn_ext(p, t); break;
+        /* issue 17 part B */
+        case TSR_OP_MUL_MAT_ID: op_mul_mat_id(p, t); break;
         default: break;
     }
 }
@@ -13537,6 +13813,7 @@ static inline bool node_is_small(const tsr_tensor * t, int64_t small_max) {
     int64_t work = tsr_nelements(t);
     switch (t->op) {
         case TSR_OP_MUL_MAT: case TSR_OP_OUT_PROD: case TSR_OP_FLASH_ATTN_EXT: case TSR_OP_CONV_2D:
+        case TSR_OP_MUL_MAT_ID:
             return false;
         default: break;
     }
@@ -13560,6 +13837,7 @@ struct graph_job {
     tsr_cgraph * g;
     const kernels * K;
     std::atomic<int> abort_at{INT_MAX};  /* node index after which the graph stops */
+    std::atomic<bool> failed{false};      /* a node found bad input data (cparams::failed) */
 };
 
 static void graph_job_fn(void * arg, int ith, int nth) {
@@ -13572,6 +13850,7 @@ static void graph_job_fn(void * arg, int ith, int nth) {
     p.wsize = ctx->ws.size;
     p.tp = ctx->tp;
     p.K = job->K;
+    p.failed = &job->failed;
     const int n = tsr_graph_n_nodes(job->g);
     int last = -1;
     for (int i = 0; i < n; ++i)
@@ -13650,6 +13929,7 @@ static enum tsr_status be_graph_compute(tsr_backend_t backend, tsr_cgraph * g) {
     /* a graph of small nodes only runs on this thread: waking the pool costs more */
     if (ctx->tp && !all_small) ctx->tp->run(graph_job_fn, &job);
     else graph_job_fn(&job, 0, 1);
+    if (job.failed.load()) return TSR_STATUS_FAILED;   /* the node's message is in tsr_last_error */
     return job.abort_at.load() != INT_MAX ? TSR_STATUS_ABORTED : TSR_STATUS_SUCCESS;
 }
 

@@ -245,6 +245,9 @@ enum tsr_op {
     TSR_OP_UNARY,
     TSR_OP_GLU,
 
+    /* issue 17 part B */
+    TSR_OP_MUL_MAT_ID,
+
     TSR_OP_COUNT
 };
 
@@ -274,6 +277,11 @@ enum tsr_scale_mode { TSR_SCALE_MODE_NEAREST = 0, TSR_SCALE_MODE_BILINEAR = 1 };
 
 #define TSR_ROPE_TYPE_NORMAL 0
 #define TSR_ROPE_TYPE_NEOX   2
+
+/* issue 17 part B */
+/* Precision a matrix product asks of its backend (ggml_prec): DEFAULT lets a backend
+ * accumulate in f16 where it would, F32 asks for f32 accumulation. */
+enum tsr_prec { TSR_PREC_DEFAULT = 0, TSR_PREC_F32 = 10 };
 
 TSR_API const char * tsr_op_name(enum tsr_op op);        /* "ADD" */
 TSR_API const char * tsr_op_symbol(enum tsr_op op);      /* "x+y" */
@@ -545,6 +553,17 @@ TSR_API struct tsr_tensor * tsr_flash_attn_ext(struct tsr_context * ctx, struct 
                                                struct tsr_tensor * v, struct tsr_tensor * mask,
                                                float scale, float max_bias, float logit_softcap);
 
+/* issue 17 part B */
+/* mul_mat_id(as [K, M, n_expert], b [K, n_b, n_tokens], ids I32 [n_used, n_tokens]) -> F32
+ * [M, n_used, n_tokens]: out[:, e, t] = as[:, :, ids[e, t]] x b[:, e % n_b, t], n_b being
+ * n_used or 1 (ggml's expert-indexed mat-mul). A backend reads each expert that ids names
+ * once per graph; an id outside [0, n_expert) fails the graph's compute with a message. */
+TSR_API struct tsr_tensor * tsr_mul_mat_id(struct tsr_context * ctx, struct tsr_tensor * as, struct tsr_tensor * b,
+                                           struct tsr_tensor * ids);
+/* Precision hint of a MUL_MAT or MUL_MAT_ID node (op_params slot 0). false (error) for
+ * another node or an unknown precision (ggml returns void and asserts). */
+TSR_API bool tsr_mul_mat_set_prec(struct tsr_tensor * a, enum tsr_prec prec);
+
 /* ---- graphs ------------------------------------------------------------------------ */
 
 /* One entry of tsr_build_forward_expand's explicit DFS stack (internal). */
@@ -641,6 +660,7 @@ TSR_CXX_END /* namespace tsr */
 #include "impl/context.inl"
 #include "impl/tensor.inl"
 #include "impl/ops.inl"
+#include "impl/ops_models.inl"
 #include "impl/graph.inl"
 #include "impl/implement_included.h"
 #endif

@@ -89,6 +89,10 @@ static bool supports(const tsr_tensor * t) {
             return is_float(a->type) && t->type == TSR_TYPE_F32;
         case TSR_OP_UPSCALE:
             return is_float(a->type) && is_float(t->type);
+        /* issue 17 part B */
+        case TSR_OP_MUL_MAT_ID:
+            return is_row_type(a->type) && whole_blocks(a) && a->nb[0] == tsr_type_size(a->type) && is_float(b->type) &&
+                   t->src[2]->type == TSR_TYPE_I32 && t->type == TSR_TYPE_F32 && tsr_is_contiguous(t);
         case TSR_OP_FLASH_ATTN_EXT: {
             const tsr_tensor * v = t->src[2];
             const tsr_tensor * m = t->src[3];
@@ -121,6 +125,8 @@ static size_t op_work_size(const tsr_tensor * t, const kernels * K, int nth) {
             return c.cols_bytes + c.kern_bytes + c.thread_bytes * (size_t)nth;
         }
         case TSR_OP_FLASH_ATTN_EXT: return per_thread(fa_thread_floats(t));
+        /* issue 17 part B */
+        case TSR_OP_MUL_MAT_ID: return mmid_work_size(t, K, nth);
         default: return 0;
     }
 }
@@ -156,6 +162,8 @@ static void compute_node(const cparams & p, tsr_tensor * t) {
         case TSR_OP_UPSCALE: op_upscale(p, t); break;
         case TSR_OP_ARGSORT: op_argsort(p, t); break;
         case TSR_OP_FLASH_ATTN_EXT: op_flash_attn_ext(p, t); break;
+        /* issue 17 part B */
+        case TSR_OP_MUL_MAT_ID: op_mul_mat_id(p, t); break;
         default: break;
     }
 }
@@ -168,6 +176,7 @@ static inline bool node_is_small(const tsr_tensor * t, int64_t small_max) {
     int64_t work = tsr_nelements(t);
     switch (t->op) {
         case TSR_OP_MUL_MAT: case TSR_OP_OUT_PROD: case TSR_OP_FLASH_ATTN_EXT: case TSR_OP_CONV_2D:
+        case TSR_OP_MUL_MAT_ID:
             return false;
         default: break;
     }
@@ -191,6 +200,7 @@ struct graph_job {
     tsr_cgraph * g;
     const kernels * K;
     std::atomic<int> abort_at{INT_MAX};  /* node index after which the graph stops */
+    std::atomic<bool> failed{false};      /* a node found bad input data (cparams::failed) */
 };
 
 static void graph_job_fn(void * arg, int ith, int nth) {
@@ -203,6 +213,7 @@ static void graph_job_fn(void * arg, int ith, int nth) {
     p.wsize = ctx->ws.size;
     p.tp = ctx->tp;
     p.K = job->K;
+    p.failed = &job->failed;
     const int n = tsr_graph_n_nodes(job->g);
     int last = -1;
     for (int i = 0; i < n; ++i)
@@ -281,6 +292,7 @@ static enum tsr_status be_graph_compute(tsr_backend_t backend, tsr_cgraph * g) {
     /* a graph of small nodes only runs on this thread: waking the pool costs more */
     if (ctx->tp && !all_small) ctx->tp->run(graph_job_fn, &job);
     else graph_job_fn(&job, 0, 1);
+    if (job.failed.load()) return TSR_STATUS_FAILED;   /* the node's message is in tsr_last_error */
     return job.abort_at.load() != INT_MAX ? TSR_STATUS_ABORTED : TSR_STATUS_SUCCESS;
 }
 

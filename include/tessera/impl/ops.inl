@@ -62,6 +62,8 @@ static bool tsr_impl_op_text(enum tsr_op op, const char ** name, const char ** s
         case TSR_OP_FLASH_ATTN_EXT: *name = "FLASH_ATTN_EXT"; *symbol = "flash_attn_ext(x)"; return true;
         case TSR_OP_UNARY:          *name = "UNARY";          *symbol = "unary(x)"; return true;
         case TSR_OP_GLU:            *name = "GLU";            *symbol = "glu(x)"; return true;
+        /* issue 17 part B */
+        case TSR_OP_MUL_MAT_ID:     *name = "MUL_MAT_ID";     *symbol = "X[i]*Y"; return true;
         case TSR_OP_COUNT: break;
     }
     return false;
