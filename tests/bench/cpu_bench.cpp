@@ -221,6 +221,41 @@ double bench_gemv(tsr_backend_t be, tsr_type type, size_t total_bytes, int reps)
     return (double)mbytes * nmat / t / 1e9;
 }
 
+// ---- MoE decode (issue 17 part B) ----------------------------------------------------------
+
+// One token through a Mixtral-shaped expert FFN (gate, up: 8 experts of 4096 -> 14336;
+// down: 14336 -> 4096), 2 experts used. Returns GB/s of the used experts' weights (what a
+// decode step must read); *total_mib gets the size of all the experts' weights.
+double bench_moe_decode(tsr_backend_t be, tsr_type type, int reps, double * total_mib) {
+    const int64_t K = 4096, M = 14336, n_expert = 8, n_used = 2;
+    const size_t expert_bytes = tsr_row_size(type, K) * (size_t)M;
+    const size_t wbytes = 3 * expert_bytes * (size_t)n_expert;
+    *total_mib = (double)wbytes / (1 << 20);
+    const size_t mem = wbytes + (size_t)(K + 8 * M) * 4 + 16 * tsr_tensor_overhead() + tsr_graph_overhead() + (1 << 20);
+    tsr_context * ctx = tsr_init(tsr_init_params{mem, nullptr, false});
+    if (!ctx) return 0;
+    tsr_tensor * gate = tsr_new_tensor_3d(ctx, type, K, M, n_expert);
+    tsr_tensor * up = tsr_new_tensor_3d(ctx, type, K, M, n_expert);
+    tsr_tensor * down = tsr_new_tensor_3d(ctx, type, M, K, n_expert);
+    fast_fill(gate, 21);
+    fast_fill(up, 22);
+    fast_fill(down, 24);
+    tsr_tensor * x = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, K, 1, 1);
+    fast_fill(x, 23);
+    tsr_tensor * ids = tsr_new_tensor_2d(ctx, TSR_TYPE_I32, n_used, 1);
+    ((int32_t *)ids->data)[0] = 2;
+    ((int32_t *)ids->data)[1] = 5;
+    tsr_cgraph * gf = tsr_new_graph(ctx);
+    tsr_tensor * h = tsr_mul(ctx, tsr_mul_mat_id(ctx, gate, x, ids), tsr_mul_mat_id(ctx, up, x, ids));  /* [M, 2, 1] */
+    tsr_build_forward_expand(gf, tsr_mul_mat_id(ctx, down, h, ids));
+    tsr_backend_graph_reserve(be, gf);
+    enum tsr_status st = TSR_STATUS_SUCCESS;
+    const double t = best_time(reps, [&] { st = tsr_backend_graph_compute(be, gf); });
+    if (st != TSR_STATUS_SUCCESS) std::fprintf(stderr, "moe decode: %s\n", tsr_last_error());
+    tsr_free(ctx);
+    return (double)(3 * n_used) * (double)expert_bytes / t / 1e9;
+}
+
 // ---- GPT-2 small forward -------------------------------------------------------------------
 
 double bench_gpt2(tsr_backend_t be, int n_tokens, int reps) {
@@ -364,6 +399,14 @@ int main(int argc, char ** argv) {
         add_row(std::string("mat-vec ") + tsr_type_name(t), g, "GB/s (weights)",
                 t == TSR_TYPE_F32 && ob.ok() ? "OpenBLAS sgemv " + fmt(blas_gemv) : "",
                 std::to_string(gemv_bytes >> 20) + "+ MiB of 4096x4096 weights");
+    }
+    /* issue 17 part B */
+    for (tsr_type t : {TSR_TYPE_Q4_0, TSR_TYPE_Q8_0}) {
+        double total_mib = 0;
+        const double g = bench_moe_decode(be, t, reps + 2, &total_mib);
+        char note[128];
+        std::snprintf(note, sizeof note, "gate, up, down of 8 experts 4096x14336 (%.0f MiB), 2 used; %.2f x read bandwidth", total_mib, g / rd);
+        add_row(std::string("mul_mat_id decode ") + tsr_type_name(t), g, "GB/s (used experts)", "", note);
     }
     }
 gpt2:
