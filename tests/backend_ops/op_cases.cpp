@@ -821,6 +821,26 @@ void zero_size_cases(case_table & T) {
     T.add("mul_mat f32").input(tensor(F32, 16, 0)).input(tensor(F32, 16, 3)).op(mul_mat).nmse(EXACT);
 }
 
+/* issue 17 part B */
+// mul_mat_id: 4 experts, 2 used per token; 1 token (mat-vec) and 9 tokens where expert 1 is
+// chosen by every token (its GEMM path); b one row per token (broadcast) or one per slot
+void mul_mat_id_cases(case_table & T) {
+    const op_fn mmid = [](tsr_context * c, const tensors & x) { return tsr_mul_mat_id(c, x[0], x[1], x[2]); };
+    for (tsr_type t : {F32, F16, BF16, Q8, Q4, TSR_TYPE_Q4_1, TSR_TYPE_Q4_K, TSR_TYPE_Q6_K})
+        for (int64_t n_tok : {1, 9})
+            for (int64_t n_b : {1, 2})
+                T.add(type_tag("mul_mat_id", t))
+                    .input(tensor(t, 256, 19, 4))
+                    .input(tensor(F32, 256, n_b, n_tok))
+                    .input(tensor(I32, 2, n_tok).i32({1, 3, 1, 0, 1, 2}))
+                    .op(mmid)
+                    .nmse(mm_tol(t));
+}
+
+void issue17b_cases(case_table & T) {
+    mul_mat_id_cases(T);
+}
+
 std::vector<op_case> build_table() {
     case_table T;
     binary_cases(T);
@@ -841,6 +861,8 @@ std::vector<op_case> build_table() {
     nonfinite_softmax_cases(T);
     nonfinite_attention_cases(T);
     zero_size_cases(T);
+    /* issue 17 part B */
+    issue17b_cases(T);
     return std::move(T.cases);
 }
 
