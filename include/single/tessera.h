@@ -250,6 +250,11 @@ enum tsr_op {
 
     /* issue 17 part B */
     TSR_OP_MUL_MAT_ID,
+    TSR_OP_CONV_TRANSPOSE_1D,
+    TSR_OP_CONV_2D_DW,
+    TSR_OP_CONV_TRANSPOSE_2D,
+    TSR_OP_PAD_REFLECT_1D,
+    TSR_OP_ROLL,
 
     TSR_OP_COUNT
 };
@@ -566,6 +571,32 @@ TSR_API struct tsr_tensor * tsr_mul_mat_id(struct tsr_context * ctx, struct tsr_
 /* Precision hint of a MUL_MAT or MUL_MAT_ID node (op_params slot 0). false (error) for
  * another node or an unknown precision (ggml returns void and asserts). */
 TSR_API bool tsr_mul_mat_set_prec(struct tsr_tensor * a, enum tsr_prec prec);
+
+/* 1-D convolutions: kernel a [K, IC, OC], input b [L, IC, N] -> F32 [OL, OC, N],
+ * OL = (L + 2*p0 - d0*(K-1) - 1)/s0 + 1 (a CONV_2D node over views: its columns live in the
+ * backend's workspace). _dw: depthwise, a [K, 1, C], b [L, C, N] -> [OL, C, N]. */
+TSR_API struct tsr_tensor * tsr_conv_1d(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, int s0, int p0, int d0);
+TSR_API struct tsr_tensor * tsr_conv_1d_dw(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, int s0, int p0, int d0);
+/* Depthwise 2-D convolution, computed directly: a [KW, KH, 1, C], b [W, H, C, N] -> F32
+ * [OW, OH, C, N] (sizes as conv_2d). tsr_conv_2d_dw is the same op. */
+TSR_API struct tsr_tensor * tsr_conv_2d_dw_direct(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                  int s0, int s1, int p0, int p1, int d0, int d1);
+TSR_API struct tsr_tensor * tsr_conv_2d_dw(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                           int s0, int s1, int p0, int p1, int d0, int d1);
+/* Transposed convolutions. 1-D: a [K, OC, IC], b [L, IC, N] -> F32 [(L-1)*s0 - 2*p0 +
+ * d0*(K-1) + 1, OC, N]. 2-D (no padding): a [KW, KH, OC, IC], b [W, H, IC, N] -> F32
+ * [(W-1)*stride + KW, (H-1)*stride + KH, OC, N]. */
+TSR_API struct tsr_tensor * tsr_conv_transpose_1d(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                  int s0, int p0, int d0);
+TSR_API struct tsr_tensor * tsr_conv_transpose_2d_p0(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, int stride);
+/* pool_1d(a [L, ...]) -> F32 [(L + 2*p0 - k0)/s0 + 1, ne1, ne2, ne3] (a POOL_2D node). */
+TSR_API struct tsr_tensor * tsr_pool_1d(struct tsr_context * ctx, struct tsr_tensor * a, enum tsr_op_pool op, int k0, int s0, int p0);
+/* Reflection padding of dim 0 (p0, p1 < ne0); zero padding before (lp) and after (rp) each dim. */
+TSR_API struct tsr_tensor * tsr_pad_reflect_1d(struct tsr_context * ctx, struct tsr_tensor * a, int p0, int p1);
+TSR_API struct tsr_tensor * tsr_pad_ext(struct tsr_context * ctx, struct tsr_tensor * a, int lp0, int rp0, int lp1, int rp1,
+                                        int lp2, int rp2, int lp3, int rp3);
+/* Every dim rotated by its shift: out[i] = a[(i - shift) mod ne] (torch.roll). */
+TSR_API struct tsr_tensor * tsr_roll(struct tsr_context * ctx, struct tsr_tensor * a, int shift0, int shift1, int shift2, int shift3);
 
 /* ---- graphs ------------------------------------------------------------------------ */
 
@@ -2740,6 +2771,11 @@ static bool tsr_impl_op_text(enum tsr_op op, const char ** name, const char ** s
         case TSR_OP_GLU:            *name = "GLU";            *symbol = "glu(x)"; return true;
         /* issue 17 part B */
         case TSR_OP_MUL_MAT_ID:     *name = "MUL_MAT_ID";     *symbol = "X[i]*Y"; return true;
+        case TSR_OP_CONV_TRANSPOSE_1D: *name = "CONV_TRANSPOSE_1D"; *symbol = "conv_transpose_1d(x)"; return true;
+        case TSR_OP_CONV_2D_DW:     *name = "CONV_2D_DW";     *symbol = "conv_2d_dw(x)"; return true;
+        case TSR_OP_CONV_TRANSPOSE_2D: *name = "CONV_TRANSPOSE_2D"; *symbol = "conv_transpose_2d(x)"; return true;
+        case TSR_OP_PAD_REFLECT_1D: *name = "PAD_REFLECT_1D"; *symbol = "pad_reflect_1d(x)"; return true;
+        case TSR_OP_ROLL:           *name = "ROLL";           *symbol = "roll(x)"; return true;
         case TSR_OP_COUNT: break;
     }
     return false;
@@ -3501,6 +3537,205 @@ TSR_API_IMPL bool tsr_mul_mat_set_prec(struct tsr_tensor * a, enum tsr_prec prec
     }
     tsr_set_op_params_i32(a, 0, (int32_t)prec);
     return true;
+}
+
+/* ---- convolutions and pooling ------------------------------------------------------------------ */
+
+TSR_IMPL_NS_BEGIN
+/* (ins - 1) * s - 2 * p + d * (ks - 1) + 1: ggml's transposed-convolution output size. */
+static inline int64_t conv_transpose_out_size(int64_t ins, int64_t ks, int s, int p, int d) {
+    return (ins - 1) * s - 2 * (int64_t)p + (int64_t)d * (ks - 1) + 1;
+}
+/* 3-D a seen as 4-D with a dim of size 1 inserted at `at` (a view: a's strides kept). */
+static inline struct tsr_tensor * with_unit_dim(struct tsr_context * ctx, struct tsr_tensor * a, int at) {
+    int64_t ne[4];
+    size_t nb[4];
+    for (int i = 0, j = 0; i < 4; ++i) {
+        if (i == at) {
+            ne[i] = 1;
+            nb[i] = i > 0 ? nb[i - 1] * (size_t)ne[i - 1] : a->nb[0];
+            continue;
+        }
+        ne[i] = a->ne[j];
+        nb[i] = a->nb[j];
+        ++j;
+    }
+    return tsr_view_4d(ctx, a, ne[0], ne[1], ne[2], ne[3], nb[1], nb[2], nb[3], 0);
+}
+/* The 1-D convolutions view their operands as 2-D ones: rows must be dense for a view. */
+static inline bool check_dense_rows(const char * fn, const struct tsr_tensor * a, const struct tsr_tensor * b) {
+    if (a->nb[0] != tsr_type_size(a->type) || b->nb[0] != tsr_type_size(b->type)) {
+        return tsr_set_error("%s: kernel %s and input %s need dense rows (nb0 = element size; tsr_cont a transposed one)", fn,
+                             tsr_impl_describe(a).s, tsr_impl_describe(b).s);
+    }
+    return true;
+}
+TSR_IMPL_NS_END
+
+/* conv_1d(a kernel [K, IC, OC], b input [L, IC, N]) -> F32 [OL, OC, N], OL = (L + 2*p0 -
+ * d0*(K-1) - 1)/s0 + 1: a CONV_2D node (height 1) over views of a and b, so the columns live
+ * in the backend's workspace as conv_2d's do; the result is its 3-D reshape. */
+TSR_API_IMPL struct tsr_tensor * tsr_conv_1d(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, int s0,
+                                             int p0, int d0) {
+    if (!tsr_impl::check_args("tsr_conv_1d", ctx, a, b)) return nullptr;
+    if (!tsr_impl::check_conv_params("tsr_conv_1d", s0, 1, p0, 0, d0, 1)) return nullptr;
+    TSR_MODELS_REQUIRE(a->ne[3] == 1 && b->ne[3] == 1, "tsr_conv_1d: kernel %s and input %s must be 3-D", TSR_MODELS_D(a),
+                       TSR_MODELS_D(b));
+    TSR_MODELS_REQUIRE(a->ne[1] == b->ne[1], "tsr_conv_1d: kernel %s has %lld input channels, input %s has %lld",
+                       TSR_MODELS_D(a), (long long)a->ne[1], TSR_MODELS_D(b), (long long)b->ne[1]);
+    TSR_MODELS_REQUIRE(tsr_impl::is_float_type(a->type) && tsr_impl::is_float_type(b->type),
+                       "tsr_conv_1d: kernel %s and input %s must be float types", TSR_MODELS_D(a), TSR_MODELS_D(b));
+    TSR_MODELS_REQUIRE(tsr_impl::conv_out_size(b->ne[0], a->ne[0], s0, p0, d0) > 0,
+                       "tsr_conv_1d: input %s is too short for kernel %s", TSR_MODELS_D(b), TSR_MODELS_D(a));
+    if (!tsr_impl::check_dense_rows("tsr_conv_1d", a, b)) return nullptr;
+    struct tsr_tensor * a4 = tsr_impl::with_unit_dim(ctx, a, 1);
+    struct tsr_tensor * b4 = a4 ? tsr_impl::with_unit_dim(ctx, b, 1) : nullptr;
+    struct tsr_tensor * r = b4 ? tsr_conv_2d(ctx, a4, b4, s0, 1, p0, 0, d0, 1) : nullptr;
+    return r ? tsr_reshape_3d(ctx, r, r->ne[0], r->ne[2], r->ne[3]) : nullptr;
+}
+
+/* TSR_OP_CONV_2D_DW: i32 s0, s1, p0, p1, d0, d1 (slots 0..5). a kernel [KW, KH, 1, C] (f32/f16),
+ * b input [W, H, C, N] (f32/f16) -> F32 [OW, OH, C, N] (sizes as conv_2d): channel c of the
+ * input convolved with kernel c alone (depthwise), computed directly. src0 = a, src1 = b. */
+TSR_API_IMPL struct tsr_tensor * tsr_conv_2d_dw_direct(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                       int s0, int s1, int p0, int p1, int d0, int d1) {
+    if (!tsr_impl::check_args("tsr_conv_2d_dw", ctx, a, b)) return nullptr;
+    if (!tsr_impl::check_conv_params("tsr_conv_2d_dw", s0, s1, p0, p1, d0, d1)) return nullptr;
+    TSR_MODELS_REQUIRE((a->type == TSR_TYPE_F32 || a->type == TSR_TYPE_F16) && (b->type == TSR_TYPE_F32 || b->type == TSR_TYPE_F16),
+                       "tsr_conv_2d_dw: kernel %s and input %s must be f32 or f16", TSR_MODELS_D(a), TSR_MODELS_D(b));
+    TSR_MODELS_REQUIRE(a->ne[2] == 1 && a->ne[3] == b->ne[2],
+                       "tsr_conv_2d_dw: kernel %s must be [KW, KH, 1, C] with the C = %lld channels of input %s",
+                       TSR_MODELS_D(a), (long long)b->ne[2], TSR_MODELS_D(b));
+    const int64_t OW = tsr_impl::conv_out_size(b->ne[0], a->ne[0], s0, p0, d0);
+    const int64_t OH = tsr_impl::conv_out_size(b->ne[1], a->ne[1], s1, p1, d1);
+    TSR_MODELS_REQUIRE(OW > 0 && OH > 0, "tsr_conv_2d_dw: input %s is too small for kernel %s (output %lld x %lld)",
+                       TSR_MODELS_D(b), TSR_MODELS_D(a), (long long)OW, (long long)OH);
+    struct tsr_tensor * r = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, OW, OH, b->ne[2], b->ne[3]);
+    if (!r) return nullptr;
+    const int32_t params[6] = {s0, s1, p0, p1, d0, d1};
+    tsr_set_op_params(r, params, sizeof(params));
+    return tsr_impl::op_result(r, TSR_OP_CONV_2D_DW, a, b);
+}
+TSR_API_IMPL struct tsr_tensor * tsr_conv_2d_dw(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, int s0,
+                                                int s1, int p0, int p1, int d0, int d1) {
+    return tsr_conv_2d_dw_direct(ctx, a, b, s0, s1, p0, p1, d0, d1);
+}
+
+/* conv_1d_dw(a kernel [K, 1, C], b input [L, C, N]) -> F32 [OL, C, N]: a CONV_2D_DW node
+ * (height 1) over views of a and b, reshaped to 3-D. */
+TSR_API_IMPL struct tsr_tensor * tsr_conv_1d_dw(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, int s0,
+                                                int p0, int d0) {
+    if (!tsr_impl::check_args("tsr_conv_1d_dw", ctx, a, b)) return nullptr;
+    if (!tsr_impl::check_conv_params("tsr_conv_1d_dw", s0, 1, p0, 0, d0, 1)) return nullptr;
+    TSR_MODELS_REQUIRE(a->ne[1] == 1 && a->ne[3] == 1 && b->ne[3] == 1 && a->ne[2] == b->ne[1],
+                       "tsr_conv_1d_dw: kernel %s must be [K, 1, C] with the C = %lld channels of input %s [L, C, N]",
+                       TSR_MODELS_D(a), (long long)b->ne[1], TSR_MODELS_D(b));
+    TSR_MODELS_REQUIRE((a->type == TSR_TYPE_F32 || a->type == TSR_TYPE_F16) && (b->type == TSR_TYPE_F32 || b->type == TSR_TYPE_F16),
+                       "tsr_conv_1d_dw: kernel %s and input %s must be f32 or f16", TSR_MODELS_D(a), TSR_MODELS_D(b));
+    TSR_MODELS_REQUIRE(tsr_impl::conv_out_size(b->ne[0], a->ne[0], s0, p0, d0) > 0,
+                       "tsr_conv_1d_dw: input %s is too short for kernel %s", TSR_MODELS_D(b), TSR_MODELS_D(a));
+    if (!tsr_impl::check_dense_rows("tsr_conv_1d_dw", a, b)) return nullptr;
+    /* kernel [K, 1, C] -> [K, 1, 1, C]; input [L, C, N] -> [L, 1, C, N] */
+    struct tsr_tensor * a4 = tsr_view_4d(ctx, a, a->ne[0], 1, 1, a->ne[2], a->nb[1], a->nb[1], a->nb[2], 0);
+    struct tsr_tensor * b4 = a4 ? tsr_impl::with_unit_dim(ctx, b, 1) : nullptr;
+    struct tsr_tensor * r = b4 ? tsr_conv_2d_dw_direct(ctx, a4, b4, s0, 1, p0, 0, d0, 1) : nullptr;
+    return r ? tsr_reshape_3d(ctx, r, r->ne[0], r->ne[2], r->ne[3]) : nullptr;
+}
+
+/* TSR_OP_CONV_TRANSPOSE_1D: i32 s0, p0, d0 (slots 0..2). a kernel [K, OC, IC] (f32/f16),
+ * b input [L, IC, N] (f32/f16) -> F32 [OL, OC, N], OL = (L-1)*s0 - 2*p0 + d0*(K-1) + 1:
+ * out[l*s0 + k*d0 - p0, oc, n] += a[k, oc, ic] * b[l, ic, n] (ggml takes only p0 = 0,
+ * d0 = 1 and N = 1; tessera any). src0 = a, src1 = b. */
+TSR_API_IMPL struct tsr_tensor * tsr_conv_transpose_1d(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                       int s0, int p0, int d0) {
+    if (!tsr_impl::check_args("tsr_conv_transpose_1d", ctx, a, b)) return nullptr;
+    if (!tsr_impl::check_conv_params("tsr_conv_transpose_1d", s0, 1, p0, 0, d0, 1)) return nullptr;
+    TSR_MODELS_REQUIRE((a->type == TSR_TYPE_F32 || a->type == TSR_TYPE_F16) && (b->type == TSR_TYPE_F32 || b->type == TSR_TYPE_F16),
+                       "tsr_conv_transpose_1d: kernel %s and input %s must be f32 or f16", TSR_MODELS_D(a), TSR_MODELS_D(b));
+    TSR_MODELS_REQUIRE(a->ne[3] == 1 && b->ne[3] == 1 && a->ne[2] == b->ne[1],
+                       "tsr_conv_transpose_1d: kernel %s must be [K, OC, IC] with the IC = %lld channels of input %s [L, IC, N]",
+                       TSR_MODELS_D(a), (long long)b->ne[1], TSR_MODELS_D(b));
+    const int64_t OL = tsr_impl::conv_transpose_out_size(b->ne[0], a->ne[0], s0, p0, d0);
+    TSR_MODELS_REQUIRE(OL > 0, "tsr_conv_transpose_1d: padding %d leaves no output of input %s and kernel %s", p0,
+                       TSR_MODELS_D(b), TSR_MODELS_D(a));
+    struct tsr_tensor * r = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, OL, a->ne[1], b->ne[2]);
+    if (!r) return nullptr;
+    const int32_t params[3] = {s0, p0, d0};
+    tsr_set_op_params(r, params, sizeof(params));
+    return tsr_impl::op_result(r, TSR_OP_CONV_TRANSPOSE_1D, a, b);
+}
+
+/* TSR_OP_CONV_TRANSPOSE_2D: i32 stride (slot 0). a kernel [KW, KH, OC, IC] (f32/f16), b input
+ * [W, H, IC, N] (f32/f16) -> F32 [(W-1)*stride + KW, (H-1)*stride + KH, OC, N] (no padding).
+ * src0 = a, src1 = b. */
+TSR_API_IMPL struct tsr_tensor * tsr_conv_transpose_2d_p0(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                          int stride) {
+    if (!tsr_impl::check_args("tsr_conv_transpose_2d_p0", ctx, a, b)) return nullptr;
+    TSR_MODELS_REQUIRE(stride > 0, "tsr_conv_transpose_2d_p0: stride %d must be > 0", stride);
+    TSR_MODELS_REQUIRE((a->type == TSR_TYPE_F32 || a->type == TSR_TYPE_F16) && (b->type == TSR_TYPE_F32 || b->type == TSR_TYPE_F16),
+                       "tsr_conv_transpose_2d_p0: kernel %s and input %s must be f32 or f16", TSR_MODELS_D(a), TSR_MODELS_D(b));
+    TSR_MODELS_REQUIRE(a->ne[3] == b->ne[2],
+                       "tsr_conv_transpose_2d_p0: kernel %s must be [KW, KH, OC, IC] with the IC = %lld channels of input %s",
+                       TSR_MODELS_D(a), (long long)b->ne[2], TSR_MODELS_D(b));
+    struct tsr_tensor * r = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, tsr_impl::conv_transpose_out_size(b->ne[0], a->ne[0], stride, 0, 1),
+                                              tsr_impl::conv_transpose_out_size(b->ne[1], a->ne[1], stride, 0, 1), a->ne[2], b->ne[3]);
+    if (r) tsr_set_op_params_i32(r, 0, stride);
+    return tsr_impl::op_result(r, TSR_OP_CONV_TRANSPOSE_2D, a, b);
+}
+
+/* pool_1d(a [L, ...]) -> F32 [(L + 2*p0 - k0)/s0 + 1, ne1, ne2, ne3]: a POOL_2D node with a
+ * window of height 1 (ggml has an op of its own; the arithmetic is the same). */
+TSR_API_IMPL struct tsr_tensor * tsr_pool_1d(struct tsr_context * ctx, struct tsr_tensor * a, enum tsr_op_pool op, int k0, int s0,
+                                             int p0) {
+    return tsr_pool_2d(ctx, a, op, k0, 1, s0, 1, (float)p0, 0.0f);
+}
+
+/* TSR_OP_PAD_REFLECT_1D: i32 p0, p1 (slots 0, 1). a f32 -> [p0 + ne0 + p1, ne1, ne2, ne3]:
+ * dim 0 mirrored at both ends without repeating the edge (PyTorch's ReflectionPad1d), so
+ * p0, p1 < ne0. src0 = a. */
+TSR_API_IMPL struct tsr_tensor * tsr_pad_reflect_1d(struct tsr_context * ctx, struct tsr_tensor * a, int p0, int p1) {
+    if (!tsr_impl::check_args("tsr_pad_reflect_1d", ctx, a)) return nullptr;
+    TSR_MODELS_REQUIRE(a->type == TSR_TYPE_F32, "tsr_pad_reflect_1d: %s must be f32", TSR_MODELS_D(a));
+    TSR_MODELS_REQUIRE(p0 >= 0 && p1 >= 0 && p0 < a->ne[0] && p1 < a->ne[0],
+                       "tsr_pad_reflect_1d: paddings %d, %d must be in [0, ne0 = %lld) for %s", p0, p1, (long long)a->ne[0],
+                       TSR_MODELS_D(a));
+    struct tsr_tensor * r = tsr_new_tensor_4d(ctx, a->type, a->ne[0] + p0 + p1, a->ne[1], a->ne[2], a->ne[3]);
+    if (r) {
+        const int32_t params[2] = {p0, p1};
+        tsr_set_op_params(r, params, sizeof(params));
+    }
+    return tsr_impl::op_result(r, TSR_OP_PAD_REFLECT_1D, a);
+}
+
+/* pad_ext: a PAD node with zeros before (lp*) and after (rp*) each dim: trailing pads in slots
+ * 0..3 as tsr_pad, leading pads in slots 4..7. */
+TSR_API_IMPL struct tsr_tensor * tsr_pad_ext(struct tsr_context * ctx, struct tsr_tensor * a, int lp0, int rp0, int lp1, int rp1,
+                                             int lp2, int rp2, int lp3, int rp3) {
+    if (!tsr_impl::check_args("tsr_pad_ext", ctx, a)) return nullptr;
+    TSR_MODELS_REQUIRE(lp0 >= 0 && lp1 >= 0 && lp2 >= 0 && lp3 >= 0 && rp0 >= 0 && rp1 >= 0 && rp2 >= 0 && rp3 >= 0,
+                       "tsr_pad_ext: paddings (%d, %d, %d, %d, %d, %d, %d, %d) of %s must be >= 0", lp0, rp0, lp1, rp1, lp2, rp2,
+                       lp3, rp3, TSR_MODELS_D(a));
+    struct tsr_tensor * r = tsr_pad(ctx, a, lp0 + rp0, lp1 + rp1, lp2 + rp2, lp3 + rp3);
+    if (!r) return nullptr;
+    const int32_t lead[4] = {lp0, lp1, lp2, lp3};
+    for (int i = 0; i < 4; ++i) tsr_set_op_params_i32(r, 4 + (uint32_t)i, lead[i]);
+    return r;
+}
+
+/* TSR_OP_ROLL: i32 shift0..shift3 (slots 0..3). a (f32/f16/bf16/i32) -> like a, every dim
+ * rotated: out[i] = a[(i - shift) mod ne] (torch.roll); |shift_i| <= ne_i. src0 = a. */
+TSR_API_IMPL struct tsr_tensor * tsr_roll(struct tsr_context * ctx, struct tsr_tensor * a, int shift0, int shift1, int shift2,
+                                          int shift3) {
+    if (!tsr_impl::check_args("tsr_roll", ctx, a)) return nullptr;
+    TSR_MODELS_REQUIRE(!tsr_is_quantized(a->type), "tsr_roll: %s must not be quantized", TSR_MODELS_D(a));
+    const int32_t shifts[4] = {shift0, shift1, shift2, shift3};
+    for (int i = 0; i < 4; ++i) {
+        TSR_MODELS_REQUIRE(shifts[i] <= a->ne[i] && -shifts[i] <= a->ne[i], "tsr_roll: shift %d of dim %d exceeds ne%d = %lld of %s",
+                           shifts[i], i, i, (long long)a->ne[i], TSR_MODELS_D(a));
+    }
+    struct tsr_tensor * r = tsr_new_tensor(ctx, a->type, TSR_MAX_DIMS, a->ne);
+    if (r) tsr_set_op_params(r, shifts, sizeof(shifts));
+    return tsr_impl::op_result(r, TSR_OP_ROLL, a);
 }
 
 #undef TSR_MODELS_D
@@ -12259,6 +12494,15 @@ static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m
     }
 }
 
+/* Thread ith's share of a's rows, in whole mr-row panels of the GEMM (static split: the
+ * convolutions call it between barriers). */
+static void mm_range_split(const cparams & p, const mm_args & a, uint8_t * tws) {
+    const int64_t mr = a.g ? a.g->mr : 1;
+    int64_t csz = (a.M + p.nth - 1) / p.nth;
+    csz = (csz + mr - 1) / mr * mr;
+    mm_range(p.K, a, std::min<int64_t>(a.M, csz * p.ith), std::min<int64_t>(a.M, csz * (p.ith + 1)), tws);
+}
+
 /* ---- mul_mat ------------------------------------------------------------------------------ */
 
 struct mm_plan {
@@ -12797,9 +13041,12 @@ static void op_concat(const cparams & p, tsr_tensor * dst) {
     }
 }
 
+/* PAD: zeros before (slots 4..7) and after (slots 0..3, the total minus those) each dim. */
 static void op_pad(const cparams & p, tsr_tensor * dst) {
     const tsr_tensor * src = dst->src[0];
     const size_t es = tsr_type_size(dst->type);
+    int64_t lp[4];
+    for (int i = 0; i < 4; ++i) lp[i] = tsr_get_op_params_i32(dst, 4 + (uint32_t)i);
     const int64_t nr = tsr_nrows(dst);
     int64_t r0, r1;
     split_rows(nr, p.ith, p.nth, r0, r1);
@@ -12807,9 +13054,11 @@ static void op_pad(const cparams & p, tsr_tensor * dst) {
         int64_t i1, i2, i3;
         row_index(dst, ir, i1, i2, i3);
         char * d = tptr(dst, 0, i1, i2, i3);
-        const bool row_in = i1 < src->ne[1] && i2 < src->ne[2] && i3 < src->ne[3];
+        const int64_t j1 = i1 - lp[1], j2 = i2 - lp[2], j3 = i3 - lp[3];
+        const bool row_in = j1 >= 0 && j1 < src->ne[1] && j2 >= 0 && j2 < src->ne[2] && j3 >= 0 && j3 < src->ne[3];
         for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) {
-            if (row_in && i0 < src->ne[0]) std::memcpy(d + i0 * dst->nb[0], tptr(src, i0, i1, i2, i3), es);
+            const int64_t j0 = i0 - lp[0];
+            if (row_in && j0 >= 0 && j0 < src->ne[0]) std::memcpy(d + i0 * dst->nb[0], tptr(src, j0, j1, j2, j3), es);
             else std::memset(d + i0 * dst->nb[0], 0, es);
         }
     }
@@ -13277,10 +13526,7 @@ static void op_conv_2d(const cparams & p, tsr_tensor * dst) {
         a.C = (float *)tptr(dst, 0, 0, 0, n);
         a.ldc = dst->nb[2] / 4;
         a.g = c.gi;
-        const int64_t mr = c.gi ? c.gi->mr : 1;
-        int64_t csz = (c.P + p.nth - 1) / p.nth;
-        csz = (csz + mr - 1) / mr * mr;
-        mm_range(p.K, a, std::min<int64_t>(c.P, csz * p.ith), std::min<int64_t>(c.P, csz * (p.ith + 1)), tw);
+        mm_range_split(p, a, tw);
         barrier(p);
     }
 }
@@ -13462,7 +13708,8 @@ static void op_flash_attn_ext(const cparams & p, tsr_tensor * dst) {
 /* ---- backends/cpu/impl/ops_models.inl ---- */
 /*
  * ops_models.inl - the CPU ops of model families beyond decoder-only LLMs (issue 17 part B):
- * expert-indexed mat-mul, ... (conventions: ops_elementwise.inl).
+ * expert-indexed mat-mul, depthwise and transposed convolutions, reflection padding, roll
+ * (conventions: ops_elementwise.inl).
  */
 namespace {
 namespace tcpu {
@@ -13632,6 +13879,226 @@ static void op_mul_mat_id(const cparams & p, tsr_tensor * dst) {
     }
 }
 
+/* ---- depthwise convolution (direct) ----------------------------------------------------------- */
+
+/* One output row (oh, channel c, image n): for each kernel tap, the output pixels whose input
+ * lies inside the image get tap * input, so the inner loop has no bounds test and runs over
+ * consecutive outputs (contiguous input too when s0 == 1: vectorized). */
+static void dw_row(const conv_geom & g, const float * ker, const float * in_ch, int64_t oh, float * out) {
+    for (int64_t ow = 0; ow < g.OW; ++ow) out[ow] = 0.0f;
+    for (int64_t kh = 0; kh < g.KH; ++kh) {
+        const int64_t ih = oh * g.s1 + kh * g.d1 - g.p1;
+        if (ih < 0 || ih >= g.IH) continue;
+        const float * irow = in_ch + ih * g.IW;
+        for (int64_t kw = 0; kw < g.KW; ++kw) {
+            const float w = ker[kh * g.KW + kw];
+            const int64_t off = kw * g.d0 - g.p0;   /* iw = ow * s0 + off */
+            const int64_t ow0 = off >= 0 ? 0 : (-off + g.s0 - 1) / g.s0;
+            const int64_t ow1 = std::min<int64_t>(g.OW, off >= g.IW ? 0 : (g.IW - 1 - off) / g.s0 + 1);
+            if (g.s0 == 1) {
+                const float * src = irow + off;
+                for (int64_t ow = ow0; ow < ow1; ++ow) out[ow] += w * src[ow];
+            } else {
+                for (int64_t ow = ow0; ow < ow1; ++ow) out[ow] += w * irow[ow * g.s0 + off];
+            }
+        }
+    }
+}
+
+static size_t dw_thread_floats(const tsr_tensor * dst) {
+    const tsr_tensor * k = dst->src[0];
+    const tsr_tensor * in = dst->src[1];
+    return (size_t)(k->ne[0] * k->ne[1] + in->ne[0] * in->ne[1] + dst->ne[0]);
+}
+
+static void op_conv_2d_dw(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * k = dst->src[0];
+    const tsr_tensor * in = dst->src[1];
+    const conv_geom g = conv_geometry(dst, true);
+    float * ker = thread_floats(p, dw_thread_floats(dst));
+    float * plane = ker + g.KW * g.KH;
+    float * orow = plane + g.IW * g.IH;
+    const int64_t C = in->ne[2];
+    /* items: (channel, image) planes, split in output-row bands when there are few planes */
+    const int64_t bands = std::max<int64_t>(1, std::min<int64_t>(g.OH, (2 * p.nth + C * g.N - 1) / (C * g.N)));
+    const int64_t band_rows = (g.OH + bands - 1) / bands;
+    int64_t r0, r1;
+    split_rows(C * g.N * bands, p.ith, p.nth, r0, r1);
+    int64_t loaded = -1;
+    for (int64_t it = r0; it < r1; ++it) {
+        const int64_t plane_id = it / bands, band = it % bands;
+        const int64_t c = plane_id % C, n = plane_id / C;
+        if (plane_id != loaded) {
+            for (int64_t kh = 0; kh < g.KH; ++kh)
+                for (int64_t kw = 0; kw < g.KW; ++kw) ker[kh * g.KW + kw] = ld(k->type, tptr(k, kw, kh, 0, c));
+            for (int64_t ih = 0; ih < g.IH; ++ih)
+                for (int64_t iw = 0; iw < g.IW; ++iw) plane[ih * g.IW + iw] = ld(in->type, tptr(in, iw, ih, c, n));
+            loaded = plane_id;
+        }
+        const int64_t oh1 = std::min<int64_t>(g.OH, (band + 1) * band_rows);
+        for (int64_t oh = band * band_rows; oh < oh1; ++oh) {
+            dw_row(g, ker, plane, oh, orow);
+            float * d = (float *)tptr(dst, 0, oh, c, n);
+            for (int64_t ow = 0; ow < g.OW; ++ow) d[ow * (dst->nb[0] / 4)] = orow[ow];
+        }
+    }
+}
+
+/* ---- transposed convolutions (GEMM + col2im) ------------------------------------------------- */
+
+/* 1-D is the 2-D case with H = KH = 1. The products of every input pixel with every kernel
+ * tap are one GEMM, cols[pixel][(oc, kh, kw)] = sum_ic input[pixel][ic] * kernel[(oc, kh, kw)][ic],
+ * in the workspace; col2im then adds the taps landing on each output pixel, a thread per
+ * output channel plane, so no two threads write the same output. */
+struct tconv_plan {
+    bool is2d;
+    int s0, s1, p0, p1, d0, d1;
+    int64_t KW, KH, OC, IC, W, H, N, OW, OH;
+    int64_t M, P;                 /* GEMM rows (OC*KH*KW) and columns (N*H*W input pixels) */
+    const gemm_impl * gi;
+    size_t kern_bytes, in_bytes, cols_bytes, thread_bytes;
+};
+
+static tconv_plan tconv_make_plan(const tsr_tensor * dst, const kernels * K) {
+    const tsr_tensor * k = dst->src[0];
+    const tsr_tensor * in = dst->src[1];
+    tconv_plan c{};
+    c.is2d = dst->op == TSR_OP_CONV_TRANSPOSE_2D;
+    if (c.is2d) {
+        c.s0 = c.s1 = tsr_get_op_params_i32(dst, 0);
+        c.d0 = c.d1 = 1;
+        c.KW = k->ne[0]; c.KH = k->ne[1]; c.OC = k->ne[2]; c.IC = k->ne[3];
+        c.W = in->ne[0]; c.H = in->ne[1]; c.N = in->ne[3];
+        c.OW = dst->ne[0]; c.OH = dst->ne[1];
+    } else {
+        c.s0 = tsr_get_op_params_i32(dst, 0); c.p0 = tsr_get_op_params_i32(dst, 1); c.d0 = tsr_get_op_params_i32(dst, 2);
+        c.s1 = c.d1 = 1;
+        c.KW = k->ne[0]; c.KH = 1; c.OC = k->ne[1]; c.IC = k->ne[2];
+        c.W = in->ne[0]; c.H = 1; c.N = in->ne[2];
+        c.OW = dst->ne[0]; c.OH = 1;
+    }
+    c.M = c.OC * c.KH * c.KW;
+    c.P = c.N * c.H * c.W;
+    c.gi = c.P >= GEMM_MIN_N ? K->gemm[SLOT_F32] : nullptr;
+    c.kern_bytes = align_up((size_t)(c.M * c.IC) * 4, 64);
+    c.in_bytes = align_up((size_t)(c.P * c.IC) * 4, 64);
+    c.cols_bytes = align_up((size_t)(c.P * c.M) * 4, 64);
+    c.thread_bytes = gemm_thread_bytes(c.gi, c.P);
+    return c;
+}
+
+static size_t tconv_work_size(const tsr_tensor * dst, const kernels * K, int nth) {
+    const tconv_plan c = tconv_make_plan(dst, K);
+    return c.kern_bytes + c.in_bytes + c.cols_bytes + c.thread_bytes * (size_t)nth;
+}
+
+static inline const char * tconv_kernel_at(const tsr_tensor * k, const tconv_plan & c, int64_t kw, int64_t kh, int64_t oc, int64_t ic) {
+    return c.is2d ? tptr(k, kw, kh, oc, ic) : tptr(k, kw, oc, ic, 0);
+}
+static inline const char * tconv_input_at(const tsr_tensor * in, const tconv_plan & c, int64_t w, int64_t h, int64_t ic, int64_t n) {
+    return c.is2d ? tptr(in, w, h, ic, n) : tptr(in, w, ic, n, 0);
+}
+
+/* Output plane (oc, n): every input pixel's taps added where they land. */
+static void tconv_col2im(const tconv_plan & c, const float * cols, int64_t oc, int64_t n, tsr_tensor * dst) {
+    float * out = c.is2d ? (float *)tptr(dst, 0, 0, oc, n) : (float *)tptr(dst, 0, oc, n, 0);
+    const size_t ros = c.is2d ? dst->nb[1] / 4 : 0;   /* output row stride in floats */
+    for (int64_t oh = 0; oh < c.OH; ++oh)
+        for (int64_t ow = 0; ow < c.OW; ++ow) out[oh * ros + ow] = 0.0f;
+    for (int64_t h = 0; h < c.H; ++h)
+        for (int64_t kh = 0; kh < c.KH; ++kh) {
+            const int64_t oh = h * c.s1 + kh * c.d1 - c.p1;
+            if (oh < 0 || oh >= c.OH) continue;
+            for (int64_t w = 0; w < c.W; ++w) {
+                const float * col = cols + (size_t)((n * c.H + h) * c.W + w) * (size_t)c.M + (size_t)((oc * c.KH + kh) * c.KW);
+                float * orow = out + oh * ros;
+                const int64_t ow0 = w * c.s0 - c.p0;
+                for (int64_t kw = 0; kw < c.KW; ++kw) {
+                    const int64_t ow = ow0 + kw * c.d0;
+                    if (ow >= 0 && ow < c.OW) orow[ow] += col[kw];
+                }
+            }
+        }
+}
+
+static void op_conv_transpose(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * k = dst->src[0];
+    const tsr_tensor * in = dst->src[1];
+    const tconv_plan c = tconv_make_plan(dst, p.K);
+    float * kern = (float *)p.wdata;
+    float * inp = (float *)(p.wdata + c.kern_bytes);
+    float * cols = (float *)(p.wdata + c.kern_bytes + c.in_bytes);
+    uint8_t * tw = p.wdata + c.kern_bytes + c.in_bytes + c.cols_bytes + c.thread_bytes * (size_t)p.ith;
+    /* phase 1: kernel rows (oc, kh, kw) and input pixels (n, h, w) as dense F32 rows over ic */
+    int64_t r0, r1;
+    split_rows(c.M, p.ith, p.nth, r0, r1);
+    for (int64_t m = r0; m < r1; ++m) {
+        const int64_t kw = m % c.KW, kh = (m / c.KW) % c.KH, oc = m / (c.KW * c.KH);
+        for (int64_t ic = 0; ic < c.IC; ++ic) kern[m * c.IC + ic] = ld(k->type, tconv_kernel_at(k, c, kw, kh, oc, ic));
+    }
+    split_rows(c.P, p.ith, p.nth, r0, r1);
+    for (int64_t px = r0; px < r1; ++px) {
+        const int64_t w = px % c.W, h = (px / c.W) % c.H, n = px / (c.W * c.H);
+        for (int64_t ic = 0; ic < c.IC; ++ic) inp[px * c.IC + ic] = ld(in->type, tconv_input_at(in, c, w, h, ic, n));
+    }
+    barrier(p);
+    /* phase 2: cols[px][m], the kernel rows split between threads */
+    mm_args a;
+    a.ta = TSR_TYPE_F32;
+    a.A = (const char *)kern; a.lda = (size_t)c.IC * 4;
+    a.B = (const char *)inp; a.ldb = (size_t)c.IC * 4;
+    a.M = c.M; a.N = c.P; a.K = c.IC;
+    a.C = cols; a.ldc = (size_t)c.M;
+    a.g = c.gi;
+    mm_range_split(p, a, tw);
+    barrier(p);
+    /* phase 3: col2im per output plane */
+    split_rows(c.OC * c.N, p.ith, p.nth, r0, r1);
+    for (int64_t pl = r0; pl < r1; ++pl) tconv_col2im(c, cols, pl % c.OC, pl / c.OC, dst);
+}
+
+/* ---- padding and rotation ----------------------------------------------------------------------- */
+
+static void op_pad_reflect_1d(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * src = dst->src[0];
+    const int64_t p0 = tsr_get_op_params_i32(dst, 0), n0 = src->ne[0];
+    int64_t r0, r1;
+    split_rows(tsr_nrows(dst), p.ith, p.nth, r0, r1);
+    for (int64_t ir = r0; ir < r1; ++ir) {
+        int64_t i1, i2, i3;
+        row_index(dst, ir, i1, i2, i3);
+        float * d = (float *)tptr(dst, 0, i1, i2, i3);
+        for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) {
+            int64_t j = i0 - p0;                       /* mirrored at 0 and at n0 - 1 */
+            if (j < 0) j = -j;
+            else if (j >= n0) j = 2 * (n0 - 1) - j;
+            d[i0 * (dst->nb[0] / 4)] = *(const float *)tptr(src, j, i1, i2, i3);
+        }
+    }
+}
+
+static inline int64_t wrap_index(int64_t i, int64_t shift, int64_t n) {
+    int64_t j = (i - shift) % n;
+    return j < 0 ? j + n : j;
+}
+
+static void op_roll(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * src = dst->src[0];
+    int64_t sh[4];
+    for (int i = 0; i < 4; ++i) sh[i] = tsr_get_op_params_i32(dst, (uint32_t)i);
+    const size_t es = tsr_type_size(dst->type);
+    int64_t r0, r1;
+    split_rows(tsr_nrows(dst), p.ith, p.nth, r0, r1);
+    for (int64_t ir = r0; ir < r1; ++ir) {
+        int64_t i1, i2, i3;
+        row_index(dst, ir, i1, i2, i3);
+        const int64_t j1 = wrap_index(i1, sh[1], src->ne[1]), j2 = wrap_index(i2, sh[2], src->ne[2]), j3 = wrap_index(i3, sh[3], src->ne[3]);
+        char * d = tptr(dst, 0, i1, i2, i3);
+        for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0)
+            std::memcpy(d + i0 * dst->nb[0], tptr(src, wrap_index(i0, sh[0], src->ne[0]), j1, j2, j3), es);
+    }
+}
+
 } // namespace tcpu
 } // namespace
 /* ---- backends/cpu/impl/backend_cpu.inl ---- */
@@ -13730,6 +14197,12 @@ static bool supports(const tsr_tensor * t) {
         case TSR_OP_MUL_MAT_ID:
             return is_row_type(a->type) && whole_blocks(a) && a->nb[0] == tsr_type_size(a->type) && is_float(b->type) &&
                    t->src[2]->type == TSR_TYPE_I32 && t->type == TSR_TYPE_F32 && tsr_is_contiguous(t);
+        case TSR_OP_CONV_2D_DW: case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_CONV_TRANSPOSE_2D:
+            return is_float(a->type) && is_float(b->type) && t->type == TSR_TYPE_F32;
+        case TSR_OP_PAD_REFLECT_1D:
+            return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32;
+        case TSR_OP_ROLL:
+            return !tsr_is_quantized(a->type) && a->type == t->type;
         case TSR_OP_FLASH_ATTN_EXT: {
             const tsr_tensor * v = t->src[2];
             const tsr_tensor * m = t->src[3];
@@ -13764,6 +14237,8 @@ static size_t op_work_size(const tsr_tensor * t, const kernels * K, int nth) {
         case TSR_OP_FLASH_ATTN_EXT: return per_thread(fa_thread_floats(t));
         /* issue 17 part B */
         case TSR_OP_MUL_MAT_ID: return mmid_work_size(t, K, nth);
+        case TSR_OP_CONV_2D_DW: return per_thread(dw_thread_floats(t));
+        case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_CONV_TRANSPOSE_2D: return tconv_work_size(t, K, nth);
         default: return 0;
     }
 }
@@ -13801,6 +14276,10 @@ static void compute_node(const cparams & p, tsr_tensor * t) {
         case TSR_OP_FLASH_ATTN_EXT: op_flash_attn_ext(p, t); break;
         /* issue 17 part B */
         case TSR_OP_MUL_MAT_ID: op_mul_mat_id(p, t); break;
+        case TSR_OP_CONV_2D_DW: op_conv_2d_dw(p, t); break;
+        case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_CONV_TRANSPOSE_2D: op_conv_transpose(p, t); break;
+        case TSR_OP_PAD_REFLECT_1D: op_pad_reflect_1d(p, t); break;
+        case TSR_OP_ROLL: op_roll(p, t); break;
         default: break;
     }
 }
@@ -13813,7 +14292,7 @@ static inline bool node_is_small(const tsr_tensor * t, int64_t small_max) {
     int64_t work = tsr_nelements(t);
     switch (t->op) {
         case TSR_OP_MUL_MAT: case TSR_OP_OUT_PROD: case TSR_OP_FLASH_ATTN_EXT: case TSR_OP_CONV_2D:
-        case TSR_OP_MUL_MAT_ID:
+        case TSR_OP_MUL_MAT_ID: case TSR_OP_CONV_2D_DW: case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_CONV_TRANSPOSE_2D:
             return false;
         default: break;
     }

@@ -247,6 +247,11 @@ enum tsr_op {
 
     /* issue 17 part B */
     TSR_OP_MUL_MAT_ID,
+    TSR_OP_CONV_TRANSPOSE_1D,
+    TSR_OP_CONV_2D_DW,
+    TSR_OP_CONV_TRANSPOSE_2D,
+    TSR_OP_PAD_REFLECT_1D,
+    TSR_OP_ROLL,
 
     TSR_OP_COUNT
 };
@@ -563,6 +568,32 @@ TSR_API struct tsr_tensor * tsr_mul_mat_id(struct tsr_context * ctx, struct tsr_
 /* Precision hint of a MUL_MAT or MUL_MAT_ID node (op_params slot 0). false (error) for
  * another node or an unknown precision (ggml returns void and asserts). */
 TSR_API bool tsr_mul_mat_set_prec(struct tsr_tensor * a, enum tsr_prec prec);
+
+/* 1-D convolutions: kernel a [K, IC, OC], input b [L, IC, N] -> F32 [OL, OC, N],
+ * OL = (L + 2*p0 - d0*(K-1) - 1)/s0 + 1 (a CONV_2D node over views: its columns live in the
+ * backend's workspace). _dw: depthwise, a [K, 1, C], b [L, C, N] -> [OL, C, N]. */
+TSR_API struct tsr_tensor * tsr_conv_1d(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, int s0, int p0, int d0);
+TSR_API struct tsr_tensor * tsr_conv_1d_dw(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, int s0, int p0, int d0);
+/* Depthwise 2-D convolution, computed directly: a [KW, KH, 1, C], b [W, H, C, N] -> F32
+ * [OW, OH, C, N] (sizes as conv_2d). tsr_conv_2d_dw is the same op. */
+TSR_API struct tsr_tensor * tsr_conv_2d_dw_direct(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                  int s0, int s1, int p0, int p1, int d0, int d1);
+TSR_API struct tsr_tensor * tsr_conv_2d_dw(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                           int s0, int s1, int p0, int p1, int d0, int d1);
+/* Transposed convolutions. 1-D: a [K, OC, IC], b [L, IC, N] -> F32 [(L-1)*s0 - 2*p0 +
+ * d0*(K-1) + 1, OC, N]. 2-D (no padding): a [KW, KH, OC, IC], b [W, H, IC, N] -> F32
+ * [(W-1)*stride + KW, (H-1)*stride + KH, OC, N]. */
+TSR_API struct tsr_tensor * tsr_conv_transpose_1d(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                  int s0, int p0, int d0);
+TSR_API struct tsr_tensor * tsr_conv_transpose_2d_p0(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, int stride);
+/* pool_1d(a [L, ...]) -> F32 [(L + 2*p0 - k0)/s0 + 1, ne1, ne2, ne3] (a POOL_2D node). */
+TSR_API struct tsr_tensor * tsr_pool_1d(struct tsr_context * ctx, struct tsr_tensor * a, enum tsr_op_pool op, int k0, int s0, int p0);
+/* Reflection padding of dim 0 (p0, p1 < ne0); zero padding before (lp) and after (rp) each dim. */
+TSR_API struct tsr_tensor * tsr_pad_reflect_1d(struct tsr_context * ctx, struct tsr_tensor * a, int p0, int p1);
+TSR_API struct tsr_tensor * tsr_pad_ext(struct tsr_context * ctx, struct tsr_tensor * a, int lp0, int rp0, int lp1, int rp1,
+                                        int lp2, int rp2, int lp3, int rp3);
+/* Every dim rotated by its shift: out[i] = a[(i - shift) mod ne] (torch.roll). */
+TSR_API struct tsr_tensor * tsr_roll(struct tsr_context * ctx, struct tsr_tensor * a, int shift0, int shift1, int shift2, int shift3);
 
 /* ---- graphs ------------------------------------------------------------------------ */
 

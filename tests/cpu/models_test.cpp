@@ -121,3 +121,217 @@ TEST_CASE("mul_mat_id and mul_mat_set_prec: shape errors name the shapes", "[cpu
     CHECK_FALSE(tsr_mul_mat_set_prec(b, TSR_PREC_F32));
     CHECK(std::string(tsr_last_error()).find("not MUL_MAT") != std::string::npos);
 }
+
+namespace {
+
+// input value or 0 outside [0, n)
+double in_or_zero(const tsr_tensor * t, int64_t i0, int64_t i1, int64_t i2 = 0, int64_t i3 = 0) {
+    return i0 < 0 || i0 >= t->ne[0] || i1 < 0 || i1 >= t->ne[1] ? 0.0 : at(t, i0, i1, i2, i3);
+}
+
+} // namespace
+
+TEST_CASE("conv_1d, conv_1d_dw, conv_2d_dw, im2col 1-D", "[cpu][ops][conv]") {
+    ctx_holder ctx(16);
+    std::mt19937 rng(61);
+    const int64_t L = 23, IC = 3, OC = 5, N = 2, K = 4;
+    for (tsr_type kt : {TSR_TYPE_F32, TSR_TYPE_F16})
+        for (int s0 : {1, 3})
+            for (int d0 : {1, 2}) {
+                const int p0 = 2;
+                tsr_tensor * in = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, L, IC, N);
+                fill(in, rng);
+                tsr_tensor * ker = tsr_new_tensor_3d(ctx, kt, K, IC, OC);
+                fill(ker, rng);
+                const int64_t OL = (L + 2 * p0 - d0 * (K - 1) - 1) / s0 + 1;
+                std::ostringstream what;
+                what << tsr_type_name(kt) << " s0 " << s0 << " d0 " << d0;
+                std::vector<double> rc, ri;
+                for (int64_t n = 0; n < N; ++n)
+                    for (int64_t oc = 0; oc < OC; ++oc)
+                        for (int64_t ol = 0; ol < OL; ++ol) {
+                            double s = 0;
+                            for (int64_t ic = 0; ic < IC; ++ic)
+                                for (int64_t k = 0; k < K; ++k) {
+                                    const int64_t x = ol * s0 + k * d0 - p0;
+                                    if (x >= 0 && x < L) s += at(ker, k, ic, oc) * at(in, x, ic, n);
+                                }
+                            rc.push_back(s);
+                        }
+                tsr_tensor * c1 = tsr_conv_1d(ctx, ker, in, s0, p0, d0);
+                REQUIRE(c1 != nullptr);
+                CHECK((c1->ne[0] == OL && c1->ne[1] == OC && c1->ne[2] == N));
+                check_every_isa(ctx, c1, rc, 1e-10, "conv_1d " + what.str());
+                // im2col 1-D: [IC*K, OL, N], element (ic*K + k, ol, n)
+                for (int64_t n = 0; n < N; ++n)
+                    for (int64_t ol = 0; ol < OL; ++ol)
+                        for (int64_t ic = 0; ic < IC; ++ic)
+                            for (int64_t k = 0; k < K; ++k) {
+                                const int64_t x = ol * s0 + k * d0 - p0;
+                                ri.push_back(x < 0 || x >= L ? 0.0 : at(in, x, ic, n));
+                            }
+                check_every_isa(ctx, tsr_im2col(ctx, ker, in, s0, 0, p0, 0, d0, 0, false, TSR_TYPE_F32), ri, 0, "im2col 1-D " + what.str());
+                // depthwise: kernel [K, 1, IC]
+                tsr_tensor * kdw = tsr_new_tensor_3d(ctx, kt, K, 1, IC);
+                fill(kdw, rng);
+                std::vector<double> rd;
+                for (int64_t n = 0; n < N; ++n)
+                    for (int64_t c = 0; c < IC; ++c)
+                        for (int64_t ol = 0; ol < OL; ++ol) {
+                            double s = 0;
+                            for (int64_t k = 0; k < K; ++k) {
+                                const int64_t x = ol * s0 + k * d0 - p0;
+                                if (x >= 0 && x < L) s += at(kdw, k, 0, c) * at(in, x, c, n);
+                            }
+                            rd.push_back(s);
+                        }
+                check_every_isa(ctx, tsr_conv_1d_dw(ctx, kdw, in, s0, p0, d0), rd, 1e-10, "conv_1d_dw " + what.str());
+            }
+    // 2-D depthwise on odd sizes, strides, paddings and dilations per axis
+    const int64_t W = 13, H = 9, C = 4, KW = 3, KH = 5;
+    for (tsr_type kt : {TSR_TYPE_F32, TSR_TYPE_F16}) {
+        const int s0 = 2, s1 = 1, p0 = 1, p1 = 3, d0 = 1, d1 = 2;
+        tsr_tensor * in = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, W, H, C, N);
+        fill(in, rng);
+        tsr_tensor * ker = tsr_new_tensor_4d(ctx, kt, KW, KH, 1, C);
+        fill(ker, rng);
+        const int64_t OW = (W + 2 * p0 - d0 * (KW - 1) - 1) / s0 + 1, OH = (H + 2 * p1 - d1 * (KH - 1) - 1) / s1 + 1;
+        // out[ox, oy, c, n] = sum over taps of kernel c x input channel c, in logical order
+        std::vector<double> ref((size_t)(OW * OH * C * N), 0.0);
+        for (size_t i = 0; i < ref.size(); ++i) {
+            const int64_t ox = (int64_t)i % OW, oy = (int64_t)i / OW % OH, c = (int64_t)i / (OW * OH) % C, n = (int64_t)i / (OW * OH * C);
+            for (int64_t tap = 0; tap < KW * KH; ++tap) {
+                const int64_t kx = tap % KW, ky = tap / KW;
+                ref[i] += at(ker, kx, ky, 0, c) * in_or_zero(in, ox * s0 + kx * d0 - p0, oy * s1 + ky * d1 - p1, c, n);
+            }
+        }
+        check_every_isa(ctx, tsr_conv_2d_dw_direct(ctx, ker, in, s0, s1, p0, p1, d0, d1), ref, 1e-10, "conv_2d_dw");
+    }
+}
+
+TEST_CASE("conv_transpose_1d (stride, padding, dilation, batch), conv_transpose_2d_p0", "[cpu][ops][conv]") {
+    ctx_holder ctx(16);
+    std::mt19937 rng(67);
+    struct cfg { int s0, p0, d0; int64_t L, N; };
+    // L 3: fewer input pixels than a GEMM takes (the dot-product path)
+    for (const cfg & g : {cfg{1, 0, 1, 17, 1}, cfg{3, 0, 1, 17, 2}, cfg{2, 1, 2, 11, 2}, cfg{2, 0, 1, 3, 1}})
+        for (tsr_type kt : {TSR_TYPE_F32, TSR_TYPE_F16}) {
+            const int64_t IC = 6, OC = 5, K = 4;
+            tsr_tensor * in = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, g.L, IC, g.N);
+            fill(in, rng);
+            tsr_tensor * ker = tsr_new_tensor_3d(ctx, kt, K, OC, IC);
+            fill(ker, rng);
+            const int64_t OL = (g.L - 1) * g.s0 - 2 * g.p0 + g.d0 * (K - 1) + 1;
+            std::vector<double> ref((size_t)(OL * OC * g.N), 0.0);
+            for (int64_t n = 0; n < g.N; ++n)
+                for (int64_t oc = 0; oc < OC; ++oc)
+                    for (int64_t l = 0; l < g.L; ++l)
+                        for (int64_t k = 0; k < K; ++k) {
+                            const int64_t ol = l * g.s0 + k * g.d0 - g.p0;
+                            if (ol < 0 || ol >= OL) continue;
+                            for (int64_t ic = 0; ic < IC; ++ic) ref[(size_t)((n * OC + oc) * OL + ol)] += at(ker, k, oc, ic) * at(in, l, ic, n);
+                        }
+            tsr_tensor * out = tsr_conv_transpose_1d(ctx, ker, in, g.s0, g.p0, g.d0);
+            REQUIRE(out != nullptr);
+            CHECK((out->ne[0] == OL && out->ne[1] == OC && out->ne[2] == g.N));
+            std::ostringstream what;
+            what << "conv_transpose_1d " << tsr_type_name(kt) << " s " << g.s0 << " p " << g.p0 << " d " << g.d0 << " L " << g.L;
+            check_every_isa(ctx, out, ref, 1e-10, what.str());
+        }
+    for (int stride : {1, 2, 3}) {
+        const int64_t W = 7, H = 5, IC = 4, OC = 3, KW = 3, KH = 2, N = 2;
+        tsr_tensor * in = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, W, H, IC, N);
+        fill(in, rng);
+        tsr_tensor * ker = tsr_new_tensor_4d(ctx, TSR_TYPE_F16, KW, KH, OC, IC);
+        fill(ker, rng);
+        const int64_t OW = (W - 1) * stride + KW, OH = (H - 1) * stride + KH;
+        std::vector<double> ref((size_t)(OW * OH * OC * N), 0.0);
+        for (int64_t n = 0; n < N; ++n)
+            for (int64_t oc = 0; oc < OC; ++oc)
+                for (int64_t y = 0; y < H; ++y)
+                    for (int64_t x = 0; x < W; ++x)
+                        for (int64_t ky = 0; ky < KH; ++ky)
+                            for (int64_t kx = 0; kx < KW; ++kx)
+                                for (int64_t ic = 0; ic < IC; ++ic)
+                                    ref[(size_t)(((n * OC + oc) * OH + y * stride + ky) * OW + x * stride + kx)] += at(ker, kx, ky, oc, ic) * at(in, x, y, ic, n);
+        check_every_isa(ctx, tsr_conv_transpose_2d_p0(ctx, ker, in, stride), ref, 1e-10, "conv_transpose_2d_p0 stride " + std::to_string(stride));
+    }
+}
+
+TEST_CASE("pool_1d, pad_reflect_1d, pad_ext, roll", "[cpu][ops]") {
+    ctx_holder ctx(8);
+    std::mt19937 rng(71);
+    const int64_t L = 11, R = 3, Z = 2;
+    tsr_tensor * a = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, L, R, Z);
+    fill(a, rng);
+    for (int op : {TSR_OP_POOL_MAX, TSR_OP_POOL_AVG}) {
+        const int k0 = 3, s0 = 2, p0 = 1;
+        tsr_tensor * pl = tsr_pool_1d(ctx, a, (tsr_op_pool)op, k0, s0, p0);
+        REQUIRE(pl != nullptr);
+        const int64_t OL = (L + 2 * p0 - k0) / s0 + 1;
+        CHECK(pl->ne[0] == OL);
+        std::vector<double> ref;
+        for (int64_t z = 0; z < Z; ++z)
+            for (int64_t r = 0; r < R; ++r)
+                for (int64_t o = 0; o < OL; ++o) {
+                    double v = op == TSR_OP_POOL_MAX ? -1e30 : 0;
+                    for (int k = 0; k < k0; ++k) {
+                        const int64_t x = o * s0 - p0 + k;
+                        if (x < 0 || x >= L) continue;
+                        v = op == TSR_OP_POOL_MAX ? std::max(v, at(a, x, r, z)) : v + at(a, x, r, z);
+                    }
+                    ref.push_back(op == TSR_OP_POOL_MAX ? v : v / k0);
+                }
+        check_every_isa(ctx, pl, ref, 1e-12, "pool_1d");
+    }
+    {
+        const int p0 = 4, p1 = 10;   // p1 = L - 1: the widest reflection
+        std::vector<double> ref;
+        for (int64_t z = 0; z < Z; ++z)
+            for (int64_t r = 0; r < R; ++r)
+                for (int64_t i = -p0; i < L + p1; ++i) ref.push_back(at(a, i < 0 ? -i : i >= L ? 2 * (L - 1) - i : i, r, z));
+        check_every_isa(ctx, tsr_pad_reflect_1d(ctx, a, p0, p1), ref, 0, "pad_reflect_1d");
+    }
+    {
+        const int lp[4] = {2, 1, 0, 1}, rp[4] = {3, 0, 2, 1};
+        tsr_tensor * pe = tsr_pad_ext(ctx, a, lp[0], rp[0], lp[1], rp[1], lp[2], rp[2], lp[3], rp[3]);
+        REQUIRE(pe != nullptr);
+        std::vector<double> ref;
+        for (int64_t i3 = 0; i3 < pe->ne[3]; ++i3)
+            for (int64_t i2 = 0; i2 < pe->ne[2]; ++i2)
+                for (int64_t i1 = 0; i1 < pe->ne[1]; ++i1)
+                    for (int64_t i0 = 0; i0 < pe->ne[0]; ++i0) {
+                        const int64_t j0 = i0 - lp[0], j1 = i1 - lp[1], j2 = i2 - lp[2], j3 = i3 - lp[3];
+                        const bool in = j0 >= 0 && j0 < L && j1 >= 0 && j1 < R && j2 >= 0 && j2 < Z && j3 == 0;
+                        ref.push_back(in ? at(a, j0, j1, j2) : 0.0);
+                    }
+        check_every_isa(ctx, pe, ref, 0, "pad_ext");
+    }
+    {
+        const int sh[4] = {-3, 1, 2, 0};
+        std::vector<double> ref;
+        auto wrap = [](int64_t i, int64_t n) { return ((i % n) + n) % n; };
+        for (int64_t z = 0; z < Z; ++z)
+            for (int64_t r = 0; r < R; ++r)
+                for (int64_t i = 0; i < L; ++i) ref.push_back(at(a, wrap(i - sh[0], L), wrap(r - sh[1], R), wrap(z - sh[2], Z)));
+        check_every_isa(ctx, tsr_roll(ctx, a, sh[0], sh[1], sh[2], sh[3]), ref, 0, "roll");
+    }
+}
+
+TEST_CASE("convolutions, padding and roll: bad shapes name them and take no memory", "[cpu][ops]") {
+    ctx_holder ctx(4);
+    tsr_tensor * k3 = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, 3, 4, 5);
+    tsr_tensor * in3 = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, 10, 3, 1);
+    tsr_tensor * k4 = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, 3, 3, 2, 4);
+    tsr_tensor * in4 = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, 8, 8, 4, 1);
+    const size_t used = tsr_used_mem(ctx);
+    check_fails(tsr_conv_1d(ctx, k3, in3, 1, 0, 1), "input channels");
+    check_fails(tsr_conv_1d(ctx, k3, in3, 0, 0, 1), "strides");
+    check_fails(tsr_conv_transpose_1d(ctx, k3, in3, 1, 0, 1), "IC = 3");
+    check_fails(tsr_conv_2d_dw_direct(ctx, k4, in4, 1, 1, 0, 0, 1, 1), "[KW, KH, 1, C]");
+    check_fails(tsr_conv_transpose_2d_p0(ctx, k4, in4, 0), "stride 0");
+    check_fails(tsr_pad_reflect_1d(ctx, in3, 10, 0), "[0, ne0 = 10)");
+    check_fails(tsr_pad_ext(ctx, in3, 1, -1, 0, 0, 0, 0, 0, 0), "must be >= 0");
+    check_fails(tsr_roll(ctx, in3, 11, 0, 0, 0), "shift 11 of dim 0");
+    CHECK(tsr_used_mem(ctx) == used);
+}

@@ -93,6 +93,12 @@ static bool supports(const tsr_tensor * t) {
         case TSR_OP_MUL_MAT_ID:
             return is_row_type(a->type) && whole_blocks(a) && a->nb[0] == tsr_type_size(a->type) && is_float(b->type) &&
                    t->src[2]->type == TSR_TYPE_I32 && t->type == TSR_TYPE_F32 && tsr_is_contiguous(t);
+        case TSR_OP_CONV_2D_DW: case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_CONV_TRANSPOSE_2D:
+            return is_float(a->type) && is_float(b->type) && t->type == TSR_TYPE_F32;
+        case TSR_OP_PAD_REFLECT_1D:
+            return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32;
+        case TSR_OP_ROLL:
+            return !tsr_is_quantized(a->type) && a->type == t->type;
         case TSR_OP_FLASH_ATTN_EXT: {
             const tsr_tensor * v = t->src[2];
             const tsr_tensor * m = t->src[3];
@@ -127,6 +133,8 @@ static size_t op_work_size(const tsr_tensor * t, const kernels * K, int nth) {
         case TSR_OP_FLASH_ATTN_EXT: return per_thread(fa_thread_floats(t));
         /* issue 17 part B */
         case TSR_OP_MUL_MAT_ID: return mmid_work_size(t, K, nth);
+        case TSR_OP_CONV_2D_DW: return per_thread(dw_thread_floats(t));
+        case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_CONV_TRANSPOSE_2D: return tconv_work_size(t, K, nth);
         default: return 0;
     }
 }
@@ -164,6 +172,10 @@ static void compute_node(const cparams & p, tsr_tensor * t) {
         case TSR_OP_FLASH_ATTN_EXT: op_flash_attn_ext(p, t); break;
         /* issue 17 part B */
         case TSR_OP_MUL_MAT_ID: op_mul_mat_id(p, t); break;
+        case TSR_OP_CONV_2D_DW: op_conv_2d_dw(p, t); break;
+        case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_CONV_TRANSPOSE_2D: op_conv_transpose(p, t); break;
+        case TSR_OP_PAD_REFLECT_1D: op_pad_reflect_1d(p, t); break;
+        case TSR_OP_ROLL: op_roll(p, t); break;
         default: break;
     }
 }
@@ -176,7 +188,7 @@ static inline bool node_is_small(const tsr_tensor * t, int64_t small_max) {
     int64_t work = tsr_nelements(t);
     switch (t->op) {
         case TSR_OP_MUL_MAT: case TSR_OP_OUT_PROD: case TSR_OP_FLASH_ATTN_EXT: case TSR_OP_CONV_2D:
-        case TSR_OP_MUL_MAT_ID:
+        case TSR_OP_MUL_MAT_ID: case TSR_OP_CONV_2D_DW: case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_CONV_TRANSPOSE_2D:
             return false;
         default: break;
     }

@@ -135,6 +135,15 @@ static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m
     }
 }
 
+/* Thread ith's share of a's rows, in whole mr-row panels of the GEMM (static split: the
+ * convolutions call it between barriers). */
+static void mm_range_split(const cparams & p, const mm_args & a, uint8_t * tws) {
+    const int64_t mr = a.g ? a.g->mr : 1;
+    int64_t csz = (a.M + p.nth - 1) / p.nth;
+    csz = (csz + mr - 1) / mr * mr;
+    mm_range(p.K, a, std::min<int64_t>(a.M, csz * p.ith), std::min<int64_t>(a.M, csz * (p.ith + 1)), tws);
+}
+
 /* ---- mul_mat ------------------------------------------------------------------------------ */
 
 struct mm_plan {

@@ -1,6 +1,7 @@
 /*
  * ops_models.inl - the CPU ops of model families beyond decoder-only LLMs (issue 17 part B):
- * expert-indexed mat-mul, ... (conventions: ops_elementwise.inl).
+ * expert-indexed mat-mul, depthwise and transposed convolutions, reflection padding, roll
+ * (conventions: ops_elementwise.inl).
  */
 namespace {
 namespace tcpu {
@@ -167,6 +168,226 @@ static void op_mul_mat_id(const cparams & p, tsr_tensor * dst) {
         const int32_t at = m.pos[pair];
         if (at >= 0) std::memcpy(d, cw + (size_t)at * (size_t)M, (size_t)M * 4);
         else for (int64_t i = 0; i < M; ++i) d[i] = NAN;
+    }
+}
+
+/* ---- depthwise convolution (direct) ----------------------------------------------------------- */
+
+/* One output row (oh, channel c, image n): for each kernel tap, the output pixels whose input
+ * lies inside the image get tap * input, so the inner loop has no bounds test and runs over
+ * consecutive outputs (contiguous input too when s0 == 1: vectorized). */
+static void dw_row(const conv_geom & g, const float * ker, const float * in_ch, int64_t oh, float * out) {
+    for (int64_t ow = 0; ow < g.OW; ++ow) out[ow] = 0.0f;
+    for (int64_t kh = 0; kh < g.KH; ++kh) {
+        const int64_t ih = oh * g.s1 + kh * g.d1 - g.p1;
+        if (ih < 0 || ih >= g.IH) continue;
+        const float * irow = in_ch + ih * g.IW;
+        for (int64_t kw = 0; kw < g.KW; ++kw) {
+            const float w = ker[kh * g.KW + kw];
+            const int64_t off = kw * g.d0 - g.p0;   /* iw = ow * s0 + off */
+            const int64_t ow0 = off >= 0 ? 0 : (-off + g.s0 - 1) / g.s0;
+            const int64_t ow1 = std::min<int64_t>(g.OW, off >= g.IW ? 0 : (g.IW - 1 - off) / g.s0 + 1);
+            if (g.s0 == 1) {
+                const float * src = irow + off;
+                for (int64_t ow = ow0; ow < ow1; ++ow) out[ow] += w * src[ow];
+            } else {
+                for (int64_t ow = ow0; ow < ow1; ++ow) out[ow] += w * irow[ow * g.s0 + off];
+            }
+        }
+    }
+}
+
+static size_t dw_thread_floats(const tsr_tensor * dst) {
+    const tsr_tensor * k = dst->src[0];
+    const tsr_tensor * in = dst->src[1];
+    return (size_t)(k->ne[0] * k->ne[1] + in->ne[0] * in->ne[1] + dst->ne[0]);
+}
+
+static void op_conv_2d_dw(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * k = dst->src[0];
+    const tsr_tensor * in = dst->src[1];
+    const conv_geom g = conv_geometry(dst, true);
+    float * ker = thread_floats(p, dw_thread_floats(dst));
+    float * plane = ker + g.KW * g.KH;
+    float * orow = plane + g.IW * g.IH;
+    const int64_t C = in->ne[2];
+    /* items: (channel, image) planes, split in output-row bands when there are few planes */
+    const int64_t bands = std::max<int64_t>(1, std::min<int64_t>(g.OH, (2 * p.nth + C * g.N - 1) / (C * g.N)));
+    const int64_t band_rows = (g.OH + bands - 1) / bands;
+    int64_t r0, r1;
+    split_rows(C * g.N * bands, p.ith, p.nth, r0, r1);
+    int64_t loaded = -1;
+    for (int64_t it = r0; it < r1; ++it) {
+        const int64_t plane_id = it / bands, band = it % bands;
+        const int64_t c = plane_id % C, n = plane_id / C;
+        if (plane_id != loaded) {
+            for (int64_t kh = 0; kh < g.KH; ++kh)
+                for (int64_t kw = 0; kw < g.KW; ++kw) ker[kh * g.KW + kw] = ld(k->type, tptr(k, kw, kh, 0, c));
+            for (int64_t ih = 0; ih < g.IH; ++ih)
+                for (int64_t iw = 0; iw < g.IW; ++iw) plane[ih * g.IW + iw] = ld(in->type, tptr(in, iw, ih, c, n));
+            loaded = plane_id;
+        }
+        const int64_t oh1 = std::min<int64_t>(g.OH, (band + 1) * band_rows);
+        for (int64_t oh = band * band_rows; oh < oh1; ++oh) {
+            dw_row(g, ker, plane, oh, orow);
+            float * d = (float *)tptr(dst, 0, oh, c, n);
+            for (int64_t ow = 0; ow < g.OW; ++ow) d[ow * (dst->nb[0] / 4)] = orow[ow];
+        }
+    }
+}
+
+/* ---- transposed convolutions (GEMM + col2im) ------------------------------------------------- */
+
+/* 1-D is the 2-D case with H = KH = 1. The products of every input pixel with every kernel
+ * tap are one GEMM, cols[pixel][(oc, kh, kw)] = sum_ic input[pixel][ic] * kernel[(oc, kh, kw)][ic],
+ * in the workspace; col2im then adds the taps landing on each output pixel, a thread per
+ * output channel plane, so no two threads write the same output. */
+struct tconv_plan {
+    bool is2d;
+    int s0, s1, p0, p1, d0, d1;
+    int64_t KW, KH, OC, IC, W, H, N, OW, OH;
+    int64_t M, P;                 /* GEMM rows (OC*KH*KW) and columns (N*H*W input pixels) */
+    const gemm_impl * gi;
+    size_t kern_bytes, in_bytes, cols_bytes, thread_bytes;
+};
+
+static tconv_plan tconv_make_plan(const tsr_tensor * dst, const kernels * K) {
+    const tsr_tensor * k = dst->src[0];
+    const tsr_tensor * in = dst->src[1];
+    tconv_plan c{};
+    c.is2d = dst->op == TSR_OP_CONV_TRANSPOSE_2D;
+    if (c.is2d) {
+        c.s0 = c.s1 = tsr_get_op_params_i32(dst, 0);
+        c.d0 = c.d1 = 1;
+        c.KW = k->ne[0]; c.KH = k->ne[1]; c.OC = k->ne[2]; c.IC = k->ne[3];
+        c.W = in->ne[0]; c.H = in->ne[1]; c.N = in->ne[3];
+        c.OW = dst->ne[0]; c.OH = dst->ne[1];
+    } else {
+        c.s0 = tsr_get_op_params_i32(dst, 0); c.p0 = tsr_get_op_params_i32(dst, 1); c.d0 = tsr_get_op_params_i32(dst, 2);
+        c.s1 = c.d1 = 1;
+        c.KW = k->ne[0]; c.KH = 1; c.OC = k->ne[1]; c.IC = k->ne[2];
+        c.W = in->ne[0]; c.H = 1; c.N = in->ne[2];
+        c.OW = dst->ne[0]; c.OH = 1;
+    }
+    c.M = c.OC * c.KH * c.KW;
+    c.P = c.N * c.H * c.W;
+    c.gi = c.P >= GEMM_MIN_N ? K->gemm[SLOT_F32] : nullptr;
+    c.kern_bytes = align_up((size_t)(c.M * c.IC) * 4, 64);
+    c.in_bytes = align_up((size_t)(c.P * c.IC) * 4, 64);
+    c.cols_bytes = align_up((size_t)(c.P * c.M) * 4, 64);
+    c.thread_bytes = gemm_thread_bytes(c.gi, c.P);
+    return c;
+}
+
+static size_t tconv_work_size(const tsr_tensor * dst, const kernels * K, int nth) {
+    const tconv_plan c = tconv_make_plan(dst, K);
+    return c.kern_bytes + c.in_bytes + c.cols_bytes + c.thread_bytes * (size_t)nth;
+}
+
+static inline const char * tconv_kernel_at(const tsr_tensor * k, const tconv_plan & c, int64_t kw, int64_t kh, int64_t oc, int64_t ic) {
+    return c.is2d ? tptr(k, kw, kh, oc, ic) : tptr(k, kw, oc, ic, 0);
+}
+static inline const char * tconv_input_at(const tsr_tensor * in, const tconv_plan & c, int64_t w, int64_t h, int64_t ic, int64_t n) {
+    return c.is2d ? tptr(in, w, h, ic, n) : tptr(in, w, ic, n, 0);
+}
+
+/* Output plane (oc, n): every input pixel's taps added where they land. */
+static void tconv_col2im(const tconv_plan & c, const float * cols, int64_t oc, int64_t n, tsr_tensor * dst) {
+    float * out = c.is2d ? (float *)tptr(dst, 0, 0, oc, n) : (float *)tptr(dst, 0, oc, n, 0);
+    const size_t ros = c.is2d ? dst->nb[1] / 4 : 0;   /* output row stride in floats */
+    for (int64_t oh = 0; oh < c.OH; ++oh)
+        for (int64_t ow = 0; ow < c.OW; ++ow) out[oh * ros + ow] = 0.0f;
+    for (int64_t h = 0; h < c.H; ++h)
+        for (int64_t kh = 0; kh < c.KH; ++kh) {
+            const int64_t oh = h * c.s1 + kh * c.d1 - c.p1;
+            if (oh < 0 || oh >= c.OH) continue;
+            for (int64_t w = 0; w < c.W; ++w) {
+                const float * col = cols + (size_t)((n * c.H + h) * c.W + w) * (size_t)c.M + (size_t)((oc * c.KH + kh) * c.KW);
+                float * orow = out + oh * ros;
+                const int64_t ow0 = w * c.s0 - c.p0;
+                for (int64_t kw = 0; kw < c.KW; ++kw) {
+                    const int64_t ow = ow0 + kw * c.d0;
+                    if (ow >= 0 && ow < c.OW) orow[ow] += col[kw];
+                }
+            }
+        }
+}
+
+static void op_conv_transpose(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * k = dst->src[0];
+    const tsr_tensor * in = dst->src[1];
+    const tconv_plan c = tconv_make_plan(dst, p.K);
+    float * kern = (float *)p.wdata;
+    float * inp = (float *)(p.wdata + c.kern_bytes);
+    float * cols = (float *)(p.wdata + c.kern_bytes + c.in_bytes);
+    uint8_t * tw = p.wdata + c.kern_bytes + c.in_bytes + c.cols_bytes + c.thread_bytes * (size_t)p.ith;
+    /* phase 1: kernel rows (oc, kh, kw) and input pixels (n, h, w) as dense F32 rows over ic */
+    int64_t r0, r1;
+    split_rows(c.M, p.ith, p.nth, r0, r1);
+    for (int64_t m = r0; m < r1; ++m) {
+        const int64_t kw = m % c.KW, kh = (m / c.KW) % c.KH, oc = m / (c.KW * c.KH);
+        for (int64_t ic = 0; ic < c.IC; ++ic) kern[m * c.IC + ic] = ld(k->type, tconv_kernel_at(k, c, kw, kh, oc, ic));
+    }
+    split_rows(c.P, p.ith, p.nth, r0, r1);
+    for (int64_t px = r0; px < r1; ++px) {
+        const int64_t w = px % c.W, h = (px / c.W) % c.H, n = px / (c.W * c.H);
+        for (int64_t ic = 0; ic < c.IC; ++ic) inp[px * c.IC + ic] = ld(in->type, tconv_input_at(in, c, w, h, ic, n));
+    }
+    barrier(p);
+    /* phase 2: cols[px][m], the kernel rows split between threads */
+    mm_args a;
+    a.ta = TSR_TYPE_F32;
+    a.A = (const char *)kern; a.lda = (size_t)c.IC * 4;
+    a.B = (const char *)inp; a.ldb = (size_t)c.IC * 4;
+    a.M = c.M; a.N = c.P; a.K = c.IC;
+    a.C = cols; a.ldc = (size_t)c.M;
+    a.g = c.gi;
+    mm_range_split(p, a, tw);
+    barrier(p);
+    /* phase 3: col2im per output plane */
+    split_rows(c.OC * c.N, p.ith, p.nth, r0, r1);
+    for (int64_t pl = r0; pl < r1; ++pl) tconv_col2im(c, cols, pl % c.OC, pl / c.OC, dst);
+}
+
+/* ---- padding and rotation ----------------------------------------------------------------------- */
+
+static void op_pad_reflect_1d(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * src = dst->src[0];
+    const int64_t p0 = tsr_get_op_params_i32(dst, 0), n0 = src->ne[0];
+    int64_t r0, r1;
+    split_rows(tsr_nrows(dst), p.ith, p.nth, r0, r1);
+    for (int64_t ir = r0; ir < r1; ++ir) {
+        int64_t i1, i2, i3;
+        row_index(dst, ir, i1, i2, i3);
+        float * d = (float *)tptr(dst, 0, i1, i2, i3);
+        for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) {
+            int64_t j = i0 - p0;                       /* mirrored at 0 and at n0 - 1 */
+            if (j < 0) j = -j;
+            else if (j >= n0) j = 2 * (n0 - 1) - j;
+            d[i0 * (dst->nb[0] / 4)] = *(const float *)tptr(src, j, i1, i2, i3);
+        }
+    }
+}
+
+static inline int64_t wrap_index(int64_t i, int64_t shift, int64_t n) {
+    int64_t j = (i - shift) % n;
+    return j < 0 ? j + n : j;
+}
+
+static void op_roll(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * src = dst->src[0];
+    int64_t sh[4];
+    for (int i = 0; i < 4; ++i) sh[i] = tsr_get_op_params_i32(dst, (uint32_t)i);
+    const size_t es = tsr_type_size(dst->type);
+    int64_t r0, r1;
+    split_rows(tsr_nrows(dst), p.ith, p.nth, r0, r1);
+    for (int64_t ir = r0; ir < r1; ++ir) {
+        int64_t i1, i2, i3;
+        row_index(dst, ir, i1, i2, i3);
+        const int64_t j1 = wrap_index(i1, sh[1], src->ne[1]), j2 = wrap_index(i2, sh[2], src->ne[2]), j3 = wrap_index(i3, sh[3], src->ne[3]);
+        char * d = tptr(dst, 0, i1, i2, i3);
+        for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0)
+            std::memcpy(d + i0 * dst->nb[0], tptr(src, wrap_index(i0, sh[0], src->ne[0]), j1, j2, j3), es);
     }
 }
 

@@ -64,6 +64,11 @@ static bool tsr_impl_op_text(enum tsr_op op, const char ** name, const char ** s
         case TSR_OP_GLU:            *name = "GLU";            *symbol = "glu(x)"; return true;
         /* issue 17 part B */
         case TSR_OP_MUL_MAT_ID:     *name = "MUL_MAT_ID";     *symbol = "X[i]*Y"; return true;
+        case TSR_OP_CONV_TRANSPOSE_1D: *name = "CONV_TRANSPOSE_1D"; *symbol = "conv_transpose_1d(x)"; return true;
+        case TSR_OP_CONV_2D_DW:     *name = "CONV_2D_DW";     *symbol = "conv_2d_dw(x)"; return true;
+        case TSR_OP_CONV_TRANSPOSE_2D: *name = "CONV_TRANSPOSE_2D"; *symbol = "conv_transpose_2d(x)"; return true;
+        case TSR_OP_PAD_REFLECT_1D: *name = "PAD_REFLECT_1D"; *symbol = "pad_reflect_1d(x)"; return true;
+        case TSR_OP_ROLL:           *name = "ROLL";           *symbol = "roll(x)"; return true;
         case TSR_OP_COUNT: break;
     }
     return false;

@@ -57,6 +57,205 @@ TSR_API_IMPL bool tsr_mul_mat_set_prec(struct tsr_tensor * a, enum tsr_prec prec
     return true;
 }
 
+/* ---- convolutions and pooling ------------------------------------------------------------------ */
+
+TSR_IMPL_NS_BEGIN
+/* (ins - 1) * s - 2 * p + d * (ks - 1) + 1: ggml's transposed-convolution output size. */
+static inline int64_t conv_transpose_out_size(int64_t ins, int64_t ks, int s, int p, int d) {
+    return (ins - 1) * s - 2 * (int64_t)p + (int64_t)d * (ks - 1) + 1;
+}
+/* 3-D a seen as 4-D with a dim of size 1 inserted at `at` (a view: a's strides kept). */
+static inline struct tsr_tensor * with_unit_dim(struct tsr_context * ctx, struct tsr_tensor * a, int at) {
+    int64_t ne[4];
+    size_t nb[4];
+    for (int i = 0, j = 0; i < 4; ++i) {
+        if (i == at) {
+            ne[i] = 1;
+            nb[i] = i > 0 ? nb[i - 1] * (size_t)ne[i - 1] : a->nb[0];
+            continue;
+        }
+        ne[i] = a->ne[j];
+        nb[i] = a->nb[j];
+        ++j;
+    }
+    return tsr_view_4d(ctx, a, ne[0], ne[1], ne[2], ne[3], nb[1], nb[2], nb[3], 0);
+}
+/* The 1-D convolutions view their operands as 2-D ones: rows must be dense for a view. */
+static inline bool check_dense_rows(const char * fn, const struct tsr_tensor * a, const struct tsr_tensor * b) {
+    if (a->nb[0] != tsr_type_size(a->type) || b->nb[0] != tsr_type_size(b->type)) {
+        return tsr_set_error("%s: kernel %s and input %s need dense rows (nb0 = element size; tsr_cont a transposed one)", fn,
+                             tsr_impl_describe(a).s, tsr_impl_describe(b).s);
+    }
+    return true;
+}
+TSR_IMPL_NS_END
+
+/* conv_1d(a kernel [K, IC, OC], b input [L, IC, N]) -> F32 [OL, OC, N], OL = (L + 2*p0 -
+ * d0*(K-1) - 1)/s0 + 1: a CONV_2D node (height 1) over views of a and b, so the columns live
+ * in the backend's workspace as conv_2d's do; the result is its 3-D reshape. */
+TSR_API_IMPL struct tsr_tensor * tsr_conv_1d(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, int s0,
+                                             int p0, int d0) {
+    if (!tsr_impl::check_args("tsr_conv_1d", ctx, a, b)) return nullptr;
+    if (!tsr_impl::check_conv_params("tsr_conv_1d", s0, 1, p0, 0, d0, 1)) return nullptr;
+    TSR_MODELS_REQUIRE(a->ne[3] == 1 && b->ne[3] == 1, "tsr_conv_1d: kernel %s and input %s must be 3-D", TSR_MODELS_D(a),
+                       TSR_MODELS_D(b));
+    TSR_MODELS_REQUIRE(a->ne[1] == b->ne[1], "tsr_conv_1d: kernel %s has %lld input channels, input %s has %lld",
+                       TSR_MODELS_D(a), (long long)a->ne[1], TSR_MODELS_D(b), (long long)b->ne[1]);
+    TSR_MODELS_REQUIRE(tsr_impl::is_float_type(a->type) && tsr_impl::is_float_type(b->type),
+                       "tsr_conv_1d: kernel %s and input %s must be float types", TSR_MODELS_D(a), TSR_MODELS_D(b));
+    TSR_MODELS_REQUIRE(tsr_impl::conv_out_size(b->ne[0], a->ne[0], s0, p0, d0) > 0,
+                       "tsr_conv_1d: input %s is too short for kernel %s", TSR_MODELS_D(b), TSR_MODELS_D(a));
+    if (!tsr_impl::check_dense_rows("tsr_conv_1d", a, b)) return nullptr;
+    struct tsr_tensor * a4 = tsr_impl::with_unit_dim(ctx, a, 1);
+    struct tsr_tensor * b4 = a4 ? tsr_impl::with_unit_dim(ctx, b, 1) : nullptr;
+    struct tsr_tensor * r = b4 ? tsr_conv_2d(ctx, a4, b4, s0, 1, p0, 0, d0, 1) : nullptr;
+    return r ? tsr_reshape_3d(ctx, r, r->ne[0], r->ne[2], r->ne[3]) : nullptr;
+}
+
+/* TSR_OP_CONV_2D_DW: i32 s0, s1, p0, p1, d0, d1 (slots 0..5). a kernel [KW, KH, 1, C] (f32/f16),
+ * b input [W, H, C, N] (f32/f16) -> F32 [OW, OH, C, N] (sizes as conv_2d): channel c of the
+ * input convolved with kernel c alone (depthwise), computed directly. src0 = a, src1 = b. */
+TSR_API_IMPL struct tsr_tensor * tsr_conv_2d_dw_direct(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                       int s0, int s1, int p0, int p1, int d0, int d1) {
+    if (!tsr_impl::check_args("tsr_conv_2d_dw", ctx, a, b)) return nullptr;
+    if (!tsr_impl::check_conv_params("tsr_conv_2d_dw", s0, s1, p0, p1, d0, d1)) return nullptr;
+    TSR_MODELS_REQUIRE((a->type == TSR_TYPE_F32 || a->type == TSR_TYPE_F16) && (b->type == TSR_TYPE_F32 || b->type == TSR_TYPE_F16),
+                       "tsr_conv_2d_dw: kernel %s and input %s must be f32 or f16", TSR_MODELS_D(a), TSR_MODELS_D(b));
+    TSR_MODELS_REQUIRE(a->ne[2] == 1 && a->ne[3] == b->ne[2],
+                       "tsr_conv_2d_dw: kernel %s must be [KW, KH, 1, C] with the C = %lld channels of input %s",
+                       TSR_MODELS_D(a), (long long)b->ne[2], TSR_MODELS_D(b));
+    const int64_t OW = tsr_impl::conv_out_size(b->ne[0], a->ne[0], s0, p0, d0);
+    const int64_t OH = tsr_impl::conv_out_size(b->ne[1], a->ne[1], s1, p1, d1);
+    TSR_MODELS_REQUIRE(OW > 0 && OH > 0, "tsr_conv_2d_dw: input %s is too small for kernel %s (output %lld x %lld)",
+                       TSR_MODELS_D(b), TSR_MODELS_D(a), (long long)OW, (long long)OH);
+    struct tsr_tensor * r = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, OW, OH, b->ne[2], b->ne[3]);
+    if (!r) return nullptr;
+    const int32_t params[6] = {s0, s1, p0, p1, d0, d1};
+    tsr_set_op_params(r, params, sizeof(params));
+    return tsr_impl::op_result(r, TSR_OP_CONV_2D_DW, a, b);
+}
+TSR_API_IMPL struct tsr_tensor * tsr_conv_2d_dw(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, int s0,
+                                                int s1, int p0, int p1, int d0, int d1) {
+    return tsr_conv_2d_dw_direct(ctx, a, b, s0, s1, p0, p1, d0, d1);
+}
+
+/* conv_1d_dw(a kernel [K, 1, C], b input [L, C, N]) -> F32 [OL, C, N]: a CONV_2D_DW node
+ * (height 1) over views of a and b, reshaped to 3-D. */
+TSR_API_IMPL struct tsr_tensor * tsr_conv_1d_dw(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, int s0,
+                                                int p0, int d0) {
+    if (!tsr_impl::check_args("tsr_conv_1d_dw", ctx, a, b)) return nullptr;
+    if (!tsr_impl::check_conv_params("tsr_conv_1d_dw", s0, 1, p0, 0, d0, 1)) return nullptr;
+    TSR_MODELS_REQUIRE(a->ne[1] == 1 && a->ne[3] == 1 && b->ne[3] == 1 && a->ne[2] == b->ne[1],
+                       "tsr_conv_1d_dw: kernel %s must be [K, 1, C] with the C = %lld channels of input %s [L, C, N]",
+                       TSR_MODELS_D(a), (long long)b->ne[1], TSR_MODELS_D(b));
+    TSR_MODELS_REQUIRE((a->type == TSR_TYPE_F32 || a->type == TSR_TYPE_F16) && (b->type == TSR_TYPE_F32 || b->type == TSR_TYPE_F16),
+                       "tsr_conv_1d_dw: kernel %s and input %s must be f32 or f16", TSR_MODELS_D(a), TSR_MODELS_D(b));
+    TSR_MODELS_REQUIRE(tsr_impl::conv_out_size(b->ne[0], a->ne[0], s0, p0, d0) > 0,
+                       "tsr_conv_1d_dw: input %s is too short for kernel %s", TSR_MODELS_D(b), TSR_MODELS_D(a));
+    if (!tsr_impl::check_dense_rows("tsr_conv_1d_dw", a, b)) return nullptr;
+    /* kernel [K, 1, C] -> [K, 1, 1, C]; input [L, C, N] -> [L, 1, C, N] */
+    struct tsr_tensor * a4 = tsr_view_4d(ctx, a, a->ne[0], 1, 1, a->ne[2], a->nb[1], a->nb[1], a->nb[2], 0);
+    struct tsr_tensor * b4 = a4 ? tsr_impl::with_unit_dim(ctx, b, 1) : nullptr;
+    struct tsr_tensor * r = b4 ? tsr_conv_2d_dw_direct(ctx, a4, b4, s0, 1, p0, 0, d0, 1) : nullptr;
+    return r ? tsr_reshape_3d(ctx, r, r->ne[0], r->ne[2], r->ne[3]) : nullptr;
+}
+
+/* TSR_OP_CONV_TRANSPOSE_1D: i32 s0, p0, d0 (slots 0..2). a kernel [K, OC, IC] (f32/f16),
+ * b input [L, IC, N] (f32/f16) -> F32 [OL, OC, N], OL = (L-1)*s0 - 2*p0 + d0*(K-1) + 1:
+ * out[l*s0 + k*d0 - p0, oc, n] += a[k, oc, ic] * b[l, ic, n] (ggml takes only p0 = 0,
+ * d0 = 1 and N = 1; tessera any). src0 = a, src1 = b. */
+TSR_API_IMPL struct tsr_tensor * tsr_conv_transpose_1d(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                       int s0, int p0, int d0) {
+    if (!tsr_impl::check_args("tsr_conv_transpose_1d", ctx, a, b)) return nullptr;
+    if (!tsr_impl::check_conv_params("tsr_conv_transpose_1d", s0, 1, p0, 0, d0, 1)) return nullptr;
+    TSR_MODELS_REQUIRE((a->type == TSR_TYPE_F32 || a->type == TSR_TYPE_F16) && (b->type == TSR_TYPE_F32 || b->type == TSR_TYPE_F16),
+                       "tsr_conv_transpose_1d: kernel %s and input %s must be f32 or f16", TSR_MODELS_D(a), TSR_MODELS_D(b));
+    TSR_MODELS_REQUIRE(a->ne[3] == 1 && b->ne[3] == 1 && a->ne[2] == b->ne[1],
+                       "tsr_conv_transpose_1d: kernel %s must be [K, OC, IC] with the IC = %lld channels of input %s [L, IC, N]",
+                       TSR_MODELS_D(a), (long long)b->ne[1], TSR_MODELS_D(b));
+    const int64_t OL = tsr_impl::conv_transpose_out_size(b->ne[0], a->ne[0], s0, p0, d0);
+    TSR_MODELS_REQUIRE(OL > 0, "tsr_conv_transpose_1d: padding %d leaves no output of input %s and kernel %s", p0,
+                       TSR_MODELS_D(b), TSR_MODELS_D(a));
+    struct tsr_tensor * r = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, OL, a->ne[1], b->ne[2]);
+    if (!r) return nullptr;
+    const int32_t params[3] = {s0, p0, d0};
+    tsr_set_op_params(r, params, sizeof(params));
+    return tsr_impl::op_result(r, TSR_OP_CONV_TRANSPOSE_1D, a, b);
+}
+
+/* TSR_OP_CONV_TRANSPOSE_2D: i32 stride (slot 0). a kernel [KW, KH, OC, IC] (f32/f16), b input
+ * [W, H, IC, N] (f32/f16) -> F32 [(W-1)*stride + KW, (H-1)*stride + KH, OC, N] (no padding).
+ * src0 = a, src1 = b. */
+TSR_API_IMPL struct tsr_tensor * tsr_conv_transpose_2d_p0(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                          int stride) {
+    if (!tsr_impl::check_args("tsr_conv_transpose_2d_p0", ctx, a, b)) return nullptr;
+    TSR_MODELS_REQUIRE(stride > 0, "tsr_conv_transpose_2d_p0: stride %d must be > 0", stride);
+    TSR_MODELS_REQUIRE((a->type == TSR_TYPE_F32 || a->type == TSR_TYPE_F16) && (b->type == TSR_TYPE_F32 || b->type == TSR_TYPE_F16),
+                       "tsr_conv_transpose_2d_p0: kernel %s and input %s must be f32 or f16", TSR_MODELS_D(a), TSR_MODELS_D(b));
+    TSR_MODELS_REQUIRE(a->ne[3] == b->ne[2],
+                       "tsr_conv_transpose_2d_p0: kernel %s must be [KW, KH, OC, IC] with the IC = %lld channels of input %s",
+                       TSR_MODELS_D(a), (long long)b->ne[2], TSR_MODELS_D(b));
+    struct tsr_tensor * r = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, tsr_impl::conv_transpose_out_size(b->ne[0], a->ne[0], stride, 0, 1),
+                                              tsr_impl::conv_transpose_out_size(b->ne[1], a->ne[1], stride, 0, 1), a->ne[2], b->ne[3]);
+    if (r) tsr_set_op_params_i32(r, 0, stride);
+    return tsr_impl::op_result(r, TSR_OP_CONV_TRANSPOSE_2D, a, b);
+}
+
+/* pool_1d(a [L, ...]) -> F32 [(L + 2*p0 - k0)/s0 + 1, ne1, ne2, ne3]: a POOL_2D node with a
+ * window of height 1 (ggml has an op of its own; the arithmetic is the same). */
+TSR_API_IMPL struct tsr_tensor * tsr_pool_1d(struct tsr_context * ctx, struct tsr_tensor * a, enum tsr_op_pool op, int k0, int s0,
+                                             int p0) {
+    return tsr_pool_2d(ctx, a, op, k0, 1, s0, 1, (float)p0, 0.0f);
+}
+
+/* TSR_OP_PAD_REFLECT_1D: i32 p0, p1 (slots 0, 1). a f32 -> [p0 + ne0 + p1, ne1, ne2, ne3]:
+ * dim 0 mirrored at both ends without repeating the edge (PyTorch's ReflectionPad1d), so
+ * p0, p1 < ne0. src0 = a. */
+TSR_API_IMPL struct tsr_tensor * tsr_pad_reflect_1d(struct tsr_context * ctx, struct tsr_tensor * a, int p0, int p1) {
+    if (!tsr_impl::check_args("tsr_pad_reflect_1d", ctx, a)) return nullptr;
+    TSR_MODELS_REQUIRE(a->type == TSR_TYPE_F32, "tsr_pad_reflect_1d: %s must be f32", TSR_MODELS_D(a));
+    TSR_MODELS_REQUIRE(p0 >= 0 && p1 >= 0 && p0 < a->ne[0] && p1 < a->ne[0],
+                       "tsr_pad_reflect_1d: paddings %d, %d must be in [0, ne0 = %lld) for %s", p0, p1, (long long)a->ne[0],
+                       TSR_MODELS_D(a));
+    struct tsr_tensor * r = tsr_new_tensor_4d(ctx, a->type, a->ne[0] + p0 + p1, a->ne[1], a->ne[2], a->ne[3]);
+    if (r) {
+        const int32_t params[2] = {p0, p1};
+        tsr_set_op_params(r, params, sizeof(params));
+    }
+    return tsr_impl::op_result(r, TSR_OP_PAD_REFLECT_1D, a);
+}
+
+/* pad_ext: a PAD node with zeros before (lp*) and after (rp*) each dim: trailing pads in slots
+ * 0..3 as tsr_pad, leading pads in slots 4..7. */
+TSR_API_IMPL struct tsr_tensor * tsr_pad_ext(struct tsr_context * ctx, struct tsr_tensor * a, int lp0, int rp0, int lp1, int rp1,
+                                             int lp2, int rp2, int lp3, int rp3) {
+    if (!tsr_impl::check_args("tsr_pad_ext", ctx, a)) return nullptr;
+    TSR_MODELS_REQUIRE(lp0 >= 0 && lp1 >= 0 && lp2 >= 0 && lp3 >= 0 && rp0 >= 0 && rp1 >= 0 && rp2 >= 0 && rp3 >= 0,
+                       "tsr_pad_ext: paddings (%d, %d, %d, %d, %d, %d, %d, %d) of %s must be >= 0", lp0, rp0, lp1, rp1, lp2, rp2,
+                       lp3, rp3, TSR_MODELS_D(a));
+    struct tsr_tensor * r = tsr_pad(ctx, a, lp0 + rp0, lp1 + rp1, lp2 + rp2, lp3 + rp3);
+    if (!r) return nullptr;
+    const int32_t lead[4] = {lp0, lp1, lp2, lp3};
+    for (int i = 0; i < 4; ++i) tsr_set_op_params_i32(r, 4 + (uint32_t)i, lead[i]);
+    return r;
+}
+
+/* TSR_OP_ROLL: i32 shift0..shift3 (slots 0..3). a (f32/f16/bf16/i32) -> like a, every dim
+ * rotated: out[i] = a[(i - shift) mod ne] (torch.roll); |shift_i| <= ne_i. src0 = a. */
+TSR_API_IMPL struct tsr_tensor * tsr_roll(struct tsr_context * ctx, struct tsr_tensor * a, int shift0, int shift1, int shift2,
+                                          int shift3) {
+    if (!tsr_impl::check_args("tsr_roll", ctx, a)) return nullptr;
+    TSR_MODELS_REQUIRE(!tsr_is_quantized(a->type), "tsr_roll: %s must not be quantized", TSR_MODELS_D(a));
+    const int32_t shifts[4] = {shift0, shift1, shift2, shift3};
+    for (int i = 0; i < 4; ++i) {
+        TSR_MODELS_REQUIRE(shifts[i] <= a->ne[i] && -shifts[i] <= a->ne[i], "tsr_roll: shift %d of dim %d exceeds ne%d = %lld of %s",
+                           shifts[i], i, i, (long long)a->ne[i], TSR_MODELS_D(a));
+    }
+    struct tsr_tensor * r = tsr_new_tensor(ctx, a->type, TSR_MAX_DIMS, a->ne);
+    if (r) tsr_set_op_params(r, shifts, sizeof(shifts));
+    return tsr_impl::op_result(r, TSR_OP_ROLL, a);
+}
+
 #undef TSR_MODELS_D
 #undef TSR_MODELS_REQUIRE
 #undef TSR_MODELS_FAIL
