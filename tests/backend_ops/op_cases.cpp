@@ -837,8 +837,58 @@ void mul_mat_id_cases(case_table & T) {
                     .nmse(mm_tol(t));
 }
 
+// convolutions, pooling, padding, roll (small odd shapes; GEMM and dot-product paths)
+void conv_models_cases(case_table & T) {
+    for (tsr_type kt : {F32, F16}) {
+        T.add(type_tag("conv_1d", kt))
+            .input(tensor(kt, 5, 3, 8))
+            .input(tensor(F32, 29, 3, 2))
+            .op([](tsr_context * c, const tensors & x) { return tsr_conv_1d(c, x[0], x[1], 2, 2, 1); })
+            .nmse(kt == F32 ? T_F32 : T_F16);
+        T.add(type_tag("conv_1d_dw", kt))
+            .input(tensor(kt, 3, 1, 4))
+            .input(tensor(F32, 29, 4, 2))
+            .op([](tsr_context * c, const tensors & x) { return tsr_conv_1d_dw(c, x[0], x[1], 1, 1, 2); })
+            .nmse(kt == F32 ? T_F32 : T_F16);
+        T.add(type_tag("conv_2d_dw", kt))
+            .input(tensor(kt, 3, 3, 1, 5))
+            .input(tensor(F32, 17, 11, 5, 2))
+            .op([](tsr_context * c, const tensors & x) { return tsr_conv_2d_dw_direct(c, x[0], x[1], 2, 1, 1, 1, 1, 2); })
+            .nmse(kt == F32 ? T_F32 : T_F16);
+        for (int64_t L : {3, 19})
+            T.add(type_tag("conv_transpose_1d", kt))
+                .input(tensor(kt, 4, 5, 6))
+                .input(tensor(F32, L, 6, 2))
+                .op([](tsr_context * c, const tensors & x) { return tsr_conv_transpose_1d(c, x[0], x[1], 2, 1, 1); })
+                .nmse(kt == F32 ? T_F32 : T_F16);
+        T.add(type_tag("conv_transpose_2d_p0", kt))
+            .input(tensor(kt, 3, 2, 4, 6))
+            .input(tensor(F32, 7, 5, 6, 2))
+            .op([](tsr_context * c, const tensors & x) { return tsr_conv_transpose_2d_p0(c, x[0], x[1], 2); })
+            .nmse(kt == F32 ? T_F32 : T_F16);
+    }
+    T.add("pool_1d avg")
+        .input(tensor(F32, 23, 3, 2))
+        .op([](tsr_context * c, const tensors & x) { return tsr_pool_1d(c, x[0], TSR_OP_POOL_AVG, 3, 2, 1); })
+        .nmse(T_F32);
+    T.add("pad_reflect_1d")
+        .input(tensor(F32, 13, 3, 2))
+        .op([](tsr_context * c, const tensors & x) { return tsr_pad_reflect_1d(c, x[0], 5, 12); })
+        .nmse(EXACT);
+    T.add("pad_ext")
+        .input(tensor(F32, 13, 3, 2))
+        .op([](tsr_context * c, const tensors & x) { return tsr_pad_ext(c, x[0], 2, 1, 0, 3, 1, 1, 0, 1); })
+        .nmse(EXACT);
+    for (tsr_type t : {F32, F16, I32})
+        T.add(type_tag("roll", t))
+            .input(tensor(t, 13, 3, 4))
+            .op([](tsr_context * c, const tensors & x) { return tsr_roll(c, x[0], 5, -1, 4, 0); })
+            .nmse(EXACT);
+}
+
 void issue17b_cases(case_table & T) {
     mul_mat_id_cases(T);
+    conv_models_cases(T);
 }
 
 std::vector<op_case> build_table() {
