@@ -13919,6 +13919,8 @@ static void op_conv_2d_dw(const cparams & p, tsr_tensor * dst) {
     float * plane = ker + g.KW * g.KH;
     float * orow = plane + g.IW * g.IH;
     const int64_t C = in->ne[2];
+    /* an F32 input with dense planes is read in place; any other is converted a plane at a time */
+    const bool dense_in = in->type == TSR_TYPE_F32 && in->nb[0] == 4 && in->nb[1] == (size_t)g.IW * 4;
     /* items: (channel, image) planes, split in output-row bands when there are few planes */
     const int64_t bands = std::max<int64_t>(1, std::min<int64_t>(g.OH, (2 * p.nth + C * g.N - 1) / (C * g.N)));
     const int64_t band_rows = (g.OH + bands - 1) / bands;
@@ -13931,13 +13933,15 @@ static void op_conv_2d_dw(const cparams & p, tsr_tensor * dst) {
         if (plane_id != loaded) {
             for (int64_t kh = 0; kh < g.KH; ++kh)
                 for (int64_t kw = 0; kw < g.KW; ++kw) ker[kh * g.KW + kw] = ld(k->type, tptr(k, kw, kh, 0, c));
-            for (int64_t ih = 0; ih < g.IH; ++ih)
-                for (int64_t iw = 0; iw < g.IW; ++iw) plane[ih * g.IW + iw] = ld(in->type, tptr(in, iw, ih, c, n));
+            if (!dense_in)
+                for (int64_t ih = 0; ih < g.IH; ++ih)
+                    for (int64_t iw = 0; iw < g.IW; ++iw) plane[ih * g.IW + iw] = ld(in->type, tptr(in, iw, ih, c, n));
             loaded = plane_id;
         }
+        const float * src = dense_in ? (const float *)tptr(in, 0, 0, c, n) : plane;
         const int64_t oh1 = std::min<int64_t>(g.OH, (band + 1) * band_rows);
         for (int64_t oh = band * band_rows; oh < oh1; ++oh) {
-            dw_row(g, ker, plane, oh, orow);
+            dw_row(g, ker, src, oh, orow);
             float * d = (float *)tptr(dst, 0, oh, c, n);
             for (int64_t ow = 0; ow < g.OW; ++ow) d[ow * (dst->nb[0] / 4)] = orow[ow];
         }
