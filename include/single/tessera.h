@@ -255,6 +255,9 @@ enum tsr_op {
     TSR_OP_CONV_TRANSPOSE_2D,
     TSR_OP_PAD_REFLECT_1D,
     TSR_OP_ROLL,
+    TSR_OP_TIMESTEP_EMBEDDING,
+    TSR_OP_SSM_CONV,
+    TSR_OP_SSM_SCAN,
 
     TSR_OP_COUNT
 };
@@ -597,6 +600,17 @@ TSR_API struct tsr_tensor * tsr_pad_ext(struct tsr_context * ctx, struct tsr_ten
                                         int lp2, int rp2, int lp3, int rp3);
 /* Every dim rotated by its shift: out[i] = a[(i - shift) mod ne] (torch.roll). */
 TSR_API struct tsr_tensor * tsr_roll(struct tsr_context * ctx, struct tsr_tensor * a, int shift0, int shift1, int shift2, int shift3);
+
+/* Sinusoidal embedding of diffusion timesteps (f32 [N]) -> F32 [dim, N]: cos(t f_j) in the first
+ * half, sin(t f_j) in the second, f_j = max_period^(-j / (dim/2)); an odd dim ends with 0. */
+TSR_API struct tsr_tensor * tsr_timestep_embedding(struct tsr_context * ctx, struct tsr_tensor * timesteps, int dim, int max_period);
+/* Mamba. ssm_conv(sx [d_conv - 1 + n_t, d_inner, n_s], c [d_conv, d_inner]) -> [d_inner, n_t, n_s].
+ * ssm_scan(s, x, dt, A, B, C, ids) -> F32 1-D: y [head_dim, n_head, n_t, n_seqs] followed by the
+ * final states [d_state, head_dim, n_head, n_seqs] (Mamba-1: A [d_state, n_head]; Mamba-2:
+ * A [1, n_head], B/C with n_group groups); see docs/ops.md. */
+TSR_API struct tsr_tensor * tsr_ssm_conv(struct tsr_context * ctx, struct tsr_tensor * sx, struct tsr_tensor * c);
+TSR_API struct tsr_tensor * tsr_ssm_scan(struct tsr_context * ctx, struct tsr_tensor * s, struct tsr_tensor * x, struct tsr_tensor * dt,
+                                         struct tsr_tensor * A, struct tsr_tensor * B, struct tsr_tensor * C, struct tsr_tensor * ids);
 
 /* ---- graphs ------------------------------------------------------------------------ */
 
@@ -2776,6 +2790,9 @@ static bool tsr_impl_op_text(enum tsr_op op, const char ** name, const char ** s
         case TSR_OP_CONV_TRANSPOSE_2D: *name = "CONV_TRANSPOSE_2D"; *symbol = "conv_transpose_2d(x)"; return true;
         case TSR_OP_PAD_REFLECT_1D: *name = "PAD_REFLECT_1D"; *symbol = "pad_reflect_1d(x)"; return true;
         case TSR_OP_ROLL:           *name = "ROLL";           *symbol = "roll(x)"; return true;
+        case TSR_OP_TIMESTEP_EMBEDDING: *name = "TIMESTEP_EMBEDDING"; *symbol = "timestep_embedding(x)"; return true;
+        case TSR_OP_SSM_CONV:       *name = "SSM_CONV";       *symbol = "ssm_conv(x)"; return true;
+        case TSR_OP_SSM_SCAN:       *name = "SSM_SCAN";       *symbol = "ssm_scan(x)"; return true;
         case TSR_OP_COUNT: break;
     }
     return false;
@@ -3736,6 +3753,87 @@ TSR_API_IMPL struct tsr_tensor * tsr_roll(struct tsr_context * ctx, struct tsr_t
     struct tsr_tensor * r = tsr_new_tensor(ctx, a->type, TSR_MAX_DIMS, a->ne);
     if (r) tsr_set_op_params(r, shifts, sizeof(shifts));
     return tsr_impl::op_result(r, TSR_OP_ROLL, a);
+}
+
+/* ---- positions ------------------------------------------------------------------------------------ */
+
+/* TSR_OP_TIMESTEP_EMBEDDING: i32 dim (slot 0), max_period (slot 1). timesteps f32 [N] -> F32
+ * [dim, N]: out[j, i] = cos(t_i * f_j), out[j + dim/2, i] = sin(t_i * f_j), f_j =
+ * exp(-ln(max_period) * j / (dim/2)), j < dim/2; an odd dim's last element is 0. src0 = t. */
+TSR_API_IMPL struct tsr_tensor * tsr_timestep_embedding(struct tsr_context * ctx, struct tsr_tensor * timesteps, int dim,
+                                                        int max_period) {
+    if (!tsr_impl::check_args("tsr_timestep_embedding", ctx, timesteps)) return nullptr;
+    TSR_MODELS_REQUIRE(timesteps->type == TSR_TYPE_F32 && timesteps->ne[1] == 1 && timesteps->ne[2] == 1 && timesteps->ne[3] == 1,
+                       "tsr_timestep_embedding: timesteps %s must be an f32 vector", TSR_MODELS_D(timesteps));
+    TSR_MODELS_REQUIRE(dim > 0 && max_period > 0, "tsr_timestep_embedding: dim %d and max_period %d must be > 0", dim, max_period);
+    struct tsr_tensor * r = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, dim, timesteps->ne[0]);
+    if (r) {
+        const int32_t params[2] = {dim, max_period};
+        tsr_set_op_params(r, params, sizeof(params));
+    }
+    return tsr_impl::op_result(r, TSR_OP_TIMESTEP_EMBEDDING, timesteps);
+}
+
+/* ---- sequence models ---------------------------------------------------------------------------- */
+
+/* TSR_OP_SSM_CONV: no op_params. sx f32 [d_conv - 1 + n_t, d_inner, n_s] (dense rows), c f32
+ * [d_conv, d_inner] -> F32 [d_inner, n_t, n_s]: out[i, t, s] = sum_k sx[t + k, i, s] * c[k, i]
+ * (Mamba's causal depthwise convolution over a window that carries the previous state).
+ * src0 = sx, src1 = c. */
+TSR_API_IMPL struct tsr_tensor * tsr_ssm_conv(struct tsr_context * ctx, struct tsr_tensor * sx, struct tsr_tensor * c) {
+    if (!tsr_impl::check_args("tsr_ssm_conv", ctx, sx, c)) return nullptr;
+    TSR_MODELS_REQUIRE(sx->type == TSR_TYPE_F32 && c->type == TSR_TYPE_F32, "tsr_ssm_conv: sx %s and c %s must be f32",
+                       TSR_MODELS_D(sx), TSR_MODELS_D(c));
+    TSR_MODELS_REQUIRE(sx->ne[3] == 1 && c->ne[2] == 1 && c->ne[3] == 1 && sx->ne[1] == c->ne[1],
+                       "tsr_ssm_conv: sx %s must be [d_conv - 1 + n_t, d_inner, n_s] and c %s [d_conv, d_inner]",
+                       TSR_MODELS_D(sx), TSR_MODELS_D(c));
+    TSR_MODELS_REQUIRE(c->ne[0] > 0 && sx->ne[0] >= c->ne[0], "tsr_ssm_conv: sx %s is shorter than the window of c %s",
+                       TSR_MODELS_D(sx), TSR_MODELS_D(c));
+    TSR_MODELS_REQUIRE(sx->nb[0] == 4 && c->nb[0] == 4, "tsr_ssm_conv: sx %s and c %s need dense rows", TSR_MODELS_D(sx),
+                       TSR_MODELS_D(c));
+    struct tsr_tensor * r = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, sx->ne[1], sx->ne[0] - c->ne[0] + 1, sx->ne[2]);
+    return tsr_impl::op_result(r, TSR_OP_SSM_CONV, sx, c);
+}
+
+/* TSR_OP_SSM_SCAN: no op_params. s f32 [d_state, head_dim, n_head, >= n_seqs] (the state pool),
+ * x f32 [head_dim, n_head, n_t, n_seqs], dt f32 [n_head, n_t, n_seqs], A f32 [d_state, n_head]
+ * (Mamba-1) or [1, n_head] (Mamba-2), B and C f32 [d_state, n_group, n_t, n_seqs] (n_head %
+ * n_group == 0), ids I32 [n_seqs] (the state of sequence q is s[..., ids[q]]). Result F32 1-D:
+ * y [head_dim, n_head, n_t, n_seqs] then the final states [d_state, head_dim, n_head, n_seqs].
+ * Per token: dt' = softplus(dt), state = state * exp(dt' A) + B x dt', y = state . C.
+ * src0..6 = s, x, dt, A, B, C, ids. */
+TSR_API_IMPL struct tsr_tensor * tsr_ssm_scan(struct tsr_context * ctx, struct tsr_tensor * s, struct tsr_tensor * x,
+                                              struct tsr_tensor * dt, struct tsr_tensor * A, struct tsr_tensor * B,
+                                              struct tsr_tensor * C, struct tsr_tensor * ids) {
+    if (!tsr_impl::check_args("tsr_ssm_scan", ctx, s, x, dt) || !tsr_impl::check_args("tsr_ssm_scan", ctx, A, B, C) ||
+        !tsr_impl::check_args("tsr_ssm_scan", ctx, ids)) {
+        return nullptr;
+    }
+    const struct tsr_tensor * fs[6] = {s, x, dt, A, B, C};
+    for (const struct tsr_tensor * t : fs) {
+        TSR_MODELS_REQUIRE(t->type == TSR_TYPE_F32 && tsr_is_contiguous(t), "tsr_ssm_scan: %s must be contiguous f32", TSR_MODELS_D(t));
+    }
+    const int64_t d_state = s->ne[0], head_dim = x->ne[0], n_head = x->ne[1], n_t = x->ne[2], n_seqs = x->ne[3];
+    TSR_MODELS_REQUIRE(s->ne[1] == head_dim && s->ne[2] == n_head && s->ne[3] >= n_seqs,
+                       "tsr_ssm_scan: states %s must be [d_state, %lld, %lld, >= %lld] for x %s", TSR_MODELS_D(s),
+                       (long long)head_dim, (long long)n_head, (long long)n_seqs, TSR_MODELS_D(x));
+    TSR_MODELS_REQUIRE(dt->ne[0] == n_head && dt->ne[1] == n_t && dt->ne[2] == n_seqs && dt->ne[3] == 1,
+                       "tsr_ssm_scan: dt %s must be [n_head, n_t, n_seqs] of x %s", TSR_MODELS_D(dt), TSR_MODELS_D(x));
+    TSR_MODELS_REQUIRE((A->ne[0] == 1 || A->ne[0] == d_state) && A->ne[1] == n_head && A->ne[2] == 1 && A->ne[3] == 1,
+                       "tsr_ssm_scan: A %s must be [d_state or 1, n_head = %lld]", TSR_MODELS_D(A), (long long)n_head);
+    TSR_MODELS_REQUIRE(tsr_are_same_shape(B, C) && B->ne[0] == d_state && B->ne[1] > 0 && n_head % B->ne[1] == 0 &&
+                           B->ne[2] == n_t && B->ne[3] == n_seqs,
+                       "tsr_ssm_scan: B %s and C %s must be [d_state, n_group, n_t, n_seqs] with n_head %% n_group == 0",
+                       TSR_MODELS_D(B), TSR_MODELS_D(C));
+    TSR_MODELS_REQUIRE(ids->type == TSR_TYPE_I32 && ids->ne[0] == n_seqs && ids->ne[1] == 1 && ids->ne[2] == 1 && ids->ne[3] == 1,
+                       "tsr_ssm_scan: ids %s must be an i32 vector of %lld sequences", TSR_MODELS_D(ids), (long long)n_seqs);
+    struct tsr_tensor * r = tsr_new_tensor_1d(ctx, TSR_TYPE_F32, tsr_nelements(x) + d_state * head_dim * n_head * n_seqs);
+    if (!r) return nullptr;
+    tsr_impl_set_op(r, TSR_OP_SSM_SCAN, s, x, dt, A);
+    r->src[4] = B;
+    r->src[5] = C;
+    r->src[6] = ids;
+    return r;
 }
 
 #undef TSR_MODELS_D
@@ -13708,8 +13806,8 @@ static void op_flash_attn_ext(const cparams & p, tsr_tensor * dst) {
 /* ---- backends/cpu/impl/ops_models.inl ---- */
 /*
  * ops_models.inl - the CPU ops of model families beyond decoder-only LLMs (issue 17 part B):
- * expert-indexed mat-mul, depthwise and transposed convolutions, reflection padding, roll
- * (conventions: ops_elementwise.inl).
+ * expert-indexed mat-mul, depthwise and transposed convolutions, reflection padding, roll,
+ * timestep embeddings, Mamba's ssm_conv / ssm_scan (conventions: ops_elementwise.inl).
  */
 namespace {
 namespace tcpu {
@@ -14103,6 +14201,116 @@ static void op_roll(const cparams & p, tsr_tensor * dst) {
     }
 }
 
+/* ---- positions ------------------------------------------------------------------------------------ */
+
+static void op_timestep_embedding(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * ts = dst->src[0];
+    const int dim = tsr_get_op_params_i32(dst, 0), max_period = tsr_get_op_params_i32(dst, 1);
+    const int half = dim / 2;
+    int64_t r0, r1;
+    split_rows(ts->ne[0], p.ith, p.nth, r0, r1);
+    for (int64_t i = r0; i < r1; ++i) {
+        const float t = *(const float *)tptr(ts, i, 0, 0, 0);
+        float * d = (float *)tptr(dst, 0, i, 0, 0);
+        for (int j = 0; j < half; ++j) {
+            const float arg = t * std::exp(-std::log((float)max_period) * (float)j / (float)half);
+            d[j] = std::cos(arg);
+            d[j + half] = std::sin(arg);
+        }
+        if (dim % 2 != 0) d[2 * half] = 0.0f;
+    }
+}
+
+/* ---- Mamba ---------------------------------------------------------------------------------------- */
+
+static void op_ssm_conv(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * sx = dst->src[0];
+    const tsr_tensor * c = dst->src[1];
+    const int64_t d_conv = c->ne[0], d_inner = sx->ne[1], n_t = dst->ne[1], n_s = dst->ne[2];
+    int64_t r0, r1;
+    split_rows(d_inner, p.ith, p.nth, r0, r1);
+    for (int64_t s = 0; s < n_s; ++s)
+        for (int64_t t = 0; t < n_t; ++t) {
+            float * out = (float *)tptr(dst, 0, t, s, 0);
+            for (int64_t i = r0; i < r1; ++i) {
+                const float * win = (const float *)tptr(sx, t, i, s, 0);
+                const float * w = (const float *)tptr(c, 0, i, 0, 0);
+                float sum = 0.0f;
+                for (int64_t k = 0; k < d_conv; ++k) sum += win[k] * w[k];
+                out[i] = sum;
+            }
+        }
+}
+
+/* ggml's softplus: log(1 + e^x), x itself past 20 where they agree in float. */
+static inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+/* One state row of d_state: st = st_in * decay + b * x_dt (decay per element for Mamba-1,
+ * one value for Mamba-2), returns st . c. Eight partial sums keep the loop vectorizable. */
+static inline float ssm_state_row(int64_t n, const float * st_in, const float * decay, float decay1, const float * b, float x_dt,
+                                  const float * c, float * st) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; ++j) {
+            const float v = st_in[i + j] * (decay ? decay[i + j] : decay1) + b[i + j] * x_dt;
+            st[i + j] = v;
+            acc[j] += v * c[i + j];
+        }
+    float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < n; ++i) {
+        const float v = st_in[i] * (decay ? decay[i] : decay1) + b[i] * x_dt;
+        st[i] = v;
+        sum += v * c[i];
+    }
+    return sum;
+}
+
+static size_t ssm_scan_thread_floats(const tsr_tensor * dst) { return (size_t)dst->src[0]->ne[0]; }
+
+static void op_ssm_scan(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * s = dst->src[0], * x = dst->src[1], * dt = dst->src[2], * A = dst->src[3];
+    const tsr_tensor * B = dst->src[4], * C = dst->src[5], * ids = dst->src[6];
+    const int64_t ds = s->ne[0], hd = x->ne[0], nh = x->ne[1], nt = x->ne[2], nq = x->ne[3];
+    const int64_t heads_per_group = nh / B->ne[1];
+    const bool mamba1 = A->ne[0] != 1;
+    float * decay = mamba1 ? thread_floats(p, ssm_scan_thread_floats(dst)) : nullptr;
+    float * y_all = (float *)dst->data;
+    float * st_all = y_all + tsr_nelements(x);
+    const int64_t state_size = ds * hd * nh;
+    int64_t h0, h1;
+    split_rows(nh, p.ith, p.nth, h0, h1);
+    for (int64_t q = 0; q < nq; ++q) {
+        const int32_t id = *(const int32_t *)tptr(ids, q, 0, 0, 0);
+        /* a bad id fails the graph; its sequence starts from zeros (ggml would read out of bounds) */
+        const bool id_ok = id >= 0 && id < s->ne[3];
+        if (!id_ok && p.ith == 0 && p.failed && !p.failed->exchange(true))
+            tsr_set_error("CPU backend: ssm_scan '%s': state id %d of sequence %lld is outside [0, %lld)", dst->name, id,
+                          (long long)q, (long long)s->ne[3]);
+        float * st = st_all + q * state_size;
+        for (int64_t h = h0; h < h1; ++h) {
+            const float * st_in = id_ok ? (const float *)tptr(s, 0, 0, h, id) : nullptr;
+            const int64_t g = h / heads_per_group;
+            for (int64_t t = 0; t < nt; ++t) {
+                const float dsp = softplus(*(const float *)tptr(dt, h, t, q, 0));
+                const float * a = (const float *)tptr(A, 0, h, 0, 0);
+                if (mamba1) for (int64_t i = 0; i < ds; ++i) decay[i] = std::exp(dsp * a[i]);
+                const float decay1 = mamba1 ? 0.0f : std::exp(dsp * a[0]);
+                const float * b = (const float *)tptr(B, 0, g, t, q);
+                const float * c = (const float *)tptr(C, 0, g, t, q);
+                const float * xr = (const float *)tptr(x, 0, h, t, q);
+                float * y = y_all + ((q * nt + t) * nh + h) * hd;
+                for (int64_t r = 0; r < hd; ++r) {
+                    float * row = st + (h * hd + r) * ds;
+                    const float * in = t == 0 ? (st_in ? st_in + r * ds : nullptr) : row;
+                    if (!in) { for (int64_t i = 0; i < ds; ++i) row[i] = 0.0f; in = row; }
+                    y[r] = ssm_state_row(ds, in, decay, decay1, b, xr[r] * dsp, c, row);
+                }
+            }
+        }
+    }
+}
+
 } // namespace tcpu
 } // namespace
 /* ---- backends/cpu/impl/backend_cpu.inl ---- */
@@ -14207,6 +14415,8 @@ static bool supports(const tsr_tensor * t) {
             return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32;
         case TSR_OP_ROLL:
             return !tsr_is_quantized(a->type) && a->type == t->type;
+        case TSR_OP_TIMESTEP_EMBEDDING: case TSR_OP_SSM_CONV: case TSR_OP_SSM_SCAN:
+            return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32 && tsr_is_contiguous(t);
         case TSR_OP_FLASH_ATTN_EXT: {
             const tsr_tensor * v = t->src[2];
             const tsr_tensor * m = t->src[3];
@@ -14243,6 +14453,7 @@ static size_t op_work_size(const tsr_tensor * t, const kernels * K, int nth) {
         case TSR_OP_MUL_MAT_ID: return mmid_work_size(t, K, nth);
         case TSR_OP_CONV_2D_DW: return per_thread(dw_thread_floats(t));
         case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_CONV_TRANSPOSE_2D: return tconv_work_size(t, K, nth);
+        case TSR_OP_SSM_SCAN: return per_thread(ssm_scan_thread_floats(t));
         default: return 0;
     }
 }
@@ -14284,6 +14495,9 @@ static void compute_node(const cparams & p, tsr_tensor * t) {
         case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_CONV_TRANSPOSE_2D: op_conv_transpose(p, t); break;
         case TSR_OP_PAD_REFLECT_1D: op_pad_reflect_1d(p, t); break;
         case TSR_OP_ROLL: op_roll(p, t); break;
+        case TSR_OP_TIMESTEP_EMBEDDING: op_timestep_embedding(p, t); break;
+        case TSR_OP_SSM_CONV: op_ssm_conv(p, t); break;
+        case TSR_OP_SSM_SCAN: op_ssm_scan(p, t); break;
         default: break;
     }
 }

@@ -252,6 +252,9 @@ enum tsr_op {
     TSR_OP_CONV_TRANSPOSE_2D,
     TSR_OP_PAD_REFLECT_1D,
     TSR_OP_ROLL,
+    TSR_OP_TIMESTEP_EMBEDDING,
+    TSR_OP_SSM_CONV,
+    TSR_OP_SSM_SCAN,
 
     TSR_OP_COUNT
 };
@@ -594,6 +597,17 @@ TSR_API struct tsr_tensor * tsr_pad_ext(struct tsr_context * ctx, struct tsr_ten
                                         int lp2, int rp2, int lp3, int rp3);
 /* Every dim rotated by its shift: out[i] = a[(i - shift) mod ne] (torch.roll). */
 TSR_API struct tsr_tensor * tsr_roll(struct tsr_context * ctx, struct tsr_tensor * a, int shift0, int shift1, int shift2, int shift3);
+
+/* Sinusoidal embedding of diffusion timesteps (f32 [N]) -> F32 [dim, N]: cos(t f_j) in the first
+ * half, sin(t f_j) in the second, f_j = max_period^(-j / (dim/2)); an odd dim ends with 0. */
+TSR_API struct tsr_tensor * tsr_timestep_embedding(struct tsr_context * ctx, struct tsr_tensor * timesteps, int dim, int max_period);
+/* Mamba. ssm_conv(sx [d_conv - 1 + n_t, d_inner, n_s], c [d_conv, d_inner]) -> [d_inner, n_t, n_s].
+ * ssm_scan(s, x, dt, A, B, C, ids) -> F32 1-D: y [head_dim, n_head, n_t, n_seqs] followed by the
+ * final states [d_state, head_dim, n_head, n_seqs] (Mamba-1: A [d_state, n_head]; Mamba-2:
+ * A [1, n_head], B/C with n_group groups); see docs/ops.md. */
+TSR_API struct tsr_tensor * tsr_ssm_conv(struct tsr_context * ctx, struct tsr_tensor * sx, struct tsr_tensor * c);
+TSR_API struct tsr_tensor * tsr_ssm_scan(struct tsr_context * ctx, struct tsr_tensor * s, struct tsr_tensor * x, struct tsr_tensor * dt,
+                                         struct tsr_tensor * A, struct tsr_tensor * B, struct tsr_tensor * C, struct tsr_tensor * ids);
 
 /* ---- graphs ------------------------------------------------------------------------ */
 

@@ -335,3 +335,106 @@ TEST_CASE("convolutions, padding and roll: bad shapes name them and take no memo
     check_fails(tsr_roll(ctx, in3, 11, 0, 0, 0), "shift 11 of dim 0");
     CHECK(tsr_used_mem(ctx) == used);
 }
+
+TEST_CASE("timestep_embedding (even and odd dim)", "[cpu][ops]") {
+    ctx_holder ctx(4);
+    tsr_tensor * ts = tsr_new_tensor_1d(ctx, TSR_TYPE_F32, 3);
+    const float tv[3] = {0.0f, 17.5f, 999.0f};
+    std::memcpy(ts->data, tv, sizeof(tv));
+    for (int dim : {16, 9}) {
+        const int max_period = 10000, half = dim / 2;
+        std::vector<double> ref;
+        for (float t : tv) {
+            std::vector<double> row((size_t)dim, 0.0);
+            for (int j = 0; j < half; ++j) {
+                const double f = std::exp(-std::log((double)max_period) * j / half);
+                row[(size_t)j] = std::cos(t * f);
+                row[(size_t)(j + half)] = std::sin(t * f);
+            }
+            ref.insert(ref.end(), row.begin(), row.end());
+        }
+        // float arguments up to 999: sin/cos of an argument rounded to float (~3e-5 absolute)
+        check_every_isa(ctx, tsr_timestep_embedding(ctx, ts, dim, max_period), ref, 1e-8, "timestep_embedding dim " + std::to_string(dim));
+    }
+}
+
+TEST_CASE("ssm_conv and ssm_scan (Mamba-1, Mamba-2 with groups, state ids)", "[cpu][ops]") {
+    ctx_holder ctx(8);
+    std::mt19937 rng(73);
+    {
+        const int64_t d_conv = 4, n_t = 5, d_inner = 7, n_s = 2;
+        tsr_tensor * sx = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, d_conv - 1 + n_t, d_inner, n_s);
+        tsr_tensor * c = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, d_conv, d_inner);
+        fill(sx, rng);
+        fill(c, rng);
+        // out[i, t, s]: the window of channel i starting at token t, in logical order
+        std::vector<double> ref((size_t)(d_inner * n_t * n_s), 0.0);
+        for (size_t o = 0; o < ref.size(); ++o) {
+            const int64_t i = (int64_t)o % d_inner, t = (int64_t)o / d_inner % n_t, s = (int64_t)o / (d_inner * n_t);
+            for (int64_t k = 0; k < d_conv; ++k) ref[o] += at(sx, t + k, i, s) * at(c, k, i);
+        }
+        check_every_isa(ctx, tsr_ssm_conv(ctx, sx, c), ref, 1e-12, "ssm_conv");
+    }
+    struct cfg { const char * name; int64_t d_state, head_dim, n_head, n_group; bool mamba1; };
+    for (const cfg & g : {cfg{"mamba-1", 16, 1, 6, 1, true}, cfg{"mamba-2", 19, 4, 4, 2, false}}) {
+        const int64_t n_t = 3, n_seqs = 2, n_pool = 3;
+        tsr_tensor * s = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, g.d_state, g.head_dim, g.n_head, n_pool);
+        tsr_tensor * x = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, g.head_dim, g.n_head, n_t, n_seqs);
+        tsr_tensor * dt = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, g.n_head, n_t, n_seqs);
+        tsr_tensor * A = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, g.mamba1 ? g.d_state : 1, g.n_head);
+        tsr_tensor * B = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, g.d_state, g.n_group, n_t, n_seqs);
+        tsr_tensor * C = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, g.d_state, g.n_group, n_t, n_seqs);
+        tsr_tensor * ids = tsr_new_tensor_1d(ctx, TSR_TYPE_I32, n_seqs);
+        for (tsr_tensor * t : {s, x, B, C}) fill(t, rng);
+        fill(dt, rng, -3, 25);   // both sides of softplus's cut at 20
+        fill(A, rng, -2, 0);
+        ((int32_t *)ids->data)[0] = 2;
+        ((int32_t *)ids->data)[1] = 0;
+        const int64_t ny = g.head_dim * g.n_head * n_t * n_seqs;
+        std::vector<double> ref((size_t)(ny + g.d_state * g.head_dim * g.n_head * n_seqs));
+        for (int64_t q = 0; q < n_seqs; ++q)
+            for (int64_t h = 0; h < g.n_head; ++h)
+                for (int64_t r = 0; r < g.head_dim; ++r) {
+                    std::vector<double> st((size_t)g.d_state);
+                    for (int64_t i = 0; i < g.d_state; ++i) st[(size_t)i] = at(s, i, r, h, ((int32_t *)ids->data)[q]);
+                    const int64_t grp = h / (g.n_head / g.n_group);
+                    for (int64_t t = 0; t < n_t; ++t) {
+                        const double d = at(dt, h, t, q), sp = d > 20 ? d : std::log1p(std::exp(d));
+                        double y = 0;
+                        for (int64_t i = 0; i < g.d_state; ++i) {
+                            const double a = at(A, g.mamba1 ? i : 0, h);
+                            st[(size_t)i] = st[(size_t)i] * std::exp(sp * a) + at(B, i, grp, t, q) * at(x, r, h, t, q) * sp;
+                            y += st[(size_t)i] * at(C, i, grp, t, q);
+                        }
+                        ref[(size_t)(((q * n_t + t) * g.n_head + h) * g.head_dim + r)] = y;
+                    }
+                    for (int64_t i = 0; i < g.d_state; ++i)
+                        ref[(size_t)(ny + ((q * g.n_head + h) * g.head_dim + r) * g.d_state + i)] = st[(size_t)i];
+                }
+        check_every_isa(ctx, tsr_ssm_scan(ctx, s, x, dt, A, B, C, ids), ref, 1e-10, g.name);
+    }
+}
+
+TEST_CASE("ssm_scan: a state id out of range fails the compute; shape errors", "[cpu][ops]") {
+    ctx_holder ctx(4);
+    tsr_tensor * s = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, 8, 2, 2, 1);
+    tsr_tensor * x = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, 2, 2, 1, 1);
+    tsr_tensor * dt = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, 2, 1, 1);
+    tsr_tensor * A = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, 1, 2);
+    tsr_tensor * B = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, 8, 1, 1, 1);
+    tsr_tensor * ids = tsr_new_tensor_1d(ctx, TSR_TYPE_I32, 1);
+    std::mt19937 rng(3);
+    for (tsr_tensor * t : {s, x, dt, A, B}) fill(t, rng);
+    ((int32_t *)ids->data)[0] = 5;
+    tsr_tensor * A3 = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, 3, 2);
+    const size_t used = tsr_used_mem(ctx);
+    check_fails(tsr_ssm_scan(ctx, s, x, dt, A3, B, B, ids), "A ");
+    check_fails(tsr_ssm_scan(ctx, s, x, dt, A, B, B, A), "ids");
+    check_fails(tsr_ssm_conv(ctx, x, A3), "shorter than the window");
+    CHECK(tsr_used_mem(ctx) == used);
+    tsr_tensor * out = tsr_ssm_scan(ctx, s, x, dt, A, B, B, ids);
+    REQUIRE(out != nullptr);
+    backend_holder be(2);
+    CHECK(run(be, ctx, out) == TSR_STATUS_FAILED);
+    CHECK(std::string(tsr_last_error()).find("state id 5 of sequence 0") != std::string::npos);
+}

@@ -99,6 +99,8 @@ static bool supports(const tsr_tensor * t) {
             return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32;
         case TSR_OP_ROLL:
             return !tsr_is_quantized(a->type) && a->type == t->type;
+        case TSR_OP_TIMESTEP_EMBEDDING: case TSR_OP_SSM_CONV: case TSR_OP_SSM_SCAN:
+            return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32 && tsr_is_contiguous(t);
         case TSR_OP_FLASH_ATTN_EXT: {
             const tsr_tensor * v = t->src[2];
             const tsr_tensor * m = t->src[3];
@@ -135,6 +137,7 @@ static size_t op_work_size(const tsr_tensor * t, const kernels * K, int nth) {
         case TSR_OP_MUL_MAT_ID: return mmid_work_size(t, K, nth);
         case TSR_OP_CONV_2D_DW: return per_thread(dw_thread_floats(t));
         case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_CONV_TRANSPOSE_2D: return tconv_work_size(t, K, nth);
+        case TSR_OP_SSM_SCAN: return per_thread(ssm_scan_thread_floats(t));
         default: return 0;
     }
 }
@@ -176,6 +179,9 @@ static void compute_node(const cparams & p, tsr_tensor * t) {
         case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_CONV_TRANSPOSE_2D: op_conv_transpose(p, t); break;
         case TSR_OP_PAD_REFLECT_1D: op_pad_reflect_1d(p, t); break;
         case TSR_OP_ROLL: op_roll(p, t); break;
+        case TSR_OP_TIMESTEP_EMBEDDING: op_timestep_embedding(p, t); break;
+        case TSR_OP_SSM_CONV: op_ssm_conv(p, t); break;
+        case TSR_OP_SSM_SCAN: op_ssm_scan(p, t); break;
         default: break;
     }
 }

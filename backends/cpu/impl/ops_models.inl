@@ -1,7 +1,7 @@
 /*
  * ops_models.inl - the CPU ops of model families beyond decoder-only LLMs (issue 17 part B):
- * expert-indexed mat-mul, depthwise and transposed convolutions, reflection padding, roll
- * (conventions: ops_elementwise.inl).
+ * expert-indexed mat-mul, depthwise and transposed convolutions, reflection padding, roll,
+ * timestep embeddings, Mamba's ssm_conv / ssm_scan (conventions: ops_elementwise.inl).
  */
 namespace {
 namespace tcpu {
@@ -392,6 +392,116 @@ static void op_roll(const cparams & p, tsr_tensor * dst) {
         char * d = tptr(dst, 0, i1, i2, i3);
         for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0)
             std::memcpy(d + i0 * dst->nb[0], tptr(src, wrap_index(i0, sh[0], src->ne[0]), j1, j2, j3), es);
+    }
+}
+
+/* ---- positions ------------------------------------------------------------------------------------ */
+
+static void op_timestep_embedding(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * ts = dst->src[0];
+    const int dim = tsr_get_op_params_i32(dst, 0), max_period = tsr_get_op_params_i32(dst, 1);
+    const int half = dim / 2;
+    int64_t r0, r1;
+    split_rows(ts->ne[0], p.ith, p.nth, r0, r1);
+    for (int64_t i = r0; i < r1; ++i) {
+        const float t = *(const float *)tptr(ts, i, 0, 0, 0);
+        float * d = (float *)tptr(dst, 0, i, 0, 0);
+        for (int j = 0; j < half; ++j) {
+            const float arg = t * std::exp(-std::log((float)max_period) * (float)j / (float)half);
+            d[j] = std::cos(arg);
+            d[j + half] = std::sin(arg);
+        }
+        if (dim % 2 != 0) d[2 * half] = 0.0f;
+    }
+}
+
+/* ---- Mamba ---------------------------------------------------------------------------------------- */
+
+static void op_ssm_conv(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * sx = dst->src[0];
+    const tsr_tensor * c = dst->src[1];
+    const int64_t d_conv = c->ne[0], d_inner = sx->ne[1], n_t = dst->ne[1], n_s = dst->ne[2];
+    int64_t r0, r1;
+    split_rows(d_inner, p.ith, p.nth, r0, r1);
+    for (int64_t s = 0; s < n_s; ++s)
+        for (int64_t t = 0; t < n_t; ++t) {
+            float * out = (float *)tptr(dst, 0, t, s, 0);
+            for (int64_t i = r0; i < r1; ++i) {
+                const float * win = (const float *)tptr(sx, t, i, s, 0);
+                const float * w = (const float *)tptr(c, 0, i, 0, 0);
+                float sum = 0.0f;
+                for (int64_t k = 0; k < d_conv; ++k) sum += win[k] * w[k];
+                out[i] = sum;
+            }
+        }
+}
+
+/* ggml's softplus: log(1 + e^x), x itself past 20 where they agree in float. */
+static inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+/* One state row of d_state: st = st_in * decay + b * x_dt (decay per element for Mamba-1,
+ * one value for Mamba-2), returns st . c. Eight partial sums keep the loop vectorizable. */
+static inline float ssm_state_row(int64_t n, const float * st_in, const float * decay, float decay1, const float * b, float x_dt,
+                                  const float * c, float * st) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; ++j) {
+            const float v = st_in[i + j] * (decay ? decay[i + j] : decay1) + b[i + j] * x_dt;
+            st[i + j] = v;
+            acc[j] += v * c[i + j];
+        }
+    float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < n; ++i) {
+        const float v = st_in[i] * (decay ? decay[i] : decay1) + b[i] * x_dt;
+        st[i] = v;
+        sum += v * c[i];
+    }
+    return sum;
+}
+
+static size_t ssm_scan_thread_floats(const tsr_tensor * dst) { return (size_t)dst->src[0]->ne[0]; }
+
+static void op_ssm_scan(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * s = dst->src[0], * x = dst->src[1], * dt = dst->src[2], * A = dst->src[3];
+    const tsr_tensor * B = dst->src[4], * C = dst->src[5], * ids = dst->src[6];
+    const int64_t ds = s->ne[0], hd = x->ne[0], nh = x->ne[1], nt = x->ne[2], nq = x->ne[3];
+    const int64_t heads_per_group = nh / B->ne[1];
+    const bool mamba1 = A->ne[0] != 1;
+    float * decay = mamba1 ? thread_floats(p, ssm_scan_thread_floats(dst)) : nullptr;
+    float * y_all = (float *)dst->data;
+    float * st_all = y_all + tsr_nelements(x);
+    const int64_t state_size = ds * hd * nh;
+    int64_t h0, h1;
+    split_rows(nh, p.ith, p.nth, h0, h1);
+    for (int64_t q = 0; q < nq; ++q) {
+        const int32_t id = *(const int32_t *)tptr(ids, q, 0, 0, 0);
+        /* a bad id fails the graph; its sequence starts from zeros (ggml would read out of bounds) */
+        const bool id_ok = id >= 0 && id < s->ne[3];
+        if (!id_ok && p.ith == 0 && p.failed && !p.failed->exchange(true))
+            tsr_set_error("CPU backend: ssm_scan '%s': state id %d of sequence %lld is outside [0, %lld)", dst->name, id,
+                          (long long)q, (long long)s->ne[3]);
+        float * st = st_all + q * state_size;
+        for (int64_t h = h0; h < h1; ++h) {
+            const float * st_in = id_ok ? (const float *)tptr(s, 0, 0, h, id) : nullptr;
+            const int64_t g = h / heads_per_group;
+            for (int64_t t = 0; t < nt; ++t) {
+                const float dsp = softplus(*(const float *)tptr(dt, h, t, q, 0));
+                const float * a = (const float *)tptr(A, 0, h, 0, 0);
+                if (mamba1) for (int64_t i = 0; i < ds; ++i) decay[i] = std::exp(dsp * a[i]);
+                const float decay1 = mamba1 ? 0.0f : std::exp(dsp * a[0]);
+                const float * b = (const float *)tptr(B, 0, g, t, q);
+                const float * c = (const float *)tptr(C, 0, g, t, q);
+                const float * xr = (const float *)tptr(x, 0, h, t, q);
+                float * y = y_all + ((q * nt + t) * nh + h) * hd;
+                for (int64_t r = 0; r < hd; ++r) {
+                    float * row = st + (h * hd + r) * ds;
+                    const float * in = t == 0 ? (st_in ? st_in + r * ds : nullptr) : row;
+                    if (!in) { for (int64_t i = 0; i < ds; ++i) row[i] = 0.0f; in = row; }
+                    y[r] = ssm_state_row(ds, in, decay, decay1, b, xr[r] * dsp, c, row);
+                }
+            }
+        }
     }
 }
 

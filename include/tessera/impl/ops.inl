@@ -69,6 +69,9 @@ static bool tsr_impl_op_text(enum tsr_op op, const char ** name, const char ** s
         case TSR_OP_CONV_TRANSPOSE_2D: *name = "CONV_TRANSPOSE_2D"; *symbol = "conv_transpose_2d(x)"; return true;
         case TSR_OP_PAD_REFLECT_1D: *name = "PAD_REFLECT_1D"; *symbol = "pad_reflect_1d(x)"; return true;
         case TSR_OP_ROLL:           *name = "ROLL";           *symbol = "roll(x)"; return true;
+        case TSR_OP_TIMESTEP_EMBEDDING: *name = "TIMESTEP_EMBEDDING"; *symbol = "timestep_embedding(x)"; return true;
+        case TSR_OP_SSM_CONV:       *name = "SSM_CONV";       *symbol = "ssm_conv(x)"; return true;
+        case TSR_OP_SSM_SCAN:       *name = "SSM_SCAN";       *symbol = "ssm_scan(x)"; return true;
         case TSR_OP_COUNT: break;
     }
     return false;

@@ -256,6 +256,87 @@ TSR_API_IMPL struct tsr_tensor * tsr_roll(struct tsr_context * ctx, struct tsr_t
     return tsr_impl::op_result(r, TSR_OP_ROLL, a);
 }
 
+/* ---- positions ------------------------------------------------------------------------------------ */
+
+/* TSR_OP_TIMESTEP_EMBEDDING: i32 dim (slot 0), max_period (slot 1). timesteps f32 [N] -> F32
+ * [dim, N]: out[j, i] = cos(t_i * f_j), out[j + dim/2, i] = sin(t_i * f_j), f_j =
+ * exp(-ln(max_period) * j / (dim/2)), j < dim/2; an odd dim's last element is 0. src0 = t. */
+TSR_API_IMPL struct tsr_tensor * tsr_timestep_embedding(struct tsr_context * ctx, struct tsr_tensor * timesteps, int dim,
+                                                        int max_period) {
+    if (!tsr_impl::check_args("tsr_timestep_embedding", ctx, timesteps)) return nullptr;
+    TSR_MODELS_REQUIRE(timesteps->type == TSR_TYPE_F32 && timesteps->ne[1] == 1 && timesteps->ne[2] == 1 && timesteps->ne[3] == 1,
+                       "tsr_timestep_embedding: timesteps %s must be an f32 vector", TSR_MODELS_D(timesteps));
+    TSR_MODELS_REQUIRE(dim > 0 && max_period > 0, "tsr_timestep_embedding: dim %d and max_period %d must be > 0", dim, max_period);
+    struct tsr_tensor * r = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, dim, timesteps->ne[0]);
+    if (r) {
+        const int32_t params[2] = {dim, max_period};
+        tsr_set_op_params(r, params, sizeof(params));
+    }
+    return tsr_impl::op_result(r, TSR_OP_TIMESTEP_EMBEDDING, timesteps);
+}
+
+/* ---- sequence models ---------------------------------------------------------------------------- */
+
+/* TSR_OP_SSM_CONV: no op_params. sx f32 [d_conv - 1 + n_t, d_inner, n_s] (dense rows), c f32
+ * [d_conv, d_inner] -> F32 [d_inner, n_t, n_s]: out[i, t, s] = sum_k sx[t + k, i, s] * c[k, i]
+ * (Mamba's causal depthwise convolution over a window that carries the previous state).
+ * src0 = sx, src1 = c. */
+TSR_API_IMPL struct tsr_tensor * tsr_ssm_conv(struct tsr_context * ctx, struct tsr_tensor * sx, struct tsr_tensor * c) {
+    if (!tsr_impl::check_args("tsr_ssm_conv", ctx, sx, c)) return nullptr;
+    TSR_MODELS_REQUIRE(sx->type == TSR_TYPE_F32 && c->type == TSR_TYPE_F32, "tsr_ssm_conv: sx %s and c %s must be f32",
+                       TSR_MODELS_D(sx), TSR_MODELS_D(c));
+    TSR_MODELS_REQUIRE(sx->ne[3] == 1 && c->ne[2] == 1 && c->ne[3] == 1 && sx->ne[1] == c->ne[1],
+                       "tsr_ssm_conv: sx %s must be [d_conv - 1 + n_t, d_inner, n_s] and c %s [d_conv, d_inner]",
+                       TSR_MODELS_D(sx), TSR_MODELS_D(c));
+    TSR_MODELS_REQUIRE(c->ne[0] > 0 && sx->ne[0] >= c->ne[0], "tsr_ssm_conv: sx %s is shorter than the window of c %s",
+                       TSR_MODELS_D(sx), TSR_MODELS_D(c));
+    TSR_MODELS_REQUIRE(sx->nb[0] == 4 && c->nb[0] == 4, "tsr_ssm_conv: sx %s and c %s need dense rows", TSR_MODELS_D(sx),
+                       TSR_MODELS_D(c));
+    struct tsr_tensor * r = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, sx->ne[1], sx->ne[0] - c->ne[0] + 1, sx->ne[2]);
+    return tsr_impl::op_result(r, TSR_OP_SSM_CONV, sx, c);
+}
+
+/* TSR_OP_SSM_SCAN: no op_params. s f32 [d_state, head_dim, n_head, >= n_seqs] (the state pool),
+ * x f32 [head_dim, n_head, n_t, n_seqs], dt f32 [n_head, n_t, n_seqs], A f32 [d_state, n_head]
+ * (Mamba-1) or [1, n_head] (Mamba-2), B and C f32 [d_state, n_group, n_t, n_seqs] (n_head %
+ * n_group == 0), ids I32 [n_seqs] (the state of sequence q is s[..., ids[q]]). Result F32 1-D:
+ * y [head_dim, n_head, n_t, n_seqs] then the final states [d_state, head_dim, n_head, n_seqs].
+ * Per token: dt' = softplus(dt), state = state * exp(dt' A) + B x dt', y = state . C.
+ * src0..6 = s, x, dt, A, B, C, ids. */
+TSR_API_IMPL struct tsr_tensor * tsr_ssm_scan(struct tsr_context * ctx, struct tsr_tensor * s, struct tsr_tensor * x,
+                                              struct tsr_tensor * dt, struct tsr_tensor * A, struct tsr_tensor * B,
+                                              struct tsr_tensor * C, struct tsr_tensor * ids) {
+    if (!tsr_impl::check_args("tsr_ssm_scan", ctx, s, x, dt) || !tsr_impl::check_args("tsr_ssm_scan", ctx, A, B, C) ||
+        !tsr_impl::check_args("tsr_ssm_scan", ctx, ids)) {
+        return nullptr;
+    }
+    const struct tsr_tensor * fs[6] = {s, x, dt, A, B, C};
+    for (const struct tsr_tensor * t : fs) {
+        TSR_MODELS_REQUIRE(t->type == TSR_TYPE_F32 && tsr_is_contiguous(t), "tsr_ssm_scan: %s must be contiguous f32", TSR_MODELS_D(t));
+    }
+    const int64_t d_state = s->ne[0], head_dim = x->ne[0], n_head = x->ne[1], n_t = x->ne[2], n_seqs = x->ne[3];
+    TSR_MODELS_REQUIRE(s->ne[1] == head_dim && s->ne[2] == n_head && s->ne[3] >= n_seqs,
+                       "tsr_ssm_scan: states %s must be [d_state, %lld, %lld, >= %lld] for x %s", TSR_MODELS_D(s),
+                       (long long)head_dim, (long long)n_head, (long long)n_seqs, TSR_MODELS_D(x));
+    TSR_MODELS_REQUIRE(dt->ne[0] == n_head && dt->ne[1] == n_t && dt->ne[2] == n_seqs && dt->ne[3] == 1,
+                       "tsr_ssm_scan: dt %s must be [n_head, n_t, n_seqs] of x %s", TSR_MODELS_D(dt), TSR_MODELS_D(x));
+    TSR_MODELS_REQUIRE((A->ne[0] == 1 || A->ne[0] == d_state) && A->ne[1] == n_head && A->ne[2] == 1 && A->ne[3] == 1,
+                       "tsr_ssm_scan: A %s must be [d_state or 1, n_head = %lld]", TSR_MODELS_D(A), (long long)n_head);
+    TSR_MODELS_REQUIRE(tsr_are_same_shape(B, C) && B->ne[0] == d_state && B->ne[1] > 0 && n_head % B->ne[1] == 0 &&
+                           B->ne[2] == n_t && B->ne[3] == n_seqs,
+                       "tsr_ssm_scan: B %s and C %s must be [d_state, n_group, n_t, n_seqs] with n_head %% n_group == 0",
+                       TSR_MODELS_D(B), TSR_MODELS_D(C));
+    TSR_MODELS_REQUIRE(ids->type == TSR_TYPE_I32 && ids->ne[0] == n_seqs && ids->ne[1] == 1 && ids->ne[2] == 1 && ids->ne[3] == 1,
+                       "tsr_ssm_scan: ids %s must be an i32 vector of %lld sequences", TSR_MODELS_D(ids), (long long)n_seqs);
+    struct tsr_tensor * r = tsr_new_tensor_1d(ctx, TSR_TYPE_F32, tsr_nelements(x) + d_state * head_dim * n_head * n_seqs);
+    if (!r) return nullptr;
+    tsr_impl_set_op(r, TSR_OP_SSM_SCAN, s, x, dt, A);
+    r->src[4] = B;
+    r->src[5] = C;
+    r->src[6] = ids;
+    return r;
+}
+
 #undef TSR_MODELS_D
 #undef TSR_MODELS_REQUIRE
 #undef TSR_MODELS_FAIL
