@@ -886,9 +886,37 @@ void conv_models_cases(case_table & T) {
             .nmse(EXACT);
 }
 
+// timestep embeddings and Mamba's ssm_conv / ssm_scan (Mamba-1 and Mamba-2 shapes)
+void sequence_model_cases(case_table & T) {
+    for (int dim : {32, 15})
+        T.add("timestep_embedding")
+            .input(tensor(F32, 5).range(0, 1000))
+            .op([dim](tsr_context * c, const tensors & x) { return tsr_timestep_embedding(c, x[0], dim, 10000); })
+            .nmse(T_FN);
+    T.add("ssm_conv")
+        .input(tensor(F32, 3 + 6, 37, 2))
+        .input(tensor(F32, 4, 37))
+        .op([](tsr_context * c, const tensors & x) { return tsr_ssm_conv(c, x[0], x[1]); })
+        .nmse(T_F32);
+    for (bool mamba1 : {true, false}) {
+        const int64_t d_state = 16, head_dim = mamba1 ? 1 : 8, n_head = mamba1 ? 24 : 4, n_group = mamba1 ? 1 : 2;
+        T.add(mamba1 ? "ssm_scan mamba-1" : "ssm_scan mamba-2")
+            .input(tensor(F32, d_state, head_dim, n_head, 3))
+            .input(tensor(F32, head_dim, n_head, 5, 2))
+            .input(tensor(F32, n_head, 5, 2).range(-3, 3))
+            .input(tensor(F32, mamba1 ? d_state : 1, n_head).range(-2, 0))
+            .input(tensor(F32, d_state, n_group, 5, 2))
+            .input(tensor(F32, d_state, n_group, 5, 2))
+            .input(tensor(I32, 2).i32({2, 0}))
+            .op([](tsr_context * c, const tensors & x) { return tsr_ssm_scan(c, x[0], x[1], x[2], x[3], x[4], x[5], x[6]); })
+            .nmse(T_FN);
+    }
+}
+
 void issue17b_cases(case_table & T) {
     mul_mat_id_cases(T);
     conv_models_cases(T);
+    sequence_model_cases(T);
 }
 
 std::vector<op_case> build_table() {
