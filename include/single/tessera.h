@@ -258,6 +258,9 @@ enum tsr_op {
     TSR_OP_TIMESTEP_EMBEDDING,
     TSR_OP_SSM_CONV,
     TSR_OP_SSM_SCAN,
+    TSR_OP_RWKV_WKV6,
+    TSR_OP_GATED_LINEAR_ATTN,
+    TSR_OP_RWKV_WKV7,
 
     TSR_OP_COUNT
 };
@@ -611,6 +614,16 @@ TSR_API struct tsr_tensor * tsr_timestep_embedding(struct tsr_context * ctx, str
 TSR_API struct tsr_tensor * tsr_ssm_conv(struct tsr_context * ctx, struct tsr_tensor * sx, struct tsr_tensor * c);
 TSR_API struct tsr_tensor * tsr_ssm_scan(struct tsr_context * ctx, struct tsr_tensor * s, struct tsr_tensor * x, struct tsr_tensor * dt,
                                          struct tsr_tensor * A, struct tsr_tensor * B, struct tsr_tensor * C, struct tsr_tensor * ids);
+
+/* Linear-attention recurrences over tensors [S, H, n_tokens] with a state [S*S*H, n_seqs]
+ * (n_tokens a multiple of n_seqs); each returns F32 [S*H, n_tokens + S*n_seqs]: the outputs,
+ * then the final states (docs/ops.md has the recurrences). */
+TSR_API struct tsr_tensor * tsr_rwkv_wkv6(struct tsr_context * ctx, struct tsr_tensor * k, struct tsr_tensor * v, struct tsr_tensor * r,
+                                          struct tsr_tensor * tf, struct tsr_tensor * td, struct tsr_tensor * state);
+TSR_API struct tsr_tensor * tsr_gated_linear_attn(struct tsr_context * ctx, struct tsr_tensor * k, struct tsr_tensor * v,
+                                                  struct tsr_tensor * q, struct tsr_tensor * g, struct tsr_tensor * state, float scale);
+TSR_API struct tsr_tensor * tsr_rwkv_wkv7(struct tsr_context * ctx, struct tsr_tensor * r, struct tsr_tensor * w, struct tsr_tensor * k,
+                                          struct tsr_tensor * v, struct tsr_tensor * a, struct tsr_tensor * b, struct tsr_tensor * state);
 
 /* ---- graphs ------------------------------------------------------------------------ */
 
@@ -2793,6 +2806,9 @@ static bool tsr_impl_op_text(enum tsr_op op, const char ** name, const char ** s
         case TSR_OP_TIMESTEP_EMBEDDING: *name = "TIMESTEP_EMBEDDING"; *symbol = "timestep_embedding(x)"; return true;
         case TSR_OP_SSM_CONV:       *name = "SSM_CONV";       *symbol = "ssm_conv(x)"; return true;
         case TSR_OP_SSM_SCAN:       *name = "SSM_SCAN";       *symbol = "ssm_scan(x)"; return true;
+        case TSR_OP_RWKV_WKV6:      *name = "RWKV_WKV6";      *symbol = "rwkv_wkv6(k, v, r, tf, td, s)"; return true;
+        case TSR_OP_GATED_LINEAR_ATTN: *name = "GATED_LINEAR_ATTN"; *symbol = "gated_linear_attn(k, v, q, gate, s)"; return true;
+        case TSR_OP_RWKV_WKV7:      *name = "RWKV_WKV7";      *symbol = "rwkv_wkv7(r, w, k, v, a, b, s)"; return true;
         case TSR_OP_COUNT: break;
     }
     return false;
@@ -3834,6 +3850,96 @@ TSR_API_IMPL struct tsr_tensor * tsr_ssm_scan(struct tsr_context * ctx, struct t
     r->src[5] = C;
     r->src[6] = ids;
     return r;
+}
+
+/* ---- linear attention (RWKV 6/7, gated linear attention) ------------------------------------------ */
+
+TSR_IMPL_NS_BEGIN
+/* The shared contract of the linear-attention recurrences: every token tensor f32 contiguous
+ * [S, H, n_tokens], the state f32 contiguous with S*S*H*n_seqs elements ([S*S*H, n_seqs]),
+ * n_tokens a multiple of n_seqs (each sequence's tokens consecutive). */
+static inline bool check_linear_attn(const char * fn, struct tsr_tensor * const * toks, int n, const struct tsr_tensor * state) {
+    const struct tsr_tensor * k = toks[0];
+    for (int i = 0; i < n; ++i) {
+        const struct tsr_tensor * t = toks[i];
+        if (t->type != TSR_TYPE_F32 || !tsr_is_contiguous(t) || t->ne[0] != k->ne[0] || t->ne[1] != k->ne[1] ||
+            t->ne[2] != k->ne[2] || t->ne[3] != 1) {
+            return tsr_set_error("%s: %s must be contiguous f32 [S, H, n_tokens] like %s", fn, tsr_impl_describe(t).s,
+                                 tsr_impl_describe(k).s);
+        }
+    }
+    const int64_t S = k->ne[0], H = k->ne[1];
+    if (state->type != TSR_TYPE_F32 || !tsr_is_contiguous(state) || state->ne[0] != S * S * H || state->ne[2] != 1 ||
+        state->ne[3] != 1 || state->ne[1] <= 0 || k->ne[2] % state->ne[1] != 0) {
+        return tsr_set_error("%s: state %s must be contiguous f32 [S*S*H = %lld, n_seqs] with n_seqs dividing the %lld tokens",
+                             fn, tsr_impl_describe(state).s, (long long)(S * S * H), (long long)k->ne[2]);
+    }
+    return true;
+}
+/* [S*H, n_tokens + S*n_seqs]: the outputs, then the final states. */
+static inline struct tsr_tensor * linear_attn_result(struct tsr_context * ctx, const struct tsr_tensor * k, const struct tsr_tensor * state) {
+    return tsr_new_tensor_2d(ctx, TSR_TYPE_F32, k->ne[0] * k->ne[1], k->ne[2] + k->ne[0] * state->ne[1]);
+}
+TSR_IMPL_NS_END
+
+/* TSR_OP_RWKV_WKV6: no op_params. k, v, r, td f32 [S, H, n_tokens], tf f32 [S, H], state f32
+ * [S*S*H, n_seqs] -> F32 [S*H, n_tokens + S*n_seqs] (outputs, then final states). Per head,
+ * with kv = k[i] v[j]: y[j] += r[i] (tf[i] kv + st[i][j]), st[i][j] = st[i][j] td[i] + kv.
+ * src0..5 = k, v, r, tf, td, state. */
+TSR_API_IMPL struct tsr_tensor * tsr_rwkv_wkv6(struct tsr_context * ctx, struct tsr_tensor * k, struct tsr_tensor * v,
+                                               struct tsr_tensor * r, struct tsr_tensor * tf, struct tsr_tensor * td,
+                                               struct tsr_tensor * state) {
+    if (!tsr_impl::check_args("tsr_rwkv_wkv6", ctx, k, v, r) || !tsr_impl::check_args("tsr_rwkv_wkv6", ctx, tf, td, state)) return nullptr;
+    struct tsr_tensor * toks[4] = {k, v, r, td};
+    if (!tsr_impl::check_linear_attn("tsr_rwkv_wkv6", toks, 4, state)) return nullptr;
+    TSR_MODELS_REQUIRE(tf->type == TSR_TYPE_F32 && tsr_is_contiguous(tf) && tsr_nelements(tf) == k->ne[0] * k->ne[1],
+                       "tsr_rwkv_wkv6: time_first %s must be contiguous f32 [S, H] of k %s", TSR_MODELS_D(tf), TSR_MODELS_D(k));
+    struct tsr_tensor * res = tsr_impl::linear_attn_result(ctx, k, state);
+    if (!res) return nullptr;
+    tsr_impl_set_op(res, TSR_OP_RWKV_WKV6, k, v, r, tf);
+    res->src[4] = td;
+    res->src[5] = state;
+    return res;
+}
+
+/* TSR_OP_GATED_LINEAR_ATTN: f32 scale (slot 0). k, v, q, g f32 [S, H, n_tokens], state f32
+ * [S*S*H, n_seqs] -> F32 [S*H, n_tokens + S*n_seqs]. Per head: st[i][j] = st[i][j] g[i] +
+ * k[i] v[j], y[j] = scale sum_i q[i] st[i][j]. src0..4 = k, v, q, g, state. */
+TSR_API_IMPL struct tsr_tensor * tsr_gated_linear_attn(struct tsr_context * ctx, struct tsr_tensor * k, struct tsr_tensor * v,
+                                                       struct tsr_tensor * q, struct tsr_tensor * g, struct tsr_tensor * state,
+                                                       float scale) {
+    if (!tsr_impl::check_args("tsr_gated_linear_attn", ctx, k, v, q) || !tsr_impl::check_args("tsr_gated_linear_attn", ctx, g, state))
+        return nullptr;
+    struct tsr_tensor * toks[4] = {k, v, q, g};
+    if (!tsr_impl::check_linear_attn("tsr_gated_linear_attn", toks, 4, state)) return nullptr;
+    struct tsr_tensor * res = tsr_impl::linear_attn_result(ctx, k, state);
+    if (!res) return nullptr;
+    tsr_set_op_params_f32(res, 0, scale);
+    tsr_impl_set_op(res, TSR_OP_GATED_LINEAR_ATTN, k, v, q, g);
+    res->src[4] = state;
+    return res;
+}
+
+/* TSR_OP_RWKV_WKV7: no op_params. r, w, k, v, a, b f32 [S, H, n_tokens], state f32 [S*S*H,
+ * n_seqs] -> F32 [S*H, n_tokens + S*n_seqs]. Per head, state row i (value index):
+ * sa = a . st[i], st[i][j] = st[i][j] w[j] + v[i] k[j] + sa b[j], y[i] = r . st[i].
+ * src0..6 = r, w, k, v, a, b, state. */
+TSR_API_IMPL struct tsr_tensor * tsr_rwkv_wkv7(struct tsr_context * ctx, struct tsr_tensor * r, struct tsr_tensor * w,
+                                               struct tsr_tensor * k, struct tsr_tensor * v, struct tsr_tensor * a,
+                                               struct tsr_tensor * b, struct tsr_tensor * state) {
+    if (!tsr_impl::check_args("tsr_rwkv_wkv7", ctx, r, w, k) || !tsr_impl::check_args("tsr_rwkv_wkv7", ctx, v, a, b) ||
+        !tsr_impl::check_args("tsr_rwkv_wkv7", ctx, state)) {
+        return nullptr;
+    }
+    struct tsr_tensor * toks[6] = {r, w, k, v, a, b};
+    if (!tsr_impl::check_linear_attn("tsr_rwkv_wkv7", toks, 6, state)) return nullptr;
+    struct tsr_tensor * res = tsr_impl::linear_attn_result(ctx, r, state);
+    if (!res) return nullptr;
+    tsr_impl_set_op(res, TSR_OP_RWKV_WKV7, r, w, k, v);
+    res->src[4] = a;
+    res->src[5] = b;
+    res->src[6] = state;
+    return res;
 }
 
 #undef TSR_MODELS_D
@@ -13807,7 +13913,8 @@ static void op_flash_attn_ext(const cparams & p, tsr_tensor * dst) {
 /*
  * ops_models.inl - the CPU ops of model families beyond decoder-only LLMs (issue 17 part B):
  * expert-indexed mat-mul, depthwise and transposed convolutions, reflection padding, roll,
- * timestep embeddings, Mamba's ssm_conv / ssm_scan (conventions: ops_elementwise.inl).
+ * timestep embeddings, Mamba's ssm_conv / ssm_scan, RWKV 6/7 and gated linear attention
+ * (conventions: ops_elementwise.inl).
  */
 namespace {
 namespace tcpu {
@@ -14311,6 +14418,106 @@ static void op_ssm_scan(const cparams & p, tsr_tensor * dst) {
     }
 }
 
+/* ---- linear attention: RWKV 6/7, gated linear attention ---------------------------------------------- */
+
+/* Where a recurrence reads and writes: token rows [S, H] (head h at h*S), outputs y[t] of S*H,
+ * states [S*S*H, n_seqs] after the outputs. The first token of a sequence reads the input
+ * state, every later one the state the previous token wrote. Heads are independent: a
+ * thread takes whole heads, for every token. */
+struct lin_attn {
+    int64_t S, H, T, per_seq;
+    const float * state_in;
+    float * y, * state_out;
+    int64_t h0, h1;
+
+    lin_attn(const cparams & p, tsr_tensor * dst, const tsr_tensor * tok, const tsr_tensor * state) {
+        S = tok->ne[0]; H = tok->ne[1]; T = tok->ne[2];
+        per_seq = T / state->ne[1];
+        state_in = (const float *)state->data;
+        y = (float *)dst->data;
+        state_out = y + S * H * T;
+        split_rows(H, p.ith, p.nth, h0, h1);
+    }
+    const float * prev(int64_t t, int64_t h) const {
+        const int64_t off = (t / per_seq) * S * S * H + h * S * S;
+        return t % per_seq == 0 ? state_in + off : state_out + off;
+    }
+    float * cur(int64_t t, int64_t h) const { return state_out + (t / per_seq) * S * S * H + h * S * S; }
+    float * out(int64_t t, int64_t h) const { return y + (t * H + h) * S; }
+};
+
+static inline const float * tok_row(const tsr_tensor * x, int64_t t, int64_t h) { return (const float *)tptr(x, 0, h, t, 0); }
+
+static void op_rwkv_wkv6(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * k = dst->src[0], * v = dst->src[1], * r = dst->src[2], * tf = dst->src[3], * td = dst->src[4];
+    const lin_attn L(p, dst, k, dst->src[5]);
+    for (int64_t t = 0; t < L.T; ++t)
+        for (int64_t h = L.h0; h < L.h1; ++h) {
+            const float * kt = tok_row(k, t, h), * vt = tok_row(v, t, h), * rt = tok_row(r, t, h), * dt = tok_row(td, t, h);
+            const float * first = (const float *)tf->data + h * L.S;
+            const float * prev = L.prev(t, h);
+            float * cur = L.cur(t, h);
+            float * y = L.out(t, h);
+            for (int64_t j = 0; j < L.S; ++j) y[j] = 0.0f;
+            for (int64_t i = 0; i < L.S; ++i) {
+                const float ki = kt[i], ri = rt[i], fi = first[i], di = dt[i];
+                const float * sp = prev + i * L.S;
+                float * sc = cur + i * L.S;
+                for (int64_t j = 0; j < L.S; ++j) {
+                    const float kv = ki * vt[j];
+                    const float old = sp[j];
+                    y[j] += (kv * fi + old) * ri;
+                    sc[j] = old * di + kv;
+                }
+            }
+        }
+}
+
+static void op_gated_linear_attn(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * k = dst->src[0], * v = dst->src[1], * q = dst->src[2], * g = dst->src[3];
+    const float scale = tsr_get_op_params_f32(dst, 0);
+    const lin_attn L(p, dst, k, dst->src[4]);
+    for (int64_t t = 0; t < L.T; ++t)
+        for (int64_t h = L.h0; h < L.h1; ++h) {
+            const float * kt = tok_row(k, t, h), * vt = tok_row(v, t, h), * qt = tok_row(q, t, h), * gt = tok_row(g, t, h);
+            const float * prev = L.prev(t, h);
+            float * cur = L.cur(t, h);
+            float * y = L.out(t, h);
+            for (int64_t j = 0; j < L.S; ++j) y[j] = 0.0f;
+            for (int64_t i = 0; i < L.S; ++i) {
+                const float ki = kt[i], qi = qt[i] * scale, gi = gt[i];
+                const float * sp = prev + i * L.S;
+                float * sc = cur + i * L.S;
+                for (int64_t j = 0; j < L.S; ++j) {
+                    const float st = sp[j] * gi + ki * vt[j];
+                    y[j] += st * qi;
+                    sc[j] = st;
+                }
+            }
+        }
+}
+
+static void op_rwkv_wkv7(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * r = dst->src[0], * w = dst->src[1], * k = dst->src[2], * v = dst->src[3], * a = dst->src[4], * b = dst->src[5];
+    const lin_attn L(p, dst, r, dst->src[6]);
+    for (int64_t t = 0; t < L.T; ++t)
+        for (int64_t h = L.h0; h < L.h1; ++h) {
+            const float * rt = tok_row(r, t, h), * wt = tok_row(w, t, h), * kt = tok_row(k, t, h), * vt = tok_row(v, t, h);
+            const float * at = tok_row(a, t, h), * bt = tok_row(b, t, h);
+            const float * prev = L.prev(t, h);
+            float * cur = L.cur(t, h);
+            float * y = L.out(t, h);
+            for (int64_t i = 0; i < L.S; ++i) {
+                const float * sp = prev + i * L.S;
+                float * sc = cur + i * L.S;
+                const float sa = p.K->dot_f32(L.S, at, sp);
+                const float vi = vt[i];
+                for (int64_t j = 0; j < L.S; ++j) sc[j] = sp[j] * wt[j] + vi * kt[j] + sa * bt[j];
+                y[i] = p.K->dot_f32(L.S, rt, sc);
+            }
+        }
+}
+
 } // namespace tcpu
 } // namespace
 /* ---- backends/cpu/impl/backend_cpu.inl ---- */
@@ -14416,6 +14623,7 @@ static bool supports(const tsr_tensor * t) {
         case TSR_OP_ROLL:
             return !tsr_is_quantized(a->type) && a->type == t->type;
         case TSR_OP_TIMESTEP_EMBEDDING: case TSR_OP_SSM_CONV: case TSR_OP_SSM_SCAN:
+        case TSR_OP_RWKV_WKV6: case TSR_OP_GATED_LINEAR_ATTN: case TSR_OP_RWKV_WKV7:
             return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32 && tsr_is_contiguous(t);
         case TSR_OP_FLASH_ATTN_EXT: {
             const tsr_tensor * v = t->src[2];
@@ -14498,6 +14706,9 @@ static void compute_node(const cparams & p, tsr_tensor * t) {
         case TSR_OP_TIMESTEP_EMBEDDING: op_timestep_embedding(p, t); break;
         case TSR_OP_SSM_CONV: op_ssm_conv(p, t); break;
         case TSR_OP_SSM_SCAN: op_ssm_scan(p, t); break;
+        case TSR_OP_RWKV_WKV6: op_rwkv_wkv6(p, t); break;
+        case TSR_OP_GATED_LINEAR_ATTN: op_gated_linear_attn(p, t); break;
+        case TSR_OP_RWKV_WKV7: op_rwkv_wkv7(p, t); break;
         default: break;
     }
 }

@@ -255,6 +255,9 @@ enum tsr_op {
     TSR_OP_TIMESTEP_EMBEDDING,
     TSR_OP_SSM_CONV,
     TSR_OP_SSM_SCAN,
+    TSR_OP_RWKV_WKV6,
+    TSR_OP_GATED_LINEAR_ATTN,
+    TSR_OP_RWKV_WKV7,
 
     TSR_OP_COUNT
 };
@@ -608,6 +611,16 @@ TSR_API struct tsr_tensor * tsr_timestep_embedding(struct tsr_context * ctx, str
 TSR_API struct tsr_tensor * tsr_ssm_conv(struct tsr_context * ctx, struct tsr_tensor * sx, struct tsr_tensor * c);
 TSR_API struct tsr_tensor * tsr_ssm_scan(struct tsr_context * ctx, struct tsr_tensor * s, struct tsr_tensor * x, struct tsr_tensor * dt,
                                          struct tsr_tensor * A, struct tsr_tensor * B, struct tsr_tensor * C, struct tsr_tensor * ids);
+
+/* Linear-attention recurrences over tensors [S, H, n_tokens] with a state [S*S*H, n_seqs]
+ * (n_tokens a multiple of n_seqs); each returns F32 [S*H, n_tokens + S*n_seqs]: the outputs,
+ * then the final states (docs/ops.md has the recurrences). */
+TSR_API struct tsr_tensor * tsr_rwkv_wkv6(struct tsr_context * ctx, struct tsr_tensor * k, struct tsr_tensor * v, struct tsr_tensor * r,
+                                          struct tsr_tensor * tf, struct tsr_tensor * td, struct tsr_tensor * state);
+TSR_API struct tsr_tensor * tsr_gated_linear_attn(struct tsr_context * ctx, struct tsr_tensor * k, struct tsr_tensor * v,
+                                                  struct tsr_tensor * q, struct tsr_tensor * g, struct tsr_tensor * state, float scale);
+TSR_API struct tsr_tensor * tsr_rwkv_wkv7(struct tsr_context * ctx, struct tsr_tensor * r, struct tsr_tensor * w, struct tsr_tensor * k,
+                                          struct tsr_tensor * v, struct tsr_tensor * a, struct tsr_tensor * b, struct tsr_tensor * state);
 
 /* ---- graphs ------------------------------------------------------------------------ */
 

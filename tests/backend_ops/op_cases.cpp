@@ -913,10 +913,32 @@ void sequence_model_cases(case_table & T) {
     }
 }
 
+// linear-attention recurrences: 2 sequences of 3 tokens, head size 16
+void linear_attention_cases(case_table & T) {
+    const int64_t S = 16, H = 2, n_t = 6;
+    T.add("rwkv_wkv6")
+        .input(tensor(F32, S, H, n_t)).input(tensor(F32, S, H, n_t)).input(tensor(F32, S, H, n_t))
+        .input(tensor(F32, S, H)).input(tensor(F32, S, H, n_t).range(0.5f, 1)).input(tensor(F32, S * S * H, 2))
+        .op([](tsr_context * c, const tensors & x) { return tsr_rwkv_wkv6(c, x[0], x[1], x[2], x[3], x[4], x[5]); })
+        .nmse(T_F32);
+    T.add("gated_linear_attn")
+        .input(tensor(F32, S, H, n_t)).input(tensor(F32, S, H, n_t)).input(tensor(F32, S, H, n_t))
+        .input(tensor(F32, S, H, n_t).range(0.5f, 1)).input(tensor(F32, S * S * H, 2))
+        .op([](tsr_context * c, const tensors & x) { return tsr_gated_linear_attn(c, x[0], x[1], x[2], x[3], x[4], 0.25f); })
+        .nmse(T_F32);
+    T.add("rwkv_wkv7")
+        .input(tensor(F32, S, H, n_t)).input(tensor(F32, S, H, n_t).range(0.5f, 1)).input(tensor(F32, S, H, n_t))
+        .input(tensor(F32, S, H, n_t)).input(tensor(F32, S, H, n_t).range(-0.5f, 0.5f)).input(tensor(F32, S, H, n_t).range(-0.5f, 0.5f))
+        .input(tensor(F32, S * S * H, 2))
+        .op([](tsr_context * c, const tensors & x) { return tsr_rwkv_wkv7(c, x[0], x[1], x[2], x[3], x[4], x[5], x[6]); })
+        .nmse(T_F32);
+}
+
 void issue17b_cases(case_table & T) {
     mul_mat_id_cases(T);
     conv_models_cases(T);
     sequence_model_cases(T);
+    linear_attention_cases(T);
 }
 
 std::vector<op_case> build_table() {

@@ -438,3 +438,92 @@ TEST_CASE("ssm_scan: a state id out of range fails the compute; shape errors", "
     CHECK(run(be, ctx, out) == TSR_STATUS_FAILED);
     CHECK(std::string(tsr_last_error()).find("state id 5 of sequence 0") != std::string::npos);
 }
+
+namespace {
+
+// A linear-attention recurrence in double: per token and head, `step(t, h, st, y)` updates the
+// S x S state st (the sequence's, carried over its tokens) and writes the S outputs y.
+// Returns [S*H, T] outputs followed by the final states [S*S*H, n_seqs].
+std::vector<double> ref_linear_attn(int64_t S, int64_t H, int64_t T, const tsr_tensor * state,
+                                    const std::function<void(int64_t, int64_t, std::vector<double> &, double *)> & step) {
+    const int64_t n_seqs = state->ne[1], per_seq = T / n_seqs;
+    std::vector<double> out((size_t)(S * H * T + S * S * H * n_seqs));
+    for (int64_t q = 0; q < n_seqs; ++q)
+        for (int64_t h = 0; h < H; ++h) {
+            std::vector<double> st((size_t)(S * S));
+            for (int64_t e = 0; e < S * S; ++e) st[(size_t)e] = at(state, h * S * S + e, q);
+            for (int64_t t = q * per_seq; t < (q + 1) * per_seq; ++t) step(t, h, st, out.data() + (t * H + h) * S);
+            for (int64_t e = 0; e < S * S; ++e) out[(size_t)(S * H * T + q * S * S * H + h * S * S + e)] = st[(size_t)e];
+        }
+    return out;
+}
+
+} // namespace
+
+TEST_CASE("rwkv_wkv6, gated_linear_attn, rwkv_wkv7 (2 sequences, state carried over tokens)", "[cpu][ops]") {
+    ctx_holder ctx(8);
+    std::mt19937 rng(79);
+    const int64_t S = 8, H = 3, T = 6, n_seqs = 2;
+    auto tok = [&](float lo, float hi) {
+        tsr_tensor * t = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, S, H, T);
+        fill(t, rng, lo, hi);
+        return t;
+    };
+    tsr_tensor * state = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, S * S * H, n_seqs);
+    fill(state, rng);
+    {
+        tsr_tensor * k = tok(-1, 1), * v = tok(-1, 1), * r = tok(-1, 1), * td = tok(0.5f, 1);
+        tsr_tensor * tf = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, S, H);
+        fill(tf, rng);
+        const auto ref = ref_linear_attn(S, H, T, state, [&](int64_t t, int64_t h, std::vector<double> & st, double * y) {
+            for (int64_t j = 0; j < S; ++j) y[j] = 0;
+            for (int64_t i = 0; i < S; ++i)
+                for (int64_t j = 0; j < S; ++j) {
+                    const double kv = at(k, i, h, t) * at(v, j, h, t);
+                    double & s = st[(size_t)(i * S + j)];
+                    y[j] += at(r, i, h, t) * (at(tf, i, h) * kv + s);
+                    s = s * at(td, i, h, t) + kv;
+                }
+        });
+        check_every_isa(ctx, tsr_rwkv_wkv6(ctx, k, v, r, tf, td, state), ref, 1e-10, "rwkv_wkv6");
+    }
+    {
+        tsr_tensor * k = tok(-1, 1), * v = tok(-1, 1), * q = tok(-1, 1), * g = tok(0.5f, 1);
+        const double scale = 0.35;
+        const auto ref = ref_linear_attn(S, H, T, state, [&](int64_t t, int64_t h, std::vector<double> & st, double * y) {
+            for (int64_t j = 0; j < S; ++j) y[j] = 0;
+            for (int64_t i = 0; i < S; ++i)
+                for (int64_t j = 0; j < S; ++j) {
+                    double & s = st[(size_t)(i * S + j)];
+                    s = s * at(g, i, h, t) + at(k, i, h, t) * at(v, j, h, t);
+                    y[j] += scale * at(q, i, h, t) * s;
+                }
+        });
+        check_every_isa(ctx, tsr_gated_linear_attn(ctx, k, v, q, g, state, (float)scale), ref, 1e-10, "gated_linear_attn");
+    }
+    {
+        tsr_tensor * r = tok(-1, 1), * w = tok(0.5f, 1), * k = tok(-1, 1), * v = tok(-1, 1), * a = tok(-0.5f, 0.5f), * b = tok(-0.5f, 0.5f);
+        const auto ref = ref_linear_attn(S, H, T, state, [&](int64_t t, int64_t h, std::vector<double> & st, double * y) {
+            for (int64_t i = 0; i < S; ++i) {
+                double sa = 0, out = 0;
+                for (int64_t j = 0; j < S; ++j) sa += at(a, j, h, t) * st[(size_t)(i * S + j)];
+                for (int64_t j = 0; j < S; ++j) {
+                    double & s = st[(size_t)(i * S + j)];
+                    s = s * at(w, j, h, t) + at(v, i, h, t) * at(k, j, h, t) + sa * at(b, j, h, t);
+                    out += s * at(r, j, h, t);
+                }
+                y[i] = out;
+            }
+        });
+        check_every_isa(ctx, tsr_rwkv_wkv7(ctx, r, w, k, v, a, b, state), ref, 1e-10, "rwkv_wkv7");
+    }
+    // shape errors name the shapes and take no memory
+    tsr_tensor * k = tok(-1, 1);
+    tsr_tensor * short_v = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, S, H, T - 1);
+    tsr_tensor * state3 = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, S * S * H, 4);
+    const size_t used = tsr_used_mem(ctx);
+    check_fails(tsr_gated_linear_attn(ctx, k, short_v, k, k, state, 1.0f), "like");
+    check_fails(tsr_rwkv_wkv7(ctx, k, k, k, k, k, k, state3), "n_seqs dividing the 6 tokens");
+    check_fails(tsr_rwkv_wkv6(ctx, k, k, k, k, k, state), "time_first");
+    CHECK(tsr_used_mem(ctx) == used);
+}

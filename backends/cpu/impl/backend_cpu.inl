@@ -100,6 +100,7 @@ static bool supports(const tsr_tensor * t) {
         case TSR_OP_ROLL:
             return !tsr_is_quantized(a->type) && a->type == t->type;
         case TSR_OP_TIMESTEP_EMBEDDING: case TSR_OP_SSM_CONV: case TSR_OP_SSM_SCAN:
+        case TSR_OP_RWKV_WKV6: case TSR_OP_GATED_LINEAR_ATTN: case TSR_OP_RWKV_WKV7:
             return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32 && tsr_is_contiguous(t);
         case TSR_OP_FLASH_ATTN_EXT: {
             const tsr_tensor * v = t->src[2];
@@ -182,6 +183,9 @@ static void compute_node(const cparams & p, tsr_tensor * t) {
         case TSR_OP_TIMESTEP_EMBEDDING: op_timestep_embedding(p, t); break;
         case TSR_OP_SSM_CONV: op_ssm_conv(p, t); break;
         case TSR_OP_SSM_SCAN: op_ssm_scan(p, t); break;
+        case TSR_OP_RWKV_WKV6: op_rwkv_wkv6(p, t); break;
+        case TSR_OP_GATED_LINEAR_ATTN: op_gated_linear_attn(p, t); break;
+        case TSR_OP_RWKV_WKV7: op_rwkv_wkv7(p, t); break;
         default: break;
     }
 }

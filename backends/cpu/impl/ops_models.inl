@@ -1,7 +1,8 @@
 /*
  * ops_models.inl - the CPU ops of model families beyond decoder-only LLMs (issue 17 part B):
  * expert-indexed mat-mul, depthwise and transposed convolutions, reflection padding, roll,
- * timestep embeddings, Mamba's ssm_conv / ssm_scan (conventions: ops_elementwise.inl).
+ * timestep embeddings, Mamba's ssm_conv / ssm_scan, RWKV 6/7 and gated linear attention
+ * (conventions: ops_elementwise.inl).
  */
 namespace {
 namespace tcpu {
@@ -503,6 +504,106 @@ static void op_ssm_scan(const cparams & p, tsr_tensor * dst) {
             }
         }
     }
+}
+
+/* ---- linear attention: RWKV 6/7, gated linear attention ---------------------------------------------- */
+
+/* Where a recurrence reads and writes: token rows [S, H] (head h at h*S), outputs y[t] of S*H,
+ * states [S*S*H, n_seqs] after the outputs. The first token of a sequence reads the input
+ * state, every later one the state the previous token wrote. Heads are independent: a
+ * thread takes whole heads, for every token. */
+struct lin_attn {
+    int64_t S, H, T, per_seq;
+    const float * state_in;
+    float * y, * state_out;
+    int64_t h0, h1;
+
+    lin_attn(const cparams & p, tsr_tensor * dst, const tsr_tensor * tok, const tsr_tensor * state) {
+        S = tok->ne[0]; H = tok->ne[1]; T = tok->ne[2];
+        per_seq = T / state->ne[1];
+        state_in = (const float *)state->data;
+        y = (float *)dst->data;
+        state_out = y + S * H * T;
+        split_rows(H, p.ith, p.nth, h0, h1);
+    }
+    const float * prev(int64_t t, int64_t h) const {
+        const int64_t off = (t / per_seq) * S * S * H + h * S * S;
+        return t % per_seq == 0 ? state_in + off : state_out + off;
+    }
+    float * cur(int64_t t, int64_t h) const { return state_out + (t / per_seq) * S * S * H + h * S * S; }
+    float * out(int64_t t, int64_t h) const { return y + (t * H + h) * S; }
+};
+
+static inline const float * tok_row(const tsr_tensor * x, int64_t t, int64_t h) { return (const float *)tptr(x, 0, h, t, 0); }
+
+static void op_rwkv_wkv6(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * k = dst->src[0], * v = dst->src[1], * r = dst->src[2], * tf = dst->src[3], * td = dst->src[4];
+    const lin_attn L(p, dst, k, dst->src[5]);
+    for (int64_t t = 0; t < L.T; ++t)
+        for (int64_t h = L.h0; h < L.h1; ++h) {
+            const float * kt = tok_row(k, t, h), * vt = tok_row(v, t, h), * rt = tok_row(r, t, h), * dt = tok_row(td, t, h);
+            const float * first = (const float *)tf->data + h * L.S;
+            const float * prev = L.prev(t, h);
+            float * cur = L.cur(t, h);
+            float * y = L.out(t, h);
+            for (int64_t j = 0; j < L.S; ++j) y[j] = 0.0f;
+            for (int64_t i = 0; i < L.S; ++i) {
+                const float ki = kt[i], ri = rt[i], fi = first[i], di = dt[i];
+                const float * sp = prev + i * L.S;
+                float * sc = cur + i * L.S;
+                for (int64_t j = 0; j < L.S; ++j) {
+                    const float kv = ki * vt[j];
+                    const float old = sp[j];
+                    y[j] += (kv * fi + old) * ri;
+                    sc[j] = old * di + kv;
+                }
+            }
+        }
+}
+
+static void op_gated_linear_attn(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * k = dst->src[0], * v = dst->src[1], * q = dst->src[2], * g = dst->src[3];
+    const float scale = tsr_get_op_params_f32(dst, 0);
+    const lin_attn L(p, dst, k, dst->src[4]);
+    for (int64_t t = 0; t < L.T; ++t)
+        for (int64_t h = L.h0; h < L.h1; ++h) {
+            const float * kt = tok_row(k, t, h), * vt = tok_row(v, t, h), * qt = tok_row(q, t, h), * gt = tok_row(g, t, h);
+            const float * prev = L.prev(t, h);
+            float * cur = L.cur(t, h);
+            float * y = L.out(t, h);
+            for (int64_t j = 0; j < L.S; ++j) y[j] = 0.0f;
+            for (int64_t i = 0; i < L.S; ++i) {
+                const float ki = kt[i], qi = qt[i] * scale, gi = gt[i];
+                const float * sp = prev + i * L.S;
+                float * sc = cur + i * L.S;
+                for (int64_t j = 0; j < L.S; ++j) {
+                    const float st = sp[j] * gi + ki * vt[j];
+                    y[j] += st * qi;
+                    sc[j] = st;
+                }
+            }
+        }
+}
+
+static void op_rwkv_wkv7(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * r = dst->src[0], * w = dst->src[1], * k = dst->src[2], * v = dst->src[3], * a = dst->src[4], * b = dst->src[5];
+    const lin_attn L(p, dst, r, dst->src[6]);
+    for (int64_t t = 0; t < L.T; ++t)
+        for (int64_t h = L.h0; h < L.h1; ++h) {
+            const float * rt = tok_row(r, t, h), * wt = tok_row(w, t, h), * kt = tok_row(k, t, h), * vt = tok_row(v, t, h);
+            const float * at = tok_row(a, t, h), * bt = tok_row(b, t, h);
+            const float * prev = L.prev(t, h);
+            float * cur = L.cur(t, h);
+            float * y = L.out(t, h);
+            for (int64_t i = 0; i < L.S; ++i) {
+                const float * sp = prev + i * L.S;
+                float * sc = cur + i * L.S;
+                const float sa = p.K->dot_f32(L.S, at, sp);
+                const float vi = vt[i];
+                for (int64_t j = 0; j < L.S; ++j) sc[j] = sp[j] * wt[j] + vi * kt[j] + sa * bt[j];
+                y[i] = p.K->dot_f32(L.S, rt, sc);
+            }
+        }
 }
 
 } // namespace tcpu

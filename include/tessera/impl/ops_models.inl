@@ -337,6 +337,96 @@ TSR_API_IMPL struct tsr_tensor * tsr_ssm_scan(struct tsr_context * ctx, struct t
     return r;
 }
 
+/* ---- linear attention (RWKV 6/7, gated linear attention) ------------------------------------------ */
+
+TSR_IMPL_NS_BEGIN
+/* The shared contract of the linear-attention recurrences: every token tensor f32 contiguous
+ * [S, H, n_tokens], the state f32 contiguous with S*S*H*n_seqs elements ([S*S*H, n_seqs]),
+ * n_tokens a multiple of n_seqs (each sequence's tokens consecutive). */
+static inline bool check_linear_attn(const char * fn, struct tsr_tensor * const * toks, int n, const struct tsr_tensor * state) {
+    const struct tsr_tensor * k = toks[0];
+    for (int i = 0; i < n; ++i) {
+        const struct tsr_tensor * t = toks[i];
+        if (t->type != TSR_TYPE_F32 || !tsr_is_contiguous(t) || t->ne[0] != k->ne[0] || t->ne[1] != k->ne[1] ||
+            t->ne[2] != k->ne[2] || t->ne[3] != 1) {
+            return tsr_set_error("%s: %s must be contiguous f32 [S, H, n_tokens] like %s", fn, tsr_impl_describe(t).s,
+                                 tsr_impl_describe(k).s);
+        }
+    }
+    const int64_t S = k->ne[0], H = k->ne[1];
+    if (state->type != TSR_TYPE_F32 || !tsr_is_contiguous(state) || state->ne[0] != S * S * H || state->ne[2] != 1 ||
+        state->ne[3] != 1 || state->ne[1] <= 0 || k->ne[2] % state->ne[1] != 0) {
+        return tsr_set_error("%s: state %s must be contiguous f32 [S*S*H = %lld, n_seqs] with n_seqs dividing the %lld tokens",
+                             fn, tsr_impl_describe(state).s, (long long)(S * S * H), (long long)k->ne[2]);
+    }
+    return true;
+}
+/* [S*H, n_tokens + S*n_seqs]: the outputs, then the final states. */
+static inline struct tsr_tensor * linear_attn_result(struct tsr_context * ctx, const struct tsr_tensor * k, const struct tsr_tensor * state) {
+    return tsr_new_tensor_2d(ctx, TSR_TYPE_F32, k->ne[0] * k->ne[1], k->ne[2] + k->ne[0] * state->ne[1]);
+}
+TSR_IMPL_NS_END
+
+/* TSR_OP_RWKV_WKV6: no op_params. k, v, r, td f32 [S, H, n_tokens], tf f32 [S, H], state f32
+ * [S*S*H, n_seqs] -> F32 [S*H, n_tokens + S*n_seqs] (outputs, then final states). Per head,
+ * with kv = k[i] v[j]: y[j] += r[i] (tf[i] kv + st[i][j]), st[i][j] = st[i][j] td[i] + kv.
+ * src0..5 = k, v, r, tf, td, state. */
+TSR_API_IMPL struct tsr_tensor * tsr_rwkv_wkv6(struct tsr_context * ctx, struct tsr_tensor * k, struct tsr_tensor * v,
+                                               struct tsr_tensor * r, struct tsr_tensor * tf, struct tsr_tensor * td,
+                                               struct tsr_tensor * state) {
+    if (!tsr_impl::check_args("tsr_rwkv_wkv6", ctx, k, v, r) || !tsr_impl::check_args("tsr_rwkv_wkv6", ctx, tf, td, state)) return nullptr;
+    struct tsr_tensor * toks[4] = {k, v, r, td};
+    if (!tsr_impl::check_linear_attn("tsr_rwkv_wkv6", toks, 4, state)) return nullptr;
+    TSR_MODELS_REQUIRE(tf->type == TSR_TYPE_F32 && tsr_is_contiguous(tf) && tsr_nelements(tf) == k->ne[0] * k->ne[1],
+                       "tsr_rwkv_wkv6: time_first %s must be contiguous f32 [S, H] of k %s", TSR_MODELS_D(tf), TSR_MODELS_D(k));
+    struct tsr_tensor * res = tsr_impl::linear_attn_result(ctx, k, state);
+    if (!res) return nullptr;
+    tsr_impl_set_op(res, TSR_OP_RWKV_WKV6, k, v, r, tf);
+    res->src[4] = td;
+    res->src[5] = state;
+    return res;
+}
+
+/* TSR_OP_GATED_LINEAR_ATTN: f32 scale (slot 0). k, v, q, g f32 [S, H, n_tokens], state f32
+ * [S*S*H, n_seqs] -> F32 [S*H, n_tokens + S*n_seqs]. Per head: st[i][j] = st[i][j] g[i] +
+ * k[i] v[j], y[j] = scale sum_i q[i] st[i][j]. src0..4 = k, v, q, g, state. */
+TSR_API_IMPL struct tsr_tensor * tsr_gated_linear_attn(struct tsr_context * ctx, struct tsr_tensor * k, struct tsr_tensor * v,
+                                                       struct tsr_tensor * q, struct tsr_tensor * g, struct tsr_tensor * state,
+                                                       float scale) {
+    if (!tsr_impl::check_args("tsr_gated_linear_attn", ctx, k, v, q) || !tsr_impl::check_args("tsr_gated_linear_attn", ctx, g, state))
+        return nullptr;
+    struct tsr_tensor * toks[4] = {k, v, q, g};
+    if (!tsr_impl::check_linear_attn("tsr_gated_linear_attn", toks, 4, state)) return nullptr;
+    struct tsr_tensor * res = tsr_impl::linear_attn_result(ctx, k, state);
+    if (!res) return nullptr;
+    tsr_set_op_params_f32(res, 0, scale);
+    tsr_impl_set_op(res, TSR_OP_GATED_LINEAR_ATTN, k, v, q, g);
+    res->src[4] = state;
+    return res;
+}
+
+/* TSR_OP_RWKV_WKV7: no op_params. r, w, k, v, a, b f32 [S, H, n_tokens], state f32 [S*S*H,
+ * n_seqs] -> F32 [S*H, n_tokens + S*n_seqs]. Per head, state row i (value index):
+ * sa = a . st[i], st[i][j] = st[i][j] w[j] + v[i] k[j] + sa b[j], y[i] = r . st[i].
+ * src0..6 = r, w, k, v, a, b, state. */
+TSR_API_IMPL struct tsr_tensor * tsr_rwkv_wkv7(struct tsr_context * ctx, struct tsr_tensor * r, struct tsr_tensor * w,
+                                               struct tsr_tensor * k, struct tsr_tensor * v, struct tsr_tensor * a,
+                                               struct tsr_tensor * b, struct tsr_tensor * state) {
+    if (!tsr_impl::check_args("tsr_rwkv_wkv7", ctx, r, w, k) || !tsr_impl::check_args("tsr_rwkv_wkv7", ctx, v, a, b) ||
+        !tsr_impl::check_args("tsr_rwkv_wkv7", ctx, state)) {
+        return nullptr;
+    }
+    struct tsr_tensor * toks[6] = {r, w, k, v, a, b};
+    if (!tsr_impl::check_linear_attn("tsr_rwkv_wkv7", toks, 6, state)) return nullptr;
+    struct tsr_tensor * res = tsr_impl::linear_attn_result(ctx, r, state);
+    if (!res) return nullptr;
+    tsr_impl_set_op(res, TSR_OP_RWKV_WKV7, r, w, k, v);
+    res->src[4] = a;
+    res->src[5] = b;
+    res->src[6] = state;
+    return res;
+}
+
 #undef TSR_MODELS_D
 #undef TSR_MODELS_REQUIRE
 #undef TSR_MODELS_FAIL
