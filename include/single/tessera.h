@@ -293,6 +293,12 @@ enum tsr_scale_mode { TSR_SCALE_MODE_NEAREST = 0, TSR_SCALE_MODE_BILINEAR = 1 };
 #define TSR_ROPE_TYPE_NEOX   2
 
 /* issue 17 part B */
+/* Multi-section RoPE (tsr_rope_multi): MROPE rotates NEOX pairs with the angle of each pair
+ * taken from one of 4 position streams (time, height, width, extra) by section; VISION rotates
+ * pairs (i, i + n_dims) over the whole head with the sections restarting their angles. */
+#define TSR_ROPE_TYPE_MROPE  8
+#define TSR_ROPE_TYPE_VISION 24
+#define TSR_MROPE_SECTIONS   4
 /* Precision a matrix product asks of its backend (ggml_prec): DEFAULT lets a backend
  * accumulate in f16 where it would, F32 asks for f32 accumulation. */
 enum tsr_prec { TSR_PREC_DEFAULT = 0, TSR_PREC_F32 = 10 };
@@ -624,6 +630,13 @@ TSR_API struct tsr_tensor * tsr_gated_linear_attn(struct tsr_context * ctx, stru
                                                   struct tsr_tensor * q, struct tsr_tensor * g, struct tsr_tensor * state, float scale);
 TSR_API struct tsr_tensor * tsr_rwkv_wkv7(struct tsr_context * ctx, struct tsr_tensor * r, struct tsr_tensor * w, struct tsr_tensor * k,
                                           struct tsr_tensor * v, struct tsr_tensor * a, struct tsr_tensor * b, struct tsr_tensor * state);
+
+/* RoPE with 4 positions per token (b I32 [4 * n_tokens]: all time positions, then height,
+ * width, extra) and sections[4] pairs per stream (Qwen2-VL's M-RoPE; mode TSR_ROPE_TYPE_MROPE
+ * or TSR_ROPE_TYPE_VISION, where n_dims = head_dim / 2). YaRN parameters as tsr_rope_ext. */
+TSR_API struct tsr_tensor * tsr_rope_multi(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, struct tsr_tensor * c,
+                                           int n_dims, int sections[TSR_MROPE_SECTIONS], int mode, int n_ctx_orig, float freq_base,
+                                           float freq_scale, float ext_factor, float attn_factor, float beta_fast, float beta_slow);
 
 /* ---- graphs ------------------------------------------------------------------------ */
 
@@ -3788,6 +3801,43 @@ TSR_API_IMPL struct tsr_tensor * tsr_timestep_embedding(struct tsr_context * ctx
         tsr_set_op_params(r, params, sizeof(params));
     }
     return tsr_impl::op_result(r, TSR_OP_TIMESTEP_EMBEDDING, timesteps);
+}
+
+/* TSR_OP_ROPE with mode TSR_ROPE_TYPE_MROPE or _VISION: the ROPE slots 0..10, then i32
+ * sections[4] in slots 11..14. a f32/f16 [head_dim, n_head, n_tokens] -> like a. b I32
+ * [4 * n_tokens]; c freq factors f32 [>= head_dim / 2] or NULL. src0 = a, src1 = b, src2 = c. */
+TSR_API_IMPL struct tsr_tensor * tsr_rope_multi(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                struct tsr_tensor * c, int n_dims, int sections[TSR_MROPE_SECTIONS], int mode,
+                                                int n_ctx_orig, float freq_base, float freq_scale, float ext_factor,
+                                                float attn_factor, float beta_fast, float beta_slow) {
+    if (!tsr_impl::check_args("tsr_rope_multi", ctx, a, b)) return nullptr;
+    TSR_MODELS_REQUIRE(sections != nullptr, "tsr_rope_multi: NULL sections");
+    TSR_MODELS_REQUIRE((a->type == TSR_TYPE_F32 || a->type == TSR_TYPE_F16) && a->ne[3] == 1,
+                       "tsr_rope_multi: %s must be f32 or f16 [head_dim, n_head, n_tokens]", TSR_MODELS_D(a));
+    TSR_MODELS_REQUIRE(b->type == TSR_TYPE_I32 && b->ne[1] == 1 && b->ne[2] == 1 && b->ne[3] == 1 && b->ne[0] == 4 * a->ne[2],
+                       "tsr_rope_multi: positions %s must be i32 [4 * n_tokens = %lld]", TSR_MODELS_D(b), (long long)(4 * a->ne[2]));
+    TSR_MODELS_REQUIRE(mode == TSR_ROPE_TYPE_MROPE || mode == TSR_ROPE_TYPE_VISION,
+                       "tsr_rope_multi: mode %d must be TSR_ROPE_TYPE_MROPE (8) or TSR_ROPE_TYPE_VISION (24)", mode);
+    TSR_MODELS_REQUIRE(n_dims > 0 && n_dims % 2 == 0 && n_dims <= a->ne[0] && (mode != TSR_ROPE_TYPE_VISION || 2 * n_dims == a->ne[0]),
+                       "tsr_rope_multi: n_dims %d must be even and in (0, %lld] (vision: half of it)", n_dims, (long long)a->ne[0]);
+    const int sect_dims = sections[0] + sections[1] + sections[2] + sections[3];
+    TSR_MODELS_REQUIRE(sections[0] >= 0 && sections[1] >= 0 && sections[2] >= 0 && sections[3] >= 0 && sect_dims > 0 &&
+                           sect_dims <= a->ne[0],
+                       "tsr_rope_multi: sections (%d, %d, %d, %d) must be >= 0 with a sum in (0, %lld]", sections[0], sections[1],
+                       sections[2], sections[3], (long long)a->ne[0]);
+    if (c) {
+        TSR_MODELS_REQUIRE(c->type == TSR_TYPE_F32 && c->ne[0] >= a->ne[0] / 2,
+                           "tsr_rope_multi: frequency factors %s must be f32 with >= %lld elements", TSR_MODELS_D(c),
+                           (long long)(a->ne[0] / 2));
+    }
+    struct tsr_tensor * r = tsr_dup_tensor(ctx, a);
+    if (!r) return nullptr;
+    int32_t params[15] = {0, n_dims, mode, 0, n_ctx_orig};
+    const float fp[6] = {freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow};
+    memcpy(params + 5, fp, sizeof(fp));
+    memcpy(params + 11, sections, sizeof(int32_t) * TSR_MROPE_SECTIONS);
+    tsr_set_op_params(r, params, sizeof(params));
+    return tsr_impl::op_result(r, TSR_OP_ROPE, a, b, c);
 }
 
 /* ---- sequence models ---------------------------------------------------------------------------- */
@@ -14328,6 +14378,79 @@ static void op_timestep_embedding(const cparams & p, tsr_tensor * dst) {
     }
 }
 
+/* M-RoPE / vision RoPE: the angle of pair i0/2 comes from the position stream its section
+ * names (time, height, width, extra), every stream advancing by theta_scale per pair; vision
+ * restarts a stream's angle where its section starts. Then ggml's rope_yarn per pair. */
+static inline bool rope_is_multi(const tsr_tensor * t) { return (tsr_get_op_params_i32(t, 2) & TSR_ROPE_TYPE_MROPE) != 0; }
+
+static void mrope_cache(const tsr_tensor * dst, const float pos[4], float * cache) {
+    const tsr_tensor * ff = dst->src[2];
+    const int n_dims = tsr_get_op_params_i32(dst, 1);
+    const bool vision = tsr_get_op_params_i32(dst, 2) == TSR_ROPE_TYPE_VISION;
+    const float freq_base = tsr_get_op_params_f32(dst, 5), freq_scale = tsr_get_op_params_f32(dst, 6);
+    const float ext_factor = tsr_get_op_params_f32(dst, 7), attn_factor = tsr_get_op_params_f32(dst, 8);
+    int sec[4];
+    for (int i = 0; i < 4; ++i) sec[i] = tsr_get_op_params_i32(dst, 11 + (uint32_t)i);
+    const int sect_dims = sec[0] + sec[1] + sec[2] + sec[3];
+    const int start[4] = {0, sec[0], sec[0] + sec[1], sec[0] + sec[1] + sec[2]};
+    float corr[2];
+    rope_yarn_corr_dims(n_dims, tsr_get_op_params_i32(dst, 4), freq_base, tsr_get_op_params_f32(dst, 9), tsr_get_op_params_f32(dst, 10), corr);
+    const float theta_scale = std::pow(freq_base, -2.0f / (float)n_dims);
+    float theta[4] = {pos[0], pos[1], pos[2], pos[3]};
+    for (int64_t i0 = 0; i0 < dst->ne[0]; i0 += 2) {
+        const int sector = (int)((i0 / 2) % sect_dims);
+        int stream = 3;
+        for (int s = 0; s < 3; ++s)
+            if (sector >= start[s] && sector < start[s + 1]) stream = s;
+        if (vision && sector == start[stream]) theta[stream] = pos[stream];
+        const float f = ff ? *(const float *)tptr(ff, i0 / 2, 0, 0, 0) : 1.0f;
+        const float theta_extrap = theta[stream] / f, theta_interp = freq_scale * theta_extrap;
+        float th = theta_interp, mscale = attn_factor;
+        if (ext_factor != 0.0f) {
+            const float ramp_mix = rope_yarn_ramp(corr[0], corr[1], i0) * ext_factor;
+            th = theta_interp * (1 - ramp_mix) + theta_extrap * ramp_mix;
+            mscale *= 1.0f + 0.1f * std::log(1.0f / freq_scale);
+        }
+        cache[i0] = std::cos(th) * mscale;
+        cache[i0 + 1] = std::sin(th) * mscale;
+        for (float & t : theta) t *= theta_scale;
+    }
+}
+
+static void op_rope_multi(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * src = dst->src[0];
+    const tsr_tensor * pos = dst->src[1];
+    const int n_dims = tsr_get_op_params_i32(dst, 1);
+    const bool vision = tsr_get_op_params_i32(dst, 2) == TSR_ROPE_TYPE_VISION;
+    /* NEOX pairs (i, i + n_dims/2) over n_dims; vision: (i, i + n_dims) over the whole row */
+    const int64_t n_rot = vision ? dst->ne[0] : n_dims, offset = vision ? n_dims : n_dims / 2;
+    float * cache = thread_floats(p, (size_t)dst->ne[0] + 2);
+    int64_t r0, r1;
+    split_rows(tsr_nrows(dst), p.ith, p.nth, r0, r1);
+    int64_t cached = -1;
+    for (int64_t ir = r0; ir < r1; ++ir) {
+        int64_t i1, i2, i3;
+        row_index(dst, ir, i1, i2, i3);
+        if (cached != i2) {
+            float ps[4];
+            for (int s = 0; s < 4; ++s) ps[s] = (float)*(const int32_t *)tptr(pos, i2 + s * src->ne[2], 0, 0, 0);
+            mrope_cache(dst, ps, cache);
+            cached = i2;
+        }
+        const char * s = tptr(src, 0, i1, i2, i3);
+        char * d = tptr(dst, 0, i1, i2, i3);
+        const size_t ss = src->nb[0], ds = dst->nb[0];
+        for (int64_t i0 = 0; i0 < n_rot; i0 += 2) {
+            const int64_t ia = i0 / 2, ib = ia + offset;
+            const float x0 = ld(src->type, s + ia * ss), x1 = ld(src->type, s + ib * ss);
+            st(dst->type, d + ia * ds, x0 * cache[i0] - x1 * cache[i0 + 1]);
+            st(dst->type, d + ib * ds, x0 * cache[i0 + 1] + x1 * cache[i0]);
+        }
+        if (!vision)
+            for (int64_t i0 = n_dims; i0 < dst->ne[0]; ++i0) st(dst->type, d + i0 * ds, ld(src->type, s + i0 * ss));
+    }
+}
+
 /* ---- Mamba ---------------------------------------------------------------------------------------- */
 
 static void op_ssm_conv(const cparams & p, tsr_tensor * dst) {
@@ -14649,7 +14772,7 @@ static size_t op_work_size(const tsr_tensor * t, const kernels * K, int nth) {
         case TSR_OP_MUL_MAT: return mm_work_size(t, K, nth);
         case TSR_OP_OUT_PROD: return per_thread((size_t)t->src[0]->ne[0]);
         case TSR_OP_SET_ROWS: return per_thread((size_t)t->src[0]->ne[0]);
-        case TSR_OP_ROPE: return per_thread((size_t)tsr_get_op_params_i32(t, 1) + 2);
+        case TSR_OP_ROPE: return per_thread((size_t)std::max<int64_t>(tsr_get_op_params_i32(t, 1), t->ne[0]) + 2);
         case TSR_OP_ARGSORT: return per_thread((size_t)t->ne[0]);
         case TSR_OP_IM2COL: return per_thread((size_t)t->ne[0]);
         case TSR_OP_CONV_2D: {
@@ -14690,7 +14813,7 @@ static void compute_node(const cparams & p, tsr_tensor * t) {
         case TSR_OP_SET_ROWS: op_set_rows(p, t); break;
         case TSR_OP_DIAG_MASK_INF: op_diag_mask_inf(p, t); break;
         case TSR_OP_SOFT_MAX: op_soft_max(p, t); break;
-        case TSR_OP_ROPE: op_rope(p, t); break;
+        case TSR_OP_ROPE: if (rope_is_multi(t)) op_rope_multi(p, t); else op_rope(p, t); break;
         case TSR_OP_IM2COL: op_im2col(p, t); break;
         case TSR_OP_CONV_2D: op_conv_2d(p, t); break;
         case TSR_OP_POOL_2D: op_pool_2d(p, t); break;

@@ -934,11 +934,26 @@ void linear_attention_cases(case_table & T) {
         .nmse(T_F32);
 }
 
+// multi-section RoPE (the CPU's only; other backends decline the modes)
+void rope_multi_cases(case_table & T) {
+    for (int mode : {TSR_ROPE_TYPE_MROPE, TSR_ROPE_TYPE_VISION})
+        T.add(mode == TSR_ROPE_TYPE_MROPE ? "rope_multi mrope" : "rope_multi vision")
+            .input(tensor(F32, 64, 3, 5))
+            .input(tensor(I32, 20).i32({3, 9, 1, 14, 2, 7, 5}))
+            .op([mode](tsr_context * c, const tensors & x) {
+                int sections[4] = {6, 5, 5, 0};
+                return tsr_rope_multi(c, x[0], x[1], nullptr, mode == TSR_ROPE_TYPE_VISION ? 32 : 48, sections, mode, 4096, 1e4f,
+                                      1.0f, 0.0f, 1.0f, 32.0f, 1.0f);
+            })
+            .nmse(T_FN);
+}
+
 void issue17b_cases(case_table & T) {
     mul_mat_id_cases(T);
     conv_models_cases(T);
     sequence_model_cases(T);
     linear_attention_cases(T);
+    rope_multi_cases(T);
 }
 
 std::vector<op_case> build_table() {

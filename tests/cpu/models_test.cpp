@@ -527,3 +527,68 @@ TEST_CASE("rwkv_wkv6, gated_linear_attn, rwkv_wkv7 (2 sequences, state carried o
     check_fails(tsr_rwkv_wkv6(ctx, k, k, k, k, k, state), "time_first");
     CHECK(tsr_used_mem(ctx) == used);
 }
+
+TEST_CASE("rope_multi: M-RoPE and vision sections, YaRN, freq factors", "[cpu][ops]") {
+    ctx_holder ctx(8);
+    std::mt19937 rng(83);
+    const int64_t H = 3, T = 4;
+    for (int mode : {TSR_ROPE_TYPE_MROPE, TSR_ROPE_TYPE_VISION})
+        for (float ext : {0.0f, 1.0f}) {
+            const int64_t D = mode == TSR_ROPE_TYPE_VISION ? 32 : 40;
+            const int n_dims = mode == TSR_ROPE_TYPE_VISION ? 16 : 32;
+            int sections[4] = {3, 5, 4, 2};
+            tsr_tensor * a = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, D, H, T);
+            fill(a, rng);
+            tsr_tensor * pos = tsr_new_tensor_1d(ctx, TSR_TYPE_I32, 4 * T);
+            for (int64_t i = 0; i < 4 * T; ++i) ((int32_t *)pos->data)[i] = (int32_t)((i * 7) % 23);
+            tsr_tensor * ff = tsr_new_tensor_1d(ctx, TSR_TYPE_F32, D / 2);
+            fill(ff, rng, 1, 2);
+            const float base = 10000.0f, fs = 0.5f, attn = 0.8f, bf = 32.0f, bs = 1.0f;
+            const int n_ctx_orig = 2048;
+            tsr_tensor * r = tsr_rope_multi(ctx, a, pos, ff, n_dims, sections, mode, n_ctx_orig, base, fs, ext, attn, bf, bs);
+            REQUIRE(r != nullptr);
+            auto corr_dim = [&](double n_rot) { return n_dims * std::log(n_ctx_orig / (n_rot * 2 * M_PI)) / (2 * std::log((double)base)); };
+            const double c0 = std::max(0.0, std::floor(corr_dim(bf))), c1 = std::min((double)n_dims - 1, std::ceil(corr_dim(bs)));
+            const int start[5] = {0, 3, 8, 12, 14};
+            std::vector<double> ref;
+            for (int64_t t = 0; t < T; ++t)
+                for (int64_t h = 0; h < H; ++h) {
+                    std::vector<double> out((size_t)D);
+                    for (int64_t i = 0; i < D; ++i) out[(size_t)i] = at(a, i, h, t);
+                    const int64_t n_pairs = mode == TSR_ROPE_TYPE_VISION ? D / 2 : n_dims / 2;
+                    for (int64_t k = 0; k < n_pairs; ++k) {
+                        const int sector = (int)(k % 14);
+                        int stream = 0;
+                        while (sector >= start[stream + 1]) ++stream;
+                        // vision: each section's angles start again at its first pair
+                        const int64_t steps = mode == TSR_ROPE_TYPE_VISION ? sector - start[stream] : k;
+                        const double p = ((int32_t *)pos->data)[t + stream * T];
+                        const double theta_ext = p * std::pow((double)base, -2.0 * (double)steps / n_dims) / at(ff, k);
+                        double theta = fs * theta_ext, ms = attn;
+                        if (ext != 0) {
+                            const double y = ((double)k - c0) / std::max(0.001, c1 - c0);
+                            const double ramp = (1 - std::min(1.0, std::max(0.0, y))) * ext;
+                            theta = theta * (1 - ramp) + theta_ext * ramp;
+                            ms *= 1 + 0.1 * std::log(1 / fs);
+                        }
+                        const int64_t ia = k, ib = k + (mode == TSR_ROPE_TYPE_VISION ? n_dims : n_dims / 2);
+                        const double x0 = at(a, ia, h, t), x1 = at(a, ib, h, t);
+                        out[(size_t)ia] = (x0 * std::cos(theta) - x1 * std::sin(theta)) * ms;
+                        out[(size_t)ib] = (x0 * std::sin(theta) + x1 * std::cos(theta)) * ms;
+                    }
+                    ref.insert(ref.end(), out.begin(), out.end());
+                }
+            std::ostringstream what;
+            what << "rope_multi mode " << mode << " ext " << ext;
+            check_every_isa(ctx, r, ref, 1e-10, what.str());
+        }
+    int bad[4] = {3, 5, 4, 2};
+    tsr_tensor * a = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, 32, 2, 3);
+    tsr_tensor * pos3 = tsr_new_tensor_1d(ctx, TSR_TYPE_I32, 3);
+    tsr_tensor * pos12 = tsr_new_tensor_1d(ctx, TSR_TYPE_I32, 12);
+    const size_t used = tsr_used_mem(ctx);
+    check_fails(tsr_rope_multi(ctx, a, pos3, nullptr, 16, bad, TSR_ROPE_TYPE_MROPE, 0, 1e4f, 1, 0, 1, 0, 0), "4 * n_tokens = 12");
+    check_fails(tsr_rope_multi(ctx, a, pos12, nullptr, 16, bad, TSR_ROPE_TYPE_NEOX, 0, 1e4f, 1, 0, 1, 0, 0), "mode 2");
+    check_fails(tsr_rope_multi(ctx, a, pos12, nullptr, 8, bad, TSR_ROPE_TYPE_VISION, 0, 1e4f, 1, 0, 1, 0, 0), "n_dims 8");
+    CHECK(tsr_used_mem(ctx) == used);
+}

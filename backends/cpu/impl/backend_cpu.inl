@@ -126,7 +126,7 @@ static size_t op_work_size(const tsr_tensor * t, const kernels * K, int nth) {
         case TSR_OP_MUL_MAT: return mm_work_size(t, K, nth);
         case TSR_OP_OUT_PROD: return per_thread((size_t)t->src[0]->ne[0]);
         case TSR_OP_SET_ROWS: return per_thread((size_t)t->src[0]->ne[0]);
-        case TSR_OP_ROPE: return per_thread((size_t)tsr_get_op_params_i32(t, 1) + 2);
+        case TSR_OP_ROPE: return per_thread((size_t)std::max<int64_t>(tsr_get_op_params_i32(t, 1), t->ne[0]) + 2);
         case TSR_OP_ARGSORT: return per_thread((size_t)t->ne[0]);
         case TSR_OP_IM2COL: return per_thread((size_t)t->ne[0]);
         case TSR_OP_CONV_2D: {
@@ -167,7 +167,7 @@ static void compute_node(const cparams & p, tsr_tensor * t) {
         case TSR_OP_SET_ROWS: op_set_rows(p, t); break;
         case TSR_OP_DIAG_MASK_INF: op_diag_mask_inf(p, t); break;
         case TSR_OP_SOFT_MAX: op_soft_max(p, t); break;
-        case TSR_OP_ROPE: op_rope(p, t); break;
+        case TSR_OP_ROPE: if (rope_is_multi(t)) op_rope_multi(p, t); else op_rope(p, t); break;
         case TSR_OP_IM2COL: op_im2col(p, t); break;
         case TSR_OP_CONV_2D: op_conv_2d(p, t); break;
         case TSR_OP_POOL_2D: op_pool_2d(p, t); break;

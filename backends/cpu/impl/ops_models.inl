@@ -416,6 +416,79 @@ static void op_timestep_embedding(const cparams & p, tsr_tensor * dst) {
     }
 }
 
+/* M-RoPE / vision RoPE: the angle of pair i0/2 comes from the position stream its section
+ * names (time, height, width, extra), every stream advancing by theta_scale per pair; vision
+ * restarts a stream's angle where its section starts. Then ggml's rope_yarn per pair. */
+static inline bool rope_is_multi(const tsr_tensor * t) { return (tsr_get_op_params_i32(t, 2) & TSR_ROPE_TYPE_MROPE) != 0; }
+
+static void mrope_cache(const tsr_tensor * dst, const float pos[4], float * cache) {
+    const tsr_tensor * ff = dst->src[2];
+    const int n_dims = tsr_get_op_params_i32(dst, 1);
+    const bool vision = tsr_get_op_params_i32(dst, 2) == TSR_ROPE_TYPE_VISION;
+    const float freq_base = tsr_get_op_params_f32(dst, 5), freq_scale = tsr_get_op_params_f32(dst, 6);
+    const float ext_factor = tsr_get_op_params_f32(dst, 7), attn_factor = tsr_get_op_params_f32(dst, 8);
+    int sec[4];
+    for (int i = 0; i < 4; ++i) sec[i] = tsr_get_op_params_i32(dst, 11 + (uint32_t)i);
+    const int sect_dims = sec[0] + sec[1] + sec[2] + sec[3];
+    const int start[4] = {0, sec[0], sec[0] + sec[1], sec[0] + sec[1] + sec[2]};
+    float corr[2];
+    rope_yarn_corr_dims(n_dims, tsr_get_op_params_i32(dst, 4), freq_base, tsr_get_op_params_f32(dst, 9), tsr_get_op_params_f32(dst, 10), corr);
+    const float theta_scale = std::pow(freq_base, -2.0f / (float)n_dims);
+    float theta[4] = {pos[0], pos[1], pos[2], pos[3]};
+    for (int64_t i0 = 0; i0 < dst->ne[0]; i0 += 2) {
+        const int sector = (int)((i0 / 2) % sect_dims);
+        int stream = 3;
+        for (int s = 0; s < 3; ++s)
+            if (sector >= start[s] && sector < start[s + 1]) stream = s;
+        if (vision && sector == start[stream]) theta[stream] = pos[stream];
+        const float f = ff ? *(const float *)tptr(ff, i0 / 2, 0, 0, 0) : 1.0f;
+        const float theta_extrap = theta[stream] / f, theta_interp = freq_scale * theta_extrap;
+        float th = theta_interp, mscale = attn_factor;
+        if (ext_factor != 0.0f) {
+            const float ramp_mix = rope_yarn_ramp(corr[0], corr[1], i0) * ext_factor;
+            th = theta_interp * (1 - ramp_mix) + theta_extrap * ramp_mix;
+            mscale *= 1.0f + 0.1f * std::log(1.0f / freq_scale);
+        }
+        cache[i0] = std::cos(th) * mscale;
+        cache[i0 + 1] = std::sin(th) * mscale;
+        for (float & t : theta) t *= theta_scale;
+    }
+}
+
+static void op_rope_multi(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * src = dst->src[0];
+    const tsr_tensor * pos = dst->src[1];
+    const int n_dims = tsr_get_op_params_i32(dst, 1);
+    const bool vision = tsr_get_op_params_i32(dst, 2) == TSR_ROPE_TYPE_VISION;
+    /* NEOX pairs (i, i + n_dims/2) over n_dims; vision: (i, i + n_dims) over the whole row */
+    const int64_t n_rot = vision ? dst->ne[0] : n_dims, offset = vision ? n_dims : n_dims / 2;
+    float * cache = thread_floats(p, (size_t)dst->ne[0] + 2);
+    int64_t r0, r1;
+    split_rows(tsr_nrows(dst), p.ith, p.nth, r0, r1);
+    int64_t cached = -1;
+    for (int64_t ir = r0; ir < r1; ++ir) {
+        int64_t i1, i2, i3;
+        row_index(dst, ir, i1, i2, i3);
+        if (cached != i2) {
+            float ps[4];
+            for (int s = 0; s < 4; ++s) ps[s] = (float)*(const int32_t *)tptr(pos, i2 + s * src->ne[2], 0, 0, 0);
+            mrope_cache(dst, ps, cache);
+            cached = i2;
+        }
+        const char * s = tptr(src, 0, i1, i2, i3);
+        char * d = tptr(dst, 0, i1, i2, i3);
+        const size_t ss = src->nb[0], ds = dst->nb[0];
+        for (int64_t i0 = 0; i0 < n_rot; i0 += 2) {
+            const int64_t ia = i0 / 2, ib = ia + offset;
+            const float x0 = ld(src->type, s + ia * ss), x1 = ld(src->type, s + ib * ss);
+            st(dst->type, d + ia * ds, x0 * cache[i0] - x1 * cache[i0 + 1]);
+            st(dst->type, d + ib * ds, x0 * cache[i0 + 1] + x1 * cache[i0]);
+        }
+        if (!vision)
+            for (int64_t i0 = n_dims; i0 < dst->ne[0]; ++i0) st(dst->type, d + i0 * ds, ld(src->type, s + i0 * ss));
+    }
+}
+
 /* ---- Mamba ---------------------------------------------------------------------------------------- */
 
 static void op_ssm_conv(const cparams & p, tsr_tensor * dst) {

@@ -275,6 +275,43 @@ TSR_API_IMPL struct tsr_tensor * tsr_timestep_embedding(struct tsr_context * ctx
     return tsr_impl::op_result(r, TSR_OP_TIMESTEP_EMBEDDING, timesteps);
 }
 
+/* TSR_OP_ROPE with mode TSR_ROPE_TYPE_MROPE or _VISION: the ROPE slots 0..10, then i32
+ * sections[4] in slots 11..14. a f32/f16 [head_dim, n_head, n_tokens] -> like a. b I32
+ * [4 * n_tokens]; c freq factors f32 [>= head_dim / 2] or NULL. src0 = a, src1 = b, src2 = c. */
+TSR_API_IMPL struct tsr_tensor * tsr_rope_multi(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                struct tsr_tensor * c, int n_dims, int sections[TSR_MROPE_SECTIONS], int mode,
+                                                int n_ctx_orig, float freq_base, float freq_scale, float ext_factor,
+                                                float attn_factor, float beta_fast, float beta_slow) {
+    if (!tsr_impl::check_args("tsr_rope_multi", ctx, a, b)) return nullptr;
+    TSR_MODELS_REQUIRE(sections != nullptr, "tsr_rope_multi: NULL sections");
+    TSR_MODELS_REQUIRE((a->type == TSR_TYPE_F32 || a->type == TSR_TYPE_F16) && a->ne[3] == 1,
+                       "tsr_rope_multi: %s must be f32 or f16 [head_dim, n_head, n_tokens]", TSR_MODELS_D(a));
+    TSR_MODELS_REQUIRE(b->type == TSR_TYPE_I32 && b->ne[1] == 1 && b->ne[2] == 1 && b->ne[3] == 1 && b->ne[0] == 4 * a->ne[2],
+                       "tsr_rope_multi: positions %s must be i32 [4 * n_tokens = %lld]", TSR_MODELS_D(b), (long long)(4 * a->ne[2]));
+    TSR_MODELS_REQUIRE(mode == TSR_ROPE_TYPE_MROPE || mode == TSR_ROPE_TYPE_VISION,
+                       "tsr_rope_multi: mode %d must be TSR_ROPE_TYPE_MROPE (8) or TSR_ROPE_TYPE_VISION (24)", mode);
+    TSR_MODELS_REQUIRE(n_dims > 0 && n_dims % 2 == 0 && n_dims <= a->ne[0] && (mode != TSR_ROPE_TYPE_VISION || 2 * n_dims == a->ne[0]),
+                       "tsr_rope_multi: n_dims %d must be even and in (0, %lld] (vision: half of it)", n_dims, (long long)a->ne[0]);
+    const int sect_dims = sections[0] + sections[1] + sections[2] + sections[3];
+    TSR_MODELS_REQUIRE(sections[0] >= 0 && sections[1] >= 0 && sections[2] >= 0 && sections[3] >= 0 && sect_dims > 0 &&
+                           sect_dims <= a->ne[0],
+                       "tsr_rope_multi: sections (%d, %d, %d, %d) must be >= 0 with a sum in (0, %lld]", sections[0], sections[1],
+                       sections[2], sections[3], (long long)a->ne[0]);
+    if (c) {
+        TSR_MODELS_REQUIRE(c->type == TSR_TYPE_F32 && c->ne[0] >= a->ne[0] / 2,
+                           "tsr_rope_multi: frequency factors %s must be f32 with >= %lld elements", TSR_MODELS_D(c),
+                           (long long)(a->ne[0] / 2));
+    }
+    struct tsr_tensor * r = tsr_dup_tensor(ctx, a);
+    if (!r) return nullptr;
+    int32_t params[15] = {0, n_dims, mode, 0, n_ctx_orig};
+    const float fp[6] = {freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow};
+    memcpy(params + 5, fp, sizeof(fp));
+    memcpy(params + 11, sections, sizeof(int32_t) * TSR_MROPE_SECTIONS);
+    tsr_set_op_params(r, params, sizeof(params));
+    return tsr_impl::op_result(r, TSR_OP_ROPE, a, b, c);
+}
+
 /* ---- sequence models ---------------------------------------------------------------------------- */
 
 /* TSR_OP_SSM_CONV: no op_params. sx f32 [d_conv - 1 + n_t, d_inner, n_s] (dense rows), c f32
