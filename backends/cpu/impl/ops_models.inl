@@ -442,15 +442,7 @@ static void mrope_cache(const tsr_tensor * dst, const float pos[4], float * cach
             if (sector >= start[s] && sector < start[s + 1]) stream = s;
         if (vision && sector == start[stream]) theta[stream] = pos[stream];
         const float f = ff ? *(const float *)tptr(ff, i0 / 2, 0, 0, 0) : 1.0f;
-        const float theta_extrap = theta[stream] / f, theta_interp = freq_scale * theta_extrap;
-        float th = theta_interp, mscale = attn_factor;
-        if (ext_factor != 0.0f) {
-            const float ramp_mix = rope_yarn_ramp(corr[0], corr[1], i0) * ext_factor;
-            th = theta_interp * (1 - ramp_mix) + theta_extrap * ramp_mix;
-            mscale *= 1.0f + 0.1f * std::log(1.0f / freq_scale);
-        }
-        cache[i0] = std::cos(th) * mscale;
-        cache[i0 + 1] = std::sin(th) * mscale;
+        rope_yarn(theta[stream] / f, freq_scale, corr, i0, ext_factor, attn_factor, cache + i0);
         for (float & t : theta) t *= theta_scale;
     }
 }
