@@ -261,6 +261,10 @@ enum tsr_op {
     TSR_OP_RWKV_WKV6,
     TSR_OP_GATED_LINEAR_ATTN,
     TSR_OP_RWKV_WKV7,
+    TSR_OP_WIN_PART,
+    TSR_OP_WIN_UNPART,
+    TSR_OP_GET_REL_POS,
+    TSR_OP_ADD_REL_POS,
 
     TSR_OP_COUNT
 };
@@ -637,6 +641,16 @@ TSR_API struct tsr_tensor * tsr_rwkv_wkv7(struct tsr_context * ctx, struct tsr_t
 TSR_API struct tsr_tensor * tsr_rope_multi(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, struct tsr_tensor * c,
                                            int n_dims, int sections[TSR_MROPE_SECTIONS], int mode, int n_ctx_orig, float freq_base,
                                            float freq_scale, float ext_factor, float attn_factor, float beta_fast, float beta_slow);
+
+/* Windows of a [C, W, H] image (zero-padded to whole windows) -> [C, w, w, n_windows], and back. */
+TSR_API struct tsr_tensor * tsr_win_part(struct tsr_context * ctx, struct tsr_tensor * a, int w);
+TSR_API struct tsr_tensor * tsr_win_unpart(struct tsr_context * ctx, struct tsr_tensor * a, int w0, int h0, int w);
+/* Relative positions: get_rel_pos(a [C, 2*qh - 1], qh, kh == qh) -> [C, kh, qh] rows of the
+ * table; add_rel_pos(a [W*W, n1*n2, n3], pw, ph [W, n1, n2, n3]) adds ph[y] + pw[x] at x + W*y. */
+TSR_API struct tsr_tensor * tsr_get_rel_pos(struct tsr_context * ctx, struct tsr_tensor * a, int qh, int kh);
+TSR_API struct tsr_tensor * tsr_add_rel_pos(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * pw, struct tsr_tensor * ph);
+TSR_API struct tsr_tensor * tsr_add_rel_pos_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * pw,
+                                                    struct tsr_tensor * ph);
 
 /* ---- graphs ------------------------------------------------------------------------ */
 
@@ -2822,6 +2836,10 @@ static bool tsr_impl_op_text(enum tsr_op op, const char ** name, const char ** s
         case TSR_OP_RWKV_WKV6:      *name = "RWKV_WKV6";      *symbol = "rwkv_wkv6(k, v, r, tf, td, s)"; return true;
         case TSR_OP_GATED_LINEAR_ATTN: *name = "GATED_LINEAR_ATTN"; *symbol = "gated_linear_attn(k, v, q, gate, s)"; return true;
         case TSR_OP_RWKV_WKV7:      *name = "RWKV_WKV7";      *symbol = "rwkv_wkv7(r, w, k, v, a, b, s)"; return true;
+        case TSR_OP_WIN_PART:       *name = "WIN_PART";       *symbol = "win_part(x)"; return true;
+        case TSR_OP_WIN_UNPART:     *name = "WIN_UNPART";     *symbol = "win_unpart(x)"; return true;
+        case TSR_OP_GET_REL_POS:    *name = "GET_REL_POS";    *symbol = "get_rel_pos(x)"; return true;
+        case TSR_OP_ADD_REL_POS:    *name = "ADD_REL_POS";    *symbol = "add_rel_pos(x)"; return true;
         case TSR_OP_COUNT: break;
     }
     return false;
@@ -3838,6 +3856,80 @@ TSR_API_IMPL struct tsr_tensor * tsr_rope_multi(struct tsr_context * ctx, struct
     memcpy(params + 11, sections, sizeof(int32_t) * TSR_MROPE_SECTIONS);
     tsr_set_op_params(r, params, sizeof(params));
     return tsr_impl::op_result(r, TSR_OP_ROPE, a, b, c);
+}
+
+/* ---- windows and relative positions (SAM-style vision transformers) ---------------------------------- */
+
+/* TSR_OP_WIN_PART: i32 npx, npy, w (slots 0..2). a f32 [C, W, H] -> F32 [C, w, w, npx*npy],
+ * npx = ceil(W / w), npy = ceil(H / w): window (px, py) is number py*npx + px, zero past the
+ * image. src0 = a. */
+TSR_API_IMPL struct tsr_tensor * tsr_win_part(struct tsr_context * ctx, struct tsr_tensor * a, int w) {
+    if (!tsr_impl::check_args("tsr_win_part", ctx, a)) return nullptr;
+    TSR_MODELS_REQUIRE(a->type == TSR_TYPE_F32 && a->ne[3] == 1, "tsr_win_part: %s must be f32 [C, W, H]", TSR_MODELS_D(a));
+    TSR_MODELS_REQUIRE(w > 0, "tsr_win_part: window %d must be > 0", w);
+    const int64_t npx = (a->ne[1] + w - 1) / w, npy = (a->ne[2] + w - 1) / w;
+    struct tsr_tensor * r = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, a->ne[0], w, w, npx * npy);
+    if (r) {
+        const int32_t params[3] = {(int32_t)npx, (int32_t)npy, w};
+        tsr_set_op_params(r, params, sizeof(params));
+    }
+    return tsr_impl::op_result(r, TSR_OP_WIN_PART, a);
+}
+
+/* TSR_OP_WIN_UNPART: i32 w (slot 0). a f32 [C, w, w, n_windows] -> F32 [C, w0, h0]: the inverse
+ * of win_part for an image of w0 x h0 (n_windows = ceil(w0/w) * ceil(h0/w)). src0 = a. */
+TSR_API_IMPL struct tsr_tensor * tsr_win_unpart(struct tsr_context * ctx, struct tsr_tensor * a, int w0, int h0, int w) {
+    if (!tsr_impl::check_args("tsr_win_unpart", ctx, a)) return nullptr;
+    TSR_MODELS_REQUIRE(w > 0 && w0 > 0 && h0 > 0, "tsr_win_unpart: window %d and image %d x %d must be > 0", w, w0, h0);
+    const int64_t nw = (int64_t)((w0 + w - 1) / w) * ((h0 + w - 1) / w);
+    TSR_MODELS_REQUIRE(a->type == TSR_TYPE_F32 && a->ne[1] == w && a->ne[2] == w && a->ne[3] == nw,
+                       "tsr_win_unpart: %s must be f32 [C, %d, %d, %lld windows of a %d x %d image]", TSR_MODELS_D(a), w, w,
+                       (long long)nw, w0, h0);
+    struct tsr_tensor * r = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, a->ne[0], w0, h0);
+    if (r) tsr_set_op_params_i32(r, 0, w);
+    return tsr_impl::op_result(r, TSR_OP_WIN_UNPART, a);
+}
+
+/* TSR_OP_GET_REL_POS: no op_params. a f32/f16 [C, 2*qh - 1] (a table of relative positions) ->
+ * a's type [C, kh, qh], qh == kh: out[:, k, q] = a[:, (kh - 1 - k) + q] (ggml: f16 only).
+ * src0 = a. */
+TSR_API_IMPL struct tsr_tensor * tsr_get_rel_pos(struct tsr_context * ctx, struct tsr_tensor * a, int qh, int kh) {
+    if (!tsr_impl::check_args("tsr_get_rel_pos", ctx, a)) return nullptr;
+    TSR_MODELS_REQUIRE(qh > 0 && qh == kh, "tsr_get_rel_pos: qh %d and kh %d must be equal and > 0", qh, kh);
+    TSR_MODELS_REQUIRE((a->type == TSR_TYPE_F32 || a->type == TSR_TYPE_F16) && a->ne[1] == 2 * (int64_t)qh - 1 && a->ne[2] == 1 &&
+                           a->ne[3] == 1,
+                       "tsr_get_rel_pos: %s must be f32 or f16 [C, 2*%d - 1]", TSR_MODELS_D(a), qh);
+    struct tsr_tensor * r = tsr_new_tensor_3d(ctx, a->type, a->ne[0], kh, qh);
+    return tsr_impl::op_result(r, TSR_OP_GET_REL_POS, a);
+}
+
+TSR_IMPL_NS_BEGIN
+/* TSR_OP_ADD_REL_POS: i32 inplace (slot 0). a f32 contiguous [W*W, ne11*ne12, ne13], pw and ph
+ * f32 contiguous [W, ne11, ne12, ne13] -> like a (inplace: a view of a): out[x + W*y, i11 +
+ * ne11*i12, i13] = a[...] + ph[y, i11, i12, i13] + pw[x, i11, i12, i13]. src0..2 = a, pw, ph. */
+static inline struct tsr_tensor * add_rel_pos(const char * fn, struct tsr_context * ctx, struct tsr_tensor * a,
+                                              struct tsr_tensor * pw, struct tsr_tensor * ph, bool inplace) {
+    if (!check_args(fn, ctx, a, pw, ph)) return nullptr;
+    TSR_MODELS_REQUIRE(a->type == TSR_TYPE_F32 && pw->type == TSR_TYPE_F32 && ph->type == TSR_TYPE_F32 && tsr_is_contiguous(a) &&
+                           tsr_is_contiguous(pw) && tsr_is_contiguous(ph),
+                       "%s: a %s, pw %s and ph %s must be contiguous f32", fn, TSR_MODELS_D(a), TSR_MODELS_D(pw), TSR_MODELS_D(ph));
+    TSR_MODELS_REQUIRE(tsr_are_same_shape(pw, ph) && pw->ne[0] * pw->ne[0] == a->ne[0] && pw->ne[1] * pw->ne[2] == a->ne[1] &&
+                           pw->ne[3] == a->ne[2] && a->ne[3] == 1,
+                       "%s: pw %s and ph %s must be [W, n1, n2, n3] for a %s [W*W, n1*n2, n3]", fn, TSR_MODELS_D(pw),
+                       TSR_MODELS_D(ph), TSR_MODELS_D(a));
+    struct tsr_tensor * r = like(ctx, a, inplace);
+    if (r) tsr_set_op_params_i32(r, 0, inplace ? 1 : 0);
+    return op_result(r, TSR_OP_ADD_REL_POS, a, pw, ph);
+}
+TSR_IMPL_NS_END
+
+TSR_API_IMPL struct tsr_tensor * tsr_add_rel_pos(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * pw,
+                                                 struct tsr_tensor * ph) {
+    return tsr_impl::add_rel_pos("tsr_add_rel_pos", ctx, a, pw, ph, false);
+}
+TSR_API_IMPL struct tsr_tensor * tsr_add_rel_pos_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * pw,
+                                                         struct tsr_tensor * ph) {
+    return tsr_impl::add_rel_pos("tsr_add_rel_pos_inplace", ctx, a, pw, ph, true);
 }
 
 /* ---- sequence models ---------------------------------------------------------------------------- */
@@ -6535,6 +6627,8 @@ TSR_API_IMPL bool tsr_op_can_inplace(const struct tsr_tensor * node, int src_ind
         case TSR_OP_DIAG_MASK_INF:
         case TSR_OP_DUP:
         case TSR_OP_CONT:
+        /* issue 17 part B */
+        case TSR_OP_ADD_REL_POS:   /* each element reads only its own a */
             return src_index == 0;
         default:
             return false;
@@ -14449,6 +14543,68 @@ static void op_rope_multi(const cparams & p, tsr_tensor * dst) {
     }
 }
 
+/* ---- windows and relative positions ---------------------------------------------------------------- */
+
+static void op_win_part(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * src = dst->src[0];
+    const int64_t npx = tsr_get_op_params_i32(dst, 0), w = tsr_get_op_params_i32(dst, 2);
+    int64_t r0, r1;
+    split_rows(tsr_nrows(dst), p.ith, p.nth, r0, r1);
+    for (int64_t ir = r0; ir < r1; ++ir) {
+        int64_t i1, i2, i3;   /* x and y in window i3 */
+        row_index(dst, ir, i1, i2, i3);
+        const int64_t x = (i3 % npx) * w + i1, y = (i3 / npx) * w + i2;
+        float * d = (float *)tptr(dst, 0, i1, i2, i3);
+        const bool inside = x < src->ne[1] && y < src->ne[2];
+        for (int64_t c = 0; c < dst->ne[0]; ++c) d[c] = inside ? *(const float *)tptr(src, c, x, y, 0) : 0.0f;
+    }
+}
+
+static void op_win_unpart(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * src = dst->src[0];
+    const int64_t w = tsr_get_op_params_i32(dst, 0), npx = (dst->ne[1] + w - 1) / w;
+    int64_t r0, r1;
+    split_rows(tsr_nrows(dst), p.ith, p.nth, r0, r1);
+    for (int64_t ir = r0; ir < r1; ++ir) {
+        int64_t x, y, i3;
+        row_index(dst, ir, x, y, i3);
+        const float * s = (const float *)tptr(src, 0, x % w, y % w, (y / w) * npx + x / w);
+        float * d = (float *)tptr(dst, 0, x, y, i3);
+        for (int64_t c = 0; c < dst->ne[0]; ++c) d[c] = s[c];
+    }
+}
+
+static void op_get_rel_pos(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * src = dst->src[0];
+    const int64_t kh = dst->ne[1];
+    const size_t row = tsr_row_size(dst->type, dst->ne[0]);
+    int64_t r0, r1;
+    split_rows(tsr_nrows(dst), p.ith, p.nth, r0, r1);
+    for (int64_t ir = r0; ir < r1; ++ir) {
+        int64_t k, q, i3;
+        row_index(dst, ir, k, q, i3);
+        std::memcpy(tptr(dst, 0, k, q, 0), tptr(src, 0, kh - 1 - k + q, 0, 0), row);
+    }
+}
+
+static void op_add_rel_pos(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * a = dst->src[0], * pw = dst->src[1], * ph = dst->src[2];
+    const int64_t W = pw->ne[0], n1 = pw->ne[1];
+    int64_t r0, r1;
+    split_rows(tsr_nrows(dst), p.ith, p.nth, r0, r1);
+    for (int64_t ir = r0; ir < r1; ++ir) {
+        int64_t i1, i2, i3;
+        row_index(dst, ir, i1, i2, i3);
+        const float * s = (const float *)tptr(a, 0, i1, i2, 0);
+        const float * pwr = (const float *)tptr(pw, 0, i1 % n1, i1 / n1, i2);
+        const float * phr = (const float *)tptr(ph, 0, i1 % n1, i1 / n1, i2);
+        float * d = (float *)tptr(dst, 0, i1, i2, 0);
+        for (int64_t y = 0; y < W; ++y)
+            for (int64_t x = 0; x < W; ++x) d[x + W * y] = s[x + W * y] + phr[y] + pwr[x];
+        (void)i3;
+    }
+}
+
 /* ---- Mamba ---------------------------------------------------------------------------------------- */
 
 static void op_ssm_conv(const cparams & p, tsr_tensor * dst) {
@@ -14741,10 +14897,14 @@ static bool supports(const tsr_tensor * t) {
             return is_float(a->type) && is_float(b->type) && t->type == TSR_TYPE_F32;
         case TSR_OP_PAD_REFLECT_1D:
             return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32;
+        case TSR_OP_GET_REL_POS:
+            return (a->type == TSR_TYPE_F32 || a->type == TSR_TYPE_F16) && t->type == a->type && tsr_is_contiguous(a) &&
+                   tsr_is_contiguous(t);
         case TSR_OP_ROLL:
             return !tsr_is_quantized(a->type) && a->type == t->type;
         case TSR_OP_TIMESTEP_EMBEDDING: case TSR_OP_SSM_CONV: case TSR_OP_SSM_SCAN:
         case TSR_OP_RWKV_WKV6: case TSR_OP_GATED_LINEAR_ATTN: case TSR_OP_RWKV_WKV7:
+        case TSR_OP_WIN_PART: case TSR_OP_WIN_UNPART: case TSR_OP_ADD_REL_POS:
             return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32 && tsr_is_contiguous(t);
         case TSR_OP_FLASH_ATTN_EXT: {
             const tsr_tensor * v = t->src[2];
@@ -14830,6 +14990,10 @@ static void compute_node(const cparams & p, tsr_tensor * t) {
         case TSR_OP_RWKV_WKV6: op_rwkv_wkv6(p, t); break;
         case TSR_OP_GATED_LINEAR_ATTN: op_gated_linear_attn(p, t); break;
         case TSR_OP_RWKV_WKV7: op_rwkv_wkv7(p, t); break;
+        case TSR_OP_WIN_PART: op_win_part(p, t); break;
+        case TSR_OP_WIN_UNPART: op_win_unpart(p, t); break;
+        case TSR_OP_GET_REL_POS: op_get_rel_pos(p, t); break;
+        case TSR_OP_ADD_REL_POS: op_add_rel_pos(p, t); break;
         default: break;
     }
 }

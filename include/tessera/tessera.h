@@ -258,6 +258,10 @@ enum tsr_op {
     TSR_OP_RWKV_WKV6,
     TSR_OP_GATED_LINEAR_ATTN,
     TSR_OP_RWKV_WKV7,
+    TSR_OP_WIN_PART,
+    TSR_OP_WIN_UNPART,
+    TSR_OP_GET_REL_POS,
+    TSR_OP_ADD_REL_POS,
 
     TSR_OP_COUNT
 };
@@ -634,6 +638,16 @@ TSR_API struct tsr_tensor * tsr_rwkv_wkv7(struct tsr_context * ctx, struct tsr_t
 TSR_API struct tsr_tensor * tsr_rope_multi(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, struct tsr_tensor * c,
                                            int n_dims, int sections[TSR_MROPE_SECTIONS], int mode, int n_ctx_orig, float freq_base,
                                            float freq_scale, float ext_factor, float attn_factor, float beta_fast, float beta_slow);
+
+/* Windows of a [C, W, H] image (zero-padded to whole windows) -> [C, w, w, n_windows], and back. */
+TSR_API struct tsr_tensor * tsr_win_part(struct tsr_context * ctx, struct tsr_tensor * a, int w);
+TSR_API struct tsr_tensor * tsr_win_unpart(struct tsr_context * ctx, struct tsr_tensor * a, int w0, int h0, int w);
+/* Relative positions: get_rel_pos(a [C, 2*qh - 1], qh, kh == qh) -> [C, kh, qh] rows of the
+ * table; add_rel_pos(a [W*W, n1*n2, n3], pw, ph [W, n1, n2, n3]) adds ph[y] + pw[x] at x + W*y. */
+TSR_API struct tsr_tensor * tsr_get_rel_pos(struct tsr_context * ctx, struct tsr_tensor * a, int qh, int kh);
+TSR_API struct tsr_tensor * tsr_add_rel_pos(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * pw, struct tsr_tensor * ph);
+TSR_API struct tsr_tensor * tsr_add_rel_pos_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * pw,
+                                                    struct tsr_tensor * ph);
 
 /* ---- graphs ------------------------------------------------------------------------ */
 

@@ -948,12 +948,36 @@ void rope_multi_cases(case_table & T) {
             .nmse(T_FN);
 }
 
+// windows and relative positions
+void window_cases(case_table & T) {
+    T.add("win_part")
+        .input(tensor(F32, 6, 11, 9))
+        .op([](tsr_context * c, const tensors & x) { return tsr_win_part(c, x[0], 4); })
+        .nmse(EXACT);
+    T.add("win_unpart")
+        .input(tensor(F32, 6, 4, 4, 9))
+        .op([](tsr_context * c, const tensors & x) { return tsr_win_unpart(c, x[0], 11, 9, 4); })
+        .nmse(EXACT);
+    for (tsr_type t : {F32, F16})
+        T.add(type_tag("get_rel_pos", t))
+            .input(tensor(t, 8, 9))
+            .op([](tsr_context * c, const tensors & x) { return tsr_get_rel_pos(c, x[0], 5, 5); })
+            .nmse(EXACT);
+    T.add("add_rel_pos")
+        .input(tensor(F32, 16, 6, 2))
+        .input(tensor(F32, 4, 2, 3, 2))
+        .input(tensor(F32, 4, 2, 3, 2))
+        .op([](tsr_context * c, const tensors & x) { return tsr_add_rel_pos(c, x[0], x[1], x[2]); })
+        .nmse(T_F32);
+}
+
 void issue17b_cases(case_table & T) {
     mul_mat_id_cases(T);
     conv_models_cases(T);
     sequence_model_cases(T);
     linear_attention_cases(T);
     rope_multi_cases(T);
+    window_cases(T);
 }
 
 std::vector<op_case> build_table() {

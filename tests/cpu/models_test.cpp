@@ -592,3 +592,61 @@ TEST_CASE("rope_multi: M-RoPE and vision sections, YaRN, freq factors", "[cpu][o
     check_fails(tsr_rope_multi(ctx, a, pos12, nullptr, 8, bad, TSR_ROPE_TYPE_VISION, 0, 1e4f, 1, 0, 1, 0, 0), "n_dims 8");
     CHECK(tsr_used_mem(ctx) == used);
 }
+
+TEST_CASE("win_part / win_unpart round trip with padding, get_rel_pos, add_rel_pos (also in place)", "[cpu][ops]") {
+    // a 7 x 5 image in 3 x 3 windows: 3 x 2 windows, the last column and row padded
+    const int64_t C = 5, W = 7, H = 5, npx = 3, npy = 2;
+    const int w = 3;
+    ctx_holder ctx(8);
+    std::mt19937 rng(89);
+    tsr_tensor * img = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, C, W, H);
+    fill(img, rng);
+    tsr_tensor * parts = tsr_win_part(ctx, img, w);
+    REQUIRE(parts != nullptr);
+    CHECK(parts->ne[3] == npx * npy);
+    std::vector<double> ref;
+    for (int64_t win = 0; win < npx * npy; ++win)
+        for (int64_t y = 0; y < w; ++y)
+            for (int64_t x = 0; x < w; ++x)
+                for (int64_t c = 0; c < C; ++c) {
+                    const int64_t ix = (win % npx) * w + x, iy = (win / npx) * w + y;
+                    ref.push_back(ix < W && iy < H ? at(img, c, ix, iy) : 0.0);
+                }
+    check_every_isa(ctx, parts, ref, 0, "win_part");
+    check_every_isa(ctx, tsr_win_unpart(ctx, parts, (int)W, (int)H, w), values(img), 0, "win_unpart(win_part(x)) == x");
+
+    const int qh = 4;
+    for (tsr_type t : {TSR_TYPE_F32, TSR_TYPE_F16}) {
+        tsr_tensor * table = tsr_new_tensor_2d(ctx, t, C, 2 * qh - 1);
+        fill(table, rng);
+        std::vector<double> rr;
+        for (int64_t q = 0; q < qh; ++q)
+            for (int64_t k = 0; k < qh; ++k)
+                for (int64_t c = 0; c < C; ++c) rr.push_back(at(table, c, qh - 1 - k + q));
+        check_every_isa(ctx, tsr_get_rel_pos(ctx, table, qh, qh), rr, 0, std::string("get_rel_pos ") + tsr_type_name(t));
+    }
+
+    const int64_t Wr = 3, n1 = 2, n2 = 3, n3 = 2;
+    tsr_tensor * a = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, Wr * Wr, n1 * n2, n3);
+    tsr_tensor * pw = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, Wr, n1, n2, n3);
+    tsr_tensor * ph = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, Wr, n1, n2, n3);
+    for (tsr_tensor * x : {a, pw, ph}) fill(x, rng);
+    std::vector<double> ra;
+    for (int64_t i3 = 0; i3 < n3; ++i3)
+        for (int64_t i1 = 0; i1 < n1 * n2; ++i1)
+            for (int64_t y = 0; y < Wr; ++y)
+                for (int64_t x = 0; x < Wr; ++x)
+                    ra.push_back(at(a, x + Wr * y, i1, i3) + at(ph, y, i1 % n1, i1 / n1, i3) + at(pw, x, i1 % n1, i1 / n1, i3));
+    check_every_isa(ctx, tsr_add_rel_pos(ctx, a, pw, ph), ra, 1e-14, "add_rel_pos");
+    tsr_tensor * ip = tsr_add_rel_pos(ctx, tsr_dup(ctx, a), pw, ph);
+    REQUIRE(tsr_op_can_inplace(ip, 0));
+    CHECK_FALSE(tsr_op_can_inplace(ip, 1));
+    ip->data = ip->src[0]->data;   // as gallocr places an in-place node
+    check_every_isa(ctx, ip, ra, 1e-14, "add_rel_pos in place");
+
+    const size_t used = tsr_used_mem(ctx);
+    check_fails(tsr_win_unpart(ctx, parts, (int)W, (int)H + 4, w), "windows of a 7 x 9 image");
+    check_fails(tsr_get_rel_pos(ctx, img, 4, 4), "[C, 2*4 - 1]");
+    check_fails(tsr_add_rel_pos(ctx, a, pw, img), "must be [W, n1, n2, n3]");
+    CHECK(tsr_used_mem(ctx) == used);
+}

@@ -97,10 +97,14 @@ static bool supports(const tsr_tensor * t) {
             return is_float(a->type) && is_float(b->type) && t->type == TSR_TYPE_F32;
         case TSR_OP_PAD_REFLECT_1D:
             return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32;
+        case TSR_OP_GET_REL_POS:
+            return (a->type == TSR_TYPE_F32 || a->type == TSR_TYPE_F16) && t->type == a->type && tsr_is_contiguous(a) &&
+                   tsr_is_contiguous(t);
         case TSR_OP_ROLL:
             return !tsr_is_quantized(a->type) && a->type == t->type;
         case TSR_OP_TIMESTEP_EMBEDDING: case TSR_OP_SSM_CONV: case TSR_OP_SSM_SCAN:
         case TSR_OP_RWKV_WKV6: case TSR_OP_GATED_LINEAR_ATTN: case TSR_OP_RWKV_WKV7:
+        case TSR_OP_WIN_PART: case TSR_OP_WIN_UNPART: case TSR_OP_ADD_REL_POS:
             return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32 && tsr_is_contiguous(t);
         case TSR_OP_FLASH_ATTN_EXT: {
             const tsr_tensor * v = t->src[2];
@@ -186,6 +190,10 @@ static void compute_node(const cparams & p, tsr_tensor * t) {
         case TSR_OP_RWKV_WKV6: op_rwkv_wkv6(p, t); break;
         case TSR_OP_GATED_LINEAR_ATTN: op_gated_linear_attn(p, t); break;
         case TSR_OP_RWKV_WKV7: op_rwkv_wkv7(p, t); break;
+        case TSR_OP_WIN_PART: op_win_part(p, t); break;
+        case TSR_OP_WIN_UNPART: op_win_unpart(p, t); break;
+        case TSR_OP_GET_REL_POS: op_get_rel_pos(p, t); break;
+        case TSR_OP_ADD_REL_POS: op_add_rel_pos(p, t); break;
         default: break;
     }
 }

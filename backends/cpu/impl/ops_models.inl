@@ -481,6 +481,68 @@ static void op_rope_multi(const cparams & p, tsr_tensor * dst) {
     }
 }
 
+/* ---- windows and relative positions ---------------------------------------------------------------- */
+
+static void op_win_part(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * src = dst->src[0];
+    const int64_t npx = tsr_get_op_params_i32(dst, 0), w = tsr_get_op_params_i32(dst, 2);
+    int64_t r0, r1;
+    split_rows(tsr_nrows(dst), p.ith, p.nth, r0, r1);
+    for (int64_t ir = r0; ir < r1; ++ir) {
+        int64_t i1, i2, i3;   /* x and y in window i3 */
+        row_index(dst, ir, i1, i2, i3);
+        const int64_t x = (i3 % npx) * w + i1, y = (i3 / npx) * w + i2;
+        float * d = (float *)tptr(dst, 0, i1, i2, i3);
+        const bool inside = x < src->ne[1] && y < src->ne[2];
+        for (int64_t c = 0; c < dst->ne[0]; ++c) d[c] = inside ? *(const float *)tptr(src, c, x, y, 0) : 0.0f;
+    }
+}
+
+static void op_win_unpart(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * src = dst->src[0];
+    const int64_t w = tsr_get_op_params_i32(dst, 0), npx = (dst->ne[1] + w - 1) / w;
+    int64_t r0, r1;
+    split_rows(tsr_nrows(dst), p.ith, p.nth, r0, r1);
+    for (int64_t ir = r0; ir < r1; ++ir) {
+        int64_t x, y, i3;
+        row_index(dst, ir, x, y, i3);
+        const float * s = (const float *)tptr(src, 0, x % w, y % w, (y / w) * npx + x / w);
+        float * d = (float *)tptr(dst, 0, x, y, i3);
+        for (int64_t c = 0; c < dst->ne[0]; ++c) d[c] = s[c];
+    }
+}
+
+static void op_get_rel_pos(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * src = dst->src[0];
+    const int64_t kh = dst->ne[1];
+    const size_t row = tsr_row_size(dst->type, dst->ne[0]);
+    int64_t r0, r1;
+    split_rows(tsr_nrows(dst), p.ith, p.nth, r0, r1);
+    for (int64_t ir = r0; ir < r1; ++ir) {
+        int64_t k, q, i3;
+        row_index(dst, ir, k, q, i3);
+        std::memcpy(tptr(dst, 0, k, q, 0), tptr(src, 0, kh - 1 - k + q, 0, 0), row);
+    }
+}
+
+static void op_add_rel_pos(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * a = dst->src[0], * pw = dst->src[1], * ph = dst->src[2];
+    const int64_t W = pw->ne[0], n1 = pw->ne[1];
+    int64_t r0, r1;
+    split_rows(tsr_nrows(dst), p.ith, p.nth, r0, r1);
+    for (int64_t ir = r0; ir < r1; ++ir) {
+        int64_t i1, i2, i3;
+        row_index(dst, ir, i1, i2, i3);
+        const float * s = (const float *)tptr(a, 0, i1, i2, 0);
+        const float * pwr = (const float *)tptr(pw, 0, i1 % n1, i1 / n1, i2);
+        const float * phr = (const float *)tptr(ph, 0, i1 % n1, i1 / n1, i2);
+        float * d = (float *)tptr(dst, 0, i1, i2, 0);
+        for (int64_t y = 0; y < W; ++y)
+            for (int64_t x = 0; x < W; ++x) d[x + W * y] = s[x + W * y] + phr[y] + pwr[x];
+        (void)i3;
+    }
+}
+
 /* ---- Mamba ---------------------------------------------------------------------------------------- */
 
 static void op_ssm_conv(const cparams & p, tsr_tensor * dst) {

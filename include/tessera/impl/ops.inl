@@ -75,6 +75,10 @@ static bool tsr_impl_op_text(enum tsr_op op, const char ** name, const char ** s
         case TSR_OP_RWKV_WKV6:      *name = "RWKV_WKV6";      *symbol = "rwkv_wkv6(k, v, r, tf, td, s)"; return true;
         case TSR_OP_GATED_LINEAR_ATTN: *name = "GATED_LINEAR_ATTN"; *symbol = "gated_linear_attn(k, v, q, gate, s)"; return true;
         case TSR_OP_RWKV_WKV7:      *name = "RWKV_WKV7";      *symbol = "rwkv_wkv7(r, w, k, v, a, b, s)"; return true;
+        case TSR_OP_WIN_PART:       *name = "WIN_PART";       *symbol = "win_part(x)"; return true;
+        case TSR_OP_WIN_UNPART:     *name = "WIN_UNPART";     *symbol = "win_unpart(x)"; return true;
+        case TSR_OP_GET_REL_POS:    *name = "GET_REL_POS";    *symbol = "get_rel_pos(x)"; return true;
+        case TSR_OP_ADD_REL_POS:    *name = "ADD_REL_POS";    *symbol = "add_rel_pos(x)"; return true;
         case TSR_OP_COUNT: break;
     }
     return false;

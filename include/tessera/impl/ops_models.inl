@@ -312,6 +312,80 @@ TSR_API_IMPL struct tsr_tensor * tsr_rope_multi(struct tsr_context * ctx, struct
     return tsr_impl::op_result(r, TSR_OP_ROPE, a, b, c);
 }
 
+/* ---- windows and relative positions (SAM-style vision transformers) ---------------------------------- */
+
+/* TSR_OP_WIN_PART: i32 npx, npy, w (slots 0..2). a f32 [C, W, H] -> F32 [C, w, w, npx*npy],
+ * npx = ceil(W / w), npy = ceil(H / w): window (px, py) is number py*npx + px, zero past the
+ * image. src0 = a. */
+TSR_API_IMPL struct tsr_tensor * tsr_win_part(struct tsr_context * ctx, struct tsr_tensor * a, int w) {
+    if (!tsr_impl::check_args("tsr_win_part", ctx, a)) return nullptr;
+    TSR_MODELS_REQUIRE(a->type == TSR_TYPE_F32 && a->ne[3] == 1, "tsr_win_part: %s must be f32 [C, W, H]", TSR_MODELS_D(a));
+    TSR_MODELS_REQUIRE(w > 0, "tsr_win_part: window %d must be > 0", w);
+    const int64_t npx = (a->ne[1] + w - 1) / w, npy = (a->ne[2] + w - 1) / w;
+    struct tsr_tensor * r = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, a->ne[0], w, w, npx * npy);
+    if (r) {
+        const int32_t params[3] = {(int32_t)npx, (int32_t)npy, w};
+        tsr_set_op_params(r, params, sizeof(params));
+    }
+    return tsr_impl::op_result(r, TSR_OP_WIN_PART, a);
+}
+
+/* TSR_OP_WIN_UNPART: i32 w (slot 0). a f32 [C, w, w, n_windows] -> F32 [C, w0, h0]: the inverse
+ * of win_part for an image of w0 x h0 (n_windows = ceil(w0/w) * ceil(h0/w)). src0 = a. */
+TSR_API_IMPL struct tsr_tensor * tsr_win_unpart(struct tsr_context * ctx, struct tsr_tensor * a, int w0, int h0, int w) {
+    if (!tsr_impl::check_args("tsr_win_unpart", ctx, a)) return nullptr;
+    TSR_MODELS_REQUIRE(w > 0 && w0 > 0 && h0 > 0, "tsr_win_unpart: window %d and image %d x %d must be > 0", w, w0, h0);
+    const int64_t nw = (int64_t)((w0 + w - 1) / w) * ((h0 + w - 1) / w);
+    TSR_MODELS_REQUIRE(a->type == TSR_TYPE_F32 && a->ne[1] == w && a->ne[2] == w && a->ne[3] == nw,
+                       "tsr_win_unpart: %s must be f32 [C, %d, %d, %lld windows of a %d x %d image]", TSR_MODELS_D(a), w, w,
+                       (long long)nw, w0, h0);
+    struct tsr_tensor * r = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, a->ne[0], w0, h0);
+    if (r) tsr_set_op_params_i32(r, 0, w);
+    return tsr_impl::op_result(r, TSR_OP_WIN_UNPART, a);
+}
+
+/* TSR_OP_GET_REL_POS: no op_params. a f32/f16 [C, 2*qh - 1] (a table of relative positions) ->
+ * a's type [C, kh, qh], qh == kh: out[:, k, q] = a[:, (kh - 1 - k) + q] (ggml: f16 only).
+ * src0 = a. */
+TSR_API_IMPL struct tsr_tensor * tsr_get_rel_pos(struct tsr_context * ctx, struct tsr_tensor * a, int qh, int kh) {
+    if (!tsr_impl::check_args("tsr_get_rel_pos", ctx, a)) return nullptr;
+    TSR_MODELS_REQUIRE(qh > 0 && qh == kh, "tsr_get_rel_pos: qh %d and kh %d must be equal and > 0", qh, kh);
+    TSR_MODELS_REQUIRE((a->type == TSR_TYPE_F32 || a->type == TSR_TYPE_F16) && a->ne[1] == 2 * (int64_t)qh - 1 && a->ne[2] == 1 &&
+                           a->ne[3] == 1,
+                       "tsr_get_rel_pos: %s must be f32 or f16 [C, 2*%d - 1]", TSR_MODELS_D(a), qh);
+    struct tsr_tensor * r = tsr_new_tensor_3d(ctx, a->type, a->ne[0], kh, qh);
+    return tsr_impl::op_result(r, TSR_OP_GET_REL_POS, a);
+}
+
+TSR_IMPL_NS_BEGIN
+/* TSR_OP_ADD_REL_POS: i32 inplace (slot 0). a f32 contiguous [W*W, ne11*ne12, ne13], pw and ph
+ * f32 contiguous [W, ne11, ne12, ne13] -> like a (inplace: a view of a): out[x + W*y, i11 +
+ * ne11*i12, i13] = a[...] + ph[y, i11, i12, i13] + pw[x, i11, i12, i13]. src0..2 = a, pw, ph. */
+static inline struct tsr_tensor * add_rel_pos(const char * fn, struct tsr_context * ctx, struct tsr_tensor * a,
+                                              struct tsr_tensor * pw, struct tsr_tensor * ph, bool inplace) {
+    if (!check_args(fn, ctx, a, pw, ph)) return nullptr;
+    TSR_MODELS_REQUIRE(a->type == TSR_TYPE_F32 && pw->type == TSR_TYPE_F32 && ph->type == TSR_TYPE_F32 && tsr_is_contiguous(a) &&
+                           tsr_is_contiguous(pw) && tsr_is_contiguous(ph),
+                       "%s: a %s, pw %s and ph %s must be contiguous f32", fn, TSR_MODELS_D(a), TSR_MODELS_D(pw), TSR_MODELS_D(ph));
+    TSR_MODELS_REQUIRE(tsr_are_same_shape(pw, ph) && pw->ne[0] * pw->ne[0] == a->ne[0] && pw->ne[1] * pw->ne[2] == a->ne[1] &&
+                           pw->ne[3] == a->ne[2] && a->ne[3] == 1,
+                       "%s: pw %s and ph %s must be [W, n1, n2, n3] for a %s [W*W, n1*n2, n3]", fn, TSR_MODELS_D(pw),
+                       TSR_MODELS_D(ph), TSR_MODELS_D(a));
+    struct tsr_tensor * r = like(ctx, a, inplace);
+    if (r) tsr_set_op_params_i32(r, 0, inplace ? 1 : 0);
+    return op_result(r, TSR_OP_ADD_REL_POS, a, pw, ph);
+}
+TSR_IMPL_NS_END
+
+TSR_API_IMPL struct tsr_tensor * tsr_add_rel_pos(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * pw,
+                                                 struct tsr_tensor * ph) {
+    return tsr_impl::add_rel_pos("tsr_add_rel_pos", ctx, a, pw, ph, false);
+}
+TSR_API_IMPL struct tsr_tensor * tsr_add_rel_pos_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * pw,
+                                                         struct tsr_tensor * ph) {
+    return tsr_impl::add_rel_pos("tsr_add_rel_pos_inplace", ctx, a, pw, ph, true);
+}
+
 /* ---- sequence models ---------------------------------------------------------------------------- */
 
 /* TSR_OP_SSM_CONV: no op_params. sx f32 [d_conv - 1 + n_t, d_inner, n_s] (dense rows), c f32
