@@ -27,13 +27,16 @@ double mm_threshold(tsr_type t) {
 
 // out[m, e, t] = sum_k as[k, m, ids[e, t]] * b[k, e % n_b, t]
 std::vector<double> ref_mul_mat_id(const tsr_tensor * as, const tsr_tensor * b, const std::vector<int32_t> & ids, int64_t n_used) {
-    const int64_t K = as->ne[0], M = as->ne[1], n_tok = b->ne[2];
+    const int64_t K = as->ne[0], M = as->ne[1], n_tok = b->ne[2], n_b = b->ne[1];
+    const std::vector<double> A = values(as), Bv = values(b);   // logical order, dequantized once
     std::vector<double> out;
     for (int64_t t = 0; t < n_tok; ++t)
         for (int64_t e = 0; e < n_used; ++e)
             for (int64_t m = 0; m < M; ++m) {
+                const double * w = A.data() + (ids[(size_t)(t * n_used + e)] * M + m) * K;
+                const double * x = Bv.data() + (t * n_b + e % n_b) * K;
                 double s = 0;
-                for (int64_t k = 0; k < K; ++k) s += at(as, k, m, ids[(size_t)(t * n_used + e)]) * at(b, k, e % b->ne[1], t);
+                for (int64_t k = 0; k < K; ++k) s += w[k] * x[k];
                 out.push_back(s);
             }
     return out;
