@@ -248,6 +248,24 @@ enum tsr_op {
     TSR_OP_UNARY,
     TSR_OP_GLU,
 
+    /* issue 17 part B */
+    TSR_OP_MUL_MAT_ID,
+    TSR_OP_CONV_TRANSPOSE_1D,
+    TSR_OP_CONV_2D_DW,
+    TSR_OP_CONV_TRANSPOSE_2D,
+    TSR_OP_PAD_REFLECT_1D,
+    TSR_OP_ROLL,
+    TSR_OP_TIMESTEP_EMBEDDING,
+    TSR_OP_SSM_CONV,
+    TSR_OP_SSM_SCAN,
+    TSR_OP_RWKV_WKV6,
+    TSR_OP_GATED_LINEAR_ATTN,
+    TSR_OP_RWKV_WKV7,
+    TSR_OP_WIN_PART,
+    TSR_OP_WIN_UNPART,
+    TSR_OP_GET_REL_POS,
+    TSR_OP_ADD_REL_POS,
+
     TSR_OP_COUNT
 };
 
@@ -277,6 +295,17 @@ enum tsr_scale_mode { TSR_SCALE_MODE_NEAREST = 0, TSR_SCALE_MODE_BILINEAR = 1 };
 
 #define TSR_ROPE_TYPE_NORMAL 0
 #define TSR_ROPE_TYPE_NEOX   2
+
+/* issue 17 part B */
+/* Multi-section RoPE (tsr_rope_multi): MROPE rotates NEOX pairs with the angle of each pair
+ * taken from one of 4 position streams (time, height, width, extra) by section; VISION rotates
+ * pairs (i, i + n_dims) over the whole head with the sections restarting their angles. */
+#define TSR_ROPE_TYPE_MROPE  8
+#define TSR_ROPE_TYPE_VISION 24
+#define TSR_MROPE_SECTIONS   4
+/* Precision a matrix product asks of its backend (ggml_prec): DEFAULT lets a backend
+ * accumulate in f16 where it would, F32 asks for f32 accumulation. */
+enum tsr_prec { TSR_PREC_DEFAULT = 0, TSR_PREC_F32 = 10 };
 
 TSR_API const char * tsr_op_name(enum tsr_op op);        /* "ADD" */
 TSR_API const char * tsr_op_symbol(enum tsr_op op);      /* "x+y" */
@@ -547,6 +576,81 @@ TSR_API struct tsr_tensor * tsr_argsort(struct tsr_context * ctx, struct tsr_ten
 TSR_API struct tsr_tensor * tsr_flash_attn_ext(struct tsr_context * ctx, struct tsr_tensor * q, struct tsr_tensor * k,
                                                struct tsr_tensor * v, struct tsr_tensor * mask,
                                                float scale, float max_bias, float logit_softcap);
+
+/* issue 17 part B */
+/* mul_mat_id(as [K, M, n_expert], b [K, n_b, n_tokens], ids I32 [n_used, n_tokens]) -> F32
+ * [M, n_used, n_tokens]: out[:, e, t] = as[:, :, ids[e, t]] x b[:, e % n_b, t], n_b being
+ * n_used or 1 (ggml's expert-indexed mat-mul). A backend reads each expert that ids names
+ * once per graph; an id outside [0, n_expert) fails the graph's compute with a message. */
+TSR_API struct tsr_tensor * tsr_mul_mat_id(struct tsr_context * ctx, struct tsr_tensor * as, struct tsr_tensor * b,
+                                           struct tsr_tensor * ids);
+/* Precision hint of a MUL_MAT or MUL_MAT_ID node (op_params slot 0). false (error) for
+ * another node or an unknown precision (ggml returns void and asserts). */
+TSR_API bool tsr_mul_mat_set_prec(struct tsr_tensor * a, enum tsr_prec prec);
+
+/* 1-D convolutions: kernel a [K, IC, OC], input b [L, IC, N] -> F32 [OL, OC, N],
+ * OL = (L + 2*p0 - d0*(K-1) - 1)/s0 + 1 (a CONV_2D node over views: its columns live in the
+ * backend's workspace). _dw: depthwise, a [K, 1, C], b [L, C, N] -> [OL, C, N]. */
+TSR_API struct tsr_tensor * tsr_conv_1d(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, int s0, int p0, int d0);
+TSR_API struct tsr_tensor * tsr_conv_1d_dw(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, int s0, int p0, int d0);
+/* Depthwise 2-D convolution, computed directly: a [KW, KH, 1, C], b [W, H, C, N] -> F32
+ * [OW, OH, C, N] (sizes as conv_2d). tsr_conv_2d_dw is the same op. */
+TSR_API struct tsr_tensor * tsr_conv_2d_dw_direct(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                  int s0, int s1, int p0, int p1, int d0, int d1);
+TSR_API struct tsr_tensor * tsr_conv_2d_dw(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                           int s0, int s1, int p0, int p1, int d0, int d1);
+/* Transposed convolutions. 1-D: a [K, OC, IC], b [L, IC, N] -> F32 [(L-1)*s0 - 2*p0 +
+ * d0*(K-1) + 1, OC, N]. 2-D (no padding): a [KW, KH, OC, IC], b [W, H, IC, N] -> F32
+ * [(W-1)*stride + KW, (H-1)*stride + KH, OC, N]. */
+TSR_API struct tsr_tensor * tsr_conv_transpose_1d(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                  int s0, int p0, int d0);
+TSR_API struct tsr_tensor * tsr_conv_transpose_2d_p0(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, int stride);
+/* pool_1d(a [L, ...]) -> F32 [(L + 2*p0 - k0)/s0 + 1, ne1, ne2, ne3] (a POOL_2D node). */
+TSR_API struct tsr_tensor * tsr_pool_1d(struct tsr_context * ctx, struct tsr_tensor * a, enum tsr_op_pool op, int k0, int s0, int p0);
+/* Reflection padding of dim 0 (p0, p1 < ne0); zero padding before (lp) and after (rp) each dim. */
+TSR_API struct tsr_tensor * tsr_pad_reflect_1d(struct tsr_context * ctx, struct tsr_tensor * a, int p0, int p1);
+TSR_API struct tsr_tensor * tsr_pad_ext(struct tsr_context * ctx, struct tsr_tensor * a, int lp0, int rp0, int lp1, int rp1,
+                                        int lp2, int rp2, int lp3, int rp3);
+/* Every dim rotated by its shift: out[i] = a[(i - shift) mod ne] (torch.roll). */
+TSR_API struct tsr_tensor * tsr_roll(struct tsr_context * ctx, struct tsr_tensor * a, int shift0, int shift1, int shift2, int shift3);
+
+/* Sinusoidal embedding of diffusion timesteps (f32 [N]) -> F32 [dim, N]: cos(t f_j) in the first
+ * half, sin(t f_j) in the second, f_j = max_period^(-j / (dim/2)); an odd dim ends with 0. */
+TSR_API struct tsr_tensor * tsr_timestep_embedding(struct tsr_context * ctx, struct tsr_tensor * timesteps, int dim, int max_period);
+/* Mamba. ssm_conv(sx [d_conv - 1 + n_t, d_inner, n_s], c [d_conv, d_inner]) -> [d_inner, n_t, n_s].
+ * ssm_scan(s, x, dt, A, B, C, ids) -> F32 1-D: y [head_dim, n_head, n_t, n_seqs] followed by the
+ * final states [d_state, head_dim, n_head, n_seqs] (Mamba-1: A [d_state, n_head]; Mamba-2:
+ * A [1, n_head], B/C with n_group groups); see docs/ops.md. */
+TSR_API struct tsr_tensor * tsr_ssm_conv(struct tsr_context * ctx, struct tsr_tensor * sx, struct tsr_tensor * c);
+TSR_API struct tsr_tensor * tsr_ssm_scan(struct tsr_context * ctx, struct tsr_tensor * s, struct tsr_tensor * x, struct tsr_tensor * dt,
+                                         struct tsr_tensor * A, struct tsr_tensor * B, struct tsr_tensor * C, struct tsr_tensor * ids);
+
+/* Linear-attention recurrences over tensors [S, H, n_tokens] with a state [S*S*H, n_seqs]
+ * (n_tokens a multiple of n_seqs); each returns F32 [S*H, n_tokens + S*n_seqs]: the outputs,
+ * then the final states (docs/ops.md has the recurrences). */
+TSR_API struct tsr_tensor * tsr_rwkv_wkv6(struct tsr_context * ctx, struct tsr_tensor * k, struct tsr_tensor * v, struct tsr_tensor * r,
+                                          struct tsr_tensor * tf, struct tsr_tensor * td, struct tsr_tensor * state);
+TSR_API struct tsr_tensor * tsr_gated_linear_attn(struct tsr_context * ctx, struct tsr_tensor * k, struct tsr_tensor * v,
+                                                  struct tsr_tensor * q, struct tsr_tensor * g, struct tsr_tensor * state, float scale);
+TSR_API struct tsr_tensor * tsr_rwkv_wkv7(struct tsr_context * ctx, struct tsr_tensor * r, struct tsr_tensor * w, struct tsr_tensor * k,
+                                          struct tsr_tensor * v, struct tsr_tensor * a, struct tsr_tensor * b, struct tsr_tensor * state);
+
+/* RoPE with 4 positions per token (b I32 [4 * n_tokens]: all time positions, then height,
+ * width, extra) and sections[4] pairs per stream (Qwen2-VL's M-RoPE; mode TSR_ROPE_TYPE_MROPE
+ * or TSR_ROPE_TYPE_VISION, where n_dims = head_dim / 2). YaRN parameters as tsr_rope_ext. */
+TSR_API struct tsr_tensor * tsr_rope_multi(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, struct tsr_tensor * c,
+                                           int n_dims, int sections[TSR_MROPE_SECTIONS], int mode, int n_ctx_orig, float freq_base,
+                                           float freq_scale, float ext_factor, float attn_factor, float beta_fast, float beta_slow);
+
+/* Windows of a [C, W, H] image (zero-padded to whole windows) -> [C, w, w, n_windows], and back. */
+TSR_API struct tsr_tensor * tsr_win_part(struct tsr_context * ctx, struct tsr_tensor * a, int w);
+TSR_API struct tsr_tensor * tsr_win_unpart(struct tsr_context * ctx, struct tsr_tensor * a, int w0, int h0, int w);
+/* Relative positions: get_rel_pos(a [C, 2*qh - 1], qh, kh == qh) -> [C, kh, qh] rows of the
+ * table; add_rel_pos(a [W*W, n1*n2, n3], pw, ph [W, n1, n2, n3]) adds ph[y] + pw[x] at x + W*y. */
+TSR_API struct tsr_tensor * tsr_get_rel_pos(struct tsr_context * ctx, struct tsr_tensor * a, int qh, int kh);
+TSR_API struct tsr_tensor * tsr_add_rel_pos(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * pw, struct tsr_tensor * ph);
+TSR_API struct tsr_tensor * tsr_add_rel_pos_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * pw,
+                                                    struct tsr_tensor * ph);
 
 /* ---- graphs ------------------------------------------------------------------------ */
 
@@ -2719,6 +2823,23 @@ static bool tsr_impl_op_text(enum tsr_op op, const char ** name, const char ** s
         case TSR_OP_FLASH_ATTN_EXT: *name = "FLASH_ATTN_EXT"; *symbol = "flash_attn_ext(x)"; return true;
         case TSR_OP_UNARY:          *name = "UNARY";          *symbol = "unary(x)"; return true;
         case TSR_OP_GLU:            *name = "GLU";            *symbol = "glu(x)"; return true;
+        /* issue 17 part B */
+        case TSR_OP_MUL_MAT_ID:     *name = "MUL_MAT_ID";     *symbol = "X[i]*Y"; return true;
+        case TSR_OP_CONV_TRANSPOSE_1D: *name = "CONV_TRANSPOSE_1D"; *symbol = "conv_transpose_1d(x)"; return true;
+        case TSR_OP_CONV_2D_DW:     *name = "CONV_2D_DW";     *symbol = "conv_2d_dw(x)"; return true;
+        case TSR_OP_CONV_TRANSPOSE_2D: *name = "CONV_TRANSPOSE_2D"; *symbol = "conv_transpose_2d(x)"; return true;
+        case TSR_OP_PAD_REFLECT_1D: *name = "PAD_REFLECT_1D"; *symbol = "pad_reflect_1d(x)"; return true;
+        case TSR_OP_ROLL:           *name = "ROLL";           *symbol = "roll(x)"; return true;
+        case TSR_OP_TIMESTEP_EMBEDDING: *name = "TIMESTEP_EMBEDDING"; *symbol = "timestep_embedding(x)"; return true;
+        case TSR_OP_SSM_CONV:       *name = "SSM_CONV";       *symbol = "ssm_conv(x)"; return true;
+        case TSR_OP_SSM_SCAN:       *name = "SSM_SCAN";       *symbol = "ssm_scan(x)"; return true;
+        case TSR_OP_RWKV_WKV6:      *name = "RWKV_WKV6";      *symbol = "rwkv_wkv6(k, v, r, tf, td, s)"; return true;
+        case TSR_OP_GATED_LINEAR_ATTN: *name = "GATED_LINEAR_ATTN"; *symbol = "gated_linear_attn(k, v, q, gate, s)"; return true;
+        case TSR_OP_RWKV_WKV7:      *name = "RWKV_WKV7";      *symbol = "rwkv_wkv7(r, w, k, v, a, b, s)"; return true;
+        case TSR_OP_WIN_PART:       *name = "WIN_PART";       *symbol = "win_part(x)"; return true;
+        case TSR_OP_WIN_UNPART:     *name = "WIN_UNPART";     *symbol = "win_unpart(x)"; return true;
+        case TSR_OP_GET_REL_POS:    *name = "GET_REL_POS";    *symbol = "get_rel_pos(x)"; return true;
+        case TSR_OP_ADD_REL_POS:    *name = "ADD_REL_POS";    *symbol = "add_rel_pos(x)"; return true;
         case TSR_OP_COUNT: break;
     }
     return false;
@@ -3422,6 +3543,550 @@ TSR_API_IMPL struct tsr_tensor * tsr_flash_attn_ext(struct tsr_context * ctx, st
 #undef TSR_IMPL_D
 #undef TSR_IMPL_REQUIRE
 #undef TSR_IMPL_FAIL
+/* ---- include/tessera/impl/ops_models.inl ---- */
+/* ops_models.inl - construction of the ops that model families beyond decoder-only LLMs
+ * need (issue 17 part B): expert-indexed mat-mul (MoE), 1-D and transposed / depthwise
+ * convolutions, positions, sequence models. The rules of ops.inl hold: every input is
+ * validated before the result is created (a failed op consumes no arena memory), shapes
+ * and op_params follow ggml, and each op's op_params layout is written next to it and in
+ * docs/ops.md. */
+
+#define TSR_MODELS_FAIL(...)          \
+    do {                              \
+        tsr_set_error(__VA_ARGS__);   \
+        return nullptr;               \
+    } while (0)
+#define TSR_MODELS_REQUIRE(cond, ...)              \
+    do {                                           \
+        if (!(cond)) TSR_MODELS_FAIL(__VA_ARGS__); \
+    } while (0)
+#define TSR_MODELS_D(t) tsr_impl_describe(t).s
+
+/* ---- expert-indexed mat-mul ------------------------------------------------------------------ */
+
+/* TSR_OP_MUL_MAT_ID: i32 precision (slot 0, enum tsr_prec). as [K, M, n_expert] (any mul_mat
+ * weight type, rows not transposed), b f32 [K, n_b, n_tokens], ids I32 [n_used, n_tokens] with
+ * n_used % n_b == 0. Result F32 [M, n_used, n_tokens]; src0 = as, src1 = b, src2 = ids. */
+TSR_API_IMPL struct tsr_tensor * tsr_mul_mat_id(struct tsr_context * ctx, struct tsr_tensor * as, struct tsr_tensor * b,
+                                                struct tsr_tensor * ids) {
+    if (!tsr_impl::check_args("tsr_mul_mat_id", ctx, as, b, ids)) return nullptr;
+    TSR_MODELS_REQUIRE(ids->type == TSR_TYPE_I32 && ids->ne[2] == 1 && ids->ne[3] == 1,
+                       "tsr_mul_mat_id: ids %s must be an i32 matrix [n_used, n_tokens]", TSR_MODELS_D(ids));
+    TSR_MODELS_REQUIRE(as->ne[3] == 1 && as->ne[2] > 0, "tsr_mul_mat_id: experts %s must be [K, M, n_expert] (3-D)",
+                       TSR_MODELS_D(as));
+    TSR_MODELS_REQUIRE(as->nb[0] == tsr_type_size(as->type) && as->nb[1] >= as->nb[0],
+                       "tsr_mul_mat_id: experts %s must not be transposed", TSR_MODELS_D(as));
+    TSR_MODELS_REQUIRE(b->ne[3] == 1 && b->ne[0] == as->ne[0],
+                       "tsr_mul_mat_id: b %s must be [K, n_b, n_tokens] with the K of experts %s", TSR_MODELS_D(b),
+                       TSR_MODELS_D(as));
+    TSR_MODELS_REQUIRE(ids->ne[1] == b->ne[2], "tsr_mul_mat_id: ids %s and b %s differ in tokens (ids.ne1 vs b.ne2)",
+                       TSR_MODELS_D(ids), TSR_MODELS_D(b));
+    TSR_MODELS_REQUIRE(b->ne[1] > 0 && ids->ne[0] % b->ne[1] == 0,
+                       "tsr_mul_mat_id: b %s has %lld rows per token, which do not divide the %lld ids per token of %s",
+                       TSR_MODELS_D(b), (long long)b->ne[1], (long long)ids->ne[0], TSR_MODELS_D(ids));
+    TSR_MODELS_REQUIRE(tsr_impl::is_float_type(b->type), "tsr_mul_mat_id: b %s must be f32, f16 or bf16", TSR_MODELS_D(b));
+    struct tsr_tensor * r = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, as->ne[1], ids->ne[0], b->ne[2]);
+    if (r) tsr_set_op_params_i32(r, 0, TSR_PREC_DEFAULT);
+    return tsr_impl::op_result(r, TSR_OP_MUL_MAT_ID, as, b, ids);
+}
+
+TSR_API_IMPL bool tsr_mul_mat_set_prec(struct tsr_tensor * a, enum tsr_prec prec) {
+    if (!a) return tsr_set_error("tsr_mul_mat_set_prec: NULL tensor");
+    if (a->op != TSR_OP_MUL_MAT && a->op != TSR_OP_MUL_MAT_ID) {
+        return tsr_set_error("tsr_mul_mat_set_prec: %s is a %s node, not MUL_MAT or MUL_MAT_ID", TSR_MODELS_D(a),
+                             tsr_op_name(a->op));
+    }
+    if (prec != TSR_PREC_DEFAULT && prec != TSR_PREC_F32) {
+        return tsr_set_error("tsr_mul_mat_set_prec: unknown precision %d for %s", (int)prec, TSR_MODELS_D(a));
+    }
+    tsr_set_op_params_i32(a, 0, (int32_t)prec);
+    return true;
+}
+
+/* ---- convolutions and pooling ------------------------------------------------------------------ */
+
+TSR_IMPL_NS_BEGIN
+/* (ins - 1) * s - 2 * p + d * (ks - 1) + 1: ggml's transposed-convolution output size. */
+static inline int64_t conv_transpose_out_size(int64_t ins, int64_t ks, int s, int p, int d) {
+    return (ins - 1) * s - 2 * (int64_t)p + (int64_t)d * (ks - 1) + 1;
+}
+/* 3-D a seen as 4-D with a dim of size 1 inserted at `at` (a view: a's strides kept). */
+static inline struct tsr_tensor * with_unit_dim(struct tsr_context * ctx, struct tsr_tensor * a, int at) {
+    int64_t ne[4];
+    size_t nb[4];
+    for (int i = 0, j = 0; i < 4; ++i) {
+        if (i == at) {
+            ne[i] = 1;
+            nb[i] = i > 0 ? nb[i - 1] * (size_t)ne[i - 1] : a->nb[0];
+            continue;
+        }
+        ne[i] = a->ne[j];
+        nb[i] = a->nb[j];
+        ++j;
+    }
+    return tsr_view_4d(ctx, a, ne[0], ne[1], ne[2], ne[3], nb[1], nb[2], nb[3], 0);
+}
+/* The 1-D convolutions view their operands as 2-D ones: rows must be dense for a view. */
+static inline bool check_dense_rows(const char * fn, const struct tsr_tensor * a, const struct tsr_tensor * b) {
+    if (a->nb[0] != tsr_type_size(a->type) || b->nb[0] != tsr_type_size(b->type)) {
+        return tsr_set_error("%s: kernel %s and input %s need dense rows (nb0 = element size; tsr_cont a transposed one)", fn,
+                             tsr_impl_describe(a).s, tsr_impl_describe(b).s);
+    }
+    return true;
+}
+TSR_IMPL_NS_END
+
+/* conv_1d(a kernel [K, IC, OC], b input [L, IC, N]) -> F32 [OL, OC, N], OL = (L + 2*p0 -
+ * d0*(K-1) - 1)/s0 + 1: a CONV_2D node (height 1) over views of a and b, so the columns live
+ * in the backend's workspace as conv_2d's do; the result is its 3-D reshape. */
+TSR_API_IMPL struct tsr_tensor * tsr_conv_1d(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, int s0,
+                                             int p0, int d0) {
+    if (!tsr_impl::check_args("tsr_conv_1d", ctx, a, b)) return nullptr;
+    if (!tsr_impl::check_conv_params("tsr_conv_1d", s0, 1, p0, 0, d0, 1)) return nullptr;
+    TSR_MODELS_REQUIRE(a->ne[3] == 1 && b->ne[3] == 1, "tsr_conv_1d: kernel %s and input %s must be 3-D", TSR_MODELS_D(a),
+                       TSR_MODELS_D(b));
+    TSR_MODELS_REQUIRE(a->ne[1] == b->ne[1], "tsr_conv_1d: kernel %s has %lld input channels, input %s has %lld",
+                       TSR_MODELS_D(a), (long long)a->ne[1], TSR_MODELS_D(b), (long long)b->ne[1]);
+    TSR_MODELS_REQUIRE(tsr_impl::is_float_type(a->type) && tsr_impl::is_float_type(b->type),
+                       "tsr_conv_1d: kernel %s and input %s must be float types", TSR_MODELS_D(a), TSR_MODELS_D(b));
+    TSR_MODELS_REQUIRE(tsr_impl::conv_out_size(b->ne[0], a->ne[0], s0, p0, d0) > 0,
+                       "tsr_conv_1d: input %s is too short for kernel %s", TSR_MODELS_D(b), TSR_MODELS_D(a));
+    if (!tsr_impl::check_dense_rows("tsr_conv_1d", a, b)) return nullptr;
+    struct tsr_tensor * a4 = tsr_impl::with_unit_dim(ctx, a, 1);
+    struct tsr_tensor * b4 = a4 ? tsr_impl::with_unit_dim(ctx, b, 1) : nullptr;
+    struct tsr_tensor * r = b4 ? tsr_conv_2d(ctx, a4, b4, s0, 1, p0, 0, d0, 1) : nullptr;
+    return r ? tsr_reshape_3d(ctx, r, r->ne[0], r->ne[2], r->ne[3]) : nullptr;
+}
+
+/* TSR_OP_CONV_2D_DW: i32 s0, s1, p0, p1, d0, d1 (slots 0..5). a kernel [KW, KH, 1, C] (f32/f16),
+ * b input [W, H, C, N] (f32/f16) -> F32 [OW, OH, C, N] (sizes as conv_2d): channel c of the
+ * input convolved with kernel c alone (depthwise), computed directly. src0 = a, src1 = b. */
+TSR_API_IMPL struct tsr_tensor * tsr_conv_2d_dw_direct(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                       int s0, int s1, int p0, int p1, int d0, int d1) {
+    if (!tsr_impl::check_args("tsr_conv_2d_dw", ctx, a, b)) return nullptr;
+    if (!tsr_impl::check_conv_params("tsr_conv_2d_dw", s0, s1, p0, p1, d0, d1)) return nullptr;
+    TSR_MODELS_REQUIRE((a->type == TSR_TYPE_F32 || a->type == TSR_TYPE_F16) && (b->type == TSR_TYPE_F32 || b->type == TSR_TYPE_F16),
+                       "tsr_conv_2d_dw: kernel %s and input %s must be f32 or f16", TSR_MODELS_D(a), TSR_MODELS_D(b));
+    TSR_MODELS_REQUIRE(a->ne[2] == 1 && a->ne[3] == b->ne[2],
+                       "tsr_conv_2d_dw: kernel %s must be [KW, KH, 1, C] with the C = %lld channels of input %s",
+                       TSR_MODELS_D(a), (long long)b->ne[2], TSR_MODELS_D(b));
+    const int64_t OW = tsr_impl::conv_out_size(b->ne[0], a->ne[0], s0, p0, d0);
+    const int64_t OH = tsr_impl::conv_out_size(b->ne[1], a->ne[1], s1, p1, d1);
+    TSR_MODELS_REQUIRE(OW > 0 && OH > 0, "tsr_conv_2d_dw: input %s is too small for kernel %s (output %lld x %lld)",
+                       TSR_MODELS_D(b), TSR_MODELS_D(a), (long long)OW, (long long)OH);
+    struct tsr_tensor * r = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, OW, OH, b->ne[2], b->ne[3]);
+    if (!r) return nullptr;
+    const int32_t params[6] = {s0, s1, p0, p1, d0, d1};
+    tsr_set_op_params(r, params, sizeof(params));
+    return tsr_impl::op_result(r, TSR_OP_CONV_2D_DW, a, b);
+}
+TSR_API_IMPL struct tsr_tensor * tsr_conv_2d_dw(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, int s0,
+                                                int s1, int p0, int p1, int d0, int d1) {
+    return tsr_conv_2d_dw_direct(ctx, a, b, s0, s1, p0, p1, d0, d1);
+}
+
+/* conv_1d_dw(a kernel [K, 1, C], b input [L, C, N]) -> F32 [OL, C, N]: a CONV_2D_DW node
+ * (height 1) over views of a and b, reshaped to 3-D. */
+TSR_API_IMPL struct tsr_tensor * tsr_conv_1d_dw(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, int s0,
+                                                int p0, int d0) {
+    if (!tsr_impl::check_args("tsr_conv_1d_dw", ctx, a, b)) return nullptr;
+    if (!tsr_impl::check_conv_params("tsr_conv_1d_dw", s0, 1, p0, 0, d0, 1)) return nullptr;
+    TSR_MODELS_REQUIRE(a->ne[1] == 1 && a->ne[3] == 1 && b->ne[3] == 1 && a->ne[2] == b->ne[1],
+                       "tsr_conv_1d_dw: kernel %s must be [K, 1, C] with the C = %lld channels of input %s [L, C, N]",
+                       TSR_MODELS_D(a), (long long)b->ne[1], TSR_MODELS_D(b));
+    TSR_MODELS_REQUIRE((a->type == TSR_TYPE_F32 || a->type == TSR_TYPE_F16) && (b->type == TSR_TYPE_F32 || b->type == TSR_TYPE_F16),
+                       "tsr_conv_1d_dw: kernel %s and input %s must be f32 or f16", TSR_MODELS_D(a), TSR_MODELS_D(b));
+    TSR_MODELS_REQUIRE(tsr_impl::conv_out_size(b->ne[0], a->ne[0], s0, p0, d0) > 0,
+                       "tsr_conv_1d_dw: input %s is too short for kernel %s", TSR_MODELS_D(b), TSR_MODELS_D(a));
+    if (!tsr_impl::check_dense_rows("tsr_conv_1d_dw", a, b)) return nullptr;
+    /* kernel [K, 1, C] -> [K, 1, 1, C]; input [L, C, N] -> [L, 1, C, N] */
+    struct tsr_tensor * a4 = tsr_view_4d(ctx, a, a->ne[0], 1, 1, a->ne[2], a->nb[1], a->nb[1], a->nb[2], 0);
+    struct tsr_tensor * b4 = a4 ? tsr_impl::with_unit_dim(ctx, b, 1) : nullptr;
+    struct tsr_tensor * r = b4 ? tsr_conv_2d_dw_direct(ctx, a4, b4, s0, 1, p0, 0, d0, 1) : nullptr;
+    return r ? tsr_reshape_3d(ctx, r, r->ne[0], r->ne[2], r->ne[3]) : nullptr;
+}
+
+/* TSR_OP_CONV_TRANSPOSE_1D: i32 s0, p0, d0 (slots 0..2). a kernel [K, OC, IC] (f32/f16),
+ * b input [L, IC, N] (f32/f16) -> F32 [OL, OC, N], OL = (L-1)*s0 - 2*p0 + d0*(K-1) + 1:
+ * out[l*s0 + k*d0 - p0, oc, n] += a[k, oc, ic] * b[l, ic, n] (ggml takes only p0 = 0,
+ * d0 = 1 and N = 1; tessera any). src0 = a, src1 = b. */
+TSR_API_IMPL struct tsr_tensor * tsr_conv_transpose_1d(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                       int s0, int p0, int d0) {
+    if (!tsr_impl::check_args("tsr_conv_transpose_1d", ctx, a, b)) return nullptr;
+    if (!tsr_impl::check_conv_params("tsr_conv_transpose_1d", s0, 1, p0, 0, d0, 1)) return nullptr;
+    TSR_MODELS_REQUIRE((a->type == TSR_TYPE_F32 || a->type == TSR_TYPE_F16) && (b->type == TSR_TYPE_F32 || b->type == TSR_TYPE_F16),
+                       "tsr_conv_transpose_1d: kernel %s and input %s must be f32 or f16", TSR_MODELS_D(a), TSR_MODELS_D(b));
+    TSR_MODELS_REQUIRE(a->ne[3] == 1 && b->ne[3] == 1 && a->ne[2] == b->ne[1],
+                       "tsr_conv_transpose_1d: kernel %s must be [K, OC, IC] with the IC = %lld channels of input %s [L, IC, N]",
+                       TSR_MODELS_D(a), (long long)b->ne[1], TSR_MODELS_D(b));
+    const int64_t OL = tsr_impl::conv_transpose_out_size(b->ne[0], a->ne[0], s0, p0, d0);
+    TSR_MODELS_REQUIRE(OL > 0, "tsr_conv_transpose_1d: padding %d leaves no output of input %s and kernel %s", p0,
+                       TSR_MODELS_D(b), TSR_MODELS_D(a));
+    struct tsr_tensor * r = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, OL, a->ne[1], b->ne[2]);
+    if (!r) return nullptr;
+    const int32_t params[3] = {s0, p0, d0};
+    tsr_set_op_params(r, params, sizeof(params));
+    return tsr_impl::op_result(r, TSR_OP_CONV_TRANSPOSE_1D, a, b);
+}
+
+/* TSR_OP_CONV_TRANSPOSE_2D: i32 stride (slot 0). a kernel [KW, KH, OC, IC] (f32/f16), b input
+ * [W, H, IC, N] (f32/f16) -> F32 [(W-1)*stride + KW, (H-1)*stride + KH, OC, N] (no padding).
+ * src0 = a, src1 = b. */
+TSR_API_IMPL struct tsr_tensor * tsr_conv_transpose_2d_p0(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                          int stride) {
+    if (!tsr_impl::check_args("tsr_conv_transpose_2d_p0", ctx, a, b)) return nullptr;
+    TSR_MODELS_REQUIRE(stride > 0, "tsr_conv_transpose_2d_p0: stride %d must be > 0", stride);
+    TSR_MODELS_REQUIRE((a->type == TSR_TYPE_F32 || a->type == TSR_TYPE_F16) && (b->type == TSR_TYPE_F32 || b->type == TSR_TYPE_F16),
+                       "tsr_conv_transpose_2d_p0: kernel %s and input %s must be f32 or f16", TSR_MODELS_D(a), TSR_MODELS_D(b));
+    TSR_MODELS_REQUIRE(a->ne[3] == b->ne[2],
+                       "tsr_conv_transpose_2d_p0: kernel %s must be [KW, KH, OC, IC] with the IC = %lld channels of input %s",
+                       TSR_MODELS_D(a), (long long)b->ne[2], TSR_MODELS_D(b));
+    struct tsr_tensor * r = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, tsr_impl::conv_transpose_out_size(b->ne[0], a->ne[0], stride, 0, 1),
+                                              tsr_impl::conv_transpose_out_size(b->ne[1], a->ne[1], stride, 0, 1), a->ne[2], b->ne[3]);
+    if (r) tsr_set_op_params_i32(r, 0, stride);
+    return tsr_impl::op_result(r, TSR_OP_CONV_TRANSPOSE_2D, a, b);
+}
+
+/* pool_1d(a [L, ...]) -> F32 [(L + 2*p0 - k0)/s0 + 1, ne1, ne2, ne3]: a POOL_2D node with a
+ * window of height 1 (ggml has an op of its own; the arithmetic is the same). */
+TSR_API_IMPL struct tsr_tensor * tsr_pool_1d(struct tsr_context * ctx, struct tsr_tensor * a, enum tsr_op_pool op, int k0, int s0,
+                                             int p0) {
+    return tsr_pool_2d(ctx, a, op, k0, 1, s0, 1, (float)p0, 0.0f);
+}
+
+/* TSR_OP_PAD_REFLECT_1D: i32 p0, p1 (slots 0, 1). a f32 -> [p0 + ne0 + p1, ne1, ne2, ne3]:
+ * dim 0 mirrored at both ends without repeating the edge (PyTorch's ReflectionPad1d), so
+ * p0, p1 < ne0. src0 = a. */
+TSR_API_IMPL struct tsr_tensor * tsr_pad_reflect_1d(struct tsr_context * ctx, struct tsr_tensor * a, int p0, int p1) {
+    if (!tsr_impl::check_args("tsr_pad_reflect_1d", ctx, a)) return nullptr;
+    TSR_MODELS_REQUIRE(a->type == TSR_TYPE_F32, "tsr_pad_reflect_1d: %s must be f32", TSR_MODELS_D(a));
+    TSR_MODELS_REQUIRE(p0 >= 0 && p1 >= 0 && p0 < a->ne[0] && p1 < a->ne[0],
+                       "tsr_pad_reflect_1d: paddings %d, %d must be in [0, ne0 = %lld) for %s", p0, p1, (long long)a->ne[0],
+                       TSR_MODELS_D(a));
+    struct tsr_tensor * r = tsr_new_tensor_4d(ctx, a->type, a->ne[0] + p0 + p1, a->ne[1], a->ne[2], a->ne[3]);
+    if (r) {
+        const int32_t params[2] = {p0, p1};
+        tsr_set_op_params(r, params, sizeof(params));
+    }
+    return tsr_impl::op_result(r, TSR_OP_PAD_REFLECT_1D, a);
+}
+
+/* pad_ext: a PAD node with zeros before (lp*) and after (rp*) each dim: trailing pads in slots
+ * 0..3 as tsr_pad, leading pads in slots 4..7. */
+TSR_API_IMPL struct tsr_tensor * tsr_pad_ext(struct tsr_context * ctx, struct tsr_tensor * a, int lp0, int rp0, int lp1, int rp1,
+                                             int lp2, int rp2, int lp3, int rp3) {
+    if (!tsr_impl::check_args("tsr_pad_ext", ctx, a)) return nullptr;
+    TSR_MODELS_REQUIRE(lp0 >= 0 && lp1 >= 0 && lp2 >= 0 && lp3 >= 0 && rp0 >= 0 && rp1 >= 0 && rp2 >= 0 && rp3 >= 0,
+                       "tsr_pad_ext: paddings (%d, %d, %d, %d, %d, %d, %d, %d) of %s must be >= 0", lp0, rp0, lp1, rp1, lp2, rp2,
+                       lp3, rp3, TSR_MODELS_D(a));
+    struct tsr_tensor * r = tsr_pad(ctx, a, lp0 + rp0, lp1 + rp1, lp2 + rp2, lp3 + rp3);
+    if (!r) return nullptr;
+    const int32_t lead[4] = {lp0, lp1, lp2, lp3};
+    for (int i = 0; i < 4; ++i) tsr_set_op_params_i32(r, 4 + (uint32_t)i, lead[i]);
+    return r;
+}
+
+/* TSR_OP_ROLL: i32 shift0..shift3 (slots 0..3). a (f32/f16/bf16/i32) -> like a, every dim
+ * rotated: out[i] = a[(i - shift) mod ne] (torch.roll); |shift_i| <= ne_i. src0 = a. */
+TSR_API_IMPL struct tsr_tensor * tsr_roll(struct tsr_context * ctx, struct tsr_tensor * a, int shift0, int shift1, int shift2,
+                                          int shift3) {
+    if (!tsr_impl::check_args("tsr_roll", ctx, a)) return nullptr;
+    TSR_MODELS_REQUIRE(!tsr_is_quantized(a->type), "tsr_roll: %s must not be quantized", TSR_MODELS_D(a));
+    const int32_t shifts[4] = {shift0, shift1, shift2, shift3};
+    for (int i = 0; i < 4; ++i) {
+        TSR_MODELS_REQUIRE(shifts[i] <= a->ne[i] && -shifts[i] <= a->ne[i], "tsr_roll: shift %d of dim %d exceeds ne%d = %lld of %s",
+                           shifts[i], i, i, (long long)a->ne[i], TSR_MODELS_D(a));
+    }
+    struct tsr_tensor * r = tsr_new_tensor(ctx, a->type, TSR_MAX_DIMS, a->ne);
+    if (r) tsr_set_op_params(r, shifts, sizeof(shifts));
+    return tsr_impl::op_result(r, TSR_OP_ROLL, a);
+}
+
+/* ---- positions ------------------------------------------------------------------------------------ */
+
+/* TSR_OP_TIMESTEP_EMBEDDING: i32 dim (slot 0), max_period (slot 1). timesteps f32 [N] -> F32
+ * [dim, N]: out[j, i] = cos(t_i * f_j), out[j + dim/2, i] = sin(t_i * f_j), f_j =
+ * exp(-ln(max_period) * j / (dim/2)), j < dim/2; an odd dim's last element is 0. src0 = t. */
+TSR_API_IMPL struct tsr_tensor * tsr_timestep_embedding(struct tsr_context * ctx, struct tsr_tensor * timesteps, int dim,
+                                                        int max_period) {
+    if (!tsr_impl::check_args("tsr_timestep_embedding", ctx, timesteps)) return nullptr;
+    TSR_MODELS_REQUIRE(timesteps->type == TSR_TYPE_F32 && timesteps->ne[1] == 1 && timesteps->ne[2] == 1 && timesteps->ne[3] == 1,
+                       "tsr_timestep_embedding: timesteps %s must be an f32 vector", TSR_MODELS_D(timesteps));
+    TSR_MODELS_REQUIRE(dim > 0 && max_period > 0, "tsr_timestep_embedding: dim %d and max_period %d must be > 0", dim, max_period);
+    struct tsr_tensor * r = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, dim, timesteps->ne[0]);
+    if (r) {
+        const int32_t params[2] = {dim, max_period};
+        tsr_set_op_params(r, params, sizeof(params));
+    }
+    return tsr_impl::op_result(r, TSR_OP_TIMESTEP_EMBEDDING, timesteps);
+}
+
+/* TSR_OP_ROPE with mode TSR_ROPE_TYPE_MROPE or _VISION: the ROPE slots 0..10, then i32
+ * sections[4] in slots 11..14. a f32/f16 [head_dim, n_head, n_tokens] -> like a. b I32
+ * [4 * n_tokens]; c freq factors f32 [>= head_dim / 2] or NULL. src0 = a, src1 = b, src2 = c. */
+TSR_API_IMPL struct tsr_tensor * tsr_rope_multi(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                struct tsr_tensor * c, int n_dims, int sections[TSR_MROPE_SECTIONS], int mode,
+                                                int n_ctx_orig, float freq_base, float freq_scale, float ext_factor,
+                                                float attn_factor, float beta_fast, float beta_slow) {
+    if (!tsr_impl::check_args("tsr_rope_multi", ctx, a, b)) return nullptr;
+    TSR_MODELS_REQUIRE(sections != nullptr, "tsr_rope_multi: NULL sections");
+    TSR_MODELS_REQUIRE((a->type == TSR_TYPE_F32 || a->type == TSR_TYPE_F16) && a->ne[3] == 1,
+                       "tsr_rope_multi: %s must be f32 or f16 [head_dim, n_head, n_tokens]", TSR_MODELS_D(a));
+    TSR_MODELS_REQUIRE(b->type == TSR_TYPE_I32 && b->ne[1] == 1 && b->ne[2] == 1 && b->ne[3] == 1 && b->ne[0] == 4 * a->ne[2],
+                       "tsr_rope_multi: positions %s must be i32 [4 * n_tokens = %lld]", TSR_MODELS_D(b), (long long)(4 * a->ne[2]));
+    TSR_MODELS_REQUIRE(mode == TSR_ROPE_TYPE_MROPE || mode == TSR_ROPE_TYPE_VISION,
+                       "tsr_rope_multi: mode %d must be TSR_ROPE_TYPE_MROPE (8) or TSR_ROPE_TYPE_VISION (24)", mode);
+    TSR_MODELS_REQUIRE(n_dims > 0 && n_dims % 2 == 0 && n_dims <= a->ne[0] && (mode != TSR_ROPE_TYPE_VISION || 2 * n_dims == a->ne[0]),
+                       "tsr_rope_multi: n_dims %d must be even and in (0, %lld] (vision: half of it)", n_dims, (long long)a->ne[0]);
+    const int sect_dims = sections[0] + sections[1] + sections[2] + sections[3];
+    TSR_MODELS_REQUIRE(sections[0] >= 0 && sections[1] >= 0 && sections[2] >= 0 && sections[3] >= 0 && sect_dims > 0 &&
+                           sect_dims <= a->ne[0],
+                       "tsr_rope_multi: sections (%d, %d, %d, %d) must be >= 0 with a sum in (0, %lld]", sections[0], sections[1],
+                       sections[2], sections[3], (long long)a->ne[0]);
+    if (c) {
+        TSR_MODELS_REQUIRE(c->type == TSR_TYPE_F32 && c->ne[0] >= a->ne[0] / 2,
+                           "tsr_rope_multi: frequency factors %s must be f32 with >= %lld elements", TSR_MODELS_D(c),
+                           (long long)(a->ne[0] / 2));
+    }
+    struct tsr_tensor * r = tsr_dup_tensor(ctx, a);
+    if (!r) return nullptr;
+    int32_t params[15] = {0, n_dims, mode, 0, n_ctx_orig};
+    const float fp[6] = {freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow};
+    memcpy(params + 5, fp, sizeof(fp));
+    memcpy(params + 11, sections, sizeof(int32_t) * TSR_MROPE_SECTIONS);
+    tsr_set_op_params(r, params, sizeof(params));
+    return tsr_impl::op_result(r, TSR_OP_ROPE, a, b, c);
+}
+
+/* ---- windows and relative positions (SAM-style vision transformers) ---------------------------------- */
+
+/* TSR_OP_WIN_PART: i32 npx, npy, w (slots 0..2). a f32 [C, W, H] -> F32 [C, w, w, npx*npy],
+ * npx = ceil(W / w), npy = ceil(H / w): window (px, py) is number py*npx + px, zero past the
+ * image. src0 = a. */
+TSR_API_IMPL struct tsr_tensor * tsr_win_part(struct tsr_context * ctx, struct tsr_tensor * a, int w) {
+    if (!tsr_impl::check_args("tsr_win_part", ctx, a)) return nullptr;
+    TSR_MODELS_REQUIRE(a->type == TSR_TYPE_F32 && a->ne[3] == 1, "tsr_win_part: %s must be f32 [C, W, H]", TSR_MODELS_D(a));
+    TSR_MODELS_REQUIRE(w > 0, "tsr_win_part: window %d must be > 0", w);
+    const int64_t npx = (a->ne[1] + w - 1) / w, npy = (a->ne[2] + w - 1) / w;
+    struct tsr_tensor * r = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, a->ne[0], w, w, npx * npy);
+    if (r) {
+        const int32_t params[3] = {(int32_t)npx, (int32_t)npy, w};
+        tsr_set_op_params(r, params, sizeof(params));
+    }
+    return tsr_impl::op_result(r, TSR_OP_WIN_PART, a);
+}
+
+/* TSR_OP_WIN_UNPART: i32 w (slot 0). a f32 [C, w, w, n_windows] -> F32 [C, w0, h0]: the inverse
+ * of win_part for an image of w0 x h0 (n_windows = ceil(w0/w) * ceil(h0/w)). src0 = a. */
+TSR_API_IMPL struct tsr_tensor * tsr_win_unpart(struct tsr_context * ctx, struct tsr_tensor * a, int w0, int h0, int w) {
+    if (!tsr_impl::check_args("tsr_win_unpart", ctx, a)) return nullptr;
+    TSR_MODELS_REQUIRE(w > 0 && w0 > 0 && h0 > 0, "tsr_win_unpart: window %d and image %d x %d must be > 0", w, w0, h0);
+    const int64_t nw = (int64_t)((w0 + w - 1) / w) * ((h0 + w - 1) / w);
+    TSR_MODELS_REQUIRE(a->type == TSR_TYPE_F32 && a->ne[1] == w && a->ne[2] == w && a->ne[3] == nw,
+                       "tsr_win_unpart: %s must be f32 [C, %d, %d, %lld windows of a %d x %d image]", TSR_MODELS_D(a), w, w,
+                       (long long)nw, w0, h0);
+    struct tsr_tensor * r = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, a->ne[0], w0, h0);
+    if (r) tsr_set_op_params_i32(r, 0, w);
+    return tsr_impl::op_result(r, TSR_OP_WIN_UNPART, a);
+}
+
+/* TSR_OP_GET_REL_POS: no op_params. a f32/f16 [C, 2*qh - 1] (a table of relative positions) ->
+ * a's type [C, kh, qh], qh == kh: out[:, k, q] = a[:, (kh - 1 - k) + q] (ggml: f16 only).
+ * src0 = a. */
+TSR_API_IMPL struct tsr_tensor * tsr_get_rel_pos(struct tsr_context * ctx, struct tsr_tensor * a, int qh, int kh) {
+    if (!tsr_impl::check_args("tsr_get_rel_pos", ctx, a)) return nullptr;
+    TSR_MODELS_REQUIRE(qh > 0 && qh == kh, "tsr_get_rel_pos: qh %d and kh %d must be equal and > 0", qh, kh);
+    TSR_MODELS_REQUIRE((a->type == TSR_TYPE_F32 || a->type == TSR_TYPE_F16) && a->ne[1] == 2 * (int64_t)qh - 1 && a->ne[2] == 1 &&
+                           a->ne[3] == 1,
+                       "tsr_get_rel_pos: %s must be f32 or f16 [C, 2*%d - 1]", TSR_MODELS_D(a), qh);
+    struct tsr_tensor * r = tsr_new_tensor_3d(ctx, a->type, a->ne[0], kh, qh);
+    return tsr_impl::op_result(r, TSR_OP_GET_REL_POS, a);
+}
+
+TSR_IMPL_NS_BEGIN
+/* TSR_OP_ADD_REL_POS: i32 inplace (slot 0). a f32 contiguous [W*W, ne11*ne12, ne13], pw and ph
+ * f32 contiguous [W, ne11, ne12, ne13] -> like a (inplace: a view of a): out[x + W*y, i11 +
+ * ne11*i12, i13] = a[...] + ph[y, i11, i12, i13] + pw[x, i11, i12, i13]. src0..2 = a, pw, ph. */
+static inline struct tsr_tensor * add_rel_pos(const char * fn, struct tsr_context * ctx, struct tsr_tensor * a,
+                                              struct tsr_tensor * pw, struct tsr_tensor * ph, bool inplace) {
+    if (!check_args(fn, ctx, a, pw, ph)) return nullptr;
+    TSR_MODELS_REQUIRE(a->type == TSR_TYPE_F32 && pw->type == TSR_TYPE_F32 && ph->type == TSR_TYPE_F32 && tsr_is_contiguous(a) &&
+                           tsr_is_contiguous(pw) && tsr_is_contiguous(ph),
+                       "%s: a %s, pw %s and ph %s must be contiguous f32", fn, TSR_MODELS_D(a), TSR_MODELS_D(pw), TSR_MODELS_D(ph));
+    TSR_MODELS_REQUIRE(tsr_are_same_shape(pw, ph) && pw->ne[0] * pw->ne[0] == a->ne[0] && pw->ne[1] * pw->ne[2] == a->ne[1] &&
+                           pw->ne[3] == a->ne[2] && a->ne[3] == 1,
+                       "%s: pw %s and ph %s must be [W, n1, n2, n3] for a %s [W*W, n1*n2, n3]", fn, TSR_MODELS_D(pw),
+                       TSR_MODELS_D(ph), TSR_MODELS_D(a));
+    struct tsr_tensor * r = like(ctx, a, inplace);
+    if (r) tsr_set_op_params_i32(r, 0, inplace ? 1 : 0);
+    return op_result(r, TSR_OP_ADD_REL_POS, a, pw, ph);
+}
+TSR_IMPL_NS_END
+
+TSR_API_IMPL struct tsr_tensor * tsr_add_rel_pos(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * pw,
+                                                 struct tsr_tensor * ph) {
+    return tsr_impl::add_rel_pos("tsr_add_rel_pos", ctx, a, pw, ph, false);
+}
+TSR_API_IMPL struct tsr_tensor * tsr_add_rel_pos_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * pw,
+                                                         struct tsr_tensor * ph) {
+    return tsr_impl::add_rel_pos("tsr_add_rel_pos_inplace", ctx, a, pw, ph, true);
+}
+
+/* ---- sequence models ---------------------------------------------------------------------------- */
+
+/* TSR_OP_SSM_CONV: no op_params. sx f32 [d_conv - 1 + n_t, d_inner, n_s] (dense rows), c f32
+ * [d_conv, d_inner] -> F32 [d_inner, n_t, n_s]: out[i, t, s] = sum_k sx[t + k, i, s] * c[k, i]
+ * (Mamba's causal depthwise convolution over a window that carries the previous state).
+ * src0 = sx, src1 = c. */
+TSR_API_IMPL struct tsr_tensor * tsr_ssm_conv(struct tsr_context * ctx, struct tsr_tensor * sx, struct tsr_tensor * c) {
+    if (!tsr_impl::check_args("tsr_ssm_conv", ctx, sx, c)) return nullptr;
+    TSR_MODELS_REQUIRE(sx->type == TSR_TYPE_F32 && c->type == TSR_TYPE_F32, "tsr_ssm_conv: sx %s and c %s must be f32",
+                       TSR_MODELS_D(sx), TSR_MODELS_D(c));
+    TSR_MODELS_REQUIRE(sx->ne[3] == 1 && c->ne[2] == 1 && c->ne[3] == 1 && sx->ne[1] == c->ne[1],
+                       "tsr_ssm_conv: sx %s must be [d_conv - 1 + n_t, d_inner, n_s] and c %s [d_conv, d_inner]",
+                       TSR_MODELS_D(sx), TSR_MODELS_D(c));
+    TSR_MODELS_REQUIRE(c->ne[0] > 0 && sx->ne[0] >= c->ne[0], "tsr_ssm_conv: sx %s is shorter than the window of c %s",
+                       TSR_MODELS_D(sx), TSR_MODELS_D(c));
+    TSR_MODELS_REQUIRE(sx->nb[0] == 4 && c->nb[0] == 4, "tsr_ssm_conv: sx %s and c %s need dense rows", TSR_MODELS_D(sx),
+                       TSR_MODELS_D(c));
+    struct tsr_tensor * r = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, sx->ne[1], sx->ne[0] - c->ne[0] + 1, sx->ne[2]);
+    return tsr_impl::op_result(r, TSR_OP_SSM_CONV, sx, c);
+}
+
+/* TSR_OP_SSM_SCAN: no op_params. s f32 [d_state, head_dim, n_head, >= n_seqs] (the state pool),
+ * x f32 [head_dim, n_head, n_t, n_seqs], dt f32 [n_head, n_t, n_seqs], A f32 [d_state, n_head]
+ * (Mamba-1) or [1, n_head] (Mamba-2), B and C f32 [d_state, n_group, n_t, n_seqs] (n_head %
+ * n_group == 0), ids I32 [n_seqs] (the state of sequence q is s[..., ids[q]]). Result F32 1-D:
+ * y [head_dim, n_head, n_t, n_seqs] then the final states [d_state, head_dim, n_head, n_seqs].
+ * Per token: dt' = softplus(dt), state = state * exp(dt' A) + B x dt', y = state . C.
+ * src0..6 = s, x, dt, A, B, C, ids. */
+TSR_API_IMPL struct tsr_tensor * tsr_ssm_scan(struct tsr_context * ctx, struct tsr_tensor * s, struct tsr_tensor * x,
+                                              struct tsr_tensor * dt, struct tsr_tensor * A, struct tsr_tensor * B,
+                                              struct tsr_tensor * C, struct tsr_tensor * ids) {
+    if (!tsr_impl::check_args("tsr_ssm_scan", ctx, s, x, dt) || !tsr_impl::check_args("tsr_ssm_scan", ctx, A, B, C) ||
+        !tsr_impl::check_args("tsr_ssm_scan", ctx, ids)) {
+        return nullptr;
+    }
+    const struct tsr_tensor * fs[6] = {s, x, dt, A, B, C};
+    for (const struct tsr_tensor * t : fs) {
+        TSR_MODELS_REQUIRE(t->type == TSR_TYPE_F32 && tsr_is_contiguous(t), "tsr_ssm_scan: %s must be contiguous f32", TSR_MODELS_D(t));
+    }
+    const int64_t d_state = s->ne[0], head_dim = x->ne[0], n_head = x->ne[1], n_t = x->ne[2], n_seqs = x->ne[3];
+    TSR_MODELS_REQUIRE(s->ne[1] == head_dim && s->ne[2] == n_head && s->ne[3] >= n_seqs,
+                       "tsr_ssm_scan: states %s must be [d_state, %lld, %lld, >= %lld] for x %s", TSR_MODELS_D(s),
+                       (long long)head_dim, (long long)n_head, (long long)n_seqs, TSR_MODELS_D(x));
+    TSR_MODELS_REQUIRE(dt->ne[0] == n_head && dt->ne[1] == n_t && dt->ne[2] == n_seqs && dt->ne[3] == 1,
+                       "tsr_ssm_scan: dt %s must be [n_head, n_t, n_seqs] of x %s", TSR_MODELS_D(dt), TSR_MODELS_D(x));
+    TSR_MODELS_REQUIRE((A->ne[0] == 1 || A->ne[0] == d_state) && A->ne[1] == n_head && A->ne[2] == 1 && A->ne[3] == 1,
+                       "tsr_ssm_scan: A %s must be [d_state or 1, n_head = %lld]", TSR_MODELS_D(A), (long long)n_head);
+    TSR_MODELS_REQUIRE(tsr_are_same_shape(B, C) && B->ne[0] == d_state && B->ne[1] > 0 && n_head % B->ne[1] == 0 &&
+                           B->ne[2] == n_t && B->ne[3] == n_seqs,
+                       "tsr_ssm_scan: B %s and C %s must be [d_state, n_group, n_t, n_seqs] with n_head %% n_group == 0",
+                       TSR_MODELS_D(B), TSR_MODELS_D(C));
+    TSR_MODELS_REQUIRE(ids->type == TSR_TYPE_I32 && ids->ne[0] == n_seqs && ids->ne[1] == 1 && ids->ne[2] == 1 && ids->ne[3] == 1,
+                       "tsr_ssm_scan: ids %s must be an i32 vector of %lld sequences", TSR_MODELS_D(ids), (long long)n_seqs);
+    struct tsr_tensor * r = tsr_new_tensor_1d(ctx, TSR_TYPE_F32, tsr_nelements(x) + d_state * head_dim * n_head * n_seqs);
+    if (!r) return nullptr;
+    tsr_impl_set_op(r, TSR_OP_SSM_SCAN, s, x, dt, A);
+    r->src[4] = B;
+    r->src[5] = C;
+    r->src[6] = ids;
+    return r;
+}
+
+/* ---- linear attention (RWKV 6/7, gated linear attention) ------------------------------------------ */
+
+TSR_IMPL_NS_BEGIN
+/* The shared contract of the linear-attention recurrences: every token tensor f32 contiguous
+ * [S, H, n_tokens], the state f32 contiguous with S*S*H*n_seqs elements ([S*S*H, n_seqs]),
+ * n_tokens a multiple of n_seqs (each sequence's tokens consecutive). */
+static inline bool check_linear_attn(const char * fn, struct tsr_tensor * const * toks, int n, const struct tsr_tensor * state) {
+    const struct tsr_tensor * k = toks[0];
+    for (int i = 0; i < n; ++i) {
+        const struct tsr_tensor * t = toks[i];
+        if (t->type != TSR_TYPE_F32 || !tsr_is_contiguous(t) || t->ne[0] != k->ne[0] || t->ne[1] != k->ne[1] ||
+            t->ne[2] != k->ne[2] || t->ne[3] != 1) {
+            return tsr_set_error("%s: %s must be contiguous f32 [S, H, n_tokens] like %s", fn, tsr_impl_describe(t).s,
+                                 tsr_impl_describe(k).s);
+        }
+    }
+    const int64_t S = k->ne[0], H = k->ne[1];
+    if (state->type != TSR_TYPE_F32 || !tsr_is_contiguous(state) || state->ne[0] != S * S * H || state->ne[2] != 1 ||
+        state->ne[3] != 1 || state->ne[1] <= 0 || k->ne[2] % state->ne[1] != 0) {
+        return tsr_set_error("%s: state %s must be contiguous f32 [S*S*H = %lld, n_seqs] with n_seqs dividing the %lld tokens",
+                             fn, tsr_impl_describe(state).s, (long long)(S * S * H), (long long)k->ne[2]);
+    }
+    return true;
+}
+/* [S*H, n_tokens + S*n_seqs]: the outputs, then the final states. */
+static inline struct tsr_tensor * linear_attn_result(struct tsr_context * ctx, const struct tsr_tensor * k, const struct tsr_tensor * state) {
+    return tsr_new_tensor_2d(ctx, TSR_TYPE_F32, k->ne[0] * k->ne[1], k->ne[2] + k->ne[0] * state->ne[1]);
+}
+TSR_IMPL_NS_END
+
+/* TSR_OP_RWKV_WKV6: no op_params. k, v, r, td f32 [S, H, n_tokens], tf f32 [S, H], state f32
+ * [S*S*H, n_seqs] -> F32 [S*H, n_tokens + S*n_seqs] (outputs, then final states). Per head,
+ * with kv = k[i] v[j]: y[j] += r[i] (tf[i] kv + st[i][j]), st[i][j] = st[i][j] td[i] + kv.
+ * src0..5 = k, v, r, tf, td, state. */
+TSR_API_IMPL struct tsr_tensor * tsr_rwkv_wkv6(struct tsr_context * ctx, struct tsr_tensor * k, struct tsr_tensor * v,
+                                               struct tsr_tensor * r, struct tsr_tensor * tf, struct tsr_tensor * td,
+                                               struct tsr_tensor * state) {
+    if (!tsr_impl::check_args("tsr_rwkv_wkv6", ctx, k, v, r) || !tsr_impl::check_args("tsr_rwkv_wkv6", ctx, tf, td, state)) return nullptr;
+    struct tsr_tensor * toks[4] = {k, v, r, td};
+    if (!tsr_impl::check_linear_attn("tsr_rwkv_wkv6", toks, 4, state)) return nullptr;
+    TSR_MODELS_REQUIRE(tf->type == TSR_TYPE_F32 && tsr_is_contiguous(tf) && tsr_nelements(tf) == k->ne[0] * k->ne[1],
+                       "tsr_rwkv_wkv6: time_first %s must be contiguous f32 [S, H] of k %s", TSR_MODELS_D(tf), TSR_MODELS_D(k));
+    struct tsr_tensor * res = tsr_impl::linear_attn_result(ctx, k, state);
+    if (!res) return nullptr;
+    tsr_impl_set_op(res, TSR_OP_RWKV_WKV6, k, v, r, tf);
+    res->src[4] = td;
+    res->src[5] = state;
+    return res;
+}
+
+/* TSR_OP_GATED_LINEAR_ATTN: f32 scale (slot 0). k, v, q, g f32 [S, H, n_tokens], state f32
+ * [S*S*H, n_seqs] -> F32 [S*H, n_tokens + S*n_seqs]. Per head: st[i][j] = st[i][j] g[i] +
+ * k[i] v[j], y[j] = scale sum_i q[i] st[i][j]. src0..4 = k, v, q, g, state. */
+TSR_API_IMPL struct tsr_tensor * tsr_gated_linear_attn(struct tsr_context * ctx, struct tsr_tensor * k, struct tsr_tensor * v,
+                                                       struct tsr_tensor * q, struct tsr_tensor * g, struct tsr_tensor * state,
+                                                       float scale) {
+    if (!tsr_impl::check_args("tsr_gated_linear_attn", ctx, k, v, q) || !tsr_impl::check_args("tsr_gated_linear_attn", ctx, g, state))
+        return nullptr;
+    struct tsr_tensor * toks[4] = {k, v, q, g};
+    if (!tsr_impl::check_linear_attn("tsr_gated_linear_attn", toks, 4, state)) return nullptr;
+    struct tsr_tensor * res = tsr_impl::linear_attn_result(ctx, k, state);
+    if (!res) return nullptr;
+    tsr_set_op_params_f32(res, 0, scale);
+    tsr_impl_set_op(res, TSR_OP_GATED_LINEAR_ATTN, k, v, q, g);
+    res->src[4] = state;
+    return res;
+}
+
+/* TSR_OP_RWKV_WKV7: no op_params. r, w, k, v, a, b f32 [S, H, n_tokens], state f32 [S*S*H,
+ * n_seqs] -> F32 [S*H, n_tokens + S*n_seqs]. Per head, state row i (value index):
+ * sa = a . st[i], st[i][j] = st[i][j] w[j] + v[i] k[j] + sa b[j], y[i] = r . st[i].
+ * src0..6 = r, w, k, v, a, b, state. */
+TSR_API_IMPL struct tsr_tensor * tsr_rwkv_wkv7(struct tsr_context * ctx, struct tsr_tensor * r, struct tsr_tensor * w,
+                                               struct tsr_tensor * k, struct tsr_tensor * v, struct tsr_tensor * a,
+                                               struct tsr_tensor * b, struct tsr_tensor * state) {
+    if (!tsr_impl::check_args("tsr_rwkv_wkv7", ctx, r, w, k) || !tsr_impl::check_args("tsr_rwkv_wkv7", ctx, v, a, b) ||
+        !tsr_impl::check_args("tsr_rwkv_wkv7", ctx, state)) {
+        return nullptr;
+    }
+    struct tsr_tensor * toks[6] = {r, w, k, v, a, b};
+    if (!tsr_impl::check_linear_attn("tsr_rwkv_wkv7", toks, 6, state)) return nullptr;
+    struct tsr_tensor * res = tsr_impl::linear_attn_result(ctx, r, state);
+    if (!res) return nullptr;
+    tsr_impl_set_op(res, TSR_OP_RWKV_WKV7, r, w, k, v);
+    res->src[4] = a;
+    res->src[5] = b;
+    res->src[6] = state;
+    return res;
+}
+
+#undef TSR_MODELS_D
+#undef TSR_MODELS_REQUIRE
+#undef TSR_MODELS_FAIL
 /* ---- include/tessera/impl/graph.inl ---- */
 /* graph.inl - computation graphs: build (deduplicated topological order), query, print. */
 
@@ -6527,6 +7192,8 @@ TSR_API_IMPL bool tsr_op_can_inplace(const struct tsr_tensor * node, int src_ind
         case TSR_OP_DIAG_MASK_INF:
         case TSR_OP_DUP:
         case TSR_OP_CONT:
+        /* issue 17 part B */
+        case TSR_OP_ADD_REL_POS:   /* each element reads only its own a */
             return src_index == 0;
         default:
             return false;
@@ -10957,6 +11624,9 @@ struct cparams {
     size_t    wsize;
     pool *    tp;
     const kernels * K;
+    /* set (once, by thread 0, with tsr_set_error on the caller's thread) when a node finds
+     * its input data bad, e.g. an expert id out of range: the graph's compute fails */
+    std::atomic<bool> * failed = nullptr;
 };
 
 static void barrier(const cparams & p);
@@ -14059,6 +14729,15 @@ static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m
     }
 }
 
+/* Thread ith's share of a's rows, in whole mr-row panels of the GEMM (static split: the
+ * convolutions call it between barriers). */
+static void mm_range_split(const cparams & p, const mm_args & a, uint8_t * tws) {
+    const int64_t mr = a.g ? a.g->mr : 1;
+    int64_t csz = (a.M + p.nth - 1) / p.nth;
+    csz = (csz + mr - 1) / mr * mr;
+    mm_range(p.K, a, std::min<int64_t>(a.M, csz * p.ith), std::min<int64_t>(a.M, csz * (p.ith + 1)), tws);
+}
+
 /* ---- mul_mat ------------------------------------------------------------------------------ */
 
 struct mm_plan {
@@ -14128,6 +14807,32 @@ static void quantize_row_q8k(const kernels * K, const tsr_tensor * s1, int64_t i
     }
 }
 
+/* Row (i1, i2, i3) of src1 converted or quantized into d, as the plan says (the yq8 side
+ * arrays too when the dot-product kernels read them). */
+static void mm_prepare_y_row(const kernels * K, const mm_plan & pl, const tsr_tensor * s1, int64_t i1, int64_t i2, int64_t i3,
+                             uint8_t * d) {
+    const int64_t Kd = s1->ne[0];
+    if (pl.y_q8k) {
+        quantize_row_q8k(K, s1, i1, i2, i3, (tsr_block_q8_K *)d);
+        return;
+    }
+    if (pl.y_q8 && s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {
+        quantize_y_nonfinite_nan(K, (const float *)tptr(s1, 0, i1, i2, i3), (yq8 *)d, Kd);
+    } else if (pl.y_conv) {
+        /* non-contiguous or non-F32 src1: convert */
+        float * df = (float *)d;
+        for (int64_t i0 = 0; i0 < Kd; ++i0) df[i0] = ld(s1->type, tptr(s1, i0, i1, i2, i3));
+    } else {
+        /* quantized from a non-contiguous or non-F32 row, 32 elements at a time */
+        float tmp[32];
+        for (int64_t b = 0; b < Kd / 32; ++b) {
+            for (int j = 0; j < 32; ++j) tmp[j] = ld(s1->type, tptr(s1, b * 32 + j, i1, i2, i3));
+            quantize_y_nonfinite_nan(K, tmp, (yq8 *)d + b, 32);
+        }
+    }
+    if (pl.y_q8 && !pl.g) y_side((yq8 *)d, Kd / 32, pl.ta);
+}
+
 /* op_mul_mat, phase 1: src0 rows converted to dense F32 (xw) and src1 rows converted or
  * quantized (yw), as the plan says; a barrier after, unless every thread made its own. */
 static void mm_prepare_operands(const cparams & p, const mm_plan & pl, const tsr_tensor * s0, const tsr_tensor * s1,
@@ -14149,27 +14854,7 @@ static void mm_prepare_operands(const cparams & p, const mm_plan & pl, const tsr
         if (!pl.y_private) split_rows(nr, p.ith, p.nth, r0, r1);
         for (int64_t r = r0; r < r1; ++r) {
             const int64_t i1 = r % s1->ne[1], i2 = (r / s1->ne[1]) % s1->ne[2], i3 = r / (s1->ne[1] * s1->ne[2]);
-            uint8_t * d = yw + (size_t)r * pl.y_row;
-            if (pl.y_q8k) {
-                quantize_row_q8k(p.K, s1, i1, i2, i3, (tsr_block_q8_K *)d);
-                continue;
-            }
-            if (pl.y_q8 && s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {
-                quantize_y_nonfinite_nan(p.K, (const float *)tptr(s1, 0, i1, i2, i3), (yq8 *)d, Kd);
-            } else {
-                /* non-contiguous or non-F32 src1: convert (32 elements at a time when quantizing) */
-                if (pl.y_conv) {
-                    float * df = (float *)d;
-                    for (int64_t i0 = 0; i0 < Kd; ++i0) df[i0] = ld(s1->type, tptr(s1, i0, i1, i2, i3));
-                } else {
-                    float tmp[32];
-                    for (int64_t b = 0; b < Kd / 32; ++b) {
-                        for (int j = 0; j < 32; ++j) tmp[j] = ld(s1->type, tptr(s1, b * 32 + j, i1, i2, i3));
-                        quantize_y_nonfinite_nan(p.K, tmp, (yq8 *)d + b, 32);
-                    }
-                }
-            }
-            if (pl.y_q8 && !pl.g) y_side((yq8 *)d, Kd / 32, pl.ta);
+            mm_prepare_y_row(p.K, pl, s1, i1, i2, i3, yw + (size_t)r * pl.y_row);
         }
     }
     if (!pl.y_private) barrier(p);
@@ -14591,9 +15276,12 @@ static void op_concat(const cparams & p, tsr_tensor * dst) {
     }
 }
 
+/* PAD: zeros before (slots 4..7) and after (slots 0..3, the total minus those) each dim. */
 static void op_pad(const cparams & p, tsr_tensor * dst) {
     const tsr_tensor * src = dst->src[0];
     const size_t es = tsr_type_size(dst->type);
+    int64_t lp[4];
+    for (int i = 0; i < 4; ++i) lp[i] = tsr_get_op_params_i32(dst, 4 + (uint32_t)i);
     const int64_t nr = tsr_nrows(dst);
     int64_t r0, r1;
     split_rows(nr, p.ith, p.nth, r0, r1);
@@ -14601,9 +15289,11 @@ static void op_pad(const cparams & p, tsr_tensor * dst) {
         int64_t i1, i2, i3;
         row_index(dst, ir, i1, i2, i3);
         char * d = tptr(dst, 0, i1, i2, i3);
-        const bool row_in = i1 < src->ne[1] && i2 < src->ne[2] && i3 < src->ne[3];
+        const int64_t j1 = i1 - lp[1], j2 = i2 - lp[2], j3 = i3 - lp[3];
+        const bool row_in = j1 >= 0 && j1 < src->ne[1] && j2 >= 0 && j2 < src->ne[2] && j3 >= 0 && j3 < src->ne[3];
         for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) {
-            if (row_in && i0 < src->ne[0]) std::memcpy(d + i0 * dst->nb[0], tptr(src, i0, i1, i2, i3), es);
+            const int64_t j0 = i0 - lp[0];
+            if (row_in && j0 >= 0 && j0 < src->ne[0]) std::memcpy(d + i0 * dst->nb[0], tptr(src, j0, j1, j2, j3), es);
             else std::memset(d + i0 * dst->nb[0], 0, es);
         }
     }
@@ -14854,6 +15544,21 @@ static void rope_yarn_corr_dims(int n_dims, int n_ctx_orig, float freq_base, flo
     dims[1] = std::min((float)(n_dims - 1), end);
 }
 
+/* ggml's rope_yarn: cos and sin of the angle theta_extrap (interpolated by freq_scale, ramped
+ * back toward extrapolation by ext_factor in the YaRN band), each times mscale. */
+static inline void rope_yarn(float theta_extrap, float freq_scale, const float corr[2], int64_t i0, float ext_factor, float mscale,
+                             float * cos_sin) {
+    const float theta_interp = freq_scale * theta_extrap;
+    float th = theta_interp;
+    if (ext_factor != 0.0f) {
+        const float ramp_mix = rope_yarn_ramp(corr[0], corr[1], i0) * ext_factor;
+        th = theta_interp * (1 - ramp_mix) + theta_extrap * ramp_mix;
+        mscale *= 1.0f + 0.1f * std::log(1.0f / freq_scale);
+    }
+    cos_sin[0] = std::cos(th) * mscale;
+    cos_sin[1] = std::sin(th) * mscale;
+}
+
 static void op_rope(const cparams & p, tsr_tensor * dst) {
     const tsr_tensor * src = dst->src[0];
     const tsr_tensor * pos = dst->src[1];
@@ -14885,16 +15590,7 @@ static void op_rope(const cparams & p, tsr_tensor * dst) {
             float theta = ppos;
             for (int64_t i0 = 0; i0 < n_dims; i0 += 2) {
                 const float f = ff ? *(const float *)tptr(ff, i0 / 2, 0, 0, 0) : 1.0f;
-                const float theta_extrap = theta / f;
-                const float theta_interp = freq_scale * theta_extrap;
-                float th = theta_interp, mscale = attn_factor;
-                if (ext_factor != 0.0f) {
-                    const float ramp_mix = rope_yarn_ramp(corr[0], corr[1], i0) * ext_factor;
-                    th = theta_interp * (1 - ramp_mix) + theta_extrap * ramp_mix;
-                    mscale *= 1.0f + 0.1f * std::log(1.0f / freq_scale);
-                }
-                cache[i0] = std::cos(th) * mscale;
-                cache[i0 + 1] = std::sin(th) * mscale;
+                rope_yarn(theta / f, freq_scale, corr, i0, ext_factor, attn_factor, cache + i0);
                 theta *= theta_scale;
             }
             cached = i2;
@@ -15071,10 +15767,7 @@ static void op_conv_2d(const cparams & p, tsr_tensor * dst) {
         a.C = (float *)tptr(dst, 0, 0, 0, n);
         a.ldc = dst->nb[2] / 4;
         a.g = c.gi;
-        const int64_t mr = c.gi ? c.gi->mr : 1;
-        int64_t csz = (c.P + p.nth - 1) / p.nth;
-        csz = (csz + mr - 1) / mr * mr;
-        mm_range(p.K, a, std::min<int64_t>(c.P, csz * p.ith), std::min<int64_t>(c.P, csz * (p.ith + 1)), tw);
+        mm_range_split(p, a, tw);
         barrier(p);
     }
 }
@@ -15253,6 +15946,763 @@ static void op_flash_attn_ext(const cparams & p, tsr_tensor * dst) {
 
 } // namespace tcpu
 } // namespace
+/* ---- backends/cpu/impl/ops_models.inl ---- */
+/*
+ * ops_models.inl - the CPU ops of model families beyond decoder-only LLMs (issue 17 part B):
+ * expert-indexed mat-mul, depthwise and transposed convolutions, reflection padding, roll,
+ * timestep embeddings, Mamba's ssm_conv / ssm_scan, RWKV 6/7 and gated linear attention
+ * (conventions: ops_elementwise.inl).
+ */
+namespace {
+namespace tcpu {
+
+/* ---- mul_mat_id ------------------------------------------------------------------------------ */
+
+/* The (id, token) pairs of a mul_mat_id grouped by expert, so that every expert's rows pass
+ * through the cache once for all the tokens that chose it (a decode step reads only the
+ * experts it uses, each once). Workspace, in order: the map (offsets and pair order), the
+ * src1 rows prepared in grouped order, the results in grouped order, per-thread GEMM panels. */
+struct mmid_plan {
+    mm_plan y;                 /* how src1 rows are prepared (no GEMM: the side arrays too) */
+    const gemm_impl * g;       /* the GEMM for experts with many pairs, or NULL */
+    int64_t n_expert, n_pairs;
+    size_t map_bytes, y_bytes, c_bytes, thread_bytes;
+};
+
+static mmid_plan mmid_make_plan(const tsr_tensor * dst, const kernels * K) {
+    const tsr_tensor * as = dst->src[0];
+    const tsr_tensor * b = dst->src[1];
+    const tsr_tensor * ids = dst->src[2];
+    mmid_plan pl{};
+    pl.n_expert = as->ne[2];
+    pl.n_pairs = ids->ne[0] * ids->ne[1];
+    const int64_t Kd = as->ne[0];
+    mm_plan & y = pl.y;
+    y.ta = as->type;
+    y.y_q8k = q8k_slot(y.ta) >= 0;
+    y.y_q8 = tsr_is_quantized(y.ta) && !y.y_q8k;
+    y.y_conv = !y.y_q8 && !y.y_q8k;
+    /* rows keep the yq8 side arrays: an expert chosen by few tokens uses the dot-product
+     * kernels, one chosen by many the GEMM (which reads the blocks through ldb) */
+    if (y.y_q8) y.y_row = yq8_row_bytes(Kd);
+    else if (y.y_q8k) y.y_row = (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K);
+    else y.y_row = (size_t)Kd * 4;
+    const int slot = type_slot(y.ta);
+    pl.g = slot >= 0 ? K->gemm[slot] : nullptr;
+    pl.map_bytes = align_up(sizeof(int32_t) * (size_t)(3 * (pl.n_expert + 1) + 2 * pl.n_pairs), 64);
+    pl.y_bytes = align_up(y.y_row * (size_t)pl.n_pairs, 64);
+    pl.c_bytes = align_up((size_t)(as->ne[1] * pl.n_pairs) * 4, 64);
+    pl.thread_bytes = gemm_thread_bytes(pl.g, pl.n_pairs);
+    (void)b;
+    return pl;
+}
+
+static size_t mmid_work_size(const tsr_tensor * dst, const kernels * K, int nth) {
+    const mmid_plan pl = mmid_make_plan(dst, K);
+    return pl.map_bytes + pl.y_bytes + pl.c_bytes + pl.thread_bytes * (size_t)nth;
+}
+
+/* The map in the workspace: offs[e]..offs[e+1] index the pairs of expert e in `order`
+ * (pair = slot + n_used * token), pos[pair] is where a pair sits in that order (-1: a bad
+ * id), used[0..n) lists the n experts with pairs and used[n_expert] holds n. */
+struct mmid_map {
+    int32_t * offs;    /* n_expert + 1 */
+    int32_t * used;    /* n_expert + 1 */
+    int32_t * cursor;  /* n_expert + 1: the counting sort's next free place per expert */
+    int32_t * order;   /* n_pairs */
+    int32_t * pos;     /* n_pairs */
+};
+
+static mmid_map mmid_map_at(uint8_t * w, int64_t n_expert, int64_t n_pairs) {
+    mmid_map m;
+    m.offs = (int32_t *)w;
+    m.used = m.offs + n_expert + 1;
+    m.cursor = m.used + n_expert + 1;
+    m.order = m.cursor + n_expert + 1;
+    m.pos = m.order + n_pairs;
+    return m;
+}
+
+static inline int32_t mmid_id(const tsr_tensor * ids, int64_t pair) {
+    return *(const int32_t *)tptr(ids, pair % ids->ne[0], pair / ids->ne[0], 0, 0);
+}
+
+/* Thread 0: group the pairs by expert (a counting sort). An id out of range fails the graph
+ * with a message naming it (the first one); its pair is left out and its row becomes NaN. */
+static void mmid_group(const cparams & p, const tsr_tensor * dst, const mmid_map & m, int64_t n_expert) {
+    const tsr_tensor * ids = dst->src[2];
+    const int64_t n_pairs = ids->ne[0] * ids->ne[1];
+    for (int64_t e = 0; e <= n_expert; ++e) m.offs[e] = 0;
+    for (int64_t pair = 0; pair < n_pairs; ++pair) {
+        const int32_t id = mmid_id(ids, pair);
+        if (id >= 0 && id < n_expert) {
+            m.offs[id + 1]++;
+        } else if (p.failed && !p.failed->exchange(true)) {
+            tsr_set_error("CPU backend: mul_mat_id '%s': expert id %d at ids[%lld, %lld] is outside [0, %lld)", dst->name, id,
+                          (long long)(pair % ids->ne[0]), (long long)(pair / ids->ne[0]), (long long)n_expert);
+        }
+    }
+    int32_t n_used_experts = 0;
+    for (int64_t e = 0; e < n_expert; ++e) {
+        if (m.offs[e + 1] > 0) m.used[n_used_experts++] = (int32_t)e;
+        m.offs[e + 1] += m.offs[e];
+        m.cursor[e] = m.offs[e];
+    }
+    m.used[n_expert] = n_used_experts;
+    for (int64_t pair = 0; pair < n_pairs; ++pair) {
+        const int32_t id = mmid_id(ids, pair);
+        const bool ok = id >= 0 && id < n_expert;
+        m.pos[pair] = ok ? m.cursor[id]++ : -1;
+        if (ok) m.order[m.pos[pair]] = (int32_t)pair;
+    }
+}
+
+static void op_mul_mat_id(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * as = dst->src[0];
+    const tsr_tensor * b = dst->src[1];
+    const tsr_tensor * ids = dst->src[2];
+    const mmid_plan pl = mmid_make_plan(dst, p.K);
+    const int64_t Kd = as->ne[0], M = as->ne[1], n_used = ids->ne[0];
+    const mmid_map m = mmid_map_at(p.wdata, pl.n_expert, pl.n_pairs);
+    uint8_t * yw = p.wdata + pl.map_bytes;
+    float * cw = (float *)(yw + pl.y_bytes);
+    uint8_t * tw = (uint8_t *)cw + pl.c_bytes + pl.thread_bytes * (size_t)p.ith;
+
+    /* phase 1: thread 0 groups the pairs */
+    if (p.ith == 0) mmid_group(p, dst, m, pl.n_expert);
+    barrier(p);
+    const int32_t n_used_experts = m.used[pl.n_expert];
+    const int64_t n_grouped = m.offs[pl.n_expert];
+
+    /* phase 2: src1 rows prepared in grouped order */
+    int64_t r0, r1;
+    split_rows(n_grouped, p.ith, p.nth, r0, r1);
+    for (int64_t r = r0; r < r1; ++r) {
+        const int64_t pair = m.order[r];
+        mm_prepare_y_row(p.K, pl.y, b, (pair % n_used) % b->ne[1], pair / n_used, 0, yw + (size_t)r * pl.y.y_row);
+    }
+    barrier(p);
+
+    /* phase 3: items = (used expert, M chunk), taken from the shared counter; each expert's
+     * rows are read once, for all its pairs */
+    const int64_t mr = pl.g ? pl.g->mr : 16;
+    int64_t mchunks = p.nth == 1 ? 1 : std::max<int64_t>(1, (4 * p.nth + n_used_experts - 1) / std::max(1, n_used_experts));
+    mchunks = std::min<int64_t>(mchunks, std::max<int64_t>(1, M / mr));
+    int64_t csize = (M + mchunks - 1) / mchunks;
+    csize = (csize + mr - 1) / mr * mr;
+    mchunks = (M + csize - 1) / csize;
+    const int64_t nitems = n_used_experts * mchunks;
+    for (int64_t it = p.nth == 1 ? 0 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed); it < nitems;
+         it = p.nth == 1 ? it + 1 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed)) {
+        const int32_t e = m.used[it / mchunks];
+        const int64_t mc = it % mchunks;
+        const int64_t g0 = m.offs[e], cnt = m.offs[e + 1] - g0;
+        mm_args a;
+        a.ta = pl.y.ta;
+        a.A = (const char *)as->data + e * as->nb[2];
+        a.lda = as->nb[1];
+        a.B = (const char *)yw + (size_t)g0 * pl.y.y_row;
+        a.ldb = pl.y.y_row;
+        a.M = M; a.N = cnt; a.K = Kd;
+        a.C = cw + (size_t)g0 * (size_t)M;
+        a.ldc = (size_t)M;
+        a.g = cnt >= GEMM_MIN_N ? pl.g : nullptr;
+        mm_range(p.K, a, mc * csize, std::min<int64_t>(M, (mc + 1) * csize), tw);
+    }
+    barrier(p);
+
+    /* phase 4: results to their (slot, token) places */
+    split_rows(pl.n_pairs, p.ith, p.nth, r0, r1);
+    for (int64_t pair = r0; pair < r1; ++pair) {
+        float * d = (float *)tptr(dst, 0, pair % n_used, pair / n_used, 0);
+        const int32_t at = m.pos[pair];
+        if (at >= 0) std::memcpy(d, cw + (size_t)at * (size_t)M, (size_t)M * 4);
+        else for (int64_t i = 0; i < M; ++i) d[i] = NAN;
+    }
+}
+
+/* ---- depthwise convolution (direct) ----------------------------------------------------------- */
+
+/* One output row (oh, channel c, image n): for each kernel tap, the output pixels whose input
+ * lies inside the image get tap * input, so the inner loop has no bounds test and runs over
+ * consecutive outputs (contiguous input too when s0 == 1: vectorized). */
+static TSR_ALWAYS_INLINE void dw_row_body(const conv_geom & g, const float * ker, const float * in_ch, int64_t oh, float * out) {
+    for (int64_t ow = 0; ow < g.OW; ++ow) out[ow] = 0.0f;
+    for (int64_t kh = 0; kh < g.KH; ++kh) {
+        const int64_t ih = oh * g.s1 + kh * g.d1 - g.p1;
+        if (ih < 0 || ih >= g.IH) continue;
+        const float * irow = in_ch + ih * g.IW;
+        for (int64_t kw = 0; kw < g.KW; ++kw) {
+            const float w = ker[kh * g.KW + kw];
+            const int64_t off = kw * g.d0 - g.p0;   /* iw = ow * s0 + off */
+            const int64_t ow0 = off >= 0 ? 0 : (-off + g.s0 - 1) / g.s0;
+            const int64_t ow1 = std::min<int64_t>(g.OW, off >= g.IW ? 0 : (g.IW - 1 - off) / g.s0 + 1);
+            if (g.s0 == 1) {
+                const float * src = irow + off;
+                for (int64_t ow = ow0; ow < ow1; ++ow) out[ow] += w * src[ow];
+            } else {
+                for (int64_t ow = ow0; ow < ow1; ++ow) out[ow] += w * irow[ow * g.s0 + off];
+            }
+        }
+    }
+}
+
+typedef void (*dw_row_fn)(const conv_geom &, const float *, const float *, int64_t, float *);
+static void dw_row(const conv_geom & g, const float * ker, const float * in_ch, int64_t oh, float * out) {
+    dw_row_body(g, ker, in_ch, oh, out);
+}
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+/* the same loops compiled for AVX2 + FMA: the compiler vectorizes them 8 wide */
+TSR_TARGET_AVX2 static void dw_row_avx2(const conv_geom & g, const float * ker, const float * in_ch, int64_t oh, float * out) {
+    dw_row_body(g, ker, in_ch, oh, out);
+}
+#endif
+static dw_row_fn dw_row_for(const kernels * K) {
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+    if (K->isa == TSR_CPU_ISA_AVX2 || K->isa == TSR_CPU_ISA_AVX512) return dw_row_avx2;
+#endif
+    (void)K;
+    return dw_row;
+}
+
+static size_t dw_thread_floats(const tsr_tensor * dst) {
+    const tsr_tensor * k = dst->src[0];
+    const tsr_tensor * in = dst->src[1];
+    return (size_t)(k->ne[0] * k->ne[1] + in->ne[0] * in->ne[1] + dst->ne[0]);
+}
+
+static void op_conv_2d_dw(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * k = dst->src[0];
+    const tsr_tensor * in = dst->src[1];
+    const conv_geom g = conv_geometry(dst, true);
+    float * ker = thread_floats(p, dw_thread_floats(dst));
+    float * plane = ker + g.KW * g.KH;
+    float * orow = plane + g.IW * g.IH;
+    const int64_t C = in->ne[2];
+    /* an F32 input with dense planes is read in place; any other is converted a plane at a time */
+    const bool dense_in = in->type == TSR_TYPE_F32 && in->nb[0] == 4 && in->nb[1] == (size_t)g.IW * 4;
+    const dw_row_fn row_fn = dw_row_for(p.K);
+    /* items: (channel, image) planes, split in output-row bands when there are few planes */
+    const int64_t bands = std::max<int64_t>(1, std::min<int64_t>(g.OH, (2 * p.nth + C * g.N - 1) / (C * g.N)));
+    const int64_t band_rows = (g.OH + bands - 1) / bands;
+    int64_t r0, r1;
+    split_rows(C * g.N * bands, p.ith, p.nth, r0, r1);
+    int64_t loaded = -1;
+    for (int64_t it = r0; it < r1; ++it) {
+        const int64_t plane_id = it / bands, band = it % bands;
+        const int64_t c = plane_id % C, n = plane_id / C;
+        if (plane_id != loaded) {
+            for (int64_t kh = 0; kh < g.KH; ++kh)
+                for (int64_t kw = 0; kw < g.KW; ++kw) ker[kh * g.KW + kw] = ld(k->type, tptr(k, kw, kh, 0, c));
+            if (!dense_in)
+                for (int64_t ih = 0; ih < g.IH; ++ih)
+                    for (int64_t iw = 0; iw < g.IW; ++iw) plane[ih * g.IW + iw] = ld(in->type, tptr(in, iw, ih, c, n));
+            loaded = plane_id;
+        }
+        const float * src = dense_in ? (const float *)tptr(in, 0, 0, c, n) : plane;
+        const int64_t oh1 = std::min<int64_t>(g.OH, (band + 1) * band_rows);
+        for (int64_t oh = band * band_rows; oh < oh1; ++oh) {
+            row_fn(g, ker, src, oh, orow);
+            float * d = (float *)tptr(dst, 0, oh, c, n);
+            for (int64_t ow = 0; ow < g.OW; ++ow) d[ow * (dst->nb[0] / 4)] = orow[ow];
+        }
+    }
+}
+
+/* ---- transposed convolutions (GEMM + col2im) ------------------------------------------------- */
+
+/* 1-D is the 2-D case with H = KH = 1. The products of every input pixel with every kernel
+ * tap are one GEMM, cols[pixel][(oc, kh, kw)] = sum_ic input[pixel][ic] * kernel[(oc, kh, kw)][ic],
+ * in the workspace; col2im then adds the taps landing on each output pixel, a thread per
+ * output channel plane, so no two threads write the same output. */
+struct tconv_plan {
+    bool is2d;
+    int s0, s1, p0, p1, d0, d1;
+    int64_t KW, KH, OC, IC, W, H, N, OW, OH;
+    int64_t M, P;                 /* GEMM rows (OC*KH*KW) and columns (N*H*W input pixels) */
+    const gemm_impl * gi;
+    size_t kern_bytes, in_bytes, cols_bytes, thread_bytes;
+};
+
+static tconv_plan tconv_make_plan(const tsr_tensor * dst, const kernels * K) {
+    const tsr_tensor * k = dst->src[0];
+    const tsr_tensor * in = dst->src[1];
+    tconv_plan c{};
+    c.is2d = dst->op == TSR_OP_CONV_TRANSPOSE_2D;
+    if (c.is2d) {
+        c.s0 = c.s1 = tsr_get_op_params_i32(dst, 0);
+        c.d0 = c.d1 = 1;
+        c.KW = k->ne[0]; c.KH = k->ne[1]; c.OC = k->ne[2]; c.IC = k->ne[3];
+        c.W = in->ne[0]; c.H = in->ne[1]; c.N = in->ne[3];
+        c.OW = dst->ne[0]; c.OH = dst->ne[1];
+    } else {
+        c.s0 = tsr_get_op_params_i32(dst, 0); c.p0 = tsr_get_op_params_i32(dst, 1); c.d0 = tsr_get_op_params_i32(dst, 2);
+        c.s1 = c.d1 = 1;
+        c.KW = k->ne[0]; c.KH = 1; c.OC = k->ne[1]; c.IC = k->ne[2];
+        c.W = in->ne[0]; c.H = 1; c.N = in->ne[2];
+        c.OW = dst->ne[0]; c.OH = 1;
+    }
+    c.M = c.OC * c.KH * c.KW;
+    c.P = c.N * c.H * c.W;
+    c.gi = c.P >= GEMM_MIN_N ? K->gemm[SLOT_F32] : nullptr;
+    c.kern_bytes = align_up((size_t)(c.M * c.IC) * 4, 64);
+    c.in_bytes = align_up((size_t)(c.P * c.IC) * 4, 64);
+    c.cols_bytes = align_up((size_t)(c.P * c.M) * 4, 64);
+    c.thread_bytes = gemm_thread_bytes(c.gi, c.P);
+    return c;
+}
+
+static size_t tconv_work_size(const tsr_tensor * dst, const kernels * K, int nth) {
+    const tconv_plan c = tconv_make_plan(dst, K);
+    return c.kern_bytes + c.in_bytes + c.cols_bytes + c.thread_bytes * (size_t)nth;
+}
+
+static inline const char * tconv_kernel_at(const tsr_tensor * k, const tconv_plan & c, int64_t kw, int64_t kh, int64_t oc, int64_t ic) {
+    return c.is2d ? tptr(k, kw, kh, oc, ic) : tptr(k, kw, oc, ic, 0);
+}
+static inline const char * tconv_input_at(const tsr_tensor * in, const tconv_plan & c, int64_t w, int64_t h, int64_t ic, int64_t n) {
+    return c.is2d ? tptr(in, w, h, ic, n) : tptr(in, w, ic, n, 0);
+}
+
+/* Output plane (oc, n): every input pixel's taps added where they land. */
+static void tconv_col2im(const tconv_plan & c, const float * cols, int64_t oc, int64_t n, tsr_tensor * dst) {
+    float * out = c.is2d ? (float *)tptr(dst, 0, 0, oc, n) : (float *)tptr(dst, 0, oc, n, 0);
+    const size_t ros = c.is2d ? dst->nb[1] / 4 : 0;   /* output row stride in floats */
+    for (int64_t oh = 0; oh < c.OH; ++oh)
+        for (int64_t ow = 0; ow < c.OW; ++ow) out[oh * ros + ow] = 0.0f;
+    for (int64_t h = 0; h < c.H; ++h)
+        for (int64_t kh = 0; kh < c.KH; ++kh) {
+            const int64_t oh = h * c.s1 + kh * c.d1 - c.p1;
+            if (oh < 0 || oh >= c.OH) continue;
+            for (int64_t w = 0; w < c.W; ++w) {
+                const float * col = cols + (size_t)((n * c.H + h) * c.W + w) * (size_t)c.M + (size_t)((oc * c.KH + kh) * c.KW);
+                float * orow = out + oh * ros;
+                const int64_t ow0 = w * c.s0 - c.p0;
+                for (int64_t kw = 0; kw < c.KW; ++kw) {
+                    const int64_t ow = ow0 + kw * c.d0;
+                    if (ow >= 0 && ow < c.OW) orow[ow] += col[kw];
+                }
+            }
+        }
+}
+
+static void op_conv_transpose(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * k = dst->src[0];
+    const tsr_tensor * in = dst->src[1];
+    const tconv_plan c = tconv_make_plan(dst, p.K);
+    float * kern = (float *)p.wdata;
+    float * inp = (float *)(p.wdata + c.kern_bytes);
+    float * cols = (float *)(p.wdata + c.kern_bytes + c.in_bytes);
+    uint8_t * tw = p.wdata + c.kern_bytes + c.in_bytes + c.cols_bytes + c.thread_bytes * (size_t)p.ith;
+    /* phase 1: kernel rows (oc, kh, kw) and input pixels (n, h, w) as dense F32 rows over ic */
+    int64_t r0, r1;
+    split_rows(c.M, p.ith, p.nth, r0, r1);
+    for (int64_t m = r0; m < r1; ++m) {
+        const int64_t kw = m % c.KW, kh = (m / c.KW) % c.KH, oc = m / (c.KW * c.KH);
+        for (int64_t ic = 0; ic < c.IC; ++ic) kern[m * c.IC + ic] = ld(k->type, tconv_kernel_at(k, c, kw, kh, oc, ic));
+    }
+    split_rows(c.P, p.ith, p.nth, r0, r1);
+    for (int64_t px = r0; px < r1; ++px) {
+        const int64_t w = px % c.W, h = (px / c.W) % c.H, n = px / (c.W * c.H);
+        for (int64_t ic = 0; ic < c.IC; ++ic) inp[px * c.IC + ic] = ld(in->type, tconv_input_at(in, c, w, h, ic, n));
+    }
+    barrier(p);
+    /* phase 2: cols[px][m], the kernel rows split between threads */
+    mm_args a;
+    a.ta = TSR_TYPE_F32;
+    a.A = (const char *)kern; a.lda = (size_t)c.IC * 4;
+    a.B = (const char *)inp; a.ldb = (size_t)c.IC * 4;
+    a.M = c.M; a.N = c.P; a.K = c.IC;
+    a.C = cols; a.ldc = (size_t)c.M;
+    a.g = c.gi;
+    mm_range_split(p, a, tw);
+    barrier(p);
+    /* phase 3: col2im per output plane */
+    split_rows(c.OC * c.N, p.ith, p.nth, r0, r1);
+    for (int64_t pl = r0; pl < r1; ++pl) tconv_col2im(c, cols, pl % c.OC, pl / c.OC, dst);
+}
+
+/* ---- padding and rotation ----------------------------------------------------------------------- */
+
+static void op_pad_reflect_1d(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * src = dst->src[0];
+    const int64_t p0 = tsr_get_op_params_i32(dst, 0), n0 = src->ne[0];
+    int64_t r0, r1;
+    split_rows(tsr_nrows(dst), p.ith, p.nth, r0, r1);
+    for (int64_t ir = r0; ir < r1; ++ir) {
+        int64_t i1, i2, i3;
+        row_index(dst, ir, i1, i2, i3);
+        float * d = (float *)tptr(dst, 0, i1, i2, i3);
+        for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) {
+            int64_t j = i0 - p0;                       /* mirrored at 0 and at n0 - 1 */
+            if (j < 0) j = -j;
+            else if (j >= n0) j = 2 * (n0 - 1) - j;
+            d[i0 * (dst->nb[0] / 4)] = *(const float *)tptr(src, j, i1, i2, i3);
+        }
+    }
+}
+
+static inline int64_t wrap_index(int64_t i, int64_t shift, int64_t n) {
+    int64_t j = (i - shift) % n;
+    return j < 0 ? j + n : j;
+}
+
+static void op_roll(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * src = dst->src[0];
+    int64_t sh[4];
+    for (int i = 0; i < 4; ++i) sh[i] = tsr_get_op_params_i32(dst, (uint32_t)i);
+    const size_t es = tsr_type_size(dst->type);
+    int64_t r0, r1;
+    split_rows(tsr_nrows(dst), p.ith, p.nth, r0, r1);
+    for (int64_t ir = r0; ir < r1; ++ir) {
+        int64_t i1, i2, i3;
+        row_index(dst, ir, i1, i2, i3);
+        const int64_t j1 = wrap_index(i1, sh[1], src->ne[1]), j2 = wrap_index(i2, sh[2], src->ne[2]), j3 = wrap_index(i3, sh[3], src->ne[3]);
+        char * d = tptr(dst, 0, i1, i2, i3);
+        for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0)
+            std::memcpy(d + i0 * dst->nb[0], tptr(src, wrap_index(i0, sh[0], src->ne[0]), j1, j2, j3), es);
+    }
+}
+
+/* ---- positions ------------------------------------------------------------------------------------ */
+
+static void op_timestep_embedding(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * ts = dst->src[0];
+    const int dim = tsr_get_op_params_i32(dst, 0), max_period = tsr_get_op_params_i32(dst, 1);
+    const int half = dim / 2;
+    int64_t r0, r1;
+    split_rows(ts->ne[0], p.ith, p.nth, r0, r1);
+    for (int64_t i = r0; i < r1; ++i) {
+        const float t = *(const float *)tptr(ts, i, 0, 0, 0);
+        float * d = (float *)tptr(dst, 0, i, 0, 0);
+        for (int j = 0; j < half; ++j) {
+            const float arg = t * std::exp(-std::log((float)max_period) * (float)j / (float)half);
+            d[j] = std::cos(arg);
+            d[j + half] = std::sin(arg);
+        }
+        if (dim % 2 != 0) d[2 * half] = 0.0f;
+    }
+}
+
+/* M-RoPE / vision RoPE: the angle of pair i0/2 comes from the position stream its section
+ * names (time, height, width, extra), every stream advancing by theta_scale per pair; vision
+ * restarts a stream's angle where its section starts. Then ggml's rope_yarn per pair. */
+static inline bool rope_is_multi(const tsr_tensor * t) { return (tsr_get_op_params_i32(t, 2) & TSR_ROPE_TYPE_MROPE) != 0; }
+
+static void mrope_cache(const tsr_tensor * dst, const float pos[4], float * cache) {
+    const tsr_tensor * ff = dst->src[2];
+    const int n_dims = tsr_get_op_params_i32(dst, 1);
+    const bool vision = tsr_get_op_params_i32(dst, 2) == TSR_ROPE_TYPE_VISION;
+    const float freq_base = tsr_get_op_params_f32(dst, 5), freq_scale = tsr_get_op_params_f32(dst, 6);
+    const float ext_factor = tsr_get_op_params_f32(dst, 7), attn_factor = tsr_get_op_params_f32(dst, 8);
+    int sec[4];
+    for (int i = 0; i < 4; ++i) sec[i] = tsr_get_op_params_i32(dst, 11 + (uint32_t)i);
+    const int sect_dims = sec[0] + sec[1] + sec[2] + sec[3];
+    const int start[4] = {0, sec[0], sec[0] + sec[1], sec[0] + sec[1] + sec[2]};
+    float corr[2];
+    rope_yarn_corr_dims(n_dims, tsr_get_op_params_i32(dst, 4), freq_base, tsr_get_op_params_f32(dst, 9), tsr_get_op_params_f32(dst, 10), corr);
+    const float theta_scale = std::pow(freq_base, -2.0f / (float)n_dims);
+    float theta[4] = {pos[0], pos[1], pos[2], pos[3]};
+    for (int64_t i0 = 0; i0 < dst->ne[0]; i0 += 2) {
+        const int sector = (int)((i0 / 2) % sect_dims);
+        int stream = 3;
+        for (int s = 0; s < 3; ++s)
+            if (sector >= start[s] && sector < start[s + 1]) stream = s;
+        if (vision && sector == start[stream]) theta[stream] = pos[stream];
+        const float f = ff ? *(const float *)tptr(ff, i0 / 2, 0, 0, 0) : 1.0f;
+        rope_yarn(theta[stream] / f, freq_scale, corr, i0, ext_factor, attn_factor, cache + i0);
+        for (float & t : theta) t *= theta_scale;
+    }
+}
+
+static void op_rope_multi(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * src = dst->src[0];
+    const tsr_tensor * pos = dst->src[1];
+    const int n_dims = tsr_get_op_params_i32(dst, 1);
+    const bool vision = tsr_get_op_params_i32(dst, 2) == TSR_ROPE_TYPE_VISION;
+    /* NEOX pairs (i, i + n_dims/2) over n_dims; vision: (i, i + n_dims) over the whole row */
+    const int64_t n_rot = vision ? dst->ne[0] : n_dims, offset = vision ? n_dims : n_dims / 2;
+    float * cache = thread_floats(p, (size_t)dst->ne[0] + 2);
+    int64_t r0, r1;
+    split_rows(tsr_nrows(dst), p.ith, p.nth, r0, r1);
+    int64_t cached = -1;
+    for (int64_t ir = r0; ir < r1; ++ir) {
+        int64_t i1, i2, i3;
+        row_index(dst, ir, i1, i2, i3);
+        if (cached != i2) {
+            float ps[4];
+            for (int s = 0; s < 4; ++s) ps[s] = (float)*(const int32_t *)tptr(pos, i2 + s * src->ne[2], 0, 0, 0);
+            mrope_cache(dst, ps, cache);
+            cached = i2;
+        }
+        const char * s = tptr(src, 0, i1, i2, i3);
+        char * d = tptr(dst, 0, i1, i2, i3);
+        const size_t ss = src->nb[0], ds = dst->nb[0];
+        for (int64_t i0 = 0; i0 < n_rot; i0 += 2) {
+            const int64_t ia = i0 / 2, ib = ia + offset;
+            const float x0 = ld(src->type, s + ia * ss), x1 = ld(src->type, s + ib * ss);
+            st(dst->type, d + ia * ds, x0 * cache[i0] - x1 * cache[i0 + 1]);
+            st(dst->type, d + ib * ds, x0 * cache[i0 + 1] + x1 * cache[i0]);
+        }
+        if (!vision)
+            for (int64_t i0 = n_dims; i0 < dst->ne[0]; ++i0) st(dst->type, d + i0 * ds, ld(src->type, s + i0 * ss));
+    }
+}
+
+/* ---- windows and relative positions ---------------------------------------------------------------- */
+
+static void op_win_part(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * src = dst->src[0];
+    const int64_t npx = tsr_get_op_params_i32(dst, 0), w = tsr_get_op_params_i32(dst, 2);
+    int64_t r0, r1;
+    split_rows(tsr_nrows(dst), p.ith, p.nth, r0, r1);
+    for (int64_t ir = r0; ir < r1; ++ir) {
+        int64_t i1, i2, i3;   /* x and y in window i3 */
+        row_index(dst, ir, i1, i2, i3);
+        const int64_t x = (i3 % npx) * w + i1, y = (i3 / npx) * w + i2;
+        float * d = (float *)tptr(dst, 0, i1, i2, i3);
+        const bool inside = x < src->ne[1] && y < src->ne[2];
+        for (int64_t c = 0; c < dst->ne[0]; ++c) d[c] = inside ? *(const float *)tptr(src, c, x, y, 0) : 0.0f;
+    }
+}
+
+static void op_win_unpart(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * src = dst->src[0];
+    const int64_t w = tsr_get_op_params_i32(dst, 0), npx = (dst->ne[1] + w - 1) / w;
+    int64_t r0, r1;
+    split_rows(tsr_nrows(dst), p.ith, p.nth, r0, r1);
+    for (int64_t ir = r0; ir < r1; ++ir) {
+        int64_t x, y, i3;
+        row_index(dst, ir, x, y, i3);
+        const float * s = (const float *)tptr(src, 0, x % w, y % w, (y / w) * npx + x / w);
+        float * d = (float *)tptr(dst, 0, x, y, i3);
+        for (int64_t c = 0; c < dst->ne[0]; ++c) d[c] = s[c];
+    }
+}
+
+static void op_get_rel_pos(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * src = dst->src[0];
+    const int64_t kh = dst->ne[1];
+    const size_t row = tsr_row_size(dst->type, dst->ne[0]);
+    int64_t r0, r1;
+    split_rows(tsr_nrows(dst), p.ith, p.nth, r0, r1);
+    for (int64_t ir = r0; ir < r1; ++ir) {
+        int64_t k, q, i3;
+        row_index(dst, ir, k, q, i3);
+        std::memcpy(tptr(dst, 0, k, q, 0), tptr(src, 0, kh - 1 - k + q, 0, 0), row);
+    }
+}
+
+static void op_add_rel_pos(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * a = dst->src[0], * pw = dst->src[1], * ph = dst->src[2];
+    const int64_t W = pw->ne[0], n1 = pw->ne[1];
+    int64_t r0, r1;
+    split_rows(tsr_nrows(dst), p.ith, p.nth, r0, r1);
+    for (int64_t ir = r0; ir < r1; ++ir) {
+        int64_t i1, i2, i3;
+        row_index(dst, ir, i1, i2, i3);
+        const float * s = (const float *)tptr(a, 0, i1, i2, 0);
+        const float * pwr = (const float *)tptr(pw, 0, i1 % n1, i1 / n1, i2);
+        const float * phr = (const float *)tptr(ph, 0, i1 % n1, i1 / n1, i2);
+        float * d = (float *)tptr(dst, 0, i1, i2, 0);
+        for (int64_t y = 0; y < W; ++y)
+            for (int64_t x = 0; x < W; ++x) d[x + W * y] = s[x + W * y] + phr[y] + pwr[x];
+        (void)i3;
+    }
+}
+
+/* ---- Mamba ---------------------------------------------------------------------------------------- */
+
+static void op_ssm_conv(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * sx = dst->src[0];
+    const tsr_tensor * c = dst->src[1];
+    const int64_t d_conv = c->ne[0], d_inner = sx->ne[1], n_t = dst->ne[1], n_s = dst->ne[2];
+    int64_t r0, r1;
+    split_rows(d_inner, p.ith, p.nth, r0, r1);
+    for (int64_t s = 0; s < n_s; ++s)
+        for (int64_t t = 0; t < n_t; ++t) {
+            float * out = (float *)tptr(dst, 0, t, s, 0);
+            for (int64_t i = r0; i < r1; ++i) {
+                const float * win = (const float *)tptr(sx, t, i, s, 0);
+                const float * w = (const float *)tptr(c, 0, i, 0, 0);
+                float sum = 0.0f;
+                for (int64_t k = 0; k < d_conv; ++k) sum += win[k] * w[k];
+                out[i] = sum;
+            }
+        }
+}
+
+/* ggml's softplus: log(1 + e^x), x itself past 20 where they agree in float. */
+static inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+/* One state row of d_state: st = st_in * decay + b * x_dt (decay per element for Mamba-1,
+ * one value for Mamba-2), returns st . c. Eight partial sums keep the loop vectorizable. */
+static inline float ssm_state_row(int64_t n, const float * st_in, const float * decay, float decay1, const float * b, float x_dt,
+                                  const float * c, float * st) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; ++j) {
+            const float v = st_in[i + j] * (decay ? decay[i + j] : decay1) + b[i + j] * x_dt;
+            st[i + j] = v;
+            acc[j] += v * c[i + j];
+        }
+    float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < n; ++i) {
+        const float v = st_in[i] * (decay ? decay[i] : decay1) + b[i] * x_dt;
+        st[i] = v;
+        sum += v * c[i];
+    }
+    return sum;
+}
+
+static size_t ssm_scan_thread_floats(const tsr_tensor * dst) { return (size_t)dst->src[0]->ne[0]; }
+
+static void op_ssm_scan(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * s = dst->src[0], * x = dst->src[1], * dt = dst->src[2], * A = dst->src[3];
+    const tsr_tensor * B = dst->src[4], * C = dst->src[5], * ids = dst->src[6];
+    const int64_t ds = s->ne[0], hd = x->ne[0], nh = x->ne[1], nt = x->ne[2], nq = x->ne[3];
+    const int64_t heads_per_group = nh / B->ne[1];
+    const bool mamba1 = A->ne[0] != 1;
+    float * decay = mamba1 ? thread_floats(p, ssm_scan_thread_floats(dst)) : nullptr;
+    float * y_all = (float *)dst->data;
+    float * st_all = y_all + tsr_nelements(x);
+    const int64_t state_size = ds * hd * nh;
+    int64_t h0, h1;
+    split_rows(nh, p.ith, p.nth, h0, h1);
+    for (int64_t q = 0; q < nq; ++q) {
+        const int32_t id = *(const int32_t *)tptr(ids, q, 0, 0, 0);
+        /* a bad id fails the graph; its sequence starts from zeros (ggml would read out of bounds) */
+        const bool id_ok = id >= 0 && id < s->ne[3];
+        if (!id_ok && p.ith == 0 && p.failed && !p.failed->exchange(true))
+            tsr_set_error("CPU backend: ssm_scan '%s': state id %d of sequence %lld is outside [0, %lld)", dst->name, id,
+                          (long long)q, (long long)s->ne[3]);
+        float * st = st_all + q * state_size;
+        for (int64_t h = h0; h < h1; ++h) {
+            const float * st_in = id_ok ? (const float *)tptr(s, 0, 0, h, id) : nullptr;
+            const int64_t g = h / heads_per_group;
+            for (int64_t t = 0; t < nt; ++t) {
+                const float dsp = softplus(*(const float *)tptr(dt, h, t, q, 0));
+                const float * a = (const float *)tptr(A, 0, h, 0, 0);
+                if (mamba1) for (int64_t i = 0; i < ds; ++i) decay[i] = std::exp(dsp * a[i]);
+                const float decay1 = mamba1 ? 0.0f : std::exp(dsp * a[0]);
+                const float * b = (const float *)tptr(B, 0, g, t, q);
+                const float * c = (const float *)tptr(C, 0, g, t, q);
+                const float * xr = (const float *)tptr(x, 0, h, t, q);
+                float * y = y_all + ((q * nt + t) * nh + h) * hd;
+                for (int64_t r = 0; r < hd; ++r) {
+                    float * row = st + (h * hd + r) * ds;
+                    const float * in = t == 0 ? (st_in ? st_in + r * ds : nullptr) : row;
+                    if (!in) { for (int64_t i = 0; i < ds; ++i) row[i] = 0.0f; in = row; }
+                    y[r] = ssm_state_row(ds, in, decay, decay1, b, xr[r] * dsp, c, row);
+                }
+            }
+        }
+    }
+}
+
+/* ---- linear attention: RWKV 6/7, gated linear attention ---------------------------------------------- */
+
+/* Where a recurrence reads and writes: token rows [S, H] (head h at h*S), outputs y[t] of S*H,
+ * states [S*S*H, n_seqs] after the outputs. The first token of a sequence reads the input
+ * state, every later one the state the previous token wrote. Heads are independent: a
+ * thread takes whole heads, for every token. */
+struct lin_attn {
+    int64_t S, H, T, per_seq;
+    const float * state_in;
+    float * y, * state_out;
+    int64_t h0, h1;
+
+    lin_attn(const cparams & p, tsr_tensor * dst, const tsr_tensor * tok, const tsr_tensor * state) {
+        S = tok->ne[0]; H = tok->ne[1]; T = tok->ne[2];
+        per_seq = T / state->ne[1];
+        state_in = (const float *)state->data;
+        y = (float *)dst->data;
+        state_out = y + S * H * T;
+        split_rows(H, p.ith, p.nth, h0, h1);
+    }
+    const float * prev(int64_t t, int64_t h) const {
+        const int64_t off = (t / per_seq) * S * S * H + h * S * S;
+        return t % per_seq == 0 ? state_in + off : state_out + off;
+    }
+    float * cur(int64_t t, int64_t h) const { return state_out + (t / per_seq) * S * S * H + h * S * S; }
+    float * out(int64_t t, int64_t h) const { return y + (t * H + h) * S; }
+};
+
+static inline const float * tok_row(const tsr_tensor * x, int64_t t, int64_t h) { return (const float *)tptr(x, 0, h, t, 0); }
+
+static void op_rwkv_wkv6(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * k = dst->src[0], * v = dst->src[1], * r = dst->src[2], * tf = dst->src[3], * td = dst->src[4];
+    const lin_attn L(p, dst, k, dst->src[5]);
+    for (int64_t t = 0; t < L.T; ++t)
+        for (int64_t h = L.h0; h < L.h1; ++h) {
+            const float * kt = tok_row(k, t, h), * vt = tok_row(v, t, h), * rt = tok_row(r, t, h), * dt = tok_row(td, t, h);
+            const float * first = (const float *)tf->data + h * L.S;
+            const float * prev = L.prev(t, h);
+            float * cur = L.cur(t, h);
+            float * y = L.out(t, h);
+            for (int64_t j = 0; j < L.S; ++j) y[j] = 0.0f;
+            for (int64_t i = 0; i < L.S; ++i) {
+                const float ki = kt[i], ri = rt[i], fi = first[i], di = dt[i];
+                const float * sp = prev + i * L.S;
+                float * sc = cur + i * L.S;
+                for (int64_t j = 0; j < L.S; ++j) {
+                    const float kv = ki * vt[j];
+                    const float old = sp[j];
+                    y[j] += (kv * fi + old) * ri;
+                    sc[j] = old * di + kv;
+                }
+            }
+        }
+}
+
+static void op_gated_linear_attn(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * k = dst->src[0], * v = dst->src[1], * q = dst->src[2], * g = dst->src[3];
+    const float scale = tsr_get_op_params_f32(dst, 0);
+    const lin_attn L(p, dst, k, dst->src[4]);
+    for (int64_t t = 0; t < L.T; ++t)
+        for (int64_t h = L.h0; h < L.h1; ++h) {
+            const float * kt = tok_row(k, t, h), * vt = tok_row(v, t, h), * qt = tok_row(q, t, h), * gt = tok_row(g, t, h);
+            const float * prev = L.prev(t, h);
+            float * cur = L.cur(t, h);
+            float * y = L.out(t, h);
+            for (int64_t j = 0; j < L.S; ++j) y[j] = 0.0f;
+            for (int64_t i = 0; i < L.S; ++i) {
+                const float ki = kt[i], qi = qt[i] * scale, gi = gt[i];
+                const float * sp = prev + i * L.S;
+                float * sc = cur + i * L.S;
+                for (int64_t j = 0; j < L.S; ++j) {
+                    const float st = sp[j] * gi + ki * vt[j];
+                    y[j] += st * qi;
+                    sc[j] = st;
+                }
+            }
+        }
+}
+
+static void op_rwkv_wkv7(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * r = dst->src[0], * w = dst->src[1], * k = dst->src[2], * v = dst->src[3], * a = dst->src[4], * b = dst->src[5];
+    const lin_attn L(p, dst, r, dst->src[6]);
+    for (int64_t t = 0; t < L.T; ++t)
+        for (int64_t h = L.h0; h < L.h1; ++h) {
+            const float * rt = tok_row(r, t, h), * wt = tok_row(w, t, h), * kt = tok_row(k, t, h), * vt = tok_row(v, t, h);
+            const float * at = tok_row(a, t, h), * bt = tok_row(b, t, h);
+            const float * prev = L.prev(t, h);
+            float * cur = L.cur(t, h);
+            float * y = L.out(t, h);
+            for (int64_t i = 0; i < L.S; ++i) {
+                const float * sp = prev + i * L.S;
+                float * sc = cur + i * L.S;
+                const float sa = p.K->dot_f32(L.S, at, sp);
+                const float vi = vt[i];
+                for (int64_t j = 0; j < L.S; ++j) sc[j] = sp[j] * wt[j] + vi * kt[j] + sa * bt[j];
+                y[i] = p.K->dot_f32(L.S, rt, sc);
+            }
+        }
+}
+
+} // namespace tcpu
+} // namespace
 /* ---- backends/cpu/impl/backend_cpu.inl ---- */
 /*
  * backend_cpu.inl - the CPU backend object: supports_op, per-op workspace sizes, graph
@@ -15345,6 +16795,23 @@ static bool supports(const tsr_tensor * t) {
             return is_float(a->type) && t->type == TSR_TYPE_F32;
         case TSR_OP_UPSCALE:
             return is_float(a->type) && is_float(t->type);
+        /* issue 17 part B */
+        case TSR_OP_MUL_MAT_ID:
+            return is_row_type(a->type) && whole_blocks(a) && a->nb[0] == tsr_type_size(a->type) && is_float(b->type) &&
+                   t->src[2]->type == TSR_TYPE_I32 && t->type == TSR_TYPE_F32 && tsr_is_contiguous(t);
+        case TSR_OP_CONV_2D_DW: case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_CONV_TRANSPOSE_2D:
+            return is_float(a->type) && is_float(b->type) && t->type == TSR_TYPE_F32;
+        case TSR_OP_PAD_REFLECT_1D:
+            return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32;
+        case TSR_OP_GET_REL_POS:
+            return (a->type == TSR_TYPE_F32 || a->type == TSR_TYPE_F16) && t->type == a->type && tsr_is_contiguous(a) &&
+                   tsr_is_contiguous(t);
+        case TSR_OP_ROLL:
+            return !tsr_is_quantized(a->type) && a->type == t->type;
+        case TSR_OP_TIMESTEP_EMBEDDING: case TSR_OP_SSM_CONV: case TSR_OP_SSM_SCAN:
+        case TSR_OP_RWKV_WKV6: case TSR_OP_GATED_LINEAR_ATTN: case TSR_OP_RWKV_WKV7:
+        case TSR_OP_WIN_PART: case TSR_OP_WIN_UNPART: case TSR_OP_ADD_REL_POS:
+            return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32 && tsr_is_contiguous(t);
         case TSR_OP_FLASH_ATTN_EXT: {
             const tsr_tensor * v = t->src[2];
             const tsr_tensor * m = t->src[3];
@@ -15369,7 +16836,7 @@ static size_t op_work_size(const tsr_tensor * t, const kernels * K, int nth) {
         case TSR_OP_MUL_MAT: return mm_work_size(t, K, nth);
         case TSR_OP_OUT_PROD: return per_thread((size_t)t->src[0]->ne[0]);
         case TSR_OP_SET_ROWS: return per_thread((size_t)t->src[0]->ne[0]);
-        case TSR_OP_ROPE: return per_thread((size_t)tsr_get_op_params_i32(t, 1) + 2);
+        case TSR_OP_ROPE: return per_thread((size_t)std::max<int64_t>(tsr_get_op_params_i32(t, 1), t->ne[0]) + 2);
         case TSR_OP_ARGSORT: return per_thread((size_t)t->ne[0]);
         case TSR_OP_IM2COL: return per_thread((size_t)t->ne[0]);
         case TSR_OP_CONV_2D: {
@@ -15377,6 +16844,11 @@ static size_t op_work_size(const tsr_tensor * t, const kernels * K, int nth) {
             return c.cols_bytes + c.kern_bytes + c.thread_bytes * (size_t)nth;
         }
         case TSR_OP_FLASH_ATTN_EXT: return per_thread(fa_thread_floats(t));
+        /* issue 17 part B */
+        case TSR_OP_MUL_MAT_ID: return mmid_work_size(t, K, nth);
+        case TSR_OP_CONV_2D_DW: return per_thread(dw_thread_floats(t));
+        case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_CONV_TRANSPOSE_2D: return tconv_work_size(t, K, nth);
+        case TSR_OP_SSM_SCAN: return per_thread(ssm_scan_thread_floats(t));
         default: return 0;
     }
 }
@@ -15405,13 +16877,29 @@ static void compute_node(const cparams & p, tsr_tensor * t) {
         case TSR_OP_SET_ROWS: op_set_rows(p, t); break;
         case TSR_OP_DIAG_MASK_INF: op_diag_mask_inf(p, t); break;
         case TSR_OP_SOFT_MAX: op_soft_max(p, t); break;
-        case TSR_OP_ROPE: op_rope(p, t); break;
+        case TSR_OP_ROPE: if (rope_is_multi(t)) op_rope_multi(p, t); else op_rope(p, t); break;
         case TSR_OP_IM2COL: op_im2col(p, t); break;
         case TSR_OP_CONV_2D: op_conv_2d(p, t); break;
         case TSR_OP_POOL_2D: op_pool_2d(p, t); break;
         case TSR_OP_UPSCALE: op_upscale(p, t); break;
         case TSR_OP_ARGSORT: op_argsort(p, t); break;
         case TSR_OP_FLASH_ATTN_EXT: op_flash_attn_ext(p, t); break;
+        /* issue 17 part B */
+        case TSR_OP_MUL_MAT_ID: op_mul_mat_id(p, t); break;
+        case TSR_OP_CONV_2D_DW: op_conv_2d_dw(p, t); break;
+        case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_CONV_TRANSPOSE_2D: op_conv_transpose(p, t); break;
+        case TSR_OP_PAD_REFLECT_1D: op_pad_reflect_1d(p, t); break;
+        case TSR_OP_ROLL: op_roll(p, t); break;
+        case TSR_OP_TIMESTEP_EMBEDDING: op_timestep_embedding(p, t); break;
+        case TSR_OP_SSM_CONV: op_ssm_conv(p, t); break;
+        case TSR_OP_SSM_SCAN: op_ssm_scan(p, t); break;
+        case TSR_OP_RWKV_WKV6: op_rwkv_wkv6(p, t); break;
+        case TSR_OP_GATED_LINEAR_ATTN: op_gated_linear_attn(p, t); break;
+        case TSR_OP_RWKV_WKV7: op_rwkv_wkv7(p, t); break;
+        case TSR_OP_WIN_PART: op_win_part(p, t); break;
+        case TSR_OP_WIN_UNPART: op_win_unpart(p, t); break;
+        case TSR_OP_GET_REL_POS: op_get_rel_pos(p, t); break;
+        case TSR_OP_ADD_REL_POS: op_add_rel_pos(p, t); break;
         default: break;
     }
 }
@@ -15424,6 +16912,7 @@ static inline bool node_is_small(const tsr_tensor * t, int64_t small_max) {
     int64_t work = tsr_nelements(t);
     switch (t->op) {
         case TSR_OP_MUL_MAT: case TSR_OP_OUT_PROD: case TSR_OP_FLASH_ATTN_EXT: case TSR_OP_CONV_2D:
+        case TSR_OP_MUL_MAT_ID: case TSR_OP_CONV_2D_DW: case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_CONV_TRANSPOSE_2D:
             return false;
         default: break;
     }
@@ -15447,6 +16936,7 @@ struct graph_job {
     tsr_cgraph * g;
     const kernels * K;
     std::atomic<int> abort_at{INT_MAX};  /* node index after which the graph stops */
+    std::atomic<bool> failed{false};      /* a node found bad input data (cparams::failed) */
 };
 
 static void graph_job_fn(void * arg, int ith, int nth) {
@@ -15459,6 +16949,7 @@ static void graph_job_fn(void * arg, int ith, int nth) {
     p.wsize = ctx->ws.size;
     p.tp = ctx->tp;
     p.K = job->K;
+    p.failed = &job->failed;
     const int n = tsr_graph_n_nodes(job->g);
     int last = -1;
     for (int i = 0; i < n; ++i)
@@ -15537,6 +17028,7 @@ static enum tsr_status be_graph_compute(tsr_backend_t backend, tsr_cgraph * g) {
     /* a graph of small nodes only runs on this thread: waking the pool costs more */
     if (ctx->tp && !all_small) ctx->tp->run(graph_job_fn, &job);
     else graph_job_fn(&job, 0, 1);
+    if (job.failed.load()) return TSR_STATUS_FAILED;   /* the node's message is in tsr_last_error */
     return job.abort_at.load() != INT_MAX ? TSR_STATUS_ABORTED : TSR_STATUS_SUCCESS;
 }
 

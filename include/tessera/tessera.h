@@ -245,6 +245,24 @@ enum tsr_op {
     TSR_OP_UNARY,
     TSR_OP_GLU,
 
+    /* issue 17 part B */
+    TSR_OP_MUL_MAT_ID,
+    TSR_OP_CONV_TRANSPOSE_1D,
+    TSR_OP_CONV_2D_DW,
+    TSR_OP_CONV_TRANSPOSE_2D,
+    TSR_OP_PAD_REFLECT_1D,
+    TSR_OP_ROLL,
+    TSR_OP_TIMESTEP_EMBEDDING,
+    TSR_OP_SSM_CONV,
+    TSR_OP_SSM_SCAN,
+    TSR_OP_RWKV_WKV6,
+    TSR_OP_GATED_LINEAR_ATTN,
+    TSR_OP_RWKV_WKV7,
+    TSR_OP_WIN_PART,
+    TSR_OP_WIN_UNPART,
+    TSR_OP_GET_REL_POS,
+    TSR_OP_ADD_REL_POS,
+
     TSR_OP_COUNT
 };
 
@@ -274,6 +292,17 @@ enum tsr_scale_mode { TSR_SCALE_MODE_NEAREST = 0, TSR_SCALE_MODE_BILINEAR = 1 };
 
 #define TSR_ROPE_TYPE_NORMAL 0
 #define TSR_ROPE_TYPE_NEOX   2
+
+/* issue 17 part B */
+/* Multi-section RoPE (tsr_rope_multi): MROPE rotates NEOX pairs with the angle of each pair
+ * taken from one of 4 position streams (time, height, width, extra) by section; VISION rotates
+ * pairs (i, i + n_dims) over the whole head with the sections restarting their angles. */
+#define TSR_ROPE_TYPE_MROPE  8
+#define TSR_ROPE_TYPE_VISION 24
+#define TSR_MROPE_SECTIONS   4
+/* Precision a matrix product asks of its backend (ggml_prec): DEFAULT lets a backend
+ * accumulate in f16 where it would, F32 asks for f32 accumulation. */
+enum tsr_prec { TSR_PREC_DEFAULT = 0, TSR_PREC_F32 = 10 };
 
 TSR_API const char * tsr_op_name(enum tsr_op op);        /* "ADD" */
 TSR_API const char * tsr_op_symbol(enum tsr_op op);      /* "x+y" */
@@ -545,6 +574,81 @@ TSR_API struct tsr_tensor * tsr_flash_attn_ext(struct tsr_context * ctx, struct 
                                                struct tsr_tensor * v, struct tsr_tensor * mask,
                                                float scale, float max_bias, float logit_softcap);
 
+/* issue 17 part B */
+/* mul_mat_id(as [K, M, n_expert], b [K, n_b, n_tokens], ids I32 [n_used, n_tokens]) -> F32
+ * [M, n_used, n_tokens]: out[:, e, t] = as[:, :, ids[e, t]] x b[:, e % n_b, t], n_b being
+ * n_used or 1 (ggml's expert-indexed mat-mul). A backend reads each expert that ids names
+ * once per graph; an id outside [0, n_expert) fails the graph's compute with a message. */
+TSR_API struct tsr_tensor * tsr_mul_mat_id(struct tsr_context * ctx, struct tsr_tensor * as, struct tsr_tensor * b,
+                                           struct tsr_tensor * ids);
+/* Precision hint of a MUL_MAT or MUL_MAT_ID node (op_params slot 0). false (error) for
+ * another node or an unknown precision (ggml returns void and asserts). */
+TSR_API bool tsr_mul_mat_set_prec(struct tsr_tensor * a, enum tsr_prec prec);
+
+/* 1-D convolutions: kernel a [K, IC, OC], input b [L, IC, N] -> F32 [OL, OC, N],
+ * OL = (L + 2*p0 - d0*(K-1) - 1)/s0 + 1 (a CONV_2D node over views: its columns live in the
+ * backend's workspace). _dw: depthwise, a [K, 1, C], b [L, C, N] -> [OL, C, N]. */
+TSR_API struct tsr_tensor * tsr_conv_1d(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, int s0, int p0, int d0);
+TSR_API struct tsr_tensor * tsr_conv_1d_dw(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, int s0, int p0, int d0);
+/* Depthwise 2-D convolution, computed directly: a [KW, KH, 1, C], b [W, H, C, N] -> F32
+ * [OW, OH, C, N] (sizes as conv_2d). tsr_conv_2d_dw is the same op. */
+TSR_API struct tsr_tensor * tsr_conv_2d_dw_direct(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                  int s0, int s1, int p0, int p1, int d0, int d1);
+TSR_API struct tsr_tensor * tsr_conv_2d_dw(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                           int s0, int s1, int p0, int p1, int d0, int d1);
+/* Transposed convolutions. 1-D: a [K, OC, IC], b [L, IC, N] -> F32 [(L-1)*s0 - 2*p0 +
+ * d0*(K-1) + 1, OC, N]. 2-D (no padding): a [KW, KH, OC, IC], b [W, H, IC, N] -> F32
+ * [(W-1)*stride + KW, (H-1)*stride + KH, OC, N]. */
+TSR_API struct tsr_tensor * tsr_conv_transpose_1d(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                  int s0, int p0, int d0);
+TSR_API struct tsr_tensor * tsr_conv_transpose_2d_p0(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, int stride);
+/* pool_1d(a [L, ...]) -> F32 [(L + 2*p0 - k0)/s0 + 1, ne1, ne2, ne3] (a POOL_2D node). */
+TSR_API struct tsr_tensor * tsr_pool_1d(struct tsr_context * ctx, struct tsr_tensor * a, enum tsr_op_pool op, int k0, int s0, int p0);
+/* Reflection padding of dim 0 (p0, p1 < ne0); zero padding before (lp) and after (rp) each dim. */
+TSR_API struct tsr_tensor * tsr_pad_reflect_1d(struct tsr_context * ctx, struct tsr_tensor * a, int p0, int p1);
+TSR_API struct tsr_tensor * tsr_pad_ext(struct tsr_context * ctx, struct tsr_tensor * a, int lp0, int rp0, int lp1, int rp1,
+                                        int lp2, int rp2, int lp3, int rp3);
+/* Every dim rotated by its shift: out[i] = a[(i - shift) mod ne] (torch.roll). */
+TSR_API struct tsr_tensor * tsr_roll(struct tsr_context * ctx, struct tsr_tensor * a, int shift0, int shift1, int shift2, int shift3);
+
+/* Sinusoidal embedding of diffusion timesteps (f32 [N]) -> F32 [dim, N]: cos(t f_j) in the first
+ * half, sin(t f_j) in the second, f_j = max_period^(-j / (dim/2)); an odd dim ends with 0. */
+TSR_API struct tsr_tensor * tsr_timestep_embedding(struct tsr_context * ctx, struct tsr_tensor * timesteps, int dim, int max_period);
+/* Mamba. ssm_conv(sx [d_conv - 1 + n_t, d_inner, n_s], c [d_conv, d_inner]) -> [d_inner, n_t, n_s].
+ * ssm_scan(s, x, dt, A, B, C, ids) -> F32 1-D: y [head_dim, n_head, n_t, n_seqs] followed by the
+ * final states [d_state, head_dim, n_head, n_seqs] (Mamba-1: A [d_state, n_head]; Mamba-2:
+ * A [1, n_head], B/C with n_group groups); see docs/ops.md. */
+TSR_API struct tsr_tensor * tsr_ssm_conv(struct tsr_context * ctx, struct tsr_tensor * sx, struct tsr_tensor * c);
+TSR_API struct tsr_tensor * tsr_ssm_scan(struct tsr_context * ctx, struct tsr_tensor * s, struct tsr_tensor * x, struct tsr_tensor * dt,
+                                         struct tsr_tensor * A, struct tsr_tensor * B, struct tsr_tensor * C, struct tsr_tensor * ids);
+
+/* Linear-attention recurrences over tensors [S, H, n_tokens] with a state [S*S*H, n_seqs]
+ * (n_tokens a multiple of n_seqs); each returns F32 [S*H, n_tokens + S*n_seqs]: the outputs,
+ * then the final states (docs/ops.md has the recurrences). */
+TSR_API struct tsr_tensor * tsr_rwkv_wkv6(struct tsr_context * ctx, struct tsr_tensor * k, struct tsr_tensor * v, struct tsr_tensor * r,
+                                          struct tsr_tensor * tf, struct tsr_tensor * td, struct tsr_tensor * state);
+TSR_API struct tsr_tensor * tsr_gated_linear_attn(struct tsr_context * ctx, struct tsr_tensor * k, struct tsr_tensor * v,
+                                                  struct tsr_tensor * q, struct tsr_tensor * g, struct tsr_tensor * state, float scale);
+TSR_API struct tsr_tensor * tsr_rwkv_wkv7(struct tsr_context * ctx, struct tsr_tensor * r, struct tsr_tensor * w, struct tsr_tensor * k,
+                                          struct tsr_tensor * v, struct tsr_tensor * a, struct tsr_tensor * b, struct tsr_tensor * state);
+
+/* RoPE with 4 positions per token (b I32 [4 * n_tokens]: all time positions, then height,
+ * width, extra) and sections[4] pairs per stream (Qwen2-VL's M-RoPE; mode TSR_ROPE_TYPE_MROPE
+ * or TSR_ROPE_TYPE_VISION, where n_dims = head_dim / 2). YaRN parameters as tsr_rope_ext. */
+TSR_API struct tsr_tensor * tsr_rope_multi(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, struct tsr_tensor * c,
+                                           int n_dims, int sections[TSR_MROPE_SECTIONS], int mode, int n_ctx_orig, float freq_base,
+                                           float freq_scale, float ext_factor, float attn_factor, float beta_fast, float beta_slow);
+
+/* Windows of a [C, W, H] image (zero-padded to whole windows) -> [C, w, w, n_windows], and back. */
+TSR_API struct tsr_tensor * tsr_win_part(struct tsr_context * ctx, struct tsr_tensor * a, int w);
+TSR_API struct tsr_tensor * tsr_win_unpart(struct tsr_context * ctx, struct tsr_tensor * a, int w0, int h0, int w);
+/* Relative positions: get_rel_pos(a [C, 2*qh - 1], qh, kh == qh) -> [C, kh, qh] rows of the
+ * table; add_rel_pos(a [W*W, n1*n2, n3], pw, ph [W, n1, n2, n3]) adds ph[y] + pw[x] at x + W*y. */
+TSR_API struct tsr_tensor * tsr_get_rel_pos(struct tsr_context * ctx, struct tsr_tensor * a, int qh, int kh);
+TSR_API struct tsr_tensor * tsr_add_rel_pos(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * pw, struct tsr_tensor * ph);
+TSR_API struct tsr_tensor * tsr_add_rel_pos_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * pw,
+                                                    struct tsr_tensor * ph);
+
 /* ---- graphs ------------------------------------------------------------------------ */
 
 /* One entry of tsr_build_forward_expand's explicit DFS stack (internal). */
@@ -641,6 +745,7 @@ TSR_CXX_END /* namespace tsr */
 #include "impl/context.inl"
 #include "impl/tensor.inl"
 #include "impl/ops.inl"
+#include "impl/ops_models.inl"
 #include "impl/graph.inl"
 #include "impl/implement_included.h"
 #endif

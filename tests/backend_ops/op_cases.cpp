@@ -821,6 +821,165 @@ void zero_size_cases(case_table & T) {
     T.add("mul_mat f32").input(tensor(F32, 16, 0)).input(tensor(F32, 16, 3)).op(mul_mat).nmse(EXACT);
 }
 
+/* issue 17 part B */
+// mul_mat_id: 4 experts, 2 used per token; 1 token (mat-vec) and 9 tokens where expert 1 is
+// chosen by every token (its GEMM path); b one row per token (broadcast) or one per slot
+void mul_mat_id_cases(case_table & T) {
+    const op_fn mmid = [](tsr_context * c, const tensors & x) { return tsr_mul_mat_id(c, x[0], x[1], x[2]); };
+    for (tsr_type t : {F32, F16, BF16, Q8, Q4, TSR_TYPE_Q4_1, TSR_TYPE_Q4_K, TSR_TYPE_Q6_K})
+        for (int64_t n_tok : {1, 9})
+            for (int64_t n_b : {1, 2})
+                T.add(type_tag("mul_mat_id", t))
+                    .input(tensor(t, 256, 19, 4))
+                    .input(tensor(F32, 256, n_b, n_tok))
+                    .input(tensor(I32, 2, n_tok).i32({1, 3, 1, 0, 1, 2}))
+                    .op(mmid)
+                    .nmse(mm_tol(t));
+}
+
+// convolutions, pooling, padding, roll (small odd shapes; GEMM and dot-product paths)
+void conv_models_cases(case_table & T) {
+    for (tsr_type kt : {F32, F16}) {
+        T.add(type_tag("conv_1d", kt))
+            .input(tensor(kt, 5, 3, 8))
+            .input(tensor(F32, 29, 3, 2))
+            .op([](tsr_context * c, const tensors & x) { return tsr_conv_1d(c, x[0], x[1], 2, 2, 1); })
+            .nmse(kt == F32 ? T_F32 : T_F16);
+        T.add(type_tag("conv_1d_dw", kt))
+            .input(tensor(kt, 3, 1, 4))
+            .input(tensor(F32, 29, 4, 2))
+            .op([](tsr_context * c, const tensors & x) { return tsr_conv_1d_dw(c, x[0], x[1], 1, 1, 2); })
+            .nmse(kt == F32 ? T_F32 : T_F16);
+        T.add(type_tag("conv_2d_dw", kt))
+            .input(tensor(kt, 3, 3, 1, 5))
+            .input(tensor(F32, 17, 11, 5, 2))
+            .op([](tsr_context * c, const tensors & x) { return tsr_conv_2d_dw_direct(c, x[0], x[1], 2, 1, 1, 1, 1, 2); })
+            .nmse(kt == F32 ? T_F32 : T_F16);
+        for (int64_t L : {3, 19})
+            T.add(type_tag("conv_transpose_1d", kt))
+                .input(tensor(kt, 4, 5, 6))
+                .input(tensor(F32, L, 6, 2))
+                .op([](tsr_context * c, const tensors & x) { return tsr_conv_transpose_1d(c, x[0], x[1], 2, 1, 1); })
+                .nmse(kt == F32 ? T_F32 : T_F16);
+        T.add(type_tag("conv_transpose_2d_p0", kt))
+            .input(tensor(kt, 3, 2, 4, 6))
+            .input(tensor(F32, 7, 5, 6, 2))
+            .op([](tsr_context * c, const tensors & x) { return tsr_conv_transpose_2d_p0(c, x[0], x[1], 2); })
+            .nmse(kt == F32 ? T_F32 : T_F16);
+    }
+    T.add("pool_1d avg")
+        .input(tensor(F32, 23, 3, 2))
+        .op([](tsr_context * c, const tensors & x) { return tsr_pool_1d(c, x[0], TSR_OP_POOL_AVG, 3, 2, 1); })
+        .nmse(T_F32);
+    T.add("pad_reflect_1d")
+        .input(tensor(F32, 13, 3, 2))
+        .op([](tsr_context * c, const tensors & x) { return tsr_pad_reflect_1d(c, x[0], 5, 12); })
+        .nmse(EXACT);
+    T.add("pad_ext")
+        .input(tensor(F32, 13, 3, 2))
+        .op([](tsr_context * c, const tensors & x) { return tsr_pad_ext(c, x[0], 2, 1, 0, 3, 1, 1, 0, 1); })
+        .nmse(EXACT);
+    for (tsr_type t : {F32, F16, I32})
+        T.add(type_tag("roll", t))
+            .input(tensor(t, 13, 3, 4))
+            .op([](tsr_context * c, const tensors & x) { return tsr_roll(c, x[0], 5, -1, 4, 0); })
+            .nmse(EXACT);
+}
+
+// timestep embeddings and Mamba's ssm_conv / ssm_scan (Mamba-1 and Mamba-2 shapes)
+void sequence_model_cases(case_table & T) {
+    for (int dim : {32, 15})
+        T.add("timestep_embedding")
+            .input(tensor(F32, 5).range(0, 1000))
+            .op([dim](tsr_context * c, const tensors & x) { return tsr_timestep_embedding(c, x[0], dim, 10000); })
+            .nmse(T_FN);
+    T.add("ssm_conv")
+        .input(tensor(F32, 3 + 6, 37, 2))
+        .input(tensor(F32, 4, 37))
+        .op([](tsr_context * c, const tensors & x) { return tsr_ssm_conv(c, x[0], x[1]); })
+        .nmse(T_F32);
+    for (bool mamba1 : {true, false}) {
+        const int64_t d_state = 16, head_dim = mamba1 ? 1 : 8, n_head = mamba1 ? 24 : 4, n_group = mamba1 ? 1 : 2;
+        T.add(mamba1 ? "ssm_scan mamba-1" : "ssm_scan mamba-2")
+            .input(tensor(F32, d_state, head_dim, n_head, 3))
+            .input(tensor(F32, head_dim, n_head, 5, 2))
+            .input(tensor(F32, n_head, 5, 2).range(-3, 3))
+            .input(tensor(F32, mamba1 ? d_state : 1, n_head).range(-2, 0))
+            .input(tensor(F32, d_state, n_group, 5, 2))
+            .input(tensor(F32, d_state, n_group, 5, 2))
+            .input(tensor(I32, 2).i32({2, 0}))
+            .op([](tsr_context * c, const tensors & x) { return tsr_ssm_scan(c, x[0], x[1], x[2], x[3], x[4], x[5], x[6]); })
+            .nmse(T_FN);
+    }
+}
+
+// linear-attention recurrences: 2 sequences of 3 tokens, head size 16
+void linear_attention_cases(case_table & T) {
+    const int64_t S = 16, H = 2, n_t = 6;
+    T.add("rwkv_wkv6")
+        .input(tensor(F32, S, H, n_t)).input(tensor(F32, S, H, n_t)).input(tensor(F32, S, H, n_t))
+        .input(tensor(F32, S, H)).input(tensor(F32, S, H, n_t).range(0.5f, 1)).input(tensor(F32, S * S * H, 2))
+        .op([](tsr_context * c, const tensors & x) { return tsr_rwkv_wkv6(c, x[0], x[1], x[2], x[3], x[4], x[5]); })
+        .nmse(T_F32);
+    T.add("gated_linear_attn")
+        .input(tensor(F32, S, H, n_t)).input(tensor(F32, S, H, n_t)).input(tensor(F32, S, H, n_t))
+        .input(tensor(F32, S, H, n_t).range(0.5f, 1)).input(tensor(F32, S * S * H, 2))
+        .op([](tsr_context * c, const tensors & x) { return tsr_gated_linear_attn(c, x[0], x[1], x[2], x[3], x[4], 0.25f); })
+        .nmse(T_F32);
+    T.add("rwkv_wkv7")
+        .input(tensor(F32, S, H, n_t)).input(tensor(F32, S, H, n_t).range(0.5f, 1)).input(tensor(F32, S, H, n_t))
+        .input(tensor(F32, S, H, n_t)).input(tensor(F32, S, H, n_t).range(-0.5f, 0.5f)).input(tensor(F32, S, H, n_t).range(-0.5f, 0.5f))
+        .input(tensor(F32, S * S * H, 2))
+        .op([](tsr_context * c, const tensors & x) { return tsr_rwkv_wkv7(c, x[0], x[1], x[2], x[3], x[4], x[5], x[6]); })
+        .nmse(T_F32);
+}
+
+// multi-section RoPE (the CPU's only; other backends decline the modes)
+void rope_multi_cases(case_table & T) {
+    for (int mode : {TSR_ROPE_TYPE_MROPE, TSR_ROPE_TYPE_VISION})
+        T.add(mode == TSR_ROPE_TYPE_MROPE ? "rope_multi mrope" : "rope_multi vision")
+            .input(tensor(F32, 64, 3, 5))
+            .input(tensor(I32, 20).i32({3, 9, 1, 14, 2, 7, 5}))
+            .op([mode](tsr_context * c, const tensors & x) {
+                int sections[4] = {6, 5, 5, 0};
+                return tsr_rope_multi(c, x[0], x[1], nullptr, mode == TSR_ROPE_TYPE_VISION ? 32 : 48, sections, mode, 4096, 1e4f,
+                                      1.0f, 0.0f, 1.0f, 32.0f, 1.0f);
+            })
+            .nmse(T_FN);
+}
+
+// windows and relative positions
+void window_cases(case_table & T) {
+    T.add("win_part")
+        .input(tensor(F32, 6, 11, 9))
+        .op([](tsr_context * c, const tensors & x) { return tsr_win_part(c, x[0], 4); })
+        .nmse(EXACT);
+    T.add("win_unpart")
+        .input(tensor(F32, 6, 4, 4, 9))
+        .op([](tsr_context * c, const tensors & x) { return tsr_win_unpart(c, x[0], 11, 9, 4); })
+        .nmse(EXACT);
+    for (tsr_type t : {F32, F16})
+        T.add(type_tag("get_rel_pos", t))
+            .input(tensor(t, 8, 9))
+            .op([](tsr_context * c, const tensors & x) { return tsr_get_rel_pos(c, x[0], 5, 5); })
+            .nmse(EXACT);
+    T.add("add_rel_pos")
+        .input(tensor(F32, 16, 6, 2))
+        .input(tensor(F32, 4, 2, 3, 2))
+        .input(tensor(F32, 4, 2, 3, 2))
+        .op([](tsr_context * c, const tensors & x) { return tsr_add_rel_pos(c, x[0], x[1], x[2]); })
+        .nmse(T_F32);
+}
+
+void issue17b_cases(case_table & T) {
+    mul_mat_id_cases(T);
+    conv_models_cases(T);
+    sequence_model_cases(T);
+    linear_attention_cases(T);
+    rope_multi_cases(T);
+    window_cases(T);
+}
+
 std::vector<op_case> build_table() {
     case_table T;
     binary_cases(T);
@@ -841,6 +1000,8 @@ std::vector<op_case> build_table() {
     nonfinite_softmax_cases(T);
     nonfinite_attention_cases(T);
     zero_size_cases(T);
+    /* issue 17 part B */
+    issue17b_cases(T);
     return std::move(T.cases);
 }
 

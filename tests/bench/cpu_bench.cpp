@@ -21,6 +21,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -221,6 +222,78 @@ double bench_gemv(tsr_backend_t be, tsr_type type, size_t total_bytes, int reps)
     return (double)mbytes * nmat / t / 1e9;
 }
 
+// ---- MoE decode (issue 17 part B) ----------------------------------------------------------
+
+// One token through a Mixtral-shaped expert FFN (gate, up: 8 experts of 4096 -> 14336;
+// down: 14336 -> 4096), 2 experts used. Returns GB/s of the used experts' weights (what a
+// decode step must read); *total_mib gets the size of all the experts' weights.
+double bench_moe_decode(tsr_backend_t be, tsr_type type, int reps, double * total_mib) {
+    const int64_t K = 4096, M = 14336, n_expert = 8, n_used = 2;
+    const size_t expert_bytes = tsr_row_size(type, K) * (size_t)M;
+    const size_t wbytes = 3 * expert_bytes * (size_t)n_expert;
+    *total_mib = (double)wbytes / (1 << 20);
+    const size_t mem = wbytes + (size_t)(K + 8 * M) * 4 + 16 * tsr_tensor_overhead() + tsr_graph_overhead() + (1 << 20);
+    tsr_context * ctx = tsr_init(tsr_init_params{mem, nullptr, false});
+    if (!ctx) return 0;
+    tsr_tensor * gate = tsr_new_tensor_3d(ctx, type, K, M, n_expert);
+    tsr_tensor * up = tsr_new_tensor_3d(ctx, type, K, M, n_expert);
+    tsr_tensor * down = tsr_new_tensor_3d(ctx, type, M, K, n_expert);
+    fast_fill(gate, 21);
+    fast_fill(up, 22);
+    fast_fill(down, 24);
+    tsr_tensor * x = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, K, 1, 1);
+    fast_fill(x, 23);
+    tsr_tensor * ids = tsr_new_tensor_2d(ctx, TSR_TYPE_I32, n_used, 1);
+    ((int32_t *)ids->data)[0] = 2;
+    ((int32_t *)ids->data)[1] = 5;
+    tsr_cgraph * gf = tsr_new_graph(ctx);
+    tsr_tensor * h = tsr_mul(ctx, tsr_mul_mat_id(ctx, gate, x, ids), tsr_mul_mat_id(ctx, up, x, ids));  /* [M, 2, 1] */
+    tsr_build_forward_expand(gf, tsr_mul_mat_id(ctx, down, h, ids));
+    tsr_backend_graph_reserve(be, gf);
+    enum tsr_status st = TSR_STATUS_SUCCESS;
+    const double t = best_time(reps, [&] { st = tsr_backend_graph_compute(be, gf); });
+    if (st != TSR_STATUS_SUCCESS) std::fprintf(stderr, "moe decode: %s\n", tsr_last_error());
+    tsr_free(ctx);
+    return (double)(3 * n_used) * (double)expert_bytes / t / 1e9;
+}
+
+// ---- convolutions (issue 17 part B) -----------------------------------------------------------
+
+// GFLOPS of one convolution node: `useful_flops` (2 per multiply-add of kernel and input
+// that lands in the output) over the time of the graph `make` builds from a kernel and an
+// input of the given shapes (F32, seeded).
+double bench_conv(tsr_backend_t be, const int64_t kne[4], const int64_t ine[4], double useful_flops, int reps,
+                  const std::function<tsr_tensor *(tsr_context *, tsr_tensor *, tsr_tensor *)> & make) {
+    const size_t kbytes = (size_t)(kne[0] * kne[1] * kne[2] * kne[3]) * 4, ibytes = (size_t)(ine[0] * ine[1] * ine[2] * ine[3]) * 4;
+    tsr_context * ctx = tsr_init(tsr_init_params{kbytes + ibytes + 8 * tsr_tensor_overhead() + tsr_graph_overhead() + (1 << 20), nullptr, false});
+    if (!ctx) return 0;
+    tsr_tensor * k = tsr_new_tensor(ctx, TSR_TYPE_F32, 4, kne);
+    tsr_tensor * in = tsr_new_tensor(ctx, TSR_TYPE_F32, 4, ine);
+    fast_fill(k, 31);
+    fast_fill(in, 32);
+    tsr_context * gctx = tsr_init(tsr_init_params{16 * tsr_tensor_overhead() + tsr_graph_overhead(), nullptr, true});
+    tsr_tensor * out = make(gctx, k, in);
+    tsr_cgraph * gf = tsr_new_graph(gctx);
+    tsr_build_forward_expand(gf, out);
+    tsr_gallocr_t ga = tsr_gallocr_new(tsr_backend_get_default_buffer_type(be));
+    double t = 0;
+    if (out && tsr_gallocr_alloc_graph(ga, gf)) {
+        tsr_backend_graph_reserve(be, gf);
+        enum tsr_status st = TSR_STATUS_SUCCESS;
+        t = best_time(reps, [&] { st = tsr_backend_graph_compute(be, gf); });
+        if (st != TSR_STATUS_SUCCESS) {
+            std::fprintf(stderr, "conv bench: %s\n", tsr_last_error());
+            t = 0;
+        }
+    } else {
+        std::fprintf(stderr, "conv bench: %s\n", tsr_last_error());
+    }
+    tsr_gallocr_free(ga);
+    tsr_free(gctx);
+    tsr_free(ctx);
+    return t > 0 ? useful_flops / t / 1e9 : 0;
+}
+
 // ---- GPT-2 small forward -------------------------------------------------------------------
 
 double bench_gpt2(tsr_backend_t be, int n_tokens, int reps) {
@@ -301,14 +374,15 @@ double bench_gpt2(tsr_backend_t be, int n_tokens, int reps) {
 
 int main(int argc, char ** argv) {
     int n_threads = 2;
-    bool quick = false, gpt2_only = false, matvec_only = false;
+    bool quick = false, gpt2_only = false, matvec_only = false, conv_only = false;
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--csv")) g_csv = true;
         else if (!std::strcmp(argv[i], "--quick")) quick = true;
         else if (!std::strcmp(argv[i], "--gpt2-only")) gpt2_only = true;
         else if (!std::strcmp(argv[i], "--matvec-only")) matvec_only = true;  /* bandwidth and mat-vec rows */
+        else if (!std::strcmp(argv[i], "--conv-only")) conv_only = true;      /* bandwidth, FMA peak and convolution rows */
         else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) n_threads = std::atoi(argv[++i]);
-        else { std::fprintf(stderr, "usage: %s [--csv] [--threads N] [--quick] [--gpt2-only] [--matvec-only]\n", argv[0]); return 2; }
+        else { std::fprintf(stderr, "usage: %s [--csv] [--threads N] [--quick] [--gpt2-only] [--matvec-only] [--conv-only]\n", argv[0]); return 2; }
     }
     tsr_backend_t be = tsr_backend_cpu_init();
     tsr_backend_cpu_set_n_threads(be, n_threads);
@@ -328,7 +402,7 @@ int main(int argc, char ** argv) {
 
     blas ob(n_threads);
     double blas_gemm = 0;
-    if (ob.ok() && !matvec_only) {
+    if (ob.ok() && !matvec_only && !conv_only) {
         std::vector<float> A((size_t)(M * K)), B((size_t)(K * N)), C((size_t)(M * N));
         for (size_t i = 0; i < A.size(); ++i) A[i] = (float)((i * 7) % 13) * 0.01f;
         for (size_t i = 0; i < B.size(); ++i) B[i] = (float)((i * 3) % 11) * 0.01f;
@@ -344,13 +418,13 @@ int main(int argc, char ** argv) {
                                     TSR_TYPE_Q4_K, TSR_TYPE_Q6_K, TSR_TYPE_Q5_K, TSR_TYPE_Q3_K, TSR_TYPE_Q2_K,
                                     TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1};
     for (tsr_type t : bench_types) {
-        if (matvec_only) break;
+        if (matvec_only || conv_only) break;
         const double g = bench_gemm(be, t, M, K, N, reps);
         add_row(std::string("mul_mat ") + tsr_type_name(t), g, "GFLOPS",
                 t == TSR_TYPE_F32 && ob.ok() ? "OpenBLAS sgemm " + fmt(blas_gemm) : "", shape);
     }
     double blas_gemv = 0;
-    if (ob.ok()) {
+    if (ob.ok() && !conv_only) {
         const int nmat = (int)(gemv_bytes / ((size_t)M * K * 4));
         std::vector<std::vector<float>> mats((size_t)nmat, std::vector<float>((size_t)(M * K), 0.5f));
         std::vector<float> xv((size_t)K, 1.0f), yv((size_t)M);
@@ -360,14 +434,52 @@ int main(int argc, char ** argv) {
         blas_gemv = (double)nmat * M * K * 4 / t / 1e9;
     }
     for (tsr_type t : bench_types) {
+        if (conv_only) break;
         const double g = bench_gemv(be, t, gemv_bytes, reps);
         add_row(std::string("mat-vec ") + tsr_type_name(t), g, "GB/s (weights)",
                 t == TSR_TYPE_F32 && ob.ok() ? "OpenBLAS sgemv " + fmt(blas_gemv) : "",
                 std::to_string(gemv_bytes >> 20) + "+ MiB of 4096x4096 weights");
     }
+    /* issue 17 part B */
+    for (tsr_type t : {TSR_TYPE_Q4_0, TSR_TYPE_Q8_0}) {
+        if (conv_only) break;
+        double total_mib = 0;
+        const double g = bench_moe_decode(be, t, reps + 2, &total_mib);
+        char note[128];
+        std::snprintf(note, sizeof note, "gate, up, down of 8 experts 4096x14336 (%.0f MiB), 2 used; %.2f x read bandwidth", total_mib, g / rd);
+        add_row(std::string("mul_mat_id decode ") + tsr_type_name(t), g, "GB/s (used experts)", "", note);
+    }
+    if (!matvec_only) {
+        struct conv_row {
+            const char * name, * shape;
+            int64_t k[4], in[4];
+            double flops;
+            std::function<tsr_tensor *(tsr_context *, tsr_tensor *, tsr_tensor *)> make;
+        };
+        const conv_row convs[] = {
+            {"conv_2d 3x3", "64x64x64 -> 64 channels, pad 1", {3, 3, 64, 64}, {64, 64, 64, 1}, 2.0 * 64 * 64 * 64 * 64 * 9,
+             [](tsr_context * c, tsr_tensor * k, tsr_tensor * x) { return tsr_conv_2d(c, k, x, 1, 1, 1, 1, 1, 1); }},
+            {"conv_1d k3", "L 750, 384 -> 384 channels, pad 1 (Whisper-style)", {3, 384, 384, 1}, {750, 384, 1, 1}, 2.0 * 750 * 384 * 384 * 3,
+             [](tsr_context * c, tsr_tensor * k, tsr_tensor * x) { return tsr_conv_1d(c, k, x, 1, 1, 1); }},
+            {"conv_transpose_1d k4 s2", "L 512, 256 -> 256 channels", {4, 256, 256, 1}, {512, 256, 1, 1}, 2.0 * 512 * 256 * 256 * 4,
+             [](tsr_context * c, tsr_tensor * k, tsr_tensor * x) { return tsr_conv_transpose_1d(c, k, x, 2, 0, 1); }},
+            {"conv_transpose_2d_p0 2x2 s2", "64x64x64 -> 64 channels (UNet upsampling)", {2, 2, 64, 64}, {64, 64, 64, 1},
+             2.0 * 64 * 64 * 64 * 64 * 4, [](tsr_context * c, tsr_tensor * k, tsr_tensor * x) { return tsr_conv_transpose_2d_p0(c, k, x, 2); }},
+            {"conv_2d_dw 3x3", "64x64, 256 channels, pad 1", {3, 3, 1, 256}, {64, 64, 256, 1}, 2.0 * 64 * 64 * 256 * 9,
+             [](tsr_context * c, tsr_tensor * k, tsr_tensor * x) { return tsr_conv_2d_dw_direct(c, k, x, 1, 1, 1, 1, 1, 1); }},
+        };
+        double conv2d = 0;
+        for (const conv_row & r : convs) {
+            const double g = bench_conv(be, r.k, r.in, r.flops, reps + 1, r.make);
+            if (conv2d == 0) conv2d = g;
+            char ref[64];
+            std::snprintf(ref, sizeof ref, "%.2f x conv_2d", conv2d > 0 ? g / conv2d : 0.0);
+            add_row(r.name, g, "GFLOPS (useful)", ref, r.shape);
+        }
+    }
     }
 gpt2:
-    if (!matvec_only) {
+    if (!matvec_only && !conv_only) {
     const double ms = bench_gpt2(be, 128, quick ? 1 : 3);
     add_row("GPT-2 small forward, 128 tokens", ms, "ms", "", "F32 weights, flash_attn_ext, logits for all tokens");
     }

@@ -35,18 +35,6 @@ std::vector<double> ref_mul_mat(const tsr_tensor * a, const tsr_tensor * b) {
     return out;
 }
 
-// c on every ISA path with n_threads against ref (nmse below max_nmse).
-void check_every_isa(tsr_context * ctx, tsr_tensor * c, const std::vector<double> & ref, int n_threads, double max_nmse,
-                     const std::string & what) {
-    for (tsr_cpu_isa isa : isas()) {
-        isa_scope s(isa);
-        backend_holder be(n_threads);
-        INFO(what << " isa " << tsr_cpu_isa_name(isa));
-        REQUIRE(run(be, ctx, c) == TSR_STATUS_SUCCESS);
-        CHECK(nmse(values(c), ref) < max_nmse);
-    }
-}
-
 void check_mul_mat(tsr_type type, int64_t K, int64_t M, int64_t N, int64_t a2, int64_t a3, int64_t b2, int64_t b3,
                    bool transposed_b, int n_threads = 2) {
     ctx_holder ctx(64);
@@ -68,7 +56,7 @@ void check_mul_mat(tsr_type type, int64_t K, int64_t M, int64_t N, int64_t a2, i
     std::ostringstream what;
     what << "type " << tsr_type_name(type) << " K " << K << " M " << M << " N " << N << " batch " << b2 << "x" << b3
          << " threads " << n_threads << (transposed_b ? " b^T" : "");
-    check_every_isa(ctx, c, ref, n_threads, threshold(type), what.str());
+    check_every_isa(ctx, c, ref, threshold(type), what.str(), n_threads);
 }
 
 const tsr_type kTypes[] = {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0};
@@ -120,7 +108,7 @@ void check_extremes(tsr_type type, int64_t K, int64_t M, int64_t N, int n_thread
     const std::vector<double> ref = ref_mul_mat(a, b);
     std::ostringstream what;
     what << "extremes: type " << tsr_type_name(type) << " K " << K << " M " << M << " N " << N;
-    check_every_isa(ctx, c, ref, n_threads, 1e-10, what.str());
+    check_every_isa(ctx, c, ref, 1e-10, what.str(), n_threads);
 }
 
 } // namespace

@@ -17,16 +17,9 @@ void check(tsr_context * ctx, tsr_tensor * out, const std::vector<double> & ref,
     REQUIRE(out != nullptr);
     std::vector<char> saved;
     if (restore) saved.assign((const char *)restore->data, (const char *)restore->data + tsr_nbytes(restore));
-    for (tsr_cpu_isa isa : isas()) {
+    check_every_isa(ctx, out, ref, thr, what, 2, [&] {
         if (restore) std::memcpy(restore->data, saved.data(), saved.size());
-        isa_scope s(isa);
-        backend_holder be(2);
-        INFO(what << " isa " << tsr_cpu_isa_name(isa));
-        REQUIRE(run(be, ctx, out) == TSR_STATUS_SUCCESS);
-        const double e = nmse(values(out), ref);
-        INFO("nmse " << e);
-        CHECK(e <= thr);
-    }
+    });
 }
 
 // Make dst share src's memory (as gallocr does for in-place ops).

@@ -89,6 +89,23 @@ static bool supports(const tsr_tensor * t) {
             return is_float(a->type) && t->type == TSR_TYPE_F32;
         case TSR_OP_UPSCALE:
             return is_float(a->type) && is_float(t->type);
+        /* issue 17 part B */
+        case TSR_OP_MUL_MAT_ID:
+            return is_row_type(a->type) && whole_blocks(a) && a->nb[0] == tsr_type_size(a->type) && is_float(b->type) &&
+                   t->src[2]->type == TSR_TYPE_I32 && t->type == TSR_TYPE_F32 && tsr_is_contiguous(t);
+        case TSR_OP_CONV_2D_DW: case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_CONV_TRANSPOSE_2D:
+            return is_float(a->type) && is_float(b->type) && t->type == TSR_TYPE_F32;
+        case TSR_OP_PAD_REFLECT_1D:
+            return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32;
+        case TSR_OP_GET_REL_POS:
+            return (a->type == TSR_TYPE_F32 || a->type == TSR_TYPE_F16) && t->type == a->type && tsr_is_contiguous(a) &&
+                   tsr_is_contiguous(t);
+        case TSR_OP_ROLL:
+            return !tsr_is_quantized(a->type) && a->type == t->type;
+        case TSR_OP_TIMESTEP_EMBEDDING: case TSR_OP_SSM_CONV: case TSR_OP_SSM_SCAN:
+        case TSR_OP_RWKV_WKV6: case TSR_OP_GATED_LINEAR_ATTN: case TSR_OP_RWKV_WKV7:
+        case TSR_OP_WIN_PART: case TSR_OP_WIN_UNPART: case TSR_OP_ADD_REL_POS:
+            return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32 && tsr_is_contiguous(t);
         case TSR_OP_FLASH_ATTN_EXT: {
             const tsr_tensor * v = t->src[2];
             const tsr_tensor * m = t->src[3];
@@ -113,7 +130,7 @@ static size_t op_work_size(const tsr_tensor * t, const kernels * K, int nth) {
         case TSR_OP_MUL_MAT: return mm_work_size(t, K, nth);
         case TSR_OP_OUT_PROD: return per_thread((size_t)t->src[0]->ne[0]);
         case TSR_OP_SET_ROWS: return per_thread((size_t)t->src[0]->ne[0]);
-        case TSR_OP_ROPE: return per_thread((size_t)tsr_get_op_params_i32(t, 1) + 2);
+        case TSR_OP_ROPE: return per_thread((size_t)std::max<int64_t>(tsr_get_op_params_i32(t, 1), t->ne[0]) + 2);
         case TSR_OP_ARGSORT: return per_thread((size_t)t->ne[0]);
         case TSR_OP_IM2COL: return per_thread((size_t)t->ne[0]);
         case TSR_OP_CONV_2D: {
@@ -121,6 +138,11 @@ static size_t op_work_size(const tsr_tensor * t, const kernels * K, int nth) {
             return c.cols_bytes + c.kern_bytes + c.thread_bytes * (size_t)nth;
         }
         case TSR_OP_FLASH_ATTN_EXT: return per_thread(fa_thread_floats(t));
+        /* issue 17 part B */
+        case TSR_OP_MUL_MAT_ID: return mmid_work_size(t, K, nth);
+        case TSR_OP_CONV_2D_DW: return per_thread(dw_thread_floats(t));
+        case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_CONV_TRANSPOSE_2D: return tconv_work_size(t, K, nth);
+        case TSR_OP_SSM_SCAN: return per_thread(ssm_scan_thread_floats(t));
         default: return 0;
     }
 }
@@ -149,13 +171,29 @@ static void compute_node(const cparams & p, tsr_tensor * t) {
         case TSR_OP_SET_ROWS: op_set_rows(p, t); break;
         case TSR_OP_DIAG_MASK_INF: op_diag_mask_inf(p, t); break;
         case TSR_OP_SOFT_MAX: op_soft_max(p, t); break;
-        case TSR_OP_ROPE: op_rope(p, t); break;
+        case TSR_OP_ROPE: if (rope_is_multi(t)) op_rope_multi(p, t); else op_rope(p, t); break;
         case TSR_OP_IM2COL: op_im2col(p, t); break;
         case TSR_OP_CONV_2D: op_conv_2d(p, t); break;
         case TSR_OP_POOL_2D: op_pool_2d(p, t); break;
         case TSR_OP_UPSCALE: op_upscale(p, t); break;
         case TSR_OP_ARGSORT: op_argsort(p, t); break;
         case TSR_OP_FLASH_ATTN_EXT: op_flash_attn_ext(p, t); break;
+        /* issue 17 part B */
+        case TSR_OP_MUL_MAT_ID: op_mul_mat_id(p, t); break;
+        case TSR_OP_CONV_2D_DW: op_conv_2d_dw(p, t); break;
+        case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_CONV_TRANSPOSE_2D: op_conv_transpose(p, t); break;
+        case TSR_OP_PAD_REFLECT_1D: op_pad_reflect_1d(p, t); break;
+        case TSR_OP_ROLL: op_roll(p, t); break;
+        case TSR_OP_TIMESTEP_EMBEDDING: op_timestep_embedding(p, t); break;
+        case TSR_OP_SSM_CONV: op_ssm_conv(p, t); break;
+        case TSR_OP_SSM_SCAN: op_ssm_scan(p, t); break;
+        case TSR_OP_RWKV_WKV6: op_rwkv_wkv6(p, t); break;
+        case TSR_OP_GATED_LINEAR_ATTN: op_gated_linear_attn(p, t); break;
+        case TSR_OP_RWKV_WKV7: op_rwkv_wkv7(p, t); break;
+        case TSR_OP_WIN_PART: op_win_part(p, t); break;
+        case TSR_OP_WIN_UNPART: op_win_unpart(p, t); break;
+        case TSR_OP_GET_REL_POS: op_get_rel_pos(p, t); break;
+        case TSR_OP_ADD_REL_POS: op_add_rel_pos(p, t); break;
         default: break;
     }
 }
@@ -168,6 +206,7 @@ static inline bool node_is_small(const tsr_tensor * t, int64_t small_max) {
     int64_t work = tsr_nelements(t);
     switch (t->op) {
         case TSR_OP_MUL_MAT: case TSR_OP_OUT_PROD: case TSR_OP_FLASH_ATTN_EXT: case TSR_OP_CONV_2D:
+        case TSR_OP_MUL_MAT_ID: case TSR_OP_CONV_2D_DW: case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_CONV_TRANSPOSE_2D:
             return false;
         default: break;
     }
@@ -191,6 +230,7 @@ struct graph_job {
     tsr_cgraph * g;
     const kernels * K;
     std::atomic<int> abort_at{INT_MAX};  /* node index after which the graph stops */
+    std::atomic<bool> failed{false};      /* a node found bad input data (cparams::failed) */
 };
 
 static void graph_job_fn(void * arg, int ith, int nth) {
@@ -203,6 +243,7 @@ static void graph_job_fn(void * arg, int ith, int nth) {
     p.wsize = ctx->ws.size;
     p.tp = ctx->tp;
     p.K = job->K;
+    p.failed = &job->failed;
     const int n = tsr_graph_n_nodes(job->g);
     int last = -1;
     for (int i = 0; i < n; ++i)
@@ -281,6 +322,7 @@ static enum tsr_status be_graph_compute(tsr_backend_t backend, tsr_cgraph * g) {
     /* a graph of small nodes only runs on this thread: waking the pool costs more */
     if (ctx->tp && !all_small) ctx->tp->run(graph_job_fn, &job);
     else graph_job_fn(&job, 0, 1);
+    if (job.failed.load()) return TSR_STATUS_FAILED;   /* the node's message is in tsr_last_error */
     return job.abort_at.load() != INT_MAX ? TSR_STATUS_ABORTED : TSR_STATUS_SUCCESS;
 }
 

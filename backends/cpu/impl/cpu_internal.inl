@@ -358,6 +358,9 @@ struct cparams {
     size_t    wsize;
     pool *    tp;
     const kernels * K;
+    /* set (once, by thread 0, with tsr_set_error on the caller's thread) when a node finds
+     * its input data bad, e.g. an expert id out of range: the graph's compute fails */
+    std::atomic<bool> * failed = nullptr;
 };
 
 static void barrier(const cparams & p);

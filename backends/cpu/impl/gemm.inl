@@ -135,6 +135,15 @@ static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m
     }
 }
 
+/* Thread ith's share of a's rows, in whole mr-row panels of the GEMM (static split: the
+ * convolutions call it between barriers). */
+static void mm_range_split(const cparams & p, const mm_args & a, uint8_t * tws) {
+    const int64_t mr = a.g ? a.g->mr : 1;
+    int64_t csz = (a.M + p.nth - 1) / p.nth;
+    csz = (csz + mr - 1) / mr * mr;
+    mm_range(p.K, a, std::min<int64_t>(a.M, csz * p.ith), std::min<int64_t>(a.M, csz * (p.ith + 1)), tws);
+}
+
 /* ---- mul_mat ------------------------------------------------------------------------------ */
 
 struct mm_plan {
@@ -204,6 +213,32 @@ static void quantize_row_q8k(const kernels * K, const tsr_tensor * s1, int64_t i
     }
 }
 
+/* Row (i1, i2, i3) of src1 converted or quantized into d, as the plan says (the yq8 side
+ * arrays too when the dot-product kernels read them). */
+static void mm_prepare_y_row(const kernels * K, const mm_plan & pl, const tsr_tensor * s1, int64_t i1, int64_t i2, int64_t i3,
+                             uint8_t * d) {
+    const int64_t Kd = s1->ne[0];
+    if (pl.y_q8k) {
+        quantize_row_q8k(K, s1, i1, i2, i3, (tsr_block_q8_K *)d);
+        return;
+    }
+    if (pl.y_q8 && s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {
+        quantize_y_nonfinite_nan(K, (const float *)tptr(s1, 0, i1, i2, i3), (yq8 *)d, Kd);
+    } else if (pl.y_conv) {
+        /* non-contiguous or non-F32 src1: convert */
+        float * df = (float *)d;
+        for (int64_t i0 = 0; i0 < Kd; ++i0) df[i0] = ld(s1->type, tptr(s1, i0, i1, i2, i3));
+    } else {
+        /* quantized from a non-contiguous or non-F32 row, 32 elements at a time */
+        float tmp[32];
+        for (int64_t b = 0; b < Kd / 32; ++b) {
+            for (int j = 0; j < 32; ++j) tmp[j] = ld(s1->type, tptr(s1, b * 32 + j, i1, i2, i3));
+            quantize_y_nonfinite_nan(K, tmp, (yq8 *)d + b, 32);
+        }
+    }
+    if (pl.y_q8 && !pl.g) y_side((yq8 *)d, Kd / 32, pl.ta);
+}
+
 /* op_mul_mat, phase 1: src0 rows converted to dense F32 (xw) and src1 rows converted or
  * quantized (yw), as the plan says; a barrier after, unless every thread made its own. */
 static void mm_prepare_operands(const cparams & p, const mm_plan & pl, const tsr_tensor * s0, const tsr_tensor * s1,
@@ -225,27 +260,7 @@ static void mm_prepare_operands(const cparams & p, const mm_plan & pl, const tsr
         if (!pl.y_private) split_rows(nr, p.ith, p.nth, r0, r1);
         for (int64_t r = r0; r < r1; ++r) {
             const int64_t i1 = r % s1->ne[1], i2 = (r / s1->ne[1]) % s1->ne[2], i3 = r / (s1->ne[1] * s1->ne[2]);
-            uint8_t * d = yw + (size_t)r * pl.y_row;
-            if (pl.y_q8k) {
-                quantize_row_q8k(p.K, s1, i1, i2, i3, (tsr_block_q8_K *)d);
-                continue;
-            }
-            if (pl.y_q8 && s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {
-                quantize_y_nonfinite_nan(p.K, (const float *)tptr(s1, 0, i1, i2, i3), (yq8 *)d, Kd);
-            } else {
-                /* non-contiguous or non-F32 src1: convert (32 elements at a time when quantizing) */
-                if (pl.y_conv) {
-                    float * df = (float *)d;
-                    for (int64_t i0 = 0; i0 < Kd; ++i0) df[i0] = ld(s1->type, tptr(s1, i0, i1, i2, i3));
-                } else {
-                    float tmp[32];
-                    for (int64_t b = 0; b < Kd / 32; ++b) {
-                        for (int j = 0; j < 32; ++j) tmp[j] = ld(s1->type, tptr(s1, b * 32 + j, i1, i2, i3));
-                        quantize_y_nonfinite_nan(p.K, tmp, (yq8 *)d + b, 32);
-                    }
-                }
-            }
-            if (pl.y_q8 && !pl.g) y_side((yq8 *)d, Kd / 32, pl.ta);
+            mm_prepare_y_row(p.K, pl, s1, i1, i2, i3, yw + (size_t)r * pl.y_row);
         }
     }
     if (!pl.y_private) barrier(p);

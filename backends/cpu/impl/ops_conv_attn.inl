@@ -121,10 +121,7 @@ static void op_conv_2d(const cparams & p, tsr_tensor * dst) {
         a.C = (float *)tptr(dst, 0, 0, 0, n);
         a.ldc = dst->nb[2] / 4;
         a.g = c.gi;
-        const int64_t mr = c.gi ? c.gi->mr : 1;
-        int64_t csz = (c.P + p.nth - 1) / p.nth;
-        csz = (csz + mr - 1) / mr * mr;
-        mm_range(p.K, a, std::min<int64_t>(c.P, csz * p.ith), std::min<int64_t>(c.P, csz * (p.ith + 1)), tw);
+        mm_range_split(p, a, tw);
         barrier(p);
     }
 }

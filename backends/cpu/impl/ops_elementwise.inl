@@ -354,9 +354,12 @@ static void op_concat(const cparams & p, tsr_tensor * dst) {
     }
 }
 
+/* PAD: zeros before (slots 4..7) and after (slots 0..3, the total minus those) each dim. */
 static void op_pad(const cparams & p, tsr_tensor * dst) {
     const tsr_tensor * src = dst->src[0];
     const size_t es = tsr_type_size(dst->type);
+    int64_t lp[4];
+    for (int i = 0; i < 4; ++i) lp[i] = tsr_get_op_params_i32(dst, 4 + (uint32_t)i);
     const int64_t nr = tsr_nrows(dst);
     int64_t r0, r1;
     split_rows(nr, p.ith, p.nth, r0, r1);
@@ -364,9 +367,11 @@ static void op_pad(const cparams & p, tsr_tensor * dst) {
         int64_t i1, i2, i3;
         row_index(dst, ir, i1, i2, i3);
         char * d = tptr(dst, 0, i1, i2, i3);
-        const bool row_in = i1 < src->ne[1] && i2 < src->ne[2] && i3 < src->ne[3];
+        const int64_t j1 = i1 - lp[1], j2 = i2 - lp[2], j3 = i3 - lp[3];
+        const bool row_in = j1 >= 0 && j1 < src->ne[1] && j2 >= 0 && j2 < src->ne[2] && j3 >= 0 && j3 < src->ne[3];
         for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) {
-            if (row_in && i0 < src->ne[0]) std::memcpy(d + i0 * dst->nb[0], tptr(src, i0, i1, i2, i3), es);
+            const int64_t j0 = i0 - lp[0];
+            if (row_in && j0 >= 0 && j0 < src->ne[0]) std::memcpy(d + i0 * dst->nb[0], tptr(src, j0, j1, j2, j3), es);
             else std::memset(d + i0 * dst->nb[0], 0, es);
         }
     }

@@ -240,6 +240,21 @@ static void rope_yarn_corr_dims(int n_dims, int n_ctx_orig, float freq_base, flo
     dims[1] = std::min((float)(n_dims - 1), end);
 }
 
+/* ggml's rope_yarn: cos and sin of the angle theta_extrap (interpolated by freq_scale, ramped
+ * back toward extrapolation by ext_factor in the YaRN band), each times mscale. */
+static inline void rope_yarn(float theta_extrap, float freq_scale, const float corr[2], int64_t i0, float ext_factor, float mscale,
+                             float * cos_sin) {
+    const float theta_interp = freq_scale * theta_extrap;
+    float th = theta_interp;
+    if (ext_factor != 0.0f) {
+        const float ramp_mix = rope_yarn_ramp(corr[0], corr[1], i0) * ext_factor;
+        th = theta_interp * (1 - ramp_mix) + theta_extrap * ramp_mix;
+        mscale *= 1.0f + 0.1f * std::log(1.0f / freq_scale);
+    }
+    cos_sin[0] = std::cos(th) * mscale;
+    cos_sin[1] = std::sin(th) * mscale;
+}
+
 static void op_rope(const cparams & p, tsr_tensor * dst) {
     const tsr_tensor * src = dst->src[0];
     const tsr_tensor * pos = dst->src[1];
@@ -271,16 +286,7 @@ static void op_rope(const cparams & p, tsr_tensor * dst) {
             float theta = ppos;
             for (int64_t i0 = 0; i0 < n_dims; i0 += 2) {
                 const float f = ff ? *(const float *)tptr(ff, i0 / 2, 0, 0, 0) : 1.0f;
-                const float theta_extrap = theta / f;
-                const float theta_interp = freq_scale * theta_extrap;
-                float th = theta_interp, mscale = attn_factor;
-                if (ext_factor != 0.0f) {
-                    const float ramp_mix = rope_yarn_ramp(corr[0], corr[1], i0) * ext_factor;
-                    th = theta_interp * (1 - ramp_mix) + theta_extrap * ramp_mix;
-                    mscale *= 1.0f + 0.1f * std::log(1.0f / freq_scale);
-                }
-                cache[i0] = std::cos(th) * mscale;
-                cache[i0 + 1] = std::sin(th) * mscale;
+                rope_yarn(theta / f, freq_scale, corr, i0, ext_factor, attn_factor, cache + i0);
                 theta *= theta_scale;
             }
             cached = i2;

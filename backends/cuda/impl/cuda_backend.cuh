@@ -57,9 +57,10 @@ bool supports(const tsr_tensor * op) {
             return s0 && rows_contiguous_f32(s0) && rows_contiguous_f32(op) &&
                    (!s1 || (s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) || (s1->type == TSR_TYPE_F16 && s1->nb[0] == 2)) &&
                    (!s1 || s1->ne[0] == s0->ne[0]);
-        case TSR_OP_ROPE:
+        case TSR_OP_ROPE:   /* NORMAL and NEOX; not the multi-section modes (issue 17 part B) */
             return s0 && type_is_float(s0->type) && op->type == s0->type && s1 && s1->type == TSR_TYPE_I32 &&
-                   (!op->src[2] || op->src[2]->type == TSR_TYPE_F32);
+                   (!op->src[2] || op->src[2]->type == TSR_TYPE_F32) &&
+                   (tsr_get_op_params_i32(op, 2) == TSR_ROPE_TYPE_NORMAL || tsr_get_op_params_i32(op, 2) == TSR_ROPE_TYPE_NEOX);
         case TSR_OP_GET_ROWS:
             return s0 && s1 && s1->type == TSR_TYPE_I32 && op->type == TSR_TYPE_F32 && op->nb[0] == 4 &&
                    (type_is_float_or_bf16(s0->type) || s0->type == TSR_TYPE_Q8_0 || s0->type == TSR_TYPE_Q4_0) &&

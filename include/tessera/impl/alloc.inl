@@ -82,6 +82,8 @@ TSR_API_IMPL bool tsr_op_can_inplace(const struct tsr_tensor * node, int src_ind
         case TSR_OP_DIAG_MASK_INF:
         case TSR_OP_DUP:
         case TSR_OP_CONT:
+        /* issue 17 part B */
+        case TSR_OP_ADD_REL_POS:   /* each element reads only its own a */
             return src_index == 0;
         default:
             return false;
