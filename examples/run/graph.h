@@ -224,11 +224,11 @@ inline bool build_graph(session & s, int n_tokens, int n_past, bool all_logits, 
 // Create the KV cache buffer and the allocator; reserve the compute buffer for the worst
 // case (n_batch tokens attending to the whole context).
 // Why a backend cannot run a node: the weight it reads when that is a type the backend
-// has no kernels for (a file's quantization), else the op itself.
+// may have no kernels for (a file's quantization, or BF16), else the op itself.
 inline std::string unsupported_node_message(tsr_backend_t backend, const tsr_tensor * bad) {
     const std::string be = std::string("the ") + tsr_backend_name(backend) + " backend";
     for (const tsr_tensor * src : bad->src) {
-        if (src && src->op == TSR_OP_NONE && tsr_is_quantized(src->type))
+        if (src && src->op == TSR_OP_NONE && (tsr_is_quantized(src->type) || src->type == TSR_TYPE_BF16))
             return be + " cannot run tensor '" + src->name + "' of type " + tsr_type_name(src->type) + " (op " + tsr_op_desc(bad) +
                    "): use the CPU backend or a file in a type it runs";
     }
