@@ -528,6 +528,17 @@ std::vector<int32_t> greedy_tokens(const char * backend_name, int n_threads, con
     }
     return out;
 }
+// The Vulkan backend in be, or false (with a warning) when there is no device.
+bool open_vulkan(backend_holder & be) {
+    if (tsr_backend_vk_get_device_count() == 0) {
+        WARN("skipped: no Vulkan device");
+        return false;
+    }
+    std::string err;
+    be.b = make_backend("vulkan", -1, 1, err);
+    REQUIRE_OK(be.b);
+    return true;
+}
 } // namespace
 #endif
 
@@ -535,14 +546,8 @@ std::vector<int32_t> greedy_tokens(const char * backend_name, int n_threads, con
 // ffn_down (get_rows of Q4_K embeddings, mat-vec and GEMM of both types on the GPU).
 TEST_CASE("model: a Q4_K_M mix on Vulkan equals the reference, greedy tokens equal the CPU's", "[model][vulkan][quant]") {
 #ifdef TSR_HAVE_VULKAN
-    if (tsr_backend_vk_get_device_count() == 0) {
-        WARN("skipped: no Vulkan device");
-        return;
-    }
-    std::string err;
     backend_holder be;
-    be.b = make_backend("vulkan", -1, 1, err);
-    REQUIRE_OK(be.b);
+    if (!open_vulkan(be)) return;
     for (arch a : {arch::gpt2, arch::llama}) {
         DYNAMIC_SECTION(arch_name(a)) {
             check_against_reference(be.b, a, q4_k_m_types(), true, TSR_TYPE_F32, 2 * tolerance(TSR_TYPE_Q4_K));
@@ -560,16 +565,11 @@ TEST_CASE("model: a Q4_K_M mix on Vulkan equals the reference, greedy tokens equ
 // the first tensor it cannot run (the token embeddings' get_rows) and the type.
 TEST_CASE("model: Vulkan refuses a BF16 file, naming the tensor and the type", "[model][vulkan][quant]") {
 #ifdef TSR_HAVE_VULKAN
-    if (tsr_backend_vk_get_device_count() == 0) {
-        WARN("skipped: no Vulkan device");
-        return;
-    }
-    std::string err;
     backend_holder be;
-    be.b = make_backend("vulkan", -1, 1, err);
-    REQUIRE_OK(be.b);
+    if (!open_vulkan(be)) return;
     tiny t;
     make_tiny(arch::llama, TSR_TYPE_BF16, t);
+    std::string err;
     model m;
     REQUIRE_OK(load_model(t.path.c_str(), be.b, m, nullptr, nullptr, err));
     session s;
