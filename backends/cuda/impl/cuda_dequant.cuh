@@ -1,7 +1,9 @@
 // tessera CUDA backend: single elements of the weight types beyond Q8_0 / Q4_0 (Q4_1,
 // Q5_0, Q5_1, IQ4_NL, Q2_K..Q6_K), for get_rows, the dequantizing mat-vec and the F16 copy
 // of the cuBLAS path. Each format is defined by quants.inl's dequantize_row_* (ggml's order
-// of float operations); dq_value mirrors it element by element.
+// of float operations); dq_value mirrors it element by element, with _rn intrinsics where a
+// product meets a sum: nvcc would fuse them into one rounding, and get_rows must give the
+// CPU's floats exactly.
 #pragma once
 
 #include <type_traits>
@@ -39,7 +41,7 @@ __device__ __forceinline__ float k4_value(const uint8_t * scales, const uint8_t 
     const uint8_t q = qs[32 * (s / 2) + l];
     int v = (s % 2) ? (q >> 4) : (q & 0x0F);
     if (qh && ((qh[l] >> s) & 1)) v += 16;
-    return d * (float) sc * (float) v - dmin * (float) mn;
+    return __fsub_rn(__fmul_rn(d * (float) sc, (float) v), __fmul_rn(dmin, (float) mn));
 }
 
 // Element k of the row of TYPE blocks that starts at row.
@@ -48,7 +50,7 @@ __device__ __forceinline__ float dq_value(const char * row, int64_t k) {
     const int j = (int) (k % 32), e = (int) (k % 256);
     if (TYPE == TSR_TYPE_Q4_1) {
         const tsr_block_q4_1 * b = (const tsr_block_q4_1 *) row + k / 32;
-        return (float) nibble32(b->qs, j) * half_of(b->d) + half_of(b->m);
+        return __fadd_rn(__fmul_rn((float) nibble32(b->qs, j), half_of(b->d)), half_of(b->m));
     }
     if (TYPE == TSR_TYPE_Q5_0) {
         const tsr_block_q5_0 * b = (const tsr_block_q5_0 *) row + k / 32;
@@ -56,7 +58,7 @@ __device__ __forceinline__ float dq_value(const char * row, int64_t k) {
     }
     if (TYPE == TSR_TYPE_Q5_1) {
         const tsr_block_q5_1 * b = (const tsr_block_q5_1 *) row + k / 32;
-        return (float) (nibble32(b->qs, j) | (fifth_bit(b->qh, j) << 4)) * half_of(b->d) + half_of(b->m);
+        return __fadd_rn(__fmul_rn((float) (nibble32(b->qs, j) | (fifth_bit(b->qh, j) << 4)), half_of(b->d)), half_of(b->m));
     }
     if (TYPE == TSR_TYPE_IQ4_NL) {
         const tsr_block_iq4_nl * b = (const tsr_block_iq4_nl *) row + k / 32;
@@ -66,7 +68,7 @@ __device__ __forceinline__ float dq_value(const char * row, int64_t k) {
         const tsr_block_q2_K * b = (const tsr_block_q2_K *) row + k / 256;
         const int sc = b->scales[e / 16];
         const float dl = half_of(b->d) * (float) (sc & 0x0F), ml = half_of(b->dmin) * (float) (sc >> 4);
-        return dl * (float) q2_value(b->qs, e) - ml;
+        return __fsub_rn(__fmul_rn(dl, (float) q2_value(b->qs, e)), ml);
     }
     if (TYPE == TSR_TYPE_Q3_K) {
         const tsr_block_q3_K * b = (const tsr_block_q3_K *) row + k / 256;

@@ -1,6 +1,8 @@
 // Dequantization of single elements of quantized rows, for get_rows, mul_mat and
 // mul_mat_vec. Each format is defined by quants.inl's dequantize_row_* (ggml's order of
 // float operations); the functions below mirror them element by element.
+// A product and a sum are `precise`: a fused multiply-add would round once, not twice as
+// the CPU does, and get_rows must give the CPU's floats exactly.
 // The includer defines DQ_TYPE and a uint8_t buffer `a`:
 //   2 Q8_0, 3 Q4_0, 4 Q4_1, 5 Q5_0, 6 Q5_1, 7 IQ4_NL (32-element blocks),
 //   8 Q2_K, 9 Q3_K, 10 Q4_K, 11 Q5_K, 12 Q6_K (256-element super-blocks).
@@ -51,7 +53,8 @@ float dq_value(int base, uint k) {
     return half_at(bo) * (float(nibble32(bo + 2, j)) - 8.0);
 #elif DQ_TYPE == 4
     int bo = base + int((k >> 5) * 20u);
-    return float(nibble32(bo + 4, j)) * half_at(bo) + half_at(bo + 2);
+    precise float x = float(nibble32(bo + 4, j)) * half_at(bo) + half_at(bo + 2);
+    return x;
 #elif DQ_TYPE == 5
     int bo = base + int((k >> 5) * 22u);
     int q = int(nibble32(bo + 6, j) | (bit_at(bo + 2, j) << 4));
@@ -59,15 +62,17 @@ float dq_value(int base, uint k) {
 #elif DQ_TYPE == 6
     int bo = base + int((k >> 5) * 24u);
     uint q = nibble32(bo + 8, j) | (bit_at(bo + 4, j) << 4);
-    return float(q) * half_at(bo) + half_at(bo + 2);
+    precise float x = float(q) * half_at(bo) + half_at(bo + 2);
+    return x;
 #elif DQ_TYPE == 7
     int bo = base + int((k >> 5) * 18u);
     return half_at(bo) * iq4nl_values[nibble32(bo + 2, j)];
 #elif DQ_TYPE == 8
     int bo = base + int((k >> 8) * 84u);
     uint sc = byte_at(bo + int(e >> 4));
-    float dl = half_at(bo + 80) * float(sc & 15u), ml = half_at(bo + 82) * float(sc >> 4);
-    return dl * float(q2_value(bo + 16, e)) - ml;
+    precise float dl = half_at(bo + 80) * float(sc & 15u), ml = half_at(bo + 82) * float(sc >> 4);
+    precise float x = dl * float(q2_value(bo + 16, e)) - ml;
+    return x;
 #elif DQ_TYPE == 9
     int bo = base + int((k >> 8) * 110u);
     uint s = e >> 4;
@@ -91,8 +96,9 @@ float dq_value(int base, uint k) {
 #if DQ_TYPE == 11
     v += ((byte_at(bo + 16 + int(j)) >> s) & 1u) << 4;
 #endif
-    float ds = half_at(bo) * float(sm.x), ms = half_at(bo + 2) * float(sm.y);
-    return ds * float(v) - ms;
+    precise float ds = half_at(bo) * float(sm.x), ms = half_at(bo + 2) * float(sm.y);
+    precise float x = ds * float(v) - ms;
+    return x;
 #elif DQ_TYPE == 12
     // element 128h + 32q + l: low 4 bits in nibble q/2 of ql[64h + 32(q%2) + l], high 2 bits
     // at bits 2q of qh[32h + l]
