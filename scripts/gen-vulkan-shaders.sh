@@ -45,6 +45,33 @@ flash_attn_f32_m32|flash_attn.comp|-DKV_F16=0 -DMASK_F16=0
 flash_attn_f32_m16|flash_attn.comp|-DKV_F16=0 -DMASK_F16=1
 flash_attn_f16_m32|flash_attn.comp|-DKV_F16=1 -DMASK_F16=0
 flash_attn_f16_m16|flash_attn.comp|-DKV_F16=1 -DMASK_F16=1
+get_rows_q4_1|get_rows.comp|-DSRC_TYPE=4
+get_rows_q5_0|get_rows.comp|-DSRC_TYPE=5
+get_rows_q5_1|get_rows.comp|-DSRC_TYPE=6
+get_rows_iq4_nl|get_rows.comp|-DSRC_TYPE=7
+get_rows_q2_k|get_rows.comp|-DSRC_TYPE=8
+get_rows_q3_k|get_rows.comp|-DSRC_TYPE=9
+get_rows_q4_k|get_rows.comp|-DSRC_TYPE=10
+get_rows_q5_k|get_rows.comp|-DSRC_TYPE=11
+get_rows_q6_k|get_rows.comp|-DSRC_TYPE=12
+mul_mat_q4_1|mul_mat.comp|-DA_TYPE=4
+mul_mat_q5_0|mul_mat.comp|-DA_TYPE=5
+mul_mat_q5_1|mul_mat.comp|-DA_TYPE=6
+mul_mat_iq4_nl|mul_mat.comp|-DA_TYPE=7
+mul_mat_q2_k|mul_mat.comp|-DA_TYPE=8
+mul_mat_q3_k|mul_mat.comp|-DA_TYPE=9
+mul_mat_q4_k|mul_mat.comp|-DA_TYPE=10
+mul_mat_q5_k|mul_mat.comp|-DA_TYPE=11
+mul_mat_q6_k|mul_mat.comp|-DA_TYPE=12
+mul_mat_vec_q4_1|mul_mat_vec.comp|-DA_TYPE=4
+mul_mat_vec_q5_0|mul_mat_vec.comp|-DA_TYPE=5
+mul_mat_vec_q5_1|mul_mat_vec.comp|-DA_TYPE=6
+mul_mat_vec_iq4_nl|mul_mat_vec.comp|-DA_TYPE=7
+mul_mat_vec_q2_k|mul_mat_vec.comp|-DA_TYPE=8
+mul_mat_vec_q3_k|mul_mat_vec.comp|-DA_TYPE=9
+mul_mat_vec_q4_k|mul_mat_vec.comp|-DA_TYPE=10
+mul_mat_vec_q5_k|mul_mat_vec.comp|-DA_TYPE=11
+mul_mat_vec_q6_k|mul_mat_vec.comp|-DA_TYPE=12
 "
 
 source_hash() {

@@ -48,14 +48,16 @@
  *     type is used directly). Q8_0 / Q4_0 weights: for N <= 8 columns an own
  *     matrix-vector kernel that dequantizes in registers (activations quantized to 8 bits
  *     per 32-block, like ggml's q8_1, then integer dot products); for more columns the
- *     weights are dequantized to F16 in the workspace and cuBLAS runs.
+ *     weights are dequantized to F16 in the workspace and cuBLAS runs. Q4_1, Q5_0, Q5_1,
+ *     IQ4_NL, Q2_K..Q6_K weights: for N <= 8 F32 columns a warp per row dequantizing on
+ *     the fly against the F32 activations; for more columns the F16 cuBLAS path.
  *   - Optional CUDA graph capture (off by default): a graph computed again with the same
  *     nodes, shapes and data addresses replays the captured CUDA graph.
  *   - Ops (supports_op answers false for the rest, e.g. flash_attn_ext, conv_2d, im2col,
  *     pool_2d, upscale, pad, argsort, group_norm, out_prod): add/sub/mul/div with
  *     broadcasting, the unary ops, sqr/sqrt/log, scale, clamp, swiglu (fused and split),
  *     norm, rms_norm, soft_max_ext (F32/F16 mask, ALiBi), rope (normal, NeoX, YaRN,
- *     frequency factors), get_rows (F32/F16/BF16/Q8_0/Q4_0), set_rows, dup/cont/cpy among
+ *     frequency factors), get_rows (float and every quantized weight type), set_rows, dup/cont/cpy among
  *     F32/F16/BF16, concat, repeat, diag_mask_inf, sum/sum_rows/mean/argmax, mul_mat,
  *     and the view ops. Elementwise and row ops take F32 and F16 (not BF16).
  */
@@ -149,6 +151,7 @@ TSR_API bool tsr_backend_cuda_get_stats(tsr_backend_t backend, struct tsr_cuda_s
 #include "impl/cuda_pool.cuh"
 #include "impl/cuda_buffers.cuh"
 #include "impl/cuda_elementwise.cuh"
+#include "impl/cuda_dequant.cuh"
 #include "impl/cuda_rows.cuh"
 #include "impl/cuda_rope.cuh"
 #include "impl/cuda_mulmat.cuh"

@@ -86,6 +86,26 @@ void run_table(tsr_backend_t be, const std::string & label) {
     std::fflush(stdout);
 }
 
+// A GPU backend runs token embeddings, decode (mat-vec) and prompt (GEMM) of every quantized
+// GGUF weight type: run_table declining them would only count them.
+void check_runs_every_weight_type(tsr_backend_t be) {
+    tsr_init_params ip{64 * tsr_tensor_overhead() + tsr_graph_overhead(), nullptr, true};
+    tsr_context * ctx = tsr_init(ip);
+    REQUIRE(ctx);
+    tsr_tensor * idx = tsr_new_tensor_1d(ctx, TSR_TYPE_I32, 3);
+    tsr_tensor * vec = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, 256, 1);
+    tsr_tensor * mat = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, 256, 9);
+    for (tsr_type t : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1, TSR_TYPE_IQ4_NL, TSR_TYPE_Q2_K,
+                       TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K}) {
+        INFO(tsr_backend_name(be) << ", weights " << tsr_type_name(t));
+        tsr_tensor * w = tsr_new_tensor_2d(ctx, t, 256, 5);
+        CHECK(tsr_backend_supports_op(be, tsr_get_rows(ctx, w, idx)));
+        CHECK(tsr_backend_supports_op(be, tsr_mul_mat(ctx, w, vec)));
+        CHECK(tsr_backend_supports_op(be, tsr_mul_mat(ctx, w, mat)));
+    }
+    tsr_free(ctx);
+}
+
 void cpu_isa_against_scalar(tsr_cpu_isa isa) {
     const std::string label = std::string("CPU ") + tsr_cpu_isa_name(isa);
     if (!tsr_cpu_isa_supported(isa)) {
@@ -160,6 +180,7 @@ static void run_table_on(const char * kind) {
         return;
     }
     run_table(be.get(), tsr_backend_name(be.get()));
+    check_runs_every_weight_type(be.get());
 }
 
 TEST_CASE("backend_ops: Vulkan against the CPU scalar path", "[backend_ops][vulkan]") { run_table_on("Vulkan"); }

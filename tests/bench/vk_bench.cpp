@@ -104,7 +104,8 @@ int main(int argc, char ** argv) {
     // GEMM (tiled) and matrix-vector, per weight type
     const int64_t G = large ? 4096 : 512;
     const int64_t MV = large ? 8192 : 1024;
-    for (enum tsr_type t : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0}) {
+    for (enum tsr_type t : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1,
+                            TSR_TYPE_IQ4_NL, TSR_TYPE_Q2_K, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K}) {
         bench(be, "mul_mat (GEMM)", tsr_type_name(t), dims({G, G, G}), [&](tsr_context * ctx, std::vector<tsr_tensor *> & in) {
             tsr_tensor * a = tsr_new_tensor_2d(ctx, t, G, G), * b = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, G, G);
             in = {a, b};

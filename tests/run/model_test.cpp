@@ -677,6 +677,11 @@ void check_gpu_backend(const char * name, int device) {
                 check_against_reference(be.b, a, wt, true, TSR_TYPE_F32, wt == TSR_TYPE_F32 ? 2e-3 : 2 * tolerance(wt));
             }
         }
+        // the file type people download most: Q4_K with Q6_K for output.weight and some
+        // attn_v / ffn_down (get_rows of Q4_K embeddings, mat-vec and GEMM of both types)
+        DYNAMIC_SECTION(name << " " << arch_name(a) << " Q4_K_M mix") {
+            check_against_reference(be.b, a, q4_k_m_types(), true, TSR_TYPE_F32, 2 * tolerance(TSR_TYPE_Q4_K));
+        }
         DYNAMIC_SECTION(name << " " << arch_name(a) << " mul_mat + soft_max_ext attention, F16 KV") {
             check_against_reference(be.b, a, TSR_TYPE_F32, false, TSR_TYPE_F16, 1e-2);
         }
@@ -784,16 +789,15 @@ TEST_CASE("model: partial offload at every -ngl on Vulkan gives the CPU's greedy
 #endif
 }
 
-// A file in types Vulkan lacks (BF16 get_rows, K-quants) runs: those weights stay in host
-// memory and their ops run on the CPU, the rest on Vulkan.
+// A file in a type Vulkan lacks (BF16) runs: those weights stay in host memory and their ops
+// run on the CPU, the rest on Vulkan; a K-quant file runs on Vulkan itself.
 TEST_CASE("model: BF16 and K-quant files run on Vulkan with what it lacks on the CPU", "[model][vulkan][quant]") {
 #ifdef TSR_HAVE_VULKAN
     if (devices_of_kind("vulkan") == 0) {
         WARN("skipped: no Vulkan device");
-        return;
+        return false;
     }
     std::string err;
-    backend_holder be;
     be.b = make_backend("vulkan", -1, 1, err);
     REQUIRE_OK(be.b);
     for (tsr_type wt : {TSR_TYPE_BF16, TSR_TYPE_Q4_K}) {
@@ -804,8 +808,38 @@ TEST_CASE("model: BF16 and K-quant files run on Vulkan with what it lacks on the
             model m;
             REQUIRE_OK(load_model(t.path.c_str(), be.b, m, nullptr, nullptr, err));
             CHECK(tsr_backend_buffer_is_host(m.w.tok_embd->buffer));        // the input layer: always the CPU
-            CHECK(tsr_backend_buffer_is_host(m.w.layers[0].wq->buffer));    // Vulkan has no BF16 or K-quant kernels
+            // Vulkan has no BF16 kernels (its quantized types, K-quants included, it runs)
+            CHECK(tsr_backend_buffer_is_host(m.w.layers[0].wq->buffer) == (wt == TSR_TYPE_BF16));
             CHECK_FALSE(tsr_backend_buffer_is_host(m.w.layers[0].attn_norm->buffer));   // F32 norms: Vulkan
+        }
+    }
+#else
+    WARN("skipped: built without the Vulkan backend (TSR_HAVE_VULKAN)");
+#endif
+}
+
+// Decoding a Q4_K_M mix on Vulkan (its dequantize-on-the-fly mat-vec) picks the CPU's tokens
+// (its logits against the reference: check_gpu_backend).
+TEST_CASE("model: greedy tokens of a Q4_K_M mix on Vulkan equal the CPU's", "[model][vulkan][quant]") {
+#ifdef TSR_HAVE_VULKAN
+    if (devices_of_kind("vulkan") == 0) {
+        WARN("skipped: no Vulkan device");
+        return;
+    }
+    std::string err;
+    backend_holder cpu, vk;
+    cpu.b = make_backend("cpu", 0, 2, err);
+    vk.b = make_backend("vulkan", -1, 0, err);
+    REQUIRE_OK((cpu.b && vk.b));
+    for (arch a : {arch::gpt2, arch::llama}) {
+        DYNAMIC_SECTION(arch_name(a)) {
+            tiny t;
+            make_tiny(a, q4_k_m_types(), t);
+            placement on_cpu, on_vk;
+            on_cpu.main = cpu.b;
+            on_vk.main = vk.b;
+            on_vk.cpu = cpu.b;
+            CHECK(run_greedy(t.path, on_vk, a, 8, 16).tokens == run_greedy(t.path, on_cpu, a, 8, 16).tokens);
         }
     }
 #else

@@ -63,7 +63,7 @@ bool supports(const tsr_tensor * op) {
                    (tsr_get_op_params_i32(op, 2) == TSR_ROPE_TYPE_NORMAL || tsr_get_op_params_i32(op, 2) == TSR_ROPE_TYPE_NEOX);
         case TSR_OP_GET_ROWS:
             return s0 && s1 && s1->type == TSR_TYPE_I32 && op->type == TSR_TYPE_F32 && op->nb[0] == 4 &&
-                   (type_is_float_or_bf16(s0->type) || s0->type == TSR_TYPE_Q8_0 || s0->type == TSR_TYPE_Q4_0) &&
+                   (type_is_float_or_bf16(s0->type) || s0->type == TSR_TYPE_Q8_0 || s0->type == TSR_TYPE_Q4_0 || is_dq_type(s0->type)) &&
                    s0->nb[0] == tsr_type_size(s0->type);
         case TSR_OP_SET_ROWS:
             return s0 && s1 && s0->type == TSR_TYPE_F32 && s0->nb[0] == 4 && s1->type == TSR_TYPE_I32 && type_is_float(op->type) &&
@@ -85,6 +85,8 @@ bool supports(const tsr_tensor * op) {
             if (!type_is_float_or_bf16(s1->type)) return false;
             if (s0->type == TSR_TYPE_Q8_0 || s0->type == TSR_TYPE_Q4_0)
                 return s0->nb[0] == tsr_type_size(s0->type) && s0->ne[0] % 32 == 0 && type_is_float(s1->type);
+            if (is_dq_type(s0->type))
+                return s0->nb[0] == tsr_type_size(s0->type) && s0->ne[0] % tsr_blck_size(s0->type) == 0 && type_is_float(s1->type);
             return type_is_float_or_bf16(s0->type);
         default:
             return false;

@@ -13,6 +13,9 @@
 //     products. Needs 16-byte aligned rows and K % 256 == 0; otherwise k_mmvq_generic.
 //   - Q8_0 / Q4_0 with more columns: weights dequantized to F16 in the workspace, src1
 //     converted to F16, then the F16 cuBLAS path.
+//   - the other quantized types (cuda_dequant.cuh), F32 src1 with <= 8 columns: k_mmv_dq,
+//     one warp per row dequantizing on the fly against F32 activations; with more columns
+//     the F16 cuBLAS path as for Q8_0 / Q4_0.
 #pragma once
 
 namespace tsr_cuda {
@@ -232,6 +235,32 @@ void launch_mmvq_t(op_ctx & c, int ncols, bool fast, const char * W, int64_t row
     }
 }
 
+// ---- dequantizing matrix-vector (the types of cuda_dequant.cuh) -----------------------------
+
+// y[col * ldy + row] = sum_k W[row, k] x[col, k] for rows [0, M), cols [0, ncols): one warp
+// per row, values dequantized on the fly (no dp4a path for these types yet).
+template <int TYPE>
+__global__ void k_mmv_dq(const char * __restrict__ W, int64_t row_bytes, int64_t M, const float * __restrict__ x, int64_t ldx,
+                         int ncols, int64_t K, float * y, int64_t ldy) {
+    const int64_t row = (int64_t) blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    const int lane = threadIdx.x & 31;
+    if (row >= M) return;   // whole warps exit together
+    const char * w = W + row * row_bytes;
+    float acc[MMVQ_MAX_COLS] = {};
+    for (int64_t k = lane; k < K; k += 32) {
+        const float v = dq_value<TYPE>(w, k);
+#pragma unroll
+        for (int n = 0; n < MMVQ_MAX_COLS; ++n)
+            if (n < ncols) acc[n] += v * x[n * ldx + k];
+    }
+#pragma unroll
+    for (int n = 0; n < MMVQ_MAX_COLS; ++n) {
+        if (n >= ncols) break;
+        const float s = warp_sum(acc[n]);
+        if (lane == 0) y[n * ldy + row] = s;
+    }
+}
+
 // ---- dequantize to F16 (for the cuBLAS path of quantized weights) ---------------------------
 
 template <int TYPE>
@@ -245,7 +274,7 @@ __global__ void k_dequant_f16(const char * src, tdesc ds, __half * dst, int64_t 
 
 // ---- planning --------------------------------------------------------------------------------
 
-enum mm_path { MM_CUBLAS, MM_MMVQ, MM_MMVQ_GENERIC };
+enum mm_path { MM_CUBLAS, MM_MMVQ, MM_MMVQ_GENERIC, MM_MMV_DQ };
 
 struct mm_plan {
     mm_path path;
@@ -270,8 +299,13 @@ inline mm_plan plan_mul_mat(const tsr_tensor * dst) {
     memset(&p, 0, sizeof(p));
     const int64_t nb_elems = tsr_nelements(b);
     const int64_t na_elems = tsr_nelements(a);
-    if (a->type == TSR_TYPE_Q8_0 || a->type == TSR_TYPE_Q4_0) {
-        if (b->ne[1] <= MMVQ_MAX_COLS && b->type == TSR_TYPE_F32 && b->nb[0] == sizeof(float)) {
+    const bool few_f32_cols = b->ne[1] <= MMVQ_MAX_COLS && b->type == TSR_TYPE_F32 && b->nb[0] == sizeof(float);
+    if (is_dq_type(a->type) && few_f32_cols) {
+        p.path = MM_MMV_DQ;
+        return p;
+    }
+    if (tsr_is_quantized(a->type)) {
+        if (few_f32_cols && (a->type == TSR_TYPE_Q8_0 || a->type == TSR_TYPE_Q4_0)) {
             const int64_t K = a->ne[0];
             const bool fast = K % 256 == 0 && a->nb[1] % 16 == 0 && a->nb[2] % 16 == 0 && a->nb[3] % 16 == 0 &&
                               ((uintptr_t) a->data % 16) == 0;
@@ -357,6 +391,27 @@ inline gemm_operand contiguous_operand(const void * p, const int64_t ne[4]) {
     return gemm_operand{p, ne[0], ne[0] * ne[1], ne[0] * ne[1] * ne[2]};
 }
 
+// The MM_MMV_DQ path: per batch matrix, every column of src1 against src0's rows.
+bool launch_mmv_dq(op_ctx & c, const tsr_tensor * a, const tsr_tensor * b, tsr_tensor * dst) {
+    const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
+    const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+    const int64_t ldx = (int64_t) (b->nb[1] / sizeof(float)), ldy = (int64_t) (dst->nb[1] / sizeof(float));
+    const int rows_per_block = CU_BLOCK / 32;
+    const unsigned grid = (unsigned) ((M + rows_per_block - 1) / rows_per_block);
+    for (int64_t i13 = 0; i13 < b->ne[3]; ++i13) {
+        for (int64_t i12 = 0; i12 < b->ne[2]; ++i12) {
+            const char * W = (const char *) a->data + (i12 / r2) * a->nb[2] + (i13 / r3) * a->nb[3];
+            const float * x = (const float *) ((const char *) b->data + i12 * b->nb[2] + i13 * b->nb[3]);
+            float * y = (float *) ((char *) dst->data + i12 * dst->nb[2] + i13 * dst->nb[3]);
+            with_dq_type(a->type, [&](auto t) {
+                k_mmv_dq<decltype(t)::value><<<grid, CU_BLOCK, 0, c.stream>>>(W, (int64_t) a->nb[1], M, x, ldx, (int) N, K, y, ldy);
+            });
+        }
+    }
+    TSR_CU_CHECK(cudaGetLastError(), c.device);
+    return true;
+}
+
 bool op_mul_mat(op_ctx & c, tsr_tensor * dst) {
     const tsr_tensor * a = dst->src[0], * b = dst->src[1];
     const mm_plan p = plan_mul_mat(dst);
@@ -391,6 +446,7 @@ bool op_mul_mat(op_ctx & c, tsr_tensor * dst) {
         }
         return true;
     }
+    if (p.path == MM_MMV_DQ) return launch_mmv_dq(c, a, b, dst);
 
     // cuBLAS paths
     const tsr_type gt = p.gemm_type;
@@ -400,10 +456,15 @@ bool op_mul_mat(op_ctx & c, tsr_tensor * dst) {
         if (!pa) return false;
         if (tsr_is_quantized(a->type)) {
             const int64_t n = tsr_nelements(a);
+            const tdesc da = make_desc(a);
+            const char * src = (const char *) a->data;
+            __half * h = (__half *) pa;
             if (a->type == TSR_TYPE_Q4_0)
-                k_dequant_f16<TSR_TYPE_Q4_0><<<grid_for(n), CU_BLOCK, 0, c.stream>>>((const char *) a->data, make_desc(a), (__half *) pa, n);
+                k_dequant_f16<TSR_TYPE_Q4_0><<<grid_for(n), CU_BLOCK, 0, c.stream>>>(src, da, h, n);
+            else if (a->type == TSR_TYPE_Q8_0)
+                k_dequant_f16<TSR_TYPE_Q8_0><<<grid_for(n), CU_BLOCK, 0, c.stream>>>(src, da, h, n);
             else
-                k_dequant_f16<TSR_TYPE_Q8_0><<<grid_for(n), CU_BLOCK, 0, c.stream>>>((const char *) a->data, make_desc(a), (__half *) pa, n);
+                with_dq_type(a->type, [&](auto t) { k_dequant_f16<decltype(t)::value><<<grid_for(n), CU_BLOCK, 0, c.stream>>>(src, da, h, n); });
         } else if (!launch_cpy(c, a->data, a->type, make_desc(a), pa, gt, make_contig_desc(a->ne, (int64_t) tsr_type_size(gt)))) {
             return false;
         }

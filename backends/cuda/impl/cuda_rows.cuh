@@ -137,11 +137,11 @@ __device__ __forceinline__ float load_elem(const char * row, int64_t j) {
         const tsr_block_q8_0 * b = (const tsr_block_q8_0 *) row + j / 32;
         return __half2float(*(const __half *) &b->d) * (float) b->qs[j % 32];
     }
-    // Q4_0: element j of a block in the low nibble of qs[j], element j+16 in the high nibble
-    const tsr_block_q4_0 * b = (const tsr_block_q4_0 *) row + j / 32;
-    const int k = (int) (j % 32);
-    const int q = k < 16 ? (b->qs[k] & 0x0F) : (b->qs[k - 16] >> 4);
-    return __half2float(*(const __half *) &b->d) * (float) (q - 8);
+    if (TYPE == TSR_TYPE_Q4_0) {
+        const tsr_block_q4_0 * b = (const tsr_block_q4_0 *) row + j / 32;
+        return half_of(b->d) * (float) (nibble32(b->qs, (int) (j % 32)) - 8);
+    }
+    return dq_value<TYPE>(row, j);
 }
 
 // dst [n, k, ne2, ne3] row (i10, i11, i12) = src row idx[i10, i11, i12] of src's (i11, i12) matrix.
@@ -175,7 +175,12 @@ bool op_get_rows(op_ctx & c, tsr_tensor * dst) {
         case TSR_TYPE_BF16: k_get_rows<TSR_TYPE_BF16><<<row_grid(nrows), bs, 0, c.stream>>>(s, da, ix, di, d, dd); break;
         case TSR_TYPE_Q8_0: k_get_rows<TSR_TYPE_Q8_0><<<row_grid(nrows), bs, 0, c.stream>>>(s, da, ix, di, d, dd); break;
         case TSR_TYPE_Q4_0: k_get_rows<TSR_TYPE_Q4_0><<<row_grid(nrows), bs, 0, c.stream>>>(s, da, ix, di, d, dd); break;
-        default: return tsr_set_error("cuda: get_rows '%s' from %s not supported", dst->name, tsr_type_name(a->type));
+        default: {
+            const bool known = with_dq_type(a->type, [&](auto t) {
+                k_get_rows<decltype(t)::value><<<row_grid(nrows), bs, 0, c.stream>>>(s, da, ix, di, d, dd);
+            });
+            if (!known) return tsr_set_error("cuda: get_rows '%s' from %s not supported", dst->name, tsr_type_name(a->type));
+        }
     }
     return true;
 }

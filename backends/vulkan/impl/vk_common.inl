@@ -25,6 +25,9 @@ enum shader_id {
     SH_MUL_MAT_F32, SH_MUL_MAT_F16, SH_MUL_MAT_Q8_0, SH_MUL_MAT_Q4_0,
     SH_MUL_MAT_VEC_F32, SH_MUL_MAT_VEC_F16, SH_MUL_MAT_VEC_Q8_0, SH_MUL_MAT_VEC_Q4_0,
     SH_FLASH_ATTN_F32_M32, SH_FLASH_ATTN_F32_M16, SH_FLASH_ATTN_F16_M32, SH_FLASH_ATTN_F16_M16,
+    SH_GET_ROWS_Q4_1, SH_GET_ROWS_Q5_0, SH_GET_ROWS_Q5_1, SH_GET_ROWS_IQ4_NL, SH_GET_ROWS_Q2_K, SH_GET_ROWS_Q3_K, SH_GET_ROWS_Q4_K, SH_GET_ROWS_Q5_K, SH_GET_ROWS_Q6_K,
+    SH_MUL_MAT_Q4_1, SH_MUL_MAT_Q5_0, SH_MUL_MAT_Q5_1, SH_MUL_MAT_IQ4_NL, SH_MUL_MAT_Q2_K, SH_MUL_MAT_Q3_K, SH_MUL_MAT_Q4_K, SH_MUL_MAT_Q5_K, SH_MUL_MAT_Q6_K,
+    SH_MUL_MAT_VEC_Q4_1, SH_MUL_MAT_VEC_Q5_0, SH_MUL_MAT_VEC_Q5_1, SH_MUL_MAT_VEC_IQ4_NL, SH_MUL_MAT_VEC_Q2_K, SH_MUL_MAT_VEC_Q3_K, SH_MUL_MAT_VEC_Q4_K, SH_MUL_MAT_VEC_Q5_K, SH_MUL_MAT_VEC_Q6_K,
     SH_COUNT
 };
 static const char * const shader_names[SH_COUNT] = {
@@ -36,6 +39,9 @@ static const char * const shader_names[SH_COUNT] = {
     "mul_mat_f32", "mul_mat_f16", "mul_mat_q8_0", "mul_mat_q4_0",
     "mul_mat_vec_f32", "mul_mat_vec_f16", "mul_mat_vec_q8_0", "mul_mat_vec_q4_0",
     "flash_attn_f32_m32", "flash_attn_f32_m16", "flash_attn_f16_m32", "flash_attn_f16_m16",
+    "get_rows_q4_1", "get_rows_q5_0", "get_rows_q5_1", "get_rows_iq4_nl", "get_rows_q2_k", "get_rows_q3_k", "get_rows_q4_k", "get_rows_q5_k", "get_rows_q6_k",
+    "mul_mat_q4_1", "mul_mat_q5_0", "mul_mat_q5_1", "mul_mat_iq4_nl", "mul_mat_q2_k", "mul_mat_q3_k", "mul_mat_q4_k", "mul_mat_q5_k", "mul_mat_q6_k",
+    "mul_mat_vec_q4_1", "mul_mat_vec_q5_0", "mul_mat_vec_q5_1", "mul_mat_vec_iq4_nl", "mul_mat_vec_q2_k", "mul_mat_vec_q3_k", "mul_mat_vec_q4_k", "mul_mat_vec_q5_k", "mul_mat_vec_q6_k",
 };
 static const int MAX_SPEC = 32;          /* specialization values per shader */
 static const uint32_t N_BINDINGS = 5;    /* src0, src1, src2, dst, src3 */

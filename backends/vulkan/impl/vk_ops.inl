@@ -412,15 +412,29 @@ static bool enc_rope(backend_ctx * ctx, const tsr_tensor * node) {
     return run_row_op(ctx, op, node);
 }
 
+/* The shader variant of a weight type, in the order of the SH_<OP>_* lists: F32, F16, Q8_0,
+ * Q4_0 in the first list of each op, the later types (from 4 on) in the second. */
 static int type_variant(enum tsr_type t) {
     switch (t) {
     case TSR_TYPE_F32: return 0;
     case TSR_TYPE_F16: return 1;
     case TSR_TYPE_Q8_0: return 2;
     case TSR_TYPE_Q4_0: return 3;
+    case TSR_TYPE_Q4_1: return 4;
+    case TSR_TYPE_Q5_0: return 5;
+    case TSR_TYPE_Q5_1: return 6;
+    case TSR_TYPE_IQ4_NL: return 7;
+    case TSR_TYPE_Q2_K: return 8;
+    case TSR_TYPE_Q3_K: return 9;
+    case TSR_TYPE_Q4_K: return 10;
+    case TSR_TYPE_Q5_K: return 11;
+    case TSR_TYPE_Q6_K: return 12;
     default: return -1;
     }
 }
+
+/* Shader id of variant v of an op whose variants 0..3 start at `first` and 4.. at `later`. */
+static int variant_shader(int first, int later, int v) { return v < 4 ? first + v : later + (v - 4); }
 
 /* Strides of a (F32/F16 in elements, quantized in bytes) for rows of contiguous blocks. */
 static bool rows_layout_ok(const tsr_tensor * a) {
@@ -469,7 +483,7 @@ static bool enc_get_rows(backend_ctx * ctx, const tsr_tensor * node) {
         pc[PC_U0] = static_cast<uint32_t>(r0);
         uint32_t hi_row = static_cast<uint32_t>(r1);
         memcpy(&pc[PC_P0], &hi_row, 4);
-        if (!emit(ctx, SH_GET_ROWS_F32 + v, 0, b, pc, gx, gy, 1)) return false;
+        if (!emit(ctx, variant_shader(SH_GET_ROWS_F32, SH_GET_ROWS_Q4_1, v), 0, b, pc, gx, gy, 1)) return false;
         r0 = r1;
     }
     return true;
@@ -526,7 +540,7 @@ static bool enc_mul_mat(backend_ctx * ctx, const tsr_tensor * node) {
         uint32_t gx, gy, gz = static_cast<uint32_t>(batch);
         if (vec) {
             if (!put_groups(static_cast<uint64_t>(m1 - m0), gx, gy)) return unsupported(node, "too many rows");
-            if (!emit(ctx, SH_MUL_MAT_VEC_F32 + v, 0, bd, pc, gx, gy, gz)) return false;
+            if (!emit(ctx, variant_shader(SH_MUL_MAT_VEC_F32, SH_MUL_MAT_VEC_Q4_1, v), 0, bd, pc, gx, gy, gz)) return false;
         } else {
             /* 128x128 tiles (8x8 per invocation) for large products, else 64x64 */
             const uint32_t tm = (m1 - m0 >= 512 && N >= 256) ? 8 : 4;
@@ -534,7 +548,7 @@ static bool enc_mul_mat(backend_ctx * ctx, const tsr_tensor * node) {
             gx = static_cast<uint32_t>((m1 - m0 + tile - 1) / tile);
             gy = static_cast<uint32_t>((N + tile - 1) / tile);
             if (gx > 65535 || gy > 65535) return unsupported(node, "too many tiles");
-            if (!emit(ctx, SH_MUL_MAT_F32 + v, tm, bd, pc, gx, gy, gz)) return false;
+            if (!emit(ctx, variant_shader(SH_MUL_MAT_F32, SH_MUL_MAT_Q4_1, v), tm, bd, pc, gx, gy, gz)) return false;
         }
         m0 = m1;
     }

@@ -1,6 +1,7 @@
 #version 450
 // get_rows(src0 [n, rows, ne2, ne3] of SRC_TYPE, src1 I32 [k, ne2, ne3]) -> F32 dst.
-// SRC_TYPE 0 F32, 1 F16 (strides in elements), 2 Q8_0, 3 Q4_0 (strides in bytes).
+// SRC_TYPE 0 F32, 1 F16 (strides in elements), >= 2 a quantized type of dequant.glsl (strides
+// in bytes).
 // Only source rows in [u0, floatBitsToUint(p0)) are copied (large sources go in chunks).
 #include "common.glsl"
 layout(local_size_x = TSR_WG) in;
@@ -15,7 +16,8 @@ layout(binding = 1) readonly buffer B { int b[]; };
 layout(binding = 3) buffer D { float d[]; };
 
 #if SRC_TYPE >= 2
-float half_at(int o) { return unpackHalf2x16(uint(a[o]) | (uint(a[o + 1]) << 8)).x; }
+#define DQ_TYPE SRC_TYPE
+#include "dequant.glsl"
 #endif
 
 void main() {
@@ -31,16 +33,8 @@ void main() {
     float v;
 #if SRC_TYPE == 0 || SRC_TYPE == 1
     v = float(a[base + int(i0*pc.nb00)]);
-#elif SRC_TYPE == 2
-    int bo = base + int((i0 >> 5) * 34u);
-    int q = int(a[bo + 2 + int(i0 & 31u)]);
-    v = half_at(bo) * float(q - ((q & 128) << 1));
 #else
-    int bo = base + int((i0 >> 5) * 18u);
-    uint j = i0 & 31u;
-    uint byte_ = uint(a[bo + 2 + int(j & 15u)]);
-    uint nib = j < 16u ? (byte_ & 15u) : (byte_ >> 4);
-    v = half_at(bo) * (float(nib) - 8.0);
+    v = dq_value(base, i0);
 #endif
     d[pc.offd + int(i0*pc.nb0 + i10*pc.nb1 + i11*pc.nb2 + i12*pc.nb3)] = v;
 }

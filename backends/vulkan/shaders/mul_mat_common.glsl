@@ -1,5 +1,6 @@
 // mul_mat: dst[m, n, i12, i13] = sum_k A[k, m, i12/r2, i13/r3] * B[k, n, i12, i13].
-// A_TYPE 0 F32, 1 F16 (strides in elements), 2 Q8_0, 3 Q4_0 (strides in bytes); B, dst F32.
+// A_TYPE 0 F32, 1 F16 (strides in elements), >= 2 a quantized type of dequant.glsl (strides in
+// bytes); B, dst F32.
 // A rows m are [m0, m0 + M) of the full tensor (large weights are dispatched in chunks).
 #define TSR_CUSTOM_PC 1
 #include "common.glsl"
@@ -23,22 +24,16 @@ layout(binding = 1) readonly buffer B { float b[]; };
 layout(binding = 3) buffer D { float d[]; };
 
 #if A_TYPE >= 2
-float half_at(int o) { return unpackHalf2x16(uint(a[o]) | (uint(a[o + 1]) << 8)).x; }
+#define DQ_TYPE A_TYPE
+#include "dequant.glsl"
 #endif
 
 // element k of the A row starting at `base`
 float load_a(int base, uint k) {
 #if A_TYPE <= 1
     return float(a[base + int(k)]);
-#elif A_TYPE == 2
-    int bo = base + int((k >> 5) * 34u);
-    int q = int(a[bo + 2 + int(k & 31u)]);
-    return half_at(bo) * float(q - ((q & 128) << 1));
 #else
-    int bo = base + int((k >> 5) * 18u);
-    uint j = k & 31u;
-    uint by = uint(a[bo + 2 + int(j & 15u)]);
-    return half_at(bo) * (float(j < 16u ? (by & 15u) : (by >> 4)) - 8.0);
+    return dq_value(base, k);
 #endif
 }
 

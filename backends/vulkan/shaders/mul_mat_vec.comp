@@ -21,7 +21,7 @@ void main() {
         for (uint n = 0; n < nc; n++) acc[n] += av * b[bb + int(n * pc.nb11 + k)];
     }
 #else
-    // each invocation takes half a block (16 values) at a time
+    // each invocation takes 16 values (half a block of 32) at a time
     uint nhalf = pc.K / 16u;
     for (uint h = t; h < nhalf; h += WG) {
         uint blk = h >> 1, part = h & 1u;
@@ -34,13 +34,20 @@ void main() {
             float av = dd * float(q - ((q & 128) << 1));
             for (uint n = 0; n < nc; n++) acc[n] += av * b[bb + int(n * pc.nb11 + k)];
         }
-#else
+#elif A_TYPE == 3
         int bo = ab + int(blk * 18u);
         float dd = half_at(bo);
         for (uint j = 0; j < 16u; j++) {
             uint by = uint(a[bo + 2 + int(j)]);
             uint k = blk * 32u + part * 16u + j;
             float av = dd * (float(part == 0u ? (by & 15u) : (by >> 4)) - 8.0);
+            for (uint n = 0; n < nc; n++) acc[n] += av * b[bb + int(n * pc.nb11 + k)];
+        }
+#else
+        // every other type: blocks are whole multiples of 16 values
+        for (uint j = 0; j < 16u; j++) {
+            uint k = h * 16u + j;
+            float av = dq_value(ab, k);
             for (uint n = 0; n < nc; n++) acc[n] += av * b[bb + int(n * pc.nb11 + k)];
         }
 #endif
