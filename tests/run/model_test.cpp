@@ -795,9 +795,10 @@ TEST_CASE("model: BF16 and K-quant files run on Vulkan with what it lacks on the
 #ifdef TSR_HAVE_VULKAN
     if (devices_of_kind("vulkan") == 0) {
         WARN("skipped: no Vulkan device");
-        return false;
+        return;
     }
     std::string err;
+    backend_holder be;
     be.b = make_backend("vulkan", -1, 1, err);
     REQUIRE_OK(be.b);
     for (tsr_type wt : {TSR_TYPE_BF16, TSR_TYPE_Q4_K}) {
