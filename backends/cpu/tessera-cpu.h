@@ -83,6 +83,8 @@ TSR_API bool             tsr_cpu_has_avx512_vnni(void);
 #include "impl/ops_elementwise.inl"
 #include "impl/ops_rows.inl"
 #include "impl/ops_conv_attn.inl"
+#include "impl/ops_shape.inl"
+#include "impl/ops_custom.inl"
 #include "impl/backend_cpu.inl"
 #include "tessera/impl/implement_included.h"
 #endif

@@ -31,4 +31,32 @@ inline tsr_status run(tsr_backend_t be, tsr_context * ctx, tsr_tensor * out) {
     return tsr_backend_graph_compute(be, gf);
 }
 
+// Runs `out` on every ISA path (2 threads) and compares with ref (NMSE; NaN and infinities
+// must match exactly). `restore` (in-place results): its bytes are put back before every
+// run and after the last, so later checks see the input again.
+inline void check(tsr_context * ctx, tsr_tensor * out, const std::vector<double> & ref, double thr, const std::string & what,
+                  tsr_tensor * restore = nullptr) {
+    REQUIRE(out != nullptr);
+    std::vector<char> saved;
+    if (restore) saved.assign((const char *)restore->data, (const char *)restore->data + tsr_nbytes(restore));
+    for (tsr_cpu_isa isa : isas()) {
+        if (restore) std::memcpy(restore->data, saved.data(), saved.size());
+        isa_scope s(isa);
+        backend_holder be(2);
+        INFO(what << " isa " << tsr_cpu_isa_name(isa));
+        REQUIRE(run(be, ctx, out) == TSR_STATUS_SUCCESS);
+        const double e = nmse(values(out), ref);
+        INFO("nmse " << e);
+        CHECK(e <= thr);
+    }
+    if (restore) std::memcpy(restore->data, saved.data(), saved.size());
+}
+
+// Make dst share src's memory (as gallocr does for in-place ops).
+inline void alias(tsr_tensor * dst, tsr_tensor * src) {
+    REQUIRE(tsr_op_can_inplace(dst, 0));
+    REQUIRE(tsr_nbytes(dst) == tsr_nbytes(src));
+    dst->data = src->data;
+}
+
 } // namespace cput
