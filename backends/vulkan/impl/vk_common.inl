@@ -37,7 +37,7 @@ static const char * const shader_names[SH_COUNT] = {
     "mul_mat_vec_f32", "mul_mat_vec_f16", "mul_mat_vec_q8_0", "mul_mat_vec_q4_0",
     "flash_attn_f32_m32", "flash_attn_f32_m16", "flash_attn_f16_m32", "flash_attn_f16_m16",
 };
-static const int MAX_SPEC = 32;          /* specialization values per shader */
+static const int MAX_SPEC = 64;          /* specialization values per shader (unary: 29 functions x flat) */
 static const uint32_t N_BINDINGS = 5;    /* src0, src1, src2, dst, src3 */
 static const uint32_t PC_SIZE = 128;     /* push-constant bytes every pipeline layout declares */
 
