@@ -249,6 +249,7 @@ static int unary_code(const tsr_tensor * node) {
     case TSR_OP_SIN: return 26;
     case TSR_OP_COS: return 27;
     case TSR_OP_LEAKY_RELU: return 28;
+    case TSR_OP_FILL: return 29;
     default: return -1;
     }
 }
@@ -273,7 +274,7 @@ static bool enc_unary(backend_ctx * ctx, const tsr_tensor * node) {
     float p0 = 0.0f, p1 = 0.0f;
     if (node->op == TSR_OP_SCALE) { p0 = tsr_get_op_params_f32(node, 0); p1 = tsr_get_op_params_f32(node, 1); }
     if (node->op == TSR_OP_CLAMP) { p0 = tsr_get_op_params_f32(node, 0); p1 = tsr_get_op_params_f32(node, 1); }
-    if (node->op == TSR_OP_LEAKY_RELU) p0 = tsr_get_op_params_f32(node, 0);
+    if (node->op == TSR_OP_LEAKY_RELU || node->op == TSR_OP_FILL) p0 = tsr_get_op_params_f32(node, 0);
     memcpy(&op.pc[PC_P0], &p0, 4); memcpy(&op.pc[PC_P1], &p1, 4);
     return run_row_op(ctx, op, node);
 }
@@ -360,12 +361,24 @@ static bool enc_norm(backend_ctx * ctx, const tsr_tensor * node) {
     const tsr_tensor * a = node->src[0];
     if (!is_f32(a) || !is_f32(node) || !tsr_are_same_shape(a, node)) return unsupported(node, "needs F32 of equal shapes");
     row_op op;
-    op.sh = SH_NORM; op.spec = node->op == TSR_OP_RMS_NORM ? 1 : 0;
+    op.sh = SH_NORM; op.spec = node->op == TSR_OP_RMS_NORM ? 1 : node->op == TSR_OP_L2_NORM ? 2 : 0;
     op.src[0] = a; op.kind[0] = K_ROWS;
     op.dst = node; op.g = G_ROW;
     if (!put_shape(op.pc, 0, a, 4) || !put_shape(op.pc, 16, node, 4)) return unsupported(node, "fractional strides");
     float eps = tsr_get_op_params_f32(node, 0);
     memcpy(&op.pc[PC_P0], &eps, 4);
+    return run_row_op(ctx, op, node);
+}
+
+/* issue 17 part A: one workgroup per row, k picks (top_k.comp) */
+static bool enc_top_k(backend_ctx * ctx, const tsr_tensor * node) {
+    const tsr_tensor * a = node->src[0];
+    if (!is_f32(a) || node->type != TSR_TYPE_I32) return unsupported(node, "needs F32 -> I32");
+    row_op op;
+    op.sh = SH_TOP_K;
+    op.src[0] = a; op.kind[0] = K_ROWS;
+    op.dst = node; op.g = G_ROW;
+    if (!put_shape(op.pc, 0, a, 4) || !put_shape(op.pc, 16, node, 4)) return unsupported(node, "fractional strides");
     return run_row_op(ctx, op, node);
 }
 
@@ -619,7 +632,7 @@ static bool encode_node(backend_ctx * ctx, const tsr_tensor * node) {
     if (tsr_is_empty(node)) return true;
     switch (node->op) {
     case TSR_OP_UNARY: case TSR_OP_SQR: case TSR_OP_SQRT: case TSR_OP_LOG: case TSR_OP_SCALE: case TSR_OP_CLAMP:
-    case TSR_OP_SIN: case TSR_OP_COS: case TSR_OP_LEAKY_RELU:   /* issue 17 part A */
+    case TSR_OP_SIN: case TSR_OP_COS: case TSR_OP_LEAKY_RELU: case TSR_OP_FILL:   /* issue 17 part A */
         return enc_unary(ctx, node);
     case TSR_OP_ADD: case TSR_OP_SUB: case TSR_OP_MUL: case TSR_OP_DIV:
         return enc_binary(ctx, node);
@@ -629,6 +642,9 @@ static bool encode_node(backend_ctx * ctx, const tsr_tensor * node) {
     case TSR_OP_CONCAT: return enc_concat(ctx, node);
     case TSR_OP_DIAG_MASK_INF: return enc_diag_mask_inf(ctx, node);
     case TSR_OP_NORM: case TSR_OP_RMS_NORM: return enc_norm(ctx, node);
+    /* issue 17 part A */
+    case TSR_OP_L2_NORM: return enc_norm(ctx, node);
+    case TSR_OP_TOP_K: return enc_top_k(ctx, node);
     case TSR_OP_SOFT_MAX: return enc_soft_max(ctx, node);
     case TSR_OP_ROPE: return enc_rope(ctx, node);
     case TSR_OP_GET_ROWS: return enc_get_rows(ctx, node);

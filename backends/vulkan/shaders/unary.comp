@@ -11,7 +11,7 @@ layout(binding = 3) buffer D { float d[]; };
 // 0 relu 1 tanh 2 sigmoid 3 gelu 4 gelu_quick 5 silu 6 neg 7 abs 8 exp
 // 9 sqr 10 sqrt 11 log 12 scale(p0) 13 clamp(p0,p1)
 // 14 sgn 15 step 16 elu 17 hardswish 18 hardsigmoid 19 expm1 20 softplus 21 gelu_erf
-// 22 floor 23 ceil 24 round 25 trunc 26 sin 27 cos 28 leaky_relu(p0)
+// 22 floor 23 ceil 24 round 25 trunc 26 sin 27 cos 28 leaky_relu(p0) 29 fill(p0)
 // GLSL's max, min and clamp are undefined for NaN: relu, tanh and clamp pass it explicitly
 
 float hardsigmoid(float x) { return isnan(x) ? x : clamp((x + 3.0) / 6.0, 0.0, 1.0); }
@@ -50,7 +50,8 @@ float f(float x) {
     case 25: return trunc(x);
     case 26: return sin(x);
     case 27: return cos(x);
-    default: return x > 0.0 ? x : pc.p0 * x;
+    case 28: return x > 0.0 ? x : pc.p0 * x;
+    default: return pc.p0;
     }
 }
 
