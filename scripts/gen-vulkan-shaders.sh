@@ -46,6 +46,7 @@ flash_attn_f32_m16|flash_attn.comp|-DKV_F16=0 -DMASK_F16=1
 flash_attn_f16_m32|flash_attn.comp|-DKV_F16=1 -DMASK_F16=0
 flash_attn_f16_m16|flash_attn.comp|-DKV_F16=1 -DMASK_F16=1
 top_k|top_k.comp|
+cumsum|cumsum.comp|
 "
 
 source_hash() {

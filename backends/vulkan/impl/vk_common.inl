@@ -26,7 +26,7 @@ enum shader_id {
     SH_MUL_MAT_VEC_F32, SH_MUL_MAT_VEC_F16, SH_MUL_MAT_VEC_Q8_0, SH_MUL_MAT_VEC_Q4_0,
     SH_FLASH_ATTN_F32_M32, SH_FLASH_ATTN_F32_M16, SH_FLASH_ATTN_F16_M32, SH_FLASH_ATTN_F16_M16,
     /* issue 17 part A */
-    SH_TOP_K,
+    SH_TOP_K, SH_CUMSUM,
     SH_COUNT
 };
 static const char * const shader_names[SH_COUNT] = {
@@ -39,7 +39,7 @@ static const char * const shader_names[SH_COUNT] = {
     "mul_mat_vec_f32", "mul_mat_vec_f16", "mul_mat_vec_q8_0", "mul_mat_vec_q4_0",
     "flash_attn_f32_m32", "flash_attn_f32_m16", "flash_attn_f16_m32", "flash_attn_f16_m16",
     /* issue 17 part A */
-    "top_k",
+    "top_k", "cumsum",
 };
 static const int MAX_SPEC = 64;          /* specialization values per shader (unary: 30 functions x flat) */
 static const uint32_t N_BINDINGS = 5;    /* src0, src1, src2, dst, src3 */

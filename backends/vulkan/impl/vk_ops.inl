@@ -370,12 +370,13 @@ static bool enc_norm(backend_ctx * ctx, const tsr_tensor * node) {
     return run_row_op(ctx, op, node);
 }
 
-/* issue 17 part A: one workgroup per row, k picks (top_k.comp) */
-static bool enc_top_k(backend_ctx * ctx, const tsr_tensor * node) {
+/* issue 17 part A: one workgroup per row (top_k.comp: k picks; cumsum.comp: chunked scan) */
+static bool enc_row_scan(backend_ctx * ctx, const tsr_tensor * node) {
     const tsr_tensor * a = node->src[0];
-    if (!is_f32(a) || node->type != TSR_TYPE_I32) return unsupported(node, "needs F32 -> I32");
+    const bool top_k = node->op == TSR_OP_TOP_K;
+    if (!is_f32(a) || node->type != (top_k ? TSR_TYPE_I32 : TSR_TYPE_F32)) return unsupported(node, "needs F32 rows");
     row_op op;
-    op.sh = SH_TOP_K;
+    op.sh = top_k ? SH_TOP_K : SH_CUMSUM;
     op.src[0] = a; op.kind[0] = K_ROWS;
     op.dst = node; op.g = G_ROW;
     if (!put_shape(op.pc, 0, a, 4) || !put_shape(op.pc, 16, node, 4)) return unsupported(node, "fractional strides");
@@ -644,7 +645,7 @@ static bool encode_node(backend_ctx * ctx, const tsr_tensor * node) {
     case TSR_OP_NORM: case TSR_OP_RMS_NORM: return enc_norm(ctx, node);
     /* issue 17 part A */
     case TSR_OP_L2_NORM: return enc_norm(ctx, node);
-    case TSR_OP_TOP_K: return enc_top_k(ctx, node);
+    case TSR_OP_TOP_K: case TSR_OP_CUMSUM: return enc_row_scan(ctx, node);
     case TSR_OP_SOFT_MAX: return enc_soft_max(ctx, node);
     case TSR_OP_ROPE: return enc_rope(ctx, node);
     case TSR_OP_GET_ROWS: return enc_get_rows(ctx, node);
