@@ -916,6 +916,14 @@ void issue17a_cases(case_table & T) {
             }, 1, nullptr);
         })
         .nmse(EXACT);
+    // tensors of 0 elements: nothing to write, nothing read out of range
+    T.add("cumsum").input(tensor(F32, 0, 3)).op([](tsr_context * c, const tensors & x) { return tsr_cumsum(c, x[0]); }).nmse(EXACT);
+    T.add("l2_norm").input(tensor(F32, 7, 0)).op([](tsr_context * c, const tensors & x) { return tsr_l2_norm(c, x[0], 1e-6f); }).nmse(EXACT);
+    T.add("top_k").input(tensor(F32, 5, 0, 2)).op([](tsr_context * c, const tensors & x) { return tsr_top_k(c, x[0], 2); }).nmse(EXACT);
+    T.add("geglu").input(tensor(F32, 0, 3)).op([](tsr_context * c, const tensors & x) { return tsr_geglu(c, x[0]); }).nmse(EXACT);
+    T.add("acc of an empty b").input(tensor(F32, 6, 4)).input(tensor(F32, 0, 2))
+        .op([](tsr_context * c, const tensors & x) { return tsr_acc(c, x[0], x[1], x[0]->nb[1], x[0]->nb[2], x[0]->nb[3], 0); })
+        .nmse(EXACT);
     T.add("custom_4d").input(tensor(F32, 33, 9))
         .op([](tsr_context * c, const tensors & x) {
             tsr_tensor * args[1] = {x[0]};
