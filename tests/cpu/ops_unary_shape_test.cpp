@@ -484,3 +484,28 @@ TEST_CASE("issue 17 part A ops: bad input is NULL, a message naming the values, 
         CHECK(tsr_used_mem(ctx) == used);
     }
 }
+
+TEST_CASE("issue 17 part A ops declare their in-place rules to gallocr", "[cpu][ops][issue17][inplace]") {
+    ctx_holder ctx(1);
+    tsr_tensor * a = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, 8, 8);
+    tsr_tensor * b = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, 3, 2);
+    tsr_tensor * row = tsr_new_tensor_1d(ctx, TSR_TYPE_F32, 8);
+    // elementwise, or each row read whole before it is written, or a copy of a then b's view
+    for (tsr_tensor * t : {tsr_sin(ctx, a), tsr_cos(ctx, a), tsr_leaky_relu(ctx, a, 0.1f, false), tsr_fill(ctx, a, 1.0f),
+                           tsr_tri(ctx, a, TSR_TRI_TYPE_LOWER), tsr_cumsum(ctx, a), tsr_l2_norm(ctx, a, 1e-6f),
+                           tsr_acc(ctx, a, b, a->nb[1], a->nb[2], a->nb[3], 0), tsr_set(ctx, a, b, a->nb[1], a->nb[2], a->nb[3], 0),
+                           tsr_elu(ctx, a)}) {
+        INFO(tsr_op_desc(t));
+        CHECK(tsr_op_can_inplace(t, 0));
+        CHECK_FALSE(tsr_op_can_inplace(t, 1));
+    }
+    // a new shape, indices, or a user's function that may read what it already wrote
+    for (tsr_tensor * t : {tsr_diag(ctx, row), tsr_top_k(ctx, a, 8), tsr_repeat_back(ctx, a, a), tsr_geglu(ctx, a),
+                           tsr_map_custom1(ctx, a, scale_rows_by_ith_share, 1, nullptr),
+                           tsr_map_custom2(ctx, a, a, add_two, 1, nullptr)}) {
+        INFO(tsr_op_desc(t));
+        CHECK_FALSE(tsr_op_can_inplace(t, 0));
+    }
+    // the _inplace forms are views of a: gallocr places them with a, never in place again
+    CHECK_FALSE(tsr_op_can_inplace(tsr_sin_inplace(ctx, a), 0));
+}
