@@ -72,6 +72,8 @@ mul_mat_vec_q3_k|mul_mat_vec.comp|-DA_TYPE=9
 mul_mat_vec_q4_k|mul_mat_vec.comp|-DA_TYPE=10
 mul_mat_vec_q5_k|mul_mat_vec.comp|-DA_TYPE=11
 mul_mat_vec_q6_k|mul_mat_vec.comp|-DA_TYPE=12
+top_k|top_k.comp|
+cumsum|cumsum.comp|
 "
 
 source_hash() {

@@ -88,6 +88,8 @@ TSR_API bool             tsr_cpu_has_avx512_vnni(void);
 #include "impl/ops_rows.inl"
 #include "impl/ops_conv_attn.inl"
 #include "impl/ops_models.inl"
+#include "impl/ops_shape.inl"
+#include "impl/ops_custom.inl"
 #include "impl/backend_cpu.inl"
 #include "impl/device_cpu.inl"
 #include "tessera/impl/implement_included.h"

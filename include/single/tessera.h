@@ -265,6 +265,24 @@ enum tsr_op {
     TSR_OP_WIN_UNPART,
     TSR_OP_GET_REL_POS,
     TSR_OP_ADD_REL_POS,
+    /* issue 17 part A */
+    TSR_OP_SIN,
+    TSR_OP_COS,
+    TSR_OP_LEAKY_RELU,
+    TSR_OP_ARANGE,
+    TSR_OP_FILL,
+    TSR_OP_TRI,
+    TSR_OP_CUMSUM,
+    TSR_OP_ACC,
+    TSR_OP_SET,
+    TSR_OP_DIAG,
+    TSR_OP_REPEAT_BACK,
+    TSR_OP_L2_NORM,
+    TSR_OP_TOP_K,
+    TSR_OP_MAP_CUSTOM1,
+    TSR_OP_MAP_CUSTOM2,
+    TSR_OP_MAP_CUSTOM3,
+    TSR_OP_CUSTOM,
 
     TSR_OP_COUNT
 };
@@ -280,13 +298,42 @@ enum tsr_unary_op {
     TSR_UNARY_OP_GELU_QUICK,
     TSR_UNARY_OP_SILU,
     TSR_UNARY_OP_EXP,
+    /* issue 17 part A */
+    TSR_UNARY_OP_SGN,
+    TSR_UNARY_OP_STEP,
+    TSR_UNARY_OP_ELU,
+    TSR_UNARY_OP_HARDSWISH,
+    TSR_UNARY_OP_HARDSIGMOID,
+    TSR_UNARY_OP_EXPM1,
+    TSR_UNARY_OP_SOFTPLUS,
+    TSR_UNARY_OP_GELU_ERF,
+    TSR_UNARY_OP_FLOOR,
+    TSR_UNARY_OP_CEIL,
+    TSR_UNARY_OP_ROUND,
+    TSR_UNARY_OP_TRUNC,
     TSR_UNARY_OP_COUNT
 };
 
-/* TSR_OP_GLU: which gate, in op_params[0]; op_params[1] = swapped. */
+/* TSR_OP_GLU: which gate, in op_params[0]; op_params[1] = swapped; SWIGLU_OAI: f32
+ * alpha, limit in op_params[2], [3]. */
 enum tsr_glu_op {
     TSR_GLU_OP_SWIGLU,
+    /* issue 17 part A */
+    TSR_GLU_OP_REGLU,
+    TSR_GLU_OP_GEGLU,
+    TSR_GLU_OP_GEGLU_ERF,
+    TSR_GLU_OP_GEGLU_QUICK,
+    TSR_GLU_OP_SWIGLU_OAI,
     TSR_GLU_OP_COUNT
+};
+
+/* tsr_tri: which triangle of each [ne0, ne1] matrix is kept (element (i0, i1) = column
+ * i0, row i1); the rest becomes 0. Values equal ggml's. */
+enum tsr_tri_type {
+    TSR_TRI_TYPE_UPPER_DIAG = 0,   /* i0 >= i1 */
+    TSR_TRI_TYPE_UPPER      = 1,   /* i0 >  i1 */
+    TSR_TRI_TYPE_LOWER_DIAG = 2,   /* i0 <= i1 */
+    TSR_TRI_TYPE_LOWER      = 3    /* i0 <  i1 */
 };
 
 enum tsr_op_pool { TSR_OP_POOL_MAX, TSR_OP_POOL_AVG, TSR_OP_POOL_COUNT };
@@ -651,6 +698,114 @@ TSR_API struct tsr_tensor * tsr_get_rel_pos(struct tsr_context * ctx, struct tsr
 TSR_API struct tsr_tensor * tsr_add_rel_pos(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * pw, struct tsr_tensor * ph);
 TSR_API struct tsr_tensor * tsr_add_rel_pos_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * pw,
                                                     struct tsr_tensor * ph);
+/* ---- issue 17 part A: ggml's other unary/GLU functions, fill and shape ops, user ops ---- */
+
+/* Unary functions (TSR_OP_UNARY; result like a, _inplace: a view of a). Formulas and
+ * their NaN/inf behaviour: docs/ops.md. round is roundf (halves away from zero, as ggml). */
+TSR_API struct tsr_tensor * tsr_unary_inplace(struct tsr_context * ctx, struct tsr_tensor * a, enum tsr_unary_op op);
+TSR_API struct tsr_tensor * tsr_sgn(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_sgn_inplace(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_step(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_step_inplace(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_elu(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_elu_inplace(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_hardswish(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_hardsigmoid(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_expm1(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_expm1_inplace(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_softplus(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_softplus_inplace(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_gelu_erf(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_gelu_erf_inplace(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_floor(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_floor_inplace(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_ceil(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_ceil_inplace(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_round(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_round_inplace(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_trunc(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_trunc_inplace(struct tsr_context * ctx, struct tsr_tensor * a);
+/* sin, cos (their own ops, as ggml) and leaky_relu: x > 0 ? x : negative_slope * x. */
+TSR_API struct tsr_tensor * tsr_sin(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_sin_inplace(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_cos(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_cos_inplace(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_leaky_relu(struct tsr_context * ctx, struct tsr_tensor * a, float negative_slope, bool inplace);
+
+/* GLU: fused (a's rows split in halves [x | g], g first when swapped; result ne0/2 wide)
+ * and split (x = a, g = b, same shapes): out = act(x) * g, act = relu (reglu), gelu (geglu),
+ * gelu_erf, gelu_quick, silu (swiglu). swiglu_oai (b NULL: fused): x = min(x, limit),
+ * g = clamp(g, -limit, limit), out = x * sigmoid(alpha * x) * (g + 1). */
+TSR_API struct tsr_tensor * tsr_glu(struct tsr_context * ctx, struct tsr_tensor * a, enum tsr_glu_op op, bool swapped);
+TSR_API struct tsr_tensor * tsr_glu_split(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, enum tsr_glu_op op);
+TSR_API struct tsr_tensor * tsr_reglu(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_reglu_swapped(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_reglu_split(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b);
+TSR_API struct tsr_tensor * tsr_geglu(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_geglu_swapped(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_geglu_split(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b);
+TSR_API struct tsr_tensor * tsr_geglu_erf(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_geglu_erf_swapped(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_geglu_erf_split(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b);
+TSR_API struct tsr_tensor * tsr_geglu_quick(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_geglu_quick_swapped(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_geglu_quick_split(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b);
+TSR_API struct tsr_tensor * tsr_swiglu_swapped(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_swiglu_oai(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, float alpha, float limit);
+
+/* arange: F32 [ceil((stop - start) / step)] = start + i*step. fill: like a, every element c.
+ * tri: like a, the `type` triangle of each matrix kept, zeros elsewhere. cumsum: like a,
+ * inclusive prefix sums along ne0. */
+TSR_API struct tsr_tensor * tsr_arange(struct tsr_context * ctx, float start, float stop, float step);
+TSR_API struct tsr_tensor * tsr_fill(struct tsr_context * ctx, struct tsr_tensor * a, float c);
+TSR_API struct tsr_tensor * tsr_fill_inplace(struct tsr_context * ctx, struct tsr_tensor * a, float c);
+TSR_API struct tsr_tensor * tsr_tri(struct tsr_context * ctx, struct tsr_tensor * a, enum tsr_tri_type type);
+TSR_API struct tsr_tensor * tsr_cumsum(struct tsr_context * ctx, struct tsr_tensor * a);
+
+/* acc / set: a copy of a (_inplace: a itself, the result a view of it) in which the view
+ * of a with b's shape, strides nb1..nb3 and byte offset (ggml_view_4d's) gets a + b (acc)
+ * or b (set). _1d: nb1..nb3 of a, _2d: nb2, nb3 of a. */
+TSR_API struct tsr_tensor * tsr_acc(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, size_t nb1, size_t nb2, size_t nb3, size_t offset);
+TSR_API struct tsr_tensor * tsr_acc_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, size_t nb1, size_t nb2, size_t nb3, size_t offset);
+TSR_API struct tsr_tensor * tsr_set(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, size_t nb1, size_t nb2, size_t nb3, size_t offset);
+TSR_API struct tsr_tensor * tsr_set_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, size_t nb1, size_t nb2, size_t nb3, size_t offset);
+TSR_API struct tsr_tensor * tsr_set_1d(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, size_t offset);
+TSR_API struct tsr_tensor * tsr_set_1d_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, size_t offset);
+TSR_API struct tsr_tensor * tsr_set_2d(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, size_t nb1, size_t offset);
+TSR_API struct tsr_tensor * tsr_set_2d_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, size_t nb1, size_t offset);
+
+/* diag(a [n, 1, ne2, ne3]) -> [n, n, ne2, ne3], a on the diagonal, zeros elsewhere.
+ * repeat_back(a, b): a's repetitions of b's shape summed -> b's shape (tsr_can_repeat(b, a)).
+ * l2_norm: each row x / max(||x||_2, eps). top_k: I32 [k, ne1, ne2, ne3], per row the
+ * indices of the k largest values, largest first (ties: lower index first; NaN largest). */
+TSR_API struct tsr_tensor * tsr_diag(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_repeat_back(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b);
+TSR_API struct tsr_tensor * tsr_l2_norm(struct tsr_context * ctx, struct tsr_tensor * a, float eps);
+TSR_API struct tsr_tensor * tsr_l2_norm_inplace(struct tsr_context * ctx, struct tsr_tensor * a, float eps);
+TSR_API struct tsr_tensor * tsr_top_k(struct tsr_context * ctx, struct tsr_tensor * a, int k);
+
+/* User-defined ops, ggml's callbacks: run by the CPU backend's threads, each call with its
+ * (ith, nth) to split the work by; a callback must write all of dst between its nth
+ * calls, read only its sources and dst, and return. n_tasks: how many threads at most
+ * (TSR_N_TASKS_MAX: all). Other backends decline these ops (supports_op false).
+ * map_custom1/2/3: result like a (_inplace: a view of a, the callback may read and write
+ * dst = a). custom_4d: a new tensor of type/shape, sources args[0..n_args) (n_args <=
+ * TSR_MAX_SRC); custom_inplace: a view of a, sources a then args (n_args < TSR_MAX_SRC). */
+typedef void (*tsr_custom1_op_t)(struct tsr_tensor * dst, const struct tsr_tensor * a, int ith, int nth, void * userdata);
+typedef void (*tsr_custom2_op_t)(struct tsr_tensor * dst, const struct tsr_tensor * a, const struct tsr_tensor * b, int ith, int nth, void * userdata);
+typedef void (*tsr_custom3_op_t)(struct tsr_tensor * dst, const struct tsr_tensor * a, const struct tsr_tensor * b, const struct tsr_tensor * c, int ith, int nth, void * userdata);
+typedef void (*tsr_custom_op_t)(struct tsr_tensor * dst, int ith, int nth, void * userdata);
+#define TSR_N_TASKS_MAX (-1)
+TSR_API struct tsr_tensor * tsr_map_custom1(struct tsr_context * ctx, struct tsr_tensor * a, tsr_custom1_op_t fun, int n_tasks, void * userdata);
+TSR_API struct tsr_tensor * tsr_map_custom1_inplace(struct tsr_context * ctx, struct tsr_tensor * a, tsr_custom1_op_t fun, int n_tasks, void * userdata);
+TSR_API struct tsr_tensor * tsr_map_custom2(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, tsr_custom2_op_t fun, int n_tasks, void * userdata);
+TSR_API struct tsr_tensor * tsr_map_custom2_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, tsr_custom2_op_t fun, int n_tasks, void * userdata);
+TSR_API struct tsr_tensor * tsr_map_custom3(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, struct tsr_tensor * c, tsr_custom3_op_t fun, int n_tasks, void * userdata);
+TSR_API struct tsr_tensor * tsr_map_custom3_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, struct tsr_tensor * c, tsr_custom3_op_t fun, int n_tasks, void * userdata);
+TSR_API struct tsr_tensor * tsr_custom_4d(struct tsr_context * ctx, enum tsr_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3,
+                                          struct tsr_tensor ** args, int n_args, tsr_custom_op_t fun, int n_tasks, void * userdata);
+TSR_API struct tsr_tensor * tsr_custom_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor ** args, int n_args,
+                                               tsr_custom_op_t fun, int n_tasks, void * userdata);
 
 /* ---- graphs ------------------------------------------------------------------------ */
 
@@ -898,6 +1053,23 @@ static inline tsr_impl_desc tsr_impl_describe(const struct tsr_tensor * t);
 
 /* Visited-set helpers of a graph (for graph.inl and the allocators). */
 static inline bool tsr_impl_graph_visited(const struct tsr_cgraph * g, const struct tsr_tensor * t);
+
+/* issue 17 part A: what a user-defined op (MAP_CUSTOM1/2/3, CUSTOM) keeps in op_params, as
+ * ggml does: the callback (cast back to the op's signature before the call), n_tasks and
+ * userdata. */
+TSR_IMPL_NS_BEGIN
+struct custom_params {
+    void (*fun)(void);
+    int n_tasks;
+    void * userdata;
+};
+static_assert(sizeof(custom_params) <= TSR_MAX_OP_PARAMS, "custom op params must fit op_params");
+static inline custom_params get_custom_params(const struct tsr_tensor * t) {
+    custom_params p;
+    std::memcpy(&p, t->op_params, sizeof(p));
+    return p;
+}
+TSR_IMPL_NS_END
 
 #endif /* TESSERA_CORE_INTERNAL_H */
 /* ---- include/tessera/impl/error.inl ---- */
@@ -1196,6 +1368,14 @@ static inline int nearest_int(float v) {
 
 static inline int clamp_int(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
+/* floor(v) clamped to [lo, hi], clamped as a float first: a NaN or an infinity (a block
+ * holding one) would make the float-to-int conversion undefined. NaN gives lo. */
+static inline int floor_clamped(float v, int lo, int hi) {
+    if (!(v >= (float)lo)) return lo;
+    if (v > (float)hi) return hi;
+    return (int)std::floor(v);
+}
+
 /* The 5-bit (or, with qh = 0, 4-bit) values of a 32-element block. */
 static inline void unpack_q32(const uint8_t * qs, uint32_t qh, int * q) {
     for (int j = 0; j < 16; j++) {
@@ -1336,7 +1516,7 @@ template <typename B> static void quantize_row_min32(const float * x, B * y, int
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[i].d = tsr_fp32_to_fp16(d);
         y[i].m = tsr_fp32_to_fp16(mn);
-        for (int j = 0; j < 32; j++) q[j] = clamp_int((int)std::floor((x[j] - mn) * id + 0.5f), 0, nmax);
+        for (int j = 0; j < 32; j++) q[j] = floor_clamped((x[j] - mn) * id + 0.5f, 0, nmax);
         uint32_t qh;
         pack_q32(q, y[i].qs, &qh);
         set_fifth_bits(y[i], qh);
@@ -1353,7 +1533,7 @@ static void quantize_row_q5_0(const float * x, tsr_block_q5_0 * y, int64_t n) {
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[i].d = tsr_fp32_to_fp16(d);
         /* ggml truncates x/d + 16.5 (never negative here): rounding half up, not to even */
-        for (int j = 0; j < 32; j++) q[j] = clamp_int((int)std::floor(x[j] * id + 16.5f), 0, 31);
+        for (int j = 0; j < 32; j++) q[j] = floor_clamped(x[j] * id + 16.5f, 0, 31);
         uint32_t qh;
         pack_q32(q, y[i].qs, &qh);
         store_u32(y[i].qh, qh);
@@ -2840,6 +3020,24 @@ static bool tsr_impl_op_text(enum tsr_op op, const char ** name, const char ** s
         case TSR_OP_WIN_UNPART:     *name = "WIN_UNPART";     *symbol = "win_unpart(x)"; return true;
         case TSR_OP_GET_REL_POS:    *name = "GET_REL_POS";    *symbol = "get_rel_pos(x)"; return true;
         case TSR_OP_ADD_REL_POS:    *name = "ADD_REL_POS";    *symbol = "add_rel_pos(x)"; return true;
+        /* issue 17 part A */
+        case TSR_OP_SIN:            *name = "SIN";            *symbol = "sin(x)"; return true;
+        case TSR_OP_COS:            *name = "COS";            *symbol = "cos(x)"; return true;
+        case TSR_OP_LEAKY_RELU:     *name = "LEAKY_RELU";     *symbol = "leaky_relu(x)"; return true;
+        case TSR_OP_ARANGE:         *name = "ARANGE";         *symbol = "arange(start, stop, step)"; return true;
+        case TSR_OP_FILL:           *name = "FILL";           *symbol = "fill(x, c)"; return true;
+        case TSR_OP_TRI:            *name = "TRI";            *symbol = "tri(x)"; return true;
+        case TSR_OP_CUMSUM:         *name = "CUMSUM";         *symbol = "cumsum(x)"; return true;
+        case TSR_OP_ACC:            *name = "ACC";            *symbol = "x[view]+=y"; return true;
+        case TSR_OP_SET:            *name = "SET";            *symbol = "x[view]=y"; return true;
+        case TSR_OP_DIAG:           *name = "DIAG";           *symbol = "diag(x)"; return true;
+        case TSR_OP_REPEAT_BACK:    *name = "REPEAT_BACK";    *symbol = "repeat_back(x)"; return true;
+        case TSR_OP_L2_NORM:        *name = "L2_NORM";        *symbol = "l2_norm(x)"; return true;
+        case TSR_OP_TOP_K:          *name = "TOP_K";          *symbol = "top_k(x)"; return true;
+        case TSR_OP_MAP_CUSTOM1:    *name = "MAP_CUSTOM1";    *symbol = "f(x)"; return true;
+        case TSR_OP_MAP_CUSTOM2:    *name = "MAP_CUSTOM2";    *symbol = "f(x,y)"; return true;
+        case TSR_OP_MAP_CUSTOM3:    *name = "MAP_CUSTOM3";    *symbol = "f(x,y,z)"; return true;
+        case TSR_OP_CUSTOM:         *name = "CUSTOM";         *symbol = "custom"; return true;
         case TSR_OP_COUNT: break;
     }
     return false;
@@ -2864,6 +3062,19 @@ TSR_API_IMPL const char * tsr_unary_op_name(enum tsr_unary_op op) {
         case TSR_UNARY_OP_GELU_QUICK: return "GELU_QUICK";
         case TSR_UNARY_OP_SILU:       return "SILU";
         case TSR_UNARY_OP_EXP:        return "EXP";
+        /* issue 17 part A */
+        case TSR_UNARY_OP_SGN:         return "SGN";
+        case TSR_UNARY_OP_STEP:        return "STEP";
+        case TSR_UNARY_OP_ELU:         return "ELU";
+        case TSR_UNARY_OP_HARDSWISH:   return "HARDSWISH";
+        case TSR_UNARY_OP_HARDSIGMOID: return "HARDSIGMOID";
+        case TSR_UNARY_OP_EXPM1:       return "EXPM1";
+        case TSR_UNARY_OP_SOFTPLUS:    return "SOFTPLUS";
+        case TSR_UNARY_OP_GELU_ERF:    return "GELU_ERF";
+        case TSR_UNARY_OP_FLOOR:       return "FLOOR";
+        case TSR_UNARY_OP_CEIL:        return "CEIL";
+        case TSR_UNARY_OP_ROUND:       return "ROUND";
+        case TSR_UNARY_OP_TRUNC:       return "TRUNC";
         case TSR_UNARY_OP_COUNT: break;
     }
     return "UNKNOWN";
@@ -2871,6 +3082,12 @@ TSR_API_IMPL const char * tsr_unary_op_name(enum tsr_unary_op op) {
 TSR_API_IMPL const char * tsr_glu_op_name(enum tsr_glu_op op) {
     switch (op) {
         case TSR_GLU_OP_SWIGLU: return "SWIGLU";
+        /* issue 17 part A */
+        case TSR_GLU_OP_REGLU:       return "REGLU";
+        case TSR_GLU_OP_GEGLU:       return "GEGLU";
+        case TSR_GLU_OP_GEGLU_ERF:   return "GEGLU_ERF";
+        case TSR_GLU_OP_GEGLU_QUICK: return "GEGLU_QUICK";
+        case TSR_GLU_OP_SWIGLU_OAI:  return "SWIGLU_OAI";
         case TSR_GLU_OP_COUNT: break;
     }
     return "UNKNOWN";
@@ -3056,12 +3273,22 @@ TSR_API_IMPL struct tsr_tensor * tsr_log(struct tsr_context * ctx, struct tsr_te
     return tsr_impl::unary_like("tsr_log", TSR_OP_LOG, ctx, a, false);
 }
 
-/* TSR_OP_UNARY: i32 op (slot 0, enum tsr_unary_op). Result like a (f32/f16/bf16), src0 = a. */
-TSR_API_IMPL struct tsr_tensor * tsr_unary(struct tsr_context * ctx, struct tsr_tensor * a, enum tsr_unary_op op) {
-    TSR_IMPL_REQUIRE((int)op >= 0 && op < TSR_UNARY_OP_COUNT, "tsr_unary: unknown unary op %d", (int)op);
-    struct tsr_tensor * r = tsr_impl::unary_like("tsr_unary", TSR_OP_UNARY, ctx, a, false);
+/* TSR_OP_UNARY: i32 op (slot 0, enum tsr_unary_op). Result like a (f32/f16/bf16; inplace:
+ * a view of a), src0 = a. */
+TSR_IMPL_NS_BEGIN
+static inline struct tsr_tensor * unary_op(const char * fn, struct tsr_context * ctx, struct tsr_tensor * a,
+                                           enum tsr_unary_op op, bool inplace) {
+    TSR_IMPL_REQUIRE((int)op >= 0 && op < TSR_UNARY_OP_COUNT, "%s: unknown unary op %d", fn, (int)op);
+    struct tsr_tensor * r = unary_like(fn, TSR_OP_UNARY, ctx, a, inplace);
     if (r) tsr_set_op_params_i32(r, 0, (int32_t)op);
     return r;
+}
+TSR_IMPL_NS_END
+TSR_API_IMPL struct tsr_tensor * tsr_unary(struct tsr_context * ctx, struct tsr_tensor * a, enum tsr_unary_op op) {
+    return tsr_impl::unary_op("tsr_unary", ctx, a, op, false);
+}
+TSR_API_IMPL struct tsr_tensor * tsr_unary_inplace(struct tsr_context * ctx, struct tsr_tensor * a, enum tsr_unary_op op) {
+    return tsr_impl::unary_op("tsr_unary_inplace", ctx, a, op, true);
 }
 TSR_API_IMPL struct tsr_tensor * tsr_exp(struct tsr_context * ctx, struct tsr_tensor * a) { return tsr_unary(ctx, a, TSR_UNARY_OP_EXP); }
 TSR_API_IMPL struct tsr_tensor * tsr_neg(struct tsr_context * ctx, struct tsr_tensor * a) { return tsr_unary(ctx, a, TSR_UNARY_OP_NEG); }
@@ -3085,30 +3312,38 @@ TSR_API_IMPL struct tsr_tensor * tsr_clamp(struct tsr_context * ctx, struct tsr_
     return r;
 }
 
-/* TSR_OP_GLU: i32 op (slot 0, enum tsr_glu_op), i32 swapped (slot 1, 0 or 1).
- * swiglu(a): src0 = a, src1 = NULL, result [ne0/2, ne1, ne2, ne3] (a's type), ne0 even;
- * the first half of each row is x, the second the gate g (swapped: the other way round).
- * swiglu_split(a, b): src0 = a (x), src1 = b (g), same shape and type, result like a. */
-TSR_API_IMPL struct tsr_tensor * tsr_swiglu(struct tsr_context * ctx, struct tsr_tensor * a) {
-    if (!tsr_impl::check_args("tsr_swiglu", ctx, a) || !tsr_impl::check_float("tsr_swiglu", a, "a")) return nullptr;
-    TSR_IMPL_REQUIRE(a->ne[0] % 2 == 0, "tsr_swiglu: ne0 of %s must be even", TSR_IMPL_D(a));
-    TSR_IMPL_REQUIRE(tsr_is_contiguous_rows(a), "tsr_swiglu: rows of %s must be contiguous", TSR_IMPL_D(a));
-    const int64_t ne[4] = {a->ne[0] / 2, a->ne[1], a->ne[2], a->ne[3]};
-    struct tsr_tensor * r = tsr_new_tensor(ctx, a->type, 4, ne);
+/* TSR_OP_GLU: i32 op (slot 0, enum tsr_glu_op), i32 swapped (slot 1, 0 or 1); SWIGLU_OAI:
+ * f32 alpha (slot 2), f32 limit (slot 3). Fused (src1 NULL): a's rows [x | g] (swapped:
+ * [g | x]), ne0 even, result [ne0/2, ne1, ne2, ne3] of a's type. Split: src0 = a (x),
+ * src1 = b (g), same shape and type, result like a. */
+TSR_IMPL_NS_BEGIN
+static inline struct tsr_tensor * glu_op(const char * fn, struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                         bool split, enum tsr_glu_op op, bool swapped) {
+    if (!check_args(fn, ctx, a, split ? b : a) || !check_float(fn, a, "a")) return nullptr;
+    TSR_IMPL_REQUIRE((int)op >= 0 && op < TSR_GLU_OP_COUNT, "%s: unknown glu op %d", fn, (int)op);
+    struct tsr_tensor * r = nullptr;
+    if (split) {
+        TSR_IMPL_REQUIRE(tsr_are_same_shape(a, b) && a->type == b->type, "%s: %s and %s differ in shape or type", fn,
+                         TSR_IMPL_D(a), TSR_IMPL_D(b));
+        r = tsr_dup_tensor(ctx, a);
+    } else {
+        TSR_IMPL_REQUIRE(a->ne[0] % 2 == 0, "%s: ne0 of %s must be even", fn, TSR_IMPL_D(a));
+        TSR_IMPL_REQUIRE(tsr_is_contiguous_rows(a), "%s: rows of %s must be contiguous", fn, TSR_IMPL_D(a));
+        const int64_t ne[4] = {a->ne[0] / 2, a->ne[1], a->ne[2], a->ne[3]};
+        r = tsr_new_tensor(ctx, a->type, 4, ne);
+    }
     if (!r) return nullptr;
-    tsr_set_op_params_i32(r, 0, TSR_GLU_OP_SWIGLU);
-    tsr_set_op_params_i32(r, 1, 0);
-    return tsr_impl::op_result(r, TSR_OP_GLU, a);
+    tsr_set_op_params_i32(r, 0, (int32_t)op);
+    tsr_set_op_params_i32(r, 1, swapped ? 1 : 0);
+    return op_result(r, TSR_OP_GLU, a, split ? b : nullptr);
+}
+TSR_IMPL_NS_END
+
+TSR_API_IMPL struct tsr_tensor * tsr_swiglu(struct tsr_context * ctx, struct tsr_tensor * a) {
+    return tsr_impl::glu_op("tsr_swiglu", ctx, a, nullptr, false, TSR_GLU_OP_SWIGLU, false);
 }
 TSR_API_IMPL struct tsr_tensor * tsr_swiglu_split(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b) {
-    if (!tsr_impl::check_args("tsr_swiglu_split", ctx, a, b) || !tsr_impl::check_float("tsr_swiglu_split", a, "a")) return nullptr;
-    TSR_IMPL_REQUIRE(tsr_are_same_shape(a, b) && a->type == b->type, "tsr_swiglu_split: %s and %s differ in shape or type",
-                     TSR_IMPL_D(a), TSR_IMPL_D(b));
-    struct tsr_tensor * r = tsr_dup_tensor(ctx, a);
-    if (!r) return nullptr;
-    tsr_set_op_params_i32(r, 0, TSR_GLU_OP_SWIGLU);
-    tsr_set_op_params_i32(r, 1, 0);
-    return tsr_impl::op_result(r, TSR_OP_GLU, a, b);
+    return tsr_impl::glu_op("tsr_swiglu_split", ctx, a, b, true, TSR_GLU_OP_SWIGLU, false);
 }
 
 /* ---- reductions -------------------------------------------------------------------------- */
@@ -3539,6 +3774,385 @@ TSR_API_IMPL struct tsr_tensor * tsr_flash_attn_ext(struct tsr_context * ctx, st
     tsr_set_op_params_i32(r, 3, 0);
     return tsr_impl::op_result(r, TSR_OP_FLASH_ATTN_EXT, q, k, v, mask);
 }
+
+/* issue 17 part A */
+/* ---- include/tessera/impl/ops_unary_shape.inl ---- */
+/* ops_unary_shape.inl - construction of ggml's other unary and GLU functions, and of the
+ * fill and shape ops (issue 17 part A): arange, fill, tri, cumsum, acc/set, diag,
+ * repeat_back, l2_norm, top_k. Included by ops.inl (its helpers and TSR_IMPL_* macros);
+ * the same rules: every input validated before the result is made, op_params layout
+ * written next to each op and collected in docs/ops.md. */
+
+/* ---- unary functions ------------------------------------------------------------------------ */
+
+#define TSR_IMPL_UNARY_FNS(name, OP)                                                                        \
+    TSR_API_IMPL struct tsr_tensor * tsr_##name(struct tsr_context * ctx, struct tsr_tensor * a) {            \
+        return tsr_impl::unary_op("tsr_" #name, ctx, a, OP, false);                                         \
+    }                                                                                                       \
+    TSR_API_IMPL struct tsr_tensor * tsr_##name##_inplace(struct tsr_context * ctx, struct tsr_tensor * a) { \
+        return tsr_impl::unary_op("tsr_" #name "_inplace", ctx, a, OP, true);                               \
+    }
+TSR_IMPL_UNARY_FNS(sgn, TSR_UNARY_OP_SGN)
+TSR_IMPL_UNARY_FNS(step, TSR_UNARY_OP_STEP)
+TSR_IMPL_UNARY_FNS(elu, TSR_UNARY_OP_ELU)
+TSR_IMPL_UNARY_FNS(expm1, TSR_UNARY_OP_EXPM1)
+TSR_IMPL_UNARY_FNS(softplus, TSR_UNARY_OP_SOFTPLUS)
+TSR_IMPL_UNARY_FNS(gelu_erf, TSR_UNARY_OP_GELU_ERF)
+TSR_IMPL_UNARY_FNS(floor, TSR_UNARY_OP_FLOOR)
+TSR_IMPL_UNARY_FNS(ceil, TSR_UNARY_OP_CEIL)
+TSR_IMPL_UNARY_FNS(round, TSR_UNARY_OP_ROUND)
+TSR_IMPL_UNARY_FNS(trunc, TSR_UNARY_OP_TRUNC)
+#undef TSR_IMPL_UNARY_FNS
+/* ggml has no _inplace for these two */
+TSR_API_IMPL struct tsr_tensor * tsr_hardswish(struct tsr_context * ctx, struct tsr_tensor * a) {
+    return tsr_impl::unary_op("tsr_hardswish", ctx, a, TSR_UNARY_OP_HARDSWISH, false);
+}
+TSR_API_IMPL struct tsr_tensor * tsr_hardsigmoid(struct tsr_context * ctx, struct tsr_tensor * a) {
+    return tsr_impl::unary_op("tsr_hardsigmoid", ctx, a, TSR_UNARY_OP_HARDSIGMOID, false);
+}
+
+/* TSR_OP_SIN / TSR_OP_COS: no op_params. Result like a (inplace: a view of a). */
+TSR_API_IMPL struct tsr_tensor * tsr_sin(struct tsr_context * ctx, struct tsr_tensor * a) {
+    return tsr_impl::unary_like("tsr_sin", TSR_OP_SIN, ctx, a, false);
+}
+TSR_API_IMPL struct tsr_tensor * tsr_sin_inplace(struct tsr_context * ctx, struct tsr_tensor * a) {
+    return tsr_impl::unary_like("tsr_sin_inplace", TSR_OP_SIN, ctx, a, true);
+}
+TSR_API_IMPL struct tsr_tensor * tsr_cos(struct tsr_context * ctx, struct tsr_tensor * a) {
+    return tsr_impl::unary_like("tsr_cos", TSR_OP_COS, ctx, a, false);
+}
+TSR_API_IMPL struct tsr_tensor * tsr_cos_inplace(struct tsr_context * ctx, struct tsr_tensor * a) {
+    return tsr_impl::unary_like("tsr_cos_inplace", TSR_OP_COS, ctx, a, true);
+}
+
+/* TSR_OP_LEAKY_RELU: f32 negative_slope (slot 0). Result like a (inplace: a view of a). */
+TSR_API_IMPL struct tsr_tensor * tsr_leaky_relu(struct tsr_context * ctx, struct tsr_tensor * a, float negative_slope,
+                                                bool inplace) {
+    struct tsr_tensor * r = tsr_impl::unary_like("tsr_leaky_relu", TSR_OP_LEAKY_RELU, ctx, a, inplace);
+    if (r) tsr_set_op_params_f32(r, 0, negative_slope);
+    return r;
+}
+
+/* ---- GLU ------------------------------------------------------------------------------------- */
+
+TSR_API_IMPL struct tsr_tensor * tsr_glu(struct tsr_context * ctx, struct tsr_tensor * a, enum tsr_glu_op op, bool swapped) {
+    return tsr_impl::glu_op("tsr_glu", ctx, a, nullptr, false, op, swapped);
+}
+TSR_API_IMPL struct tsr_tensor * tsr_glu_split(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                               enum tsr_glu_op op) {
+    return tsr_impl::glu_op("tsr_glu_split", ctx, a, b, true, op, false);
+}
+#define TSR_IMPL_GLU_FNS(name, OP)                                                                            \
+    TSR_API_IMPL struct tsr_tensor * tsr_##name(struct tsr_context * ctx, struct tsr_tensor * a) {              \
+        return tsr_impl::glu_op("tsr_" #name, ctx, a, nullptr, false, OP, false);                             \
+    }                                                                                                         \
+    TSR_API_IMPL struct tsr_tensor * tsr_##name##_swapped(struct tsr_context * ctx, struct tsr_tensor * a) {    \
+        return tsr_impl::glu_op("tsr_" #name "_swapped", ctx, a, nullptr, false, OP, true);                   \
+    }                                                                                                         \
+    TSR_API_IMPL struct tsr_tensor * tsr_##name##_split(struct tsr_context * ctx, struct tsr_tensor * a,        \
+                                                        struct tsr_tensor * b) {                                \
+        return tsr_impl::glu_op("tsr_" #name "_split", ctx, a, b, true, OP, false);                           \
+    }
+TSR_IMPL_GLU_FNS(reglu, TSR_GLU_OP_REGLU)
+TSR_IMPL_GLU_FNS(geglu, TSR_GLU_OP_GEGLU)
+TSR_IMPL_GLU_FNS(geglu_erf, TSR_GLU_OP_GEGLU_ERF)
+TSR_IMPL_GLU_FNS(geglu_quick, TSR_GLU_OP_GEGLU_QUICK)
+#undef TSR_IMPL_GLU_FNS
+TSR_API_IMPL struct tsr_tensor * tsr_swiglu_swapped(struct tsr_context * ctx, struct tsr_tensor * a) {
+    return tsr_impl::glu_op("tsr_swiglu_swapped", ctx, a, nullptr, false, TSR_GLU_OP_SWIGLU, true);
+}
+/* b NULL: the fused form (ggml's). */
+TSR_API_IMPL struct tsr_tensor * tsr_swiglu_oai(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                float alpha, float limit) {
+    TSR_IMPL_REQUIRE(limit >= 0.0f, "tsr_swiglu_oai: limit %g must be >= 0", (double)limit);
+    struct tsr_tensor * r = tsr_impl::glu_op("tsr_swiglu_oai", ctx, a, b, b != nullptr, TSR_GLU_OP_SWIGLU_OAI, false);
+    if (r) {
+        tsr_set_op_params_f32(r, 2, alpha);
+        tsr_set_op_params_f32(r, 3, limit);
+    }
+    return r;
+}
+
+/* ---- fill and shape ops ------------------------------------------------------------------------ */
+
+/* TSR_OP_ARANGE: f32 start (slot 0), stop (1), step (2). No sources. Result F32
+ * [ceil((stop - start) / step)], element i = start + i*step (in float, as ggml). */
+TSR_API_IMPL struct tsr_tensor * tsr_arange(struct tsr_context * ctx, float start, float stop, float step) {
+    TSR_IMPL_REQUIRE(ctx, "tsr_arange: NULL context");
+    const double n = std::ceil(((double)stop - (double)start) / (double)step);
+    TSR_IMPL_REQUIRE(step != 0.0f && n >= 1.0 && n <= (double)INT32_MAX,
+                     "tsr_arange: [%g, %g) in steps of %g holds no elements (or too many: %g)", (double)start,
+                     (double)stop, (double)step, n);
+    struct tsr_tensor * r = tsr_new_tensor_1d(ctx, TSR_TYPE_F32, (int64_t)n);
+    if (!r) return nullptr;
+    tsr_set_op_params_f32(r, 0, start);
+    tsr_set_op_params_f32(r, 1, stop);
+    tsr_set_op_params_f32(r, 2, step);
+    return tsr_impl::op_result(r, TSR_OP_ARANGE, nullptr);
+}
+
+/* TSR_OP_FILL: f32 c (slot 0). Result like a (f32/f16/bf16; inplace: a view of a), every
+ * element c; src0 = a. */
+TSR_IMPL_NS_BEGIN
+static inline struct tsr_tensor * fill_op(const char * fn, struct tsr_context * ctx, struct tsr_tensor * a, float c,
+                                          bool inplace) {
+    struct tsr_tensor * r = unary_like(fn, TSR_OP_FILL, ctx, a, inplace);
+    if (r) tsr_set_op_params_f32(r, 0, c);
+    return r;
+}
+TSR_IMPL_NS_END
+TSR_API_IMPL struct tsr_tensor * tsr_fill(struct tsr_context * ctx, struct tsr_tensor * a, float c) {
+    return tsr_impl::fill_op("tsr_fill", ctx, a, c, false);
+}
+TSR_API_IMPL struct tsr_tensor * tsr_fill_inplace(struct tsr_context * ctx, struct tsr_tensor * a, float c) {
+    return tsr_impl::fill_op("tsr_fill_inplace", ctx, a, c, true);
+}
+
+/* TSR_OP_TRI: i32 type (slot 0, enum tsr_tri_type). Result like a (f32/f16/bf16): element
+ * (i0, i1) kept where the type's predicate holds, 0 elsewhere; src0 = a. */
+TSR_API_IMPL struct tsr_tensor * tsr_tri(struct tsr_context * ctx, struct tsr_tensor * a, enum tsr_tri_type type) {
+    TSR_IMPL_REQUIRE((int)type >= TSR_TRI_TYPE_UPPER_DIAG && (int)type <= TSR_TRI_TYPE_LOWER, "tsr_tri: unknown tri type %d",
+                     (int)type);
+    struct tsr_tensor * r = tsr_impl::unary_like("tsr_tri", TSR_OP_TRI, ctx, a, false);
+    if (r) tsr_set_op_params_i32(r, 0, (int32_t)type);
+    return r;
+}
+
+/* TSR_OP_CUMSUM: no op_params. Result like a (f32/f16/bf16): inclusive prefix sums of each
+ * row (along ne0); src0 = a. */
+TSR_API_IMPL struct tsr_tensor * tsr_cumsum(struct tsr_context * ctx, struct tsr_tensor * a) {
+    return tsr_impl::unary_like("tsr_cumsum", TSR_OP_CUMSUM, ctx, a, false);
+}
+
+/* TSR_OP_ACC / TSR_OP_SET: i64 nb1 (slots 0-1), nb2 (2-3), nb3 (4-5), offset (6-7), bytes;
+ * i32 inplace (slot 8). a contiguous f32/f16/bf16, b f32/f16/bf16 of any layout; the view
+ * of a with b's shape, strides (a's element size, nb1, nb2, nb3) and byte offset must lie
+ * inside a, element-aligned. Result like a (inplace: a view of a): a, with that view
+ * replaced by view + b (ACC) or b (SET). src0 = a, src1 = b. */
+TSR_IMPL_NS_BEGIN
+static inline bool check_acc_view(const char * fn, const struct tsr_tensor * a, const struct tsr_tensor * b, size_t nb1,
+                                  size_t nb2, size_t nb3, size_t offset) {
+    const size_t es = tsr_type_size(a->type);
+    if (offset % es != 0 || nb1 % es != 0 || nb2 % es != 0 || nb3 % es != 0) {
+        return tsr_set_error("%s: offset %zu and strides (%zu, %zu, %zu) must be multiples of %s's element size %zu", fn,
+                             offset, nb1, nb2, nb3, TSR_IMPL_D(a), es);
+    }
+    if (tsr_nelements(b) == 0) return true;
+    const size_t nb[4] = {es, nb1, nb2, nb3};
+    /* the last element's byte: each term below is at most the sum, so overflow shows as wrap */
+    double last = (double)offset;
+    for (int d = 0; d < 4; ++d) last += (double)(b->ne[d] - 1) * (double)nb[d];
+    if (last + (double)es > (double)tsr_nbytes(a)) {
+        return tsr_set_error("%s: the view of %s at offset %zu with strides (%zu, %zu, %zu) for %s ends past its %zu bytes",
+                             fn, TSR_IMPL_D(a), offset, nb1, nb2, nb3, TSR_IMPL_D(b), tsr_nbytes(a));
+    }
+    return true;
+}
+
+static inline struct tsr_tensor * acc_set_op(const char * fn, enum tsr_op op, struct tsr_context * ctx, struct tsr_tensor * a,
+                                             struct tsr_tensor * b, size_t nb1, size_t nb2, size_t nb3, size_t offset,
+                                             bool inplace) {
+    if (!check_args(fn, ctx, a, b) || !check_float(fn, a, "a") || !check_float(fn, b, "b")) return nullptr;
+    TSR_IMPL_REQUIRE(tsr_is_contiguous(a), "%s: %s must be contiguous", fn, TSR_IMPL_D(a));
+    if (!check_acc_view(fn, a, b, nb1, nb2, nb3, offset)) return nullptr;
+    struct tsr_tensor * r = like(ctx, a, inplace);
+    if (!r) return nullptr;
+    const int64_t params[4] = {(int64_t)nb1, (int64_t)nb2, (int64_t)nb3, (int64_t)offset};
+    std::memcpy(r->op_params, params, sizeof(params));
+    tsr_set_op_params_i32(r, 8, inplace ? 1 : 0);
+    return op_result(r, op, a, b);
+}
+TSR_IMPL_NS_END
+
+TSR_API_IMPL struct tsr_tensor * tsr_acc(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, size_t nb1,
+                                         size_t nb2, size_t nb3, size_t offset) {
+    return tsr_impl::acc_set_op("tsr_acc", TSR_OP_ACC, ctx, a, b, nb1, nb2, nb3, offset, false);
+}
+TSR_API_IMPL struct tsr_tensor * tsr_acc_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                 size_t nb1, size_t nb2, size_t nb3, size_t offset) {
+    return tsr_impl::acc_set_op("tsr_acc_inplace", TSR_OP_ACC, ctx, a, b, nb1, nb2, nb3, offset, true);
+}
+TSR_API_IMPL struct tsr_tensor * tsr_set(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, size_t nb1,
+                                         size_t nb2, size_t nb3, size_t offset) {
+    return tsr_impl::acc_set_op("tsr_set", TSR_OP_SET, ctx, a, b, nb1, nb2, nb3, offset, false);
+}
+TSR_API_IMPL struct tsr_tensor * tsr_set_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                 size_t nb1, size_t nb2, size_t nb3, size_t offset) {
+    return tsr_impl::acc_set_op("tsr_set_inplace", TSR_OP_SET, ctx, a, b, nb1, nb2, nb3, offset, true);
+}
+TSR_API_IMPL struct tsr_tensor * tsr_set_1d(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, size_t offset) {
+    if (!tsr_impl::check_args("tsr_set_1d", ctx, a, b)) return nullptr;
+    return tsr_impl::acc_set_op("tsr_set_1d", TSR_OP_SET, ctx, a, b, a->nb[1], a->nb[2], a->nb[3], offset, false);
+}
+TSR_API_IMPL struct tsr_tensor * tsr_set_1d_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                    size_t offset) {
+    if (!tsr_impl::check_args("tsr_set_1d_inplace", ctx, a, b)) return nullptr;
+    return tsr_impl::acc_set_op("tsr_set_1d_inplace", TSR_OP_SET, ctx, a, b, a->nb[1], a->nb[2], a->nb[3], offset, true);
+}
+TSR_API_IMPL struct tsr_tensor * tsr_set_2d(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, size_t nb1,
+                                            size_t offset) {
+    if (!tsr_impl::check_args("tsr_set_2d", ctx, a, b)) return nullptr;
+    return tsr_impl::acc_set_op("tsr_set_2d", TSR_OP_SET, ctx, a, b, nb1, a->nb[2], a->nb[3], offset, false);
+}
+TSR_API_IMPL struct tsr_tensor * tsr_set_2d_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                    size_t nb1, size_t offset) {
+    if (!tsr_impl::check_args("tsr_set_2d_inplace", ctx, a, b)) return nullptr;
+    return tsr_impl::acc_set_op("tsr_set_2d_inplace", TSR_OP_SET, ctx, a, b, nb1, a->nb[2], a->nb[3], offset, true);
+}
+
+/* TSR_OP_DIAG: no op_params. a f32/f16/bf16 [n, 1, ne2, ne3] -> a's type [n, n, ne2, ne3]:
+ * a's row on the diagonal, zeros elsewhere. src0 = a. */
+TSR_API_IMPL struct tsr_tensor * tsr_diag(struct tsr_context * ctx, struct tsr_tensor * a) {
+    if (!tsr_impl::check_args("tsr_diag", ctx, a) || !tsr_impl::check_float("tsr_diag", a, "a")) return nullptr;
+    TSR_IMPL_REQUIRE(a->ne[1] == 1, "tsr_diag: %s must be one row per matrix (ne1 == 1)", TSR_IMPL_D(a));
+    return tsr_impl::op_result(tsr_new_tensor_4d(ctx, a->type, a->ne[0], a->ne[0], a->ne[2], a->ne[3]), TSR_OP_DIAG, a);
+}
+
+/* TSR_OP_REPEAT_BACK: no op_params. a f32/f16/bf16, b gives the shape (tsr_can_repeat(b, a)):
+ * result of a's type and b's shape, element i = the sum of a's elements that
+ * tsr_repeat(result, a) would copy from i. src0 = a only. */
+TSR_API_IMPL struct tsr_tensor * tsr_repeat_back(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b) {
+    if (!tsr_impl::check_args("tsr_repeat_back", ctx, a, b) || !tsr_impl::check_float("tsr_repeat_back", a, "a")) return nullptr;
+    TSR_IMPL_REQUIRE(tsr_can_repeat(b, a), "tsr_repeat_back: %s is not a repetition of %s's shape", TSR_IMPL_D(a),
+                     TSR_IMPL_D(b));
+    return tsr_impl::op_result(tsr_new_tensor(ctx, a->type, TSR_MAX_DIMS, b->ne), TSR_OP_REPEAT_BACK, a);
+}
+
+/* TSR_OP_L2_NORM: f32 eps (slot 0). a f32, result like a (inplace: a view of a): each row
+ * x / max(||x||_2, eps). src0 = a. */
+TSR_IMPL_NS_BEGIN
+static inline struct tsr_tensor * l2_norm_op(const char * fn, struct tsr_context * ctx, struct tsr_tensor * a, float eps,
+                                             bool inplace) {
+    if (!check_args(fn, ctx, a)) return nullptr;
+    TSR_IMPL_REQUIRE(a->type == TSR_TYPE_F32, "%s: %s must be f32", fn, TSR_IMPL_D(a));
+    TSR_IMPL_REQUIRE(eps >= 0.0f, "%s: eps %g must be >= 0", fn, (double)eps);
+    struct tsr_tensor * r = like(ctx, a, inplace);
+    if (r) tsr_set_op_params_f32(r, 0, eps);
+    return op_result(r, TSR_OP_L2_NORM, a);
+}
+TSR_IMPL_NS_END
+TSR_API_IMPL struct tsr_tensor * tsr_l2_norm(struct tsr_context * ctx, struct tsr_tensor * a, float eps) {
+    return tsr_impl::l2_norm_op("tsr_l2_norm", ctx, a, eps, false);
+}
+TSR_API_IMPL struct tsr_tensor * tsr_l2_norm_inplace(struct tsr_context * ctx, struct tsr_tensor * a, float eps) {
+    return tsr_impl::l2_norm_op("tsr_l2_norm_inplace", ctx, a, eps, true);
+}
+
+/* TSR_OP_TOP_K: i32 k (slot 0). a f32 -> I32 [k, ne1, ne2, ne3], 1 <= k <= ne0: per row the
+ * indices of the k largest values, largest first (argsort's order: ties by index, NaN
+ * largest). src0 = a. */
+TSR_API_IMPL struct tsr_tensor * tsr_top_k(struct tsr_context * ctx, struct tsr_tensor * a, int k) {
+    if (!tsr_impl::check_args("tsr_top_k", ctx, a)) return nullptr;
+    TSR_IMPL_REQUIRE(a->type == TSR_TYPE_F32, "tsr_top_k: %s must be f32", TSR_IMPL_D(a));
+    TSR_IMPL_REQUIRE(k >= 1 && k <= a->ne[0], "tsr_top_k: k %d out of range [1, %lld] for %s", k, (long long)a->ne[0],
+                     TSR_IMPL_D(a));
+    TSR_IMPL_REQUIRE(a->ne[0] <= INT32_MAX, "tsr_top_k: rows of %s are too long for i32 indices", TSR_IMPL_D(a));
+    struct tsr_tensor * r = tsr_new_tensor_4d(ctx, TSR_TYPE_I32, k, a->ne[1], a->ne[2], a->ne[3]);
+    if (r) tsr_set_op_params_i32(r, 0, k);
+    return tsr_impl::op_result(r, TSR_OP_TOP_K, a);
+}
+/* ---- include/tessera/impl/ops_custom.inl ---- */
+/* ops_custom.inl - construction of user-defined ops (issue 17 part A): map_custom1/2/3 and
+ * custom (ggml's callbacks). op_params hold tsr_impl::custom_params (core_internal.h):
+ * the callback, n_tasks and userdata. Only the CPU backend runs them. Included by ops.inl. */
+
+TSR_IMPL_NS_BEGIN
+static inline bool check_custom(const char * fn, void (*fun)(void), int n_tasks) {
+    if (!fun) return tsr_set_error("%s: NULL callback", fn);
+    if (n_tasks != TSR_N_TASKS_MAX && n_tasks < 1) {
+        return tsr_set_error("%s: n_tasks %d must be >= 1 or TSR_N_TASKS_MAX (%d)", fn, n_tasks, TSR_N_TASKS_MAX);
+    }
+    return true;
+}
+
+static inline struct tsr_tensor * with_custom_params(struct tsr_tensor * r, void (*fun)(void), int n_tasks, void * userdata) {
+    if (!r) return nullptr;
+    const custom_params cp = {fun, n_tasks, userdata};
+    std::memcpy(r->op_params, &cp, sizeof(cp));
+    return r;
+}
+
+/* MAP_CUSTOM1/2/3: result like a (inplace: a view of a); src0 = a, src1 = b, src2 = c. */
+static inline struct tsr_tensor * map_custom(const char * fn, enum tsr_op op, struct tsr_context * ctx, struct tsr_tensor * a,
+                                             struct tsr_tensor * b, struct tsr_tensor * c, void (*fun)(void), int n_tasks,
+                                             void * userdata, bool inplace) {
+    const int n_src = op == TSR_OP_MAP_CUSTOM1 ? 1 : op == TSR_OP_MAP_CUSTOM2 ? 2 : 3;
+    if (!check_args(fn, ctx, a, n_src >= 2 ? b : a, n_src >= 3 ? c : a)) return nullptr;
+    if (!check_custom(fn, fun, n_tasks)) return nullptr;
+    struct tsr_tensor * r = with_custom_params(like(ctx, a, inplace), fun, n_tasks, userdata);
+    return op_result(r, op, a, n_src >= 2 ? b : nullptr, n_src >= 3 ? c : nullptr);
+}
+TSR_IMPL_NS_END
+
+#define TSR_IMPL_FN(f) reinterpret_cast<void (*)(void)>(f)
+TSR_API_IMPL struct tsr_tensor * tsr_map_custom1(struct tsr_context * ctx, struct tsr_tensor * a, tsr_custom1_op_t fun,
+                                                 int n_tasks, void * userdata) {
+    return tsr_impl::map_custom("tsr_map_custom1", TSR_OP_MAP_CUSTOM1, ctx, a, nullptr, nullptr, TSR_IMPL_FN(fun), n_tasks,
+                                userdata, false);
+}
+TSR_API_IMPL struct tsr_tensor * tsr_map_custom1_inplace(struct tsr_context * ctx, struct tsr_tensor * a, tsr_custom1_op_t fun,
+                                                         int n_tasks, void * userdata) {
+    return tsr_impl::map_custom("tsr_map_custom1_inplace", TSR_OP_MAP_CUSTOM1, ctx, a, nullptr, nullptr, TSR_IMPL_FN(fun),
+                                n_tasks, userdata, true);
+}
+TSR_API_IMPL struct tsr_tensor * tsr_map_custom2(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                 tsr_custom2_op_t fun, int n_tasks, void * userdata) {
+    return tsr_impl::map_custom("tsr_map_custom2", TSR_OP_MAP_CUSTOM2, ctx, a, b, nullptr, TSR_IMPL_FN(fun), n_tasks, userdata,
+                                false);
+}
+TSR_API_IMPL struct tsr_tensor * tsr_map_custom2_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                         tsr_custom2_op_t fun, int n_tasks, void * userdata) {
+    return tsr_impl::map_custom("tsr_map_custom2_inplace", TSR_OP_MAP_CUSTOM2, ctx, a, b, nullptr, TSR_IMPL_FN(fun), n_tasks,
+                                userdata, true);
+}
+TSR_API_IMPL struct tsr_tensor * tsr_map_custom3(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                 struct tsr_tensor * c, tsr_custom3_op_t fun, int n_tasks, void * userdata) {
+    return tsr_impl::map_custom("tsr_map_custom3", TSR_OP_MAP_CUSTOM3, ctx, a, b, c, TSR_IMPL_FN(fun), n_tasks, userdata, false);
+}
+TSR_API_IMPL struct tsr_tensor * tsr_map_custom3_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                                         struct tsr_tensor * c, tsr_custom3_op_t fun, int n_tasks,
+                                                         void * userdata) {
+    return tsr_impl::map_custom("tsr_map_custom3_inplace", TSR_OP_MAP_CUSTOM3, ctx, a, b, c, TSR_IMPL_FN(fun), n_tasks,
+                                userdata, true);
+}
+
+TSR_IMPL_NS_BEGIN
+/* CUSTOM's extra sources: n_args of them, none NULL. */
+static inline bool check_custom_args(const char * fn, struct tsr_tensor ** args, int n_args, int max_args) {
+    if (n_args < 0 || n_args > max_args) return tsr_set_error("%s: n_args %d out of range [0, %d]", fn, n_args, max_args);
+    if (n_args > 0 && !args) return tsr_set_error("%s: NULL args with n_args %d", fn, n_args);
+    for (int i = 0; i < n_args; ++i) {
+        if (!args[i]) return tsr_set_error("%s: args[%d] is NULL", fn, i);
+    }
+    return true;
+}
+TSR_IMPL_NS_END
+
+TSR_API_IMPL struct tsr_tensor * tsr_custom_4d(struct tsr_context * ctx, enum tsr_type type, int64_t ne0, int64_t ne1,
+                                               int64_t ne2, int64_t ne3, struct tsr_tensor ** args, int n_args,
+                                               tsr_custom_op_t fun, int n_tasks, void * userdata) {
+    TSR_IMPL_REQUIRE(ctx, "tsr_custom_4d: NULL context");
+    if (!tsr_impl::check_custom_args("tsr_custom_4d", args, n_args, TSR_MAX_SRC)) return nullptr;
+    if (!tsr_impl::check_custom("tsr_custom_4d", TSR_IMPL_FN(fun), n_tasks)) return nullptr;
+    struct tsr_tensor * r = tsr_impl::with_custom_params(tsr_new_tensor_4d(ctx, type, ne0, ne1, ne2, ne3), TSR_IMPL_FN(fun),
+                                                         n_tasks, userdata);
+    if (!r) return nullptr;
+    tsr_impl_set_op(r, TSR_OP_CUSTOM);
+    for (int i = 0; i < n_args; ++i) r->src[i] = args[i];
+    return r;
+}
+TSR_API_IMPL struct tsr_tensor * tsr_custom_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor ** args,
+                                                    int n_args, tsr_custom_op_t fun, int n_tasks, void * userdata) {
+    if (!tsr_impl::check_args("tsr_custom_inplace", ctx, a)) return nullptr;
+    if (!tsr_impl::check_custom_args("tsr_custom_inplace", args, n_args, TSR_MAX_SRC - 1)) return nullptr;
+    if (!tsr_impl::check_custom("tsr_custom_inplace", TSR_IMPL_FN(fun), n_tasks)) return nullptr;
+    struct tsr_tensor * r = tsr_impl::with_custom_params(tsr_view_tensor(ctx, a), TSR_IMPL_FN(fun), n_tasks, userdata);
+    if (!r) return nullptr;
+    tsr_impl_set_op(r, TSR_OP_CUSTOM, a);
+    for (int i = 0; i < n_args; ++i) r->src[i + 1] = args[i];
+    return r;
+}
+#undef TSR_IMPL_FN
 
 #undef TSR_IMPL_D
 #undef TSR_IMPL_REQUIRE
@@ -7194,6 +7808,17 @@ TSR_API_IMPL bool tsr_op_can_inplace(const struct tsr_tensor * node, int src_ind
         case TSR_OP_CONT:
         /* issue 17 part B */
         case TSR_OP_ADD_REL_POS:   /* each element reads only its own a */
+        /* issue 17 part A: elementwise, or a row read whole before it is written (cumsum,
+         * l2_norm), or a copy of a into which b's view is written afterwards (acc, set) */
+        case TSR_OP_SIN:
+        case TSR_OP_COS:
+        case TSR_OP_LEAKY_RELU:
+        case TSR_OP_FILL:
+        case TSR_OP_TRI:
+        case TSR_OP_CUMSUM:
+        case TSR_OP_L2_NORM:
+        case TSR_OP_ACC:
+        case TSR_OP_SET:
             return src_index == 0;
         default:
             return false;
@@ -15063,9 +15688,19 @@ static inline float gelu_f(float x) {
 static inline float silu_f(float x) { return x / (1.0f + std::exp(-x)); }
 /* NaN stays NaN (as in PyTorch), where std::min/std::max would pick a bound */
 static inline float clamp_f(float x, float lo, float hi) { return x != x ? x : std::max(lo, std::min(hi, x)); }
+static inline float relu_f(float x) { return x <= 0.0f ? 0.0f : x; }   /* NaN stays NaN */
+static inline float gelu_quick_f(float x) { return x / (1.0f + std::exp(-1.702f * x)); }
+static inline float gelu_erf_f(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
+/* sgn and step keep a NaN (PyTorch's sign and heaviside do); ggml gives 0 */
+static inline float sgn_f(float x) { return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x == 0.0f ? 0.0f : x; }
+static inline float step_f(float x) { return x > 0.0f ? 1.0f : x <= 0.0f ? 0.0f : x; }
+/* relu6(x + 3) / 6 with the NaN kept */
+static inline float hardsigmoid_f(float x) { return clamp_f((x + 3.0f) / 6.0f, 0.0f, 1.0f); }
+/* ggml's (and PyTorch's) threshold: past 20, log1p(e^x) rounds to x */
+static inline float softplus_f(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
 struct unary_fn {
-    int kind;  /* TSR_OP_* (SQR, SQRT, LOG, SCALE, CLAMP) or 1000 + tsr_unary_op */
+    int kind;  /* TSR_OP_* (SQR, SQRT, LOG, SCALE, CLAMP, SIN, COS, LEAKY_RELU) or 1000 + tsr_unary_op */
     float a, b;
     inline float operator()(float x) const {
         switch (kind) {
@@ -15074,15 +15709,30 @@ struct unary_fn {
             case TSR_OP_LOG: return std::log(x);
             case TSR_OP_SCALE: return x * a + b;
             case TSR_OP_CLAMP: return clamp_f(x, a, b);
+            case TSR_OP_SIN: return std::sin(x);
+            case TSR_OP_COS: return std::cos(x);
+            case TSR_OP_LEAKY_RELU: return x > 0.0f ? x : a * x;
             case 1000 + TSR_UNARY_OP_ABS: return std::fabs(x);
             case 1000 + TSR_UNARY_OP_NEG: return -x;
             case 1000 + TSR_UNARY_OP_TANH: return std::tanh(x);
-            case 1000 + TSR_UNARY_OP_RELU: return x <= 0.0f ? 0.0f : x;   /* NaN stays NaN */
+            case 1000 + TSR_UNARY_OP_RELU: return relu_f(x);
             case 1000 + TSR_UNARY_OP_SIGMOID: return 1.0f / (1.0f + std::exp(-x));
             case 1000 + TSR_UNARY_OP_GELU: return gelu_f(x);
-            case 1000 + TSR_UNARY_OP_GELU_QUICK: return x / (1.0f + std::exp(-1.702f * x));
+            case 1000 + TSR_UNARY_OP_GELU_QUICK: return gelu_quick_f(x);
             case 1000 + TSR_UNARY_OP_SILU: return silu_f(x);
             case 1000 + TSR_UNARY_OP_EXP: return std::exp(x);
+            case 1000 + TSR_UNARY_OP_SGN: return sgn_f(x);
+            case 1000 + TSR_UNARY_OP_STEP: return step_f(x);
+            case 1000 + TSR_UNARY_OP_ELU: return x > 0.0f ? x : std::expm1(x);
+            case 1000 + TSR_UNARY_OP_HARDSWISH: return x * hardsigmoid_f(x);
+            case 1000 + TSR_UNARY_OP_HARDSIGMOID: return hardsigmoid_f(x);
+            case 1000 + TSR_UNARY_OP_EXPM1: return std::expm1(x);
+            case 1000 + TSR_UNARY_OP_SOFTPLUS: return softplus_f(x);
+            case 1000 + TSR_UNARY_OP_GELU_ERF: return gelu_erf_f(x);
+            case 1000 + TSR_UNARY_OP_FLOOR: return std::floor(x);
+            case 1000 + TSR_UNARY_OP_CEIL: return std::ceil(x);
+            case 1000 + TSR_UNARY_OP_ROUND: return std::round(x);
+            case 1000 + TSR_UNARY_OP_TRUNC: return std::trunc(x);
             default: return x;
         }
     }
@@ -15101,6 +15751,13 @@ static void unary_row_dispatch(int kind, float * d, const float * s, int64_t n, 
         TSR_UCASE(1000 + TSR_UNARY_OP_ABS) TSR_UCASE(1000 + TSR_UNARY_OP_NEG) TSR_UCASE(1000 + TSR_UNARY_OP_TANH)
         TSR_UCASE(1000 + TSR_UNARY_OP_RELU) TSR_UCASE(1000 + TSR_UNARY_OP_SIGMOID) TSR_UCASE(1000 + TSR_UNARY_OP_GELU)
         TSR_UCASE(1000 + TSR_UNARY_OP_GELU_QUICK) TSR_UCASE(1000 + TSR_UNARY_OP_SILU) TSR_UCASE(1000 + TSR_UNARY_OP_EXP)
+        /* issue 17 part A */
+        TSR_UCASE(TSR_OP_SIN) TSR_UCASE(TSR_OP_COS) TSR_UCASE(TSR_OP_LEAKY_RELU)
+        TSR_UCASE(1000 + TSR_UNARY_OP_SGN) TSR_UCASE(1000 + TSR_UNARY_OP_STEP) TSR_UCASE(1000 + TSR_UNARY_OP_ELU)
+        TSR_UCASE(1000 + TSR_UNARY_OP_HARDSWISH) TSR_UCASE(1000 + TSR_UNARY_OP_HARDSIGMOID)
+        TSR_UCASE(1000 + TSR_UNARY_OP_EXPM1) TSR_UCASE(1000 + TSR_UNARY_OP_SOFTPLUS) TSR_UCASE(1000 + TSR_UNARY_OP_GELU_ERF)
+        TSR_UCASE(1000 + TSR_UNARY_OP_FLOOR) TSR_UCASE(1000 + TSR_UNARY_OP_CEIL) TSR_UCASE(1000 + TSR_UNARY_OP_ROUND)
+        TSR_UCASE(1000 + TSR_UNARY_OP_TRUNC)
 #undef TSR_UCASE
         default: for (int64_t i = 0; i < n; ++i) d[i] = s[i];
     }
@@ -15126,7 +15783,7 @@ static void op_unary(const cparams & p, tsr_tensor * dst) {
     int kind = dst->op;
     float a = 0.0f, b = 0.0f;
     if (dst->op == TSR_OP_UNARY) kind = 1000 + tsr_get_op_params_i32(dst, 0);
-    if (dst->op == TSR_OP_SCALE || dst->op == TSR_OP_CLAMP) {
+    if (dst->op == TSR_OP_SCALE || dst->op == TSR_OP_CLAMP || dst->op == TSR_OP_LEAKY_RELU) {
         a = tsr_get_op_params_f32(dst, 0);
         b = tsr_get_op_params_f32(dst, 1);
     }
@@ -15147,10 +15804,47 @@ static void op_unary(const cparams & p, tsr_tensor * dst) {
     }
 }
 
+/* One GLU: act(x) * g, or swiglu_oai's clamped form. */
+struct glu_fn {
+    int op;   /* enum tsr_glu_op */
+    float alpha, limit;
+    inline float operator()(float x, float g) const {
+        switch (op) {
+            case TSR_GLU_OP_REGLU: return relu_f(x) * g;
+            case TSR_GLU_OP_GEGLU: return gelu_f(x) * g;
+            case TSR_GLU_OP_GEGLU_ERF: return gelu_erf_f(x) * g;
+            case TSR_GLU_OP_GEGLU_QUICK: return gelu_quick_f(x) * g;
+            case TSR_GLU_OP_SWIGLU_OAI: {
+                /* NaN kept, as clamp_f does */
+                const float xc = x > limit ? limit : x;
+                const float gc = clamp_f(g, -limit, limit);
+                return xc / (1.0f + std::exp(-alpha * xc)) * (gc + 1.0f);
+            }
+            default: return silu_f(x) * g;
+        }
+    }
+};
+
+/* act(x) -> d with the ISA's vector kernel, then d *= g (d may alias x, never g); false:
+ * no vector kernel for this GLU. */
+static bool glu_row_vector(const act_kernels * A, int op, int64_t n, const float * x, const float * g, float * d) {
+    if (!A) return false;
+    if (op == TSR_GLU_OP_SWIGLU) {
+        A->swiglu(n, x, g, d);
+        return true;
+    }
+    act_row_fn act = op == TSR_GLU_OP_GEGLU ? A->gelu : op == TSR_GLU_OP_GEGLU_QUICK ? A->gelu_quick : nullptr;
+    if (!act || d == g) return false;
+    act(n, x, d);
+    for (int64_t i = 0; i < n; ++i) d[i] *= g[i];
+    return true;
+}
+
 static void op_glu(const cparams & p, tsr_tensor * dst) {
     const tsr_tensor * a = dst->src[0];
     const tsr_tensor * g = dst->src[1];
     const bool swapped = tsr_get_op_params_i32(dst, 1) != 0;
+    const glu_fn f{tsr_get_op_params_i32(dst, 0), tsr_get_op_params_f32(dst, 2), tsr_get_op_params_f32(dst, 3)};
     const int64_t nc = dst->ne[0];
     const int64_t nr = tsr_nrows(dst);
     int64_t r0, r1;
@@ -15178,11 +15872,10 @@ static void op_glu(const cparams & p, tsr_tensor * dst) {
             const float * fx = (const float *)px;
             const float * fg = (const float *)pg;
             float * fd = (float *)d;
-            if (p.K->act) p.K->act->swiglu(nc, fx, fg, fd);
-            else for (int64_t i = 0; i < nc; ++i) fd[i] = silu_f(fx[i]) * fg[i];
+            if (!glu_row_vector(p.K->act, f.op, nc, fx, fg, fd))
+                for (int64_t i = 0; i < nc; ++i) fd[i] = f(fx[i], fg[i]);
         } else {
-            for (int64_t i = 0; i < nc; ++i)
-                st(dst->type, d + i * dst->nb[0], silu_f(ld(tx, px + i * sx)) * ld(tg, pg + i * sg));
+            for (int64_t i = 0; i < nc; ++i) st(dst->type, d + i * dst->nb[0], f(ld(tx, px + i * sx), ld(tg, pg + i * sg)));
         }
     }
 }
@@ -16703,6 +17396,193 @@ static void op_rwkv_wkv7(const cparams & p, tsr_tensor * dst) {
 
 } // namespace tcpu
 } // namespace
+/* ---- backends/cpu/impl/ops_shape.inl ---- */
+/*
+ * ops_shape.inl - the CPU's fill and shape ops of issue 17 part A: arange, fill, tri, cumsum,
+ * acc/set, diag, repeat_back, l2_norm, top_k (conventions: ops_elementwise.inl). Scalar
+ * loops, threaded over rows; sums in double.
+ */
+namespace {
+namespace tcpu {
+
+static void op_arange(const cparams & p, tsr_tensor * dst) {
+    const float start = tsr_get_op_params_f32(dst, 0), step = tsr_get_op_params_f32(dst, 2);
+    int64_t i0, i1;
+    split_rows(dst->ne[0], p.ith, p.nth, i0, i1);
+    for (int64_t i = i0; i < i1; ++i) *(float *)tptr(dst, i, 0, 0, 0) = start + step * (float)i;
+}
+
+/* The rows of dst this thread writes, with their (i1, i2, i3). */
+template <class F> static inline void for_my_rows(const cparams & p, const tsr_tensor * dst, F && row) {
+    int64_t r0, r1;
+    split_rows(tsr_nrows(dst), p.ith, p.nth, r0, r1);
+    for (int64_t ir = r0; ir < r1; ++ir) {
+        int64_t i1, i2, i3;
+        row_index(dst, ir, i1, i2, i3);
+        row(i1, i2, i3);
+    }
+}
+
+static void op_fill(const cparams & p, tsr_tensor * dst) {
+    const float c = tsr_get_op_params_f32(dst, 0);
+    for_my_rows(p, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
+        for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) st(dst->type, tptr(dst, i0, i1, i2, i3), c);
+    });
+}
+
+static inline bool tri_keeps(int type, int64_t i0, int64_t i1) {
+    switch (type) {
+        case TSR_TRI_TYPE_UPPER_DIAG: return i0 >= i1;
+        case TSR_TRI_TYPE_UPPER: return i0 > i1;
+        case TSR_TRI_TYPE_LOWER_DIAG: return i0 <= i1;
+        default: return i0 < i1;
+    }
+}
+
+static void op_tri(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * src = dst->src[0];
+    const int type = tsr_get_op_params_i32(dst, 0);
+    for_my_rows(p, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
+        for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0)
+            st(dst->type, tptr(dst, i0, i1, i2, i3), tri_keeps(type, i0, i1) ? ld(src->type, tptr(src, i0, i1, i2, i3)) : 0.0f);
+    });
+}
+
+static void op_cumsum(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * src = dst->src[0];
+    for_my_rows(p, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
+        double s = 0.0;
+        for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) {
+            s += ld(src->type, tptr(src, i0, i1, i2, i3));
+            st(dst->type, tptr(dst, i0, i1, i2, i3), (float)s);
+        }
+    });
+}
+
+/* acc / set: dst = a (skipped when dst is a), a barrier, then the view of dst that b covers
+ * (b's shape, strides nb1..nb3 and byte offset from op_params) gets view + b or b. */
+static void op_acc_set(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * a = dst->src[0];
+    const tsr_tensor * b = dst->src[1];
+    if (dst->data != a->data) {
+        int64_t b0, b1;
+        split_rows((int64_t)tsr_nbytes(dst), p.ith, p.nth, b0, b1);
+        if (b1 > b0) std::memcpy((char *)dst->data + b0, (const char *)a->data + b0, (size_t)(b1 - b0));
+        barrier(p);
+    }
+    int64_t prm[4];
+    std::memcpy(prm, dst->op_params, sizeof(prm));
+    tsr_tensor view = *dst;   /* dst seen through b's window: the same element type */
+    view.data = (char *)dst->data + prm[3];
+    view.nb[0] = tsr_type_size(dst->type);
+    for (int d = 0; d < 4; ++d) view.ne[d] = b->ne[d];
+    for (int d = 1; d < 4; ++d) view.nb[d] = (size_t)prm[d - 1];
+    const bool acc = dst->op == TSR_OP_ACC;
+    for_my_rows(p, b, [&](int64_t i1, int64_t i2, int64_t i3) {
+        for (int64_t i0 = 0; i0 < b->ne[0]; ++i0) {
+            char * v = tptr(&view, i0, i1, i2, i3);
+            const float x = ld(b->type, tptr(b, i0, i1, i2, i3));
+            st(dst->type, v, acc ? ld(dst->type, v) + x : x);
+        }
+    });
+}
+
+static void op_diag(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * src = dst->src[0];
+    for_my_rows(p, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
+        for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0)
+            st(dst->type, tptr(dst, i0, i1, i2, i3), i0 == i1 ? ld(src->type, tptr(src, i0, 0, i2, i3)) : 0.0f);
+    });
+}
+
+/* Each dst row sums the source rows that repeat it (r1..r3 repetitions of dims 1..3),
+ * and within a row the r0 repetitions of each element. */
+static void op_repeat_back(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * src = dst->src[0];
+    int64_t reps[4];
+    for (int d = 0; d < 4; ++d) reps[d] = dst->ne[d] > 0 ? src->ne[d] / dst->ne[d] : 0;
+    for_my_rows(p, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
+        for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) {
+            double s = 0.0;
+            for (int64_t k3 = 0; k3 < reps[3]; ++k3)
+                for (int64_t k2 = 0; k2 < reps[2]; ++k2)
+                    for (int64_t k1 = 0; k1 < reps[1]; ++k1)
+                        for (int64_t k0 = 0; k0 < reps[0]; ++k0)
+                            s += ld(src->type, tptr(src, i0 + k0 * dst->ne[0], i1 + k1 * dst->ne[1], i2 + k2 * dst->ne[2],
+                                                    i3 + k3 * dst->ne[3]));
+            st(dst->type, tptr(dst, i0, i1, i2, i3), (float)s);
+        }
+    });
+}
+
+static void op_l2_norm(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * src = dst->src[0];
+    const double eps = tsr_get_op_params_f32(dst, 0);
+    for_my_rows(p, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
+        double ss = 0.0;
+        for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) {
+            const double v = *(const float *)tptr(src, i0, i1, i2, i3);
+            ss += v * v;
+        }
+        const double norm = std::sqrt(ss);
+        /* NaN-keeping max: a row with a NaN stays NaN (std::max(norm, eps) would not) */
+        const float scale = (float)(1.0 / (norm < eps ? eps : norm));
+        for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) {
+            float * d = (float *)tptr(dst, i0, i1, i2, i3);
+            *d = *(const float *)tptr(src, i0, i1, i2, i3) * scale;
+        }
+    });
+}
+
+/* The k largest of each row, largest first: argsort's descending order (ties by index,
+ * NaN largest), of which only the first k are sorted. */
+static void op_top_k(const cparams & p, tsr_tensor * dst) {
+    const tsr_tensor * src = dst->src[0];
+    const int64_t ne0 = src->ne[0], k = dst->ne[0];
+    int32_t * idx = (int32_t *)thread_floats(p, (size_t)ne0);
+    for_my_rows(p, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
+        const char * s = tptr(src, 0, i1, i2, i3);
+        const size_t ss = src->nb[0];
+        auto val = [&](int32_t i) { return *(const float *)(s + (size_t)i * ss); };
+        auto before = [&](int32_t x, int32_t y) {
+            const float vx = val(x), vy = val(y);
+            if (vx != vx || vy != vy) return (vx != vx) != (vy != vy) ? vx != vx : x < y;
+            return vx > vy || (vx == vy && x < y);
+        };
+        for (int64_t i = 0; i < ne0; ++i) idx[i] = (int32_t)i;
+        std::partial_sort(idx, idx + k, idx + ne0, before);
+        for (int64_t i = 0; i < k; ++i) *(int32_t *)tptr(dst, i, i1, i2, i3) = idx[i];
+    });
+}
+
+} // namespace tcpu
+} // namespace
+/* ---- backends/cpu/impl/ops_custom.inl ---- */
+/*
+ * ops_custom.inl - user-defined ops on the CPU (issue 17 part A): the callback stored in
+ * op_params, called by the first min(n_tasks, nth) threads of the node with their (ith,
+ * nth), as ggml's CPU backend does.
+ */
+namespace {
+namespace tcpu {
+
+static void op_custom(const cparams & p, tsr_tensor * dst) {
+    const tsr_impl::custom_params cp = tsr_impl::get_custom_params(dst);
+    const int nth = cp.n_tasks == TSR_N_TASKS_MAX ? p.nth : std::min(cp.n_tasks, p.nth);
+    if (p.ith >= nth) return;
+    const tsr_tensor * a = dst->src[0];
+    const tsr_tensor * b = dst->src[1];
+    const tsr_tensor * c = dst->src[2];
+    switch (dst->op) {
+        case TSR_OP_MAP_CUSTOM1: reinterpret_cast<tsr_custom1_op_t>(cp.fun)(dst, a, p.ith, nth, cp.userdata); break;
+        case TSR_OP_MAP_CUSTOM2: reinterpret_cast<tsr_custom2_op_t>(cp.fun)(dst, a, b, p.ith, nth, cp.userdata); break;
+        case TSR_OP_MAP_CUSTOM3: reinterpret_cast<tsr_custom3_op_t>(cp.fun)(dst, a, b, c, p.ith, nth, cp.userdata); break;
+        default: reinterpret_cast<tsr_custom_op_t>(cp.fun)(dst, p.ith, nth, cp.userdata); break;
+    }
+}
+
+} // namespace tcpu
+} // namespace
 /* ---- backends/cpu/impl/backend_cpu.inl ---- */
 /*
  * backend_cpu.inl - the CPU backend object: supports_op, per-op workspace sizes, graph
@@ -16760,7 +17640,8 @@ static bool supports(const tsr_tensor * t) {
             return is_float(a->type) && is_float(t->type) && tsr_get_op_params_i32(t, 0) >= 0 &&
                    tsr_get_op_params_i32(t, 0) < TSR_UNARY_OP_COUNT;
         case TSR_OP_GLU:
-            return tsr_get_op_params_i32(t, 0) == TSR_GLU_OP_SWIGLU && is_float(a->type) && (!b || is_float(b->type)) && is_float(t->type);
+            return tsr_get_op_params_i32(t, 0) >= 0 && tsr_get_op_params_i32(t, 0) < TSR_GLU_OP_COUNT && is_float(a->type) &&
+                   (!b || is_float(b->type)) && is_float(t->type);
         case TSR_OP_SUM: case TSR_OP_SUM_ROWS: case TSR_OP_MEAN:
             return is_float(a->type) && is_float(t->type);
         case TSR_OP_ARGMAX: case TSR_OP_ARGSORT:
@@ -16812,6 +17693,20 @@ static bool supports(const tsr_tensor * t) {
         case TSR_OP_RWKV_WKV6: case TSR_OP_GATED_LINEAR_ATTN: case TSR_OP_RWKV_WKV7:
         case TSR_OP_WIN_PART: case TSR_OP_WIN_UNPART: case TSR_OP_ADD_REL_POS:
             return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32 && tsr_is_contiguous(t);
+        /* issue 17 part A */
+        case TSR_OP_SIN: case TSR_OP_COS: case TSR_OP_LEAKY_RELU: case TSR_OP_FILL: case TSR_OP_TRI: case TSR_OP_CUMSUM:
+        case TSR_OP_DIAG: case TSR_OP_REPEAT_BACK:
+            return is_float(a->type) && is_float(t->type);
+        case TSR_OP_ACC: case TSR_OP_SET:
+            return is_float(a->type) && is_float(b->type) && t->type == a->type && tsr_is_contiguous(t);
+        case TSR_OP_ARANGE:
+            return t->type == TSR_TYPE_F32;
+        case TSR_OP_L2_NORM:
+            return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32;
+        case TSR_OP_TOP_K:
+            return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_I32;
+        case TSR_OP_MAP_CUSTOM1: case TSR_OP_MAP_CUSTOM2: case TSR_OP_MAP_CUSTOM3: case TSR_OP_CUSTOM:
+            return tsr_impl::get_custom_params(t).fun != nullptr;
         case TSR_OP_FLASH_ATTN_EXT: {
             const tsr_tensor * v = t->src[2];
             const tsr_tensor * m = t->src[3];
@@ -16849,6 +17744,7 @@ static size_t op_work_size(const tsr_tensor * t, const kernels * K, int nth) {
         case TSR_OP_CONV_2D_DW: return per_thread(dw_thread_floats(t));
         case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_CONV_TRANSPOSE_2D: return tconv_work_size(t, K, nth);
         case TSR_OP_SSM_SCAN: return per_thread(ssm_scan_thread_floats(t));
+        case TSR_OP_TOP_K: return per_thread((size_t)t->src[0]->ne[0]);   /* issue 17 part A */
         default: return 0;
     }
 }
@@ -16900,6 +17796,18 @@ static void compute_node(const cparams & p, tsr_tensor * t) {
         case TSR_OP_WIN_UNPART: op_win_unpart(p, t); break;
         case TSR_OP_GET_REL_POS: op_get_rel_pos(p, t); break;
         case TSR_OP_ADD_REL_POS: op_add_rel_pos(p, t); break;
+        /* issue 17 part A */
+        case TSR_OP_SIN: case TSR_OP_COS: case TSR_OP_LEAKY_RELU: op_unary(p, t); break;
+        case TSR_OP_ARANGE: op_arange(p, t); break;
+        case TSR_OP_FILL: op_fill(p, t); break;
+        case TSR_OP_TRI: op_tri(p, t); break;
+        case TSR_OP_CUMSUM: op_cumsum(p, t); break;
+        case TSR_OP_ACC: case TSR_OP_SET: op_acc_set(p, t); break;
+        case TSR_OP_DIAG: op_diag(p, t); break;
+        case TSR_OP_REPEAT_BACK: op_repeat_back(p, t); break;
+        case TSR_OP_L2_NORM: op_l2_norm(p, t); break;
+        case TSR_OP_TOP_K: op_top_k(p, t); break;
+        case TSR_OP_MAP_CUSTOM1: case TSR_OP_MAP_CUSTOM2: case TSR_OP_MAP_CUSTOM3: case TSR_OP_CUSTOM: op_custom(p, t); break;
         default: break;
     }
 }
@@ -16913,6 +17821,8 @@ static inline bool node_is_small(const tsr_tensor * t, int64_t small_max) {
     switch (t->op) {
         case TSR_OP_MUL_MAT: case TSR_OP_OUT_PROD: case TSR_OP_FLASH_ATTN_EXT: case TSR_OP_CONV_2D:
         case TSR_OP_MUL_MAT_ID: case TSR_OP_CONV_2D_DW: case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_CONV_TRANSPOSE_2D:
+        /* issue 17 part A: a user's op may be heavy on small tensors; it gets the threads it asks for */
+        case TSR_OP_MAP_CUSTOM1: case TSR_OP_MAP_CUSTOM2: case TSR_OP_MAP_CUSTOM3: case TSR_OP_CUSTOM:
             return false;
         default: break;
     }

@@ -262,6 +262,24 @@ enum tsr_op {
     TSR_OP_WIN_UNPART,
     TSR_OP_GET_REL_POS,
     TSR_OP_ADD_REL_POS,
+    /* issue 17 part A */
+    TSR_OP_SIN,
+    TSR_OP_COS,
+    TSR_OP_LEAKY_RELU,
+    TSR_OP_ARANGE,
+    TSR_OP_FILL,
+    TSR_OP_TRI,
+    TSR_OP_CUMSUM,
+    TSR_OP_ACC,
+    TSR_OP_SET,
+    TSR_OP_DIAG,
+    TSR_OP_REPEAT_BACK,
+    TSR_OP_L2_NORM,
+    TSR_OP_TOP_K,
+    TSR_OP_MAP_CUSTOM1,
+    TSR_OP_MAP_CUSTOM2,
+    TSR_OP_MAP_CUSTOM3,
+    TSR_OP_CUSTOM,
 
     TSR_OP_COUNT
 };
@@ -277,13 +295,42 @@ enum tsr_unary_op {
     TSR_UNARY_OP_GELU_QUICK,
     TSR_UNARY_OP_SILU,
     TSR_UNARY_OP_EXP,
+    /* issue 17 part A */
+    TSR_UNARY_OP_SGN,
+    TSR_UNARY_OP_STEP,
+    TSR_UNARY_OP_ELU,
+    TSR_UNARY_OP_HARDSWISH,
+    TSR_UNARY_OP_HARDSIGMOID,
+    TSR_UNARY_OP_EXPM1,
+    TSR_UNARY_OP_SOFTPLUS,
+    TSR_UNARY_OP_GELU_ERF,
+    TSR_UNARY_OP_FLOOR,
+    TSR_UNARY_OP_CEIL,
+    TSR_UNARY_OP_ROUND,
+    TSR_UNARY_OP_TRUNC,
     TSR_UNARY_OP_COUNT
 };
 
-/* TSR_OP_GLU: which gate, in op_params[0]; op_params[1] = swapped. */
+/* TSR_OP_GLU: which gate, in op_params[0]; op_params[1] = swapped; SWIGLU_OAI: f32
+ * alpha, limit in op_params[2], [3]. */
 enum tsr_glu_op {
     TSR_GLU_OP_SWIGLU,
+    /* issue 17 part A */
+    TSR_GLU_OP_REGLU,
+    TSR_GLU_OP_GEGLU,
+    TSR_GLU_OP_GEGLU_ERF,
+    TSR_GLU_OP_GEGLU_QUICK,
+    TSR_GLU_OP_SWIGLU_OAI,
     TSR_GLU_OP_COUNT
+};
+
+/* tsr_tri: which triangle of each [ne0, ne1] matrix is kept (element (i0, i1) = column
+ * i0, row i1); the rest becomes 0. Values equal ggml's. */
+enum tsr_tri_type {
+    TSR_TRI_TYPE_UPPER_DIAG = 0,   /* i0 >= i1 */
+    TSR_TRI_TYPE_UPPER      = 1,   /* i0 >  i1 */
+    TSR_TRI_TYPE_LOWER_DIAG = 2,   /* i0 <= i1 */
+    TSR_TRI_TYPE_LOWER      = 3    /* i0 <  i1 */
 };
 
 enum tsr_op_pool { TSR_OP_POOL_MAX, TSR_OP_POOL_AVG, TSR_OP_POOL_COUNT };
@@ -648,6 +695,114 @@ TSR_API struct tsr_tensor * tsr_get_rel_pos(struct tsr_context * ctx, struct tsr
 TSR_API struct tsr_tensor * tsr_add_rel_pos(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * pw, struct tsr_tensor * ph);
 TSR_API struct tsr_tensor * tsr_add_rel_pos_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * pw,
                                                     struct tsr_tensor * ph);
+/* ---- issue 17 part A: ggml's other unary/GLU functions, fill and shape ops, user ops ---- */
+
+/* Unary functions (TSR_OP_UNARY; result like a, _inplace: a view of a). Formulas and
+ * their NaN/inf behaviour: docs/ops.md. round is roundf (halves away from zero, as ggml). */
+TSR_API struct tsr_tensor * tsr_unary_inplace(struct tsr_context * ctx, struct tsr_tensor * a, enum tsr_unary_op op);
+TSR_API struct tsr_tensor * tsr_sgn(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_sgn_inplace(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_step(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_step_inplace(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_elu(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_elu_inplace(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_hardswish(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_hardsigmoid(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_expm1(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_expm1_inplace(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_softplus(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_softplus_inplace(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_gelu_erf(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_gelu_erf_inplace(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_floor(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_floor_inplace(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_ceil(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_ceil_inplace(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_round(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_round_inplace(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_trunc(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_trunc_inplace(struct tsr_context * ctx, struct tsr_tensor * a);
+/* sin, cos (their own ops, as ggml) and leaky_relu: x > 0 ? x : negative_slope * x. */
+TSR_API struct tsr_tensor * tsr_sin(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_sin_inplace(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_cos(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_cos_inplace(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_leaky_relu(struct tsr_context * ctx, struct tsr_tensor * a, float negative_slope, bool inplace);
+
+/* GLU: fused (a's rows split in halves [x | g], g first when swapped; result ne0/2 wide)
+ * and split (x = a, g = b, same shapes): out = act(x) * g, act = relu (reglu), gelu (geglu),
+ * gelu_erf, gelu_quick, silu (swiglu). swiglu_oai (b NULL: fused): x = min(x, limit),
+ * g = clamp(g, -limit, limit), out = x * sigmoid(alpha * x) * (g + 1). */
+TSR_API struct tsr_tensor * tsr_glu(struct tsr_context * ctx, struct tsr_tensor * a, enum tsr_glu_op op, bool swapped);
+TSR_API struct tsr_tensor * tsr_glu_split(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, enum tsr_glu_op op);
+TSR_API struct tsr_tensor * tsr_reglu(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_reglu_swapped(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_reglu_split(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b);
+TSR_API struct tsr_tensor * tsr_geglu(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_geglu_swapped(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_geglu_split(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b);
+TSR_API struct tsr_tensor * tsr_geglu_erf(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_geglu_erf_swapped(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_geglu_erf_split(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b);
+TSR_API struct tsr_tensor * tsr_geglu_quick(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_geglu_quick_swapped(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_geglu_quick_split(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b);
+TSR_API struct tsr_tensor * tsr_swiglu_swapped(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_swiglu_oai(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, float alpha, float limit);
+
+/* arange: F32 [ceil((stop - start) / step)] = start + i*step. fill: like a, every element c.
+ * tri: like a, the `type` triangle of each matrix kept, zeros elsewhere. cumsum: like a,
+ * inclusive prefix sums along ne0. */
+TSR_API struct tsr_tensor * tsr_arange(struct tsr_context * ctx, float start, float stop, float step);
+TSR_API struct tsr_tensor * tsr_fill(struct tsr_context * ctx, struct tsr_tensor * a, float c);
+TSR_API struct tsr_tensor * tsr_fill_inplace(struct tsr_context * ctx, struct tsr_tensor * a, float c);
+TSR_API struct tsr_tensor * tsr_tri(struct tsr_context * ctx, struct tsr_tensor * a, enum tsr_tri_type type);
+TSR_API struct tsr_tensor * tsr_cumsum(struct tsr_context * ctx, struct tsr_tensor * a);
+
+/* acc / set: a copy of a (_inplace: a itself, the result a view of it) in which the view
+ * of a with b's shape, strides nb1..nb3 and byte offset (ggml_view_4d's) gets a + b (acc)
+ * or b (set). _1d: nb1..nb3 of a, _2d: nb2, nb3 of a. */
+TSR_API struct tsr_tensor * tsr_acc(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, size_t nb1, size_t nb2, size_t nb3, size_t offset);
+TSR_API struct tsr_tensor * tsr_acc_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, size_t nb1, size_t nb2, size_t nb3, size_t offset);
+TSR_API struct tsr_tensor * tsr_set(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, size_t nb1, size_t nb2, size_t nb3, size_t offset);
+TSR_API struct tsr_tensor * tsr_set_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, size_t nb1, size_t nb2, size_t nb3, size_t offset);
+TSR_API struct tsr_tensor * tsr_set_1d(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, size_t offset);
+TSR_API struct tsr_tensor * tsr_set_1d_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, size_t offset);
+TSR_API struct tsr_tensor * tsr_set_2d(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, size_t nb1, size_t offset);
+TSR_API struct tsr_tensor * tsr_set_2d_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, size_t nb1, size_t offset);
+
+/* diag(a [n, 1, ne2, ne3]) -> [n, n, ne2, ne3], a on the diagonal, zeros elsewhere.
+ * repeat_back(a, b): a's repetitions of b's shape summed -> b's shape (tsr_can_repeat(b, a)).
+ * l2_norm: each row x / max(||x||_2, eps). top_k: I32 [k, ne1, ne2, ne3], per row the
+ * indices of the k largest values, largest first (ties: lower index first; NaN largest). */
+TSR_API struct tsr_tensor * tsr_diag(struct tsr_context * ctx, struct tsr_tensor * a);
+TSR_API struct tsr_tensor * tsr_repeat_back(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b);
+TSR_API struct tsr_tensor * tsr_l2_norm(struct tsr_context * ctx, struct tsr_tensor * a, float eps);
+TSR_API struct tsr_tensor * tsr_l2_norm_inplace(struct tsr_context * ctx, struct tsr_tensor * a, float eps);
+TSR_API struct tsr_tensor * tsr_top_k(struct tsr_context * ctx, struct tsr_tensor * a, int k);
+
+/* User-defined ops, ggml's callbacks: run by the CPU backend's threads, each call with its
+ * (ith, nth) to split the work by; a callback must write all of dst between its nth
+ * calls, read only its sources and dst, and return. n_tasks: how many threads at most
+ * (TSR_N_TASKS_MAX: all). Other backends decline these ops (supports_op false).
+ * map_custom1/2/3: result like a (_inplace: a view of a, the callback may read and write
+ * dst = a). custom_4d: a new tensor of type/shape, sources args[0..n_args) (n_args <=
+ * TSR_MAX_SRC); custom_inplace: a view of a, sources a then args (n_args < TSR_MAX_SRC). */
+typedef void (*tsr_custom1_op_t)(struct tsr_tensor * dst, const struct tsr_tensor * a, int ith, int nth, void * userdata);
+typedef void (*tsr_custom2_op_t)(struct tsr_tensor * dst, const struct tsr_tensor * a, const struct tsr_tensor * b, int ith, int nth, void * userdata);
+typedef void (*tsr_custom3_op_t)(struct tsr_tensor * dst, const struct tsr_tensor * a, const struct tsr_tensor * b, const struct tsr_tensor * c, int ith, int nth, void * userdata);
+typedef void (*tsr_custom_op_t)(struct tsr_tensor * dst, int ith, int nth, void * userdata);
+#define TSR_N_TASKS_MAX (-1)
+TSR_API struct tsr_tensor * tsr_map_custom1(struct tsr_context * ctx, struct tsr_tensor * a, tsr_custom1_op_t fun, int n_tasks, void * userdata);
+TSR_API struct tsr_tensor * tsr_map_custom1_inplace(struct tsr_context * ctx, struct tsr_tensor * a, tsr_custom1_op_t fun, int n_tasks, void * userdata);
+TSR_API struct tsr_tensor * tsr_map_custom2(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, tsr_custom2_op_t fun, int n_tasks, void * userdata);
+TSR_API struct tsr_tensor * tsr_map_custom2_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, tsr_custom2_op_t fun, int n_tasks, void * userdata);
+TSR_API struct tsr_tensor * tsr_map_custom3(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, struct tsr_tensor * c, tsr_custom3_op_t fun, int n_tasks, void * userdata);
+TSR_API struct tsr_tensor * tsr_map_custom3_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, struct tsr_tensor * c, tsr_custom3_op_t fun, int n_tasks, void * userdata);
+TSR_API struct tsr_tensor * tsr_custom_4d(struct tsr_context * ctx, enum tsr_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3,
+                                          struct tsr_tensor ** args, int n_args, tsr_custom_op_t fun, int n_tasks, void * userdata);
+TSR_API struct tsr_tensor * tsr_custom_inplace(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor ** args, int n_args,
+                                               tsr_custom_op_t fun, int n_tasks, void * userdata);
 
 /* ---- graphs ------------------------------------------------------------------------ */
 

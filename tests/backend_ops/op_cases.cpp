@@ -980,6 +980,120 @@ void issue17b_cases(case_table & T) {
     window_cases(T);
 }
 
+/* issue 17 part A */
+// ggml's other unary/GLU functions, the fill and shape ops; user-defined ops run on the CPU only
+void issue17a_cases(case_table & T) {
+    for (int u = TSR_UNARY_OP_SGN; u < TSR_UNARY_OP_COUNT; ++u) {
+        const tsr_unary_op op = (tsr_unary_op)u;
+        T.add(tsr_unary_op_name(op))
+            .input(tensor(F32, 67, 13, 3).range(-4, 4).with({{0, NAN}, {1, INFINITY}, {2, -INFINITY}, {3, 2.5f}, {4, -0.5f}}))
+            .op([op](tsr_context * c, const tensors & x) { return tsr_unary(c, x[0], op); })
+            .nmse(1e-7);
+        T.add(tsr_unary_op_name(op)).input(tensor(F16, 33, 5).range(-4, 4)).op([op](tsr_context * c, const tensors & x) { return tsr_unary(c, x[0], op); }).nmse(T_F16W);
+        T.add(std::string(tsr_unary_op_name(op)) + " of a transposed view")
+            .input(tensor(F32, 17, 23).transposed().range(-4, 4))
+            .op([op](tsr_context * c, const tensors & x) { return tsr_unary(c, x[0], op); })
+            .nmse(1e-7);
+    }
+    T.add("sin").input(tensor(F32, 301, 3).range(-10, 10)).op([](tsr_context * c, const tensors & x) { return tsr_sin(c, x[0]); }).nmse(T_FN);
+    T.add("cos").input(tensor(F32, 301, 3).range(-10, 10)).op([](tsr_context * c, const tensors & x) { return tsr_cos(c, x[0]); }).nmse(T_FN);
+    T.add("leaky_relu").input(tensor(F32, 301, 3).range(-3, 3)).op([](tsr_context * c, const tensors & x) { return tsr_leaky_relu(c, x[0], 0.01f, false); }).nmse(T_F32);
+    T.add("leaky_relu in place").input(tensor(F32, 99, 4).range(-3, 3)).op([](tsr_context * c, const tensors & x) { return tsr_leaky_relu(c, x[0], 0.2f, true); }).nmse(T_F32);
+    for (int g = TSR_GLU_OP_SWIGLU; g < TSR_GLU_OP_COUNT; ++g) {
+        const tsr_glu_op op = (tsr_glu_op)g;
+        const std::string name = tsr_glu_op_name(op);
+        for (bool swapped : {false, true})
+            T.add(name + (swapped ? " swapped" : ""))
+                .input(tensor(F32, 2 * 45, 7, 2).range(-4, 4))
+                .op([op, swapped](tsr_context * c, const tensors & x) {
+                    tsr_tensor * r = tsr_glu(c, x[0], op, swapped);
+                    if (r && op == TSR_GLU_OP_SWIGLU_OAI) { tsr_set_op_params_f32(r, 2, 1.702f); tsr_set_op_params_f32(r, 3, 3.0f); }
+                    return r;
+                })
+                .nmse(T_FN);
+        T.add(name + " split")
+            .input(tensor(F32, 173, 5).range(-4, 4))
+            .input(tensor(F32, 5, 173).permuted(1, 0, 2, 3).range(-4, 4))
+            .op([op](tsr_context * c, const tensors & x) {
+                return op == TSR_GLU_OP_SWIGLU_OAI ? tsr_swiglu_oai(c, x[0], x[1], 1.702f, 3.0f) : tsr_glu_split(c, x[0], x[1], op);
+            })
+            .nmse(T_FN);
+        T.add(name + " split").input(tensor(F16, 64, 3).range(-4, 4)).input(tensor(F16, 64, 3).range(-4, 4))
+            .op([op](tsr_context * c, const tensors & x) { return tsr_glu_split(c, x[0], x[1], op); })
+            .nmse(T_F16W);
+    }
+    T.add("arange").op([](tsr_context * c, const tensors &) { return tsr_arange(c, -3.0f, 40.0f, 0.25f); }).nmse(T_F32);
+    T.add("fill").input(tensor(F32, 45, 7, 2)).op([](tsr_context * c, const tensors & x) { return tsr_fill(c, x[0], 1.25f); }).nmse(EXACT);
+    T.add("fill_inplace").input(tensor(F32, 45, 7)).op([](tsr_context * c, const tensors & x) { return tsr_fill_inplace(c, x[0], -2.0f); }).nmse(EXACT);
+    for (int t = TSR_TRI_TYPE_UPPER_DIAG; t <= TSR_TRI_TYPE_LOWER; ++t)
+        T.add("tri " + std::to_string(t)).input(tensor(F32, 19, 19, 3)).op([t](tsr_context * c, const tensors & x) { return tsr_tri(c, x[0], (tsr_tri_type)t); }).nmse(EXACT);
+    T.add("cumsum").input(tensor(F32, 301, 5, 2)).op([](tsr_context * c, const tensors & x) { return tsr_cumsum(c, x[0]); }).nmse(T_F32);
+    T.add("cumsum of a transposed view").input(tensor(F32, 9, 33).transposed()).op([](tsr_context * c, const tensors & x) { return tsr_cumsum(c, x[0]); }).nmse(T_F32);
+    T.add("acc").input(tensor(F32, 20, 9, 3)).input(tensor(F32, 7, 4, 2))
+        .op([](tsr_context * c, const tensors & x) { return tsr_acc(c, x[0], x[1], x[0]->nb[1], x[0]->nb[2], x[0]->nb[3], 4 * 23); })
+        .nmse(T_F32);
+    T.add("set_2d").input(tensor(F32, 20, 9)).input(tensor(F32, 5, 3))
+        .op([](tsr_context * c, const tensors & x) { return tsr_set_2d(c, x[0], x[1], 2 * x[0]->nb[1], 4 * 3); })
+        .nmse(EXACT);
+    T.add("set_1d_inplace").input(tensor(F32, 20, 9)).input(tensor(F32, 30))
+        .op([](tsr_context * c, const tensors & x) { return tsr_set_1d_inplace(c, x[0], x[1], 4 * 17); })
+        .nmse(EXACT);
+    T.add("diag").input(tensor(F32, 17, 1, 3)).op([](tsr_context * c, const tensors & x) { return tsr_diag(c, x[0]); }).nmse(EXACT);
+    T.add("repeat_back").input(tensor(F32, 30, 8, 4)).input(tensor(F32, 10, 4, 1))
+        .op([](tsr_context * c, const tensors & x) { return tsr_repeat_back(c, x[0], x[1]); })
+        .nmse(T_F32);
+    T.add("l2_norm").input(tensor(F32, 333, 7, 2)).op([](tsr_context * c, const tensors & x) { return tsr_l2_norm(c, x[0], 1e-6f); }).nmse(T_F32);
+    T.add("l2_norm with NaN/inf rows")
+        .input(tensor(F32, 64, 4).with({{3, NAN}, {64 + 9, INFINITY}}))
+        .op([](tsr_context * c, const tensors & x) { return tsr_l2_norm(c, x[0], 1e-6f); })
+        .nmse(T_F32);
+    for (int k : {1, 4, 40})
+        T.add("top_k " + std::to_string(k)).input(tensor(F32, 1000, 6)).op([k](tsr_context * c, const tensors & x) { return tsr_top_k(c, x[0], k); }).nmse(EXACT);
+    T.add("top_k with NaN").input(tensor(F32, 40, 3).with({{7, NAN}, {45, INFINITY}}))
+        .op([](tsr_context * c, const tensors & x) { return tsr_top_k(c, x[0], 5); })
+        .nmse(EXACT);
+    T.add("map_custom1")
+        .input(tensor(F32, 33, 9))
+        .op([](tsr_context * c, const tensors & x) {
+            return tsr_map_custom1(c, x[0], [](tsr_tensor * dst, const tsr_tensor * a, int ith, int nth, void *) {
+                for (int64_t i = ith; i < tsr_nelements(dst); i += nth) tsr_set_f32_1d(dst, i, 3.0f * tsr_get_f32_1d(a, i));
+            }, TSR_N_TASKS_MAX, nullptr);
+        })
+        .nmse(EXACT);
+    T.add("map_custom2").input(tensor(F32, 33, 9)).input(tensor(F32, 33, 9))
+        .op([](tsr_context * c, const tensors & x) {
+            return tsr_map_custom2(c, x[0], x[1], [](tsr_tensor * dst, const tsr_tensor * a, const tsr_tensor * b, int ith, int nth, void *) {
+                for (int64_t i = ith; i < tsr_nelements(dst); i += nth) tsr_set_f32_1d(dst, i, tsr_get_f32_1d(a, i) - tsr_get_f32_1d(b, i));
+            }, 2, nullptr);
+        })
+        .nmse(EXACT);
+    T.add("map_custom3").input(tensor(F32, 33, 9)).input(tensor(F32, 33, 9)).input(tensor(F32, 33, 9))
+        .op([](tsr_context * c, const tensors & x) {
+            return tsr_map_custom3(c, x[0], x[1], x[2], [](tsr_tensor * dst, const tsr_tensor * a, const tsr_tensor * b, const tsr_tensor * d, int ith, int nth, void *) {
+                for (int64_t i = ith; i < tsr_nelements(dst); i += nth)
+                    tsr_set_f32_1d(dst, i, tsr_get_f32_1d(a, i) > 0.0f ? tsr_get_f32_1d(b, i) : tsr_get_f32_1d(d, i));
+            }, 1, nullptr);
+        })
+        .nmse(EXACT);
+    // tensors of 0 elements: nothing to write, nothing read out of range
+    T.add("cumsum").input(tensor(F32, 0, 3)).op([](tsr_context * c, const tensors & x) { return tsr_cumsum(c, x[0]); }).nmse(EXACT);
+    T.add("l2_norm").input(tensor(F32, 7, 0)).op([](tsr_context * c, const tensors & x) { return tsr_l2_norm(c, x[0], 1e-6f); }).nmse(EXACT);
+    T.add("top_k").input(tensor(F32, 5, 0, 2)).op([](tsr_context * c, const tensors & x) { return tsr_top_k(c, x[0], 2); }).nmse(EXACT);
+    T.add("geglu").input(tensor(F32, 0, 3)).op([](tsr_context * c, const tensors & x) { return tsr_geglu(c, x[0]); }).nmse(EXACT);
+    T.add("acc of an empty b").input(tensor(F32, 6, 4)).input(tensor(F32, 0, 2))
+        .op([](tsr_context * c, const tensors & x) { return tsr_acc(c, x[0], x[1], x[0]->nb[1], x[0]->nb[2], x[0]->nb[3], 0); })
+        .nmse(EXACT);
+    T.add("custom_4d").input(tensor(F32, 33, 9))
+        .op([](tsr_context * c, const tensors & x) {
+            tsr_tensor * args[1] = {x[0]};
+            return tsr_custom_4d(c, TSR_TYPE_F32, 9, 33, 1, 1, args, 1, [](tsr_tensor * dst, int ith, int nth, void *) {
+                for (int64_t i = ith; i < tsr_nelements(dst); i += nth)   // a transpose
+                    tsr_set_f32_nd(dst, i % 9, i / 9, 0, 0, tsr_get_f32_nd(dst->src[0], i / 9, i % 9, 0, 0));
+            }, TSR_N_TASKS_MAX, nullptr);
+        })
+        .nmse(EXACT);
+}
+
 std::vector<op_case> build_table() {
     case_table T;
     binary_cases(T);
@@ -1002,6 +1116,8 @@ std::vector<op_case> build_table() {
     zero_size_cases(T);
     /* issue 17 part B */
     issue17b_cases(T);
+    /* issue 17 part A */
+    issue17a_cases(T);
     return std::move(T.cases);
 }
 

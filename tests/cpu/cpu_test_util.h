@@ -31,8 +31,9 @@ inline tsr_status run(tsr_backend_t be, tsr_context * ctx, tsr_tensor * out) {
     return tsr_backend_graph_compute(be, gf);
 }
 
-// Runs `out` on every ISA path with n_threads and CHECKs its NMSE against ref; before_run
-// (when set) runs before each run, e.g. to restore an operand an in-place op overwrites.
+// Runs `out` on every ISA path with n_threads and CHECKs its NMSE against ref (NaN and
+// infinities must match exactly); before_run (when set) runs before each run, e.g. to
+// restore an operand an in-place op overwrites.
 inline void check_every_isa(tsr_context * ctx, tsr_tensor * out, const std::vector<double> & ref, double max_nmse,
                             const std::string & what, int n_threads = 2, const std::function<void()> & before_run = {}) {
     REQUIRE(out != nullptr);
@@ -46,6 +47,25 @@ inline void check_every_isa(tsr_context * ctx, tsr_tensor * out, const std::vect
         INFO("nmse " << e);
         CHECK(e <= max_nmse);
     }
+}
+
+// check_every_isa with 2 threads; `restore` (in-place results): its bytes are put back
+// before every run and after the last, so later checks see the input again.
+inline void check(tsr_context * ctx, tsr_tensor * out, const std::vector<double> & ref, double thr, const std::string & what,
+                  tsr_tensor * restore = nullptr) {
+    REQUIRE(out != nullptr);
+    std::vector<char> saved;
+    if (restore) saved.assign((const char *)restore->data, (const char *)restore->data + tsr_nbytes(restore));
+    const auto put_back = [&] { if (restore) std::memcpy(restore->data, saved.data(), saved.size()); };
+    check_every_isa(ctx, out, ref, thr, what, 2, put_back);
+    put_back();
+}
+
+// Make dst share src's memory (as gallocr does for in-place ops).
+inline void alias(tsr_tensor * dst, tsr_tensor * src) {
+    REQUIRE(tsr_op_can_inplace(dst, 0));
+    REQUIRE(tsr_nbytes(dst) == tsr_nbytes(src));
+    dst->data = src->data;
 }
 
 } // namespace cput

@@ -10,25 +10,6 @@ using namespace cput;
 
 namespace {
 
-// Runs `out` on every ISA path (2 threads) and compares with ref.
-// `restore` (in-place runs): its bytes are put back before every run.
-void check(tsr_context * ctx, tsr_tensor * out, const std::vector<double> & ref, double thr, const char * what,
-           tsr_tensor * restore = nullptr) {
-    REQUIRE(out != nullptr);
-    std::vector<char> saved;
-    if (restore) saved.assign((const char *)restore->data, (const char *)restore->data + tsr_nbytes(restore));
-    check_every_isa(ctx, out, ref, thr, what, 2, [&] {
-        if (restore) std::memcpy(restore->data, saved.data(), saved.size());
-    });
-}
-
-// Make dst share src's memory (as gallocr does for in-place ops).
-void alias(tsr_tensor * dst, tsr_tensor * src) {
-    REQUIRE(tsr_op_can_inplace(dst, 0));
-    REQUIRE(tsr_nbytes(dst) == tsr_nbytes(src));
-    dst->data = src->data;
-}
-
 using fn1 = double (*)(double);
 
 double gelu_ref(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }

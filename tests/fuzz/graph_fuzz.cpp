@@ -107,8 +107,16 @@ tsr_tensor * new_tensor(program & p, byte_reader & in) {
 tsr_tensor * unary(program & p, byte_reader & in) {
     tsr_tensor * a = p.pick(in);
     const uint8_t which = in.u8();
-    switch (which % 12) {
+    switch (which % 20) {
         case 0: return tsr_unary(p.ctx, a, (tsr_unary_op) (in.u8() % (TSR_UNARY_OP_COUNT + 2)));
+        /* issue 17 part A */
+        case 12: return in.u8() & 1 ? tsr_sin(p.ctx, a) : tsr_leaky_relu(p.ctx, a, in.f32(), in.u8() & 1);
+        case 13: return in.u8() & 1 ? tsr_fill(p.ctx, a, in.f32()) : tsr_fill_inplace(p.ctx, a, in.f32());
+        case 14: return tsr_tri(p.ctx, a, (tsr_tri_type) (in.u8() % 4));   // past 3: not a value of the enum (UB in C++)
+        case 15: return in.u8() & 1 ? tsr_cumsum(p.ctx, a) : tsr_diag(p.ctx, a);
+        case 16: return tsr_l2_norm(p.ctx, a, in.f32());
+        case 17: return tsr_top_k(p.ctx, a, pick_int(in));
+        case 18: { const uint8_t g = in.u8(); return tsr_glu(p.ctx, a, (tsr_glu_op) (g % (TSR_GLU_OP_COUNT + 1)), g & 128); }
         case 1: return tsr_sqr(p.ctx, a);
         case 2: return tsr_sqrt(p.ctx, a);
         case 3: return tsr_log(p.ctx, a);
@@ -126,8 +134,15 @@ tsr_tensor * unary(program & p, byte_reader & in) {
 tsr_tensor * binary(program & p, byte_reader & in) {
     tsr_tensor * a = p.pick(in);
     tsr_tensor * b = p.pick(in);
-    switch (in.u8() % 9) {
+    switch (in.u8() % 12) {
         case 0: return tsr_add(p.ctx, a, b);
+        /* issue 17 part A */
+        case 9: {
+            const size_t nb1 = in.u16(), nb2 = in.u16(), nb3 = in.u16(), offs = in.u16();
+            return in.u8() & 1 ? tsr_acc(p.ctx, a, b, nb1, nb2, nb3, offs) : tsr_set_inplace(p.ctx, a, b, nb1, nb2, nb3, offs);
+        }
+        case 10: return tsr_repeat_back(p.ctx, a, b);
+        case 11: return tsr_glu_split(p.ctx, a, b, (tsr_glu_op) (in.u8() % TSR_GLU_OP_COUNT));
         case 1: return tsr_sub(p.ctx, a, b);
         case 2: return tsr_mul(p.ctx, a, b);
         case 3: return tsr_div(p.ctx, a, b);

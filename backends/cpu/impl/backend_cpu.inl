@@ -54,7 +54,8 @@ static bool supports(const tsr_tensor * t) {
             return is_float(a->type) && is_float(t->type) && tsr_get_op_params_i32(t, 0) >= 0 &&
                    tsr_get_op_params_i32(t, 0) < TSR_UNARY_OP_COUNT;
         case TSR_OP_GLU:
-            return tsr_get_op_params_i32(t, 0) == TSR_GLU_OP_SWIGLU && is_float(a->type) && (!b || is_float(b->type)) && is_float(t->type);
+            return tsr_get_op_params_i32(t, 0) >= 0 && tsr_get_op_params_i32(t, 0) < TSR_GLU_OP_COUNT && is_float(a->type) &&
+                   (!b || is_float(b->type)) && is_float(t->type);
         case TSR_OP_SUM: case TSR_OP_SUM_ROWS: case TSR_OP_MEAN:
             return is_float(a->type) && is_float(t->type);
         case TSR_OP_ARGMAX: case TSR_OP_ARGSORT:
@@ -106,6 +107,20 @@ static bool supports(const tsr_tensor * t) {
         case TSR_OP_RWKV_WKV6: case TSR_OP_GATED_LINEAR_ATTN: case TSR_OP_RWKV_WKV7:
         case TSR_OP_WIN_PART: case TSR_OP_WIN_UNPART: case TSR_OP_ADD_REL_POS:
             return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32 && tsr_is_contiguous(t);
+        /* issue 17 part A */
+        case TSR_OP_SIN: case TSR_OP_COS: case TSR_OP_LEAKY_RELU: case TSR_OP_FILL: case TSR_OP_TRI: case TSR_OP_CUMSUM:
+        case TSR_OP_DIAG: case TSR_OP_REPEAT_BACK:
+            return is_float(a->type) && is_float(t->type);
+        case TSR_OP_ACC: case TSR_OP_SET:
+            return is_float(a->type) && is_float(b->type) && t->type == a->type && tsr_is_contiguous(t);
+        case TSR_OP_ARANGE:
+            return t->type == TSR_TYPE_F32;
+        case TSR_OP_L2_NORM:
+            return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_F32;
+        case TSR_OP_TOP_K:
+            return a->type == TSR_TYPE_F32 && t->type == TSR_TYPE_I32;
+        case TSR_OP_MAP_CUSTOM1: case TSR_OP_MAP_CUSTOM2: case TSR_OP_MAP_CUSTOM3: case TSR_OP_CUSTOM:
+            return tsr_impl::get_custom_params(t).fun != nullptr;
         case TSR_OP_FLASH_ATTN_EXT: {
             const tsr_tensor * v = t->src[2];
             const tsr_tensor * m = t->src[3];
@@ -143,6 +158,7 @@ static size_t op_work_size(const tsr_tensor * t, const kernels * K, int nth) {
         case TSR_OP_CONV_2D_DW: return per_thread(dw_thread_floats(t));
         case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_CONV_TRANSPOSE_2D: return tconv_work_size(t, K, nth);
         case TSR_OP_SSM_SCAN: return per_thread(ssm_scan_thread_floats(t));
+        case TSR_OP_TOP_K: return per_thread((size_t)t->src[0]->ne[0]);   /* issue 17 part A */
         default: return 0;
     }
 }
@@ -194,6 +210,18 @@ static void compute_node(const cparams & p, tsr_tensor * t) {
         case TSR_OP_WIN_UNPART: op_win_unpart(p, t); break;
         case TSR_OP_GET_REL_POS: op_get_rel_pos(p, t); break;
         case TSR_OP_ADD_REL_POS: op_add_rel_pos(p, t); break;
+        /* issue 17 part A */
+        case TSR_OP_SIN: case TSR_OP_COS: case TSR_OP_LEAKY_RELU: op_unary(p, t); break;
+        case TSR_OP_ARANGE: op_arange(p, t); break;
+        case TSR_OP_FILL: op_fill(p, t); break;
+        case TSR_OP_TRI: op_tri(p, t); break;
+        case TSR_OP_CUMSUM: op_cumsum(p, t); break;
+        case TSR_OP_ACC: case TSR_OP_SET: op_acc_set(p, t); break;
+        case TSR_OP_DIAG: op_diag(p, t); break;
+        case TSR_OP_REPEAT_BACK: op_repeat_back(p, t); break;
+        case TSR_OP_L2_NORM: op_l2_norm(p, t); break;
+        case TSR_OP_TOP_K: op_top_k(p, t); break;
+        case TSR_OP_MAP_CUSTOM1: case TSR_OP_MAP_CUSTOM2: case TSR_OP_MAP_CUSTOM3: case TSR_OP_CUSTOM: op_custom(p, t); break;
         default: break;
     }
 }
@@ -207,6 +235,8 @@ static inline bool node_is_small(const tsr_tensor * t, int64_t small_max) {
     switch (t->op) {
         case TSR_OP_MUL_MAT: case TSR_OP_OUT_PROD: case TSR_OP_FLASH_ATTN_EXT: case TSR_OP_CONV_2D:
         case TSR_OP_MUL_MAT_ID: case TSR_OP_CONV_2D_DW: case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_CONV_TRANSPOSE_2D:
+        /* issue 17 part A: a user's op may be heavy on small tensors; it gets the threads it asks for */
+        case TSR_OP_MAP_CUSTOM1: case TSR_OP_MAP_CUSTOM2: case TSR_OP_MAP_CUSTOM3: case TSR_OP_CUSTOM:
             return false;
         default: break;
     }

@@ -141,9 +141,19 @@ static inline float gelu_f(float x) {
 static inline float silu_f(float x) { return x / (1.0f + std::exp(-x)); }
 /* NaN stays NaN (as in PyTorch), where std::min/std::max would pick a bound */
 static inline float clamp_f(float x, float lo, float hi) { return x != x ? x : std::max(lo, std::min(hi, x)); }
+static inline float relu_f(float x) { return x <= 0.0f ? 0.0f : x; }   /* NaN stays NaN */
+static inline float gelu_quick_f(float x) { return x / (1.0f + std::exp(-1.702f * x)); }
+static inline float gelu_erf_f(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
+/* sgn and step keep a NaN (PyTorch's sign and heaviside do); ggml gives 0 */
+static inline float sgn_f(float x) { return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x == 0.0f ? 0.0f : x; }
+static inline float step_f(float x) { return x > 0.0f ? 1.0f : x <= 0.0f ? 0.0f : x; }
+/* relu6(x + 3) / 6 with the NaN kept */
+static inline float hardsigmoid_f(float x) { return clamp_f((x + 3.0f) / 6.0f, 0.0f, 1.0f); }
+/* ggml's (and PyTorch's) threshold: past 20, log1p(e^x) rounds to x */
+static inline float softplus_f(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
 struct unary_fn {
-    int kind;  /* TSR_OP_* (SQR, SQRT, LOG, SCALE, CLAMP) or 1000 + tsr_unary_op */
+    int kind;  /* TSR_OP_* (SQR, SQRT, LOG, SCALE, CLAMP, SIN, COS, LEAKY_RELU) or 1000 + tsr_unary_op */
     float a, b;
     inline float operator()(float x) const {
         switch (kind) {
@@ -152,15 +162,30 @@ struct unary_fn {
             case TSR_OP_LOG: return std::log(x);
             case TSR_OP_SCALE: return x * a + b;
             case TSR_OP_CLAMP: return clamp_f(x, a, b);
+            case TSR_OP_SIN: return std::sin(x);
+            case TSR_OP_COS: return std::cos(x);
+            case TSR_OP_LEAKY_RELU: return x > 0.0f ? x : a * x;
             case 1000 + TSR_UNARY_OP_ABS: return std::fabs(x);
             case 1000 + TSR_UNARY_OP_NEG: return -x;
             case 1000 + TSR_UNARY_OP_TANH: return std::tanh(x);
-            case 1000 + TSR_UNARY_OP_RELU: return x <= 0.0f ? 0.0f : x;   /* NaN stays NaN */
+            case 1000 + TSR_UNARY_OP_RELU: return relu_f(x);
             case 1000 + TSR_UNARY_OP_SIGMOID: return 1.0f / (1.0f + std::exp(-x));
             case 1000 + TSR_UNARY_OP_GELU: return gelu_f(x);
-            case 1000 + TSR_UNARY_OP_GELU_QUICK: return x / (1.0f + std::exp(-1.702f * x));
+            case 1000 + TSR_UNARY_OP_GELU_QUICK: return gelu_quick_f(x);
             case 1000 + TSR_UNARY_OP_SILU: return silu_f(x);
             case 1000 + TSR_UNARY_OP_EXP: return std::exp(x);
+            case 1000 + TSR_UNARY_OP_SGN: return sgn_f(x);
+            case 1000 + TSR_UNARY_OP_STEP: return step_f(x);
+            case 1000 + TSR_UNARY_OP_ELU: return x > 0.0f ? x : std::expm1(x);
+            case 1000 + TSR_UNARY_OP_HARDSWISH: return x * hardsigmoid_f(x);
+            case 1000 + TSR_UNARY_OP_HARDSIGMOID: return hardsigmoid_f(x);
+            case 1000 + TSR_UNARY_OP_EXPM1: return std::expm1(x);
+            case 1000 + TSR_UNARY_OP_SOFTPLUS: return softplus_f(x);
+            case 1000 + TSR_UNARY_OP_GELU_ERF: return gelu_erf_f(x);
+            case 1000 + TSR_UNARY_OP_FLOOR: return std::floor(x);
+            case 1000 + TSR_UNARY_OP_CEIL: return std::ceil(x);
+            case 1000 + TSR_UNARY_OP_ROUND: return std::round(x);
+            case 1000 + TSR_UNARY_OP_TRUNC: return std::trunc(x);
             default: return x;
         }
     }
@@ -179,6 +204,13 @@ static void unary_row_dispatch(int kind, float * d, const float * s, int64_t n, 
         TSR_UCASE(1000 + TSR_UNARY_OP_ABS) TSR_UCASE(1000 + TSR_UNARY_OP_NEG) TSR_UCASE(1000 + TSR_UNARY_OP_TANH)
         TSR_UCASE(1000 + TSR_UNARY_OP_RELU) TSR_UCASE(1000 + TSR_UNARY_OP_SIGMOID) TSR_UCASE(1000 + TSR_UNARY_OP_GELU)
         TSR_UCASE(1000 + TSR_UNARY_OP_GELU_QUICK) TSR_UCASE(1000 + TSR_UNARY_OP_SILU) TSR_UCASE(1000 + TSR_UNARY_OP_EXP)
+        /* issue 17 part A */
+        TSR_UCASE(TSR_OP_SIN) TSR_UCASE(TSR_OP_COS) TSR_UCASE(TSR_OP_LEAKY_RELU)
+        TSR_UCASE(1000 + TSR_UNARY_OP_SGN) TSR_UCASE(1000 + TSR_UNARY_OP_STEP) TSR_UCASE(1000 + TSR_UNARY_OP_ELU)
+        TSR_UCASE(1000 + TSR_UNARY_OP_HARDSWISH) TSR_UCASE(1000 + TSR_UNARY_OP_HARDSIGMOID)
+        TSR_UCASE(1000 + TSR_UNARY_OP_EXPM1) TSR_UCASE(1000 + TSR_UNARY_OP_SOFTPLUS) TSR_UCASE(1000 + TSR_UNARY_OP_GELU_ERF)
+        TSR_UCASE(1000 + TSR_UNARY_OP_FLOOR) TSR_UCASE(1000 + TSR_UNARY_OP_CEIL) TSR_UCASE(1000 + TSR_UNARY_OP_ROUND)
+        TSR_UCASE(1000 + TSR_UNARY_OP_TRUNC)
 #undef TSR_UCASE
         default: for (int64_t i = 0; i < n; ++i) d[i] = s[i];
     }
@@ -204,7 +236,7 @@ static void op_unary(const cparams & p, tsr_tensor * dst) {
     int kind = dst->op;
     float a = 0.0f, b = 0.0f;
     if (dst->op == TSR_OP_UNARY) kind = 1000 + tsr_get_op_params_i32(dst, 0);
-    if (dst->op == TSR_OP_SCALE || dst->op == TSR_OP_CLAMP) {
+    if (dst->op == TSR_OP_SCALE || dst->op == TSR_OP_CLAMP || dst->op == TSR_OP_LEAKY_RELU) {
         a = tsr_get_op_params_f32(dst, 0);
         b = tsr_get_op_params_f32(dst, 1);
     }
@@ -225,10 +257,47 @@ static void op_unary(const cparams & p, tsr_tensor * dst) {
     }
 }
 
+/* One GLU: act(x) * g, or swiglu_oai's clamped form. */
+struct glu_fn {
+    int op;   /* enum tsr_glu_op */
+    float alpha, limit;
+    inline float operator()(float x, float g) const {
+        switch (op) {
+            case TSR_GLU_OP_REGLU: return relu_f(x) * g;
+            case TSR_GLU_OP_GEGLU: return gelu_f(x) * g;
+            case TSR_GLU_OP_GEGLU_ERF: return gelu_erf_f(x) * g;
+            case TSR_GLU_OP_GEGLU_QUICK: return gelu_quick_f(x) * g;
+            case TSR_GLU_OP_SWIGLU_OAI: {
+                /* NaN kept, as clamp_f does */
+                const float xc = x > limit ? limit : x;
+                const float gc = clamp_f(g, -limit, limit);
+                return xc / (1.0f + std::exp(-alpha * xc)) * (gc + 1.0f);
+            }
+            default: return silu_f(x) * g;
+        }
+    }
+};
+
+/* act(x) -> d with the ISA's vector kernel, then d *= g (d may alias x, never g); false:
+ * no vector kernel for this GLU. */
+static bool glu_row_vector(const act_kernels * A, int op, int64_t n, const float * x, const float * g, float * d) {
+    if (!A) return false;
+    if (op == TSR_GLU_OP_SWIGLU) {
+        A->swiglu(n, x, g, d);
+        return true;
+    }
+    act_row_fn act = op == TSR_GLU_OP_GEGLU ? A->gelu : op == TSR_GLU_OP_GEGLU_QUICK ? A->gelu_quick : nullptr;
+    if (!act || d == g) return false;
+    act(n, x, d);
+    for (int64_t i = 0; i < n; ++i) d[i] *= g[i];
+    return true;
+}
+
 static void op_glu(const cparams & p, tsr_tensor * dst) {
     const tsr_tensor * a = dst->src[0];
     const tsr_tensor * g = dst->src[1];
     const bool swapped = tsr_get_op_params_i32(dst, 1) != 0;
+    const glu_fn f{tsr_get_op_params_i32(dst, 0), tsr_get_op_params_f32(dst, 2), tsr_get_op_params_f32(dst, 3)};
     const int64_t nc = dst->ne[0];
     const int64_t nr = tsr_nrows(dst);
     int64_t r0, r1;
@@ -256,11 +325,10 @@ static void op_glu(const cparams & p, tsr_tensor * dst) {
             const float * fx = (const float *)px;
             const float * fg = (const float *)pg;
             float * fd = (float *)d;
-            if (p.K->act) p.K->act->swiglu(nc, fx, fg, fd);
-            else for (int64_t i = 0; i < nc; ++i) fd[i] = silu_f(fx[i]) * fg[i];
+            if (!glu_row_vector(p.K->act, f.op, nc, fx, fg, fd))
+                for (int64_t i = 0; i < nc; ++i) fd[i] = f(fx[i], fg[i]);
         } else {
-            for (int64_t i = 0; i < nc; ++i)
-                st(dst->type, d + i * dst->nb[0], silu_f(ld(tx, px + i * sx)) * ld(tg, pg + i * sg));
+            for (int64_t i = 0; i < nc; ++i) st(dst->type, d + i * dst->nb[0], f(ld(tx, px + i * sx), ld(tg, pg + i * sg)));
         }
     }
 }

@@ -47,12 +47,16 @@ bool supports(const tsr_tensor * op) {
         case TSR_OP_UNARY:
             return s0 && type_is_float(s0->type) && op->type == s0->type && unary_code(tsr_get_unary_op(op)) >= 0;
         case TSR_OP_SQR: case TSR_OP_SQRT: case TSR_OP_LOG: case TSR_OP_SCALE: case TSR_OP_CLAMP:
+        case TSR_OP_SIN: case TSR_OP_COS: case TSR_OP_LEAKY_RELU:   /* issue 17 part A */
             return s0 && type_is_float(s0->type) && op->type == s0->type;
         case TSR_OP_GLU:
-            return s0 && tsr_get_glu_op(op) == TSR_GLU_OP_SWIGLU && type_is_float(s0->type) && op->type == s0->type &&
-                   (!s1 || s1->type == s0->type);
+            return s0 && tsr_get_op_params_i32(op, 0) >= 0 && tsr_get_op_params_i32(op, 0) < TSR_GLU_OP_COUNT &&
+                   type_is_float(s0->type) && op->type == s0->type && (!s1 || s1->type == s0->type);
         case TSR_OP_NORM: case TSR_OP_RMS_NORM:
+        case TSR_OP_L2_NORM:   /* issue 17 part A */
             return s0 && rows_contiguous_f32(s0) && rows_contiguous_f32(op);
+        case TSR_OP_TOP_K:     /* issue 17 part A */
+            return s0 && s0->type == TSR_TYPE_F32 && op->type == TSR_TYPE_I32 && s0->ne[0] <= INT32_MAX;
         case TSR_OP_SOFT_MAX:
             return s0 && rows_contiguous_f32(s0) && rows_contiguous_f32(op) &&
                    (!s1 || (s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) || (s1->type == TSR_TYPE_F16 && s1->nb[0] == 2)) &&
@@ -139,9 +143,13 @@ bool compute_node(backend_ctx * ctx, op_ctx & c, tsr_tensor * node) {
     switch (node->op) {
         case TSR_OP_ADD: case TSR_OP_SUB: case TSR_OP_MUL: case TSR_OP_DIV: return op_binary(c, node);
         case TSR_OP_UNARY: case TSR_OP_SQR: case TSR_OP_SQRT: case TSR_OP_LOG: case TSR_OP_SCALE: case TSR_OP_CLAMP:
+        case TSR_OP_SIN: case TSR_OP_COS: case TSR_OP_LEAKY_RELU:   /* issue 17 part A */
             return op_unary(c, node);
         case TSR_OP_GLU:           return op_glu(c, node);
         case TSR_OP_NORM: case TSR_OP_RMS_NORM: return op_norm(c, node);
+        /* issue 17 part A */
+        case TSR_OP_L2_NORM:       return op_norm(c, node);
+        case TSR_OP_TOP_K:         return op_top_k(c, node);
         case TSR_OP_SOFT_MAX:      return op_soft_max(c, node);
         case TSR_OP_ROPE:          return op_rope(c, node);
         case TSR_OP_GET_ROWS:      return op_get_rows(c, node);

@@ -70,8 +70,15 @@ bool op_binary(op_ctx & c, tsr_tensor * dst) {
 
 enum un_op {
     UN_ABS, UN_NEG, UN_TANH, UN_RELU, UN_SIGMOID, UN_GELU, UN_GELU_QUICK, UN_SILU, UN_EXP,
-    UN_SQR, UN_SQRT, UN_LOG, UN_SCALE, UN_CLAMP
+    UN_SQR, UN_SQRT, UN_LOG, UN_SCALE, UN_CLAMP,
+    /* issue 17 part A */
+    UN_SGN, UN_STEP, UN_ELU, UN_HARDSWISH, UN_HARDSIGMOID, UN_EXPM1, UN_SOFTPLUS, UN_GELU_ERF, UN_FLOOR, UN_CEIL,
+    UN_ROUND, UN_TRUNC, UN_SIN, UN_COS, UN_LEAKY_RELU
 };
+
+// relu6(x + 3) / 6 with the NaN kept (fminf/fmaxf would drop it), as the CPU
+__device__ __forceinline__ float hardsigmoid_f(float x) { return isnan(x) ? x : fminf(fmaxf((x + 3.0f) / 6.0f, 0.0f), 1.0f); }
+__device__ __forceinline__ float gelu_erf_f(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 
 __device__ __forceinline__ float un_apply(int op, float x, float p0, float p1) {
     switch (op) {
@@ -89,6 +96,21 @@ __device__ __forceinline__ float un_apply(int op, float x, float p0, float p1) {
         case UN_LOG:        return logf(x);
         case UN_SCALE:      return x * p0 + p1;
         case UN_CLAMP:      return isnan(x) ? x : fminf(fmaxf(x, p0), p1);   // fmaxf drops a NaN
+        case UN_SGN:        return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x == 0.0f ? 0.0f : x;   // NaN kept
+        case UN_STEP:       return x > 0.0f ? 1.0f : x <= 0.0f ? 0.0f : x;
+        case UN_ELU:        return x > 0.0f ? x : expm1f(x);
+        case UN_HARDSWISH:  return x * hardsigmoid_f(x);
+        case UN_HARDSIGMOID: return hardsigmoid_f(x);
+        case UN_EXPM1:      return expm1f(x);
+        case UN_SOFTPLUS:   return x > 20.0f ? x : log1pf(expf(x));
+        case UN_GELU_ERF:   return gelu_erf_f(x);
+        case UN_FLOOR:      return floorf(x);
+        case UN_CEIL:       return ceilf(x);
+        case UN_ROUND:      return roundf(x);
+        case UN_TRUNC:      return truncf(x);
+        case UN_SIN:        return sinf(x);
+        case UN_COS:        return cosf(x);
+        case UN_LEAKY_RELU: return x > 0.0f ? x : p0 * x;
         default:            return x;
     }
 }
@@ -126,6 +148,19 @@ inline int unary_code(enum tsr_unary_op op) {
         case TSR_UNARY_OP_GELU_QUICK: return UN_GELU_QUICK;
         case TSR_UNARY_OP_SILU:       return UN_SILU;
         case TSR_UNARY_OP_EXP:        return UN_EXP;
+        /* issue 17 part A */
+        case TSR_UNARY_OP_SGN:         return UN_SGN;
+        case TSR_UNARY_OP_STEP:        return UN_STEP;
+        case TSR_UNARY_OP_ELU:         return UN_ELU;
+        case TSR_UNARY_OP_HARDSWISH:   return UN_HARDSWISH;
+        case TSR_UNARY_OP_HARDSIGMOID: return UN_HARDSIGMOID;
+        case TSR_UNARY_OP_EXPM1:       return UN_EXPM1;
+        case TSR_UNARY_OP_SOFTPLUS:    return UN_SOFTPLUS;
+        case TSR_UNARY_OP_GELU_ERF:    return UN_GELU_ERF;
+        case TSR_UNARY_OP_FLOOR:       return UN_FLOOR;
+        case TSR_UNARY_OP_CEIL:        return UN_CEIL;
+        case TSR_UNARY_OP_ROUND:       return UN_ROUND;
+        case TSR_UNARY_OP_TRUNC:       return UN_TRUNC;
         default:                      return -1;
     }
 }
@@ -143,48 +178,70 @@ bool op_unary(op_ctx & c, tsr_tensor * dst) {
         case TSR_OP_LOG:   return launch_unary(c, a, dst, UN_LOG, 0.0f, 0.0f);
         case TSR_OP_SCALE: return launch_unary(c, a, dst, UN_SCALE, tsr_get_op_params_f32(dst, 0), tsr_get_op_params_f32(dst, 1));
         case TSR_OP_CLAMP: return launch_unary(c, a, dst, UN_CLAMP, tsr_get_op_params_f32(dst, 0), tsr_get_op_params_f32(dst, 1));
+        /* issue 17 part A */
+        case TSR_OP_SIN:   return launch_unary(c, a, dst, UN_SIN, 0.0f, 0.0f);
+        case TSR_OP_COS:   return launch_unary(c, a, dst, UN_COS, 0.0f, 0.0f);
+        case TSR_OP_LEAKY_RELU: return launch_unary(c, a, dst, UN_LEAKY_RELU, tsr_get_op_params_f32(dst, 0), 0.0f);
         default: return tsr_set_error("cuda: op_unary called for %s", tsr_op_name(dst->op));
     }
 }
 
-// ---- swiglu ------------------------------------------------------------------------------
+// ---- GLU --------------------------------------------------------------------------------
 
-// dst = silu(x) * g. Single-tensor form: src0 rows are [x | g] (swapped: [g | x]), nc = dst
-// ne0. Split form: x from src0, g from src1 (same shapes as dst).
+// act(x) * g for op (enum tsr_glu_op); swiglu_oai clamps x from above and g both ways by
+// limit, scales the sigmoid by alpha, and multiplies by g + 1. NaN kept, as the CPU.
+__device__ __forceinline__ float glu_apply(int op, float x, float g, float alpha, float limit) {
+    switch (op) {
+        case TSR_GLU_OP_REGLU:       return (x <= 0.0f ? 0.0f : x) * g;
+        case TSR_GLU_OP_GEGLU:       return un_apply(UN_GELU, x, 0.0f, 0.0f) * g;
+        case TSR_GLU_OP_GEGLU_ERF:   return gelu_erf_f(x) * g;
+        case TSR_GLU_OP_GEGLU_QUICK: return un_apply(UN_GELU_QUICK, x, 0.0f, 0.0f) * g;
+        case TSR_GLU_OP_SWIGLU_OAI: {
+            const float xc = x > limit ? limit : x;
+            const float gc = isnan(g) ? g : fminf(fmaxf(g, -limit), limit);
+            return xc / (1.0f + expf(-alpha * xc)) * (gc + 1.0f);
+        }
+        default:                     return x / (1.0f + expf(-x)) * g;
+    }
+}
+
+struct glu_params { int op, split, swapped; float alpha, limit; };
+
+// Single-tensor form: src0 rows are [x | g] (swapped: [g | x]), nc = dst ne0. Split form:
+// x from src0, g from src1 (same shapes as dst).
 template <typename T>
-__global__ void k_swiglu(const char * s0, tdesc d0, const char * s1, tdesc d1, char * dst, tdesc dd,
-                         int64_t n, int split, int swapped) {
+__global__ void k_glu(const char * s0, tdesc d0, const char * s1, tdesc d1, char * dst, tdesc dd, int64_t n, glu_params gp) {
     for (int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t) gridDim.x * blockDim.x) {
         const idx4 ix = unravel(i, dd.ne);
         const char * row0 = s0 + offs(d0, idx4{0, ix.i1, ix.i2, ix.i3});
         float x, g;
-        if (split) {
+        if (gp.split) {
             x = to_f32(*(const T *) (row0 + ix.i0 * d0.nb[0]));
             g = to_f32(*(const T *) (s1 + offs(d1, ix)));
         } else {
             const int64_t nc = dd.ne[0];
-            const int64_t jx = swapped ? ix.i0 + nc : ix.i0, jg = swapped ? ix.i0 : ix.i0 + nc;
+            const int64_t jx = gp.swapped ? ix.i0 + nc : ix.i0, jg = gp.swapped ? ix.i0 : ix.i0 + nc;
             x = to_f32(*(const T *) (row0 + jx * d0.nb[0]));
             g = to_f32(*(const T *) (row0 + jg * d0.nb[0]));
         }
-        *(T *) (dst + offs(dd, ix)) = from_f32<T>(x / (1.0f + expf(-x)) * g);
+        *(T *) (dst + offs(dd, ix)) = from_f32<T>(glu_apply(gp.op, x, g, gp.alpha, gp.limit));
     }
 }
 
 bool op_glu(op_ctx & c, tsr_tensor * dst) {
-    if (tsr_get_glu_op(dst) != TSR_GLU_OP_SWIGLU) return tsr_set_error("cuda: glu op %s not supported", tsr_op_desc(dst));
     const tsr_tensor * a = dst->src[0], * b = dst->src[1];
     const int64_t n = tsr_nelements(dst);
     if (n == 0) return true;
-    const int split = b != nullptr, swapped = tsr_get_op_params_i32(dst, 1) != 0;
+    const glu_params gp = {tsr_get_op_params_i32(dst, 0), b != nullptr, tsr_get_op_params_i32(dst, 1) != 0,
+                           tsr_get_op_params_f32(dst, 2), tsr_get_op_params_f32(dst, 3)};
     const tdesc db = b ? make_desc(b) : make_desc(a);
     const char * pb = b ? (const char *) b->data : (const char *) a->data;
     if (a->type == TSR_TYPE_F32) {
-        k_swiglu<float><<<grid_for(n), CU_BLOCK, 0, c.stream>>>((const char *) a->data, make_desc(a), pb, db,
-                                                                (char *) dst->data, make_desc(dst), n, split, swapped);
+        k_glu<float><<<grid_for(n), CU_BLOCK, 0, c.stream>>>((const char *) a->data, make_desc(a), pb, db,
+                                                             (char *) dst->data, make_desc(dst), n, gp);
     } else {
-        k_swiglu<__half><<<grid_for(n), CU_BLOCK, 0, c.stream>>>((const char *) a->data, make_desc(a), pb, db,
-                                                                 (char *) dst->data, make_desc(dst), n, split, swapped);
+        k_glu<__half><<<grid_for(n), CU_BLOCK, 0, c.stream>>>((const char *) a->data, make_desc(a), pb, db,
+                                                              (char *) dst->data, make_desc(dst), n, gp);
     }
     return true;
 }

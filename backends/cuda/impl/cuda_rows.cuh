@@ -1,5 +1,5 @@
-// tessera CUDA backend: row kernels (one thread block per row): norm, rms_norm,
-// soft_max_ext, get_rows, set_rows, sum_rows / mean / sum, argmax.
+// tessera CUDA backend: row kernels (one thread block per row): norm, rms_norm, l2_norm,
+// top_k, soft_max_ext, get_rows, set_rows, sum_rows / mean / sum, argmax.
 //
 // In-place contract: reductions finish (with a block barrier) before any element of the
 // row is written, and each element is written by the thread that reads it, so a
@@ -24,9 +24,11 @@ __device__ __forceinline__ void row_index(int64_t r, const tdesc & d, int64_t & 
     i3 = r / d.ne[2];
 }
 
-// ---- norm / rms_norm -----------------------------------------------------------------
+// ---- norm / rms_norm / l2_norm (issue 17 part A) ---------------------------------------
 
-template <bool RMS>
+enum norm_kind { NORM_MEAN_VAR, NORM_RMS, NORM_L2 };
+
+template <int KIND>
 __global__ void k_norm(const char * src, tdesc ds, char * dst, tdesc dd, float eps) {
     __shared__ float sh[32];
     int64_t i1, i2, i3;
@@ -35,16 +37,21 @@ __global__ void k_norm(const char * src, tdesc ds, char * dst, tdesc dd, float e
     float * y = (float *) (dst + i1 * dd.nb[1] + i2 * dd.nb[2] + i3 * dd.nb[3]);
     const int n = (int) ds.ne[0];
     float mean = 0.0f;
-    if (!RMS) {
+    if (KIND == NORM_MEAN_VAR) {
         float s = 0.0f;
         for (int j = threadIdx.x; j < n; j += blockDim.x) s += x[j];
         mean = block_sum(s, sh) / n;
     }
     float s2 = 0.0f;
     for (int j = threadIdx.x; j < n; j += blockDim.x) { const float v = x[j] - mean; s2 += v * v; }
-    const float var = block_sum(s2, sh) / n;
-    const float rstd = rsqrtf(var + eps);
-    for (int j = threadIdx.x; j < n; j += blockDim.x) y[j] = (x[j] - mean) * rstd;
+    float scale;
+    if (KIND == NORM_L2) {   // 1 / max(|x|_2, eps), the max keeping a NaN norm (fmaxf would not), as the CPU
+        const float nrm = sqrtf(block_sum(s2, sh));
+        scale = 1.0f / (nrm < eps ? eps : nrm);
+    } else {
+        scale = rsqrtf(block_sum(s2, sh) / n + eps);
+    }
+    for (int j = threadIdx.x; j < n; j += blockDim.x) y[j] = (x[j] - mean) * scale;
 }
 
 bool op_norm(op_ctx & c, tsr_tensor * dst) {
@@ -53,11 +60,71 @@ bool op_norm(op_ctx & c, tsr_tensor * dst) {
     if (nrows == 0 || a->ne[0] == 0) return true;
     const float eps = tsr_get_op_params_f32(dst, 0);
     const int bs = row_block_size(a->ne[0]);
+    const char * x = (const char *) a->data;
+    char * y = (char *) dst->data;
     if (dst->op == TSR_OP_RMS_NORM) {
-        k_norm<true><<<row_grid(nrows), bs, 0, c.stream>>>((const char *) a->data, make_desc(a), (char *) dst->data, make_desc(dst), eps);
+        k_norm<NORM_RMS><<<row_grid(nrows), bs, 0, c.stream>>>(x, make_desc(a), y, make_desc(dst), eps);
+    } else if (dst->op == TSR_OP_L2_NORM) {
+        k_norm<NORM_L2><<<row_grid(nrows), bs, 0, c.stream>>>(x, make_desc(a), y, make_desc(dst), eps);
     } else {
-        k_norm<false><<<row_grid(nrows), bs, 0, c.stream>>>((const char *) a->data, make_desc(a), (char *) dst->data, make_desc(dst), eps);
+        k_norm<NORM_MEAN_VAR><<<row_grid(nrows), bs, 0, c.stream>>>(x, make_desc(a), y, make_desc(dst), eps);
     }
+    return true;
+}
+
+// ---- top_k (issue 17 part A) -------------------------------------------------------------
+
+constexpr int TOPK_BLOCK = 256;
+constexpr uint32_t TOPK_NONE = 0xffffffffu;
+
+// x (value vx at index ix) comes before y in argsort's descending order (ties by index, NaN
+// largest); TOPK_NONE comes last
+__device__ __forceinline__ bool topk_before(float vx, uint32_t ix, float vy, uint32_t iy) {
+    if (iy == TOPK_NONE) return ix != TOPK_NONE;
+    if (ix == TOPK_NONE) return false;
+    const bool nx = isnan(vx), ny = isnan(vy);
+    if (nx || ny) return nx != ny ? nx : ix < iy;
+    return vx > vy || (vx == vy && ix < iy);
+}
+
+// One block per row; pick j is the best element ordered after pick j-1 (a total order, so
+// nothing is picked twice): k block reductions, for the small k of sampling.
+__global__ void k_top_k(const char * src, tdesc ds, char * dst, tdesc dd) {
+    __shared__ float sv[TOPK_BLOCK];
+    __shared__ uint32_t si[TOPK_BLOCK];
+    int64_t i1, i2, i3;
+    row_index(blockIdx.x, ds, i1, i2, i3);
+    const char * x = src + i1 * ds.nb[1] + i2 * ds.nb[2] + i3 * ds.nb[3];
+    char * y = dst + i1 * dd.nb[1] + i2 * dd.nb[2] + i3 * dd.nb[3];
+    const uint32_t n = (uint32_t) ds.ne[0], t = threadIdx.x;
+    float pv = 0.0f;
+    uint32_t pi = TOPK_NONE;
+    for (int64_t j = 0; j < dd.ne[0]; ++j) {
+        float bv = 0.0f;
+        uint32_t bi = TOPK_NONE;
+        for (uint32_t i = t; i < n; i += TOPK_BLOCK) {
+            const float v = *(const float *) (x + i * ds.nb[0]);
+            if ((pi == TOPK_NONE || topk_before(pv, pi, v, i)) && topk_before(v, i, bv, bi)) { bv = v; bi = i; }
+        }
+        sv[t] = bv;
+        si[t] = bi;
+        __syncthreads();
+        for (uint32_t s = TOPK_BLOCK / 2; s > 0; s >>= 1) {
+            if (t < s && topk_before(sv[t + s], si[t + s], sv[t], si[t])) { sv[t] = sv[t + s]; si[t] = si[t + s]; }
+            __syncthreads();
+        }
+        pv = sv[0];
+        pi = si[0];
+        if (t == 0) *(int32_t *) (y + j * dd.nb[0]) = (int32_t) pi;
+        __syncthreads();
+    }
+}
+
+bool op_top_k(op_ctx & c, tsr_tensor * dst) {
+    const tsr_tensor * a = dst->src[0];
+    const int64_t nrows = tsr_nrows(a);
+    if (nrows == 0 || dst->ne[0] == 0) return true;
+    k_top_k<<<row_grid(nrows), TOPK_BLOCK, 0, c.stream>>>((const char *) a->data, make_desc(a), (char *) dst->data, make_desc(dst));
     return true;
 }
 

@@ -28,6 +28,8 @@ enum shader_id {
     SH_GET_ROWS_Q4_1, SH_GET_ROWS_Q5_0, SH_GET_ROWS_Q5_1, SH_GET_ROWS_IQ4_NL, SH_GET_ROWS_Q2_K, SH_GET_ROWS_Q3_K, SH_GET_ROWS_Q4_K, SH_GET_ROWS_Q5_K, SH_GET_ROWS_Q6_K,
     SH_MUL_MAT_Q4_1, SH_MUL_MAT_Q5_0, SH_MUL_MAT_Q5_1, SH_MUL_MAT_IQ4_NL, SH_MUL_MAT_Q2_K, SH_MUL_MAT_Q3_K, SH_MUL_MAT_Q4_K, SH_MUL_MAT_Q5_K, SH_MUL_MAT_Q6_K,
     SH_MUL_MAT_VEC_Q4_1, SH_MUL_MAT_VEC_Q5_0, SH_MUL_MAT_VEC_Q5_1, SH_MUL_MAT_VEC_IQ4_NL, SH_MUL_MAT_VEC_Q2_K, SH_MUL_MAT_VEC_Q3_K, SH_MUL_MAT_VEC_Q4_K, SH_MUL_MAT_VEC_Q5_K, SH_MUL_MAT_VEC_Q6_K,
+    /* issue 17 part A */
+    SH_TOP_K, SH_CUMSUM,
     SH_COUNT
 };
 static const char * const shader_names[SH_COUNT] = {
@@ -42,8 +44,10 @@ static const char * const shader_names[SH_COUNT] = {
     "get_rows_q4_1", "get_rows_q5_0", "get_rows_q5_1", "get_rows_iq4_nl", "get_rows_q2_k", "get_rows_q3_k", "get_rows_q4_k", "get_rows_q5_k", "get_rows_q6_k",
     "mul_mat_q4_1", "mul_mat_q5_0", "mul_mat_q5_1", "mul_mat_iq4_nl", "mul_mat_q2_k", "mul_mat_q3_k", "mul_mat_q4_k", "mul_mat_q5_k", "mul_mat_q6_k",
     "mul_mat_vec_q4_1", "mul_mat_vec_q5_0", "mul_mat_vec_q5_1", "mul_mat_vec_iq4_nl", "mul_mat_vec_q2_k", "mul_mat_vec_q3_k", "mul_mat_vec_q4_k", "mul_mat_vec_q5_k", "mul_mat_vec_q6_k",
+    /* issue 17 part A */
+    "top_k", "cumsum",
 };
-static const int MAX_SPEC = 32;          /* specialization values per shader */
+static const int MAX_SPEC = 64;          /* specialization values per shader (unary: 30 functions x flat) */
 static const uint32_t N_BINDINGS = 5;    /* src0, src1, src2, dst, src3 */
 static const uint32_t PC_SIZE = 128;     /* push-constant bytes every pipeline layout declares */
 

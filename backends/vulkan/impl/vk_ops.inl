@@ -230,8 +230,26 @@ static int unary_code(const tsr_tensor * node) {
         case TSR_UNARY_OP_NEG: return 6;
         case TSR_UNARY_OP_ABS: return 7;
         case TSR_UNARY_OP_EXP: return 8;
+        /* issue 17 part A */
+        case TSR_UNARY_OP_SGN: return 14;
+        case TSR_UNARY_OP_STEP: return 15;
+        case TSR_UNARY_OP_ELU: return 16;
+        case TSR_UNARY_OP_HARDSWISH: return 17;
+        case TSR_UNARY_OP_HARDSIGMOID: return 18;
+        case TSR_UNARY_OP_EXPM1: return 19;
+        case TSR_UNARY_OP_SOFTPLUS: return 20;
+        case TSR_UNARY_OP_GELU_ERF: return 21;
+        case TSR_UNARY_OP_FLOOR: return 22;
+        case TSR_UNARY_OP_CEIL: return 23;
+        case TSR_UNARY_OP_ROUND: return 24;
+        case TSR_UNARY_OP_TRUNC: return 25;
         default: return -1;
         }
+    /* issue 17 part A */
+    case TSR_OP_SIN: return 26;
+    case TSR_OP_COS: return 27;
+    case TSR_OP_LEAKY_RELU: return 28;
+    case TSR_OP_FILL: return 29;
     default: return -1;
     }
 }
@@ -249,13 +267,14 @@ static bool enc_unary(backend_ctx * ctx, const tsr_tensor * node) {
     if (!is_f32(a) || !is_f32(node) || !tsr_are_same_shape(a, node)) return unsupported(node, "needs F32 of equal shapes");
     row_op op;
     op.sh = SH_UNARY;
-    op.spec = static_cast<uint32_t>(code) | ((tsr_is_contiguous(a) && tsr_is_contiguous(node)) ? 16u : 0u);
+    op.spec = static_cast<uint32_t>(code) | ((tsr_is_contiguous(a) && tsr_is_contiguous(node)) ? 32u : 0u);
     op.src[0] = a; op.kind[0] = K_ROWS;
     op.dst = node;
     if (!put_shape(op.pc, 0, a, 4) || !put_shape(op.pc, 16, node, 4)) return unsupported(node, "fractional strides");
     float p0 = 0.0f, p1 = 0.0f;
     if (node->op == TSR_OP_SCALE) { p0 = tsr_get_op_params_f32(node, 0); p1 = tsr_get_op_params_f32(node, 1); }
     if (node->op == TSR_OP_CLAMP) { p0 = tsr_get_op_params_f32(node, 0); p1 = tsr_get_op_params_f32(node, 1); }
+    if (node->op == TSR_OP_LEAKY_RELU || node->op == TSR_OP_FILL) p0 = tsr_get_op_params_f32(node, 0);
     memcpy(&op.pc[PC_P0], &p0, 4); memcpy(&op.pc[PC_P1], &p1, 4);
     return run_row_op(ctx, op, node);
 }
@@ -294,7 +313,8 @@ static bool enc_copy(backend_ctx * ctx, const tsr_tensor * node) {
 
 static bool enc_glu(backend_ctx * ctx, const tsr_tensor * node) {
     const tsr_tensor * a = node->src[0], * b = node->src[1];
-    if (tsr_get_glu_op(node) != TSR_GLU_OP_SWIGLU) return unsupported(node, "glu op not implemented");
+    const int glu_op = tsr_get_op_params_i32(node, 0);
+    if (glu_op < 0 || glu_op >= TSR_GLU_OP_COUNT) return unsupported(node, "glu op not implemented");
     if (!is_f32(a) || !is_f32(node) || (b && !is_f32(b))) return unsupported(node, "needs F32");
     if (b ? !tsr_are_same_shape(a, b) || !tsr_are_same_shape(a, node)
           : (a->ne[0] != 2 * node->ne[0] || a->ne[1] != node->ne[1] || a->ne[2] != node->ne[2] || a->ne[3] != node->ne[3]))
@@ -305,7 +325,9 @@ static bool enc_glu(backend_ctx * ctx, const tsr_tensor * node) {
     if (b) { op.src[1] = b; op.kind[1] = K_ROWS; }
     op.dst = node;
     if (!put_shape(op.pc, 0, a, 4) || (b && !put_shape(op.pc, 8, b, 4)) || !put_shape(op.pc, 16, node, 4)) return unsupported(node, "fractional strides");
-    op.pc[PC_U0] = (b ? 1u : 0u) | (tsr_get_op_params_i32(node, 1) ? 2u : 0u);
+    op.pc[PC_U0] = (b ? 1u : 0u) | (tsr_get_op_params_i32(node, 1) ? 2u : 0u) | (static_cast<uint32_t>(glu_op) << 2);
+    const float alpha = tsr_get_op_params_f32(node, 2), limit = tsr_get_op_params_f32(node, 3);
+    memcpy(&op.pc[PC_P0], &alpha, 4); memcpy(&op.pc[PC_P1], &limit, 4);
     return run_row_op(ctx, op, node);
 }
 
@@ -339,12 +361,25 @@ static bool enc_norm(backend_ctx * ctx, const tsr_tensor * node) {
     const tsr_tensor * a = node->src[0];
     if (!is_f32(a) || !is_f32(node) || !tsr_are_same_shape(a, node)) return unsupported(node, "needs F32 of equal shapes");
     row_op op;
-    op.sh = SH_NORM; op.spec = node->op == TSR_OP_RMS_NORM ? 1 : 0;
+    op.sh = SH_NORM; op.spec = node->op == TSR_OP_RMS_NORM ? 1 : node->op == TSR_OP_L2_NORM ? 2 : 0;
     op.src[0] = a; op.kind[0] = K_ROWS;
     op.dst = node; op.g = G_ROW;
     if (!put_shape(op.pc, 0, a, 4) || !put_shape(op.pc, 16, node, 4)) return unsupported(node, "fractional strides");
     float eps = tsr_get_op_params_f32(node, 0);
     memcpy(&op.pc[PC_P0], &eps, 4);
+    return run_row_op(ctx, op, node);
+}
+
+/* issue 17 part A: one workgroup per row (top_k.comp: k picks; cumsum.comp: chunked scan) */
+static bool enc_row_scan(backend_ctx * ctx, const tsr_tensor * node) {
+    const tsr_tensor * a = node->src[0];
+    const bool top_k = node->op == TSR_OP_TOP_K;
+    if (!is_f32(a) || node->type != (top_k ? TSR_TYPE_I32 : TSR_TYPE_F32)) return unsupported(node, "needs F32 rows");
+    row_op op;
+    op.sh = top_k ? SH_TOP_K : SH_CUMSUM;
+    op.src[0] = a; op.kind[0] = K_ROWS;
+    op.dst = node; op.g = G_ROW;
+    if (!put_shape(op.pc, 0, a, 4) || !put_shape(op.pc, 16, node, 4)) return unsupported(node, "fractional strides");
     return run_row_op(ctx, op, node);
 }
 
@@ -612,6 +647,7 @@ static bool encode_node(backend_ctx * ctx, const tsr_tensor * node) {
     if (tsr_is_empty(node)) return true;
     switch (node->op) {
     case TSR_OP_UNARY: case TSR_OP_SQR: case TSR_OP_SQRT: case TSR_OP_LOG: case TSR_OP_SCALE: case TSR_OP_CLAMP:
+    case TSR_OP_SIN: case TSR_OP_COS: case TSR_OP_LEAKY_RELU: case TSR_OP_FILL:   /* issue 17 part A */
         return enc_unary(ctx, node);
     case TSR_OP_ADD: case TSR_OP_SUB: case TSR_OP_MUL: case TSR_OP_DIV:
         return enc_binary(ctx, node);
@@ -621,6 +657,9 @@ static bool encode_node(backend_ctx * ctx, const tsr_tensor * node) {
     case TSR_OP_CONCAT: return enc_concat(ctx, node);
     case TSR_OP_DIAG_MASK_INF: return enc_diag_mask_inf(ctx, node);
     case TSR_OP_NORM: case TSR_OP_RMS_NORM: return enc_norm(ctx, node);
+    /* issue 17 part A */
+    case TSR_OP_L2_NORM: return enc_norm(ctx, node);
+    case TSR_OP_TOP_K: case TSR_OP_CUMSUM: return enc_row_scan(ctx, node);
     case TSR_OP_SOFT_MAX: return enc_soft_max(ctx, node);
     case TSR_OP_ROPE: return enc_rope(ctx, node);
     case TSR_OP_GET_ROWS: return enc_get_rows(ctx, node);

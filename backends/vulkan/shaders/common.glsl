@@ -33,3 +33,13 @@ float tsr_gelu(float x) {
     return 0.5 * x * (1.0 + t);
 }
 float tsr_silu(float x) { return x / (1.0 + exp(-x)); }
+// erf by Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7; GLSL has none); +-1 at +-inf, NaN kept
+float tsr_erf(float x) {
+    float t = 1.0 / (1.0 + 0.3275911 * abs(x));
+    float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * exp(-x * x);
+    return isnan(x) ? x : (x < 0.0 ? -y : y);
+}
+float tsr_gelu_erf(float x) { return 0.5 * x * (1.0 + tsr_erf(x * 0.70710678118654752)); }
+float tsr_gelu_quick(float x) { return x / (1.0 + exp(-1.702 * x)); }
+// exp(x) - 1 without the cancellation near 0 (a Taylor series there)
+float tsr_expm1(float x) { return abs(x) < 1e-2 ? x * (1.0 + x * (0.5 + x * (1.0 / 6.0 + x * (1.0 / 24.0)))) : exp(x) - 1.0; }

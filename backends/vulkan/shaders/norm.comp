@@ -1,5 +1,6 @@
 #version 450
-// norm (OP 0) / rms_norm (OP 1) over rows of src0 (F32); one workgroup per row; eps = p0.
+// norm (OP 0) / rms_norm (OP 1) / l2_norm (OP 2) over rows of src0 (F32); one workgroup per
+// row; eps = p0.
 #include "common.glsl"
 layout(local_size_x = TSR_WG) in;
 layout(constant_id = 0) const uint OP = 0;
@@ -29,6 +30,14 @@ void main() {
     int ba = pc.off0 + int(i1*pc.nb01 + i2*pc.nb02 + i3*pc.nb03);
     int bd = pc.offd + int(i1*pc.nb1 + i2*pc.nb2 + i3*pc.nb3);
     uint t = gl_LocalInvocationID.x;
+    if (OP == 2) {   // x / max(|x|, eps), the max keeping a NaN norm as the CPU
+        float ss = 0.0;
+        for (uint i = t; i < pc.ne00; i += 256) { float x = a[ba + int(i*pc.nb00)]; ss += x * x; }
+        float nrm = sqrt(block_sum(ss));
+        float den = nrm < pc.p0 ? pc.p0 : nrm;
+        for (uint i = t; i < pc.ne00; i += 256) d[bd + int(i*pc.nb0)] = a[ba + int(i*pc.nb00)] / den;
+        return;
+    }
     float n = float(pc.ne00);
     float mean = 0.0;
     if (OP == 0) {

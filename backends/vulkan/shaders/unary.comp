@@ -2,15 +2,24 @@
 // Elementwise F32 -> F32 with any strides on both sides; OP is a specialization constant.
 #include "common.glsl"
 layout(local_size_x = TSR_WG) in;
-layout(constant_id = 0) const uint SPEC = 0;   // OP | FLAT << 4
-const uint OP = SPEC & 15u;
-const bool FLAT = (SPEC >> 4) != 0u;            // src0 and dst contiguous: flat indices
+layout(constant_id = 0) const uint SPEC = 0;   // OP | FLAT << 5
+const uint OP = SPEC & 31u;
+const bool FLAT = (SPEC >> 5) != 0u;            // src0 and dst contiguous: flat indices
 layout(binding = 0) readonly buffer A { float a[]; };
 layout(binding = 3) buffer D { float d[]; };
 
 // 0 relu 1 tanh 2 sigmoid 3 gelu 4 gelu_quick 5 silu 6 neg 7 abs 8 exp
 // 9 sqr 10 sqrt 11 log 12 scale(p0) 13 clamp(p0,p1)
+// 14 sgn 15 step 16 elu 17 hardswish 18 hardsigmoid 19 expm1 20 softplus 21 gelu_erf
+// 22 floor 23 ceil 24 round 25 trunc 26 sin 27 cos 28 leaky_relu(p0) 29 fill(p0)
 // GLSL's max, min and clamp are undefined for NaN: relu, tanh and clamp pass it explicitly
+
+float hardsigmoid(float x) { return isnan(x) ? x : clamp((x + 3.0) / 6.0, 0.0, 1.0); }
+// halves away from zero (C's roundf, as the CPU); GLSL's round() may go either way
+float round_away(float x) {
+    float t = trunc(x);
+    return abs(x - t) >= 0.5 ? t + sign(x) : t;
+}
 float f(float x) {
     switch (OP) {
     case 0:  return isnan(x) ? x : max(x, 0.0);
@@ -26,7 +35,23 @@ float f(float x) {
     case 10: return sqrt(x);
     case 11: return log(x);
     case 12: return x * pc.p0;
-    default: return isnan(x) ? x : clamp(x, pc.p0, pc.p1);
+    case 13: return isnan(x) ? x : clamp(x, pc.p0, pc.p1);
+    case 14: return x > 0.0 ? 1.0 : x < 0.0 ? -1.0 : x == 0.0 ? 0.0 : x;
+    case 15: return x > 0.0 ? 1.0 : x <= 0.0 ? 0.0 : x;
+    case 16: return x > 0.0 ? x : tsr_expm1(x);
+    case 17: return x * hardsigmoid(x);
+    case 18: return hardsigmoid(x);
+    case 19: return tsr_expm1(x);
+    case 20: return x > 20.0 ? x : x < -20.0 ? exp(x) : log(1.0 + exp(x));
+    case 21: return tsr_gelu_erf(x);
+    case 22: return floor(x);
+    case 23: return ceil(x);
+    case 24: return round_away(x);
+    case 25: return trunc(x);
+    case 26: return sin(x);
+    case 27: return cos(x);
+    case 28: return x > 0.0 ? x : pc.p0 * x;
+    default: return pc.p0;
     }
 }
 

@@ -84,6 +84,17 @@ TSR_API_IMPL bool tsr_op_can_inplace(const struct tsr_tensor * node, int src_ind
         case TSR_OP_CONT:
         /* issue 17 part B */
         case TSR_OP_ADD_REL_POS:   /* each element reads only its own a */
+        /* issue 17 part A: elementwise, or a row read whole before it is written (cumsum,
+         * l2_norm), or a copy of a into which b's view is written afterwards (acc, set) */
+        case TSR_OP_SIN:
+        case TSR_OP_COS:
+        case TSR_OP_LEAKY_RELU:
+        case TSR_OP_FILL:
+        case TSR_OP_TRI:
+        case TSR_OP_CUMSUM:
+        case TSR_OP_L2_NORM:
+        case TSR_OP_ACC:
+        case TSR_OP_SET:
             return src_index == 0;
         default:
             return false;

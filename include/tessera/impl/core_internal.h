@@ -156,4 +156,21 @@ static inline tsr_impl_desc tsr_impl_describe(const struct tsr_tensor * t);
 /* Visited-set helpers of a graph (for graph.inl and the allocators). */
 static inline bool tsr_impl_graph_visited(const struct tsr_cgraph * g, const struct tsr_tensor * t);
 
+/* issue 17 part A: what a user-defined op (MAP_CUSTOM1/2/3, CUSTOM) keeps in op_params, as
+ * ggml does: the callback (cast back to the op's signature before the call), n_tasks and
+ * userdata. */
+TSR_IMPL_NS_BEGIN
+struct custom_params {
+    void (*fun)(void);
+    int n_tasks;
+    void * userdata;
+};
+static_assert(sizeof(custom_params) <= TSR_MAX_OP_PARAMS, "custom op params must fit op_params");
+static inline custom_params get_custom_params(const struct tsr_tensor * t) {
+    custom_params p;
+    std::memcpy(&p, t->op_params, sizeof(p));
+    return p;
+}
+TSR_IMPL_NS_END
+
 #endif /* TESSERA_CORE_INTERNAL_H */

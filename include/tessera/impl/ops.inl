@@ -79,6 +79,24 @@ static bool tsr_impl_op_text(enum tsr_op op, const char ** name, const char ** s
         case TSR_OP_WIN_UNPART:     *name = "WIN_UNPART";     *symbol = "win_unpart(x)"; return true;
         case TSR_OP_GET_REL_POS:    *name = "GET_REL_POS";    *symbol = "get_rel_pos(x)"; return true;
         case TSR_OP_ADD_REL_POS:    *name = "ADD_REL_POS";    *symbol = "add_rel_pos(x)"; return true;
+        /* issue 17 part A */
+        case TSR_OP_SIN:            *name = "SIN";            *symbol = "sin(x)"; return true;
+        case TSR_OP_COS:            *name = "COS";            *symbol = "cos(x)"; return true;
+        case TSR_OP_LEAKY_RELU:     *name = "LEAKY_RELU";     *symbol = "leaky_relu(x)"; return true;
+        case TSR_OP_ARANGE:         *name = "ARANGE";         *symbol = "arange(start, stop, step)"; return true;
+        case TSR_OP_FILL:           *name = "FILL";           *symbol = "fill(x, c)"; return true;
+        case TSR_OP_TRI:            *name = "TRI";            *symbol = "tri(x)"; return true;
+        case TSR_OP_CUMSUM:         *name = "CUMSUM";         *symbol = "cumsum(x)"; return true;
+        case TSR_OP_ACC:            *name = "ACC";            *symbol = "x[view]+=y"; return true;
+        case TSR_OP_SET:            *name = "SET";            *symbol = "x[view]=y"; return true;
+        case TSR_OP_DIAG:           *name = "DIAG";           *symbol = "diag(x)"; return true;
+        case TSR_OP_REPEAT_BACK:    *name = "REPEAT_BACK";    *symbol = "repeat_back(x)"; return true;
+        case TSR_OP_L2_NORM:        *name = "L2_NORM";        *symbol = "l2_norm(x)"; return true;
+        case TSR_OP_TOP_K:          *name = "TOP_K";          *symbol = "top_k(x)"; return true;
+        case TSR_OP_MAP_CUSTOM1:    *name = "MAP_CUSTOM1";    *symbol = "f(x)"; return true;
+        case TSR_OP_MAP_CUSTOM2:    *name = "MAP_CUSTOM2";    *symbol = "f(x,y)"; return true;
+        case TSR_OP_MAP_CUSTOM3:    *name = "MAP_CUSTOM3";    *symbol = "f(x,y,z)"; return true;
+        case TSR_OP_CUSTOM:         *name = "CUSTOM";         *symbol = "custom"; return true;
         case TSR_OP_COUNT: break;
     }
     return false;
@@ -103,6 +121,19 @@ TSR_API_IMPL const char * tsr_unary_op_name(enum tsr_unary_op op) {
         case TSR_UNARY_OP_GELU_QUICK: return "GELU_QUICK";
         case TSR_UNARY_OP_SILU:       return "SILU";
         case TSR_UNARY_OP_EXP:        return "EXP";
+        /* issue 17 part A */
+        case TSR_UNARY_OP_SGN:         return "SGN";
+        case TSR_UNARY_OP_STEP:        return "STEP";
+        case TSR_UNARY_OP_ELU:         return "ELU";
+        case TSR_UNARY_OP_HARDSWISH:   return "HARDSWISH";
+        case TSR_UNARY_OP_HARDSIGMOID: return "HARDSIGMOID";
+        case TSR_UNARY_OP_EXPM1:       return "EXPM1";
+        case TSR_UNARY_OP_SOFTPLUS:    return "SOFTPLUS";
+        case TSR_UNARY_OP_GELU_ERF:    return "GELU_ERF";
+        case TSR_UNARY_OP_FLOOR:       return "FLOOR";
+        case TSR_UNARY_OP_CEIL:        return "CEIL";
+        case TSR_UNARY_OP_ROUND:       return "ROUND";
+        case TSR_UNARY_OP_TRUNC:       return "TRUNC";
         case TSR_UNARY_OP_COUNT: break;
     }
     return "UNKNOWN";
@@ -110,6 +141,12 @@ TSR_API_IMPL const char * tsr_unary_op_name(enum tsr_unary_op op) {
 TSR_API_IMPL const char * tsr_glu_op_name(enum tsr_glu_op op) {
     switch (op) {
         case TSR_GLU_OP_SWIGLU: return "SWIGLU";
+        /* issue 17 part A */
+        case TSR_GLU_OP_REGLU:       return "REGLU";
+        case TSR_GLU_OP_GEGLU:       return "GEGLU";
+        case TSR_GLU_OP_GEGLU_ERF:   return "GEGLU_ERF";
+        case TSR_GLU_OP_GEGLU_QUICK: return "GEGLU_QUICK";
+        case TSR_GLU_OP_SWIGLU_OAI:  return "SWIGLU_OAI";
         case TSR_GLU_OP_COUNT: break;
     }
     return "UNKNOWN";
@@ -295,12 +332,22 @@ TSR_API_IMPL struct tsr_tensor * tsr_log(struct tsr_context * ctx, struct tsr_te
     return tsr_impl::unary_like("tsr_log", TSR_OP_LOG, ctx, a, false);
 }
 
-/* TSR_OP_UNARY: i32 op (slot 0, enum tsr_unary_op). Result like a (f32/f16/bf16), src0 = a. */
-TSR_API_IMPL struct tsr_tensor * tsr_unary(struct tsr_context * ctx, struct tsr_tensor * a, enum tsr_unary_op op) {
-    TSR_IMPL_REQUIRE((int)op >= 0 && op < TSR_UNARY_OP_COUNT, "tsr_unary: unknown unary op %d", (int)op);
-    struct tsr_tensor * r = tsr_impl::unary_like("tsr_unary", TSR_OP_UNARY, ctx, a, false);
+/* TSR_OP_UNARY: i32 op (slot 0, enum tsr_unary_op). Result like a (f32/f16/bf16; inplace:
+ * a view of a), src0 = a. */
+TSR_IMPL_NS_BEGIN
+static inline struct tsr_tensor * unary_op(const char * fn, struct tsr_context * ctx, struct tsr_tensor * a,
+                                           enum tsr_unary_op op, bool inplace) {
+    TSR_IMPL_REQUIRE((int)op >= 0 && op < TSR_UNARY_OP_COUNT, "%s: unknown unary op %d", fn, (int)op);
+    struct tsr_tensor * r = unary_like(fn, TSR_OP_UNARY, ctx, a, inplace);
     if (r) tsr_set_op_params_i32(r, 0, (int32_t)op);
     return r;
+}
+TSR_IMPL_NS_END
+TSR_API_IMPL struct tsr_tensor * tsr_unary(struct tsr_context * ctx, struct tsr_tensor * a, enum tsr_unary_op op) {
+    return tsr_impl::unary_op("tsr_unary", ctx, a, op, false);
+}
+TSR_API_IMPL struct tsr_tensor * tsr_unary_inplace(struct tsr_context * ctx, struct tsr_tensor * a, enum tsr_unary_op op) {
+    return tsr_impl::unary_op("tsr_unary_inplace", ctx, a, op, true);
 }
 TSR_API_IMPL struct tsr_tensor * tsr_exp(struct tsr_context * ctx, struct tsr_tensor * a) { return tsr_unary(ctx, a, TSR_UNARY_OP_EXP); }
 TSR_API_IMPL struct tsr_tensor * tsr_neg(struct tsr_context * ctx, struct tsr_tensor * a) { return tsr_unary(ctx, a, TSR_UNARY_OP_NEG); }
@@ -324,30 +371,38 @@ TSR_API_IMPL struct tsr_tensor * tsr_clamp(struct tsr_context * ctx, struct tsr_
     return r;
 }
 
-/* TSR_OP_GLU: i32 op (slot 0, enum tsr_glu_op), i32 swapped (slot 1, 0 or 1).
- * swiglu(a): src0 = a, src1 = NULL, result [ne0/2, ne1, ne2, ne3] (a's type), ne0 even;
- * the first half of each row is x, the second the gate g (swapped: the other way round).
- * swiglu_split(a, b): src0 = a (x), src1 = b (g), same shape and type, result like a. */
-TSR_API_IMPL struct tsr_tensor * tsr_swiglu(struct tsr_context * ctx, struct tsr_tensor * a) {
-    if (!tsr_impl::check_args("tsr_swiglu", ctx, a) || !tsr_impl::check_float("tsr_swiglu", a, "a")) return nullptr;
-    TSR_IMPL_REQUIRE(a->ne[0] % 2 == 0, "tsr_swiglu: ne0 of %s must be even", TSR_IMPL_D(a));
-    TSR_IMPL_REQUIRE(tsr_is_contiguous_rows(a), "tsr_swiglu: rows of %s must be contiguous", TSR_IMPL_D(a));
-    const int64_t ne[4] = {a->ne[0] / 2, a->ne[1], a->ne[2], a->ne[3]};
-    struct tsr_tensor * r = tsr_new_tensor(ctx, a->type, 4, ne);
+/* TSR_OP_GLU: i32 op (slot 0, enum tsr_glu_op), i32 swapped (slot 1, 0 or 1); SWIGLU_OAI:
+ * f32 alpha (slot 2), f32 limit (slot 3). Fused (src1 NULL): a's rows [x | g] (swapped:
+ * [g | x]), ne0 even, result [ne0/2, ne1, ne2, ne3] of a's type. Split: src0 = a (x),
+ * src1 = b (g), same shape and type, result like a. */
+TSR_IMPL_NS_BEGIN
+static inline struct tsr_tensor * glu_op(const char * fn, struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
+                                         bool split, enum tsr_glu_op op, bool swapped) {
+    if (!check_args(fn, ctx, a, split ? b : a) || !check_float(fn, a, "a")) return nullptr;
+    TSR_IMPL_REQUIRE((int)op >= 0 && op < TSR_GLU_OP_COUNT, "%s: unknown glu op %d", fn, (int)op);
+    struct tsr_tensor * r = nullptr;
+    if (split) {
+        TSR_IMPL_REQUIRE(tsr_are_same_shape(a, b) && a->type == b->type, "%s: %s and %s differ in shape or type", fn,
+                         TSR_IMPL_D(a), TSR_IMPL_D(b));
+        r = tsr_dup_tensor(ctx, a);
+    } else {
+        TSR_IMPL_REQUIRE(a->ne[0] % 2 == 0, "%s: ne0 of %s must be even", fn, TSR_IMPL_D(a));
+        TSR_IMPL_REQUIRE(tsr_is_contiguous_rows(a), "%s: rows of %s must be contiguous", fn, TSR_IMPL_D(a));
+        const int64_t ne[4] = {a->ne[0] / 2, a->ne[1], a->ne[2], a->ne[3]};
+        r = tsr_new_tensor(ctx, a->type, 4, ne);
+    }
     if (!r) return nullptr;
-    tsr_set_op_params_i32(r, 0, TSR_GLU_OP_SWIGLU);
-    tsr_set_op_params_i32(r, 1, 0);
-    return tsr_impl::op_result(r, TSR_OP_GLU, a);
+    tsr_set_op_params_i32(r, 0, (int32_t)op);
+    tsr_set_op_params_i32(r, 1, swapped ? 1 : 0);
+    return op_result(r, TSR_OP_GLU, a, split ? b : nullptr);
+}
+TSR_IMPL_NS_END
+
+TSR_API_IMPL struct tsr_tensor * tsr_swiglu(struct tsr_context * ctx, struct tsr_tensor * a) {
+    return tsr_impl::glu_op("tsr_swiglu", ctx, a, nullptr, false, TSR_GLU_OP_SWIGLU, false);
 }
 TSR_API_IMPL struct tsr_tensor * tsr_swiglu_split(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b) {
-    if (!tsr_impl::check_args("tsr_swiglu_split", ctx, a, b) || !tsr_impl::check_float("tsr_swiglu_split", a, "a")) return nullptr;
-    TSR_IMPL_REQUIRE(tsr_are_same_shape(a, b) && a->type == b->type, "tsr_swiglu_split: %s and %s differ in shape or type",
-                     TSR_IMPL_D(a), TSR_IMPL_D(b));
-    struct tsr_tensor * r = tsr_dup_tensor(ctx, a);
-    if (!r) return nullptr;
-    tsr_set_op_params_i32(r, 0, TSR_GLU_OP_SWIGLU);
-    tsr_set_op_params_i32(r, 1, 0);
-    return tsr_impl::op_result(r, TSR_OP_GLU, a, b);
+    return tsr_impl::glu_op("tsr_swiglu_split", ctx, a, b, true, TSR_GLU_OP_SWIGLU, false);
 }
 
 /* ---- reductions -------------------------------------------------------------------------- */
@@ -778,6 +833,10 @@ TSR_API_IMPL struct tsr_tensor * tsr_flash_attn_ext(struct tsr_context * ctx, st
     tsr_set_op_params_i32(r, 3, 0);
     return tsr_impl::op_result(r, TSR_OP_FLASH_ATTN_EXT, q, k, v, mask);
 }
+
+/* issue 17 part A */
+#include "ops_unary_shape.inl"
+#include "ops_custom.inl"
 
 #undef TSR_IMPL_D
 #undef TSR_IMPL_REQUIRE

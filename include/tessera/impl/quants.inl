@@ -31,6 +31,14 @@ static inline int nearest_int(float v) {
 
 static inline int clamp_int(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
+/* floor(v) clamped to [lo, hi], clamped as a float first: a NaN or an infinity (a block
+ * holding one) would make the float-to-int conversion undefined. NaN gives lo. */
+static inline int floor_clamped(float v, int lo, int hi) {
+    if (!(v >= (float)lo)) return lo;
+    if (v > (float)hi) return hi;
+    return (int)std::floor(v);
+}
+
 /* The 5-bit (or, with qh = 0, 4-bit) values of a 32-element block. */
 static inline void unpack_q32(const uint8_t * qs, uint32_t qh, int * q) {
     for (int j = 0; j < 16; j++) {
@@ -171,7 +179,7 @@ template <typename B> static void quantize_row_min32(const float * x, B * y, int
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[i].d = tsr_fp32_to_fp16(d);
         y[i].m = tsr_fp32_to_fp16(mn);
-        for (int j = 0; j < 32; j++) q[j] = clamp_int((int)std::floor((x[j] - mn) * id + 0.5f), 0, nmax);
+        for (int j = 0; j < 32; j++) q[j] = floor_clamped((x[j] - mn) * id + 0.5f, 0, nmax);
         uint32_t qh;
         pack_q32(q, y[i].qs, &qh);
         set_fifth_bits(y[i], qh);
@@ -188,7 +196,7 @@ static void quantize_row_q5_0(const float * x, tsr_block_q5_0 * y, int64_t n) {
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[i].d = tsr_fp32_to_fp16(d);
         /* ggml truncates x/d + 16.5 (never negative here): rounding half up, not to even */
-        for (int j = 0; j < 32; j++) q[j] = clamp_int((int)std::floor(x[j] * id + 16.5f), 0, 31);
+        for (int j = 0; j < 32; j++) q[j] = floor_clamped(x[j] * id + 16.5f, 0, 31);
         uint32_t qh;
         pack_q32(q, y[i].qs, &qh);
         store_u32(y[i].qh, qh);
