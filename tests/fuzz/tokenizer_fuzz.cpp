@@ -113,8 +113,12 @@ void write_metadata(const vocabulary & v, byte_reader & in, tsr_gguf_context * g
 
 bool must_round_trip(const trun::tokenizer & tok, const vocabulary & v, const std::string & text) {
     if (!(v.flags & F_BYTES)) return false;
-    for (int32_t t : tok.types)
+    for (int32_t t : tok.types) {
         if (t == trun::TOK_CONTROL) return false;
+        // a user-defined token's text is stored as written, not byte-encoded (llama.cpp's rule):
+        // a BPE piece that spells it (e.g. "\xC4\xA0the") decodes to that spelling
+        if (t == trun::TOK_USER && tok.kind == trun::tok_kind::gpt2) return false;
+    }
     return tok.kind == trun::tok_kind::gpt2 || text.find("\xE2\x96\x81") == std::string::npos;
 }
 

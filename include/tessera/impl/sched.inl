@@ -468,8 +468,8 @@ TSR_API_IMPL tsr_backend_sched_t tsr_backend_sched_new(tsr_backend_t * backends,
         return nullptr;
     }
     s->galloc = tsr_gallocr_new_n(s->bufts.data(), n_backends);
-    tsr_gallocr_set_time_budget(s->galloc, 10.0);
     if (!s->galloc) { delete s; return nullptr; }
+    tsr_gallocr_set_time_budget(s->galloc, 10.0);
     return tsr_impl::handle(s);
 }
 
