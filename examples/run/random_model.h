@@ -155,6 +155,22 @@ inline bool write_random_model(const char * path, const hparams & hp_in, const t
 
 // The runner's embedded demo model: GPT-2 architecture, 4 layers, 256 wide, the
 // built-in byte-level BPE vocabulary.
+// TinyLlama-1.1B's shapes (the benchmarks' 1.1B LLaMA; n_vocab is the 32000 of its vocabulary).
+inline hparams tinyllama_1b_hparams() {
+    hparams hp;
+    hp.a = arch::llama;
+    hp.n_vocab = 32000;
+    hp.n_ctx = 2048;
+    hp.n_embd = 2048;
+    hp.n_layer = 22;
+    hp.n_head = 32;
+    hp.n_head_kv = 4;
+    hp.n_ff = 5632;
+    hp.n_rot = 64;
+    hp.eps = 1e-5f;
+    return hp;
+}
+
 inline hparams demo_hparams() {
     hparams hp;
     hp.a = arch::gpt2;

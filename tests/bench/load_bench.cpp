@@ -39,19 +39,6 @@ static double now_s() { return std::chrono::duration<double>(std::chrono::steady
 
 // ---- writing the 1.1B files ------------------------------------------------------------------
 
-static hparams tinyllama_hparams() {
-    hparams hp;
-    hp.a = arch::llama;
-    hp.n_ctx = 2048;
-    hp.n_embd = 2048;
-    hp.n_layer = 22;
-    hp.n_head = 32;
-    hp.n_head_kv = 4;
-    hp.n_ff = 5632;
-    hp.n_rot = 64;
-    return hp;
-}
-
 // The built-in SentencePiece vocabulary padded with unused pieces to TinyLlama's 32000
 // tokens, so the embedding and output matrices have their real size.
 static tokenizer tinyllama_vocab() {
@@ -72,7 +59,7 @@ static int write_files(const std::string & dir) {
         const std::string path = dir + "/tsr-llama1b-" + tsr_type_name(t) + ".gguf";
         fprintf(stderr, "load_bench: writing %s ...\n", path.c_str());
         std::string err;
-        if (!write_random_model(path.c_str(), tinyllama_hparams(), tok, {}, t, /*tied_output=*/false, 42, err)) {
+        if (!write_random_model(path.c_str(), tinyllama_1b_hparams(), tok, {}, t, /*tied_output=*/false, 42, err)) {
             fprintf(stderr, "load_bench: %s: %s\n", path.c_str(), err.c_str());
             return 1;
         }

@@ -44,20 +44,6 @@ static hparams gpt2_small() {
     hp.n_ff = 3072;
     return hp;
 }
-static hparams llama_1b() {  // TinyLlama-1.1B shapes
-    hparams hp;
-    hp.a = arch::llama;
-    hp.n_vocab = 32000;
-    hp.n_ctx = 2048;
-    hp.n_embd = 2048;
-    hp.n_layer = 22;
-    hp.n_head = 32;
-    hp.n_head_kv = 4;
-    hp.n_ff = 5632;
-    hp.n_rot = 64;
-    hp.eps = 1e-5f;
-    return hp;
-}
 
 // fill the weights with several threads (tensors round-robin)
 static bool fill_parallel(tsr_context * ctx, uint64_t seed, int n_threads, std::string & err) {
@@ -157,7 +143,7 @@ int main(int argc, char ** argv) {
     std::vector<row> rows;
     for (const char * mname : {"gpt2", "llama1b"}) {
         if (("," + models + ",").find(std::string(",") + mname + ",") == std::string::npos) continue;
-        const hparams hp = std::string(mname) == "gpt2" ? gpt2_small() : llama_1b();
+        const hparams hp = std::string(mname) == "gpt2" ? gpt2_small() : tinyllama_1b_hparams();
         for (const mt & ty : all_types) for (const std::string & ngl : ngl_list) {
             if (("," + types + ",").find(std::string(",") + ty.name + ",") == std::string::npos) continue;
             row r;

@@ -736,6 +736,20 @@ greedy_result run_greedy(const std::string & path, const placement & pl, arch a,
     r.n_split_inputs = s.n_split_inputs;
     return r;
 }
+
+// The CPU backend (2 threads) and Vulkan's default device; false, with a warning, when there
+// is no Vulkan device.
+bool open_cpu_and_vulkan(backend_holder & cpu, backend_holder & vk) {
+    if (devices_of_kind("vulkan") == 0) {
+        WARN("skipped: no Vulkan device");
+        return false;
+    }
+    std::string err;
+    cpu.b = make_backend("cpu", 0, 2, err);
+    vk.b = make_backend("vulkan", -1, 0, err);
+    REQUIRE_OK((cpu.b && vk.b));
+    return true;
+}
 } // namespace
 #endif
 
@@ -743,15 +757,8 @@ greedy_result run_greedy(const std::string & path, const placement & pl, arch a,
 // generates the CPU's tokens; each backend's compute buffer is planned at its lower bound.
 TEST_CASE("model: partial offload at every -ngl on Vulkan gives the CPU's greedy tokens", "[model][vulkan][sched]") {
 #ifdef TSR_HAVE_VULKAN
-    if (devices_of_kind("vulkan") == 0) {
-        WARN("skipped: no Vulkan device");
-        return;
-    }
-    std::string err;
     backend_holder cpu, vk;
-    cpu.b = make_backend("cpu", 0, 2, err);
-    vk.b = make_backend("vulkan", -1, 0, err);
-    REQUIRE_OK((cpu.b && vk.b));
+    if (!open_cpu_and_vulkan(cpu, vk)) return;
     for (arch a : {arch::gpt2, arch::llama}) {
         tiny t;
         make_tiny(a, TSR_TYPE_F16, t);
@@ -823,15 +830,8 @@ TEST_CASE("model: BF16 and K-quant files run on Vulkan with what it lacks on the
 // (its logits against the reference: check_gpu_backend).
 TEST_CASE("model: greedy tokens of a Q4_K_M mix on Vulkan equal the CPU's", "[model][vulkan][quant]") {
 #ifdef TSR_HAVE_VULKAN
-    if (devices_of_kind("vulkan") == 0) {
-        WARN("skipped: no Vulkan device");
-        return;
-    }
-    std::string err;
     backend_holder cpu, vk;
-    cpu.b = make_backend("cpu", 0, 2, err);
-    vk.b = make_backend("vulkan", -1, 0, err);
-    REQUIRE_OK((cpu.b && vk.b));
+    if (!open_cpu_and_vulkan(cpu, vk)) return;
     for (arch a : {arch::gpt2, arch::llama}) {
         DYNAMIC_SECTION(arch_name(a)) {
             tiny t;
