@@ -599,13 +599,11 @@ inline bool load_model(const char * path, const placement & pl, model & m, tsr_g
     if (!m.tok.load(m.gguf, err)) return false;
     if (m.hp.n_vocab != m.tok.n_vocab()) { err = "vocabulary size mismatch"; return false; }
     if (!bind_weights(m.ctx_w, m.hp, m.w, err)) return false;
-    if (use_mmap && tsr_backend_is_cpu(pl.main) && map_weights(m, pl.main)) {
+    if (use_mmap && map_weights(m, pl.main)) {  // map_weights says why not (e.g. a GPU backend)
         m.backends = {pl.main};
         if (progress) progress(tsr_gguf_get_data_size(m.gguf), tsr_gguf_get_data_size(m.gguf), user);
         return true;
     }
-    if (use_mmap && !tsr_backend_is_cpu(pl.main))
-        m.not_mapped_why = std::string("the ") + tsr_backend_name(pl.main) + " backend keeps weights in its own memory";
     if (!place_weights(m, pl, err)) return false;
     if (!tsr_gguf_load_tensors(m.gguf, m.ctx_w, path, progress, user)) { err = tsr_last_error(); return false; }
     return true;

@@ -11631,8 +11631,7 @@ TSR_API_IMPL bool tsr_backend_offload_op(tsr_backend_t backend, const struct tsr
     // the same rule the GPU devices use
     if (tsr_backend_dev_t dev = tsr_backend_get_device(backend)) return tsr_backend_dev_offload_op(dev, op);
     if (tsr_backend_buft_is_host(tsr_backend_get_default_buffer_type(backend))) return false;
-    if (op->op == TSR_OP_GET_ROWS || op->ne[1] < 32) return false;
-    return tsr_backend_supports_op(backend, op);
+    return tsr_backend_offload_by_batch(op) && tsr_backend_supports_op(backend, op);
 }
 
 TSR_API_IMPL tsr_backend_sched_t tsr_backend_sched_new(tsr_backend_t * backends, tsr_backend_buffer_type_t * bufts, int n_backends,

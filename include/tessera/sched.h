@@ -167,6 +167,7 @@ TSR_CXX_END /* namespace tsr */
 #include "tessera.h"
 #include "backend.h"
 #include "alloc.h"
+#include "backend_impl.h"  /* tsr_backend_offload_by_batch */
 #include "impl/sched.inl"
 #include "impl/implement_included.h"
 #endif
