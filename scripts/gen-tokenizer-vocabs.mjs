@@ -13,6 +13,7 @@
 // BPE applies, at each step, the lowest-ranked merge among adjacent pairs; a merge it ever
 // applies yields a substring of the text, so it is kept, and dropping merges it never applies
 // cannot change which one is lowest (the kept ones keep their order). Token ids are untouched.
+// TSR_ALL_MERGES=1 keeps all 280,147 (for tokenizer_bench --data on a scratch folder).
 import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -125,7 +126,8 @@ async function llama3() {
     const t = mod.default;
     const tokens = t.vocabById.slice();
     // t.merges maps "a b" -> priority in file order (a Map keeps insertion order)
-    const merges = mergesOccurringIn([...t.merges.keys()], [...corpusCases(), ...TEST_STRINGS]);
+    const all = [...t.merges.keys()];
+    const merges = process.env.TSR_ALL_MERGES === '1' ? all : mergesOccurringIn(all, [...corpusCases(), ...TEST_STRINGS]);
     const types = tokens.map((s, i) => (i >= 128000 ? CONTROL : NORMAL));
     const bos = tokens.indexOf('<|begin_of_text|>'), eos = tokens.indexOf('<|end_of_text|>');
     return { arch: 'llama', pre: 'llama-bpe', tokens, types, merges, bos, eos, addBos: true };

@@ -3,7 +3,10 @@
 // on prompts of about 1 MB (prose and code repeated, as a long document is; and words that
 // never repeat, so the piece cache never helps) and on one 130 KB word (the case that was
 // quadratic). One thread; the times are CPU seconds of the process (std::clock), so a busy
-// machine does not inflate them. One Markdown table; --csv prints CSV rows.
+// machine does not inflate them. One Markdown table; --csv prints CSV rows. The committed
+// Llama 3 file keeps only the merges the tests' texts use: for its real speed, make the full
+// one with TSR_ALL_MERGES=1 node scripts/gen-tokenizer-vocabs.mjs NODE_MODULES DIR and pass
+// --data DIR (with tokenizer-corpus.txt copied there).
 //
 //   tokenizer_bench [--csv] [--data DIR]
 #include "tessera/gguf.h"
