@@ -15,6 +15,8 @@ static void op_arange(const cparams & p, tsr_tensor * dst) {
 
 /* The rows of dst this thread writes, with their (i1, i2, i3). */
 template <class F> static inline void for_my_rows(const cparams & p, const tsr_tensor * dst, F && row) {
+    // an empty row (ne[0] == 0) may still come with 2^50 rows: nothing to write, no loop
+    if (tsr_nelements(dst) == 0) return;
     int64_t r0, r1;
     split_rows(tsr_nrows(dst), p.ith, p.nth, r0, r1);
     for (int64_t ir = r0; ir < r1; ++ir) {
@@ -102,10 +104,12 @@ static void op_repeat_back(const cparams & p, tsr_tensor * dst) {
     const tsr_tensor * src = dst->src[0];
     int64_t reps[4];
     for (int d = 0; d < 4; ++d) reps[d] = dst->ne[d] > 0 ? src->ne[d] / dst->ne[d] : 0;
+    const bool src_empty = tsr_nelements(src) == 0;
     for_my_rows(p, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
         for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) {
             double s = 0.0;
-            for (int64_t k3 = 0; k3 < reps[3]; ++k3)
+            // an empty source (some ne 0) sums nothing: never walk its other, maybe huge, dims
+            for (int64_t k3 = 0; !src_empty && k3 < reps[3]; ++k3)
                 for (int64_t k2 = 0; k2 < reps[2]; ++k2)
                     for (int64_t k1 = 0; k1 < reps[1]; ++k1)
                         for (int64_t k0 = 0; k0 < reps[0]; ++k0)
