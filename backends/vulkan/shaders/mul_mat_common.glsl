@@ -12,6 +12,8 @@ layout(push_constant) uniform PC {
     uint ne12, r2, r3;
     int off0, off1, offd;
     uint batch_x;
+    uint n_used, n_b, nb_ids1, n_expert;   // mul_mat_id (mul_mat_vec.comp's IDS)
+    int off2;
 } pc;
 #if A_TYPE == 0
 layout(binding = 0) readonly buffer A { float a[]; };
