@@ -15,11 +15,11 @@ constexpr int MMID_WARPS = 4;
 // (the CPU backend fails the graph; here the row is visibly wrong instead of read out of bounds).
 template <int TYPE>
 __global__ void k_mul_mat_id(const char * __restrict__ as, tdesc da, const char * __restrict__ b, tdesc db,
-                             const char * __restrict__ ids, tdesc di, char * dst, tdesc dd) {
+                             const char * __restrict__ ids, tdesc di, char * dst, tdesc dd, int64_t pair0) {
     const int64_t m = (int64_t) blockIdx.x * MMID_WARPS + threadIdx.x / 32;
     const int lane = threadIdx.x & 31;
-    const int64_t n_used = di.ne[0];
-    const int64_t e = blockIdx.y % n_used, t = blockIdx.y / n_used;
+    const int64_t n_used = di.ne[0], pair = pair0 + blockIdx.y;
+    const int64_t e = pair % n_used, t = pair / n_used;
     if (m >= da.ne[1]) return;   // whole warps exit together
     float * y = (float *) (dst + m * dd.nb[0] + e * dd.nb[1] + t * dd.nb[2]);
     const int32_t expert = *(const int32_t *) (ids + e * di.nb[0] + t * di.nb[1]);
@@ -42,18 +42,22 @@ inline bool mul_mat_id_type_ok(tsr_type t) {
 inline bool mul_mat_id_supported(const tsr_tensor * op) {
     const tsr_tensor * as = op->src[0], * b = op->src[1], * ids = op->src[2];
     return as && b && ids && mul_mat_id_type_ok(as->type) && as->nb[0] == tsr_type_size(as->type) && b->type == TSR_TYPE_F32 &&
-           b->nb[0] == 4 && op->type == TSR_TYPE_F32 && ids->type == TSR_TYPE_I32 && ids->ne[0] * ids->ne[1] <= 65535;
+           b->nb[0] == 4 && op->type == TSR_TYPE_F32 && ids->type == TSR_TYPE_I32;
 }
 
 bool op_mul_mat_id(op_ctx & c, tsr_tensor * dst) {
     const tsr_tensor * as = dst->src[0], * b = dst->src[1], * ids = dst->src[2];
     const int64_t pairs = ids->ne[0] * ids->ne[1];
     if (pairs == 0 || as->ne[1] == 0) return true;
-    const dim3 grid((unsigned) ((as->ne[1] + MMID_WARPS - 1) / MMID_WARPS), (unsigned) pairs);
+    const unsigned row_blocks = (unsigned) ((as->ne[1] + MMID_WARPS - 1) / MMID_WARPS);
+    // grid.y holds at most 65535 blocks: one launch per run of pairs
     auto launch = [&](auto type) {
-        k_mul_mat_id<decltype(type)::value><<<grid, MMID_WARPS * 32, 0, c.stream>>>(
-            (const char *) as->data, make_desc(as), (const char *) b->data, make_desc(b), (const char *) ids->data, make_desc(ids),
-            (char *) dst->data, make_desc(dst));
+        for (int64_t pair0 = 0; pair0 < pairs; pair0 += 65535) {
+            const dim3 grid(row_blocks, (unsigned) std::min<int64_t>(pairs - pair0, 65535));
+            k_mul_mat_id<decltype(type)::value><<<grid, MMID_WARPS * 32, 0, c.stream>>>(
+                (const char *) as->data, make_desc(as), (const char *) b->data, make_desc(b), (const char *) ids->data,
+                make_desc(ids), (char *) dst->data, make_desc(dst), pair0);
+        }
     };
     switch (as->type) {
         case TSR_TYPE_F32:  launch(type_tag<TSR_TYPE_F32>()); return true;

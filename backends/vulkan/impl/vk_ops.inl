@@ -616,7 +616,7 @@ static bool enc_mul_mat_id(backend_ctx * ctx, const tsr_tensor * node) {
         return unsupported(node, "needs F32 b and dst, contiguous rows and ids");
     const int64_t M = as->ne[1], n_used = ids->ne[0], n_tok = ids->ne[1];
     const uint64_t pairs = static_cast<uint64_t>(n_used) * static_cast<uint64_t>(n_tok);
-    if (pairs > 65535 || M > UINT32_MAX || as->ne[0] > UINT32_MAX || as->ne[2] > UINT32_MAX) return unsupported(node, "too large");
+    if (pairs > UINT32_MAX || M > UINT32_MAX || as->ne[0] > UINT32_MAX || as->ne[2] > UINT32_MAX) return unsupported(node, "too large");
     const size_t es = elem_bytes(as->type);
     uint32_t pc[32] = {};
     pc[0] = static_cast<uint32_t>(M); pc[1] = 1; pc[2] = static_cast<uint32_t>(as->ne[0]);
@@ -639,8 +639,13 @@ static bool enc_mul_mat_id(backend_ctx * ctx, const tsr_tensor * node) {
     }
     uint32_t gx, gy;
     if (!put_groups(static_cast<uint64_t>(M), gx, gy)) return unsupported(node, "too many rows");
-    if (pairs == 0) return true;
-    return emit(ctx, variant_shader(SH_MUL_MAT_VEC_F32, SH_MUL_MAT_VEC_Q4_1, v), 1, bd, pc, gx, gy, static_cast<uint32_t>(pairs));
+    /* at most 65535 workgroups in z: one dispatch per run of pairs */
+    for (uint64_t pair0 = 0; pair0 < pairs; pair0 += 65535) {
+        pc[19] = static_cast<uint32_t>(pair0);
+        const uint32_t gz = static_cast<uint32_t>(std::min<uint64_t>(pairs - pair0, 65535));
+        if (!emit(ctx, variant_shader(SH_MUL_MAT_VEC_F32, SH_MUL_MAT_VEC_Q4_1, v), 1, bd, pc, gx, gy, gz)) return false;
+    }
+    return true;
 }
 
 /* issue 17 part B: models.comp's OP of a node, -1 when it has none */

@@ -16,7 +16,8 @@ void main() {
     if (m >= pc.M) return;
     int ab, bb, db;
     if (IDS != 0u) {
-        uint e = batch % pc.n_used, tok = batch / pc.n_used;
+        uint pair = pc.pair0 + batch;
+        uint e = pair % pc.n_used, tok = pair / pc.n_used;
         int expert = ids[pc.off2 + int(e + tok * pc.nb_ids1)];
         db = pc.offd + int((pc.m0 + m) + e * pc.nb1 + tok * pc.nb2);
         if (expert < 0 || uint(expert) >= pc.n_expert) {
