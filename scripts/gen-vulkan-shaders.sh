@@ -74,6 +74,8 @@ mul_mat_vec_q5_k|mul_mat_vec.comp|-DA_TYPE=11
 mul_mat_vec_q6_k|mul_mat_vec.comp|-DA_TYPE=12
 top_k|top_k.comp|
 cumsum|cumsum.comp|
+models|models.comp|-DKER_F16=0
+models_k16|models.comp|-DKER_F16=1
 "
 
 source_hash() {

@@ -346,9 +346,11 @@ enum tsr_scale_mode { TSR_SCALE_MODE_NEAREST = 0, TSR_SCALE_MODE_BILINEAR = 1 };
 /* issue 17 part B */
 /* Multi-section RoPE (tsr_rope_multi): MROPE rotates NEOX pairs with the angle of each pair
  * taken from one of 4 position streams (time, height, width, extra) by section; VISION rotates
- * pairs (i, i + n_dims) over the whole head with the sections restarting their angles. */
+ * pairs (i, i + n_dims) over the whole head with the sections restarting their angles; IMROPE
+ * (Qwen3-VL) is MROPE with the time, height and width streams interleaved pair by pair. */
 #define TSR_ROPE_TYPE_MROPE  8
 #define TSR_ROPE_TYPE_VISION 24
+#define TSR_ROPE_TYPE_IMROPE 40
 #define TSR_MROPE_SECTIONS   4
 /* Precision a matrix product asks of its backend (ggml_prec): DEFAULT lets a backend
  * accumulate in f16 where it would, F32 asks for f32 accumulation. */
@@ -683,8 +685,9 @@ TSR_API struct tsr_tensor * tsr_rwkv_wkv7(struct tsr_context * ctx, struct tsr_t
                                           struct tsr_tensor * v, struct tsr_tensor * a, struct tsr_tensor * b, struct tsr_tensor * state);
 
 /* RoPE with 4 positions per token (b I32 [4 * n_tokens]: all time positions, then height,
- * width, extra) and sections[4] pairs per stream (Qwen2-VL's M-RoPE; mode TSR_ROPE_TYPE_MROPE
- * or TSR_ROPE_TYPE_VISION, where n_dims = head_dim / 2). YaRN parameters as tsr_rope_ext. */
+ * width, extra) and sections[4] pairs per stream (Qwen2-VL's M-RoPE; mode TSR_ROPE_TYPE_MROPE,
+ * TSR_ROPE_TYPE_IMROPE or TSR_ROPE_TYPE_VISION, where n_dims = head_dim / 2). YaRN parameters as
+ * tsr_rope_ext. */
 TSR_API struct tsr_tensor * tsr_rope_multi(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, struct tsr_tensor * c,
                                            int n_dims, int sections[TSR_MROPE_SECTIONS], int mode, int n_ctx_orig, float freq_base,
                                            float freq_scale, float ext_factor, float attn_factor, float beta_fast, float beta_slow);
@@ -4435,7 +4438,7 @@ TSR_API_IMPL struct tsr_tensor * tsr_timestep_embedding(struct tsr_context * ctx
     return tsr_impl::op_result(r, TSR_OP_TIMESTEP_EMBEDDING, timesteps);
 }
 
-/* TSR_OP_ROPE with mode TSR_ROPE_TYPE_MROPE or _VISION: the ROPE slots 0..10, then i32
+/* TSR_OP_ROPE with mode TSR_ROPE_TYPE_MROPE, _IMROPE or _VISION: the ROPE slots 0..10, then i32
  * sections[4] in slots 11..14. a f32/f16 [head_dim, n_head, n_tokens] -> like a. b I32
  * [4 * n_tokens]; c freq factors f32 [>= head_dim / 2] or NULL. src0 = a, src1 = b, src2 = c. */
 TSR_API_IMPL struct tsr_tensor * tsr_rope_multi(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
@@ -4448,8 +4451,9 @@ TSR_API_IMPL struct tsr_tensor * tsr_rope_multi(struct tsr_context * ctx, struct
                        "tsr_rope_multi: %s must be f32 or f16 [head_dim, n_head, n_tokens]", TSR_MODELS_D(a));
     TSR_MODELS_REQUIRE(b->type == TSR_TYPE_I32 && b->ne[1] == 1 && b->ne[2] == 1 && b->ne[3] == 1 && b->ne[0] == 4 * a->ne[2],
                        "tsr_rope_multi: positions %s must be i32 [4 * n_tokens = %lld]", TSR_MODELS_D(b), (long long)(4 * a->ne[2]));
-    TSR_MODELS_REQUIRE(mode == TSR_ROPE_TYPE_MROPE || mode == TSR_ROPE_TYPE_VISION,
-                       "tsr_rope_multi: mode %d must be TSR_ROPE_TYPE_MROPE (8) or TSR_ROPE_TYPE_VISION (24)", mode);
+    TSR_MODELS_REQUIRE(mode == TSR_ROPE_TYPE_MROPE || mode == TSR_ROPE_TYPE_VISION || mode == TSR_ROPE_TYPE_IMROPE,
+                       "tsr_rope_multi: mode %d must be TSR_ROPE_TYPE_MROPE (8), TSR_ROPE_TYPE_VISION (24) or TSR_ROPE_TYPE_IMROPE (40)",
+                       mode);
     TSR_MODELS_REQUIRE(n_dims > 0 && n_dims % 2 == 0 && n_dims <= a->ne[0] && (mode != TSR_ROPE_TYPE_VISION || 2 * n_dims == a->ne[0]),
                        "tsr_rope_multi: n_dims %d must be even and in (0, %lld] (vision: half of it)", n_dims, (long long)a->ne[0]);
     const int sect_dims = sections[0] + sections[1] + sections[2] + sections[3];
@@ -17081,10 +17085,24 @@ static void op_timestep_embedding(const cparams & p, tsr_tensor * dst) {
  * restarts a stream's angle where its section starts. Then ggml's rope_yarn per pair. */
 static inline bool rope_is_multi(const tsr_tensor * t) { return (tsr_get_op_params_i32(t, 2) & TSR_ROPE_TYPE_MROPE) != 0; }
 
+/* The position stream of a sector: IMROPE deals sectors to time, height, width in turn while
+ * each still has pairs (3 * sections[s] bounds stream s), the rest to extra; the other modes
+ * take the sections one after another. */
+static inline int mrope_stream(int sector, const int sec[4], bool imrope) {
+    if (imrope) {
+        const int s = sector % 3;
+        return sector < 3 * sec[s] ? s : 3;
+    }
+    int stream = 0;
+    for (int edge = sec[0]; stream < 3 && sector >= edge; edge += sec[stream]) ++stream;
+    return stream;
+}
+
 static void mrope_cache(const tsr_tensor * dst, const float pos[4], float * cache) {
     const tsr_tensor * ff = dst->src[2];
     const int n_dims = tsr_get_op_params_i32(dst, 1);
     const bool vision = tsr_get_op_params_i32(dst, 2) == TSR_ROPE_TYPE_VISION;
+    const bool imrope = tsr_get_op_params_i32(dst, 2) == TSR_ROPE_TYPE_IMROPE;
     const float freq_base = tsr_get_op_params_f32(dst, 5), freq_scale = tsr_get_op_params_f32(dst, 6);
     const float ext_factor = tsr_get_op_params_f32(dst, 7), attn_factor = tsr_get_op_params_f32(dst, 8);
     int sec[4];
@@ -17097,9 +17115,7 @@ static void mrope_cache(const tsr_tensor * dst, const float pos[4], float * cach
     float theta[4] = {pos[0], pos[1], pos[2], pos[3]};
     for (int64_t i0 = 0; i0 < dst->ne[0]; i0 += 2) {
         const int sector = (int)((i0 / 2) % sect_dims);
-        int stream = 3;
-        for (int s = 0; s < 3; ++s)
-            if (sector >= start[s] && sector < start[s + 1]) stream = s;
+        const int stream = mrope_stream(sector, sec, imrope);
         if (vision && sector == start[stream]) theta[stream] = pos[stream];
         const float f = ff ? *(const float *)tptr(ff, i0 / 2, 0, 0, 0) : 1.0f;
         rope_yarn(theta[stream] / f, freq_scale, corr, i0, ext_factor, attn_factor, cache + i0);

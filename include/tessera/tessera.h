@@ -343,9 +343,11 @@ enum tsr_scale_mode { TSR_SCALE_MODE_NEAREST = 0, TSR_SCALE_MODE_BILINEAR = 1 };
 /* issue 17 part B */
 /* Multi-section RoPE (tsr_rope_multi): MROPE rotates NEOX pairs with the angle of each pair
  * taken from one of 4 position streams (time, height, width, extra) by section; VISION rotates
- * pairs (i, i + n_dims) over the whole head with the sections restarting their angles. */
+ * pairs (i, i + n_dims) over the whole head with the sections restarting their angles; IMROPE
+ * (Qwen3-VL) is MROPE with the time, height and width streams interleaved pair by pair. */
 #define TSR_ROPE_TYPE_MROPE  8
 #define TSR_ROPE_TYPE_VISION 24
+#define TSR_ROPE_TYPE_IMROPE 40
 #define TSR_MROPE_SECTIONS   4
 /* Precision a matrix product asks of its backend (ggml_prec): DEFAULT lets a backend
  * accumulate in f16 where it would, F32 asks for f32 accumulation. */
@@ -680,8 +682,9 @@ TSR_API struct tsr_tensor * tsr_rwkv_wkv7(struct tsr_context * ctx, struct tsr_t
                                           struct tsr_tensor * v, struct tsr_tensor * a, struct tsr_tensor * b, struct tsr_tensor * state);
 
 /* RoPE with 4 positions per token (b I32 [4 * n_tokens]: all time positions, then height,
- * width, extra) and sections[4] pairs per stream (Qwen2-VL's M-RoPE; mode TSR_ROPE_TYPE_MROPE
- * or TSR_ROPE_TYPE_VISION, where n_dims = head_dim / 2). YaRN parameters as tsr_rope_ext. */
+ * width, extra) and sections[4] pairs per stream (Qwen2-VL's M-RoPE; mode TSR_ROPE_TYPE_MROPE,
+ * TSR_ROPE_TYPE_IMROPE or TSR_ROPE_TYPE_VISION, where n_dims = head_dim / 2). YaRN parameters as
+ * tsr_rope_ext. */
 TSR_API struct tsr_tensor * tsr_rope_multi(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b, struct tsr_tensor * c,
                                            int n_dims, int sections[TSR_MROPE_SECTIONS], int mode, int n_ctx_orig, float freq_base,
                                            float freq_scale, float ext_factor, float attn_factor, float beta_fast, float beta_slow);

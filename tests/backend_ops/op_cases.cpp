@@ -934,10 +934,10 @@ void linear_attention_cases(case_table & T) {
         .nmse(T_F32);
 }
 
-// multi-section RoPE (the CPU's only; other backends decline the modes)
+// multi-section RoPE: each mode, and M-RoPE with frequency factors and YaRN
 void rope_multi_cases(case_table & T) {
-    for (int mode : {TSR_ROPE_TYPE_MROPE, TSR_ROPE_TYPE_VISION})
-        T.add(mode == TSR_ROPE_TYPE_MROPE ? "rope_multi mrope" : "rope_multi vision")
+    for (int mode : {TSR_ROPE_TYPE_MROPE, TSR_ROPE_TYPE_VISION, TSR_ROPE_TYPE_IMROPE})
+        T.add(mode == TSR_ROPE_TYPE_MROPE ? "rope_multi mrope" : mode == TSR_ROPE_TYPE_VISION ? "rope_multi vision" : "rope_multi imrope")
             .input(tensor(F32, 64, 3, 5))
             .input(tensor(I32, 20).i32({3, 9, 1, 14, 2, 7, 5}))
             .op([mode](tsr_context * c, const tensors & x) {
@@ -946,6 +946,15 @@ void rope_multi_cases(case_table & T) {
                                       1.0f, 0.0f, 1.0f, 32.0f, 1.0f);
             })
             .nmse(T_FN);
+    T.add("rope_multi mrope freq factors + YaRN")
+        .input(tensor(F32, 40, 2, 3))
+        .input(tensor(I32, 12).i32({4, 0, 11, 6, 2}))
+        .input(tensor(F32, 20).range(1, 2))
+        .op([](tsr_context * c, const tensors & x) {
+            int sections[4] = {3, 5, 4, 2};
+            return tsr_rope_multi(c, x[0], x[1], x[2], 32, sections, TSR_ROPE_TYPE_MROPE, 2048, 1e4f, 0.5f, 1.0f, 0.8f, 32.0f, 1.0f);
+        })
+        .nmse(T_FN);
 }
 
 // windows and relative positions

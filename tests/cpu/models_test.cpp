@@ -531,11 +531,11 @@ TEST_CASE("rwkv_wkv6, gated_linear_attn, rwkv_wkv7 (2 sequences, state carried o
     CHECK(tsr_used_mem(ctx) == used);
 }
 
-TEST_CASE("rope_multi: M-RoPE and vision sections, YaRN, freq factors", "[cpu][ops]") {
-    ctx_holder ctx(8);
+TEST_CASE("rope_multi: M-RoPE, interleaved M-RoPE and vision sections, YaRN, freq factors", "[cpu][ops]") {
+    ctx_holder ctx(12);
     std::mt19937 rng(83);
     const int64_t H = 3, T = 4;
-    for (int mode : {TSR_ROPE_TYPE_MROPE, TSR_ROPE_TYPE_VISION})
+    for (int mode : {TSR_ROPE_TYPE_MROPE, TSR_ROPE_TYPE_VISION, TSR_ROPE_TYPE_IMROPE})
         for (float ext : {0.0f, 1.0f}) {
             const int64_t D = mode == TSR_ROPE_TYPE_VISION ? 32 : 40;
             const int n_dims = mode == TSR_ROPE_TYPE_VISION ? 16 : 32;
@@ -562,7 +562,13 @@ TEST_CASE("rope_multi: M-RoPE and vision sections, YaRN, freq factors", "[cpu][o
                     for (int64_t k = 0; k < n_pairs; ++k) {
                         const int sector = (int)(k % 14);
                         int stream = 0;
-                        while (sector >= start[stream + 1]) ++stream;
+                        if (mode == TSR_ROPE_TYPE_IMROPE) {
+                            // Qwen3-VL: t, h, w, t, h, w, ... while a stream has pairs left, then extra
+                            stream = sector % 3;
+                            if (sector >= 3 * sections[stream]) stream = 3;
+                        } else {
+                            while (sector >= start[stream + 1]) ++stream;
+                        }
                         // vision: each section's angles start again at its first pair
                         const int64_t steps = mode == TSR_ROPE_TYPE_VISION ? sector - start[stream] : k;
                         const double p = ((int32_t *)pos->data)[t + stream * T];

@@ -440,10 +440,24 @@ static void op_timestep_embedding(const cparams & p, tsr_tensor * dst) {
  * restarts a stream's angle where its section starts. Then ggml's rope_yarn per pair. */
 static inline bool rope_is_multi(const tsr_tensor * t) { return (tsr_get_op_params_i32(t, 2) & TSR_ROPE_TYPE_MROPE) != 0; }
 
+/* The position stream of a sector: IMROPE deals sectors to time, height, width in turn while
+ * each still has pairs (3 * sections[s] bounds stream s), the rest to extra; the other modes
+ * take the sections one after another. */
+static inline int mrope_stream(int sector, const int sec[4], bool imrope) {
+    if (imrope) {
+        const int s = sector % 3;
+        return sector < 3 * sec[s] ? s : 3;
+    }
+    int stream = 0;
+    for (int edge = sec[0]; stream < 3 && sector >= edge; edge += sec[stream]) ++stream;
+    return stream;
+}
+
 static void mrope_cache(const tsr_tensor * dst, const float pos[4], float * cache) {
     const tsr_tensor * ff = dst->src[2];
     const int n_dims = tsr_get_op_params_i32(dst, 1);
     const bool vision = tsr_get_op_params_i32(dst, 2) == TSR_ROPE_TYPE_VISION;
+    const bool imrope = tsr_get_op_params_i32(dst, 2) == TSR_ROPE_TYPE_IMROPE;
     const float freq_base = tsr_get_op_params_f32(dst, 5), freq_scale = tsr_get_op_params_f32(dst, 6);
     const float ext_factor = tsr_get_op_params_f32(dst, 7), attn_factor = tsr_get_op_params_f32(dst, 8);
     int sec[4];
@@ -456,9 +470,7 @@ static void mrope_cache(const tsr_tensor * dst, const float pos[4], float * cach
     float theta[4] = {pos[0], pos[1], pos[2], pos[3]};
     for (int64_t i0 = 0; i0 < dst->ne[0]; i0 += 2) {
         const int sector = (int)((i0 / 2) % sect_dims);
-        int stream = 3;
-        for (int s = 0; s < 3; ++s)
-            if (sector >= start[s] && sector < start[s + 1]) stream = s;
+        const int stream = mrope_stream(sector, sec, imrope);
         if (vision && sector == start[stream]) theta[stream] = pos[stream];
         const float f = ff ? *(const float *)tptr(ff, i0 / 2, 0, 0, 0) : 1.0f;
         rope_yarn(theta[stream] / f, freq_scale, corr, i0, ext_factor, attn_factor, cache + i0);

@@ -61,10 +61,9 @@ bool supports(const tsr_tensor * op) {
             return s0 && rows_contiguous_f32(s0) && rows_contiguous_f32(op) &&
                    (!s1 || (s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) || (s1->type == TSR_TYPE_F16 && s1->nb[0] == 2)) &&
                    (!s1 || s1->ne[0] == s0->ne[0]);
-        case TSR_OP_ROPE:   /* NORMAL and NEOX; not the multi-section modes (issue 17 part B) */
+        case TSR_OP_ROPE:   /* NORMAL, NEOX and rope_multi's modes (issue 17 part B) */
             return s0 && type_is_float(s0->type) && op->type == s0->type && s1 && s1->type == TSR_TYPE_I32 &&
-                   (!op->src[2] || op->src[2]->type == TSR_TYPE_F32) &&
-                   (tsr_get_op_params_i32(op, 2) == TSR_ROPE_TYPE_NORMAL || tsr_get_op_params_i32(op, 2) == TSR_ROPE_TYPE_NEOX);
+                   (!op->src[2] || op->src[2]->type == TSR_TYPE_F32) && rope_mode_supported(tsr_get_op_params_i32(op, 2));
         case TSR_OP_GET_ROWS:
             return s0 && s1 && s1->type == TSR_TYPE_I32 && op->type == TSR_TYPE_F32 && op->nb[0] == 4 &&
                    (type_is_float_or_bf16(s0->type) || s0->type == TSR_TYPE_Q8_0 || s0->type == TSR_TYPE_Q4_0 || is_dq_type(s0->type)) &&
@@ -84,6 +83,12 @@ bool supports(const tsr_tensor * op) {
             return s0 && s0->type == TSR_TYPE_F32 && op->type == TSR_TYPE_F32;
         case TSR_OP_ARGMAX:
             return s0 && s0->type == TSR_TYPE_F32 && op->type == TSR_TYPE_I32;
+        /* issue 17 part B */
+        case TSR_OP_MUL_MAT_ID:
+            return mul_mat_id_supported(op);
+        case TSR_OP_TIMESTEP_EMBEDDING: case TSR_OP_CONV_2D_DW: case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_PAD:
+        case TSR_OP_PAD_REFLECT_1D: case TSR_OP_ROLL: case TSR_OP_SSM_CONV:
+            return models_supported(op);
         case TSR_OP_MUL_MAT:
             if (!s0 || !s1 || op->type != TSR_TYPE_F32 || op->nb[0] != 4) return false;
             if (!type_is_float_or_bf16(s1->type)) return false;
@@ -160,6 +165,11 @@ bool compute_node(backend_ctx * ctx, op_ctx & c, tsr_tensor * node) {
         case TSR_OP_DIAG_MASK_INF: return op_diag_mask_inf(c, node);
         case TSR_OP_SUM: case TSR_OP_SUM_ROWS: case TSR_OP_MEAN: case TSR_OP_ARGMAX: return op_reduce(c, node);
         case TSR_OP_MUL_MAT:       return op_mul_mat(c, node);
+        /* issue 17 part B */
+        case TSR_OP_MUL_MAT_ID:    return op_mul_mat_id(c, node);
+        case TSR_OP_TIMESTEP_EMBEDDING: case TSR_OP_CONV_2D_DW: case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_PAD:
+        case TSR_OP_PAD_REFLECT_1D: case TSR_OP_ROLL: case TSR_OP_SSM_CONV:
+            return op_models(c, node);
         default:
             (void) ctx;
             return tsr_set_error("cuda: op %s (node '%s') is not supported by the CUDA backend", tsr_op_desc(node), node->name);

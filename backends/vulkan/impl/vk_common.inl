@@ -30,6 +30,8 @@ enum shader_id {
     SH_MUL_MAT_VEC_Q4_1, SH_MUL_MAT_VEC_Q5_0, SH_MUL_MAT_VEC_Q5_1, SH_MUL_MAT_VEC_IQ4_NL, SH_MUL_MAT_VEC_Q2_K, SH_MUL_MAT_VEC_Q3_K, SH_MUL_MAT_VEC_Q4_K, SH_MUL_MAT_VEC_Q5_K, SH_MUL_MAT_VEC_Q6_K,
     /* issue 17 part A */
     SH_TOP_K, SH_CUMSUM,
+    /* issue 17 part B */
+    SH_MODELS, SH_MODELS_K16,
     SH_COUNT
 };
 static const char * const shader_names[SH_COUNT] = {
@@ -46,6 +48,8 @@ static const char * const shader_names[SH_COUNT] = {
     "mul_mat_vec_q4_1", "mul_mat_vec_q5_0", "mul_mat_vec_q5_1", "mul_mat_vec_iq4_nl", "mul_mat_vec_q2_k", "mul_mat_vec_q3_k", "mul_mat_vec_q4_k", "mul_mat_vec_q5_k", "mul_mat_vec_q6_k",
     /* issue 17 part A */
     "top_k", "cumsum",
+    /* issue 17 part B */
+    "models", "models_k16",
 };
 static const int MAX_SPEC = 64;          /* specialization values per shader (unary: 30 functions x flat) */
 static const uint32_t N_BINDINGS = 5;    /* src0, src1, src2, dst, src3 */

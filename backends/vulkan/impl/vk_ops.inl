@@ -410,20 +410,34 @@ static float rope_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) 
     return n_dims * logf(n_ctx_orig / (n_rot * 2 * 3.14159265358979323846f)) / (2 * logf(base));
 }
 
+/* rope.comp's MODE of a ggml rope mode, -1 when it has none. */
+static int rope_shader_mode(int mode) {
+    switch (mode) {
+    case TSR_ROPE_TYPE_NORMAL: return 0;
+    case TSR_ROPE_TYPE_NEOX: return 1;
+    case TSR_ROPE_TYPE_MROPE: return 2;
+    case TSR_ROPE_TYPE_VISION: return 3;
+    case TSR_ROPE_TYPE_IMROPE: return 4;
+    default: return -1;
+    }
+}
+
 static bool enc_rope(backend_ctx * ctx, const tsr_tensor * node) {
     const tsr_tensor * a = node->src[0], * pos = node->src[1], * ff = node->src[2];
     const int n_dims = tsr_get_op_params_i32(node, 1), mode = tsr_get_op_params_i32(node, 2);
     const int n_ctx_orig = tsr_get_op_params_i32(node, 4);
     if (!is_f32(a) || !is_f32(node) || !tsr_are_same_shape(a, node)) return unsupported(node, "needs F32 of equal shapes");
     if (!pos || pos->type != TSR_TYPE_I32 || pos->ne[0] < a->ne[2]) return unsupported(node, "positions must be I32 [>= ne2]");
-    if (mode != TSR_ROPE_TYPE_NORMAL && mode != TSR_ROPE_TYPE_NEOX) return unsupported(node, "rope mode not implemented");
+    if (a->ne[2] > UINT32_MAX / 4) return unsupported(node, "too many tokens");
+    const int shader_mode = rope_shader_mode(mode);
+    if (shader_mode < 0) return unsupported(node, "rope mode not implemented");
     if (n_dims <= 0 || n_dims > a->ne[0] || n_dims % 2) return unsupported(node, "n_dims must be even and <= ne0");
     if (ff && (!is_f32(ff) || ff->ne[0] < n_dims / 2)) return unsupported(node, "freq factors must be F32 [>= n_dims/2]");
     float freq_base = tsr_get_op_params_f32(node, 5), freq_scale = tsr_get_op_params_f32(node, 6);
     float ext_factor = tsr_get_op_params_f32(node, 7), attn_factor = tsr_get_op_params_f32(node, 8);
     float beta_fast = tsr_get_op_params_f32(node, 9), beta_slow = tsr_get_op_params_f32(node, 10);
     row_op op;
-    op.sh = SH_ROPE; op.spec = mode == TSR_ROPE_TYPE_NEOX ? 1 : 0;
+    op.sh = SH_ROPE; op.spec = static_cast<uint32_t>(shader_mode);
     op.src[0] = a; op.kind[0] = K_ROWS;
     op.src[1] = pos; op.kind[1] = K_WHOLE;
     if (ff) { op.src[2] = ff; op.kind[2] = K_WHOLE; }
@@ -444,6 +458,8 @@ static bool enc_rope(backend_ctx * ctx, const tsr_tensor * node) {
     float theta_scale = powf(freq_base, -2.0f / n_dims);
     float f[6] = {freq_scale, ext_factor, attn_factor, corr[0], corr[1], theta_scale};
     memcpy(&op.pc[20], f, sizeof f);
+    if (shader_mode >= 2)
+        for (int i = 0; i < TSR_MROPE_SECTIONS; i++) op.pc[26 + i] = static_cast<uint32_t>(tsr_get_op_params_i32(node, 11 + i));
     return run_row_op(ctx, op, node);
 }
 
@@ -590,6 +606,110 @@ static bool enc_mul_mat(backend_ctx * ctx, const tsr_tensor * node) {
     return true;
 }
 
+/* issue 17 part B: mul_mat_id as one mat-vec per (slot, token) pair (mul_mat_vec.comp's IDS):
+ * each pair reads only the expert its id names, as decode needs. */
+static bool enc_mul_mat_id(backend_ctx * ctx, const tsr_tensor * node) {
+    const tsr_tensor * as = node->src[0], * b = node->src[1], * ids = node->src[2];
+    const int v = type_variant(as->type);
+    if (v < 0) return unsupported(node, "weight type not implemented");
+    if (!is_f32(b) || !is_f32(node) || !rows_layout_ok(as) || b->nb[0] != 4 || node->nb[0] != 4 || ids->nb[0] != 4)
+        return unsupported(node, "needs F32 b and dst, contiguous rows and ids");
+    const int64_t M = as->ne[1], n_used = ids->ne[0], n_tok = ids->ne[1];
+    const uint64_t pairs = static_cast<uint64_t>(n_used) * static_cast<uint64_t>(n_tok);
+    if (pairs > UINT32_MAX || M > UINT32_MAX || as->ne[0] > UINT32_MAX || as->ne[2] > UINT32_MAX) return unsupported(node, "too large");
+    const size_t es = elem_bytes(as->type);
+    uint32_t pc[32] = {};
+    pc[0] = static_cast<uint32_t>(M); pc[1] = 1; pc[2] = static_cast<uint32_t>(as->ne[0]);
+    const bool ok = stride_el(as, 1, es, pc[4]) && stride_el(as, 2, es, pc[5]) && stride_el(b, 1, 4, pc[7]) &&
+                    stride_el(b, 2, 4, pc[8]) && stride_el(node, 1, 4, pc[10]) && stride_el(node, 2, 4, pc[11]) &&
+                    stride_el(ids, 1, 4, pc[22]);
+    if (!ok) return unsupported(node, "fractional strides");
+    pc[13] = pc[14] = pc[15] = 1;
+    pc[20] = static_cast<uint32_t>(n_used); pc[21] = static_cast<uint32_t>(b->ne[1]); pc[23] = static_cast<uint32_t>(as->ne[2]);
+    bind bd[5];
+    bd[4] = dummy_bind(ctx);
+    const tsr_tensor * ts[4] = {as, b, ids, node};
+    const size_t ess[4] = {es, 4, 4, 4};
+    const int off_slot[4] = {16, 17, 24, 18};
+    for (int i = 0; i < 4; i++) {
+        int64_t eoff = 0;
+        if (make_bind(ctx, ts[i], 0, tsr_nbytes(ts[i]), ess[i], bd[i], eoff) != FIT_OK)
+            return unsupported(node, "an operand is larger than maxStorageBufferRange or not in a buffer of this device");
+        pc[off_slot[i]] = static_cast<uint32_t>(static_cast<int32_t>(eoff));
+    }
+    uint32_t gx, gy;
+    if (!put_groups(static_cast<uint64_t>(M), gx, gy)) return unsupported(node, "too many rows");
+    /* at most 65535 workgroups in z: one dispatch per run of pairs */
+    for (uint64_t pair0 = 0; pair0 < pairs; pair0 += 65535) {
+        pc[19] = static_cast<uint32_t>(pair0);
+        const uint32_t gz = static_cast<uint32_t>(std::min<uint64_t>(pairs - pair0, 65535));
+        if (!emit(ctx, variant_shader(SH_MUL_MAT_VEC_F32, SH_MUL_MAT_VEC_Q4_1, v), 1, bd, pc, gx, gy, gz)) return false;
+    }
+    return true;
+}
+
+/* issue 17 part B: models.comp's OP of a node, -1 when it has none */
+enum models_op { MO_TIMESTEP_EMBEDDING, MO_CONV_2D_DW, MO_CONV_TRANSPOSE_1D, MO_PAD, MO_PAD_REFLECT_1D, MO_ROLL, MO_SSM_CONV };
+
+static int models_op_of(const tsr_tensor * node) {
+    switch (node->op) {
+    case TSR_OP_TIMESTEP_EMBEDDING: return MO_TIMESTEP_EMBEDDING;
+    case TSR_OP_CONV_2D_DW: return MO_CONV_2D_DW;
+    case TSR_OP_CONV_TRANSPOSE_1D: return MO_CONV_TRANSPOSE_1D;
+    case TSR_OP_PAD: return MO_PAD;
+    case TSR_OP_PAD_REFLECT_1D: return MO_PAD_REFLECT_1D;
+    case TSR_OP_ROLL: return MO_ROLL;
+    case TSR_OP_SSM_CONV: return MO_SSM_CONV;
+    default: return -1;
+    }
+}
+
+/* (x, y) as one push-constant word (models.comp's unpack_pair); false when either is outside [0, 65535]. */
+static bool pack_pair(int32_t x, int32_t y, uint32_t & out) {
+    if (x < 0 || y < 0 || x > 0xffff || y > 0xffff) return false;
+    out = static_cast<uint32_t>(x) | static_cast<uint32_t>(y) << 16;
+    return true;
+}
+
+/* Shift of a roll as the equivalent one in [0, ne) (models.comp adds ne - shift). */
+static uint32_t roll_shift(int32_t shift, int64_t ne) {
+    return static_cast<uint32_t>(((shift % ne) + ne) % ne);
+}
+
+/* The op's parameters in models.comp's slots; false when one does not fit. */
+static bool models_params(const tsr_tensor * node, int mo, uint32_t * pc) {
+    auto p = [node](int i) { return tsr_get_op_params_i32(node, static_cast<uint32_t>(i)); };
+    switch (mo) {
+    case MO_TIMESTEP_EMBEDDING: pc[PC_P0] = static_cast<uint32_t>(p(1)); return true;
+    case MO_CONV_2D_DW: return pack_pair(p(0), p(1), pc[PC_P0]) && pack_pair(p(2), p(3), pc[PC_P1]) && pack_pair(p(4), p(5), pc[PC_U0]);
+    case MO_CONV_TRANSPOSE_1D: return pack_pair(p(0), 1, pc[PC_P0]) && pack_pair(p(1), 0, pc[PC_P1]) && pack_pair(p(2), 1, pc[PC_U0]);
+    case MO_PAD: for (int i = 0; i < 4; i++) pc[8 + i] = static_cast<uint32_t>(p(4 + i)); return true;
+    case MO_PAD_REFLECT_1D: pc[PC_U0] = static_cast<uint32_t>(p(0)); return true;
+    case MO_ROLL: for (int i = 0; i < 4; i++) pc[8 + i] = roll_shift(p(i), node->src[0]->ne[i]); return true;
+    default: return true;
+    }
+}
+
+/* issue 17 part B: gathers of one output element each (models.comp) */
+static bool enc_models(backend_ctx * ctx, const tsr_tensor * node) {
+    const tsr_tensor * a = node->src[0], * b = node->src[1];
+    const int mo = models_op_of(node);
+    const bool conv = mo == MO_CONV_2D_DW || mo == MO_CONV_TRANSPOSE_1D;
+    const bool two_sources = conv || mo == MO_SSM_CONV;
+    if (!is_f32(node) || !(conv ? is_f32_or_f16(a) : is_f32(a)) || (two_sources && !is_f32(b)))
+        return unsupported(node, conv ? "needs an F32/F16 kernel and F32 input" : "needs F32");
+    row_op op;
+    op.sh = a->type == TSR_TYPE_F16 ? SH_MODELS_K16 : SH_MODELS;
+    op.spec = static_cast<uint32_t>(mo);
+    op.src[0] = a; op.kind[0] = K_WHOLE; op.es[0] = elem_bytes(a->type);
+    if (two_sources) { op.src[1] = b; op.kind[1] = K_WHOLE; }
+    op.dst = node;
+    if (!put_shape(op.pc, 0, a, op.es[0]) || (two_sources && !put_shape(op.pc, 8, b, 4)) || !put_shape(op.pc, 16, node, 4))
+        return unsupported(node, "fractional strides");
+    if (!models_params(node, mo, op.pc)) return unsupported(node, "a stride, padding or dilation above 65535");
+    return run_row_op(ctx, op, node);
+}
+
 static bool enc_flash_attn(backend_ctx * ctx, const tsr_tensor * node) {
     const tsr_tensor * q = node->src[0], * k = node->src[1], * v = node->src[2], * m = node->src[3];
     if (!is_f32(q) || !is_f32(node) || !k || !v || k->type != v->type || !is_f32_or_f16(k))
@@ -665,6 +785,11 @@ static bool encode_node(backend_ctx * ctx, const tsr_tensor * node) {
     case TSR_OP_GET_ROWS: return enc_get_rows(ctx, node);
     case TSR_OP_MUL_MAT: return enc_mul_mat(ctx, node);
     case TSR_OP_FLASH_ATTN_EXT: return enc_flash_attn(ctx, node);
+    /* issue 17 part B */
+    case TSR_OP_MUL_MAT_ID: return enc_mul_mat_id(ctx, node);
+    case TSR_OP_TIMESTEP_EMBEDDING: case TSR_OP_CONV_2D_DW: case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_PAD:
+    case TSR_OP_PAD_REFLECT_1D: case TSR_OP_ROLL: case TSR_OP_SSM_CONV:
+        return enc_models(ctx, node);
     default:
         return tsr_set_error("Vulkan: node '%s': op %s is not supported by the Vulkan backend", op_label(node), tsr_op_desc(node));
     }

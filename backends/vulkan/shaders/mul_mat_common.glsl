@@ -11,7 +11,9 @@ layout(push_constant) uniform PC {
     uint nb1, nb2, nb3;
     uint ne12, r2, r3;
     int off0, off1, offd;
-    uint batch_x;
+    uint pair0;                            // mul_mat_id: the first (slot, token) pair of the dispatch
+    uint n_used, n_b, nb_ids1, n_expert;   // mul_mat_id (mul_mat_vec.comp's IDS)
+    int off2;
 } pc;
 #if A_TYPE == 0
 layout(binding = 0) readonly buffer A { float a[]; };

@@ -275,7 +275,7 @@ TSR_API_IMPL struct tsr_tensor * tsr_timestep_embedding(struct tsr_context * ctx
     return tsr_impl::op_result(r, TSR_OP_TIMESTEP_EMBEDDING, timesteps);
 }
 
-/* TSR_OP_ROPE with mode TSR_ROPE_TYPE_MROPE or _VISION: the ROPE slots 0..10, then i32
+/* TSR_OP_ROPE with mode TSR_ROPE_TYPE_MROPE, _IMROPE or _VISION: the ROPE slots 0..10, then i32
  * sections[4] in slots 11..14. a f32/f16 [head_dim, n_head, n_tokens] -> like a. b I32
  * [4 * n_tokens]; c freq factors f32 [>= head_dim / 2] or NULL. src0 = a, src1 = b, src2 = c. */
 TSR_API_IMPL struct tsr_tensor * tsr_rope_multi(struct tsr_context * ctx, struct tsr_tensor * a, struct tsr_tensor * b,
@@ -288,8 +288,9 @@ TSR_API_IMPL struct tsr_tensor * tsr_rope_multi(struct tsr_context * ctx, struct
                        "tsr_rope_multi: %s must be f32 or f16 [head_dim, n_head, n_tokens]", TSR_MODELS_D(a));
     TSR_MODELS_REQUIRE(b->type == TSR_TYPE_I32 && b->ne[1] == 1 && b->ne[2] == 1 && b->ne[3] == 1 && b->ne[0] == 4 * a->ne[2],
                        "tsr_rope_multi: positions %s must be i32 [4 * n_tokens = %lld]", TSR_MODELS_D(b), (long long)(4 * a->ne[2]));
-    TSR_MODELS_REQUIRE(mode == TSR_ROPE_TYPE_MROPE || mode == TSR_ROPE_TYPE_VISION,
-                       "tsr_rope_multi: mode %d must be TSR_ROPE_TYPE_MROPE (8) or TSR_ROPE_TYPE_VISION (24)", mode);
+    TSR_MODELS_REQUIRE(mode == TSR_ROPE_TYPE_MROPE || mode == TSR_ROPE_TYPE_VISION || mode == TSR_ROPE_TYPE_IMROPE,
+                       "tsr_rope_multi: mode %d must be TSR_ROPE_TYPE_MROPE (8), TSR_ROPE_TYPE_VISION (24) or TSR_ROPE_TYPE_IMROPE (40)",
+                       mode);
     TSR_MODELS_REQUIRE(n_dims > 0 && n_dims % 2 == 0 && n_dims <= a->ne[0] && (mode != TSR_ROPE_TYPE_VISION || 2 * n_dims == a->ne[0]),
                        "tsr_rope_multi: n_dims %d must be even and in (0, %lld] (vision: half of it)", n_dims, (long long)a->ne[0]);
     const int sect_dims = sections[0] + sections[1] + sections[2] + sections[3];
