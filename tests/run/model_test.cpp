@@ -875,6 +875,34 @@ TEST_CASE("model: partial offload at every -ngl on Vulkan gives the CPU's greedy
 #endif
 }
 
+// Vulkan has no mul_mat_id: a mixture of experts keeps its experts in host memory and runs
+// them on the CPU (the scheduler's fallback), the rest of each layer on Vulkan.
+TEST_CASE("model: a mixture of experts runs on Vulkan with its experts on the CPU", "[model][vulkan][moe]") {
+#ifdef TSR_HAVE_VULKAN
+    if (devices_of_kind("vulkan") == 0) {
+        WARN("skipped: no Vulkan device");
+        return;
+    }
+    std::string err;
+    backend_holder be;
+    be.b = make_backend("vulkan", -1, 1, err);
+    REQUIRE_OK(be.b);
+    const hparams hp = tiny_moe_hparams(arch::llama);
+    check_against_reference(be.b, hp, TSR_TYPE_F32, false, true, TSR_TYPE_F32, 2 * tolerance(TSR_TYPE_F32));
+    tiny t;
+    make_tiny(hp, TSR_TYPE_F32, false, t);
+    model m;
+    REQUIRE_OK(load_model(t.path.c_str(), be.b, m, nullptr, nullptr, err));
+    const layer_weights & L = m.w.layers[0];
+    CHECK(tsr_backend_buffer_is_host(L.ffn_up_exps->buffer));
+    CHECK(tsr_backend_buffer_is_host(L.ffn_down_exps->buffer));
+    CHECK_FALSE(tsr_backend_buffer_is_host(L.ffn_gate_inp->buffer));   // the router is a mul_mat: Vulkan's
+    CHECK_FALSE(tsr_backend_buffer_is_host(L.wq->buffer));
+#else
+    WARN("skipped: built without the Vulkan backend (TSR_HAVE_VULKAN)");
+#endif
+}
+
 // A file in a type Vulkan lacks (BF16) runs: those weights stay in host memory and their ops
 // run on the CPU, the rest on Vulkan; a K-quant file runs on Vulkan itself.
 TEST_CASE("model: BF16 and K-quant files run on Vulkan with what it lacks on the CPU", "[model][vulkan][quant]") {
