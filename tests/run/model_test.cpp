@@ -816,17 +816,25 @@ greedy_result run_greedy(const std::string & path, const placement & pl, arch a,
     return r;
 }
 
-// The CPU backend (2 threads) and Vulkan's default device; false, with a warning, when there
-// is no Vulkan device.
-bool open_cpu_and_vulkan(backend_holder & cpu, backend_holder & vk) {
+// Vulkan's default device; false, with a warning, when there is no Vulkan device.
+bool open_vulkan(backend_holder & vk) {
     if (devices_of_kind("vulkan") == 0) {
         WARN("skipped: no Vulkan device");
         return false;
     }
     std::string err;
-    cpu.b = make_backend("cpu", 0, 2, err);
     vk.b = make_backend("vulkan", -1, 0, err);
-    REQUIRE_OK((cpu.b && vk.b));
+    REQUIRE_OK(vk.b);
+    return true;
+}
+
+// The CPU backend (2 threads) and Vulkan's default device; false, with a warning, when there
+// is no Vulkan device.
+bool open_cpu_and_vulkan(backend_holder & cpu, backend_holder & vk) {
+    if (!open_vulkan(vk)) return false;
+    std::string err;
+    cpu.b = make_backend("cpu", 0, 2, err);
+    REQUIRE_OK(cpu.b);
     return true;
 }
 } // namespace
@@ -879,14 +887,9 @@ TEST_CASE("model: partial offload at every -ngl on Vulkan gives the CPU's greedy
 // them on the CPU (the scheduler's fallback), the rest of each layer on Vulkan.
 TEST_CASE("model: a mixture of experts runs on Vulkan with its experts on the CPU", "[model][vulkan][moe]") {
 #ifdef TSR_HAVE_VULKAN
-    if (devices_of_kind("vulkan") == 0) {
-        WARN("skipped: no Vulkan device");
-        return;
-    }
-    std::string err;
     backend_holder be;
-    be.b = make_backend("vulkan", -1, 1, err);
-    REQUIRE_OK(be.b);
+    if (!open_vulkan(be)) return;
+    std::string err;
     const hparams hp = tiny_moe_hparams(arch::llama);
     check_against_reference(be.b, hp, TSR_TYPE_F32, false, true, TSR_TYPE_F32, 2 * tolerance(TSR_TYPE_F32));
     tiny t;
@@ -907,14 +910,9 @@ TEST_CASE("model: a mixture of experts runs on Vulkan with its experts on the CP
 // run on the CPU, the rest on Vulkan; a K-quant file runs on Vulkan itself.
 TEST_CASE("model: BF16 and K-quant files run on Vulkan with what it lacks on the CPU", "[model][vulkan][quant]") {
 #ifdef TSR_HAVE_VULKAN
-    if (devices_of_kind("vulkan") == 0) {
-        WARN("skipped: no Vulkan device");
-        return;
-    }
-    std::string err;
     backend_holder be;
-    be.b = make_backend("vulkan", -1, 1, err);
-    REQUIRE_OK(be.b);
+    if (!open_vulkan(be)) return;
+    std::string err;
     for (tsr_type wt : {TSR_TYPE_BF16, TSR_TYPE_Q4_K}) {
         DYNAMIC_SECTION(tsr_type_name(wt)) {
             check_against_reference(be.b, arch::llama, wt, true, TSR_TYPE_F32, 2 * tolerance(wt));
