@@ -125,7 +125,6 @@ inline tsr_tensor * moe_ffn(tsr_context * ctx, const hparams & hp, const layer_w
     auto expert_out = [&](int64_t e) { return chk(tsr_view_2d(ctx, outs, E, T, outs->nb[2], outs->nb[1] * (size_t) e), "expert output"); };
     tsr_tensor * sum = expert_out(0);
     for (int64_t e = 1; e < NU; ++e) sum = chk(tsr_add(ctx, sum, expert_out(e)), "sum over experts");
-    if (NU == 1) sum = chk(tsr_cont(ctx, sum), "expert output");  // the residual add gets a whole tensor
     return ok ? sum : nullptr;
 }
 

@@ -530,6 +530,11 @@ TEST_CASE("model: tiny mixtures of experts (Mixtral-style llama, qwen3moe) equal
             check_greedy_generation(be.b, hp, false, 6);
         }
     }
+    SECTION("llama, one expert per token: its output unweighted, no sum") {
+        hparams hp = tiny_moe_hparams(arch::llama);
+        hp.n_expert_used = 1;
+        check_against_reference(be.b, hp, TSR_TYPE_F32, false, true, TSR_TYPE_F32, tolerance(TSR_TYPE_F32));
+    }
 }
 
 // The loader reads what makes qwen2/qwen3 differ from llama, under llama.cpp's names.
