@@ -47,8 +47,8 @@ static hparams gpt2_small() {
 }
 
 // Mixtral-8x7B's shape at a quarter of its width and 4 of its 32 layers: 8 experts of
-// 1024 -> 3584 -> 1024, 2 used per token, GQA 8/2, its 32000-token vocabulary (427M parameters,
-// 98M of them used per token).
+// 1024 -> 3584 -> 1024, 2 used per token, GQA 8/2, its 32000-token vocabulary (428M parameters;
+// a token reads 99M of its layers' (2 of 8 experts) and the 33M of the output matrix).
 static hparams mixtral_quarter() {
     hparams hp = tinyllama_1b_hparams();  // a llama with the 32000-token vocabulary
     hp.n_embd = 1024, hp.n_ff = 3584, hp.n_layer = 4;
