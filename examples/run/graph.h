@@ -94,6 +94,40 @@ struct session {
 
 inline int kv_pad(int n) { return (n + 31) / 32 * 32; }
 
+// Graph nodes (and tensor headers) per layer: a dense layer needs ~40; a mixture-of-experts
+// feed-forward adds its router and one view and add per used expert (moe_ffn).
+inline int graph_nodes_per_layer(const hparams & hp) { return 48 + (hp.is_moe() ? 24 + 2 * hp.n_expert_used : 0); }
+
+// The mixture-of-experts feed-forward of Mixtral / Qwen3-MoE, as llama.cpp's build_moe_ffn
+// (softmax gating, the chosen experts' weights normalised to sum to 1): cur [n_embd, T] ->
+// [n_embd, T]. NULL with err on failure.
+inline tsr_tensor * moe_ffn(tsr_context * ctx, const hparams & hp, const layer_weights & L, tsr_tensor * cur, std::string & err) {
+    const int64_t E = hp.n_embd, T = cur->ne[1], NX = hp.n_expert, NU = hp.n_expert_used;
+    bool ok = true;
+    // the first failure's message is kept; the ops after it get NULL and fail quietly
+    auto chk = [&](tsr_tensor * t, const char * what) -> tsr_tensor * {
+        if (!t && ok) { ok = false; err = std::string("building ") + what + ": " + tsr_last_error(); }
+        return t;
+    };
+    tsr_tensor * probs = chk(tsr_soft_max(ctx, chk(tsr_mul_mat(ctx, L.ffn_gate_inp, cur), "router logits")), "router softmax");  // [NX, T]
+    tsr_tensor * chosen = chk(tsr_top_k(ctx, probs, (int) NU), "expert choice");                                              // I32 [NU, T]
+    tsr_tensor * w = chk(tsr_get_rows(ctx, chk(tsr_reshape_3d(ctx, probs, 1, NX, T), "probs"), chosen), "expert weights");  // [1, NU, T]
+    w = chk(tsr_reshape_2d(ctx, w, NU, T), "expert weights");
+    w = chk(tsr_div(ctx, w, chk(tsr_sum_rows(ctx, w), "weight sum")), "normalised expert weights");
+    w = chk(tsr_reshape_3d(ctx, w, 1, NU, T), "expert weights");
+    tsr_tensor * x = chk(tsr_reshape_3d(ctx, cur, E, 1, T), "experts' input");
+    tsr_tensor * up = chk(tsr_mul_mat_id(ctx, L.ffn_up_exps, x, chosen), "experts' up");        // [n_ff_exp, NU, T]
+    tsr_tensor * gate = chk(tsr_mul_mat_id(ctx, L.ffn_gate_exps, x, chosen), "experts' gate");
+    tsr_tensor * h = chk(tsr_swiglu_split(ctx, gate, up), "experts' swiglu");
+    tsr_tensor * outs = chk(tsr_mul_mat_id(ctx, L.ffn_down_exps, h, chosen), "experts' down");  // [E, NU, T]
+    outs = chk(tsr_mul(ctx, outs, w), "weighted experts");
+    if (!ok) return nullptr;
+    auto expert_out = [&](int64_t e) { return chk(tsr_view_2d(ctx, outs, E, T, outs->nb[2], outs->nb[1] * (size_t) e), "expert output"); };
+    tsr_tensor * sum = expert_out(0);
+    for (int64_t e = 1; e < NU; ++e) sum = chk(tsr_add(ctx, sum, expert_out(e)), "sum over experts");
+    return ok ? sum : nullptr;
+}
+
 struct graph_io {
     tsr_cgraph * gf = nullptr;
     tsr_tensor * tokens = nullptr, * pos = nullptr, * mask = nullptr, * logits = nullptr;
@@ -219,6 +253,8 @@ inline bool build_graph(session & s, int n_tokens, int n_past, bool all_logits, 
             cur = linear(cur, L.ffn_up, L.ffn_up_b);
             cur = chk(tsr_gelu(ctx, cur), "gelu");
             cur = linear(cur, L.ffn_down, L.ffn_down_b);
+        } else if (hp.is_moe()) {
+            if (ok && !(cur = moe_ffn(ctx, hp, L, cur, err))) ok = false;
         } else {
             tsr_tensor * g = linear(cur, L.ffn_gate, nullptr);
             tsr_tensor * u = linear(cur, L.ffn_up, nullptr);
@@ -291,7 +327,7 @@ inline bool session_init(session & s, const model & m, tsr_backend_t backend, co
     if (!kv_init(s, err)) return false;
 
     // graph metadata arena
-    s.graph_size = (size_t) std::max(TSR_DEFAULT_GRAPH_SIZE, 48 * hp.n_layer + 64);
+    s.graph_size = (size_t) std::max(TSR_DEFAULT_GRAPH_SIZE, graph_nodes_per_layer(hp) * hp.n_layer + 64);
     const size_t meta_size = s.graph_size * tsr_tensor_overhead() + tsr_graph_overhead_custom(s.graph_size, false);
     s.ctx_g = tsr_init(tsr_init_params{meta_size, nullptr, true});
     if (!s.ctx_g) { err = std::string("graph context: ") + tsr_last_error(); return false; }

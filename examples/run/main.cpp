@@ -171,6 +171,7 @@ static int run(int argc, char ** argv) {
             fprintf(stderr, "tessera-run: %s, %d layers, n_embd %d, %d heads (%d kv), n_ff %d, vocab %d, context %d, %s tokenizer\n",
                     arch_name(hp.a), hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.n_ff, hp.n_vocab, hp.n_ctx,
                     m.tok.kind == tok_kind::gpt2 ? ("gpt2 BPE (pre-tokenizer " + std::string(m.tok.pre->name) + ")").c_str() : "llama SPM");
+            if (hp.is_moe()) fprintf(stderr, "tessera-run: %d experts, %d used per token, n_ff %d each\n", hp.n_expert, hp.n_expert_used, hp.ff_exp());
             const size_t weight_bytes = tsr_backend_buffer_get_size(m.buf_w) + tsr_backend_buffer_get_size(m.buf_w_cpu);
             const double load_mib_s = prog.seconds > 0 ? mib(weight_bytes) / prog.seconds : 0.0;
             if (m.on_gpu()) fprintf(stderr, "tessera-run: %d of %d layers on %s\n", m.n_gpu_layers, hp.n_layer, tsr_backend_name(backend));

@@ -13,6 +13,12 @@
 //          before RoPE); the head dimension may be <arch>.attention.key_length, not n_embd / n_head,
 //          so attn_q.weight is [n_embd, head_dim * n_head] and attn_output.weight its transpose
 //   output_norm.weight (+ .bias gpt2), output.weight [n_embd, n_vocab] (absent: tied to token_embd)
+//   mixture of experts (llama files with <arch>.expert_count > 0 — Mixtral —, and qwen3moe: qwen3's
+//   attention), in place of ffn_gate/ffn_up/ffn_down:
+//          blk.N.ffn_gate_inp.weight [n_embd, n_expert] (the router),
+//          blk.N.ffn_gate_exps/ffn_up_exps.weight [n_embd, n_ff_exp, n_expert],
+//          blk.N.ffn_down_exps.weight [n_ff_exp, n_embd, n_expert]; n_ff_exp is
+//          <arch>.expert_feed_forward_length (qwen3moe) or feed_forward_length
 #pragma once
 
 #include "tessera/tessera.h"
@@ -31,7 +37,7 @@
 
 namespace trun {
 
-enum class arch { gpt2, llama, qwen2, qwen3 };
+enum class arch { gpt2, llama, qwen2, qwen3, qwen3moe };
 
 inline const char * arch_name(arch a) {
     switch (a) {
@@ -39,12 +45,19 @@ inline const char * arch_name(arch a) {
         case arch::llama: return "llama";
         case arch::qwen2: return "qwen2";
         case arch::qwen3: return "qwen3";
+        case arch::qwen3moe: return "qwen3moe";
     }
     return "?";
 }
 
 // Qwen's RoPE turns dimension i with i + n_rot/2 (NEOX); llama's turns neighbours.
-inline int rope_mode(arch a) { return a == arch::qwen2 || a == arch::qwen3 ? TSR_ROPE_TYPE_NEOX : TSR_ROPE_TYPE_NORMAL; }
+inline int rope_mode(arch a) { return a == arch::qwen2 || a == arch::qwen3 || a == arch::qwen3moe ? TSR_ROPE_TYPE_NEOX : TSR_ROPE_TYPE_NORMAL; }
+
+// Qwen3's attention: each head RMS-normed before RoPE.
+inline bool has_qk_norm(arch a) { return a == arch::qwen3 || a == arch::qwen3moe; }
+
+// The architectures whose files may hold experts (llama.cpp reads expert_count for them).
+inline bool may_have_experts(arch a) { return a == arch::llama || a == arch::qwen3moe; }
 
 struct hparams {
     arch a = arch::gpt2;
@@ -59,7 +72,12 @@ struct hparams {
     int n_embd_head = 0;  // <arch>.attention.key_length; 0: n_embd / n_head
     float eps = 1e-5f;    // layer_norm_epsilon (gpt2) / layer_norm_rms_epsilon (the others)
     float rope_base = 10000.0f;
+    int n_expert = 0;       // <arch>.expert_count; 0: a dense feed-forward
+    int n_expert_used = 0;  // <arch>.expert_used_count: experts each token goes through
+    int n_ff_exp = 0;       // <arch>.expert_feed_forward_length; 0: n_ff
 
+    bool is_moe() const { return n_expert > 0; }
+    int ff_exp() const { return n_ff_exp > 0 ? n_ff_exp : n_ff; }
     int head_dim() const { return n_embd_head > 0 ? n_embd_head : n_embd / n_head; }
     int n_embd_q() const { return head_dim() * n_head; }      // the width of Q and of attention's output
     int n_embd_gqa() const { return head_dim() * n_head_kv; }
@@ -76,6 +94,8 @@ struct layer_weights {
     tsr_tensor * ffn_gate = nullptr;                             // llama
     tsr_tensor * ffn_up = nullptr, * ffn_up_b = nullptr;
     tsr_tensor * ffn_down = nullptr, * ffn_down_b = nullptr;
+    tsr_tensor * ffn_gate_inp = nullptr;                         // mixture of experts: the router
+    tsr_tensor * ffn_gate_exps = nullptr, * ffn_up_exps = nullptr, * ffn_down_exps = nullptr;
 };
 
 struct weights {
@@ -96,15 +116,16 @@ struct weights {
 constexpr int64_t k_max_layers = 1 << 10;
 constexpr int64_t k_max_embd = 1 << 20;
 constexpr int64_t k_max_ff = 1 << 22;
+constexpr int64_t k_max_experts = 1 << 10;  // published models have at most 512
 
 inline bool read_arch(const tsr_gguf_context * g, hparams & hp, std::string & an, std::string & err) {
     const int64_t ka = tsr_gguf_find_key(g, "general.architecture");
     if (ka < 0 || tsr_gguf_get_kv_type(g, ka) != TSR_GGUF_TYPE_STRING) { err = "missing general.architecture"; return false; }
     an = tsr_gguf_get_val_str(g, ka);
-    for (arch a : {arch::gpt2, arch::llama, arch::qwen2, arch::qwen3}) {
+    for (arch a : {arch::gpt2, arch::llama, arch::qwen2, arch::qwen3, arch::qwen3moe}) {
         if (an == arch_name(a)) { hp.a = a; return true; }
     }
-    err = "unsupported architecture '" + an + "' (supported: gpt2, llama, qwen2, qwen3)";
+    err = "unsupported architecture '" + an + "' (supported: gpt2, llama, qwen2, qwen3, qwen3moe)";
     return false;
 }
 
@@ -182,6 +203,17 @@ inline bool read_counts(const tsr_gguf_context * g, const std::string & an, hpar
     return true;
 }
 
+// The experts' counts (llama: optional, Mixtral's files have them; qwen3moe: required).
+inline bool read_experts(const tsr_gguf_context * g, const std::string & an, hparams & hp, std::string & err) {
+    hp.n_expert = hp.n_expert_used = hp.n_ff_exp = 0;
+    if (!may_have_experts(hp.a)) return true;
+    const std::string k_count = an + ".expert_count";
+    if (!read_count(g, k_count, hp.a == arch::qwen3moe ? 1 : 0, k_max_experts, hp.a == arch::qwen3moe, hp.n_expert, err)) return false;
+    if (hp.n_expert == 0) return true;
+    return read_count(g, an + ".expert_used_count", 1, hp.n_expert, true, hp.n_expert_used, err) &&
+           read_count(g, an + ".expert_feed_forward_length", 1, k_max_ff, false, hp.n_ff_exp, err);
+}
+
 // A float key, if present, finite and in [lo, hi].
 inline bool read_float(const tsr_gguf_context * g, const std::string & key, float lo, float hi, float & out, std::string & err) {
     const int64_t k = tsr_gguf_find_key(g, key.c_str());
@@ -230,9 +262,13 @@ inline bool check_counts_against_tensors(const tsr_gguf_context * g, const std::
     const std::string hd = std::to_string(hp.head_dim());
     const std::string kv_width = an + ".attention.head_count_kv * the head dimension (" + std::to_string(hp.n_head_kv) + " * " + hd + ")";
     const std::string q_width = an + ".attention.head_count * the head dimension (" + std::to_string(hp.n_head) + " * " + hd + ")";
+    const std::string n_ff_exp = an + (hp.n_ff_exp > 0 ? ".expert_feed_forward_length" : ".feed_forward_length");
     return ok && count_matches_tensor(g, kv_width, hp.n_embd_gqa(), "blk.0.attn_k.weight", 1, err) &&
            count_matches_tensor(g, q_width, hp.n_embd_q(), "blk.0.attn_q.weight", 1, err) &&
-           count_matches_tensor(g, "the head dimension", hp.head_dim(), "blk.0.attn_q_norm.weight", 0, err);
+           count_matches_tensor(g, "the head dimension", hp.head_dim(), "blk.0.attn_q_norm.weight", 0, err) &&
+           count_matches_tensor(g, an + ".expert_count", hp.n_expert, "blk.0.ffn_gate_inp.weight", 1, err) &&
+           count_matches_tensor(g, an + ".expert_count", hp.n_expert, "blk.0.ffn_up_exps.weight", 2, err) &&
+           count_matches_tensor(g, n_ff_exp, hp.ff_exp(), "blk.0.ffn_up_exps.weight", 1, err);
 }
 
 // Hyper-parameters from `<arch>.*` metadata: every count range-checked at its full width
@@ -240,7 +276,7 @@ inline bool check_counts_against_tensors(const tsr_gguf_context * g, const std::
 // them is larger than the file justifies.
 inline bool hparams_from_gguf(const tsr_gguf_context * g, hparams & hp, std::string & err) {
     std::string an;
-    if (!read_arch(g, hp, an, err) || !read_counts(g, an, hp, err)) return false;
+    if (!read_arch(g, hp, an, err) || !read_counts(g, an, hp, err) || !read_experts(g, an, hp, err)) return false;
     const std::string eps_key = an + (hp.a == arch::gpt2 ? ".attention.layer_norm_epsilon" : ".attention.layer_norm_rms_epsilon");
     return read_float(g, an + ".rope.freq_base", 1e-6f, 1e12f, hp.rope_base, err) && read_float(g, eps_key, 0.0f, 1.0f, hp.eps, err) &&
            read_vocab_size(g, hp, err) && check_counts_against_tensors(g, an, hp, err) &&
@@ -268,6 +304,11 @@ inline bool hparams_to_gguf(tsr_gguf_context * g, const hparams & hp) {
             ok = ok && tsr_gguf_set_val_u32(g, k("attention.value_length").c_str(), (uint32_t) hp.n_embd_head);
         }
     }
+    if (hp.is_moe()) {
+        ok = ok && tsr_gguf_set_val_u32(g, k("expert_count").c_str(), (uint32_t) hp.n_expert);
+        ok = ok && tsr_gguf_set_val_u32(g, k("expert_used_count").c_str(), (uint32_t) hp.n_expert_used);
+        if (hp.n_ff_exp > 0) ok = ok && tsr_gguf_set_val_u32(g, k("expert_feed_forward_length").c_str(), (uint32_t) hp.n_ff_exp);
+    }
     return ok;
 }
 
@@ -275,7 +316,7 @@ inline bool hparams_to_gguf(tsr_gguf_context * g, const hparams & hp) {
 
 // Number of weight tensors a model has (for sizing a context).
 inline int n_weight_tensors(const hparams & hp, bool tied_output) {
-    const int per_layer = hp.a == arch::gpt2 ? 12 : hp.a == arch::qwen2 ? 12 : hp.a == arch::qwen3 ? 11 : 9;
+    const int per_layer = (hp.a == arch::gpt2 ? 12 : hp.a == arch::qwen2 ? 12 : has_qk_norm(hp.a) ? 11 : 9) + (hp.is_moe() ? 1 : 0);
     return per_layer * hp.n_layer + (hp.a == arch::gpt2 ? 4 : 2) + (tied_output ? 0 : 1);
 }
 
@@ -305,9 +346,10 @@ inline bool create_weights(tsr_context * ctx, const hparams & hp, const weight_t
     const tsr_type wtype = wt.base;
     const int64_t E = hp.n_embd, V = hp.n_vocab, F = hp.n_ff, G = hp.n_embd_gqa();
     bool ok = true;
-    auto mk = [&](tsr_type t, int64_t ne0, int64_t ne1, const std::string & name) -> tsr_tensor * {
+    auto mk = [&](tsr_type t, int64_t ne0, int64_t ne1, const std::string & name, int64_t ne2 = 0) -> tsr_tensor * {
         if (!ok) return nullptr;
-        tsr_tensor * x = ne1 > 0 ? tsr_new_tensor_2d(ctx, t, ne0, ne1) : tsr_new_tensor_1d(ctx, t, ne0);
+        tsr_tensor * x = ne2 > 0 ? tsr_new_tensor_3d(ctx, t, ne0, ne1, ne2)
+                       : ne1 > 0 ? tsr_new_tensor_2d(ctx, t, ne0, ne1) : tsr_new_tensor_1d(ctx, t, ne0);
         if (!x) { ok = false; err = "creating " + name + ": " + tsr_last_error(); return nullptr; }
         tsr_set_name(x, name.c_str());
         return x;
@@ -344,15 +386,23 @@ inline bool create_weights(tsr_context * ctx, const hparams & hp, const weight_t
                 L.bk = mk(F32, G, 0, p + "attn_k.bias");
                 L.bv = mk(F32, G, 0, p + "attn_v.bias");
             }
-            if (hp.a == arch::qwen3) {
+            if (has_qk_norm(hp.a)) {
                 L.q_norm = mk(F32, hp.head_dim(), 0, p + "attn_q_norm.weight");
                 L.k_norm = mk(F32, hp.head_dim(), 0, p + "attn_k_norm.weight");
             }
             L.wo = mk(wtype, Q, E, p + "attn_output.weight");
             L.ffn_norm = mk(F32, E, 0, p + "ffn_norm.weight");
-            L.ffn_gate = mk(wtype, E, F, p + "ffn_gate.weight");
-            L.ffn_up = mk(wtype, E, F, p + "ffn_up.weight");
-            L.ffn_down = mk(more, F, E, p + "ffn_down.weight");
+            if (hp.is_moe()) {  // the router stays F32, as llama-quantize leaves it
+                const int64_t FX = hp.ff_exp(), NX = hp.n_expert;
+                L.ffn_gate_inp = mk(F32, E, NX, p + "ffn_gate_inp.weight");
+                L.ffn_gate_exps = mk(wtype, E, FX, p + "ffn_gate_exps.weight", NX);
+                L.ffn_up_exps = mk(wtype, E, FX, p + "ffn_up_exps.weight", NX);
+                L.ffn_down_exps = mk(more, FX, E, p + "ffn_down_exps.weight", NX);
+            } else {
+                L.ffn_gate = mk(wtype, E, F, p + "ffn_gate.weight");
+                L.ffn_up = mk(wtype, E, F, p + "ffn_up.weight");
+                L.ffn_down = mk(more, F, E, p + "ffn_down.weight");
+            }
         }
     }
     w.out_norm = mk(F32, E, 0, "output_norm.weight");
@@ -365,17 +415,18 @@ inline bool create_weights(tsr_context * ctx, const hparams & hp, const weight_t
 inline bool bind_weights(tsr_context * ctx, const hparams & hp, weights & w, std::string & err) {
     const int64_t E = hp.n_embd, V = hp.n_vocab, F = hp.n_ff, G = hp.n_embd_gqa();
     bool ok = true;
-    auto get = [&](const std::string & name, int64_t ne0, int64_t ne1, bool required) -> tsr_tensor * {
+    auto get = [&](const std::string & name, int64_t ne0, int64_t ne1, bool required, int64_t ne2 = 1) -> tsr_tensor * {
         if (!ok) return nullptr;
         tsr_tensor * t = tsr_get_tensor(ctx, name.c_str());
         if (!t) {
             if (required) { ok = false; err = "model file lacks tensor '" + name + "'"; }
             return nullptr;
         }
-        if (t->ne[0] != ne0 || t->ne[1] != (ne1 > 0 ? ne1 : 1) || t->ne[2] != 1 || t->ne[3] != 1) {
+        if (t->ne[0] != ne0 || t->ne[1] != (ne1 > 0 ? ne1 : 1) || t->ne[2] != ne2 || t->ne[3] != 1) {
             ok = false;
             err = "tensor '" + name + "' has shape [" + std::to_string(t->ne[0]) + ", " + std::to_string(t->ne[1]) + ", " +
-                  std::to_string(t->ne[2]) + "], expected [" + std::to_string(ne0) + ", " + std::to_string(ne1 > 0 ? ne1 : 1) + "]";
+                  std::to_string(t->ne[2]) + "], expected [" + std::to_string(ne0) + ", " + std::to_string(ne1 > 0 ? ne1 : 1) +
+                  (ne2 > 1 ? ", " + std::to_string(ne2) : std::string()) + "]";
             return nullptr;
         }
         return t;
@@ -408,15 +459,23 @@ inline bool bind_weights(tsr_context * ctx, const hparams & hp, weights & w, std
             L.bq = get(p + "attn_q.bias", Q, 0, false);  // optional, as in llama.cpp (qwen2's files have them)
             L.bk = get(p + "attn_k.bias", G, 0, false);
             L.bv = get(p + "attn_v.bias", G, 0, false);
-            if (hp.a == arch::qwen3) {
+            if (has_qk_norm(hp.a)) {
                 L.q_norm = get(p + "attn_q_norm.weight", hp.head_dim(), 0, true);
                 L.k_norm = get(p + "attn_k_norm.weight", hp.head_dim(), 0, true);
             }
             L.wo = get(p + "attn_output.weight", Q, E, true);
             L.ffn_norm = get(p + "ffn_norm.weight", E, 0, true);
-            L.ffn_gate = get(p + "ffn_gate.weight", E, F, true);
-            L.ffn_up = get(p + "ffn_up.weight", E, F, true);
-            L.ffn_down = get(p + "ffn_down.weight", F, E, true);
+            if (hp.is_moe()) {
+                const int64_t FX = hp.ff_exp(), NX = hp.n_expert;
+                L.ffn_gate_inp = get(p + "ffn_gate_inp.weight", E, NX, true);
+                L.ffn_gate_exps = get(p + "ffn_gate_exps.weight", E, FX, true, NX);
+                L.ffn_up_exps = get(p + "ffn_up_exps.weight", E, FX, true, NX);
+                L.ffn_down_exps = get(p + "ffn_down_exps.weight", FX, E, true, NX);
+            } else {
+                L.ffn_gate = get(p + "ffn_gate.weight", E, F, true);
+                L.ffn_up = get(p + "ffn_up.weight", E, F, true);
+                L.ffn_down = get(p + "ffn_down.weight", F, E, true);
+            }
         }
     }
     w.out_norm = get("output_norm.weight", E, 0, true);
@@ -427,13 +486,24 @@ inline bool bind_weights(tsr_context * ctx, const hparams & hp, weights & w, std
     return ok;
 }
 
-// Would `be` run the op that reads weight w in build_graph? A matrix is multiplied
-// (mul_mat), a vector scales or shifts rows (mul/add: the same kernels, so mul stands for both).
+// The op that reads weight w in build_graph, on a stand-in activation: experts are chosen
+// (mul_mat_id), a matrix is multiplied (mul_mat), a vector scales or shifts rows (mul/add:
+// the same kernels, so mul stands for both).
+inline tsr_tensor * weight_op(tsr_context * ctx, tsr_tensor * w) {
+    if (w->ne[2] > 1) {
+        tsr_tensor * x = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, w->ne[0], 1, 2);
+        tsr_tensor * ids = tsr_new_tensor_2d(ctx, TSR_TYPE_I32, 1, 2);
+        return x && ids ? tsr_mul_mat_id(ctx, w, x, ids) : nullptr;
+    }
+    tsr_tensor * x = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, w->ne[0], 2);
+    return !x ? nullptr : w->ne[1] > 1 ? tsr_mul_mat(ctx, w, x) : tsr_mul(ctx, x, w);
+}
+
+// Would `be` run the op that reads weight w in build_graph?
 inline bool backend_runs_weight(tsr_backend_t be, tsr_tensor * w) {
     tsr_context * ctx = tsr_init(tsr_init_params{4 * tsr_tensor_overhead(), nullptr, true});
     if (!ctx) return false;
-    tsr_tensor * x = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, w->ne[0], 2);
-    tsr_tensor * op = !x ? nullptr : w->ne[1] > 1 ? tsr_mul_mat(ctx, w, x) : tsr_mul(ctx, x, w);
+    tsr_tensor * op = weight_op(ctx, w);
     const bool ok = op && tsr_backend_supports_op(be, op);
     tsr_free(ctx);
     return ok;
@@ -544,7 +614,8 @@ inline std::vector<tsr_tensor *> gpu_candidates(const model & m) {
         if (!m.layer_on_gpu(il)) continue;
         const layer_weights & L = m.w.layers[(size_t) il];
         for (tsr_tensor * t : {L.attn_norm, L.attn_norm_b, L.wqkv, L.bqkv, L.wq, L.wk, L.wv, L.bq, L.bk, L.bv, L.q_norm, L.k_norm, L.wo, L.bo, L.ffn_norm,
-                               L.ffn_norm_b, L.ffn_gate, L.ffn_up, L.ffn_up_b, L.ffn_down, L.ffn_down_b})
+                               L.ffn_norm_b, L.ffn_gate, L.ffn_up, L.ffn_up_b, L.ffn_down, L.ffn_down_b, L.ffn_gate_inp,
+                               L.ffn_gate_exps, L.ffn_up_exps, L.ffn_down_exps})
             if (t) out.push_back(t);
     }
     if (m.n_gpu_layers == m.hp.n_layer && m.on_gpu()) {

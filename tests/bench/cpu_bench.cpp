@@ -257,6 +257,36 @@ double bench_moe_decode(tsr_backend_t be, tsr_type type, int reps, double * tota
     return (double)(3 * n_used) * (double)expert_bytes / t / 1e9;
 }
 
+// ---- rms_norm and its weight (issue 17) ---------------------------------------------------------
+
+// Microseconds per (rms_norm, mul by the norm's weight) pair on rows of 2048 (TinyLlama's
+// width), T rows, over a chain of 45 pairs (a 22-layer LLaMA's norms); with_mul false: the
+// rms_norm nodes alone. The difference bounds what fusing the mul into the norm could save.
+double bench_norm_mul(tsr_backend_t be, int64_t T, bool with_mul, int reps) {
+    const int64_t E = 2048, n_pairs = 45;
+    const size_t row_bytes = (size_t)(E * T) * 4 + TSR_MEM_ALIGN;
+    const size_t mem = (2 * n_pairs + 2) * (row_bytes + tsr_tensor_overhead()) + tsr_graph_overhead() + (1 << 16);
+    tsr_context * ctx = tsr_init(tsr_init_params{mem, nullptr, false});
+    if (!ctx) return 0;
+    tsr_tensor * x = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, E, T);
+    tsr_tensor * w = tsr_new_tensor_1d(ctx, TSR_TYPE_F32, E);
+    fast_fill(x, 41);
+    fast_fill(w, 42);
+    tsr_tensor * y = x;
+    for (int64_t i = 0; i < n_pairs; ++i) {
+        y = tsr_rms_norm(ctx, y, 1e-5f);
+        if (with_mul) y = tsr_mul(ctx, y, w);
+    }
+    tsr_cgraph * gf = tsr_new_graph(ctx);
+    tsr_build_forward_expand(gf, y);
+    tsr_backend_graph_compute(be, gf);  // warm-up
+    const double t = best_time(reps, [&] {
+        for (int i = 0; i < 20; ++i) tsr_backend_graph_compute(be, gf);
+    }) / 20;
+    tsr_free(ctx);
+    return 1e6 * t / (double)n_pairs;
+}
+
 // ---- convolutions (issue 17 part B) -----------------------------------------------------------
 
 // GFLOPS of one convolution node: `useful_flops` (2 per multiply-add of kernel and input
@@ -374,15 +404,17 @@ double bench_gpt2(tsr_backend_t be, int n_tokens, int reps) {
 
 int main(int argc, char ** argv) {
     int n_threads = 2;
-    bool quick = false, gpt2_only = false, matvec_only = false, conv_only = false;
+    bool quick = false, gpt2_only = false, matvec_only = false, conv_only = false, moe_only = false, norm_only = false;
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--csv")) g_csv = true;
         else if (!std::strcmp(argv[i], "--quick")) quick = true;
         else if (!std::strcmp(argv[i], "--gpt2-only")) gpt2_only = true;
         else if (!std::strcmp(argv[i], "--matvec-only")) matvec_only = true;  /* bandwidth and mat-vec rows */
         else if (!std::strcmp(argv[i], "--conv-only")) conv_only = true;      /* bandwidth, FMA peak and convolution rows */
+        else if (!std::strcmp(argv[i], "--moe-only")) moe_only = matvec_only = true;  /* bandwidth and mul_mat_id rows */
+        else if (!std::strcmp(argv[i], "--norm-only")) norm_only = true;     /* rms_norm + mul rows */
         else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) n_threads = std::atoi(argv[++i]);
-        else { std::fprintf(stderr, "usage: %s [--csv] [--threads N] [--quick] [--gpt2-only] [--matvec-only] [--conv-only]\n", argv[0]); return 2; }
+        else { std::fprintf(stderr, "usage: %s [--csv] [--threads N] [--quick] [--gpt2-only] [--matvec-only] [--conv-only] [--moe-only] [--norm-only]\n", argv[0]); return 2; }
     }
     tsr_backend_t be = tsr_backend_cpu_init();
     tsr_backend_cpu_set_n_threads(be, n_threads);
@@ -392,6 +424,16 @@ int main(int argc, char ** argv) {
     const size_t gemv_bytes = quick ? (size_t)128 << 20 : (size_t)512 << 20;
     const int64_t M = 4096, K = 4096, N = quick ? 128 : 512;
 
+    if (norm_only) {
+        for (int64_t T : {1, 128}) {
+            const double both = bench_norm_mul(be, T, true, reps), alone = bench_norm_mul(be, T, false, reps);
+            char note[160];
+            std::snprintf(note, sizeof note, "rows of 2048 x %lld, chain of 45; rms_norm alone %.2f us: the mul (what fusing could save) %.2f us",
+                          (long long)T, alone, both - alone);
+            add_row("rms_norm + mul " + std::to_string(T) + " token" + (T > 1 ? "s" : ""), both, "us per pair", "", note);
+        }
+        goto report;
+    }
     if (gpt2_only) goto gpt2;
     {
     double rd = 0;
@@ -424,7 +466,7 @@ int main(int argc, char ** argv) {
                 t == TSR_TYPE_F32 && ob.ok() ? "OpenBLAS sgemm " + fmt(blas_gemm) : "", shape);
     }
     double blas_gemv = 0;
-    if (ob.ok() && !conv_only) {
+    if (ob.ok() && !conv_only && !moe_only) {
         const int nmat = (int)(gemv_bytes / ((size_t)M * K * 4));
         std::vector<std::vector<float>> mats((size_t)nmat, std::vector<float>((size_t)(M * K), 0.5f));
         std::vector<float> xv((size_t)K, 1.0f), yv((size_t)M);
@@ -434,7 +476,7 @@ int main(int argc, char ** argv) {
         blas_gemv = (double)nmat * M * K * 4 / t / 1e9;
     }
     for (tsr_type t : bench_types) {
-        if (conv_only) break;
+        if (conv_only || moe_only) break;
         const double g = bench_gemv(be, t, gemv_bytes, reps);
         add_row(std::string("mat-vec ") + tsr_type_name(t), g, "GB/s (weights)",
                 t == TSR_TYPE_F32 && ob.ok() ? "OpenBLAS sgemv " + fmt(blas_gemv) : "",
@@ -483,6 +525,7 @@ gpt2:
     const double ms = bench_gpt2(be, 128, quick ? 1 : 3);
     add_row("GPT-2 small forward, 128 tokens", ms, "ms", "", "F32 weights, flash_attn_ext, logits for all tokens");
     }
+report:
     tsr_backend_free(be);
 
     if (g_csv) {

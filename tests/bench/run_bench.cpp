@@ -1,6 +1,7 @@
 // run_bench: the model runner's speed and memory on random models built in memory through
 // the runner's own code (examples/run): GPT-2-small-sized and 1B-LLaMA-sized (TinyLlama
-// shapes, GQA 32/4), weights in F32, F16, Q8_0, Q4_0. Prompt of 128 tokens in one batch,
+// shapes, GQA 32/4), weights in F32, F16, Q8_0, Q4_0; on request (--models moe) a mixture of
+// experts shaped as Mixtral at a quarter of its width (8 experts, 2 used per token). Prompt of 128 tokens in one batch,
 // then generation token by token (greedy). One Markdown table; --csv prints CSV rows.
 // With a GPU backend, --ngl runs each model at several -ngl values (0, half, all layers on
 // the GPU, the rest on the CPU through the scheduler) and reports splits and copies per
@@ -8,7 +9,7 @@
 // against gallocr + graph_compute on the backend directly: the scheduler's cost per graph.
 //
 //   run_bench [--csv] [-t threads (2)] [--prompt N (128)] [--gen N (16)]
-//             [--models gpt2,llama1b] [--types f32,f16,q8_0,q4_0,q4_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda]
+//             [--models gpt2,llama1b,moe] [--types f32,f16,q8_0,q4_0,q4_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda]
 //             [--ngl 0,half,all]
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
@@ -42,6 +43,17 @@ static hparams gpt2_small() {
     hp.n_head = 12;
     hp.n_head_kv = 12;
     hp.n_ff = 3072;
+    return hp;
+}
+
+// Mixtral-8x7B's shape at a quarter of its width and 4 of its 32 layers: 8 experts of
+// 1024 -> 3584 -> 1024, 2 used per token, GQA 8/2, its 32000-token vocabulary (428M parameters;
+// a token reads 99M of its layers' (2 of 8 experts) and the 33M of the output matrix).
+static hparams mixtral_quarter() {
+    hparams hp = tinyllama_1b_hparams();  // a llama with the 32000-token vocabulary
+    hp.n_embd = 1024, hp.n_ff = 3584, hp.n_layer = 4;
+    hp.n_head = 8, hp.n_head_kv = 2, hp.n_rot = 128;  // heads of 128, as Mixtral's
+    hp.n_expert = 8, hp.n_expert_used = 2;
     return hp;
 }
 
@@ -119,7 +131,7 @@ int main(int argc, char ** argv) {
         else if (a == "--types") types = next();
         else if (a == "--backend") backend_name = next();
         else if (a == "--ngl") ngls = next();
-        else { fprintf(stderr, "usage: %s [--csv] [-t N] [--prompt N] [--gen N] [--models gpt2,llama1b] [--types f32,f16,q8_0,q4_0,q4_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda] [--ngl 0,half,all]\n", argv[0]); return 2; }
+        else { fprintf(stderr, "usage: %s [--csv] [-t N] [--prompt N] [--gen N] [--models gpt2,llama1b,moe] [--types f32,f16,q8_0,q4_0,q4_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda] [--ngl 0,half,all]\n", argv[0]); return 2; }
     }
     std::string err;
     tsr_backend_t backend = make_backend(backend_name, -1, threads, err);   // the kind's first device
@@ -141,14 +153,15 @@ int main(int argc, char ** argv) {
                             {"q4_0", TSR_TYPE_Q4_0}, {"q4_K_M", q4_k_m_types()}, {"q6_K", TSR_TYPE_Q6_K},
                             {"iq4_nl", TSR_TYPE_IQ4_NL}};
     std::vector<row> rows;
-    for (const char * mname : {"gpt2", "llama1b"}) {
+    for (const char * mname : {"gpt2", "llama1b", "moe"}) {
         if (("," + models + ",").find(std::string(",") + mname + ",") == std::string::npos) continue;
-        const hparams hp = std::string(mname) == "gpt2" ? gpt2_small() : tinyllama_1b_hparams();
+        const std::string mn = mname;
+        const hparams hp = mn == "gpt2" ? gpt2_small() : mn == "moe" ? mixtral_quarter() : tinyllama_1b_hparams();
         for (const mt & ty : all_types) for (const std::string & ngl : ngl_list) {
             if (("," + types + ",").find(std::string(",") + ty.name + ",") == std::string::npos) continue;
             row r;
             r.ngl = ngl;
-            r.model = std::string(mname) == "gpt2" ? "GPT-2 small (124M)" : "LLaMA 1.1B (GQA 32/4)";
+            r.model = mn == "gpt2" ? "GPT-2 small (124M)" : mn == "moe" ? "Mixtral-shaped MoE, 1/4 width (8 experts, 2 used)" : "LLaMA 1.1B (GQA 32/4)";
             r.type = ty.name;
             fprintf(stderr, "run_bench: %s %s: building weights...\n", mname, ty.name);
             model m;

@@ -1,5 +1,6 @@
-// Writes model_fuzz's seed corpus: small valid GPT-2 and LLaMA models (F32, F16) with
-// seeded random weights, and every hostile variant (tests/run/hostile_models.h) of the F16 LLaMA.
+// Writes model_fuzz's seed corpus: small valid GPT-2 and LLaMA models (F32, F16) and a
+// Qwen3-MoE (F16) with seeded random weights, every hostile variant (tests/run/hostile_models.h)
+// of the F16 LLaMA and the expert-count variants of the Qwen3-MoE.
 //   make_model_corpus OUT_DIR      (then copy OUT_DIR/* to tests/fuzz/corpus/model/)
 #define TSR_IMPLEMENTATION
 #include "tessera/tessera.h"
@@ -33,14 +34,16 @@ int main(int argc, char ** argv) {
     const std::string dir = argv[1];
     std::string err;
     int n = 0;
-    for (arch a : {arch::gpt2, arch::llama}) {
+    for (arch a : {arch::gpt2, arch::llama, arch::qwen3moe}) {
         for (tsr_type wt : {TSR_TYPE_F32, TSR_TYPE_F16}) {
+            if (a == arch::qwen3moe && wt == TSR_TYPE_F32) continue;  // its experts are what it adds
             const std::string base = dir + "/" + arch_name(a) + "_" + tsr_type_name(wt);
             hparams hp;
             if (!write_valid(a, wt, base + ".gguf", hp, err)) { fprintf(stderr, "%s: %s\n", base.c_str(), err.c_str()); return 1; }
             ++n;
-            if (a != arch::llama || wt != TSR_TYPE_F16) continue;  // llama's hostile variants cover gpt2's keys too
+            if (wt != TSR_TYPE_F16 || a == arch::gpt2) continue;  // llama's hostile variants cover gpt2's keys too
             for (const trun_test::hostile_case & hc : trun_test::hostile_cases(hp)) {
+                if (a == arch::qwen3moe && hc.name.compare(0, 7, "experts") != 0) continue;  // the rest: llama's
                 const std::string path = base + "_" + hc.name + ".gguf";
                 if (!trun_test::write_edited_model(base + ".gguf", path, hc.edit, err)) {
                     fprintf(stderr, "%s: %s\n", path.c_str(), err.c_str());

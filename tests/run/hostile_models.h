@@ -25,8 +25,13 @@ inline trun::hparams small_hparams(trun::arch a, int n_embd) {
     hp.n_head = 4;
     hp.n_head_kv = gpt2 ? 4 : 2;
     hp.n_ff = gpt2 ? n_embd * 2 : n_embd * 3 / 2;
-    if (a == trun::arch::qwen3) hp.n_embd_head = n_embd / 2;
-    if (a == trun::arch::qwen2 || a == trun::arch::qwen3) hp.rope_base = 1000000.0f;  // theirs, not llama's default
+    if (trun::has_qk_norm(a)) hp.n_embd_head = n_embd / 2;
+    if (a != trun::arch::gpt2 && a != trun::arch::llama) hp.rope_base = 1000000.0f;  // theirs, not llama's default
+    if (a == trun::arch::qwen3moe) {  // experts narrower than its feed_forward_length, as Qwen3-30B-A3B's
+        hp.n_expert = 4;
+        hp.n_expert_used = 2;
+        hp.n_ff_exp = 32;
+    }
     hp.n_rot = hp.head_dim();
     return hp;
 }
@@ -90,8 +95,6 @@ inline std::vector<hostile_case> hostile_cases(const trun::hparams & hp) {
         {"heads_beyond_embd", u32(k_heads, (uint32_t) hp.n_embd + 1), k_heads + " = " + std::to_string(hp.n_embd + 1) + " is out of range [1, "},
         {"kv_heads_beyond_heads", u32(k_kv, (uint32_t) hp.n_head + 1),
          k_kv + " = " + std::to_string(hp.n_head + 1) + " is out of range [0, " + std::to_string(hp.n_head) + "]"},
-        {"ff_contradicts", u32(k_ff, (uint32_t) hp.n_ff + 1),
-         k_ff + " = " + std::to_string(hp.n_ff + 1) + " contradicts tensor 'blk.0.ffn_up.weight'"},
         {"ctx_u64_2p63", u64(k_ctx, (1ull << 63) + 5), k_ctx + " = 9223372036854775813 is out of range [1, 2147483647]"},
         {"ctx_zero", u32(k_ctx, 0), k_ctx + " = 0 is out of range [1, 2147483647]"},
         {"vocab_one_short", [=](tsr_gguf_context * g) { return truncate_vocab(g, (size_t) hp.n_vocab - 1); },
@@ -100,6 +103,22 @@ inline std::vector<hostile_case> hostile_cases(const trun::hparams & hp) {
         {"vocab_empty", [=](tsr_gguf_context * g) { return truncate_vocab(g, 0); },
          "the vocabulary tokenizer.ggml.tokens has 0 entries"},
     };
+    if (!hp.is_moe()) {
+        c.push_back({"ff_contradicts", u32(k_ff, (uint32_t) hp.n_ff + 1),
+                     k_ff + " = " + std::to_string(hp.n_ff + 1) + " contradicts tensor 'blk.0.ffn_up.weight'"});
+    } else {
+        const std::string k_count = an + ".expert_count", k_used = an + ".expert_used_count";
+        const std::string k_ff_exp = an + (hp.n_ff_exp > 0 ? ".expert_feed_forward_length" : ".feed_forward_length");
+        const std::string nx = std::to_string(hp.n_expert);
+        c.push_back({"experts_used_beyond_count", u32(k_used, (uint32_t) hp.n_expert + 1),
+                     k_used + " = " + std::to_string(hp.n_expert + 1) + " is out of range [1, " + nx + "]"});
+        c.push_back({"experts_used_zero", u32(k_used, 0), k_used + " = 0 is out of range [1, " + nx + "]"});
+        c.push_back({"experts_2p31", u32(k_count, 1u << 31), k_count + " = 2147483648 is out of range ["});
+        c.push_back({"experts_one_more", u32(k_count, (uint32_t) hp.n_expert + 1),
+                     k_count + " = " + std::to_string(hp.n_expert + 1) + " contradicts tensor 'blk.0.ffn_gate_inp.weight'"});
+        c.push_back({"experts_ff_contradicts", u32(k_ff_exp, (uint32_t) hp.ff_exp() + 1),
+                     k_ff_exp + " = " + std::to_string(hp.ff_exp() + 1) + " contradicts tensor 'blk.0.ffn_up_exps.weight'"});
+    }
     if (hp.n_embd_head == 0) {
         c.push_back({"heads_not_dividing", u32(k_heads, (uint32_t) hp.n_embd - 1),
                      k_heads + " = " + std::to_string(hp.n_embd - 1) + " does not divide " + k_embd + " = " + std::to_string(hp.n_embd)});

@@ -1,5 +1,5 @@
 // The runner's model code (examples/run/graph.h) against a plain double-precision scalar
-// implementation of GPT-2, LLaMA, Qwen2 and Qwen3 written here: tiny models with random weights are
+// implementation of GPT-2, LLaMA (dense and Mixtral-style mixture of experts), Qwen2, Qwen3 and Qwen3-MoE written here: tiny models with random weights are
 // written to GGUF, loaded through the runner's loader and evaluated through its graph;
 // the reference reads the same weights (dequantized by code in this file, with the fp16
 // decoding of tests/support).
@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <string>
 #include <unistd.h>
 #include <algorithm>
@@ -80,6 +81,10 @@ std::vector<double> dequant(const tsr_tensor * t) {
 struct ref_model {
     hparams hp;
     std::map<std::string, std::vector<double>> w;
+    // the smallest margin by which a chosen expert's router probability beat the best
+    // expert not chosen, over every token and layer ref_forward saw: a model whose routing is
+    // this close could route differently in float without either being wrong
+    mutable double min_route_margin = 1.0;
     const std::vector<double> & operator[](const std::string & n) const {
         auto it = w.find(n);
         if (it == w.end()) FAIL("reference: missing " << n);
@@ -90,13 +95,13 @@ struct ref_model {
 
 using vec = std::vector<double>;
 
-// y = W x for W stored as [in, out] (row r: in values)
-vec matvec(const vec & W, const vec & x, size_t out) {
+// y = W x for W stored as [in, out] (row r: in values), starting `at` values into W (an expert of a stack)
+vec matvec(const vec & W, const vec & x, size_t out, size_t at = 0) {
     const size_t in = x.size();
     vec y(out, 0.0);
     for (size_t r = 0; r < out; ++r) {
         double s = 0;
-        for (size_t i = 0; i < in; ++i) s += W[r * in + i] * x[i];
+        for (size_t i = 0; i < in; ++i) s += W[at + r * in + i] * x[i];
         y[r] = s;
     }
     return y;
@@ -172,6 +177,40 @@ void ref_qkv(const ref_model & m, const std::string & p, const vec & h, int pos,
     }
 }
 
+// The SwiGLU feed-forward of expert e (0 and the dense weights' names: a dense layer).
+vec ref_swiglu_ffn(const ref_model & m, const std::string & p, const char * suffix, size_t e, const vec & h) {
+    const size_t E = (size_t) m.hp.n_embd, F = (size_t) (m.hp.is_moe() ? m.hp.ff_exp() : m.hp.n_ff);
+    const vec g = matvec(m[p + "ffn_gate" + suffix], h, F, e * F * E);
+    vec u = matvec(m[p + "ffn_up" + suffix], h, F, e * F * E);
+    for (size_t i = 0; i < F; ++i) u[i] *= silu(g[i]);
+    return matvec(m[p + "ffn_down" + suffix], u, E, e * E * F);
+}
+
+// Mixtral's / Qwen3-MoE's feed-forward: softmax over the router's logits, the n_expert_used
+// most probable experts (ties: the lower index), their probabilities renormalised to sum to 1
+// as weights of their outputs.
+vec ref_moe_ffn(const ref_model & m, const std::string & p, const vec & h) {
+    const size_t NX = (size_t) m.hp.n_expert, NU = (size_t) m.hp.n_expert_used;
+    vec prob = matvec(m[p + "ffn_gate_inp.weight"], h, NX);
+    const double mx = *std::max_element(prob.begin(), prob.end());
+    double sum = 0;
+    for (double & v : prob) sum += (v = std::exp(v - mx));
+    for (double & v : prob) v /= sum;
+    std::vector<size_t> order(NX);
+    std::iota(order.begin(), order.end(), size_t(0));
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return prob[a] > prob[b]; });
+    if (NU < NX) m.min_route_margin = std::min(m.min_route_margin, prob[order[NU - 1]] - prob[order[NU]]);
+    double chosen = 0;
+    for (size_t j = 0; j < NU; ++j) chosen += prob[order[j]];
+    vec out(h.size(), 0.0);
+    for (size_t j = 0; j < NU; ++j) {
+        const size_t e = order[j];
+        const vec y = ref_swiglu_ffn(m, p, "_exps.weight", e, h);
+        for (size_t i = 0; i < out.size(); ++i) out[i] += prob[e] / chosen * y[i];
+    }
+    return out;
+}
+
 // logits [T][n_vocab] for the whole sequence, causal
 std::vector<vec> ref_forward(const ref_model & m, const std::vector<int32_t> & toks) {
     const hparams & hp = m.hp;
@@ -232,10 +271,7 @@ std::vector<vec> ref_forward(const ref_model & m, const std::vector<int32_t> & t
                 add_to(f, m[p + "ffn_down.bias"]);
             } else {
                 const vec h = rms_norm(x[t], m[p + "ffn_norm.weight"], hp.eps);
-                const vec g = matvec(m[p + "ffn_gate.weight"], h, F);
-                vec u = matvec(m[p + "ffn_up.weight"], h, F);
-                for (size_t i = 0; i < F; ++i) u[i] *= silu(g[i]);
-                f = matvec(m[p + "ffn_down.weight"], u, E);
+                f = hp.is_moe() ? ref_moe_ffn(m, p, h) : ref_swiglu_ffn(m, p, ".weight", 0, h);
             }
             add_to(x[t], f);
         }
@@ -268,12 +304,21 @@ std::string types_tag(const weight_types & wt) {
 // gpt2: tied output (as real GPT-2); llama: separate output.weight
 bool default_tied(arch a) { return a == arch::gpt2; }
 
-void make_tiny(arch a, const weight_types & wtype, bool tied, tiny & out) {
+// tiny_hparams(a) with 4 experts, 2 used per token (a llama: Mixtral-style)
+hparams tiny_moe_hparams(arch a) {
+    hparams hp = tiny_hparams(a);
+    hp.n_expert = 4;
+    hp.n_expert_used = 2;
+    return hp;
+}
+
+void make_tiny(const hparams & hp_in, const weight_types & wtype, bool tied, tiny & out) {
+    const arch a = hp_in.a;
     tokenizer tok;
     std::vector<std::string> merges;
     if (a != arch::llama) build_builtin_gpt2_vocab(60, tok, merges);  // qwen: byte-level BPE, as GPT-2's
     else build_builtin_spm_vocab(80, tok);
-    hparams hp = tiny_hparams(a);
+    hparams hp = hp_in;
     if (tsr_blck_size(wtype.base) > 32) {  // K-quants: rows of whole 256-element super-blocks
         hp.n_embd = 256;
         hp.n_ff = 512;
@@ -281,7 +326,7 @@ void make_tiny(arch a, const weight_types & wtype, bool tied, tiny & out) {
         if (a != arch::llama) hp.n_rot = hp.head_dim();  // qwen rotates whole heads (llama keeps its partial 16)
     }
     const char * dir = getenv("TMPDIR");
-    out.path = std::string(dir ? dir : "/tmp") + "/tsr_model_" + arch_name(a) + "_" + types_tag(wtype) + (tied ? "_tied_" : "_") +
+    out.path = std::string(dir ? dir : "/tmp") + "/tsr_model_" + arch_name(a) + (hp.is_moe() ? "_moe_" : "_") + types_tag(wtype) + (tied ? "_tied_" : "_") +
                std::to_string((long) getpid()) + ".gguf";
     std::string err;
     tsr_context * wctx = nullptr;
@@ -291,6 +336,7 @@ void make_tiny(arch a, const weight_types & wtype, bool tied, tiny & out) {
     for (tsr_tensor * t = tsr_get_first_tensor(wctx); t; t = tsr_get_next_tensor(wctx, t)) out.ref.w[t->name] = dequant(t);
     tsr_free(wctx);
 }
+void make_tiny(arch a, const weight_types & wtype, bool tied, tiny & out) { make_tiny(tiny_hparams(a), wtype, tied, out); }
 void make_tiny(arch a, const weight_types & wtype, tiny & out) { make_tiny(a, wtype, default_tied(a), out); }
 
 // max |a - b| over all logits, relative to max |b|
@@ -352,10 +398,11 @@ void check_greedy(const std::vector<float> & got, const std::vector<vec> & want,
     }
 }
 
-void check_against_reference(tsr_backend_t backend, arch a, const weight_types & wtype, bool tied, bool flash, tsr_type kv_type,
+void check_against_reference(tsr_backend_t backend, const hparams & hp, const weight_types & wtype, bool tied, bool flash, tsr_type kv_type,
                              double tol) {
+    const arch a = hp.a;
     tiny t;
-    make_tiny(a, wtype, tied, t);
+    make_tiny(hp, wtype, tied, t);
     model m;
     std::string err;
     REQUIRE_OK(load_model(t.path.c_str(), backend, m, nullptr, nullptr, err));
@@ -366,6 +413,9 @@ void check_against_reference(tsr_backend_t backend, arch a, const weight_types &
     const std::vector<int32_t> toks = m.tok.encode(prompt_for(a), m.tok.add_bos);
     REQUIRE(toks.size() >= 5);
     const std::vector<vec> want = ref_forward(t.ref, toks);
+    // routing no closer than the errors allowed, or a rounding could pick another expert
+    INFO("closest routing margin " << t.ref.min_route_margin);
+    REQUIRE(t.ref.min_route_margin > tol);
 
     const session_params sp = test_params(kv_type, flash);
     session s;
@@ -380,6 +430,10 @@ void check_against_reference(tsr_backend_t backend, arch a, const weight_types &
     CHECK(s.compute_size >= s.compute_lower_bound);
     CHECK(s.compute_lower_bound > 0);
 }
+void check_against_reference(tsr_backend_t backend, arch a, const weight_types & wtype, bool tied, bool flash, tsr_type kv_type,
+                             double tol) {
+    check_against_reference(backend, tiny_hparams(a), wtype, tied, flash, kv_type, tol);
+}
 void check_against_reference(tsr_backend_t backend, arch a, const weight_types & wtype, bool flash, tsr_type kv_type, double tol) {
     check_against_reference(backend, a, wtype, default_tied(a), flash, kv_type, tol);
 }
@@ -388,9 +442,10 @@ size_t argmax(const float * p, size_t n) { return (size_t) (std::max_element(p, 
 size_t argmax(const vec & p) { return (size_t) (std::max_element(p.begin(), p.end()) - p.begin()); }
 
 // Greedy generation token by token through the KV cache picks the reference's tokens.
-void check_greedy_generation(tsr_backend_t backend, arch a, bool tied, int n_gen) {
+void check_greedy_generation(tsr_backend_t backend, const hparams & hp, bool tied, int n_gen) {
+    const arch a = hp.a;
     tiny t;
-    make_tiny(a, TSR_TYPE_F32, tied, t);
+    make_tiny(hp, TSR_TYPE_F32, tied, t);
     model m;
     std::string err;
     REQUIRE_OK(load_model(t.path.c_str(), backend, m, nullptr, nullptr, err));
@@ -409,6 +464,9 @@ void check_greedy_generation(tsr_backend_t backend, arch a, bool tied, int n_gen
         toks.push_back(got);
         REQUIRE_OK(session_eval(s, &toks.back(), 1, err));
     }
+}
+void check_greedy_generation(tsr_backend_t backend, arch a, bool tied, int n_gen) {
+    check_greedy_generation(backend, tiny_hparams(a), tied, n_gen);
 }
 
 } // namespace
@@ -450,6 +508,32 @@ TEST_CASE("model: tiny Qwen2 and Qwen3, tied and separate output, equal a double
         DYNAMIC_SECTION(arch_name(a) << " F32, mul_mat + soft_max_ext attention") {
             check_against_reference(be.b, a, TSR_TYPE_F32, false, true, TSR_TYPE_F32, tolerance(TSR_TYPE_F32));
         }
+    }
+}
+
+TEST_CASE("model: tiny mixtures of experts (Mixtral-style llama, qwen3moe) equal a double-precision reference (CPU)", "[model][moe]") {
+    backend_holder be;
+    make_cpu_backend(be, 2);
+    for (arch a : {arch::llama, arch::qwen3moe}) {
+        const hparams hp = tiny_moe_hparams(a);
+        // F32, and F16 where the routing margins allow a kernel's F16 activations (llama's 3e-3,
+        // not qwen3moe's 9e-5); not the quantized types: their 8-bit activations move router
+        // probabilities by more than a tiny random model's closest margins, so a token may take
+        // another expert (mul_mat_id's kernels for every type: tests/cpu/models_test.cpp)
+        for (tsr_type wt : {TSR_TYPE_F32, TSR_TYPE_F16}) {
+            if (wt == TSR_TYPE_F16 && a == arch::qwen3moe) continue;
+            DYNAMIC_SECTION(arch_name(a) << " " << tsr_type_name(wt) << ": a prompt in one batch") {
+                check_against_reference(be.b, hp, wt, false, true, TSR_TYPE_F32, tolerance(wt));
+            }
+        }
+        DYNAMIC_SECTION(arch_name(a) << ": greedy tokens, one at a time") {
+            check_greedy_generation(be.b, hp, false, 6);
+        }
+    }
+    SECTION("llama, one expert per token: its output unweighted, no sum") {
+        hparams hp = tiny_moe_hparams(arch::llama);
+        hp.n_expert_used = 1;
+        check_against_reference(be.b, hp, TSR_TYPE_F32, false, true, TSR_TYPE_F32, tolerance(TSR_TYPE_F32));
     }
 }
 
@@ -737,17 +821,25 @@ greedy_result run_greedy(const std::string & path, const placement & pl, arch a,
     return r;
 }
 
-// The CPU backend (2 threads) and Vulkan's default device; false, with a warning, when there
-// is no Vulkan device.
-bool open_cpu_and_vulkan(backend_holder & cpu, backend_holder & vk) {
+// Vulkan's default device; false, with a warning, when there is no Vulkan device.
+bool open_vulkan(backend_holder & vk) {
     if (devices_of_kind("vulkan") == 0) {
         WARN("skipped: no Vulkan device");
         return false;
     }
     std::string err;
-    cpu.b = make_backend("cpu", 0, 2, err);
     vk.b = make_backend("vulkan", -1, 0, err);
-    REQUIRE_OK((cpu.b && vk.b));
+    REQUIRE_OK(vk.b);
+    return true;
+}
+
+// The CPU backend (2 threads) and Vulkan's default device; false, with a warning, when there
+// is no Vulkan device.
+bool open_cpu_and_vulkan(backend_holder & cpu, backend_holder & vk) {
+    if (!open_vulkan(vk)) return false;
+    std::string err;
+    cpu.b = make_backend("cpu", 0, 2, err);
+    REQUIRE_OK(cpu.b);
     return true;
 }
 } // namespace
@@ -796,18 +888,36 @@ TEST_CASE("model: partial offload at every -ngl on Vulkan gives the CPU's greedy
 #endif
 }
 
+// Vulkan has no mul_mat_id: a mixture of experts keeps its experts in host memory and runs
+// them on the CPU (the scheduler's fallback), the rest of each layer on Vulkan.
+TEST_CASE("model: a mixture of experts runs on Vulkan with its experts on the CPU", "[model][vulkan][moe]") {
+#ifdef TSR_HAVE_VULKAN
+    backend_holder be;
+    if (!open_vulkan(be)) return;
+    std::string err;
+    const hparams hp = tiny_moe_hparams(arch::llama);
+    check_against_reference(be.b, hp, TSR_TYPE_F32, false, true, TSR_TYPE_F32, 2 * tolerance(TSR_TYPE_F32));
+    tiny t;
+    make_tiny(hp, TSR_TYPE_F32, false, t);
+    model m;
+    REQUIRE_OK(load_model(t.path.c_str(), be.b, m, nullptr, nullptr, err));
+    const layer_weights & L = m.w.layers[0];
+    CHECK(tsr_backend_buffer_is_host(L.ffn_up_exps->buffer));
+    CHECK(tsr_backend_buffer_is_host(L.ffn_down_exps->buffer));
+    CHECK_FALSE(tsr_backend_buffer_is_host(L.ffn_gate_inp->buffer));   // the router is a mul_mat: Vulkan's
+    CHECK_FALSE(tsr_backend_buffer_is_host(L.wq->buffer));
+#else
+    WARN("skipped: built without the Vulkan backend (TSR_HAVE_VULKAN)");
+#endif
+}
+
 // A file in a type Vulkan lacks (BF16) runs: those weights stay in host memory and their ops
 // run on the CPU, the rest on Vulkan; a K-quant file runs on Vulkan itself.
 TEST_CASE("model: BF16 and K-quant files run on Vulkan with what it lacks on the CPU", "[model][vulkan][quant]") {
 #ifdef TSR_HAVE_VULKAN
-    if (devices_of_kind("vulkan") == 0) {
-        WARN("skipped: no Vulkan device");
-        return;
-    }
-    std::string err;
     backend_holder be;
-    be.b = make_backend("vulkan", -1, 1, err);
-    REQUIRE_OK(be.b);
+    if (!open_vulkan(be)) return;
+    std::string err;
     for (tsr_type wt : {TSR_TYPE_BF16, TSR_TYPE_Q4_K}) {
         DYNAMIC_SECTION(tsr_type_name(wt)) {
             check_against_reference(be.b, arch::llama, wt, true, TSR_TYPE_F32, 2 * tolerance(wt));
@@ -899,7 +1009,7 @@ TEST_CASE("model: hostile metadata is refused, naming the key, its value and the
     std::string err;
     be.b = make_backend("cpu", 0, 1, err);
     REQUIRE_OK(be.b);
-    for (arch a : {arch::gpt2, arch::llama, arch::qwen2, arch::qwen3}) {
+    for (arch a : {arch::gpt2, arch::llama, arch::qwen2, arch::qwen3, arch::qwen3moe}) {
         tiny t;
         make_tiny(a, TSR_TYPE_F32, t);
         for (const trun_test::hostile_case & hc : trun_test::hostile_cases(t.ref.hp)) {
