@@ -115,7 +115,7 @@ static int encode_and_report(const encoder_args & a, const std::vector<float> & 
     const double t1 = now_s();
     if (!encode(s, mel, out, err)) return fail(err);
     const double t_first = now_s() - t1;
-    double t_best = a.repeat > 0 ? 1e300 : t_first, t_sum = 0.0;
+    double t_best = 1e300, t_sum = 0.0;
     for (int r = 0; r < a.repeat; ++r) {
         const double t = now_s();
         if (!encode(s, mel, out, err)) return fail(err);
@@ -128,8 +128,10 @@ static int encode_and_report(const encoder_args & a, const std::vector<float> & 
     print_plan(m, s);
     const double gflop = encode_flops(hp) * 1e-9;
     fprintf(stderr, "  weights        : generated and uploaded in %.3f s\n", t_weights);
-    fprintf(stderr, "  encode         : first %.3f s; %d more: best %.3f s, mean %.3f s (%.2f GFLOP, %.1f GFLOP/s at best)\n",
-            t_first, a.repeat, t_best, a.repeat > 0 ? t_sum / a.repeat : t_first, gflop, t_best > 0 ? gflop / t_best : 0.0);
+    const double t_timed = a.repeat > 0 ? t_best : t_first;
+    fprintf(stderr, "  encode         : first %.3f s", t_first);
+    if (a.repeat > 0) fprintf(stderr, "; %d more: best %.3f s, mean %.3f s", a.repeat, t_best, t_sum / a.repeat);
+    fprintf(stderr, " (%.2f GFLOP, %.1f GFLOP/s)\n", gflop, t_timed > 0 ? gflop / t_timed : 0.0);
     fprintf(stderr, "  attention      : %s\n", a.flash_attn ? "flash_attn_ext" : "mul_mat + soft_max_ext");
     return 0;
 }
