@@ -17,6 +17,7 @@
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
 #include "tessera/sched.h"
+#include "../common/seeded_weights.h"
 
 #include <algorithm>
 #include <cmath>
@@ -87,34 +88,10 @@ inline std::vector<float> sinusoids(int length, int channels) {
     return pe;
 }
 
-// A deterministic generator (splitmix64): the same weights from a seed on every platform.
-struct rng {
-    uint64_t s;
-    explicit rng(uint64_t seed) : s(seed) {}
-    uint64_t next() {
-        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
-    float uniform(float lo, float hi) { return lo + (hi - lo) * (float) ((double) (next() >> 11) * 0x1.0p-53); }
-};
-
-// How a generated parameter is filled: uniform in [center - spread, center + spread].
-struct fill { float center, spread; };
-
-// A matrix of fan-in n keeps activations O(1) with spread sqrt(3 / n) (unit variance in, out).
-inline fill fan_in(int n) { return {0.0f, std::sqrt(3.0f / (float) n)}; }
-constexpr fill k_gain = {1.0f, 0.1f};    // layer norm weights: near identity
-constexpr fill k_bias = {0.0f, 0.05f};
-constexpr fill k_table = {0.0f, 0.0f};   // not random: the sinusoidal positions
-
-// One weight: its tensor (in the weights buffer) and the values it was given.
-struct param {
-    tsr_tensor * t = nullptr;
-    fill init = k_bias;
-    std::vector<float> host;   // ne[0] innermost, exactly the values uploaded (f16-rounded for F16)
-};
+using exw::fan_in;
+using exw::k_bias;
+using exw::k_gain;
+using exw::param;
 
 struct layer_params {
     param attn_ln_w, attn_ln_b;
@@ -126,54 +103,35 @@ struct layer_params {
 struct model {
     hparams hp;
     tsr_type wtype = TSR_TYPE_F32;   // of the projection and MLP matrices
-    tsr::context ctx{0, nullptr, true};   // weight metadata (no_alloc); sized by create_params
-    tsr::backend_buffer buf;
+    exw::weight_set weights;         // holds pointers to the params below: a model stays where it is made
     param conv1_w, conv1_b, conv2_w, conv2_b;   // conv1 [3, n_mel, d_model], conv2 [3, d_model, d_model]; biases [1, d_model]
     param pos;                                  // [d_model, n_ctx]
     param ln_post_w, ln_post_b;
     std::vector<layer_params> layers;
-    // every parameter, in creation order
-    template <class F> void for_each_param(F f) {
-        for (param * p : {&conv1_w, &conv1_b, &conv2_w, &conv2_b, &pos}) f(*p);
-        for (layer_params & L : layers) {
-            for (param * p : {&L.attn_ln_w, &L.attn_ln_b, &L.q_w, &L.q_b, &L.k_w, &L.v_w, &L.v_b, &L.out_w, &L.out_b,
-                              &L.mlp_ln_w, &L.mlp_ln_b, &L.fc1_w, &L.fc1_b, &L.fc2_w, &L.fc2_b}) {
-                f(*p);
-            }
-        }
-        for (param * p : {&ln_post_w, &ln_post_b}) f(*p);
-    }
-};
 
-inline bool new_param(model & m, param & p, const char * name, tsr_type type, int64_t ne0, int64_t ne1, int64_t ne2, fill init,
-                      std::string & err) {
-    p.t = ne2 > 1 ? tsr_new_tensor_3d(m.ctx, type, ne0, ne1, ne2) : tsr_new_tensor_2d(m.ctx, type, ne0, ne1);
-    if (!p.t) { err = std::string("creating ") + name + ": " + tsr_last_error(); return false; }
-    tsr_set_name(p.t, name);
-    p.init = init;
-    return true;
-}
+    model() = default;
+    model(const model &) = delete;
+    model & operator=(const model &) = delete;
+};
 
 // Tensor metadata of every parameter (no data yet), with how each is generated.
 inline bool create_params(model & m, std::string & err) {
     const hparams & hp = m.hp;
     const int d = hp.d_model, ff = hp.ff();
-    const size_t n_params = 7 + 15 * (size_t) hp.n_layer;
-    m.ctx = tsr::context(n_params * tsr_tensor_overhead(), nullptr, true);
-    if (!m.ctx.ok()) { err = std::string("weights context: ") + tsr_last_error(); return false; }
+    exw::weight_set & w = m.weights;
+    if (!w.reserve(7 + 15 * (size_t) hp.n_layer, err)) return false;
     const tsr_type F = TSR_TYPE_F32, W = m.wtype;
-    bool ok = new_param(m, m.conv1_w, "conv1.weight", F, 3, hp.n_mel, d, fan_in(3 * hp.n_mel), err) &&
-              new_param(m, m.conv1_b, "conv1.bias", F, 1, d, 1, k_bias, err) &&
-              new_param(m, m.conv2_w, "conv2.weight", F, 3, d, d, fan_in(3 * d), err) &&
-              new_param(m, m.conv2_b, "conv2.bias", F, 1, d, 1, k_bias, err) &&
-              new_param(m, m.pos, "positional_embedding", F, d, hp.n_ctx(), 1, k_table, err);
+    bool ok = w.add(m.conv1_w, "conv1.weight", F, {3, hp.n_mel, d}, fan_in(3 * hp.n_mel), err) &&
+              w.add(m.conv1_b, "conv1.bias", F, {1, d}, k_bias, err) &&
+              w.add(m.conv2_w, "conv2.weight", F, {3, d, d}, fan_in(3 * d), err) &&
+              w.add(m.conv2_b, "conv2.bias", F, {1, d}, k_bias, err) &&
+              w.add(m.pos, "positional_embedding", F, {d, hp.n_ctx()}, k_bias, err);
     m.layers.resize((size_t) hp.n_layer);
     for (int il = 0; il < hp.n_layer && ok; ++il) {
         layer_params & L = m.layers[(size_t) il];
         // a [ne0, ne1] parameter of this block
-        auto mk = [&](param & p, const char * what, tsr_type type, int64_t ne0, int64_t ne1, fill init) {
-            const std::string name = "blocks." + std::to_string(il) + "." + what;
-            return new_param(m, p, name.c_str(), type, ne0, ne1, 1, init, err);
+        auto mk = [&](param & p, const char * what, tsr_type type, int64_t ne0, int64_t ne1, exw::fill init) {
+            return w.add(p, "blocks." + std::to_string(il) + "." + what, type, {ne0, ne1}, init, err);
         };
         ok = mk(L.attn_ln_w, "attn_ln.weight", F, d, 1, k_gain) && mk(L.attn_ln_b, "attn_ln.bias", F, d, 1, k_bias) &&
              mk(L.q_w, "attn.query.weight", W, d, d, fan_in(d)) && mk(L.q_b, "attn.query.bias", F, d, 1, k_bias) &&
@@ -184,38 +142,7 @@ inline bool create_params(model & m, std::string & err) {
              mk(L.fc1_b, "mlp.0.bias", F, ff, 1, k_bias) && mk(L.fc2_w, "mlp.2.weight", W, ff, d, fan_in(ff)) &&
              mk(L.fc2_b, "mlp.2.bias", F, d, 1, k_bias);
     }
-    return ok && new_param(m, m.ln_post_w, "ln_post.weight", F, d, 1, 1, k_gain, err) &&
-           new_param(m, m.ln_post_b, "ln_post.bias", F, d, 1, 1, k_bias, err);
-}
-
-// Host values of every parameter; F16 tensors get f16-rounded values, so the host copy is
-// exactly what the backend holds.
-inline void generate_values(model & m, uint64_t seed) {
-    rng r(seed);
-    m.for_each_param([&](param & p) {
-        if (&p == &m.pos) {
-            p.host = sinusoids(m.hp.n_ctx(), m.hp.d_model);
-            return;
-        }
-        p.host.resize((size_t) tsr_nelements(p.t));
-        for (float & v : p.host) {
-            v = r.uniform(p.init.center - p.init.spread, p.init.center + p.init.spread);
-            if (p.t->type == TSR_TYPE_F16) v = tsr_fp16_to_fp32(tsr_fp32_to_fp16(v));
-        }
-    });
-}
-
-inline bool upload(param & p, std::string & err) {
-    bool ok = false;
-    if (p.t->type == TSR_TYPE_F16) {
-        std::vector<tsr_fp16_t> h(p.host.size());
-        tsr_fp32_to_fp16_row(p.host.data(), h.data(), (int64_t) h.size());
-        ok = tsr_backend_tensor_set(p.t, h.data(), 0, h.size() * sizeof(tsr_fp16_t));
-    } else {
-        ok = tsr_backend_tensor_set(p.t, p.host.data(), 0, p.host.size() * sizeof(float));
-    }
-    if (!ok) err = std::string("uploading ") + p.t->name + ": " + tsr_last_error();
-    return ok;
+    return ok && w.add(m.ln_post_w, "ln_post.weight", F, {d}, k_gain, err) && w.add(m.ln_post_b, "ln_post.bias", F, {d}, k_bias, err);
 }
 
 // Generate the weights and put them in a WEIGHTS buffer of `backend` (m: a fresh model).
@@ -228,12 +155,8 @@ inline bool init_model(model & m, const hparams & hp, tsr_type wtype, uint64_t s
     m.hp = hp;
     m.wtype = wtype;
     if (!create_params(m, err)) return false;
-    m.buf = tsr::backend_buffer(tsr_backend_alloc_ctx_tensors(m.ctx, backend));
-    if (!m.buf.get()) { err = std::string("allocating the weights: ") + tsr_last_error(); return false; }
-    generate_values(m, seed);
-    bool ok = true;
-    m.for_each_param([&](param & p) { ok = ok && upload(p, err); });
-    return ok;
+    m.pos.host = sinusoids(hp.n_ctx(), hp.d_model);   // a table, not random
+    return m.weights.generate_and_upload(backend, seed, err);
 }
 
 // ---- the graph ------------------------------------------------------------------------------
@@ -396,7 +319,7 @@ constexpr double k_two_pi = 6.283185307179586;
 // over a noise floor, scaled as Whisper's log_mel_spectrogram does (log10, floor at max - 8,
 // (x + 4) / 4). n_mel rows of n_frames values.
 inline std::vector<float> synthetic_log_mel(int n_mel, int n_frames, uint64_t seed) {
-    rng r(seed);
+    exw::rng r(seed);
     std::vector<double> power((size_t) n_mel * (size_t) n_frames);
     for (int t = 0; t < n_frames; ++t) {
         const double f0 = 0.03 * n_mel * (1.0 + 0.5 * std::sin(k_two_pi * t / 400.0));   // pitch, in mel bins

@@ -73,7 +73,7 @@ static double encode_flops(const hparams & hp) {
 static void print_plan(const model & m, const session & s) {
     const hparams & hp = m.hp;
     fprintf(stderr, "\ntessera-whisper-encoder: memory plan\n");
-    fprintf(stderr, "  weights buffer : %10.2f MiB  (%s, %s matrices)\n", mib(tsr_backend_buffer_get_size(m.buf)),
+    fprintf(stderr, "  weights buffer : %10.2f MiB  (%s, %s matrices)\n", mib(m.weights.bytes()),
             tsr_backend_name(s.backends.front()), tsr_type_name(m.wtype));
     for (size_t i = 0; i < s.backends.size(); ++i) {
         const tsr_backend_sched_buffer_info & c = s.compute[i];
