@@ -17,12 +17,12 @@
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
 #include "tessera/sched.h"
+#include "../common/graph_session.h"
 #include "../common/seeded_weights.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -249,42 +249,20 @@ inline bool build_graph(tsr_context * ctx, const model & m, bool flash, graph_io
 
 // ---- running it -----------------------------------------------------------------------------
 
-// The graph, the scheduler over the backends (the model's first; the CPU last for the ops
-// the first lacks) and the compute buffers they planned.
+// The encoder's graph planned on its backends.
 struct session {
     const model * m = nullptr;
-    std::vector<tsr_backend_t> backends;
-    tsr::context ctx_g{0, nullptr, true};   // the graph's metadata; sized by session_init
-    // declared after ctx_g, so freed before it: freeing puts the graph's sources back
-    std::unique_ptr<tsr_backend_sched, decltype(&tsr_backend_sched_free)> sched{nullptr, &tsr_backend_sched_free};
-    std::vector<tsr_backend_sched_buffer_info> compute;   // per backend, after init
+    exw::graph_session g;
     graph_io io;
-    int n_nodes = 0, n_splits = 0, n_split_inputs = 0;
 };
 
 // Build the graph and plan every backend's compute buffer for it (s: a fresh session).
 // backends: the model's backend first, then (for a GPU) the CPU.
 inline bool session_init(session & s, const model & m, const std::vector<tsr_backend_t> & backends, bool flash, std::string & err) {
     s.m = &m;
-    s.backends = backends;
-    const size_t n = graph_size(m.hp);
-    s.ctx_g = tsr::context(n * tsr_tensor_overhead() + tsr_graph_overhead_custom(n, false), nullptr, true);
-    if (!s.ctx_g.ok()) { err = std::string("graph context: ") + tsr_last_error(); return false; }
-    if (!build_graph(s.ctx_g, m, flash, s.io, err)) return false;
-    s.sched.reset(tsr_backend_sched_new(s.backends.data(), nullptr, (int) s.backends.size(), 2 * n, false));
-    if (!s.sched) { err = std::string("scheduler: ") + tsr_last_error(); return false; }
-    if (!tsr_backend_sched_reserve(s.sched.get(), s.io.gf)) {
-        err = std::string("planning the compute buffers: ") + tsr_last_error();
-        return false;
-    }
-    s.compute.assign(s.backends.size(), tsr_backend_sched_buffer_info{});
-    for (size_t i = 0; i < s.backends.size(); ++i) {
-        if (!tsr_backend_sched_get_buffer_info(s.sched.get(), s.backends[i], &s.compute[i])) { err = tsr_last_error(); return false; }
-    }
-    s.n_nodes = tsr_graph_n_nodes(s.io.gf);
-    s.n_splits = tsr_backend_sched_get_n_splits(s.sched.get());
-    s.n_split_inputs = tsr_backend_sched_get_n_split_inputs(s.sched.get());
-    return true;
+    return exw::plan_graph(s.g, backends, graph_size(m.hp), [&](tsr_context * ctx, std::string & e) {
+        return build_graph(ctx, m, flash, s.io, e) ? s.io.gf : nullptr;
+    }, err);
 }
 
 // Encode one log-mel spectrogram (n_mel rows of n_frames values) into out (n_ctx rows of
@@ -297,20 +275,8 @@ inline bool encode(session & s, const std::vector<float> & mel, std::vector<floa
               " x " + std::to_string(hp.n_frames) + " = " + std::to_string(want);
         return false;
     }
-    tsr_backend_sched_reset(s.sched.get());
-    if (!tsr_backend_sched_alloc_graph(s.sched.get(), s.io.gf)) { err = std::string("alloc_graph: ") + tsr_last_error(); return false; }
-    if (!tsr_backend_tensor_set(s.io.mel, mel.data(), 0, want * sizeof(float))) {
-        err = std::string("setting the input: ") + tsr_last_error();
-        return false;
-    }
-    const tsr_status st = tsr_backend_sched_graph_compute(s.sched.get(), s.io.gf);
-    if (st != TSR_STATUS_SUCCESS) { err = std::string("graph_compute: ") + tsr_status_to_string(st) + ": " + tsr_last_error(); return false; }
-    out.resize((size_t) tsr_nelements(s.io.out));
-    if (!tsr_backend_tensor_get(s.io.out, out.data(), 0, out.size() * sizeof(float))) {
-        err = std::string("reading the output: ") + tsr_last_error();
-        return false;
-    }
-    return true;
+    auto set_mel = [&]() { return tsr_backend_tensor_set(s.io.mel, mel.data(), 0, want * sizeof(float)); };
+    return exw::run_graph(s.g, set_mel, s.io.out, out, err);
 }
 
 constexpr double k_two_pi = 6.283185307179586;

@@ -48,28 +48,13 @@ inline void print_usage(const char * argv0) {
            argv0);
 }
 
-// The integer after flag argv[i], in [lo, hi]; false + a message naming the flag and value.
-inline bool parse_int(int argc, char ** argv, int & i, long long lo, long long hi, long long & out, std::string & err) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) { err = "missing value after " + flag; return false; }
-    const char * v = argv[++i];
-    char * end = nullptr;
-    out = strtoll(v, &end, 10);
-    if (end == v || *end) { err = "bad whole number '" + std::string(v) + "' after " + flag; return false; }
-    if (out < lo || out > hi) {
-        err = flag + " " + v + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-        return false;
-    }
-    return true;
-}
-
 // false + message on a bad command line
 inline bool parse_args(int argc, char ** argv, encoder_args & a, std::string & err) {
     for (int i = 1; i < argc; ++i) {
         const std::string k = argv[i];
         long long n = 0;
         auto int_flag = [&](int & dst, long long lo, long long hi) {
-            if (!parse_int(argc, argv, i, lo, hi, n, err)) return false;
+            if (!exw::parse_int(argc, argv, i, lo, hi, n, err)) return false;
             dst = (int) n;
             return true;
         };
@@ -87,7 +72,7 @@ inline bool parse_args(int argc, char ** argv, encoder_args & a, std::string & e
         else if (k == "--n-layer") ok = int_flag(a.hp.n_layer, 0, k_max_layers);
         else if (k == "--n-ff") ok = int_flag(a.hp.n_ff, 1, 4 * k_max_width);
         else if (k == "--wtype") ok = str_flag(a.wtype);
-        else if (k == "--seed") { ok = parse_int(argc, argv, i, 0, INT64_MAX, n, err); a.seed = (uint64_t) n; }
+        else if (k == "--seed") { ok = exw::parse_int(argc, argv, i, 0, INT64_MAX, n, err); a.seed = (uint64_t) n; }
         else if (k == "--mel") ok = str_flag(a.mel_path);
         else if (k == "--out") ok = str_flag(a.out_path);
         else if (k == "--backend") ok = str_flag(a.backend);

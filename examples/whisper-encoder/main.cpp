@@ -8,10 +8,8 @@
 // Weights live in a WEIGHTS buffer of the chosen backend; activations in compute buffers the
 // scheduler plans with gallocr (on a GPU, an op it lacks runs on the CPU).
 #include "encoder_args.h"
-#include "../run/backends.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -20,13 +18,10 @@
 
 using namespace wenc;
 
-static double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-static double mib(size_t b) { return (double) b / (1024.0 * 1024.0); }
+static const char * const k_program = "tessera-whisper-encoder";
 
 static int fail(const std::string & msg) {
-    fprintf(stderr, "tessera-whisper-encoder: error: %s\n", msg.c_str());
+    fprintf(stderr, "%s: error: %s\n", k_program, msg.c_str());
     return 1;
 }
 
@@ -70,23 +65,6 @@ static double encode_flops(const hparams & hp) {
     return conv + hp.n_layer * per_layer;
 }
 
-static void print_plan(const model & m, const session & s) {
-    const hparams & hp = m.hp;
-    fprintf(stderr, "\ntessera-whisper-encoder: memory plan\n");
-    fprintf(stderr, "  weights buffer : %10.2f MiB  (%s, %s matrices)\n", mib(m.weights.bytes()),
-            tsr_backend_name(s.backends.front()), tsr_type_name(m.wtype));
-    for (size_t i = 0; i < s.backends.size(); ++i) {
-        const tsr_backend_sched_buffer_info & c = s.compute[i];
-        fprintf(stderr, "  %s\n", tsr_backend_name(s.backends[i]));
-        fprintf(stderr, "    compute buffer : %10.2f MiB  (planned %.2f MiB, lower bound %.2f MiB, ratio %.3f; input copies %.2f MiB)\n",
-                mib(c.buffer_size), mib(c.planned_size), mib(c.lower_bound),
-                c.lower_bound ? (double) c.planned_size / (double) c.lower_bound : 0.0, mib(c.input_bytes));
-        fprintf(stderr, "    workspace      : %10.2f MiB\n", mib(tsr_backend_get_workspace_size(s.backends[i])));
-    }
-    fprintf(stderr, "  graph          : %d nodes, %d splits, %d input copies\n", s.n_nodes, s.n_splits, s.n_split_inputs);
-    fprintf(stderr, "  input          : [%d frames, %d mel]   output: [%d, %d frames]\n", hp.n_frames, hp.n_mel, hp.d_model, hp.n_ctx());
-}
-
 // A few numbers to recognise the output by (mean, spread, the first values).
 static void print_output(const std::vector<float> & out, const hparams & hp) {
     double sum = 0.0, sum2 = 0.0;
@@ -100,39 +78,24 @@ static void print_output(const std::vector<float> & out, const hparams & hp) {
 static int encode_and_report(const encoder_args & a, const std::vector<float> & mel, const std::vector<tsr_backend_t> & backends) {
     const hparams & hp = a.hp;
     std::string err;
-    fprintf(stderr, "tessera-whisper-encoder: %d mel x %d frames -> %d layers, d_model %d, %d heads, n_ff %d, on %s\n", hp.n_mel,
-            hp.n_frames, hp.n_layer, hp.d_model, hp.n_head, hp.ff(), tsr_backend_name(backends.front()));
-    fprintf(stderr, "tessera-whisper-encoder: weights generated from seed %llu; input %s\n", (unsigned long long) a.seed,
+    fprintf(stderr, "%s: %d mel x %d frames -> %d layers, d_model %d, %d heads, n_ff %d, on %s\n", k_program, hp.n_mel, hp.n_frames,
+            hp.n_layer, hp.d_model, hp.n_head, hp.ff(), tsr_backend_name(backends.front()));
+    fprintf(stderr, "%s: weights generated from seed %llu; input %s\n", k_program, (unsigned long long) a.seed,
             a.mel_path.empty() ? "a synthetic log-mel spectrogram" : a.mel_path.c_str());
     model m;
     session s;
     std::vector<float> out;
-    const tsr_type wtype = a.wtype == "f16" ? TSR_TYPE_F16 : TSR_TYPE_F32;
-    const double t0 = now_s();
-    if (!init_model(m, hp, wtype, a.seed, backends.front(), err)) return fail(err);
-    const double t_weights = now_s() - t0;
+    const double t0 = exw::now_s();
+    if (!init_model(m, hp, a.wtype == "f16" ? TSR_TYPE_F16 : TSR_TYPE_F32, a.seed, backends.front(), err)) return fail(err);
+    const double t_weights = exw::now_s() - t0;
     if (!session_init(s, m, backends, a.flash_attn, err)) return fail(err);
-    const double t1 = now_s();
-    if (!encode(s, mel, out, err)) return fail(err);
-    const double t_first = now_s() - t1;
-    double t_best = 1e300, t_sum = 0.0;
-    for (int r = 0; r < a.repeat; ++r) {
-        const double t = now_s();
-        if (!encode(s, mel, out, err)) return fail(err);
-        const double dt = now_s() - t;
-        t_best = std::min(t_best, dt);
-        t_sum += dt;
-    }
+    fprintf(stderr, "  weights        : generated and uploaded in %.3f s\n", t_weights);
+    if (!exw::timed_runs("encode", a.repeat, encode_flops(hp), [&]() { return encode(s, mel, out, err); })) return fail(err);
+    fprintf(stderr, "  attention      : %s\n", a.flash_attn ? "flash_attn_ext" : "mul_mat + soft_max_ext");
     print_output(out, hp);
     if (!a.out_path.empty() && !write_output(a.out_path, out, err)) return fail(err);
-    print_plan(m, s);
-    const double gflop = encode_flops(hp) * 1e-9;
-    fprintf(stderr, "  weights        : generated and uploaded in %.3f s\n", t_weights);
-    const double t_timed = a.repeat > 0 ? t_best : t_first;
-    fprintf(stderr, "  encode         : first %.3f s", t_first);
-    if (a.repeat > 0) fprintf(stderr, "; %d more: best %.3f s, mean %.3f s", a.repeat, t_best, t_sum / a.repeat);
-    fprintf(stderr, " (%.2f GFLOP, %.1f GFLOP/s)\n", gflop, t_timed > 0 ? gflop / t_timed : 0.0);
-    fprintf(stderr, "  attention      : %s\n", a.flash_attn ? "flash_attn_ext" : "mul_mat + soft_max_ext");
+    exw::print_plan(k_program, s.g, m.weights.bytes(), std::string(tsr_type_name(m.wtype)) + " matrices");
+    fprintf(stderr, "  input          : [%d frames, %d mel]   output: [%d, %d frames]\n", hp.n_frames, hp.n_mel, hp.d_model, hp.n_ctx());
     return 0;
 }
 
@@ -149,14 +112,8 @@ static int run(int argc, char ** argv) {
     if (!a.mel_path.empty() && !read_mel(a.mel_path, hp, mel, err)) return fail(err);
     if (a.mel_path.empty()) mel = synthetic_log_mel(hp.n_mel, hp.n_frames, a.seed + 1);
 
-    // the chosen backend, and next to a GPU the CPU for the ops the GPU lacks
     std::vector<tsr::backend> owned;
-    owned.emplace_back(trun::make_backend(a.backend, a.device, a.threads, err));
-    if (!owned.back().get()) return fail(err);
-    if (!tsr_backend_is_cpu(owned.back())) {
-        owned.emplace_back(trun::make_backend("cpu", 0, a.threads, err));
-        if (!owned.back().get()) return fail(err);
-    }
+    if (!exw::open_backends(a.backend, a.device, a.threads, owned, err)) return fail(err);
     std::vector<tsr_backend_t> backends;
     for (const tsr::backend & b : owned) backends.push_back(b.get());
     return encode_and_report(a, mel, backends);

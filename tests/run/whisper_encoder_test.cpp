@@ -170,12 +170,12 @@ TEST_CASE("whisper encoder: CPU output matches a double-precision reference, com
         DYNAMIC_SECTION(tsr_type_name(wtype) << (flash ? " flash" : " soft_max")) {
             wenc::session s;
             check_encoder({cpu.be}, wtype, flash, 1e-10, s);
-            REQUIRE(s.compute.size() == 1);
-            const tsr_backend_sched_buffer_info & c = s.compute[0];
+            REQUIRE(s.g.compute.size() == 1);
+            const tsr_backend_sched_buffer_info & c = s.g.compute[0];
             INFO("planned " << c.planned_size << ", lower bound " << c.lower_bound);
             CHECK(c.lower_bound > 0);
             CHECK(c.planned_size <= c.lower_bound);
-            CHECK(s.n_splits == 1);
+            CHECK(s.g.n_splits == 1);
         }
     }
 }
@@ -189,10 +189,10 @@ TEST_CASE("whisper encoder: ops a backend lacks fall back to the CPU through the
     });
     wenc::session s;
     check_encoder({gpu, cpu.be}, TSR_TYPE_F32, true, 1e-10, s);
-    CHECK(s.n_splits >= 3);   // conv + GELU on the CPU, the blocks on the device, the last GELU back and forth
-    CHECK(s.n_split_inputs >= 2);
-    REQUIRE(s.compute.size() == 2);
-    for (const tsr_backend_sched_buffer_info & c : s.compute) {
+    CHECK(s.g.n_splits >= 3);   // conv + GELU on the CPU, the blocks on the device, the last GELU back and forth
+    CHECK(s.g.n_split_inputs >= 2);
+    REQUIRE(s.g.compute.size() == 2);
+    for (const tsr_backend_sched_buffer_info & c : s.g.compute) {
         INFO("planned " << c.planned_size << ", lower bound " << c.lower_bound << ", " << c.n_inputs << " input copies");
         CHECK(c.planned_size <= c.lower_bound);
     }
