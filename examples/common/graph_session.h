@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -92,6 +91,15 @@ inline bool open_backends(const std::string & name, int device, int threads, std
     return true;
 }
 
+// values as raw float32
+inline bool write_floats(const std::string & path, const std::vector<float> & values, std::string & err) {
+    FILE * f = fopen(path.c_str(), "wb");
+    bool ok = f && fwrite(values.data(), sizeof(float), values.size(), f) == values.size();
+    if (f && fclose(f) != 0) ok = false;
+    if (!ok) err = "cannot write " + path;
+    return ok;
+}
+
 // Where the memory went: the weights, each backend's compute buffer against its lower bound
 // and workspace, how the scheduler cut the graph.
 inline void print_plan(const char * program, const graph_session & s, size_t weight_bytes, const std::string & weights_note) {
@@ -126,21 +134,6 @@ inline bool timed_runs(const char * what, int repeat, double flops, const std::f
     fprintf(stderr, "  %-14s : first %.3f s", what, t_first);
     if (repeat > 0) fprintf(stderr, "; %d more: best %.3f s, mean %.3f s", repeat, t_best, t_sum / repeat);
     fprintf(stderr, " (%.2f GFLOP, %.1f GFLOP/s)\n", gflop, t_timed > 0 ? gflop / t_timed : 0.0);
-    return true;
-}
-
-// The integer after flag argv[i], in [lo, hi]; false + a message naming the flag and value.
-inline bool parse_int(int argc, char ** argv, int & i, long long lo, long long hi, long long & out, std::string & err) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) { err = "missing value after " + flag; return false; }
-    const char * v = argv[++i];
-    char * end = nullptr;
-    out = strtoll(v, &end, 10);
-    if (end == v || *end) { err = "bad whole number '" + std::string(v) + "' after " + flag; return false; }
-    if (out < lo || out > hi) {
-        err = flag + " " + v + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-        return false;
-    }
     return true;
 }
 

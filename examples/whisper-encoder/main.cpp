@@ -49,14 +49,6 @@ static bool read_mel(const std::string & path, const hparams & hp, std::vector<f
     return ok;
 }
 
-static bool write_output(const std::string & path, const std::vector<float> & out, std::string & err) {
-    FILE * f = fopen(path.c_str(), "wb");
-    bool ok = f && fwrite(out.data(), sizeof(float), out.size(), f) == out.size();
-    if (f && fclose(f) != 0) ok = false;
-    if (!ok) err = "cannot write " + path;
-    return ok;
-}
-
 // Multiply-adds x 2 of one encode: the two convolutions, the projections, attention, the MLP.
 static double encode_flops(const hparams & hp) {
     const double d = hp.d_model, T = hp.n_ctx(), F = hp.n_frames, ff = hp.ff();
@@ -80,20 +72,20 @@ static int encode_and_report(const encoder_args & a, const std::vector<float> & 
     std::string err;
     fprintf(stderr, "%s: %d mel x %d frames -> %d layers, d_model %d, %d heads, n_ff %d, on %s\n", k_program, hp.n_mel, hp.n_frames,
             hp.n_layer, hp.d_model, hp.n_head, hp.ff(), tsr_backend_name(backends.front()));
-    fprintf(stderr, "%s: weights generated from seed %llu; input %s\n", k_program, (unsigned long long) a.seed,
+    fprintf(stderr, "%s: weights generated from seed %llu; input %s\n", k_program, (unsigned long long) a.c.seed,
             a.mel_path.empty() ? "a synthetic log-mel spectrogram" : a.mel_path.c_str());
     model m;
     session s;
     std::vector<float> out;
     const double t0 = exw::now_s();
-    if (!init_model(m, hp, a.wtype == "f16" ? TSR_TYPE_F16 : TSR_TYPE_F32, a.seed, backends.front(), err)) return fail(err);
+    if (!init_model(m, hp, a.wtype == "f16" ? TSR_TYPE_F16 : TSR_TYPE_F32, a.c.seed, backends.front(), err)) return fail(err);
     const double t_weights = exw::now_s() - t0;
     if (!session_init(s, m, backends, a.flash_attn, err)) return fail(err);
     fprintf(stderr, "  weights        : generated and uploaded in %.3f s\n", t_weights);
-    if (!exw::timed_runs("encode", a.repeat, encode_flops(hp), [&]() { return encode(s, mel, out, err); })) return fail(err);
+    if (!exw::timed_runs("encode", a.c.repeat, encode_flops(hp), [&]() { return encode(s, mel, out, err); })) return fail(err);
     fprintf(stderr, "  attention      : %s\n", a.flash_attn ? "flash_attn_ext" : "mul_mat + soft_max_ext");
     print_output(out, hp);
-    if (!a.out_path.empty() && !write_output(a.out_path, out, err)) return fail(err);
+    if (!a.c.out_path.empty() && !exw::write_floats(a.c.out_path, out, err)) return fail(err);
     exw::print_plan(k_program, s.g, m.weights.bytes(), std::string(tsr_type_name(m.wtype)) + " matrices");
     fprintf(stderr, "  input          : [%d frames, %d mel]   output: [%d, %d frames]\n", hp.n_frames, hp.n_mel, hp.d_model, hp.n_ctx());
     return 0;
@@ -103,17 +95,16 @@ static int run(int argc, char ** argv) {
     encoder_args a;
     std::string err;
     if (!parse_args(argc, argv, a, err)) return fail(err + " (see --help)");
-    if (a.show_help) { print_usage(argv[0]); return 0; }
-    if (a.list_devices) { trun::list_devices(stdout); return 0; }
-    if (a.backend == "vulkan" && !a.device_given) a.device = -1;   // the default Vulkan device
+    if (a.c.show_help) { print_usage(argv[0]); return 0; }
+    if (a.c.list_devices) { trun::list_devices(stdout); return 0; }
     const hparams & hp = a.hp;
 
     std::vector<float> mel;
     if (!a.mel_path.empty() && !read_mel(a.mel_path, hp, mel, err)) return fail(err);
-    if (a.mel_path.empty()) mel = synthetic_log_mel(hp.n_mel, hp.n_frames, a.seed + 1);
+    if (a.mel_path.empty()) mel = synthetic_log_mel(hp.n_mel, hp.n_frames, a.c.seed + 1);
 
     std::vector<tsr::backend> owned;
-    if (!exw::open_backends(a.backend, a.device, a.threads, owned, err)) return fail(err);
+    if (!exw::open_backends(a.c.backend, a.c.device, a.c.threads, owned, err)) return fail(err);
     std::vector<tsr_backend_t> backends;
     for (const tsr::backend & b : owned) backends.push_back(b.get());
     return encode_and_report(a, mel, backends);
