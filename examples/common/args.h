@@ -1,5 +1,5 @@
 // args.h - the command-line flags the example programs share (backend, threads, seed,
-// repeats, output file) and a reader for the rest. Shared by examples/whisper-encoder and
+// repeats, output file), a reader for the rest, and a range check. Shared by examples/whisper-encoder and
 // examples/unet-block.
 #pragma once
 
@@ -8,6 +8,13 @@
 #include <string>
 
 namespace exw {
+
+// true when lo <= v <= hi, else false + "<name> = <v> is out of range [lo, hi]"
+inline bool check_range(const char * name, int v, int lo, int hi, std::string & err) {
+    if (v >= lo && v <= hi) return true;
+    err = std::string(name) + " = " + std::to_string(v) + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+    return false;
+}
 
 // Walks argv flag by flag; each value read is checked, and the first problem is err.
 class arg_reader {

@@ -18,6 +18,7 @@
 
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
+#include "../common/args.h"
 #include "../common/graph_session.h"
 #include "../common/seeded_weights.h"
 
@@ -45,11 +46,7 @@ constexpr int k_max_ch = 1 << 12;
 
 // false + a message naming the bad value
 inline bool check_hparams(const hparams & hp, std::string & err) {
-    auto in_range = [&](const char * name, int v, int lo, int hi) {
-        if (v >= lo && v <= hi) return true;
-        err = std::string(name) + " = " + std::to_string(v) + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-        return false;
-    };
+    auto in_range = [&](const char * name, int v, int lo, int hi) { return exw::check_range(name, v, lo, hi, err); };
     if (!in_range("width", hp.width, 2, k_max_side) || !in_range("height", hp.height, 2, k_max_side) ||
         !in_range("in_ch", hp.in_ch, 1, k_max_ch) || !in_range("ch", hp.ch, 2, k_max_ch) || !in_range("n_groups", hp.n_groups, 1, hp.ch) ||
         !in_range("n_head", hp.n_head, 1, 2 * hp.ch)) {
@@ -275,6 +272,54 @@ inline bool build_graph(tsr_context * ctx, const model & m, graph_io & io, std::
     tsr_set_output(io.out);
     if (!tsr_build_forward_expand(io.gf, io.out)) { err = std::string("graph too small: ") + tsr_last_error(); return false; }
     return true;
+}
+
+// ---- running it -----------------------------------------------------------------------------
+
+// The network's graph planned on its backends.
+struct session {
+    const model * m = nullptr;
+    exw::graph_session g;
+    graph_io io;
+};
+
+// Build the graph and plan every backend's compute buffer for it (s: a fresh session).
+// backends: the model's backend first, then (for a GPU) the CPU.
+inline bool session_init(session & s, const model & m, const std::vector<tsr_backend_t> & backends, std::string & err) {
+    s.m = &m;
+    return exw::plan_graph(s.g, backends, graph_size(m.hp), [&](tsr_context * ctx, std::string & e) {
+        return build_graph(ctx, m, s.io, e) ? s.io.gf : nullptr;
+    }, err);
+}
+
+// The noise predicted for latent x (in_ch planes of height rows of width values) at timestep t.
+inline bool predict(session & s, const std::vector<float> & x, float t, std::vector<float> & out, std::string & err) {
+    const hparams & hp = s.m->hp;
+    const size_t want = (size_t) hp.width * hp.height * hp.in_ch;
+    if (x.size() != want) {
+        err = "latent input has " + std::to_string(x.size()) + " values, expected width x height x in_ch = " + std::to_string(hp.width) +
+              " x " + std::to_string(hp.height) + " x " + std::to_string(hp.in_ch) + " = " + std::to_string(want);
+        return false;
+    }
+    if (!std::isfinite(t)) { err = "timestep " + std::to_string(t) + " is not finite"; return false; }
+    auto set_inputs = [&]() {
+        return tsr_backend_tensor_set(s.io.x, x.data(), 0, want * sizeof(float)) && tsr_backend_tensor_set(s.io.t, &t, 0, sizeof t);
+    };
+    return exw::run_graph(s.g, set_inputs, s.io.out, out, err);
+}
+
+// Multiply-adds x 2 of one run: the convolutions, the time-embedding and attention projections,
+// attention itself.
+inline double flops(const hparams & hp) {
+    const double px = (double) hp.width * hp.height, lo = px / 4.0, c = hp.ch, td = hp.temb_dim();
+    auto conv = [](double pixels, double k, double cin, double cout) { return 2.0 * pixels * k * k * cin * cout; };
+    auto res = [&](double pixels, double cin, double cout) {
+        return conv(pixels, 3, cin, cout) + conv(pixels, 3, cout, cout) + (cin != cout ? conv(pixels, 1, cin, cout) : 0.0) + 2.0 * td * cout;
+    };
+    const double temb = 2.0 * (c * td + td * td);
+    const double attn = 2.0 * 4.0 * lo * (2 * c) * (2 * c) + 2.0 * 2.0 * lo * lo * (2 * c);
+    return temb + conv(px, 3, hp.in_ch, c) + res(px, c, c) + conv(lo, 3, c, c) + res(lo, c, 2 * c) + attn + conv(px, 3, 2 * c, 2 * c) +
+           res(px, 3 * c, c) + conv(px, 3, c, hp.in_ch);
 }
 
 } // namespace unet

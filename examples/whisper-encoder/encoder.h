@@ -17,6 +17,7 @@
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
 #include "tessera/sched.h"
+#include "../common/args.h"
 #include "../common/graph_session.h"
 #include "../common/seeded_weights.h"
 
@@ -50,11 +51,7 @@ constexpr int k_max_layers = 256;
 
 // false + a message naming the bad value
 inline bool check_hparams(const hparams & hp, std::string & err) {
-    auto in_range = [&](const char * name, int v, int lo, int hi) {
-        if (v >= lo && v <= hi) return true;
-        err = std::string(name) + " = " + std::to_string(v) + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-        return false;
-    };
+    auto in_range = [&](const char * name, int v, int lo, int hi) { return exw::check_range(name, v, lo, hi, err); };
     if (!in_range("n_mel", hp.n_mel, 1, k_max_width) || !in_range("n_frames", hp.n_frames, 1, k_max_frames) ||
         !in_range("d_model", hp.d_model, 2, k_max_width) || !in_range("n_head", hp.n_head, 1, hp.d_model) ||
         !in_range("n_layer", hp.n_layer, 0, k_max_layers) || !in_range("n_ff", hp.n_ff, 0, 4 * k_max_width)) {

@@ -2,7 +2,6 @@
 #pragma once
 
 #include "encoder.h"
-#include "../common/args.h"
 
 #include <cstdio>
 #include <string>
