@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -79,16 +80,37 @@ inline double now_s() {
 }
 inline double mib(size_t b) { return (double) b / (1024.0 * 1024.0); }
 
-// The backend named on the command line and, next to a GPU, the CPU for the ops it lacks;
-// false + err when one cannot start.
-inline bool open_backends(const std::string & name, int device, int threads, std::vector<tsr::backend> & owned, std::string & err) {
+// The backend named on the command line and, next to a GPU, the CPU for the ops it lacks
+// (owned), in priority order (list); false + err when one cannot start.
+inline bool open_backends(const std::string & name, int device, int threads, std::vector<tsr::backend> & owned,
+                          std::vector<tsr_backend_t> & list, std::string & err) {
     owned.emplace_back(trun::make_backend(name, device, threads, err));
     if (!owned.back().get()) return false;
     if (!tsr_backend_is_cpu(owned.back())) {
         owned.emplace_back(trun::make_backend("cpu", 0, threads, err));
         if (!owned.back().get()) return false;
     }
+    for (const tsr::backend & b : owned) list.push_back(b.get());
     return true;
+}
+
+// "<program>: error: <msg>" on stderr; the exit status of a failed run.
+inline int error_exit(const char * program, const std::string & msg) {
+    fprintf(stderr, "%s: error: %s\n", program, msg.c_str());
+    return 1;
+}
+
+// main's body: no exception leaves it; whatever escapes run (std::bad_alloc from a vector)
+// is reported in one line like every other error.
+inline int guarded_main(const char * program, int argc, char ** argv, int (*run)(int, char **)) {
+    std::string what = "unknown exception";
+    try {
+        return run(argc, argv);
+    } catch (const std::exception & e) {
+        what = e.what();
+    } catch (...) {
+    }
+    return error_exit(program, "unexpected error: " + what);
 }
 
 // values as raw float32

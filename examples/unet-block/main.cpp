@@ -12,7 +12,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <exception>
 #include <string>
 #include <vector>
 
@@ -20,10 +19,7 @@ using namespace unet;
 
 static const char * const k_program = "tessera-unet-block";
 
-static int fail(const std::string & msg) {
-    fprintf(stderr, "%s: error: %s\n", k_program, msg.c_str());
-    return 1;
-}
+static int fail(const std::string & msg) { return exw::error_exit(k_program, msg); }
 
 struct unet_args {
     hparams hp;
@@ -109,21 +105,9 @@ static int run(int argc, char ** argv) {
     if (a.c.show_help) { print_usage(argv[0]); return 0; }
     if (a.c.list_devices) { trun::list_devices(stdout); return 0; }
     std::vector<tsr::backend> owned;
-    if (!exw::open_backends(a.c.backend, a.c.device, a.c.threads, owned, err)) return fail(err);
     std::vector<tsr_backend_t> backends;
-    for (const tsr::backend & b : owned) backends.push_back(b.get());
+    if (!exw::open_backends(a.c.backend, a.c.device, a.c.threads, owned, backends, err)) return fail(err);
     return step_and_report(a, backends);
 }
 
-// No exception leaves main: whatever escapes (std::bad_alloc from a vector) is reported in
-// one line like every other error.
-int main(int argc, char ** argv) {
-    std::string what = "unknown exception";
-    try {
-        return run(argc, argv);
-    } catch (const std::exception & e) {
-        what = e.what();
-    } catch (...) {
-    }
-    return fail("unexpected error: " + what);
-}
+int main(int argc, char ** argv) { return exw::guarded_main(k_program, argc, argv, run); }

@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <exception>
 #include <string>
 #include <vector>
 
@@ -20,10 +19,7 @@ using namespace wenc;
 
 static const char * const k_program = "tessera-whisper-encoder";
 
-static int fail(const std::string & msg) {
-    fprintf(stderr, "%s: error: %s\n", k_program, msg.c_str());
-    return 1;
-}
+static int fail(const std::string & msg) { return exw::error_exit(k_program, msg); }
 
 // The whole file as n_mel x n_frames floats, or false + a message naming the sizes.
 static bool read_mel(const std::string & path, const hparams & hp, std::vector<float> & mel, std::string & err) {
@@ -104,21 +100,9 @@ static int run(int argc, char ** argv) {
     if (a.mel_path.empty()) mel = synthetic_log_mel(hp.n_mel, hp.n_frames, a.c.seed + 1);
 
     std::vector<tsr::backend> owned;
-    if (!exw::open_backends(a.c.backend, a.c.device, a.c.threads, owned, err)) return fail(err);
     std::vector<tsr_backend_t> backends;
-    for (const tsr::backend & b : owned) backends.push_back(b.get());
+    if (!exw::open_backends(a.c.backend, a.c.device, a.c.threads, owned, backends, err)) return fail(err);
     return encode_and_report(a, mel, backends);
 }
 
-// No exception leaves main: whatever escapes (std::bad_alloc from a vector) is reported in
-// one line like every other error.
-int main(int argc, char ** argv) {
-    std::string what = "unknown exception";
-    try {
-        return run(argc, argv);
-    } catch (const std::exception & e) {
-        what = e.what();
-    } catch (...) {
-    }
-    return fail("unexpected error: " + what);
-}
+int main(int argc, char ** argv) { return exw::guarded_main(k_program, argc, argv, run); }
