@@ -7,6 +7,7 @@
 #include "test_support.h"
 
 #include "encoder.h"
+#include "example_checks.h"
 
 #include <cmath>
 #include <string>
@@ -138,8 +139,6 @@ mat ref_encoder(const wenc::model & m, const std::vector<float> & mel) {
     return ref_layer_norm(h, T, d, P(m.ln_post_w), P(m.ln_post_b), hp.eps);
 }
 
-#define REQUIRE_OK(expr) do { const bool ok_ = (expr); INFO(err); REQUIRE(ok_); } while (0)
-
 // Encode the synthetic input on backends (weights on the first) and compare with the reference.
 void check_encoder(const std::vector<tsr_backend_t> & backends, tsr_type wtype, bool flash, double max_nmse, wenc::session & s) {
     const wenc::hparams hp = tiny_hparams();
@@ -170,11 +169,7 @@ TEST_CASE("whisper encoder: CPU output matches a double-precision reference, com
         DYNAMIC_SECTION(tsr_type_name(wtype) << (flash ? " flash" : " soft_max")) {
             wenc::session s;
             check_encoder({cpu.be}, wtype, flash, 1e-10, s);
-            REQUIRE(s.g.compute.size() == 1);
-            const tsr_backend_sched_buffer_info & c = s.g.compute[0];
-            INFO("planned " << c.planned_size << ", lower bound " << c.lower_bound);
-            CHECK(c.lower_bound > 0);
-            CHECK(c.planned_size <= c.lower_bound);
+            exw_test::check_plans_at_lower_bound(s.g);
             CHECK(s.g.n_splits == 1);
         }
     }
@@ -189,23 +184,13 @@ TEST_CASE("whisper encoder: ops a backend lacks fall back to the CPU through the
     });
     wenc::session s;
     check_encoder({gpu, cpu.be}, TSR_TYPE_F32, true, 1e-10, s);
-    CHECK(s.g.n_splits >= 3);   // conv + GELU on the CPU, the blocks on the device, the last GELU back and forth
-    CHECK(s.g.n_split_inputs >= 2);
-    REQUIRE(s.g.compute.size() == 2);
-    for (const tsr_backend_sched_buffer_info & c : s.g.compute) {
-        INFO("planned " << c.planned_size << ", lower bound " << c.lower_bound << ", " << c.n_inputs << " input copies");
-        CHECK(c.planned_size <= c.lower_bound);
-    }
+    exw_test::check_cut(s.g, 3);   // conv + GELU on the CPU, the blocks on the device, the last GELU back and forth
 }
 
 TEST_CASE("whisper encoder: on Vulkan (with the CPU for what it lacks) it matches the reference", "[whisper][vulkan]") {
-    if (tsr_backend_reg_dev_count(tsr_backend_reg_by_name("vulkan")) == 0) {
-        WARN("skipped: no Vulkan device");
-        return;
-    }
+    tsr::backend vk(exw_test::open_vulkan());
+    if (!vk.get()) return;
     tsrt::backend_holder cpu(2);
-    tsr::backend vk(tsr_backend_init_by_name("Vulkan0", ""));
-    REQUIRE(vk.get());
     wenc::session s;
     // lavapipe: ~5e-14; a GPU may accumulate attention in f16
     check_encoder({vk.get(), cpu.be}, TSR_TYPE_F32, true, 1e-6, s);
