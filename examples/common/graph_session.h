@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,6 +72,17 @@ inline bool run_graph(graph_session & s, const std::function<bool()> & set_input
         return false;
     }
     return true;
+}
+
+// How many nodes of each op (tsr_op_desc: unary functions by name) the scheduler placed on
+// backend in the last split graph.
+inline std::map<std::string, int> ops_on(const graph_session & s, tsr_backend_t backend) {
+    std::map<std::string, int> n;
+    for (int i = 0; i < tsr_graph_n_nodes(s.gf); ++i) {
+        tsr_tensor * node = tsr_graph_node(s.gf, i);
+        if (tsr_backend_sched_get_tensor_backend(s.sched.get(), node) == backend) n[tsr_op_desc(node)]++;
+    }
+    return n;
 }
 
 // ---- the programs' side ---------------------------------------------------------------------
@@ -137,6 +149,12 @@ inline void print_plan(const char * program, const graph_session & s, size_t wei
         fprintf(stderr, "    workspace      : %10.2f MiB\n", mib(tsr_backend_get_workspace_size(s.backends[i])));
     }
     fprintf(stderr, "  graph          : %d nodes, %d splits, %d input copies\n", s.n_nodes, s.n_splits, s.n_split_inputs);
+    // what the first backend did not run, so a user sees which ops a device lacks
+    for (size_t i = 1; i < s.backends.size(); ++i) {
+        std::string ops;
+        for (const auto & op : ops_on(s, s.backends[i])) ops += (ops.empty() ? "" : ", ") + op.first + " x" + std::to_string(op.second);
+        if (!ops.empty()) fprintf(stderr, "  on %-11s : %s\n", tsr_backend_name(s.backends[i]), ops.c_str());
+    }
 }
 
 // Run once, then `repeat` timed more; print the times and the rate for `flops` per run.

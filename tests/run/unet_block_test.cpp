@@ -10,6 +10,7 @@
 #include "example_checks.h"
 
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -205,6 +206,14 @@ TEST_CASE("unet block: ops a backend lacks fall back to the CPU through the sche
     unet::session s;
     check_unet({gpu, cpu.be}, 1e-10, s);
     exw_test::check_cut(s.g, 3);
+    // every node the device declined ran on the CPU: GroupNorm twice in each of 3 ResBlocks, in the
+    // attention and before the output conv; the convolutions stayed on the device
+    const std::map<std::string, int> on_cpu = exw::ops_on(s.g, cpu.be), on_gpu = exw::ops_on(s.g, gpu);
+    CHECK(on_cpu.at("GROUP_NORM") == 8);
+    CHECK(on_cpu.at("UPSCALE") == 1);
+    CHECK(on_cpu.at("TIMESTEP_EMBEDDING") == 1);
+    for (const char * op : {"GROUP_NORM", "UPSCALE", "TIMESTEP_EMBEDDING"}) CHECK(on_gpu.count(op) == 0);
+    CHECK(on_gpu.at("CONV_2D") == 12);
 }
 
 TEST_CASE("unet block: on Vulkan (with the CPU for what it lacks) it matches the reference", "[unet][vulkan]") {

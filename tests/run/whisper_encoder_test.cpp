@@ -10,6 +10,7 @@
 #include "example_checks.h"
 
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -185,6 +186,13 @@ TEST_CASE("whisper encoder: ops a backend lacks fall back to the CPU through the
     wenc::session s;
     check_encoder({gpu, cpu.be}, TSR_TYPE_F32, true, 1e-10, s);
     exw_test::check_cut(s.g, 3);   // conv + GELU on the CPU, the blocks on the device, the last GELU back and forth
+    // every node the device declined ran on the CPU: both convolutions, every GELU (2 + one per block)
+    const std::map<std::string, int> on_cpu = exw::ops_on(s.g, cpu.be), on_gpu = exw::ops_on(s.g, gpu);
+    CHECK(on_cpu.at("CONV_2D") == 2);
+    CHECK(on_cpu.at("GELU_ERF") == 2 + tiny_hparams().n_layer);
+    CHECK(on_gpu.count("CONV_2D") == 0);
+    CHECK(on_gpu.count("GELU_ERF") == 0);
+    CHECK(on_gpu.at("FLASH_ATTN_EXT") == tiny_hparams().n_layer);
 }
 
 TEST_CASE("whisper encoder: on Vulkan (with the CPU for what it lacks) it matches the reference", "[whisper][vulkan]") {
