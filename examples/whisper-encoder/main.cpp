@@ -21,30 +21,6 @@ static const char * const k_program = "tessera-whisper-encoder";
 
 static int fail(const std::string & msg) { return exw::error_exit(k_program, msg); }
 
-// The whole file as n_mel x n_frames floats, or false + a message naming the sizes.
-static bool read_mel(const std::string & path, const hparams & hp, std::vector<float> & mel, std::string & err) {
-    FILE * f = fopen(path.c_str(), "rb");
-    if (!f) { err = "cannot open " + path; return false; }
-    const size_t want = (size_t) hp.n_mel * (size_t) hp.n_frames;
-    const long bytes = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1L;
-    bool ok = bytes >= 0 && (size_t) bytes == want * sizeof(float);
-    if (ok) {
-        mel.resize(want);
-        rewind(f);
-        ok = fread(mel.data(), sizeof(float), want, f) == want;
-        if (!ok) err = "cannot read " + path;
-    } else {
-        err = path + " has " + std::to_string(bytes) + " bytes; n_mel x n_frames = " + std::to_string(hp.n_mel) + " x " +
-              std::to_string(hp.n_frames) + " float32 values need " + std::to_string(want * sizeof(float)) +
-              " (raw float32, each mel bin's frames in a row)";
-    }
-    fclose(f);
-    for (size_t i = 0; ok && i < want; ++i) {
-        if (!std::isfinite(mel[i])) { err = path + ": value " + std::to_string(i) + " is not finite"; ok = false; }
-    }
-    return ok;
-}
-
 // Multiply-adds x 2 of one encode: the two convolutions, the projections, attention, the MLP.
 static double encode_flops(const hparams & hp) {
     const double d = hp.d_model, T = hp.n_ctx(), F = hp.n_frames, ff = hp.ff();

@@ -6,12 +6,14 @@
 #include "backend_support.h"
 #include "test_support.h"
 
-#include "encoder.h"
+#include "encoder_args.h"
 #include "example_checks.h"
 
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -233,4 +235,63 @@ TEST_CASE("whisper encoder: bad hyper-parameters and input are refused with the 
     std::vector<float> out;
     CHECK_FALSE(wenc::encode(s, std::vector<float>(5), out, err));
     CHECK(err == "log-mel input has 5 values, expected n_mel x n_frames = 6 x 21 = 126");
+}
+
+// The command line: each bad flag named with its value, the Vulkan default device without --device.
+TEST_CASE("whisper encoder: command line errors name the flag and value", "[whisper]") {
+    auto parse = [](std::vector<std::string> words, wenc::encoder_args & a, std::string & err) {
+        words.insert(words.begin(), "tessera-whisper-encoder");
+        std::vector<char *> argv;
+        for (std::string & w : words) argv.push_back(&w[0]);
+        return wenc::parse_args((int) argv.size(), argv.data(), a, err);
+    };
+    const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+        {{"--n-head", "5"}, "n_head = 5 does not divide d_model = 384"},
+        {{"-t", "0"}, "-t 0 is out of range [1, 1024]"},
+        {{"--n-frames", "12x"}, "bad whole number '12x' after --n-frames"},
+        {{"--seed"}, "missing value after --seed"},
+        {{"--bogus"}, "unknown argument '--bogus'"},
+        {{"--wtype", "q4_0"}, "--wtype q4_0: expected f32 or f16"},
+    };
+    for (const auto & b : bad) {
+        wenc::encoder_args a;
+        std::string err;
+        CHECK_FALSE(parse(b.first, a, err));
+        CHECK(err == b.second);
+    }
+    wenc::encoder_args a;
+    std::string err;
+    REQUIRE_OK(parse({"--n-frames", "21", "--backend", "vulkan", "--seed", "9", "--no-flash-attn"}, a, err));
+    CHECK(a.hp.n_frames == 21);
+    CHECK(a.c.device == -1);
+    CHECK(a.c.seed == 9);
+    CHECK_FALSE(a.flash_attn);
+}
+
+// --mel: exactly n_mel x n_frames finite floats, else the sizes (or the bad value) named.
+TEST_CASE("whisper encoder: a log-mel file of the wrong size or with NaN is refused", "[whisper]") {
+    const std::string path = "/tmp/tsr-whisper-mel-" + std::to_string((long) getpid()) + ".f32";
+    auto write = [&](const std::vector<float> & v) {
+        FILE * f = fopen(path.c_str(), "wb");
+        REQUIRE(f);
+        REQUIRE(fwrite(v.data(), sizeof(float), v.size(), f) == v.size());
+        fclose(f);
+    };
+    wenc::hparams hp;
+    hp.n_mel = 2;
+    hp.n_frames = 3;
+    std::vector<float> mel;
+    std::string err;
+    write({1, 2, 3, 4, 5});
+    CHECK_FALSE(wenc::read_mel(path, hp, mel, err));
+    CHECK(err == path + " has 20 bytes; n_mel x n_frames = 2 x 3 float32 values need 24 (raw float32, each mel bin's frames in a row)");
+    write({1, 2, 3, 4, NAN, 6});
+    CHECK_FALSE(wenc::read_mel(path, hp, mel, err));
+    CHECK(err == path + ": value 4 is not finite");
+    write({1, 2, 3, 4, 5, 6});
+    REQUIRE_OK(wenc::read_mel(path, hp, mel, err));
+    CHECK(mel == std::vector<float>{1, 2, 3, 4, 5, 6});
+    remove(path.c_str());
+    CHECK_FALSE(wenc::read_mel(path, hp, mel, err));
+    CHECK(err == "cannot open " + path);
 }
