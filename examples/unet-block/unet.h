@@ -141,7 +141,7 @@ struct param_maker {
     }
 };
 
-constexpr size_t k_max_params = 80;   // create_params makes 76 at most
+constexpr size_t k_max_params = 58;   // what create_params makes (its context holds exactly these)
 
 inline bool create_params(model & m, std::string & err) {
     const hparams & hp = m.hp;
@@ -178,9 +178,10 @@ struct graph_io {
     tsr_tensor * out = nullptr;   // output [W, H, in_ch, 1]
 };
 
-inline size_t graph_size(const hparams &) { return TSR_DEFAULT_GRAPH_SIZE; }
+// The network has about 110 nodes whatever its sizes.
+constexpr size_t k_graph_size = TSR_DEFAULT_GRAPH_SIZE;
 
-// The network's graph in ctx (a no_alloc context of graph_size tensors and one graph).
+// The network's graph in ctx (a no_alloc context of k_graph_size tensors and one graph).
 inline bool build_graph(tsr_context * ctx, const model & m, graph_io & io, std::string & err) {
     const hparams & hp = m.hp;
     bool ok = true;
@@ -245,7 +246,7 @@ inline bool build_graph(tsr_context * ctx, const model & m, graph_io & io, std::
     };
 
     io = graph_io();
-    io.gf = tsr_new_graph_custom(ctx, graph_size(hp), false);
+    io.gf = tsr_new_graph_custom(ctx, k_graph_size, false);
     if (!io.gf) { err = std::string("new graph: ") + tsr_last_error(); return false; }
     io.x = chk(tsr_new_tensor_4d(ctx, TSR_TYPE_F32, hp.width, hp.height, hp.in_ch, 1), "latent input");
     io.t = ok ? chk(tsr_new_tensor_1d(ctx, TSR_TYPE_F32, 1), "timestep input") : nullptr;
@@ -287,7 +288,7 @@ struct session {
 // backends: the model's backend first, then (for a GPU) the CPU.
 inline bool session_init(session & s, const model & m, const std::vector<tsr_backend_t> & backends, std::string & err) {
     s.m = &m;
-    return exw::plan_graph(s.g, backends, graph_size(m.hp), [&](tsr_context * ctx, std::string & e) {
+    return exw::plan_graph(s.g, backends, k_graph_size, [&](tsr_context * ctx, std::string & e) {
         return build_graph(ctx, m, s.io, e) ? s.io.gf : nullptr;
     }, err);
 }
