@@ -11219,8 +11219,8 @@ TSR_API_IMPL tsr_backend_buffer_t tsr_gguf_map_tensors(const struct tsr_gguf_con
  * backend, so the program writes them in host memory; a split on another backend gets a
  * copy. Between alloc_graph and the end of graph_compute (or reset), the graph's nodes read
  * foreign inputs through the scheduler's copies (their src pointers are redirected, as in
- * ggml); graph_compute and reset put the original sources back, so call one of them
- * before freeing a graph you allocated (the next alloc_graph writes into the last one).
+ * ggml); graph_compute, reset and free put the original sources back, so call one of
+ * them before freeing a graph you allocated (the next alloc_graph writes into the last one).
  *
  * Implementation: TSR_IMPLEMENTATION, in one C++17 file, compiles the core and every
  * backend header included in that file, in any include order (README "Using tessera").
