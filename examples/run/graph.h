@@ -43,6 +43,7 @@ struct session_params {
     tsr_type kv_type = TSR_TYPE_F16;
     bool flash_attn = true;
     bool all_logits = false;         // keep logits for every token (tests) or only the last
+    bool parallel = false;           // the scheduler's rotating input copies and events (sched.h)
 };
 
 struct session {
@@ -333,7 +334,7 @@ inline bool session_init(session & s, const model & m, tsr_backend_t backend, co
     if (!s.ctx_g) { err = std::string("graph context: ") + tsr_last_error(); return false; }
 
     std::vector<tsr_backend_t> backends = m.backends;
-    s.sched = tsr_backend_sched_new(backends.data(), nullptr, (int) backends.size(), 2 * s.graph_size, false);
+    s.sched = tsr_backend_sched_new(backends.data(), nullptr, (int) backends.size(), 2 * s.graph_size, sp.parallel);
     if (!s.sched) { err = std::string("scheduler: ") + tsr_last_error(); return false; }
     graph_io io;
     if (!build_graph(s, s.sp.n_batch, s.n_ctx - s.sp.n_batch, sp.all_logits, io, err)) return false;

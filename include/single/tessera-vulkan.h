@@ -14488,6 +14488,9 @@ struct device {
     size_t max_range = 0;       /* maxStorageBufferRange */
     size_t max_alloc = 0;       /* min(maxMemoryAllocationSize, maxBufferSize) */
     bool unified = false;       /* device-local memory is host-visible and coherent (CPU/iGPU) */
+    /* VK_EXT_external_memory_host: buffers over caller memory (0 alignment: not available) */
+    size_t host_import_align = 0;
+    PFN_vkGetMemoryHostPointerPropertiesEXT get_host_pointer_props = nullptr;
     std::string name;           /* "Vulkan0" */
     std::string desc;
 
@@ -14722,6 +14725,31 @@ static bool pick_compute_queue(device * d) {
 }
 
 /* create_device, step 3: the logical device with the storage features enabled, and its queue. */
+static bool has_device_extension(VkPhysicalDevice phys, const char * name) {
+    uint32_t n = 0;
+    if (vkEnumerateDeviceExtensionProperties(phys, nullptr, &n, nullptr) != VK_SUCCESS || n == 0) return false;
+    std::vector<VkExtensionProperties> props(n);
+    if (vkEnumerateDeviceExtensionProperties(phys, nullptr, &n, props.data()) != VK_SUCCESS) return false;
+    for (const VkExtensionProperties & p : props)
+        if (strcmp(p.extensionName, name) == 0) return true;
+    return false;
+}
+
+/* The alignment an imported host pointer and its size need, and the query for the memory
+ * types a pointer can be imported as. */
+static void read_host_import_limits(device * d) {
+    VkPhysicalDeviceExternalMemoryHostPropertiesEXT hp{};
+    hp.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT;
+    VkPhysicalDeviceProperties2 p2{};
+    p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+    p2.pNext = &hp;
+    vkGetPhysicalDeviceProperties2(d->phys, &p2);
+    d->get_host_pointer_props =
+        reinterpret_cast<PFN_vkGetMemoryHostPointerPropertiesEXT>(vkGetDeviceProcAddr(d->dev, "vkGetMemoryHostPointerPropertiesEXT"));
+    if (d->get_host_pointer_props && hp.minImportedHostPointerAlignment > 0)
+        d->host_import_align = static_cast<size_t>(hp.minImportedHostPointerAlignment);
+}
+
 static bool create_logical_device(device * d) {
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci{};
@@ -14741,17 +14769,22 @@ static bool create_logical_device(device * d) {
     e2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
     e2.pNext = &e11;
 
+    const bool host_import = has_device_extension(d->phys, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+    const char * host_import_ext = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
     VkDeviceCreateInfo dci{};
     dci.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
     dci.pNext = &e2;
     dci.queueCreateInfoCount = 1;
     dci.pQueueCreateInfos = &qci;
+    dci.enabledExtensionCount = host_import ? 1 : 0;
+    dci.ppEnabledExtensionNames = host_import ? &host_import_ext : nullptr;
     VkResult r = vkCreateDevice(d->phys, &dci, nullptr, &d->dev);
     if (r != VK_SUCCESS) {
         d->dev = VK_NULL_HANDLE;
         return tsr_set_error("Vulkan device %d (%s): vkCreateDevice failed (%s)", d->index, d->props.deviceName, vk_result_str(r));
     }
     vkGetDeviceQueue(d->dev, d->qfam, 0, &d->queue);
+    if (host_import) read_host_import_limits(d);
     return true;
 }
 
@@ -15299,6 +15332,85 @@ static constexpr tsr_backend_buffer_i buffer_iface = [] {
     b.clear = buf_clear;
     return b;
 }();
+
+/* ---- buffers over caller memory (VK_EXT_external_memory_host) ------------------------------ */
+
+static bool import_host_memory(device * d, void * ptr, size_t size, buffer_ctx * c) {
+    const VkExternalMemoryHandleTypeFlagBits handle = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
+    VkMemoryHostPointerPropertiesEXT hp{};
+    hp.sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT;
+    VkResult r = d->get_host_pointer_props(d->dev, handle, ptr, &hp);
+    if (r != VK_SUCCESS) return tsr_set_error("Vulkan %s: host pointer %p cannot be imported (%s)", d->name.c_str(), ptr, vk_result_str(r));
+    VkExternalMemoryBufferCreateInfo ext{};
+    ext.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO;
+    ext.handleTypes = handle;
+    VkBufferCreateInfo bci{};
+    bci.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+    bci.pNext = &ext;
+    bci.size = size;
+    bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+    r = vkCreateBuffer(d->dev, &bci, nullptr, &c->buf);
+    if (r != VK_SUCCESS) { c->buf = VK_NULL_HANDLE; return tsr_set_error("Vulkan %s: vkCreateBuffer over host memory failed (%s)", d->name.c_str(), vk_result_str(r)); }
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(d->dev, c->buf, &req);
+    const VkMemoryPropertyFlags prefs[] = { MEM_HV | MEM_HC, MEM_HV };
+    const int type = pick_memory_type(d, req.memoryTypeBits & hp.memoryTypeBits, prefs, 2, size);
+    if (type < 0) return tsr_set_error("Vulkan %s: no host-visible memory type can import host pointer %p", d->name.c_str(), ptr);
+    VkImportMemoryHostPointerInfoEXT imp{};
+    imp.sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT;
+    imp.handleType = handle;
+    imp.pHostPointer = ptr;
+    VkMemoryAllocateInfo mai{};
+    mai.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+    mai.pNext = &imp;
+    mai.allocationSize = size;
+    mai.memoryTypeIndex = static_cast<uint32_t>(type);
+    r = vkAllocateMemory(d->dev, &mai, nullptr, &c->mem);
+    if (r == VK_SUCCESS) r = vkBindBufferMemory(d->dev, c->buf, c->mem, 0);
+    if (r == VK_SUCCESS) r = vkMapMemory(d->dev, c->mem, 0, VK_WHOLE_SIZE, 0, &c->map);
+    if (r != VK_SUCCESS) return tsr_set_error("Vulkan %s: importing %zu bytes at %p failed (%s)", d->name.c_str(), size, ptr, vk_result_str(r));
+    return true;
+}
+
+/* A buffer over size bytes at ptr: dedicated (imported) memory, freed without freeing ptr. */
+static tsr_backend_buffer_t buffer_from_host_ptr(device * d, void * ptr, size_t size, size_t max_tensor_size) {
+    const size_t al = d->host_import_align;
+    if (al == 0) {
+        tsr_set_error("Vulkan %s: cannot wrap host memory (no VK_EXT_external_memory_host)", d->name.c_str());
+        return nullptr;
+    }
+    if (reinterpret_cast<uintptr_t>(ptr) % al != 0 || size % al != 0) {
+        tsr_set_error("Vulkan %s: host memory at %p of %zu bytes: pointer and size must be multiples of %zu (minImportedHostPointerAlignment)",
+                      d->name.c_str(), ptr, size, al);
+        return nullptr;
+    }
+    if (size > d->max_alloc || max_tensor_size > d->max_range) {
+        tsr_set_error("Vulkan %s: host memory of %zu bytes (largest tensor %zu) exceeds the device's limits (%zu bytes per allocation, %zu per binding)",
+                      d->name.c_str(), size, max_tensor_size, d->max_alloc, d->max_range);
+        return nullptr;
+    }
+    std::unique_ptr<buffer_ctx> c(new (std::nothrow) buffer_ctx());
+    if (!c) { tsr_set_error("Vulkan %s: out of host memory for a buffer", d->name.c_str()); return nullptr; }
+    c->dev = d;
+    c->size = size;
+    if (!import_host_memory(d, ptr, size, c.get())) {
+        free_vk_buffer(d, c->buf, c->mem, c->map);
+        return nullptr;
+    }
+    {
+        std::lock_guard<std::recursive_mutex> lock(d->mutex);  /* free_tensor_buffer counts it back */
+        d->n_dedicated++;
+        d->dedicated_bytes += size;
+    }
+    buffer_ctx * raw = c.release();
+    tsr_backend_buffer_t b = tsr_backend_buffer_init(&d->buft, buffer_iface, raw, size);
+    if (!b) {
+        free_tensor_buffer(raw);
+        delete raw;
+    }
+    return b;
+}
 
 /* ---- buffer type ---------------------------------------------------------------------------- */
 
@@ -16323,7 +16435,10 @@ static bool encode_node(backend_ctx * ctx, const tsr_tensor * node) {
 /*
  * vk_graph.inl - the backend: a whole graph recorded into one command buffer, pipeline
  * barriers only where a dispatch reads or writes what an earlier one since the last
- * barrier wrote (or writes what it read), one submit and one fence wait per graph.
+ * barrier wrote (or writes what it read), one submit per graph. graph_compute waits for
+ * the backend's fence; graph_compute_async leaves the graph in flight until synchronize
+ * (or the next graph, which reuses the command buffer and descriptor sets). Events are
+ * fences submitted behind the device queue's work.
  */
 namespace {
 namespace tsr_vk {
@@ -16340,6 +16455,7 @@ struct backend_ctx {
     VkCommandPool pool = VK_NULL_HANDLE;
     VkCommandBuffer cb = VK_NULL_HANDLE;
     VkFence fence = VK_NULL_HANDLE;
+    bool in_flight = false;   /* cb submitted with `fence`, not waited for yet */
     std::vector<VkDescriptorPool> dpools;
     std::vector<VkDescriptorSet> sets;
     size_t n_used = 0;        /* sets used by the graph being recorded */
@@ -16493,9 +16609,35 @@ static bool be_graph_reserve(tsr_backend_t be, tsr_cgraph * g) {
     return ensure_sets(ctx, static_cast<size_t>(2 * n + 16));
 }
 
-static enum tsr_status be_graph_compute(tsr_backend_t be, tsr_cgraph * g) {
+/* Wait for the graph in flight (its command buffer and descriptor sets become free). */
+static bool wait_in_flight(backend_ctx * ctx) {
+    if (!ctx->in_flight) return true;
+    device * d = ctx->d;
+    const VkResult r = vkWaitForFences(d->dev, 1, &ctx->fence, VK_TRUE, UINT64_MAX);
+    vkResetFences(d->dev, 1, &ctx->fence);
+    ctx->in_flight = false;
+    if (r != VK_SUCCESS) return tsr_set_error("Vulkan %s: waiting for a graph failed (%s)", d->name.c_str(), vk_result_str(r));
+    return true;
+}
+
+static void be_synchronize(tsr_backend_t be) { wait_in_flight(static_cast<backend_ctx *>(be->context)); }
+
+/* The access a graph's dispatches may have to wait for: the host's and transfers' writes,
+ * and the shader writes of graphs submitted before it on the queue without a wait. */
+static void barrier_before_graph(backend_ctx * ctx) {
+    VkMemoryBarrier mb{};
+    mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+    mb.srcAccessMask = VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    vkCmdPipelineBarrier(ctx->cb, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+}
+
+/* Record and submit a graph; it is in flight until wait_in_flight. */
+static enum tsr_status be_graph_compute_async(tsr_backend_t be, tsr_cgraph * g) {
     backend_ctx * ctx = static_cast<backend_ctx *>(be->context);
     device * d = ctx->d;
+    if (!wait_in_flight(ctx)) return TSR_STATUS_FAILED;
     const int n = tsr_graph_n_nodes(g);
     ctx->stats = tsr_vk_graph_stats{};
     ctx->stats.n_nodes = n;
@@ -16519,15 +16661,7 @@ static enum tsr_status be_graph_compute(tsr_backend_t be, tsr_cgraph * g) {
     ctx->n_used = 0;
     ctx->reads.clear();
     ctx->writes.clear();
-    /* make host writes (unified memory, staging copies) visible to the shaders */
-    {
-        VkMemoryBarrier mb{};
-        mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
-        mb.srcAccessMask = VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-        mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-        vkCmdPipelineBarrier(ctx->cb, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
-    }
+    barrier_before_graph(ctx);
     for (int i = 0; i < n && ok; i++) ok = encode_node(ctx, tsr_graph_node(g, i));
     {
         VkMemoryBarrier mb{};
@@ -16545,14 +16679,90 @@ static enum tsr_status be_graph_compute(tsr_backend_t be, tsr_cgraph * g) {
     si.commandBufferCount = 1;
     si.pCommandBuffers = &ctx->cb;
     r = vkQueueSubmit(d->queue, 1, &si, ctx->fence);
-    if (r == VK_SUCCESS) {
-        ctx->stats.n_submits++;
-        r = vkWaitForFences(d->dev, 1, &ctx->fence, VK_TRUE, UINT64_MAX);
-        vkResetFences(d->dev, 1, &ctx->fence);
-    }
     ctx->stats.n_pipelines = d->n_pipelines;
     if (r != VK_SUCCESS) { tsr_set_error("Vulkan %s: graph submit failed (%s)", d->name.c_str(), vk_result_str(r)); return TSR_STATUS_FAILED; }
+    ctx->stats.n_submits++;
+    ctx->in_flight = true;
     return TSR_STATUS_SUCCESS;
+}
+
+static enum tsr_status be_graph_compute(tsr_backend_t be, tsr_cgraph * g) {
+    const enum tsr_status st = be_graph_compute_async(be, g);
+    if (st != TSR_STATUS_SUCCESS) return st;
+    return wait_in_flight(static_cast<backend_ctx *>(be->context)) ? TSR_STATUS_SUCCESS : TSR_STATUS_FAILED;
+}
+
+/* Copies ordered after the graph in flight: it may read or write the same memory, and on
+ * unified memory (lavapipe) the copy is the host's memcpy. */
+static bool be_set_tensor_async(tsr_backend_t be, tsr_tensor * t, const void * data, size_t offset, size_t size) {
+    return wait_in_flight(static_cast<backend_ctx *>(be->context)) && tsr_backend_tensor_set(t, data, offset, size);
+}
+static bool be_get_tensor_async(tsr_backend_t be, const tsr_tensor * t, void * data, size_t offset, size_t size) {
+    return wait_in_flight(static_cast<backend_ctx *>(be->context)) && tsr_backend_tensor_get(t, data, offset, size);
+}
+
+/* ---- events: a fence submitted behind everything queued on the device ---------------------- */
+
+struct event_ctx {
+    device * d = nullptr;
+    VkFence fence = VK_NULL_HANDLE;
+    bool pending = false;   /* submitted, not waited for */
+};
+
+static bool event_sync(event_ctx * ev) {
+    if (!ev->pending) return true;
+    const VkResult r = vkWaitForFences(ev->d->dev, 1, &ev->fence, VK_TRUE, UINT64_MAX);
+    vkResetFences(ev->d->dev, 1, &ev->fence);
+    ev->pending = false;
+    if (r != VK_SUCCESS) return tsr_set_error("Vulkan %s: waiting for an event failed (%s)", ev->d->name.c_str(), vk_result_str(r));
+    return true;
+}
+
+static tsr_backend_event_t device_event_new(device * d) {
+    std::unique_ptr<event_ctx> ev(new (std::nothrow) event_ctx());
+    tsr_backend_event_t event = ev ? new (std::nothrow) tsr_backend_event() : nullptr;
+    if (!event) { tsr_set_error("Vulkan %s: out of host memory for an event", d->name.c_str()); return nullptr; }
+    VkFenceCreateInfo fci{};
+    fci.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
+    const VkResult r = vkCreateFence(d->dev, &fci, nullptr, &ev->fence);
+    if (r != VK_SUCCESS) {
+        delete event;
+        tsr_set_error("Vulkan %s: vkCreateFence for an event failed (%s)", d->name.c_str(), vk_result_str(r));
+        return nullptr;
+    }
+    ev->d = d;
+    event->context = ev.release();
+    return event;
+}
+
+static void device_event_free(tsr_backend_event_t event) {
+    event_ctx * ev = static_cast<event_ctx *>(event->context);
+    event_sync(ev);
+    vkDestroyFence(ev->d->dev, ev->fence, nullptr);
+    delete ev;
+    delete event;
+}
+
+static void device_event_synchronize(tsr_backend_event_t event) { event_sync(static_cast<event_ctx *>(event->context)); }
+
+/* A submit without command buffers signals its fence once all work queued before it is done. */
+static bool be_event_record(tsr_backend_t be, tsr_backend_event_t event) {
+    event_ctx * ev = static_cast<event_ctx *>(event->context);
+    device * d = static_cast<backend_ctx *>(be->context)->d;
+    if (!event_sync(ev)) return false;
+    std::lock_guard<std::recursive_mutex> lock(d->mutex);
+    const VkResult r = vkQueueSubmit(d->queue, 0, nullptr, ev->fence);
+    if (r != VK_SUCCESS) return tsr_set_error("Vulkan %s: recording an event failed (%s)", d->name.c_str(), vk_result_str(r));
+    ev->pending = true;
+    return true;
+}
+
+/* Work on the event's own queue is ordered behind it already (each graph starts with a
+ * barrier against earlier writes); another device's event is waited for on the host. */
+static bool be_event_wait(tsr_backend_t be, tsr_backend_event_t event) {
+    event_ctx * ev = static_cast<event_ctx *>(event->context);
+    if (ev->d == static_cast<backend_ctx *>(be->context)->d) return true;
+    return event_sync(ev);
 }
 
 /* Whether a device runs op: a check-mode pass over a context of its own, so the device
@@ -16582,8 +16792,14 @@ static constexpr tsr_backend_i backend_iface = [] {
     i.get_name = be_get_name;
     i.free = be_free;
     i.get_default_buffer_type = be_get_default_buffer_type;
+    i.set_tensor_async = be_set_tensor_async;
+    i.get_tensor_async = be_get_tensor_async;
+    i.synchronize = be_synchronize;
     i.graph_reserve = be_graph_reserve;
     i.graph_compute = be_graph_compute;
+    i.graph_compute_async = be_graph_compute_async;
+    i.event_record = be_event_record;
+    i.event_wait = be_event_wait;
     i.supports_op = be_supports_op;
     i.supports_buft = be_supports_buft;
     return i;
@@ -16708,6 +16924,24 @@ static bool dev_offload_op(tsr_backend_dev_t dev, const tsr_tensor * op) {
     return tsr_backend_offload_by_batch(op) && dev_supports_op(dev, op);
 }
 
+static tsr_backend_event_t dev_event_new(tsr_backend_dev_t dev) {
+    device * d = get_device(dev_index(dev));
+    return d ? device_event_new(d) : nullptr;
+}
+static void dev_event_free(tsr_backend_dev_t, tsr_backend_event_t event) { device_event_free(event); }
+static void dev_event_synchronize(tsr_backend_dev_t, tsr_backend_event_t event) { device_event_synchronize(event); }
+static tsr_backend_buffer_t dev_buffer_from_host_ptr(tsr_backend_dev_t dev, void * ptr, size_t size, size_t max_tensor_size) {
+    device * d = get_device(dev_index(dev));
+    return d ? buffer_from_host_ptr(d, ptr, size, max_tensor_size) : nullptr;
+}
+/* What the tables cannot tell: graphs are queued (graph_compute_async), and whether the
+ * driver imports host memory. */
+static void dev_get_props(tsr_backend_dev_t dev, struct tsr_backend_dev_props * props) {
+    device * d = get_device(dev_index(dev));
+    props->caps.async = true;
+    props->caps.buffer_from_host_ptr = d && d->host_import_align > 0;
+}
+
 static const char * reg_get_name(tsr_backend_reg_t) { return "Vulkan"; }
 static size_t reg_get_device_count(tsr_backend_reg_t) { return static_cast<size_t>(reg_state().n); }
 static tsr_backend_dev_t reg_get_device(tsr_backend_reg_t, size_t i) {
@@ -16738,6 +16972,11 @@ static constexpr tsr_backend_device_i device_iface = [] {
     i.supports_op = dev_supports_op;
     i.supports_buft = dev_supports_buft;
     i.offload_op = dev_offload_op;
+    i.get_props = dev_get_props;
+    i.buffer_from_host_ptr = dev_buffer_from_host_ptr;
+    i.event_new = dev_event_new;
+    i.event_free = dev_event_free;
+    i.event_synchronize = dev_event_synchronize;
     return i;
 }();
 

@@ -5078,6 +5078,7 @@ typedef struct tsr_backend_buffer      * tsr_backend_buffer_t;
 typedef struct tsr_backend             * tsr_backend_t;
 typedef struct tsr_backend_reg         * tsr_backend_reg_t;
 typedef struct tsr_backend_device      * tsr_backend_dev_t;
+typedef struct tsr_backend_event       * tsr_backend_event_t;
 
 /* What a buffer holds: weights (persistent) and compute (activations, planned by
  * gallocr) never share one. */
@@ -5140,8 +5141,12 @@ TSR_API bool tsr_backend_view_init(struct tsr_tensor * tensor);
 TSR_API bool tsr_backend_tensor_set(struct tsr_tensor * tensor, const void * data, size_t offset, size_t size);
 TSR_API bool tsr_backend_tensor_get(const struct tsr_tensor * tensor, void * data, size_t offset, size_t size);
 TSR_API bool tsr_backend_tensor_memset(struct tsr_tensor * tensor, uint8_t value, size_t offset, size_t size);
-/* Copy src's data into dst (same nbytes), across buffers of different backends too. */
+/* Copy src's data into dst (same nbytes), across buffers of different backends too. Two
+ * devices that cannot copy between themselves go through host memory: a temporary block
+ * here, or the caller's `staging` (staging_size bytes, any size > 0: the copy goes in
+ * pieces) with tsr_backend_tensor_copy_staged, which allocates nothing. */
 TSR_API bool tsr_backend_tensor_copy(struct tsr_tensor * src, struct tsr_tensor * dst);
+TSR_API bool tsr_backend_tensor_copy_staged(struct tsr_tensor * src, struct tsr_tensor * dst, void * staging, size_t staging_size);
 
 /* ---- backends ---------------------------------------------------------------------- */
 
@@ -5153,9 +5158,14 @@ TSR_API tsr_backend_buffer_t      tsr_backend_alloc_buffer(tsr_backend_t backend
 TSR_API size_t                    tsr_backend_get_alignment(tsr_backend_t backend);
 TSR_API size_t                    tsr_backend_get_max_size(tsr_backend_t backend);
 
-/* Asynchronous on backends that queue work (finished by synchronize); immediate elsewhere. */
+/* Asynchronous on backends that queue work (finished by synchronize); immediate elsewhere.
+ * Host memory passed to an async call must stay untouched until the backend synchronizes. */
 TSR_API bool tsr_backend_tensor_set_async(tsr_backend_t backend, struct tsr_tensor * tensor, const void * data, size_t offset, size_t size);
 TSR_API bool tsr_backend_tensor_get_async(tsr_backend_t backend, const struct tsr_tensor * tensor, void * data, size_t offset, size_t size);
+/* Copy src (written by backend_src's work) into dst (read by backend_dst's), ordered
+ * after the work both have queued. Queued when backend_dst can (Vulkan, one device);
+ * otherwise both backends are synchronized and the copy is made at once. */
+TSR_API bool tsr_backend_tensor_copy_async(tsr_backend_t backend_src, tsr_backend_t backend_dst, struct tsr_tensor * src, struct tsr_tensor * dst);
 TSR_API void tsr_backend_synchronize(tsr_backend_t backend);
 
 /* Size the backend's per-op workspace (and any other per-graph state) for gf ahead of
@@ -5163,6 +5173,9 @@ TSR_API void tsr_backend_synchronize(tsr_backend_t backend);
  * compute without reserve grows the workspace on first use. */
 TSR_API bool                tsr_backend_graph_reserve(tsr_backend_t backend, struct tsr_cgraph * cgraph);
 TSR_API enum tsr_status     tsr_backend_graph_compute(tsr_backend_t backend, struct tsr_cgraph * cgraph);
+/* Queue the graph and return; its results are ready after tsr_backend_synchronize (or an
+ * event recorded after it). A backend without async work computes it before returning. */
+TSR_API enum tsr_status     tsr_backend_graph_compute_async(tsr_backend_t backend, struct tsr_cgraph * cgraph);
 TSR_API bool                tsr_backend_supports_op(tsr_backend_t backend, const struct tsr_tensor * op);
 TSR_API bool                tsr_backend_supports_buft(tsr_backend_t backend, tsr_backend_buffer_type_t buft);
 /* Bytes of workspace the last reserve/compute sized (0 if none). */
@@ -5181,10 +5194,10 @@ enum tsr_backend_dev_type {
 
 /* What a device's backend can do besides computing graphs. */
 struct tsr_backend_dev_caps {
-    bool async;                 /* tensor_set_async / get_async queue work */
+    bool async;                 /* graph_compute_async and the async copies queue work */
     bool host_buffer;           /* it has a pinned host buffer type (host_buffer_type) */
-    bool buffer_from_host_ptr;  /* it can wrap caller memory */
-    bool events;                /* it has events (none ship today) */
+    bool buffer_from_host_ptr;  /* it can wrap caller memory (tsr_backend_dev_buffer_from_host_ptr) */
+    bool events;                /* it has events (tsr_backend_event_new) */
 };
 
 struct tsr_backend_dev_props {
@@ -5217,6 +5230,26 @@ TSR_API tsr_backend_buffer_type_t tsr_backend_dev_host_buffer_type(tsr_backend_d
 TSR_API bool                      tsr_backend_dev_supports_op(tsr_backend_dev_t device, const struct tsr_tensor * op);
 TSR_API bool                      tsr_backend_dev_supports_buft(tsr_backend_dev_t device, tsr_backend_buffer_type_t buft);
 TSR_API bool                      tsr_backend_dev_offload_op(tsr_backend_dev_t device, const struct tsr_tensor * op);
+/* A buffer over size bytes of caller memory at ptr that the device's backends compute on
+ * in place, without a copy (caps.buffer_from_host_ptr). The memory must outlive the
+ * buffer and is never freed by tessera; max_tensor_size: the largest tensor to be placed
+ * in it (0: size). NULL + an error naming the device and the value it refuses (a device
+ * without it, a misaligned ptr or size). */
+TSR_API tsr_backend_buffer_t      tsr_backend_dev_buffer_from_host_ptr(tsr_backend_dev_t device, void * ptr, size_t size, size_t max_tensor_size);
+
+/* ---- events (ggml's names) ----------------------------------------------------------- */
+
+/* An event marks the point a backend's queued work had reached when it was recorded.
+ * event_new: NULL + error for a device without events (caps.events; the CPU has none:
+ * its work is done when a call returns). record: the backend must run on the event's
+ * device (false + error otherwise). synchronize: the host waits until the recorded work is
+ * done (at once for an event never recorded). wait: the backend's later work waits for
+ * the event (the host waits where the backend cannot). */
+TSR_API tsr_backend_event_t tsr_backend_event_new(tsr_backend_dev_t device);
+TSR_API void                tsr_backend_event_free(tsr_backend_event_t event);  /* NULL is fine */
+TSR_API bool                tsr_backend_event_record(tsr_backend_event_t event, tsr_backend_t backend);
+TSR_API void                tsr_backend_event_synchronize(tsr_backend_event_t event);
+TSR_API bool                tsr_backend_event_wait(tsr_backend_t backend, tsr_backend_event_t event);
 
 /* One backend kind ("CPU", "Vulkan", "CUDA") and its devices. */
 TSR_API const char *              tsr_backend_reg_name(tsr_backend_reg_t reg);
@@ -5348,7 +5381,7 @@ TSR_CXX_END /* namespace tsr */
 #define TESSERA_BACKEND_IMPL_H
 
 
-#define TSR_BACKEND_API_VERSION 1
+#define TSR_BACKEND_API_VERSION 2
 
 #ifdef __cplusplus
 extern "C" {
@@ -5399,13 +5432,24 @@ struct tsr_backend_i {
     /* optional async copies; NULL: the buffer's synchronous set/get is used */
     bool (*set_tensor_async)(tsr_backend_t backend, struct tsr_tensor * tensor, const void * data, size_t offset, size_t size);
     bool (*get_tensor_async)(tsr_backend_t backend, const struct tsr_tensor * tensor, void * data, size_t offset, size_t size);
+    /* optional, called on the destination's backend: queue src -> dst behind both backends'
+     * work; false without an error = not handled (the caller then copies synchronously) */
+    bool (*cpy_tensor_async)(tsr_backend_t backend_src, tsr_backend_t backend_dst, const struct tsr_tensor * src, struct tsr_tensor * dst);
     void (*synchronize)(tsr_backend_t backend);                                          /* optional */
 
     bool            (*graph_reserve)(tsr_backend_t backend, struct tsr_cgraph * cgraph); /* optional */
-    enum tsr_status (*graph_compute)(tsr_backend_t backend, struct tsr_cgraph * cgraph);
+    enum tsr_status (*graph_compute)(tsr_backend_t backend, struct tsr_cgraph * cgraph); /* returns when the results are ready */
+    /* optional: queue the graph and return (results after synchronize); NULL: graph_compute */
+    enum tsr_status (*graph_compute_async)(tsr_backend_t backend, struct tsr_cgraph * cgraph);
     bool            (*supports_op)(tsr_backend_t backend, const struct tsr_tensor * op);
     bool            (*supports_buft)(tsr_backend_t backend, tsr_backend_buffer_type_t buft); /* optional: default type only */
     size_t          (*get_workspace_size)(tsr_backend_t backend);                        /* optional */
+
+    /* optional, for a device with events: mark the point the backend's queued work has
+     * reached, and make the backend's later work wait for an event (NULL event_wait: the
+     * host waits for the event instead, right for a backend that works synchronously) */
+    bool (*event_record)(tsr_backend_t backend, tsr_backend_event_t event);
+    bool (*event_wait)(tsr_backend_t backend, tsr_backend_event_t event);
 };
 
 struct tsr_backend {
@@ -5421,13 +5465,26 @@ struct tsr_backend_device_i {
     const char *              (*get_description)(tsr_backend_dev_t dev);
     void                      (*get_memory)(tsr_backend_dev_t dev, size_t * free, size_t * total);
     enum tsr_backend_dev_type (*get_type)(tsr_backend_dev_t dev);
-    void                      (*get_props)(tsr_backend_dev_t dev, struct tsr_backend_dev_props * props); /* optional: from the above */
+    /* optional: called with props filled from the other entries (caps from which optional
+     * entries are set), to correct or add what they cannot tell (caps.async) */
+    void                      (*get_props)(tsr_backend_dev_t dev, struct tsr_backend_dev_props * props);
     tsr_backend_t             (*init_backend)(tsr_backend_dev_t dev, const char * params);  /* NULL + tsr_set_error on failure */
     tsr_backend_buffer_type_t (*get_buffer_type)(tsr_backend_dev_t dev);
     tsr_backend_buffer_type_t (*get_host_buffer_type)(tsr_backend_dev_t dev);                /* optional: none */
     bool                      (*supports_op)(tsr_backend_dev_t dev, const struct tsr_tensor * op);
     bool                      (*supports_buft)(tsr_backend_dev_t dev, tsr_backend_buffer_type_t buft);
     bool                      (*offload_op)(tsr_backend_dev_t dev, const struct tsr_tensor * op);  /* optional: false */
+    /* optional: a buffer over caller memory, no copy (NULL + tsr_set_error when refused) */
+    tsr_backend_buffer_t      (*buffer_from_host_ptr)(tsr_backend_dev_t dev, void * ptr, size_t size, size_t max_tensor_size);
+    /* optional, all three or none: events (tsr_backend_event.context is the device's) */
+    tsr_backend_event_t       (*event_new)(tsr_backend_dev_t dev);           /* NULL + tsr_set_error on failure */
+    void                      (*event_free)(tsr_backend_dev_t dev, tsr_backend_event_t event);
+    void                      (*event_synchronize)(tsr_backend_dev_t dev, tsr_backend_event_t event);
+};
+
+struct tsr_backend_event {
+    tsr_backend_dev_t device;
+    void *            context;
 };
 
 struct tsr_backend_device {
@@ -5799,27 +5856,72 @@ TSR_API_IMPL bool tsr_backend_tensor_memset(struct tsr_tensor * tensor, uint8_t 
     if (!tensor->buffer->iface.memset_tensor) return tsr_set_error("tsr_backend_tensor_memset: buffer '%s' cannot memset", tsr_backend_buffer_name(tensor->buffer));
     return tensor->buffer->iface.memset_tensor(tensor->buffer, tensor, value, offset, size);
 }
-TSR_API_IMPL bool tsr_backend_tensor_copy(struct tsr_tensor * src, struct tsr_tensor * dst) {
-    if (!src || !dst) return tsr_set_error("tsr_backend_tensor_copy: NULL tensor");
+TSR_IMPL_NS_BEGIN
+namespace {
+enum class copy_route { done, direct, through_host };
+
+/* Copies that need no staging; through_host: two devices, src -> host -> dst is left. */
+static copy_route copy_without_staging(struct tsr_tensor * src, struct tsr_tensor * dst, const char * fn, bool * ok) {
+    *ok = true;
+    if (!src || !dst) { *ok = tsr_set_error("%s: NULL tensor", fn); return copy_route::done; }
     const size_t n = tsr_nbytes(src);
     if (n != tsr_nbytes(dst)) {
-        return tsr_set_error("tsr_backend_tensor_copy: '%s' has %zu bytes, '%s' has %zu", src->name, n, dst->name, tsr_nbytes(dst));
+        *ok = tsr_set_error("%s: '%s' has %zu bytes, '%s' has %zu", fn, src->name, n, dst->name, tsr_nbytes(dst));
+        return copy_route::done;
     }
-    if (src == dst || n == 0) return true;
-    if (!src->data || !dst->data) return tsr_set_error("tsr_backend_tensor_copy: '%s' or '%s' has no data", src->name, dst->name);
+    if (src == dst || n == 0) return copy_route::done;
+    if (!src->data || !dst->data) { *ok = tsr_set_error("%s: '%s' or '%s' has no data", fn, src->name, dst->name); return copy_route::done; }
     const bool src_host = !src->buffer || tsr_backend_buffer_is_host(src->buffer);
     const bool dst_host = !dst->buffer || tsr_backend_buffer_is_host(dst->buffer);
     /* a plain CPU destination is written directly; another host buffer (a read-only file
      * mapping) decides through its own set_tensor */
-    const bool dst_plain = !dst->buffer || dst->buffer->iface.set_tensor == tsr_impl::cpu_buffer_set_tensor;
-    if (src_host && dst_host && dst_plain) { memmove(dst->data, src->data, n); return true; }
-    if (dst->buffer && dst->buffer->iface.cpy_tensor && dst->buffer->iface.cpy_tensor(dst->buffer, src, dst)) return true;
-    if (src_host) return tsr_backend_tensor_set(dst, src->data, 0, n);
-    if (dst_host) return tsr_backend_tensor_get(src, dst->data, 0, n);
-    /* device to device through host memory (not on a graph's hot path) */
+    const bool dst_plain = !dst->buffer || dst->buffer->iface.set_tensor == cpu_buffer_set_tensor;
+    if (src_host && dst_host && dst_plain) { memmove(dst->data, src->data, n); return copy_route::done; }
+    if (dst->buffer && dst->buffer->iface.cpy_tensor && dst->buffer->iface.cpy_tensor(dst->buffer, src, dst)) return copy_route::done;
+    if (src_host) { *ok = tsr_backend_tensor_set(dst, src->data, 0, n); return copy_route::done; }
+    if (dst_host) { *ok = tsr_backend_tensor_get(src, dst->data, 0, n); return copy_route::done; }
+    return copy_route::through_host;
+}
+
+/* src -> staging -> dst in pieces of at most staging_size bytes. */
+static bool copy_through(struct tsr_tensor * src, struct tsr_tensor * dst, char * staging, size_t staging_size) {
+    const size_t n = tsr_nbytes(src);
+    for (size_t done = 0; done < n; done += staging_size) {
+        const size_t piece = std::min(staging_size, n - done);
+        if (!tsr_backend_tensor_get(src, staging, done, piece) || !tsr_backend_tensor_set(dst, staging, done, piece)) return false;
+    }
+    return true;
+}
+} // namespace
+TSR_IMPL_NS_END
+
+TSR_API_IMPL bool tsr_backend_tensor_copy(struct tsr_tensor * src, struct tsr_tensor * dst) {
+    bool ok;
+    if (tsr_impl::copy_without_staging(src, dst, "tsr_backend_tensor_copy", &ok) != tsr_impl::copy_route::through_host) return ok;
+    /* a program's one-off copy; the scheduler brings its own staging */
+    const size_t n = tsr_nbytes(src);
     std::vector<char> tmp;
     try { tmp.resize(n); } catch (...) { return tsr_set_error("tsr_backend_tensor_copy: out of memory for %zu bytes of staging", n); }
-    return tsr_backend_tensor_get(src, tmp.data(), 0, n) && tsr_backend_tensor_set(dst, tmp.data(), 0, n);
+    return tsr_impl::copy_through(src, dst, tmp.data(), n);
+}
+
+TSR_API_IMPL bool tsr_backend_tensor_copy_staged(struct tsr_tensor * src, struct tsr_tensor * dst, void * staging, size_t staging_size) {
+    bool ok;
+    if (tsr_impl::copy_without_staging(src, dst, "tsr_backend_tensor_copy_staged", &ok) != tsr_impl::copy_route::through_host) return ok;
+    if (!staging || staging_size == 0)
+        return tsr_set_error("tsr_backend_tensor_copy_staged: '%s' -> '%s' goes through host memory and the staging is %s", src->name,
+                             dst->name, staging ? "0 bytes" : "NULL");
+    return tsr_impl::copy_through(src, dst, (char *) staging, staging_size);
+}
+
+TSR_API_IMPL bool tsr_backend_tensor_copy_async(tsr_backend_t backend_src, tsr_backend_t backend_dst, struct tsr_tensor * src,
+                                                struct tsr_tensor * dst) {
+    if (!backend_src || !backend_dst) return tsr_set_error("tsr_backend_tensor_copy_async: NULL backend");
+    if (src && dst && backend_dst->iface.cpy_tensor_async && tsr_nbytes(src) == tsr_nbytes(dst) &&
+        backend_dst->iface.cpy_tensor_async(backend_src, backend_dst, src, dst)) return true;
+    tsr_backend_synchronize(backend_src);
+    tsr_backend_synchronize(backend_dst);
+    return tsr_backend_tensor_copy(src, dst);
 }
 
 /* ---- backends ------------------------------------------------------------------------ */
@@ -5862,6 +5964,11 @@ TSR_API_IMPL bool tsr_backend_graph_reserve(tsr_backend_t backend, struct tsr_cg
 }
 TSR_API_IMPL enum tsr_status tsr_backend_graph_compute(tsr_backend_t backend, struct tsr_cgraph * cgraph) {
     if (!backend || !cgraph) { tsr_set_error("tsr_backend_graph_compute: NULL backend or graph"); return TSR_STATUS_FAILED; }
+    return backend->iface.graph_compute(backend, cgraph);
+}
+TSR_API_IMPL enum tsr_status tsr_backend_graph_compute_async(tsr_backend_t backend, struct tsr_cgraph * cgraph) {
+    if (!backend || !cgraph) { tsr_set_error("tsr_backend_graph_compute_async: NULL backend or graph"); return TSR_STATUS_FAILED; }
+    if (backend->iface.graph_compute_async) return backend->iface.graph_compute_async(backend, cgraph);
     return backend->iface.graph_compute(backend, cgraph);
 }
 TSR_API_IMPL bool tsr_backend_supports_op(tsr_backend_t backend, const struct tsr_tensor * op) {
@@ -6397,12 +6504,14 @@ TSR_API_IMPL void tsr_backend_dev_get_props(tsr_backend_dev_t device, struct tsr
     if (!props) return;
     *props = tsr_backend_dev_props{};
     if (!device) return;
-    if (device->iface.get_props) { device->iface.get_props(device, props); return; }
     props->name = tsr_backend_dev_name(device);
     props->description = tsr_backend_dev_description(device);
     tsr_backend_dev_memory(device, &props->memory_free, &props->memory_total);
     props->type = tsr_backend_dev_type(device);
     props->caps.host_buffer = device->iface.get_host_buffer_type != nullptr;
+    props->caps.buffer_from_host_ptr = device->iface.buffer_from_host_ptr != nullptr;
+    props->caps.events = device->iface.event_new != nullptr;
+    if (device->iface.get_props) device->iface.get_props(device, props);
 }
 TSR_API_IMPL tsr_backend_reg_t tsr_backend_dev_backend_reg(tsr_backend_dev_t device) { return device ? device->reg : nullptr; }
 TSR_API_IMPL tsr_backend_t tsr_backend_dev_init(tsr_backend_dev_t device, const char * params) {
@@ -6425,6 +6534,53 @@ TSR_API_IMPL bool tsr_backend_dev_supports_buft(tsr_backend_dev_t device, tsr_ba
 }
 TSR_API_IMPL bool tsr_backend_dev_offload_op(tsr_backend_dev_t device, const struct tsr_tensor * op) {
     return device && op && device->iface.offload_op && device->iface.offload_op(device, op);
+}
+
+TSR_API_IMPL tsr_backend_buffer_t tsr_backend_dev_buffer_from_host_ptr(tsr_backend_dev_t device, void * ptr, size_t size,
+                                                                       size_t max_tensor_size) {
+    if (!device) { tsr_set_error("tsr_backend_dev_buffer_from_host_ptr: device is NULL"); return nullptr; }
+    if (!device->iface.buffer_from_host_ptr) {
+        tsr_set_error("tsr_backend_dev_buffer_from_host_ptr: device %s cannot wrap host memory (caps.buffer_from_host_ptr is false)",
+                      tsr_backend_dev_name(device));
+        return nullptr;
+    }
+    if (!ptr || size == 0) {
+        tsr_set_error("tsr_backend_dev_buffer_from_host_ptr: device %s: %s", tsr_backend_dev_name(device), ptr ? "size is 0" : "ptr is NULL");
+        return nullptr;
+    }
+    return device->iface.buffer_from_host_ptr(device, ptr, size, max_tensor_size ? max_tensor_size : size);
+}
+
+/* ---- events ---------------------------------------------------------------------------------- */
+
+TSR_API_IMPL tsr_backend_event_t tsr_backend_event_new(tsr_backend_dev_t device) {
+    if (!device) { tsr_set_error("tsr_backend_event_new: device is NULL"); return nullptr; }
+    if (!device->iface.event_new) {
+        tsr_set_error("tsr_backend_event_new: device %s has no events (caps.events is false)", tsr_backend_dev_name(device));
+        return nullptr;
+    }
+    tsr_backend_event_t event = device->iface.event_new(device);
+    if (event) event->device = device;
+    return event;
+}
+TSR_API_IMPL void tsr_backend_event_free(tsr_backend_event_t event) {
+    if (event) event->device->iface.event_free(event->device, event);
+}
+TSR_API_IMPL bool tsr_backend_event_record(tsr_backend_event_t event, tsr_backend_t backend) {
+    if (!event || !backend) return tsr_set_error("tsr_backend_event_record: NULL event or backend");
+    if (backend->device != event->device || !backend->iface.event_record)
+        return tsr_set_error("tsr_backend_event_record: backend %s cannot record an event of device %s", tsr_backend_name(backend),
+                             tsr_backend_dev_name(event->device));
+    return backend->iface.event_record(backend, event);
+}
+TSR_API_IMPL void tsr_backend_event_synchronize(tsr_backend_event_t event) {
+    if (event) event->device->iface.event_synchronize(event->device, event);
+}
+TSR_API_IMPL bool tsr_backend_event_wait(tsr_backend_t backend, tsr_backend_event_t event) {
+    if (!event || !backend) return tsr_set_error("tsr_backend_event_wait: NULL event or backend");
+    if (backend->iface.event_wait) return backend->iface.event_wait(backend, event);
+    tsr_backend_event_synchronize(event);
+    return true;
 }
 
 /* ---- backend kinds ------------------------------------------------------------------------- */
@@ -11067,8 +11223,8 @@ TSR_API_IMPL tsr_backend_buffer_t tsr_gguf_map_tensors(const struct tsr_gguf_con
  * backend, so the program writes them in host memory; a split on another backend gets a
  * copy. Between alloc_graph and the end of graph_compute (or reset), the graph's nodes read
  * foreign inputs through the scheduler's copies (their src pointers are redirected, as in
- * ggml); graph_compute and reset put the original sources back, so call one of them
- * before freeing a graph you allocated (the next alloc_graph writes into the last one).
+ * ggml); graph_compute, reset and free put the original sources back, so call one of
+ * them before freeing a graph you allocated (the next alloc_graph writes into the last one).
  *
  * Implementation: TSR_IMPLEMENTATION, in one C++17 file, compiles the core and every
  * backend header included in that file, in any include order (README "Using tessera").
@@ -11105,13 +11261,16 @@ TSR_API bool tsr_backend_offload_op(tsr_backend_t backend, const struct tsr_tens
  * the last is the fallback that must run every op the others lack: the CPU). bufts: the
  * compute buffer type of each backend (NULL: each backend's default). graph_size: the
  * most nodes + leafs a graph may have. parallel: keep TSR_SCHED_MAX_COPIES copies of the
- * split inputs, rotated per graph, so a backend that works asynchronously could fill the
- * next graph's inputs while the previous graph runs (no backend does yet: every split
- * still waits for the one before). NULL + error on bad arguments. */
+ * split inputs, rotated per graph, with an event per (backend, copy) on devices that have
+ * events (Vulkan), so the host fills graph N+1's inputs and runs its CPU splits while a
+ * device still runs graph N; results are those of parallel = false. NULL + error on bad
+ * arguments (or an event a device could not make). */
 TSR_API tsr_backend_sched_t tsr_backend_sched_new(tsr_backend_t * backends, tsr_backend_buffer_type_t * bufts, int n_backends,
                                                   size_t graph_size, bool parallel);
-/* NULL is fine; the backends stay. A graph allocated and not computed keeps reading the
- * freed copies: reset first. */
+/* NULL is fine; the backends stay (free it before them when a graph_compute_async was not
+ * synchronized: it waits for that work). Puts back the sources of
+ * a graph allocated and not computed (so free that graph after the scheduler, or reset
+ * the scheduler first). */
 TSR_API void                tsr_backend_sched_free(tsr_backend_sched_t sched);
 
 /* Split the graph and size every backend's compute buffer (and workspace) for it: call
@@ -11132,6 +11291,10 @@ TSR_API tsr_backend_t tsr_backend_sched_get_split_backend(tsr_backend_sched_t sc
 TSR_API int           tsr_backend_sched_get_split_n_inputs(tsr_backend_sched_t sched, int i);
 /* How many copies of the split inputs are kept (1, or TSR_SCHED_MAX_COPIES when parallel). */
 TSR_API int tsr_backend_sched_get_n_copies(tsr_backend_sched_t sched);
+
+/* Bytes of host memory kept for copies between two devices that cannot copy between
+ * themselves (the largest such copy reserve or alloc_graph saw; 0 when none). */
+TSR_API size_t tsr_backend_sched_get_staging_size(tsr_backend_sched_t sched);
 
 /* Bytes of backend's compute buffer (0 for a backend not in the scheduler). */
 TSR_API size_t tsr_backend_sched_get_buffer_size(tsr_backend_sched_t sched, tsr_backend_t backend);
@@ -11159,9 +11322,11 @@ TSR_API tsr_backend_t tsr_backend_sched_get_tensor_backend(tsr_backend_sched_t s
  * reserve. */
 TSR_API bool            tsr_backend_sched_alloc_graph(tsr_backend_sched_t sched, struct tsr_cgraph * graph);
 /* alloc_graph when the graph was not allocated, then run the splits in order (copying
- * each split's inputs first) and wait for every backend. */
+ * each split's inputs first, once their producers are done) and wait for every backend. */
 TSR_API enum tsr_status tsr_backend_sched_graph_compute(tsr_backend_sched_t sched, struct tsr_cgraph * graph);
-/* The same without the final wait: results are ready after synchronize. */
+/* The same without the final wait: the last splits may still run on their devices; the
+ * results are ready after synchronize. The next alloc_graph or compute waits only where
+ * it must (parallel: for the input copy slot it reuses, or when the plan changes). */
 TSR_API enum tsr_status tsr_backend_sched_graph_compute_async(tsr_backend_sched_t sched, struct tsr_cgraph * graph);
 TSR_API void            tsr_backend_sched_synchronize(tsr_backend_sched_t sched);
 
@@ -11211,7 +11376,16 @@ TSR_CXX_END /* namespace tsr */
  * type per backend plans graph_copy with each tensor's backend as its buffer id, so every
  * backend's compute buffer is packed against its own lower bound, copies included. Each
  * split runs as a graph view of graph_copy that starts after its copies.
+ *
+ * Splits are queued (graph_compute_async) and nothing waits for the last one. With
+ * `parallel`, every input copy has TSR_SCHED_MAX_COPIES slots, all live through the whole
+ * graph (so their offsets do not depend on which slot is current), the slot rotates per
+ * graph, and an event per (backend, slot) recorded after the split that read it says
+ * when the slot may be written again: the host prepares graph N+1's inputs while the
+ * device still runs graph N (ggml_backend_sched_compute_splits). Copies between two
+ * devices go through a host staging block the scheduler sizes at reserve.
  */
+#include <algorithm>
 #include <string>
 
 TSR_IMPL_NS_BEGIN
@@ -11257,9 +11431,19 @@ struct sched {
 
     struct tsr_cgraph * allocated = nullptr;  /* the graph alloc_graph placed, until compute or reset */
     bool planned = false;
+    bool queued = false;  /* splits may still run: compute_async since the last synchronize */
 
     tsr_backend_sched_eval_callback eval_cb = nullptr;
     void * eval_user = nullptr;
+
+    /* parallel: recorded after the split of backend b that read copy slot c */
+    tsr_backend_event_t events[TSR_SCHED_MAX_BACKENDS][TSR_SCHED_MAX_COPIES] = {};
+
+    /* host memory for copies between two devices, from the host allocator of reserve time */
+    void * staging = nullptr;
+    size_t staging_size = 0;
+    size_t staging_need = 0;  /* the largest such copy of the last split graph */
+    struct tsr_host_allocator staging_alloc{};
 };
 
 namespace {
@@ -11443,8 +11627,16 @@ static struct tsr_tensor * sched_copy_of(sched * s, struct tsr_tensor * t, int b
     return slot[c];
 }
 
+/* Whether copying t to backend b goes device -> host -> device. */
+static bool sched_copy_needs_staging(const sched * s, const struct tsr_tensor * t, int b) {
+    tsr_backend_buffer_t buf = sched_prealloc_buffer(t);
+    const tsr_backend_buffer_type_t from = buf ? tsr_backend_buffer_get_type(buf) : s->bufts[(size_t) sched_id(s, t)];
+    return !tsr_backend_buft_is_host(from) && !tsr_backend_buft_is_host(s->bufts[(size_t) b]);
+}
+
 /* Pass 5: cut the nodes into splits and give each split copies of its foreign inputs. */
 static bool sched_cut_splits(sched * s, struct tsr_cgraph * g) {
+    s->staging_need = 0;
     s->splits.clear();
     s->inputs.clear();
     s->copy_base.clear();
@@ -11465,7 +11657,11 @@ static bool sched_cut_splits(sched * s, struct tsr_cgraph * g) {
             bool created = false;
             struct tsr_tensor * cp = sched_copy_of(s, src, sp.backend_id, s->cur_copy, &created);
             if (!cp) return false;
-            if (created) { s->inputs.push_back(src); sp.n_inputs++; }
+            if (created) {
+                s->inputs.push_back(src);
+                sp.n_inputs++;
+                if (sched_copy_needs_staging(s, src, sp.backend_id)) s->staging_need = std::max(s->staging_need, tsr_nbytes(src));
+            }
             s->rewires.push_back(sched_rewire{t, j, src});
             t->src[j] = cp;
         }
@@ -11515,11 +11711,14 @@ static bool sched_build_graph_copy(sched * s, struct tsr_cgraph * g) {
             for (int c = 0; c < s->n_copies; c++) {
                 struct tsr_tensor * cp = sched_copy_of(s, in, sp.backend_id, c, &created);
                 s->input_bytes[(size_t) sp.backend_id] += TSR_PAD(tsr_backend_buft_get_alloc_size(s->bufts[(size_t) sp.backend_id], cp), al);
+                /* parallel: every slot lives through the graph, so no slot's offset depends
+                 * on which one is current, and a later node never overwrites a slot a
+                 * device may still read */
+                if (s->n_copies > 1) cp->flags |= TSR_TENSOR_FLAG_INPUT | TSR_TENSOR_FLAG_OUTPUT;
                 if (c == s->cur_copy) {
                     gc->nodes[gc->n_nodes++] = cp;
                     s->node_ids.push_back(sp.backend_id);
                 } else {
-                    cp->flags |= TSR_TENSOR_FLAG_INPUT | TSR_TENSOR_FLAG_OUTPUT;
                     gc->leafs[gc->n_leafs++] = cp;
                     s->leaf_ids.push_back(sp.backend_id);
                 }
@@ -11572,16 +11771,19 @@ static bool sched_split_graph(sched * s, struct tsr_cgraph * g) {
     return ok;
 }
 
-/* Fill split k's input copies; the producer (and the split's backend) must be done with them. */
+/* Fill a split's current input copies once their producers are done and the split's
+ * backend is done with the slot (its event, or the whole backend without events). */
 static bool sched_copy_inputs(sched * s, const sched_split & sp) {
     tsr_backend_t be = s->backends[(size_t) sp.backend_id];
+    tsr_backend_event_t slot_free = s->events[sp.backend_id][s->cur_copy];
     for (int k = 0; k < sp.n_inputs; k++) {
         struct tsr_tensor * in = s->inputs[(size_t) (sp.inputs_begin + k)];
         bool created = false;
         struct tsr_tensor * cp = sched_copy_of(s, in, sp.backend_id, s->cur_copy, &created);
         tsr_backend_synchronize(s->backends[(size_t) sched_id(s, in)]);
-        tsr_backend_synchronize(be);
-        if (!tsr_backend_tensor_copy(in, cp)) return false;
+        if (slot_free) tsr_backend_event_synchronize(slot_free);
+        else tsr_backend_synchronize(be);
+        if (!tsr_backend_tensor_copy_staged(in, cp, s->staging, s->staging_size)) return false;
     }
     return true;
 }
@@ -11591,7 +11793,7 @@ static enum tsr_status sched_run_split(sched * s, const sched_split & sp) {
     tsr_backend_t be = s->backends[(size_t) sp.backend_id];
     if (!s->eval_cb) {
         tsr_cgraph v = tsr_graph_view(s->graph_copy, sp.i_start, sp.i_end);
-        return tsr_backend_graph_compute(be, &v);
+        return tsr_backend_graph_compute_async(be, &v);
     }
     for (int j0 = sp.i_start; j0 < sp.i_end;) {
         int j1 = j0;
@@ -11599,7 +11801,7 @@ static enum tsr_status sched_run_split(sched * s, const sched_split & sp) {
         for (; j1 < sp.i_end && !wanted; j1++) wanted = s->eval_cb(s->graph_copy->nodes[j1], true, s->eval_user);
         j1--;  /* the node asked for, or the split's last */
         tsr_cgraph v = tsr_graph_view(s->graph_copy, j0, j1 + 1);
-        const enum tsr_status st = tsr_backend_graph_compute(be, &v);
+        const enum tsr_status st = tsr_backend_graph_compute_async(be, &v);
         if (st != TSR_STATUS_SUCCESS) return st;
         tsr_backend_synchronize(be);
         if (wanted && !s->eval_cb(s->graph_copy->nodes[j1], false, s->eval_user)) return TSR_STATUS_ABORTED;
@@ -11614,11 +11816,61 @@ static enum tsr_status sched_compute_splits(sched * s) {
         if (!sched_copy_inputs(s, sp)) { st = TSR_STATUS_FAILED; break; }
         st = sched_run_split(s, sp);
         if (st != TSR_STATUS_SUCCESS) break;
+        tsr_backend_event_t slot_read = s->events[sp.backend_id][s->cur_copy];
+        if (slot_read && sp.n_inputs > 0 && !tsr_backend_event_record(slot_read, s->backends[(size_t) sp.backend_id])) {
+            st = TSR_STATUS_FAILED;
+            break;
+        }
     }
     s->cur_copy = (s->cur_copy + 1) % s->n_copies;
     sched_restore_sources(s);
     s->allocated = nullptr;
     return st;
+}
+
+/* The staging block at least as large as the largest copy between two devices (grows only). */
+static bool sched_ensure_staging(sched * s) {
+    if (s->staging_size >= s->staging_need) return true;
+    const struct tsr_host_allocator * a = tsr_get_host_allocator();
+    void * block = a->alloc(s->staging_need, 64, a->user);
+    if (!block) return tsr_set_error("tsr_backend_sched: out of host memory for %zu bytes of staging between devices", s->staging_need);
+    if (s->staging) s->staging_alloc.free(s->staging, s->staging_alloc.user);
+    s->staging = block;
+    s->staging_size = s->staging_need;
+    s->staging_alloc = *a;
+    return true;
+}
+
+/* Whether alloc_graph will place graph_copy with the cached plan in the present buffers:
+ * then no tensor a queued graph still uses moves and no buffer is freed under it. */
+static bool sched_plan_stays(sched * s) {
+    gallocr * ga = internal(s->galloc);
+    if (!ga->have_plan || !ga_matches_key(ga, s->graph_copy, ga->key, s->node_ids.data(), s->leaf_ids.data())) return false;
+    for (size_t b = 0; b < ga->bufts.size(); b++) {
+        if (ga->pbuffers[b].planned_size > tsr_backend_buffer_get_size(ga->buffers[b])) return false;
+    }
+    return true;
+}
+
+static void sched_free_events(sched * s) {
+    for (auto & per_backend : s->events) {
+        for (tsr_backend_event_t & e : per_backend) { tsr_backend_event_free(e); e = nullptr; }
+    }
+}
+
+/* parallel: an event per (backend, slot) on backends whose device has events. */
+static bool sched_make_events(sched * s) {
+    for (int b = 0; b < s->n_backends; b++) {
+        tsr_backend_dev_t dev = tsr_backend_get_device(s->backends[(size_t) b]);
+        struct tsr_backend_dev_props props;
+        tsr_backend_dev_get_props(dev, &props);
+        if (!dev || !props.caps.events) continue;
+        for (int c = 0; c < s->n_copies; c++) {
+            s->events[b][c] = tsr_backend_event_new(dev);
+            if (!s->events[b][c]) { sched_free_events(s); return false; }
+        }
+    }
+    return true;
 }
 
 static int sched_backend_index(const sched * s, tsr_backend_t backend) {
@@ -11672,6 +11924,11 @@ TSR_API_IMPL tsr_backend_sched_t tsr_backend_sched_new(tsr_backend_t * backends,
     }
     s->galloc = tsr_gallocr_new_n(s->bufts.data(), n_backends);
     if (!s->galloc) { delete s; return nullptr; }
+    if (parallel && !tsr_impl::sched_make_events(s)) {
+        tsr_gallocr_free(s->galloc);
+        delete s;
+        return nullptr;
+    }
     tsr_gallocr_set_time_budget(s->galloc, 10.0);
     return tsr_impl::handle(s);
 }
@@ -11679,7 +11936,12 @@ TSR_API_IMPL tsr_backend_sched_t tsr_backend_sched_new(tsr_backend_t * backends,
 TSR_API_IMPL void tsr_backend_sched_free(tsr_backend_sched_t sched_h) {
     tsr_impl::sched * s = tsr_impl::internal(sched_h);
     if (!s) return;
-    /* the last graph's sources are not put back: that graph may be gone already */
+    /* only with work queued are the backends touched: they may be freed already otherwise */
+    if (s->queued) tsr_backend_sched_synchronize(sched_h);
+    /* a graph allocated and not computed still reads the copies freed below */
+    tsr_impl::sched_restore_sources(s);
+    tsr_impl::sched_free_events(s);
+    if (s->staging) s->staging_alloc.free(s->staging, s->staging_alloc.user);
     tsr_gallocr_free(s->galloc);
     tsr_free(s->ctx);
     delete s;
@@ -11690,7 +11952,7 @@ TSR_API_IMPL bool tsr_backend_sched_reserve(tsr_backend_sched_t sched_h, struct 
     if (!s) return tsr_set_error("tsr_backend_sched_reserve: NULL scheduler");
     tsr_backend_sched_synchronize(sched_h);
     if (!tsr_impl::sched_split_graph(s, measure_graph)) return false;
-    bool ok = tsr_gallocr_reserve_n(s->galloc, s->graph_copy, s->node_ids.data(), s->leaf_ids.data());
+    bool ok = tsr_impl::sched_ensure_staging(s) && tsr_gallocr_reserve_n(s->galloc, s->graph_copy, s->node_ids.data(), s->leaf_ids.data());
     for (size_t k = 0; ok && k < s->splits.size(); k++) {
         const tsr_impl::sched_split & sp = s->splits[k];
         tsr_cgraph v = tsr_graph_view(s->graph_copy, sp.i_start, sp.i_end);
@@ -11728,6 +11990,11 @@ TSR_API_IMPL int tsr_backend_sched_get_split_n_inputs(tsr_backend_sched_t sched_
 TSR_API_IMPL int tsr_backend_sched_get_n_copies(tsr_backend_sched_t sched_h) {
     const tsr_impl::sched * s = tsr_impl::internal(sched_h);
     return s ? s->n_copies : 0;
+}
+
+TSR_API_IMPL size_t tsr_backend_sched_get_staging_size(tsr_backend_sched_t sched_h) {
+    const tsr_impl::sched * s = tsr_impl::internal(sched_h);
+    return s ? s->staging_size : 0;
 }
 
 TSR_API_IMPL size_t tsr_backend_sched_get_buffer_size(tsr_backend_sched_t sched_h, tsr_backend_t backend) {
@@ -11774,7 +12041,11 @@ TSR_API_IMPL tsr_backend_t tsr_backend_sched_get_tensor_backend(tsr_backend_sche
 TSR_API_IMPL bool tsr_backend_sched_alloc_graph(tsr_backend_sched_t sched_h, struct tsr_cgraph * graph) {
     tsr_impl::sched * s = tsr_impl::internal(sched_h);
     if (!s) return tsr_set_error("tsr_backend_sched_alloc_graph: NULL scheduler");
+    /* without slots and events, nothing may be queued while the host writes copies */
+    if (s->n_copies == 1) tsr_backend_sched_synchronize(sched_h);
     if (!tsr_impl::sched_split_graph(s, graph)) return false;
+    if (s->n_copies > 1 && !tsr_impl::sched_plan_stays(s)) tsr_backend_sched_synchronize(sched_h);
+    if (!tsr_impl::sched_ensure_staging(s)) { tsr_impl::sched_restore_sources(s); return false; }
     if (!tsr_impl::ga_alloc_graph_ids(tsr_impl::internal(s->galloc), s->graph_copy, s->node_ids.data(), s->leaf_ids.data())) {
         tsr_impl::sched_restore_sources(s);
         return false;
@@ -11788,6 +12059,7 @@ TSR_API_IMPL enum tsr_status tsr_backend_sched_graph_compute_async(tsr_backend_s
     tsr_impl::sched * s = tsr_impl::internal(sched_h);
     if (!s || !graph) { tsr_set_error("tsr_backend_sched_graph_compute: NULL scheduler or graph"); return TSR_STATUS_FAILED; }
     if (s->allocated != graph && !tsr_backend_sched_alloc_graph(sched_h, graph)) return TSR_STATUS_ALLOC_FAILED;
+    s->queued = true;
     return tsr_impl::sched_compute_splits(s);
 }
 
@@ -11801,6 +12073,7 @@ TSR_API_IMPL void tsr_backend_sched_synchronize(tsr_backend_sched_t sched_h) {
     tsr_impl::sched * s = tsr_impl::internal(sched_h);
     if (!s) return;
     for (tsr_backend_t b : s->backends) tsr_backend_synchronize(b);
+    s->queued = false;
 }
 
 TSR_API_IMPL void tsr_backend_sched_reset(tsr_backend_sched_t sched_h) {
@@ -18159,6 +18432,11 @@ static tsr_backend_buffer_type_t dev_get_buffer_type(tsr_backend_dev_t) { return
 static bool dev_supports_op(tsr_backend_dev_t, const tsr_tensor * op) { return be_supports_op(nullptr, op); }
 static bool dev_supports_buft(tsr_backend_dev_t, tsr_backend_buffer_type_t buft) { return be_supports_buft(nullptr, buft); }
 
+/* Host memory is the CPU's memory: the buffer is the caller's block itself. */
+static tsr_backend_buffer_t dev_buffer_from_host_ptr(tsr_backend_dev_t, void * ptr, size_t size, size_t) {
+    return tsr_backend_cpu_buffer_from_ptr(ptr, size);
+}
+
 static const char * reg_get_name(tsr_backend_reg_t) { return "CPU"; }
 static size_t reg_get_device_count(tsr_backend_reg_t) { return 1; }
 static tsr_backend_dev_t reg_get_device(tsr_backend_reg_t, size_t) { return the_device(); }
@@ -18183,6 +18461,7 @@ static constexpr struct tsr_backend_device_i device_iface = [] {
     i.get_buffer_type = dev_get_buffer_type;
     i.supports_op = dev_supports_op;
     i.supports_buft = dev_supports_buft;
+    i.buffer_from_host_ptr = dev_buffer_from_host_ptr;
     return i;
 }();
 static struct tsr_backend_device g_device = {device_iface, &g_reg, nullptr};

@@ -28,6 +28,7 @@ typedef struct tsr_backend_buffer      * tsr_backend_buffer_t;
 typedef struct tsr_backend             * tsr_backend_t;
 typedef struct tsr_backend_reg         * tsr_backend_reg_t;
 typedef struct tsr_backend_device      * tsr_backend_dev_t;
+typedef struct tsr_backend_event       * tsr_backend_event_t;
 
 /* What a buffer holds: weights (persistent) and compute (activations, planned by
  * gallocr) never share one. */
@@ -90,8 +91,12 @@ TSR_API bool tsr_backend_view_init(struct tsr_tensor * tensor);
 TSR_API bool tsr_backend_tensor_set(struct tsr_tensor * tensor, const void * data, size_t offset, size_t size);
 TSR_API bool tsr_backend_tensor_get(const struct tsr_tensor * tensor, void * data, size_t offset, size_t size);
 TSR_API bool tsr_backend_tensor_memset(struct tsr_tensor * tensor, uint8_t value, size_t offset, size_t size);
-/* Copy src's data into dst (same nbytes), across buffers of different backends too. */
+/* Copy src's data into dst (same nbytes), across buffers of different backends too. Two
+ * devices that cannot copy between themselves go through host memory: a temporary block
+ * here, or the caller's `staging` (staging_size bytes, any size > 0: the copy goes in
+ * pieces) with tsr_backend_tensor_copy_staged, which allocates nothing. */
 TSR_API bool tsr_backend_tensor_copy(struct tsr_tensor * src, struct tsr_tensor * dst);
+TSR_API bool tsr_backend_tensor_copy_staged(struct tsr_tensor * src, struct tsr_tensor * dst, void * staging, size_t staging_size);
 
 /* ---- backends ---------------------------------------------------------------------- */
 
@@ -103,9 +108,14 @@ TSR_API tsr_backend_buffer_t      tsr_backend_alloc_buffer(tsr_backend_t backend
 TSR_API size_t                    tsr_backend_get_alignment(tsr_backend_t backend);
 TSR_API size_t                    tsr_backend_get_max_size(tsr_backend_t backend);
 
-/* Asynchronous on backends that queue work (finished by synchronize); immediate elsewhere. */
+/* Asynchronous on backends that queue work (finished by synchronize); immediate elsewhere.
+ * Host memory passed to an async call must stay untouched until the backend synchronizes. */
 TSR_API bool tsr_backend_tensor_set_async(tsr_backend_t backend, struct tsr_tensor * tensor, const void * data, size_t offset, size_t size);
 TSR_API bool tsr_backend_tensor_get_async(tsr_backend_t backend, const struct tsr_tensor * tensor, void * data, size_t offset, size_t size);
+/* Copy src (written by backend_src's work) into dst (read by backend_dst's), ordered
+ * after the work both have queued. Queued when backend_dst can (Vulkan, one device);
+ * otherwise both backends are synchronized and the copy is made at once. */
+TSR_API bool tsr_backend_tensor_copy_async(tsr_backend_t backend_src, tsr_backend_t backend_dst, struct tsr_tensor * src, struct tsr_tensor * dst);
 TSR_API void tsr_backend_synchronize(tsr_backend_t backend);
 
 /* Size the backend's per-op workspace (and any other per-graph state) for gf ahead of
@@ -113,6 +123,9 @@ TSR_API void tsr_backend_synchronize(tsr_backend_t backend);
  * compute without reserve grows the workspace on first use. */
 TSR_API bool                tsr_backend_graph_reserve(tsr_backend_t backend, struct tsr_cgraph * cgraph);
 TSR_API enum tsr_status     tsr_backend_graph_compute(tsr_backend_t backend, struct tsr_cgraph * cgraph);
+/* Queue the graph and return; its results are ready after tsr_backend_synchronize (or an
+ * event recorded after it). A backend without async work computes it before returning. */
+TSR_API enum tsr_status     tsr_backend_graph_compute_async(tsr_backend_t backend, struct tsr_cgraph * cgraph);
 TSR_API bool                tsr_backend_supports_op(tsr_backend_t backend, const struct tsr_tensor * op);
 TSR_API bool                tsr_backend_supports_buft(tsr_backend_t backend, tsr_backend_buffer_type_t buft);
 /* Bytes of workspace the last reserve/compute sized (0 if none). */
@@ -131,10 +144,10 @@ enum tsr_backend_dev_type {
 
 /* What a device's backend can do besides computing graphs. */
 struct tsr_backend_dev_caps {
-    bool async;                 /* tensor_set_async / get_async queue work */
+    bool async;                 /* graph_compute_async and the async copies queue work */
     bool host_buffer;           /* it has a pinned host buffer type (host_buffer_type) */
-    bool buffer_from_host_ptr;  /* it can wrap caller memory */
-    bool events;                /* it has events (none ship today) */
+    bool buffer_from_host_ptr;  /* it can wrap caller memory (tsr_backend_dev_buffer_from_host_ptr) */
+    bool events;                /* it has events (tsr_backend_event_new) */
 };
 
 struct tsr_backend_dev_props {
@@ -167,6 +180,26 @@ TSR_API tsr_backend_buffer_type_t tsr_backend_dev_host_buffer_type(tsr_backend_d
 TSR_API bool                      tsr_backend_dev_supports_op(tsr_backend_dev_t device, const struct tsr_tensor * op);
 TSR_API bool                      tsr_backend_dev_supports_buft(tsr_backend_dev_t device, tsr_backend_buffer_type_t buft);
 TSR_API bool                      tsr_backend_dev_offload_op(tsr_backend_dev_t device, const struct tsr_tensor * op);
+/* A buffer over size bytes of caller memory at ptr that the device's backends compute on
+ * in place, without a copy (caps.buffer_from_host_ptr). The memory must outlive the
+ * buffer and is never freed by tessera; max_tensor_size: the largest tensor to be placed
+ * in it (0: size). NULL + an error naming the device and the value it refuses (a device
+ * without it, a misaligned ptr or size). */
+TSR_API tsr_backend_buffer_t      tsr_backend_dev_buffer_from_host_ptr(tsr_backend_dev_t device, void * ptr, size_t size, size_t max_tensor_size);
+
+/* ---- events (ggml's names) ----------------------------------------------------------- */
+
+/* An event marks the point a backend's queued work had reached when it was recorded.
+ * event_new: NULL + error for a device without events (caps.events; the CPU has none:
+ * its work is done when a call returns). record: the backend must run on the event's
+ * device (false + error otherwise). synchronize: the host waits until the recorded work is
+ * done (at once for an event never recorded). wait: the backend's later work waits for
+ * the event (the host waits where the backend cannot). */
+TSR_API tsr_backend_event_t tsr_backend_event_new(tsr_backend_dev_t device);
+TSR_API void                tsr_backend_event_free(tsr_backend_event_t event);  /* NULL is fine */
+TSR_API bool                tsr_backend_event_record(tsr_backend_event_t event, tsr_backend_t backend);
+TSR_API void                tsr_backend_event_synchronize(tsr_backend_event_t event);
+TSR_API bool                tsr_backend_event_wait(tsr_backend_t backend, tsr_backend_event_t event);
 
 /* One backend kind ("CPU", "Vulkan", "CUDA") and its devices. */
 TSR_API const char *              tsr_backend_reg_name(tsr_backend_reg_t reg);

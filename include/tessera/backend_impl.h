@@ -15,7 +15,7 @@
 #include "tessera.h"
 #include "backend.h"
 
-#define TSR_BACKEND_API_VERSION 1
+#define TSR_BACKEND_API_VERSION 2
 
 #ifdef __cplusplus
 extern "C" {
@@ -66,13 +66,24 @@ struct tsr_backend_i {
     /* optional async copies; NULL: the buffer's synchronous set/get is used */
     bool (*set_tensor_async)(tsr_backend_t backend, struct tsr_tensor * tensor, const void * data, size_t offset, size_t size);
     bool (*get_tensor_async)(tsr_backend_t backend, const struct tsr_tensor * tensor, void * data, size_t offset, size_t size);
+    /* optional, called on the destination's backend: queue src -> dst behind both backends'
+     * work; false without an error = not handled (the caller then copies synchronously) */
+    bool (*cpy_tensor_async)(tsr_backend_t backend_src, tsr_backend_t backend_dst, const struct tsr_tensor * src, struct tsr_tensor * dst);
     void (*synchronize)(tsr_backend_t backend);                                          /* optional */
 
     bool            (*graph_reserve)(tsr_backend_t backend, struct tsr_cgraph * cgraph); /* optional */
-    enum tsr_status (*graph_compute)(tsr_backend_t backend, struct tsr_cgraph * cgraph);
+    enum tsr_status (*graph_compute)(tsr_backend_t backend, struct tsr_cgraph * cgraph); /* returns when the results are ready */
+    /* optional: queue the graph and return (results after synchronize); NULL: graph_compute */
+    enum tsr_status (*graph_compute_async)(tsr_backend_t backend, struct tsr_cgraph * cgraph);
     bool            (*supports_op)(tsr_backend_t backend, const struct tsr_tensor * op);
     bool            (*supports_buft)(tsr_backend_t backend, tsr_backend_buffer_type_t buft); /* optional: default type only */
     size_t          (*get_workspace_size)(tsr_backend_t backend);                        /* optional */
+
+    /* optional, for a device with events: mark the point the backend's queued work has
+     * reached, and make the backend's later work wait for an event (NULL event_wait: the
+     * host waits for the event instead, right for a backend that works synchronously) */
+    bool (*event_record)(tsr_backend_t backend, tsr_backend_event_t event);
+    bool (*event_wait)(tsr_backend_t backend, tsr_backend_event_t event);
 };
 
 struct tsr_backend {
@@ -88,13 +99,26 @@ struct tsr_backend_device_i {
     const char *              (*get_description)(tsr_backend_dev_t dev);
     void                      (*get_memory)(tsr_backend_dev_t dev, size_t * free, size_t * total);
     enum tsr_backend_dev_type (*get_type)(tsr_backend_dev_t dev);
-    void                      (*get_props)(tsr_backend_dev_t dev, struct tsr_backend_dev_props * props); /* optional: from the above */
+    /* optional: called with props filled from the other entries (caps from which optional
+     * entries are set), to correct or add what they cannot tell (caps.async) */
+    void                      (*get_props)(tsr_backend_dev_t dev, struct tsr_backend_dev_props * props);
     tsr_backend_t             (*init_backend)(tsr_backend_dev_t dev, const char * params);  /* NULL + tsr_set_error on failure */
     tsr_backend_buffer_type_t (*get_buffer_type)(tsr_backend_dev_t dev);
     tsr_backend_buffer_type_t (*get_host_buffer_type)(tsr_backend_dev_t dev);                /* optional: none */
     bool                      (*supports_op)(tsr_backend_dev_t dev, const struct tsr_tensor * op);
     bool                      (*supports_buft)(tsr_backend_dev_t dev, tsr_backend_buffer_type_t buft);
     bool                      (*offload_op)(tsr_backend_dev_t dev, const struct tsr_tensor * op);  /* optional: false */
+    /* optional: a buffer over caller memory, no copy (NULL + tsr_set_error when refused) */
+    tsr_backend_buffer_t      (*buffer_from_host_ptr)(tsr_backend_dev_t dev, void * ptr, size_t size, size_t max_tensor_size);
+    /* optional, all three or none: events (tsr_backend_event.context is the device's) */
+    tsr_backend_event_t       (*event_new)(tsr_backend_dev_t dev);           /* NULL + tsr_set_error on failure */
+    void                      (*event_free)(tsr_backend_dev_t dev, tsr_backend_event_t event);
+    void                      (*event_synchronize)(tsr_backend_dev_t dev, tsr_backend_event_t event);
+};
+
+struct tsr_backend_event {
+    tsr_backend_dev_t device;
+    void *            context;
 };
 
 struct tsr_backend_device {

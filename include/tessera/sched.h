@@ -27,8 +27,8 @@
  * backend, so the program writes them in host memory; a split on another backend gets a
  * copy. Between alloc_graph and the end of graph_compute (or reset), the graph's nodes read
  * foreign inputs through the scheduler's copies (their src pointers are redirected, as in
- * ggml); graph_compute and reset put the original sources back, so call one of them
- * before freeing a graph you allocated (the next alloc_graph writes into the last one).
+ * ggml); graph_compute, reset and free put the original sources back, so call one of
+ * them before freeing a graph you allocated (the next alloc_graph writes into the last one).
  *
  * Implementation: TSR_IMPLEMENTATION, in one C++17 file, compiles the core and every
  * backend header included in that file, in any include order (README "Using tessera").
@@ -68,13 +68,16 @@ TSR_API bool tsr_backend_offload_op(tsr_backend_t backend, const struct tsr_tens
  * the last is the fallback that must run every op the others lack: the CPU). bufts: the
  * compute buffer type of each backend (NULL: each backend's default). graph_size: the
  * most nodes + leafs a graph may have. parallel: keep TSR_SCHED_MAX_COPIES copies of the
- * split inputs, rotated per graph, so a backend that works asynchronously could fill the
- * next graph's inputs while the previous graph runs (no backend does yet: every split
- * still waits for the one before). NULL + error on bad arguments. */
+ * split inputs, rotated per graph, with an event per (backend, copy) on devices that have
+ * events (Vulkan), so the host fills graph N+1's inputs and runs its CPU splits while a
+ * device still runs graph N; results are those of parallel = false. NULL + error on bad
+ * arguments (or an event a device could not make). */
 TSR_API tsr_backend_sched_t tsr_backend_sched_new(tsr_backend_t * backends, tsr_backend_buffer_type_t * bufts, int n_backends,
                                                   size_t graph_size, bool parallel);
-/* NULL is fine; the backends stay. A graph allocated and not computed keeps reading the
- * freed copies: reset first. */
+/* NULL is fine; the backends stay (free it before them when a graph_compute_async was not
+ * synchronized: it waits for that work). Puts back the sources of
+ * a graph allocated and not computed (so free that graph after the scheduler, or reset
+ * the scheduler first). */
 TSR_API void                tsr_backend_sched_free(tsr_backend_sched_t sched);
 
 /* Split the graph and size every backend's compute buffer (and workspace) for it: call
@@ -95,6 +98,10 @@ TSR_API tsr_backend_t tsr_backend_sched_get_split_backend(tsr_backend_sched_t sc
 TSR_API int           tsr_backend_sched_get_split_n_inputs(tsr_backend_sched_t sched, int i);
 /* How many copies of the split inputs are kept (1, or TSR_SCHED_MAX_COPIES when parallel). */
 TSR_API int tsr_backend_sched_get_n_copies(tsr_backend_sched_t sched);
+
+/* Bytes of host memory kept for copies between two devices that cannot copy between
+ * themselves (the largest such copy reserve or alloc_graph saw; 0 when none). */
+TSR_API size_t tsr_backend_sched_get_staging_size(tsr_backend_sched_t sched);
 
 /* Bytes of backend's compute buffer (0 for a backend not in the scheduler). */
 TSR_API size_t tsr_backend_sched_get_buffer_size(tsr_backend_sched_t sched, tsr_backend_t backend);
@@ -122,9 +129,11 @@ TSR_API tsr_backend_t tsr_backend_sched_get_tensor_backend(tsr_backend_sched_t s
  * reserve. */
 TSR_API bool            tsr_backend_sched_alloc_graph(tsr_backend_sched_t sched, struct tsr_cgraph * graph);
 /* alloc_graph when the graph was not allocated, then run the splits in order (copying
- * each split's inputs first) and wait for every backend. */
+ * each split's inputs first, once their producers are done) and wait for every backend. */
 TSR_API enum tsr_status tsr_backend_sched_graph_compute(tsr_backend_sched_t sched, struct tsr_cgraph * graph);
-/* The same without the final wait: results are ready after synchronize. */
+/* The same without the final wait: the last splits may still run on their devices; the
+ * results are ready after synchronize. The next alloc_graph or compute waits only where
+ * it must (parallel: for the input copy slot it reuses, or when the plan changes). */
 TSR_API enum tsr_status tsr_backend_sched_graph_compute_async(tsr_backend_sched_t sched, struct tsr_cgraph * graph);
 TSR_API void            tsr_backend_sched_synchronize(tsr_backend_sched_t sched);
 

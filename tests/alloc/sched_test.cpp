@@ -269,3 +269,88 @@ TEST_CASE("sched: bad arguments are errors", "[sched]") {
     CHECK_FALSE(tsr_backend_sched_reserve(one, m.gf));   // 5 nodes + 3 leafs > 4
     CHECK(std::string(tsr_last_error()).find("graph_size 4") != std::string::npos);
 }
+
+TEST_CASE("sched: free puts back the sources of a graph allocated and not computed", "[sched]") {
+    two_devices e(silu_or_gelu);
+    mlp m(e.a.buft());
+    tsr_backend_sched_t sched = tsr_backend_sched_new(e.list, nullptr, 2, 64, false);
+    REQUIRE(sched != nullptr);
+    REQUIRE(tsr_backend_sched_alloc_graph(sched, m.gf));
+    CHECK(m.h->src[1] != m.x);   // h runs on devA and reads its copy of the input x
+    tsr_backend_sched_free(sched);
+    CHECK(m.h->src[1] == m.x);
+    CHECK(m.y->src[1] == m.s);
+}
+
+namespace {
+
+// A host allocator that remembers the blocks it handed out, so a test can tell the
+// scheduler's memory from any other.
+struct recording_allocator {
+    std::vector<std::pair<const char *, size_t>> blocks;
+    tsr_host_allocator host{};
+    tsr_host_allocator upstream = *tsr_get_host_allocator();   // a copy: installing ours replaces the current one
+    recording_allocator() {
+        host.user = this;
+        host.alloc = [](size_t size, size_t align, void * user) {
+            auto * r = static_cast<recording_allocator *>(user);
+            void * p = r->upstream.alloc(size, align, r->upstream.user);
+            if (p) r->blocks.emplace_back(static_cast<const char *>(p), size);
+            return p;
+        };
+        host.free = [](void * p, void * user) {
+            auto * r = static_cast<recording_allocator *>(user);
+            r->upstream.free(p, r->upstream.user);
+        };
+    }
+    bool owns(const void * p, size_t n) const {
+        for (const auto & b : blocks)
+            if (static_cast<const char *>(p) >= b.first && static_cast<const char *>(p) + n <= b.first + b.second) return true;
+        return false;
+    }
+};
+
+// Where the bytes a device buffer hands out go during a graph.
+struct get_record { const void * to; size_t size; std::string from; };
+std::vector<get_record> g_gets;
+bool recording_get(tsr_backend_buffer_t, const tsr_tensor * t, void * data, size_t offset, size_t size) {
+    g_gets.push_back({data, size, t->name});
+    std::memcpy(data, static_cast<const char *>(t->data) + offset, size);
+    return true;
+}
+
+} // namespace
+
+TEST_CASE("sched: copies between two devices go through the scheduler's staging, sized at reserve", "[sched]") {
+    const std::vector<float> ref = reference_output();
+    recording_allocator rec;   // must outlive every buffer made while it is installed
+    tsr_set_host_allocator(&rec.host);
+    {
+        two_devices e(silu_or_gelu);
+        e.a.as_device_memory();
+        e.b.as_device_memory();
+        tsr::backend_sched sched(tsr_backend_sched_new(e.list, nullptr, 2, 64, false));
+        REQUIRE(sched.get() != nullptr);
+        mlp m(e.a.buft());
+        REQUIRE(tsr_backend_sched_reserve(sched, m.gf));
+        // [h]A [s]B [y]A [g]B [o]A: x (the input, on devB) and s to devA, h and y to devB, g to
+        // devA: five copies of 16 x 3 floats, each device -> host -> device
+        CHECK(tsr_backend_sched_get_staging_size(sched) == 16 * 3 * sizeof(float));
+        const size_t n_blocks = rec.blocks.size();
+        for (int run = 0; run < 2; run++) {
+            REQUIRE(tsr_backend_sched_alloc_graph(sched, m.gf));
+            tsrt::upload(m.x, m.x_values);
+            for (tsr_tensor * t : {m.h, m.s}) t->buffer->iface.get_tensor = recording_get;
+            g_gets.clear();
+            REQUIRE(tsr_backend_sched_graph_compute(sched, m.gf) == TSR_STATUS_SUCCESS);
+            std::string names;
+            for (const get_record & g : g_gets) names += g.from + " ";
+            CHECK(names == "x h s y g ");
+            for (const get_record & g : g_gets) CHECK(rec.owns(g.to, g.size));
+            const std::vector<float> got = tsrt::download(m.o);
+            CHECK(std::memcmp(got.data(), ref.data(), got.size() * sizeof(float)) == 0);
+        }
+        CHECK(rec.blocks.size() == n_blocks);   // nothing allocated after reserve
+    }
+    tsr_set_host_allocator(nullptr);
+}

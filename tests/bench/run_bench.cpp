@@ -10,7 +10,8 @@
 //
 //   run_bench [--csv] [-t threads (2)] [--prompt N (128)] [--gen N (16)]
 //             [--models gpt2,llama1b,moe] [--types f32,f16,q8_0,q4_0,q4_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda]
-//             [--ngl 0,half,all]
+//             [--ngl 0,half,all] [--parallel]
+// --parallel: the scheduler keeps rotating input copies with events (sched.h `parallel`).
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
 #include "tessera/alloc.h"
@@ -117,7 +118,7 @@ static bool time_one_token_graphs(session & s, tsr_backend_t be, bool through_sc
 }
 
 int main(int argc, char ** argv) {
-    bool csv = false;
+    bool csv = false, parallel = false;
     int threads = 2, n_prompt = 128, n_gen = 16;
     std::string models = "gpt2,llama1b", types = "f32,f16,q8_0,q4_0", backend_name = "cpu", ngls = "all";
     for (int i = 1; i < argc; ++i) {
@@ -131,7 +132,8 @@ int main(int argc, char ** argv) {
         else if (a == "--types") types = next();
         else if (a == "--backend") backend_name = next();
         else if (a == "--ngl") ngls = next();
-        else { fprintf(stderr, "usage: %s [--csv] [-t N] [--prompt N] [--gen N] [--models gpt2,llama1b,moe] [--types f32,f16,q8_0,q4_0,q4_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda] [--ngl 0,half,all]\n", argv[0]); return 2; }
+        else if (a == "--parallel") parallel = true;
+        else { fprintf(stderr, "usage: %s [--csv] [-t N] [--prompt N] [--gen N] [--models gpt2,llama1b,moe] [--types f32,f16,q8_0,q4_0,q4_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda] [--ngl 0,half,all] [--parallel]\n", argv[0]); return 2; }
     }
     std::string err;
     tsr_backend_t backend = make_backend(backend_name, -1, threads, err);   // the kind's first device
@@ -184,6 +186,7 @@ int main(int argc, char ** argv) {
             sp.n_batch = n_prompt;
             sp.kv_type = TSR_TYPE_F16;
             sp.flash_attn = true;
+            sp.parallel = parallel;
             ok = ok && session_init(s, m, backend, sp, err);
             if (ok) {
                 int64_t n_params = 0;
@@ -234,8 +237,8 @@ int main(int argc, char ** argv) {
                    r.direct_alloc_us, r.sched_alloc_us, r.direct_us, r.sched_us, r.error.c_str());
         }
     } else {
-        printf("run_bench (%s; prompt %d tokens in one batch, %d generated; KV cache F16, %d positions; flash_attn_ext)\n\n", dev,
-               n_prompt, n_gen, kv_pad(n_prompt + n_gen));
+        printf("run_bench (%s; prompt %d tokens in one batch, %d generated; KV cache F16, %d positions; flash_attn_ext; scheduler parallel %s)\n\n",
+               dev, n_prompt, n_gen, kv_pad(n_prompt + n_gen), parallel ? "on" : "off");
         printf("| model | weights | -ngl | params (M) | weights (MiB) | KV cache (MiB) | compute (MiB) | compute lower bound (MiB) | workspace (MiB) | prompt (tok/s) | generation (tok/s) | splits / copies per token |\n");
         printf("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for (const row & r : rows) {

@@ -1,12 +1,19 @@
 // vk_bench: Vulkan backend GEMM GFLOP/s and per-op times.
 //
-//   vk_bench [--csv] [--device N] [--small | --large]
+//   vk_bench [--csv] [--device N] [--small | --large] [--sched]
+//
+// --sched: instead, the scheduler's cost per graph over Vulkan + CPU (a stack of layers whose
+// rms_norm is sent to the CPU: two splits and two input copies per layer), with parallel off
+// and on, against the same graph computed on Vulkan alone.
 //
 // Each row is one single-node graph computed `reps` times after a warm-up; the time is
 // per compute, submit and fence wait included. Sizes default to small on CPU devices
 // (lavapipe: a smoke run) and large on GPUs. Prints a Markdown table (--csv: CSV rows).
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
+#include "tessera/alloc.h"
+#include "tessera/sched.h"
+#include "tessera-cpu.h"
 #include "tessera-vulkan.h"
 
 #include <chrono>
@@ -73,6 +80,110 @@ bool bench(tsr_backend_t be, const char * op, const char * type, const std::stri
     return ok;
 }
 
+// ---- --sched: the scheduler's cost per graph -------------------------------------------------
+
+struct layer_stack {
+    tsr_context * ctx_w = nullptr, * ctx = nullptr;
+    tsr_backend_buffer_t wbuf = nullptr;
+    tsr_tensor * x = nullptr;
+    std::vector<tsr_tensor *> norms;
+    tsr_cgraph * gf = nullptr;
+    ~layer_stack() {
+        tsr_backend_buffer_free(wbuf);
+        tsr_free(ctx);
+        tsr_free(ctx_w);
+    }
+};
+
+// x -> n_layers x (rms_norm(silu(W_l x))); weights on the Vulkan device.
+bool build_stack(layer_stack & st, tsr_backend_t vk, int n_layers, int64_t E, int64_t T) {
+    st.ctx_w = tsr_init({(size_t) n_layers * tsr_tensor_overhead(), nullptr, true});
+    st.ctx = tsr_init({(size_t) (4 * n_layers + 4) * tsr_tensor_overhead() + tsr_graph_overhead(), nullptr, true});
+    if (!st.ctx_w || !st.ctx) return false;
+    std::vector<tsr_tensor *> ws;
+    for (int l = 0; l < n_layers; l++) ws.push_back(tsr_new_tensor_2d(st.ctx_w, TSR_TYPE_F32, E, E));
+    st.wbuf = tsr_backend_alloc_ctx_tensors(st.ctx_w, vk);
+    if (!st.wbuf) return false;
+    tsr_backend_buffer_set_usage(st.wbuf, TSR_BUFFER_USAGE_WEIGHTS);
+    std::vector<float> w((size_t) (E * E));
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> dist(-0.1f, 0.1f);
+    for (tsr_tensor * t : ws) {
+        for (auto & v : w) v = dist(rng);
+        tsr_backend_tensor_set(t, w.data(), 0, w.size() * sizeof(float));
+    }
+    st.x = tsr_new_tensor_2d(st.ctx, TSR_TYPE_F32, E, T);
+    tsr_set_input(st.x);
+    tsr_tensor * h = st.x;
+    for (tsr_tensor * W : ws) {
+        h = tsr_rms_norm(st.ctx, tsr_silu(st.ctx, tsr_mul_mat(st.ctx, W, h)), 1e-5f);
+        st.norms.push_back(h);
+    }
+    tsr_set_output(h);
+    st.gf = tsr_new_graph(st.ctx);
+    return tsr_build_forward_expand(st.gf, h);
+}
+
+// Microseconds per graph: n graphs after one warm-up; each placed, its input set, run.
+template <typename Place, typename Run> double us_per_graph(layer_stack & st, int n, Place place, Run run) {
+    std::vector<float> xs((size_t) tsr_nelements(st.x), 0.5f);
+    bool ok = true;
+    auto one = [&](int i) {
+        xs[0] = (float) i;
+        ok = ok && place() && tsr_backend_tensor_set(st.x, xs.data(), 0, xs.size() * sizeof(float)) && run();
+    };
+    one(-1);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; i++) one(i);
+    const auto t1 = std::chrono::steady_clock::now();
+    if (!ok) fprintf(stderr, "vk_bench --sched: %s\n", tsr_last_error());
+    return ok ? std::chrono::duration<double, std::micro>(t1 - t0).count() / n : -1.0;
+}
+
+int bench_sched(tsr_backend_t vk, bool large, bool csv) {
+    const int n_layers = 8, n_graphs = large ? 100 : 20;
+    const int64_t E = large ? 2048 : 128, T = 4;
+    tsr_backend_t cpu = tsr_backend_cpu_init();
+    if (!cpu) { fprintf(stderr, "vk_bench --sched: %s\n", tsr_last_error()); return 1; }
+    double direct = -1, off = -1, on = -1;
+    int n_splits = 0;
+    {
+        layer_stack st;
+        tsr_gallocr_t ga = build_stack(st, vk, n_layers, E, T) ? tsr_gallocr_new(tsr_backend_get_default_buffer_type(vk)) : nullptr;
+        if (ga)
+            direct = us_per_graph(st, n_graphs, [&] { return tsr_gallocr_alloc_graph(ga, st.gf); },
+                                  [&] { return tsr_backend_graph_compute(vk, st.gf) == TSR_STATUS_SUCCESS; });
+        tsr_gallocr_free(ga);
+    }
+    for (bool parallel : {false, true}) {
+        layer_stack st;
+        tsr_backend_t list[2] = {vk, cpu};
+        tsr_backend_sched_t sched = build_stack(st, vk, n_layers, E, T) ? tsr_backend_sched_new(list, nullptr, 2, 256, parallel) : nullptr;
+        if (!sched) continue;
+        for (tsr_tensor * n : st.norms) tsr_backend_sched_set_tensor_backend(sched, n, cpu);
+        if (tsr_backend_sched_reserve(sched, st.gf)) {
+            n_splits = tsr_backend_sched_get_n_splits(sched);
+            const double us = us_per_graph(st, n_graphs, [&] { return tsr_backend_sched_alloc_graph(sched, st.gf); },
+                                           [&] { return tsr_backend_sched_graph_compute_async(sched, st.gf) == TSR_STATUS_SUCCESS; });
+            tsr_backend_sched_synchronize(sched);
+            (parallel ? on : off) = us;
+        }
+        tsr_backend_sched_free(sched);
+    }
+    if (csv) {
+        printf("graph,direct_us,sched_us,sched_parallel_us,splits\n");
+        printf("%d layers %lldx%lld,%.1f,%.1f,%.1f,%d\n", n_layers, (long long) E, (long long) T, direct, off, on, n_splits);
+    } else {
+        printf("Scheduler over %s + CPU: %d layers of rms_norm(silu(W x)), W %lldx%lld F32 on Vulkan, x %lldx%lld, rms_norm on the CPU; %d graphs back to back\n\n",
+               tsr_backend_name(vk), n_layers, (long long) E, (long long) E, (long long) E, (long long) T, n_graphs);
+        printf("| graph | Vulkan alone (us/graph) | scheduler, parallel off (us/graph) | scheduler, parallel on (us/graph) | splits |\n");
+        printf("|---|---:|---:|---:|---:|\n");
+        printf("| %d layers | %.1f | %.1f | %.1f | %d |\n", n_layers, direct, off, on, n_splits);
+    }
+    tsr_backend_free(cpu);
+    return direct < 0 || off < 0 || on < 0 ? 1 : 0;
+}
+
 std::string dims(std::initializer_list<int64_t> d) {
     std::string s;
     for (int64_t x : d) { if (!s.empty()) s += "x"; s += std::to_string(x); }
@@ -84,12 +195,14 @@ std::string dims(std::initializer_list<int64_t> d) {
 int main(int argc, char ** argv) {
     bool csv = false;
     int device = -1, size_mode = 0;  // 0 auto, 1 small, 2 large
+    bool sched = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--csv")) csv = true;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) device = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--small")) size_mode = 1;
         else if (!strcmp(argv[i], "--large")) size_mode = 2;
-        else { fprintf(stderr, "usage: %s [--csv] [--device N] [--small|--large]\n", argv[0]); return 2; }
+        else if (!strcmp(argv[i], "--sched")) sched = true;
+        else { fprintf(stderr, "usage: %s [--csv] [--device N] [--small|--large] [--sched]\n", argv[0]); return 2; }
     }
     tsr_backend_t be = tsr_backend_vk_init(device);
     if (!be) { fprintf(stderr, "vk_bench: no Vulkan device: %s\n", tsr_last_error()); return 1; }
@@ -99,6 +212,11 @@ int main(int argc, char ** argv) {
     bool cpu_dev = strstr(desc, "[cpu]") != nullptr;
     bool large = size_mode == 2 || (size_mode == 0 && !cpu_dev);
     const int reps = large ? 20 : 2;
+    if (sched) {
+        const int rc = bench_sched(be, large, csv);
+        tsr_backend_free(be);
+        return rc;
+    }
 
     std::vector<row> rows;
     // GEMM (tiled) and matrix-vector, per weight type

@@ -203,3 +203,52 @@ TEST_CASE("registry: a registration of another API version is refused", "[cpu][d
     CHECK(tsr_backend_init_by_name("FakeNoDevices", nullptr) == nullptr);
     CHECK(error_mentions("has no device"));
 }
+
+TEST_CASE("CPU device: caps, no events, synchronous async calls, and a buffer over caller memory without a copy", "[cpu][device]") {
+    tsr_backend_dev_t dev = tsr_backend_dev_by_name("CPU");
+    REQUIRE(dev != nullptr);
+    tsr_backend_dev_props props;
+    tsr_backend_dev_get_props(dev, &props);
+    CHECK_FALSE(props.caps.async);
+    CHECK_FALSE(props.caps.events);
+    CHECK_FALSE(props.caps.host_buffer);
+    CHECK(props.caps.buffer_from_host_ptr);
+    CHECK(tsr_backend_event_new(dev) == nullptr);
+    CHECK(error_mentions("device CPU has no events"));
+
+    // 8 floats of caller memory, 64-byte aligned; x = its first 4, y = 2 x + x into the rest
+    alignas(64) float host[8] = {1.5f, -2, 0.25f, 8, 0, 0, 0, 0};
+    tsr_backend_buffer_t buf = tsr_backend_dev_buffer_from_host_ptr(dev, host, sizeof host, 0);
+    REQUIRE(buf != nullptr);
+    tsr_context * ctx = tsr_init({8 * tsr_tensor_overhead() + tsr_graph_overhead(), nullptr, true});
+    REQUIRE(ctx != nullptr);
+    tsr_tensor * x = tsr_new_tensor_1d(ctx, TSR_TYPE_F32, 4);
+    tsr_tensor * y = tsr_new_tensor_1d(ctx, TSR_TYPE_F32, 4);
+    REQUIRE(tsr_backend_tensor_alloc(buf, x, host));
+    REQUIRE(tsr_backend_tensor_alloc(buf, y, host + 4));
+    tsr_tensor * sum = tsr_add(ctx, tsr_scale(ctx, x, 2.0f), x);
+    tsr_tensor * out = tsr_cpy(ctx, sum, y);
+    tsr_cgraph * gf = tsr_new_graph(ctx);
+    REQUIRE(tsr_build_forward_expand(gf, out));
+    tsr::gallocr ga(tsr_backend_cpu_buffer_type());
+    REQUIRE(tsr_gallocr_alloc_graph(ga, gf));
+    host[3] = -4;   // written after placement: the graph must read the caller's memory itself
+    tsr_backend_t cpu = tsrt::cpu();
+    REQUIRE(tsr_backend_graph_compute_async(cpu, gf) == TSR_STATUS_SUCCESS);
+    const float want[4] = {4.5f, -6, 0.75f, -12};
+    for (int i = 0; i < 4; ++i) CHECK(host[4 + i] == want[i]);   // no synchronize: the CPU is done on return
+
+    // async copies fall back to immediate ones on the CPU
+    float back[4] = {};
+    REQUIRE(tsr_backend_tensor_get_async(cpu, y, back, 0, sizeof back));
+    for (int i = 0; i < 4; ++i) CHECK(back[i] == want[i]);
+    REQUIRE(tsr_backend_tensor_copy_async(cpu, cpu, y, x));
+    CHECK(host[0] == want[0]);
+    tsr_free(ctx);
+    tsr_backend_buffer_free(buf);
+
+    CHECK(tsr_backend_dev_buffer_from_host_ptr(dev, host + 1, 16, 0) == nullptr);
+    CHECK(error_mentions("not 64-byte aligned"));
+    CHECK(tsr_backend_dev_buffer_from_host_ptr(dev, nullptr, 16, 0) == nullptr);
+    CHECK(error_mentions("ptr is NULL"));
+}

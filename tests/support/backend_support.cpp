@@ -229,6 +229,8 @@ masked_backend::masked_backend(tsr_backend_t inner_be, std::string n, predicate 
     be.iface.get_workspace_size = [](tsr_backend_t b) { return tsr_backend_get_workspace_size(masked(b).inner); };
 }
 
+void masked_backend::as_device_memory() { own_buft->iface.is_host = [](tsr_backend_buffer_type_t) { return false; }; }
+
 masked_backend::~masked_backend() { tsr_backend_cpu_buffer_type_free(own_buft); }
 
 } // namespace tsrt

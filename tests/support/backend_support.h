@@ -116,6 +116,9 @@ struct masked_backend {
     masked_backend & operator=(const masked_backend &) = delete;
     operator tsr_backend_t() { return &be; }
     tsr_backend_buffer_type_t buft() const { return own_buft; }
+    // Its buffers claim not to be host memory, like a device's: copies between two such
+    // backends then go device -> host -> device.
+    void as_device_memory();
 
     tsr_backend be{};
     tsr_backend_t inner;

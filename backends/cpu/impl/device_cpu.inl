@@ -92,6 +92,11 @@ static tsr_backend_buffer_type_t dev_get_buffer_type(tsr_backend_dev_t) { return
 static bool dev_supports_op(tsr_backend_dev_t, const tsr_tensor * op) { return be_supports_op(nullptr, op); }
 static bool dev_supports_buft(tsr_backend_dev_t, tsr_backend_buffer_type_t buft) { return be_supports_buft(nullptr, buft); }
 
+/* Host memory is the CPU's memory: the buffer is the caller's block itself. */
+static tsr_backend_buffer_t dev_buffer_from_host_ptr(tsr_backend_dev_t, void * ptr, size_t size, size_t) {
+    return tsr_backend_cpu_buffer_from_ptr(ptr, size);
+}
+
 static const char * reg_get_name(tsr_backend_reg_t) { return "CPU"; }
 static size_t reg_get_device_count(tsr_backend_reg_t) { return 1; }
 static tsr_backend_dev_t reg_get_device(tsr_backend_reg_t, size_t) { return the_device(); }
@@ -116,6 +121,7 @@ static constexpr struct tsr_backend_device_i device_iface = [] {
     i.get_buffer_type = dev_get_buffer_type;
     i.supports_op = dev_supports_op;
     i.supports_buft = dev_supports_buft;
+    i.buffer_from_host_ptr = dev_buffer_from_host_ptr;
     return i;
 }();
 static struct tsr_backend_device g_device = {device_iface, &g_reg, nullptr};

@@ -91,6 +91,9 @@ struct device {
     size_t max_range = 0;       /* maxStorageBufferRange */
     size_t max_alloc = 0;       /* min(maxMemoryAllocationSize, maxBufferSize) */
     bool unified = false;       /* device-local memory is host-visible and coherent (CPU/iGPU) */
+    /* VK_EXT_external_memory_host: buffers over caller memory (0 alignment: not available) */
+    size_t host_import_align = 0;
+    PFN_vkGetMemoryHostPointerPropertiesEXT get_host_pointer_props = nullptr;
     std::string name;           /* "Vulkan0" */
     std::string desc;
 

@@ -157,6 +157,31 @@ static bool pick_compute_queue(device * d) {
 }
 
 /* create_device, step 3: the logical device with the storage features enabled, and its queue. */
+static bool has_device_extension(VkPhysicalDevice phys, const char * name) {
+    uint32_t n = 0;
+    if (vkEnumerateDeviceExtensionProperties(phys, nullptr, &n, nullptr) != VK_SUCCESS || n == 0) return false;
+    std::vector<VkExtensionProperties> props(n);
+    if (vkEnumerateDeviceExtensionProperties(phys, nullptr, &n, props.data()) != VK_SUCCESS) return false;
+    for (const VkExtensionProperties & p : props)
+        if (strcmp(p.extensionName, name) == 0) return true;
+    return false;
+}
+
+/* The alignment an imported host pointer and its size need, and the query for the memory
+ * types a pointer can be imported as. */
+static void read_host_import_limits(device * d) {
+    VkPhysicalDeviceExternalMemoryHostPropertiesEXT hp{};
+    hp.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT;
+    VkPhysicalDeviceProperties2 p2{};
+    p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+    p2.pNext = &hp;
+    vkGetPhysicalDeviceProperties2(d->phys, &p2);
+    d->get_host_pointer_props =
+        reinterpret_cast<PFN_vkGetMemoryHostPointerPropertiesEXT>(vkGetDeviceProcAddr(d->dev, "vkGetMemoryHostPointerPropertiesEXT"));
+    if (d->get_host_pointer_props && hp.minImportedHostPointerAlignment > 0)
+        d->host_import_align = static_cast<size_t>(hp.minImportedHostPointerAlignment);
+}
+
 static bool create_logical_device(device * d) {
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci{};
@@ -176,17 +201,22 @@ static bool create_logical_device(device * d) {
     e2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
     e2.pNext = &e11;
 
+    const bool host_import = has_device_extension(d->phys, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+    const char * host_import_ext = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
     VkDeviceCreateInfo dci{};
     dci.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
     dci.pNext = &e2;
     dci.queueCreateInfoCount = 1;
     dci.pQueueCreateInfos = &qci;
+    dci.enabledExtensionCount = host_import ? 1 : 0;
+    dci.ppEnabledExtensionNames = host_import ? &host_import_ext : nullptr;
     VkResult r = vkCreateDevice(d->phys, &dci, nullptr, &d->dev);
     if (r != VK_SUCCESS) {
         d->dev = VK_NULL_HANDLE;
         return tsr_set_error("Vulkan device %d (%s): vkCreateDevice failed (%s)", d->index, d->props.deviceName, vk_result_str(r));
     }
     vkGetDeviceQueue(d->dev, d->qfam, 0, &d->queue);
+    if (host_import) read_host_import_limits(d);
     return true;
 }
 

@@ -1,7 +1,10 @@
 /*
  * vk_graph.inl - the backend: a whole graph recorded into one command buffer, pipeline
  * barriers only where a dispatch reads or writes what an earlier one since the last
- * barrier wrote (or writes what it read), one submit and one fence wait per graph.
+ * barrier wrote (or writes what it read), one submit per graph. graph_compute waits for
+ * the backend's fence; graph_compute_async leaves the graph in flight until synchronize
+ * (or the next graph, which reuses the command buffer and descriptor sets). Events are
+ * fences submitted behind the device queue's work.
  */
 namespace {
 namespace tsr_vk {
@@ -18,6 +21,7 @@ struct backend_ctx {
     VkCommandPool pool = VK_NULL_HANDLE;
     VkCommandBuffer cb = VK_NULL_HANDLE;
     VkFence fence = VK_NULL_HANDLE;
+    bool in_flight = false;   /* cb submitted with `fence`, not waited for yet */
     std::vector<VkDescriptorPool> dpools;
     std::vector<VkDescriptorSet> sets;
     size_t n_used = 0;        /* sets used by the graph being recorded */
@@ -171,9 +175,35 @@ static bool be_graph_reserve(tsr_backend_t be, tsr_cgraph * g) {
     return ensure_sets(ctx, static_cast<size_t>(2 * n + 16));
 }
 
-static enum tsr_status be_graph_compute(tsr_backend_t be, tsr_cgraph * g) {
+/* Wait for the graph in flight (its command buffer and descriptor sets become free). */
+static bool wait_in_flight(backend_ctx * ctx) {
+    if (!ctx->in_flight) return true;
+    device * d = ctx->d;
+    const VkResult r = vkWaitForFences(d->dev, 1, &ctx->fence, VK_TRUE, UINT64_MAX);
+    vkResetFences(d->dev, 1, &ctx->fence);
+    ctx->in_flight = false;
+    if (r != VK_SUCCESS) return tsr_set_error("Vulkan %s: waiting for a graph failed (%s)", d->name.c_str(), vk_result_str(r));
+    return true;
+}
+
+static void be_synchronize(tsr_backend_t be) { wait_in_flight(static_cast<backend_ctx *>(be->context)); }
+
+/* The access a graph's dispatches may have to wait for: the host's and transfers' writes,
+ * and the shader writes of graphs submitted before it on the queue without a wait. */
+static void barrier_before_graph(backend_ctx * ctx) {
+    VkMemoryBarrier mb{};
+    mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+    mb.srcAccessMask = VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    vkCmdPipelineBarrier(ctx->cb, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+}
+
+/* Record and submit a graph; it is in flight until wait_in_flight. */
+static enum tsr_status be_graph_compute_async(tsr_backend_t be, tsr_cgraph * g) {
     backend_ctx * ctx = static_cast<backend_ctx *>(be->context);
     device * d = ctx->d;
+    if (!wait_in_flight(ctx)) return TSR_STATUS_FAILED;
     const int n = tsr_graph_n_nodes(g);
     ctx->stats = tsr_vk_graph_stats{};
     ctx->stats.n_nodes = n;
@@ -197,15 +227,7 @@ static enum tsr_status be_graph_compute(tsr_backend_t be, tsr_cgraph * g) {
     ctx->n_used = 0;
     ctx->reads.clear();
     ctx->writes.clear();
-    /* make host writes (unified memory, staging copies) visible to the shaders */
-    {
-        VkMemoryBarrier mb{};
-        mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
-        mb.srcAccessMask = VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-        mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-        vkCmdPipelineBarrier(ctx->cb, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
-    }
+    barrier_before_graph(ctx);
     for (int i = 0; i < n && ok; i++) ok = encode_node(ctx, tsr_graph_node(g, i));
     {
         VkMemoryBarrier mb{};
@@ -223,14 +245,90 @@ static enum tsr_status be_graph_compute(tsr_backend_t be, tsr_cgraph * g) {
     si.commandBufferCount = 1;
     si.pCommandBuffers = &ctx->cb;
     r = vkQueueSubmit(d->queue, 1, &si, ctx->fence);
-    if (r == VK_SUCCESS) {
-        ctx->stats.n_submits++;
-        r = vkWaitForFences(d->dev, 1, &ctx->fence, VK_TRUE, UINT64_MAX);
-        vkResetFences(d->dev, 1, &ctx->fence);
-    }
     ctx->stats.n_pipelines = d->n_pipelines;
     if (r != VK_SUCCESS) { tsr_set_error("Vulkan %s: graph submit failed (%s)", d->name.c_str(), vk_result_str(r)); return TSR_STATUS_FAILED; }
+    ctx->stats.n_submits++;
+    ctx->in_flight = true;
     return TSR_STATUS_SUCCESS;
+}
+
+static enum tsr_status be_graph_compute(tsr_backend_t be, tsr_cgraph * g) {
+    const enum tsr_status st = be_graph_compute_async(be, g);
+    if (st != TSR_STATUS_SUCCESS) return st;
+    return wait_in_flight(static_cast<backend_ctx *>(be->context)) ? TSR_STATUS_SUCCESS : TSR_STATUS_FAILED;
+}
+
+/* Copies ordered after the graph in flight: it may read or write the same memory, and on
+ * unified memory (lavapipe) the copy is the host's memcpy. */
+static bool be_set_tensor_async(tsr_backend_t be, tsr_tensor * t, const void * data, size_t offset, size_t size) {
+    return wait_in_flight(static_cast<backend_ctx *>(be->context)) && tsr_backend_tensor_set(t, data, offset, size);
+}
+static bool be_get_tensor_async(tsr_backend_t be, const tsr_tensor * t, void * data, size_t offset, size_t size) {
+    return wait_in_flight(static_cast<backend_ctx *>(be->context)) && tsr_backend_tensor_get(t, data, offset, size);
+}
+
+/* ---- events: a fence submitted behind everything queued on the device ---------------------- */
+
+struct event_ctx {
+    device * d = nullptr;
+    VkFence fence = VK_NULL_HANDLE;
+    bool pending = false;   /* submitted, not waited for */
+};
+
+static bool event_sync(event_ctx * ev) {
+    if (!ev->pending) return true;
+    const VkResult r = vkWaitForFences(ev->d->dev, 1, &ev->fence, VK_TRUE, UINT64_MAX);
+    vkResetFences(ev->d->dev, 1, &ev->fence);
+    ev->pending = false;
+    if (r != VK_SUCCESS) return tsr_set_error("Vulkan %s: waiting for an event failed (%s)", ev->d->name.c_str(), vk_result_str(r));
+    return true;
+}
+
+static tsr_backend_event_t device_event_new(device * d) {
+    std::unique_ptr<event_ctx> ev(new (std::nothrow) event_ctx());
+    tsr_backend_event_t event = ev ? new (std::nothrow) tsr_backend_event() : nullptr;
+    if (!event) { tsr_set_error("Vulkan %s: out of host memory for an event", d->name.c_str()); return nullptr; }
+    VkFenceCreateInfo fci{};
+    fci.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
+    const VkResult r = vkCreateFence(d->dev, &fci, nullptr, &ev->fence);
+    if (r != VK_SUCCESS) {
+        delete event;
+        tsr_set_error("Vulkan %s: vkCreateFence for an event failed (%s)", d->name.c_str(), vk_result_str(r));
+        return nullptr;
+    }
+    ev->d = d;
+    event->context = ev.release();
+    return event;
+}
+
+static void device_event_free(tsr_backend_event_t event) {
+    event_ctx * ev = static_cast<event_ctx *>(event->context);
+    event_sync(ev);
+    vkDestroyFence(ev->d->dev, ev->fence, nullptr);
+    delete ev;
+    delete event;
+}
+
+static void device_event_synchronize(tsr_backend_event_t event) { event_sync(static_cast<event_ctx *>(event->context)); }
+
+/* A submit without command buffers signals its fence once all work queued before it is done. */
+static bool be_event_record(tsr_backend_t be, tsr_backend_event_t event) {
+    event_ctx * ev = static_cast<event_ctx *>(event->context);
+    device * d = static_cast<backend_ctx *>(be->context)->d;
+    if (!event_sync(ev)) return false;
+    std::lock_guard<std::recursive_mutex> lock(d->mutex);
+    const VkResult r = vkQueueSubmit(d->queue, 0, nullptr, ev->fence);
+    if (r != VK_SUCCESS) return tsr_set_error("Vulkan %s: recording an event failed (%s)", d->name.c_str(), vk_result_str(r));
+    ev->pending = true;
+    return true;
+}
+
+/* Work on the event's own queue is ordered behind it already (each graph starts with a
+ * barrier against earlier writes); another device's event is waited for on the host. */
+static bool be_event_wait(tsr_backend_t be, tsr_backend_event_t event) {
+    event_ctx * ev = static_cast<event_ctx *>(event->context);
+    if (ev->d == static_cast<backend_ctx *>(be->context)->d) return true;
+    return event_sync(ev);
 }
 
 /* Whether a device runs op: a check-mode pass over a context of its own, so the device
@@ -260,8 +358,14 @@ static constexpr tsr_backend_i backend_iface = [] {
     i.get_name = be_get_name;
     i.free = be_free;
     i.get_default_buffer_type = be_get_default_buffer_type;
+    i.set_tensor_async = be_set_tensor_async;
+    i.get_tensor_async = be_get_tensor_async;
+    i.synchronize = be_synchronize;
     i.graph_reserve = be_graph_reserve;
     i.graph_compute = be_graph_compute;
+    i.graph_compute_async = be_graph_compute_async;
+    i.event_record = be_event_record;
+    i.event_wait = be_event_wait;
     i.supports_op = be_supports_op;
     i.supports_buft = be_supports_buft;
     return i;

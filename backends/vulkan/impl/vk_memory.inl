@@ -409,6 +409,85 @@ static constexpr tsr_backend_buffer_i buffer_iface = [] {
     return b;
 }();
 
+/* ---- buffers over caller memory (VK_EXT_external_memory_host) ------------------------------ */
+
+static bool import_host_memory(device * d, void * ptr, size_t size, buffer_ctx * c) {
+    const VkExternalMemoryHandleTypeFlagBits handle = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
+    VkMemoryHostPointerPropertiesEXT hp{};
+    hp.sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT;
+    VkResult r = d->get_host_pointer_props(d->dev, handle, ptr, &hp);
+    if (r != VK_SUCCESS) return tsr_set_error("Vulkan %s: host pointer %p cannot be imported (%s)", d->name.c_str(), ptr, vk_result_str(r));
+    VkExternalMemoryBufferCreateInfo ext{};
+    ext.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO;
+    ext.handleTypes = handle;
+    VkBufferCreateInfo bci{};
+    bci.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+    bci.pNext = &ext;
+    bci.size = size;
+    bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+    r = vkCreateBuffer(d->dev, &bci, nullptr, &c->buf);
+    if (r != VK_SUCCESS) { c->buf = VK_NULL_HANDLE; return tsr_set_error("Vulkan %s: vkCreateBuffer over host memory failed (%s)", d->name.c_str(), vk_result_str(r)); }
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(d->dev, c->buf, &req);
+    const VkMemoryPropertyFlags prefs[] = { MEM_HV | MEM_HC, MEM_HV };
+    const int type = pick_memory_type(d, req.memoryTypeBits & hp.memoryTypeBits, prefs, 2, size);
+    if (type < 0) return tsr_set_error("Vulkan %s: no host-visible memory type can import host pointer %p", d->name.c_str(), ptr);
+    VkImportMemoryHostPointerInfoEXT imp{};
+    imp.sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT;
+    imp.handleType = handle;
+    imp.pHostPointer = ptr;
+    VkMemoryAllocateInfo mai{};
+    mai.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+    mai.pNext = &imp;
+    mai.allocationSize = size;
+    mai.memoryTypeIndex = static_cast<uint32_t>(type);
+    r = vkAllocateMemory(d->dev, &mai, nullptr, &c->mem);
+    if (r == VK_SUCCESS) r = vkBindBufferMemory(d->dev, c->buf, c->mem, 0);
+    if (r == VK_SUCCESS) r = vkMapMemory(d->dev, c->mem, 0, VK_WHOLE_SIZE, 0, &c->map);
+    if (r != VK_SUCCESS) return tsr_set_error("Vulkan %s: importing %zu bytes at %p failed (%s)", d->name.c_str(), size, ptr, vk_result_str(r));
+    return true;
+}
+
+/* A buffer over size bytes at ptr: dedicated (imported) memory, freed without freeing ptr. */
+static tsr_backend_buffer_t buffer_from_host_ptr(device * d, void * ptr, size_t size, size_t max_tensor_size) {
+    const size_t al = d->host_import_align;
+    if (al == 0) {
+        tsr_set_error("Vulkan %s: cannot wrap host memory (no VK_EXT_external_memory_host)", d->name.c_str());
+        return nullptr;
+    }
+    if (reinterpret_cast<uintptr_t>(ptr) % al != 0 || size % al != 0) {
+        tsr_set_error("Vulkan %s: host memory at %p of %zu bytes: pointer and size must be multiples of %zu (minImportedHostPointerAlignment)",
+                      d->name.c_str(), ptr, size, al);
+        return nullptr;
+    }
+    if (size > d->max_alloc || max_tensor_size > d->max_range) {
+        tsr_set_error("Vulkan %s: host memory of %zu bytes (largest tensor %zu) exceeds the device's limits (%zu bytes per allocation, %zu per binding)",
+                      d->name.c_str(), size, max_tensor_size, d->max_alloc, d->max_range);
+        return nullptr;
+    }
+    std::unique_ptr<buffer_ctx> c(new (std::nothrow) buffer_ctx());
+    if (!c) { tsr_set_error("Vulkan %s: out of host memory for a buffer", d->name.c_str()); return nullptr; }
+    c->dev = d;
+    c->size = size;
+    if (!import_host_memory(d, ptr, size, c.get())) {
+        free_vk_buffer(d, c->buf, c->mem, c->map);
+        return nullptr;
+    }
+    {
+        std::lock_guard<std::recursive_mutex> lock(d->mutex);  /* free_tensor_buffer counts it back */
+        d->n_dedicated++;
+        d->dedicated_bytes += size;
+    }
+    buffer_ctx * raw = c.release();
+    tsr_backend_buffer_t b = tsr_backend_buffer_init(&d->buft, buffer_iface, raw, size);
+    if (!b) {
+        free_tensor_buffer(raw);
+        delete raw;
+    }
+    return b;
+}
+
 /* ---- buffer type ---------------------------------------------------------------------------- */
 
 static const char * buft_get_name(tsr_backend_buffer_type_t buft) {

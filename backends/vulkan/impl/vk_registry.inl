@@ -56,6 +56,24 @@ static bool dev_offload_op(tsr_backend_dev_t dev, const tsr_tensor * op) {
     return tsr_backend_offload_by_batch(op) && dev_supports_op(dev, op);
 }
 
+static tsr_backend_event_t dev_event_new(tsr_backend_dev_t dev) {
+    device * d = get_device(dev_index(dev));
+    return d ? device_event_new(d) : nullptr;
+}
+static void dev_event_free(tsr_backend_dev_t, tsr_backend_event_t event) { device_event_free(event); }
+static void dev_event_synchronize(tsr_backend_dev_t, tsr_backend_event_t event) { device_event_synchronize(event); }
+static tsr_backend_buffer_t dev_buffer_from_host_ptr(tsr_backend_dev_t dev, void * ptr, size_t size, size_t max_tensor_size) {
+    device * d = get_device(dev_index(dev));
+    return d ? buffer_from_host_ptr(d, ptr, size, max_tensor_size) : nullptr;
+}
+/* What the tables cannot tell: graphs are queued (graph_compute_async), and whether the
+ * driver imports host memory. */
+static void dev_get_props(tsr_backend_dev_t dev, struct tsr_backend_dev_props * props) {
+    device * d = get_device(dev_index(dev));
+    props->caps.async = true;
+    props->caps.buffer_from_host_ptr = d && d->host_import_align > 0;
+}
+
 static const char * reg_get_name(tsr_backend_reg_t) { return "Vulkan"; }
 static size_t reg_get_device_count(tsr_backend_reg_t) { return static_cast<size_t>(reg_state().n); }
 static tsr_backend_dev_t reg_get_device(tsr_backend_reg_t, size_t i) {
@@ -86,6 +104,11 @@ static constexpr tsr_backend_device_i device_iface = [] {
     i.supports_op = dev_supports_op;
     i.supports_buft = dev_supports_buft;
     i.offload_op = dev_offload_op;
+    i.get_props = dev_get_props;
+    i.buffer_from_host_ptr = dev_buffer_from_host_ptr;
+    i.event_new = dev_event_new;
+    i.event_free = dev_event_free;
+    i.event_synchronize = dev_event_synchronize;
     return i;
 }();
 

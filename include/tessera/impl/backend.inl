@@ -330,27 +330,72 @@ TSR_API_IMPL bool tsr_backend_tensor_memset(struct tsr_tensor * tensor, uint8_t 
     if (!tensor->buffer->iface.memset_tensor) return tsr_set_error("tsr_backend_tensor_memset: buffer '%s' cannot memset", tsr_backend_buffer_name(tensor->buffer));
     return tensor->buffer->iface.memset_tensor(tensor->buffer, tensor, value, offset, size);
 }
-TSR_API_IMPL bool tsr_backend_tensor_copy(struct tsr_tensor * src, struct tsr_tensor * dst) {
-    if (!src || !dst) return tsr_set_error("tsr_backend_tensor_copy: NULL tensor");
+TSR_IMPL_NS_BEGIN
+namespace {
+enum class copy_route { done, direct, through_host };
+
+/* Copies that need no staging; through_host: two devices, src -> host -> dst is left. */
+static copy_route copy_without_staging(struct tsr_tensor * src, struct tsr_tensor * dst, const char * fn, bool * ok) {
+    *ok = true;
+    if (!src || !dst) { *ok = tsr_set_error("%s: NULL tensor", fn); return copy_route::done; }
     const size_t n = tsr_nbytes(src);
     if (n != tsr_nbytes(dst)) {
-        return tsr_set_error("tsr_backend_tensor_copy: '%s' has %zu bytes, '%s' has %zu", src->name, n, dst->name, tsr_nbytes(dst));
+        *ok = tsr_set_error("%s: '%s' has %zu bytes, '%s' has %zu", fn, src->name, n, dst->name, tsr_nbytes(dst));
+        return copy_route::done;
     }
-    if (src == dst || n == 0) return true;
-    if (!src->data || !dst->data) return tsr_set_error("tsr_backend_tensor_copy: '%s' or '%s' has no data", src->name, dst->name);
+    if (src == dst || n == 0) return copy_route::done;
+    if (!src->data || !dst->data) { *ok = tsr_set_error("%s: '%s' or '%s' has no data", fn, src->name, dst->name); return copy_route::done; }
     const bool src_host = !src->buffer || tsr_backend_buffer_is_host(src->buffer);
     const bool dst_host = !dst->buffer || tsr_backend_buffer_is_host(dst->buffer);
     /* a plain CPU destination is written directly; another host buffer (a read-only file
      * mapping) decides through its own set_tensor */
-    const bool dst_plain = !dst->buffer || dst->buffer->iface.set_tensor == tsr_impl::cpu_buffer_set_tensor;
-    if (src_host && dst_host && dst_plain) { memmove(dst->data, src->data, n); return true; }
-    if (dst->buffer && dst->buffer->iface.cpy_tensor && dst->buffer->iface.cpy_tensor(dst->buffer, src, dst)) return true;
-    if (src_host) return tsr_backend_tensor_set(dst, src->data, 0, n);
-    if (dst_host) return tsr_backend_tensor_get(src, dst->data, 0, n);
-    /* device to device through host memory (not on a graph's hot path) */
+    const bool dst_plain = !dst->buffer || dst->buffer->iface.set_tensor == cpu_buffer_set_tensor;
+    if (src_host && dst_host && dst_plain) { memmove(dst->data, src->data, n); return copy_route::done; }
+    if (dst->buffer && dst->buffer->iface.cpy_tensor && dst->buffer->iface.cpy_tensor(dst->buffer, src, dst)) return copy_route::done;
+    if (src_host) { *ok = tsr_backend_tensor_set(dst, src->data, 0, n); return copy_route::done; }
+    if (dst_host) { *ok = tsr_backend_tensor_get(src, dst->data, 0, n); return copy_route::done; }
+    return copy_route::through_host;
+}
+
+/* src -> staging -> dst in pieces of at most staging_size bytes. */
+static bool copy_through(struct tsr_tensor * src, struct tsr_tensor * dst, char * staging, size_t staging_size) {
+    const size_t n = tsr_nbytes(src);
+    for (size_t done = 0; done < n; done += staging_size) {
+        const size_t piece = std::min(staging_size, n - done);
+        if (!tsr_backend_tensor_get(src, staging, done, piece) || !tsr_backend_tensor_set(dst, staging, done, piece)) return false;
+    }
+    return true;
+}
+} // namespace
+TSR_IMPL_NS_END
+
+TSR_API_IMPL bool tsr_backend_tensor_copy(struct tsr_tensor * src, struct tsr_tensor * dst) {
+    bool ok;
+    if (tsr_impl::copy_without_staging(src, dst, "tsr_backend_tensor_copy", &ok) != tsr_impl::copy_route::through_host) return ok;
+    /* a program's one-off copy; the scheduler brings its own staging */
+    const size_t n = tsr_nbytes(src);
     std::vector<char> tmp;
     try { tmp.resize(n); } catch (...) { return tsr_set_error("tsr_backend_tensor_copy: out of memory for %zu bytes of staging", n); }
-    return tsr_backend_tensor_get(src, tmp.data(), 0, n) && tsr_backend_tensor_set(dst, tmp.data(), 0, n);
+    return tsr_impl::copy_through(src, dst, tmp.data(), n);
+}
+
+TSR_API_IMPL bool tsr_backend_tensor_copy_staged(struct tsr_tensor * src, struct tsr_tensor * dst, void * staging, size_t staging_size) {
+    bool ok;
+    if (tsr_impl::copy_without_staging(src, dst, "tsr_backend_tensor_copy_staged", &ok) != tsr_impl::copy_route::through_host) return ok;
+    if (!staging || staging_size == 0)
+        return tsr_set_error("tsr_backend_tensor_copy_staged: '%s' -> '%s' goes through host memory and the staging is %s", src->name,
+                             dst->name, staging ? "0 bytes" : "NULL");
+    return tsr_impl::copy_through(src, dst, (char *) staging, staging_size);
+}
+
+TSR_API_IMPL bool tsr_backend_tensor_copy_async(tsr_backend_t backend_src, tsr_backend_t backend_dst, struct tsr_tensor * src,
+                                                struct tsr_tensor * dst) {
+    if (!backend_src || !backend_dst) return tsr_set_error("tsr_backend_tensor_copy_async: NULL backend");
+    if (src && dst && backend_dst->iface.cpy_tensor_async && tsr_nbytes(src) == tsr_nbytes(dst) &&
+        backend_dst->iface.cpy_tensor_async(backend_src, backend_dst, src, dst)) return true;
+    tsr_backend_synchronize(backend_src);
+    tsr_backend_synchronize(backend_dst);
+    return tsr_backend_tensor_copy(src, dst);
 }
 
 /* ---- backends ------------------------------------------------------------------------ */
@@ -393,6 +438,11 @@ TSR_API_IMPL bool tsr_backend_graph_reserve(tsr_backend_t backend, struct tsr_cg
 }
 TSR_API_IMPL enum tsr_status tsr_backend_graph_compute(tsr_backend_t backend, struct tsr_cgraph * cgraph) {
     if (!backend || !cgraph) { tsr_set_error("tsr_backend_graph_compute: NULL backend or graph"); return TSR_STATUS_FAILED; }
+    return backend->iface.graph_compute(backend, cgraph);
+}
+TSR_API_IMPL enum tsr_status tsr_backend_graph_compute_async(tsr_backend_t backend, struct tsr_cgraph * cgraph) {
+    if (!backend || !cgraph) { tsr_set_error("tsr_backend_graph_compute_async: NULL backend or graph"); return TSR_STATUS_FAILED; }
+    if (backend->iface.graph_compute_async) return backend->iface.graph_compute_async(backend, cgraph);
     return backend->iface.graph_compute(backend, cgraph);
 }
 TSR_API_IMPL bool tsr_backend_supports_op(tsr_backend_t backend, const struct tsr_tensor * op) {

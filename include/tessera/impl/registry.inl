@@ -159,12 +159,14 @@ TSR_API_IMPL void tsr_backend_dev_get_props(tsr_backend_dev_t device, struct tsr
     if (!props) return;
     *props = tsr_backend_dev_props{};
     if (!device) return;
-    if (device->iface.get_props) { device->iface.get_props(device, props); return; }
     props->name = tsr_backend_dev_name(device);
     props->description = tsr_backend_dev_description(device);
     tsr_backend_dev_memory(device, &props->memory_free, &props->memory_total);
     props->type = tsr_backend_dev_type(device);
     props->caps.host_buffer = device->iface.get_host_buffer_type != nullptr;
+    props->caps.buffer_from_host_ptr = device->iface.buffer_from_host_ptr != nullptr;
+    props->caps.events = device->iface.event_new != nullptr;
+    if (device->iface.get_props) device->iface.get_props(device, props);
 }
 TSR_API_IMPL tsr_backend_reg_t tsr_backend_dev_backend_reg(tsr_backend_dev_t device) { return device ? device->reg : nullptr; }
 TSR_API_IMPL tsr_backend_t tsr_backend_dev_init(tsr_backend_dev_t device, const char * params) {
@@ -187,6 +189,53 @@ TSR_API_IMPL bool tsr_backend_dev_supports_buft(tsr_backend_dev_t device, tsr_ba
 }
 TSR_API_IMPL bool tsr_backend_dev_offload_op(tsr_backend_dev_t device, const struct tsr_tensor * op) {
     return device && op && device->iface.offload_op && device->iface.offload_op(device, op);
+}
+
+TSR_API_IMPL tsr_backend_buffer_t tsr_backend_dev_buffer_from_host_ptr(tsr_backend_dev_t device, void * ptr, size_t size,
+                                                                       size_t max_tensor_size) {
+    if (!device) { tsr_set_error("tsr_backend_dev_buffer_from_host_ptr: device is NULL"); return nullptr; }
+    if (!device->iface.buffer_from_host_ptr) {
+        tsr_set_error("tsr_backend_dev_buffer_from_host_ptr: device %s cannot wrap host memory (caps.buffer_from_host_ptr is false)",
+                      tsr_backend_dev_name(device));
+        return nullptr;
+    }
+    if (!ptr || size == 0) {
+        tsr_set_error("tsr_backend_dev_buffer_from_host_ptr: device %s: %s", tsr_backend_dev_name(device), ptr ? "size is 0" : "ptr is NULL");
+        return nullptr;
+    }
+    return device->iface.buffer_from_host_ptr(device, ptr, size, max_tensor_size ? max_tensor_size : size);
+}
+
+/* ---- events ---------------------------------------------------------------------------------- */
+
+TSR_API_IMPL tsr_backend_event_t tsr_backend_event_new(tsr_backend_dev_t device) {
+    if (!device) { tsr_set_error("tsr_backend_event_new: device is NULL"); return nullptr; }
+    if (!device->iface.event_new) {
+        tsr_set_error("tsr_backend_event_new: device %s has no events (caps.events is false)", tsr_backend_dev_name(device));
+        return nullptr;
+    }
+    tsr_backend_event_t event = device->iface.event_new(device);
+    if (event) event->device = device;
+    return event;
+}
+TSR_API_IMPL void tsr_backend_event_free(tsr_backend_event_t event) {
+    if (event) event->device->iface.event_free(event->device, event);
+}
+TSR_API_IMPL bool tsr_backend_event_record(tsr_backend_event_t event, tsr_backend_t backend) {
+    if (!event || !backend) return tsr_set_error("tsr_backend_event_record: NULL event or backend");
+    if (backend->device != event->device || !backend->iface.event_record)
+        return tsr_set_error("tsr_backend_event_record: backend %s cannot record an event of device %s", tsr_backend_name(backend),
+                             tsr_backend_dev_name(event->device));
+    return backend->iface.event_record(backend, event);
+}
+TSR_API_IMPL void tsr_backend_event_synchronize(tsr_backend_event_t event) {
+    if (event) event->device->iface.event_synchronize(event->device, event);
+}
+TSR_API_IMPL bool tsr_backend_event_wait(tsr_backend_t backend, tsr_backend_event_t event) {
+    if (!event || !backend) return tsr_set_error("tsr_backend_event_wait: NULL event or backend");
+    if (backend->iface.event_wait) return backend->iface.event_wait(backend, event);
+    tsr_backend_event_synchronize(event);
+    return true;
 }
 
 /* ---- backend kinds ------------------------------------------------------------------------- */

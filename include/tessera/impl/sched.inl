@@ -7,7 +7,16 @@
  * type per backend plans graph_copy with each tensor's backend as its buffer id, so every
  * backend's compute buffer is packed against its own lower bound, copies included. Each
  * split runs as a graph view of graph_copy that starts after its copies.
+ *
+ * Splits are queued (graph_compute_async) and nothing waits for the last one. With
+ * `parallel`, every input copy has TSR_SCHED_MAX_COPIES slots, all live through the whole
+ * graph (so their offsets do not depend on which slot is current), the slot rotates per
+ * graph, and an event per (backend, slot) recorded after the split that read it says
+ * when the slot may be written again: the host prepares graph N+1's inputs while the
+ * device still runs graph N (ggml_backend_sched_compute_splits). Copies between two
+ * devices go through a host staging block the scheduler sizes at reserve.
  */
+#include <algorithm>
 #include <string>
 
 TSR_IMPL_NS_BEGIN
@@ -53,9 +62,19 @@ struct sched {
 
     struct tsr_cgraph * allocated = nullptr;  /* the graph alloc_graph placed, until compute or reset */
     bool planned = false;
+    bool queued = false;  /* splits may still run: compute_async since the last synchronize */
 
     tsr_backend_sched_eval_callback eval_cb = nullptr;
     void * eval_user = nullptr;
+
+    /* parallel: recorded after the split of backend b that read copy slot c */
+    tsr_backend_event_t events[TSR_SCHED_MAX_BACKENDS][TSR_SCHED_MAX_COPIES] = {};
+
+    /* host memory for copies between two devices, from the host allocator of reserve time */
+    void * staging = nullptr;
+    size_t staging_size = 0;
+    size_t staging_need = 0;  /* the largest such copy of the last split graph */
+    struct tsr_host_allocator staging_alloc{};
 };
 
 namespace {
@@ -239,8 +258,16 @@ static struct tsr_tensor * sched_copy_of(sched * s, struct tsr_tensor * t, int b
     return slot[c];
 }
 
+/* Whether copying t to backend b goes device -> host -> device. */
+static bool sched_copy_needs_staging(const sched * s, const struct tsr_tensor * t, int b) {
+    tsr_backend_buffer_t buf = sched_prealloc_buffer(t);
+    const tsr_backend_buffer_type_t from = buf ? tsr_backend_buffer_get_type(buf) : s->bufts[(size_t) sched_id(s, t)];
+    return !tsr_backend_buft_is_host(from) && !tsr_backend_buft_is_host(s->bufts[(size_t) b]);
+}
+
 /* Pass 5: cut the nodes into splits and give each split copies of its foreign inputs. */
 static bool sched_cut_splits(sched * s, struct tsr_cgraph * g) {
+    s->staging_need = 0;
     s->splits.clear();
     s->inputs.clear();
     s->copy_base.clear();
@@ -261,7 +288,11 @@ static bool sched_cut_splits(sched * s, struct tsr_cgraph * g) {
             bool created = false;
             struct tsr_tensor * cp = sched_copy_of(s, src, sp.backend_id, s->cur_copy, &created);
             if (!cp) return false;
-            if (created) { s->inputs.push_back(src); sp.n_inputs++; }
+            if (created) {
+                s->inputs.push_back(src);
+                sp.n_inputs++;
+                if (sched_copy_needs_staging(s, src, sp.backend_id)) s->staging_need = std::max(s->staging_need, tsr_nbytes(src));
+            }
             s->rewires.push_back(sched_rewire{t, j, src});
             t->src[j] = cp;
         }
@@ -311,11 +342,14 @@ static bool sched_build_graph_copy(sched * s, struct tsr_cgraph * g) {
             for (int c = 0; c < s->n_copies; c++) {
                 struct tsr_tensor * cp = sched_copy_of(s, in, sp.backend_id, c, &created);
                 s->input_bytes[(size_t) sp.backend_id] += TSR_PAD(tsr_backend_buft_get_alloc_size(s->bufts[(size_t) sp.backend_id], cp), al);
+                /* parallel: every slot lives through the graph, so no slot's offset depends
+                 * on which one is current, and a later node never overwrites a slot a
+                 * device may still read */
+                if (s->n_copies > 1) cp->flags |= TSR_TENSOR_FLAG_INPUT | TSR_TENSOR_FLAG_OUTPUT;
                 if (c == s->cur_copy) {
                     gc->nodes[gc->n_nodes++] = cp;
                     s->node_ids.push_back(sp.backend_id);
                 } else {
-                    cp->flags |= TSR_TENSOR_FLAG_INPUT | TSR_TENSOR_FLAG_OUTPUT;
                     gc->leafs[gc->n_leafs++] = cp;
                     s->leaf_ids.push_back(sp.backend_id);
                 }
@@ -368,16 +402,19 @@ static bool sched_split_graph(sched * s, struct tsr_cgraph * g) {
     return ok;
 }
 
-/* Fill split k's input copies; the producer (and the split's backend) must be done with them. */
+/* Fill a split's current input copies once their producers are done and the split's
+ * backend is done with the slot (its event, or the whole backend without events). */
 static bool sched_copy_inputs(sched * s, const sched_split & sp) {
     tsr_backend_t be = s->backends[(size_t) sp.backend_id];
+    tsr_backend_event_t slot_free = s->events[sp.backend_id][s->cur_copy];
     for (int k = 0; k < sp.n_inputs; k++) {
         struct tsr_tensor * in = s->inputs[(size_t) (sp.inputs_begin + k)];
         bool created = false;
         struct tsr_tensor * cp = sched_copy_of(s, in, sp.backend_id, s->cur_copy, &created);
         tsr_backend_synchronize(s->backends[(size_t) sched_id(s, in)]);
-        tsr_backend_synchronize(be);
-        if (!tsr_backend_tensor_copy(in, cp)) return false;
+        if (slot_free) tsr_backend_event_synchronize(slot_free);
+        else tsr_backend_synchronize(be);
+        if (!tsr_backend_tensor_copy_staged(in, cp, s->staging, s->staging_size)) return false;
     }
     return true;
 }
@@ -387,7 +424,7 @@ static enum tsr_status sched_run_split(sched * s, const sched_split & sp) {
     tsr_backend_t be = s->backends[(size_t) sp.backend_id];
     if (!s->eval_cb) {
         tsr_cgraph v = tsr_graph_view(s->graph_copy, sp.i_start, sp.i_end);
-        return tsr_backend_graph_compute(be, &v);
+        return tsr_backend_graph_compute_async(be, &v);
     }
     for (int j0 = sp.i_start; j0 < sp.i_end;) {
         int j1 = j0;
@@ -395,7 +432,7 @@ static enum tsr_status sched_run_split(sched * s, const sched_split & sp) {
         for (; j1 < sp.i_end && !wanted; j1++) wanted = s->eval_cb(s->graph_copy->nodes[j1], true, s->eval_user);
         j1--;  /* the node asked for, or the split's last */
         tsr_cgraph v = tsr_graph_view(s->graph_copy, j0, j1 + 1);
-        const enum tsr_status st = tsr_backend_graph_compute(be, &v);
+        const enum tsr_status st = tsr_backend_graph_compute_async(be, &v);
         if (st != TSR_STATUS_SUCCESS) return st;
         tsr_backend_synchronize(be);
         if (wanted && !s->eval_cb(s->graph_copy->nodes[j1], false, s->eval_user)) return TSR_STATUS_ABORTED;
@@ -410,11 +447,61 @@ static enum tsr_status sched_compute_splits(sched * s) {
         if (!sched_copy_inputs(s, sp)) { st = TSR_STATUS_FAILED; break; }
         st = sched_run_split(s, sp);
         if (st != TSR_STATUS_SUCCESS) break;
+        tsr_backend_event_t slot_read = s->events[sp.backend_id][s->cur_copy];
+        if (slot_read && sp.n_inputs > 0 && !tsr_backend_event_record(slot_read, s->backends[(size_t) sp.backend_id])) {
+            st = TSR_STATUS_FAILED;
+            break;
+        }
     }
     s->cur_copy = (s->cur_copy + 1) % s->n_copies;
     sched_restore_sources(s);
     s->allocated = nullptr;
     return st;
+}
+
+/* The staging block at least as large as the largest copy between two devices (grows only). */
+static bool sched_ensure_staging(sched * s) {
+    if (s->staging_size >= s->staging_need) return true;
+    const struct tsr_host_allocator * a = tsr_get_host_allocator();
+    void * block = a->alloc(s->staging_need, 64, a->user);
+    if (!block) return tsr_set_error("tsr_backend_sched: out of host memory for %zu bytes of staging between devices", s->staging_need);
+    if (s->staging) s->staging_alloc.free(s->staging, s->staging_alloc.user);
+    s->staging = block;
+    s->staging_size = s->staging_need;
+    s->staging_alloc = *a;
+    return true;
+}
+
+/* Whether alloc_graph will place graph_copy with the cached plan in the present buffers:
+ * then no tensor a queued graph still uses moves and no buffer is freed under it. */
+static bool sched_plan_stays(sched * s) {
+    gallocr * ga = internal(s->galloc);
+    if (!ga->have_plan || !ga_matches_key(ga, s->graph_copy, ga->key, s->node_ids.data(), s->leaf_ids.data())) return false;
+    for (size_t b = 0; b < ga->bufts.size(); b++) {
+        if (ga->pbuffers[b].planned_size > tsr_backend_buffer_get_size(ga->buffers[b])) return false;
+    }
+    return true;
+}
+
+static void sched_free_events(sched * s) {
+    for (auto & per_backend : s->events) {
+        for (tsr_backend_event_t & e : per_backend) { tsr_backend_event_free(e); e = nullptr; }
+    }
+}
+
+/* parallel: an event per (backend, slot) on backends whose device has events. */
+static bool sched_make_events(sched * s) {
+    for (int b = 0; b < s->n_backends; b++) {
+        tsr_backend_dev_t dev = tsr_backend_get_device(s->backends[(size_t) b]);
+        struct tsr_backend_dev_props props;
+        tsr_backend_dev_get_props(dev, &props);
+        if (!dev || !props.caps.events) continue;
+        for (int c = 0; c < s->n_copies; c++) {
+            s->events[b][c] = tsr_backend_event_new(dev);
+            if (!s->events[b][c]) { sched_free_events(s); return false; }
+        }
+    }
+    return true;
 }
 
 static int sched_backend_index(const sched * s, tsr_backend_t backend) {
@@ -468,6 +555,11 @@ TSR_API_IMPL tsr_backend_sched_t tsr_backend_sched_new(tsr_backend_t * backends,
     }
     s->galloc = tsr_gallocr_new_n(s->bufts.data(), n_backends);
     if (!s->galloc) { delete s; return nullptr; }
+    if (parallel && !tsr_impl::sched_make_events(s)) {
+        tsr_gallocr_free(s->galloc);
+        delete s;
+        return nullptr;
+    }
     tsr_gallocr_set_time_budget(s->galloc, 10.0);
     return tsr_impl::handle(s);
 }
@@ -475,7 +567,12 @@ TSR_API_IMPL tsr_backend_sched_t tsr_backend_sched_new(tsr_backend_t * backends,
 TSR_API_IMPL void tsr_backend_sched_free(tsr_backend_sched_t sched_h) {
     tsr_impl::sched * s = tsr_impl::internal(sched_h);
     if (!s) return;
-    /* the last graph's sources are not put back: that graph may be gone already */
+    /* only with work queued are the backends touched: they may be freed already otherwise */
+    if (s->queued) tsr_backend_sched_synchronize(sched_h);
+    /* a graph allocated and not computed still reads the copies freed below */
+    tsr_impl::sched_restore_sources(s);
+    tsr_impl::sched_free_events(s);
+    if (s->staging) s->staging_alloc.free(s->staging, s->staging_alloc.user);
     tsr_gallocr_free(s->galloc);
     tsr_free(s->ctx);
     delete s;
@@ -486,7 +583,7 @@ TSR_API_IMPL bool tsr_backend_sched_reserve(tsr_backend_sched_t sched_h, struct 
     if (!s) return tsr_set_error("tsr_backend_sched_reserve: NULL scheduler");
     tsr_backend_sched_synchronize(sched_h);
     if (!tsr_impl::sched_split_graph(s, measure_graph)) return false;
-    bool ok = tsr_gallocr_reserve_n(s->galloc, s->graph_copy, s->node_ids.data(), s->leaf_ids.data());
+    bool ok = tsr_impl::sched_ensure_staging(s) && tsr_gallocr_reserve_n(s->galloc, s->graph_copy, s->node_ids.data(), s->leaf_ids.data());
     for (size_t k = 0; ok && k < s->splits.size(); k++) {
         const tsr_impl::sched_split & sp = s->splits[k];
         tsr_cgraph v = tsr_graph_view(s->graph_copy, sp.i_start, sp.i_end);
@@ -524,6 +621,11 @@ TSR_API_IMPL int tsr_backend_sched_get_split_n_inputs(tsr_backend_sched_t sched_
 TSR_API_IMPL int tsr_backend_sched_get_n_copies(tsr_backend_sched_t sched_h) {
     const tsr_impl::sched * s = tsr_impl::internal(sched_h);
     return s ? s->n_copies : 0;
+}
+
+TSR_API_IMPL size_t tsr_backend_sched_get_staging_size(tsr_backend_sched_t sched_h) {
+    const tsr_impl::sched * s = tsr_impl::internal(sched_h);
+    return s ? s->staging_size : 0;
 }
 
 TSR_API_IMPL size_t tsr_backend_sched_get_buffer_size(tsr_backend_sched_t sched_h, tsr_backend_t backend) {
@@ -570,7 +672,11 @@ TSR_API_IMPL tsr_backend_t tsr_backend_sched_get_tensor_backend(tsr_backend_sche
 TSR_API_IMPL bool tsr_backend_sched_alloc_graph(tsr_backend_sched_t sched_h, struct tsr_cgraph * graph) {
     tsr_impl::sched * s = tsr_impl::internal(sched_h);
     if (!s) return tsr_set_error("tsr_backend_sched_alloc_graph: NULL scheduler");
+    /* without slots and events, nothing may be queued while the host writes copies */
+    if (s->n_copies == 1) tsr_backend_sched_synchronize(sched_h);
     if (!tsr_impl::sched_split_graph(s, graph)) return false;
+    if (s->n_copies > 1 && !tsr_impl::sched_plan_stays(s)) tsr_backend_sched_synchronize(sched_h);
+    if (!tsr_impl::sched_ensure_staging(s)) { tsr_impl::sched_restore_sources(s); return false; }
     if (!tsr_impl::ga_alloc_graph_ids(tsr_impl::internal(s->galloc), s->graph_copy, s->node_ids.data(), s->leaf_ids.data())) {
         tsr_impl::sched_restore_sources(s);
         return false;
@@ -584,6 +690,7 @@ TSR_API_IMPL enum tsr_status tsr_backend_sched_graph_compute_async(tsr_backend_s
     tsr_impl::sched * s = tsr_impl::internal(sched_h);
     if (!s || !graph) { tsr_set_error("tsr_backend_sched_graph_compute: NULL scheduler or graph"); return TSR_STATUS_FAILED; }
     if (s->allocated != graph && !tsr_backend_sched_alloc_graph(sched_h, graph)) return TSR_STATUS_ALLOC_FAILED;
+    s->queued = true;
     return tsr_impl::sched_compute_splits(s);
 }
 
@@ -597,6 +704,7 @@ TSR_API_IMPL void tsr_backend_sched_synchronize(tsr_backend_sched_t sched_h) {
     tsr_impl::sched * s = tsr_impl::internal(sched_h);
     if (!s) return;
     for (tsr_backend_t b : s->backends) tsr_backend_synchronize(b);
+    s->queued = false;
 }
 
 TSR_API_IMPL void tsr_backend_sched_reset(tsr_backend_sched_t sched_h) {
