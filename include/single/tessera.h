@@ -6697,7 +6697,8 @@ TSR_API bool tsr_plan_write_svg_panels(const struct tsr_plan_panel * panels, int
  * offsets (aligned to `alignment`) so that no two buffers live at one step overlap.
  * Returns the peak (max offset + size), or SIZE_MAX with an error. time_budget_ms is
  * wall time from the call: the first greedy packing always completes (and every greedy
- * order when n <= 1000), then orders and searches start only while time is left
+ * order and the iterated greedy when n <= 1000), then orders and searches start only
+ * while time is left
  * (0: heuristics only). It stops early at the lower bound. Deterministic for a given
  * input unless the budget cuts it short. */
 struct tsr_pack_item { int64_t lower, upper; size_t size; size_t offset; };
@@ -6761,7 +6762,9 @@ TSR_CXX_END /* namespace tsr */
  *     live in the heaviest section, longest first, then the others by size), each
  *     buffer going to the lowest gap that fits among the buffers already placed that
  *     are live at the same time (first fit; it beat best fit on the real traces), or on
- *     top. Large instances (> 1,000 buffers) start with peak first: the buffers of the
+ *     top. Small instances then iterate the greedy (the buffers that end above a level
+ *     move to the front of the best order: (c) of 3 below) whatever the budget. Large
+ *     instances (> 1,000 buffers) start with peak first: the buffers of the
  *     heaviest section then sit without a hole there (each one's first fit is the top
  *     of the stack, so the placer is not even asked), which is what the bound needs.
  *     The conflicting buffers are never enumerated one by one: a segment tree over the
@@ -7609,16 +7612,19 @@ struct pk_packer {
         }
     }
 
-    /* 2c: promote the overflow: the buffers that end above a level H (at first the
+    /* 1b / 2c: promote the overflow: the buffers that end above a level H (at first the
      * lower bound) move to the front of the best order, keeping their relative
      * order, and the greedy runs again (small long-lived buffers piled on top
-     * go to the bottom this way). H drops while it does not help. */
-    void promote_overflow() {
+     * go to the bottom this way). H drops while it does not help. At most 64 greedy
+     * runs; `timed`: only while the budget lasts (small instances run it regardless,
+     * as one of the heuristics: it is what packs the scheduler's weight-copy graphs
+     * at their bound, where the search needs ~50,000 nodes). */
+    void promote_overflow(bool timed) {
         std::vector<int> ord = best_order;
         std::vector<char> hot((size_t) P.n);
         double f = 1.0;
         for (int it = 0; it < 64 && best > P.lb && f > 0.05; it++) {
-            if (timer.ms() + last_ms > budget_ms) break;
+            if (timed && timer.ms() + last_ms > budget_ms) break;
             const double t_start = timer.ms();
             const pk_u64 H = (pk_u64) ((double) P.lb * f);
             for (int i = 0; i < P.n; i++) hot[(size_t) i] = best_off[(size_t) i] + P.sz[(size_t) i] > H;
@@ -7683,6 +7689,7 @@ static size_t pk_pack_body(struct tsr_pack_item * items, size_t n, size_t alignm
     pk_packer pk(P, timer, time_budget_ms);
     const int n_first = P.n <= 1000 ? pk.n_orders : 1;
     for (int vi = 0; vi < n_first && pk.best > P.lb; vi++) pk.run_order(pk.try_order[vi]);
+    if (P.n <= 1000) pk.promote_overflow(false);
 
     /* 2. improvement while time is left */
     if (pk.best > P.lb && time_budget_ms > 0 && timer.ms() < time_budget_ms) {
@@ -7692,7 +7699,7 @@ static size_t pk_pack_body(struct tsr_pack_item * items, size_t n, size_t alignm
             pk.window();
             /* 2b: the other orders */
             for (int vi = 1; vi < pk.n_orders && pk.best > P.lb && pk.time_left(); vi++) pk.run_order(pk.try_order[vi]);
-            pk.promote_overflow();
+            pk.promote_overflow(true);
             pk.random_walk();
         }
     }
