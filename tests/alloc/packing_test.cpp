@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "tessera/alloc.h"
+#include "sched_trace.h"
 #include "trace_csv.h"
 
 #include <algorithm>
@@ -102,20 +103,9 @@ TEST_CASE("pack: hand-computed instance reaches its bound", "[alloc][pack]") {
 }
 
 TEST_CASE("pack: the scheduler's weight-copy graph packs at its bound by the heuristics alone", "[alloc][pack]") {
-    // tessera-run's Vulkan compute buffer for tiny LLaMA at -ngl 1, batch 64 (the CPU layer's
-    // products offloaded, its weights copied): long-lived 256-byte buffers that every greedy
-    // order piles on top (256 bytes over the bound), and a search that needs ~50,000 nodes,
-    // far beyond the scheduler's 10 ms. Promoting the buffers above the bound to the front of
-    // the greedy's order packs it at the bound (step 29: 171,264 bytes, from the dump).
-    std::vector<tsr_pack_item> v = {
-        {1, 76, 16384, 0}, {2, 7, 256, 0}, {3, 8, 4096, 0}, {4, 59, 256, 0}, {5, 30, 16384, 0}, {7, 12, 8192, 0},
-        {13, 15, 4096, 0}, {14, 17, 8192, 0}, {18, 30, 8192, 0}, {19, 36, 4096, 0}, {20, 36, 4096, 0}, {21, 63, 16384, 0},
-        {22, 38, 8192, 0}, {23, 41, 256, 0}, {24, 42, 12288, 0}, {25, 43, 12288, 0}, {26, 45, 12288, 0}, {27, 75, 256, 0},
-        {28, 76, 43520, 0}, {29, 36, 16384, 0}, {35, 38, 16384, 0}, {37, 39, 16384, 0}, {39, 43, 16384, 0}, {41, 45, 24576, 0},
-        {42, 44, 24576, 0}, {44, 46, 16384, 0}, {46, 57, 16384, 0}, {48, 53, 8192, 0}, {53, 56, 8192, 0}, {56, 63, 16384, 0},
-        {62, 65, 16384, 0}, {64, 66, 16384, 0}, {66, 70, 16384, 0}, {68, 72, 24576, 0}, {69, 71, 24576, 0}, {71, 73, 16384, 0},
-        {75, 77, 87040, 0}
-    };
+    // tessera-run's weight-copy graph (sched_trace.h): promoting the buffers above the bound
+    // to the front of the greedy's order packs it at the bound
+    std::vector<tsr_pack_item> v = tsr_sched_llama_ngl1_b64_trace();
     REQUIRE(lower_bound_by_steps(v, 16) == 171264);
     const size_t peak = tsr_pack(v.data(), v.size(), 16, 0.0);
     std::string why;
