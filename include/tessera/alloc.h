@@ -187,7 +187,8 @@ TSR_API bool tsr_plan_write_svg_panels(const struct tsr_plan_panel * panels, int
  * offsets (aligned to `alignment`) so that no two buffers live at one step overlap.
  * Returns the peak (max offset + size), or SIZE_MAX with an error. time_budget_ms is
  * wall time from the call: the first greedy packing always completes (and every greedy
- * order when n <= 1000), then orders and searches start only while time is left
+ * order and the iterated greedy when n <= 1000), then orders and searches start only
+ * while time is left
  * (0: heuristics only). It stops early at the lower bound. Deterministic for a given
  * input unless the budget cuts it short. */
 struct tsr_pack_item { int64_t lower, upper; size_t size; size_t offset; };

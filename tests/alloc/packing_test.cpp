@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "tessera/alloc.h"
+#include "sched_trace.h"
 #include "trace_csv.h"
 
 #include <algorithm>
@@ -99,6 +100,17 @@ TEST_CASE("pack: hand-computed instance reaches its bound", "[alloc][pack]") {
     const size_t p16 = tsr_pack(v.data(), v.size(), 16, 0);
     CHECK(p16 == 64);
     CHECK(brute_force_valid(v, p16, 16, why));
+}
+
+TEST_CASE("pack: the scheduler's weight-copy graph packs at its bound by the heuristics alone", "[alloc][pack]") {
+    // tessera-run's weight-copy graph (sched_trace.h): promoting the buffers above the bound
+    // to the front of the greedy's order packs it at the bound
+    std::vector<tsr_pack_item> v = tsr_sched_llama_ngl1_b64_trace();
+    REQUIRE(lower_bound_by_steps(v, 16) == 171264);
+    const size_t peak = tsr_pack(v.data(), v.size(), 16, 0.0);
+    std::string why;
+    REQUIRE(brute_force_valid(v, peak, 16, why));
+    CHECK(peak == 171264);
 }
 
 TEST_CASE("pack: empty ranges, zero sizes and errors", "[alloc][pack]") {

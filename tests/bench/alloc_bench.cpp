@@ -15,6 +15,7 @@
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
 #include "tessera/alloc.h"
+#include "../alloc/sched_trace.h"
 #include "../alloc/trace_csv.h"
 
 #include <algorithm>
@@ -723,6 +724,41 @@ bool valid(const std::vector<tsr_pack_item> & v, size_t peak) {
     return true;
 }
 
+// One row: tessera with budget 0 (heuristics only) and with `budget`, the baseline; `name`
+// may carry the capacity the trace is known to fit in (MiniMalloc's A.1048576.csv).
+void trace_row(table & t, const std::string & name, std::vector<tsr_pack_item> v, double budget, bool baseline) {
+    const size_t lb = tsr_pack_lower_bound(v.data(), v.size(), 1);
+    // heuristics only (budget 0): every greedy order up to 1,000 buffers, the first above
+    std::vector<tsr_pack_item> v0 = v;
+    double c0 = cpu_ms();
+    const size_t peak0 = tsr_pack(v0.data(), v0.size(), 1, 0.0);
+    c0 = cpu_ms() - c0;
+    if (!valid(v0, peak0)) { fprintf(stderr, "%s: INVALID PACKING\n", name.c_str()); exit(1); }
+    auto t0 = clk::now();
+    double c1 = cpu_ms();
+    const size_t peak = tsr_pack(v.data(), v.size(), 1, budget);
+    c1 = cpu_ms() - c1;
+    const double ms = ms_since(t0);
+    if (!valid(v, peak)) { fprintf(stderr, "%s: INVALID PACKING\n", name.c_str()); exit(1); }
+    std::string gratio = "-", gms = "-";
+    if (baseline) {
+        double c2 = cpu_ms();
+        const size_t g = greedy_by_size(v);
+        gms = fmt("%.1f", cpu_ms() - c2);
+        gratio = fmt("%.4f", (double) g / (double) lb);
+    }
+    // minimalloc's files name the capacity they are known to fit in: A.1048576.csv
+    std::string known = "-";
+    const size_t dot = name.find('.'), ext = name.rfind(".csv");
+    if (dot != std::string::npos && ext != std::string::npos && ext > dot + 1 &&
+        name.find_first_not_of("0123456789", dot + 1) == ext) {
+        const double cap = atof(name.c_str() + dot + 1);
+        if (cap > 0) known = fmt("%.4f", (double) peak / cap);
+    }
+    t.rows.push_back({name, fmtu(v.size()), fmtu(lb), fmt("%.4f", (double) peak0 / (double) lb), fmt("%.1f", c0), fmtu(peak),
+                      fmt("%.4f", (double) peak / (double) lb), known, fmt("%.1f", ms), fmt("%.1f", c1), gratio, gms});
+}
+
 void run_traces(table & t, const std::string & dir, double budget_small, double budget_large, bool baseline) {
     t.head = {"trace", "buffers", "lower bound", "heuristics only: ratio", "cpu (ms)", "tessera peak", "ratio",
               "/ known fit", "wall (ms)", "cpu (ms)", "greedy-by-size best fit: ratio", "cpu (ms)"};
@@ -740,42 +776,13 @@ void run_traces(table & t, const std::string & dir, double budget_small, double 
         std::sort(fs.begin(), fs.end());
         files.insert(files.end(), fs.begin(), fs.end());
     }
-    if (files.empty()) { fprintf(stderr, "alloc_bench: no traces under %s (use --traces DIR)\n", dir.c_str()); return; }
+    if (files.empty()) fprintf(stderr, "alloc_bench: no traces under %s (use --traces DIR)\n", dir.c_str());
     for (const std::string & f : files) {
         std::vector<tsr_pack_item> v = tsr_read_trace_csv(f);
-        const size_t lb = tsr_pack_lower_bound(v.data(), v.size(), 1);
-        const double budget = v.size() <= 1000 ? budget_small : budget_large;
-        // heuristics only (budget 0): every greedy order up to 1,000 buffers, the first above
-        std::vector<tsr_pack_item> v0 = v;
-        double c0 = cpu_ms();
-        const size_t peak0 = tsr_pack(v0.data(), v0.size(), 1, 0.0);
-        c0 = cpu_ms() - c0;
-        if (!valid(v0, peak0)) { fprintf(stderr, "%s: INVALID PACKING\n", f.c_str()); exit(1); }
-        auto t0 = clk::now();
-        double c1 = cpu_ms();
-        const size_t peak = tsr_pack(v.data(), v.size(), 1, budget);
-        c1 = cpu_ms() - c1;
-        const double ms = ms_since(t0);
-        if (!valid(v, peak)) { fprintf(stderr, "%s: INVALID PACKING\n", f.c_str()); exit(1); }
-        std::string gratio = "-", gms = "-";
-        if (baseline) {
-            double c2 = cpu_ms();
-            const size_t g = greedy_by_size(v);
-            gms = fmt("%.1f", cpu_ms() - c2);
-            gratio = fmt("%.4f", (double) g / (double) lb);
-        }
-        const std::string name = f.substr(f.find_last_of('/') + 1);
-        // minimalloc's files name the capacity they are known to fit in: A.1048576.csv
-        std::string known = "-";
-        const size_t dot = name.find('.'), ext = name.rfind(".csv");
-        if (dot != std::string::npos && ext != std::string::npos && ext > dot + 1 &&
-            name.find_first_not_of("0123456789", dot + 1) == ext) {
-            const double cap = atof(name.c_str() + dot + 1);
-            if (cap > 0) known = fmt("%.4f", (double) peak / cap);
-        }
-        t.rows.push_back({name, fmtu(v.size()), fmtu(lb), fmt("%.4f", (double) peak0 / (double) lb), fmt("%.1f", c0), fmtu(peak),
-                          fmt("%.4f", (double) peak / (double) lb), known, fmt("%.1f", ms), fmt("%.1f", c1), gratio, gms});
+        trace_row(t, f.substr(f.find_last_of('/') + 1), v, v.size() <= 1000 ? budget_small : budget_large, baseline);
     }
+    // issue 14: the scheduler's Vulkan buffer for LLaMA -ngl 1 at batch 64 (16-byte aligned sizes)
+    trace_row(t, "sched: llama -ngl 1 b64, Vulkan", tsr_sched_llama_ngl1_b64_trace(), budget_small, baseline);
 }
 
 }  // namespace

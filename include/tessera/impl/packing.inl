@@ -15,7 +15,9 @@
  *     live in the heaviest section, longest first, then the others by size), each
  *     buffer going to the lowest gap that fits among the buffers already placed that
  *     are live at the same time (first fit; it beat best fit on the real traces), or on
- *     top. Large instances (> 1,000 buffers) start with peak first: the buffers of the
+ *     top. Small instances then iterate the greedy (the buffers that end above a level
+ *     move to the front of the best order: (c) of 3 below) whatever the budget. Large
+ *     instances (> 1,000 buffers) start with peak first: the buffers of the
  *     heaviest section then sit without a hole there (each one's first fit is the top
  *     of the stack, so the placer is not even asked), which is what the bound needs.
  *     The conflicting buffers are never enumerated one by one: a segment tree over the
@@ -34,8 +36,9 @@
  *       no unplaced buffer crosses from one section to the next, the two sides are
  *       solved apart (one failing fails the node without retrying the other's choices),
  *       and at the lower bound (no slack) a section's floor counts as the lowest level
- *       any of its unplaced buffers can still take. The lower bound is tried first,
- *       then targets descend from the best packing found (each attempt: a few candidate
+ *       any of its unplaced buffers can still take. The lower bound is tried first
+ *       (node limits that double, with and without that bound in turn, for 40 % of the
+ *       budget), then targets descend from the best packing found (each attempt: a few candidate
  *       orders, fixed and randomised, with a node limit that doubles when the targets
  *       run out).
  *     - large instances: (a) the window around the peak (the buffers live within 30,
@@ -390,14 +393,69 @@ struct pk_search {
     /* Inference (MiniMalloc's section bound, sharpened): floors only rise and a buffer sits
      * on the floor of every section it spans, so unplaced buffer i goes no lower than the
      * highest floor over its range, and a section's bytes still to place stack no lower
-     * than the least of those among its buffers. Costs a pass over every unplaced
-     * buffer's range per node: worth it when the target leaves no slack (the lower bound). */
+     * than the least of those among its buffers. Worth it when the target leaves no slack
+     * (the lower bound). A pass over every unplaced buffer's range per node made it ~10x
+     * dearer than a plain node; both range operations can go through power-of-two blocks
+     * instead (a sparse table of floor maxima; a range minimum set on two blocks and
+     * pushed down), O(W log W + n) for W sections: on MiniMalloc's I a node at the bound
+     * costs 2.4x less CPU (the same nodes, the same answers). */
     bool infer = false;
-    std::vector<pk_u64> lowest;                /* scratch of split(): per section of the part, that least level */
-    void note_lowest(int i, int lo) {
-        pk_u64 m = 0;
-        for (int s = P.l[(size_t) i]; s < P.r[(size_t) i]; s++) m = std::max(m, floor_[(size_t) s]);
-        for (int s = P.l[(size_t) i]; s < P.r[(size_t) i]; s++) lowest[(size_t) (s - lo)] = std::min(lowest[(size_t) (s - lo)], m);
+    struct span_of { int a, b, k; pk_u64 m; };  /* a buffer's sections relative to lo, log2 of their count, its level */
+    std::vector<span_of> spans;                 /* scratch: the unplaced buffers inside [lo, hi) */
+    std::vector<pk_u64> table;                  /* scratch: W x log W blocks, level k at [k * W, (k + 1) * W) */
+
+    static int pk_log2(int x) { int k = 0; while ((2 << k) <= x) k++; return k; }
+
+    /* per section s of [lo, hi): the lowest level an unplaced buffer inside [lo, hi) that
+     * spans s can still take (PK_INF where none), at table[s - lo] */
+    void lowest_levels(int lo, int hi) {
+        const int W = hi - lo, K = pk_log2(W) + 1;
+        spans.clear();
+        size_t covered = 0;
+        for (int i = 0; i < P.n; i++) {
+            if (placed[(size_t) i] || P.l[(size_t) i] < lo || P.r[(size_t) i] > hi) continue;
+            const int a = P.l[(size_t) i] - lo, b = P.r[(size_t) i] - lo;
+            spans.push_back(span_of{a, b, pk_log2(b - a), 0});
+            covered += (size_t) (b - a);
+        }
+        table.resize((size_t) W * (size_t) K);
+        /* deep in the search few buffers are left: a pass over their ranges is cheaper */
+        if (covered <= (size_t) W * (size_t) K) lowest_by_ranges(lo, W);
+        else lowest_by_blocks(lo, W, K);
+    }
+    void lowest_by_ranges(int lo, int W) {
+        std::fill(table.begin(), table.begin() + W, PK_INF);
+        for (const span_of & v : spans) {
+            pk_u64 m = 0;
+            for (int s = v.a; s < v.b; s++) m = std::max(m, floor_[(size_t) (lo + s)]);
+            for (int s = v.a; s < v.b; s++) table[(size_t) s] = std::min(table[(size_t) s], m);
+        }
+    }
+    void lowest_by_blocks(int lo, int W, int K) {
+        pk_u64 * t = table.data();
+        for (int s = 0; s < W; s++) t[s] = floor_[(size_t) (lo + s)];
+        for (int k = 1; k < K; k++) {
+            const pk_u64 * prev = t + (size_t) (k - 1) * W;
+            pk_u64 * cur = t + (size_t) k * W;
+            for (int s = 0; s + (1 << k) <= W; s++) cur[s] = std::max(prev[s], prev[s + (1 << (k - 1))]);
+        }
+        /* each level from two blocks that cover its range; then the table is reused for
+         * the minima, set on the same blocks and pushed down a level at a time */
+        for (span_of & v : spans) v.m = std::max(t[(size_t) v.k * W + v.a], t[(size_t) v.k * W + v.b - (1 << v.k)]);
+        std::fill(table.begin(), table.end(), PK_INF);
+        for (const span_of & v : spans) {
+            pk_u64 * row = t + (size_t) v.k * W;
+            row[v.a] = std::min(row[v.a], v.m);
+            row[v.b - (1 << v.k)] = std::min(row[v.b - (1 << v.k)], v.m);
+        }
+        for (int k = K - 1; k > 0; k--) {
+            const pk_u64 * row = t + (size_t) k * W;
+            pk_u64 * below = t + (size_t) (k - 1) * W;
+            for (int s = 0; s + (1 << k) <= W; s++) {
+                below[s] = std::min(below[s], row[s]);
+                below[s + (1 << (k - 1))] = std::min(below[s + (1 << (k - 1))], row[s]);
+            }
+        }
     }
 
     /* Independent parts of sections [lo, hi): runs of sections with bytes still to place,
@@ -408,12 +466,9 @@ struct pk_search {
      * or -1 when the inference bound shows no packing under cap. */
     int split(int lo, int hi, std::pair<int, int> * parts, int max) {
         if (infer) {
-            lowest.assign((size_t) (hi - lo), PK_INF);
-            for (int i = 0; i < P.n; i++) {
-                if (!placed[(size_t) i] && P.l[(size_t) i] >= lo && P.r[(size_t) i] <= hi) note_lowest(i, lo);
-            }
+            lowest_levels(lo, hi);
             for (int s = lo; s < hi; s++) {
-                if (rem[(size_t) s] != 0 && lowest[(size_t) (s - lo)] + rem[(size_t) s] > cap) return -1;
+                if (rem[(size_t) s] != 0 && table[(size_t) (s - lo)] + rem[(size_t) s] > cap) return -1;
             }
         }
         int np = 0, open = -1;
@@ -804,15 +859,21 @@ struct pk_packer {
             return false;
         };
         /* targets descending from the best packing (easy ones first) until `until` ms, or
-         * until one is found when `first_only` */
+         * until one is found when `first_only`. Once a first packing below the greedy's is
+         * known, every other target is tried with the inference bound: with slack it prunes
+         * less for its cost, but some targets only pack under it and others only without
+         * it (on MiniMalloc's I and K it brings the peak 4 % closer to the known fit; with
+         * it everywhere, J finds no packing below the greedy's in 1 s). */
         pk_u64 step = (hi - P.lb) / 8;
+        bool infer_next = false;
         auto descend = [&](double until, bool first_only) {
             while (hi > floor_target && timer.ms() < until) {
                 step = std::max(step, align);
                 pk_u64 target = hi - step;
                 target -= target % align;
                 if (target < floor_target) target = floor_target;
-                if (attempt(target, target == P.lb, limit, until)) {
+                infer_next = !infer_next;
+                if (attempt(target, target == P.lb || (infer_next && !first_only), limit, until)) {
                     if (first_only) return;
                 } else {
                     step /= 2;
@@ -820,18 +881,20 @@ struct pk_packer {
                 }
             }
         };
-        /* the lower bound cheaply; a first packing below the greedy's (at most half the
-         * budget: some instances need many orders for it); then the bound with the
-         * inference bound and growing node limits for a quarter of what is left (on the
-         * challenging traces the bound is the known fit, found there or not at all); then
+        /* the lower bound cheaply; then the bound again with node limits that double, each
+         * limit once without and once with the inference bound, for 40 % of the budget
+         * (they fail on different instances: of MiniMalloc's challenging traces A packs
+         * without it in a fifth of the time, E only with it; where the bound is the known
+         * fit it is found there or not at all); then a first packing below the greedy's
+         * (at most half of what is left: some instances need many orders for it); then
          * the descent goes on */
         if (attempt(P.lb, false, limit, budget_ms)) return;
-        descend(timer.ms() + 0.5 * (budget_ms - timer.ms()), true);
-        if (hi == P.lb) return;
-        const double lb_until = timer.ms() + 0.25 * (budget_ms - timer.ms());
-        for (long lim = 3000; floor_target == P.lb && timer.ms() < lb_until; lim *= 2) {
-            if (attempt(P.lb, true, lim, lb_until)) return;
+        const double lb_until = timer.ms() + 0.4 * (budget_ms - timer.ms());
+        for (long lim = 2 * limit; floor_target == P.lb && timer.ms() < lb_until; lim *= 2) {
+            if (attempt(P.lb, false, lim, lb_until)) return;
+            if (floor_target == P.lb && attempt(P.lb, true, lim, lb_until)) return;
         }
+        descend(timer.ms() + 0.5 * (budget_ms - timer.ms()), true);
         descend(budget_ms, false);
     }
 
@@ -863,16 +926,19 @@ struct pk_packer {
         }
     }
 
-    /* 2c: promote the overflow: the buffers that end above a level H (at first the
+    /* 1b / 2c: promote the overflow: the buffers that end above a level H (at first the
      * lower bound) move to the front of the best order, keeping their relative
      * order, and the greedy runs again (small long-lived buffers piled on top
-     * go to the bottom this way). H drops while it does not help. */
-    void promote_overflow() {
+     * go to the bottom this way). H drops while it does not help. At most 64 greedy
+     * runs; `timed`: only while the budget lasts (small instances run it regardless,
+     * as one of the heuristics: it is what packs the scheduler's weight-copy graphs
+     * at their bound, where the search needs ~50,000 nodes). */
+    void promote_overflow(bool timed) {
         std::vector<int> ord = best_order;
         std::vector<char> hot((size_t) P.n);
         double f = 1.0;
         for (int it = 0; it < 64 && best > P.lb && f > 0.05; it++) {
-            if (timer.ms() + last_ms > budget_ms) break;
+            if (timed && timer.ms() + last_ms > budget_ms) break;
             const double t_start = timer.ms();
             const pk_u64 H = (pk_u64) ((double) P.lb * f);
             for (int i = 0; i < P.n; i++) hot[(size_t) i] = best_off[(size_t) i] + P.sz[(size_t) i] > H;
@@ -937,6 +1003,7 @@ static size_t pk_pack_body(struct tsr_pack_item * items, size_t n, size_t alignm
     pk_packer pk(P, timer, time_budget_ms);
     const int n_first = P.n <= 1000 ? pk.n_orders : 1;
     for (int vi = 0; vi < n_first && pk.best > P.lb; vi++) pk.run_order(pk.try_order[vi]);
+    if (P.n <= 1000) pk.promote_overflow(false);
 
     /* 2. improvement while time is left */
     if (pk.best > P.lb && time_budget_ms > 0 && timer.ms() < time_budget_ms) {
@@ -946,7 +1013,7 @@ static size_t pk_pack_body(struct tsr_pack_item * items, size_t n, size_t alignm
             pk.window();
             /* 2b: the other orders */
             for (int vi = 1; vi < pk.n_orders && pk.best > P.lb && pk.time_left(); vi++) pk.run_order(pk.try_order[vi]);
-            pk.promote_overflow();
+            pk.promote_overflow(true);
             pk.random_walk();
         }
     }
