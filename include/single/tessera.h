@@ -6606,7 +6606,10 @@ TSR_API int    tsr_gallocr_get_n_reallocs(tsr_gallocr_t galloc);
 struct tsr_order_report {
     size_t builder_lower_bound;    /* bytes, the order the graph had */
     size_t optimized_lower_bound;  /* bytes, the order it has now (<= builder_lower_bound) */
-    bool   optimal;                /* exact search finished on every piece: no order is lower */
+    size_t any_order_lower_bound;  /* bytes no order can go under (the order-independent floor:
+                                      at some node's step, what is live in every order) */
+    bool   optimal;                /* no order is lower: exact search finished on every piece, or
+                                      optimized_lower_bound meets any_order_lower_bound */
     bool   reordered;              /* the graph's order changed */
     int    n_pieces;               /* independent pieces between single-node cuts */
     double ms;                     /* wall time spent */
@@ -8469,9 +8472,14 @@ TSR_API_IMPL bool tsr_plan_check(const struct tsr_plan * plan, const size_t * ca
  *     share of the time budget is spent.
  *  3. A piece keeps the builder's order unless something strictly better was found.
  *
- * Order-independent rule used by both searches: a ready node that allocates nothing
- * (a view, a tensor placed elsewhere) runs at once. Running it earlier adds no bytes,
- * frees its operands sooner and only makes a later in-place takeover more likely.
+ * Order-independent rule used by both searches: a ready node whose step adds nothing
+ * (a view, a tensor placed elsewhere, or a node that can take over a dying operand now:
+ * its operand's bytes become its result's) runs at once. Running it earlier adds no
+ * bytes, frees its operands sooner and only makes a later in-place takeover more likely
+ * (a takeover open now stays open: no other user of that operand is left).
+ *
+ * The floor (ord_floor) is what every order holds at some step; a piece stops searching
+ * when it meets it, and an order that meets the graph's floor is optimal.
  */
 
 #include <chrono>
@@ -8495,6 +8503,8 @@ struct ord_problem {
     std::vector<int> users;                           /* per root: how many nodes use it */
     std::vector<size_t> root_size;                    /* per root: bytes it owns (0: none) */
     std::vector<char> immortal;                       /* per root: lives to the end (results, OUTPUT) */
+    std::vector<int> maker;                           /* per root: the node whose step allocates it, or -1 */
+    std::vector<int> made;                            /* per node: the root its step allocates, or -1 */
     size_t mem0 = 0;                                  /* bytes live before the first step */
     /* several buffers (node buffer ids): which buffer each root and each node's result
      * is in, the bytes each holds before the first step, and the caller's id per node;
@@ -8605,13 +8615,19 @@ static bool ord_build(const gallocr * ga, struct tsr_cgraph * g, const int * nod
         }
     }
     for (int i = 0; i < n; i++) p.node_buffer[(size_t) i] = ts.info[(size_t) (nl + i)].buffer_id;
+    p.maker.assign(ts.info.size(), -1);
+    p.made.assign((size_t) n, -1);
     if (node_ids) p.run_id.assign(node_ids, node_ids + n);
     std::vector<std::vector<int>> touch((size_t) n), inpl((size_t) n);
     for (int i = 0; i < n; i++) {
         struct tsr_tensor * t = g->nodes[i];
         const ga_info & in = ts.info[(size_t) (nl + i)];
         const bool input = (t->flags & TSR_TENSOR_FLAG_INPUT) != 0;
-        if (in.owned && !input) p.alloc[(size_t) i] = in.size;
+        if (in.owned && !input && in.size > 0) {
+            p.alloc[(size_t) i] = in.size;
+            p.made[(size_t) i] = nl + i;
+            p.maker[(size_t) (nl + i)] = i;
+        }
         for (int s = 0; s < TSR_MAX_SRC; s++) {
             if (!t->src[s]) continue;
             const int r = ts.root_of(t->src[s]);
@@ -8698,6 +8714,8 @@ struct ord_piece {
     std::vector<int> nodes;       /* builder order */
     std::vector<int> local;       /* node -> index in nodes, or -1 (size n) */
     std::chrono::steady_clock::time_point deadline;
+    size_t floor = 0;   /* no order of the piece goes under this (ord_floor) */
+    size_t enough = 0;  /* a peak at or under this ends the search: the graph's floor is higher */
 };
 
 /* Which nodes are cuts (every other node an ancestor or a descendant of it). In the
@@ -8727,6 +8745,143 @@ static std::vector<char> ord_cuts(const ord_problem & p) {
     return cut;
 }
 
+/* Bit rows over a piece's nodes (by local index). */
+struct ord_rows {
+    size_t words = 0;
+    std::vector<uint64_t> bits;
+    uint64_t * row(size_t k) { return bits.data() + k * words; }
+    const uint64_t * row(size_t k) const { return bits.data() + k * words; }
+    bool has(size_t k, size_t j) const { return (row(k)[j / 64] >> (j % 64)) & 1; }
+};
+
+/* The largest piece whose floor uses ancestor sets (two m x m bit matrices: 4 MiB here);
+ * a larger one gets the floor from each node's own operands only. */
+static const size_t ORD_FLOOR_MAX_NODES = 4096;
+
+/* Each piece node's ancestors in the piece, or (desc) its descendants. The builder's
+ * order is topological, so one pass in it (or against it) sees every relative first. */
+static ord_rows ord_relatives(const ord_piece & pc, bool desc) {
+    const ord_problem & p = *pc.sim->p;
+    const std::vector<int> & off = desc ? p.succ_off : p.pred_off;
+    const std::vector<int> & adj = desc ? p.succ : p.pred;
+    const size_t m = pc.nodes.size();
+    ord_rows r;
+    r.words = (m + 63) / 64;
+    r.bits.assign(m * r.words, 0);
+    for (size_t i = 0; i < m; i++) {
+        const size_t k = desc ? m - 1 - i : i;
+        const int v = pc.nodes[k];
+        uint64_t * dst = r.row(k);
+        for (int e = off[(size_t) v]; e < off[(size_t) v + 1]; e++) {
+            const int u = pc.local[(size_t) adj[(size_t) e]];
+            if (u < 0) continue;
+            const uint64_t * src = r.row((size_t) u);
+            for (size_t w = 0; w < r.words; w++) dst[w] |= src[w];
+            dst[(size_t) u / 64] |= 1ull << ((size_t) u % 64);
+        }
+    }
+    return r;
+}
+
+/* The floor of a piece, from the state its first cut leaves: the most bytes that are live
+ * at one node's step in EVERY order of the piece, so no order goes under it. At v's step
+ * a root is surely live when it surely exists (live now, or made by an ancestor of v) and
+ * is surely not freed yet (it outlives the piece, or v or a descendant of v uses it); v's
+ * own result counts unless some order lets v take over a dying operand (no user of that
+ * operand is a descendant of v). */
+struct ord_floor {
+    const ord_piece & pc;
+    const ord_sim & sim;
+    const ord_problem & p;
+    bool rows;
+    ord_rows anc, desc;
+    std::unordered_map<int, std::vector<int>> users;  /* root -> its users in the piece (local) */
+    std::vector<size_t> extra;                         /* per piece node: bytes over the base */
+    size_t base;                                       /* bytes live at every step of the piece */
+
+    explicit ord_floor(const ord_piece & piece)
+        : pc(piece), sim(*piece.sim), p(*piece.sim->p), rows(piece.nodes.size() <= ORD_FLOOR_MAX_NODES),
+          extra(piece.nodes.size(), 0), base(piece.sim->mem) {
+        if (rows) {
+            anc = ord_relatives(pc, false);
+            desc = ord_relatives(pc, true);
+        }
+        for (size_t k = 0; k < pc.nodes.size(); k++) {
+            const int v = pc.nodes[k];
+            for (int e = p.touch_off[(size_t) v]; e < p.touch_off[(size_t) v + 1]; e++) users[p.touch[(size_t) e]].push_back((int) k);
+        }
+    }
+
+    /* freed after the piece, if ever */
+    bool outlives(int r) const {
+        if (p.immortal[(size_t) r] || p.users[(size_t) r] == 0) return true;
+        auto it = users.find(r);
+        return sim.left[(size_t) r] > (it == users.end() ? 0 : (int) it->second.size());
+    }
+
+    /* the steps at which r is surely not freed yet: its users' and their ancestors' */
+    std::vector<uint64_t> before_last_use(const std::vector<int> & us) const {
+        std::vector<uint64_t> set(anc.words, 0);
+        for (int w : us) {
+            const uint64_t * a = anc.row((size_t) w);
+            for (size_t i = 0; i < set.size(); i++) set[i] |= a[i];
+            set[(size_t) w / 64] |= 1ull << ((size_t) w % 64);
+        }
+        return set;
+    }
+
+    void add_at(const std::vector<uint64_t> & set, size_t bytes) {
+        for (size_t i = 0; i < set.size(); i++) {
+            for (uint64_t b = set[i]; b; b &= b - 1) extra[i * 64 + (size_t) __builtin_ctzll(b)] += bytes;
+        }
+    }
+    void add_at_users(const std::vector<int> & us, size_t bytes) {
+        for (int w : us) extra[(size_t) w] += bytes;
+    }
+
+    /* a root the piece uses: live now, or made by a piece node */
+    void count_used_root(int r, const std::vector<int> & us) {
+        const size_t bytes = p.root_size[(size_t) r];
+        const int mk = p.maker[(size_t) r] >= 0 ? pc.local[(size_t) p.maker[(size_t) r]] : -1;
+        if (bytes == 0 || (mk < 0 && outlives(r))) return;  /* nothing, or in the base */
+        if (mk < 0) base -= bytes;
+        if (!rows) { add_at_users(us, bytes); return; }
+        std::vector<uint64_t> set = before_last_use(us);
+        if (mk >= 0) {
+            const uint64_t * d = desc.row((size_t) mk);
+            for (size_t i = 0; i < set.size(); i++) set[i] = outlives(r) ? d[i] : set[i] & d[i];
+        }
+        add_at(set, bytes);
+    }
+
+    /* v's result, unless some order lets v work in place */
+    void count_own(size_t k) {
+        const int v = pc.nodes[k];
+        if (p.alloc[(size_t) v] == 0) return;
+        for (int e = p.inpl_off[(size_t) v]; e < p.inpl_off[(size_t) v + 1]; e++) {
+            const int c = p.inpl[(size_t) e];
+            if (outlives(c)) continue;
+            if (!rows) return;
+            bool used_later = false;
+            for (int w : users.at(c)) used_later = used_later || desc.has(k, (size_t) w);
+            if (!used_later) return;
+        }
+        extra[k] += p.alloc[(size_t) v];
+    }
+
+    size_t compute() {
+        for (const auto & ru : users) count_used_root(ru.first, ru.second);
+        for (size_t k = 0; k < pc.nodes.size(); k++) {
+            const int r = p.made[(size_t) pc.nodes[k]];
+            if (r >= 0 && !users.count(r) && rows) add_at(std::vector<uint64_t>(desc.row(k), desc.row(k) + desc.words), p.root_size[(size_t) r]);
+            count_own(k);
+        }
+        size_t top = 0;
+        for (size_t e : extra) top = std::max(top, e);
+        return base + top;
+    }
+};
+
 /* Exact search: is there an order of the rest of the piece whose every step stays under
  * `bound`? A depth-first search over the down-sets (the sets of nodes already run),
  * cheapest step first, remembering the sets from which none exists. Such a set fails
@@ -8747,7 +8902,7 @@ struct ord_exact {
     bool done(size_t k) const { return (key[k / 8] >> (k % 8)) & 1; }
     void flip(size_t k) { key[k / 8] = (char) (key[k / 8] ^ (1 << (k % 8))); }
 
-    /* the ready nodes under the bound, cheapest step first; a lone zero-allocation one if any */
+    /* the ready nodes under the bound, cheapest step first; a lone one that adds nothing if any */
     void ready(std::vector<std::pair<size_t, int>> & out) const {
         out.clear();
         for (size_t k = 0; k < pc.nodes.size(); k++) {
@@ -8755,7 +8910,7 @@ struct ord_exact {
             if (done(k) || pc.sim->waiting[(size_t) v] != 0) continue;
             const size_t step = pc.sim->step_bytes(v);
             if (step >= bound) continue;
-            if (pc.sim->p->alloc[(size_t) v] == 0) { out.assign(1, {step, v}); return; }
+            if (step == pc.sim->mem) { out.assign(1, {step, v}); return; }
             out.push_back({step, v});
         }
         std::sort(out.begin(), out.end());
@@ -8791,6 +8946,7 @@ struct ord_exact {
 static bool ord_exact_solve(ord_piece & pc, size_t max_states, std::vector<int> & order, size_t & peak) {
     ord_exact ex(pc, max_states);
     for (;;) {
+        if (peak <= pc.enough) return peak <= pc.floor;
         ex.bound = peak;
         ex.path.clear();
         if (!ex.reach(pc.nodes.size())) return !ex.aborted;
@@ -8812,7 +8968,7 @@ static std::vector<int> ord_greedy(ord_piece & pc, ord_rule rule, std::mt19937 &
         uint64_t best_a = UINT64_MAX, best_b = UINT64_MAX, best_c = UINT64_MAX;
         for (size_t k = 0; k < ready.size(); k++) {
             const int v = ready[k];
-            if (sim.p->alloc[(size_t) v] == 0) { pick = k; break; }
+            if (sim.step_bytes(v) == sim.mem) { pick = k; break; }
             const size_t before = sim.mem;
             const size_t step = sim.run(v);
             const size_t after = sim.mem;
@@ -8857,7 +9013,7 @@ static size_t ord_local_search(ord_piece & pc, std::vector<int> & order, size_t 
     std::vector<int> pos((size_t) p.n, -1);
     for (size_t k = 0; k < m; k++) pos[(size_t) order[k]] = (int) k;
     for (int iter = 0;; iter++) {
-        if ((iter & 15) == 0 && std::chrono::steady_clock::now() > pc.deadline) break;
+        if (peak <= pc.enough || ((iter & 15) == 0 && std::chrono::steady_clock::now() > pc.deadline)) break;
         const int from = (int) (rng() % m);
         const int v = order[(size_t) from];
         int lo = 0, hi = (int) m - 1;
@@ -8897,14 +9053,16 @@ static ord_piece_result ord_solve_piece(ord_piece & pc, const struct tsr_order_p
     ord_piece_result res;
     res.order = pc.nodes;
     res.builder_peak = res.peak = pc.sim->peak_of(pc.nodes);
-    res.exact = pc.nodes.size() <= 1;
-    if (res.exact) return res;
+    res.exact = pc.nodes.size() <= 1 || res.peak <= pc.floor;
+    if (res.exact || res.peak <= pc.enough) return res;
     std::mt19937 rng(0x7e55e7a);
     for (ord_rule rule : {ORD_RULE_PEAK_THEN_NET, ORD_RULE_NET_THEN_STEP, ORD_RULE_STEP_THEN_NET}) {
         std::vector<int> o = ord_greedy(pc, rule, rng);
         const size_t pk = pc.sim->peak_of(o);
         if (pk < res.peak) { res.peak = pk; res.order = std::move(o); }
     }
+    res.exact = res.peak <= pc.floor;
+    if (res.exact || res.peak <= pc.enough) return res;
     if ((int) pc.nodes.size() <= prm.exact_max_nodes && prm.exact_max_states > 0) {
         /* half the piece's time at most: what is left goes to the local search */
         const auto end = pc.deadline, now = std::chrono::steady_clock::now();
@@ -8920,6 +9078,50 @@ static ord_piece_result ord_solve_piece(ord_piece & pc, const struct tsr_order_p
     return res;
 }
 
+/* A stretch of the builder's order solved on its own: a cut (one node), or the nodes
+ * between cuts within one run of node buffer ids. */
+struct ord_segment { int begin, end; bool cut; };
+
+static std::vector<ord_segment> ord_segments(const ord_problem & p) {
+    const std::vector<char> cut = ord_cuts(p);
+    std::vector<ord_segment> segs;
+    for (int v = 0; v < p.n; v++) {
+        const bool new_run = !p.run_id.empty() && v > 0 && p.run_id[(size_t) v] != p.run_id[(size_t) v - 1];
+        if (cut[(size_t) v]) segs.push_back({v, v + 1, true});
+        else if (segs.empty() || segs.back().cut || new_run) segs.push_back({v, v + 1, false});
+        else segs.back().end = v + 1;
+    }
+    return segs;
+}
+
+static void ord_enter(ord_piece & pc, const ord_segment & sg) {
+    pc.nodes.clear();
+    for (int v = sg.begin; v < sg.end; v++) {
+        pc.local[(size_t) v] = (int) pc.nodes.size();
+        pc.nodes.push_back(v);
+    }
+}
+
+static void ord_leave(ord_piece & pc) {
+    for (int u : pc.nodes) pc.local[(size_t) u] = -1;
+    pc.nodes.clear();
+}
+
+/* Each segment's floor (a cut's is its step): the set run before a segment is the same in
+ * every order, so the builder's order gives every segment its starting state. */
+static std::vector<size_t> ord_segment_floors(const std::vector<ord_segment> & segs, ord_piece & pc) {
+    ord_sim & sim = *pc.sim;
+    std::vector<size_t> floors;
+    for (const ord_segment & sg : segs) {
+        if (sg.cut) { floors.push_back(sim.run(sg.begin)); continue; }
+        ord_enter(pc, sg);
+        floors.push_back(ord_floor(pc).compute());
+        for (int v : pc.nodes) sim.run(v);
+        ord_leave(pc);
+    }
+    return floors;
+}
+
 /* The best order found for p (node indices in execution order) and its figures. */
 static std::vector<int> ord_optimize(const ord_problem & p, const struct tsr_order_params & prm, struct tsr_order_report & rep) {
     using clock = std::chrono::steady_clock;
@@ -8927,53 +9129,49 @@ static std::vector<int> ord_optimize(const ord_problem & p, const struct tsr_ord
     const auto end = t0 + std::chrono::microseconds((int64_t) (std::max(0.0, prm.time_budget_ms) * 1000.0));
     ord_sim sim;
     sim.reset(p);
-    const std::vector<char> cut = ord_cuts(p);
-    std::vector<int> order;
-    order.reserve((size_t) p.n);
     ord_piece pc;
     pc.sim = &sim;
     pc.local.assign((size_t) p.n, -1);
+    const std::vector<ord_segment> segs = ord_segments(p);
+    const std::vector<size_t> floors = ord_segment_floors(segs, pc);
+    const size_t floor = floors.empty() ? 0 : *std::max_element(floors.begin(), floors.end());
+    sim.reset(p);
+    std::vector<int> order;
+    order.reserve((size_t) p.n);
     size_t builder = 0, best = 0;
     int done = 0;
     bool exact = true;
     rep.n_pieces = 0;
-    for (int v = 0; v <= p.n; v++) {
-        /* a new run of node buffer ids ends the piece: reordering stays within runs */
-        const bool new_run = !p.run_id.empty() && v > 0 && v < p.n && p.run_id[(size_t) v] != p.run_id[(size_t) v - 1];
-        if (v < p.n && !cut[(size_t) v] && !(new_run && !pc.nodes.empty())) {
-            pc.local[(size_t) v] = (int) pc.nodes.size();
-            pc.nodes.push_back(v);
-            continue;
-        }
-        if (!pc.nodes.empty()) {
-            /* this piece's share of the time left, by size */
-            const auto now = clock::now();
-            const double share = (double) pc.nodes.size() / (double) std::max(1, p.n - done);
-            pc.deadline = now + std::chrono::duration_cast<clock::duration>((end > now ? end - now : clock::duration(0)) * share);
-            ord_piece_result r = ord_solve_piece(pc, prm);
-            builder = std::max(builder, r.builder_peak);
-            best = std::max(best, r.peak);
-            exact = exact && r.exact;
-            for (int u : r.order) { sim.run(u); order.push_back(u); }
-            for (int u : pc.nodes) pc.local[(size_t) u] = -1;
-            done += (int) pc.nodes.size();
-            pc.nodes.clear();
-            rep.n_pieces++;
-        }
-        if (v < p.n && !cut[(size_t) v]) {  /* the first node of a new run starts the next piece */
-            pc.local[(size_t) v] = (int) pc.nodes.size();
-            pc.nodes.push_back(v);
-        } else if (v < p.n) {
-            const size_t step = sim.run(v);
+    for (size_t s = 0; s < segs.size(); s++) {
+        const ord_segment & sg = segs[s];
+        if (sg.cut) {
+            const size_t step = sim.run(sg.begin);
             builder = std::max(builder, step);
             best = std::max(best, step);
-            order.push_back(v);
+            order.push_back(sg.begin);
             done++;
+            continue;
         }
+        ord_enter(pc, sg);
+        /* this piece's share of the time left, by size */
+        const auto now = clock::now();
+        const double share = (double) pc.nodes.size() / (double) std::max(1, p.n - done);
+        pc.deadline = now + std::chrono::duration_cast<clock::duration>((end > now ? end - now : clock::duration(0)) * share);
+        pc.floor = floors[s];
+        pc.enough = std::max(floor, floors[s]);
+        ord_piece_result r = ord_solve_piece(pc, prm);
+        builder = std::max(builder, r.builder_peak);
+        best = std::max(best, r.peak);
+        exact = exact && r.exact;
+        for (int u : r.order) { sim.run(u); order.push_back(u); }
+        done += (int) pc.nodes.size();
+        ord_leave(pc);
+        rep.n_pieces++;
     }
     rep.builder_lower_bound = builder;
     rep.optimized_lower_bound = best;
-    rep.optimal = exact;
+    rep.any_order_lower_bound = floor;
+    rep.optimal = exact || best <= floor;
     rep.reordered = false;
     for (int k = 0; k < p.n; k++) rep.reordered = rep.reordered || order[(size_t) k] != k;
     rep.ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
