@@ -9001,21 +9001,110 @@ static std::vector<int> ord_greedy(ord_piece & pc, ord_rule rule, std::mt19937 &
     return out;
 }
 
-/* Move one node at a time to another place between its predecessors and successors;
- * keep moves that lower the peak, or keep it and do not raise the sum of all steps (a
- * slope towards orders that hold less, where the peak alone is flat), until the deadline. */
+/* A move for the local search that one-node moves cannot make step by step: v with its
+ * feeders (ancestors that feed nothing but v and each other: its producer chain) or its
+ * dependants (descendants fed by nothing but v and each other) goes elsewhere as a block,
+ * so a producer chain runs just before its consumer, or a consumer right after v. */
+struct ord_block_move {
+    const ord_piece & pc;
+    const ord_problem & p;
+    std::vector<char> in;    /* per node: in the block */
+    std::vector<int> block;  /* in the current order */
+    std::vector<int> rest;
+
+    explicit ord_block_move(const ord_piece & piece) : pc(piece), p(*piece.sim->p), in((size_t) piece.sim->p->n, 0) {}
+
+    void gather(int v, bool feeders) {
+        const std::vector<int> & off = feeders ? p.pred_off : p.succ_off, & adj = feeders ? p.pred : p.succ;
+        const std::vector<int> & back_off = feeders ? p.succ_off : p.pred_off, & back = feeders ? p.succ : p.pred;
+        block.assign(1, v);
+        in[(size_t) v] = 1;
+        for (size_t i = 0; i < block.size() && block.size() < 64; i++) {
+            const int b = block[i];
+            for (int e = off[(size_t) b]; e < off[(size_t) b + 1]; e++) {
+                const int u = adj[(size_t) e];
+                if (pc.local[(size_t) u] < 0 || in[(size_t) u]) continue;
+                bool only_block = true;
+                for (int f = back_off[(size_t) u]; f < back_off[(size_t) u + 1] && only_block; f++) only_block = in[(size_t) back[(size_t) f]];
+                if (!only_block) continue;
+                block.push_back(u);
+                in[(size_t) u] = 1;
+            }
+        }
+    }
+
+    /* the block's place in `rest` if node u (not in it) keeps its place */
+    int rest_index(const std::vector<int> & pos, int u) const {
+        int before = 0;
+        for (int b : block) before += pos[(size_t) b] < pos[(size_t) u];
+        return pos[(size_t) u] - before;
+    }
+
+    /* out: order with the block of v moved to a random place within its dependencies;
+     * false when there is no other place */
+    bool propose(int v, bool feeders, const std::vector<int> & order, const std::vector<int> & pos, std::mt19937 & rng,
+                 std::vector<int> & out) {
+        gather(v, feeders);
+        std::sort(block.begin(), block.end(), [&](int a, int b) { return pos[(size_t) a] < pos[(size_t) b]; });
+        rest.clear();
+        for (int u : order) if (!in[(size_t) u]) rest.push_back(u);
+        int lo = 0, hi = (int) rest.size(), now = -1;
+        for (int b : block) {
+            for (int e = p.pred_off[(size_t) b]; e < p.pred_off[(size_t) b + 1]; e++) {
+                const int u = p.pred[(size_t) e];
+                if (pc.local[(size_t) u] >= 0 && !in[(size_t) u]) lo = std::max(lo, rest_index(pos, u) + 1);
+            }
+            for (int e = p.succ_off[(size_t) b]; e < p.succ_off[(size_t) b + 1]; e++) {
+                const int u = p.succ[(size_t) e];
+                if (pc.local[(size_t) u] >= 0 && !in[(size_t) u]) hi = std::min(hi, rest_index(pos, u));
+            }
+        }
+        const size_t first = (size_t) pos[(size_t) block[0]];
+        if (block.size() > 1 && first + block.size() <= order.size()) {
+            bool contiguous = true;
+            for (size_t k = 0; k < block.size(); k++) contiguous = contiguous && order[first + k] == block[k];
+            if (contiguous) now = (int) first;
+        }
+        for (int b : block) in[(size_t) b] = 0;
+        if (block.size() < 2 || hi < lo || (hi == lo && lo == now)) return false;
+        const int at = lo + (int) (rng() % (unsigned) (hi - lo + 1));
+        if (at == now) return false;
+        out.assign(rest.begin(), rest.begin() + at);
+        out.insert(out.end(), block.begin(), block.end());
+        out.insert(out.end(), rest.begin() + at, rest.end());
+        return true;
+    }
+};
+
+/* Move one node at a time to another place between its predecessors and successors, or a
+ * node's block (ord_block_move); keep moves that lower the peak, or keep it and do not
+ * raise the sum of all steps (a slope towards orders that hold less, where the peak alone
+ * is flat), until the deadline. */
 static size_t ord_local_search(ord_piece & pc, std::vector<int> & order, size_t peak, std::mt19937 & rng) {
     const ord_problem & p = *pc.sim->p;
     const size_t m = order.size();
     if (m < 3) return peak;
     uint64_t area = 0;
     pc.sim->peak_of(order, &area);
-    std::vector<int> pos((size_t) p.n, -1);
+    std::vector<int> pos((size_t) p.n, -1), moved;
     for (size_t k = 0; k < m; k++) pos[(size_t) order[k]] = (int) k;
+    ord_block_move blocks(pc);
     for (int iter = 0;; iter++) {
         if (peak <= pc.enough || ((iter & 15) == 0 && std::chrono::steady_clock::now() > pc.deadline)) break;
         const int from = (int) (rng() % m);
         const int v = order[(size_t) from];
+        if (iter & 1) {
+            if (!blocks.propose(v, (iter & 2) != 0, order, pos, rng, moved)) continue;
+            uint64_t na = 0;
+            const size_t np = pc.sim->peak_of(moved, &na);
+            if (np < peak || (np == peak && na <= area)) {
+                peak = np;
+                area = na;
+                order.swap(moved);
+                for (size_t k = 0; k < m; k++) pos[(size_t) order[k]] = (int) k;
+            }
+            continue;
+        }
         int lo = 0, hi = (int) m - 1;
         for (int k = p.pred_off[(size_t) v]; k < p.pred_off[(size_t) v + 1]; k++) {
             const int q = pos[(size_t) p.pred[(size_t) k]];
