@@ -345,6 +345,9 @@ struct ord_floor {
     std::unordered_map<int, std::vector<int>> users;  /* root -> its users in the piece (local) */
     std::vector<size_t> extra;                         /* per piece node: bytes over the base */
     size_t base;                                       /* bytes live at every step of the piece */
+    /* per piece node u that makes a root: the steps at which that root is surely live once
+     * u has run, but not counted before (they are not descendants of u); by ord_exact */
+    std::vector<std::vector<uint64_t>> late;
 
     explicit ord_floor(const ord_piece & piece)
         : pc(piece), sim(*piece.sim), p(*piece.sim->p), rows(piece.nodes.size() <= ORD_FLOOR_MAX_NODES),
@@ -393,12 +396,27 @@ struct ord_floor {
         if (bytes == 0 || (mk < 0 && outlives(r))) return;  /* nothing, or in the base */
         if (mk < 0) base -= bytes;
         if (!rows) { add_at_users(us, bytes); return; }
-        std::vector<uint64_t> set = before_last_use(us);
-        if (mk >= 0) {
-            const uint64_t * d = desc.row((size_t) mk);
-            for (size_t i = 0; i < set.size(); i++) set[i] = outlives(r) ? d[i] : set[i] & d[i];
+        if (mk >= 0) count_made((size_t) mk, outlives(r) ? every_node() : before_last_use(us));
+        else add_at(before_last_use(us), bytes);
+    }
+
+    std::vector<uint64_t> every_node() const {
+        std::vector<uint64_t> set(anc.words, ~0ull);
+        if (pc.nodes.size() % 64) set.back() = (1ull << (pc.nodes.size() % 64)) - 1;
+        return set;
+    }
+
+    /* the root node k makes, live at `live` once made: surely made at k's descendants */
+    void count_made(size_t k, std::vector<uint64_t> live) {
+        const uint64_t * d = desc.row(k);
+        if (late.empty()) late.resize(pc.nodes.size());
+        std::vector<uint64_t> & lt = late[k];
+        lt.resize(live.size());
+        for (size_t i = 0; i < live.size(); i++) {
+            lt[i] = live[i] & ~d[i];
+            live[i] &= d[i];
         }
-        add_at(set, bytes);
+        add_at(live, p.alloc[(size_t) pc.nodes[k]]);
     }
 
     /* v's result, unless some order lets v work in place */
@@ -420,7 +438,7 @@ struct ord_floor {
         for (const auto & ru : users) count_used_root(ru.first, ru.second);
         for (size_t k = 0; k < pc.nodes.size(); k++) {
             const int r = p.made[(size_t) pc.nodes[k]];
-            if (r >= 0 && !users.count(r) && rows) add_at(std::vector<uint64_t>(desc.row(k), desc.row(k) + desc.words), p.root_size[(size_t) r]);
+            if (r >= 0 && !users.count(r) && rows) count_made(k, every_node());
             count_own(k);
         }
         size_t top = 0;
@@ -443,8 +461,36 @@ struct ord_exact {
     size_t bound = 0;
     bool aborted = false;
     size_t calls = 0;
+    /* per piece node: bytes surely live at its step from the current set on (ord_floor's
+     * count, kept current as nodes run); a set where one left is at the bound fails */
+    std::vector<size_t> surely;
+    const std::vector<std::vector<uint64_t>> * late = nullptr;
 
-    ord_exact(ord_piece & piece, size_t states) : pc(piece), max_states(states), key((pc.nodes.size() + 7) / 8, '\0') {}
+    ord_exact(ord_piece & piece, size_t states, const ord_floor * fl)
+        : pc(piece), max_states(states), key((pc.nodes.size() + 7) / 8, '\0') {
+        if (!fl || !fl->rows) return;
+        surely = fl->extra;
+        for (size_t & b : surely) b += fl->base;
+        if (!fl->late.empty()) late = &fl->late;
+    }
+
+    /* v (local k) made its root: it is now surely live where its ancestors could not say */
+    void made(size_t k, bool undo) {
+        if (!late || (*late)[k].empty()) return;
+        const size_t bytes = pc.sim->p->alloc[(size_t) pc.nodes[k]];
+        const std::vector<uint64_t> & set = (*late)[k];
+        for (size_t i = 0; i < set.size(); i++) {
+            for (uint64_t b = set[i]; b; b &= b - 1) {
+                size_t & s = surely[i * 64 + (size_t) __builtin_ctzll(b)];
+                s = undo ? s - bytes : s + bytes;
+            }
+        }
+    }
+
+    bool doomed() const {
+        for (size_t k = 0; k < surely.size(); k++) if (!done(k) && surely[k] >= bound) return true;
+        return false;
+    }
 
     bool done(size_t k) const { return (key[k / 8] >> (k % 8)) & 1; }
     void flip(size_t k) { key[k / 8] = (char) (key[k / 8] ^ (1 << (k % 8))); }
@@ -471,13 +517,15 @@ struct ord_exact {
             return false;
         }
         std::vector<std::pair<size_t, int>> cand;
-        ready(cand);
+        if (!doomed()) ready(cand);
         for (const auto & c : cand) {
             const int v = c.second;
             const size_t k = (size_t) pc.local[(size_t) v];
             pc.sim->run(v);
             flip(k);
+            made(k, false);
             const bool ok = reach(n_left - 1);
+            made(k, true);
             flip(k);
             pc.sim->undo(v);
             if (ok) { path.push_back(v); return true; }
@@ -491,7 +539,9 @@ struct ord_exact {
 /* Tightens `peak` (the piece's best so far, `order` its order) until no order is lower;
  * false when the search gave up first (order and peak keep the best found). */
 static bool ord_exact_solve(ord_piece & pc, size_t max_states, std::vector<int> & order, size_t & peak) {
-    ord_exact ex(pc, max_states);
+    ord_floor fl(pc);
+    fl.compute();
+    ord_exact ex(pc, max_states, &fl);
     for (;;) {
         if (peak <= pc.enough) return peak <= pc.floor;
         ex.bound = peak;
