@@ -535,15 +535,15 @@ tsr_tensor * randwire_stage(tsr_context * ctx, wstore & W, const std::string & p
     return sum;
 }
 
-tsr_cgraph * randwire(tsr_context * ctx, wstore & W, bool index_order) {
+tsr_cgraph * randwire(tsr_context * ctx, wstore & W, int n, bool index_order) {
     std::mt19937 rng(5);
     tsr_cgraph * gf = tsr_new_graph_custom(ctx, 4096, false);
     tsr_cgraph * each = index_order ? gf : nullptr;
     tsr_tensor * x = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, 112, 112, 3, 1); tsr_set_input(x); tsr_set_name(x, "image");
     x = conv(ctx, W, "stem", x, 3, 78, 2, true);  // 56x56
-    x = randwire_stage(ctx, W, "s1.", x, 32, 78, 1, rng, each);
-    x = randwire_stage(ctx, W, "s2.", x, 32, 156, 2, rng, each);
-    x = randwire_stage(ctx, W, "s3.", x, 32, 312, 2, rng, each);
+    x = randwire_stage(ctx, W, "s1.", x, n, 78, 1, rng, each);
+    x = randwire_stage(ctx, W, "s2.", x, n, 156, 2, rng, each);
+    x = randwire_stage(ctx, W, "s3.", x, n, 312, 2, rng, each);
     tsr_set_output(x);
     tsr_build_forward_expand(gf, x);
     return gf;
@@ -603,8 +603,9 @@ void run_order(table & t, double budget_ms, double exact_ms, int exact_states, c
         {"U-Net-style CNN, 4 levels, 256x256", [](tsr_context * c, wstore & w) { return unet(c, w); }, 4},
         {"diffusion UNet (SD 1.x shapes), 64x64 latent", [](tsr_context * c, wstore & w) { return diffusion_unet(c, w, false); }, 5},
         {"diffusion UNet, flash attention (sd.cpp --diffusion-fa)", [](tsr_context * c, wstore & w) { return diffusion_unet(c, w, true); }, 5},
-        {"RandWire-style, 3 stages x 32 nodes, 112x112", [](tsr_context * c, wstore & w) { return randwire(c, w, false); }, 6},
-        {"RandWire-style, expanded in node index order", [](tsr_context * c, wstore & w) { return randwire(c, w, true); }, 6},
+        {"RandWire-style, 3 stages x 32 nodes, 112x112", [](tsr_context * c, wstore & w) { return randwire(c, w, 32, false); }, 6},
+        {"RandWire-style, expanded in node index order", [](tsr_context * c, wstore & w) { return randwire(c, w, 32, true); }, 6},
+        {"RandWire-style, 3 stages x 16 nodes (exact search finishes)", [](tsr_context * c, wstore & w) { return randwire(c, w, 16, false); }, 8},
         {"random DAG, 12 ops", [](tsr_context * c, wstore &) { return random_dag(c, 1, 12, 6); }, 7},
         {"random DAG, 40 ops", [](tsr_context * c, wstore &) { return random_dag(c, 2, 40, 8); }, 7},
         {"random DAG, 200 ops, window 16", [](tsr_context * c, wstore &) { return random_dag(c, 3, 200, 16); }, 7},
