@@ -420,8 +420,8 @@ void run_models(table & t, int reps) {
 
 // ---- execution order ------------------------------------------------------------------
 // A diffusion-UNet-style stack (Stable Diffusion 1.x shapes at a 64x64 latent): res blocks
-// with a timestep embedding, transformer blocks (self attention, cross attention to a
-// 77-token text context, feed-forward), skips concatenated in the decoder.
+// with a timestep embedding, transformer blocks (8 heads; self attention, cross attention
+// to a 77-token text context, GEGLU feed-forward), 12 skips concatenated in the decoder.
 tsr_tensor * res_block(tsr_context * ctx, wstore & W, const std::string & p, tsr_tensor * x, tsr_tensor * emb, int oc) {
     const int64_t ic = x->ne[2];
     tsr_tensor * h = C(tsr_silu(ctx, C(tsr_group_norm(ctx, x, 32, 1e-5f))));
@@ -458,7 +458,7 @@ tsr_tensor * transformer(tsr_context * ctx, tsr_cgraph * gf, wstore & W, const s
     tsr_tensor * n2 = C(tsr_norm(ctx, t, 1e-5f));
     tsr_tensor * ca = attend(lin(".q2", n2, c, c), lin(".k2", text, 768, c), lin(".v2", text, 768, c), 77);
     t = C(tsr_add(ctx, t, lin(".o2", ca, c, c)));
-    tsr_tensor * ff = C(tsr_gelu(ctx, lin(".ff1", C(tsr_norm(ctx, t, 1e-5f)), c, 4 * c)));
+    tsr_tensor * ff = C(tsr_geglu(ctx, lin(".ff1", C(tsr_norm(ctx, t, 1e-5f)), c, 8 * c)));  // SD's GEGLU feed-forward
     t = C(tsr_add(ctx, t, lin(".ff2", ff, 4 * c, c)));
     tsr_tensor * back = C(tsr_cont(ctx, C(tsr_permute(ctx, C(tsr_reshape_3d(ctx, t, c, w, hh)), 2, 0, 1, 3))));  // [w, hh, c]
     return C(tsr_add(ctx, conv(ctx, W, p + ".out", back, 1, c, 1, false), x));
