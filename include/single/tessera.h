@@ -6766,7 +6766,10 @@ TSR_API int    tsr_gallocr_get_n_reallocs(tsr_gallocr_t galloc);
 struct tsr_order_report {
     size_t builder_lower_bound;    /* bytes, the order the graph had */
     size_t optimized_lower_bound;  /* bytes, the order it has now (<= builder_lower_bound) */
-    bool   optimal;                /* exact search finished on every piece: no order is lower */
+    size_t any_order_lower_bound;  /* bytes no order can go under (the order-independent floor:
+                                      at some node's step, what is live in every order) */
+    bool   optimal;                /* no order is lower: exact search finished on every piece at
+                                      the peak, or optimized_lower_bound meets any_order_lower_bound */
     bool   reordered;              /* the graph's order changed */
     int    n_pieces;               /* independent pieces between single-node cuts */
     double ms;                     /* wall time spent */
@@ -8697,9 +8700,14 @@ TSR_API_IMPL bool tsr_plan_check(const struct tsr_plan * plan, const size_t * ca
  *     share of the time budget is spent.
  *  3. A piece keeps the builder's order unless something strictly better was found.
  *
- * Order-independent rule used by both searches: a ready node that allocates nothing
- * (a view, a tensor placed elsewhere) runs at once. Running it earlier adds no bytes,
- * frees its operands sooner and only makes a later in-place takeover more likely.
+ * Order-independent rule used by both searches: a ready node whose step adds nothing
+ * (a view, a tensor placed elsewhere, or a node that can take over a dying operand now:
+ * its operand's bytes become its result's) runs at once. Running it earlier adds no
+ * bytes, frees its operands sooner and only makes a later in-place takeover more likely
+ * (a takeover open now stays open: no other user of that operand is left).
+ *
+ * The floor (ord_floor) is what every order holds at some step; a piece stops searching
+ * when it meets it, and an order that meets the graph's floor is optimal.
  */
 
 #include <chrono>
@@ -8723,6 +8731,8 @@ struct ord_problem {
     std::vector<int> users;                           /* per root: how many nodes use it */
     std::vector<size_t> root_size;                    /* per root: bytes it owns (0: none) */
     std::vector<char> immortal;                       /* per root: lives to the end (results, OUTPUT) */
+    std::vector<int> maker;                           /* per root: the node whose step allocates it, or -1 */
+    std::vector<int> made;                            /* per node: the root its step allocates, or -1 */
     size_t mem0 = 0;                                  /* bytes live before the first step */
     /* several buffers (node buffer ids): which buffer each root and each node's result
      * is in, the bytes each holds before the first step, and the caller's id per node;
@@ -8833,13 +8843,19 @@ static bool ord_build(const gallocr * ga, struct tsr_cgraph * g, const int * nod
         }
     }
     for (int i = 0; i < n; i++) p.node_buffer[(size_t) i] = ts.info[(size_t) (nl + i)].buffer_id;
+    p.maker.assign(ts.info.size(), -1);
+    p.made.assign((size_t) n, -1);
     if (node_ids) p.run_id.assign(node_ids, node_ids + n);
     std::vector<std::vector<int>> touch((size_t) n), inpl((size_t) n);
     for (int i = 0; i < n; i++) {
         struct tsr_tensor * t = g->nodes[i];
         const ga_info & in = ts.info[(size_t) (nl + i)];
         const bool input = (t->flags & TSR_TENSOR_FLAG_INPUT) != 0;
-        if (in.owned && !input) p.alloc[(size_t) i] = in.size;
+        if (in.owned && !input && in.size > 0) {
+            p.alloc[(size_t) i] = in.size;
+            p.made[(size_t) i] = nl + i;
+            p.maker[(size_t) (nl + i)] = i;
+        }
         for (int s = 0; s < TSR_MAX_SRC; s++) {
             if (!t->src[s]) continue;
             const int r = ts.root_of(t->src[s]);
@@ -8926,6 +8942,8 @@ struct ord_piece {
     std::vector<int> nodes;       /* builder order */
     std::vector<int> local;       /* node -> index in nodes, or -1 (size n) */
     std::chrono::steady_clock::time_point deadline;
+    size_t floor = 0;   /* no order of the piece goes under this (ord_floor) */
+    size_t enough = 0;  /* a peak at or under this ends the search: the graph's floor is higher */
 };
 
 /* Which nodes are cuts (every other node an ancestor or a descendant of it). In the
@@ -8955,6 +8973,161 @@ static std::vector<char> ord_cuts(const ord_problem & p) {
     return cut;
 }
 
+/* Bit rows over a piece's nodes (by local index). */
+struct ord_rows {
+    size_t words = 0;
+    std::vector<uint64_t> bits;
+    uint64_t * row(size_t k) { return bits.data() + k * words; }
+    const uint64_t * row(size_t k) const { return bits.data() + k * words; }
+    bool has(size_t k, size_t j) const { return (row(k)[j / 64] >> (j % 64)) & 1; }
+};
+
+/* The largest piece whose floor uses ancestor sets (two m x m bit matrices: 4 MiB here);
+ * a larger one gets the floor from each node's own operands only. */
+static const size_t ORD_FLOOR_MAX_NODES = 4096;
+
+/* Each piece node's ancestors in the piece, or (desc) its descendants. The builder's
+ * order is topological, so one pass in it (or against it) sees every relative first. */
+static ord_rows ord_relatives(const ord_piece & pc, bool desc) {
+    const ord_problem & p = *pc.sim->p;
+    const std::vector<int> & off = desc ? p.succ_off : p.pred_off;
+    const std::vector<int> & adj = desc ? p.succ : p.pred;
+    const size_t m = pc.nodes.size();
+    ord_rows r;
+    r.words = (m + 63) / 64;
+    r.bits.assign(m * r.words, 0);
+    for (size_t i = 0; i < m; i++) {
+        const size_t k = desc ? m - 1 - i : i;
+        const int v = pc.nodes[k];
+        uint64_t * dst = r.row(k);
+        for (int e = off[(size_t) v]; e < off[(size_t) v + 1]; e++) {
+            const int u = pc.local[(size_t) adj[(size_t) e]];
+            if (u < 0) continue;
+            const uint64_t * src = r.row((size_t) u);
+            for (size_t w = 0; w < r.words; w++) dst[w] |= src[w];
+            dst[(size_t) u / 64] |= 1ull << ((size_t) u % 64);
+        }
+    }
+    return r;
+}
+
+/* The floor of a piece, from the state its first cut leaves: the most bytes that are live
+ * at one node's step in EVERY order of the piece, so no order goes under it. At v's step
+ * a root is surely live when it surely exists (live now, or made by an ancestor of v) and
+ * is surely not freed yet (it outlives the piece, or v or a descendant of v uses it); v's
+ * own result counts unless some order lets v take over a dying operand (no user of that
+ * operand is a descendant of v). */
+struct ord_floor {
+    const ord_piece & pc;
+    const ord_sim & sim;
+    const ord_problem & p;
+    bool rows;
+    ord_rows anc, desc;
+    std::unordered_map<int, std::vector<int>> users;  /* root -> its users in the piece (local) */
+    std::vector<size_t> extra;                         /* per piece node: bytes over the base */
+    size_t base;                                       /* bytes live at every step of the piece */
+    /* per piece node u that makes a root: the steps at which that root is surely live once
+     * u has run, but not counted before (they are not descendants of u); by ord_exact */
+    std::vector<std::vector<uint64_t>> late;
+
+    explicit ord_floor(const ord_piece & piece)
+        : pc(piece), sim(*piece.sim), p(*piece.sim->p), rows(piece.nodes.size() <= ORD_FLOOR_MAX_NODES),
+          extra(piece.nodes.size(), 0), base(piece.sim->mem) {
+        if (rows) {
+            anc = ord_relatives(pc, false);
+            desc = ord_relatives(pc, true);
+        }
+        for (size_t k = 0; k < pc.nodes.size(); k++) {
+            const int v = pc.nodes[k];
+            for (int e = p.touch_off[(size_t) v]; e < p.touch_off[(size_t) v + 1]; e++) users[p.touch[(size_t) e]].push_back((int) k);
+        }
+    }
+
+    /* freed after the piece, if ever */
+    bool outlives(int r) const {
+        if (p.immortal[(size_t) r] || p.users[(size_t) r] == 0) return true;
+        auto it = users.find(r);
+        return sim.left[(size_t) r] > (it == users.end() ? 0 : (int) it->second.size());
+    }
+
+    /* the steps at which r is surely not freed yet: its users' and their ancestors' */
+    std::vector<uint64_t> before_last_use(const std::vector<int> & us) const {
+        std::vector<uint64_t> set(anc.words, 0);
+        for (int w : us) {
+            const uint64_t * a = anc.row((size_t) w);
+            for (size_t i = 0; i < set.size(); i++) set[i] |= a[i];
+            set[(size_t) w / 64] |= 1ull << ((size_t) w % 64);
+        }
+        return set;
+    }
+
+    void add_at(const std::vector<uint64_t> & set, size_t bytes) {
+        for (size_t i = 0; i < set.size(); i++) {
+            for (uint64_t b = set[i]; b; b &= b - 1) extra[i * 64 + (size_t) __builtin_ctzll(b)] += bytes;
+        }
+    }
+    void add_at_users(const std::vector<int> & us, size_t bytes) {
+        for (int w : us) extra[(size_t) w] += bytes;
+    }
+
+    /* a root the piece uses: live now, or made by a piece node */
+    void count_used_root(int r, const std::vector<int> & us) {
+        const size_t bytes = p.root_size[(size_t) r];
+        const int mk = p.maker[(size_t) r] >= 0 ? pc.local[(size_t) p.maker[(size_t) r]] : -1;
+        if (bytes == 0 || (mk < 0 && outlives(r))) return;  /* nothing, or in the base */
+        if (mk < 0) base -= bytes;
+        if (!rows) { add_at_users(us, bytes); return; }
+        if (mk >= 0) count_made((size_t) mk, outlives(r) ? every_node() : before_last_use(us));
+        else add_at(before_last_use(us), bytes);
+    }
+
+    std::vector<uint64_t> every_node() const {
+        std::vector<uint64_t> set(anc.words, ~0ull);
+        if (pc.nodes.size() % 64) set.back() = (1ull << (pc.nodes.size() % 64)) - 1;
+        return set;
+    }
+
+    /* the root node k makes, live at `live` once made: surely made at k's descendants */
+    void count_made(size_t k, std::vector<uint64_t> live) {
+        const uint64_t * d = desc.row(k);
+        if (late.empty()) late.resize(pc.nodes.size());
+        std::vector<uint64_t> & lt = late[k];
+        lt.resize(live.size());
+        for (size_t i = 0; i < live.size(); i++) {
+            lt[i] = live[i] & ~d[i];
+            live[i] &= d[i];
+        }
+        add_at(live, p.alloc[(size_t) pc.nodes[k]]);
+    }
+
+    /* v's result, unless some order lets v work in place */
+    void count_own(size_t k) {
+        const int v = pc.nodes[k];
+        if (p.alloc[(size_t) v] == 0) return;
+        for (int e = p.inpl_off[(size_t) v]; e < p.inpl_off[(size_t) v + 1]; e++) {
+            const int c = p.inpl[(size_t) e];
+            if (outlives(c)) continue;
+            if (!rows) return;
+            bool used_later = false;
+            for (int w : users.at(c)) used_later = used_later || desc.has(k, (size_t) w);
+            if (!used_later) return;
+        }
+        extra[k] += p.alloc[(size_t) v];
+    }
+
+    size_t compute() {
+        for (const auto & ru : users) count_used_root(ru.first, ru.second);
+        for (size_t k = 0; k < pc.nodes.size(); k++) {
+            const int r = p.made[(size_t) pc.nodes[k]];
+            if (r >= 0 && !users.count(r) && rows) count_made(k, every_node());
+            count_own(k);
+        }
+        size_t top = 0;
+        for (size_t e : extra) top = std::max(top, e);
+        return base + top;
+    }
+};
+
 /* Exact search: is there an order of the rest of the piece whose every step stays under
  * `bound`? A depth-first search over the down-sets (the sets of nodes already run),
  * cheapest step first, remembering the sets from which none exists. Such a set fails
@@ -8969,13 +9142,41 @@ struct ord_exact {
     size_t bound = 0;
     bool aborted = false;
     size_t calls = 0;
+    /* per piece node: bytes surely live at its step from the current set on (ord_floor's
+     * count, kept current as nodes run); a set where one left is at the bound fails */
+    std::vector<size_t> surely;
+    const std::vector<std::vector<uint64_t>> * late = nullptr;
 
-    ord_exact(ord_piece & piece, size_t states) : pc(piece), max_states(states), key((pc.nodes.size() + 7) / 8, '\0') {}
+    ord_exact(ord_piece & piece, size_t states, const ord_floor * fl)
+        : pc(piece), max_states(states), key((pc.nodes.size() + 7) / 8, '\0') {
+        if (!fl || !fl->rows) return;
+        surely = fl->extra;
+        for (size_t & b : surely) b += fl->base;
+        if (!fl->late.empty()) late = &fl->late;
+    }
+
+    /* v (local k) made its root: it is now surely live where its ancestors could not say */
+    void made(size_t k, bool undo) {
+        if (!late || (*late)[k].empty()) return;
+        const size_t bytes = pc.sim->p->alloc[(size_t) pc.nodes[k]];
+        const std::vector<uint64_t> & set = (*late)[k];
+        for (size_t i = 0; i < set.size(); i++) {
+            for (uint64_t b = set[i]; b; b &= b - 1) {
+                size_t & s = surely[i * 64 + (size_t) __builtin_ctzll(b)];
+                s = undo ? s - bytes : s + bytes;
+            }
+        }
+    }
+
+    bool doomed() const {
+        for (size_t k = 0; k < surely.size(); k++) if (!done(k) && surely[k] >= bound) return true;
+        return false;
+    }
 
     bool done(size_t k) const { return (key[k / 8] >> (k % 8)) & 1; }
     void flip(size_t k) { key[k / 8] = (char) (key[k / 8] ^ (1 << (k % 8))); }
 
-    /* the ready nodes under the bound, cheapest step first; a lone zero-allocation one if any */
+    /* the ready nodes under the bound, cheapest step first; a lone one that adds nothing if any */
     void ready(std::vector<std::pair<size_t, int>> & out) const {
         out.clear();
         for (size_t k = 0; k < pc.nodes.size(); k++) {
@@ -8983,7 +9184,7 @@ struct ord_exact {
             if (done(k) || pc.sim->waiting[(size_t) v] != 0) continue;
             const size_t step = pc.sim->step_bytes(v);
             if (step >= bound) continue;
-            if (pc.sim->p->alloc[(size_t) v] == 0) { out.assign(1, {step, v}); return; }
+            if (step == pc.sim->mem) { out.assign(1, {step, v}); return; }
             out.push_back({step, v});
         }
         std::sort(out.begin(), out.end());
@@ -8997,13 +9198,15 @@ struct ord_exact {
             return false;
         }
         std::vector<std::pair<size_t, int>> cand;
-        ready(cand);
+        if (!doomed()) ready(cand);
         for (const auto & c : cand) {
             const int v = c.second;
             const size_t k = (size_t) pc.local[(size_t) v];
             pc.sim->run(v);
             flip(k);
+            made(k, false);
             const bool ok = reach(n_left - 1);
+            made(k, true);
             flip(k);
             pc.sim->undo(v);
             if (ok) { path.push_back(v); return true; }
@@ -9017,8 +9220,11 @@ struct ord_exact {
 /* Tightens `peak` (the piece's best so far, `order` its order) until no order is lower;
  * false when the search gave up first (order and peak keep the best found). */
 static bool ord_exact_solve(ord_piece & pc, size_t max_states, std::vector<int> & order, size_t & peak) {
-    ord_exact ex(pc, max_states);
+    ord_floor fl(pc);
+    fl.compute();
+    ord_exact ex(pc, max_states, &fl);
     for (;;) {
+        if (peak <= pc.enough) return peak <= pc.floor;
         ex.bound = peak;
         ex.path.clear();
         if (!ex.reach(pc.nodes.size())) return !ex.aborted;
@@ -9040,7 +9246,7 @@ static std::vector<int> ord_greedy(ord_piece & pc, ord_rule rule, std::mt19937 &
         uint64_t best_a = UINT64_MAX, best_b = UINT64_MAX, best_c = UINT64_MAX;
         for (size_t k = 0; k < ready.size(); k++) {
             const int v = ready[k];
-            if (sim.p->alloc[(size_t) v] == 0) { pick = k; break; }
+            if (sim.step_bytes(v) == sim.mem) { pick = k; break; }
             const size_t before = sim.mem;
             const size_t step = sim.run(v);
             const size_t after = sim.mem;
@@ -9073,21 +9279,110 @@ static std::vector<int> ord_greedy(ord_piece & pc, ord_rule rule, std::mt19937 &
     return out;
 }
 
-/* Move one node at a time to another place between its predecessors and successors;
- * keep moves that lower the peak, or keep it and do not raise the sum of all steps (a
- * slope towards orders that hold less, where the peak alone is flat), until the deadline. */
+/* A move for the local search that one-node moves cannot make step by step: v with its
+ * feeders (ancestors that feed nothing but v and each other: its producer chain) or its
+ * dependants (descendants fed by nothing but v and each other) goes elsewhere as a block,
+ * so a producer chain runs just before its consumer, or a consumer right after v. */
+struct ord_block_move {
+    const ord_piece & pc;
+    const ord_problem & p;
+    std::vector<char> in;    /* per node: in the block */
+    std::vector<int> block;  /* in the current order */
+    std::vector<int> rest;
+
+    explicit ord_block_move(const ord_piece & piece) : pc(piece), p(*piece.sim->p), in((size_t) piece.sim->p->n, 0) {}
+
+    void gather(int v, bool feeders) {
+        const std::vector<int> & off = feeders ? p.pred_off : p.succ_off, & adj = feeders ? p.pred : p.succ;
+        const std::vector<int> & back_off = feeders ? p.succ_off : p.pred_off, & back = feeders ? p.succ : p.pred;
+        block.assign(1, v);
+        in[(size_t) v] = 1;
+        for (size_t i = 0; i < block.size() && block.size() < 64; i++) {
+            const int b = block[i];
+            for (int e = off[(size_t) b]; e < off[(size_t) b + 1]; e++) {
+                const int u = adj[(size_t) e];
+                if (pc.local[(size_t) u] < 0 || in[(size_t) u]) continue;
+                bool only_block = true;
+                for (int f = back_off[(size_t) u]; f < back_off[(size_t) u + 1] && only_block; f++) only_block = in[(size_t) back[(size_t) f]];
+                if (!only_block) continue;
+                block.push_back(u);
+                in[(size_t) u] = 1;
+            }
+        }
+    }
+
+    /* the block's place in `rest` if node u (not in it) keeps its place */
+    int rest_index(const std::vector<int> & pos, int u) const {
+        int before = 0;
+        for (int b : block) before += pos[(size_t) b] < pos[(size_t) u];
+        return pos[(size_t) u] - before;
+    }
+
+    /* out: order with the block of v moved to a random place within its dependencies;
+     * false when there is no other place */
+    bool propose(int v, bool feeders, const std::vector<int> & order, const std::vector<int> & pos, std::mt19937 & rng,
+                 std::vector<int> & out) {
+        gather(v, feeders);
+        std::sort(block.begin(), block.end(), [&](int a, int b) { return pos[(size_t) a] < pos[(size_t) b]; });
+        rest.clear();
+        for (int u : order) if (!in[(size_t) u]) rest.push_back(u);
+        int lo = 0, hi = (int) rest.size(), now = -1;
+        for (int b : block) {
+            for (int e = p.pred_off[(size_t) b]; e < p.pred_off[(size_t) b + 1]; e++) {
+                const int u = p.pred[(size_t) e];
+                if (pc.local[(size_t) u] >= 0 && !in[(size_t) u]) lo = std::max(lo, rest_index(pos, u) + 1);
+            }
+            for (int e = p.succ_off[(size_t) b]; e < p.succ_off[(size_t) b + 1]; e++) {
+                const int u = p.succ[(size_t) e];
+                if (pc.local[(size_t) u] >= 0 && !in[(size_t) u]) hi = std::min(hi, rest_index(pos, u));
+            }
+        }
+        const size_t first = (size_t) pos[(size_t) block[0]];
+        if (block.size() > 1 && first + block.size() <= order.size()) {
+            bool contiguous = true;
+            for (size_t k = 0; k < block.size(); k++) contiguous = contiguous && order[first + k] == block[k];
+            if (contiguous) now = (int) first;
+        }
+        for (int b : block) in[(size_t) b] = 0;
+        if (block.size() < 2 || hi < lo || (hi == lo && lo == now)) return false;
+        const int at = lo + (int) (rng() % (unsigned) (hi - lo + 1));
+        if (at == now) return false;
+        out.assign(rest.begin(), rest.begin() + at);
+        out.insert(out.end(), block.begin(), block.end());
+        out.insert(out.end(), rest.begin() + at, rest.end());
+        return true;
+    }
+};
+
+/* Move one node at a time to another place between its predecessors and successors, or a
+ * node's block (ord_block_move); keep moves that lower the peak, or keep it and do not
+ * raise the sum of all steps (a slope towards orders that hold less, where the peak alone
+ * is flat), until the deadline. */
 static size_t ord_local_search(ord_piece & pc, std::vector<int> & order, size_t peak, std::mt19937 & rng) {
     const ord_problem & p = *pc.sim->p;
     const size_t m = order.size();
     if (m < 3) return peak;
     uint64_t area = 0;
     pc.sim->peak_of(order, &area);
-    std::vector<int> pos((size_t) p.n, -1);
+    std::vector<int> pos((size_t) p.n, -1), moved;
     for (size_t k = 0; k < m; k++) pos[(size_t) order[k]] = (int) k;
+    ord_block_move blocks(pc);
     for (int iter = 0;; iter++) {
-        if ((iter & 15) == 0 && std::chrono::steady_clock::now() > pc.deadline) break;
+        if (peak <= pc.enough || ((iter & 15) == 0 && std::chrono::steady_clock::now() > pc.deadline)) break;
         const int from = (int) (rng() % m);
         const int v = order[(size_t) from];
+        if (iter & 1) {
+            if (!blocks.propose(v, (iter & 2) != 0, order, pos, rng, moved)) continue;
+            uint64_t na = 0;
+            const size_t np = pc.sim->peak_of(moved, &na);
+            if (np < peak || (np == peak && na <= area)) {
+                peak = np;
+                area = na;
+                order.swap(moved);
+                for (size_t k = 0; k < m; k++) pos[(size_t) order[k]] = (int) k;
+            }
+            continue;
+        }
         int lo = 0, hi = (int) m - 1;
         for (int k = p.pred_off[(size_t) v]; k < p.pred_off[(size_t) v + 1]; k++) {
             const int q = pos[(size_t) p.pred[(size_t) k]];
@@ -9125,14 +9420,16 @@ static ord_piece_result ord_solve_piece(ord_piece & pc, const struct tsr_order_p
     ord_piece_result res;
     res.order = pc.nodes;
     res.builder_peak = res.peak = pc.sim->peak_of(pc.nodes);
-    res.exact = pc.nodes.size() <= 1;
-    if (res.exact) return res;
+    res.exact = pc.nodes.size() <= 1 || res.peak <= pc.floor;
+    if (res.exact || res.peak <= pc.enough) return res;
     std::mt19937 rng(0x7e55e7a);
     for (ord_rule rule : {ORD_RULE_PEAK_THEN_NET, ORD_RULE_NET_THEN_STEP, ORD_RULE_STEP_THEN_NET}) {
         std::vector<int> o = ord_greedy(pc, rule, rng);
         const size_t pk = pc.sim->peak_of(o);
         if (pk < res.peak) { res.peak = pk; res.order = std::move(o); }
     }
+    res.exact = res.peak <= pc.floor;
+    if (res.exact || res.peak <= pc.enough) return res;
     if ((int) pc.nodes.size() <= prm.exact_max_nodes && prm.exact_max_states > 0) {
         /* half the piece's time at most: what is left goes to the local search */
         const auto end = pc.deadline, now = std::chrono::steady_clock::now();
@@ -9148,6 +9445,50 @@ static ord_piece_result ord_solve_piece(ord_piece & pc, const struct tsr_order_p
     return res;
 }
 
+/* A stretch of the builder's order solved on its own: a cut (one node), or the nodes
+ * between cuts within one run of node buffer ids. */
+struct ord_segment { int begin, end; bool cut; };
+
+static std::vector<ord_segment> ord_segments(const ord_problem & p) {
+    const std::vector<char> cut = ord_cuts(p);
+    std::vector<ord_segment> segs;
+    for (int v = 0; v < p.n; v++) {
+        const bool new_run = !p.run_id.empty() && v > 0 && p.run_id[(size_t) v] != p.run_id[(size_t) v - 1];
+        if (cut[(size_t) v]) segs.push_back({v, v + 1, true});
+        else if (segs.empty() || segs.back().cut || new_run) segs.push_back({v, v + 1, false});
+        else segs.back().end = v + 1;
+    }
+    return segs;
+}
+
+static void ord_enter(ord_piece & pc, const ord_segment & sg) {
+    pc.nodes.clear();
+    for (int v = sg.begin; v < sg.end; v++) {
+        pc.local[(size_t) v] = (int) pc.nodes.size();
+        pc.nodes.push_back(v);
+    }
+}
+
+static void ord_leave(ord_piece & pc) {
+    for (int u : pc.nodes) pc.local[(size_t) u] = -1;
+    pc.nodes.clear();
+}
+
+/* Each segment's floor (a cut's is its step): the set run before a segment is the same in
+ * every order, so the builder's order gives every segment its starting state. */
+static std::vector<size_t> ord_segment_floors(const std::vector<ord_segment> & segs, ord_piece & pc) {
+    ord_sim & sim = *pc.sim;
+    std::vector<size_t> floors;
+    for (const ord_segment & sg : segs) {
+        if (sg.cut) { floors.push_back(sim.run(sg.begin)); continue; }
+        ord_enter(pc, sg);
+        floors.push_back(ord_floor(pc).compute());
+        for (int v : pc.nodes) sim.run(v);
+        ord_leave(pc);
+    }
+    return floors;
+}
+
 /* The best order found for p (node indices in execution order) and its figures. */
 static std::vector<int> ord_optimize(const ord_problem & p, const struct tsr_order_params & prm, struct tsr_order_report & rep) {
     using clock = std::chrono::steady_clock;
@@ -9155,53 +9496,49 @@ static std::vector<int> ord_optimize(const ord_problem & p, const struct tsr_ord
     const auto end = t0 + std::chrono::microseconds((int64_t) (std::max(0.0, prm.time_budget_ms) * 1000.0));
     ord_sim sim;
     sim.reset(p);
-    const std::vector<char> cut = ord_cuts(p);
-    std::vector<int> order;
-    order.reserve((size_t) p.n);
     ord_piece pc;
     pc.sim = &sim;
     pc.local.assign((size_t) p.n, -1);
-    size_t builder = 0, best = 0;
+    const std::vector<ord_segment> segs = ord_segments(p);
+    const std::vector<size_t> floors = ord_segment_floors(segs, pc);
+    const size_t floor = floors.empty() ? 0 : *std::max_element(floors.begin(), floors.end());
+    sim.reset(p);
+    std::vector<int> order;
+    order.reserve((size_t) p.n);
+    size_t builder = 0, best = 0, inexact_peak = 0;  /* the largest peak of a piece not solved exactly */
     int done = 0;
-    bool exact = true;
     rep.n_pieces = 0;
-    for (int v = 0; v <= p.n; v++) {
-        /* a new run of node buffer ids ends the piece: reordering stays within runs */
-        const bool new_run = !p.run_id.empty() && v > 0 && v < p.n && p.run_id[(size_t) v] != p.run_id[(size_t) v - 1];
-        if (v < p.n && !cut[(size_t) v] && !(new_run && !pc.nodes.empty())) {
-            pc.local[(size_t) v] = (int) pc.nodes.size();
-            pc.nodes.push_back(v);
-            continue;
-        }
-        if (!pc.nodes.empty()) {
-            /* this piece's share of the time left, by size */
-            const auto now = clock::now();
-            const double share = (double) pc.nodes.size() / (double) std::max(1, p.n - done);
-            pc.deadline = now + std::chrono::duration_cast<clock::duration>((end > now ? end - now : clock::duration(0)) * share);
-            ord_piece_result r = ord_solve_piece(pc, prm);
-            builder = std::max(builder, r.builder_peak);
-            best = std::max(best, r.peak);
-            exact = exact && r.exact;
-            for (int u : r.order) { sim.run(u); order.push_back(u); }
-            for (int u : pc.nodes) pc.local[(size_t) u] = -1;
-            done += (int) pc.nodes.size();
-            pc.nodes.clear();
-            rep.n_pieces++;
-        }
-        if (v < p.n && !cut[(size_t) v]) {  /* the first node of a new run starts the next piece */
-            pc.local[(size_t) v] = (int) pc.nodes.size();
-            pc.nodes.push_back(v);
-        } else if (v < p.n) {
-            const size_t step = sim.run(v);
+    for (size_t s = 0; s < segs.size(); s++) {
+        const ord_segment & sg = segs[s];
+        if (sg.cut) {
+            const size_t step = sim.run(sg.begin);
             builder = std::max(builder, step);
             best = std::max(best, step);
-            order.push_back(v);
+            order.push_back(sg.begin);
             done++;
+            continue;
         }
+        ord_enter(pc, sg);
+        /* this piece's share of the time left, by size */
+        const auto now = clock::now();
+        const double share = (double) pc.nodes.size() / (double) std::max(1, p.n - done);
+        pc.deadline = now + std::chrono::duration_cast<clock::duration>((end > now ? end - now : clock::duration(0)) * share);
+        pc.floor = floors[s];
+        pc.enough = std::max(floor, floors[s]);
+        ord_piece_result r = ord_solve_piece(pc, prm);
+        builder = std::max(builder, r.builder_peak);
+        best = std::max(best, r.peak);
+        if (!r.exact) inexact_peak = std::max(inexact_peak, r.peak);
+        for (int u : r.order) { sim.run(u); order.push_back(u); }
+        done += (int) pc.nodes.size();
+        ord_leave(pc);
+        rep.n_pieces++;
     }
     rep.builder_lower_bound = builder;
     rep.optimized_lower_bound = best;
-    rep.optimal = exact;
+    rep.any_order_lower_bound = floor;
+    /* the pieces at the peak decide it: the others may stop short of their optimum */
+    rep.optimal = inexact_peak < best || best <= floor;
     rep.reordered = false;
     for (int k = 0; k < p.n; k++) rep.reordered = rep.reordered || order[(size_t) k] != k;
     rep.ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();

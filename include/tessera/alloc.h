@@ -96,7 +96,10 @@ TSR_API int    tsr_gallocr_get_n_reallocs(tsr_gallocr_t galloc);
 struct tsr_order_report {
     size_t builder_lower_bound;    /* bytes, the order the graph had */
     size_t optimized_lower_bound;  /* bytes, the order it has now (<= builder_lower_bound) */
-    bool   optimal;                /* exact search finished on every piece: no order is lower */
+    size_t any_order_lower_bound;  /* bytes no order can go under (the order-independent floor:
+                                      at some node's step, what is live in every order) */
+    bool   optimal;                /* no order is lower: exact search finished on every piece at
+                                      the peak, or optimized_lower_bound meets any_order_lower_bound */
     bool   reordered;              /* the graph's order changed */
     int    n_pieces;               /* independent pieces between single-node cuts */
     double ms;                     /* wall time spent */
