@@ -16913,7 +16913,8 @@ typedef float dw_v4 __attribute__((vector_size(16)));
 typedef void (*dw_rows_fn)(const conv_geom &, const float *, const float *, int64_t, int64_t, float *);
 
 /* any stride along W: the taps are strided loads, left to the compiler */
-static void dw_rows_strided(const conv_geom & g, const float * ker, const float * pad, int64_t PW, int64_t rows, float * out) {
+static TSR_ALWAYS_INLINE void dw_rows_strided_body(const conv_geom & g, const float * ker, const float * pad, int64_t PW, int64_t rows,
+                                                   float * out) {
     for (int64_t r = 0; r < rows; ++r) {
         float * orow = out + r * g.OW;
         for (int64_t ow = 0; ow < g.OW; ++ow) orow[ow] = 0.0f;
@@ -16925,6 +16926,9 @@ static void dw_rows_strided(const conv_geom & g, const float * ker, const float 
             }
     }
 }
+static void dw_rows_strided(const conv_geom & g, const float * ker, const float * pad, int64_t PW, int64_t rows, float * out) {
+    dw_rows_strided_body(g, ker, pad, PW, rows, out);
+}
 /* 4 lanes: SSE2 on any x86-64, NEON on aarch64 */
 static void dw_rows_s1_v4(const conv_geom & g, const float * ker, const float * pad, int64_t PW, int64_t rows, float * out) {
     dw_rows_s1_body<dw_v4>(g, ker, pad, PW, rows, out);
@@ -16932,6 +16936,10 @@ static void dw_rows_s1_v4(const conv_geom & g, const float * ker, const float * 
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
 typedef float dw_v8 __attribute__((vector_size(32)));
 typedef float dw_v16 __attribute__((vector_size(64)));
+TSR_TARGET_AVX2 static void dw_rows_strided_avx2(const conv_geom & g, const float * ker, const float * pad, int64_t PW, int64_t rows,
+                                                 float * out) {
+    dw_rows_strided_body(g, ker, pad, PW, rows, out);
+}
 TSR_TARGET_AVX2 static void dw_rows_s1_avx2(const conv_geom & g, const float * ker, const float * pad, int64_t PW, int64_t rows,
                                             float * out) {
     dw_rows_s1_body<dw_v8>(g, ker, pad, PW, rows, out);
@@ -16942,13 +16950,13 @@ TSR_TARGET_AVX512 static void dw_rows_s1_avx512(const conv_geom & g, const float
 }
 #endif
 static dw_rows_fn dw_rows_for(const kernels * K, const conv_geom & g) {
-    if (g.s0 != 1) return dw_rows_strided;
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
+    if (g.s0 != 1) return K->isa == TSR_CPU_ISA_AVX2 || K->isa == TSR_CPU_ISA_AVX512 ? dw_rows_strided_avx2 : dw_rows_strided;
     if (K->isa == TSR_CPU_ISA_AVX512) return dw_rows_s1_avx512;
     if (K->isa == TSR_CPU_ISA_AVX2) return dw_rows_s1_avx2;
 #endif
     (void)K;
-    return dw_rows_s1_v4;
+    return g.s0 != 1 ? dw_rows_strided : dw_rows_s1_v4;
 }
 
 /* items: (channel, image, band of output rows); bands keep the padded copy in cache and,
