@@ -496,18 +496,19 @@ int main(int argc, char ** argv) {
             const char * name, * shape;
             int64_t k[4], in[4];
             double flops;
+            double bytes;   /* input read + output written once: the DRAM bound of a memory-bound row; 0: compute-bound */
             std::function<tsr_tensor *(tsr_context *, tsr_tensor *, tsr_tensor *)> make;
         };
         const conv_row convs[] = {
-            {"conv_2d 3x3", "64x64x64 -> 64 channels, pad 1", {3, 3, 64, 64}, {64, 64, 64, 1}, 2.0 * 64 * 64 * 64 * 64 * 9,
+            {"conv_2d 3x3", "64x64x64 -> 64 channels, pad 1", {3, 3, 64, 64}, {64, 64, 64, 1}, 2.0 * 64 * 64 * 64 * 64 * 9, 0,
              [](tsr_context * c, tsr_tensor * k, tsr_tensor * x) { return tsr_conv_2d(c, k, x, 1, 1, 1, 1, 1, 1); }},
-            {"conv_1d k3", "L 750, 384 -> 384 channels, pad 1 (Whisper-style)", {3, 384, 384, 1}, {750, 384, 1, 1}, 2.0 * 750 * 384 * 384 * 3,
+            {"conv_1d k3", "L 750, 384 -> 384 channels, pad 1 (Whisper-style)", {3, 384, 384, 1}, {750, 384, 1, 1}, 2.0 * 750 * 384 * 384 * 3, 0,
              [](tsr_context * c, tsr_tensor * k, tsr_tensor * x) { return tsr_conv_1d(c, k, x, 1, 1, 1); }},
-            {"conv_transpose_1d k4 s2", "L 512, 256 -> 256 channels", {4, 256, 256, 1}, {512, 256, 1, 1}, 2.0 * 512 * 256 * 256 * 4,
+            {"conv_transpose_1d k4 s2", "L 512, 256 -> 256 channels", {4, 256, 256, 1}, {512, 256, 1, 1}, 2.0 * 512 * 256 * 256 * 4, 0,
              [](tsr_context * c, tsr_tensor * k, tsr_tensor * x) { return tsr_conv_transpose_1d(c, k, x, 2, 0, 1); }},
             {"conv_transpose_2d_p0 2x2 s2", "64x64x64 -> 64 channels (UNet upsampling)", {2, 2, 64, 64}, {64, 64, 64, 1},
-             2.0 * 64 * 64 * 64 * 64 * 4, [](tsr_context * c, tsr_tensor * k, tsr_tensor * x) { return tsr_conv_transpose_2d_p0(c, k, x, 2); }},
-            {"conv_2d_dw 3x3", "64x64, 256 channels, pad 1", {3, 3, 1, 256}, {64, 64, 256, 1}, 2.0 * 64 * 64 * 256 * 9,
+             2.0 * 64 * 64 * 64 * 64 * 4, 0, [](tsr_context * c, tsr_tensor * k, tsr_tensor * x) { return tsr_conv_transpose_2d_p0(c, k, x, 2); }},
+            {"conv_2d_dw 3x3", "64x64, 256 channels, pad 1", {3, 3, 1, 256}, {64, 64, 256, 1}, 2.0 * 64 * 64 * 256 * 9, 2.0 * 64 * 64 * 256 * 4,
              [](tsr_context * c, tsr_tensor * k, tsr_tensor * x) { return tsr_conv_2d_dw_direct(c, k, x, 1, 1, 1, 1, 1, 1); }},
         };
         double conv2d = 0;
@@ -516,7 +517,10 @@ int main(int argc, char ** argv) {
             if (conv2d == 0) conv2d = g;
             char ref[64];
             std::snprintf(ref, sizeof ref, "%.2f x conv_2d", conv2d > 0 ? g / conv2d : 0.0);
-            add_row(r.name, g, "GFLOPS (useful)", ref, r.shape);
+            std::string note = r.shape;
+            /* a node whose input and output do not fit in cache runs at most at its FLOP per byte x the read bandwidth */
+            if (r.bytes > 0) note += "; roofline " + fmt(r.flops / (r.bytes / (rd * 1e9)) / 1e9) + " GFLOPS at the read bandwidth";
+            add_row(r.name, g, "GFLOPS (useful)", ref, note);
         }
     }
     }

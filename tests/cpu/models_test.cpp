@@ -132,6 +132,34 @@ double in_or_zero(const tsr_tensor * t, int64_t i0, int64_t i1, int64_t i2 = 0, 
     return i0 < 0 || i0 >= t->ne[0] || i1 < 0 || i1 >= t->ne[1] ? 0.0 : at(t, i0, i1, i2, i3);
 }
 
+// conv_2d_dw's parameters in the builder's order
+struct dw_params {
+    int s0, s1, p0, p1, d0, d1;
+};
+// out[ox, oy, c, n] = sum over taps of kernel c x input channel c, in logical order
+std::vector<double> ref_conv_2d_dw(const tsr_tensor * ker, const tsr_tensor * in, const dw_params & q) {
+    const int64_t KW = ker->ne[0], KH = ker->ne[1], C = in->ne[2], N = in->ne[3];
+    const int64_t OW = (in->ne[0] + 2 * q.p0 - q.d0 * (KW - 1) - 1) / q.s0 + 1;
+    const int64_t OH = (in->ne[1] + 2 * q.p1 - q.d1 * (KH - 1) - 1) / q.s1 + 1;
+    std::vector<double> ref((size_t)(OW * OH * C * N), 0.0);
+    for (size_t i = 0; i < ref.size(); ++i) {
+        const int64_t ox = (int64_t)i % OW, oy = (int64_t)i / OW % OH, c = (int64_t)i / (OW * OH) % C, n = (int64_t)i / (OW * OH * C);
+        for (int64_t tap = 0; tap < KW * KH; ++tap) {
+            const int64_t kx = tap % KW, ky = tap / KW;
+            ref[i] += at(ker, kx, ky, 0, c) * in_or_zero(in, ox * q.s0 + kx * q.d0 - q.p0, oy * q.s1 + ky * q.d1 - q.p1, c, n);
+        }
+    }
+    return ref;
+}
+void check_conv_2d_dw(tsr_context * ctx, tsr_tensor * ker, tsr_tensor * in, const dw_params & q, const std::string & what) {
+    REQUIRE(in != nullptr);
+    tsr_tensor * out = tsr_conv_2d_dw_direct(ctx, ker, in, q.s0, q.s1, q.p0, q.p1, q.d0, q.d1);
+    REQUIRE(out != nullptr);
+    // NaN before every run: an output a later ISA path fails to write does not keep the
+    // value an earlier path left there
+    const auto poison = [out] { std::fill((float *)out->data, (float *)out->data + tsr_nelements(out), NAN); };
+    check_every_isa(ctx, out, ref_conv_2d_dw(ker, in, q), 1e-10, "conv_2d_dw " + what, 2, poison);
+}
 } // namespace
 
 TEST_CASE("conv_1d, conv_1d_dw, conv_2d_dw, im2col 1-D", "[cpu][ops][conv]") {
@@ -191,25 +219,49 @@ TEST_CASE("conv_1d, conv_1d_dw, conv_2d_dw, im2col 1-D", "[cpu][ops][conv]") {
                 check_every_isa(ctx, tsr_conv_1d_dw(ctx, kdw, in, s0, p0, d0), rd, 1e-10, "conv_1d_dw " + what.str());
             }
     // 2-D depthwise on odd sizes, strides, paddings and dilations per axis
-    const int64_t W = 13, H = 9, C = 4, KW = 3, KH = 5;
     for (tsr_type kt : {TSR_TYPE_F32, TSR_TYPE_F16}) {
-        const int s0 = 2, s1 = 1, p0 = 1, p1 = 3, d0 = 1, d1 = 2;
-        tsr_tensor * in = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, W, H, C, N);
+        tsr_tensor * in = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, 13, 9, 4, N);
         fill(in, rng);
-        tsr_tensor * ker = tsr_new_tensor_4d(ctx, kt, KW, KH, 1, C);
+        tsr_tensor * ker = tsr_new_tensor_4d(ctx, kt, 3, 5, 1, 4);
         fill(ker, rng);
-        const int64_t OW = (W + 2 * p0 - d0 * (KW - 1) - 1) / s0 + 1, OH = (H + 2 * p1 - d1 * (KH - 1) - 1) / s1 + 1;
-        // out[ox, oy, c, n] = sum over taps of kernel c x input channel c, in logical order
-        std::vector<double> ref((size_t)(OW * OH * C * N), 0.0);
-        for (size_t i = 0; i < ref.size(); ++i) {
-            const int64_t ox = (int64_t)i % OW, oy = (int64_t)i / OW % OH, c = (int64_t)i / (OW * OH) % C, n = (int64_t)i / (OW * OH * C);
-            for (int64_t tap = 0; tap < KW * KH; ++tap) {
-                const int64_t kx = tap % KW, ky = tap / KW;
-                ref[i] += at(ker, kx, ky, 0, c) * in_or_zero(in, ox * s0 + kx * d0 - p0, oy * s1 + ky * d1 - p1, c, n);
-            }
-        }
-        check_every_isa(ctx, tsr_conv_2d_dw_direct(ctx, ker, in, s0, s1, p0, p1, d0, d1), ref, 1e-10, "conv_2d_dw");
+        check_conv_2d_dw(ctx, ker, in, {2, 1, 1, 3, 1, 2}, "s0 2");
     }
+}
+
+TEST_CASE("conv_2d_dw: stride-1 vector rows, their tails, bands and input layouts", "[cpu][ops][conv]") {
+    ctx_holder ctx(16);
+    std::mt19937 rng(67);
+    struct dw_case {
+        int64_t W, H, C, N, KW, KH;
+        dw_params q;
+        const char * what;
+    };
+    // widths below, at and past each ISA's 4-vector step (16, 32, 64 outputs) with a tail;
+    // 5 channels (no multiple of a vector width); padding wider than the kernel
+    const dw_case cases[] = {
+        {37, 6, 5, 2, 3, 3, {1, 1, 1, 1, 1, 1}, "W 37, 3x3, pad 1"},
+        {70, 5, 5, 1, 4, 2, {1, 2, 0, 1, 2, 1}, "W 70, 4x2, dilation 2 along W, stride 2 along H"},
+        {17, 7, 3, 1, 3, 3, {1, 1, 4, 2, 1, 3}, "W 17, pad 4 > kernel, dilation 3 along H"},
+        {1, 4, 2, 1, 1, 3, {1, 1, 0, 1, 1, 1}, "W 1, 1x3"},
+        // one plane: split in row bands for the 2 threads, and in cache-sized bands
+        {1100, 20, 1, 1, 3, 3, {1, 1, 1, 1, 1, 1}, "W 1100, one plane, bands"},
+    };
+    for (const dw_case & dc : cases) {
+        tsr_tensor * in = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, dc.W, dc.H, dc.C, dc.N);
+        fill(in, rng);
+        tsr_tensor * ker = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, dc.KW, dc.KH, 1, dc.C);
+        fill(ker, rng);
+        check_conv_2d_dw(ctx, ker, in, dc.q, dc.what);
+    }
+    // an F16 input and a transposed F32 view (rows not contiguous) take the converting copy
+    tsr_tensor * ker = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, 3, 3, 1, 3);
+    fill(ker, rng);
+    tsr_tensor * in16 = tsr_new_tensor_4d(ctx, TSR_TYPE_F16, 21, 6, 3, 1);
+    fill(in16, rng);
+    check_conv_2d_dw(ctx, ker, in16, {1, 1, 1, 1, 1, 1}, "F16 input");
+    tsr_tensor * hw = tsr_new_tensor_4d(ctx, TSR_TYPE_F32, 6, 21, 3, 1);
+    fill(hw, rng);
+    check_conv_2d_dw(ctx, ker, tsr_permute(ctx, hw, 1, 0, 2, 3), {1, 1, 2, 0, 1, 1}, "transposed input view");
 }
 
 TEST_CASE("conv_transpose_1d (stride, padding, dilation, batch), conv_transpose_2d_p0", "[cpu][ops][conv]") {

@@ -174,89 +174,175 @@ static void op_mul_mat_id(const cparams & p, tsr_tensor * dst) {
 
 /* ---- depthwise convolution (direct) ----------------------------------------------------------- */
 
-/* One output row (oh, channel c, image n): for each kernel tap, the output pixels whose input
- * lies inside the image get tap * input, so the inner loop has no bounds test and runs over
- * consecutive outputs (contiguous input too when s0 == 1: vectorized). */
-static TSR_ALWAYS_INLINE void dw_row_body(const conv_geom & g, const float * ker, const float * in_ch, int64_t oh, float * out) {
-    for (int64_t ow = 0; ow < g.OW; ++ow) out[ow] = 0.0f;
-    for (int64_t kh = 0; kh < g.KH; ++kh) {
-        const int64_t ih = oh * g.s1 + kh * g.d1 - g.p1;
-        if (ih < 0 || ih >= g.IH) continue;
-        const float * irow = in_ch + ih * g.IW;
-        for (int64_t kw = 0; kw < g.KW; ++kw) {
-            const float w = ker[kh * g.KW + kw];
-            const int64_t off = kw * g.d0 - g.p0;   /* iw = ow * s0 + off */
-            const int64_t ow0 = off >= 0 ? 0 : (-off + g.s0 - 1) / g.s0;
-            const int64_t ow1 = std::min<int64_t>(g.OW, off >= g.IW ? 0 : (g.IW - 1 - off) / g.s0 + 1);
-            if (g.s0 == 1) {
-                const float * src = irow + off;
-                for (int64_t ow = ow0; ow < ow1; ++ow) out[ow] += w * src[ow];
-            } else {
-                for (int64_t ow = ow0; ow < ow1; ++ow) out[ow] += w * irow[ow * g.s0 + off];
-            }
+/* A band of output rows of one (channel, image) plane reads a zero-padded copy of the input
+ * rows it needs, in the thread's scratch: the tap loops then have no bounds tests, any input
+ * type or layout is converted once, and the copy (at most DW_BAND_FLOATS) stays in L1/L2
+ * while each input value is read KH*KW times. */
+static const int64_t DW_BAND_FLOATS = 16384;
+static const int64_t DW_MAX_LANES = 16;   /* widest vector (AVX-512): the last vector of a row may read this far */
+
+struct dw_layout {
+    int64_t PW;          /* floats per padded row; padded x = iw + p0 */
+    int64_t max_rows;    /* output rows per band, at most */
+};
+
+static int64_t dw_band_in_rows(const conv_geom & g, int64_t out_rows) {
+    return (out_rows - 1) * g.s1 + (g.KH - 1) * g.d1 + 1;
+}
+
+static dw_layout dw_make_layout(const conv_geom & g) {
+    dw_layout l;
+    const int64_t ow_last = g.s0 == 1 ? (g.OW + DW_MAX_LANES - 1) / DW_MAX_LANES * DW_MAX_LANES - 1 : (g.OW - 1) * g.s0;
+    l.PW = ow_last + (g.KW - 1) * g.d0 + 1;
+    const int64_t fit = (DW_BAND_FLOATS / l.PW - dw_band_in_rows(g, 1)) / g.s1 + 1;
+    l.max_rows = std::max<int64_t>(1, std::min<int64_t>(g.OH, fit));
+    return l;
+}
+
+static size_t dw_thread_floats(const tsr_tensor * dst) {
+    const conv_geom g = conv_geometry(dst, true);
+    const dw_layout l = dw_make_layout(g);
+    return (size_t)(g.KW * g.KH + dw_band_in_rows(g, l.max_rows) * l.PW);
+}
+
+/* input rows ih0 .. ih0 + rows - 1 of plane (c, n), zero outside the image, into pad */
+static void dw_fill_band(const tsr_tensor * in, const conv_geom & g, int64_t PW, int64_t ih0, int64_t rows, int64_t c, int64_t n,
+                         float * pad) {
+    const bool dense_row = in->type == TSR_TYPE_F32 && in->nb[0] == 4;
+    const int64_t x0 = std::min<int64_t>(g.p0, PW), x1 = std::min<int64_t>(g.p0 + g.IW, PW);
+    for (int64_t y = 0; y < rows; ++y) {
+        float * row = pad + y * PW;
+        const int64_t ih = ih0 + y;
+        if (ih < 0 || ih >= g.IH) {
+            std::memset(row, 0, (size_t)PW * 4);
+            continue;
+        }
+        std::memset(row, 0, (size_t)x0 * 4);
+        if (dense_row) std::memcpy(row + x0, tptr(in, 0, ih, c, n), (size_t)(x1 - x0) * 4);
+        else
+            for (int64_t x = x0; x < x1; ++x) row[x] = ld(in->type, tptr(in, x - g.p0, ih, c, n));
+        std::memset(row + x1, 0, (size_t)(PW - x1) * 4);
+    }
+}
+
+/* Output rows with stride 1 along W: L outputs per vector, 4 vectors per step so four FMA
+ * chains are in flight; each tap is a shifted unaligned load of a padded row. V is a GCC
+ * vector type; the callers compile this body for their ISA. */
+template <class V>
+static TSR_ALWAYS_INLINE void dw_rows_s1_body(const conv_geom & g, const float * ker, const float * pad, int64_t PW, int64_t rows,
+                                              float * out) {
+    constexpr int64_t L = (int64_t)(sizeof(V) / sizeof(float));
+    for (int64_t r = 0; r < rows; ++r) {
+        const float * top = pad + r * g.s1 * PW;
+        float * orow = out + r * g.OW;
+        int64_t ow = 0;
+        for (; ow + 4 * L <= g.OW; ow += 4 * L) {
+            V a0 = {}, a1 = {}, a2 = {}, a3 = {};
+            for (int64_t kh = 0; kh < g.KH; ++kh)
+                for (int64_t kw = 0; kw < g.KW; ++kw) {
+                    const V w = V{} + ker[kh * g.KW + kw];
+                    const float * s = top + kh * g.d1 * PW + kw * g.d0 + ow;
+                    V x0, x1, x2, x3;
+                    std::memcpy(&x0, s, sizeof(V)); std::memcpy(&x1, s + L, sizeof(V));
+                    std::memcpy(&x2, s + 2 * L, sizeof(V)); std::memcpy(&x3, s + 3 * L, sizeof(V));
+                    a0 += w * x0; a1 += w * x1; a2 += w * x2; a3 += w * x3;
+                }
+            std::memcpy(orow + ow, &a0, sizeof(V)); std::memcpy(orow + ow + L, &a1, sizeof(V));
+            std::memcpy(orow + ow + 2 * L, &a2, sizeof(V)); std::memcpy(orow + ow + 3 * L, &a3, sizeof(V));
+        }
+        /* the rest a vector at a time; the padded row is long enough for the last one's loads */
+        for (; ow < g.OW; ow += L) {
+            V a = {};
+            for (int64_t kh = 0; kh < g.KH; ++kh)
+                for (int64_t kw = 0; kw < g.KW; ++kw) {
+                    V x;
+                    std::memcpy(&x, top + kh * g.d1 * PW + kw * g.d0 + ow, sizeof(V));
+                    a += (V{} + ker[kh * g.KW + kw]) * x;
+                }
+            std::memcpy(orow + ow, &a, (size_t)std::min<int64_t>(L, g.OW - ow) * sizeof(float));
         }
     }
 }
 
-typedef void (*dw_row_fn)(const conv_geom &, const float *, const float *, int64_t, float *);
-static void dw_row(const conv_geom & g, const float * ker, const float * in_ch, int64_t oh, float * out) {
-    dw_row_body(g, ker, in_ch, oh, out);
+typedef float dw_v4 __attribute__((vector_size(16)));
+typedef void (*dw_rows_fn)(const conv_geom &, const float *, const float *, int64_t, int64_t, float *);
+
+/* any stride along W: the taps are strided loads, left to the compiler */
+static TSR_ALWAYS_INLINE void dw_rows_strided_body(const conv_geom & g, const float * ker, const float * pad, int64_t PW, int64_t rows,
+                                                   float * out) {
+    for (int64_t r = 0; r < rows; ++r) {
+        float * orow = out + r * g.OW;
+        for (int64_t ow = 0; ow < g.OW; ++ow) orow[ow] = 0.0f;
+        for (int64_t kh = 0; kh < g.KH; ++kh)
+            for (int64_t kw = 0; kw < g.KW; ++kw) {
+                const float w = ker[kh * g.KW + kw];
+                const float * s = pad + (r * g.s1 + kh * g.d1) * PW + kw * g.d0;
+                for (int64_t ow = 0; ow < g.OW; ++ow) orow[ow] += w * s[ow * g.s0];
+            }
+    }
+}
+static void dw_rows_strided(const conv_geom & g, const float * ker, const float * pad, int64_t PW, int64_t rows, float * out) {
+    dw_rows_strided_body(g, ker, pad, PW, rows, out);
+}
+/* 4 lanes: SSE2 on any x86-64, NEON on aarch64 */
+static void dw_rows_s1_v4(const conv_geom & g, const float * ker, const float * pad, int64_t PW, int64_t rows, float * out) {
+    dw_rows_s1_body<dw_v4>(g, ker, pad, PW, rows, out);
 }
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-/* the same loops compiled for AVX2 + FMA: the compiler vectorizes them 8 wide */
-TSR_TARGET_AVX2 static void dw_row_avx2(const conv_geom & g, const float * ker, const float * in_ch, int64_t oh, float * out) {
-    dw_row_body(g, ker, in_ch, oh, out);
+typedef float dw_v8 __attribute__((vector_size(32)));
+typedef float dw_v16 __attribute__((vector_size(64)));
+TSR_TARGET_AVX2 static void dw_rows_strided_avx2(const conv_geom & g, const float * ker, const float * pad, int64_t PW, int64_t rows,
+                                                 float * out) {
+    dw_rows_strided_body(g, ker, pad, PW, rows, out);
+}
+TSR_TARGET_AVX2 static void dw_rows_s1_avx2(const conv_geom & g, const float * ker, const float * pad, int64_t PW, int64_t rows,
+                                            float * out) {
+    dw_rows_s1_body<dw_v8>(g, ker, pad, PW, rows, out);
+}
+TSR_TARGET_AVX512 static void dw_rows_s1_avx512(const conv_geom & g, const float * ker, const float * pad, int64_t PW, int64_t rows,
+                                                float * out) {
+    dw_rows_s1_body<dw_v16>(g, ker, pad, PW, rows, out);
 }
 #endif
-static dw_row_fn dw_row_for(const kernels * K) {
+static dw_rows_fn dw_rows_for(const kernels * K, const conv_geom & g) {
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-    if (K->isa == TSR_CPU_ISA_AVX2 || K->isa == TSR_CPU_ISA_AVX512) return dw_row_avx2;
+    if (g.s0 != 1) return K->isa == TSR_CPU_ISA_AVX2 || K->isa == TSR_CPU_ISA_AVX512 ? dw_rows_strided_avx2 : dw_rows_strided;
+    if (K->isa == TSR_CPU_ISA_AVX512) return dw_rows_s1_avx512;
+    if (K->isa == TSR_CPU_ISA_AVX2) return dw_rows_s1_avx2;
 #endif
     (void)K;
-    return dw_row;
+    return g.s0 != 1 ? dw_rows_strided : dw_rows_s1_v4;
 }
 
-static size_t dw_thread_floats(const tsr_tensor * dst) {
-    const tsr_tensor * k = dst->src[0];
-    const tsr_tensor * in = dst->src[1];
-    return (size_t)(k->ne[0] * k->ne[1] + in->ne[0] * in->ne[1] + dst->ne[0]);
-}
-
+/* items: (channel, image, band of output rows); bands keep the padded copy in cache and,
+ * when there are few planes, give every thread work */
 static void op_conv_2d_dw(const cparams & p, tsr_tensor * dst) {
     const tsr_tensor * k = dst->src[0];
     const tsr_tensor * in = dst->src[1];
     const conv_geom g = conv_geometry(dst, true);
+    const dw_layout l = dw_make_layout(g);
     float * ker = thread_floats(p, dw_thread_floats(dst));
-    float * plane = ker + g.KW * g.KH;
-    float * orow = plane + g.IW * g.IH;
-    const int64_t C = in->ne[2];
-    /* an F32 input with dense planes is read in place; any other is converted a plane at a time */
-    const bool dense_in = in->type == TSR_TYPE_F32 && in->nb[0] == 4 && in->nb[1] == (size_t)g.IW * 4;
-    const dw_row_fn row_fn = dw_row_for(p.K);
-    /* items: (channel, image) planes, split in output-row bands when there are few planes */
-    const int64_t bands = std::max<int64_t>(1, std::min<int64_t>(g.OH, (2 * p.nth + C * g.N - 1) / (C * g.N)));
+    float * pad = ker + g.KW * g.KH;
+    const int64_t C = in->ne[2], planes = C * g.N;
+    const int64_t for_threads = std::min<int64_t>(g.OH, (2 * p.nth + planes - 1) / planes);
+    const int64_t bands = std::max<int64_t>(for_threads, (g.OH + l.max_rows - 1) / l.max_rows);
     const int64_t band_rows = (g.OH + bands - 1) / bands;
+    const dw_rows_fn rows_fn = dw_rows_for(p.K, g);
     int64_t r0, r1;
-    split_rows(C * g.N * bands, p.ith, p.nth, r0, r1);
+    split_rows(planes * bands, p.ith, p.nth, r0, r1);
     int64_t loaded = -1;
     for (int64_t it = r0; it < r1; ++it) {
         const int64_t plane_id = it / bands, band = it % bands;
         const int64_t c = plane_id % C, n = plane_id / C;
+        const int64_t oh0 = band * band_rows, oh1 = std::min<int64_t>(g.OH, oh0 + band_rows);
+        if (oh0 >= oh1) continue;
         if (plane_id != loaded) {
             for (int64_t kh = 0; kh < g.KH; ++kh)
                 for (int64_t kw = 0; kw < g.KW; ++kw) ker[kh * g.KW + kw] = ld(k->type, tptr(k, kw, kh, 0, c));
-            if (!dense_in)
-                for (int64_t ih = 0; ih < g.IH; ++ih)
-                    for (int64_t iw = 0; iw < g.IW; ++iw) plane[ih * g.IW + iw] = ld(in->type, tptr(in, iw, ih, c, n));
             loaded = plane_id;
         }
-        const float * src = dense_in ? (const float *)tptr(in, 0, 0, c, n) : plane;
-        const int64_t oh1 = std::min<int64_t>(g.OH, (band + 1) * band_rows);
-        for (int64_t oh = band * band_rows; oh < oh1; ++oh) {
-            row_fn(g, ker, src, oh, orow);
-            float * d = (float *)tptr(dst, 0, oh, c, n);
-            for (int64_t ow = 0; ow < g.OW; ++ow) d[ow * (dst->nb[0] / 4)] = orow[ow];
-        }
+        dw_fill_band(in, g, l.PW, oh0 * g.s1 - g.p1, dw_band_in_rows(g, oh1 - oh0), c, n, pad);
+        rows_fn(g, ker, pad, l.PW, oh1 - oh0, (float *)tptr(dst, 0, oh0, c, n));
     }
 }
 
