@@ -389,7 +389,7 @@ double bench_gpt2(tsr_backend_t be, int n_tokens, int reps) {
 int main(int argc, char ** argv) {
     int n_threads = 2;
     bool quick = false, gpt2_only = false, matvec_only = false, conv_only = false;
-    int matvec_rounds = 3;
+    int matvec_rounds = -1;  /* default: 3, 1 with --quick */
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--csv")) g_csv = true;
         else if (!std::strcmp(argv[i], "--quick")) quick = true;
@@ -405,7 +405,7 @@ int main(int argc, char ** argv) {
     std::fprintf(stderr, "cpu_bench: %d threads, ISA %s (bf16 %d, vnni %d)\n", n_threads, tsr_cpu_isa_name(tsr_cpu_get_isa()),
                  (int)tsr_cpu_has_avx512_bf16(), (int)tsr_cpu_has_avx512_vnni());
     const int reps = quick ? 1 : 3;
-    if (quick) matvec_rounds = 1;
+    if (matvec_rounds < 0) matvec_rounds = quick ? 1 : 3;
     const size_t gemv_bytes = quick ? (size_t)128 << 20 : (size_t)512 << 20;
     const int64_t M = 4096, K = 4096, N = quick ? 128 : 512;
 
