@@ -119,6 +119,17 @@ inline void build_builtin_spm_vocab(int n_pieces, tokenizer & tok) {
     tok.finish();
 }
 
+// A vocabulary padded with unused tokens to n_vocab (a real model's size), so the embedding
+// and output matrices of a random model written with it have their real size.
+inline void pad_vocab(tokenizer & tok, int n_vocab) {
+    for (int i = 0; tok.n_vocab() < n_vocab; ++i) {
+        tok.tokens.push_back("<unused" + std::to_string(i) + ">");
+        tok.scores.push_back(-1000.0f);
+        tok.types.push_back(TOK_UNUSED);
+    }
+    tok.finish();
+}
+
 // Write a model with random weights to a GGUF file. The weights are built in a host
 // context first; pass keep_ctx to receive it (the test's reference reads it).
 inline bool write_random_model(const char * path, const hparams & hp_in, const tokenizer & tok, const std::vector<std::string> & merges,

@@ -44,12 +44,7 @@ static double now_s() { return std::chrono::duration<double>(std::chrono::steady
 static tokenizer tinyllama_vocab() {
     tokenizer tok;
     build_builtin_spm_vocab(200, tok);
-    for (int i = 0; tok.n_vocab() < 32000; ++i) {
-        tok.tokens.push_back("<unused" + std::to_string(i) + ">");
-        tok.scores.push_back(-1000.0f);
-        tok.types.push_back(TOK_UNUSED);
-    }
-    tok.finish();
+    pad_vocab(tok, 32000);
     return tok;
 }
 

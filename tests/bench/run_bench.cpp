@@ -10,8 +10,11 @@
 //
 //   run_bench [--csv] [-t threads (2)] [--prompt N (128)] [--gen N (16)]
 //             [--models gpt2,llama1b,moe] [--types f32,f16,q8_0,q4_0,q4_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda]
-//             [--ngl 0,half,all] [--parallel]
+//             [--ngl 0,half,all] [--parallel] [--write-gguf DIR]
 // --parallel: the scheduler keeps rotating input copies with events (sched.h `parallel`).
+// --write-gguf DIR writes each selected model to DIR/tsr-<model>-<weights>.gguf instead of
+// timing it (the same weights, seed 42; vocabularies padded to the real models' sizes), for
+// llama.cpp's side of the comparison: tests/bench/run_llamacpp.mjs times those files.
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
 #include "tessera/alloc.h"
@@ -117,8 +120,23 @@ static bool time_one_token_graphs(session & s, tsr_backend_t be, bool through_sc
     return ok;
 }
 
+// The selected model written as a GGUF file into dir (the built-in vocabularies padded to
+// the model's n_vocab).
+static bool write_model_file(const std::string & dir, const char * mname, const hparams & hp, const char * tname,
+                             const weight_types & wt, std::string & err) {
+    tokenizer tok;
+    std::vector<std::string> merges;
+    if (hp.a == arch::gpt2) build_builtin_gpt2_vocab(300, tok, merges);
+    else build_builtin_spm_vocab(200, tok);
+    pad_vocab(tok, hp.n_vocab);
+    const std::string path = dir + "/tsr-" + mname + "-" + tname + ".gguf";
+    fprintf(stderr, "run_bench: writing %s ...\n", path.c_str());
+    return write_random_model(path.c_str(), hp, tok, merges, wt, hp.a == arch::gpt2, 42, err);
+}
+
 int main(int argc, char ** argv) {
     bool csv = false, parallel = false;
+    std::string gguf_dir;
     int threads = 2, n_prompt = 128, n_gen = 16;
     std::string models = "gpt2,llama1b", types = "f32,f16,q8_0,q4_0", backend_name = "cpu", ngls = "all";
     for (int i = 1; i < argc; ++i) {
@@ -133,7 +151,8 @@ int main(int argc, char ** argv) {
         else if (a == "--backend") backend_name = next();
         else if (a == "--ngl") ngls = next();
         else if (a == "--parallel") parallel = true;
-        else { fprintf(stderr, "usage: %s [--csv] [-t N] [--prompt N] [--gen N] [--models gpt2,llama1b,moe] [--types f32,f16,q8_0,q4_0,q4_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda] [--ngl 0,half,all] [--parallel]\n", argv[0]); return 2; }
+        else if (a == "--write-gguf") gguf_dir = next();
+        else { fprintf(stderr, "usage: %s [--csv] [-t N] [--prompt N] [--gen N] [--models gpt2,llama1b,moe] [--types f32,f16,q8_0,q4_0,q4_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda] [--ngl 0,half,all] [--parallel] [--write-gguf DIR]\n", argv[0]); return 2; }
     }
     std::string err;
     tsr_backend_t backend = make_backend(backend_name, -1, threads, err);   // the kind's first device
@@ -147,7 +166,7 @@ int main(int argc, char ** argv) {
         ngl_list.push_back(ngls.substr(p, q - p));
         p = q + 1;
     }
-    if (!gpu) ngl_list = {"-"};
+    if (!gpu || !gguf_dir.empty()) ngl_list = {"-"};
 
     struct mt { const char * name; weight_types t; };
     // q4_K_M: llama.cpp's mix (Q6_K for output.weight and some attn_v / ffn_down)
@@ -161,6 +180,10 @@ int main(int argc, char ** argv) {
         const hparams hp = mn == "gpt2" ? gpt2_small() : mn == "moe" ? mixtral_quarter() : tinyllama_1b_hparams();
         for (const mt & ty : all_types) for (const std::string & ngl : ngl_list) {
             if (("," + types + ",").find(std::string(",") + ty.name + ",") == std::string::npos) continue;
+            if (!gguf_dir.empty()) {
+                if (!write_model_file(gguf_dir, mname, hp, ty.name, ty.t, err)) { fprintf(stderr, "run_bench: %s\n", err.c_str()); return 1; }
+                continue;
+            }
             row r;
             r.ngl = ngl;
             r.model = mn == "gpt2" ? "GPT-2 small (124M)" : mn == "moe" ? "Mixtral-shaped MoE, 1/4 width (8 experts, 2 used)" : "LLaMA 1.1B (GQA 32/4)";
@@ -225,6 +248,11 @@ int main(int argc, char ** argv) {
             rows.push_back(r);
             fprintf(stderr, "run_bench: %s %s: %s\n", mname, ty.name, ok ? "done" : err.c_str());
         }
+    }
+    if (!gguf_dir.empty()) {
+        tsr_backend_free(cpu);
+        tsr_backend_free(backend);
+        return 0;
     }
     char dev[128];
     snprintf(dev, sizeof dev, "%s, %d threads", tsr_backend_name(backend), threads);

@@ -265,3 +265,53 @@ TEST_CASE("dot_q8k: every ISA path equals the scalar path for every K-quant", "[
         }
     }
 }
+
+TEST_CASE("dot_yq8: every ISA path equals the scalar path for Q4_1, Q5_0, Q5_1 and IQ4_NL", "[cpu][mul_mat][kernels][quant]") {
+    std::mt19937 rng(17);
+    const int64_t nb = 9, n = nb * 32;  // odd: the SIMD kernels' pairs of blocks leave one over
+    std::vector<float> yf((size_t)n);
+    for (int64_t i = 0; i < n; ++i) yf[(size_t)i] = i < 32 ? ((i % 2) ? 1.0f : -1.0f) : std::uniform_real_distribution<float>(-1, 1)(rng);
+    // yq8 blocks and their Q4 side arrays, as mul_mat prepares them for these types
+    std::vector<tcpu::yq8> ybuf((tcpu::yq8_row_bytes(n) + sizeof(tcpu::yq8) - 1) / sizeof(tcpu::yq8));
+    tcpu::yq8 * y = ybuf.data();
+    tcpu::kernels_scalar.quantize_y(yf.data(), y, n);
+    std::vector<double> yq((size_t)n);
+    for (int64_t i = 0; i < n; ++i) yq[(size_t)i] = (double)y[(size_t)(i / 32)].d * y[(size_t)(i / 32)].qs[i % 32];
+    for (tsr_type t : {TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1, TSR_TYPE_IQ4_NL}) {
+        const int slot = tcpu::yq8_slot(t);
+        REQUIRE(slot >= 0);
+        tcpu::y_side(y, nb, t);
+        const size_t bs = tsr_type_size(t);
+        std::vector<uint8_t> w(bs * (size_t)nb);
+        for (auto & v : w) v = (uint8_t)(rng() & 0xff);
+        const int nd = (t == TSR_TYPE_Q4_1 || t == TSR_TYPE_Q5_1) ? 2 : 1;  // d (and m) lead the block
+        for (int64_t b = 0; b < nb; ++b)
+            for (int k = 0; k < nd; ++k) {
+                const tsr_fp16_t h = tsr_fp32_to_fp16(std::uniform_real_distribution<float>(-0.01f, 0.01f)(rng));
+                std::memcpy(w.data() + (size_t)b * bs + 2 * (size_t)k, &h, 2);
+            }
+        std::vector<float> wf((size_t)n);
+        REQUIRE(tsr_to_float_row(t, w.data(), wf.data(), n));
+        double want = 0.0, mag = 0.0;
+        for (int64_t i = 0; i < n; ++i) {
+            want += (double)wf[(size_t)i] * yq[(size_t)i];
+            mag += std::fabs((double)wf[(size_t)i] * yq[(size_t)i]);
+        }
+        INFO(tsr_type_name(t));
+        CHECK(std::fabs((double)tcpu::kernels_scalar.dot_yq8[slot](n, w.data(), y) - want) <= 1e-5 * mag);
+        for (tsr_cpu_isa isa : tsrt::isas()) {
+            kernels_of k(isa);
+            INFO("isa " << tsr_cpu_isa_name(isa));
+            if (!k.K->dot_yq8[slot]) continue;
+            for (int64_t m = 1; m <= nb; m += nb - 1) {  // one block alone, and all of them
+                double wm = 0.0, mm = 0.0;
+                for (int64_t i = 0; i < m * 32; ++i) {
+                    wm += (double)wf[(size_t)i] * yq[(size_t)i];
+                    mm += std::fabs((double)wf[(size_t)i] * yq[(size_t)i]);
+                }
+                INFO("blocks " << m);
+                CHECK(std::fabs((double)k.K->dot_yq8[slot](m * 32, w.data(), y) - wm) <= 1e-5 * mm);
+            }
+        }
+    }
+}

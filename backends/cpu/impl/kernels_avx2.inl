@@ -12,13 +12,11 @@
 namespace {
 namespace tcpu {
 
-TSR_TARGET_AVX2 static inline float hsum256(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
+TSR_TARGET_AVX2 static inline float hsum128(__m128 v) {
+    const __m128 m = _mm_add_ps(v, _mm_movehl_ps(v, v));
+    return _mm_cvtss_f32(_mm_add_ss(m, _mm_movehdup_ps(m)));
 }
-
+TSR_TARGET_AVX2 static inline float hsum256(__m256 v) { return hsum128(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1))); }
 TSR_TARGET_AVX2 static inline float h2f_avx2(uint16_t h) { return _cvtsh_ss(h); }
 
 TSR_TARGET_AVX2 static float dot_f32_avx2(int64_t n, const float * x, const float * y) {
@@ -580,6 +578,16 @@ static inline __m128i q3k_scales(const uint8_t * packed) {
     return _mm_sub_epi8(_mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]), _mm_set1_epi8(32));
 }
 
+/* acc + Q4_K / Q5_K's mins (bytes 8..15 of sm) times the pairs of 16-element activation
+ * sums they cover, times dmin * y.d: 8 products in 4 float lanes. */
+TSR_TARGET_AVX2 static inline __m128 k4_mins_acc(const uint8_t * blk, __m128i sm, const tsr_block_q8_K & y, __m128 acc) {
+    const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y.bsums), _mm_loadu_si128((const __m128i *)y.bsums + 1));
+    const __m128i pm = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)), bs);
+    uint16_t dmin16;
+    std::memcpy(&dmin16, blk + 2, 2);
+    return _mm_fmadd_ps(_mm_cvtepi32_ps(pm), _mm_set1_ps(y.d * h2f_avx2(dmin16)), acc);
+}
+
 /* Q4_K (HIGH false) / Q5_K (HIGH true) against Q8_K: one ymm of nibbles per 64 elements (low
  * nibbles sub-block 2c, high 2c+1), Q5_K's fifth bits from bits 2c / 2c+1 of the 32 qh bytes.
  * A level x int8 pair is at most 2 * 31 * 127 in int16; times a 6-bit scale, int32. The mins
@@ -593,13 +601,9 @@ TSR_TARGET_AVX2 static float dot_k4_q8_K_avx2(int64_t n, const uint8_t * base, s
         const uint8_t * blk = base + (size_t)i * bsize;
         const uint8_t * qs = blk + (HIGH ? 48 : 16);
         const __m128i sm = q4k_scales_mins(blk + 4);
-        /* mins x (pairs of 16-element activation sums): 8 products in 4 int32 lanes */
-        const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[i].bsums), _mm_loadu_si128((const __m128i *)y[i].bsums + 1));
-        const __m128i pm = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)), bs);
-        uint16_t d16, dmin16;
+        acc_m = k4_mins_acc(blk, sm, y[i], acc_m);
+        uint16_t d16;
         std::memcpy(&d16, blk, 2);
-        std::memcpy(&dmin16, blk + 2, 2);
-        acc_m = _mm_fmadd_ps(_mm_cvtepi32_ps(pm), _mm_set1_ps(y[i].d * h2f_avx2(dmin16)), acc_m);
         const __m256i qh = HIGH ? _mm256_loadu_si256((const __m256i *)(blk + 16)) : _mm256_setzero_si256();
         /* the 8 scales as int16 in both halves: one byte shuffle per sub-block spreads a scale */
         const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
@@ -622,9 +626,7 @@ TSR_TARGET_AVX2 static float dot_k4_q8_K_avx2(int64_t n, const uint8_t * base, s
         }
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(y[i].d * h2f_avx2(d16)), acc);
     }
-    __m128 m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
-    m = _mm_add_ss(m, _mm_movehdup_ps(m));
-    return hsum256(acc) - _mm_cvtss_f32(m);
+    return hsum256(acc) - hsum128(acc_m);
 }
 
 TSR_TARGET_AVX2 static float dot_q4_K_q8_K_avx2(int64_t n, const void * x, const tsr_block_q8_K * y) {
@@ -720,6 +722,42 @@ TSR_TARGET_AVX2 static void quantize_q8k_avx2(const float * x, tsr_block_q8_K * 
     }
 }
 
+/* What the Q2_K / Q3_K dot kernels take from super-block i: int8 scales, the 2-bit qs, Q3_K's
+ * hmask, d, the integer offset the sum starts from (Q3_K: -4 * sum(scale * bsums), the
+ * levels being unsigned) and Q2_K's mins times the bsums times dmin * y.d (8 float lanes). */
+struct k2_parts {
+    __m128i sc8;
+    const uint8_t * qs;
+    const uint8_t * hmask;
+    float d;
+    __m256i offset;
+    __m256 mins;
+};
+template <bool Q3> TSR_TARGET_AVX2 static inline k2_parts k2_block(const void * vx, int64_t i, const tsr_block_q8_K & y) {
+    const __m256i bsums = _mm256_loadu_si256((const __m256i *)y.bsums);
+    k2_parts p;
+    if (Q3) {
+        const tsr_block_q3_K & b = ((const tsr_block_q3_K *)vx)[i];
+        p.sc8 = q3k_scales(b.scales);
+        p.qs = b.qs;
+        p.hmask = b.hmask;
+        p.d = h2f_avx2(b.d);
+        p.offset = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(p.sc8), bsums), 2));
+        p.mins = _mm256_setzero_ps();
+    } else {
+        const tsr_block_q2_K & b = ((const tsr_block_q2_K *)vx)[i];
+        const __m128i raw = _mm_loadu_si128((const __m128i *)b.scales);
+        p.sc8 = _mm_and_si128(raw, _mm_set1_epi8(0x0F));
+        p.qs = b.qs;
+        p.hmask = nullptr;
+        p.d = h2f_avx2(b.d);
+        p.offset = _mm256_setzero_si256();
+        const __m256i pm = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F))), bsums);
+        p.mins = _mm256_mul_ps(_mm256_cvtepi32_ps(pm), _mm256_set1_ps(y.d * h2f_avx2(b.dmin)));
+    }
+    return p;
+}
+
 /* Q2_K (levels 0..3, 4-bit scales and mins) / Q3_K (levels 0..7 made unsigned by + 4,
  * signed 6-bit scales) against Q8_K: element 128h + 32j + l has its two low bits at bits 2j
  * of qs[32h + l] (Q3_K: its third bit at bit 4h + j of hmask[l]). The mins (Q2_K) and the
@@ -729,29 +767,12 @@ TSR_TARGET_AVX2 static float dot_k2_q8_K_avx2(int64_t n, const void * vx, const 
     const __m256i m3 = _mm256_set1_epi8(0x03), m1 = _mm256_set1_epi8(0x01);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
-        const uint8_t * qs;
-        __m128i sc8;
-        __m256i hm = _mm256_setzero_si256(), sumi;
-        float d, dmin = 0.0f;
-        const __m256i bsums = _mm256_loadu_si256((const __m256i *)y[i].bsums);
-        if (Q3) {
-            const tsr_block_q3_K & b = ((const tsr_block_q3_K *)vx)[i];
-            sc8 = q3k_scales(b.scales);
-            qs = b.qs;
-            hm = _mm256_loadu_si256((const __m256i *)b.hmask);
-            d = h2f_avx2(b.d);
-            sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), bsums), 2));
-        } else {
-            const tsr_block_q2_K & b = ((const tsr_block_q2_K *)vx)[i];
-            const __m128i raw = _mm_loadu_si128((const __m128i *)b.scales);
-            sc8 = _mm_and_si128(raw, _mm_set1_epi8(0x0F));
-            qs = b.qs;
-            d = h2f_avx2(b.d);
-            dmin = h2f_avx2(b.dmin);
-            const __m256i pm = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F))), bsums);
-            acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(pm), _mm256_set1_ps(y[i].d * dmin), acc);
-            sumi = _mm256_setzero_si256();
-        }
+        const k2_parts b = k2_block<Q3>(vx, i, y[i]);
+        const uint8_t * qs = b.qs;
+        const __m128i sc8 = b.sc8;
+        const __m256i hm = Q3 ? _mm256_loadu_si256((const __m256i *)b.hmask) : _mm256_setzero_si256();
+        __m256i sumi = b.offset;
+        acc = _mm256_sub_ps(acc, b.mins);
 #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
             const __m256i qv = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
@@ -763,7 +784,7 @@ TSR_TARGET_AVX2 static float dot_k2_q8_K_avx2(int64_t n, const void * vx, const 
                 sumi = _mm256_add_epi32(sumi, scale_pairs_avx2(_mm256_maddubs_epi16(q, yv), sc8, 8 * h + 2 * j));
             }
         }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(y[i].d * d), acc);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(y[i].d * b.d), acc);
     }
     return hsum256(acc);
 }

@@ -191,43 +191,91 @@ TSR_TARGET_AVX512VNNI static void gemv_q8_0_rows(int64_t n, const char * x, size
     }
 }
 
-template <int R>
-TSR_TARGET_AVX512VNNI static void gemv_q4_0_rows(int64_t n, const char * x, size_t lda, const yq8 * y, float * out) {
+/* Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL against yq8 and its Q4 side arrays (y_side), 4 blocks per
+ * step: one 64-byte and one 32-byte load cover the group (the last 32 bytes, so
+ * nothing past it is read), word permutes pull out the qs, the fp16 d (and m) and Q5's qh
+ * halves; levels are unsigned against signed activations. IQ4_NL's table is read with +128
+ * and Q5_0's levels carry +16: the side arrays' -8 * sum bias scaled to match starts the
+ * integer sum. Q4_1 / Q5_1's min meets the block sums (bias / -8) in float. */
+template <tsr_type T> struct q32_layout {
+    static constexpr int words = T == TSR_TYPE_Q4_1 ? 10 : T == TSR_TYPE_Q5_0 ? 11 : T == TSR_TYPE_Q5_1 ? 12 : 9;
+    static constexpr int qs = T == TSR_TYPE_Q4_1 ? 2 : T == TSR_TYPE_Q5_0 ? 3 : T == TSR_TYPE_Q5_1 ? 4 : 1;  /* first qs word */
+    static constexpr int qh = T == TSR_TYPE_Q5_0 ? 1 : 2;                                                     /* Q5: first qh word */
+    static constexpr bool has_min = T == TSR_TYPE_Q4_1 || T == TSR_TYPE_Q5_1;
+    static constexpr bool has_qh = T == TSR_TYPE_Q5_0 || T == TSR_TYPE_Q5_1;
+    static constexpr int z1 = 4 * words - 16;  /* first word of the group's last 32 bytes */
+    /* word w of the group as an index into (first 64 bytes, last 32 bytes) for vpermt2w */
+    static constexpr uint16_t at(int w) { return (uint16_t)(w < 32 ? w : 32 + (w - z1)); }
+};
+
+/* vpermt2w indices: lanes 8j.. block j's 8 qs words; d x4 per block then m x4; the qh low
+ * words of the 4 blocks then their high words */
+template <tsr_type T> struct q32_indices {
+    alignas(64) uint16_t qs[32], dm[32], qh[32];
+    constexpr q32_indices() : qs{}, dm{}, qh{} {
+        using L = q32_layout<T>;
+        for (int l = 0; l < 32; ++l) {
+            qs[l] = L::at(L::words * (l / 8) + L::qs + l % 8);
+            dm[l] = L::at(L::words * (l / 4 % 4) + (l < 16 ? 0 : 1));
+            qh[l] = L::at(L::words * (l % 4) + L::qh + l / 4 % 2);
+        }
+    }
+};
+template <tsr_type T> static constexpr q32_indices<T> q32_idx{};
+
+template <tsr_type T, int R>
+TSR_TARGET_AVX512VNNI static void gemv_q32_rows(int64_t n, const char * x, size_t lda, const yq8 * y, float * out) {
+    using L = q32_layout<T>;
     const int64_t nb = n / 32, ng = nb / 4;
     const yside_q4 * ys = y_side_q4(y, nb);
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    /* the 16 qs bytes of each of the 4 blocks (words 1..8 of each 9-word block), and the fp16
-     * scales (words 0, 9, 18, 27) spread over 4 lanes each */
-    alignas(64) static const uint16_t idx_q[32] = {1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17,
-                                                   19, 20, 21, 22, 23, 24, 25, 26, 28, 29, 30, 31, 32, 33, 34, 35};
-    alignas(64) static const uint16_t idx_d[32] = {0, 0, 0, 0, 9, 9, 9, 9, 18, 18, 18, 18, 27, 27, 27, 27};
-    const __m512i iq = _mm512_load_si512((const void *)idx_q), id = _mm512_load_si512((const void *)idx_d);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
+    const __m512i table = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values)), _mm512_set1_epi8((char)0x80));
+    const __m512i iq = _mm512_load_si512((const void *)q32_idx<T>.qs), idm = _mm512_load_si512((const void *)q32_idx<T>.dm);
+    const __m512i ih = _mm512_load_si512((const void *)q32_idx<T>.qh);
     __m512 acc[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
     for (int64_t g = 0; g < ng; ++g) {
         const yside_q4 & s = ys[g];
         const __m512i ylo = _mm512_loadu_si512((const void *)s.lo), yhi = _mm512_loadu_si512((const void *)s.hi);
-        const __m512i yb = _mm512_loadu_si512((const void *)s.bias);
+        const __m512i yb8 = _mm512_loadu_si512((const void *)s.bias);  /* -8 * sum in lane 4j */
+        const __m512i yb = T == TSR_TYPE_Q4_0 ? yb8 : T == TSR_TYPE_IQ4_NL ? _mm512_slli_epi32(yb8, 4) : T == TSR_TYPE_Q5_0 ? _mm512_slli_epi32(yb8, 1) : _mm512_setzero_si512();
         const __m512 dy = _mm512_loadu_ps(s.d);
+        const __m512 ysum = L::has_min ? _mm512_mul_ps(_mm512_cvtepi32_ps(yb8), _mm512_set1_ps(-0.125f)) : _mm512_setzero_ps();
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
-            const char * xb = x + (size_t)r * lda + (size_t)g * 4 * sizeof(tsr_block_q4_0);
+            const char * xb = x + (size_t)r * lda + (size_t)g * 8 * L::words;
             const __m512i z0 = _mm512_loadu_si512((const void *)xb);
-            const __m512i z1 = _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *)(xb + 64)));  /* the group's last 8 bytes */
+            const __m512i z1 = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(xb + 2 * L::z1)));
             const __m512i qs = _mm512_permutex2var_epi16(z0, iq, z1);
-            const __m512 sc = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(id, z0))), dy);
-            const __m512i lo = _mm512_and_si512(qs, m4);
-            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(qs, 4), m4);
+            const __m512i dm = _mm512_permutex2var_epi16(z0, idm, z1);
+            __m512i lo = _mm512_and_si512(qs, m4), hi = _mm512_and_si512(_mm512_srli_epi16(qs, 4), m4);
+            if (T == TSR_TYPE_IQ4_NL) {
+                lo = _mm512_shuffle_epi8(table, lo);
+                hi = _mm512_shuffle_epi8(table, hi);
+            }
+            if (L::has_qh) {
+                /* elements 0-15 of each block take qh bits 0-15, elements 16-31 bits 16-31 */
+                const __m128i h = _mm512_castsi512_si128(_mm512_permutex2var_epi16(z0, ih, z1));
+                lo = _mm512_or_si512(lo, _mm512_maskz_mov_epi8(_cvtu64_mask64((uint64_t)_mm_cvtsi128_si64(h)), m10));
+                hi = _mm512_or_si512(hi, _mm512_maskz_mov_epi8(_cvtu64_mask64((uint64_t)_mm_extract_epi64(h, 1)), m10));
+            }
             const __m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(yb, lo, ylo), hi, yhi);
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, acc[r]);
+            const __m512 dx = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dx, dy), acc[r]);
+            if (L::has_min) {
+                const __m512 mx = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1));
+                acc[r] = _mm512_fmadd_ps(ysum, _mm512_mul_ps(mx, dy), acc[r]);
+            }
         }
     }
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
         out[r] = _mm512_reduce_add_ps(acc[r]);
-        if (ng * 4 < nb)
-            out[r] += dot_q4_0_avx512vnni(n - ng * 128, (const tsr_block_q4_0 *)(x + (size_t)r * lda) + ng * 4, y + ng * 4);
+        if (ng * 4 >= nb) continue;
+        const char * tail = x + (size_t)r * lda + (size_t)ng * 8 * L::words;
+        if constexpr (T == TSR_TYPE_Q4_0) out[r] += dot_q4_0_avx512vnni(n - ng * 128, (const tsr_block_q4_0 *)tail, y + ng * 4);
+        else out[r] += dot_q32_yq8_avx2<T>(n - ng * 128, tail, y + ng * 4);
     }
 }
 
@@ -238,14 +286,14 @@ TSR_TARGET_AVX512VNNI static float gemv_q8_0_avx512vnni(int64_t n, const tsr_blo
 }
 TSR_TARGET_AVX512VNNI static float gemv_q4_0_avx512vnni(int64_t n, const tsr_block_q4_0 * x, const yq8 * y) {
     float o;
-    gemv_q4_0_rows<1>(n, (const char *)x, 0, y, &o);
+    gemv_q32_rows<TSR_TYPE_Q4_0, 1>(n, (const char *)x, 0, y, &o);
     return o;
 }
 TSR_TARGET_AVX512VNNI static void dot4_q8_0_avx512vnni(int64_t n, const char * x, size_t lda, const void * y, float * out) {
     gemv_q8_0_rows<4>(n, x, lda, (const yq8 *)y, out);
 }
 TSR_TARGET_AVX512VNNI static void dot4_q4_0_avx512vnni(int64_t n, const char * x, size_t lda, const void * y, float * out) {
-    gemv_q4_0_rows<4>(n, x, lda, (const yq8 *)y, out);
+    gemv_q32_rows<TSR_TYPE_Q4_0, 4>(n, x, lda, (const yq8 *)y, out);
 }
 
 TSR_TARGET_AVX512 static void axpy_f32_avx512(int64_t n, float a, const float * x, float * y) {
@@ -665,7 +713,154 @@ static constexpr act_kernels act_table_avx512 = [] {
     return a;
 }();
 
-/* Q8_0 / Q4_0 use the AVX2 kernels unless the CPU has VNNI; no GEMM for them without it. */
+/* ---- K-quants and the 32-element types against quantized activations, zmm + VNNI ---------
+ * The AVX2 kernels' arithmetic at twice the width: one zmm holds 64 consecutive elements of
+ * a super-block, so the activations load straight (no shuffles on the shared side), and
+ * vpdpwssd applies the int16 scales and accumulates in one instruction. Mat-vec streams the
+ * weights once; with ymm the per-element work, not DRAM, set the pace. */
+
+/* The int16 scale of every int16 pair-sum lane of zmm z (64 elements 64z..64z+63): 128-bit
+ * lane k covers 16 elements, so it takes scale 4z + k of the 16 in sc16. */
+TSR_TARGET_AVX512VNNI static inline __m512i scales_of_zmm(__m512i sc16, int z) {
+    const __m512i idx = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)(4 * z))), _mm_set1_epi16((short)(4 * z + 1)), 1)),
+        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)(4 * z + 2))), _mm_set1_epi16((short)(4 * z + 3)), 1), 1);
+    return _mm512_permutexvar_epi16(idx, sc16);
+}
+
+/* q4k_scales_mins with byte shuffles instead of 32-bit integer work (a third of the
+ * instructions; the mat-vec is bound by them). Reads 16 bytes: the 12 packed ones and
+ * the first 4 of qs. */
+TSR_TARGET_AVX512VNNI static inline __m128i q4k_scales_mins_simd(const uint8_t * packed) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)packed);
+    const __m128i low = _mm_or_si128(_mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, -1, -1, -1, -1)),
+                                     _mm_shuffle_epi8(_mm_srli_epi16(v, 4), _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 8, 9, 10, 11)));
+    const __m128i top = _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));  /* bits 6-7 -> 4-5 */
+    return _mm_or_si128(_mm_and_si128(low, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)),
+                        _mm_and_si128(_mm_srli_epi16(top, 2), _mm_set1_epi8(0x30)));
+}
+
+/* Q4_K (HIGH false) / Q5_K (HIGH true): the 32 qs bytes of chunk c hold elements 64c..64c+31
+ * in their low nibbles and 64c+32..64c+63 in their high ones, so [low | high] is the chunk in
+ * order. Each 32 elements share a scale: int16 lanes 0-15 take scale 2c, lanes 16-31 2c+1. */
+template <bool HIGH>
+TSR_TARGET_AVX512VNNI static float dot_k4_q8_K_avx512vnni(int64_t n, const uint8_t * base, size_t bsize, const tsr_block_q8_K * y) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
+    __m512 acc = _mm512_setzero_ps();
+    __m128 acc_m = _mm_setzero_ps();
+    const uint8_t * blk = base;
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i, blk += bsize) {
+        const __m128i sm = q4k_scales_mins_simd(blk + 4);
+        acc_m = k4_mins_acc(blk, sm, y[i], acc_m);
+        const uint8_t * qs = blk + (HIGH ? 48 : 16);
+        /* qh bit 2c of byte l is element 64c + l's fifth bit, bit 2c + 1 element 64c + 32 + l */
+        const __m512i qh = HIGH ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 16))) : _mm512_setzero_si512();
+        const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
+        __m512i sumi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  /* two dependency chains */
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+            __m512i v = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), m4);
+            if (HIGH) {
+                /* the two bits to bit 4 of each byte: 16-bit shifts, the bytes' crossings masked off */
+                const __m512i cnt = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * c)), _mm256_set1_epi16((short)(2 * c + 1)), 1);
+                const __m512i hb = _mm512_and_si512(_mm512_slli_epi16(_mm512_srlv_epi16(qh, cnt), 4), m10);
+                v = _mm512_or_si512(v, hb);
+            }
+            const __m512i s = _mm512_shuffle_epi8(sc16, _mm512_inserti64x4(_mm512_set1_epi16((short)(((4 * c + 1) << 8) | (4 * c))),
+                                                                            _mm256_set1_epi16((short)(((4 * c + 3) << 8) | (4 * c + 2))), 1));
+            sumi[c & 1] = _mm512_dpwssd_epi32(sumi[c & 1], _mm512_maddubs_epi16(v, _mm512_loadu_si512((const void *)(y[i].qs + 64 * c))), s);
+        }
+        uint16_t d16;
+        std::memcpy(&d16, blk, 2);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(sumi[0], sumi[1])), _mm512_set1_ps(y[i].d * _cvtsh_ss(d16)), acc);
+    }
+    return _mm512_reduce_add_ps(acc) - hsum128(acc_m);
+}
+
+TSR_TARGET_AVX512VNNI static float dot_q4_K_q8_K_avx512vnni(int64_t n, const void * x, const tsr_block_q8_K * y) {
+    return dot_k4_q8_K_avx512vnni<false>(n, (const uint8_t *)x, sizeof(tsr_block_q4_K), y);
+}
+TSR_TARGET_AVX512VNNI static float dot_q5_K_q8_K_avx512vnni(int64_t n, const void * x, const tsr_block_q8_K * y) {
+    return dot_k4_q8_K_avx512vnni<true>(n, (const uint8_t *)x, sizeof(tsr_block_q5_K), y);
+}
+
+/* Q6_K: elements 128h..128h+63 are ql[64h..64h+63]'s low nibbles with qh[32h..]'s bits 0-1
+ * (first 32) and 2-3 (next 32); elements 128h+64.. the high nibbles with bits 4-5 and 6-7.
+ * Levels stay unsigned (0..63) and the -32 comes off through the bsums, as in the AVX2 kernel. */
+TSR_TARGET_AVX512VNNI static float dot_q6_K_q8_K_avx512vnni(int64_t n, const void * vx, const tsr_block_q8_K * y) {
+    const tsr_block_q6_K * x = (const tsr_block_q6_K *)vx;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    /* qh bits to bits 4-5 of each byte: << 4 and << 2 for the low nibbles' halves, >> 0 and >> 2 for the high */
+    const __m512i shl_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    const __m512i shr_hi = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
+        const __m256i sc16y = _mm256_cvtepi8_epi16(sc8);
+        const __m512i sc16 = _mm512_castsi256_si512(sc16y);
+        /* 32 * sum(scale * bsums): the offset of the unsigned levels, in the same int32 sum */
+        __m512i sumi = _mm512_zextsi256_si512(
+            _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16y, _mm256_loadu_si256((const __m256i *)y[i].bsums)), 5)));
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+            const __m512i ql = _mm512_loadu_si512((const void *)(x[i].ql + 64 * h));
+            const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h)));
+            const __m512i v0 = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, shl_lo), m30));
+            const __m512i v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(qh, shr_hi), m30));
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(v0, _mm512_loadu_si512((const void *)(y[i].qs + 128 * h))), scales_of_zmm(sc16, 2 * h));
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(v1, _mm512_loadu_si512((const void *)(y[i].qs + 128 * h + 64))), scales_of_zmm(sc16, 2 * h + 1));
+        }
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(_cvtsh_ss(x[i].d) * y[i].d), acc);
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
+/* Q2_K / Q3_K: elements 128h + 64p .. +63 are bits 4p..4p+1 (first 32) and 4p+2..4p+3 (next
+ * 32) of qs[32h..32h+31]; Q3_K's third bit is bit 4h + 2p (+1) of hmask[0..31]. */
+template <bool Q3>
+TSR_TARGET_AVX512VNNI static float dot_k2_q8_K_avx512vnni(int64_t n, const void * vx, const tsr_block_q8_K * y) {
+    const __m512i m3 = _mm512_set1_epi8(0x03), four = _mm512_set1_epi8(0x04);
+    __m512 acc = _mm512_setzero_ps();
+    __m256 acc_m = _mm256_setzero_ps();  /* Q2_K's mins times the bsums */
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        const k2_parts b = k2_block<Q3>(vx, i, y[i]);
+        const uint8_t * qs = b.qs;
+        const __m512i hm = Q3 ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b.hmask)) : _mm512_setzero_si512();
+        __m512i sumi = _mm512_zextsi256_si512(b.offset);
+        acc_m = _mm256_add_ps(acc_m, b.mins);
+        const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(b.sc8));
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+            const __m512i qv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * h)));
+#pragma GCC unroll 2
+            for (int p = 0; p < 2; ++p) {
+                const __m512i cnt = _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * p)), _mm256_set1_epi16((short)(4 * p + 2)), 1);
+                __m512i v = _mm512_and_si512(_mm512_srlv_epi16(qv, cnt), m3);
+                if (Q3) {
+                    const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * h + 2 * p))), _mm256_set1_epi8((char)(1 << (4 * h + 2 * p + 1))), 1);
+                    v = _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(hm, bit), v, four);
+                }
+                sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(v, _mm512_loadu_si512((const void *)(y[i].qs + 128 * h + 64 * p))),
+                                           scales_of_zmm(sc16, 2 * h + p));
+            }
+        }
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(y[i].d * b.d), acc);
+    }
+    return _mm512_reduce_add_ps(acc) - hsum256(acc_m);
+}
+
+TSR_TARGET_AVX512VNNI static float dot_q2_K_q8_K_avx512vnni(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K_avx512vnni<false>(n, x, y); }
+TSR_TARGET_AVX512VNNI static float dot_q3_K_q8_K_avx512vnni(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K_avx512vnni<true>(n, x, y); }
+
+template <tsr_type T> TSR_TARGET_AVX512VNNI static float dot_q32_yq8_avx512vnni(int64_t n, const void * x, const yq8 * y) {
+    float o;
+    gemv_q32_rows<T, 1>(n, (const char *)x, 0, y, &o);
+    return o;
+}
+
+/* Q8_0 / Q4_0 and the K-quant / 32-element dots use the AVX2 kernels unless the CPU has
+ * VNNI; no Q8_0 / Q4_0 GEMM without it. */
 static kernels make_kernels_avx512() {
     const cpu_features & f = features();
     kernels k{};
@@ -705,6 +900,15 @@ static kernels make_kernels_avx512() {
         k.dot4[SLOT_Q4_0] = dot4_q4_0_avx512vnni;
         k.gemm[SLOT_Q8_0] = &gemm_q8_0_avx512;
         k.gemm[SLOT_Q4_0] = &gemm_q4_0_avx512;
+        k.dot_q8k[KSLOT_Q2_K] = dot_q2_K_q8_K_avx512vnni;
+        k.dot_q8k[KSLOT_Q3_K] = dot_q3_K_q8_K_avx512vnni;
+        k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_avx512vnni;
+        k.dot_q8k[KSLOT_Q5_K] = dot_q5_K_q8_K_avx512vnni;
+        k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_avx512vnni;
+        k.dot_yq8[QSLOT_Q4_1] = dot_q32_yq8_avx512vnni<TSR_TYPE_Q4_1>;
+        k.dot_yq8[QSLOT_Q5_0] = dot_q32_yq8_avx512vnni<TSR_TYPE_Q5_0>;
+        k.dot_yq8[QSLOT_Q5_1] = dot_q32_yq8_avx512vnni<TSR_TYPE_Q5_1>;
+        k.dot_yq8[QSLOT_IQ4_NL] = dot_q32_yq8_avx512vnni<TSR_TYPE_IQ4_NL>;
     }
     return k;
 }

@@ -496,6 +496,98 @@ static constexpr act_kernels act_table_neon = [] {
     return a;
 }();
 
+/* ---- K-quants against Q8_K ---------------------------------------------------------------
+ * Levels unpacked 16 at a time, multiplied with the activations in int16 pairs (a level of at
+ * most 63 in magnitude times 127, two per lane: within int16), pairs summed into 4 int32
+ * lanes per 16 elements and scaled by the sub-block's integer scale in int32; d once per
+ * super-block in float. */
+
+/* 4 int32 lanes holding the sum of a[i] * b[i] over 16 int8 pairs */
+static inline int32x4_t dot16_lanes_neon(int8x16_t a, int8x16_t b) {
+    const int16x8_t p = vmlal_s8(vmull_s8(vget_low_s8(a), vget_low_s8(b)), vget_high_s8(a), vget_high_s8(b));
+    return vpaddlq_s16(p);
+}
+
+/* Q4_K (HIGH false) / Q5_K (HIGH true): qs byte 32c + l holds element 64c + l (low nibble)
+ * and 64c + 32 + l (high); Q5_K's fifth bits are bits 2c / 2c + 1 of qh[l]. */
+template <bool HIGH>
+static float dot_k4_q8_K_neon(int64_t n, const uint8_t * base, size_t bsize, const tsr_block_q8_K * y) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m10 = vdupq_n_u8(0x10);
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    float mins = 0.0f;
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        const uint8_t * blk = base + (size_t)i * bsize;
+        const uint8_t * qs = blk + (HIGH ? 48 : 16);
+        int sc[8], mn[8];
+        int32_t summ = 0;
+        for (int sb = 0; sb < 8; ++sb) {
+            tsr_impl::k4_scale_min(sb, blk + 4, &sc[sb], &mn[sb]);
+            summ += mn[sb] * (y[i].bsums[2 * sb] + y[i].bsums[2 * sb + 1]);
+        }
+        uint16_t d16, dmin16;
+        std::memcpy(&d16, blk, 2);
+        std::memcpy(&dmin16, blk + 2, 2);
+        mins += y[i].d * h2f(dmin16) * (float)summ;
+        const uint8x16_t qh[2] = {HIGH ? vld1q_u8(blk + 16) : vdupq_n_u8(0), HIGH ? vld1q_u8(blk + 32) : vdupq_n_u8(0)};
+        int32x4_t sumi = vdupq_n_s32(0);
+        for (int c = 0; c < 4; ++c) {
+            int32x4_t lo = vdupq_n_s32(0), hi = vdupq_n_s32(0);
+            for (int half = 0; half < 2; ++half) {
+                const uint8x16_t v = vld1q_u8(qs + 32 * c + 16 * half);
+                uint8x16_t l = vandq_u8(v, m4), h = vshrq_n_u8(v, 4);
+                if (HIGH) {
+                    /* bit 2c (2c + 1) of qh to bit 4: shift left by 4 - 2c (right when negative) */
+                    const int8x16_t s0 = vdupq_n_s8((int8_t)(4 - 2 * c)), s1 = vdupq_n_s8((int8_t)(3 - 2 * c));
+                    l = vorrq_u8(l, vandq_u8(vshlq_u8(qh[half], s0), m10));
+                    h = vorrq_u8(h, vandq_u8(vshlq_u8(qh[half], s1), m10));
+                }
+                lo = vaddq_s32(lo, dot16_lanes_neon(vreinterpretq_s8_u8(l), vld1q_s8(y[i].qs + 64 * c + 16 * half)));
+                hi = vaddq_s32(hi, dot16_lanes_neon(vreinterpretq_s8_u8(h), vld1q_s8(y[i].qs + 64 * c + 32 + 16 * half)));
+            }
+            sumi = vmlaq_n_s32(vmlaq_n_s32(sumi, lo, sc[2 * c]), hi, sc[2 * c + 1]);
+        }
+        acc = vmlaq_n_f32(acc, vcvtq_f32_s32(sumi), y[i].d * h2f(d16));
+    }
+    return vaddvq_f32(acc) - mins;
+}
+
+static float dot_q4_K_q8_K_neon(int64_t n, const void * x, const tsr_block_q8_K * y) {
+    return dot_k4_q8_K_neon<false>(n, (const uint8_t *)x, sizeof(tsr_block_q4_K), y);
+}
+static float dot_q5_K_q8_K_neon(int64_t n, const void * x, const tsr_block_q8_K * y) {
+    return dot_k4_q8_K_neon<true>(n, (const uint8_t *)x, sizeof(tsr_block_q5_K), y);
+}
+
+/* Q6_K: element 128h + 32k + l is a nibble of ql[64h + 32(k % 2) + l] (low for k < 2) with
+ * bits 2k..2k+1 of qh[32h + l] above it, minus 32; a signed 8-bit scale per 16 elements. */
+static float dot_q6_K_q8_K_neon(int64_t n, const void * vx, const tsr_block_q8_K * y) {
+    const tsr_block_q6_K * x = (const tsr_block_q6_K *)vx;
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m30 = vdupq_n_u8(0x30);
+    const int8x16_t off = vdupq_n_s8(32);
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        int32x4_t sumi = vdupq_n_s32(0);
+        for (int h = 0; h < 2; ++h)
+            for (int half = 0; half < 2; ++half) {  /* l in [16 half, 16 half + 16) */
+                const uint8x16_t ql0 = vld1q_u8(x[i].ql + 64 * h + 16 * half), ql1 = vld1q_u8(x[i].ql + 64 * h + 32 + 16 * half);
+                const uint8x16_t qh = vld1q_u8(x[i].qh + 32 * h + 16 * half);
+                const uint8x16_t q[4] = {
+                    vorrq_u8(vandq_u8(ql0, m4), vandq_u8(vshlq_n_u8(qh, 4), m30)),
+                    vorrq_u8(vandq_u8(ql1, m4), vandq_u8(vshlq_n_u8(qh, 2), m30)),
+                    vorrq_u8(vshrq_n_u8(ql0, 4), vandq_u8(qh, m30)),
+                    vorrq_u8(vshrq_n_u8(ql1, 4), vandq_u8(vshrq_n_u8(qh, 2), m30)),
+                };
+                for (int k = 0; k < 4; ++k) {
+                    const int e = 128 * h + 32 * k + 16 * half;
+                    const int32x4_t p = dot16_lanes_neon(vsubq_s8(vreinterpretq_s8_u8(q[k]), off), vld1q_s8(y[i].qs + e));
+                    sumi = vmlaq_n_s32(sumi, p, x[i].scales[e / 16]);
+                }
+            }
+        acc = vmlaq_n_f32(acc, vcvtq_f32_s32(sumi), h2f(x[i].d) * y[i].d);
+    }
+    return vaddvq_f32(acc);
+}
+
 static constexpr kernels kernels_neon = [] {
     kernels k{};
     k.isa = TSR_CPU_ISA_NEON;
@@ -509,6 +601,9 @@ static constexpr kernels kernels_neon = [] {
     k.dot4[SLOT_BF16] = dot4_neon<2>;
     k.dot4[SLOT_Q8_0] = dot4_q8_0_neon;
     k.dot4[SLOT_Q4_0] = dot4_q4_0_neon;
+    k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_neon;
+    k.dot_q8k[KSLOT_Q5_K] = dot_q5_K_q8_K_neon;
+    k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_neon;
     k.quantize_y = quantize_y_neon;
     k.axpy_f32 = axpy_f32_neon;
     k.f16_to_f32 = f16_to_f32_neon;
