@@ -80,6 +80,7 @@ TSR_API bool             tsr_cpu_has_avx512_vnni(void);
 #include "impl/isa.inl"
 #include "impl/quant.inl"
 #include "impl/pack.inl"
+#include "impl/gemm_kquant.inl"
 #include "impl/kernels_avx2.inl"
 #include "impl/kernels_avx512.inl"
 #include "impl/kernels_neon.inl"

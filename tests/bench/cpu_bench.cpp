@@ -2,7 +2,7 @@
 // copy bandwidth and FMA peak measured in the same run, OpenBLAS (when libopenblas.so.0
 // can be dlopen'ed; never a build dependency) and a GPT-2-small forward at 128 tokens.
 //
-//   cpu_bench [--csv] [--threads N] [--quick] [--gpt2-only]
+//   cpu_bench [--csv] [--threads N] [--quick] [--gpt2-only] [--matvec-only] [--conv-only] [--gemm-only]
 //
 // Prints one Markdown table (or CSV with --csv). Not a test.
 #include "tessera/tessera.h"
@@ -374,15 +374,16 @@ double bench_gpt2(tsr_backend_t be, int n_tokens, int reps) {
 
 int main(int argc, char ** argv) {
     int n_threads = 2;
-    bool quick = false, gpt2_only = false, matvec_only = false, conv_only = false;
+    bool quick = false, gpt2_only = false, matvec_only = false, conv_only = false, gemm_only = false;
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--csv")) g_csv = true;
         else if (!std::strcmp(argv[i], "--quick")) quick = true;
         else if (!std::strcmp(argv[i], "--gpt2-only")) gpt2_only = true;
         else if (!std::strcmp(argv[i], "--matvec-only")) matvec_only = true;  /* bandwidth and mat-vec rows */
         else if (!std::strcmp(argv[i], "--conv-only")) conv_only = true;      /* bandwidth, FMA peak and convolution rows */
+        else if (!std::strcmp(argv[i], "--gemm-only")) gemm_only = true;      /* bandwidth, FMA peak and mul_mat GEMM rows */
         else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) n_threads = std::atoi(argv[++i]);
-        else { std::fprintf(stderr, "usage: %s [--csv] [--threads N] [--quick] [--gpt2-only] [--matvec-only] [--conv-only]\n", argv[0]); return 2; }
+        else { std::fprintf(stderr, "usage: %s [--csv] [--threads N] [--quick] [--gpt2-only] [--matvec-only] [--conv-only] [--gemm-only]\n", argv[0]); return 2; }
     }
     tsr_backend_t be = tsr_backend_cpu_init();
     tsr_backend_cpu_set_n_threads(be, n_threads);
@@ -434,7 +435,7 @@ int main(int argc, char ** argv) {
         blas_gemv = (double)nmat * M * K * 4 / t / 1e9;
     }
     for (tsr_type t : bench_types) {
-        if (conv_only) break;
+        if (conv_only || gemm_only) break;
         const double g = bench_gemv(be, t, gemv_bytes, reps);
         add_row(std::string("mat-vec ") + tsr_type_name(t), g, "GB/s (weights)",
                 t == TSR_TYPE_F32 && ob.ok() ? "OpenBLAS sgemv " + fmt(blas_gemv) : "",
@@ -442,14 +443,14 @@ int main(int argc, char ** argv) {
     }
     /* issue 17 part B */
     for (tsr_type t : {TSR_TYPE_Q4_0, TSR_TYPE_Q8_0}) {
-        if (conv_only) break;
+        if (conv_only || gemm_only) break;
         double total_mib = 0;
         const double g = bench_moe_decode(be, t, reps + 2, &total_mib);
         char note[128];
         std::snprintf(note, sizeof note, "gate, up, down of 8 experts 4096x14336 (%.0f MiB), 2 used; %.2f x read bandwidth", total_mib, g / rd);
         add_row(std::string("mul_mat_id decode ") + tsr_type_name(t), g, "GB/s (used experts)", "", note);
     }
-    if (!matvec_only) {
+    if (!matvec_only && !gemm_only) {
         struct conv_row {
             const char * name, * shape;
             int64_t k[4], in[4];
@@ -479,7 +480,7 @@ int main(int argc, char ** argv) {
     }
     }
 gpt2:
-    if (!matvec_only && !conv_only) {
+    if (!matvec_only && !conv_only && !gemm_only) {
     const double ms = bench_gpt2(be, 128, quick ? 1 : 3);
     add_row("GPT-2 small forward, 128 tokens", ms, "ms", "", "F32 weights, flash_attn_ext, logits for all tokens");
     }

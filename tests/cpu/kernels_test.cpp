@@ -265,3 +265,44 @@ TEST_CASE("dot_q8k: every ISA path equals the scalar path for every K-quant", "[
         }
     }
 }
+
+// Q5_0 and IQ4_NL are int8 values times one fp16 scale per 32, so their GEMM packs them
+// exactly: each ISA's panel equals its Q8_0 packer's panel of the Q8_0 blocks written here
+// (values q - 16 / the IQ4_NL table, the same d), for rows past a panel and k past K.
+TEST_CASE("GEMM A panels of Q5_0 and IQ4_NL equal the Q8_0 panels of their exact values", "[cpu][mul_mat][kernels][quant]") {
+    static const int8_t iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    std::mt19937 rng(17);
+    const int64_t nb = 5, K = nb * 32;
+    for (tsr_type t : {TSR_TYPE_Q5_0, TSR_TYPE_IQ4_NL}) {
+        const size_t bs = tsr_type_size(t);
+        const int rows = 3;
+        std::vector<uint8_t> w(bs * (size_t)(nb * rows));
+        for (auto & v : w) v = (uint8_t)(rng() & 0xff);
+        std::vector<tsr_block_q8_0> q8((size_t)(nb * rows));
+        for (size_t b = 0; b < q8.size(); ++b) {
+            const uint8_t * blk = w.data() + b * bs;
+            const tsr_fp16_t d = tsr_fp32_to_fp16(std::uniform_real_distribution<float>(-0.01f, 0.01f)(rng));
+            std::memcpy(w.data() + b * bs, &d, 2);  // d first in both formats
+            q8[b].d = d;
+            const uint8_t * qs = blk + (t == TSR_TYPE_Q5_0 ? 6 : 2);
+            uint32_t qh = 0;
+            if (t == TSR_TYPE_Q5_0) std::memcpy(&qh, blk + 2, 4);
+            for (int j = 0; j < 32; ++j) {
+                const int nib = j < 16 ? (qs[j] & 0x0F) : (qs[j - 16] >> 4);
+                q8[b].qs[j] = (int8_t)(t == TSR_TYPE_Q5_0 ? (nib | (int)((qh >> j) & 1) << 4) - 16 : iq4nl[nib]);
+            }
+        }
+        for (tsr_cpu_isa isa : tsrt::isas()) {
+            kernels_of k(isa);
+            const tcpu::gemm_impl * g = k.K->gemm_x[tcpu::requant_slot(t)];
+            const tcpu::gemm_impl * g8 = k.K->gemm[tcpu::SLOT_Q8_0];
+            if (!g || !g8) continue;
+            INFO(tsr_type_name(t) << " isa " << tsr_cpu_isa_name(isa));
+            const int kc = 6 * 32;  // one block past K
+            std::vector<uint8_t> got(g->a_bytes_32k * 6), want(g->a_bytes_32k * 6);
+            g->pack_a((const char *)w.data(), bs * (size_t)nb, rows, K, 0, kc, got.data());
+            g8->pack_a((const char *)q8.data(), sizeof(tsr_block_q8_0) * (size_t)nb, rows, K, 0, kc, want.data());
+            CHECK(got == want);
+        }
+    }
+}

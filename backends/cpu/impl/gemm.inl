@@ -43,6 +43,14 @@ static size_t gemm_thread_bytes(const gemm_impl * g, int64_t N) {
     return align_up(bp, 64) + align_up(ap, 64);
 }
 
+/* The packed GEMM for weights of type t on this ISA; NULL: dot products only. */
+static const gemm_impl * gemm_for(const kernels * K, enum tsr_type t) {
+    const int slot = type_slot(t);
+    if (slot >= 0) return K->gemm[slot];
+    const int xs = requant_slot(t);
+    return xs >= 0 ? K->gemm_x[xs] : nullptr;
+}
+
 static inline float dot_any(const kernels * K, enum tsr_type ta, int64_t n, const char * x, const char * y) {
     switch (ta) {
         case TSR_TYPE_F32:  return K->dot_f32(n, (const float *)x, (const float *)y);
@@ -72,7 +80,7 @@ static void mm_range_q8k(const kernels * K, const mm_args & a, int64_t m0, int64
 
 static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m1, uint8_t * tws) {
     if (m0 >= m1) return;
-    if (q8k_slot(a.ta) >= 0) return mm_range_q8k(K, a, m0, m1);
+    if (q8k_slot(a.ta) >= 0 && !a.g) return mm_range_q8k(K, a, m0, m1);
     const gemm_impl * g = a.g;
     if (!g) {
         /* Dot products. With a 4-row kernel, the range is cut into 4 equal parts walked side by
@@ -173,11 +181,11 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
         pl.x_bytes = align_up((size_t)(Kd * s0->ne[1] * s0->ne[2] * s0->ne[3]) * 4, 64);
     }
     const int64_t ny = s1->ne[1] * s1->ne[2] * s1->ne[3];
-    pl.y_q8k = q8k_slot(pl.ta) >= 0;
+    pl.g = s1->ne[1] >= GEMM_MIN_N ? gemm_for(K, pl.ta) : nullptr;
+    /* a GEMM reads yq8 blocks whatever the weight type; K-quant dots read Q8_K */
+    pl.y_q8k = q8k_slot(pl.ta) >= 0 && !pl.g;
     pl.y_q8 = tsr_is_quantized(pl.ta) && !pl.y_q8k;
     pl.y_conv = !pl.y_q8 && !pl.y_q8k && (s1->type != TSR_TYPE_F32 || s1->nb[0] != 4);
-    const int slot = type_slot(pl.ta);
-    pl.g = (slot >= 0 && s1->ne[1] >= GEMM_MIN_N) ? K->gemm[slot] : nullptr;
     /* only the dot-product kernels read yq8's side arrays; GEMM packs the blocks */
     if (pl.y_q8) pl.y_row = pl.g ? (size_t)(Kd / 32) * sizeof(yq8) : yq8_row_bytes(Kd);
     else if (pl.y_q8k) pl.y_row = (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K);

@@ -705,6 +705,7 @@ static kernels make_kernels_avx512() {
         k.dot4[SLOT_Q4_0] = dot4_q4_0_avx512vnni;
         k.gemm[SLOT_Q8_0] = &gemm_q8_0_avx512;
         k.gemm[SLOT_Q4_0] = &gemm_q4_0_avx512;
+        requant_gemms<32, pack_panel_i8_a<32, TSR_TYPE_Q8_0>, gemm_q8_0_avx512, quantize_y_avx2>::fill(k);
     }
     return k;
 }
