@@ -32,6 +32,8 @@ struct mm_args {
     int64_t M, N, K;
     float * C; size_t ldc;      /* in floats */
     const gemm_impl * g;        /* NULL: dot products */
+    const uint8_t * a_panels = nullptr;  /* A packed for g once (CPU_REPACK weights), else NULL */
+    size_t a_panel_stride = 0;           /* bytes of a_panels per g->mr rows */
 };
 
 static size_t gemm_thread_bytes(const gemm_impl * g, int64_t N) {
@@ -126,7 +128,7 @@ static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m
                           bpack + (size_t)(jr / g->nr) * bpanel);
             for (int64_t ic = m0; ic < m1; ic += g->mc) {
                 const int64_t mc = std::min<int64_t>(g->mc, m1 - ic);
-                for (int64_t ir = 0; ir < mc; ir += g->mr)
+                for (int64_t ir = 0; ir < mc && !a.a_panels; ir += g->mr)
                     g->pack_a(a.A + (size_t)(ic + ir) * a.lda, a.lda, (int)std::min<int64_t>(g->mr, mc - ir), a.K, pc, kcp,
                               apack + (size_t)(ir / g->mr) * apanel);
                 for (int64_t jr = 0; jr < nc; jr += g->nr) {
@@ -134,7 +136,9 @@ static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m
                     const uint8_t * bp = bpack + (size_t)(jr / g->nr) * bpanel;
                     for (int64_t ir = 0; ir < mc; ir += g->mr) {
                         const int mrv = (int)std::min<int64_t>(g->mr, mc - ir);
-                        g->kernel(kcp, apack + (size_t)(ir / g->mr) * apanel, bp,
+                        const uint8_t * ap = a.a_panels ? a.a_panels + (size_t)((ic + ir) / g->mr) * a.a_panel_stride + (size_t)(pc / 32) * g->a_bytes_32k
+                                                        : apack + (size_t)(ir / g->mr) * apanel;
+                        g->kernel(kcp, ap, bp,
                                   a.C + (size_t)(jc + jr) * a.ldc + (ic + ir), a.ldc, mrv, nrv, pc > 0);
                     }
                 }
@@ -151,6 +155,10 @@ static void mm_range_split(const cparams & p, const mm_args & a, uint8_t * tws) 
     csz = (csz + mr - 1) / mr * mr;
     mm_range(p.K, a, std::min<int64_t>(a.M, csz * p.ith), std::min<int64_t>(a.M, csz * (p.ith + 1)), tws);
 }
+
+/* s0's A panels packed by g when it sits in a CPU_REPACK buffer (repack.inl): true and
+ * their start and bytes per g->mr rows, else false. */
+static bool prepacked_a(const tsr_tensor * s0, const gemm_impl * g, const uint8_t ** panels, size_t * stride);
 
 /* ---- mul_mat ------------------------------------------------------------------------------ */
 
@@ -302,6 +310,9 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
     csize = (csize + mr - 1) / mr * mr;
     mchunks = (M + csize - 1) / csize;
     const int64_t nitems = nbatch * mchunks;
+    const uint8_t * pre_panels = nullptr;
+    size_t pre_stride = 0;
+    if (!pl.x_conv) prepacked_a(s0, pl.g, &pre_panels, &pre_stride);
     for (int64_t it = p.nth == 1 ? 0 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed); it < nitems;
          it = p.nth == 1 ? it + 1 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed)) {
         const int64_t b = it / mchunks, mc = it % mchunks;
@@ -327,6 +338,8 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
         a.C = (float *)((char *)dst->data + i12 * dst->nb[2] + i13 * dst->nb[3]);
         a.ldc = dst->nb[1] / 4;
         a.g = pl.g;
+        a.a_panels = pre_panels;
+        a.a_panel_stride = pre_stride;
         mm_range(p.K, a, mc * csize, std::min<int64_t>(M, (mc + 1) * csize), tw);
     }
 }
