@@ -9,7 +9,7 @@
 //
 //   run_bench [--csv] [-t threads (2)] [--prompt N (128)] [--gen N (16)]
 //             [--models gpt2,llama1b] [--types f32,f16,q8_0,q4_0,q4_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda]
-//             [--ngl 0,half,all]
+//             [--ngl 0,half,all] [--no-repack]
 #include "tessera/tessera.h"
 #include "tessera/backend.h"
 #include "tessera/alloc.h"
@@ -105,7 +105,7 @@ static bool time_one_token_graphs(session & s, tsr_backend_t be, bool through_sc
 }
 
 int main(int argc, char ** argv) {
-    bool csv = false;
+    bool csv = false, repack = true;
     int threads = 2, n_prompt = 128, n_gen = 16;
     std::string models = "gpt2,llama1b", types = "f32,f16,q8_0,q4_0", backend_name = "cpu", ngls = "all";
     for (int i = 1; i < argc; ++i) {
@@ -119,7 +119,8 @@ int main(int argc, char ** argv) {
         else if (a == "--types") types = next();
         else if (a == "--backend") backend_name = next();
         else if (a == "--ngl") ngls = next();
-        else { fprintf(stderr, "usage: %s [--csv] [-t N] [--prompt N] [--gen N] [--models gpt2,llama1b] [--types f32,f16,q8_0,q4_0,q4_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda] [--ngl 0,half,all]\n", argv[0]); return 2; }
+        else if (a == "--no-repack") repack = false;  // CPU weights in a plain buffer (tessera-run --no-repack)
+        else { fprintf(stderr, "usage: %s [--csv] [-t N] [--prompt N] [--gen N] [--models gpt2,llama1b] [--types f32,f16,q8_0,q4_0,q4_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda] [--ngl 0,half,all] [--no-repack]\n", argv[0]); return 2; }
     }
     std::string err;
     tsr_backend_t backend = make_backend(backend_name, -1, threads, err);   // the kind's first device
@@ -162,8 +163,10 @@ int main(int argc, char ** argv) {
             pl.main = backend;
             pl.cpu = cpu;
             pl.n_gpu_layers = ngl == "all" || ngl == "-" ? -1 : ngl == "half" ? hp.n_layer / 2 : atoi(ngl.c_str());
+            pl.repack = repack;
             ok = ok && place_weights(m, pl, err);
             ok = ok && fill_parallel(m.ctx_w, 42, std::max(1, (int) std::thread::hardware_concurrency()), err);
+            ok = ok && (!repack || weights_written_in_place(m.ctx_w, err));
             r.build_s = now_s() - t0;
             session s;
             session_params sp;
