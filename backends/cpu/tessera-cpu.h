@@ -46,6 +46,12 @@ TSR_API void tsr_backend_cpu_set_abort_callback(tsr_backend_t backend, bool (*ab
  * current workspace is freed and regrown on the next reserve/compute. */
 TSR_API void tsr_backend_cpu_set_host_allocator(tsr_backend_t backend, const struct tsr_host_allocator * alloc);
 
+/* CPU_REPACK: host buffers whose quantized weight matrices, when set with
+ * tsr_backend_tensor_set, also get the GEMM's packed panels (about 9 bits per weight more),
+ * so prompt-size mul_mat skips packing them; get returns the bytes as set. Write such
+ * weights only through tsr_backend_tensor_set (or tsr_backend_tensor_copy). */
+TSR_API tsr_backend_buffer_type_t tsr_backend_cpu_repack_buffer_type(void);
+
 /* ISA query and control (process-wide). */
 TSR_API const char *     tsr_cpu_isa_name(enum tsr_cpu_isa isa);             /* "scalar", "avx2", ... */
 TSR_API bool             tsr_cpu_isa_supported(enum tsr_cpu_isa isa);        /* this CPU (and build) can run it */
@@ -80,10 +86,12 @@ TSR_API bool             tsr_cpu_has_avx512_vnni(void);
 #include "impl/isa.inl"
 #include "impl/quant.inl"
 #include "impl/pack.inl"
+#include "impl/gemm_kquant.inl"
 #include "impl/kernels_avx2.inl"
 #include "impl/kernels_avx512.inl"
 #include "impl/kernels_neon.inl"
 #include "impl/gemm.inl"
+#include "impl/repack.inl"
 #include "impl/ops_elementwise.inl"
 #include "impl/ops_rows.inl"
 #include "impl/ops_conv_attn.inl"

@@ -1,7 +1,7 @@
 // tessera-run: load a GPT-2 or LLaMA-family GGUF model and generate text.
 //
 //   tessera-run -m model.gguf -p "prompt" -n 64 [--backend cpu|vulkan|cuda] [-ngl N] [-t threads]
-//               [--temp T --top-k K --top-p P --seed S] [--special] [--verbose-prompt] [--no-mmap]
+//               [--temp T --top-k K --top-p P --seed S] [--special] [--verbose-prompt] [--no-mmap] [--no-repack]
 //
 // Without -m it builds a small GPT-2 with seeded random weights, writes it to a temporary
 // GGUF file and runs it through the same loading path (the text is gibberish: the point
@@ -164,6 +164,7 @@ static int run(int argc, char ** argv) {
         pl.main = backend;
         pl.cpu = cpu;
         pl.n_gpu_layers = a.n_gpu_layers;
+        pl.repack = a.repack;
         if (!load_model(path.c_str(), pl, m, progress::callback, &prog, err, a.use_mmap)) {
             rc = fail("loading " + path + ": " + err);
         } else {

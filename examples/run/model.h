@@ -550,6 +550,9 @@ struct placement {
     tsr_backend_t main = nullptr;
     tsr_backend_t cpu = nullptr;
     int n_gpu_layers = -1;
+    // CPU backend: quantized weights in a CPU_REPACK buffer (read, not mapped: a mapping
+    // cannot hold the packed GEMM panels), float-only files still mapped when asked
+    bool repack = false;
 };
 
 // A model: hyper-parameters, tokenizer, weights in WEIGHTS buffers.
@@ -630,7 +633,8 @@ inline std::vector<tsr_tensor *> gpu_candidates(const model & m) {
 inline bool place_weights(model & m, const placement & pl, std::string & err) {
     if (tsr_backend_is_cpu(pl.main)) {
         m.backends = {pl.main};
-        m.buf_w = tsr_backend_alloc_ctx_tensors(m.ctx_w, pl.main);
+        m.buf_w = pl.repack ? tsr_backend_alloc_ctx_tensors_from_buft(m.ctx_w, tsr_backend_cpu_repack_buffer_type())
+                            : tsr_backend_alloc_ctx_tensors(m.ctx_w, pl.main);
         if (!m.buf_w) { err = std::string("allocating the weights buffer: ") + tsr_last_error(); return false; }
         tsr_backend_buffer_set_usage(m.buf_w, TSR_BUFFER_USAGE_WEIGHTS);
         return true;
@@ -654,6 +658,26 @@ inline bool place_weights(model & m, const placement & pl, std::string & err) {
     return true;
 }
 
+// true when ctx holds a quantized weight matrix (what a CPU_REPACK buffer packs).
+inline bool has_quantized_matrix(tsr_context * ctx) {
+    for (tsr_tensor * t = tsr_get_first_tensor(ctx); t; t = tsr_get_next_tensor(ctx, t))
+        if (tsr_is_quantized(t->type) && t->ne[1] > 1) return true;
+    return false;
+}
+
+// Weights written through tensor->data (a benchmark's fill) passed to their CPU_REPACK
+// buffer as if set, so it packs them.
+inline bool weights_written_in_place(tsr_context * ctx, std::string & err) {
+    for (tsr_tensor * t = tsr_get_first_tensor(ctx); t; t = tsr_get_next_tensor(ctx, t)) {
+        if (!t->buffer || std::string(tsr_backend_buffer_name(t->buffer)) != "CPU_REPACK") continue;
+        if (!tsr_backend_tensor_set(t, t->data, 0, tsr_nbytes(t))) {
+            err = std::string("weight '") + t->name + "': " + tsr_last_error();
+            return false;
+        }
+    }
+    return true;
+}
+
 // Load a GGUF model: metadata, tokenizer, weights placed as pl says, tensor data; with
 // use_mmap on the CPU backend the weights are mapped in place when map_weights can, else read.
 inline bool load_model(const char * path, const placement & pl, model & m, tsr_gguf_progress_cb progress, void * user,
@@ -670,7 +694,9 @@ inline bool load_model(const char * path, const placement & pl, model & m, tsr_g
     if (!m.tok.load(m.gguf, err)) return false;
     if (m.hp.n_vocab != m.tok.n_vocab()) { err = "vocabulary size mismatch"; return false; }
     if (!bind_weights(m.ctx_w, m.hp, m.w, err)) return false;
-    if (use_mmap && map_weights(m, pl.main)) {  // map_weights says why not (e.g. a GPU backend)
+    const bool repacked = pl.repack && tsr_backend_is_cpu(pl.main) && has_quantized_matrix(m.ctx_w);
+    if (use_mmap && repacked) m.not_mapped_why = "quantized weights are read into a CPU_REPACK buffer (--no-repack maps them)";
+    if (use_mmap && !repacked && map_weights(m, pl.main)) {  // map_weights says why not (e.g. a GPU backend)
         m.backends = {pl.main};
         if (progress) progress(tsr_gguf_get_data_size(m.gguf), tsr_gguf_get_data_size(m.gguf), user);
         return true;

@@ -11455,6 +11455,12 @@ static bool load_one(const input_file & in, const load_job & j, uint64_t off, st
         done += k;
         if (!pm.add(k)) return tsr_set_error("gguf '%s': load cancelled after %zu of %zu bytes", path, pm.done, pm.total);
     }
+    /* a host buffer with a set_tensor of its own (the CPU backend's CPU_REPACK) is told of
+     * the bytes read in place, as if they had been set */
+    const bool plain = !j.t->buffer || j.t->buffer->iface.set_tensor == tsr_impl::cpu_buffer_set_tensor;
+    if (host && !plain && !tsr_backend_tensor_set(j.t, j.t->data, 0, j.ti->size)) {
+        return tsr_set_error("gguf '%s': tensor '%s' read in place, then refused by its buffer", path, j.ti->name.c_str());
+    }
     return true;
 }
 
@@ -12545,6 +12551,12 @@ TSR_API void tsr_backend_cpu_set_abort_callback(tsr_backend_t backend, bool (*ab
  * current workspace is freed and regrown on the next reserve/compute. */
 TSR_API void tsr_backend_cpu_set_host_allocator(tsr_backend_t backend, const struct tsr_host_allocator * alloc);
 
+/* CPU_REPACK: host buffers whose quantized weight matrices, when set with
+ * tsr_backend_tensor_set, also get the GEMM's packed panels (about 9 bits per weight more),
+ * so prompt-size mul_mat skips packing them; get returns the bytes as set. Write such
+ * weights only through tsr_backend_tensor_set (or tsr_backend_tensor_copy). */
+TSR_API tsr_backend_buffer_type_t tsr_backend_cpu_repack_buffer_type(void);
+
 /* ISA query and control (process-wide). */
 TSR_API const char *     tsr_cpu_isa_name(enum tsr_cpu_isa isa);             /* "scalar", "avx2", ... */
 TSR_API bool             tsr_cpu_isa_supported(enum tsr_cpu_isa isa);        /* this CPU (and build) can run it */
@@ -12815,6 +12827,25 @@ static inline int yq8_slot(enum tsr_type t) {
     }
 }
 
+/* Weight types whose GEMM packs them into the ISA's Q8_0 panels (gemm_kquant.inl). */
+enum { XSLOT_Q4_1 = 0, XSLOT_Q5_0, XSLOT_Q5_1, XSLOT_IQ4_NL, XSLOT_Q2_K, XSLOT_Q3_K, XSLOT_Q4_K, XSLOT_Q5_K, XSLOT_Q6_K,
+       XSLOT_COUNT };
+
+static inline int requant_slot(enum tsr_type t) {
+    switch (t) {
+        case TSR_TYPE_Q4_1: return XSLOT_Q4_1;
+        case TSR_TYPE_Q5_0: return XSLOT_Q5_0;
+        case TSR_TYPE_Q5_1: return XSLOT_Q5_1;
+        case TSR_TYPE_IQ4_NL: return XSLOT_IQ4_NL;
+        case TSR_TYPE_Q2_K: return XSLOT_Q2_K;
+        case TSR_TYPE_Q3_K: return XSLOT_Q3_K;
+        case TSR_TYPE_Q4_K: return XSLOT_Q4_K;
+        case TSR_TYPE_Q5_K: return XSLOT_Q5_K;
+        case TSR_TYPE_Q6_K: return XSLOT_Q6_K;
+        default: return -1;
+    }
+}
+
 #if defined(__GNUC__)
 #define TSR_ALWAYS_INLINE inline __attribute__((always_inline))
 #else
@@ -12917,6 +12948,9 @@ struct kernels {
     void (*f16_to_f32)(const void * x, float * y, int64_t n);
     /* packed GEMM per src0 type slot; NULL: dot products only */
     const gemm_impl * gemm[SLOT_COUNT];
+    /* packed GEMM of the other quantized types against yq8 (their A repacked as Q8_0);
+     * NULL: their dot products */
+    const gemm_impl * gemm_x[XSLOT_COUNT];
     /* transcendental row kernels; NULL: the libm loops of the ops_*.inl files */
     const act_kernels * act;
 };
@@ -13790,6 +13824,111 @@ static void pack_panel_s8_b(const char * b, size_t ldb, int rows, int64_t K, int
         }
     }
 }
+
+} // namespace tcpu
+} // namespace
+/* ---- backends/cpu/impl/gemm_kquant.inl ---- */
+/*
+ * gemm_kquant.inl - the packed int8 GEMM for the weight types without a GEMM of their own
+ * (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K..Q6_K): their A panels are packed into the ISA's Q8_0
+ * panel layout, so the Q8_0 micro-kernel streams them at its rate against yq8 activations.
+ *
+ * Q5_0 and IQ4_NL are int8 times one fp16 scale per 32 already (q - 16, the IQ4_NL table
+ * value): they pack exactly. The others carry a per-block min or scales per 16, which no
+ * int8 x one-scale block holds exactly: their 32 dequantized values are requantized to
+ * Q8_0 (scale amax / 127), an error of at most half a step of 1/254 of the block's
+ * largest weight, below that of the 8-bit activations they meet.
+ */
+namespace {
+namespace tcpu {
+
+enum { GEMM_I8_KC_MAX = 1024 };
+
+typedef void (*quantize_y_fn)(const float * x, yq8 * y, int64_t n);
+
+/* Weights as Q8_0 blocks through the ISA's activation quantizer (the same rounding as
+ * ggml's Q8_0: scale amax / 127 kept as fp16); a block holding a NaN or an infinity gets
+ * the scale NaN, so its products are NaN as in float arithmetic. */
+template <quantize_y_fn QY>
+static void requantize_q8_0(const float * x, tsr_block_q8_0 * y, int64_t n) {
+    yq8 tmp[GEMM_I8_KC_MAX / 32];
+    QY(x, tmp, n);
+    mark_nonfinite_blocks<32>(x, tmp, n);
+    for (int64_t b = 0; b < n / 32; ++b) {
+        y[b].d = f2h(tmp[b].d);
+        std::memcpy(y[b].qs, tmp[b].qs, 32);
+    }
+}
+
+/* Q5_0 / IQ4_NL blocks as Q8_0 blocks with the same scale (exact). */
+template <enum tsr_type T, class B>
+static void exact_blocks_to_q8_0(const B * x, tsr_block_q8_0 * y, int64_t nb) {
+    int q[32];
+    for (int64_t b = 0; b < nb; ++b) {
+        uint32_t qh = 0;
+        if (T == TSR_TYPE_Q5_0) std::memcpy(&qh, ((const tsr_block_q5_0 *)(const void *)(x + b))->qh, 4);
+        tsr_impl::unpack_q32(x[b].qs, qh, q);
+        y[b].d = x[b].d;
+        for (int j = 0; j < 32; ++j)
+            y[b].qs[j] = (int8_t)(T == TSR_TYPE_Q5_0 ? q[j] - 16 : tsr_impl::iq4nl_values[q[j]]);
+    }
+}
+
+/* The core's decoding (the format's definition) without tsr_to_float_row's checks. */
+template <enum tsr_type T> static void dequantize_chunk(const char * src, float * y, int64_t n) {
+    switch (T) {
+        case TSR_TYPE_Q4_1: return tsr_impl::dequantize_row_q4_1((const tsr_block_q4_1 *)src, y, n);
+        case TSR_TYPE_Q5_1: return tsr_impl::dequantize_row_q5_1((const tsr_block_q5_1 *)src, y, n);
+        case TSR_TYPE_Q2_K: return tsr_impl::dequantize_row_q2_K((const tsr_block_q2_K *)src, y, n);
+        case TSR_TYPE_Q3_K: return tsr_impl::dequantize_row_q3_K((const tsr_block_q3_K *)src, y, n);
+        case TSR_TYPE_Q4_K: return tsr_impl::dequantize_row_q4_K((const tsr_block_q4_K *)src, y, n);
+        case TSR_TYPE_Q5_K: return tsr_impl::dequantize_row_q5_K((const tsr_block_q5_K *)src, y, n);
+        case TSR_TYPE_Q6_K: return tsr_impl::dequantize_row_q6_K((const tsr_block_q6_K *)src, y, n);
+        default: return (void)std::fill(y, y + n, 0.0f);
+    }
+}
+
+/* Elements [k0, k0 + kv) of a row of type T (k0 and kv whole blocks of T) as Q8_0 blocks. */
+template <enum tsr_type T, quantize_y_fn QY>
+static void row_chunk_to_q8_0(const char * row, int64_t k0, int64_t kv, tsr_block_q8_0 * y) {
+    const char * src = row + (size_t)(k0 / tsr_blck_size(T)) * tsr_type_size(T);
+    if (T == TSR_TYPE_Q5_0) return exact_blocks_to_q8_0<T>((const tsr_block_q5_0 *)src, y, kv / 32);
+    if (T == TSR_TYPE_IQ4_NL) return exact_blocks_to_q8_0<T>((const tsr_block_iq4_nl *)src, y, kv / 32);
+    alignas(64) float tmp[GEMM_I8_KC_MAX];
+    dequantize_chunk<T>(src, tmp, kv);
+    requantize_q8_0<QY>(tmp, y, kv);
+}
+
+typedef void (*pack_panel_fn)(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst);
+
+/* An A panel of R rows of type T in the layout Q8PACK (the ISA's Q8_0 packer) writes. */
+template <int R, enum tsr_type T, pack_panel_fn Q8PACK, quantize_y_fn QY>
+static void pack_panel_requant_a(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    tsr_block_q8_0 blocks[R * (GEMM_I8_KC_MAX / 32)];
+    const int nb = kc / 32;
+    const int64_t kv = std::max<int64_t>(0, std::min<int64_t>(kc, K - k0));
+    for (int r = 0; r < rows; ++r) row_chunk_to_q8_0<T, QY>(a + (size_t)r * lda, k0, kv, blocks + (size_t)r * nb);
+    Q8PACK((const char *)blocks, (size_t)nb * sizeof(tsr_block_q8_0), rows, kv, 0, kc, dst);
+}
+
+/* The GEMMs of every requantized type on one ISA: its Q8_0 GEMM with their own A packer
+ * (Q8_0's kc must not exceed GEMM_I8_KC_MAX, the packers' stack buffer) and its quantizer. */
+template <int R, pack_panel_fn Q8PACK, const gemm_impl & Q8, quantize_y_fn QY>
+struct requant_gemms {
+    template <enum tsr_type T>
+    static constexpr gemm_impl of = gemm_with_pack_a(Q8, pack_panel_requant_a<R, T, Q8PACK, QY>);
+    static constexpr void fill(kernels & k) {
+        k.gemm_x[XSLOT_Q4_1] = &of<TSR_TYPE_Q4_1>;
+        k.gemm_x[XSLOT_Q5_0] = &of<TSR_TYPE_Q5_0>;
+        k.gemm_x[XSLOT_Q5_1] = &of<TSR_TYPE_Q5_1>;
+        k.gemm_x[XSLOT_IQ4_NL] = &of<TSR_TYPE_IQ4_NL>;
+        k.gemm_x[XSLOT_Q2_K] = &of<TSR_TYPE_Q2_K>;
+        k.gemm_x[XSLOT_Q3_K] = &of<TSR_TYPE_Q3_K>;
+        k.gemm_x[XSLOT_Q4_K] = &of<TSR_TYPE_Q4_K>;
+        k.gemm_x[XSLOT_Q5_K] = &of<TSR_TYPE_Q5_K>;
+        k.gemm_x[XSLOT_Q6_K] = &of<TSR_TYPE_Q6_K>;
+    }
+};
 
 } // namespace tcpu
 } // namespace
@@ -14670,6 +14809,7 @@ static constexpr kernels kernels_avx2 = [] {
     k.gemm[SLOT_BF16] = &gemm_bf16_avx2;
     k.gemm[SLOT_Q8_0] = &gemm_q8_0_avx2;
     k.gemm[SLOT_Q4_0] = &gemm_q4_0_avx2;
+    requant_gemms<8, pack_panel_i8_a<8, TSR_TYPE_Q8_0, true>, gemm_q8_0_avx2, quantize_y_avx2>::fill(k);
     k.act = &act_table_avx2;
     return k;
 }();
@@ -15592,6 +15732,7 @@ static kernels make_kernels_avx512() {
         k.dot_yq8[QSLOT_Q5_0] = dot_q32_yq8_avx512vnni<TSR_TYPE_Q5_0>;
         k.dot_yq8[QSLOT_Q5_1] = dot_q32_yq8_avx512vnni<TSR_TYPE_Q5_1>;
         k.dot_yq8[QSLOT_IQ4_NL] = dot_q32_yq8_avx512vnni<TSR_TYPE_IQ4_NL>;
+        requant_gemms<32, pack_panel_i8_a<32, TSR_TYPE_Q8_0>, gemm_q8_0_avx512, quantize_y_avx2>::fill(k);
     }
     return k;
 }
@@ -16217,6 +16358,7 @@ static constexpr kernels kernels_neon = [] {
     k.gemm[SLOT_BF16] = &gemm_bf16_neon;
     k.gemm[SLOT_Q8_0] = &gemm_q8_0_neon;
     k.gemm[SLOT_Q4_0] = &gemm_q4_0_neon;
+    requant_gemms<4, pack_panel_s8_a<4, TSR_TYPE_Q8_0>, gemm_q8_0_neon, quantize_y_neon>::fill(k);
     k.act = &act_table_neon;
     return k;
 }();
@@ -16259,6 +16401,8 @@ struct mm_args {
     int64_t M, N, K;
     float * C; size_t ldc;      /* in floats */
     const gemm_impl * g;        /* NULL: dot products */
+    const uint8_t * a_panels = nullptr;  /* A packed for g once (CPU_REPACK weights), else NULL */
+    size_t a_panel_stride = 0;           /* bytes of a_panels per g->mr rows */
 };
 
 static size_t gemm_thread_bytes(const gemm_impl * g, int64_t N) {
@@ -16268,6 +16412,14 @@ static size_t gemm_thread_bytes(const gemm_impl * g, int64_t N) {
     const size_t bp = (size_t)((nc + g->nr - 1) / g->nr) * g->b_bytes_32k * kb;
     const size_t ap = (size_t)((g->mc + g->mr - 1) / g->mr) * g->a_bytes_32k * kb;
     return align_up(bp, 64) + align_up(ap, 64);
+}
+
+/* The packed GEMM for weights of type t on this ISA; NULL: dot products only. */
+static const gemm_impl * gemm_for(const kernels * K, enum tsr_type t) {
+    const int slot = type_slot(t);
+    if (slot >= 0) return K->gemm[slot];
+    const int xs = requant_slot(t);
+    return xs >= 0 ? K->gemm_x[xs] : nullptr;
 }
 
 static inline float dot_any(const kernels * K, enum tsr_type ta, int64_t n, const char * x, const char * y) {
@@ -16299,7 +16451,7 @@ static void mm_range_q8k(const kernels * K, const mm_args & a, int64_t m0, int64
 
 static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m1, uint8_t * tws) {
     if (m0 >= m1) return;
-    if (q8k_slot(a.ta) >= 0) return mm_range_q8k(K, a, m0, m1);
+    if (q8k_slot(a.ta) >= 0 && !a.g) return mm_range_q8k(K, a, m0, m1);
     const gemm_impl * g = a.g;
     if (!g) {
         /* Dot products. With a 4-row kernel, the range is cut into 4 equal parts walked side by
@@ -16345,7 +16497,7 @@ static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m
                           bpack + (size_t)(jr / g->nr) * bpanel);
             for (int64_t ic = m0; ic < m1; ic += g->mc) {
                 const int64_t mc = std::min<int64_t>(g->mc, m1 - ic);
-                for (int64_t ir = 0; ir < mc; ir += g->mr)
+                for (int64_t ir = 0; ir < mc && !a.a_panels; ir += g->mr)
                     g->pack_a(a.A + (size_t)(ic + ir) * a.lda, a.lda, (int)std::min<int64_t>(g->mr, mc - ir), a.K, pc, kcp,
                               apack + (size_t)(ir / g->mr) * apanel);
                 for (int64_t jr = 0; jr < nc; jr += g->nr) {
@@ -16353,7 +16505,9 @@ static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m
                     const uint8_t * bp = bpack + (size_t)(jr / g->nr) * bpanel;
                     for (int64_t ir = 0; ir < mc; ir += g->mr) {
                         const int mrv = (int)std::min<int64_t>(g->mr, mc - ir);
-                        g->kernel(kcp, apack + (size_t)(ir / g->mr) * apanel, bp,
+                        const uint8_t * ap = a.a_panels ? a.a_panels + (size_t)((ic + ir) / g->mr) * a.a_panel_stride + (size_t)(pc / 32) * g->a_bytes_32k
+                                                        : apack + (size_t)(ir / g->mr) * apanel;
+                        g->kernel(kcp, ap, bp,
                                   a.C + (size_t)(jc + jr) * a.ldc + (ic + ir), a.ldc, mrv, nrv, pc > 0);
                     }
                 }
@@ -16370,6 +16524,10 @@ static void mm_range_split(const cparams & p, const mm_args & a, uint8_t * tws) 
     csz = (csz + mr - 1) / mr * mr;
     mm_range(p.K, a, std::min<int64_t>(a.M, csz * p.ith), std::min<int64_t>(a.M, csz * (p.ith + 1)), tws);
 }
+
+/* s0's A panels packed by g when it sits in a CPU_REPACK buffer (repack.inl): true and
+ * their start and bytes per g->mr rows, else false. */
+static bool prepacked_a(const tsr_tensor * s0, const gemm_impl * g, const uint8_t ** panels, size_t * stride);
 
 /* ---- mul_mat ------------------------------------------------------------------------------ */
 
@@ -16400,11 +16558,11 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
         pl.x_bytes = align_up((size_t)(Kd * s0->ne[1] * s0->ne[2] * s0->ne[3]) * 4, 64);
     }
     const int64_t ny = s1->ne[1] * s1->ne[2] * s1->ne[3];
-    pl.y_q8k = q8k_slot(pl.ta) >= 0;
+    pl.g = s1->ne[1] >= GEMM_MIN_N ? gemm_for(K, pl.ta) : nullptr;
+    /* a GEMM reads yq8 blocks whatever the weight type; K-quant dots read Q8_K */
+    pl.y_q8k = q8k_slot(pl.ta) >= 0 && !pl.g;
     pl.y_q8 = tsr_is_quantized(pl.ta) && !pl.y_q8k;
     pl.y_conv = !pl.y_q8 && !pl.y_q8k && (s1->type != TSR_TYPE_F32 || s1->nb[0] != 4);
-    const int slot = type_slot(pl.ta);
-    pl.g = (slot >= 0 && s1->ne[1] >= GEMM_MIN_N) ? K->gemm[slot] : nullptr;
     /* only the dot-product kernels read yq8's side arrays; GEMM packs the blocks */
     if (pl.y_q8) pl.y_row = pl.g ? (size_t)(Kd / 32) * sizeof(yq8) : yq8_row_bytes(Kd);
     else if (pl.y_q8k) pl.y_row = (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K);
@@ -16521,6 +16679,9 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
     csize = (csize + mr - 1) / mr * mr;
     mchunks = (M + csize - 1) / csize;
     const int64_t nitems = nbatch * mchunks;
+    const uint8_t * pre_panels = nullptr;
+    size_t pre_stride = 0;
+    if (!pl.x_conv) prepacked_a(s0, pl.g, &pre_panels, &pre_stride);
     for (int64_t it = p.nth == 1 ? 0 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed); it < nitems;
          it = p.nth == 1 ? it + 1 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed)) {
         const int64_t b = it / mchunks, mc = it % mchunks;
@@ -16546,12 +16707,195 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
         a.C = (float *)((char *)dst->data + i12 * dst->nb[2] + i13 * dst->nb[3]);
         a.ldc = dst->nb[1] / 4;
         a.g = pl.g;
+        a.a_panels = pre_panels;
+        a.a_panel_stride = pre_stride;
         mm_range(p.K, a, mc * csize, std::min<int64_t>(M, (mc + 1) * csize), tw);
     }
 }
 
 } // namespace tcpu
 } // namespace
+/* ---- backends/cpu/impl/repack.inl ---- */
+/*
+ * repack.inl - the CPU_REPACK buffer type: host memory holding the weights as set (so
+ * tsr_backend_tensor_get, get_rows and the mat-vec kernels read the file's bytes), plus,
+ * for each quantized matrix with a packed GEMM on the ISA in use when it was set, its A
+ * panels packed once, in the layout that GEMM's micro-kernel streams. The GEMM then skips
+ * packing (and, for K-quants, the dequantize / requantize step) on every prompt.
+ *
+ * Both copies are kept: packed panels hold 36 bytes per 32 weights (9 bits a weight), so a
+ * 4-bit file needs about three times its size; converting back on get instead would make
+ * the mat-vec path (decode) read the wider panels. Panels are made when the last byte of a
+ * tensor is set (loaders write a tensor front to back) and dropped by memset / clear;
+ * writes that bypass tsr_backend_tensor_set (through tensor->data) leave them stale.
+ * Panels are used only while the GEMM that packed them is the one in use (same ISA).
+ */
+#include <memory>
+
+namespace {
+namespace tcpu {
+
+/* A weight matrix's GEMM A panels: for every mr rows, the whole of K. */
+struct packed_panels {
+    const gemm_impl * g;            /* the GEMM whose pack_a wrote them */
+    const void * data;              /* the tensor they were made from, as it was then */
+    enum tsr_type type;
+    int64_t ne[4];
+    size_t nb[4];
+    size_t panel_stride;            /* bytes per mr rows */
+    std::vector<uint8_t> mem;       /* 64 bytes of slack: the panels start 64-byte aligned */
+    const uint8_t * panels() const { return mem.data() + (64 - (uintptr_t)mem.data() % 64) % 64; }
+};
+
+struct repack_buffer_ctx {
+    tsr_backend_buffer_t host;      /* plain CPU buffer with the bytes as set */
+    std::mutex mutex;
+    std::vector<std::unique_ptr<packed_panels>> packed;
+};
+
+static bool repack_buffer_set_tensor(tsr_backend_buffer_t buffer, struct tsr_tensor * t, const void * data, size_t offset, size_t size);
+
+static bool is_repack_buffer(const tsr_backend_buffer * b) {
+    return b && b->iface.set_tensor == repack_buffer_set_tensor;
+}
+
+/* t's panels when they match t as it is now and the GEMM g in use; NULL otherwise. */
+static const packed_panels * prepacked_panels(const tsr_tensor * t, const gemm_impl * g) {
+    if (!g || !is_repack_buffer(t->buffer) || !t->extra) return nullptr;
+    const packed_panels * p = (const packed_panels *)t->extra;
+    if (p->g != g || p->data != t->data || p->type != t->type) return nullptr;
+    for (int i = 0; i < 4; ++i)
+        if (p->ne[i] != t->ne[i] || p->nb[i] != t->nb[i]) return nullptr;
+    return p;
+}
+
+static bool prepacked_a(const tsr_tensor * s0, const gemm_impl * g, const uint8_t ** panels, size_t * stride) {
+    const packed_panels * p = prepacked_panels(s0, g);
+    if (!p) return false;
+    *panels = p->panels();
+    *stride = p->panel_stride;
+    return true;
+}
+
+/* Panels of a contiguous quantized matrix for the GEMM in use, or NULL when it has none. */
+static std::unique_ptr<packed_panels> pack_weight_panels(const tsr_tensor * t) {
+    if (!tsr_is_quantized(t->type) || t->ne[2] != 1 || t->ne[3] != 1 || !tsr_is_contiguous(t) || t->ne[0] % 32 != 0)
+        return nullptr;
+    const gemm_impl * g = gemm_for(get_kernels(), t->type);
+    if (!g || !g->b_is_q8) return nullptr;
+    const int64_t K = t->ne[0], M = t->ne[1];
+    std::unique_ptr<packed_panels> p(new (std::nothrow) packed_panels());
+    if (!p) return nullptr;
+    p->g = g;
+    p->data = t->data;
+    p->type = t->type;
+    for (int i = 0; i < 4; ++i) { p->ne[i] = t->ne[i]; p->nb[i] = t->nb[i]; }
+    p->panel_stride = g->a_bytes_32k * (size_t)(K / 32);
+    const size_t npanels = (size_t)((M + g->mr - 1) / g->mr);
+    try { p->mem.resize(p->panel_stride * npanels + 64); } catch (...) { return nullptr; }
+    uint8_t * dst = const_cast<uint8_t *>(p->panels());
+    for (size_t i = 0; i < npanels; ++i) {
+        const int64_t r0 = (int64_t)i * g->mr;
+        const int rows = (int)std::min<int64_t>(g->mr, M - r0);
+        for (int64_t pc = 0; pc < K; pc += g->kc) {
+            const int kcp = (int)std::min<int64_t>(g->kc, K - pc);
+            g->pack_a((const char *)t->data + (size_t)r0 * t->nb[1], t->nb[1], rows, K, pc, kcp,
+                      dst + i * p->panel_stride + (size_t)(pc / 32) * g->a_bytes_32k);
+        }
+    }
+    return p;
+}
+
+/* Panels that no longer match their tensor's bytes: their memory goes, the record stays
+ * (a tensor copied from t may still point at it) with no GEMM, so it matches nothing. */
+static void retire(packed_panels & p) {
+    p.g = nullptr;
+    std::vector<uint8_t>().swap(p.mem);
+}
+
+static void repack_drop(repack_buffer_ctx * c, struct tsr_tensor * t) {
+    if (!t->extra) return;
+    std::lock_guard<std::mutex> lock(c->mutex);
+    for (auto & p : c->packed)
+        if (p.get() == t->extra) retire(*p);
+    t->extra = nullptr;
+}
+
+static bool repack_buffer_set_tensor(tsr_backend_buffer_t buffer, struct tsr_tensor * t, const void * data, size_t offset, size_t size) {
+    repack_buffer_ctx * c = (repack_buffer_ctx *)buffer->context;
+    if (data != (const char *)t->data + offset) std::memcpy((char *)t->data + offset, data, size);  /* in place: loaded there */
+    repack_drop(c, t);
+    if (offset + size != tsr_nbytes(t)) return true;
+    std::unique_ptr<packed_panels> p = pack_weight_panels(t);
+    if (!p) return true;  /* no GEMM panels for this tensor (or no memory): the GEMM packs as usual */
+    std::lock_guard<std::mutex> lock(c->mutex);
+    try { c->packed.push_back(std::move(p)); } catch (...) { return true; }
+    t->extra = c->packed.back().get();
+    return true;
+}
+
+static void repack_buffer_free(tsr_backend_buffer_t buffer) {
+    repack_buffer_ctx * c = (repack_buffer_ctx *)buffer->context;
+    tsr_backend_buffer_free(c->host);
+    delete c;
+}
+static void * repack_buffer_get_base(tsr_backend_buffer_t buffer) {
+    return tsr_backend_buffer_get_base(((repack_buffer_ctx *)buffer->context)->host);
+}
+static bool repack_buffer_memset_tensor(tsr_backend_buffer_t buffer, struct tsr_tensor * t, uint8_t value, size_t offset, size_t size) {
+    repack_drop((repack_buffer_ctx *)buffer->context, t);
+    std::memset((char *)t->data + offset, value, size);
+    return true;
+}
+static void repack_buffer_clear(tsr_backend_buffer_t buffer, uint8_t value) {
+    repack_buffer_ctx * c = (repack_buffer_ctx *)buffer->context;
+    tsr_backend_buffer_clear(c->host, value);
+    std::lock_guard<std::mutex> lock(c->mutex);
+    for (auto & p : c->packed) retire(*p);
+}
+
+/* the CPU buffer's reads (the bytes as set); its own writes, which keep the panels in step */
+static constexpr struct tsr_backend_buffer_i k_repack_buffer_i = [] {
+    struct tsr_backend_buffer_i b = tsr_impl::k_cpu_buffer_i;
+    b.free_buffer = repack_buffer_free;
+    b.get_base = repack_buffer_get_base;
+    b.memset_tensor = repack_buffer_memset_tensor;
+    b.set_tensor = repack_buffer_set_tensor;
+    b.cpy_tensor = nullptr;  /* a copy into a repack tensor goes to set_tensor */
+    b.clear = repack_buffer_clear;
+    return b;
+}();
+
+static const char * repack_buft_name(tsr_backend_buffer_type_t) { return "CPU_REPACK"; }
+static tsr_backend_buffer_t repack_buft_alloc(tsr_backend_buffer_type_t buft, size_t size) {
+    tsr_backend_buffer_t host = tsr_backend_buft_alloc_buffer(tsr_backend_cpu_buffer_type(), size);
+    if (!host) return nullptr;
+    repack_buffer_ctx * c = new (std::nothrow) repack_buffer_ctx();
+    if (!c) { tsr_backend_buffer_free(host); tsr_set_error("CPU_REPACK buffer type: out of memory"); return nullptr; }
+    c->host = host;
+    tsr_backend_buffer_t b = tsr_backend_buffer_init(buft, k_repack_buffer_i, c, size);
+    if (!b) { tsr_backend_buffer_free(host); delete c; }
+    return b;
+}
+/* the CPU buffer type's alignment and host memory, its own name and buffers */
+static constexpr struct tsr_backend_buffer_type_i k_repack_buft_i = [] {
+    struct tsr_backend_buffer_type_i t = tsr_impl::k_cpu_buft_i;
+    t.get_name = repack_buft_name;
+    t.alloc_buffer = repack_buft_alloc;
+    return t;
+}();
+
+} // namespace tcpu
+} // namespace
+
+TSR_API_IMPL tsr_backend_buffer_type_t tsr_backend_cpu_repack_buffer_type(void) {
+    static struct tsr_backend_buffer_type buft = [] {
+        struct tsr_backend_buffer_type t = {};
+        t.iface = tcpu::k_repack_buft_i;
+        return t;
+    }();
+    return &buft;
+}
 /* ---- backends/cpu/impl/ops_elementwise.inl ---- */
 /*
  * ops_elementwise.inl - the CPU ops that go element by element: copies and conversions,

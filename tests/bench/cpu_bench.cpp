@@ -2,7 +2,7 @@
 // copy bandwidth and FMA peak measured in the same run, OpenBLAS (when libopenblas.so.0
 // can be dlopen'ed; never a build dependency) and a GPT-2-small forward at 128 tokens.
 //
-//   cpu_bench [--csv] [--threads N] [--rounds N] [--quick] [--gpt2-only] [--matvec-only] [--conv-only]
+//   cpu_bench [--csv] [--threads N] [--rounds N] [--quick] [--gpt2-only] [--matvec-only] [--conv-only] [--gemm-only]
 //
 // Prints one Markdown table (or CSV with --csv). Not a test.
 #include "tessera/tessera.h"
@@ -197,6 +197,34 @@ double bench_gemm(tsr_backend_t be, tsr_type type, int64_t M, int64_t K, int64_t
     const double t = best_time(reps, [&] { tsr_backend_graph_compute(be, gf); });
     tsr_free(ctx);
     return 2.0 * (double)M * (double)N * (double)K / t / 1e9;
+}
+
+// bench_gemm with the weights in a CPU_REPACK buffer (packed for the GEMM when set).
+double bench_gemm_repack(tsr_backend_t be, tsr_type type, int64_t M, int64_t K, int64_t N, int reps) {
+    tsr_context * ctx = tsr_init(tsr_init_params{8 * tsr_tensor_overhead() + tsr_graph_overhead(), nullptr, true});
+    tsr_tensor * a = tsr_new_tensor_2d(ctx, type, K, M);
+    tsr_tensor * b = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, K, N);
+    tsr_tensor * c = tsr_mul_mat(ctx, a, b);
+    const size_t bc = (size_t)(K * N + M * N) * 4 + 128;
+    tsr_backend_buffer_t wb = tsr_backend_buft_alloc_buffer(tsr_backend_cpu_repack_buffer_type(), tsr_nbytes(a));
+    tsr_backend_buffer_t ab = tsr_backend_buft_alloc_buffer(tsr_backend_cpu_buffer_type(), bc);
+    double gflops = 0;
+    if (wb && ab && tsr_backend_tensor_alloc(wb, a, tsr_backend_buffer_get_base(wb)) &&
+        tsr_backend_tensor_alloc(ab, b, tsr_backend_buffer_get_base(ab)) &&
+        tsr_backend_tensor_alloc(ab, c, (char *)tsr_backend_buffer_get_base(ab) + (size_t)(K * N) * 4 + 64)) {
+        fast_fill(a, 1);
+        fast_fill(b, 2);
+        tsr_backend_tensor_set(a, a->data, 0, tsr_nbytes(a));  // filled in place: the buffer packs it now
+        tsr_cgraph * gf = tsr_new_graph(ctx);
+        tsr_build_forward_expand(gf, c);
+        tsr_backend_graph_reserve(be, gf);
+        const double t = best_time(reps, [&] { tsr_backend_graph_compute(be, gf); });
+        gflops = 2.0 * (double)M * (double)N * (double)K / t / 1e9;
+    }
+    tsr_backend_buffer_free(wb);
+    tsr_backend_buffer_free(ab);
+    tsr_free(ctx);
+    return gflops;
 }
 
 // matrix-vector over several distinct 4096x4096 matrices totalling >= total_bytes
@@ -418,7 +446,7 @@ double bench_gpt2(tsr_backend_t be, int n_tokens, int reps) {
 
 int main(int argc, char ** argv) {
     int n_threads = 2;
-    bool quick = false, gpt2_only = false, matvec_only = false, conv_only = false, moe_only = false, norm_only = false;
+    bool quick = false, gpt2_only = false, matvec_only = false, conv_only = false, moe_only = false, norm_only = false, gemm_only = false;
     int matvec_rounds = -1;  /* default: 3, 1 with --quick */
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--csv")) g_csv = true;
@@ -430,7 +458,8 @@ int main(int argc, char ** argv) {
         else if (!std::strcmp(argv[i], "--norm-only")) norm_only = true;     /* rms_norm + mul rows */
         else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) n_threads = std::atoi(argv[++i]);
         else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) matvec_rounds = std::atoi(argv[++i]);  /* mat-vec rounds */
-        else { std::fprintf(stderr, "usage: %s [--csv] [--threads N] [--rounds N] [--quick] [--gpt2-only] [--matvec-only] [--conv-only] [--moe-only] [--norm-only]\n", argv[0]); return 2; }
+        else if (!std::strcmp(argv[i], "--gemm-only")) gemm_only = true;      /* bandwidth, FMA peak and mul_mat GEMM rows */
+        else { std::fprintf(stderr, "usage: %s [--csv] [--threads N] [--rounds N] [--quick] [--gpt2-only] [--matvec-only] [--conv-only] [--moe-only] [--norm-only] [--gemm-only]\n", argv[0]); return 2; }
     }
     tsr_backend_t be = tsr_backend_cpu_init();
     tsr_backend_cpu_set_n_threads(be, n_threads);
@@ -482,8 +511,13 @@ int main(int argc, char ** argv) {
         add_row(std::string("mul_mat ") + tsr_type_name(t), g, "GFLOPS",
                 t == TSR_TYPE_F32 && ob.ok() ? "OpenBLAS sgemm " + fmt(blas_gemm) : "", shape);
     }
+    for (tsr_type t : bench_types) {
+        if (matvec_only || conv_only || !tsr_is_quantized(t)) continue;
+        const double g = bench_gemm_repack(be, t, M, K, N, reps);
+        add_row(std::string("mul_mat ") + tsr_type_name(t) + " (CPU_REPACK)", g, "GFLOPS", "", shape);
+    }
     double blas_gemv = 0;
-    if (ob.ok() && !conv_only && !moe_only) {
+    if (ob.ok() && !conv_only && !moe_only && !gemm_only) {
         const int nmat = (int)(gemv_bytes / ((size_t)M * K * 4));
         std::vector<std::vector<float>> mats((size_t)nmat, std::vector<float>((size_t)(M * K), 0.5f));
         std::vector<float> xv((size_t)K, 1.0f), yv((size_t)M);
@@ -492,7 +526,7 @@ int main(int argc, char ** argv) {
         });
         blas_gemv = (double)nmat * M * K * 4 / t / 1e9;
     }
-    if (!conv_only && !moe_only) {
+    if (!conv_only && !moe_only && !gemm_only) {
         /* a shared machine's bandwidth drifts: read bandwidth and every mat-vec measured in
          * turn, several rounds, and the best of each compared */
         std::vector<double> best_gemv(sizeof bench_types / sizeof bench_types[0], 0.0);
@@ -513,20 +547,20 @@ int main(int argc, char ** argv) {
         }
     }
     for (tsr_type t : bench_types) {
-        if (conv_only || matvec_only || t == TSR_TYPE_F32) continue;
+        if (conv_only || matvec_only || gemm_only || t == TSR_TYPE_F32) continue;
         add_row(std::string("quantize ") + tsr_type_name(t), bench_quantize(t, quick ? 5 : 50), "MB/s (F32 in)", "",
                 "tsr_quantize_chunk, 4 rows of 4096, one thread");
     }
     /* issue 17 part B */
     for (tsr_type t : {TSR_TYPE_Q4_0, TSR_TYPE_Q8_0}) {
-        if (conv_only) break;
+        if (conv_only || gemm_only) break;
         double total_mib = 0;
         const double g = bench_moe_decode(be, t, reps + 2, &total_mib);
         char note[128];
         std::snprintf(note, sizeof note, "gate, up, down of 8 experts 4096x14336 (%.0f MiB), 2 used; %.2f x read bandwidth", total_mib, g / rd);
         add_row(std::string("mul_mat_id decode ") + tsr_type_name(t), g, "GB/s (used experts)", "", note);
     }
-    if (!matvec_only) {
+    if (!matvec_only && !gemm_only) {
         struct conv_row {
             const char * name, * shape;
             int64_t k[4], in[4];
@@ -560,7 +594,7 @@ int main(int argc, char ** argv) {
     }
     }
 gpt2:
-    if (!matvec_only && !conv_only) {
+    if (!matvec_only && !conv_only && !gemm_only) {
     const double ms = bench_gpt2(be, 128, quick ? 1 : 3);
     add_row("GPT-2 small forward, 128 tokens", ms, "ms", "", "F32 weights, flash_attn_ext, logits for all tokens");
     }

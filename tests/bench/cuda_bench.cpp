@@ -20,6 +20,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -59,13 +60,17 @@ void fill_f32(std::vector<float> & v) {
         x = (float) ((double) (r >> 11) / 9007199254740992.0 * 2.0 - 1.0);
     }
 }
-// Quantized blocks with random quants and a fixed scale d = 1/64 (F16 0x2400).
-void fill_quant(std::vector<uint8_t> & v, size_t block_bytes) {
-    for (size_t i = 0; i + 8 <= v.size(); i += 8) {
-        const uint64_t r = next_u64();
-        memcpy(&v[i], &r, 8);
-    }
-    for (size_t b = 0; b + block_bytes <= v.size(); b += block_bytes) { v[b] = 0x00; v[b + 1] = 0x24; }
+// Rows of `type` quantized by the core from uniform [-1, 1) values (so every type's scales,
+// K-quant d / dmin included, sit where the format puts them and are finite): up to 64 rows,
+// repeated over v.
+void fill_quant(std::vector<uint8_t> & v, tsr_type type, int64_t K) {
+    const size_t row = tsr_row_size(type, K);
+    const int64_t rows = (int64_t) std::min<size_t>(64, v.size() / row);
+    std::vector<float> f((size_t) (rows * K));
+    fill_f32(f);
+    std::vector<uint8_t> q(row * (size_t) rows);
+    tsr_quantize_chunk(type, f.data(), q.data(), 0, rows, K, nullptr);
+    for (size_t off = 0; off < v.size(); off += q.size()) memcpy(&v[off], q.data(), std::min(q.size(), v.size() - off));
 }
 
 double now_us() {
@@ -191,7 +196,7 @@ row bench_matvec(tsr_backend_t be, tsr_type type, int64_t M, int64_t K, int64_t 
     if (!buf) { r.check = std::string("alloc failed: ") + tsr_last_error(); tsr_free(ctx); return r; }
     const size_t wbytes = tsr_nbytes(ws[0]);
     std::vector<uint8_t> w(wbytes);
-    fill_quant(w, tsr_type_size(type));
+    fill_quant(w, type, K);
     for (tsr_tensor * t : ws) tsr_backend_tensor_set(t, w.data(), 0, wbytes);
     std::vector<float> xv((size_t) (K * N));
     fill_f32(xv);

@@ -315,3 +315,116 @@ TEST_CASE("dot_yq8: every ISA path equals the scalar path for Q4_1, Q5_0, Q5_1 a
         }
     }
 }
+
+// Q5_0 and IQ4_NL are int8 values times one fp16 scale per 32, so their GEMM packs them
+// exactly: each ISA's panel equals its Q8_0 packer's panel of the Q8_0 blocks written here
+// (values q - 16 / the IQ4_NL table, the same d), for rows past a panel and k past K.
+TEST_CASE("GEMM A panels of Q5_0 and IQ4_NL equal the Q8_0 panels of their exact values", "[cpu][mul_mat][kernels][quant]") {
+    static const int8_t iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    std::mt19937 rng(17);
+    const int64_t nb = 5, K = nb * 32;
+    for (tsr_type t : {TSR_TYPE_Q5_0, TSR_TYPE_IQ4_NL}) {
+        const size_t bs = tsr_type_size(t);
+        const int rows = 3;
+        std::vector<uint8_t> w(bs * (size_t)(nb * rows));
+        for (auto & v : w) v = (uint8_t)(rng() & 0xff);
+        std::vector<tsr_block_q8_0> q8((size_t)(nb * rows));
+        for (size_t b = 0; b < q8.size(); ++b) {
+            const uint8_t * blk = w.data() + b * bs;
+            const tsr_fp16_t d = tsr_fp32_to_fp16(std::uniform_real_distribution<float>(-0.01f, 0.01f)(rng));
+            std::memcpy(w.data() + b * bs, &d, 2);  // d first in both formats
+            q8[b].d = d;
+            const uint8_t * qs = blk + (t == TSR_TYPE_Q5_0 ? 6 : 2);
+            uint32_t qh = 0;
+            if (t == TSR_TYPE_Q5_0) std::memcpy(&qh, blk + 2, 4);
+            for (int j = 0; j < 32; ++j) {
+                const int nib = j < 16 ? (qs[j] & 0x0F) : (qs[j - 16] >> 4);
+                q8[b].qs[j] = (int8_t)(t == TSR_TYPE_Q5_0 ? (nib | (int)((qh >> j) & 1) << 4) - 16 : iq4nl[nib]);
+            }
+        }
+        for (tsr_cpu_isa isa : tsrt::isas()) {
+            kernels_of k(isa);
+            const tcpu::gemm_impl * g = k.K->gemm_x[tcpu::requant_slot(t)];
+            const tcpu::gemm_impl * g8 = k.K->gemm[tcpu::SLOT_Q8_0];
+            if (!g || !g8) continue;
+            INFO(tsr_type_name(t) << " isa " << tsr_cpu_isa_name(isa));
+            const int kc = 6 * 32;  // one block past K
+            std::vector<uint8_t> got(g->a_bytes_32k * 6), want(g->a_bytes_32k * 6);
+            g->pack_a((const char *)w.data(), bs * (size_t)nb, rows, K, 0, kc, got.data());
+            g8->pack_a((const char *)q8.data(), sizeof(tsr_block_q8_0) * (size_t)nb, rows, K, 0, kc, want.data());
+            CHECK(got == want);
+        }
+    }
+}
+
+// CPU_REPACK weights: set (in two parts, as loaders do) they get the GEMM's panels for the
+// ISA in use, and mul_mat on them gives bit for bit the results of the same bytes in a plain
+// CPU buffer, at prompt size (the GEMM reading the panels) and for one column (the mat-vec
+// kernels reading the bytes as set); get returns those bytes, memset drops the panels.
+TEST_CASE("CPU_REPACK buffers: panels made on set, results equal a plain buffer's, get returns the bytes", "[cpu][mul_mat][repack]") {
+    const int64_t K = 512, M = 37;
+    std::mt19937 rng(23);
+    for (tsr_type t : {TSR_TYPE_Q4_0, TSR_TYPE_Q8_0, TSR_TYPE_Q4_K, TSR_TYPE_IQ4_NL, TSR_TYPE_Q6_K}) {
+        std::vector<float> wf((size_t)(K * M));
+        for (float & v : wf) v = std::uniform_real_distribution<float>(-1, 1)(rng);
+        std::vector<uint8_t> wq(tsr_row_size(t, K) * (size_t)M);
+        REQUIRE(tsr_quantize_chunk(t, wf.data(), wq.data(), 0, M, K, nullptr) == wq.size());
+        for (int64_t N : {int64_t(9), int64_t(1)}) {
+            tsr_context * meta = tsr_init(tsr_init_params{16 * tsr_tensor_overhead() + tsr_graph_overhead(), nullptr, true});
+            tsr_tensor * wr = tsr_new_tensor_2d(meta, t, K, M);
+            tsr_tensor * wp = tsr_new_tensor_2d(meta, t, K, M);
+            tsr_tensor * x = tsr_new_tensor_2d(meta, TSR_TYPE_F32, K, N);
+            tsr_tensor * cr = tsr_mul_mat(meta, wr, x);
+            tsr_tensor * cp = tsr_mul_mat(meta, wp, x);
+            tsr_cgraph * gf = tsr_new_graph(meta);
+            REQUIRE(tsr_build_forward_expand(gf, cr));
+            REQUIRE(tsr_build_forward_expand(gf, cp));
+            tsr_backend_buffer_t rb = tsr_backend_buft_alloc_buffer(tsr_backend_cpu_repack_buffer_type(), wq.size());
+            tsr_backend_buffer_t pb = tsr_backend_buft_alloc_buffer(tsr_backend_cpu_buffer_type(), wq.size());
+            const size_t xbytes = (size_t)(K * N) * 4, cbytes = (size_t)(M * N) * 4 + 64;
+            tsr_backend_buffer_t ab = tsr_backend_buft_alloc_buffer(tsr_backend_cpu_buffer_type(), xbytes + 2 * cbytes);
+            REQUIRE((rb && pb && ab));
+            REQUIRE(std::string(tsr_backend_buffer_name(rb)) == "CPU_REPACK");
+            char * abase = (char *)tsr_backend_buffer_get_base(ab);
+            REQUIRE(tsr_backend_tensor_alloc(rb, wr, tsr_backend_buffer_get_base(rb)));
+            REQUIRE(tsr_backend_tensor_alloc(pb, wp, tsr_backend_buffer_get_base(pb)));
+            REQUIRE(tsr_backend_tensor_alloc(ab, x, abase));
+            REQUIRE(tsr_backend_tensor_alloc(ab, cr, abase + xbytes));
+            REQUIRE(tsr_backend_tensor_alloc(ab, cp, abase + xbytes + cbytes));
+            std::vector<float> xv((size_t)(K * N));
+            for (float & v : xv) v = std::uniform_real_distribution<float>(-1, 1)(rng);
+            REQUIRE(tsr_backend_tensor_set(x, xv.data(), 0, xbytes));
+            for (tsr_cpu_isa isa : tsrt::isas()) {
+                kernels_of k(isa);
+                INFO(tsr_type_name(t) << " N " << N << " isa " << tsr_cpu_isa_name(isa));
+                const size_t half = wq.size() / 2;
+                REQUIRE(tsr_backend_tensor_set(wr, wq.data(), 0, half));
+                REQUIRE(tsr_backend_tensor_set(wr, wq.data() + half, half, wq.size() - half));
+                REQUIRE(tsr_backend_tensor_set(wp, wq.data(), 0, wq.size()));
+                const tcpu::gemm_impl * g = tcpu::gemm_for(k.K, t);
+                const uint8_t * panels = nullptr;
+                size_t stride = 0;
+                CHECK(tcpu::prepacked_a(wr, g, &panels, &stride) == (g != nullptr));
+                CHECK_FALSE(tcpu::prepacked_a(wp, g, &panels, &stride));
+                std::vector<uint8_t> back(wq.size());
+                REQUIRE(tsr_backend_tensor_get(wr, back.data(), 0, back.size()));
+                CHECK(back == wq);
+                for (int rep = 0; rep < 2; ++rep) {  // rep 1: the panels dropped by a memset, the bytes put back directly
+                    tsrt::backend_holder be(2);
+                    REQUIRE(tsr_backend_graph_compute(be, gf) == TSR_STATUS_SUCCESS);
+                    CHECK(std::memcmp(cr->data, cp->data, (size_t)(M * N) * 4) == 0);
+                    CHECK(std::isfinite(((const float *)cr->data)[0]));
+                    if (rep == 0) {
+                        REQUIRE(tsr_backend_tensor_memset(wr, 0, 0, wq.size()));
+                        CHECK_FALSE(tcpu::prepacked_a(wr, g, &panels, &stride));
+                        std::memcpy(wr->data, wq.data(), wq.size());
+                    }
+                }
+            }
+            tsr_backend_buffer_free(ab);
+            tsr_backend_buffer_free(rb);
+            tsr_backend_buffer_free(pb);
+            tsr_free(meta);
+        }
+    }
+}

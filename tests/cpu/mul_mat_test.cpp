@@ -286,6 +286,12 @@ TEST_CASE("mul_mat: Q4_1, Q5_0, Q5_1, IQ4_NL and K-quant weights", "[cpu][mul_ma
     }
 }
 
+// The packed int8 GEMM of these types (weights repacked as Q8_0 panels): K over two k
+// blocks of the kernels (kc 512 / 1024) with a partial one, M past a panel of rows.
+TEST_CASE("mul_mat: GEMM of the requantized types over k blocks and row panels", "[cpu][mul_mat][quant]") {
+    for (tsr_type t : kRowQuants) check_mul_mat(t, 1280, 37, 7, 1, 1, 1, 1, false, 2);
+}
+
 // ggml's dot-product check (test-quantize-fns): quantized x against y on its cos signal,
 // |q(x) . y - x . y| / n at most 0.02.
 TEST_CASE("mul_mat: dot-product error of the new types on ggml's test signal", "[cpu][mul_mat][quant]") {

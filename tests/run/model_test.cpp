@@ -597,6 +597,40 @@ TEST_CASE("model: weights mapped in place give the logits of weights read into m
     }
 }
 
+// Quantized weights in a CPU_REPACK buffer (tessera-run's default: read, with the GEMM's
+// panels packed at load) give the logits of the same weights in a plain buffer, bit for bit,
+// over a prompt long enough for the GEMM; asked to map, the model says why it read them.
+TEST_CASE("model: CPU_REPACK weights give the logits of plain weights (CPU)", "[model][repack]") {
+    backend_holder be;
+    make_cpu_backend(be, 2);
+    for (tsr_type wt : {TSR_TYPE_Q4_0, TSR_TYPE_Q8_0, TSR_TYPE_IQ4_NL}) {
+        DYNAMIC_SECTION(tsr_type_name(wt)) {
+            tiny t;
+            make_tiny(arch::llama, wt, false, t);
+            std::string err;
+            model plain, repacked;
+            placement pl;
+            pl.main = be.b;
+            REQUIRE_OK(load_model(t.path.c_str(), pl, plain, nullptr, nullptr, err, false));
+            pl.repack = true;
+            REQUIRE_OK(load_model(t.path.c_str(), pl, repacked, nullptr, nullptr, err, true));
+            CHECK_FALSE(repacked.mapped);
+            CHECK(repacked.not_mapped_why.find("CPU_REPACK") != std::string::npos);
+            CHECK(std::string(tsr_backend_buffer_name(repacked.buf_w)) == "CPU_REPACK");
+            const std::vector<int32_t> toks = plain.tok.encode(prompt_for(arch::llama), plain.tok.add_bos);
+            REQUIRE(toks.size() >= 6);  // the CPU backend's GEMM threshold
+            std::vector<float> logits[2];
+            for (int i = 0; i < 2; ++i) {
+                session s;
+                REQUIRE_OK(session_init(s, i ? repacked : plain, be.b, test_params(TSR_TYPE_F32, true), err));
+                REQUIRE_OK(session_eval(s, toks.data(), (int) toks.size(), err));
+                logits[i] = s.logits;
+            }
+            CHECK(logits[0] == logits[1]);
+        }
+    }
+}
+
 // A file whose tensor data is not 32-byte aligned cannot be mapped: the loader says why and
 // reads the weights instead, to the same logits.
 TEST_CASE("model: a file that cannot be mapped is read, and the model says why", "[model][mmap]") {

@@ -243,6 +243,25 @@ static inline int yq8_slot(enum tsr_type t) {
     }
 }
 
+/* Weight types whose GEMM packs them into the ISA's Q8_0 panels (gemm_kquant.inl). */
+enum { XSLOT_Q4_1 = 0, XSLOT_Q5_0, XSLOT_Q5_1, XSLOT_IQ4_NL, XSLOT_Q2_K, XSLOT_Q3_K, XSLOT_Q4_K, XSLOT_Q5_K, XSLOT_Q6_K,
+       XSLOT_COUNT };
+
+static inline int requant_slot(enum tsr_type t) {
+    switch (t) {
+        case TSR_TYPE_Q4_1: return XSLOT_Q4_1;
+        case TSR_TYPE_Q5_0: return XSLOT_Q5_0;
+        case TSR_TYPE_Q5_1: return XSLOT_Q5_1;
+        case TSR_TYPE_IQ4_NL: return XSLOT_IQ4_NL;
+        case TSR_TYPE_Q2_K: return XSLOT_Q2_K;
+        case TSR_TYPE_Q3_K: return XSLOT_Q3_K;
+        case TSR_TYPE_Q4_K: return XSLOT_Q4_K;
+        case TSR_TYPE_Q5_K: return XSLOT_Q5_K;
+        case TSR_TYPE_Q6_K: return XSLOT_Q6_K;
+        default: return -1;
+    }
+}
+
 #if defined(__GNUC__)
 #define TSR_ALWAYS_INLINE inline __attribute__((always_inline))
 #else
@@ -345,6 +364,9 @@ struct kernels {
     void (*f16_to_f32)(const void * x, float * y, int64_t n);
     /* packed GEMM per src0 type slot; NULL: dot products only */
     const gemm_impl * gemm[SLOT_COUNT];
+    /* packed GEMM of the other quantized types against yq8 (their A repacked as Q8_0);
+     * NULL: their dot products */
+    const gemm_impl * gemm_x[XSLOT_COUNT];
     /* transcendental row kernels; NULL: the libm loops of the ops_*.inl files */
     const act_kernels * act;
 };

@@ -32,6 +32,8 @@ struct mm_args {
     int64_t M, N, K;
     float * C; size_t ldc;      /* in floats */
     const gemm_impl * g;        /* NULL: dot products */
+    const uint8_t * a_panels = nullptr;  /* A packed for g once (CPU_REPACK weights), else NULL */
+    size_t a_panel_stride = 0;           /* bytes of a_panels per g->mr rows */
 };
 
 static size_t gemm_thread_bytes(const gemm_impl * g, int64_t N) {
@@ -41,6 +43,14 @@ static size_t gemm_thread_bytes(const gemm_impl * g, int64_t N) {
     const size_t bp = (size_t)((nc + g->nr - 1) / g->nr) * g->b_bytes_32k * kb;
     const size_t ap = (size_t)((g->mc + g->mr - 1) / g->mr) * g->a_bytes_32k * kb;
     return align_up(bp, 64) + align_up(ap, 64);
+}
+
+/* The packed GEMM for weights of type t on this ISA; NULL: dot products only. */
+static const gemm_impl * gemm_for(const kernels * K, enum tsr_type t) {
+    const int slot = type_slot(t);
+    if (slot >= 0) return K->gemm[slot];
+    const int xs = requant_slot(t);
+    return xs >= 0 ? K->gemm_x[xs] : nullptr;
 }
 
 static inline float dot_any(const kernels * K, enum tsr_type ta, int64_t n, const char * x, const char * y) {
@@ -72,7 +82,7 @@ static void mm_range_q8k(const kernels * K, const mm_args & a, int64_t m0, int64
 
 static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m1, uint8_t * tws) {
     if (m0 >= m1) return;
-    if (q8k_slot(a.ta) >= 0) return mm_range_q8k(K, a, m0, m1);
+    if (q8k_slot(a.ta) >= 0 && !a.g) return mm_range_q8k(K, a, m0, m1);
     const gemm_impl * g = a.g;
     if (!g) {
         /* Dot products. With a 4-row kernel, the range is cut into 4 equal parts walked side by
@@ -118,7 +128,7 @@ static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m
                           bpack + (size_t)(jr / g->nr) * bpanel);
             for (int64_t ic = m0; ic < m1; ic += g->mc) {
                 const int64_t mc = std::min<int64_t>(g->mc, m1 - ic);
-                for (int64_t ir = 0; ir < mc; ir += g->mr)
+                for (int64_t ir = 0; ir < mc && !a.a_panels; ir += g->mr)
                     g->pack_a(a.A + (size_t)(ic + ir) * a.lda, a.lda, (int)std::min<int64_t>(g->mr, mc - ir), a.K, pc, kcp,
                               apack + (size_t)(ir / g->mr) * apanel);
                 for (int64_t jr = 0; jr < nc; jr += g->nr) {
@@ -126,7 +136,9 @@ static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m
                     const uint8_t * bp = bpack + (size_t)(jr / g->nr) * bpanel;
                     for (int64_t ir = 0; ir < mc; ir += g->mr) {
                         const int mrv = (int)std::min<int64_t>(g->mr, mc - ir);
-                        g->kernel(kcp, apack + (size_t)(ir / g->mr) * apanel, bp,
+                        const uint8_t * ap = a.a_panels ? a.a_panels + (size_t)((ic + ir) / g->mr) * a.a_panel_stride + (size_t)(pc / 32) * g->a_bytes_32k
+                                                        : apack + (size_t)(ir / g->mr) * apanel;
+                        g->kernel(kcp, ap, bp,
                                   a.C + (size_t)(jc + jr) * a.ldc + (ic + ir), a.ldc, mrv, nrv, pc > 0);
                     }
                 }
@@ -143,6 +155,10 @@ static void mm_range_split(const cparams & p, const mm_args & a, uint8_t * tws) 
     csz = (csz + mr - 1) / mr * mr;
     mm_range(p.K, a, std::min<int64_t>(a.M, csz * p.ith), std::min<int64_t>(a.M, csz * (p.ith + 1)), tws);
 }
+
+/* s0's A panels packed by g when it sits in a CPU_REPACK buffer (repack.inl): true and
+ * their start and bytes per g->mr rows, else false. */
+static bool prepacked_a(const tsr_tensor * s0, const gemm_impl * g, const uint8_t ** panels, size_t * stride);
 
 /* ---- mul_mat ------------------------------------------------------------------------------ */
 
@@ -173,11 +189,11 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
         pl.x_bytes = align_up((size_t)(Kd * s0->ne[1] * s0->ne[2] * s0->ne[3]) * 4, 64);
     }
     const int64_t ny = s1->ne[1] * s1->ne[2] * s1->ne[3];
-    pl.y_q8k = q8k_slot(pl.ta) >= 0;
+    pl.g = s1->ne[1] >= GEMM_MIN_N ? gemm_for(K, pl.ta) : nullptr;
+    /* a GEMM reads yq8 blocks whatever the weight type; K-quant dots read Q8_K */
+    pl.y_q8k = q8k_slot(pl.ta) >= 0 && !pl.g;
     pl.y_q8 = tsr_is_quantized(pl.ta) && !pl.y_q8k;
     pl.y_conv = !pl.y_q8 && !pl.y_q8k && (s1->type != TSR_TYPE_F32 || s1->nb[0] != 4);
-    const int slot = type_slot(pl.ta);
-    pl.g = (slot >= 0 && s1->ne[1] >= GEMM_MIN_N) ? K->gemm[slot] : nullptr;
     /* only the dot-product kernels read yq8's side arrays; GEMM packs the blocks */
     if (pl.y_q8) pl.y_row = pl.g ? (size_t)(Kd / 32) * sizeof(yq8) : yq8_row_bytes(Kd);
     else if (pl.y_q8k) pl.y_row = (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K);
@@ -294,6 +310,9 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
     csize = (csize + mr - 1) / mr * mr;
     mchunks = (M + csize - 1) / csize;
     const int64_t nitems = nbatch * mchunks;
+    const uint8_t * pre_panels = nullptr;
+    size_t pre_stride = 0;
+    if (!pl.x_conv) prepacked_a(s0, pl.g, &pre_panels, &pre_stride);
     for (int64_t it = p.nth == 1 ? 0 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed); it < nitems;
          it = p.nth == 1 ? it + 1 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed)) {
         const int64_t b = it / mchunks, mc = it % mchunks;
@@ -319,6 +338,8 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
         a.C = (float *)((char *)dst->data + i12 * dst->nb[2] + i13 * dst->nb[3]);
         a.ldc = dst->nb[1] / 4;
         a.g = pl.g;
+        a.a_panels = pre_panels;
+        a.a_panel_stride = pre_stride;
         mm_range(p.K, a, mc * csize, std::min<int64_t>(M, (mc + 1) * csize), tw);
     }
 }

@@ -874,6 +874,7 @@ static constexpr kernels kernels_avx2 = [] {
     k.gemm[SLOT_BF16] = &gemm_bf16_avx2;
     k.gemm[SLOT_Q8_0] = &gemm_q8_0_avx2;
     k.gemm[SLOT_Q4_0] = &gemm_q4_0_avx2;
+    requant_gemms<8, pack_panel_i8_a<8, TSR_TYPE_Q8_0, true>, gemm_q8_0_avx2, quantize_y_avx2>::fill(k);
     k.act = &act_table_avx2;
     return k;
 }();

@@ -909,6 +909,7 @@ static kernels make_kernels_avx512() {
         k.dot_yq8[QSLOT_Q5_0] = dot_q32_yq8_avx512vnni<TSR_TYPE_Q5_0>;
         k.dot_yq8[QSLOT_Q5_1] = dot_q32_yq8_avx512vnni<TSR_TYPE_Q5_1>;
         k.dot_yq8[QSLOT_IQ4_NL] = dot_q32_yq8_avx512vnni<TSR_TYPE_IQ4_NL>;
+        requant_gemms<32, pack_panel_i8_a<32, TSR_TYPE_Q8_0>, gemm_q8_0_avx512, quantize_y_avx2>::fill(k);
     }
     return k;
 }

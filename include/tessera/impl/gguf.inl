@@ -1195,6 +1195,12 @@ static bool load_one(const input_file & in, const load_job & j, uint64_t off, st
         done += k;
         if (!pm.add(k)) return tsr_set_error("gguf '%s': load cancelled after %zu of %zu bytes", path, pm.done, pm.total);
     }
+    /* a host buffer with a set_tensor of its own (the CPU backend's CPU_REPACK) is told of
+     * the bytes read in place, as if they had been set */
+    const bool plain = !j.t->buffer || j.t->buffer->iface.set_tensor == tsr_impl::cpu_buffer_set_tensor;
+    if (host && !plain && !tsr_backend_tensor_set(j.t, j.t->data, 0, j.ti->size)) {
+        return tsr_set_error("gguf '%s': tensor '%s' read in place, then refused by its buffer", path, j.ti->name.c_str());
+    }
     return true;
 }
 

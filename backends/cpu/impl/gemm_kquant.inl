@@ -1,0 +1,104 @@
+/*
+ * gemm_kquant.inl - the packed int8 GEMM for the weight types without a GEMM of their own
+ * (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K..Q6_K): their A panels are packed into the ISA's Q8_0
+ * panel layout, so the Q8_0 micro-kernel streams them at its rate against yq8 activations.
+ *
+ * Q5_0 and IQ4_NL are int8 times one fp16 scale per 32 already (q - 16, the IQ4_NL table
+ * value): they pack exactly. The others carry a per-block min or scales per 16, which no
+ * int8 x one-scale block holds exactly: their 32 dequantized values are requantized to
+ * Q8_0 (scale amax / 127), an error of at most half a step of 1/254 of the block's
+ * largest weight, below that of the 8-bit activations they meet.
+ */
+namespace {
+namespace tcpu {
+
+enum { GEMM_I8_KC_MAX = 1024 };
+
+typedef void (*quantize_y_fn)(const float * x, yq8 * y, int64_t n);
+
+/* Weights as Q8_0 blocks through the ISA's activation quantizer (the same rounding as
+ * ggml's Q8_0: scale amax / 127 kept as fp16); a block holding a NaN or an infinity gets
+ * the scale NaN, so its products are NaN as in float arithmetic. */
+template <quantize_y_fn QY>
+static void requantize_q8_0(const float * x, tsr_block_q8_0 * y, int64_t n) {
+    yq8 tmp[GEMM_I8_KC_MAX / 32];
+    QY(x, tmp, n);
+    mark_nonfinite_blocks<32>(x, tmp, n);
+    for (int64_t b = 0; b < n / 32; ++b) {
+        y[b].d = f2h(tmp[b].d);
+        std::memcpy(y[b].qs, tmp[b].qs, 32);
+    }
+}
+
+/* Q5_0 / IQ4_NL blocks as Q8_0 blocks with the same scale (exact). */
+template <enum tsr_type T, class B>
+static void exact_blocks_to_q8_0(const B * x, tsr_block_q8_0 * y, int64_t nb) {
+    int q[32];
+    for (int64_t b = 0; b < nb; ++b) {
+        uint32_t qh = 0;
+        if (T == TSR_TYPE_Q5_0) std::memcpy(&qh, ((const tsr_block_q5_0 *)(const void *)(x + b))->qh, 4);
+        tsr_impl::unpack_q32(x[b].qs, qh, q);
+        y[b].d = x[b].d;
+        for (int j = 0; j < 32; ++j)
+            y[b].qs[j] = (int8_t)(T == TSR_TYPE_Q5_0 ? q[j] - 16 : tsr_impl::iq4nl_values[q[j]]);
+    }
+}
+
+/* The core's decoding (the format's definition) without tsr_to_float_row's checks. */
+template <enum tsr_type T> static void dequantize_chunk(const char * src, float * y, int64_t n) {
+    switch (T) {
+        case TSR_TYPE_Q4_1: return tsr_impl::dequantize_row_q4_1((const tsr_block_q4_1 *)src, y, n);
+        case TSR_TYPE_Q5_1: return tsr_impl::dequantize_row_q5_1((const tsr_block_q5_1 *)src, y, n);
+        case TSR_TYPE_Q2_K: return tsr_impl::dequantize_row_q2_K((const tsr_block_q2_K *)src, y, n);
+        case TSR_TYPE_Q3_K: return tsr_impl::dequantize_row_q3_K((const tsr_block_q3_K *)src, y, n);
+        case TSR_TYPE_Q4_K: return tsr_impl::dequantize_row_q4_K((const tsr_block_q4_K *)src, y, n);
+        case TSR_TYPE_Q5_K: return tsr_impl::dequantize_row_q5_K((const tsr_block_q5_K *)src, y, n);
+        case TSR_TYPE_Q6_K: return tsr_impl::dequantize_row_q6_K((const tsr_block_q6_K *)src, y, n);
+        default: return (void)std::fill(y, y + n, 0.0f);
+    }
+}
+
+/* Elements [k0, k0 + kv) of a row of type T (k0 and kv whole blocks of T) as Q8_0 blocks. */
+template <enum tsr_type T, quantize_y_fn QY>
+static void row_chunk_to_q8_0(const char * row, int64_t k0, int64_t kv, tsr_block_q8_0 * y) {
+    const char * src = row + (size_t)(k0 / tsr_blck_size(T)) * tsr_type_size(T);
+    if (T == TSR_TYPE_Q5_0) return exact_blocks_to_q8_0<T>((const tsr_block_q5_0 *)src, y, kv / 32);
+    if (T == TSR_TYPE_IQ4_NL) return exact_blocks_to_q8_0<T>((const tsr_block_iq4_nl *)src, y, kv / 32);
+    alignas(64) float tmp[GEMM_I8_KC_MAX];
+    dequantize_chunk<T>(src, tmp, kv);
+    requantize_q8_0<QY>(tmp, y, kv);
+}
+
+typedef void (*pack_panel_fn)(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst);
+
+/* An A panel of R rows of type T in the layout Q8PACK (the ISA's Q8_0 packer) writes. */
+template <int R, enum tsr_type T, pack_panel_fn Q8PACK, quantize_y_fn QY>
+static void pack_panel_requant_a(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    tsr_block_q8_0 blocks[R * (GEMM_I8_KC_MAX / 32)];
+    const int nb = kc / 32;
+    const int64_t kv = std::max<int64_t>(0, std::min<int64_t>(kc, K - k0));
+    for (int r = 0; r < rows; ++r) row_chunk_to_q8_0<T, QY>(a + (size_t)r * lda, k0, kv, blocks + (size_t)r * nb);
+    Q8PACK((const char *)blocks, (size_t)nb * sizeof(tsr_block_q8_0), rows, kv, 0, kc, dst);
+}
+
+/* The GEMMs of every requantized type on one ISA: its Q8_0 GEMM with their own A packer
+ * (Q8_0's kc must not exceed GEMM_I8_KC_MAX, the packers' stack buffer) and its quantizer. */
+template <int R, pack_panel_fn Q8PACK, const gemm_impl & Q8, quantize_y_fn QY>
+struct requant_gemms {
+    template <enum tsr_type T>
+    static constexpr gemm_impl of = gemm_with_pack_a(Q8, pack_panel_requant_a<R, T, Q8PACK, QY>);
+    static constexpr void fill(kernels & k) {
+        k.gemm_x[XSLOT_Q4_1] = &of<TSR_TYPE_Q4_1>;
+        k.gemm_x[XSLOT_Q5_0] = &of<TSR_TYPE_Q5_0>;
+        k.gemm_x[XSLOT_Q5_1] = &of<TSR_TYPE_Q5_1>;
+        k.gemm_x[XSLOT_IQ4_NL] = &of<TSR_TYPE_IQ4_NL>;
+        k.gemm_x[XSLOT_Q2_K] = &of<TSR_TYPE_Q2_K>;
+        k.gemm_x[XSLOT_Q3_K] = &of<TSR_TYPE_Q3_K>;
+        k.gemm_x[XSLOT_Q4_K] = &of<TSR_TYPE_Q4_K>;
+        k.gemm_x[XSLOT_Q5_K] = &of<TSR_TYPE_Q5_K>;
+        k.gemm_x[XSLOT_Q6_K] = &of<TSR_TYPE_Q6_K>;
+    }
+};
+
+} // namespace tcpu
+} // namespace
