@@ -29,7 +29,7 @@ struct run_args {
     int n_ctx = 0;                      // 0: model's (capped at 4096)
     int n_batch = 64;
     bool flash_attn = true;
-    bool repack = true;                 // CPU backend: quantized weights in a CPU_REPACK buffer (GEMM panels)
+    bool repack = false;                // CPU backend: quantized weights in a CPU_REPACK buffer (GEMM panels)
     bool use_mmap = true;               // CPU backend: weights in place from a read-only mapping of the file
     std::string kv_type = "f16";
     sampler_params samp;
@@ -69,9 +69,9 @@ inline void print_usage(const char * argv0) {
            "  --verbose-prompt       print the prompt's token ids and pieces before generating\n"
            "  --no-mmap              read the weights into memory instead of using them in place from a\n"
            "                         read-only mapping of the file (the CPU backend maps by default)\n"
-           "  --no-repack            CPU backend: keep quantized weights only as in the file (mapped\n"
-           "                         unless --no-mmap); by default they are read and also packed\n"
-           "                         for the prompt's GEMM (about 9 more bits per weight)\n",
+           "  --repack               CPU backend: read quantized weights into a CPU_REPACK buffer that\n"
+           "                         also keeps them packed for the prompt's GEMM (faster prompts,\n"
+           "                         about 9 more bits per weight, not mapped); --no-repack: the default\n",
            argv0);
 }
 
@@ -128,6 +128,7 @@ inline bool parse_args(int argc, char ** argv, run_args & a, std::string & err) 
         else if (k == "--special") a.parse_special = true;
         else if (k == "--verbose-prompt") a.verbose_prompt = true;
         else if (k == "--no-mmap") a.use_mmap = false;
+        else if (k == "--repack") a.repack = true;
         else if (k == "--no-repack") a.repack = false;
         else { err = "unknown argument '" + k + "' (see --help)"; return false; }
     }

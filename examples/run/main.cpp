@@ -1,7 +1,7 @@
 // tessera-run: load a GPT-2 or LLaMA-family GGUF model and generate text.
 //
 //   tessera-run -m model.gguf -p "prompt" -n 64 [--backend cpu|vulkan|cuda] [-ngl N] [-t threads]
-//               [--temp T --top-k K --top-p P --seed S] [--special] [--verbose-prompt] [--no-mmap] [--no-repack]
+//               [--temp T --top-k K --top-p P --seed S] [--special] [--verbose-prompt] [--no-mmap] [--repack]
 //
 // Without -m it builds a small GPT-2 with seeded random weights, writes it to a temporary
 // GGUF file and runs it through the same loading path (the text is gibberish: the point

@@ -695,7 +695,7 @@ inline bool load_model(const char * path, const placement & pl, model & m, tsr_g
     if (m.hp.n_vocab != m.tok.n_vocab()) { err = "vocabulary size mismatch"; return false; }
     if (!bind_weights(m.ctx_w, m.hp, m.w, err)) return false;
     const bool repacked = pl.repack && tsr_backend_is_cpu(pl.main) && has_quantized_matrix(m.ctx_w);
-    if (use_mmap && repacked) m.not_mapped_why = "quantized weights are read into a CPU_REPACK buffer (--no-repack maps them)";
+    if (use_mmap && repacked) m.not_mapped_why = "quantized weights are read into a CPU_REPACK buffer (--repack; without it they are mapped)";
     if (use_mmap && !repacked && map_weights(m, pl.main)) {  // map_weights says why not (e.g. a GPU backend)
         m.backends = {pl.main};
         if (progress) progress(tsr_gguf_get_data_size(m.gguf), tsr_gguf_get_data_size(m.gguf), user);
