@@ -742,7 +742,13 @@ static ord_piece_result ord_solve_piece(ord_piece & pc, const struct tsr_order_p
     res.exact = pc.nodes.size() <= 1 || res.peak <= pc.floor;
     if (res.exact || res.peak <= pc.enough) return res;
     std::mt19937 rng(0x7e55e7a);
+    bool first = true;
     for (ord_rule rule : {ORD_RULE_PEAK_THEN_NET, ORD_RULE_NET_THEN_STEP, ORD_RULE_STEP_THEN_NET}) {
+        /* the first greedy order always completes (it alone gains most on large graphs);
+         * the others count against the budget like the searches, so that a slow floor or
+         * a loaded machine does not push the whole call far past it */
+        if (!first && std::chrono::steady_clock::now() > pc.deadline) break;
+        first = false;
         std::vector<int> o = ord_greedy(pc, rule, rng);
         const size_t pk = pc.sim->peak_of(o);
         if (pk < res.peak) { res.peak = pk; res.order = std::move(o); }
