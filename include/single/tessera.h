@@ -17756,6 +17756,7 @@ static void op_im2col(const cparams & p, tsr_tensor * dst) {
     const conv_geom g = conv_geometry(dst, is_2d);
     const tsr_tensor * in = dst->src[1];
     const int64_t Kd = g.IC * g.KH * g.KW;
+    if (Kd == 0) return;  /* empty rows: nothing to write, and im2col_row would still walk IC or KH */
     float * tmp = thread_floats(p, (size_t)Kd);
     const int64_t nr = g.OW * g.OH * g.N;
     int64_t r0, r1;
@@ -17793,6 +17794,10 @@ static conv_plan conv_make_plan(const tsr_tensor * dst, const kernels * K) {
 
 static void op_conv_2d(const cparams & p, tsr_tensor * dst) {
     const conv_plan c = conv_make_plan(dst, p.K);
+    if (c.Kd == 0) {  /* an empty kernel (KW, KH or IC 0) sums nothing: zeros, without walking its other dims */
+        if (p.ith == 0) std::memset(dst->data, 0, tsr_nbytes(dst));
+        return;
+    }
     const tsr_tensor * k = dst->src[0];
     const tsr_tensor * in = dst->src[1];
     const int64_t OC = k->ne[3];
