@@ -11724,7 +11724,7 @@ struct tsr_backend_sched_buffer_info {
     size_t buffer_size;   /* bytes allocated (grows only) */
     size_t planned_size;  /* bytes the last plan needs */
     size_t lower_bound;   /* the most aligned bytes live at one step on this backend */
-    size_t input_bytes;   /* of them, the aligned bytes of input copies (all n_copies) */
+    size_t input_bytes;   /* aligned bytes of every input copy (all n_copies) summed: copies not live at once count each */
     int    n_inputs;      /* input copies on this backend per graph */
 };
 /* false + error for a backend not in the scheduler or before the first reserve/alloc. */

@@ -31,13 +31,30 @@ inline tsr_status run(tsr_backend_t be, tsr_context * ctx, tsr_tensor * out) {
     return tsr_backend_graph_compute(be, gf);
 }
 
+// True when out's bytes are its own: not a view, and apart from every source's (an in-place
+// result shares its operand's memory).
+inline bool owns_its_bytes(const tsr_tensor * out) {
+    if (out->view_src || !out->data) return false;
+    const char * o = (const char *)out->data;
+    for (const tsr_tensor * s : out->src) {
+        if (!s || !s->data) continue;
+        const char * b = (const char *)s->data;
+        if (o < b + tsr_nbytes(s) && b < o + tsr_nbytes(out)) return false;
+    }
+    return true;
+}
+
 // Runs `out` on every ISA path with n_threads and CHECKs its NMSE against ref (NaN and
 // infinities must match exactly); before_run (when set) runs before each run, e.g. to
-// restore an operand an in-place op overwrites.
+// restore an operand an in-place op overwrites. An output with bytes of its own is filled
+// with 0xFF (NaN for floats) before each run, so a path that leaves outputs unwritten cannot
+// pass on the values an earlier path wrote.
 inline void check_every_isa(tsr_context * ctx, tsr_tensor * out, const std::vector<double> & ref, double max_nmse,
                             const std::string & what, int n_threads = 2, const std::function<void()> & before_run = {}) {
     REQUIRE(out != nullptr);
+    const bool poison = owns_its_bytes(out);
     for (tsr_cpu_isa isa : isas()) {
+        if (poison) std::memset(out->data, 0xFF, tsr_nbytes(out));
         if (before_run) before_run();
         isa_scope s(isa);
         backend_holder be(n_threads);
