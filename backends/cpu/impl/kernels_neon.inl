@@ -185,17 +185,21 @@ static void dot4_q8_0_neon(int64_t n, const char * x, size_t lda, const void * y
     vst1q_f32(out, acc);
 }
 
-/* One Q4_0 block against y with the nibbles left unsigned (0..15): 4 products per int16
- * lane stay within 4 * 15 * 127 < 2^15. The offset of 8 is taken out after the fold. */
-static inline int32x4_t q4_block_neon(const tsr_block_q4_0 * xb, int8x16_t y0, int8x16_t y1) {
-    const uint8x16_t v = vld1q_u8(xb->qs);
-    const int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0F)));
-    const int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
+/* Unsigned levels of up to 5 bits (lo: elements 0..15, hi: 16..31) against y: 4 products
+ * per int16 lane stay within 4 * 31 * 127 < 2^15. */
+static inline int32x4_t nibble_dot_neon(int8x16_t lo, int8x16_t hi, int8x16_t y0, int8x16_t y1) {
     int16x8_t p = vmull_s8(vget_low_s8(lo), vget_low_s8(y0));
     p = vmlal_high_s8(p, lo, y0);
     p = vmlal_s8(p, vget_low_s8(hi), vget_low_s8(y1));
     p = vmlal_high_s8(p, hi, y1);
     return vpaddlq_s16(p);
+}
+
+/* One Q4_0 block against y with the nibbles left unsigned (0..15); the offset of 8 is taken
+ * out after the fold. */
+static inline int32x4_t q4_block_neon(const tsr_block_q4_0 * xb, int8x16_t y0, int8x16_t y1) {
+    const uint8x16_t v = vld1q_u8(xb->qs);
+    return nibble_dot_neon(vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0F))), vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), y0, y1);
 }
 
 static void dot4_q4_0_neon(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
@@ -588,6 +592,146 @@ static float dot_q6_K_q8_K_neon(int64_t n, const void * vx, const tsr_block_q8_K
     return vaddvq_f32(acc);
 }
 
+/* Q2_K (levels 0..3, 4-bit scale and min per 16) and Q3_K (levels -4..3: the 2 low bits as
+ * Q2_K's, minus 4 where the hmask bit is clear; signed 6-bit scale per 16): element
+ * 128h + 32j + l sits at bits 2j of qs[32h + l] and bit 4h + j of hmask[l]. */
+template <bool Q3>
+static float dot_k2_q8_K_neon(int64_t n, const void * vx, const tsr_block_q8_K * y) {
+    const uint8x16_t m3 = vdupq_n_u8(3), four = vdupq_n_u8(4);
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    float mins = 0.0f;
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        const tsr_block_q2_K * b2 = (const tsr_block_q2_K *)vx + i;
+        const tsr_block_q3_K * b3 = (const tsr_block_q3_K *)vx + i;
+        const uint8_t * qs = Q3 ? b3->qs : b2->qs;
+        int sc[16];
+        float d;
+        if (Q3) {
+            for (int g = 0; g < 16; ++g) sc[g] = tsr_impl::q3k_scale(g, b3->scales);
+            d = h2f(b3->d);
+        } else {
+            const uint8x16_t s = vld1q_u8(b2->scales);
+            int16x8_t mn[2] = {vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(vshrq_n_u8(s, 4)))),
+                               vreinterpretq_s16_u16(vmovl_high_u8(vshrq_n_u8(s, 4)))};
+            const int32x4_t summ = vmlal_high_s16(vmlal_s16(vmlal_high_s16(vmull_s16(vget_low_s16(mn[0]), vld1_s16(y[i].bsums)),
+                                                                           mn[0], vld1q_s16(y[i].bsums)),
+                                                            vget_low_s16(mn[1]), vld1_s16(y[i].bsums + 8)),
+                                                  mn[1], vld1q_s16(y[i].bsums + 8));
+            mins += y[i].d * h2f(b2->dmin) * (float)vaddvq_s32(summ);
+            for (int g = 0; g < 16; ++g) sc[g] = b2->scales[g] & 0x0F;
+            d = h2f(b2->d);
+        }
+        int32x4_t sumi = vdupq_n_s32(0);
+        for (int h = 0; h < 2; ++h)
+            for (int half = 0; half < 2; ++half) {  /* l in [16 half, 16 half + 16) */
+                const uint8x16_t q = vld1q_u8(qs + 32 * h + 16 * half);
+                const uint8x16_t hm = Q3 ? vld1q_u8(b3->hmask + 16 * half) : vdupq_n_u8(0);
+                for (int j = 0; j < 4; ++j) {
+                    const int e = 128 * h + 32 * j + 16 * half;
+                    uint8x16_t v = vandq_u8(vshlq_u8(q, vdupq_n_s8((int8_t)(-2 * j))), m3);
+                    if (Q3) v = vorrq_u8(v, vandq_u8(vtstq_u8(hm, vdupq_n_u8((uint8_t)(1u << (4 * h + j)))), four));
+                    const int8x16_t sv = Q3 ? vsubq_s8(vreinterpretq_s8_u8(v), vreinterpretq_s8_u8(four)) : vreinterpretq_s8_u8(v);
+                    sumi = vmlaq_n_s32(sumi, dot16_lanes_neon(sv, vld1q_s8(y[i].qs + e)), sc[e / 16]);
+                }
+            }
+        acc = vmlaq_n_f32(acc, vcvtq_f32_s32(sumi), y[i].d * d);
+    }
+    return vaddvq_f32(acc) - mins;
+}
+
+static float dot_q2_K_q8_K_neon(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K_neon<false>(n, x, y); }
+static float dot_q3_K_q8_K_neon(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K_neon<true>(n, x, y); }
+
+/* F32 -> Q8_K, byte for byte what the core's quantizer writes: its scale comes from the first
+ * value of largest magnitude (NaN skipped), so the vector max and min (vmaxnm / vminnm skip
+ * NaN) settle it unless +m and -m both occur, where the scalar scan decides. Levels round
+ * half to even like nearest_int (vcvtnq: NaN to 0 as well); the bsums are 16-byte sums. */
+static void quantize_q8k_neon(const float * x, tsr_block_q8_K * y, int64_t n) {
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i, x += TSR_QK_K) {
+        float32x4_t vhi = vdupq_n_f32(0.0f), vlo = vdupq_n_f32(0.0f);
+        for (int j = 0; j < TSR_QK_K; j += 4) {
+            const float32x4_t v = vld1q_f32(x + j);
+            vhi = vmaxnmq_f32(vhi, v);
+            vlo = vminnmq_f32(vlo, v);
+        }
+        const float hi = vmaxnmvq_f32(vhi), lo = vminnmvq_f32(vlo);
+        const float max = hi > -lo ? hi : -lo > hi ? lo : hi == 0.0f ? 0.0f : tsr_impl::signed_amax(x, TSR_QK_K);
+        std::memset(&y[i], 0, sizeof(y[i]));
+        if (max == 0.0f) continue;
+        const float iscale = -127.0f / max;
+        const int32x4_t top = vdupq_n_s32(127);
+        for (int j = 0; j < TSR_QK_K; j += 16) {
+            int32x4_t q[4];
+            for (int k = 0; k < 4; ++k) q[k] = vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + j + 4 * k), iscale)), top);
+            const int16x8_t h0 = vqmovn_high_s32(vqmovn_s32(q[0]), q[1]), h1 = vqmovn_high_s32(vqmovn_s32(q[2]), q[3]);
+            const int8x16_t b = vqmovn_high_s16(vqmovn_s16(h0), h1);
+            vst1q_s8(y[i].qs + j, b);
+            y[i].bsums[j / 16] = vaddlvq_s8(b);
+        }
+        y[i].d = 1.0f / iscale;
+    }
+}
+
+/* ---- Q4_1, Q5_0, Q5_1, IQ4_NL against yq8 ------------------------------------------------
+ * A block's 32 levels as two vectors (elements 0..15: low nibbles, 16..31: high), one exact
+ * int32 sum per block in 4 lanes scaled in float; Q5_0's offset of 16 and Q4_1 / Q5_1's min
+ * meet the activations' block sum. */
+
+/* Bit 4 of each level from the 32 fifth bits: bit j of qh for element j. */
+static inline void fifth_bits_neon(const uint8_t * qh, uint8x16_t * lo, uint8x16_t * hi) {
+    static const uint8_t bit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    static const uint8_t pick_lo[16] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
+    const uint8x8_t h8 = vreinterpret_u8_u32(vdup_n_u32(tsr_impl::load_u32(qh)));
+    const uint8x16_t h = vcombine_u8(h8, h8);
+    const uint8x16_t idx = vld1q_u8(pick_lo), b = vld1q_u8(bit), m10 = vdupq_n_u8(0x10);
+    *lo = vandq_u8(vtstq_u8(vqtbl1q_u8(h, idx), b), m10);
+    *hi = vandq_u8(vtstq_u8(vqtbl1q_u8(h, vaddq_u8(idx, vdupq_n_u8(2))), b), m10);
+}
+
+/* The levels of one block (unsigned, IQ4_NL's still as table indices), its d and its min m
+ * (0 where the format has none). */
+template <tsr_type T> struct q32_block_neon {
+    using block = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1,
+                  std::conditional_t<T == TSR_TYPE_Q5_0, tsr_block_q5_0,
+                  std::conditional_t<T == TSR_TYPE_Q5_1, tsr_block_q5_1, tsr_block_iq4_nl>>>;
+    uint8x16_t lo, hi;
+    float d, m = 0.0f;
+    explicit q32_block_neon(const block & x) {
+        const uint8x16_t v = vld1q_u8(x.qs);
+        lo = vandq_u8(v, vdupq_n_u8(0x0F));
+        hi = vshrq_n_u8(v, 4);
+        if constexpr (T == TSR_TYPE_Q5_0 || T == TSR_TYPE_Q5_1) {
+            uint8x16_t l5, h5;
+            fifth_bits_neon(x.qh, &l5, &h5);
+            lo = vorrq_u8(lo, l5);
+            hi = vorrq_u8(hi, h5);
+        }
+        if constexpr (T == TSR_TYPE_Q4_1 || T == TSR_TYPE_Q5_1) m = h2f(x.m);
+        d = h2f(x.d);
+    }
+};
+
+template <tsr_type T>
+static float dot_q32_yq8_neon(int64_t n, const void * vx, const yq8 * y) {
+    using B = q32_block_neon<T>;
+    const int8x16_t table = vld1q_s8(tsr_impl::iq4nl_values);
+    float s = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const B x(((const typename B::block *)vx)[b]);
+        const int8x16_t y0 = vld1q_s8(y[b].qs), y1 = vld1q_s8(y[b].qs + 16);
+        int32_t acc;
+        if constexpr (T == TSR_TYPE_IQ4_NL) {
+            /* table values up to 127 in magnitude: two products per int16 lane */
+            acc = vaddvq_s32(vaddq_s32(dot16_lanes_neon(vqtbl1q_s8(table, x.lo), y0), dot16_lanes_neon(vqtbl1q_s8(table, x.hi), y1)));
+        } else {
+            acc = vaddvq_s32(nibble_dot_neon(vreinterpretq_s8_u8(x.lo), vreinterpretq_s8_u8(x.hi), y0, y1));
+        }
+        if (T == TSR_TYPE_Q5_0) acc -= 16 * y[b].sum;
+        s += x.d * y[b].d * (float)acc + x.m * y[b].d * (float)y[b].sum;
+    }
+    return s;
+}
+
 static constexpr kernels kernels_neon = [] {
     kernels k{};
     k.isa = TSR_CPU_ISA_NEON;
@@ -601,9 +745,16 @@ static constexpr kernels kernels_neon = [] {
     k.dot4[SLOT_BF16] = dot4_neon<2>;
     k.dot4[SLOT_Q8_0] = dot4_q8_0_neon;
     k.dot4[SLOT_Q4_0] = dot4_q4_0_neon;
+    k.dot_q8k[KSLOT_Q2_K] = dot_q2_K_q8_K_neon;
+    k.dot_q8k[KSLOT_Q3_K] = dot_q3_K_q8_K_neon;
     k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_neon;
     k.dot_q8k[KSLOT_Q5_K] = dot_q5_K_q8_K_neon;
     k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_neon;
+    k.dot_yq8[QSLOT_Q4_1] = dot_q32_yq8_neon<TSR_TYPE_Q4_1>;
+    k.dot_yq8[QSLOT_Q5_0] = dot_q32_yq8_neon<TSR_TYPE_Q5_0>;
+    k.dot_yq8[QSLOT_Q5_1] = dot_q32_yq8_neon<TSR_TYPE_Q5_1>;
+    k.dot_yq8[QSLOT_IQ4_NL] = dot_q32_yq8_neon<TSR_TYPE_IQ4_NL>;
+    k.quantize_q8k = quantize_q8k_neon;
     k.quantize_y = quantize_y_neon;
     k.axpy_f32 = axpy_f32_neon;
     k.f16_to_f32 = f16_to_f32_neon;
