@@ -12981,6 +12981,15 @@ struct cparams {
 
 static void barrier(const cparams & p);
 
+/* The value the core's Q8_K quantizer takes its scale from (the first one of largest
+ * magnitude, NaN skipped), from a super-block's max hi and min lo as SIMD code finds them:
+ * only when +m and -m both occur does their order decide, and a scan settles it. */
+static inline float q8k_signed_max(float hi, float lo, const float * x) {
+    if (hi > -lo) return hi;
+    if (-lo > hi) return lo;
+    return hi == 0.0f ? 0.0f : tsr_impl::signed_amax(x, TSR_QK_K);
+}
+
 /* Activations quantized for integer dot products (yq8 blocks of 32, Q8_K super-blocks of
  * 256) give every block holding a NaN or an infinity the scale NaN: quantizing counts those
  * as 0, so the dots would drop them, where float arithmetic (PyTorch, the float paths, the
@@ -14626,8 +14635,8 @@ TSR_TARGET_AVX2 static float dot_q6_K_q8_K_avx2(int64_t n, const void * vx, cons
 }
 
 /* F32 -> Q8_K as the core's quantizer: the signed value of largest magnitude maps to -127
- * (the largest positive one when a positive and a negative value tie), levels rounded to
- * nearest even, and the sums of every 16 levels. */
+ * (the first of them when a positive and a negative value tie), levels rounded to nearest
+ * even, and the sums of every 16 levels. */
 TSR_TARGET_AVX2 static void quantize_q8k_avx2(const float * x, tsr_block_q8_K * y, int64_t n) {
     for (int64_t i = 0; i < n / TSR_QK_K; ++i, x += TSR_QK_K) {
         __m256 vmax = _mm256_set1_ps(-INFINITY), vmin = _mm256_set1_ps(INFINITY);
@@ -14641,7 +14650,7 @@ TSR_TARGET_AVX2 static void quantize_q8k_avx2(const float * x, tsr_block_q8_K * 
         _mm256_storeu_ps(mn, vmin);
         float hi = mx[0], lo = mn[0];
         for (int l = 1; l < 8; ++l) { hi = std::max(hi, mx[l]); lo = std::min(lo, mn[l]); }
-        const float max = hi >= -lo ? hi : lo;
+        const float max = q8k_signed_max(hi, lo, x);
         std::memset(&y[i], 0, sizeof(y[i]));
         if (max == 0.0f || max != max) continue;
         const float iscale = -127.0f / max;
@@ -16397,10 +16406,9 @@ static float dot_k2_q8_K_neon(int64_t n, const void * vx, const tsr_block_q8_K *
 static float dot_q2_K_q8_K_neon(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K_neon<false>(n, x, y); }
 static float dot_q3_K_q8_K_neon(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K_neon<true>(n, x, y); }
 
-/* F32 -> Q8_K, byte for byte what the core's quantizer writes: its scale comes from the first
- * value of largest magnitude (NaN skipped), so the vector max and min (vmaxnm / vminnm skip
- * NaN) settle it unless +m and -m both occur, where the scalar scan decides. Levels round
- * half to even like nearest_int (vcvtnq: NaN to 0 as well); the bsums are 16-byte sums. */
+/* F32 -> Q8_K, byte for byte what the core's quantizer writes: the scale from the vector max
+ * and min (vmaxnm / vminnm skip NaN, as the core does), levels rounded half to even like its
+ * nearest_int (vcvtnq: NaN to 0 as well), the bsums as 16-byte sums. */
 static void quantize_q8k_neon(const float * x, tsr_block_q8_K * y, int64_t n) {
     for (int64_t i = 0; i < n / TSR_QK_K; ++i, x += TSR_QK_K) {
         float32x4_t vhi = vdupq_n_f32(0.0f), vlo = vdupq_n_f32(0.0f);
@@ -16409,8 +16417,7 @@ static void quantize_q8k_neon(const float * x, tsr_block_q8_K * y, int64_t n) {
             vhi = vmaxnmq_f32(vhi, v);
             vlo = vminnmq_f32(vlo, v);
         }
-        const float hi = vmaxnmvq_f32(vhi), lo = vminnmvq_f32(vlo);
-        const float max = hi > -lo ? hi : -lo > hi ? lo : hi == 0.0f ? 0.0f : tsr_impl::signed_amax(x, TSR_QK_K);
+        const float max = q8k_signed_max(vmaxnmvq_f32(vhi), vminnmvq_f32(vlo), x);
         std::memset(&y[i], 0, sizeof(y[i]));
         if (max == 0.0f) continue;
         const float iscale = -127.0f / max;

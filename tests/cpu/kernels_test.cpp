@@ -204,6 +204,14 @@ TEST_CASE("quantize_q8k: every SIMD kernel writes the scalar kernel's bytes", "[
     x.insert(x.end(), TSR_QK_K, 0.0f);  // a zero block
     for (int j = 0; j < TSR_QK_K; ++j) x.push_back((float)(j % 17) - 8.5f);  // k + 0.5 values
     x.back() = -127.0f;  // the largest magnitude negative: d = 1, ties round to even
+    // +m and -m both: the first of them sets the scale's sign (a vector max and min cannot
+    // tell which came first), negative first and positive first
+    for (float first : {-3.0f, 3.0f}) {
+        const size_t at = x.size();
+        for (int j = 0; j < TSR_QK_K; ++j) x.push_back(std::uniform_real_distribution<float>(-2.5f, 2.5f)(rng));
+        x[at + 7] = first;
+        x[at + 200] = -first;
+    }
     const int64_t n = (int64_t)x.size(), nb = n / TSR_QK_K;
     std::vector<tsr_block_q8_K> ref((size_t)nb), got((size_t)nb);
     tcpu::kernels_scalar.quantize_q8k(x.data(), ref.data(), n);

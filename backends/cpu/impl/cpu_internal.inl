@@ -388,6 +388,15 @@ struct cparams {
 
 static void barrier(const cparams & p);
 
+/* The value the core's Q8_K quantizer takes its scale from (the first one of largest
+ * magnitude, NaN skipped), from a super-block's max hi and min lo as SIMD code finds them:
+ * only when +m and -m both occur does their order decide, and a scan settles it. */
+static inline float q8k_signed_max(float hi, float lo, const float * x) {
+    if (hi > -lo) return hi;
+    if (-lo > hi) return lo;
+    return hi == 0.0f ? 0.0f : tsr_impl::signed_amax(x, TSR_QK_K);
+}
+
 /* Activations quantized for integer dot products (yq8 blocks of 32, Q8_K super-blocks of
  * 256) give every block holding a NaN or an infinity the scale NaN: quantizing counts those
  * as 0, so the dots would drop them, where float arithmetic (PyTorch, the float paths, the

@@ -682,8 +682,8 @@ TSR_TARGET_AVX2 static float dot_q6_K_q8_K_avx2(int64_t n, const void * vx, cons
 }
 
 /* F32 -> Q8_K as the core's quantizer: the signed value of largest magnitude maps to -127
- * (the largest positive one when a positive and a negative value tie), levels rounded to
- * nearest even, and the sums of every 16 levels. */
+ * (the first of them when a positive and a negative value tie), levels rounded to nearest
+ * even, and the sums of every 16 levels. */
 TSR_TARGET_AVX2 static void quantize_q8k_avx2(const float * x, tsr_block_q8_K * y, int64_t n) {
     for (int64_t i = 0; i < n / TSR_QK_K; ++i, x += TSR_QK_K) {
         __m256 vmax = _mm256_set1_ps(-INFINITY), vmin = _mm256_set1_ps(INFINITY);
@@ -697,7 +697,7 @@ TSR_TARGET_AVX2 static void quantize_q8k_avx2(const float * x, tsr_block_q8_K * 
         _mm256_storeu_ps(mn, vmin);
         float hi = mx[0], lo = mn[0];
         for (int l = 1; l < 8; ++l) { hi = std::max(hi, mx[l]); lo = std::min(lo, mn[l]); }
-        const float max = hi >= -lo ? hi : lo;
+        const float max = q8k_signed_max(hi, lo, x);
         std::memset(&y[i], 0, sizeof(y[i]));
         if (max == 0.0f || max != max) continue;
         const float iscale = -127.0f / max;

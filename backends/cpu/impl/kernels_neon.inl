@@ -642,10 +642,9 @@ static float dot_k2_q8_K_neon(int64_t n, const void * vx, const tsr_block_q8_K *
 static float dot_q2_K_q8_K_neon(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K_neon<false>(n, x, y); }
 static float dot_q3_K_q8_K_neon(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K_neon<true>(n, x, y); }
 
-/* F32 -> Q8_K, byte for byte what the core's quantizer writes: its scale comes from the first
- * value of largest magnitude (NaN skipped), so the vector max and min (vmaxnm / vminnm skip
- * NaN) settle it unless +m and -m both occur, where the scalar scan decides. Levels round
- * half to even like nearest_int (vcvtnq: NaN to 0 as well); the bsums are 16-byte sums. */
+/* F32 -> Q8_K, byte for byte what the core's quantizer writes: the scale from the vector max
+ * and min (vmaxnm / vminnm skip NaN, as the core does), levels rounded half to even like its
+ * nearest_int (vcvtnq: NaN to 0 as well), the bsums as 16-byte sums. */
 static void quantize_q8k_neon(const float * x, tsr_block_q8_K * y, int64_t n) {
     for (int64_t i = 0; i < n / TSR_QK_K; ++i, x += TSR_QK_K) {
         float32x4_t vhi = vdupq_n_f32(0.0f), vlo = vdupq_n_f32(0.0f);
@@ -654,8 +653,7 @@ static void quantize_q8k_neon(const float * x, tsr_block_q8_K * y, int64_t n) {
             vhi = vmaxnmq_f32(vhi, v);
             vlo = vminnmq_f32(vlo, v);
         }
-        const float hi = vmaxnmvq_f32(vhi), lo = vminnmvq_f32(vlo);
-        const float max = hi > -lo ? hi : -lo > hi ? lo : hi == 0.0f ? 0.0f : tsr_impl::signed_amax(x, TSR_QK_K);
+        const float max = q8k_signed_max(vmaxnmvq_f32(vhi), vminnmvq_f32(vlo), x);
         std::memset(&y[i], 0, sizeof(y[i]));
         if (max == 0.0f) continue;
         const float iscale = -127.0f / max;
