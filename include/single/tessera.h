@@ -12944,6 +12944,9 @@ struct kernels {
     void (*dot4[SLOT_COUNT])(int64_t n, const char * x, size_t lda, const void * y, float * out);
     /* x (src0 row of the slot's K-quant type) with y quantized to Q8_K; NULL: the scalar path's */
     float (*dot_q8k[KSLOT_COUNT])(int64_t n, const void * x, const tsr_block_q8_K * y);
+    /* 4 K-quant rows lda apart at once, as dot4 (out[r] equal to dot_q8k's result for row r);
+     * NULL: dot_q8k one row at a time */
+    void (*dot4_q8k[KSLOT_COUNT])(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out);
     /* x (src0 row of the slot's 32-element type) with yq8 blocks followed by their Q4 side
      * arrays (y_side; the AVX-512 kernels read them); NULL: the scalar path's */
     float (*dot_yq8[QSLOT_COUNT])(int64_t n, const void * x, const yq8 * y);
@@ -16268,7 +16271,9 @@ static constexpr act_kernels act_table_neon = [] {
  * Levels unpacked 16 at a time, multiplied with the activations in int16 pairs (a level of at
  * most 63 in magnitude times 127, two per lane: within int16), pairs summed into 4 int32
  * lanes per 16 elements and scaled by the sub-block's integer scale in int32; d once per
- * super-block in float. */
+ * super-block in float. Each format is one super-block step (below) that a row driver runs
+ * over one row or four: the 4-row kernel does each row's float operations in the same order
+ * as the 1-row one, so a row's result does not depend on which kernel ran it. */
 
 /* 4 int32 lanes holding the sum of a[i] * b[i] over 16 int8 pairs */
 static inline int32x4_t dot16_lanes_neon(int8x16_t a, int8x16_t b) {
@@ -16276,135 +16281,146 @@ static inline int32x4_t dot16_lanes_neon(int8x16_t a, int8x16_t b) {
     return vpaddlq_s16(p);
 }
 
+/* What a row has summed so far: the scaled level sums in 4 float lanes, and the mins' part
+ * (subtracted at the end). */
+struct k_row_sum_neon {
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    float mins = 0.0f;
+    float total() const { return vaddvq_f32(acc) - mins; }
+};
+
 /* Q4_K (HIGH false) / Q5_K (HIGH true): qs byte 32c + l holds element 64c + l (low nibble)
  * and 64c + 32 + l (high); Q5_K's fifth bits are bits 2c / 2c + 1 of qh[l]. */
 template <bool HIGH>
-static float dot_k4_q8_K_neon(int64_t n, const uint8_t * base, size_t bsize, const tsr_block_q8_K * y) {
+static inline void k4_step_neon(const uint8_t * blk, const tsr_block_q8_K & y, k_row_sum_neon & r) {
     const uint8x16_t m4 = vdupq_n_u8(0x0F), m10 = vdupq_n_u8(0x10);
-    float32x4_t acc = vdupq_n_f32(0.0f);
-    float mins = 0.0f;
-    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
-        const uint8_t * blk = base + (size_t)i * bsize;
-        const uint8_t * qs = blk + (HIGH ? 48 : 16);
-        int sc[8], mn[8];
-        int32_t summ = 0;
-        for (int sb = 0; sb < 8; ++sb) {
-            tsr_impl::k4_scale_min(sb, blk + 4, &sc[sb], &mn[sb]);
-            summ += mn[sb] * (y[i].bsums[2 * sb] + y[i].bsums[2 * sb + 1]);
-        }
-        uint16_t d16, dmin16;
-        std::memcpy(&d16, blk, 2);
-        std::memcpy(&dmin16, blk + 2, 2);
-        mins += y[i].d * h2f(dmin16) * (float)summ;
-        const uint8x16_t qh[2] = {HIGH ? vld1q_u8(blk + 16) : vdupq_n_u8(0), HIGH ? vld1q_u8(blk + 32) : vdupq_n_u8(0)};
-        int32x4_t sumi = vdupq_n_s32(0);
-        for (int c = 0; c < 4; ++c) {
-            int32x4_t lo = vdupq_n_s32(0), hi = vdupq_n_s32(0);
-            for (int half = 0; half < 2; ++half) {
-                const uint8x16_t v = vld1q_u8(qs + 32 * c + 16 * half);
-                uint8x16_t l = vandq_u8(v, m4), h = vshrq_n_u8(v, 4);
-                if (HIGH) {
-                    /* bit 2c (2c + 1) of qh to bit 4: shift left by 4 - 2c (right when negative) */
-                    const int8x16_t s0 = vdupq_n_s8((int8_t)(4 - 2 * c)), s1 = vdupq_n_s8((int8_t)(3 - 2 * c));
-                    l = vorrq_u8(l, vandq_u8(vshlq_u8(qh[half], s0), m10));
-                    h = vorrq_u8(h, vandq_u8(vshlq_u8(qh[half], s1), m10));
-                }
-                lo = vaddq_s32(lo, dot16_lanes_neon(vreinterpretq_s8_u8(l), vld1q_s8(y[i].qs + 64 * c + 16 * half)));
-                hi = vaddq_s32(hi, dot16_lanes_neon(vreinterpretq_s8_u8(h), vld1q_s8(y[i].qs + 64 * c + 32 + 16 * half)));
-            }
-            sumi = vmlaq_n_s32(vmlaq_n_s32(sumi, lo, sc[2 * c]), hi, sc[2 * c + 1]);
-        }
-        acc = vmlaq_n_f32(acc, vcvtq_f32_s32(sumi), y[i].d * h2f(d16));
+    const uint8_t * qs = blk + (HIGH ? 48 : 16);
+    int sc[8], mn[8];
+    int32_t summ = 0;
+    for (int sb = 0; sb < 8; ++sb) {
+        tsr_impl::k4_scale_min(sb, blk + 4, &sc[sb], &mn[sb]);
+        summ += mn[sb] * (y.bsums[2 * sb] + y.bsums[2 * sb + 1]);
     }
-    return vaddvq_f32(acc) - mins;
-}
-
-static float dot_q4_K_q8_K_neon(int64_t n, const void * x, const tsr_block_q8_K * y) {
-    return dot_k4_q8_K_neon<false>(n, (const uint8_t *)x, sizeof(tsr_block_q4_K), y);
-}
-static float dot_q5_K_q8_K_neon(int64_t n, const void * x, const tsr_block_q8_K * y) {
-    return dot_k4_q8_K_neon<true>(n, (const uint8_t *)x, sizeof(tsr_block_q5_K), y);
+    uint16_t d16, dmin16;
+    std::memcpy(&d16, blk, 2);
+    std::memcpy(&dmin16, blk + 2, 2);
+    r.mins += y.d * h2f(dmin16) * (float)summ;
+    const uint8x16_t qh[2] = {HIGH ? vld1q_u8(blk + 16) : vdupq_n_u8(0), HIGH ? vld1q_u8(blk + 32) : vdupq_n_u8(0)};
+    int32x4_t sumi = vdupq_n_s32(0);
+    for (int c = 0; c < 4; ++c) {
+        int32x4_t lo = vdupq_n_s32(0), hi = vdupq_n_s32(0);
+        for (int half = 0; half < 2; ++half) {
+            const uint8x16_t v = vld1q_u8(qs + 32 * c + 16 * half);
+            uint8x16_t l = vandq_u8(v, m4), h = vshrq_n_u8(v, 4);
+            if (HIGH) {
+                /* bit 2c (2c + 1) of qh to bit 4: shift left by 4 - 2c (right when negative) */
+                const int8x16_t s0 = vdupq_n_s8((int8_t)(4 - 2 * c)), s1 = vdupq_n_s8((int8_t)(3 - 2 * c));
+                l = vorrq_u8(l, vandq_u8(vshlq_u8(qh[half], s0), m10));
+                h = vorrq_u8(h, vandq_u8(vshlq_u8(qh[half], s1), m10));
+            }
+            lo = vaddq_s32(lo, dot16_lanes_neon(vreinterpretq_s8_u8(l), vld1q_s8(y.qs + 64 * c + 16 * half)));
+            hi = vaddq_s32(hi, dot16_lanes_neon(vreinterpretq_s8_u8(h), vld1q_s8(y.qs + 64 * c + 32 + 16 * half)));
+        }
+        sumi = vmlaq_n_s32(vmlaq_n_s32(sumi, lo, sc[2 * c]), hi, sc[2 * c + 1]);
+    }
+    r.acc = vmlaq_n_f32(r.acc, vcvtq_f32_s32(sumi), y.d * h2f(d16));
 }
 
 /* Q6_K: element 128h + 32k + l is a nibble of ql[64h + 32(k % 2) + l] (low for k < 2) with
  * bits 2k..2k+1 of qh[32h + l] above it, minus 32; a signed 8-bit scale per 16 elements. */
-static float dot_q6_K_q8_K_neon(int64_t n, const void * vx, const tsr_block_q8_K * y) {
-    const tsr_block_q6_K * x = (const tsr_block_q6_K *)vx;
+static inline void q6k_step_neon(const uint8_t * blk, const tsr_block_q8_K & y, k_row_sum_neon & r) {
+    const tsr_block_q6_K & x = *(const tsr_block_q6_K *)blk;
     const uint8x16_t m4 = vdupq_n_u8(0x0F), m30 = vdupq_n_u8(0x30);
     const int8x16_t off = vdupq_n_s8(32);
-    float32x4_t acc = vdupq_n_f32(0.0f);
-    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
-        int32x4_t sumi = vdupq_n_s32(0);
-        for (int h = 0; h < 2; ++h)
-            for (int half = 0; half < 2; ++half) {  /* l in [16 half, 16 half + 16) */
-                const uint8x16_t ql0 = vld1q_u8(x[i].ql + 64 * h + 16 * half), ql1 = vld1q_u8(x[i].ql + 64 * h + 32 + 16 * half);
-                const uint8x16_t qh = vld1q_u8(x[i].qh + 32 * h + 16 * half);
-                const uint8x16_t q[4] = {
-                    vorrq_u8(vandq_u8(ql0, m4), vandq_u8(vshlq_n_u8(qh, 4), m30)),
-                    vorrq_u8(vandq_u8(ql1, m4), vandq_u8(vshlq_n_u8(qh, 2), m30)),
-                    vorrq_u8(vshrq_n_u8(ql0, 4), vandq_u8(qh, m30)),
-                    vorrq_u8(vshrq_n_u8(ql1, 4), vandq_u8(vshrq_n_u8(qh, 2), m30)),
-                };
-                for (int k = 0; k < 4; ++k) {
-                    const int e = 128 * h + 32 * k + 16 * half;
-                    const int32x4_t p = dot16_lanes_neon(vsubq_s8(vreinterpretq_s8_u8(q[k]), off), vld1q_s8(y[i].qs + e));
-                    sumi = vmlaq_n_s32(sumi, p, x[i].scales[e / 16]);
-                }
+    int32x4_t sumi = vdupq_n_s32(0);
+    for (int h = 0; h < 2; ++h)
+        for (int half = 0; half < 2; ++half) {  /* l in [16 half, 16 half + 16) */
+            const uint8x16_t ql0 = vld1q_u8(x.ql + 64 * h + 16 * half), ql1 = vld1q_u8(x.ql + 64 * h + 32 + 16 * half);
+            const uint8x16_t qh = vld1q_u8(x.qh + 32 * h + 16 * half);
+            const uint8x16_t q[4] = {
+                vorrq_u8(vandq_u8(ql0, m4), vandq_u8(vshlq_n_u8(qh, 4), m30)),
+                vorrq_u8(vandq_u8(ql1, m4), vandq_u8(vshlq_n_u8(qh, 2), m30)),
+                vorrq_u8(vshrq_n_u8(ql0, 4), vandq_u8(qh, m30)),
+                vorrq_u8(vshrq_n_u8(ql1, 4), vandq_u8(vshrq_n_u8(qh, 2), m30)),
+            };
+            for (int k = 0; k < 4; ++k) {
+                const int e = 128 * h + 32 * k + 16 * half;
+                const int32x4_t p = dot16_lanes_neon(vsubq_s8(vreinterpretq_s8_u8(q[k]), off), vld1q_s8(y.qs + e));
+                sumi = vmlaq_n_s32(sumi, p, x.scales[e / 16]);
             }
-        acc = vmlaq_n_f32(acc, vcvtq_f32_s32(sumi), h2f(x[i].d) * y[i].d);
-    }
-    return vaddvq_f32(acc);
+        }
+    r.acc = vmlaq_n_f32(r.acc, vcvtq_f32_s32(sumi), h2f(x.d) * y.d);
 }
 
 /* Q2_K (levels 0..3, 4-bit scale and min per 16) and Q3_K (levels -4..3: the 2 low bits as
  * Q2_K's, minus 4 where the hmask bit is clear; signed 6-bit scale per 16): element
  * 128h + 32j + l sits at bits 2j of qs[32h + l] and bit 4h + j of hmask[l]. */
 template <bool Q3>
-static float dot_k2_q8_K_neon(int64_t n, const void * vx, const tsr_block_q8_K * y) {
+static inline void k2_step_neon(const uint8_t * blk, const tsr_block_q8_K & y, k_row_sum_neon & r) {
     const uint8x16_t m3 = vdupq_n_u8(3), four = vdupq_n_u8(4);
-    float32x4_t acc = vdupq_n_f32(0.0f);
-    float mins = 0.0f;
-    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
-        const tsr_block_q2_K * b2 = (const tsr_block_q2_K *)vx + i;
-        const tsr_block_q3_K * b3 = (const tsr_block_q3_K *)vx + i;
-        const uint8_t * qs = Q3 ? b3->qs : b2->qs;
-        int sc[16];
-        float d;
-        if (Q3) {
-            for (int g = 0; g < 16; ++g) sc[g] = tsr_impl::q3k_scale(g, b3->scales);
-            d = h2f(b3->d);
-        } else {
-            const uint8x16_t s = vld1q_u8(b2->scales);
-            int16x8_t mn[2] = {vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(vshrq_n_u8(s, 4)))),
-                               vreinterpretq_s16_u16(vmovl_high_u8(vshrq_n_u8(s, 4)))};
-            const int32x4_t summ = vmlal_high_s16(vmlal_s16(vmlal_high_s16(vmull_s16(vget_low_s16(mn[0]), vld1_s16(y[i].bsums)),
-                                                                           mn[0], vld1q_s16(y[i].bsums)),
-                                                            vget_low_s16(mn[1]), vld1_s16(y[i].bsums + 8)),
-                                                  mn[1], vld1q_s16(y[i].bsums + 8));
-            mins += y[i].d * h2f(b2->dmin) * (float)vaddvq_s32(summ);
-            for (int g = 0; g < 16; ++g) sc[g] = b2->scales[g] & 0x0F;
-            d = h2f(b2->d);
-        }
-        int32x4_t sumi = vdupq_n_s32(0);
-        for (int h = 0; h < 2; ++h)
-            for (int half = 0; half < 2; ++half) {  /* l in [16 half, 16 half + 16) */
-                const uint8x16_t q = vld1q_u8(qs + 32 * h + 16 * half);
-                const uint8x16_t hm = Q3 ? vld1q_u8(b3->hmask + 16 * half) : vdupq_n_u8(0);
-                for (int j = 0; j < 4; ++j) {
-                    const int e = 128 * h + 32 * j + 16 * half;
-                    uint8x16_t v = vandq_u8(vshlq_u8(q, vdupq_n_s8((int8_t)(-2 * j))), m3);
-                    if (Q3) v = vorrq_u8(v, vandq_u8(vtstq_u8(hm, vdupq_n_u8((uint8_t)(1u << (4 * h + j)))), four));
-                    const int8x16_t sv = Q3 ? vsubq_s8(vreinterpretq_s8_u8(v), vreinterpretq_s8_u8(four)) : vreinterpretq_s8_u8(v);
-                    sumi = vmlaq_n_s32(sumi, dot16_lanes_neon(sv, vld1q_s8(y[i].qs + e)), sc[e / 16]);
-                }
-            }
-        acc = vmlaq_n_f32(acc, vcvtq_f32_s32(sumi), y[i].d * d);
+    const tsr_block_q2_K * b2 = (const tsr_block_q2_K *)blk;
+    const tsr_block_q3_K * b3 = (const tsr_block_q3_K *)blk;
+    const uint8_t * qs = Q3 ? b3->qs : b2->qs;
+    int sc[16];
+    float d;
+    if (Q3) {
+        for (int g = 0; g < 16; ++g) sc[g] = tsr_impl::q3k_scale(g, b3->scales);
+        d = h2f(b3->d);
+    } else {
+        /* mins (high nibbles) times bsums, 16 products in int32 */
+        const uint8x16_t mn = vshrq_n_u8(vld1q_u8(b2->scales), 4);
+        const int16x8_t m0 = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(mn))), m1 = vreinterpretq_s16_u16(vmovl_high_u8(mn));
+        const int16x8_t s0 = vld1q_s16(y.bsums), s1 = vld1q_s16(y.bsums + 8);
+        int32x4_t summ = vmull_s16(vget_low_s16(m0), vget_low_s16(s0));
+        summ = vmlal_high_s16(summ, m0, s0);
+        summ = vmlal_s16(summ, vget_low_s16(m1), vget_low_s16(s1));
+        summ = vmlal_high_s16(summ, m1, s1);
+        r.mins += y.d * h2f(b2->dmin) * (float)vaddvq_s32(summ);
+        for (int g = 0; g < 16; ++g) sc[g] = b2->scales[g] & 0x0F;
+        d = h2f(b2->d);
     }
-    return vaddvq_f32(acc) - mins;
+    int32x4_t sumi = vdupq_n_s32(0);
+    for (int h = 0; h < 2; ++h)
+        for (int half = 0; half < 2; ++half) {  /* l in [16 half, 16 half + 16) */
+            const uint8x16_t q = vld1q_u8(qs + 32 * h + 16 * half);
+            const uint8x16_t hm = Q3 ? vld1q_u8(b3->hmask + 16 * half) : vdupq_n_u8(0);
+            for (int j = 0; j < 4; ++j) {
+                const int e = 128 * h + 32 * j + 16 * half;
+                uint8x16_t v = vandq_u8(vshlq_u8(q, vdupq_n_s8((int8_t)(-2 * j))), m3);
+                if (Q3) v = vorrq_u8(v, vandq_u8(vtstq_u8(hm, vdupq_n_u8((uint8_t)(1u << (4 * h + j)))), four));
+                const int8x16_t sv = Q3 ? vsubq_s8(vreinterpretq_s8_u8(v), vreinterpretq_s8_u8(four)) : vreinterpretq_s8_u8(v);
+                sumi = vmlaq_n_s32(sumi, dot16_lanes_neon(sv, vld1q_s8(y.qs + e)), sc[e / 16]);
+            }
+        }
+    r.acc = vmlaq_n_f32(r.acc, vcvtq_f32_s32(sumi), y.d * d);
 }
 
-static float dot_q2_K_q8_K_neon(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K_neon<false>(n, x, y); }
-static float dot_q3_K_q8_K_neon(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K_neon<true>(n, x, y); }
+/* The row drivers: STEP over every super-block of BSIZE bytes, of one row or of four rows
+ * lda apart (lda 0: one row four times, for the rows a 4-way split leaves over). */
+template <size_t BSIZE, void (*STEP)(const uint8_t *, const tsr_block_q8_K &, k_row_sum_neon &)>
+static float dot_q8k_neon(int64_t n, const void * x, const tsr_block_q8_K * y) {
+    k_row_sum_neon r;
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) STEP((const uint8_t *)x + (size_t)i * BSIZE, y[i], r);
+    return r.total();
+}
+
+template <size_t BSIZE, void (*STEP)(const uint8_t *, const tsr_block_q8_K &, k_row_sum_neon &)>
+static void dot4_q8k_neon(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out) {
+    k_row_sum_neon r[4];
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i)
+        for (int k = 0; k < 4; ++k) STEP((const uint8_t *)x + (size_t)k * lda + (size_t)i * BSIZE, y[i], r[k]);
+    for (int k = 0; k < 4; ++k) out[k] = r[k].total();
+}
+
+#define TSR_NEON_KQ(name, block, step)                                                              \
+    static constexpr auto dot_##name##_q8_K_neon = dot_q8k_neon<sizeof(block), step>;           \
+    static constexpr auto dot4_##name##_q8_K_neon = dot4_q8k_neon<sizeof(block), step>;
+TSR_NEON_KQ(q2_K, tsr_block_q2_K, k2_step_neon<false>)
+TSR_NEON_KQ(q3_K, tsr_block_q3_K, k2_step_neon<true>)
+TSR_NEON_KQ(q4_K, tsr_block_q4_K, k4_step_neon<false>)
+TSR_NEON_KQ(q5_K, tsr_block_q5_K, k4_step_neon<true>)
+TSR_NEON_KQ(q6_K, tsr_block_q6_K, q6k_step_neon)
+#undef TSR_NEON_KQ
 
 /* F32 -> Q8_K, byte for byte what the core's quantizer writes: the scale from the vector max
  * and min (vmaxnm / vminnm skip NaN, as the core does), levels rounded half to even like its
@@ -16512,6 +16528,11 @@ static constexpr kernels kernels_neon = [] {
     k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_neon;
     k.dot_q8k[KSLOT_Q5_K] = dot_q5_K_q8_K_neon;
     k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_neon;
+    k.dot4_q8k[KSLOT_Q2_K] = dot4_q2_K_q8_K_neon;
+    k.dot4_q8k[KSLOT_Q3_K] = dot4_q3_K_q8_K_neon;
+    k.dot4_q8k[KSLOT_Q4_K] = dot4_q4_K_q8_K_neon;
+    k.dot4_q8k[KSLOT_Q5_K] = dot4_q5_K_q8_K_neon;
+    k.dot4_q8k[KSLOT_Q6_K] = dot4_q6_K_q8_K_neon;
     k.dot_yq8[QSLOT_Q4_1] = dot_q32_yq8_neon<TSR_TYPE_Q4_1>;
     k.dot_yq8[QSLOT_Q5_0] = dot_q32_yq8_neon<TSR_TYPE_Q5_0>;
     k.dot_yq8[QSLOT_Q5_1] = dot_q32_yq8_neon<TSR_TYPE_Q5_1>;
@@ -16605,10 +16626,32 @@ static inline float dot_any(const kernels * K, enum tsr_type ta, int64_t n, cons
     }
 }
 
-/* K-quant rows against Q8_K columns (the ISA's dot, else the scalar path's). */
+/* K-quant rows against Q8_K columns (the ISA's dot, else the scalar path's). With a 4-row
+ * kernel, the 4 far-apart streams of mm_range's dot products, and the leftover rows through
+ * that kernel too. */
 static void mm_range_q8k(const kernels * K, const mm_args & a, int64_t m0, int64_t m1) {
     const int ks = q8k_slot(a.ta);
+    const auto dot4 = K->dot4_q8k[ks];
     const auto dot = K->dot_q8k[ks] ? K->dot_q8k[ks] : kernels_scalar.dot_q8k[ks];
+    if (dot4) {
+        const auto four = [&](const char * x, size_t lda, int64_t n, float * o) {
+            dot4(a.K, x, lda, (const tsr_block_q8_K *)(a.B + (size_t)n * a.ldb), o);
+        };
+        const int64_t q = (m1 - m0) / 4;
+        for (int64_t i = 0; i < q; ++i)
+            for (int64_t n = 0; n < a.N; ++n) {
+                float o[4];
+                four(a.A + (size_t)(m0 + i) * a.lda, (size_t)q * a.lda, n, o);
+                for (int r = 0; r < 4; ++r) a.C[(size_t)n * a.ldc + m0 + i + r * q] = o[r];
+            }
+        for (int64_t m = m0 + 4 * q; m < m1; ++m)
+            for (int64_t n = 0; n < a.N; ++n) {
+                float o[4];
+                four(a.A + (size_t)m * a.lda, 0, n, o);
+                a.C[(size_t)n * a.ldc + m] = o[0];
+            }
+        return;
+    }
     for (int64_t m = m0; m < m1; ++m) {
         const char * x = a.A + (size_t)m * a.lda;
         for (int64_t n = 0; n < a.N; ++n)

@@ -270,6 +270,26 @@ TEST_CASE("dot_q8k: every ISA path equals the scalar path for every K-quant", "[
             INFO("isa " << tsr_cpu_isa_name(isa));
             if (!k.K->dot_q8k[slot]) continue;
             CHECK(std::fabs((double)k.K->dot_q8k[slot](n, w.data(), y.data()) - want) <= 1e-5 * mag);
+            if (!k.K->dot4_q8k[slot]) continue;
+            // 4 rows of 3 super-blocks, 2 apart (overlapping), and lda 0: each row's result is
+            // the 1-row kernel's to the bit, so a row's value never depends on the split
+            const int64_t nr = 3 * TSR_QK_K;
+            for (size_t lda : {(size_t)0, 2 * bs}) {
+                float out[4] = {NAN, NAN, NAN, NAN};
+                k.K->dot4_q8k[slot](nr, (const char *)w.data(), lda, y.data(), out);
+                for (int r = 0; r < 4; ++r) {
+                    INFO("dot4 lda " << lda << " row " << r);
+                    const float one = k.K->dot_q8k[slot](nr, w.data() + r * lda, y.data());
+                    CHECK(std::memcmp(&out[r], &one, sizeof(float)) == 0);
+                    double wr = 0.0, mr = 0.0;
+                    for (int64_t i = 0; i < nr; ++i) {
+                        const double p = (double)wf[(size_t)(i + (int64_t)(r * lda / bs) * TSR_QK_K)] * yq[(size_t)i];
+                        wr += p;
+                        mr += std::fabs(p);
+                    }
+                    CHECK(std::fabs((double)out[r] - wr) <= 1e-5 * mr);
+                }
+            }
         }
     }
 }

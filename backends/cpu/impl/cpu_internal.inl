@@ -351,6 +351,9 @@ struct kernels {
     void (*dot4[SLOT_COUNT])(int64_t n, const char * x, size_t lda, const void * y, float * out);
     /* x (src0 row of the slot's K-quant type) with y quantized to Q8_K; NULL: the scalar path's */
     float (*dot_q8k[KSLOT_COUNT])(int64_t n, const void * x, const tsr_block_q8_K * y);
+    /* 4 K-quant rows lda apart at once, as dot4 (out[r] equal to dot_q8k's result for row r);
+     * NULL: dot_q8k one row at a time */
+    void (*dot4_q8k[KSLOT_COUNT])(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out);
     /* x (src0 row of the slot's 32-element type) with yq8 blocks followed by their Q4 side
      * arrays (y_side; the AVX-512 kernels read them); NULL: the scalar path's */
     float (*dot_yq8[QSLOT_COUNT])(int64_t n, const void * x, const yq8 * y);

@@ -69,10 +69,32 @@ static inline float dot_any(const kernels * K, enum tsr_type ta, int64_t n, cons
     }
 }
 
-/* K-quant rows against Q8_K columns (the ISA's dot, else the scalar path's). */
+/* K-quant rows against Q8_K columns (the ISA's dot, else the scalar path's). With a 4-row
+ * kernel, the 4 far-apart streams of mm_range's dot products, and the leftover rows through
+ * that kernel too. */
 static void mm_range_q8k(const kernels * K, const mm_args & a, int64_t m0, int64_t m1) {
     const int ks = q8k_slot(a.ta);
+    const auto dot4 = K->dot4_q8k[ks];
     const auto dot = K->dot_q8k[ks] ? K->dot_q8k[ks] : kernels_scalar.dot_q8k[ks];
+    if (dot4) {
+        const auto four = [&](const char * x, size_t lda, int64_t n, float * o) {
+            dot4(a.K, x, lda, (const tsr_block_q8_K *)(a.B + (size_t)n * a.ldb), o);
+        };
+        const int64_t q = (m1 - m0) / 4;
+        for (int64_t i = 0; i < q; ++i)
+            for (int64_t n = 0; n < a.N; ++n) {
+                float o[4];
+                four(a.A + (size_t)(m0 + i) * a.lda, (size_t)q * a.lda, n, o);
+                for (int r = 0; r < 4; ++r) a.C[(size_t)n * a.ldc + m0 + i + r * q] = o[r];
+            }
+        for (int64_t m = m0 + 4 * q; m < m1; ++m)
+            for (int64_t n = 0; n < a.N; ++n) {
+                float o[4];
+                four(a.A + (size_t)m * a.lda, 0, n, o);
+                a.C[(size_t)n * a.ldc + m] = o[0];
+            }
+        return;
+    }
     for (int64_t m = m0; m < m1; ++m) {
         const char * x = a.A + (size_t)m * a.lda;
         for (int64_t n = 0; n < a.N; ++n)
