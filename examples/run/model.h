@@ -338,6 +338,8 @@ struct weight_types {
 };
 
 inline weight_types q4_k_m_types() { return weight_types(TSR_TYPE_Q4_K, TSR_TYPE_Q6_K, TSR_TYPE_Q6_K); }
+// Q5_K_M: the same choice of tensors, Q5_K elsewhere
+inline weight_types q5_k_m_types() { return weight_types(TSR_TYPE_Q5_K, TSR_TYPE_Q6_K, TSR_TYPE_Q6_K); }
 
 // Create every weight tensor (named as llama.cpp does) in ctx: matrices in the types wt
 // says (their rows must be a multiple of the block size), norms, biases and positions in F32.

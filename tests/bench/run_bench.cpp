@@ -9,7 +9,7 @@
 // against gallocr + graph_compute on the backend directly: the scheduler's cost per graph.
 //
 //   run_bench [--csv] [-t threads (2)] [--prompt N (128)] [--gen N (16)]
-//             [--models gpt2,llama1b,moe] [--types f32,f16,q8_0,q4_0,q4_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda]
+//             [--models gpt2,llama1b,moe] [--types f32,f16,q8_0,q4_0,q4_K_M,q5_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda]
 //             [--ngl 0,half,all] [--parallel] [--write-gguf DIR] [--repack]
 // --parallel: the scheduler keeps rotating input copies with events (sched.h `parallel`).
 // --write-gguf DIR writes each selected model to DIR/tsr-<model>-<weights>.gguf instead of
@@ -154,7 +154,7 @@ int main(int argc, char ** argv) {
         else if (a == "--write-gguf") gguf_dir = next();
         else if (a == "--repack") repack = true;  // quantized CPU weights in a CPU_REPACK buffer (tessera-run --repack)
         else if (a == "--no-repack") repack = false;
-        else { fprintf(stderr, "usage: %s [--csv] [-t N] [--prompt N] [--gen N] [--models gpt2,llama1b,moe] [--types f32,f16,q8_0,q4_0,q4_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda] [--ngl 0,half,all] [--parallel] [--write-gguf DIR] [--repack]\n", argv[0]); return 2; }
+        else { fprintf(stderr, "usage: %s [--csv] [-t N] [--prompt N] [--gen N] [--models gpt2,llama1b,moe] [--types f32,f16,q8_0,q4_0,q4_K_M,q5_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda] [--ngl 0,half,all] [--parallel] [--write-gguf DIR] [--repack]\n", argv[0]); return 2; }
     }
     std::string err;
     tsr_backend_t backend = make_backend(backend_name, -1, threads, err);   // the kind's first device
@@ -171,9 +171,10 @@ int main(int argc, char ** argv) {
     if (!gpu || !gguf_dir.empty()) ngl_list = {"-"};
 
     struct mt { const char * name; weight_types t; };
-    // q4_K_M: llama.cpp's mix (Q6_K for output.weight and some attn_v / ffn_down)
+    // q4_K_M / q5_K_M: llama.cpp's mixes (Q6_K for output.weight and some attn_v / ffn_down)
     const mt all_types[] = {{"f32", TSR_TYPE_F32},   {"f16", TSR_TYPE_F16},    {"q8_0", TSR_TYPE_Q8_0},
-                            {"q4_0", TSR_TYPE_Q4_0}, {"q4_K_M", q4_k_m_types()}, {"q6_K", TSR_TYPE_Q6_K},
+                            {"q4_0", TSR_TYPE_Q4_0}, {"q4_K_M", q4_k_m_types()}, {"q5_K_M", q5_k_m_types()},
+                            {"q6_K", TSR_TYPE_Q6_K},
                             {"iq4_nl", TSR_TYPE_IQ4_NL}};
     std::vector<row> rows;
     for (const char * mname : {"gpt2", "llama1b", "moe"}) {
