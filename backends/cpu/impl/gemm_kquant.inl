@@ -2,6 +2,8 @@
  * gemm_kquant.inl - the packed int8 GEMM for the weight types without a GEMM of their own
  * (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K..Q6_K): their A panels are packed into the ISA's Q8_0
  * panel layout, so the Q8_0 micro-kernel streams them at its rate against yq8 activations.
+ * x86 packs them in registers (pack_x86.inl); this file has the table filler and the
+ * portable packer (NEON's), through the core's dequantization.
  *
  * Q5_0 and IQ4_NL are int8 times one fp16 scale per 32 already (q - 16, the IQ4_NL table
  * value): they pack exactly. The others carry a per-block min or scales per 16, which no
