@@ -14141,9 +14141,14 @@ TSR_TARGET_AVX2 static void pack_panel_i8_avx2(const char * a, size_t lda, int r
             for (int i = 0; i < 4; ++i) _mm_prefetch(ahead + (size_t)i * lda, _MM_HINT_T0);
             __m256i v[4];
             alignas(16) float s[4];
-            for (int i = 0; i < 4; ++i) {
-                if (i < live && b < nbv) v[i] = _mm256_xor_si256(block_i8_avx2<T>(a + (size_t)(r0 + i) * lda, b0 + b, &s[i]), flip);
-                else v[i] = pad, s[i] = 0.0f;
+            if (live == 4 && b < nbv) {  /* the common case unrolled: four independent blocks in flight */
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; ++i) v[i] = _mm256_xor_si256(block_i8_avx2<T>(a + (size_t)(r0 + i) * lda, b0 + b, &s[i]), flip);
+            } else {
+                for (int i = 0; i < 4; ++i) {
+                    if (i < live && b < nbv) v[i] = _mm256_xor_si256(block_i8_avx2<T>(a + (size_t)(r0 + i) * lda, b0 + b, &s[i]), flip);
+                    else v[i] = pad, s[i] = 0.0f;
+                }
             }
             uint8_t * q = d + (size_t)b * R * 36;
             store_quads4_avx2<R>(q + r0 * 4, v);
