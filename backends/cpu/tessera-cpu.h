@@ -87,6 +87,7 @@ TSR_API bool             tsr_cpu_has_avx512_vnni(void);
 #include "impl/quant.inl"
 #include "impl/pack.inl"
 #include "impl/gemm_kquant.inl"
+#include "impl/pack_x86.inl"
 #include "impl/kernels_avx2.inl"
 #include "impl/kernels_avx512.inl"
 #include "impl/kernels_neon.inl"

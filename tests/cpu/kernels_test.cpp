@@ -14,6 +14,7 @@
 #include "cpu_test_util.h"
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -344,43 +345,163 @@ TEST_CASE("dot_yq8: every ISA path equals the scalar path for Q4_1, Q5_0, Q5_1 a
     }
 }
 
-// Q5_0 and IQ4_NL are int8 values times one fp16 scale per 32, so their GEMM packs them
-// exactly: each ISA's panel equals its Q8_0 packer's panel of the Q8_0 blocks written here
-// (values q - 16 / the IQ4_NL table, the same d), for rows past a panel and k past K.
-TEST_CASE("GEMM A panels of Q5_0 and IQ4_NL equal the Q8_0 panels of their exact values", "[cpu][mul_mat][kernels][quant]") {
+namespace {
+
+// How an ISA's int8 A panel holds weight levels (layouts in pack.inl): x86 writes per 32 k
+// 8 quads x mr rows x 4 bytes, AVX-512 with the bytes of Q8_0-style levels offset by 128,
+// both ISAs Q4_0 as its nibbles (level + 8); NEON writes mr rows x 32 signed bytes. Then
+// mr float scales. The panel of nb blocks from k0 of `rows` rows of type t (stride lda)
+// packed by g, on the ISA in use (t: the encoding, Q4_0 or any other).
+struct packed_panel {
+    const tcpu::gemm_impl * g;
+    std::vector<uint8_t> bytes;
+    const uint8_t * p;
+    bool rows_layout, is_signed;
+    int offset;
+    packed_panel(const tcpu::gemm_impl * gi, tsr_cpu_isa isa, tsr_type t, const std::vector<uint8_t> & w, size_t lda, int rows,
+                 int64_t K, int64_t k0, int nb)
+        : g(gi), bytes(gi->a_bytes_32k * (size_t)nb, 0xAB), p(bytes.data()) {
+        g->pack_a((const char *)w.data(), lda, rows, K, k0, nb * 32, bytes.data());
+        rows_layout = isa == TSR_CPU_ISA_NEON;
+        const bool nibbles = t == TSR_TYPE_Q4_0 && !rows_layout;
+        is_signed = !nibbles && isa != TSR_CPU_ISA_AVX512;
+        offset = nibbles ? 8 : (is_signed ? 0 : 128);
+    }
+    int level(int b, int r, int j) const {
+        const uint8_t * blk = p + (size_t)b * g->a_bytes_32k;
+        const uint8_t byte = rows_layout ? blk[r * 32 + j] : blk[((j / 4) * g->mr + r) * 4 + j % 4];
+        return (is_signed ? (int)(int8_t)byte : (int)byte) - offset;
+    }
+    float scale(int b, int r) const {
+        float s;
+        std::memcpy(&s, p + (size_t)b * g->a_bytes_32k + (size_t)g->mr * 32 + (size_t)r * 4, 4);
+        return s;
+    }
+};
+
+// The panel of `rows` rows of type t (row stride lda) for k in [k0, k0 + kc) on the GEMM
+// the ISA in use runs for t.
+const tcpu::gemm_impl * gemm_of(const tcpu::kernels * K, tsr_type t) {
+    const int slot = tcpu::type_slot(t);
+    return slot >= 0 ? K->gemm[slot] : K->gemm_x[tcpu::requant_slot(t)];
+}
+
+// Element j of block b of an exact type's row, as the int8 level the format defines.
+int exact_level(tsr_type t, const uint8_t * row, int64_t b, int j) {
     static const int8_t iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    const uint8_t * blk = row + (size_t)b * tsr_type_size(t);
+    if (t == TSR_TYPE_Q8_0) return (int8_t)blk[2 + j];
+    const uint8_t * qs = blk + (t == TSR_TYPE_Q5_0 ? 6 : 2);
+    const int nib = j < 16 ? (qs[j] & 0x0F) : (qs[j - 16] >> 4);
+    if (t == TSR_TYPE_Q4_0) return nib - 8;
+    if (t == TSR_TYPE_IQ4_NL) return iq4nl[nib];
+    uint32_t qh;
+    std::memcpy(&qh, blk + 2, 4);
+    return (nib | (int)((qh >> j) & 1) << 4) - 16;
+}
+
+} // namespace
+
+// Q8_0, Q4_0, Q5_0 and IQ4_NL are int8 levels times one fp16 scale per 32: every ISA's
+// GEMM packs them exactly. Each byte of the panel against the levels and scales read from
+// the blocks here: rows past `rows` (a partial group of four) and blocks past K hold level
+// 0 and scale 0, a k0 past the first blocks and a row stride past the row's end.
+TEST_CASE("GEMM A panels of Q8_0, Q4_0, Q5_0 and IQ4_NL hold the blocks' exact levels on every ISA", "[cpu][mul_mat][kernels][quant]") {
     std::mt19937 rng(17);
-    const int64_t nb = 5, K = nb * 32;
-    for (tsr_type t : {TSR_TYPE_Q5_0, TSR_TYPE_IQ4_NL}) {
-        const size_t bs = tsr_type_size(t);
-        const int rows = 3;
-        std::vector<uint8_t> w(bs * (size_t)(nb * rows));
+    const int64_t nbk = 6, K = nbk * 32;
+    const int rows = 5;
+    for (tsr_type t : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q5_0, TSR_TYPE_IQ4_NL}) {
+        const size_t bs = tsr_type_size(t), lda = bs * (size_t)(nbk + 1);
+        std::vector<uint8_t> w(lda * rows);
         for (auto & v : w) v = (uint8_t)(rng() & 0xff);
-        std::vector<tsr_block_q8_0> q8((size_t)(nb * rows));
-        for (size_t b = 0; b < q8.size(); ++b) {
-            const uint8_t * blk = w.data() + b * bs;
-            const tsr_fp16_t d = tsr_fp32_to_fp16(std::uniform_real_distribution<float>(-0.01f, 0.01f)(rng));
-            std::memcpy(w.data() + b * bs, &d, 2);  // d first in both formats
-            q8[b].d = d;
-            const uint8_t * qs = blk + (t == TSR_TYPE_Q5_0 ? 6 : 2);
-            uint32_t qh = 0;
-            if (t == TSR_TYPE_Q5_0) std::memcpy(&qh, blk + 2, 4);
-            for (int j = 0; j < 32; ++j) {
-                const int nib = j < 16 ? (qs[j] & 0x0F) : (qs[j - 16] >> 4);
-                q8[b].qs[j] = (int8_t)(t == TSR_TYPE_Q5_0 ? (nib | (int)((qh >> j) & 1) << 4) - 16 : iq4nl[nib]);
+        for (int r = 0; r < rows; ++r)
+            for (int64_t b = 0; b <= nbk; ++b) {  // d first in every one of these formats
+                const tsr_fp16_t d = tsr_fp32_to_fp16(std::uniform_real_distribution<float>(-0.01f, 0.01f)(rng));
+                std::memcpy(w.data() + r * lda + (size_t)b * bs, &d, 2);
             }
-        }
         for (tsr_cpu_isa isa : tsrt::isas()) {
             kernels_of k(isa);
-            const tcpu::gemm_impl * g = k.K->gemm_x[tcpu::requant_slot(t)];
-            const tcpu::gemm_impl * g8 = k.K->gemm[tcpu::SLOT_Q8_0];
-            if (!g || !g8) continue;
+            const tcpu::gemm_impl * g = gemm_of(k.K, t);
+            if (!g) continue;
+            for (int64_t k0 : {(int64_t)0, (int64_t)64}) {
+                const int nb = 7;  // past K: 1 block from k0 0, 3 from k0 64
+                const packed_panel pv(g, isa, t, w, lda, rows, K, k0, nb);
+                int bad = 0;
+                for (int b = 0; b < nb; ++b)
+                    for (int r = 0; r < g->mr; ++r) {
+                        const int64_t kb = k0 / 32 + b;
+                        const bool live = r < rows && kb < nbk;
+                        const uint8_t * row = w.data() + r * lda;
+                        tsr_fp16_t d = 0;
+                        if (live) std::memcpy(&d, row + kb * bs, 2);
+                        const float want_s = live ? tsr_fp16_to_fp32(d) : 0.0f;
+                        bad += pv.scale(b, r) != want_s;
+                        for (int j = 0; j < 32; ++j) bad += pv.level(b, r, j) != (live ? exact_level(t, row, kb, j) : 0);
+                    }
+                INFO(tsr_type_name(t) << " isa " << tsr_cpu_isa_name(isa) << " k0 " << k0);
+                CHECK(bad == 0);
+            }
+        }
+    }
+}
+
+// The other types (a min, or scales per 16) are requantized per 32 when packed: each block's
+// scale is its largest dequantized weight / 127 and each level is within half a step of
+// the weight (tsr_to_float_row's values; NEON's panels keep Q8_0's fp16 scale, the rounded
+// scale's error times the level on top); a block with an infinite fp16 scale gets scale
+// NaN (its products are NaN, as in float arithmetic); rows and blocks past the ends 0.
+TEST_CASE("GEMM A panels of Q4_1, Q5_1 and the K-quants requantize every block within half a step", "[cpu][mul_mat][kernels][quant]") {
+    std::mt19937 rng(23);
+    const int64_t K = 512;
+    const int rows = 5;
+    for (tsr_type t : {TSR_TYPE_Q4_1, TSR_TYPE_Q5_1, TSR_TYPE_Q2_K, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K}) {
+        const size_t lda = tsr_row_size(t, K);
+        std::vector<float> x((size_t)(K * rows));
+        for (size_t i = 0; i < x.size(); ++i) x[i] = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng) * (1.0f + (float)(i / 32 % 5));
+        std::vector<uint8_t> w(lda * rows);
+        REQUIRE(tsr_from_float_row(t, x.data(), w.data(), K * rows));
+        // row 1's block or super-block at k0 gets d = +inf (d leads Q4_1 / Q5_1 / Q4_K / Q5_K)
+        const int64_t k0 = 256;
+        const size_t d_at = t == TSR_TYPE_Q2_K ? offsetof(tsr_block_q2_K, d)
+                          : t == TSR_TYPE_Q3_K ? offsetof(tsr_block_q3_K, d)
+                          : t == TSR_TYPE_Q6_K ? offsetof(tsr_block_q6_K, d) : 0;
+        const int64_t inf_blocks = tsr_blck_size(t) / 32;
+        const tsr_fp16_t inf16 = 0x7C00;
+        std::memcpy(w.data() + lda + (size_t)(k0 / tsr_blck_size(t)) * tsr_type_size(t) + d_at, &inf16, 2);
+        std::vector<float> deq((size_t)(K * rows));
+        REQUIRE(tsr_to_float_row(t, w.data(), deq.data(), K * rows));
+        for (tsr_cpu_isa isa : tsrt::isas()) {
+            kernels_of k(isa);
+            const tcpu::gemm_impl * g = gemm_of(k.K, t);
+            if (!g) continue;
+            const int nb = 16;  // 8 blocks from k0, 8 past K
+            const packed_panel pv(g, isa, TSR_TYPE_Q8_0, w, lda, rows, K, k0, nb);
+            int bad = 0;
+            for (int b = 0; b < nb; ++b)
+                for (int r = 0; r < g->mr; ++r) {
+                    const int64_t kb = k0 / 32 + b;
+                    const float s = pv.scale(b, r);
+                    if (r >= rows || kb >= K / 32) {
+                        bad += s != 0.0f;
+                        for (int j = 0; j < 32; ++j) bad += pv.level(b, r, j) != 0;
+                        continue;
+                    }
+                    if (r == 1 && b < inf_blocks) {
+                        bad += !std::isnan(s);
+                        continue;
+                    }
+                    const float * wv = deq.data() + (size_t)r * K + kb * 32;
+                    double amax = 0;
+                    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs((double)wv[j]));
+                    const double step = amax / 127, s_err = std::fabs(s - step);
+                    bad += s_err > (isa == TSR_CPU_ISA_NEON ? 4.9e-4 : 1e-6) * step;
+                    for (int j = 0; j < 32; ++j) {
+                        const int q = pv.level(b, r, j);
+                        bad += q < -127 || q > 127 || std::fabs((double)q * s - wv[j]) > 0.5 * step * (1 + 1e-5) + 127 * s_err + 1e-30;
+                    }
+                }
             INFO(tsr_type_name(t) << " isa " << tsr_cpu_isa_name(isa));
-            const int kc = 6 * 32;  // one block past K
-            std::vector<uint8_t> got(g->a_bytes_32k * 6), want(g->a_bytes_32k * 6);
-            g->pack_a((const char *)w.data(), bs * (size_t)nb, rows, K, 0, kc, got.data());
-            g8->pack_a((const char *)q8.data(), sizeof(tsr_block_q8_0) * (size_t)nb, rows, K, 0, kc, want.data());
-            CHECK(got == want);
+            CHECK(bad == 0);
         }
     }
 }

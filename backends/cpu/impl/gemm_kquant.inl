@@ -2,6 +2,8 @@
  * gemm_kquant.inl - the packed int8 GEMM for the weight types without a GEMM of their own
  * (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K..Q6_K): their A panels are packed into the ISA's Q8_0
  * panel layout, so the Q8_0 micro-kernel streams them at its rate against yq8 activations.
+ * x86 packs them in registers (pack_x86.inl); this file has the table filler and the
+ * portable packer (NEON's), through the core's dequantization.
  *
  * Q5_0 and IQ4_NL are int8 times one fp16 scale per 32 already (q - 16, the IQ4_NL table
  * value): they pack exactly. The others carry a per-block min or scales per 16, which no
@@ -81,12 +83,19 @@ static void pack_panel_requant_a(const char * a, size_t lda, int rows, int64_t K
     Q8PACK((const char *)blocks, (size_t)nb * sizeof(tsr_block_q8_0), rows, kv, 0, kc, dst);
 }
 
-/* The GEMMs of every requantized type on one ISA: its Q8_0 GEMM with their own A packer
- * (Q8_0's kc must not exceed GEMM_I8_KC_MAX, the packers' stack buffer) and its quantizer. */
-template <int R, pack_panel_fn Q8PACK, const gemm_impl & Q8, quantize_y_fn QY>
-struct requant_gemms {
+/* pack_panel_requant_a as the packer family packed_gemms takes (Q8_0's kc must not exceed
+ * GEMM_I8_KC_MAX, the packers' stack buffer). */
+template <int R, pack_panel_fn Q8PACK, quantize_y_fn QY>
+struct requant_packers {
+    template <enum tsr_type T> struct of { static constexpr pack_panel_fn pack = pack_panel_requant_a<R, T, Q8PACK, QY>; };
+};
+
+/* The GEMMs of every type without one of its own on one ISA: its Q8_0 GEMM with the A
+ * packer PACKERS<T>::pack of each. */
+template <const gemm_impl & Q8, template <enum tsr_type> class PACKERS>
+struct packed_gemms {
     template <enum tsr_type T>
-    static constexpr gemm_impl of = gemm_with_pack_a(Q8, pack_panel_requant_a<R, T, Q8PACK, QY>);
+    static constexpr gemm_impl of = gemm_with_pack_a(Q8, PACKERS<T>::pack);
     static constexpr void fill(kernels & k) {
         k.gemm_x[XSLOT_Q4_1] = &of<TSR_TYPE_Q4_1>;
         k.gemm_x[XSLOT_Q5_0] = &of<TSR_TYPE_Q5_0>;

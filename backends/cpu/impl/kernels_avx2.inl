@@ -400,14 +400,14 @@ static constexpr gemm_impl gemm_q8_0_avx2 = [] {
     gemm_impl g{};
     g.mr = 8; g.nr = 8; g.kc = 1024; g.mc = 128;
     g.a_bytes_32k = 8 * 36; g.b_bytes_32k = 8 * 40; g.b_is_q8 = true;
-    g.pack_a = pack_panel_i8_a<8, TSR_TYPE_Q8_0, true>;
+    g.pack_a = pack_panel_i8_avx2<8, TSR_TYPE_Q8_0, 0, 0>;
     g.pack_b = pack_panel_i8_b<8, 0>;
     g.kernel = gemm_i8_kernel_avx2<true>;
     return g;
 }();
 static constexpr gemm_impl gemm_q4_0_avx2 = [] {
     gemm_impl g = gemm_q8_0_avx2;
-    g.pack_a = pack_panel_i8_a<8, TSR_TYPE_Q4_0>;
+    g.pack_a = pack_panel_i8_avx2<8, TSR_TYPE_Q4_0, 0, 8>;
     g.pack_b = pack_panel_i8_b<8, 8>;
     g.kernel = gemm_i8_kernel_avx2<false>;
     return g;
@@ -874,7 +874,7 @@ static constexpr kernels kernels_avx2 = [] {
     k.gemm[SLOT_BF16] = &gemm_bf16_avx2;
     k.gemm[SLOT_Q8_0] = &gemm_q8_0_avx2;
     k.gemm[SLOT_Q4_0] = &gemm_q4_0_avx2;
-    requant_gemms<8, pack_panel_i8_a<8, TSR_TYPE_Q8_0, true>, gemm_q8_0_avx2, quantize_y_avx2>::fill(k);
+    packed_gemms<gemm_q8_0_avx2, x86_packers<8, 0>::of>::fill(k);
     k.act = &act_table_avx2;
     return k;
 }();

@@ -583,14 +583,14 @@ static constexpr gemm_impl gemm_q8_0_avx512 = [] {
     gemm_impl g{};
     g.mr = 32; g.nr = 6; g.kc = 1024; g.mc = 128;
     g.a_bytes_32k = 32 * 36; g.b_bytes_32k = 6 * 40; g.b_is_q8 = true;
-    g.pack_a = pack_panel_i8_a<32, TSR_TYPE_Q8_0>;
+    g.pack_a = pack_panel_i8_avx2<32, TSR_TYPE_Q8_0, 0x80, 0x80>;
     g.pack_b = pack_panel_i8_b<6, 128>;
     g.kernel = gemm_i8_kernel_avx512;
     return g;
 }();
 static constexpr gemm_impl gemm_q4_0_avx512 = [] {
     gemm_impl g = gemm_q8_0_avx512;
-    g.pack_a = pack_panel_i8_a<32, TSR_TYPE_Q4_0>;
+    g.pack_a = pack_panel_i8_avx2<32, TSR_TYPE_Q4_0, 0, 8>;
     g.pack_b = pack_panel_i8_b<6, 8>;
     return g;
 }();
@@ -909,7 +909,7 @@ static kernels make_kernels_avx512() {
         k.dot_yq8[QSLOT_Q5_0] = dot_q32_yq8_avx512vnni<TSR_TYPE_Q5_0>;
         k.dot_yq8[QSLOT_Q5_1] = dot_q32_yq8_avx512vnni<TSR_TYPE_Q5_1>;
         k.dot_yq8[QSLOT_IQ4_NL] = dot_q32_yq8_avx512vnni<TSR_TYPE_IQ4_NL>;
-        requant_gemms<32, pack_panel_i8_a<32, TSR_TYPE_Q8_0>, gemm_q8_0_avx512, quantize_y_avx2>::fill(k);
+        packed_gemms<gemm_q8_0_avx512, x86_packers<32, 0x80>::of>::fill(k);
     }
     return k;
 }

@@ -779,7 +779,7 @@ static constexpr kernels kernels_neon = [] {
     k.gemm[SLOT_BF16] = &gemm_bf16_neon;
     k.gemm[SLOT_Q8_0] = &gemm_q8_0_neon;
     k.gemm[SLOT_Q4_0] = &gemm_q4_0_neon;
-    requant_gemms<4, pack_panel_s8_a<4, TSR_TYPE_Q8_0>, gemm_q8_0_neon, quantize_y_neon>::fill(k);
+    packed_gemms<gemm_q8_0_neon, requant_packers<4, pack_panel_s8_a<4, TSR_TYPE_Q8_0>, quantize_y_neon>::of>::fill(k);
     k.act = &act_table_neon;
     return k;
 }();

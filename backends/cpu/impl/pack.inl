@@ -4,9 +4,10 @@
  *
  * F32 panels:  for k in [0, kc): R floats (one per row), zero beyond K and beyond `rows`.
  * BF16 panels: for each k pair p: R uint32 (two bf16 of one row), zero padded.
- * Int8 panels (A, from Q8_0/Q4_0): per 32 k: 8 quads x R rows x 4 unsigned bytes, then R
- *              float scales (Q8_0 may instead keep its bytes signed, for kernels that
- *              move the sign onto B themselves). B (from yq8): per 32 k: 8 quads x R x 4 signed bytes, R float
+ * Int8 panels (A, from any quantized type: pack_x86.inl packs them): per 32 k: 8 quads x
+ *              R rows x 4 unsigned bytes, then R float scales (Q8_0-style levels may
+ *              instead keep their bytes signed, for kernels that move the sign onto B
+ *              themselves). B (from yq8): per 32 k: 8 quads x R x 4 signed bytes, R float
  *              scales, R int32 biases (-offset * sum(q)) that undo the unsigned offset.
  * Signed int8 panels (A from Q8_0/Q4_0, B from yq8; for kernels that multiply signed by
  *              signed, so no offset or bias): per 32 k: R rows x 32 signed bytes in k
@@ -75,43 +76,6 @@ static void pack_panel_bf16_from_f32(const char * b, size_t ldb, int rows, int64
             if (row && 2 * p < kv) lo = f2bf(row[2 * p]);
             if (row && 2 * p + 1 < kv) hi = f2bf(row[2 * p + 1]);
             d[(size_t)p * R + r] = lo | (hi << 16);
-        }
-    }
-}
-
-/* Int8 A panel from Q8_0 (OFF = 128: bytes made unsigned, unless SIGNED) or Q4_0 (nibbles
- * 0..15). SIGNED exists for AVX2: u8 x s8 pairs of an offset Q8_0 overflow vpmaddubsw. */
-template <int R, enum tsr_type T, bool SIGNED = false>
-static void pack_panel_i8_a(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst) {
-    (void)K;
-    uint8_t * d = (uint8_t *)dst;
-    const int nb = kc / 32;
-    const int64_t b0 = k0 / 32;
-    const int64_t nbk = K / 32;
-    for (int b = 0; b < nb; ++b) {
-        uint8_t * q = d + (size_t)b * R * 36;
-        float * sc = (float *)(q + R * 32);
-        for (int r = 0; r < R; ++r) {
-            uint8_t vals[32];
-            float scale = 0.0f;
-            if (r < rows && b0 + b < nbk) {
-                if (T == TSR_TYPE_Q8_0) {
-                    const tsr_block_q8_0 * blk = (const tsr_block_q8_0 *)(a + (size_t)r * lda) + b0 + b;
-                    for (int j = 0; j < 32; ++j) vals[j] = (uint8_t)(blk->qs[j] ^ (SIGNED ? 0 : 0x80));
-                    scale = h2f(blk->d);
-                } else {
-                    const tsr_block_q4_0 * blk = (const tsr_block_q4_0 *)(a + (size_t)r * lda) + b0 + b;
-                    for (int j = 0; j < 16; ++j) {
-                        vals[j] = blk->qs[j] & 0x0F;
-                        vals[j + 16] = blk->qs[j] >> 4;
-                    }
-                    scale = h2f(blk->d);
-                }
-            } else {
-                std::memset(vals, T == TSR_TYPE_Q8_0 ? (SIGNED ? 0 : 0x80) : 8, 32);
-            }
-            for (int qd = 0; qd < 8; ++qd) std::memcpy(q + ((size_t)qd * R + r) * 4, vals + qd * 4, 4);
-            sc[r] = scale;
         }
     }
 }

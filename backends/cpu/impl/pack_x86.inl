@@ -1,0 +1,252 @@
+/*
+ * pack_x86.inl - the int8 GEMMs' A packers on x86 (AVX2 code, used by the AVX-512 path
+ * too): a block of 32 weights goes from the file's bytes to the panel's 32 bytes and float
+ * scale in registers, and four rows' blocks are transposed into the panel's quads with
+ * eight 16-byte stores (layout: pack.inl). Each pass reads four rows front to back, where
+ * the scalar packers read one block of each of 32 rows in turn (32 strided streams) and
+ * sent every type but Q8_0 / Q4_0 through a float row and a Q8_0 row first.
+ *
+ * Q8_0, Q4_0, Q5_0 and IQ4_NL are int8 values times one scale per 32: packed exactly.
+ * The others (a min per block, or scales per 16) are requantized per 32 in registers:
+ * scale amax / 127 kept as a float (the panel holds floats), values rounded to nearest.
+ */
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+namespace {
+namespace tcpu {
+
+/* The 32 bytes at p shifted right by `shift` bits and masked, byte by byte: the 2-bit
+ * planes of Q2_K / Q3_K, the nibble planes of the K-quants, their high-bit planes. */
+TSR_TARGET_AVX2 static inline __m256i bit_plane_avx2(const uint8_t * p, int shift, int mask) {
+    const __m256i v = _mm256_loadu_si256((const __m256i *)p);
+    return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8((char)mask));
+}
+
+/* 16 bytes of nibbles as 32 bytes: the low nibbles first, then the high ones. */
+TSR_TARGET_AVX2 static inline __m256i nibbles_lo_hi_avx2(const uint8_t * qs) {
+    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    return _mm256_and_si256(_mm256_blend_epi32(v, _mm256_srli_epi16(v, 4), 0xF0), _mm256_set1_epi8(0x0F));
+}
+
+/* Bit i of the 32-bit word at qh as byte i, 16 where set and 0 where clear. */
+TSR_TARGET_AVX2 static inline __m256i bit16_bytes_avx2(const uint8_t * qh) {
+    uint32_t bits;
+    std::memcpy(&bits, qh, 4);
+    const __m256i byte_of_bit = _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303);
+    const __m256i bit = _mm256_set1_epi64x((int64_t)0x8040201008040201);
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), byte_of_bit);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(16));
+}
+
+TSR_TARGET_AVX2 static inline float fp16_avx2(tsr_fp16_t h) { return _cvtsh_ss(h); }
+
+/* ---- exact blocks: 32 signed int8 (Q4_0: its nibbles) and the block's scale ----------- */
+
+TSR_TARGET_AVX2 static inline __m256i q8_0_block_avx2(const char * row, int64_t b, float * scale) {
+    const tsr_block_q8_0 & x = ((const tsr_block_q8_0 *)row)[b];
+    *scale = fp16_avx2(x.d);
+    return _mm256_loadu_si256((const __m256i *)x.qs);
+}
+
+TSR_TARGET_AVX2 static inline __m256i q4_0_block_avx2(const char * row, int64_t b, float * scale) {
+    const tsr_block_q4_0 & x = ((const tsr_block_q4_0 *)row)[b];
+    *scale = fp16_avx2(x.d);
+    return nibbles_lo_hi_avx2(x.qs);
+}
+
+TSR_TARGET_AVX2 static inline __m256i q5_0_block_avx2(const char * row, int64_t b, float * scale) {
+    const tsr_block_q5_0 & x = ((const tsr_block_q5_0 *)row)[b];
+    *scale = fp16_avx2(x.d);
+    return _mm256_sub_epi8(_mm256_or_si256(nibbles_lo_hi_avx2(x.qs), bit16_bytes_avx2(x.qh)), _mm256_set1_epi8(16));
+}
+
+TSR_TARGET_AVX2 static inline __m256i iq4_nl_block_avx2(const char * row, int64_t b, float * scale) {
+    const tsr_block_iq4_nl & x = ((const tsr_block_iq4_nl *)row)[b];
+    *scale = fp16_avx2(x.d);
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values));
+    return _mm256_shuffle_epi8(table, nibbles_lo_hi_avx2(x.qs));
+}
+
+/* ---- requantized blocks ---------------------------------------------------------------- */
+
+/* 32 weights as s * q + m: q signed bytes, (s0, m0) for the first 16, (s1, m1) the rest. */
+struct affine32 {
+    __m256i q;
+    float s0, m0, s1, m1;
+};
+
+/* Block b (of 32) of a row of type T as affine32: the core's dequantization formulas. */
+template <enum tsr_type T>
+TSR_TARGET_AVX2 static inline affine32 affine_block_avx2(const char * row, int64_t b) {
+    affine32 r{};
+    if (T == TSR_TYPE_Q4_1 || T == TSR_TYPE_Q5_1) {
+        using block = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1, tsr_block_q5_1>;
+        const block & x = ((const block *)row)[b];
+        r.q = nibbles_lo_hi_avx2(x.qs);
+        if (T == TSR_TYPE_Q5_1) r.q = _mm256_or_si256(r.q, bit16_bytes_avx2(((const tsr_block_q5_1 &)x).qh));
+        r.s0 = r.s1 = fp16_avx2(x.d);
+        r.m0 = r.m1 = fp16_avx2(x.m);
+        return r;
+    }
+    const int j = (int)(b % 8), h = j / 4, t = j % 4;  /* sub-block of 32, half, quarter */
+    if (T == TSR_TYPE_Q2_K) {
+        const tsr_block_q2_K & x = ((const tsr_block_q2_K *)row)[b / 8];
+        const float d = fp16_avx2(x.d), dmin = fp16_avx2(x.dmin);
+        const uint8_t sc0 = x.scales[8 * h + 2 * t], sc1 = x.scales[8 * h + 2 * t + 1];
+        r.q = bit_plane_avx2(x.qs + 32 * h, 2 * t, 3);
+        r.s0 = d * (float)(sc0 & 15); r.m0 = -dmin * (float)(sc0 >> 4);
+        r.s1 = d * (float)(sc1 & 15); r.m1 = -dmin * (float)(sc1 >> 4);
+    } else if (T == TSR_TYPE_Q3_K) {
+        const tsr_block_q3_K & x = ((const tsr_block_q3_K *)row)[b / 8];
+        const float d = fp16_avx2(x.d);
+        /* a clear high bit means minus 4 */
+        const __m256i high = _mm256_slli_epi16(bit_plane_avx2(x.hmask, j, 1), 2);
+        r.q = _mm256_sub_epi8(_mm256_or_si256(bit_plane_avx2(x.qs + 32 * h, 2 * t, 3), high), _mm256_set1_epi8(4));
+        r.s0 = d * (float)tsr_impl::q3k_scale(8 * h + 2 * t, x.scales);
+        r.s1 = d * (float)tsr_impl::q3k_scale(8 * h + 2 * t + 1, x.scales);
+    } else if (T == TSR_TYPE_Q4_K || T == TSR_TYPE_Q5_K) {
+        using block = std::conditional_t<T == TSR_TYPE_Q4_K, tsr_block_q4_K, tsr_block_q5_K>;
+        const block & x = ((const block *)row)[b / 8];
+        int sc, mn;
+        tsr_impl::k4_scale_min(j, x.scales, &sc, &mn);
+        r.q = bit_plane_avx2(x.qs + 32 * (j / 2), 4 * (j % 2), 15);
+        if (T == TSR_TYPE_Q5_K)
+            r.q = _mm256_or_si256(r.q, _mm256_slli_epi16(bit_plane_avx2(((const tsr_block_q5_K &)x).qh, j, 1), 4));
+        r.s0 = r.s1 = fp16_avx2(x.d) * (float)sc;
+        r.m0 = r.m1 = -fp16_avx2(x.dmin) * (float)mn;
+    } else if (T == TSR_TYPE_Q6_K) {
+        const tsr_block_q6_K & x = ((const tsr_block_q6_K *)row)[b / 8];
+        const float d = fp16_avx2(x.d);
+        const __m256i lo = bit_plane_avx2(x.ql + 64 * h + 32 * (t % 2), 4 * (t / 2), 15);
+        const __m256i hi = _mm256_slli_epi16(bit_plane_avx2(x.qh + 32 * h, 2 * t, 3), 4);
+        r.q = _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
+        r.s0 = d * (float)x.scales[8 * h + 2 * t];
+        r.s1 = d * (float)x.scales[8 * h + 2 * t + 1];
+    }
+    return r;
+}
+
+/* Bytes 8i..8i+7 of q as floats. */
+template <int I> TSR_TARGET_AVX2 static inline __m256 bytes8_f32_avx2(__m256i q) {
+    const __m128i half = I < 2 ? _mm256_castsi256_si128(q) : _mm256_extracti128_si256(q, 1);
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(I % 2 ? _mm_unpackhi_epi64(half, half) : half));
+}
+
+/* The 32 weights of w as int8 with the scale amax / 127 (NaN when a weight is not finite,
+ * so the block's products are NaN as in float arithmetic). */
+TSR_TARGET_AVX2 static inline __m256i requantize32_avx2(const affine32 & w, float * scale) {
+    const __m256 s0 = _mm256_set1_ps(w.s0), m0 = _mm256_set1_ps(w.m0);
+    const __m256 s1 = _mm256_set1_ps(w.s1), m1 = _mm256_set1_ps(w.m1);
+    const __m256 v0 = _mm256_fmadd_ps(bytes8_f32_avx2<0>(w.q), s0, m0), v1 = _mm256_fmadd_ps(bytes8_f32_avx2<1>(w.q), s0, m0);
+    const __m256 v2 = _mm256_fmadd_ps(bytes8_f32_avx2<2>(w.q), s1, m1), v3 = _mm256_fmadd_ps(bytes8_f32_avx2<3>(w.q), s1, m1);
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 amax8 = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v0, absmask), _mm256_and_ps(v1, absmask)),
+                                       _mm256_max_ps(_mm256_and_ps(v2, absmask), _mm256_and_ps(v3, absmask)));
+    /* scales and mins come from finite fp16 or not: only they can make a weight non-finite,
+     * and then the maximum is inf or NaN (maxps passes a NaN in its second operand on) */
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax8), _mm256_extractf128_ps(amax8, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+    const bool nonfinite = !(std::fabs(w.s0) <= FLT_MAX && std::fabs(w.m0) <= FLT_MAX && std::fabs(w.s1) <= FLT_MAX &&
+                             std::fabs(w.m1) <= FLT_MAX && amax <= FLT_MAX);
+    const float d = amax / 127.0f;
+    *scale = nonfinite ? NAN : d;
+    const __m256 id = _mm256_set1_ps(d != 0.0f && !nonfinite ? 1.0f / d : 0.0f);
+    const __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, id)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, id));
+    const __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, id)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, id));
+    const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+    return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* Block b (of 32) of a row of type T in int8 with its scale: exact where T allows. */
+template <enum tsr_type T>
+TSR_TARGET_AVX2 static inline __m256i block_i8_avx2(const char * row, int64_t b, float * scale) {
+    switch (T) {
+        case TSR_TYPE_Q8_0: return q8_0_block_avx2(row, b, scale);
+        case TSR_TYPE_Q4_0: return q4_0_block_avx2(row, b, scale);
+        case TSR_TYPE_Q5_0: return q5_0_block_avx2(row, b, scale);
+        case TSR_TYPE_IQ4_NL: return iq4_nl_block_avx2(row, b, scale);
+        default: return requantize32_avx2(affine_block_avx2<T>(row, b), scale);
+    }
+}
+
+/* ---- the packer ------------------------------------------------------------------------ */
+
+/* Bytes of 256 weights of type T (the prefetcher's step per block). */
+template <enum tsr_type T> static constexpr size_t bytes_per_256() {
+    switch (T) {
+        case TSR_TYPE_Q8_0: return 8 * sizeof(tsr_block_q8_0);
+        case TSR_TYPE_Q4_0: return 8 * sizeof(tsr_block_q4_0);
+        case TSR_TYPE_Q4_1: return 8 * sizeof(tsr_block_q4_1);
+        case TSR_TYPE_Q5_0: return 8 * sizeof(tsr_block_q5_0);
+        case TSR_TYPE_Q5_1: return 8 * sizeof(tsr_block_q5_1);
+        case TSR_TYPE_IQ4_NL: return 8 * sizeof(tsr_block_iq4_nl);
+        case TSR_TYPE_Q2_K: return sizeof(tsr_block_q2_K);
+        case TSR_TYPE_Q3_K: return sizeof(tsr_block_q3_K);
+        case TSR_TYPE_Q4_K: return sizeof(tsr_block_q4_K);
+        case TSR_TYPE_Q5_K: return sizeof(tsr_block_q5_K);
+        case TSR_TYPE_Q6_K: return sizeof(tsr_block_q6_K);
+        default: return 0;
+    }
+}
+
+/* Four rows' 32 bytes into the quads of one panel block: quad q of row r at q * R * 4 +
+ * r * 4 (q points at row r0's first quad). A 4 x 8 transpose of 32-bit words. */
+template <int R>
+TSR_TARGET_AVX2 static inline void store_quads4_avx2(uint8_t * q, const __m256i v[4]) {
+    const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+    const __m256i u[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),   /* quads 0 1 | 4 5 */
+                          _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};  /* quads 2 3 | 6 7 */
+    for (int i = 0; i < 4; ++i) {
+        _mm_storeu_si128((__m128i *)(q + (size_t)i * R * 4), _mm256_castsi256_si128(u[i]));
+        _mm_storeu_si128((__m128i *)(q + (size_t)(i + 4) * R * 4), _mm256_extracti128_si256(u[i], 1));
+    }
+}
+
+/* An int8 A panel of R rows (R a multiple of 4) of type T; FLIP is XOR-ed into every
+ * byte (0x80: signed values made unsigned for the offset kernels), PAD fills rows past
+ * `rows` and blocks past K (a zero weight in the panel's encoding, scale 0). Each pass
+ * prefetches the next four rows' blocks: a pass reads only kc weights of each row, too
+ * few for the hardware prefetcher to follow, and DRAM latency was most of the time. */
+template <int R, enum tsr_type T, int FLIP, int PAD>
+TSR_TARGET_AVX2 static void pack_panel_i8_avx2(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    uint8_t * d = (uint8_t *)dst;
+    const int nb = kc / 32;
+    const int64_t b0 = k0 / 32;
+    const int nbv = (int)std::max<int64_t>(0, std::min<int64_t>(nb, K / 32 - b0));
+    const __m256i flip = _mm256_set1_epi8((char)FLIP), pad = _mm256_set1_epi8((char)PAD);
+    for (int r0 = 0; r0 < R; r0 += 4) {
+        const int live = std::max(0, std::min(4, rows - r0));
+        for (int b = 0; b < nb; ++b) {
+            /* past the panel this is the next panel's rows; prefetches never fault */
+            const char * ahead = a + (size_t)(r0 + 4) * lda + (size_t)(b0 + b) * bytes_per_256<T>() / 8;
+            for (int i = 0; i < 4; ++i) _mm_prefetch(ahead + (size_t)i * lda, _MM_HINT_T0);
+            __m256i v[4];
+            alignas(16) float s[4];
+            if (live == 4 && b < nbv) {  /* the common case unrolled: four independent blocks in flight */
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; ++i) v[i] = _mm256_xor_si256(block_i8_avx2<T>(a + (size_t)(r0 + i) * lda, b0 + b, &s[i]), flip);
+            } else {
+                for (int i = 0; i < 4; ++i) {
+                    if (i < live && b < nbv) v[i] = _mm256_xor_si256(block_i8_avx2<T>(a + (size_t)(r0 + i) * lda, b0 + b, &s[i]), flip);
+                    else v[i] = pad, s[i] = 0.0f;
+                }
+            }
+            uint8_t * q = d + (size_t)b * R * 36;
+            store_quads4_avx2<R>(q + r0 * 4, v);
+            _mm_storeu_ps((float *)(q + R * 32) + r0, _mm_load_ps(s));
+        }
+    }
+}
+
+/* pack_panel_i8_avx2 as the packer family packed_gemms takes; FLIP as the ISA's Q8_0
+ * panels (0x80 when its kernel offsets A), which also pads. */
+template <int R, int FLIP>
+struct x86_packers {
+    template <enum tsr_type T> struct of { static constexpr pack_panel_fn pack = pack_panel_i8_avx2<R, T, FLIP, FLIP>; };
+};
+
+} // namespace tcpu
+} // namespace
+#endif /* TSR_CPU_HAVE_X86_KERNELS */
