@@ -54,6 +54,9 @@ TSR_API void tsr_backend_cpu_set_host_allocator(tsr_backend_t backend, const str
  * keep their bytes. Write such weights only through tsr_backend_tensor_set (or
  * tsr_backend_tensor_copy). */
 TSR_API tsr_backend_buffer_type_t tsr_backend_cpu_repack_buffer_type(void);
+/* true when a CPU_REPACK buffer stores t (placed or not) interleaved: the buffer pays only
+ * for such tensors, so a loader may keep the others elsewhere (e.g. mapped). */
+TSR_API bool tsr_backend_cpu_repacks(const struct tsr_tensor * t);
 
 /* ISA query and control (process-wide). */
 TSR_API const char *     tsr_cpu_isa_name(enum tsr_cpu_isa isa);             /* "scalar", "avx2", ... */

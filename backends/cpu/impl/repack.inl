@@ -200,3 +200,7 @@ TSR_API_IMPL tsr_backend_buffer_type_t tsr_backend_cpu_repack_buffer_type(void) 
     }();
     return &buft;
 }
+
+TSR_API_IMPL bool tsr_backend_cpu_repacks(const struct tsr_tensor * t) {
+    return t && tcpu::r8_eligible(t);
+}
