@@ -15,8 +15,10 @@
  * (through tensor->data) are not seen: set the tensor again after them (a set whose data is
  * the tensor's own memory says it holds the file's bytes, all of it for a repacked one).
  *
- * Which: contiguous 2D matrices of Q4_0 or IQ4_NL with a multiple of 8 rows. The layout
- * does not depend on the ISA, so switching ISA (tsr_backend_cpu_set_isa) keeps it valid.
+ * Which: contiguous 2D matrices of Q4_0 or IQ4_NL with a multiple of 8 rows, in builds with
+ * a SIMD mat-vec for the layout (x86; not yet aarch64, whose NEON dots read the file's
+ * layout faster than the scalar one would read this). The layout does not depend on the
+ * ISA, so switching ISA (tsr_backend_cpu_set_isa) keeps it valid.
  */
 #include <memory>
 
@@ -58,7 +60,7 @@ static bool reads_r8_bytes(const tsr_tensor * t) {
 }
 
 static bool r8_eligible(const tsr_tensor * t) {
-    return is_r8_type(t->type) && !t->view_src && t->ne[2] == 1 && t->ne[3] == 1 && t->ne[1] % R8 == 0 && tsr_is_contiguous(t);
+    return k_r8_layout_used && is_r8_type(t->type) && !t->view_src && t->ne[2] == 1 && t->ne[3] == 1 && t->ne[1] % R8 == 0 && tsr_is_contiguous(t);
 }
 
 /* Every group of t rewritten in place, to the interleaved layout or back to the file's. */

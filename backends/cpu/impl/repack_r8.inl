@@ -20,6 +20,14 @@ namespace tcpu {
 
 enum { R8 = 8, R8_BLOCK_BYTES = R8 * 18 };
 
+/* CPU_REPACK interleaves only where a SIMD mat-vec reads the layout (decode would
+ * otherwise fall from the ISA's dot kernels to r8_group_dot_scalar). */
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+static constexpr bool k_r8_layout_used = true;
+#else
+static constexpr bool k_r8_layout_used = false;
+#endif
+
 static_assert(sizeof(tsr_block_q4_0) == 18 && sizeof(tsr_block_iq4_nl) == 18, "r8 blocks are {fp16, 16 bytes}");
 
 static inline bool is_r8_type(enum tsr_type t) { return t == TSR_TYPE_Q4_0 || t == TSR_TYPE_IQ4_NL; }
@@ -141,12 +149,47 @@ TSR_TARGET_AVX2 static void r8_group_dot_avx2(const uint8_t * grp, int64_t nb, c
     }
     _mm256_storeu_ps(out, acc);
 }
+
+/* The same with vpdpbusd (unsigned x signed into int32, no saturation): IQ4_NL's values
+ * offset to unsigned by 128, taken back as -128 * sum(y) like Q4_0's -8. */
+template <enum tsr_type T>
+TSR_TARGET_AVX512VNNI static void r8_group_dot_avx512vnni(const uint8_t * grp, int64_t nb, const yq8 * y, float * out) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i lut = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values)),
+                                         _mm256_set1_epi8((char)0x80));
+    const int32_t offset = T == TSR_TYPE_Q4_0 ? 8 : 128;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t * rec = grp + (size_t)b * R8_BLOCK_BYTES;
+        __m256i s = _mm256_setzero_si256();
+        for (int c = 0; c < 4; ++c) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(rec + 16 + 32 * c));
+            __m256i lo = _mm256_and_si256(q, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if (T == TSR_TYPE_IQ4_NL) {
+                lo = _mm256_shuffle_epi8(lut, lo);
+                hi = _mm256_shuffle_epi8(lut, hi);
+            }
+            int32_t ql, qh;
+            std::memcpy(&ql, y[b].qs + 4 * c, 4);
+            std::memcpy(&qh, y[b].qs + 16 + 4 * c, 4);
+            s = _mm256_dpbusd_epi32(s, lo, _mm256_set1_epi32(ql));
+            s = _mm256_dpbusd_epi32(s, hi, _mm256_set1_epi32(qh));
+        }
+        s = _mm256_sub_epi32(s, _mm256_set1_epi32(offset * y[b].sum));
+        const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec)), _mm256_set1_ps(y[b].d));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc);
+    }
+    _mm256_storeu_ps(out, acc);
+}
 #endif
 
 static r8_group_dot_fn r8_group_dot_for(enum tsr_type t) {
     const bool q4 = t == TSR_TYPE_Q4_0;
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
     const int isa = isa_current().load(std::memory_order_relaxed);
+    if (isa == TSR_CPU_ISA_AVX512 && features().avx512_vnni)
+        return q4 ? r8_group_dot_avx512vnni<TSR_TYPE_Q4_0> : r8_group_dot_avx512vnni<TSR_TYPE_IQ4_NL>;
     if (isa == TSR_CPU_ISA_AVX2 || isa == TSR_CPU_ISA_AVX512)
         return q4 ? r8_group_dot_avx2<TSR_TYPE_Q4_0> : r8_group_dot_avx2<TSR_TYPE_IQ4_NL>;
 #endif
@@ -171,6 +214,19 @@ static void r8_gemv(enum tsr_type t, const r8_gemv_args & a, int64_t m0, int64_t
 }
 
 /* ---- GEMM A panels from groups ----------------------------------------------------------- */
+
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+/* One 32-byte chunk of IQ4_NL nibbles as the table's values (XOR-ed with x): low nibbles to
+ * lo, high to hi. Only the x86 GEMMs (AVX2 and up) take IQ4_NL panels from the layout. */
+TSR_TARGET_AVX2 static void r8_chunk_iq4_avx2(const uint8_t * src, uint8_t x, uint8_t * lo, uint8_t * hi) {
+    const __m256i lut = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values)),
+                                         _mm256_set1_epi8((char)x));
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i q = _mm256_loadu_si256((const __m256i *)src);
+    _mm256_storeu_si256((__m256i *)lo, _mm256_shuffle_epi8(lut, _mm256_and_si256(q, m4)));
+    _mm256_storeu_si256((__m256i *)hi, _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4)));
+}
+#endif
 
 /* The panel layout of pack_panel_i8_a (pack.inl) for R rows from whole groups (row0 a
  * multiple of 8, rows whole groups): Q4_0's nibbles as they are; IQ4_NL's table values,
@@ -202,6 +258,12 @@ static void r8_pack_panel(const uint8_t * A, size_t lda, int64_t row0, int rows,
                     continue;
                 }
                 const uint8_t * src = rec + 16 + 32 * c;
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+                if (T == TSR_TYPE_IQ4_NL) {
+                    r8_chunk_iq4_avx2(src, XOR, lo, hi);
+                    continue;
+                }
+#endif
                 for (int j = 0; j < 32; ++j) {
                     if (T == TSR_TYPE_Q4_0) {
                         lo[j] = src[j] & 0x0F;
