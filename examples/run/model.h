@@ -32,6 +32,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 #include <string>
 #include <vector>
 
@@ -669,6 +673,19 @@ inline std::vector<tsr_tensor *> repacked_tensors(tsr_context * ctx) {
     return out;
 }
 
+// The mapped pages wholly inside [p, p + n) let go (Linux): their copy lives elsewhere now,
+// and touched file pages would otherwise stay in the process's resident set.
+inline void drop_mapped_pages(const void * p, size_t n) {
+#if defined(__linux__)
+    const uintptr_t page = (uintptr_t) sysconf(_SC_PAGESIZE);
+    const uintptr_t lo = ((uintptr_t) p + page - 1) / page * page, hi = ((uintptr_t) p + n) / page * page;
+    if (hi > lo) madvise((void *) lo, hi - lo, MADV_DONTNEED);
+#else
+    (void) p;
+    (void) n;
+#endif
+}
+
 // Mapped weights that a CPU_REPACK buffer interleaves, moved into one (copied from the
 // mapping, which keeps the rest): no tensor views them, so they may be placed again.
 inline bool move_mapped_to_repack(model & m, std::string & err) {
@@ -690,6 +707,7 @@ inline bool move_mapped_to_repack(model & m, std::string & err) {
             err = std::string("weight '") + t->name + "' into CPU_REPACK: " + tsr_last_error();
             return false;
         }
+        drop_mapped_pages(mapped, tsr_nbytes(t));
         p += (tsr_nbytes(t) + align - 1) / align * align;
     }
     return true;
