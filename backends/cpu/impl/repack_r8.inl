@@ -151,36 +151,50 @@ TSR_TARGET_AVX2 static void r8_group_dot_avx2(const uint8_t * grp, int64_t nb, c
 }
 
 /* The same with vpdpbusd (unsigned x signed into int32, no saturation): IQ4_NL's values
- * offset to unsigned by 128, taken back as -128 * sum(y) like Q4_0's -8. */
-template <enum tsr_type T>
-TSR_TARGET_AVX512VNNI static void r8_group_dot_avx512vnni(const uint8_t * grp, int64_t nb, const yq8 * y, float * out) {
+ * offset to unsigned by 128, taken back as -128 * sum(y) like Q4_0's -8. G groups (gstride
+ * bytes apart) share the activation broadcasts; out gets 8 floats per group. */
+template <enum tsr_type T, int G>
+TSR_TARGET_AVX512VNNI static void r8_groups_dot_avx512vnni(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i lut = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values)),
                                          _mm256_set1_epi8((char)0x80));
     const int32_t offset = T == TSR_TYPE_Q4_0 ? 8 : 128;
-    __m256 acc = _mm256_setzero_ps();
+    __m256 acc[G];
+    for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t * rec = grp + (size_t)b * R8_BLOCK_BYTES;
-        __m256i s = _mm256_setzero_si256();
-        for (int c = 0; c < 4; ++c) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(rec + 16 + 32 * c));
-            __m256i lo = _mm256_and_si256(q, m4);
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            if (T == TSR_TYPE_IQ4_NL) {
-                lo = _mm256_shuffle_epi8(lut, lo);
-                hi = _mm256_shuffle_epi8(lut, hi);
-            }
-            int32_t ql, qh;
-            std::memcpy(&ql, y[b].qs + 4 * c, 4);
-            std::memcpy(&qh, y[b].qs + 16 + 4 * c, 4);
-            s = _mm256_dpbusd_epi32(s, lo, _mm256_set1_epi32(ql));
-            s = _mm256_dpbusd_epi32(s, hi, _mm256_set1_epi32(qh));
+        __m256i yq[8];
+        for (int c = 0; c < 8; ++c) {
+            int32_t quad;
+            std::memcpy(&quad, y[b].qs + 4 * c, 4);
+            yq[c] = _mm256_set1_epi32(quad);
         }
-        s = _mm256_sub_epi32(s, _mm256_set1_epi32(offset * y[b].sum));
-        const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec)), _mm256_set1_ps(y[b].d));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc);
+        const __m256 yd = _mm256_set1_ps(y[b].d);
+        const __m256i corr = _mm256_set1_epi32(offset * y[b].sum);
+        for (int g = 0; g < G; ++g) {
+            const uint8_t * rec = grp + (size_t)g * gstride + (size_t)b * R8_BLOCK_BYTES;
+            __m256i s = _mm256_setzero_si256();
+            for (int c = 0; c < 4; ++c) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(rec + 16 + 32 * c));
+                __m256i lo = _mm256_and_si256(q, m4);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                if (T == TSR_TYPE_IQ4_NL) {
+                    lo = _mm256_shuffle_epi8(lut, lo);
+                    hi = _mm256_shuffle_epi8(lut, hi);
+                }
+                s = _mm256_dpbusd_epi32(s, lo, yq[c]);
+                s = _mm256_dpbusd_epi32(s, hi, yq[c + 4]);
+            }
+            s = _mm256_sub_epi32(s, corr);
+            const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec)), yd);
+            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc[g]);
+        }
     }
-    _mm256_storeu_ps(out, acc);
+    for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + 8 * g, acc[g]);
+}
+
+template <enum tsr_type T>
+static void r8_group_dot_avx512vnni(const uint8_t * grp, int64_t nb, const yq8 * y, float * out) {
+    r8_groups_dot_avx512vnni<T, 1>(grp, 0, nb, y, out);
 }
 #endif
 
@@ -196,19 +210,50 @@ static r8_group_dot_fn r8_group_dot_for(enum tsr_type t) {
     return q4 ? r8_group_dot_scalar<TSR_TYPE_Q4_0> : r8_group_dot_scalar<TSR_TYPE_IQ4_NL>;
 }
 
-/* Rows [m0, m1) (whole groups but for the ends), columns innermost so a group stays in
- * cache while every column passes. */
+typedef void (*r8_pair_dot_fn)(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out);
+
+/* Two groups at once, where the ISA has it; NULL: one at a time. */
+static r8_pair_dot_fn r8_pair_dot_for(enum tsr_type t) {
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+    if (isa_current().load(std::memory_order_relaxed) == TSR_CPU_ISA_AVX512 && features().avx512_vnni)
+        return t == TSR_TYPE_Q4_0 ? r8_groups_dot_avx512vnni<TSR_TYPE_Q4_0, 2> : r8_groups_dot_avx512vnni<TSR_TYPE_IQ4_NL, 2>;
+#endif
+    (void)t;
+    return nullptr;
+}
+
+/* Results o of the group at row g0 stored for the rows of [m0, m1) in column n. */
+static void r8_store_group(const r8_gemv_args & a, int64_t n, int64_t g0, int64_t m0, int64_t m1, const float * o) {
+    float * c = a.C + (size_t)n * a.ldc;
+    for (int r = 0; r < R8; ++r)
+        if (g0 + r >= m0 && g0 + r < m1) c[g0 + r] = o[r];
+}
+
+/* Rows [m0, m1) (whole groups but for the ends), columns innermost so the groups stay in
+ * cache while every column passes. With a two-group kernel the groups are walked as two
+ * halves side by side: two sequential streams keep more DRAM reads in flight (as the plain
+ * dots' four), and the activations' broadcasts serve both. */
 static void r8_gemv(enum tsr_type t, const r8_gemv_args & a, int64_t m0, int64_t m1) {
     const r8_group_dot_fn dot = r8_group_dot_for(t);
+    const r8_pair_dot_fn pair = r8_pair_dot_for(t);
     const int64_t nb = a.K / 32;
-    for (int64_t g0 = m0 / R8 * R8; g0 < m1; g0 += R8) {
-        const uint8_t * grp = a.A + (size_t)g0 * a.lda;
+    const int64_t first = m0 / R8 * R8, ngroups = (m1 - first + R8 - 1) / R8;
+    const int64_t half = pair ? ngroups / 2 : 0;
+    const size_t hstride = (size_t)(half * R8) * a.lda;
+    for (int64_t i = 0; i < half; ++i) {
+        const int64_t g0 = first + i * R8;
+        for (int64_t n = 0; n < a.N; ++n) {
+            float o[2 * R8];
+            pair(a.A + (size_t)g0 * a.lda, hstride, nb, (const yq8 *)(a.B + (size_t)n * a.ldb), o);
+            r8_store_group(a, n, g0, m0, m1, o);
+            r8_store_group(a, n, g0 + half * R8, m0, m1, o + R8);
+        }
+    }
+    for (int64_t g0 = first + 2 * half * R8; g0 < m1; g0 += R8) {
         for (int64_t n = 0; n < a.N; ++n) {
             float o[R8];
-            dot(grp, nb, (const yq8 *)(a.B + (size_t)n * a.ldb), o);
-            float * c = a.C + (size_t)n * a.ldc;
-            for (int r = 0; r < R8; ++r)
-                if (g0 + r >= m0 && g0 + r < m1) c[g0 + r] = o[r];
+            dot(a.A + (size_t)g0 * a.lda, nb, (const yq8 *)(a.B + (size_t)n * a.ldb), o);
+            r8_store_group(a, n, g0, m0, m1, o);
         }
     }
 }
