@@ -46,11 +46,17 @@ TSR_API void tsr_backend_cpu_set_abort_callback(tsr_backend_t backend, bool (*ab
  * current workspace is freed and regrown on the next reserve/compute. */
 TSR_API void tsr_backend_cpu_set_host_allocator(tsr_backend_t backend, const struct tsr_host_allocator * alloc);
 
-/* CPU_REPACK: host buffers whose quantized weight matrices, when set with
- * tsr_backend_tensor_set, also get the GEMM's packed panels (about 9 bits per weight more),
- * so prompt-size mul_mat skips packing them; get returns the bytes as set. Write such
- * weights only through tsr_backend_tensor_set (or tsr_backend_tensor_copy). */
+/* CPU_REPACK: host buffers that store Q4_0 and IQ4_NL weight matrices (2D, contiguous, rows
+ * a multiple of 8; x86 builds, not yet aarch64), when set with tsr_backend_tensor_set, in a 4-bit layout interleaving 8
+ * rows, in place of the file's bytes (no extra memory): the GEMM and the matrix-vector
+ * kernels stream it without shuffles. tsr_backend_tensor_get returns the file's bytes; only
+ * mul_mat (as src0) and get_rows read a repacked matrix on the CPU backend. Other tensors
+ * keep their bytes. Write such weights only through tsr_backend_tensor_set (or
+ * tsr_backend_tensor_copy). */
 TSR_API tsr_backend_buffer_type_t tsr_backend_cpu_repack_buffer_type(void);
+/* true when a CPU_REPACK buffer stores t (placed or not) interleaved: the buffer pays only
+ * for such tensors, so a loader may keep the others elsewhere (e.g. mapped). */
+TSR_API bool tsr_backend_cpu_repacks(const struct tsr_tensor * t);
 
 /* ISA query and control (process-wide). */
 TSR_API const char *     tsr_cpu_isa_name(enum tsr_cpu_isa isa);             /* "scalar", "avx2", ... */
@@ -91,6 +97,7 @@ TSR_API bool             tsr_cpu_has_avx512_vnni(void);
 #include "impl/kernels_avx2.inl"
 #include "impl/kernels_avx512.inl"
 #include "impl/kernels_neon.inl"
+#include "impl/repack_r8.inl"
 #include "impl/gemm.inl"
 #include "impl/repack.inl"
 #include "impl/ops_elementwise.inl"

@@ -29,7 +29,7 @@ struct run_args {
     int n_ctx = 0;                      // 0: model's (capped at 4096)
     int n_batch = 64;
     bool flash_attn = true;
-    bool repack = false;                // CPU backend: quantized weights in a CPU_REPACK buffer (GEMM panels)
+    bool repack = true;                 // CPU backend: Q4_0 / IQ4_NL matrices interleaved in a CPU_REPACK buffer
     bool use_mmap = true;               // CPU backend: weights in place from a read-only mapping of the file
     std::string kv_type = "f16";
     sampler_params samp;
@@ -69,9 +69,10 @@ inline void print_usage(const char * argv0) {
            "  --verbose-prompt       print the prompt's token ids and pieces before generating\n"
            "  --no-mmap              read the weights into memory instead of using them in place from a\n"
            "                         read-only mapping of the file (the CPU backend maps by default)\n"
-           "  --repack               CPU backend: read quantized weights into a CPU_REPACK buffer that\n"
-           "                         also keeps them packed for the prompt's GEMM (faster prompts,\n"
-           "                         about 9 more bits per weight, not mapped); --no-repack: the default\n",
+           "  --no-repack            CPU backend: keep Q4_0 / IQ4_NL weight matrices as in the file\n"
+           "                         (by default they are read into a CPU_REPACK buffer that interleaves\n"
+           "                         8 rows for the kernels, at no memory cost; the other weights stay\n"
+           "                         mapped); --repack: the default\n",
            argv0);
 }
 

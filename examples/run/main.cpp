@@ -1,7 +1,7 @@
 // tessera-run: load a GPT-2 or LLaMA-family GGUF model and generate text.
 //
 //   tessera-run -m model.gguf -p "prompt" -n 64 [--backend cpu|vulkan|cuda] [-ngl N] [-t threads]
-//               [--temp T --top-k K --top-p P --seed S] [--special] [--verbose-prompt] [--no-mmap] [--repack]
+//               [--temp T --top-k K --top-p P --seed S] [--special] [--verbose-prompt] [--no-mmap] [--no-repack]
 //
 // Without -m it builds a small GPT-2 with seeded random weights, writes it to a temporary
 // GGUF file and runs it through the same loading path (the text is gibberish: the point
@@ -101,6 +101,9 @@ static void print_summary(const model & m, const session & s, const std::string 
         const tsr_backend_sched_buffer_info & c = s.compute[i];
         fprintf(stderr, "  %s\n", tsr_backend_name(m.backends[i]));
         fprintf(stderr, "    weights buffer : %10.2f MiB%s\n", mib(w), main_be ? ("  (" + origin + ")").c_str() : "");
+        if (main_be && m.buf_w_repack)
+            fprintf(stderr, "    CPU_REPACK     : %10.2f MiB  (Q4_0 / IQ4_NL matrices read from the mapping, 8 rows interleaved)\n",
+                    mib(tsr_backend_buffer_get_size(m.buf_w_repack)));
         fprintf(stderr, "    KV cache buffer: %10.2f MiB  (%d x %s)\n", mib(kv), s.n_ctx, tsr_type_name(s.sp.kv_type));
         fprintf(stderr, "    compute buffer : %10.2f MiB  (lower bound %.2f MiB, ratio %.3f; input copies %.2f MiB)\n", mib(c.buffer_size),
                 mib(c.lower_bound), c.lower_bound ? (double) c.planned_size / (double) c.lower_bound : 0.0, mib(c.input_bytes));

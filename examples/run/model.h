@@ -32,6 +32,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 #include <string>
 #include <vector>
 
@@ -552,8 +556,8 @@ struct placement {
     tsr_backend_t main = nullptr;
     tsr_backend_t cpu = nullptr;
     int n_gpu_layers = -1;
-    // CPU backend: quantized weights in a CPU_REPACK buffer (read, not mapped: a mapping
-    // cannot hold the packed GEMM panels), float-only files still mapped when asked
+    // CPU backend: the weights a CPU_REPACK buffer interleaves (Q4_0 / IQ4_NL matrices) read
+    // into one (a mapping cannot be rewritten); the others stay mapped when mapping is asked
     bool repack = false;
 };
 
@@ -566,6 +570,7 @@ struct model {
     tsr_context * ctx_w = nullptr;          // tensor headers
     tsr_backend_buffer_t buf_w = nullptr;   // weights on the main backend (all of them on the CPU)
     tsr_backend_buffer_t buf_w_cpu = nullptr;  // next to a GPU: weights kept in host memory
+    tsr_backend_buffer_t buf_w_repack = nullptr;  // mapped weights: those moved into a CPU_REPACK buffer
     std::vector<tsr_backend_t> backends;    // the scheduler's order: main first, the CPU last
     tsr_backend_t cpu_owned = nullptr;      // the CPU backend made for a GPU run without one
     int n_gpu_layers = 0;                   // layers [n_layer - n_gpu_layers, n_layer) on the GPU
@@ -581,11 +586,13 @@ struct model {
     void release() {
         tsr_backend_buffer_free(buf_w);
         tsr_backend_buffer_free(buf_w_cpu);
+        tsr_backend_buffer_free(buf_w_repack);
         tsr_free(ctx_w);
         tsr_gguf_free(gguf);
         tsr_backend_free(cpu_owned);
         buf_w = nullptr;
         buf_w_cpu = nullptr;
+        buf_w_repack = nullptr;
         ctx_w = nullptr;
         gguf = nullptr;
         cpu_owned = nullptr;
@@ -660,11 +667,52 @@ inline bool place_weights(model & m, const placement & pl, std::string & err) {
     return true;
 }
 
-// true when ctx holds a quantized weight matrix (what a CPU_REPACK buffer packs).
-inline bool has_quantized_matrix(tsr_context * ctx) {
+// The tensors of ctx that a CPU_REPACK buffer interleaves.
+inline std::vector<tsr_tensor *> repacked_tensors(tsr_context * ctx) {
+    std::vector<tsr_tensor *> out;
     for (tsr_tensor * t = tsr_get_first_tensor(ctx); t; t = tsr_get_next_tensor(ctx, t))
-        if (tsr_is_quantized(t->type) && t->ne[1] > 1) return true;
-    return false;
+        if (tsr_backend_cpu_repacks(t)) out.push_back(t);
+    return out;
+}
+
+// The mapped pages wholly inside [p, p + n) let go (Linux): their copy lives elsewhere now,
+// and touched file pages would otherwise stay in the process's resident set.
+inline void drop_mapped_pages(const void * p, size_t n) {
+#if defined(__linux__)
+    const uintptr_t page = (uintptr_t) sysconf(_SC_PAGESIZE);
+    const uintptr_t lo = ((uintptr_t) p + page - 1) / page * page, hi = ((uintptr_t) p + n) / page * page;
+    if (hi > lo) madvise((void *) lo, hi - lo, MADV_DONTNEED);
+#else
+    (void) p;
+    (void) n;
+#endif
+}
+
+// Mapped weights that a CPU_REPACK buffer interleaves, moved into one (copied from the
+// mapping, which keeps the rest): no tensor views them, so they may be placed again.
+inline bool move_mapped_to_repack(model & m, std::string & err) {
+    const std::vector<tsr_tensor *> ts = repacked_tensors(m.ctx_w);
+    if (ts.empty()) return true;
+    tsr_backend_buffer_type_t buft = tsr_backend_cpu_repack_buffer_type();
+    const size_t align = tsr_backend_buft_get_alignment(buft);
+    size_t total = 0;
+    for (tsr_tensor * t : ts) total += (tsr_nbytes(t) + align - 1) / align * align;
+    m.buf_w_repack = tsr_backend_buft_alloc_buffer(buft, total);
+    if (!m.buf_w_repack) { err = std::string("allocating the CPU_REPACK buffer: ") + tsr_last_error(); return false; }
+    tsr_backend_buffer_set_usage(m.buf_w_repack, TSR_BUFFER_USAGE_WEIGHTS);
+    char * p = (char *) tsr_backend_buffer_get_base(m.buf_w_repack);
+    for (tsr_tensor * t : ts) {
+        const void * mapped = t->data;
+        t->buffer = nullptr;
+        t->data = nullptr;
+        if (!tsr_backend_tensor_alloc(m.buf_w_repack, t, p) || !tsr_backend_tensor_set(t, mapped, 0, tsr_nbytes(t))) {
+            err = std::string("weight '") + t->name + "' into CPU_REPACK: " + tsr_last_error();
+            return false;
+        }
+        drop_mapped_pages(mapped, tsr_nbytes(t));
+        p += (tsr_nbytes(t) + align - 1) / align * align;
+    }
+    return true;
 }
 
 // Weights written through tensor->data (a benchmark's fill) passed to their CPU_REPACK
@@ -696,10 +744,9 @@ inline bool load_model(const char * path, const placement & pl, model & m, tsr_g
     if (!m.tok.load(m.gguf, err)) return false;
     if (m.hp.n_vocab != m.tok.n_vocab()) { err = "vocabulary size mismatch"; return false; }
     if (!bind_weights(m.ctx_w, m.hp, m.w, err)) return false;
-    const bool repacked = pl.repack && tsr_backend_is_cpu(pl.main) && has_quantized_matrix(m.ctx_w);
-    if (use_mmap && repacked) m.not_mapped_why = "quantized weights are read into a CPU_REPACK buffer (--repack; without it they are mapped)";
-    if (use_mmap && !repacked && map_weights(m, pl.main)) {  // map_weights says why not (e.g. a GPU backend)
+    if (use_mmap && map_weights(m, pl.main)) {  // map_weights says why not (e.g. a GPU backend)
         m.backends = {pl.main};
+        if (pl.repack && !move_mapped_to_repack(m, err)) return false;
         if (progress) progress(tsr_gguf_get_data_size(m.gguf), tsr_gguf_get_data_size(m.gguf), user);
         return true;
     }

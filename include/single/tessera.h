@@ -12560,11 +12560,17 @@ TSR_API void tsr_backend_cpu_set_abort_callback(tsr_backend_t backend, bool (*ab
  * current workspace is freed and regrown on the next reserve/compute. */
 TSR_API void tsr_backend_cpu_set_host_allocator(tsr_backend_t backend, const struct tsr_host_allocator * alloc);
 
-/* CPU_REPACK: host buffers whose quantized weight matrices, when set with
- * tsr_backend_tensor_set, also get the GEMM's packed panels (about 9 bits per weight more),
- * so prompt-size mul_mat skips packing them; get returns the bytes as set. Write such
- * weights only through tsr_backend_tensor_set (or tsr_backend_tensor_copy). */
+/* CPU_REPACK: host buffers that store Q4_0 and IQ4_NL weight matrices (2D, contiguous, rows
+ * a multiple of 8; x86 builds, not yet aarch64), when set with tsr_backend_tensor_set, in a 4-bit layout interleaving 8
+ * rows, in place of the file's bytes (no extra memory): the GEMM and the matrix-vector
+ * kernels stream it without shuffles. tsr_backend_tensor_get returns the file's bytes; only
+ * mul_mat (as src0) and get_rows read a repacked matrix on the CPU backend. Other tensors
+ * keep their bytes. Write such weights only through tsr_backend_tensor_set (or
+ * tsr_backend_tensor_copy). */
 TSR_API tsr_backend_buffer_type_t tsr_backend_cpu_repack_buffer_type(void);
+/* true when a CPU_REPACK buffer stores t (placed or not) interleaved: the buffer pays only
+ * for such tensors, so a loader may keep the others elsewhere (e.g. mapped). */
+TSR_API bool tsr_backend_cpu_repacks(const struct tsr_tensor * t);
 
 /* ISA query and control (process-wide). */
 TSR_API const char *     tsr_cpu_isa_name(enum tsr_cpu_isa isa);             /* "scalar", "avx2", ... */
@@ -16780,6 +16786,375 @@ static constexpr kernels kernels_neon = [] {
 } // namespace tcpu
 } // namespace
 #endif /* TSR_CPU_ARM64 */
+/* ---- backends/cpu/impl/repack_r8.inl ---- */
+/*
+ * repack_r8.inl - the 4-bit interleaved layout of CPU_REPACK weights (Q4_0 and IQ4_NL) and
+ * the kernels that read it: the GEMM's A-panel packers and the matrix-vector products.
+ *
+ * Both types are blocks of 32 weights {fp16 d; 16 bytes qs} (weight j in the low nibble of
+ * qs[j] for j < 16, the high nibble of qs[j - 16] otherwise). A group of R8 = 8 rows keeps,
+ * for each block column b, one 144-byte record: the 8 rows' d, then qs as 4 chunks of
+ * 32 bytes, chunk c holding rows 0..7's qs[4c..4c+4). A group takes exactly the bytes of
+ * its 8 file rows (a permutation of them), so repacking needs no memory.
+ *
+ * Why this order: a chunk's low nibbles are, per row, weights 4c..4c+3 and its high nibbles
+ * weights 16+4c..16+4c+3, so one AND (or shift) gives 8 rows x 4 weights, the unit the int8
+ * dots (vpdpbusd / vpmaddubsw with one activation quad broadcast) multiply: the
+ * matrix-vector kernel sums 8 rows in the 8 lanes of one register without a shuffle, and
+ * the GEMM's A panels ([quad][mr rows][4 bytes], pack.inl) are the chunks with AND / shift,
+ * copied whole.
+ */
+namespace {
+namespace tcpu {
+
+enum { R8 = 8, R8_BLOCK_BYTES = R8 * 18 };
+
+/* CPU_REPACK interleaves only where a SIMD mat-vec reads the layout (decode would
+ * otherwise fall from the ISA's dot kernels to r8_group_dot_scalar). */
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+static constexpr bool k_r8_layout_used = true;
+#else
+static constexpr bool k_r8_layout_used = false;
+#endif
+
+static_assert(sizeof(tsr_block_q4_0) == 18 && sizeof(tsr_block_iq4_nl) == 18, "r8 blocks are {fp16, 16 bytes}");
+
+static inline bool is_r8_type(enum tsr_type t) { return t == TSR_TYPE_Q4_0 || t == TSR_TYPE_IQ4_NL; }
+
+/* ---- layout: file rows <-> groups -------------------------------------------------------- */
+
+/* Blocks [b0, b0 + nb) of row r (0..7) of the group at grp, as file blocks. */
+static void r8_row_to_file(const uint8_t * grp, int r, int64_t b0, int64_t nb, uint8_t * out) {
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t * rec = grp + (size_t)(b0 + b) * R8_BLOCK_BYTES;
+        uint8_t * blk = out + (size_t)b * 18;
+        std::memcpy(blk, rec + 2 * r, 2);
+        for (int c = 0; c < 4; ++c) std::memcpy(blk + 2 + 4 * c, rec + 16 + (c * R8 + r) * 4, 4);
+    }
+}
+
+/* The 8 file rows at rows (row stride row_bytes, nb blocks each) as one group. */
+static void r8_group_from_file(const uint8_t * rows, size_t row_bytes, int64_t nb, uint8_t * grp) {
+    for (int64_t b = 0; b < nb; ++b) {
+        uint8_t * rec = grp + (size_t)b * R8_BLOCK_BYTES;
+        for (int r = 0; r < R8; ++r) {
+            const uint8_t * blk = rows + (size_t)r * row_bytes + (size_t)b * 18;
+            std::memcpy(rec + 2 * r, blk, 2);
+            for (int c = 0; c < 4; ++c) std::memcpy(rec + 16 + (c * R8 + r) * 4, blk + 2 + 4 * c, 4);
+        }
+    }
+}
+
+/* One group (8 rows of nb blocks at grp) rewritten in place: to the interleaved layout, or
+ * back to the file's rows; tmp holds a group's bytes. */
+static void r8_group_in_place(uint8_t * grp, int64_t nb, bool to_r8, uint8_t * tmp) {
+    const size_t row_bytes = (size_t)nb * 18;
+    std::memcpy(tmp, grp, row_bytes * R8);
+    if (to_r8) return r8_group_from_file(tmp, row_bytes, nb, grp);
+    for (int r = 0; r < R8; ++r) r8_row_to_file(tmp, r, 0, nb, grp + (size_t)r * row_bytes);
+}
+
+/* ---- matrix-vector: rows [m0, m1) of an r8 matrix times N yq8 columns ------------------- */
+
+struct r8_gemv_args {
+    const uint8_t * A;   /* the matrix: row m's group starts at A + (m / 8) * 8 * lda */
+    size_t lda;          /* bytes of one file row */
+    int64_t K;
+    const char * B; size_t ldb;   /* yq8 rows */
+    int64_t N;
+    float * C; size_t ldc;
+};
+
+static inline int r8_weight(enum tsr_type t, int nibble) {
+    return t == TSR_TYPE_Q4_0 ? nibble - 8 : tsr_impl::iq4nl_values[nibble];
+}
+
+/* The reference: exact int32 sums per block, scaled in float as the plain dots do. */
+template <enum tsr_type T>
+static void r8_group_dot_scalar(const uint8_t * grp, int64_t nb, const yq8 * y, float * out) {
+    float acc[R8] = {};
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t * rec = grp + (size_t)b * R8_BLOCK_BYTES;
+        for (int r = 0; r < R8; ++r) {
+            int32_t s = 0;
+            for (int c = 0; c < 4; ++c)
+                for (int j = 0; j < 4; ++j) {
+                    const uint8_t q = rec[16 + (c * R8 + r) * 4 + j];
+                    s += r8_weight(T, q & 0x0F) * y[b].qs[4 * c + j] + r8_weight(T, q >> 4) * y[b].qs[16 + 4 * c + j];
+                }
+            uint16_t d;
+            std::memcpy(&d, rec + 2 * r, 2);
+            acc[r] += h2f(d) * y[b].d * (float)s;
+        }
+    }
+    std::memcpy(out, acc, sizeof(acc));
+}
+
+typedef void (*r8_group_dot_fn)(const uint8_t * grp, int64_t nb, const yq8 * y, float * out);
+
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+/* 8 rows' int32 sums of one block, a lane per row: Q4_0's nibbles are unsigned (the -8
+ * comes back as -8 * sum(y)); IQ4_NL's table values are signed, so their sign moves onto
+ * y (vpmaddubsw takes unsigned x signed). */
+template <enum tsr_type T>
+TSR_TARGET_AVX2 static inline __m256i r8_block_sums_avx2(const uint8_t * rec, const yq8 & y) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i s = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(rec + 16 + 32 * c));
+        __m256i lo = _mm256_and_si256(q, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        __m256i ylo, yhi;
+        int32_t ql, qh;
+        std::memcpy(&ql, y.qs + 4 * c, 4);
+        std::memcpy(&qh, y.qs + 16 + 4 * c, 4);
+        ylo = _mm256_set1_epi32(ql);
+        yhi = _mm256_set1_epi32(qh);
+        if (T == TSR_TYPE_IQ4_NL) {
+            const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values));
+            lo = _mm256_shuffle_epi8(lut, lo);
+            hi = _mm256_shuffle_epi8(lut, hi);
+            ylo = _mm256_sign_epi8(ylo, lo);
+            yhi = _mm256_sign_epi8(yhi, hi);
+            lo = _mm256_abs_epi8(lo);
+            hi = _mm256_abs_epi8(hi);
+        }
+        /* per pair at most 2 * 127 * 127: no int16 saturation */
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), ones));
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), ones));
+    }
+    if (T == TSR_TYPE_Q4_0) s = _mm256_sub_epi32(s, _mm256_set1_epi32(8 * y.sum));
+    return s;
+}
+
+template <enum tsr_type T>
+TSR_TARGET_AVX2 static void r8_group_dot_avx2(const uint8_t * grp, int64_t nb, const yq8 * y, float * out) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t * rec = grp + (size_t)b * R8_BLOCK_BYTES;
+        const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec)), _mm256_set1_ps(y[b].d));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(r8_block_sums_avx2<T>(rec, y[b])), d, acc);
+    }
+    _mm256_storeu_ps(out, acc);
+}
+
+/* The same with vpdpbusd (unsigned x signed into int32, no saturation): IQ4_NL's values
+ * offset to unsigned by 128, taken back as -128 * sum(y) like Q4_0's -8. G groups (gstride
+ * bytes apart) share the activation broadcasts; out gets 8 floats per group. */
+template <enum tsr_type T, int G>
+TSR_TARGET_AVX512VNNI static void r8_groups_dot_avx512vnni(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i lut = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values)),
+                                         _mm256_set1_epi8((char)0x80));
+    const int32_t offset = T == TSR_TYPE_Q4_0 ? 8 : 128;
+    __m256 acc[G];
+    for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        __m256i yq[8];
+        for (int c = 0; c < 8; ++c) {
+            int32_t quad;
+            std::memcpy(&quad, y[b].qs + 4 * c, 4);
+            yq[c] = _mm256_set1_epi32(quad);
+        }
+        const __m256 yd = _mm256_set1_ps(y[b].d);
+        const __m256i corr = _mm256_set1_epi32(offset * y[b].sum);
+        for (int g = 0; g < G; ++g) {
+            const uint8_t * rec = grp + (size_t)g * gstride + (size_t)b * R8_BLOCK_BYTES;
+            __m256i s = _mm256_setzero_si256();
+            for (int c = 0; c < 4; ++c) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(rec + 16 + 32 * c));
+                __m256i lo = _mm256_and_si256(q, m4);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                if (T == TSR_TYPE_IQ4_NL) {
+                    lo = _mm256_shuffle_epi8(lut, lo);
+                    hi = _mm256_shuffle_epi8(lut, hi);
+                }
+                s = _mm256_dpbusd_epi32(s, lo, yq[c]);
+                s = _mm256_dpbusd_epi32(s, hi, yq[c + 4]);
+            }
+            s = _mm256_sub_epi32(s, corr);
+            const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec)), yd);
+            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc[g]);
+        }
+    }
+    for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + 8 * g, acc[g]);
+}
+
+template <enum tsr_type T>
+static void r8_group_dot_avx512vnni(const uint8_t * grp, int64_t nb, const yq8 * y, float * out) {
+    r8_groups_dot_avx512vnni<T, 1>(grp, 0, nb, y, out);
+}
+#endif
+
+static r8_group_dot_fn r8_group_dot_for(enum tsr_type t) {
+    const bool q4 = t == TSR_TYPE_Q4_0;
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+    const int isa = isa_current().load(std::memory_order_relaxed);
+    if (isa == TSR_CPU_ISA_AVX512 && features().avx512_vnni)
+        return q4 ? r8_group_dot_avx512vnni<TSR_TYPE_Q4_0> : r8_group_dot_avx512vnni<TSR_TYPE_IQ4_NL>;
+    if (isa == TSR_CPU_ISA_AVX2 || isa == TSR_CPU_ISA_AVX512)
+        return q4 ? r8_group_dot_avx2<TSR_TYPE_Q4_0> : r8_group_dot_avx2<TSR_TYPE_IQ4_NL>;
+#endif
+    return q4 ? r8_group_dot_scalar<TSR_TYPE_Q4_0> : r8_group_dot_scalar<TSR_TYPE_IQ4_NL>;
+}
+
+typedef void (*r8_pair_dot_fn)(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out);
+
+/* Two groups at once, where the ISA has it; NULL: one at a time. */
+static r8_pair_dot_fn r8_pair_dot_for(enum tsr_type t) {
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+    if (isa_current().load(std::memory_order_relaxed) == TSR_CPU_ISA_AVX512 && features().avx512_vnni)
+        return t == TSR_TYPE_Q4_0 ? r8_groups_dot_avx512vnni<TSR_TYPE_Q4_0, 2> : r8_groups_dot_avx512vnni<TSR_TYPE_IQ4_NL, 2>;
+#endif
+    (void)t;
+    return nullptr;
+}
+
+/* Results o of the group at row g0 stored for the rows of [m0, m1) in column n. */
+static void r8_store_group(const r8_gemv_args & a, int64_t n, int64_t g0, int64_t m0, int64_t m1, const float * o) {
+    float * c = a.C + (size_t)n * a.ldc;
+    for (int r = 0; r < R8; ++r)
+        if (g0 + r >= m0 && g0 + r < m1) c[g0 + r] = o[r];
+}
+
+/* Rows [m0, m1) (whole groups but for the ends), columns innermost so the groups stay in
+ * cache while every column passes. With a two-group kernel the groups are walked as two
+ * halves side by side: two sequential streams keep more DRAM reads in flight (as the plain
+ * dots' four), and the activations' broadcasts serve both. */
+static void r8_gemv(enum tsr_type t, const r8_gemv_args & a, int64_t m0, int64_t m1) {
+    const r8_group_dot_fn dot = r8_group_dot_for(t);
+    const r8_pair_dot_fn pair = r8_pair_dot_for(t);
+    const int64_t nb = a.K / 32;
+    const int64_t first = m0 / R8 * R8, ngroups = (m1 - first + R8 - 1) / R8;
+    const int64_t half = pair ? ngroups / 2 : 0;
+    const size_t hstride = (size_t)(half * R8) * a.lda;
+    for (int64_t i = 0; i < half; ++i) {
+        const int64_t g0 = first + i * R8;
+        for (int64_t n = 0; n < a.N; ++n) {
+            float o[2 * R8];
+            pair(a.A + (size_t)g0 * a.lda, hstride, nb, (const yq8 *)(a.B + (size_t)n * a.ldb), o);
+            r8_store_group(a, n, g0, m0, m1, o);
+            r8_store_group(a, n, g0 + half * R8, m0, m1, o + R8);
+        }
+    }
+    for (int64_t g0 = first + 2 * half * R8; g0 < m1; g0 += R8) {
+        for (int64_t n = 0; n < a.N; ++n) {
+            float o[R8];
+            dot(a.A + (size_t)g0 * a.lda, nb, (const yq8 *)(a.B + (size_t)n * a.ldb), o);
+            r8_store_group(a, n, g0, m0, m1, o);
+        }
+    }
+}
+
+/* ---- GEMM A panels from groups ----------------------------------------------------------- */
+
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+/* One 32-byte chunk of IQ4_NL nibbles as the table's values (XOR-ed with x): low nibbles to
+ * lo, high to hi. Only the x86 GEMMs (AVX2 and up) take IQ4_NL panels from the layout. */
+TSR_TARGET_AVX2 static void r8_chunk_iq4_avx2(const uint8_t * src, uint8_t x, uint8_t * lo, uint8_t * hi) {
+    const __m256i lut = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values)),
+                                         _mm256_set1_epi8((char)x));
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i q = _mm256_loadu_si256((const __m256i *)src);
+    _mm256_storeu_si256((__m256i *)lo, _mm256_shuffle_epi8(lut, _mm256_and_si256(q, m4)));
+    _mm256_storeu_si256((__m256i *)hi, _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4)));
+}
+#endif
+
+/* The panel layout of pack_panel_i8_avx2 (pack_x86.inl) for R rows from whole groups (row0 a
+ * multiple of 8, rows whole groups): Q4_0's nibbles as they are; IQ4_NL's table values,
+ * XOR-ed with XOR (0x80 where the GEMM takes them offset to unsigned). Pads as that packer. */
+template <int R, enum tsr_type T, uint8_t XOR>
+static void r8_pack_panel(const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    static_assert(R % R8 == 0, "panels of whole groups");
+    uint8_t * d = (uint8_t *)dst;
+    const int nb = kc / 32;
+    const int64_t b0 = k0 / 32, nbk = K / 32;
+    const uint8_t pad = T == TSR_TYPE_Q4_0 ? 8 : XOR;
+    for (int b = 0; b < nb; ++b) {
+        uint8_t * q = d + (size_t)b * R * 36;
+        float * sc = (float *)(q + R * 32);
+        for (int r0 = 0; r0 < R; r0 += R8) {
+            const bool valid = r0 < rows && b0 + b < nbk;
+            const uint8_t * rec = valid ? A + (size_t)(row0 + r0) * lda + (size_t)(b0 + b) * R8_BLOCK_BYTES : nullptr;
+            for (int r = 0; r < R8; ++r) {
+                uint16_t h = 0;
+                if (rec) std::memcpy(&h, rec + 2 * r, 2);
+                sc[r0 + r] = rec ? h2f(h) : 0.0f;
+            }
+            for (int c = 0; c < 4; ++c) {
+                uint8_t * lo = q + ((size_t)c * R + r0) * 4;
+                uint8_t * hi = q + ((size_t)(c + 4) * R + r0) * 4;
+                if (!rec) {
+                    std::memset(lo, pad, 32);
+                    std::memset(hi, pad, 32);
+                    continue;
+                }
+                const uint8_t * src = rec + 16 + 32 * c;
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+                if (T == TSR_TYPE_IQ4_NL) {
+                    r8_chunk_iq4_avx2(src, XOR, lo, hi);
+                    continue;
+                }
+#endif
+                for (int j = 0; j < 32; ++j) {
+                    if (T == TSR_TYPE_Q4_0) {
+                        lo[j] = src[j] & 0x0F;
+                        hi[j] = src[j] >> 4;
+                    } else {
+                        lo[j] = (uint8_t)tsr_impl::iq4nl_values[src[j] & 0x0F] ^ XOR;
+                        hi[j] = (uint8_t)tsr_impl::iq4nl_values[src[j] >> 4] ^ XOR;
+                    }
+                }
+            }
+        }
+    }
+}
+
+typedef void (*r8_pack_fn)(const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0, int kc, void * dst);
+
+/* The direct packer for GEMM g's A panels of type t, when g packs them with pack_panel_i8_avx2
+ * (x86); NULL: go through file blocks (r8_pack_via_file). */
+static r8_pack_fn r8_direct_packer(const gemm_impl * g, enum tsr_type t) {
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+    if (t == TSR_TYPE_Q4_0) {
+        if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_Q4_0, 0, 8>) return r8_pack_panel<8, TSR_TYPE_Q4_0, 0>;
+        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q4_0, 0, 8>) return r8_pack_panel<32, TSR_TYPE_Q4_0, 0>;
+    } else if (t == TSR_TYPE_IQ4_NL) {
+        if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_IQ4_NL, 0, 0>) return r8_pack_panel<8, TSR_TYPE_IQ4_NL, 0>;
+        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_IQ4_NL, 0x80, 0x80>) return r8_pack_panel<32, TSR_TYPE_IQ4_NL, 0x80>;
+    }
+#endif
+    (void)g; (void)t;
+    return nullptr;
+}
+
+enum { R8_VIA_FILE_ROWS = 32, R8_VIA_FILE_BLOCKS = 1024 / 32 };
+
+/* Any GEMM's panel: the rows as file blocks, then g's own packer. */
+static void r8_pack_via_file(const gemm_impl * g, const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0, int kc,
+                             void * dst) {
+    uint8_t tmp[R8_VIA_FILE_ROWS * R8_VIA_FILE_BLOCKS * 18];
+    const int64_t nb = std::min<int64_t>(kc / 32, std::max<int64_t>(0, (K - k0) / 32));
+    const size_t row_bytes = (size_t)nb * 18;
+    for (int r = 0; r < rows; ++r) {
+        const int64_t m = row0 + r;
+        r8_row_to_file(A + (size_t)(m / R8 * R8) * lda, (int)(m % R8), k0 / 32, nb, tmp + (size_t)r * row_bytes);
+    }
+    g->pack_a((const char *)tmp, row_bytes, rows, nb * 32, 0, kc, dst);
+}
+
+/* GEMM g's A panel of `rows` rows from row0 of an r8 matrix of type t. */
+static void r8_pack_a(const gemm_impl * g, enum tsr_type t, const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0,
+                      int kc, void * dst) {
+    const r8_pack_fn direct = r8_direct_packer(g, t);
+    if (direct && row0 % R8 == 0 && rows % R8 == 0) return direct(A, lda, row0, rows, K, k0, kc, dst);
+    r8_pack_via_file(g, A, lda, row0, rows, K, k0, kc, dst);
+}
+
+} // namespace tcpu
+} // namespace
 /* ---- backends/cpu/impl/gemm.inl ---- */
 /*
  * gemm.inl - matrix multiplication: the kernel table in use, the blocked/packed GEMM
@@ -16815,8 +17190,7 @@ struct mm_args {
     int64_t M, N, K;
     float * C; size_t ldc;      /* in floats */
     const gemm_impl * g;        /* NULL: dot products */
-    const uint8_t * a_panels = nullptr;  /* A packed for g once (CPU_REPACK weights), else NULL */
-    size_t a_panel_stride = 0;           /* bytes of a_panels per g->mr rows */
+    bool a_r8 = false;          /* A in the 4-bit interleaved layout of CPU_REPACK (repack_r8.inl) */
 };
 
 static size_t gemm_thread_bytes(const gemm_impl * g, int64_t N) {
@@ -16889,6 +17263,7 @@ static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m
     if (m0 >= m1) return;
     if (q8k_slot(a.ta) >= 0 && !a.g) return mm_range_q8k(K, a, m0, m1);
     const gemm_impl * g = a.g;
+    if (!g && a.a_r8) return r8_gemv(a.ta, r8_gemv_args{(const uint8_t *)a.A, a.lda, a.K, a.B, a.ldb, a.N, a.C, a.ldc}, m0, m1);
     if (!g) {
         /* Dot products. With a 4-row kernel, the range is cut into 4 equal parts walked side by
          * side: each part is one long sequential stream (rows are contiguous), and four of
@@ -16933,16 +17308,18 @@ static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m
                           bpack + (size_t)(jr / g->nr) * bpanel);
             for (int64_t ic = m0; ic < m1; ic += g->mc) {
                 const int64_t mc = std::min<int64_t>(g->mc, m1 - ic);
-                for (int64_t ir = 0; ir < mc && !a.a_panels; ir += g->mr)
-                    g->pack_a(a.A + (size_t)(ic + ir) * a.lda, a.lda, (int)std::min<int64_t>(g->mr, mc - ir), a.K, pc, kcp,
-                              apack + (size_t)(ir / g->mr) * apanel);
+                for (int64_t ir = 0; ir < mc; ir += g->mr) {
+                    const int rows = (int)std::min<int64_t>(g->mr, mc - ir);
+                    uint8_t * ap = apack + (size_t)(ir / g->mr) * apanel;
+                    if (a.a_r8) r8_pack_a(g, a.ta, (const uint8_t *)a.A, a.lda, ic + ir, rows, a.K, pc, kcp, ap);
+                    else g->pack_a(a.A + (size_t)(ic + ir) * a.lda, a.lda, rows, a.K, pc, kcp, ap);
+                }
                 for (int64_t jr = 0; jr < nc; jr += g->nr) {
                     const int nrv = (int)std::min<int64_t>(g->nr, nc - jr);
                     const uint8_t * bp = bpack + (size_t)(jr / g->nr) * bpanel;
                     for (int64_t ir = 0; ir < mc; ir += g->mr) {
                         const int mrv = (int)std::min<int64_t>(g->mr, mc - ir);
-                        const uint8_t * ap = a.a_panels ? a.a_panels + (size_t)((ic + ir) / g->mr) * a.a_panel_stride + (size_t)(pc / 32) * g->a_bytes_32k
-                                                        : apack + (size_t)(ir / g->mr) * apanel;
+                        const uint8_t * ap = apack + (size_t)(ir / g->mr) * apanel;
                         g->kernel(kcp, ap, bp,
                                   a.C + (size_t)(jc + jr) * a.ldc + (ic + ir), a.ldc, mrv, nrv, pc > 0);
                     }
@@ -16961,9 +17338,8 @@ static void mm_range_split(const cparams & p, const mm_args & a, uint8_t * tws) 
     mm_range(p.K, a, std::min<int64_t>(a.M, csz * p.ith), std::min<int64_t>(a.M, csz * (p.ith + 1)), tws);
 }
 
-/* s0's A panels packed by g when it sits in a CPU_REPACK buffer (repack.inl): true and
- * their start and bytes per g->mr rows, else false. */
-static bool prepacked_a(const tsr_tensor * s0, const gemm_impl * g, const uint8_t ** panels, size_t * stride);
+/* true when t's bytes are in the 4-bit interleaved layout of a CPU_REPACK buffer (repack.inl). */
+static bool is_r8_repacked(const tsr_tensor * t);
 
 /* ---- mul_mat ------------------------------------------------------------------------------ */
 
@@ -17115,9 +17491,7 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
     csize = (csize + mr - 1) / mr * mr;
     mchunks = (M + csize - 1) / csize;
     const int64_t nitems = nbatch * mchunks;
-    const uint8_t * pre_panels = nullptr;
-    size_t pre_stride = 0;
-    if (!pl.x_conv) prepacked_a(s0, pl.g, &pre_panels, &pre_stride);
+    const bool a_r8 = !pl.x_conv && is_r8_repacked(s0);
     for (int64_t it = p.nth == 1 ? 0 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed); it < nitems;
          it = p.nth == 1 ? it + 1 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed)) {
         const int64_t b = it / mchunks, mc = it % mchunks;
@@ -17143,8 +17517,7 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
         a.C = (float *)((char *)dst->data + i12 * dst->nb[2] + i13 * dst->nb[3]);
         a.ldc = dst->nb[1] / 4;
         a.g = pl.g;
-        a.a_panels = pre_panels;
-        a.a_panel_stride = pre_stride;
+        a.a_r8 = a_r8;
         mm_range(p.K, a, mc * csize, std::min<int64_t>(M, (mc + 1) * csize), tw);
     }
 }
@@ -17153,40 +17526,44 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
 } // namespace
 /* ---- backends/cpu/impl/repack.inl ---- */
 /*
- * repack.inl - the CPU_REPACK buffer type: host memory holding the weights as set (so
- * tsr_backend_tensor_get, get_rows and the mat-vec kernels read the file's bytes), plus,
- * for each quantized matrix with a packed GEMM on the ISA in use when it was set, its A
- * panels packed once, in the layout that GEMM's micro-kernel streams. The GEMM then skips
- * packing (and, for K-quants, the dequantize / requantize step) on every prompt.
+ * repack.inl - the CPU_REPACK buffer type: host memory in which Q4_0 and IQ4_NL weight
+ * matrices are stored in the 4-bit interleaved layout of repack_r8.inl, in place of the
+ * file's bytes (the same bytes, permuted: no memory beyond the plain buffer's). Every other
+ * tensor keeps its bytes as set.
  *
- * Both copies are kept: packed panels hold 36 bytes per 32 weights (9 bits a weight), so a
- * 4-bit file needs about three times its size; converting back on get instead would make
- * the mat-vec path (decode) read the wider panels. Panels are made when the last byte of a
- * tensor is set (loaders write a tensor front to back) and dropped by memset / clear;
- * writes that bypass tsr_backend_tensor_set (through tensor->data) leave them stale.
- * Panels are used only while the GEMM that packed them is the one in use (same ISA).
+ * Who reads the layout: mul_mat (src0: the GEMM packs its A panels from it without
+ * shuffles, the matrix-vector path reads it directly) and get_rows (rows converted back, so
+ * token embeddings may live here). tsr_backend_tensor_get converts back to the file's bytes;
+ * the CPU backend refuses any other op reading a repacked tensor, and views of one.
+ *
+ * When: a matrix is repacked when a write reaches its last byte (loaders write a tensor
+ * front to back), and a later partial write or memset goes through the file's bytes (the
+ * matrix converted back, written, repacked). Writes that bypass tsr_backend_tensor_set
+ * (through tensor->data) are not seen: set the tensor again after them (a set whose data is
+ * the tensor's own memory says it holds the file's bytes, all of it for a repacked one).
+ *
+ * Which: contiguous 2D matrices of Q4_0 or IQ4_NL with a multiple of 8 rows, in builds with
+ * a SIMD mat-vec for the layout (x86; not yet aarch64, whose NEON dots read the file's
+ * layout faster than the scalar one would read this). The layout does not depend on the
+ * ISA, so switching ISA (tsr_backend_cpu_set_isa) keeps it valid.
  */
 #include <memory>
 
 namespace {
 namespace tcpu {
 
-/* A weight matrix's GEMM A panels: for every mr rows, the whole of K. */
-struct packed_panels {
-    const gemm_impl * g;            /* the GEMM whose pack_a wrote them */
-    const void * data;              /* the tensor they were made from, as it was then */
+/* What a repacked tensor looked like when it was repacked: a tensor header that no longer
+ * matches (moved, retyped, reshaped) is not read as repacked. */
+struct r8_record {
+    const void * data;
     enum tsr_type type;
     int64_t ne[4];
-    size_t nb[4];
-    size_t panel_stride;            /* bytes per mr rows */
-    std::vector<uint8_t> mem;       /* 64 bytes of slack: the panels start 64-byte aligned */
-    const uint8_t * panels() const { return mem.data() + (64 - (uintptr_t)mem.data() % 64) % 64; }
 };
 
 struct repack_buffer_ctx {
-    tsr_backend_buffer_t host;      /* plain CPU buffer with the bytes as set */
+    tsr_backend_buffer_t host;      /* plain CPU buffer holding the bytes */
     std::mutex mutex;
-    std::vector<std::unique_ptr<packed_panels>> packed;
+    std::vector<std::unique_ptr<r8_record>> records;  /* kept until the buffer goes: headers point at them */
 };
 
 static bool repack_buffer_set_tensor(tsr_backend_buffer_t buffer, struct tsr_tensor * t, const void * data, size_t offset, size_t size);
@@ -17195,78 +17572,95 @@ static bool is_repack_buffer(const tsr_backend_buffer * b) {
     return b && b->iface.set_tensor == repack_buffer_set_tensor;
 }
 
-/* t's panels when they match t as it is now and the GEMM g in use; NULL otherwise. */
-static const packed_panels * prepacked_panels(const tsr_tensor * t, const gemm_impl * g) {
-    if (!g || !is_repack_buffer(t->buffer) || !t->extra) return nullptr;
-    const packed_panels * p = (const packed_panels *)t->extra;
-    if (p->g != g || p->data != t->data || p->type != t->type) return nullptr;
+static bool is_r8_repacked(const tsr_tensor * t) {
+    if (!t || !is_repack_buffer(t->buffer) || !t->extra || t->view_src) return false;
+    const r8_record * r = (const r8_record *)t->extra;
+    if (r->data != t->data || r->type != t->type) return false;
     for (int i = 0; i < 4; ++i)
-        if (p->ne[i] != t->ne[i] || p->nb[i] != t->nb[i]) return nullptr;
-    return p;
-}
-
-static bool prepacked_a(const tsr_tensor * s0, const gemm_impl * g, const uint8_t ** panels, size_t * stride) {
-    const packed_panels * p = prepacked_panels(s0, g);
-    if (!p) return false;
-    *panels = p->panels();
-    *stride = p->panel_stride;
+        if (r->ne[i] != t->ne[i]) return false;
     return true;
 }
 
-/* Panels of a contiguous quantized matrix for the GEMM in use, or NULL when it has none. */
-static std::unique_ptr<packed_panels> pack_weight_panels(const tsr_tensor * t) {
-    if (!tsr_is_quantized(t->type) || t->ne[2] != 1 || t->ne[3] != 1 || !tsr_is_contiguous(t) || t->ne[0] % 32 != 0)
-        return nullptr;
-    const gemm_impl * g = gemm_for(get_kernels(), t->type);
-    if (!g || !g->b_is_q8) return nullptr;
-    const int64_t K = t->ne[0], M = t->ne[1];
-    std::unique_ptr<packed_panels> p(new (std::nothrow) packed_panels());
-    if (!p) return nullptr;
-    p->g = g;
-    p->data = t->data;
-    p->type = t->type;
-    for (int i = 0; i < 4; ++i) { p->ne[i] = t->ne[i]; p->nb[i] = t->nb[i]; }
-    p->panel_stride = g->a_bytes_32k * (size_t)(K / 32);
-    const size_t npanels = (size_t)((M + g->mr - 1) / g->mr);
-    try { p->mem.resize(p->panel_stride * npanels + 64); } catch (...) { return nullptr; }
-    uint8_t * dst = const_cast<uint8_t *>(p->panels());
-    for (size_t i = 0; i < npanels; ++i) {
-        const int64_t r0 = (int64_t)i * g->mr;
-        const int rows = (int)std::min<int64_t>(g->mr, M - r0);
-        for (int64_t pc = 0; pc < K; pc += g->kc) {
-            const int kcp = (int)std::min<int64_t>(g->kc, K - pc);
-            g->pack_a((const char *)t->data + (size_t)r0 * t->nb[1], t->nb[1], rows, K, pc, kcp,
-                      dst + i * p->panel_stride + (size_t)(pc / 32) * g->a_bytes_32k);
-        }
-    }
-    return p;
+/* t, or the tensor t views, holds the interleaved layout. */
+static bool reads_r8_bytes(const tsr_tensor * t) {
+    return t && (is_r8_repacked(t) || is_r8_repacked(t->view_src));
 }
 
-/* Panels that no longer match their tensor's bytes: their memory goes, the record stays
- * (a tensor copied from t may still point at it) with no GEMM, so it matches nothing. */
-static void retire(packed_panels & p) {
-    p.g = nullptr;
-    std::vector<uint8_t>().swap(p.mem);
+static bool r8_eligible(const tsr_tensor * t) {
+    return k_r8_layout_used && is_r8_type(t->type) && !t->view_src && t->ne[2] == 1 && t->ne[3] == 1 && t->ne[1] % R8 == 0 && tsr_is_contiguous(t);
 }
 
-static void repack_drop(repack_buffer_ctx * c, struct tsr_tensor * t) {
-    if (!t->extra) return;
+/* Every group of t rewritten in place, to the interleaved layout or back to the file's. */
+static bool r8_convert_tensor(struct tsr_tensor * t, bool to_r8) {
+    const int64_t nb = t->ne[0] / 32;
+    std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[(size_t)nb * R8_BLOCK_BYTES]);
+    if (!tmp) return false;
+    for (int64_t g0 = 0; g0 < t->ne[1]; g0 += R8) r8_group_in_place((uint8_t *)t->data + (size_t)g0 * t->nb[1], nb, to_r8, tmp.get());
+    return true;
+}
+
+/* t back in the file's layout, no longer marked. */
+static void r8_unpack(repack_buffer_ctx * c, struct tsr_tensor * t) {
+    if (!is_r8_repacked(t)) return;
+    r8_convert_tensor(t, false);
     std::lock_guard<std::mutex> lock(c->mutex);
-    for (auto & p : c->packed)
-        if (p.get() == t->extra) retire(*p);
     t->extra = nullptr;
 }
 
-static bool repack_buffer_set_tensor(tsr_backend_buffer_t buffer, struct tsr_tensor * t, const void * data, size_t offset, size_t size) {
-    repack_buffer_ctx * c = (repack_buffer_ctx *)buffer->context;
-    if (data != (const char *)t->data + offset) std::memcpy((char *)t->data + offset, data, size);  /* in place: loaded there */
-    repack_drop(c, t);
-    if (offset + size != tsr_nbytes(t)) return true;
-    std::unique_ptr<packed_panels> p = pack_weight_panels(t);
-    if (!p) return true;  /* no GEMM panels for this tensor (or no memory): the GEMM packs as usual */
+/* t repacked and marked, when it qualifies (and memory for the record and a group's
+ * scratch is there: else it keeps the file's layout, which every kernel reads too). */
+static void r8_pack(repack_buffer_ctx * c, struct tsr_tensor * t) {
+    if (!r8_eligible(t)) return;
+    std::unique_ptr<r8_record> r(new (std::nothrow) r8_record{t->data, t->type, {t->ne[0], t->ne[1], t->ne[2], t->ne[3]}});
+    if (!r) return;
+    {
+        std::lock_guard<std::mutex> lock(c->mutex);
+        try { c->records.push_back(std::move(r)); } catch (...) { return; }
+    }
+    if (!r8_convert_tensor(t, true)) return;
     std::lock_guard<std::mutex> lock(c->mutex);
-    try { c->packed.push_back(std::move(p)); } catch (...) { return true; }
-    t->extra = c->packed.back().get();
+    t->extra = c->records.back().get();
+}
+
+/* Where a view of a repacked tensor starts in it. */
+static size_t view_offset(const tsr_tensor * t) { return (size_t)((const char *)t->data - (const char *)t->view_src->data); }
+
+static bool repack_buffer_set_tensor(tsr_backend_buffer_t buffer, struct tsr_tensor * t, const void * data, size_t offset, size_t size) {
+    if (t->view_src && is_r8_repacked(t->view_src))
+        return repack_buffer_set_tensor(buffer, t->view_src, data, offset + view_offset(t), size);
+    repack_buffer_ctx * c = (repack_buffer_ctx *)buffer->context;
+    const bool was_repacked = is_r8_repacked(t);
+    const bool in_place = data == (const char *)t->data + offset;  /* loaded there: those are the file's bytes */
+    if (in_place) {
+        std::lock_guard<std::mutex> lock(c->mutex);
+        t->extra = nullptr;
+    } else {
+        r8_unpack(c, t);
+        std::memcpy((char *)t->data + offset, data, size);
+    }
+    if (was_repacked || offset + size == tsr_nbytes(t)) r8_pack(c, t);
+    return true;
+}
+
+/* Bytes [offset, offset + size) of the file's layout of a repacked t, a group at a time. */
+static bool r8_get(const struct tsr_tensor * t, void * data, size_t offset, size_t size) {
+    const int64_t nb = t->ne[0] / 32;
+    const size_t group_bytes = (size_t)nb * R8_BLOCK_BYTES;
+    std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[group_bytes]);
+    if (!tmp) return tsr_set_error("CPU_REPACK: out of memory reading tensor '%s'", t->name);
+    for (size_t g = offset / group_bytes * group_bytes; g < offset + size; g += group_bytes) {
+        const uint8_t * grp = (const uint8_t *)t->data + g;
+        for (int r = 0; r < R8; ++r) r8_row_to_file(grp, r, 0, nb, tmp.get() + (size_t)r * nb * 18);
+        const size_t lo = std::max(g, offset), hi = std::min(g + group_bytes, offset + size);
+        std::memcpy((char *)data + (lo - offset), tmp.get() + (lo - g), hi - lo);
+    }
+    return true;
+}
+
+static bool repack_buffer_get_tensor(tsr_backend_buffer_t, const struct tsr_tensor * t, void * data, size_t offset, size_t size) {
+    if (is_r8_repacked(t)) return r8_get(t, data, offset, size);
+    if (t->view_src && is_r8_repacked(t->view_src)) return r8_get(t->view_src, data, offset + view_offset(t), size);
+    std::memcpy(data, (const char *)t->data + offset, size);
     return true;
 }
 
@@ -17279,25 +17673,28 @@ static void * repack_buffer_get_base(tsr_backend_buffer_t buffer) {
     return tsr_backend_buffer_get_base(((repack_buffer_ctx *)buffer->context)->host);
 }
 static bool repack_buffer_memset_tensor(tsr_backend_buffer_t buffer, struct tsr_tensor * t, uint8_t value, size_t offset, size_t size) {
-    repack_drop((repack_buffer_ctx *)buffer->context, t);
+    repack_buffer_ctx * c = (repack_buffer_ctx *)buffer->context;
+    const bool was_repacked = is_r8_repacked(t);
+    r8_unpack(c, t);
     std::memset((char *)t->data + offset, value, size);
+    if (was_repacked) r8_pack(c, t);
     return true;
 }
+/* A buffer of one byte value reads the same in either layout (a group is a permutation of
+ * its bytes): repacked tensors stay marked. */
 static void repack_buffer_clear(tsr_backend_buffer_t buffer, uint8_t value) {
-    repack_buffer_ctx * c = (repack_buffer_ctx *)buffer->context;
-    tsr_backend_buffer_clear(c->host, value);
-    std::lock_guard<std::mutex> lock(c->mutex);
-    for (auto & p : c->packed) retire(*p);
+    tsr_backend_buffer_clear(((repack_buffer_ctx *)buffer->context)->host, value);
 }
 
-/* the CPU buffer's reads (the bytes as set); its own writes, which keep the panels in step */
+/* the CPU buffer's, but for writes and reads, which know the layout */
 static constexpr struct tsr_backend_buffer_i k_repack_buffer_i = [] {
     struct tsr_backend_buffer_i b = tsr_impl::k_cpu_buffer_i;
     b.free_buffer = repack_buffer_free;
     b.get_base = repack_buffer_get_base;
     b.memset_tensor = repack_buffer_memset_tensor;
     b.set_tensor = repack_buffer_set_tensor;
-    b.cpy_tensor = nullptr;  /* a copy into a repack tensor goes to set_tensor */
+    b.get_tensor = repack_buffer_get_tensor;
+    b.cpy_tensor = nullptr;  /* a copy into or out of a repack tensor goes through set / get */
     b.clear = repack_buffer_clear;
     return b;
 }();
@@ -17331,6 +17728,10 @@ TSR_API_IMPL tsr_backend_buffer_type_t tsr_backend_cpu_repack_buffer_type(void) 
         return t;
     }();
     return &buft;
+}
+
+TSR_API_IMPL bool tsr_backend_cpu_repacks(const struct tsr_tensor * t) {
+    return t && tcpu::r8_eligible(t);
 }
 /* ---- backends/cpu/impl/ops_elementwise.inl ---- */
 /*
@@ -17885,9 +18286,24 @@ static void op_out_prod(const cparams & p, tsr_tensor * dst) {
 
 /* ---- rows ---------------------------------------------------------------------------------- */
 
+/* Row `row` of a CPU_REPACK matrix (repack.inl) as floats, a block at a time through the
+ * file's layout, to d (element stride nb0 bytes). */
+static void get_row_r8(const tsr_tensor * a, int64_t row, char * d, size_t nb0) {
+    const uint8_t * grp = (const uint8_t *)a->data + (size_t)(row / R8 * R8) * a->nb[1];
+    for (int64_t b = 0; b < a->ne[0] / 32; ++b) {
+        union { tsr_block_q4_0 q4_0; tsr_block_iq4_nl iq4_nl; } blk;
+        float v[32];
+        r8_row_to_file(grp, (int)(row % R8), b, 1, (uint8_t *)&blk);
+        if (a->type == TSR_TYPE_Q4_0) tsr_impl::dequantize_row_q4_0(&blk.q4_0, v, 32);
+        else tsr_impl::dequantize_row_iq4_nl(&blk.iq4_nl, v, 32);
+        for (int j = 0; j < 32; ++j) std::memcpy(d + (size_t)(b * 32 + j) * nb0, &v[j], 4);
+    }
+}
+
 static void op_get_rows(const cparams & p, tsr_tensor * dst) {
     const tsr_tensor * a = dst->src[0];
     const tsr_tensor * b = dst->src[1];
+    const bool a_r8 = is_r8_repacked(a);
     const int64_t nr = tsr_nrows(dst), ne0 = dst->ne[0];
     int64_t r0, r1;
     split_rows(nr, p.ith, p.nth, r0, r1);
@@ -17901,7 +18317,9 @@ static void op_get_rows(const cparams & p, tsr_tensor * dst) {
             continue;
         }
         const char * s = tptr(a, 0, row, i11, i12);
-        if (a->type == TSR_TYPE_I32) {
+        if (a_r8) {
+            get_row_r8(a, row, d, dst->nb[0]);
+        } else if (a->type == TSR_TYPE_I32) {
             for (int64_t i = 0; i < ne0; ++i) *(int32_t *)(d + i * dst->nb[0]) = *(const int32_t *)(s + i * a->nb[0]);
         } else if (row_contig(a) && dst->nb[0] == 4) {
             row_to_f32(a->type, s, (float *)d, ne0);
@@ -19511,9 +19929,21 @@ static inline bool is_view_op(enum tsr_op op) {
     return op == TSR_OP_NONE || op == TSR_OP_RESHAPE || op == TSR_OP_VIEW || op == TSR_OP_PERMUTE || op == TSR_OP_TRANSPOSE;
 }
 
+/* A CPU_REPACK matrix's interleaved bytes (repack.inl) are read by mul_mat as src0 and by
+ * get_rows, on the tensor itself; views of one only pass it on. */
+static bool reads_r8_right(const tsr_tensor * t) {
+    for (int i = 0; i < TSR_MAX_SRC; ++i) {
+        if (!reads_r8_bytes(t->src[i])) continue;
+        if (is_view_op(t->op)) continue;
+        if (i != 0 || t->src[0]->view_src || (t->op != TSR_OP_MUL_MAT && t->op != TSR_OP_GET_ROWS)) return false;
+    }
+    return true;
+}
+
 static bool supports(const tsr_tensor * t) {
     const tsr_tensor * a = t->src[0];
     const tsr_tensor * b = t->src[1];
+    if (!reads_r8_right(t)) return false;
     switch (t->op) {
         case TSR_OP_NONE: case TSR_OP_RESHAPE: case TSR_OP_VIEW: case TSR_OP_PERMUTE: case TSR_OP_TRANSPOSE:
             return true;

@@ -199,7 +199,7 @@ double bench_gemm(tsr_backend_t be, tsr_type type, int64_t M, int64_t K, int64_t
     return 2.0 * (double)M * (double)N * (double)K / t / 1e9;
 }
 
-// bench_gemm with the weights in a CPU_REPACK buffer (packed for the GEMM when set).
+// bench_gemm with the weights in a CPU_REPACK buffer (Q4_0 / IQ4_NL: interleaved when set).
 double bench_gemm_repack(tsr_backend_t be, tsr_type type, int64_t M, int64_t K, int64_t N, int reps) {
     tsr_context * ctx = tsr_init(tsr_init_params{8 * tsr_tensor_overhead() + tsr_graph_overhead(), nullptr, true});
     tsr_tensor * a = tsr_new_tensor_2d(ctx, type, K, M);
@@ -214,7 +214,7 @@ double bench_gemm_repack(tsr_backend_t be, tsr_type type, int64_t M, int64_t K, 
         tsr_backend_tensor_alloc(ab, c, (char *)tsr_backend_buffer_get_base(ab) + (size_t)(K * N) * 4 + 64)) {
         fast_fill(a, 1);
         fast_fill(b, 2);
-        tsr_backend_tensor_set(a, a->data, 0, tsr_nbytes(a));  // filled in place: the buffer packs it now
+        tsr_backend_tensor_set(a, a->data, 0, tsr_nbytes(a));  // filled in place: the buffer repacks it now
         tsr_cgraph * gf = tsr_new_graph(ctx);
         tsr_build_forward_expand(gf, c);
         tsr_backend_graph_reserve(be, gf);
@@ -227,27 +227,37 @@ double bench_gemm_repack(tsr_backend_t be, tsr_type type, int64_t M, int64_t K, 
     return gflops;
 }
 
-// matrix-vector over several distinct 4096x4096 matrices totalling >= total_bytes
-double bench_gemv(tsr_backend_t be, tsr_type type, size_t total_bytes, int reps) {
+// matrix-vector over several distinct 4096x4096 matrices totalling >= total_bytes, in
+// buffers of type buft (a CPU_REPACK one repacks them when set)
+double bench_gemv(tsr_backend_t be, tsr_type type, size_t total_bytes, int reps, tsr_backend_buffer_type_t buft = tsr_backend_cpu_buffer_type()) {
     const int64_t K = 4096, M = 4096;
     const size_t mbytes = tsr_row_size(type, K) * (size_t)M;
     const int nmat = (int)((total_bytes + mbytes - 1) / mbytes);
-    const size_t mem = mbytes * (size_t)nmat + (size_t)nmat * (size_t)(K + M) * 4 + (size_t)(4 * nmat + 8) * tsr_tensor_overhead() +
-                       tsr_graph_overhead() + ((size_t)nmat << 12) + (1 << 20);
-    tsr_context * ctx = tsr_init(tsr_init_params{mem, nullptr, false});
+    const size_t mem = (size_t)(4 * nmat + 8) * tsr_tensor_overhead() + tsr_graph_overhead();
+    tsr_context * ctx = tsr_init(tsr_init_params{mem, nullptr, true});
     if (!ctx) return 0;
     tsr_tensor * x = tsr_new_tensor_1d(ctx, TSR_TYPE_F32, K);
-    fast_fill(x, 3);
     tsr_cgraph * gf = tsr_new_graph(ctx);
+    std::vector<tsr_tensor *> ws;
     for (int i = 0; i < nmat; ++i) {
-        tsr_tensor * w = tsr_new_tensor_2d(ctx, type, K, M);
-        fast_fill(w, 10 + (unsigned)i);
-        tsr_build_forward_expand(gf, tsr_mul_mat(ctx, w, x));
+        ws.push_back(tsr_new_tensor_2d(ctx, type, K, M));
+        tsr_build_forward_expand(gf, tsr_mul_mat(ctx, ws.back(), x));
     }
-    tsr_backend_graph_reserve(be, gf);
-    const double t = best_time(reps, [&] { tsr_backend_graph_compute(be, gf); });
+    tsr_backend_buffer_t buf = tsr_backend_alloc_ctx_tensors_from_buft(ctx, buft);
+    double gbs = 0;
+    if (buf) {
+        fast_fill(x, 3);
+        for (int i = 0; i < nmat; ++i) {
+            fast_fill(ws[(size_t)i], 10 + (unsigned)i);
+            tsr_backend_tensor_set(ws[(size_t)i], ws[(size_t)i]->data, 0, tsr_nbytes(ws[(size_t)i]));  // filled in place
+        }
+        tsr_backend_graph_reserve(be, gf);
+        const double t = best_time(reps, [&] { tsr_backend_graph_compute(be, gf); });
+        gbs = (double)mbytes * nmat / t / 1e9;
+    }
+    tsr_backend_buffer_free(buf);
     tsr_free(ctx);
-    return (double)mbytes * nmat / t / 1e9;
+    return gbs;
 }
 
 // MB/s of F32 input through tsr_quantize_chunk on one thread: 4 rows of 4096 (64 KiB, short
@@ -511,8 +521,9 @@ int main(int argc, char ** argv) {
         add_row(std::string("mul_mat ") + tsr_type_name(t), g, "GFLOPS",
                 t == TSR_TYPE_F32 && ob.ok() ? "OpenBLAS sgemm " + fmt(blas_gemm) : "", shape);
     }
-    for (tsr_type t : bench_types) {
-        if (matvec_only || conv_only || !tsr_is_quantized(t)) continue;
+    const tsr_type repack_types[] = {TSR_TYPE_Q4_0, TSR_TYPE_IQ4_NL};  // what CPU_REPACK interleaves
+    for (tsr_type t : repack_types) {
+        if (matvec_only || conv_only) continue;
         const double g = bench_gemm_repack(be, t, M, K, N, reps);
         add_row(std::string("mul_mat ") + tsr_type_name(t) + " (CPU_REPACK)", g, "GFLOPS", "", shape);
     }
@@ -529,12 +540,14 @@ int main(int argc, char ** argv) {
     if (!conv_only && !moe_only && !gemm_only) {
         /* a shared machine's bandwidth drifts: read bandwidth and every mat-vec measured in
          * turn, several rounds, and the best of each compared */
-        std::vector<double> best_gemv(sizeof bench_types / sizeof bench_types[0], 0.0);
+        std::vector<double> best_gemv(sizeof bench_types / sizeof bench_types[0], 0.0), best_repack(2, 0.0);
         for (int round = 0; round < matvec_rounds; ++round) {
             double r = 0;
             copy_bandwidth(n_threads, (size_t)512 << 20, &r);
             rd = std::max(rd, r);
             for (size_t i = 0; i < best_gemv.size(); ++i) best_gemv[i] = std::max(best_gemv[i], bench_gemv(be, bench_types[i], gemv_bytes, reps));
+            for (size_t i = 0; i < best_repack.size(); ++i)
+                best_repack[i] = std::max(best_repack[i], bench_gemv(be, repack_types[i], gemv_bytes, reps, tsr_backend_cpu_repack_buffer_type()));
         }
         if (matvec_rounds > 0) add_row("read bandwidth (best of the mat-vec rounds)", rd, "GB/s", "", std::to_string(matvec_rounds) + " rounds");
         for (size_t i = 0; i < best_gemv.size() && matvec_rounds > 0; ++i) {
@@ -543,6 +556,12 @@ int main(int argc, char ** argv) {
             std::snprintf(ref, sizeof ref, "%.2f x read bandwidth", best_gemv[i] / rd);
             add_row(std::string("mat-vec ") + tsr_type_name(t), best_gemv[i], "GB/s (weights)",
                     t == TSR_TYPE_F32 && ob.ok() ? std::string(ref) + ", OpenBLAS sgemv " + fmt(blas_gemv) : ref,
+                    std::to_string(gemv_bytes >> 20) + "+ MiB of 4096x4096 weights, best of " + std::to_string(matvec_rounds));
+        }
+        for (size_t i = 0; i < best_repack.size() && matvec_rounds > 0; ++i) {
+            char ref[64];
+            std::snprintf(ref, sizeof ref, "%.2f x read bandwidth", best_repack[i] / rd);
+            add_row(std::string("mat-vec ") + tsr_type_name(repack_types[i]) + " (CPU_REPACK)", best_repack[i], "GB/s (weights)", ref,
                     std::to_string(gemv_bytes >> 20) + "+ MiB of 4096x4096 weights, best of " + std::to_string(matvec_rounds));
         }
     }

@@ -13,6 +13,7 @@
 #endif
 #include "cpu_test_util.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -506,74 +507,195 @@ TEST_CASE("GEMM A panels of Q4_1, Q5_1 and the K-quants requantize every block w
     }
 }
 
-// CPU_REPACK weights: set (in two parts, as loaders do) they get the GEMM's panels for the
-// ISA in use, and mul_mat on them gives bit for bit the results of the same bytes in a plain
-// CPU buffer, at prompt size (the GEMM reading the panels) and for one column (the mat-vec
-// kernels reading the bytes as set); get returns those bytes, memset drops the panels.
-TEST_CASE("CPU_REPACK buffers: panels made on set, results equal a plain buffer's, get returns the bytes", "[cpu][mul_mat][repack]") {
-    const int64_t K = 512, M = 37;
+// One weight matrix in a CPU_REPACK buffer and its twin in a plain CPU buffer, multiplied
+// by the same activations; get_rows of both.
+struct repack_pair {
+    tsr_context * meta = nullptr;
+    tsr_tensor *wr, *wp, *x, *cr, *cp, *ids, *gr, *gp;
+    tsr_cgraph * gf;
+    tsr_backend_buffer_t rb = nullptr, pb = nullptr, ab = nullptr;
+    repack_pair(tsr_type t, int64_t K, int64_t M, int64_t N) {
+        meta = tsr_init(tsr_init_params{16 * tsr_tensor_overhead() + tsr_graph_overhead(), nullptr, true});
+        wr = tsr_new_tensor_2d(meta, t, K, M);
+        wp = tsr_new_tensor_2d(meta, t, K, M);
+        x = tsr_new_tensor_2d(meta, TSR_TYPE_F32, K, N);
+        ids = tsr_new_tensor_1d(meta, TSR_TYPE_I32, 3);
+        cr = tsr_mul_mat(meta, wr, x);
+        cp = tsr_mul_mat(meta, wp, x);
+        gr = tsr_get_rows(meta, wr, ids);
+        gp = tsr_get_rows(meta, wp, ids);
+        gf = tsr_new_graph(meta);
+        for (tsr_tensor * o : {cr, cp, gr, gp}) tsr_build_forward_expand(gf, o);
+        rb = tsr_backend_buft_alloc_buffer(tsr_backend_cpu_repack_buffer_type(), tsr_nbytes(wr));
+        pb = tsr_backend_buft_alloc_buffer(tsr_backend_cpu_buffer_type(), tsr_nbytes(wp));
+        if (!rb || !pb || !tsr_backend_tensor_alloc(rb, wr, tsr_backend_buffer_get_base(rb)) ||
+            !tsr_backend_tensor_alloc(pb, wp, tsr_backend_buffer_get_base(pb)))
+            return;
+        ab = tsr_backend_alloc_ctx_tensors_from_buft(meta, tsr_backend_cpu_buffer_type());  // the rest
+    }
+    ~repack_pair() {
+        tsr_backend_buffer_free(ab);
+        tsr_backend_buffer_free(rb);
+        tsr_backend_buffer_free(pb);
+        tsr_free(meta);
+    }
+};
+
+// sum_k w[m][k] * x[n][k] in double from the dequantized weights.
+std::vector<double> ref_mul_mat(tsr_type t, const std::vector<uint8_t> & wq, const std::vector<float> & xv, int64_t K, int64_t M, int64_t N,
+                                std::vector<double> & mag) {
+    std::vector<float> w((size_t)(K * M));
+    for (int64_t m = 0; m < M; ++m) tsr_to_float_row(t, wq.data() + (size_t)m * tsr_row_size(t, K), w.data() + m * K, K);
+    std::vector<double> out((size_t)(M * N));
+    mag.assign(out.size(), 0.0);
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t m = 0; m < M; ++m)
+            for (int64_t k = 0; k < K; ++k) {
+                out[(size_t)(n * M + m)] += (double)w[(size_t)(m * K + k)] * xv[(size_t)(n * K + k)];
+                mag[(size_t)(n * M + m)] += std::fabs((double)w[(size_t)(m * K + k)] * xv[(size_t)(n * K + k)]);
+            }
+    return out;
+}
+
+// CPU_REPACK weights: Q4_0 and IQ4_NL matrices (rows a multiple of 8) are stored interleaved
+// (their bytes differ from the file's), others keep their bytes. mul_mat on them, at prompt
+// size (GEMM: its A panels packed from the layout equal those packed from the file, so the
+// results are bit for bit the plain buffer's) and for 1 and 3 columns (the interleaved
+// mat-vec: the same exact int32 block sums, float sums in another order), equals the plain
+// buffer's and the double reference; get_rows gives the plain buffer's rows; get returns the
+// file's bytes, whole and in part; a part set or a memset go through the file's bytes.
+TEST_CASE("CPU_REPACK buffers: Q4_0 / IQ4_NL interleaved in place, results equal a plain buffer's, get returns the bytes", "[cpu][mul_mat][repack]") {
+    const int64_t K = 320;
     std::mt19937 rng(23);
-    for (tsr_type t : {TSR_TYPE_Q4_0, TSR_TYPE_Q8_0, TSR_TYPE_Q4_K, TSR_TYPE_IQ4_NL, TSR_TYPE_Q6_K}) {
-        std::vector<float> wf((size_t)(K * M));
+    struct tcase { tsr_type t; int64_t M; bool interleaved; };
+    for (tcase tc : {tcase{TSR_TYPE_Q4_0, 40, true}, tcase{TSR_TYPE_IQ4_NL, 48, true}, tcase{TSR_TYPE_Q4_0, 36, false},
+                     tcase{TSR_TYPE_Q8_0, 40, false}, tcase{TSR_TYPE_Q4_K, 16, false}}) {
+        const tsr_type t = tc.t;
+        tc.interleaved = tc.interleaved && tcpu::k_r8_layout_used;
+        const int64_t Kt = t == TSR_TYPE_Q4_K ? 512 : K, M = tc.M;
+        std::vector<float> wf((size_t)(Kt * M));
         for (float & v : wf) v = std::uniform_real_distribution<float>(-1, 1)(rng);
-        std::vector<uint8_t> wq(tsr_row_size(t, K) * (size_t)M);
-        REQUIRE(tsr_quantize_chunk(t, wf.data(), wq.data(), 0, M, K, nullptr) == wq.size());
-        for (int64_t N : {int64_t(9), int64_t(1)}) {
-            tsr_context * meta = tsr_init(tsr_init_params{16 * tsr_tensor_overhead() + tsr_graph_overhead(), nullptr, true});
-            tsr_tensor * wr = tsr_new_tensor_2d(meta, t, K, M);
-            tsr_tensor * wp = tsr_new_tensor_2d(meta, t, K, M);
-            tsr_tensor * x = tsr_new_tensor_2d(meta, TSR_TYPE_F32, K, N);
-            tsr_tensor * cr = tsr_mul_mat(meta, wr, x);
-            tsr_tensor * cp = tsr_mul_mat(meta, wp, x);
-            tsr_cgraph * gf = tsr_new_graph(meta);
-            REQUIRE(tsr_build_forward_expand(gf, cr));
-            REQUIRE(tsr_build_forward_expand(gf, cp));
-            tsr_backend_buffer_t rb = tsr_backend_buft_alloc_buffer(tsr_backend_cpu_repack_buffer_type(), wq.size());
-            tsr_backend_buffer_t pb = tsr_backend_buft_alloc_buffer(tsr_backend_cpu_buffer_type(), wq.size());
-            const size_t xbytes = (size_t)(K * N) * 4, cbytes = (size_t)(M * N) * 4 + 64;
-            tsr_backend_buffer_t ab = tsr_backend_buft_alloc_buffer(tsr_backend_cpu_buffer_type(), xbytes + 2 * cbytes);
-            REQUIRE((rb && pb && ab));
-            REQUIRE(std::string(tsr_backend_buffer_name(rb)) == "CPU_REPACK");
-            char * abase = (char *)tsr_backend_buffer_get_base(ab);
-            REQUIRE(tsr_backend_tensor_alloc(rb, wr, tsr_backend_buffer_get_base(rb)));
-            REQUIRE(tsr_backend_tensor_alloc(pb, wp, tsr_backend_buffer_get_base(pb)));
-            REQUIRE(tsr_backend_tensor_alloc(ab, x, abase));
-            REQUIRE(tsr_backend_tensor_alloc(ab, cr, abase + xbytes));
-            REQUIRE(tsr_backend_tensor_alloc(ab, cp, abase + xbytes + cbytes));
-            std::vector<float> xv((size_t)(K * N));
+        std::vector<uint8_t> wq(tsr_row_size(t, Kt) * (size_t)M);
+        REQUIRE(tsr_quantize_chunk(t, wf.data(), wq.data(), 0, M, Kt, nullptr) == wq.size());
+        for (int64_t N : {int64_t(9), int64_t(1), int64_t(3)}) {
+            repack_pair P(t, Kt, M, N);
+            REQUIRE((P.rb && P.pb && P.ab));
+            REQUIRE(std::string(tsr_backend_buffer_name(P.rb)) == "CPU_REPACK");
+            std::vector<float> xv((size_t)(Kt * N));
             for (float & v : xv) v = std::uniform_real_distribution<float>(-1, 1)(rng);
-            REQUIRE(tsr_backend_tensor_set(x, xv.data(), 0, xbytes));
-            for (tsr_cpu_isa isa : tsrt::isas()) {
-                kernels_of k(isa);
-                INFO(tsr_type_name(t) << " N " << N << " isa " << tsr_cpu_isa_name(isa));
-                const size_t half = wq.size() / 2;
-                REQUIRE(tsr_backend_tensor_set(wr, wq.data(), 0, half));
-                REQUIRE(tsr_backend_tensor_set(wr, wq.data() + half, half, wq.size() - half));
-                REQUIRE(tsr_backend_tensor_set(wp, wq.data(), 0, wq.size()));
-                const tcpu::gemm_impl * g = tcpu::gemm_for(k.K, t);
-                const uint8_t * panels = nullptr;
-                size_t stride = 0;
-                CHECK(tcpu::prepacked_a(wr, g, &panels, &stride) == (g != nullptr));
-                CHECK_FALSE(tcpu::prepacked_a(wp, g, &panels, &stride));
-                std::vector<uint8_t> back(wq.size());
-                REQUIRE(tsr_backend_tensor_get(wr, back.data(), 0, back.size()));
-                CHECK(back == wq);
-                for (int rep = 0; rep < 2; ++rep) {  // rep 1: the panels dropped by a memset, the bytes put back directly
+            const int32_t rows[3] = {(int32_t)M - 1, 0, 5};
+            REQUIRE(tsr_backend_tensor_set(P.x, xv.data(), 0, xv.size() * 4));
+            REQUIRE(tsr_backend_tensor_set(P.ids, rows, 0, sizeof(rows)));
+            const size_t half = wq.size() / 2;  // in two parts, as loaders write
+            REQUIRE(tsr_backend_tensor_set(P.wr, wq.data(), 0, half));
+            REQUIRE(tsr_backend_tensor_set(P.wr, wq.data() + half, half, wq.size() - half));
+            REQUIRE(tsr_backend_tensor_set(P.wp, wq.data(), 0, wq.size()));
+            INFO(tsr_type_name(t) << " M " << M << " N " << N);
+            CHECK(tcpu::is_r8_repacked(P.wr) == tc.interleaved);
+            CHECK((std::memcmp(P.wr->data, wq.data(), wq.size()) != 0) == tc.interleaved);
+            std::vector<uint8_t> back(wq.size());
+            REQUIRE(tsr_backend_tensor_get(P.wr, back.data(), 0, back.size()));
+            CHECK(back == wq);
+            std::vector<uint8_t> part(back.size() / 3);  // a part not on group bounds
+            REQUIRE(tsr_backend_tensor_get(P.wr, part.data(), 77, part.size()));
+            CHECK(std::memcmp(part.data(), wq.data() + 77, part.size()) == 0);
+            std::vector<double> mag;
+            const std::vector<double> ref = ref_mul_mat(t, wq, xv, Kt, M, N, mag);
+            for (int rep = 0; rep < 2; ++rep) {
+                for (tsr_cpu_isa isa : tsrt::isas()) {
+                    kernels_of k(isa);
+                    INFO("isa " << tsr_cpu_isa_name(isa) << " rep " << rep);
                     tsrt::backend_holder be(2);
-                    REQUIRE(tsr_backend_graph_compute(be, gf) == TSR_STATUS_SUCCESS);
-                    CHECK(std::memcmp(cr->data, cp->data, (size_t)(M * N) * 4) == 0);
-                    CHECK(std::isfinite(((const float *)cr->data)[0]));
-                    if (rep == 0) {
-                        REQUIRE(tsr_backend_tensor_memset(wr, 0, 0, wq.size()));
-                        CHECK_FALSE(tcpu::prepacked_a(wr, g, &panels, &stride));
-                        std::memcpy(wr->data, wq.data(), wq.size());
+                    REQUIRE(tsr_backend_graph_compute(be, P.gf) == TSR_STATUS_SUCCESS);
+                    const float * cr = (const float *)P.cr->data;
+                    const float * cp = (const float *)P.cp->data;
+                    if (N >= 6 || !tc.interleaved) CHECK(std::memcmp(cr, cp, (size_t)(M * N) * 4) == 0);
+                    for (int64_t i = 0; i < M * N; ++i) {
+                        CHECK(std::fabs(cr[i] - cp[i]) <= 1e-5 * mag[(size_t)i]);
+                        CHECK(std::fabs(cr[i] - ref[(size_t)i]) <= 2e-2 * mag[(size_t)i]);  // 8-bit activations
                     }
+                    CHECK(std::memcmp(P.gr->data, P.gp->data, tsr_nbytes(P.gp)) == 0);
+                }
+                if (rep == 0) {  // a part rewritten with other bytes, then the original back: same results
+                    std::vector<uint8_t> junk(100, 0x5a);
+                    REQUIRE(tsr_backend_tensor_set(P.wr, junk.data(), 300, junk.size()));
+                    REQUIRE(tsr_backend_tensor_get(P.wr, back.data(), 0, back.size()));
+                    CHECK(std::memcmp(back.data() + 300, junk.data(), junk.size()) == 0);
+                    CHECK(std::memcmp(back.data(), wq.data(), 300) == 0);
+                    CHECK(std::memcmp(back.data() + 400, wq.data() + 400, wq.size() - 400) == 0);
+                    REQUIRE(tsr_backend_tensor_memset(P.wr, 0x11, 10, 50));
+                    REQUIRE(tsr_backend_tensor_get(P.wr, back.data(), 0, back.size()));
+                    CHECK(std::all_of(back.begin() + 10, back.begin() + 60, [](uint8_t v) { return v == 0x11; }));
+                    REQUIRE(tsr_backend_tensor_set(P.wr, wq.data(), 0, 400));
+                    CHECK(tcpu::is_r8_repacked(P.wr) == tc.interleaved);
+                    REQUIRE(tsr_backend_tensor_get(P.wr, back.data(), 0, back.size()));
+                    CHECK(back == wq);
                 }
             }
-            tsr_backend_buffer_free(ab);
-            tsr_backend_buffer_free(rb);
-            tsr_backend_buffer_free(pb);
-            tsr_free(meta);
         }
     }
+}
+
+// The GEMM A panels packed straight from the interleaved layout equal those the GEMMs'
+// own packers make from the file's bytes, for every panel height and value mapping in use
+// (x86 with AVX2: the packers are AVX2 code), K past the last block included.
+template <int R, tsr_type T, uint8_t XOR>
+void check_r8_panel(tcpu::pack_panel_fn reference, std::mt19937 & rng) {
+    const int64_t nb = 5, K = nb * 32, M = 40;
+    std::vector<uint8_t> file((size_t)(M * nb) * 18);
+    for (auto & v : file) v = (uint8_t)(rng() & 0xff);
+    for (size_t b = 0; b < file.size() / 18; ++b) {
+        const tsr_fp16_t d = tsr_fp32_to_fp16(std::uniform_real_distribution<float>(-0.01f, 0.01f)(rng));
+        std::memcpy(file.data() + b * 18, &d, 2);
+    }
+    std::vector<uint8_t> r8(file.size()), tmp(file.size());
+    r8 = file;
+    for (int64_t g0 = 0; g0 < M; g0 += 8) tcpu::r8_group_in_place(r8.data() + (size_t)g0 * nb * 18, nb, true, tmp.data());
+    const int kc = 6 * 32;
+    for (int64_t row0 : {int64_t(0), int64_t(8)}) {
+        const int rows = (int)std::min<int64_t>(R, M - row0);
+        std::vector<uint8_t> got((size_t)R * 36 * 6), want(got.size());
+        tcpu::r8_pack_panel<R, T, XOR>(r8.data(), (size_t)nb * 18, row0, rows, K, 0, kc, got.data());
+        reference((const char *)file.data() + (size_t)row0 * nb * 18, (size_t)nb * 18, rows, K, 0, kc, want.data());
+        INFO(tsr_type_name(T) << " R " << R << " row0 " << row0);
+        CHECK(got == want);
+    }
+}
+
+TEST_CASE("CPU_REPACK: GEMM panels packed from the interleaved layout equal the file packers' panels", "[cpu][mul_mat][repack]") {
+    std::mt19937 rng(29);
+    using namespace tcpu;
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+    const std::vector<tsr_cpu_isa> isas = tsrt::isas();
+    if (std::find(isas.begin(), isas.end(), TSR_CPU_ISA_AVX2) == isas.end()) return;  // the x86 packers are AVX2 code
+    check_r8_panel<8, TSR_TYPE_Q4_0, 0>(pack_panel_i8_avx2<8, TSR_TYPE_Q4_0, 0, 8>, rng);
+    check_r8_panel<32, TSR_TYPE_Q4_0, 0>(pack_panel_i8_avx2<32, TSR_TYPE_Q4_0, 0, 8>, rng);
+    check_r8_panel<8, TSR_TYPE_IQ4_NL, 0>(pack_panel_i8_avx2<8, TSR_TYPE_IQ4_NL, 0, 0>, rng);
+    check_r8_panel<32, TSR_TYPE_IQ4_NL, 0x80>(pack_panel_i8_avx2<32, TSR_TYPE_IQ4_NL, 0x80, 0x80>, rng);
+#endif
+}
+
+// The CPU backend runs only mul_mat (src0) and get_rows on a repacked matrix: any other op
+// reading its interleaved bytes, or a view of it, is refused.
+TEST_CASE("CPU_REPACK buffers: ops other than mul_mat / get_rows on a repacked matrix are refused", "[cpu][repack]") {
+    repack_pair P(TSR_TYPE_Q4_0, 64, 8, 1);
+    REQUIRE((P.rb && P.ab));
+    std::vector<float> wf(64 * 8, 0.5f);
+    std::vector<uint8_t> wq(tsr_nbytes(P.wr));
+    REQUIRE(tsr_quantize_chunk(TSR_TYPE_Q4_0, wf.data(), wq.data(), 0, 8, 64, nullptr) == wq.size());
+    REQUIRE(tsr_backend_tensor_set(P.wr, wq.data(), 0, wq.size()));
+    if (!tcpu::k_r8_layout_used) return;
+    REQUIRE(tcpu::is_r8_repacked(P.wr));
+    tsrt::backend_holder be(1);
+    CHECK(tsr_backend_supports_op(be, P.cr));
+    CHECK(tsr_backend_supports_op(be, P.gr));
+    tsr_context * ctx = tsr_init(tsr_init_params{8 * tsr_tensor_overhead(), nullptr, true});
+    tsr_tensor * dup = tsr_cpy(ctx, P.wr, tsr_new_tensor_2d(ctx, TSR_TYPE_F32, 64, 8));
+    tsr_tensor * v = tsr_view_2d(ctx, P.wr, 64, 4, P.wr->nb[1], 0);
+    tsr_tensor * mv = tsr_mul_mat(ctx, v, P.x);
+    tsr_tensor * mx = tsr_mul_mat(ctx, P.x, P.x);
+    CHECK_FALSE(tsr_backend_supports_op(be, dup));
+    CHECK_FALSE(tsr_backend_supports_op(be, mv));
+    CHECK(tsr_backend_supports_op(be, mx));  // a plain operand still runs
+    tsr_free(ctx);
 }

@@ -597,36 +597,53 @@ TEST_CASE("model: weights mapped in place give the logits of weights read into m
     }
 }
 
-// Quantized weights in a CPU_REPACK buffer (tessera-run's default: read, with the GEMM's
-// panels packed at load) give the logits of the same weights in a plain buffer, bit for bit,
-// over a prompt long enough for the GEMM; asked to map, the model says why it read them.
+// CPU_REPACK (tessera-run's default): the Q4_0 / IQ4_NL matrices are interleaved in it
+// (mapped: moved into it, the rest stays mapped; read: every weight in it); other types keep
+// their bytes. The prompt's logits (GEMM: panels equal to the file packer's) equal the plain
+// weights' bit for bit; the next token's (the interleaved mat-vec: the same int32 block sums,
+// float sums in another order) within 1e-4 of the largest logit.
 TEST_CASE("model: CPU_REPACK weights give the logits of plain weights (CPU)", "[model][repack]") {
     backend_holder be;
     make_cpu_backend(be, 2);
     for (tsr_type wt : {TSR_TYPE_Q4_0, TSR_TYPE_Q8_0, TSR_TYPE_IQ4_NL}) {
-        DYNAMIC_SECTION(tsr_type_name(wt)) {
-            tiny t;
-            make_tiny(arch::llama, wt, false, t);
-            std::string err;
-            model plain, repacked;
-            placement pl;
-            pl.main = be.b;
-            REQUIRE_OK(load_model(t.path.c_str(), pl, plain, nullptr, nullptr, err, false));
-            pl.repack = true;
-            REQUIRE_OK(load_model(t.path.c_str(), pl, repacked, nullptr, nullptr, err, true));
-            CHECK_FALSE(repacked.mapped);
-            CHECK(repacked.not_mapped_why.find("CPU_REPACK") != std::string::npos);
-            CHECK(std::string(tsr_backend_buffer_name(repacked.buf_w)) == "CPU_REPACK");
-            const std::vector<int32_t> toks = plain.tok.encode(prompt_for(arch::llama), plain.tok.add_bos);
-            REQUIRE(toks.size() >= 6);  // the CPU backend's GEMM threshold
-            std::vector<float> logits[2];
-            for (int i = 0; i < 2; ++i) {
-                session s;
-                REQUIRE_OK(session_init(s, i ? repacked : plain, be.b, test_params(TSR_TYPE_F32, true), err));
-                REQUIRE_OK(session_eval(s, toks.data(), (int) toks.size(), err));
-                logits[i] = s.logits;
+        for (bool use_mmap : {true, false}) {
+            DYNAMIC_SECTION(tsr_type_name(wt) << (use_mmap ? " mmap" : " read")) {
+                tiny t;
+                make_tiny(arch::llama, wt, false, t);
+                std::string err;
+                model plain, repacked;
+                placement pl;
+                pl.main = be.b;
+                REQUIRE_OK(load_model(t.path.c_str(), pl, plain, nullptr, nullptr, err, false));
+                pl.repack = true;
+                REQUIRE_OK(load_model(t.path.c_str(), pl, repacked, nullptr, nullptr, err, use_mmap));
+                const bool interleaves = wt != TSR_TYPE_Q8_0;
+                CHECK(repacked.mapped == use_mmap);
+                CHECK((repacked.buf_w_repack != nullptr) == (use_mmap && interleaves));
+                if (!use_mmap) CHECK(std::string(tsr_backend_buffer_name(repacked.buf_w)) == "CPU_REPACK");
+                CHECK(tsr_backend_cpu_repacks(repacked.w.layers[0].ffn_down) == interleaves);
+                CHECK(std::string(tsr_backend_buffer_name(repacked.w.layers[0].ffn_down->buffer)) == (interleaves || !use_mmap ? "CPU_REPACK" : "CPU"));
+                const std::vector<int32_t> toks = plain.tok.encode(prompt_for(arch::llama), plain.tok.add_bos);
+                REQUIRE(toks.size() >= 6);  // the CPU backend's GEMM threshold
+                std::vector<float> logits[2], next[2];
+                for (int i = 0; i < 2; ++i) {
+                    session s;
+                    REQUIRE_OK(session_init(s, i ? repacked : plain, be.b, test_params(TSR_TYPE_F32, true), err));
+                    REQUIRE_OK(session_eval(s, toks.data(), (int) toks.size(), err));
+                    logits[i] = s.logits;
+                    REQUIRE_OK(session_eval(s, toks.data() + 1, 1, err));
+                    next[i] = s.logits;
+                }
+                CHECK(logits[0] == logits[1]);
+                REQUIRE(next[0].size() == next[1].size());
+                float big = 0.0f, diff = 0.0f;
+                for (size_t k = 0; k < next[0].size(); ++k) {
+                    big = std::max(big, std::fabs(next[0][k]));
+                    diff = std::max(diff, std::fabs(next[0][k] - next[1][k]));
+                }
+                CHECK(big > 0.0f);
+                CHECK(diff <= 1e-4f * big);
             }
-            CHECK(logits[0] == logits[1]);
         }
     }
 }

@@ -30,9 +30,21 @@ static inline bool is_view_op(enum tsr_op op) {
     return op == TSR_OP_NONE || op == TSR_OP_RESHAPE || op == TSR_OP_VIEW || op == TSR_OP_PERMUTE || op == TSR_OP_TRANSPOSE;
 }
 
+/* A CPU_REPACK matrix's interleaved bytes (repack.inl) are read by mul_mat as src0 and by
+ * get_rows, on the tensor itself; views of one only pass it on. */
+static bool reads_r8_right(const tsr_tensor * t) {
+    for (int i = 0; i < TSR_MAX_SRC; ++i) {
+        if (!reads_r8_bytes(t->src[i])) continue;
+        if (is_view_op(t->op)) continue;
+        if (i != 0 || t->src[0]->view_src || (t->op != TSR_OP_MUL_MAT && t->op != TSR_OP_GET_ROWS)) return false;
+    }
+    return true;
+}
+
 static bool supports(const tsr_tensor * t) {
     const tsr_tensor * a = t->src[0];
     const tsr_tensor * b = t->src[1];
+    if (!reads_r8_right(t)) return false;
     switch (t->op) {
         case TSR_OP_NONE: case TSR_OP_RESHAPE: case TSR_OP_VIEW: case TSR_OP_PERMUTE: case TSR_OP_TRANSPOSE:
             return true;

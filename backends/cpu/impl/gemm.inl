@@ -32,8 +32,7 @@ struct mm_args {
     int64_t M, N, K;
     float * C; size_t ldc;      /* in floats */
     const gemm_impl * g;        /* NULL: dot products */
-    const uint8_t * a_panels = nullptr;  /* A packed for g once (CPU_REPACK weights), else NULL */
-    size_t a_panel_stride = 0;           /* bytes of a_panels per g->mr rows */
+    bool a_r8 = false;          /* A in the 4-bit interleaved layout of CPU_REPACK (repack_r8.inl) */
 };
 
 static size_t gemm_thread_bytes(const gemm_impl * g, int64_t N) {
@@ -106,6 +105,7 @@ static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m
     if (m0 >= m1) return;
     if (q8k_slot(a.ta) >= 0 && !a.g) return mm_range_q8k(K, a, m0, m1);
     const gemm_impl * g = a.g;
+    if (!g && a.a_r8) return r8_gemv(a.ta, r8_gemv_args{(const uint8_t *)a.A, a.lda, a.K, a.B, a.ldb, a.N, a.C, a.ldc}, m0, m1);
     if (!g) {
         /* Dot products. With a 4-row kernel, the range is cut into 4 equal parts walked side by
          * side: each part is one long sequential stream (rows are contiguous), and four of
@@ -150,16 +150,18 @@ static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m
                           bpack + (size_t)(jr / g->nr) * bpanel);
             for (int64_t ic = m0; ic < m1; ic += g->mc) {
                 const int64_t mc = std::min<int64_t>(g->mc, m1 - ic);
-                for (int64_t ir = 0; ir < mc && !a.a_panels; ir += g->mr)
-                    g->pack_a(a.A + (size_t)(ic + ir) * a.lda, a.lda, (int)std::min<int64_t>(g->mr, mc - ir), a.K, pc, kcp,
-                              apack + (size_t)(ir / g->mr) * apanel);
+                for (int64_t ir = 0; ir < mc; ir += g->mr) {
+                    const int rows = (int)std::min<int64_t>(g->mr, mc - ir);
+                    uint8_t * ap = apack + (size_t)(ir / g->mr) * apanel;
+                    if (a.a_r8) r8_pack_a(g, a.ta, (const uint8_t *)a.A, a.lda, ic + ir, rows, a.K, pc, kcp, ap);
+                    else g->pack_a(a.A + (size_t)(ic + ir) * a.lda, a.lda, rows, a.K, pc, kcp, ap);
+                }
                 for (int64_t jr = 0; jr < nc; jr += g->nr) {
                     const int nrv = (int)std::min<int64_t>(g->nr, nc - jr);
                     const uint8_t * bp = bpack + (size_t)(jr / g->nr) * bpanel;
                     for (int64_t ir = 0; ir < mc; ir += g->mr) {
                         const int mrv = (int)std::min<int64_t>(g->mr, mc - ir);
-                        const uint8_t * ap = a.a_panels ? a.a_panels + (size_t)((ic + ir) / g->mr) * a.a_panel_stride + (size_t)(pc / 32) * g->a_bytes_32k
-                                                        : apack + (size_t)(ir / g->mr) * apanel;
+                        const uint8_t * ap = apack + (size_t)(ir / g->mr) * apanel;
                         g->kernel(kcp, ap, bp,
                                   a.C + (size_t)(jc + jr) * a.ldc + (ic + ir), a.ldc, mrv, nrv, pc > 0);
                     }
@@ -178,9 +180,8 @@ static void mm_range_split(const cparams & p, const mm_args & a, uint8_t * tws) 
     mm_range(p.K, a, std::min<int64_t>(a.M, csz * p.ith), std::min<int64_t>(a.M, csz * (p.ith + 1)), tws);
 }
 
-/* s0's A panels packed by g when it sits in a CPU_REPACK buffer (repack.inl): true and
- * their start and bytes per g->mr rows, else false. */
-static bool prepacked_a(const tsr_tensor * s0, const gemm_impl * g, const uint8_t ** panels, size_t * stride);
+/* true when t's bytes are in the 4-bit interleaved layout of a CPU_REPACK buffer (repack.inl). */
+static bool is_r8_repacked(const tsr_tensor * t);
 
 /* ---- mul_mat ------------------------------------------------------------------------------ */
 
@@ -332,9 +333,7 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
     csize = (csize + mr - 1) / mr * mr;
     mchunks = (M + csize - 1) / csize;
     const int64_t nitems = nbatch * mchunks;
-    const uint8_t * pre_panels = nullptr;
-    size_t pre_stride = 0;
-    if (!pl.x_conv) prepacked_a(s0, pl.g, &pre_panels, &pre_stride);
+    const bool a_r8 = !pl.x_conv && is_r8_repacked(s0);
     for (int64_t it = p.nth == 1 ? 0 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed); it < nitems;
          it = p.nth == 1 ? it + 1 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed)) {
         const int64_t b = it / mchunks, mc = it % mchunks;
@@ -360,8 +359,7 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
         a.C = (float *)((char *)dst->data + i12 * dst->nb[2] + i13 * dst->nb[3]);
         a.ldc = dst->nb[1] / 4;
         a.g = pl.g;
-        a.a_panels = pre_panels;
-        a.a_panel_stride = pre_stride;
+        a.a_r8 = a_r8;
         mm_range(p.K, a, mc * csize, std::min<int64_t>(M, (mc + 1) * csize), tw);
     }
 }

@@ -100,9 +100,24 @@ static void op_out_prod(const cparams & p, tsr_tensor * dst) {
 
 /* ---- rows ---------------------------------------------------------------------------------- */
 
+/* Row `row` of a CPU_REPACK matrix (repack.inl) as floats, a block at a time through the
+ * file's layout, to d (element stride nb0 bytes). */
+static void get_row_r8(const tsr_tensor * a, int64_t row, char * d, size_t nb0) {
+    const uint8_t * grp = (const uint8_t *)a->data + (size_t)(row / R8 * R8) * a->nb[1];
+    for (int64_t b = 0; b < a->ne[0] / 32; ++b) {
+        union { tsr_block_q4_0 q4_0; tsr_block_iq4_nl iq4_nl; } blk;
+        float v[32];
+        r8_row_to_file(grp, (int)(row % R8), b, 1, (uint8_t *)&blk);
+        if (a->type == TSR_TYPE_Q4_0) tsr_impl::dequantize_row_q4_0(&blk.q4_0, v, 32);
+        else tsr_impl::dequantize_row_iq4_nl(&blk.iq4_nl, v, 32);
+        for (int j = 0; j < 32; ++j) std::memcpy(d + (size_t)(b * 32 + j) * nb0, &v[j], 4);
+    }
+}
+
 static void op_get_rows(const cparams & p, tsr_tensor * dst) {
     const tsr_tensor * a = dst->src[0];
     const tsr_tensor * b = dst->src[1];
+    const bool a_r8 = is_r8_repacked(a);
     const int64_t nr = tsr_nrows(dst), ne0 = dst->ne[0];
     int64_t r0, r1;
     split_rows(nr, p.ith, p.nth, r0, r1);
@@ -116,7 +131,9 @@ static void op_get_rows(const cparams & p, tsr_tensor * dst) {
             continue;
         }
         const char * s = tptr(a, 0, row, i11, i12);
-        if (a->type == TSR_TYPE_I32) {
+        if (a_r8) {
+            get_row_r8(a, row, d, dst->nb[0]);
+        } else if (a->type == TSR_TYPE_I32) {
             for (int64_t i = 0; i < ne0; ++i) *(int32_t *)(d + i * dst->nb[0]) = *(const int32_t *)(s + i * a->nb[0]);
         } else if (row_contig(a) && dst->nb[0] == 4) {
             row_to_f32(a->type, s, (float *)d, ne0);

@@ -1,38 +1,42 @@
 /*
- * repack.inl - the CPU_REPACK buffer type: host memory holding the weights as set (so
- * tsr_backend_tensor_get, get_rows and the mat-vec kernels read the file's bytes), plus,
- * for each quantized matrix with a packed GEMM on the ISA in use when it was set, its A
- * panels packed once, in the layout that GEMM's micro-kernel streams. The GEMM then skips
- * packing (and, for K-quants, the dequantize / requantize step) on every prompt.
+ * repack.inl - the CPU_REPACK buffer type: host memory in which Q4_0 and IQ4_NL weight
+ * matrices are stored in the 4-bit interleaved layout of repack_r8.inl, in place of the
+ * file's bytes (the same bytes, permuted: no memory beyond the plain buffer's). Every other
+ * tensor keeps its bytes as set.
  *
- * Both copies are kept: packed panels hold 36 bytes per 32 weights (9 bits a weight), so a
- * 4-bit file needs about three times its size; converting back on get instead would make
- * the mat-vec path (decode) read the wider panels. Panels are made when the last byte of a
- * tensor is set (loaders write a tensor front to back) and dropped by memset / clear;
- * writes that bypass tsr_backend_tensor_set (through tensor->data) leave them stale.
- * Panels are used only while the GEMM that packed them is the one in use (same ISA).
+ * Who reads the layout: mul_mat (src0: the GEMM packs its A panels from it without
+ * shuffles, the matrix-vector path reads it directly) and get_rows (rows converted back, so
+ * token embeddings may live here). tsr_backend_tensor_get converts back to the file's bytes;
+ * the CPU backend refuses any other op reading a repacked tensor, and views of one.
+ *
+ * When: a matrix is repacked when a write reaches its last byte (loaders write a tensor
+ * front to back), and a later partial write or memset goes through the file's bytes (the
+ * matrix converted back, written, repacked). Writes that bypass tsr_backend_tensor_set
+ * (through tensor->data) are not seen: set the tensor again after them (a set whose data is
+ * the tensor's own memory says it holds the file's bytes, all of it for a repacked one).
+ *
+ * Which: contiguous 2D matrices of Q4_0 or IQ4_NL with a multiple of 8 rows, in builds with
+ * a SIMD mat-vec for the layout (x86; not yet aarch64, whose NEON dots read the file's
+ * layout faster than the scalar one would read this). The layout does not depend on the
+ * ISA, so switching ISA (tsr_backend_cpu_set_isa) keeps it valid.
  */
 #include <memory>
 
 namespace {
 namespace tcpu {
 
-/* A weight matrix's GEMM A panels: for every mr rows, the whole of K. */
-struct packed_panels {
-    const gemm_impl * g;            /* the GEMM whose pack_a wrote them */
-    const void * data;              /* the tensor they were made from, as it was then */
+/* What a repacked tensor looked like when it was repacked: a tensor header that no longer
+ * matches (moved, retyped, reshaped) is not read as repacked. */
+struct r8_record {
+    const void * data;
     enum tsr_type type;
     int64_t ne[4];
-    size_t nb[4];
-    size_t panel_stride;            /* bytes per mr rows */
-    std::vector<uint8_t> mem;       /* 64 bytes of slack: the panels start 64-byte aligned */
-    const uint8_t * panels() const { return mem.data() + (64 - (uintptr_t)mem.data() % 64) % 64; }
 };
 
 struct repack_buffer_ctx {
-    tsr_backend_buffer_t host;      /* plain CPU buffer with the bytes as set */
+    tsr_backend_buffer_t host;      /* plain CPU buffer holding the bytes */
     std::mutex mutex;
-    std::vector<std::unique_ptr<packed_panels>> packed;
+    std::vector<std::unique_ptr<r8_record>> records;  /* kept until the buffer goes: headers point at them */
 };
 
 static bool repack_buffer_set_tensor(tsr_backend_buffer_t buffer, struct tsr_tensor * t, const void * data, size_t offset, size_t size);
@@ -41,78 +45,95 @@ static bool is_repack_buffer(const tsr_backend_buffer * b) {
     return b && b->iface.set_tensor == repack_buffer_set_tensor;
 }
 
-/* t's panels when they match t as it is now and the GEMM g in use; NULL otherwise. */
-static const packed_panels * prepacked_panels(const tsr_tensor * t, const gemm_impl * g) {
-    if (!g || !is_repack_buffer(t->buffer) || !t->extra) return nullptr;
-    const packed_panels * p = (const packed_panels *)t->extra;
-    if (p->g != g || p->data != t->data || p->type != t->type) return nullptr;
+static bool is_r8_repacked(const tsr_tensor * t) {
+    if (!t || !is_repack_buffer(t->buffer) || !t->extra || t->view_src) return false;
+    const r8_record * r = (const r8_record *)t->extra;
+    if (r->data != t->data || r->type != t->type) return false;
     for (int i = 0; i < 4; ++i)
-        if (p->ne[i] != t->ne[i] || p->nb[i] != t->nb[i]) return nullptr;
-    return p;
-}
-
-static bool prepacked_a(const tsr_tensor * s0, const gemm_impl * g, const uint8_t ** panels, size_t * stride) {
-    const packed_panels * p = prepacked_panels(s0, g);
-    if (!p) return false;
-    *panels = p->panels();
-    *stride = p->panel_stride;
+        if (r->ne[i] != t->ne[i]) return false;
     return true;
 }
 
-/* Panels of a contiguous quantized matrix for the GEMM in use, or NULL when it has none. */
-static std::unique_ptr<packed_panels> pack_weight_panels(const tsr_tensor * t) {
-    if (!tsr_is_quantized(t->type) || t->ne[2] != 1 || t->ne[3] != 1 || !tsr_is_contiguous(t) || t->ne[0] % 32 != 0)
-        return nullptr;
-    const gemm_impl * g = gemm_for(get_kernels(), t->type);
-    if (!g || !g->b_is_q8) return nullptr;
-    const int64_t K = t->ne[0], M = t->ne[1];
-    std::unique_ptr<packed_panels> p(new (std::nothrow) packed_panels());
-    if (!p) return nullptr;
-    p->g = g;
-    p->data = t->data;
-    p->type = t->type;
-    for (int i = 0; i < 4; ++i) { p->ne[i] = t->ne[i]; p->nb[i] = t->nb[i]; }
-    p->panel_stride = g->a_bytes_32k * (size_t)(K / 32);
-    const size_t npanels = (size_t)((M + g->mr - 1) / g->mr);
-    try { p->mem.resize(p->panel_stride * npanels + 64); } catch (...) { return nullptr; }
-    uint8_t * dst = const_cast<uint8_t *>(p->panels());
-    for (size_t i = 0; i < npanels; ++i) {
-        const int64_t r0 = (int64_t)i * g->mr;
-        const int rows = (int)std::min<int64_t>(g->mr, M - r0);
-        for (int64_t pc = 0; pc < K; pc += g->kc) {
-            const int kcp = (int)std::min<int64_t>(g->kc, K - pc);
-            g->pack_a((const char *)t->data + (size_t)r0 * t->nb[1], t->nb[1], rows, K, pc, kcp,
-                      dst + i * p->panel_stride + (size_t)(pc / 32) * g->a_bytes_32k);
-        }
-    }
-    return p;
+/* t, or the tensor t views, holds the interleaved layout. */
+static bool reads_r8_bytes(const tsr_tensor * t) {
+    return t && (is_r8_repacked(t) || is_r8_repacked(t->view_src));
 }
 
-/* Panels that no longer match their tensor's bytes: their memory goes, the record stays
- * (a tensor copied from t may still point at it) with no GEMM, so it matches nothing. */
-static void retire(packed_panels & p) {
-    p.g = nullptr;
-    std::vector<uint8_t>().swap(p.mem);
+static bool r8_eligible(const tsr_tensor * t) {
+    return k_r8_layout_used && is_r8_type(t->type) && !t->view_src && t->ne[2] == 1 && t->ne[3] == 1 && t->ne[1] % R8 == 0 && tsr_is_contiguous(t);
 }
 
-static void repack_drop(repack_buffer_ctx * c, struct tsr_tensor * t) {
-    if (!t->extra) return;
+/* Every group of t rewritten in place, to the interleaved layout or back to the file's. */
+static bool r8_convert_tensor(struct tsr_tensor * t, bool to_r8) {
+    const int64_t nb = t->ne[0] / 32;
+    std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[(size_t)nb * R8_BLOCK_BYTES]);
+    if (!tmp) return false;
+    for (int64_t g0 = 0; g0 < t->ne[1]; g0 += R8) r8_group_in_place((uint8_t *)t->data + (size_t)g0 * t->nb[1], nb, to_r8, tmp.get());
+    return true;
+}
+
+/* t back in the file's layout, no longer marked. */
+static void r8_unpack(repack_buffer_ctx * c, struct tsr_tensor * t) {
+    if (!is_r8_repacked(t)) return;
+    r8_convert_tensor(t, false);
     std::lock_guard<std::mutex> lock(c->mutex);
-    for (auto & p : c->packed)
-        if (p.get() == t->extra) retire(*p);
     t->extra = nullptr;
 }
 
-static bool repack_buffer_set_tensor(tsr_backend_buffer_t buffer, struct tsr_tensor * t, const void * data, size_t offset, size_t size) {
-    repack_buffer_ctx * c = (repack_buffer_ctx *)buffer->context;
-    if (data != (const char *)t->data + offset) std::memcpy((char *)t->data + offset, data, size);  /* in place: loaded there */
-    repack_drop(c, t);
-    if (offset + size != tsr_nbytes(t)) return true;
-    std::unique_ptr<packed_panels> p = pack_weight_panels(t);
-    if (!p) return true;  /* no GEMM panels for this tensor (or no memory): the GEMM packs as usual */
+/* t repacked and marked, when it qualifies (and memory for the record and a group's
+ * scratch is there: else it keeps the file's layout, which every kernel reads too). */
+static void r8_pack(repack_buffer_ctx * c, struct tsr_tensor * t) {
+    if (!r8_eligible(t)) return;
+    std::unique_ptr<r8_record> r(new (std::nothrow) r8_record{t->data, t->type, {t->ne[0], t->ne[1], t->ne[2], t->ne[3]}});
+    if (!r) return;
+    {
+        std::lock_guard<std::mutex> lock(c->mutex);
+        try { c->records.push_back(std::move(r)); } catch (...) { return; }
+    }
+    if (!r8_convert_tensor(t, true)) return;
     std::lock_guard<std::mutex> lock(c->mutex);
-    try { c->packed.push_back(std::move(p)); } catch (...) { return true; }
-    t->extra = c->packed.back().get();
+    t->extra = c->records.back().get();
+}
+
+/* Where a view of a repacked tensor starts in it. */
+static size_t view_offset(const tsr_tensor * t) { return (size_t)((const char *)t->data - (const char *)t->view_src->data); }
+
+static bool repack_buffer_set_tensor(tsr_backend_buffer_t buffer, struct tsr_tensor * t, const void * data, size_t offset, size_t size) {
+    if (t->view_src && is_r8_repacked(t->view_src))
+        return repack_buffer_set_tensor(buffer, t->view_src, data, offset + view_offset(t), size);
+    repack_buffer_ctx * c = (repack_buffer_ctx *)buffer->context;
+    const bool was_repacked = is_r8_repacked(t);
+    const bool in_place = data == (const char *)t->data + offset;  /* loaded there: those are the file's bytes */
+    if (in_place) {
+        std::lock_guard<std::mutex> lock(c->mutex);
+        t->extra = nullptr;
+    } else {
+        r8_unpack(c, t);
+        std::memcpy((char *)t->data + offset, data, size);
+    }
+    if (was_repacked || offset + size == tsr_nbytes(t)) r8_pack(c, t);
+    return true;
+}
+
+/* Bytes [offset, offset + size) of the file's layout of a repacked t, a group at a time. */
+static bool r8_get(const struct tsr_tensor * t, void * data, size_t offset, size_t size) {
+    const int64_t nb = t->ne[0] / 32;
+    const size_t group_bytes = (size_t)nb * R8_BLOCK_BYTES;
+    std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[group_bytes]);
+    if (!tmp) return tsr_set_error("CPU_REPACK: out of memory reading tensor '%s'", t->name);
+    for (size_t g = offset / group_bytes * group_bytes; g < offset + size; g += group_bytes) {
+        const uint8_t * grp = (const uint8_t *)t->data + g;
+        for (int r = 0; r < R8; ++r) r8_row_to_file(grp, r, 0, nb, tmp.get() + (size_t)r * nb * 18);
+        const size_t lo = std::max(g, offset), hi = std::min(g + group_bytes, offset + size);
+        std::memcpy((char *)data + (lo - offset), tmp.get() + (lo - g), hi - lo);
+    }
+    return true;
+}
+
+static bool repack_buffer_get_tensor(tsr_backend_buffer_t, const struct tsr_tensor * t, void * data, size_t offset, size_t size) {
+    if (is_r8_repacked(t)) return r8_get(t, data, offset, size);
+    if (t->view_src && is_r8_repacked(t->view_src)) return r8_get(t->view_src, data, offset + view_offset(t), size);
+    std::memcpy(data, (const char *)t->data + offset, size);
     return true;
 }
 
@@ -125,25 +146,28 @@ static void * repack_buffer_get_base(tsr_backend_buffer_t buffer) {
     return tsr_backend_buffer_get_base(((repack_buffer_ctx *)buffer->context)->host);
 }
 static bool repack_buffer_memset_tensor(tsr_backend_buffer_t buffer, struct tsr_tensor * t, uint8_t value, size_t offset, size_t size) {
-    repack_drop((repack_buffer_ctx *)buffer->context, t);
+    repack_buffer_ctx * c = (repack_buffer_ctx *)buffer->context;
+    const bool was_repacked = is_r8_repacked(t);
+    r8_unpack(c, t);
     std::memset((char *)t->data + offset, value, size);
+    if (was_repacked) r8_pack(c, t);
     return true;
 }
+/* A buffer of one byte value reads the same in either layout (a group is a permutation of
+ * its bytes): repacked tensors stay marked. */
 static void repack_buffer_clear(tsr_backend_buffer_t buffer, uint8_t value) {
-    repack_buffer_ctx * c = (repack_buffer_ctx *)buffer->context;
-    tsr_backend_buffer_clear(c->host, value);
-    std::lock_guard<std::mutex> lock(c->mutex);
-    for (auto & p : c->packed) retire(*p);
+    tsr_backend_buffer_clear(((repack_buffer_ctx *)buffer->context)->host, value);
 }
 
-/* the CPU buffer's reads (the bytes as set); its own writes, which keep the panels in step */
+/* the CPU buffer's, but for writes and reads, which know the layout */
 static constexpr struct tsr_backend_buffer_i k_repack_buffer_i = [] {
     struct tsr_backend_buffer_i b = tsr_impl::k_cpu_buffer_i;
     b.free_buffer = repack_buffer_free;
     b.get_base = repack_buffer_get_base;
     b.memset_tensor = repack_buffer_memset_tensor;
     b.set_tensor = repack_buffer_set_tensor;
-    b.cpy_tensor = nullptr;  /* a copy into a repack tensor goes to set_tensor */
+    b.get_tensor = repack_buffer_get_tensor;
+    b.cpy_tensor = nullptr;  /* a copy into or out of a repack tensor goes through set / get */
     b.clear = repack_buffer_clear;
     return b;
 }();
@@ -177,4 +201,8 @@ TSR_API_IMPL tsr_backend_buffer_type_t tsr_backend_cpu_repack_buffer_type(void) 
         return t;
     }();
     return &buft;
+}
+
+TSR_API_IMPL bool tsr_backend_cpu_repacks(const struct tsr_tensor * t) {
+    return t && tcpu::r8_eligible(t);
 }

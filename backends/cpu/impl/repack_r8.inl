@@ -1,0 +1,368 @@
+/*
+ * repack_r8.inl - the 4-bit interleaved layout of CPU_REPACK weights (Q4_0 and IQ4_NL) and
+ * the kernels that read it: the GEMM's A-panel packers and the matrix-vector products.
+ *
+ * Both types are blocks of 32 weights {fp16 d; 16 bytes qs} (weight j in the low nibble of
+ * qs[j] for j < 16, the high nibble of qs[j - 16] otherwise). A group of R8 = 8 rows keeps,
+ * for each block column b, one 144-byte record: the 8 rows' d, then qs as 4 chunks of
+ * 32 bytes, chunk c holding rows 0..7's qs[4c..4c+4). A group takes exactly the bytes of
+ * its 8 file rows (a permutation of them), so repacking needs no memory.
+ *
+ * Why this order: a chunk's low nibbles are, per row, weights 4c..4c+3 and its high nibbles
+ * weights 16+4c..16+4c+3, so one AND (or shift) gives 8 rows x 4 weights, the unit the int8
+ * dots (vpdpbusd / vpmaddubsw with one activation quad broadcast) multiply: the
+ * matrix-vector kernel sums 8 rows in the 8 lanes of one register without a shuffle, and
+ * the GEMM's A panels ([quad][mr rows][4 bytes], pack.inl) are the chunks with AND / shift,
+ * copied whole.
+ */
+namespace {
+namespace tcpu {
+
+enum { R8 = 8, R8_BLOCK_BYTES = R8 * 18 };
+
+/* CPU_REPACK interleaves only where a SIMD mat-vec reads the layout (decode would
+ * otherwise fall from the ISA's dot kernels to r8_group_dot_scalar). */
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+static constexpr bool k_r8_layout_used = true;
+#else
+static constexpr bool k_r8_layout_used = false;
+#endif
+
+static_assert(sizeof(tsr_block_q4_0) == 18 && sizeof(tsr_block_iq4_nl) == 18, "r8 blocks are {fp16, 16 bytes}");
+
+static inline bool is_r8_type(enum tsr_type t) { return t == TSR_TYPE_Q4_0 || t == TSR_TYPE_IQ4_NL; }
+
+/* ---- layout: file rows <-> groups -------------------------------------------------------- */
+
+/* Blocks [b0, b0 + nb) of row r (0..7) of the group at grp, as file blocks. */
+static void r8_row_to_file(const uint8_t * grp, int r, int64_t b0, int64_t nb, uint8_t * out) {
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t * rec = grp + (size_t)(b0 + b) * R8_BLOCK_BYTES;
+        uint8_t * blk = out + (size_t)b * 18;
+        std::memcpy(blk, rec + 2 * r, 2);
+        for (int c = 0; c < 4; ++c) std::memcpy(blk + 2 + 4 * c, rec + 16 + (c * R8 + r) * 4, 4);
+    }
+}
+
+/* The 8 file rows at rows (row stride row_bytes, nb blocks each) as one group. */
+static void r8_group_from_file(const uint8_t * rows, size_t row_bytes, int64_t nb, uint8_t * grp) {
+    for (int64_t b = 0; b < nb; ++b) {
+        uint8_t * rec = grp + (size_t)b * R8_BLOCK_BYTES;
+        for (int r = 0; r < R8; ++r) {
+            const uint8_t * blk = rows + (size_t)r * row_bytes + (size_t)b * 18;
+            std::memcpy(rec + 2 * r, blk, 2);
+            for (int c = 0; c < 4; ++c) std::memcpy(rec + 16 + (c * R8 + r) * 4, blk + 2 + 4 * c, 4);
+        }
+    }
+}
+
+/* One group (8 rows of nb blocks at grp) rewritten in place: to the interleaved layout, or
+ * back to the file's rows; tmp holds a group's bytes. */
+static void r8_group_in_place(uint8_t * grp, int64_t nb, bool to_r8, uint8_t * tmp) {
+    const size_t row_bytes = (size_t)nb * 18;
+    std::memcpy(tmp, grp, row_bytes * R8);
+    if (to_r8) return r8_group_from_file(tmp, row_bytes, nb, grp);
+    for (int r = 0; r < R8; ++r) r8_row_to_file(tmp, r, 0, nb, grp + (size_t)r * row_bytes);
+}
+
+/* ---- matrix-vector: rows [m0, m1) of an r8 matrix times N yq8 columns ------------------- */
+
+struct r8_gemv_args {
+    const uint8_t * A;   /* the matrix: row m's group starts at A + (m / 8) * 8 * lda */
+    size_t lda;          /* bytes of one file row */
+    int64_t K;
+    const char * B; size_t ldb;   /* yq8 rows */
+    int64_t N;
+    float * C; size_t ldc;
+};
+
+static inline int r8_weight(enum tsr_type t, int nibble) {
+    return t == TSR_TYPE_Q4_0 ? nibble - 8 : tsr_impl::iq4nl_values[nibble];
+}
+
+/* The reference: exact int32 sums per block, scaled in float as the plain dots do. */
+template <enum tsr_type T>
+static void r8_group_dot_scalar(const uint8_t * grp, int64_t nb, const yq8 * y, float * out) {
+    float acc[R8] = {};
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t * rec = grp + (size_t)b * R8_BLOCK_BYTES;
+        for (int r = 0; r < R8; ++r) {
+            int32_t s = 0;
+            for (int c = 0; c < 4; ++c)
+                for (int j = 0; j < 4; ++j) {
+                    const uint8_t q = rec[16 + (c * R8 + r) * 4 + j];
+                    s += r8_weight(T, q & 0x0F) * y[b].qs[4 * c + j] + r8_weight(T, q >> 4) * y[b].qs[16 + 4 * c + j];
+                }
+            uint16_t d;
+            std::memcpy(&d, rec + 2 * r, 2);
+            acc[r] += h2f(d) * y[b].d * (float)s;
+        }
+    }
+    std::memcpy(out, acc, sizeof(acc));
+}
+
+typedef void (*r8_group_dot_fn)(const uint8_t * grp, int64_t nb, const yq8 * y, float * out);
+
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+/* 8 rows' int32 sums of one block, a lane per row: Q4_0's nibbles are unsigned (the -8
+ * comes back as -8 * sum(y)); IQ4_NL's table values are signed, so their sign moves onto
+ * y (vpmaddubsw takes unsigned x signed). */
+template <enum tsr_type T>
+TSR_TARGET_AVX2 static inline __m256i r8_block_sums_avx2(const uint8_t * rec, const yq8 & y) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i s = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(rec + 16 + 32 * c));
+        __m256i lo = _mm256_and_si256(q, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        __m256i ylo, yhi;
+        int32_t ql, qh;
+        std::memcpy(&ql, y.qs + 4 * c, 4);
+        std::memcpy(&qh, y.qs + 16 + 4 * c, 4);
+        ylo = _mm256_set1_epi32(ql);
+        yhi = _mm256_set1_epi32(qh);
+        if (T == TSR_TYPE_IQ4_NL) {
+            const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values));
+            lo = _mm256_shuffle_epi8(lut, lo);
+            hi = _mm256_shuffle_epi8(lut, hi);
+            ylo = _mm256_sign_epi8(ylo, lo);
+            yhi = _mm256_sign_epi8(yhi, hi);
+            lo = _mm256_abs_epi8(lo);
+            hi = _mm256_abs_epi8(hi);
+        }
+        /* per pair at most 2 * 127 * 127: no int16 saturation */
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), ones));
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), ones));
+    }
+    if (T == TSR_TYPE_Q4_0) s = _mm256_sub_epi32(s, _mm256_set1_epi32(8 * y.sum));
+    return s;
+}
+
+template <enum tsr_type T>
+TSR_TARGET_AVX2 static void r8_group_dot_avx2(const uint8_t * grp, int64_t nb, const yq8 * y, float * out) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t * rec = grp + (size_t)b * R8_BLOCK_BYTES;
+        const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec)), _mm256_set1_ps(y[b].d));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(r8_block_sums_avx2<T>(rec, y[b])), d, acc);
+    }
+    _mm256_storeu_ps(out, acc);
+}
+
+/* The same with vpdpbusd (unsigned x signed into int32, no saturation): IQ4_NL's values
+ * offset to unsigned by 128, taken back as -128 * sum(y) like Q4_0's -8. G groups (gstride
+ * bytes apart) share the activation broadcasts; out gets 8 floats per group. */
+template <enum tsr_type T, int G>
+TSR_TARGET_AVX512VNNI static void r8_groups_dot_avx512vnni(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i lut = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values)),
+                                         _mm256_set1_epi8((char)0x80));
+    const int32_t offset = T == TSR_TYPE_Q4_0 ? 8 : 128;
+    __m256 acc[G];
+    for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        __m256i yq[8];
+        for (int c = 0; c < 8; ++c) {
+            int32_t quad;
+            std::memcpy(&quad, y[b].qs + 4 * c, 4);
+            yq[c] = _mm256_set1_epi32(quad);
+        }
+        const __m256 yd = _mm256_set1_ps(y[b].d);
+        const __m256i corr = _mm256_set1_epi32(offset * y[b].sum);
+        for (int g = 0; g < G; ++g) {
+            const uint8_t * rec = grp + (size_t)g * gstride + (size_t)b * R8_BLOCK_BYTES;
+            __m256i s = _mm256_setzero_si256();
+            for (int c = 0; c < 4; ++c) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(rec + 16 + 32 * c));
+                __m256i lo = _mm256_and_si256(q, m4);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                if (T == TSR_TYPE_IQ4_NL) {
+                    lo = _mm256_shuffle_epi8(lut, lo);
+                    hi = _mm256_shuffle_epi8(lut, hi);
+                }
+                s = _mm256_dpbusd_epi32(s, lo, yq[c]);
+                s = _mm256_dpbusd_epi32(s, hi, yq[c + 4]);
+            }
+            s = _mm256_sub_epi32(s, corr);
+            const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec)), yd);
+            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc[g]);
+        }
+    }
+    for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + 8 * g, acc[g]);
+}
+
+template <enum tsr_type T>
+static void r8_group_dot_avx512vnni(const uint8_t * grp, int64_t nb, const yq8 * y, float * out) {
+    r8_groups_dot_avx512vnni<T, 1>(grp, 0, nb, y, out);
+}
+#endif
+
+static r8_group_dot_fn r8_group_dot_for(enum tsr_type t) {
+    const bool q4 = t == TSR_TYPE_Q4_0;
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+    const int isa = isa_current().load(std::memory_order_relaxed);
+    if (isa == TSR_CPU_ISA_AVX512 && features().avx512_vnni)
+        return q4 ? r8_group_dot_avx512vnni<TSR_TYPE_Q4_0> : r8_group_dot_avx512vnni<TSR_TYPE_IQ4_NL>;
+    if (isa == TSR_CPU_ISA_AVX2 || isa == TSR_CPU_ISA_AVX512)
+        return q4 ? r8_group_dot_avx2<TSR_TYPE_Q4_0> : r8_group_dot_avx2<TSR_TYPE_IQ4_NL>;
+#endif
+    return q4 ? r8_group_dot_scalar<TSR_TYPE_Q4_0> : r8_group_dot_scalar<TSR_TYPE_IQ4_NL>;
+}
+
+typedef void (*r8_pair_dot_fn)(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out);
+
+/* Two groups at once, where the ISA has it; NULL: one at a time. */
+static r8_pair_dot_fn r8_pair_dot_for(enum tsr_type t) {
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+    if (isa_current().load(std::memory_order_relaxed) == TSR_CPU_ISA_AVX512 && features().avx512_vnni)
+        return t == TSR_TYPE_Q4_0 ? r8_groups_dot_avx512vnni<TSR_TYPE_Q4_0, 2> : r8_groups_dot_avx512vnni<TSR_TYPE_IQ4_NL, 2>;
+#endif
+    (void)t;
+    return nullptr;
+}
+
+/* Results o of the group at row g0 stored for the rows of [m0, m1) in column n. */
+static void r8_store_group(const r8_gemv_args & a, int64_t n, int64_t g0, int64_t m0, int64_t m1, const float * o) {
+    float * c = a.C + (size_t)n * a.ldc;
+    for (int r = 0; r < R8; ++r)
+        if (g0 + r >= m0 && g0 + r < m1) c[g0 + r] = o[r];
+}
+
+/* Rows [m0, m1) (whole groups but for the ends), columns innermost so the groups stay in
+ * cache while every column passes. With a two-group kernel the groups are walked as two
+ * halves side by side: two sequential streams keep more DRAM reads in flight (as the plain
+ * dots' four), and the activations' broadcasts serve both. */
+static void r8_gemv(enum tsr_type t, const r8_gemv_args & a, int64_t m0, int64_t m1) {
+    const r8_group_dot_fn dot = r8_group_dot_for(t);
+    const r8_pair_dot_fn pair = r8_pair_dot_for(t);
+    const int64_t nb = a.K / 32;
+    const int64_t first = m0 / R8 * R8, ngroups = (m1 - first + R8 - 1) / R8;
+    const int64_t half = pair ? ngroups / 2 : 0;
+    const size_t hstride = (size_t)(half * R8) * a.lda;
+    for (int64_t i = 0; i < half; ++i) {
+        const int64_t g0 = first + i * R8;
+        for (int64_t n = 0; n < a.N; ++n) {
+            float o[2 * R8];
+            pair(a.A + (size_t)g0 * a.lda, hstride, nb, (const yq8 *)(a.B + (size_t)n * a.ldb), o);
+            r8_store_group(a, n, g0, m0, m1, o);
+            r8_store_group(a, n, g0 + half * R8, m0, m1, o + R8);
+        }
+    }
+    for (int64_t g0 = first + 2 * half * R8; g0 < m1; g0 += R8) {
+        for (int64_t n = 0; n < a.N; ++n) {
+            float o[R8];
+            dot(a.A + (size_t)g0 * a.lda, nb, (const yq8 *)(a.B + (size_t)n * a.ldb), o);
+            r8_store_group(a, n, g0, m0, m1, o);
+        }
+    }
+}
+
+/* ---- GEMM A panels from groups ----------------------------------------------------------- */
+
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+/* One 32-byte chunk of IQ4_NL nibbles as the table's values (XOR-ed with x): low nibbles to
+ * lo, high to hi. Only the x86 GEMMs (AVX2 and up) take IQ4_NL panels from the layout. */
+TSR_TARGET_AVX2 static void r8_chunk_iq4_avx2(const uint8_t * src, uint8_t x, uint8_t * lo, uint8_t * hi) {
+    const __m256i lut = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values)),
+                                         _mm256_set1_epi8((char)x));
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i q = _mm256_loadu_si256((const __m256i *)src);
+    _mm256_storeu_si256((__m256i *)lo, _mm256_shuffle_epi8(lut, _mm256_and_si256(q, m4)));
+    _mm256_storeu_si256((__m256i *)hi, _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4)));
+}
+#endif
+
+/* The panel layout of pack_panel_i8_avx2 (pack_x86.inl) for R rows from whole groups (row0 a
+ * multiple of 8, rows whole groups): Q4_0's nibbles as they are; IQ4_NL's table values,
+ * XOR-ed with XOR (0x80 where the GEMM takes them offset to unsigned). Pads as that packer. */
+template <int R, enum tsr_type T, uint8_t XOR>
+static void r8_pack_panel(const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    static_assert(R % R8 == 0, "panels of whole groups");
+    uint8_t * d = (uint8_t *)dst;
+    const int nb = kc / 32;
+    const int64_t b0 = k0 / 32, nbk = K / 32;
+    const uint8_t pad = T == TSR_TYPE_Q4_0 ? 8 : XOR;
+    for (int b = 0; b < nb; ++b) {
+        uint8_t * q = d + (size_t)b * R * 36;
+        float * sc = (float *)(q + R * 32);
+        for (int r0 = 0; r0 < R; r0 += R8) {
+            const bool valid = r0 < rows && b0 + b < nbk;
+            const uint8_t * rec = valid ? A + (size_t)(row0 + r0) * lda + (size_t)(b0 + b) * R8_BLOCK_BYTES : nullptr;
+            for (int r = 0; r < R8; ++r) {
+                uint16_t h = 0;
+                if (rec) std::memcpy(&h, rec + 2 * r, 2);
+                sc[r0 + r] = rec ? h2f(h) : 0.0f;
+            }
+            for (int c = 0; c < 4; ++c) {
+                uint8_t * lo = q + ((size_t)c * R + r0) * 4;
+                uint8_t * hi = q + ((size_t)(c + 4) * R + r0) * 4;
+                if (!rec) {
+                    std::memset(lo, pad, 32);
+                    std::memset(hi, pad, 32);
+                    continue;
+                }
+                const uint8_t * src = rec + 16 + 32 * c;
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+                if (T == TSR_TYPE_IQ4_NL) {
+                    r8_chunk_iq4_avx2(src, XOR, lo, hi);
+                    continue;
+                }
+#endif
+                for (int j = 0; j < 32; ++j) {
+                    if (T == TSR_TYPE_Q4_0) {
+                        lo[j] = src[j] & 0x0F;
+                        hi[j] = src[j] >> 4;
+                    } else {
+                        lo[j] = (uint8_t)tsr_impl::iq4nl_values[src[j] & 0x0F] ^ XOR;
+                        hi[j] = (uint8_t)tsr_impl::iq4nl_values[src[j] >> 4] ^ XOR;
+                    }
+                }
+            }
+        }
+    }
+}
+
+typedef void (*r8_pack_fn)(const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0, int kc, void * dst);
+
+/* The direct packer for GEMM g's A panels of type t, when g packs them with pack_panel_i8_avx2
+ * (x86); NULL: go through file blocks (r8_pack_via_file). */
+static r8_pack_fn r8_direct_packer(const gemm_impl * g, enum tsr_type t) {
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+    if (t == TSR_TYPE_Q4_0) {
+        if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_Q4_0, 0, 8>) return r8_pack_panel<8, TSR_TYPE_Q4_0, 0>;
+        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q4_0, 0, 8>) return r8_pack_panel<32, TSR_TYPE_Q4_0, 0>;
+    } else if (t == TSR_TYPE_IQ4_NL) {
+        if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_IQ4_NL, 0, 0>) return r8_pack_panel<8, TSR_TYPE_IQ4_NL, 0>;
+        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_IQ4_NL, 0x80, 0x80>) return r8_pack_panel<32, TSR_TYPE_IQ4_NL, 0x80>;
+    }
+#endif
+    (void)g; (void)t;
+    return nullptr;
+}
+
+enum { R8_VIA_FILE_ROWS = 32, R8_VIA_FILE_BLOCKS = 1024 / 32 };
+
+/* Any GEMM's panel: the rows as file blocks, then g's own packer. */
+static void r8_pack_via_file(const gemm_impl * g, const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0, int kc,
+                             void * dst) {
+    uint8_t tmp[R8_VIA_FILE_ROWS * R8_VIA_FILE_BLOCKS * 18];
+    const int64_t nb = std::min<int64_t>(kc / 32, std::max<int64_t>(0, (K - k0) / 32));
+    const size_t row_bytes = (size_t)nb * 18;
+    for (int r = 0; r < rows; ++r) {
+        const int64_t m = row0 + r;
+        r8_row_to_file(A + (size_t)(m / R8 * R8) * lda, (int)(m % R8), k0 / 32, nb, tmp + (size_t)r * row_bytes);
+    }
+    g->pack_a((const char *)tmp, row_bytes, rows, nb * 32, 0, kc, dst);
+}
+
+/* GEMM g's A panel of `rows` rows from row0 of an r8 matrix of type t. */
+static void r8_pack_a(const gemm_impl * g, enum tsr_type t, const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0,
+                      int kc, void * dst) {
+    const r8_pack_fn direct = r8_direct_packer(g, t);
+    if (direct && row0 % R8 == 0 && rows % R8 == 0) return direct(A, lda, row0, rows, K, k0, kc, dst);
+    r8_pack_via_file(g, A, lda, row0, rows, K, k0, kc, dst);
+}
+
+} // namespace tcpu
+} // namespace
