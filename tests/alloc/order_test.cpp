@@ -1,6 +1,6 @@
 // tsr_graph_optimize_order: on random DAGs small enough to enumerate every topological
 // order, the optimised lower bound equals the best one gallocr plans over all of them;
-// with matrix products too (steps that free what they add, which the exact search runs
+// with copies too (steps that free what they add, which the exact search runs
 // at once), likewise, where the first greedy order misses it; the result is a
 // topological order, never worse than the builder's, reported figures match gallocr's plans; results computed in both orders are bit-identical; a U-Net-like
 // graph whose builder order is bad gets a lower peak; gallocr's reserve option.
@@ -86,10 +86,10 @@ struct brute_force {
 };
 
 // A random DAG of 1-D f32 tensors of a few sizes: ops that may work in place (relu,
-// scale, add), ops that may not (concat), and views; with products, also matrix products
-// by a square weight (RandWire's convs: a new result the size of the operand, which may
-// die with it).
-tsr_cgraph * random_dag(tsr_context * ctx, std::mt19937 & rng, int n_ops, bool products = false) {
+// scale, add), ops that may not (concat), and views; with copies, also copies that
+// never work in place (like RandWire's convs: a new result the size of the operand,
+// which may die with it; no weight, so that each plan's buffer stays small).
+tsr_cgraph * random_dag(tsr_context * ctx, std::mt19937 & rng, int n_ops, bool copies = false) {
     const int64_t sizes[3] = {64, 256, 1024};
     std::vector<tsr_tensor *> vals;
     std::map<tsr_tensor *, int> uses;
@@ -102,7 +102,7 @@ tsr_cgraph * random_dag(tsr_context * ctx, std::mt19937 & rng, int n_ops, bool p
     for (int k = 0; k < n_ops; k++) {
         tsr_tensor * a = pick();
         tsr_tensor * r = nullptr;
-        switch (rng() % (products ? 6 : 5)) {
+        switch (rng() % (copies ? 6 : 5)) {
             case 0: r = tsr_relu(ctx, a); break;
             case 1: r = tsr_scale(ctx, a, 0.5f); break;
             case 2: {
@@ -118,7 +118,7 @@ tsr_cgraph * random_dag(tsr_context * ctx, std::mt19937 & rng, int n_ops, bool p
                 break;
             }
             case 4: r = tsr_view_1d(ctx, a, a->ne[0] / 2, 0); break;
-            default: r = tsr_mul_mat(ctx, tsr_new_tensor_2d(ctx, TSR_TYPE_F32, a->ne[0], a->ne[0]), a); break;
+            default: r = tsr_repeat(ctx, a, a); break;  // a copy, never in place
         }
         REQUIRE(r);
         vals.push_back(r);
@@ -230,13 +230,13 @@ TEST_CASE("order: exact optimum on random DAGs equals brute force over all topol
     REQUIRE(floor_met * 8 >= checked);
 }
 
-// With products the exact search may run a step that frees what it adds at once (its
+// With copies the exact search may run a step that frees what it adds at once (its
 // exchange rule); the first greedy order alone (budget 0) misses the optimum on many of
 // these graphs, so there the exact search is what reaches the brute force's optimum.
-TEST_CASE("order: exact search with products equals brute force over all topological orders", "[order]") {
+TEST_CASE("order: exact search with copies equals brute force over all topological orders", "[order]") {
     std::mt19937 rng(20261202);
     int checked = 0, exact_needed = 0;
-    for (int it = 0; it < 80; it++) {
+    for (int it = 0; it < 50; it++) {
         ctx_guard g(64);
         tsr_cgraph * gf = random_dag(g.ctx, rng, 4 + (int) (rng() % 6), true);
         INFO("graph " << it << ", " << tsr_graph_n_nodes(gf) << " nodes");
@@ -262,7 +262,7 @@ TEST_CASE("order: exact search with products equals brute force over all topolog
         checked++;
     }
     INFO(checked << " graphs checked, the exact search needed on " << exact_needed);
-    REQUIRE(checked >= 50);
+    REQUIRE(checked >= 30);
     REQUIRE(exact_needed >= 8);
 }
 
