@@ -15639,6 +15639,21 @@ TSR_TARGET_AVX512VNNI static inline __m128i q4k_scales_mins_simd(const uint8_t *
                         _mm_and_si128(_mm_srli_epi16(top, 2), _mm_set1_epi8(0x30)));
 }
 
+/* vpshufb indices that put scale g_k in every int16 of 128-bit lane k: byte g_k of 16 in the
+ * low byte with the high one zeroed (PICK_LOW), in the high byte with the low one zeroed
+ * (PICK_HIGH), or int16 g_k of 8 (PICK_WORD). */
+enum { PICK_LOW, PICK_HIGH, PICK_WORD };
+template <int PICK> TSR_TARGET_AVX512VNNI static inline __m512i scale_pick_zmm(int g0, int g1, int g2, int g3) {
+    auto w = [](int g) { return (short)(PICK == PICK_LOW ? (0x8000 | g) : PICK == PICK_HIGH ? (g << 8 | 0x80) : ((2 * g + 1) << 8 | 2 * g)); };
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_m128i(_mm_set1_epi16(w(g0)), _mm_set1_epi16(w(g1)))),
+                              _mm256_setr_m128i(_mm_set1_epi16(w(g2)), _mm_set1_epi16(w(g3))), 1);
+}
+
+/* 32 bytes at p0 and 32 at p1 as one zmm. */
+TSR_TARGET_AVX512VNNI static inline __m512i join32_zmm(const void * p0, const void * p1) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p0)), _mm256_loadu_si256((const __m256i *)p1), 1);
+}
+
 /* One row's running sums in the K-quant mat-vec: acc the scaled integer block sums, mins
  * what comes off at the end (Q4_K / Q5_K / Q2_K's mins times the activations' sums). */
 struct q8k_acc_avx512 {
@@ -15647,35 +15662,42 @@ struct q8k_acc_avx512 {
 };
 
 /* Q4_K (HIGH false) / Q5_K (HIGH true): the 32 qs bytes of chunk c hold elements 64c..64c+31
- * in their low nibbles and 64c+32..64c+63 in their high ones, so [low | high] is the chunk in
- * order. Each 32 elements share a scale: int16 lanes 0-15 take scale 2c, lanes 16-31 2c+1. */
+ * in their low nibbles and 64c+32..64c+63 in their high ones, so a 64-byte load covers chunks
+ * 2k and 2k+1: its low nibbles are sub-blocks 4k and 4k+2, its high ones 4k+1 and 4k+3, one
+ * per 256-bit half, against the Q8_K row gathered to match (y work every row of a dot4 step
+ * shares). Q5_K's fifth bit of sub-block s's element l is bit s of qh[l]. d and dmin convert
+ * together. */
 template <bool HIGH>
 TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void k4_step_avx512(q8k_acc_avx512 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
     const __m128i sm = q4k_scales_mins_simd(blk + 4);
-    a.mins = _mm256_zextps128_ps256(k4_mins_acc(blk, sm, y, _mm256_castps256_ps128(a.mins)));
+    uint32_t dm16;
+    std::memcpy(&dm16, blk, 4);
+    const __m128 dm = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dm16)), _mm_set1_ps(y.d));  /* d y.d, dmin y.d */
+    /* the mins times the pairs of 16-element activation sums they cover */
+    const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y.bsums), _mm_loadu_si128((const __m128i *)y.bsums + 1));
+    const __m128i pm = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)), bs);
+    a.mins = _mm256_zextps128_ps256(_mm_fmadd_ps(_mm_cvtepi32_ps(pm), _mm_permute_ps(dm, 0x55), _mm256_castps256_ps128(a.mins)));
     const uint8_t * qs = blk + (HIGH ? 48 : 16);
-    /* qh bit 2c of byte l is element 64c + l's fifth bit, bit 2c + 1 element 64c + 32 + l */
     const __m512i qh = HIGH ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 16))) : _mm512_setzero_si512();
     const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
     __m512i sumi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  /* two dependency chains */
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-        __m512i v = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), m4);
+#pragma GCC unroll 2
+    for (int k = 0; k < 2; ++k) {
+        const __m512i z = _mm512_loadu_si512((const void *)(qs + 64 * k));
+        __m512i lo = _mm512_and_si512(z, m4), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
         if (HIGH) {
-            /* the two bits to bit 4 of each byte: 16-bit shifts, the bytes' crossings masked off */
-            const __m512i cnt = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * c)), _mm256_set1_epi16((short)(2 * c + 1)), 1);
-            const __m512i hb = _mm512_and_si512(_mm512_slli_epi16(_mm512_srlv_epi16(qh, cnt), 4), m10);
-            v = _mm512_or_si512(v, hb);
+            const __m512i bit_lo = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * k))), _mm256_set1_epi8((char)(1 << (4 * k + 2))), 1);
+            lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh, bit_lo), lo, m10);
+            hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qh, _mm512_slli_epi16(bit_lo, 1)), hi, m10);
         }
-        const __m512i s = _mm512_shuffle_epi8(sc16, _mm512_inserti64x4(_mm512_set1_epi16((short)(((4 * c + 1) << 8) | (4 * c))),
-                                                                        _mm256_set1_epi16((short)(((4 * c + 3) << 8) | (4 * c + 2))), 1));
-        sumi[c & 1] = _mm512_dpwssd_epi32(sumi[c & 1], _mm512_maddubs_epi16(v, _mm512_loadu_si512((const void *)(y.qs + 64 * c))), s);
+        const int s = 4 * k;
+        sumi[0] = _mm512_dpwssd_epi32(sumi[0], _mm512_maddubs_epi16(lo, join32_zmm(y.qs + 128 * k, y.qs + 128 * k + 64)),
+                                      _mm512_shuffle_epi8(sc16, scale_pick_zmm<PICK_WORD>(s, s, s + 2, s + 2)));
+        sumi[1] = _mm512_dpwssd_epi32(sumi[1], _mm512_maddubs_epi16(hi, join32_zmm(y.qs + 128 * k + 32, y.qs + 128 * k + 96)),
+                                      _mm512_shuffle_epi8(sc16, scale_pick_zmm<PICK_WORD>(s + 1, s + 1, s + 3, s + 3)));
     }
-    uint16_t d16;
-    std::memcpy(&d16, blk, 2);
-    a.acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(sumi[0], sumi[1])), _mm512_set1_ps(y.d * _cvtsh_ss(d16)), a.acc);
+    a.acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(sumi[0], sumi[1])), _mm512_broadcastss_ps(dm), a.acc);
 }
 
 /* Q6_K: elements 128h..128h+63 are ql[64h..64h+63]'s low nibbles with qh[32h..]'s bits 0-1
@@ -15705,14 +15727,6 @@ TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void q6k_step_avx512(q8k_acc_avx5
     a.acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(_cvtsh_ss(x.d) * y.d), a.acc);
 }
 
-/* vpshufb indices that put scale byte g_k of 16 in every int16 of 128-bit lane k: in the low
- * byte with the high one zeroed, or (HIGH) in the high byte with the low one zeroed. */
-template <bool HIGH> TSR_TARGET_AVX512VNNI static inline __m512i scale_pick_zmm(int g0, int g1, int g2, int g3) {
-    auto w = [](int g) { return (short)(HIGH ? (g << 8 | 0x80) : (0x8000 | g)); };
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_m128i(_mm_set1_epi16(w(g0)), _mm_set1_epi16(w(g1)))),
-                              _mm256_setr_m128i(_mm_set1_epi16(w(g2)), _mm_set1_epi16(w(g3))), 1);
-}
-
 /* Q2_K / Q3_K: shift j of the 64 qs bytes holds elements 32j..32j+31 (bytes 0-31) and
  * 128+32j.. (bytes 32-63), so one load and an immediate shift per 64 elements; the Q8_K
  * row is gathered to match (y work every row of a dot4 step shares). Q3_K's third bit of
@@ -15736,10 +15750,9 @@ TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void k2_step_avx512(q8k_acc_avx51
             const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << j)), _mm256_set1_epi8((char)(1 << (4 + j))), 1);
             v = _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(hm, bit), v, four);
         }
-        const __m512i yj = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(y.qs + 32 * j))),
-                                              _mm256_loadu_si256((const __m256i *)(y.qs + 128 + 32 * j)), 1);
+        const __m512i yj = join32_zmm(y.qs + 32 * j, y.qs + 128 + 32 * j);
         /* 128-bit lanes: scale groups 2j, 2j + 1 (elements 32j..), 8 + 2j, 9 + 2j (128 + 32j..) */
-        const __m512i idx = scale_pick_zmm<Q3>(2 * j, 2 * j + 1, 8 + 2 * j, 9 + 2 * j);
+        const __m512i idx = scale_pick_zmm<Q3 ? PICK_HIGH : PICK_LOW>(2 * j, 2 * j + 1, 8 + 2 * j, 9 + 2 * j);
         sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(v, yj), _mm512_shuffle_epi8(sc, idx));
     }
     a.acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(y.d * b.d * (Q3 ? 1.0f / 256 : 1.0f)), a.acc);
