@@ -12847,6 +12847,12 @@ static inline int q8k_slot(enum tsr_type t) {
     }
 }
 
+/* Bytes of one super-block of K-quant slot ks. */
+static constexpr size_t q8k_block_bytes(int ks) {
+    return ks == KSLOT_Q2_K ? sizeof(tsr_block_q2_K) : ks == KSLOT_Q3_K ? sizeof(tsr_block_q3_K)
+         : ks == KSLOT_Q4_K ? sizeof(tsr_block_q4_K) : ks == KSLOT_Q5_K ? sizeof(tsr_block_q5_K) : sizeof(tsr_block_q6_K);
+}
+
 /* 32-element weight types with integer dot products against yq8 activations (besides
  * Q8_0 / Q4_0, which have GEMM and 4-row kernels of their own). */
 enum { QSLOT_Q4_1 = 0, QSLOT_Q5_0, QSLOT_Q5_1, QSLOT_IQ4_NL, QSLOT_COUNT };
@@ -12879,6 +12885,20 @@ static inline int requant_slot(enum tsr_type t) {
         default: return -1;
     }
 }
+
+/* The mat-vec kernel body over R rows (x + r * lda) against one activation row y: the rows'
+ * running sums (Acc, zeroed), a block of every row per step (step(acc, block bytes, y block)),
+ * then out[r] = finish(acc of row r). Written once, expanded inside each ISA's kernels, whose
+ * target attributes the inlined steps need. With R = 4 and rows far apart, four DRAM streams
+ * per core (mm_range_dots); a row's arithmetic is the same for every R, so its result never
+ * depends on how the rows were split. */
+#define TSR_MATVEC_ROWS(R, Acc, nblocks, block_bytes, step, finish)                                    \
+    Acc acc_[R] = {};                                                                                     \
+    for (int64_t blk_ = 0; blk_ < (nblocks); ++blk_) {                                                   \
+        _Pragma("GCC unroll 4") for (int row_ = 0; row_ < (R); ++row_)                                   \
+            step(acc_[row_], (const uint8_t *)x + (size_t)row_ * lda + (size_t)blk_ * (block_bytes), y[blk_]); \
+    }                                                                                                     \
+    _Pragma("GCC unroll 4") for (int row_ = 0; row_ < (R); ++row_) out[row_] = finish(acc_[row_]);
 
 #if defined(__GNUC__)
 #define TSR_ALWAYS_INLINE inline __attribute__((always_inline))
@@ -12969,12 +12989,13 @@ struct kernels {
     void (*dot4[SLOT_COUNT])(int64_t n, const char * x, size_t lda, const void * y, float * out);
     /* x (src0 row of the slot's K-quant type) with y quantized to Q8_K; NULL: the scalar path's */
     float (*dot_q8k[KSLOT_COUNT])(int64_t n, const void * x, const tsr_block_q8_K * y);
-    /* 4 K-quant rows lda apart at once, as dot4 (out[r] equal to dot_q8k's result for row r);
-     * NULL: dot_q8k one row at a time */
-    void (*dot4_q8k[KSLOT_COUNT])(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out);
     /* x (src0 row of the slot's 32-element type) with yq8 blocks followed by their Q4 side
      * arrays (y_side; the AVX-512 kernels read them); NULL: the scalar path's */
     float (*dot_yq8[QSLOT_COUNT])(int64_t n, const void * x, const yq8 * y);
+    /* 4 rows at once as dot4 for those types (y Q8_K blocks, or yq8 blocks with their side
+     * arrays); each row's result equals the one-row kernel's bit for bit. NULL: one row at a time. */
+    void (*dot4_q8k[KSLOT_COUNT])(int64_t n, const char * x, size_t lda, const void * y, float * out);
+    void (*dot4_yq8[QSLOT_COUNT])(int64_t n, const char * x, size_t lda, const void * y, float * out);
     /* F32 row -> Q8_K blocks (n a multiple of 256) */
     void (*quantize_q8k)(const float * x, tsr_block_q8_K * y, int64_t n);
     /* F32 row -> yq8 blocks (n a multiple of 32) */
@@ -12990,6 +13011,45 @@ struct kernels {
     const gemm_impl * gemm_x[XSLOT_COUNT];
     /* transcendental row kernels; NULL: the libm loops of the ops_*.inl files */
     const act_kernels * act;
+};
+
+/* The kernel table entries of the K-quant and 32-element types, one row and four, over an
+ * ISA's R-row kernels M::q8k<KS, R> and M::q32<T, R> (a row's result the same for every R). */
+template <class M> struct row_quant_dots {
+    template <class Y> using rows_fn = void (*)(int64_t n, const char * x, size_t lda, const Y * y, float * out);
+    template <class Y> static float one_row(rows_fn<Y> rows, int64_t n, const void * x, const Y * y) {
+        float o;
+        rows(n, (const char *)x, 0, y, &o);
+        return o;
+    }
+    template <int KS> static float dot_q8k(int64_t n, const void * x, const tsr_block_q8_K * y) { return one_row(M::template q8k<KS, 1>, n, x, y); }
+    template <tsr_type T> static float dot_yq8(int64_t n, const void * x, const yq8 * y) { return one_row(M::template q32<T, 1>, n, x, y); }
+    template <int KS> static void dot4_q8k(int64_t n, const char * x, size_t lda, const void * y, float * out) {
+        M::template q8k<KS, 4>(n, x, lda, (const tsr_block_q8_K *)y, out);
+    }
+    template <tsr_type T> static void dot4_yq8(int64_t n, const char * x, size_t lda, const void * y, float * out) {
+        M::template q32<T, 4>(n, x, lda, (const yq8 *)y, out);
+    }
+    static constexpr void fill(kernels & k) {
+        k.dot_q8k[KSLOT_Q2_K] = dot_q8k<KSLOT_Q2_K>;
+        k.dot_q8k[KSLOT_Q3_K] = dot_q8k<KSLOT_Q3_K>;
+        k.dot_q8k[KSLOT_Q4_K] = dot_q8k<KSLOT_Q4_K>;
+        k.dot_q8k[KSLOT_Q5_K] = dot_q8k<KSLOT_Q5_K>;
+        k.dot_q8k[KSLOT_Q6_K] = dot_q8k<KSLOT_Q6_K>;
+        k.dot4_q8k[KSLOT_Q2_K] = dot4_q8k<KSLOT_Q2_K>;
+        k.dot4_q8k[KSLOT_Q3_K] = dot4_q8k<KSLOT_Q3_K>;
+        k.dot4_q8k[KSLOT_Q4_K] = dot4_q8k<KSLOT_Q4_K>;
+        k.dot4_q8k[KSLOT_Q5_K] = dot4_q8k<KSLOT_Q5_K>;
+        k.dot4_q8k[KSLOT_Q6_K] = dot4_q8k<KSLOT_Q6_K>;
+        k.dot_yq8[QSLOT_Q4_1] = dot_yq8<TSR_TYPE_Q4_1>;
+        k.dot_yq8[QSLOT_Q5_0] = dot_yq8<TSR_TYPE_Q5_0>;
+        k.dot_yq8[QSLOT_Q5_1] = dot_yq8<TSR_TYPE_Q5_1>;
+        k.dot_yq8[QSLOT_IQ4_NL] = dot_yq8<TSR_TYPE_IQ4_NL>;
+        k.dot4_yq8[QSLOT_Q4_1] = dot4_yq8<TSR_TYPE_Q4_1>;
+        k.dot4_yq8[QSLOT_Q5_0] = dot4_yq8<TSR_TYPE_Q5_0>;
+        k.dot4_yq8[QSLOT_Q5_1] = dot4_yq8<TSR_TYPE_Q5_1>;
+        k.dot4_yq8[QSLOT_IQ4_NL] = dot4_yq8<TSR_TYPE_IQ4_NL>;
+    }
 };
 
 /* ---- what a thread sees while it computes one node -------------------------------------- */
@@ -14799,48 +14859,42 @@ TSR_TARGET_AVX2 static inline __m128 k4_mins_acc(const uint8_t * blk, __m128i sm
  * nibbles sub-block 2c, high 2c+1), Q5_K's fifth bits from bits 2c / 2c+1 of the 32 qh bytes.
  * A level x int8 pair is at most 2 * 31 * 127 in int16; times a 6-bit scale, int32. The mins
  * meet the activations' 16-element sums (bsums) once per super-block. */
-template <bool HIGH>
-TSR_TARGET_AVX2 static float dot_k4_q8_K_avx2(int64_t n, const uint8_t * base, size_t bsize, const tsr_block_q8_K * y) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(0x01);
-    __m256 acc = _mm256_setzero_ps();
-    __m128 acc_m = _mm_setzero_ps();
-    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
-        const uint8_t * blk = base + (size_t)i * bsize;
-        const uint8_t * qs = blk + (HIGH ? 48 : 16);
-        const __m128i sm = q4k_scales_mins(blk + 4);
-        acc_m = k4_mins_acc(blk, sm, y[i], acc_m);
-        uint16_t d16;
-        std::memcpy(&d16, blk, 2);
-        const __m256i qh = HIGH ? _mm256_loadu_si256((const __m256i *)(blk + 16)) : _mm256_setzero_si256();
-        /* the 8 scales as int16 in both halves: one byte shuffle per sub-block spreads a scale */
-        const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
-        __m256i sumi = _mm256_setzero_si256();
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; ++c) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            if (HIGH) {
-                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), m1), 4));
-                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), m1), 4));
-            }
-            const __m256i y0 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c));
-            const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c + 32));
-            const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(((4 * c + 1) << 8) | (4 * c))));
-            const __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(((4 * c + 3) << 8) | (4 * c + 2))));
-            const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), s0);
-            const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), s1);
-            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
-        }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(y[i].d * h2f_avx2(d16)), acc);
-    }
-    return hsum256(acc) - hsum128(acc_m);
-}
+/* One row's running sums in the K-quant mat-vec: acc the scaled integer block sums, mins
+ * what comes off at the end (Q4_K / Q5_K's mins times the activations' sums). */
+struct q8k_acc_avx2 {
+    __m256 acc;
+    __m128 mins;
+};
 
-TSR_TARGET_AVX2 static float dot_q4_K_q8_K_avx2(int64_t n, const void * x, const tsr_block_q8_K * y) {
-    return dot_k4_q8_K_avx2<false>(n, (const uint8_t *)x, sizeof(tsr_block_q4_K), y);
-}
-TSR_TARGET_AVX2 static float dot_q5_K_q8_K_avx2(int64_t n, const void * x, const tsr_block_q8_K * y) {
-    return dot_k4_q8_K_avx2<true>(n, (const uint8_t *)x, sizeof(tsr_block_q5_K), y);
+template <bool HIGH>
+TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void k4_step_avx2(q8k_acc_avx2 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(0x01);
+    const uint8_t * qs = blk + (HIGH ? 48 : 16);
+    const __m128i sm = q4k_scales_mins(blk + 4);
+    a.mins = k4_mins_acc(blk, sm, y, a.mins);
+    uint16_t d16;
+    std::memcpy(&d16, blk, 2);
+    const __m256i qh = HIGH ? _mm256_loadu_si256((const __m256i *)(blk + 16)) : _mm256_setzero_si256();
+    /* the 8 scales as int16 in both halves: one byte shuffle per sub-block spreads a scale */
+    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+    __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        if (HIGH) {
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), m1), 4));
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), m1), 4));
+        }
+        const __m256i y0 = _mm256_loadu_si256((const __m256i *)(y.qs + 64 * c));
+        const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y.qs + 64 * c + 32));
+        const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(((4 * c + 1) << 8) | (4 * c))));
+        const __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(((4 * c + 3) << 8) | (4 * c + 2))));
+        const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), s0);
+        const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), s1);
+        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+    }
+    a.acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(y.d * h2f_avx2(d16)), a.acc);
 }
 
 /* The int16 pair sums of 32 elements spanning scale groups g and g + 1 (int16 lanes 0-7 and
@@ -14854,38 +14908,34 @@ TSR_TARGET_AVX2 static inline __m256i scale_pairs_avx2(__m256i pairs, __m128i sc
  * 2 * 63 * 127 in int16) and the -32 offset is taken off once per super-block through the
  * activations' 16-element sums. Each 32 elements hold two scale groups: int16 lanes 0-7 and
  * 8-15 of the pair sums, which one shuffle of the scales and a sign extension match. */
-TSR_TARGET_AVX2 static float dot_q6_K_q8_K_avx2(int64_t n, const void * vx, const tsr_block_q8_K * y) {
-    const tsr_block_q6_K * x = (const tsr_block_q6_K *)vx;
+TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void q6k_step_avx2(q8k_acc_avx2 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
+    const tsr_block_q6_K & x = *(const tsr_block_q6_K *)blk;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
-        const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
-        /* 32 * sum(scale * bsums): the offset of the unsigned levels, in the same int32 sum */
-        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-        __m256i sumi = _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y[i].bsums)), 5);
-        sumi = _mm256_sub_epi32(_mm256_setzero_si256(), sumi);
+    const __m128i sc8 = _mm_loadu_si128((const __m128i *)x.scales);
+    /* 32 * sum(scale * bsums): the offset of the unsigned levels, in the same int32 sum */
+    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+    __m256i sumi = _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y.bsums)), 5);
+    sumi = _mm256_sub_epi32(_mm256_setzero_si256(), sumi);
 #pragma GCC unroll 2
-        for (int h = 0; h < 2; ++h) {
-            const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
-            const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
-            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
-            const __m256i q[4] = {
-                _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)),
-                _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4)),
-            };
+    for (int h = 0; h < 2; ++h) {
+        const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x.ql + 64 * h));
+        const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x.ql + 64 * h + 32));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(x.qh + 32 * h));
+        const __m256i q[4] = {
+            _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)),
+            _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4)),
+        };
 #pragma GCC unroll 4
-            for (int k = 0; k < 4; ++k) {
-                const __m256i yk = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * k));
-                sumi = _mm256_add_epi32(sumi, scale_pairs_avx2(_mm256_maddubs_epi16(q[k], yk), sc8, 8 * h + 2 * k));
-            }
+        for (int k = 0; k < 4; ++k) {
+            const __m256i yk = _mm256_loadu_si256((const __m256i *)(y.qs + 128 * h + 32 * k));
+            sumi = _mm256_add_epi32(sumi, scale_pairs_avx2(_mm256_maddubs_epi16(q[k], yk), sc8, 8 * h + 2 * k));
         }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(h2f_avx2(x[i].d) * y[i].d), acc);
     }
-    return hsum256(acc);
+    a.acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(h2f_avx2(x.d) * y.d), a.acc);
 }
 
 /* F32 -> Q8_K as the core's quantizer: the signed value of largest magnitude maps to -127
@@ -14970,34 +15020,45 @@ template <bool Q3> TSR_TARGET_AVX2 static inline k2_parts k2_block(const void * 
  * of qs[32h + l] (Q3_K: its third bit at bit 4h + j of hmask[l]). The mins (Q2_K) and the
  * offset 4 (Q3_K) meet the activations' 16-element sums once per super-block. */
 template <bool Q3>
-TSR_TARGET_AVX2 static float dot_k2_q8_K_avx2(int64_t n, const void * vx, const tsr_block_q8_K * y) {
+TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void k2_step_avx2(q8k_acc_avx2 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
     const __m256i m3 = _mm256_set1_epi8(0x03), m1 = _mm256_set1_epi8(0x01);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
-        const k2_parts b = k2_block<Q3>(vx, i, y[i]);
-        const uint8_t * qs = b.qs;
-        const __m128i sc8 = b.sc8;
-        const __m256i hm = Q3 ? _mm256_loadu_si256((const __m256i *)b.hmask) : _mm256_setzero_si256();
-        __m256i sumi = b.offset;
-        acc = _mm256_sub_ps(acc, b.mins);
+    const k2_parts b = k2_block<Q3>(blk, 0, y);
+    const uint8_t * qs = b.qs;
+    const __m128i sc8 = b.sc8;
+    const __m256i hm = Q3 ? _mm256_loadu_si256((const __m256i *)b.hmask) : _mm256_setzero_si256();
+    __m256i sumi = b.offset;
+    a.acc = _mm256_sub_ps(a.acc, b.mins);
 #pragma GCC unroll 2
-        for (int h = 0; h < 2; ++h) {
-            const __m256i qv = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
+    for (int h = 0; h < 2; ++h) {
+        const __m256i qv = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
 #pragma GCC unroll 4
-            for (int j = 0; j < 4; ++j) {
-                __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
-                if (Q3) q = _mm256_or_si256(q, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), m1), 2));
-                const __m256i yv = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * j));
-                sumi = _mm256_add_epi32(sumi, scale_pairs_avx2(_mm256_maddubs_epi16(q, yv), sc8, 8 * h + 2 * j));
-            }
+        for (int j = 0; j < 4; ++j) {
+            __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
+            if (Q3) q = _mm256_or_si256(q, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), m1), 2));
+            const __m256i yv = _mm256_loadu_si256((const __m256i *)(y.qs + 128 * h + 32 * j));
+            sumi = _mm256_add_epi32(sumi, scale_pairs_avx2(_mm256_maddubs_epi16(q, yv), sc8, 8 * h + 2 * j));
         }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(y[i].d * b.d), acc);
     }
-    return hsum256(acc);
+    a.acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(y.d * b.d), a.acc);
 }
 
-TSR_TARGET_AVX2 static float dot_q2_K_q8_K_avx2(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K_avx2<false>(n, x, y); }
-TSR_TARGET_AVX2 static float dot_q3_K_q8_K_avx2(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K_avx2<true>(n, x, y); }
+template <int KS>
+TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void q8k_step_avx2(q8k_acc_avx2 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
+    if constexpr (KS <= KSLOT_Q3_K) k2_step_avx2<KS == KSLOT_Q3_K>(a, blk, y);
+    else if constexpr (KS == KSLOT_Q6_K) q6k_step_avx2(a, blk, y);
+    else k4_step_avx2<KS == KSLOT_Q5_K>(a, blk, y);
+}
+TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE float q8k_sum_avx2(const q8k_acc_avx2 & a) { return hsum256(a.acc) - hsum128(a.mins); }
+
+/* The R-row mat-vec kernels (TSR_MATVEC_ROWS) of the K-quants against Q8_K and the other
+ * 32-element types against yq8 (q32, below). */
+struct matvec_avx2 {
+    template <int KS, int R>
+    TSR_TARGET_AVX2 static void q8k(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out) {
+        TSR_MATVEC_ROWS(R, q8k_acc_avx2, n / TSR_QK_K, q8k_block_bytes(KS), q8k_step_avx2<KS>, q8k_sum_avx2)
+    }
+    template <tsr_type T, int R> TSR_TARGET_AVX2 static void q32(int64_t n, const char * x, size_t lda, const yq8 * y, float * out);
+};
 
 /* Bits 0..31 of qh as bytes 0x10 (set) or 0 (clear), in element order: each byte gets the
  * qh byte holding its bit, and all ones after OR-ing every other bit in (ggml's trick). */
@@ -15013,42 +15074,53 @@ TSR_TARGET_AVX2 static inline __m256i fifth_bits_avx2(const uint8_t * qh) {
 /* Q4_1, Q5_0, Q5_1, IQ4_NL against yq8, a block per step: levels 0..31 unsigned times int8
  * (IQ4_NL: the table's values, signed), Q4_1 / Q5_1's min and Q5_0's offset of 16 through
  * the activations' block sums. */
+/* One row's running sums: acc the scaled block sums, corr what the blocks' offsets or mins
+ * add through the activations' sums (4 float lanes, lane 0 used). */
+struct yq8_acc_avx2 {
+    __m256 acc;
+    __m128 corr;
+};
+
 template <tsr_type T>
-TSR_TARGET_AVX2 static float dot_q32_yq8_avx2(int64_t n, const void * vx, const yq8 * y) {
-    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values));
-    __m256 acc = _mm256_setzero_ps();
-    float corr = 0.0f;
-    for (int64_t b = 0; b < n / 32; ++b) {
-        const __m256i yv = _mm256_loadu_si256((const __m256i *)y[b].qs);
-        __m256i p;
-        float d;
-        if (T == TSR_TYPE_IQ4_NL) {
-            const tsr_block_iq4_nl & x = ((const tsr_block_iq4_nl *)vx)[b];
-            p = dot32_s8s8_avx2(_mm256_shuffle_epi8(table, unpack_q4_avx2(x.qs)), yv);
-            d = h2f_avx2(x.d);
-        } else if (T == TSR_TYPE_Q5_0) {
-            const tsr_block_q5_0 & x = ((const tsr_block_q5_0 *)vx)[b];
-            p = dot32_u4s8_avx2(_mm256_or_si256(unpack_q4_avx2(x.qs), fifth_bits_avx2(x.qh)), yv);
-            d = h2f_avx2(x.d);
-            corr += 16.0f * d * y[b].d * (float)y[b].sum;
-        } else {
-            using block = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1, tsr_block_q5_1>;
-            const block & x = ((const block *)vx)[b];
-            __m256i q = unpack_q4_avx2(x.qs);
-            if (T == TSR_TYPE_Q5_1) q = _mm256_or_si256(q, fifth_bits_avx2(((const tsr_block_q5_1 &)x).qh));
-            p = dot32_u4s8_avx2(q, yv);
-            d = h2f_avx2(x.d);
-            corr -= h2f_avx2(x.m) * y[b].d * (float)y[b].sum;
-        }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * y[b].d), acc);
+TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void q32_step_avx2(yq8_acc_avx2 & a, const uint8_t * blk, const yq8 & y) {
+    const __m256i yv = _mm256_loadu_si256((const __m256i *)y.qs);
+    __m256i p;
+    float d;
+    if (T == TSR_TYPE_IQ4_NL) {
+        const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values));
+        const tsr_block_iq4_nl & x = *(const tsr_block_iq4_nl *)blk;
+        p = dot32_s8s8_avx2(_mm256_shuffle_epi8(table, unpack_q4_avx2(x.qs)), yv);
+        d = h2f_avx2(x.d);
+    } else if (T == TSR_TYPE_Q5_0) {
+        const tsr_block_q5_0 & x = *(const tsr_block_q5_0 *)blk;
+        p = dot32_u4s8_avx2(_mm256_or_si256(unpack_q4_avx2(x.qs), fifth_bits_avx2(x.qh)), yv);
+        d = h2f_avx2(x.d);
+        /* - 16 d y.d sum: the levels' offset */
+        a.corr = _mm_fnmadd_ss(_mm_set_ss(16.0f * d * y.d), _mm_set_ss((float)y.sum), a.corr);
+    } else {
+        using block = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1, tsr_block_q5_1>;
+        const block & x = *(const block *)blk;
+        __m256i q = unpack_q4_avx2(x.qs);
+        if (T == TSR_TYPE_Q5_1) q = _mm256_or_si256(q, fifth_bits_avx2(((const tsr_block_q5_1 &)x).qh));
+        p = dot32_u4s8_avx2(q, yv);
+        d = h2f_avx2(x.d);
+        /* + m y.d sum: the block's min */
+        a.corr = _mm_fmadd_ss(_mm_set_ss(h2f_avx2(x.m) * y.d), _mm_set_ss((float)y.sum), a.corr);
     }
-    return hsum256(acc) - corr;
+    a.acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * y.d), a.acc);
 }
 
-TSR_TARGET_AVX2 static float dot_q4_1_yq8_avx2(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8_avx2<TSR_TYPE_Q4_1>(n, x, y); }
-TSR_TARGET_AVX2 static float dot_q5_0_yq8_avx2(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8_avx2<TSR_TYPE_Q5_0>(n, x, y); }
-TSR_TARGET_AVX2 static float dot_q5_1_yq8_avx2(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8_avx2<TSR_TYPE_Q5_1>(n, x, y); }
-TSR_TARGET_AVX2 static float dot_iq4_nl_yq8_avx2(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8_avx2<TSR_TYPE_IQ4_NL>(n, x, y); }
+/* Q4_1, Q5_0, Q5_1, IQ4_NL against yq8: levels 0..31 unsigned times int8 (IQ4_NL: the
+ * table's values, signed), Q4_1 / Q5_1's min and Q5_0's offset of 16 through the
+ * activations' block sums. */
+TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE float q32_sum_avx2(const yq8_acc_avx2 & a) { return hsum256(a.acc) + _mm_cvtss_f32(a.corr); }
+
+template <tsr_type T, int R>
+TSR_TARGET_AVX2 void matvec_avx2::q32(int64_t n, const char * x, size_t lda, const yq8 * y, float * out) {
+    constexpr size_t bsize = T == TSR_TYPE_Q4_1 ? sizeof(tsr_block_q4_1) : T == TSR_TYPE_Q5_0 ? sizeof(tsr_block_q5_0)
+                           : T == TSR_TYPE_Q5_1 ? sizeof(tsr_block_q5_1) : sizeof(tsr_block_iq4_nl);
+    TSR_MATVEC_ROWS(R, yq8_acc_avx2, n / 32, bsize, q32_step_avx2<T>, q32_sum_avx2)
+}
 
 static constexpr kernels kernels_avx2 = [] {
     kernels k{};
@@ -15063,15 +15135,7 @@ static constexpr kernels kernels_avx2 = [] {
     k.dot4[SLOT_BF16] = dot4_avx2<2>;
     k.dot4[SLOT_Q8_0] = dot4_q8_0_avx2;
     k.dot4[SLOT_Q4_0] = dot4_q4_0_avx2;
-    k.dot_q8k[KSLOT_Q2_K] = dot_q2_K_q8_K_avx2;
-    k.dot_q8k[KSLOT_Q3_K] = dot_q3_K_q8_K_avx2;
-    k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_avx2;
-    k.dot_q8k[KSLOT_Q5_K] = dot_q5_K_q8_K_avx2;
-    k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_avx2;
-    k.dot_yq8[QSLOT_Q4_1] = dot_q4_1_yq8_avx2;
-    k.dot_yq8[QSLOT_Q5_0] = dot_q5_0_yq8_avx2;
-    k.dot_yq8[QSLOT_Q5_1] = dot_q5_1_yq8_avx2;
-    k.dot_yq8[QSLOT_IQ4_NL] = dot_iq4_nl_yq8_avx2;
+    row_quant_dots<matvec_avx2>::fill(k);
     k.quantize_q8k = quantize_q8k_avx2;
     k.quantize_y = quantize_y_avx2;
     k.axpy_f32 = axpy_f32_avx2;
@@ -15370,7 +15434,7 @@ TSR_TARGET_AVX512VNNI static void gemv_q32_rows(int64_t n, const char * x, size_
         if (ng * 4 >= nb) continue;
         const char * tail = x + (size_t)r * lda + (size_t)ng * 8 * L::words;
         if constexpr (T == TSR_TYPE_Q4_0) out[r] += dot_q4_0_avx512vnni(n - ng * 128, (const tsr_block_q4_0 *)tail, y + ng * 4);
-        else out[r] += dot_q32_yq8_avx2<T>(n - ng * 128, tail, y + ng * 4);
+        else out[r] += row_quant_dots<matvec_avx2>::dot_yq8<T>(n - ng * 128, tail, y + ng * 4);
     }
 }
 
@@ -15835,124 +15899,146 @@ TSR_TARGET_AVX512VNNI static inline __m128i q4k_scales_mins_simd(const uint8_t *
                         _mm_and_si128(_mm_srli_epi16(top, 2), _mm_set1_epi8(0x30)));
 }
 
-/* Q4_K (HIGH false) / Q5_K (HIGH true): the 32 qs bytes of chunk c hold elements 64c..64c+31
- * in their low nibbles and 64c+32..64c+63 in their high ones, so [low | high] is the chunk in
- * order. Each 32 elements share a scale: int16 lanes 0-15 take scale 2c, lanes 16-31 2c+1. */
-template <bool HIGH>
-TSR_TARGET_AVX512VNNI static float dot_k4_q8_K_avx512vnni(int64_t n, const uint8_t * base, size_t bsize, const tsr_block_q8_K * y) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
-    __m512 acc = _mm512_setzero_ps();
-    __m128 acc_m = _mm_setzero_ps();
-    const uint8_t * blk = base;
-    for (int64_t i = 0; i < n / TSR_QK_K; ++i, blk += bsize) {
-        const __m128i sm = q4k_scales_mins_simd(blk + 4);
-        acc_m = k4_mins_acc(blk, sm, y[i], acc_m);
-        const uint8_t * qs = blk + (HIGH ? 48 : 16);
-        /* qh bit 2c of byte l is element 64c + l's fifth bit, bit 2c + 1 element 64c + 32 + l */
-        const __m512i qh = HIGH ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 16))) : _mm512_setzero_si512();
-        const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
-        __m512i sumi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  /* two dependency chains */
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; ++c) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-            __m512i v = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), m4);
-            if (HIGH) {
-                /* the two bits to bit 4 of each byte: 16-bit shifts, the bytes' crossings masked off */
-                const __m512i cnt = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * c)), _mm256_set1_epi16((short)(2 * c + 1)), 1);
-                const __m512i hb = _mm512_and_si512(_mm512_slli_epi16(_mm512_srlv_epi16(qh, cnt), 4), m10);
-                v = _mm512_or_si512(v, hb);
-            }
-            const __m512i s = _mm512_shuffle_epi8(sc16, _mm512_inserti64x4(_mm512_set1_epi16((short)(((4 * c + 1) << 8) | (4 * c))),
-                                                                            _mm256_set1_epi16((short)(((4 * c + 3) << 8) | (4 * c + 2))), 1));
-            sumi[c & 1] = _mm512_dpwssd_epi32(sumi[c & 1], _mm512_maddubs_epi16(v, _mm512_loadu_si512((const void *)(y[i].qs + 64 * c))), s);
-        }
-        uint16_t d16;
-        std::memcpy(&d16, blk, 2);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(sumi[0], sumi[1])), _mm512_set1_ps(y[i].d * _cvtsh_ss(d16)), acc);
-    }
-    return _mm512_reduce_add_ps(acc) - hsum128(acc_m);
+/* vpshufb indices that put scale g_k in every int16 of 128-bit lane k: byte g_k of 16 in the
+ * low byte with the high one zeroed (PICK_LOW), in the high byte with the low one zeroed
+ * (PICK_HIGH), or int16 g_k of 8 (PICK_WORD). */
+enum { PICK_LOW, PICK_HIGH, PICK_WORD };
+template <int PICK> TSR_TARGET_AVX512VNNI static inline __m512i scale_pick_zmm(int g0, int g1, int g2, int g3) {
+    auto w = [](int g) { return (short)(PICK == PICK_LOW ? (0x8000 | g) : PICK == PICK_HIGH ? (g << 8 | 0x80) : ((2 * g + 1) << 8 | 2 * g)); };
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_m128i(_mm_set1_epi16(w(g0)), _mm_set1_epi16(w(g1)))),
+                              _mm256_setr_m128i(_mm_set1_epi16(w(g2)), _mm_set1_epi16(w(g3))), 1);
 }
 
-TSR_TARGET_AVX512VNNI static float dot_q4_K_q8_K_avx512vnni(int64_t n, const void * x, const tsr_block_q8_K * y) {
-    return dot_k4_q8_K_avx512vnni<false>(n, (const uint8_t *)x, sizeof(tsr_block_q4_K), y);
+/* 32 bytes at p0 and 32 at p1 as one zmm. */
+TSR_TARGET_AVX512VNNI static inline __m512i join32_zmm(const void * p0, const void * p1) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p0)), _mm256_loadu_si256((const __m256i *)p1), 1);
 }
-TSR_TARGET_AVX512VNNI static float dot_q5_K_q8_K_avx512vnni(int64_t n, const void * x, const tsr_block_q8_K * y) {
-    return dot_k4_q8_K_avx512vnni<true>(n, (const uint8_t *)x, sizeof(tsr_block_q5_K), y);
+
+/* One row's running sums in the K-quant mat-vec: acc the scaled integer block sums, mins
+ * what comes off at the end (Q4_K / Q5_K / Q2_K's mins times the activations' sums). */
+struct q8k_acc_avx512 {
+    __m512 acc;
+    __m256 mins;
+};
+
+/* Q4_K (HIGH false) / Q5_K (HIGH true): the 32 qs bytes of chunk c hold elements 64c..64c+31
+ * in their low nibbles and 64c+32..64c+63 in their high ones, so a 64-byte load covers chunks
+ * 2k and 2k+1: its low nibbles are sub-blocks 4k and 4k+2, its high ones 4k+1 and 4k+3, one
+ * per 256-bit half, against the Q8_K row gathered to match (y work every row of a dot4 step
+ * shares). Q5_K's fifth bit of sub-block s's element l is bit s of qh[l]. d and dmin convert
+ * together. */
+template <bool HIGH>
+TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void k4_step_avx512(q8k_acc_avx512 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
+    const __m128i sm = q4k_scales_mins_simd(blk + 4);
+    uint32_t dm16;
+    std::memcpy(&dm16, blk, 4);
+    const __m128 dm = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dm16)), _mm_set1_ps(y.d));  /* d y.d, dmin y.d */
+    /* the mins times the pairs of 16-element activation sums they cover */
+    const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y.bsums), _mm_loadu_si128((const __m128i *)y.bsums + 1));
+    const __m128i pm = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)), bs);
+    a.mins = _mm256_zextps128_ps256(_mm_fmadd_ps(_mm_cvtepi32_ps(pm), _mm_permute_ps(dm, 0x55), _mm256_castps256_ps128(a.mins)));
+    const uint8_t * qs = blk + (HIGH ? 48 : 16);
+    const __m512i qh = HIGH ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 16))) : _mm512_setzero_si512();
+    const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
+    __m512i sumi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  /* two dependency chains */
+#pragma GCC unroll 2
+    for (int k = 0; k < 2; ++k) {
+        const __m512i z = _mm512_loadu_si512((const void *)(qs + 64 * k));
+        __m512i lo = _mm512_and_si512(z, m4), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+        if (HIGH) {
+            const __m512i bit_lo = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * k))), _mm256_set1_epi8((char)(1 << (4 * k + 2))), 1);
+            lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh, bit_lo), lo, m10);
+            hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qh, _mm512_slli_epi16(bit_lo, 1)), hi, m10);
+        }
+        const int s = 4 * k;
+        sumi[0] = _mm512_dpwssd_epi32(sumi[0], _mm512_maddubs_epi16(lo, join32_zmm(y.qs + 128 * k, y.qs + 128 * k + 64)),
+                                      _mm512_shuffle_epi8(sc16, scale_pick_zmm<PICK_WORD>(s, s, s + 2, s + 2)));
+        sumi[1] = _mm512_dpwssd_epi32(sumi[1], _mm512_maddubs_epi16(hi, join32_zmm(y.qs + 128 * k + 32, y.qs + 128 * k + 96)),
+                                      _mm512_shuffle_epi8(sc16, scale_pick_zmm<PICK_WORD>(s + 1, s + 1, s + 3, s + 3)));
+    }
+    a.acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(sumi[0], sumi[1])), _mm512_broadcastss_ps(dm), a.acc);
 }
 
 /* Q6_K: elements 128h..128h+63 are ql[64h..64h+63]'s low nibbles with qh[32h..]'s bits 0-1
  * (first 32) and 2-3 (next 32); elements 128h+64.. the high nibbles with bits 4-5 and 6-7.
  * Levels stay unsigned (0..63) and the -32 comes off through the bsums, as in the AVX2 kernel. */
-TSR_TARGET_AVX512VNNI static float dot_q6_K_q8_K_avx512vnni(int64_t n, const void * vx, const tsr_block_q8_K * y) {
-    const tsr_block_q6_K * x = (const tsr_block_q6_K *)vx;
+TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void q6k_step_avx512(q8k_acc_avx512 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
+    const tsr_block_q6_K & x = *(const tsr_block_q6_K *)blk;
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     /* qh bits to bits 4-5 of each byte: << 4 and << 2 for the low nibbles' halves, >> 0 and >> 2 for the high */
     const __m512i shl_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
     const __m512i shr_hi = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
-        const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
-        const __m256i sc16y = _mm256_cvtepi8_epi16(sc8);
-        const __m512i sc16 = _mm512_castsi256_si512(sc16y);
-        /* 32 * sum(scale * bsums): the offset of the unsigned levels, in the same int32 sum */
-        __m512i sumi = _mm512_zextsi256_si512(
-            _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16y, _mm256_loadu_si256((const __m256i *)y[i].bsums)), 5)));
+    const __m128i sc8 = _mm_loadu_si128((const __m128i *)x.scales);
+    const __m256i sc16y = _mm256_cvtepi8_epi16(sc8);
+    const __m512i sc16 = _mm512_castsi256_si512(sc16y);
+    /* 32 * sum(scale * bsums): the offset of the unsigned levels, in the same int32 sum */
+    __m512i sumi = _mm512_zextsi256_si512(
+        _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16y, _mm256_loadu_si256((const __m256i *)y.bsums)), 5)));
 #pragma GCC unroll 2
-        for (int h = 0; h < 2; ++h) {
-            const __m512i ql = _mm512_loadu_si512((const void *)(x[i].ql + 64 * h));
-            const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h)));
-            const __m512i v0 = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, shl_lo), m30));
-            const __m512i v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(qh, shr_hi), m30));
-            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(v0, _mm512_loadu_si512((const void *)(y[i].qs + 128 * h))), scales_of_zmm(sc16, 2 * h));
-            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(v1, _mm512_loadu_si512((const void *)(y[i].qs + 128 * h + 64))), scales_of_zmm(sc16, 2 * h + 1));
-        }
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(_cvtsh_ss(x[i].d) * y[i].d), acc);
+    for (int h = 0; h < 2; ++h) {
+        const __m512i ql = _mm512_loadu_si512((const void *)(x.ql + 64 * h));
+        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x.qh + 32 * h)));
+        const __m512i v0 = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, shl_lo), m30));
+        const __m512i v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(qh, shr_hi), m30));
+        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(v0, _mm512_loadu_si512((const void *)(y.qs + 128 * h))), scales_of_zmm(sc16, 2 * h));
+        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(v1, _mm512_loadu_si512((const void *)(y.qs + 128 * h + 64))), scales_of_zmm(sc16, 2 * h + 1));
     }
-    return _mm512_reduce_add_ps(acc);
+    a.acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(_cvtsh_ss(x.d) * y.d), a.acc);
 }
 
-/* Q2_K / Q3_K: elements 128h + 64p .. +63 are bits 4p..4p+1 (first 32) and 4p+2..4p+3 (next
- * 32) of qs[32h..32h+31]; Q3_K's third bit is bit 4h + 2p (+1) of hmask[0..31]. */
+/* Q2_K / Q3_K: shift j of the 64 qs bytes holds elements 32j..32j+31 (bytes 0-31) and
+ * 128+32j.. (bytes 32-63), so one load and an immediate shift per 64 elements; the Q8_K
+ * row is gathered to match (y work every row of a dot4 step shares). Q3_K's third bit of
+ * those elements is bit j (first 32) and 4 + j (next 32) of hmask[0..31]. The int16 scales come out of the 16
+ * scale bytes, one per 128-bit lane, with one in-lane byte shuffle: Q2_K's 4-bit ones
+ * zero-extended, Q3_K's signed ones in the high byte (x 256: the offset is scaled to match
+ * and the float factor divides it out; the int32 sums stay below 2^28). */
 template <bool Q3>
-TSR_TARGET_AVX512VNNI static float dot_k2_q8_K_avx512vnni(int64_t n, const void * vx, const tsr_block_q8_K * y) {
+TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void k2_step_avx512(q8k_acc_avx512 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
     const __m512i m3 = _mm512_set1_epi8(0x03), four = _mm512_set1_epi8(0x04);
-    __m512 acc = _mm512_setzero_ps();
-    __m256 acc_m = _mm256_setzero_ps();  /* Q2_K's mins times the bsums */
-    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
-        const k2_parts b = k2_block<Q3>(vx, i, y[i]);
-        const uint8_t * qs = b.qs;
-        const __m512i hm = Q3 ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b.hmask)) : _mm512_setzero_si512();
-        __m512i sumi = _mm512_zextsi256_si512(b.offset);
-        acc_m = _mm256_add_ps(acc_m, b.mins);
-        const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(b.sc8));
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; ++h) {
-            const __m512i qv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * h)));
-#pragma GCC unroll 2
-            for (int p = 0; p < 2; ++p) {
-                const __m512i cnt = _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * p)), _mm256_set1_epi16((short)(4 * p + 2)), 1);
-                __m512i v = _mm512_and_si512(_mm512_srlv_epi16(qv, cnt), m3);
-                if (Q3) {
-                    const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * h + 2 * p))), _mm256_set1_epi8((char)(1 << (4 * h + 2 * p + 1))), 1);
-                    v = _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(hm, bit), v, four);
-                }
-                sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(v, _mm512_loadu_si512((const void *)(y[i].qs + 128 * h + 64 * p))),
-                                           scales_of_zmm(sc16, 2 * h + p));
-            }
+    const k2_parts b = k2_block<Q3>(blk, 0, y);
+    const __m512i qv = _mm512_loadu_si512((const void *)b.qs);
+    const __m512i hm = Q3 ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b.hmask)) : _mm512_setzero_si512();
+    const __m512i sc = _mm512_broadcast_i32x4(b.sc8);
+    __m512i sumi = _mm512_zextsi256_si512(Q3 ? _mm256_slli_epi32(b.offset, 8) : b.offset);
+    a.mins = _mm256_add_ps(a.mins, b.mins);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+        __m512i v = _mm512_and_si512(j ? _mm512_srli_epi16(qv, 2 * j) : qv, m3);
+        if (Q3) {
+            const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << j)), _mm256_set1_epi8((char)(1 << (4 + j))), 1);
+            v = _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(hm, bit), v, four);
         }
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(y[i].d * b.d), acc);
+        const __m512i yj = join32_zmm(y.qs + 32 * j, y.qs + 128 + 32 * j);
+        /* 128-bit lanes: scale groups 2j, 2j + 1 (elements 32j..), 8 + 2j, 9 + 2j (128 + 32j..) */
+        const __m512i idx = scale_pick_zmm<Q3 ? PICK_HIGH : PICK_LOW>(2 * j, 2 * j + 1, 8 + 2 * j, 9 + 2 * j);
+        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(v, yj), _mm512_shuffle_epi8(sc, idx));
     }
-    return _mm512_reduce_add_ps(acc) - hsum256(acc_m);
+    a.acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(y.d * b.d * (Q3 ? 1.0f / 256 : 1.0f)), a.acc);
 }
 
-TSR_TARGET_AVX512VNNI static float dot_q2_K_q8_K_avx512vnni(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K_avx512vnni<false>(n, x, y); }
-TSR_TARGET_AVX512VNNI static float dot_q3_K_q8_K_avx512vnni(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K_avx512vnni<true>(n, x, y); }
-
-template <tsr_type T> TSR_TARGET_AVX512VNNI static float dot_q32_yq8_avx512vnni(int64_t n, const void * x, const yq8 * y) {
-    float o;
-    gemv_q32_rows<T, 1>(n, (const char *)x, 0, y, &o);
-    return o;
+/* Super-block steps by slot, and a row's result from its sums. */
+template <int KS>
+TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void q8k_step_avx512(q8k_acc_avx512 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
+    if constexpr (KS == KSLOT_Q6_K) q6k_step_avx512(a, blk, y);
+    else if constexpr (KS >= KSLOT_Q4_K) k4_step_avx512<KS == KSLOT_Q5_K>(a, blk, y);
+    else k2_step_avx512<KS == KSLOT_Q3_K>(a, blk, y);
 }
+TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE float q8k_sum_avx512(const q8k_acc_avx512 & a) {
+    return _mm512_reduce_add_ps(a.acc) - hsum256(a.mins);
+}
+
+/* The R-row mat-vec kernels: the K-quants against Q8_K (TSR_MATVEC_ROWS), the other
+ * 32-element types against yq8 (gemv_q32_rows). */
+struct matvec_avx512 {
+    template <tsr_type T, int R>
+    TSR_TARGET_AVX512VNNI static void q32(int64_t n, const char * x, size_t lda, const yq8 * y, float * out) { gemv_q32_rows<T, R>(n, x, lda, y, out); }
+    template <int KS, int R>
+    TSR_TARGET_AVX512VNNI static void q8k(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out) {
+        TSR_MATVEC_ROWS(R, q8k_acc_avx512, n / TSR_QK_K, q8k_block_bytes(KS), q8k_step_avx512<KS>, q8k_sum_avx512)
+    }
+};
 
 /* Q8_0 / Q4_0 and the K-quant / 32-element dots use the AVX2 kernels unless the CPU has
  * VNNI; no Q8_0 / Q4_0 GEMM without it. */
@@ -15970,15 +16056,7 @@ static kernels make_kernels_avx512() {
     k.dot4[SLOT_BF16] = dot4_avx512<2>;
     k.dot4[SLOT_Q8_0] = dot4_q8_0_avx2;
     k.dot4[SLOT_Q4_0] = dot4_q4_0_avx2;
-    k.dot_q8k[KSLOT_Q2_K] = dot_q2_K_q8_K_avx2;
-    k.dot_q8k[KSLOT_Q3_K] = dot_q3_K_q8_K_avx2;
-    k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_avx2;
-    k.dot_q8k[KSLOT_Q5_K] = dot_q5_K_q8_K_avx2;
-    k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_avx2;
-    k.dot_yq8[QSLOT_Q4_1] = dot_q4_1_yq8_avx2;
-    k.dot_yq8[QSLOT_Q5_0] = dot_q5_0_yq8_avx2;
-    k.dot_yq8[QSLOT_Q5_1] = dot_q5_1_yq8_avx2;
-    k.dot_yq8[QSLOT_IQ4_NL] = dot_iq4_nl_yq8_avx2;
+    row_quant_dots<matvec_avx2>::fill(k);
     k.quantize_q8k = quantize_q8k_avx2;
     k.quantize_y = quantize_y_avx2;
     k.axpy_f32 = axpy_f32_avx512;
@@ -15995,15 +16073,7 @@ static kernels make_kernels_avx512() {
         k.dot4[SLOT_Q4_0] = dot4_q4_0_avx512vnni;
         k.gemm[SLOT_Q8_0] = &gemm_q8_0_avx512;
         k.gemm[SLOT_Q4_0] = &gemm_q4_0_avx512;
-        k.dot_q8k[KSLOT_Q2_K] = dot_q2_K_q8_K_avx512vnni;
-        k.dot_q8k[KSLOT_Q3_K] = dot_q3_K_q8_K_avx512vnni;
-        k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_avx512vnni;
-        k.dot_q8k[KSLOT_Q5_K] = dot_q5_K_q8_K_avx512vnni;
-        k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_avx512vnni;
-        k.dot_yq8[QSLOT_Q4_1] = dot_q32_yq8_avx512vnni<TSR_TYPE_Q4_1>;
-        k.dot_yq8[QSLOT_Q5_0] = dot_q32_yq8_avx512vnni<TSR_TYPE_Q5_0>;
-        k.dot_yq8[QSLOT_Q5_1] = dot_q32_yq8_avx512vnni<TSR_TYPE_Q5_1>;
-        k.dot_yq8[QSLOT_IQ4_NL] = dot_q32_yq8_avx512vnni<TSR_TYPE_IQ4_NL>;
+        row_quant_dots<matvec_avx512>::fill(k);
         packed_gemms<gemm_q8_0_avx512, x86_packers<32, 0x80>::of>::fill(k);
     }
     return k;
@@ -16656,7 +16726,8 @@ static float dot_q8k_neon(int64_t n, const void * x, const tsr_block_q8_K * y) {
 }
 
 template <size_t BSIZE, void (*STEP)(const uint8_t *, const tsr_block_q8_K &, k_row_sum_neon &)>
-static void dot4_q8k_neon(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out) {
+static void dot4_q8k_neon(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
+    const tsr_block_q8_K * y = (const tsr_block_q8_K *)yv;
     k_row_sum_neon r[4];
     for (int64_t i = 0; i < n / TSR_QK_K; ++i)
         for (int k = 0; k < 4; ++k) STEP((const uint8_t *)x + (size_t)k * lda + (size_t)i * BSIZE, y[i], r[k]);
@@ -17245,32 +17316,10 @@ static inline float dot_any(const kernels * K, enum tsr_type ta, int64_t n, cons
     }
 }
 
-/* K-quant rows against Q8_K columns (the ISA's dot, else the scalar path's). With a 4-row
- * kernel, the 4 far-apart streams of mm_range's dot products, and the leftover rows through
- * that kernel too. */
+/* K-quant rows against Q8_K columns (the ISA's dot, else the scalar path's). */
 static void mm_range_q8k(const kernels * K, const mm_args & a, int64_t m0, int64_t m1) {
     const int ks = q8k_slot(a.ta);
-    const auto dot4 = K->dot4_q8k[ks];
     const auto dot = K->dot_q8k[ks] ? K->dot_q8k[ks] : kernels_scalar.dot_q8k[ks];
-    if (dot4) {
-        const auto four = [&](const char * x, size_t lda, int64_t n, float * o) {
-            dot4(a.K, x, lda, (const tsr_block_q8_K *)(a.B + (size_t)n * a.ldb), o);
-        };
-        const int64_t q = (m1 - m0) / 4;
-        for (int64_t i = 0; i < q; ++i)
-            for (int64_t n = 0; n < a.N; ++n) {
-                float o[4];
-                four(a.A + (size_t)(m0 + i) * a.lda, (size_t)q * a.lda, n, o);
-                for (int r = 0; r < 4; ++r) a.C[(size_t)n * a.ldc + m0 + i + r * q] = o[r];
-            }
-        for (int64_t m = m0 + 4 * q; m < m1; ++m)
-            for (int64_t n = 0; n < a.N; ++n) {
-                float o[4];
-                four(a.A + (size_t)m * a.lda, 0, n, o);
-                a.C[(size_t)n * a.ldc + m] = o[0];
-            }
-        return;
-    }
     for (int64_t m = m0; m < m1; ++m) {
         const char * x = a.A + (size_t)m * a.lda;
         for (int64_t n = 0; n < a.N; ++n)
@@ -17278,40 +17327,48 @@ static void mm_range_q8k(const kernels * K, const mm_args & a, int64_t m0, int64
     }
 }
 
+using dot4_fn = void (*)(int64_t n, const char * x, size_t lda, const void * y, float * out);
+
+/* The ISA's 4-row matrix-vector kernel for weights of type t; NULL: one row at a time. */
+static dot4_fn dot4_for(const kernels * K, enum tsr_type t) {
+    const int slot = type_slot(t), ks = q8k_slot(t), qs = yq8_slot(t);
+    return slot >= 0 ? K->dot4[slot] : ks >= 0 ? K->dot4_q8k[ks] : qs >= 0 ? K->dot4_yq8[qs] : nullptr;
+}
+
+/* Dot products. With a 4-row kernel, the range is cut into 4 equal parts walked side by
+ * side: each part is one long sequential stream (rows are contiguous), and four of them
+ * keep enough DRAM reads in flight for one core, where 4 adjacent rows would restart the
+ * hardware prefetcher at every row. The rows left over go through the same kernel (one row
+ * four times), so a row's result never depends on the split. */
+static void mm_range_dots(const kernels * K, const mm_args & a, int64_t m0, int64_t m1) {
+    const dot4_fn dot4 = dot4_for(K, a.ta);
+    if (!dot4 && q8k_slot(a.ta) >= 0) return mm_range_q8k(K, a, m0, m1);
+    const int64_t q = dot4 ? (m1 - m0) / 4 : 0;
+    /* columns innermost: the 4 rows stay in cache while every column of src1 passes */
+    for (int64_t i = 0; i < q; ++i)
+        for (int64_t n = 0; n < a.N; ++n) {
+            float o[4];
+            dot4(a.K, a.A + (size_t)(m0 + i) * a.lda, (size_t)q * a.lda, a.B + (size_t)n * a.ldb, o);
+            float * c = a.C + (size_t)n * a.ldc;
+            for (int r = 0; r < 4; ++r) c[m0 + i + r * q] = o[r];
+        }
+    for (int64_t m = m0 + 4 * q; m < m1; ++m) {
+        const char * x = a.A + (size_t)m * a.lda;
+        for (int64_t n = 0; n < a.N; ++n) {
+            const char * y = a.B + (size_t)n * a.ldb;
+            float o[4];
+            if (dot4) dot4(a.K, x, 0, y, o);
+            else o[0] = dot_any(K, a.ta, a.K, x, y);
+            a.C[(size_t)n * a.ldc + m] = o[0];
+        }
+    }
+}
+
 static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m1, uint8_t * tws) {
     if (m0 >= m1) return;
-    if (q8k_slot(a.ta) >= 0 && !a.g) return mm_range_q8k(K, a, m0, m1);
     const gemm_impl * g = a.g;
     if (!g && a.a_r8) return r8_gemv(a.ta, r8_gemv_args{(const uint8_t *)a.A, a.lda, a.K, a.B, a.ldb, a.N, a.C, a.ldc}, m0, m1);
-    if (!g) {
-        /* Dot products. With a 4-row kernel, the range is cut into 4 equal parts walked side by
-         * side: each part is one long sequential stream (rows are contiguous), and four of
-         * them keep enough DRAM reads in flight for one core, where 4 adjacent rows would
-         * restart the hardware prefetcher at every row. The rows left over go through the
-         * same kernel (one row four times), so a row's result never depends on the split. */
-        const int slot = type_slot(a.ta);
-        const bool four = slot >= 0 && K->dot4[slot];
-        const int64_t q = four ? (m1 - m0) / 4 : 0;
-        /* columns innermost: the 4 rows stay in cache while every column of src1 passes */
-        for (int64_t i = 0; i < q; ++i)
-            for (int64_t n = 0; n < a.N; ++n) {
-                float o[4];
-                K->dot4[slot](a.K, a.A + (size_t)(m0 + i) * a.lda, (size_t)q * a.lda, a.B + (size_t)n * a.ldb, o);
-                float * c = a.C + (size_t)n * a.ldc;
-                for (int r = 0; r < 4; ++r) c[m0 + i + r * q] = o[r];
-            }
-        for (int64_t m = m0 + 4 * q; m < m1; ++m) {
-            const char * x = a.A + (size_t)m * a.lda;
-            for (int64_t n = 0; n < a.N; ++n) {
-                const char * y = a.B + (size_t)n * a.ldb;
-                float o[4];
-                if (four) K->dot4[slot](a.K, x, 0, y, o);
-                else o[0] = dot_any(K, a.ta, a.K, x, y);
-                a.C[(size_t)n * a.ldc + m] = o[0];
-            }
-        }
-        return;
-    }
+    if (!g) return mm_range_dots(K, a, m0, m1);
     const int64_t nc_max = std::min<int64_t>(a.N, GEMM_NC);
     const size_t kb_max = (size_t)g->kc / 32;
     uint8_t * bpack = tws;

@@ -346,6 +346,72 @@ TEST_CASE("dot_yq8: every ISA path equals the scalar path for Q4_1, Q5_0, Q5_1 a
     }
 }
 
+// The 4-row mat-vec kernels of the K-quants and the other 32-element types (mm_range_dots
+// walks 4 far-apart rows with them): each row's result equals the one-row kernel's bit for
+// bit (a row's result must not depend on how the rows were split) and the double reference
+// on the decoded weights. Rows adjacent, far apart with padding, and lda = 0 (one row four
+// times, as the leftover rows go); row lengths leave 0..3 blocks past a group of 4.
+TEST_CASE("dot4 of the K-quants and 32-element types: each row equals the one-row kernel and the reference", "[cpu][mul_mat][kernels][quant]") {
+    std::mt19937 rng(19);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (tsr_type t : {TSR_TYPE_Q2_K, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0,
+                       TSR_TYPE_Q5_1, TSR_TYPE_IQ4_NL}) {
+        const bool kq = tcpu::q8k_slot(t) >= 0;
+        for (int64_t nb : kq ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{3, 4, 5, 6, 7}) {
+            const int64_t n = nb * tsr_blck_size(t);
+            const size_t row = tsr_row_size(t, n), stride = row + 3 * tsr_type_size(t);
+            std::vector<float> xf((size_t)n * 4), yf((size_t)n);
+            for (float & v : xf) v = u(rng);
+            for (float & v : yf) v = u(rng);
+            std::vector<uint8_t> w(stride * 4);
+            for (int r = 0; r < 4; ++r) REQUIRE(tsr_from_float_row(t, xf.data() + r * n, w.data() + r * stride, n));
+            // the activations as mul_mat prepares them: Q8_K, or yq8 with the type's side arrays
+            std::vector<tsr_block_q8_K> yk(kq ? (size_t)(n / TSR_QK_K) : 0);
+            std::vector<tcpu::yq8> y8(kq ? 0 : tcpu::yq8_row_bytes(n) / sizeof(tcpu::yq8) + 1);
+            std::vector<float> yv((size_t)n);
+            if (kq) {
+                REQUIRE(tsr_from_float_row(TSR_TYPE_Q8_K, yf.data(), yk.data(), n));
+                REQUIRE(tsr_to_float_row(TSR_TYPE_Q8_K, yk.data(), yv.data(), n));
+            } else {
+                tcpu::quantize_y_scalar(yf.data(), y8.data(), n);
+                tcpu::y_side(y8.data(), nb, t);
+                for (int64_t i = 0; i < n; ++i) yv[(size_t)i] = y8[(size_t)(i / 32)].d * y8[(size_t)(i / 32)].qs[i % 32];
+            }
+            const void * y = kq ? (const void *)yk.data() : (const void *)y8.data();
+            for (tsr_cpu_isa isa : tsrt::isas()) {
+                kernels_of k(isa);
+                const auto dot4 = tcpu::dot4_for(k.K, t);
+                if (!dot4) continue;
+                auto dot1 = [&](const uint8_t * x) {
+                    return kq ? k.K->dot_q8k[tcpu::q8k_slot(t)](n, x, yk.data()) : k.K->dot_yq8[tcpu::yq8_slot(t)](n, x, y8.data());
+                };
+                for (size_t lda : {(size_t)0, row, stride}) {
+                    float out[4] = {NAN, NAN, NAN, NAN};
+                    dot4(n, (const char *)w.data(), lda, y, out);
+                    for (int r = 0; r < 4; ++r) {
+                        const uint8_t * x = w.data() + r * lda;
+                        std::vector<float> wf((size_t)n);
+                        REQUIRE(tsr_to_float_row(t, x, wf.data(), n));
+                        double want = 0.0, mag = 0.0;
+                        for (int64_t i = 0; i < n; ++i) {
+                            want += (double)wf[(size_t)i] * yv[(size_t)i];
+                            mag += std::fabs((double)wf[(size_t)i] * yv[(size_t)i]);
+                        }
+                        INFO(tsr_type_name(t) << " isa " << tsr_cpu_isa_name(isa) << " blocks " << nb << " lda " << lda << " row " << r);
+                        CHECK(std::fabs((double)out[r] - want) <= 1e-5 * mag);
+                        const float one = dot1(x);
+                        CHECK(std::memcmp(&out[r], &one, sizeof one) == 0);
+                    }
+                }
+            }
+        }
+    }
+}
+
+// Q5_0 and IQ4_NL are int8 values times one fp16 scale per 32, so their GEMM packs them
+// exactly: each ISA's panel equals its Q8_0 packer's panel of the Q8_0 blocks written here
+// (values q - 16 / the IQ4_NL table, the same d), for rows past a panel and k past K.
+
 namespace {
 
 // How an ISA's int8 A panel holds weight levels (layouts in pack.inl): x86 writes per 32 k

@@ -286,6 +286,15 @@ TEST_CASE("mul_mat: Q4_1, Q5_0, Q5_1, IQ4_NL and K-quant weights", "[cpu][mul_ma
     }
 }
 
+// Matrix-vector of these types on the 4-row kernels: parts of 1 row and of many, rows left
+// over, one and two threads (each thread's range split in four); the 32-element
+// types' rows end 1 block past a group of 4.
+TEST_CASE("mul_mat: matrix-vector of the K-quant and 32-element types in four streams", "[cpu][mul_mat][quant]") {
+    for (tsr_type t : kRowQuants)
+        for (int64_t M : {6, 47})
+            for (int nth : {1, 2}) check_mul_mat(t, tsr_blck_size(t) == 32 ? 160 : 512, M, 1, 1, 1, 1, 1, false, nth);
+}
+
 // The packed int8 GEMM of these types (weights repacked as Q8_0 panels): K over two k
 // blocks of the kernels (kc 512 / 1024) with a partial one, M past a panel of rows.
 TEST_CASE("mul_mat: GEMM of the requantized types over k blocks and row panels", "[cpu][mul_mat][quant]") {

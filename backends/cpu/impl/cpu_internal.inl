@@ -229,6 +229,12 @@ static inline int q8k_slot(enum tsr_type t) {
     }
 }
 
+/* Bytes of one super-block of K-quant slot ks. */
+static constexpr size_t q8k_block_bytes(int ks) {
+    return ks == KSLOT_Q2_K ? sizeof(tsr_block_q2_K) : ks == KSLOT_Q3_K ? sizeof(tsr_block_q3_K)
+         : ks == KSLOT_Q4_K ? sizeof(tsr_block_q4_K) : ks == KSLOT_Q5_K ? sizeof(tsr_block_q5_K) : sizeof(tsr_block_q6_K);
+}
+
 /* 32-element weight types with integer dot products against yq8 activations (besides
  * Q8_0 / Q4_0, which have GEMM and 4-row kernels of their own). */
 enum { QSLOT_Q4_1 = 0, QSLOT_Q5_0, QSLOT_Q5_1, QSLOT_IQ4_NL, QSLOT_COUNT };
@@ -261,6 +267,20 @@ static inline int requant_slot(enum tsr_type t) {
         default: return -1;
     }
 }
+
+/* The mat-vec kernel body over R rows (x + r * lda) against one activation row y: the rows'
+ * running sums (Acc, zeroed), a block of every row per step (step(acc, block bytes, y block)),
+ * then out[r] = finish(acc of row r). Written once, expanded inside each ISA's kernels, whose
+ * target attributes the inlined steps need. With R = 4 and rows far apart, four DRAM streams
+ * per core (mm_range_dots); a row's arithmetic is the same for every R, so its result never
+ * depends on how the rows were split. */
+#define TSR_MATVEC_ROWS(R, Acc, nblocks, block_bytes, step, finish)                                    \
+    Acc acc_[R] = {};                                                                                     \
+    for (int64_t blk_ = 0; blk_ < (nblocks); ++blk_) {                                                   \
+        _Pragma("GCC unroll 4") for (int row_ = 0; row_ < (R); ++row_)                                   \
+            step(acc_[row_], (const uint8_t *)x + (size_t)row_ * lda + (size_t)blk_ * (block_bytes), y[blk_]); \
+    }                                                                                                     \
+    _Pragma("GCC unroll 4") for (int row_ = 0; row_ < (R); ++row_) out[row_] = finish(acc_[row_]);
 
 #if defined(__GNUC__)
 #define TSR_ALWAYS_INLINE inline __attribute__((always_inline))
@@ -351,12 +371,13 @@ struct kernels {
     void (*dot4[SLOT_COUNT])(int64_t n, const char * x, size_t lda, const void * y, float * out);
     /* x (src0 row of the slot's K-quant type) with y quantized to Q8_K; NULL: the scalar path's */
     float (*dot_q8k[KSLOT_COUNT])(int64_t n, const void * x, const tsr_block_q8_K * y);
-    /* 4 K-quant rows lda apart at once, as dot4 (out[r] equal to dot_q8k's result for row r);
-     * NULL: dot_q8k one row at a time */
-    void (*dot4_q8k[KSLOT_COUNT])(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out);
     /* x (src0 row of the slot's 32-element type) with yq8 blocks followed by their Q4 side
      * arrays (y_side; the AVX-512 kernels read them); NULL: the scalar path's */
     float (*dot_yq8[QSLOT_COUNT])(int64_t n, const void * x, const yq8 * y);
+    /* 4 rows at once as dot4 for those types (y Q8_K blocks, or yq8 blocks with their side
+     * arrays); each row's result equals the one-row kernel's bit for bit. NULL: one row at a time. */
+    void (*dot4_q8k[KSLOT_COUNT])(int64_t n, const char * x, size_t lda, const void * y, float * out);
+    void (*dot4_yq8[QSLOT_COUNT])(int64_t n, const char * x, size_t lda, const void * y, float * out);
     /* F32 row -> Q8_K blocks (n a multiple of 256) */
     void (*quantize_q8k)(const float * x, tsr_block_q8_K * y, int64_t n);
     /* F32 row -> yq8 blocks (n a multiple of 32) */
@@ -372,6 +393,45 @@ struct kernels {
     const gemm_impl * gemm_x[XSLOT_COUNT];
     /* transcendental row kernels; NULL: the libm loops of the ops_*.inl files */
     const act_kernels * act;
+};
+
+/* The kernel table entries of the K-quant and 32-element types, one row and four, over an
+ * ISA's R-row kernels M::q8k<KS, R> and M::q32<T, R> (a row's result the same for every R). */
+template <class M> struct row_quant_dots {
+    template <class Y> using rows_fn = void (*)(int64_t n, const char * x, size_t lda, const Y * y, float * out);
+    template <class Y> static float one_row(rows_fn<Y> rows, int64_t n, const void * x, const Y * y) {
+        float o;
+        rows(n, (const char *)x, 0, y, &o);
+        return o;
+    }
+    template <int KS> static float dot_q8k(int64_t n, const void * x, const tsr_block_q8_K * y) { return one_row(M::template q8k<KS, 1>, n, x, y); }
+    template <tsr_type T> static float dot_yq8(int64_t n, const void * x, const yq8 * y) { return one_row(M::template q32<T, 1>, n, x, y); }
+    template <int KS> static void dot4_q8k(int64_t n, const char * x, size_t lda, const void * y, float * out) {
+        M::template q8k<KS, 4>(n, x, lda, (const tsr_block_q8_K *)y, out);
+    }
+    template <tsr_type T> static void dot4_yq8(int64_t n, const char * x, size_t lda, const void * y, float * out) {
+        M::template q32<T, 4>(n, x, lda, (const yq8 *)y, out);
+    }
+    static constexpr void fill(kernels & k) {
+        k.dot_q8k[KSLOT_Q2_K] = dot_q8k<KSLOT_Q2_K>;
+        k.dot_q8k[KSLOT_Q3_K] = dot_q8k<KSLOT_Q3_K>;
+        k.dot_q8k[KSLOT_Q4_K] = dot_q8k<KSLOT_Q4_K>;
+        k.dot_q8k[KSLOT_Q5_K] = dot_q8k<KSLOT_Q5_K>;
+        k.dot_q8k[KSLOT_Q6_K] = dot_q8k<KSLOT_Q6_K>;
+        k.dot4_q8k[KSLOT_Q2_K] = dot4_q8k<KSLOT_Q2_K>;
+        k.dot4_q8k[KSLOT_Q3_K] = dot4_q8k<KSLOT_Q3_K>;
+        k.dot4_q8k[KSLOT_Q4_K] = dot4_q8k<KSLOT_Q4_K>;
+        k.dot4_q8k[KSLOT_Q5_K] = dot4_q8k<KSLOT_Q5_K>;
+        k.dot4_q8k[KSLOT_Q6_K] = dot4_q8k<KSLOT_Q6_K>;
+        k.dot_yq8[QSLOT_Q4_1] = dot_yq8<TSR_TYPE_Q4_1>;
+        k.dot_yq8[QSLOT_Q5_0] = dot_yq8<TSR_TYPE_Q5_0>;
+        k.dot_yq8[QSLOT_Q5_1] = dot_yq8<TSR_TYPE_Q5_1>;
+        k.dot_yq8[QSLOT_IQ4_NL] = dot_yq8<TSR_TYPE_IQ4_NL>;
+        k.dot4_yq8[QSLOT_Q4_1] = dot4_yq8<TSR_TYPE_Q4_1>;
+        k.dot4_yq8[QSLOT_Q5_0] = dot4_yq8<TSR_TYPE_Q5_0>;
+        k.dot4_yq8[QSLOT_Q5_1] = dot4_yq8<TSR_TYPE_Q5_1>;
+        k.dot4_yq8[QSLOT_IQ4_NL] = dot4_yq8<TSR_TYPE_IQ4_NL>;
+    }
 };
 
 /* ---- what a thread sees while it computes one node -------------------------------------- */

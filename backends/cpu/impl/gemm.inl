@@ -68,32 +68,10 @@ static inline float dot_any(const kernels * K, enum tsr_type ta, int64_t n, cons
     }
 }
 
-/* K-quant rows against Q8_K columns (the ISA's dot, else the scalar path's). With a 4-row
- * kernel, the 4 far-apart streams of mm_range's dot products, and the leftover rows through
- * that kernel too. */
+/* K-quant rows against Q8_K columns (the ISA's dot, else the scalar path's). */
 static void mm_range_q8k(const kernels * K, const mm_args & a, int64_t m0, int64_t m1) {
     const int ks = q8k_slot(a.ta);
-    const auto dot4 = K->dot4_q8k[ks];
     const auto dot = K->dot_q8k[ks] ? K->dot_q8k[ks] : kernels_scalar.dot_q8k[ks];
-    if (dot4) {
-        const auto four = [&](const char * x, size_t lda, int64_t n, float * o) {
-            dot4(a.K, x, lda, (const tsr_block_q8_K *)(a.B + (size_t)n * a.ldb), o);
-        };
-        const int64_t q = (m1 - m0) / 4;
-        for (int64_t i = 0; i < q; ++i)
-            for (int64_t n = 0; n < a.N; ++n) {
-                float o[4];
-                four(a.A + (size_t)(m0 + i) * a.lda, (size_t)q * a.lda, n, o);
-                for (int r = 0; r < 4; ++r) a.C[(size_t)n * a.ldc + m0 + i + r * q] = o[r];
-            }
-        for (int64_t m = m0 + 4 * q; m < m1; ++m)
-            for (int64_t n = 0; n < a.N; ++n) {
-                float o[4];
-                four(a.A + (size_t)m * a.lda, 0, n, o);
-                a.C[(size_t)n * a.ldc + m] = o[0];
-            }
-        return;
-    }
     for (int64_t m = m0; m < m1; ++m) {
         const char * x = a.A + (size_t)m * a.lda;
         for (int64_t n = 0; n < a.N; ++n)
@@ -101,40 +79,48 @@ static void mm_range_q8k(const kernels * K, const mm_args & a, int64_t m0, int64
     }
 }
 
+using dot4_fn = void (*)(int64_t n, const char * x, size_t lda, const void * y, float * out);
+
+/* The ISA's 4-row matrix-vector kernel for weights of type t; NULL: one row at a time. */
+static dot4_fn dot4_for(const kernels * K, enum tsr_type t) {
+    const int slot = type_slot(t), ks = q8k_slot(t), qs = yq8_slot(t);
+    return slot >= 0 ? K->dot4[slot] : ks >= 0 ? K->dot4_q8k[ks] : qs >= 0 ? K->dot4_yq8[qs] : nullptr;
+}
+
+/* Dot products. With a 4-row kernel, the range is cut into 4 equal parts walked side by
+ * side: each part is one long sequential stream (rows are contiguous), and four of them
+ * keep enough DRAM reads in flight for one core, where 4 adjacent rows would restart the
+ * hardware prefetcher at every row. The rows left over go through the same kernel (one row
+ * four times), so a row's result never depends on the split. */
+static void mm_range_dots(const kernels * K, const mm_args & a, int64_t m0, int64_t m1) {
+    const dot4_fn dot4 = dot4_for(K, a.ta);
+    if (!dot4 && q8k_slot(a.ta) >= 0) return mm_range_q8k(K, a, m0, m1);
+    const int64_t q = dot4 ? (m1 - m0) / 4 : 0;
+    /* columns innermost: the 4 rows stay in cache while every column of src1 passes */
+    for (int64_t i = 0; i < q; ++i)
+        for (int64_t n = 0; n < a.N; ++n) {
+            float o[4];
+            dot4(a.K, a.A + (size_t)(m0 + i) * a.lda, (size_t)q * a.lda, a.B + (size_t)n * a.ldb, o);
+            float * c = a.C + (size_t)n * a.ldc;
+            for (int r = 0; r < 4; ++r) c[m0 + i + r * q] = o[r];
+        }
+    for (int64_t m = m0 + 4 * q; m < m1; ++m) {
+        const char * x = a.A + (size_t)m * a.lda;
+        for (int64_t n = 0; n < a.N; ++n) {
+            const char * y = a.B + (size_t)n * a.ldb;
+            float o[4];
+            if (dot4) dot4(a.K, x, 0, y, o);
+            else o[0] = dot_any(K, a.ta, a.K, x, y);
+            a.C[(size_t)n * a.ldc + m] = o[0];
+        }
+    }
+}
+
 static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m1, uint8_t * tws) {
     if (m0 >= m1) return;
-    if (q8k_slot(a.ta) >= 0 && !a.g) return mm_range_q8k(K, a, m0, m1);
     const gemm_impl * g = a.g;
     if (!g && a.a_r8) return r8_gemv(a.ta, r8_gemv_args{(const uint8_t *)a.A, a.lda, a.K, a.B, a.ldb, a.N, a.C, a.ldc}, m0, m1);
-    if (!g) {
-        /* Dot products. With a 4-row kernel, the range is cut into 4 equal parts walked side by
-         * side: each part is one long sequential stream (rows are contiguous), and four of
-         * them keep enough DRAM reads in flight for one core, where 4 adjacent rows would
-         * restart the hardware prefetcher at every row. The rows left over go through the
-         * same kernel (one row four times), so a row's result never depends on the split. */
-        const int slot = type_slot(a.ta);
-        const bool four = slot >= 0 && K->dot4[slot];
-        const int64_t q = four ? (m1 - m0) / 4 : 0;
-        /* columns innermost: the 4 rows stay in cache while every column of src1 passes */
-        for (int64_t i = 0; i < q; ++i)
-            for (int64_t n = 0; n < a.N; ++n) {
-                float o[4];
-                K->dot4[slot](a.K, a.A + (size_t)(m0 + i) * a.lda, (size_t)q * a.lda, a.B + (size_t)n * a.ldb, o);
-                float * c = a.C + (size_t)n * a.ldc;
-                for (int r = 0; r < 4; ++r) c[m0 + i + r * q] = o[r];
-            }
-        for (int64_t m = m0 + 4 * q; m < m1; ++m) {
-            const char * x = a.A + (size_t)m * a.lda;
-            for (int64_t n = 0; n < a.N; ++n) {
-                const char * y = a.B + (size_t)n * a.ldb;
-                float o[4];
-                if (four) K->dot4[slot](a.K, x, 0, y, o);
-                else o[0] = dot_any(K, a.ta, a.K, x, y);
-                a.C[(size_t)n * a.ldc + m] = o[0];
-            }
-        }
-        return;
-    }
+    if (!g) return mm_range_dots(K, a, m0, m1);
     const int64_t nc_max = std::min<int64_t>(a.N, GEMM_NC);
     const size_t kb_max = (size_t)g->kc / 32;
     uint8_t * bpack = tws;

@@ -592,48 +592,42 @@ TSR_TARGET_AVX2 static inline __m128 k4_mins_acc(const uint8_t * blk, __m128i sm
  * nibbles sub-block 2c, high 2c+1), Q5_K's fifth bits from bits 2c / 2c+1 of the 32 qh bytes.
  * A level x int8 pair is at most 2 * 31 * 127 in int16; times a 6-bit scale, int32. The mins
  * meet the activations' 16-element sums (bsums) once per super-block. */
-template <bool HIGH>
-TSR_TARGET_AVX2 static float dot_k4_q8_K_avx2(int64_t n, const uint8_t * base, size_t bsize, const tsr_block_q8_K * y) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(0x01);
-    __m256 acc = _mm256_setzero_ps();
-    __m128 acc_m = _mm_setzero_ps();
-    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
-        const uint8_t * blk = base + (size_t)i * bsize;
-        const uint8_t * qs = blk + (HIGH ? 48 : 16);
-        const __m128i sm = q4k_scales_mins(blk + 4);
-        acc_m = k4_mins_acc(blk, sm, y[i], acc_m);
-        uint16_t d16;
-        std::memcpy(&d16, blk, 2);
-        const __m256i qh = HIGH ? _mm256_loadu_si256((const __m256i *)(blk + 16)) : _mm256_setzero_si256();
-        /* the 8 scales as int16 in both halves: one byte shuffle per sub-block spreads a scale */
-        const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
-        __m256i sumi = _mm256_setzero_si256();
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; ++c) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            if (HIGH) {
-                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), m1), 4));
-                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), m1), 4));
-            }
-            const __m256i y0 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c));
-            const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c + 32));
-            const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(((4 * c + 1) << 8) | (4 * c))));
-            const __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(((4 * c + 3) << 8) | (4 * c + 2))));
-            const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), s0);
-            const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), s1);
-            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
-        }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(y[i].d * h2f_avx2(d16)), acc);
-    }
-    return hsum256(acc) - hsum128(acc_m);
-}
+/* One row's running sums in the K-quant mat-vec: acc the scaled integer block sums, mins
+ * what comes off at the end (Q4_K / Q5_K's mins times the activations' sums). */
+struct q8k_acc_avx2 {
+    __m256 acc;
+    __m128 mins;
+};
 
-TSR_TARGET_AVX2 static float dot_q4_K_q8_K_avx2(int64_t n, const void * x, const tsr_block_q8_K * y) {
-    return dot_k4_q8_K_avx2<false>(n, (const uint8_t *)x, sizeof(tsr_block_q4_K), y);
-}
-TSR_TARGET_AVX2 static float dot_q5_K_q8_K_avx2(int64_t n, const void * x, const tsr_block_q8_K * y) {
-    return dot_k4_q8_K_avx2<true>(n, (const uint8_t *)x, sizeof(tsr_block_q5_K), y);
+template <bool HIGH>
+TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void k4_step_avx2(q8k_acc_avx2 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(0x01);
+    const uint8_t * qs = blk + (HIGH ? 48 : 16);
+    const __m128i sm = q4k_scales_mins(blk + 4);
+    a.mins = k4_mins_acc(blk, sm, y, a.mins);
+    uint16_t d16;
+    std::memcpy(&d16, blk, 2);
+    const __m256i qh = HIGH ? _mm256_loadu_si256((const __m256i *)(blk + 16)) : _mm256_setzero_si256();
+    /* the 8 scales as int16 in both halves: one byte shuffle per sub-block spreads a scale */
+    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+    __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        if (HIGH) {
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), m1), 4));
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), m1), 4));
+        }
+        const __m256i y0 = _mm256_loadu_si256((const __m256i *)(y.qs + 64 * c));
+        const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y.qs + 64 * c + 32));
+        const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(((4 * c + 1) << 8) | (4 * c))));
+        const __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(((4 * c + 3) << 8) | (4 * c + 2))));
+        const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), s0);
+        const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), s1);
+        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+    }
+    a.acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(y.d * h2f_avx2(d16)), a.acc);
 }
 
 /* The int16 pair sums of 32 elements spanning scale groups g and g + 1 (int16 lanes 0-7 and
@@ -647,38 +641,34 @@ TSR_TARGET_AVX2 static inline __m256i scale_pairs_avx2(__m256i pairs, __m128i sc
  * 2 * 63 * 127 in int16) and the -32 offset is taken off once per super-block through the
  * activations' 16-element sums. Each 32 elements hold two scale groups: int16 lanes 0-7 and
  * 8-15 of the pair sums, which one shuffle of the scales and a sign extension match. */
-TSR_TARGET_AVX2 static float dot_q6_K_q8_K_avx2(int64_t n, const void * vx, const tsr_block_q8_K * y) {
-    const tsr_block_q6_K * x = (const tsr_block_q6_K *)vx;
+TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void q6k_step_avx2(q8k_acc_avx2 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
+    const tsr_block_q6_K & x = *(const tsr_block_q6_K *)blk;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
-        const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
-        /* 32 * sum(scale * bsums): the offset of the unsigned levels, in the same int32 sum */
-        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-        __m256i sumi = _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y[i].bsums)), 5);
-        sumi = _mm256_sub_epi32(_mm256_setzero_si256(), sumi);
+    const __m128i sc8 = _mm_loadu_si128((const __m128i *)x.scales);
+    /* 32 * sum(scale * bsums): the offset of the unsigned levels, in the same int32 sum */
+    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+    __m256i sumi = _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y.bsums)), 5);
+    sumi = _mm256_sub_epi32(_mm256_setzero_si256(), sumi);
 #pragma GCC unroll 2
-        for (int h = 0; h < 2; ++h) {
-            const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
-            const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
-            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
-            const __m256i q[4] = {
-                _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)),
-                _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4)),
-            };
+    for (int h = 0; h < 2; ++h) {
+        const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x.ql + 64 * h));
+        const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x.ql + 64 * h + 32));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(x.qh + 32 * h));
+        const __m256i q[4] = {
+            _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)),
+            _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4)),
+        };
 #pragma GCC unroll 4
-            for (int k = 0; k < 4; ++k) {
-                const __m256i yk = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * k));
-                sumi = _mm256_add_epi32(sumi, scale_pairs_avx2(_mm256_maddubs_epi16(q[k], yk), sc8, 8 * h + 2 * k));
-            }
+        for (int k = 0; k < 4; ++k) {
+            const __m256i yk = _mm256_loadu_si256((const __m256i *)(y.qs + 128 * h + 32 * k));
+            sumi = _mm256_add_epi32(sumi, scale_pairs_avx2(_mm256_maddubs_epi16(q[k], yk), sc8, 8 * h + 2 * k));
         }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(h2f_avx2(x[i].d) * y[i].d), acc);
     }
-    return hsum256(acc);
+    a.acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(h2f_avx2(x.d) * y.d), a.acc);
 }
 
 /* F32 -> Q8_K as the core's quantizer: the signed value of largest magnitude maps to -127
@@ -763,34 +753,45 @@ template <bool Q3> TSR_TARGET_AVX2 static inline k2_parts k2_block(const void * 
  * of qs[32h + l] (Q3_K: its third bit at bit 4h + j of hmask[l]). The mins (Q2_K) and the
  * offset 4 (Q3_K) meet the activations' 16-element sums once per super-block. */
 template <bool Q3>
-TSR_TARGET_AVX2 static float dot_k2_q8_K_avx2(int64_t n, const void * vx, const tsr_block_q8_K * y) {
+TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void k2_step_avx2(q8k_acc_avx2 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
     const __m256i m3 = _mm256_set1_epi8(0x03), m1 = _mm256_set1_epi8(0x01);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
-        const k2_parts b = k2_block<Q3>(vx, i, y[i]);
-        const uint8_t * qs = b.qs;
-        const __m128i sc8 = b.sc8;
-        const __m256i hm = Q3 ? _mm256_loadu_si256((const __m256i *)b.hmask) : _mm256_setzero_si256();
-        __m256i sumi = b.offset;
-        acc = _mm256_sub_ps(acc, b.mins);
+    const k2_parts b = k2_block<Q3>(blk, 0, y);
+    const uint8_t * qs = b.qs;
+    const __m128i sc8 = b.sc8;
+    const __m256i hm = Q3 ? _mm256_loadu_si256((const __m256i *)b.hmask) : _mm256_setzero_si256();
+    __m256i sumi = b.offset;
+    a.acc = _mm256_sub_ps(a.acc, b.mins);
 #pragma GCC unroll 2
-        for (int h = 0; h < 2; ++h) {
-            const __m256i qv = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
+    for (int h = 0; h < 2; ++h) {
+        const __m256i qv = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
 #pragma GCC unroll 4
-            for (int j = 0; j < 4; ++j) {
-                __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
-                if (Q3) q = _mm256_or_si256(q, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), m1), 2));
-                const __m256i yv = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * j));
-                sumi = _mm256_add_epi32(sumi, scale_pairs_avx2(_mm256_maddubs_epi16(q, yv), sc8, 8 * h + 2 * j));
-            }
+        for (int j = 0; j < 4; ++j) {
+            __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
+            if (Q3) q = _mm256_or_si256(q, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), m1), 2));
+            const __m256i yv = _mm256_loadu_si256((const __m256i *)(y.qs + 128 * h + 32 * j));
+            sumi = _mm256_add_epi32(sumi, scale_pairs_avx2(_mm256_maddubs_epi16(q, yv), sc8, 8 * h + 2 * j));
         }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(y[i].d * b.d), acc);
     }
-    return hsum256(acc);
+    a.acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(y.d * b.d), a.acc);
 }
 
-TSR_TARGET_AVX2 static float dot_q2_K_q8_K_avx2(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K_avx2<false>(n, x, y); }
-TSR_TARGET_AVX2 static float dot_q3_K_q8_K_avx2(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K_avx2<true>(n, x, y); }
+template <int KS>
+TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void q8k_step_avx2(q8k_acc_avx2 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
+    if constexpr (KS <= KSLOT_Q3_K) k2_step_avx2<KS == KSLOT_Q3_K>(a, blk, y);
+    else if constexpr (KS == KSLOT_Q6_K) q6k_step_avx2(a, blk, y);
+    else k4_step_avx2<KS == KSLOT_Q5_K>(a, blk, y);
+}
+TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE float q8k_sum_avx2(const q8k_acc_avx2 & a) { return hsum256(a.acc) - hsum128(a.mins); }
+
+/* The R-row mat-vec kernels (TSR_MATVEC_ROWS) of the K-quants against Q8_K and the other
+ * 32-element types against yq8 (q32, below). */
+struct matvec_avx2 {
+    template <int KS, int R>
+    TSR_TARGET_AVX2 static void q8k(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out) {
+        TSR_MATVEC_ROWS(R, q8k_acc_avx2, n / TSR_QK_K, q8k_block_bytes(KS), q8k_step_avx2<KS>, q8k_sum_avx2)
+    }
+    template <tsr_type T, int R> TSR_TARGET_AVX2 static void q32(int64_t n, const char * x, size_t lda, const yq8 * y, float * out);
+};
 
 /* Bits 0..31 of qh as bytes 0x10 (set) or 0 (clear), in element order: each byte gets the
  * qh byte holding its bit, and all ones after OR-ing every other bit in (ggml's trick). */
@@ -806,42 +807,53 @@ TSR_TARGET_AVX2 static inline __m256i fifth_bits_avx2(const uint8_t * qh) {
 /* Q4_1, Q5_0, Q5_1, IQ4_NL against yq8, a block per step: levels 0..31 unsigned times int8
  * (IQ4_NL: the table's values, signed), Q4_1 / Q5_1's min and Q5_0's offset of 16 through
  * the activations' block sums. */
+/* One row's running sums: acc the scaled block sums, corr what the blocks' offsets or mins
+ * add through the activations' sums (4 float lanes, lane 0 used). */
+struct yq8_acc_avx2 {
+    __m256 acc;
+    __m128 corr;
+};
+
 template <tsr_type T>
-TSR_TARGET_AVX2 static float dot_q32_yq8_avx2(int64_t n, const void * vx, const yq8 * y) {
-    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values));
-    __m256 acc = _mm256_setzero_ps();
-    float corr = 0.0f;
-    for (int64_t b = 0; b < n / 32; ++b) {
-        const __m256i yv = _mm256_loadu_si256((const __m256i *)y[b].qs);
-        __m256i p;
-        float d;
-        if (T == TSR_TYPE_IQ4_NL) {
-            const tsr_block_iq4_nl & x = ((const tsr_block_iq4_nl *)vx)[b];
-            p = dot32_s8s8_avx2(_mm256_shuffle_epi8(table, unpack_q4_avx2(x.qs)), yv);
-            d = h2f_avx2(x.d);
-        } else if (T == TSR_TYPE_Q5_0) {
-            const tsr_block_q5_0 & x = ((const tsr_block_q5_0 *)vx)[b];
-            p = dot32_u4s8_avx2(_mm256_or_si256(unpack_q4_avx2(x.qs), fifth_bits_avx2(x.qh)), yv);
-            d = h2f_avx2(x.d);
-            corr += 16.0f * d * y[b].d * (float)y[b].sum;
-        } else {
-            using block = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1, tsr_block_q5_1>;
-            const block & x = ((const block *)vx)[b];
-            __m256i q = unpack_q4_avx2(x.qs);
-            if (T == TSR_TYPE_Q5_1) q = _mm256_or_si256(q, fifth_bits_avx2(((const tsr_block_q5_1 &)x).qh));
-            p = dot32_u4s8_avx2(q, yv);
-            d = h2f_avx2(x.d);
-            corr -= h2f_avx2(x.m) * y[b].d * (float)y[b].sum;
-        }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * y[b].d), acc);
+TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void q32_step_avx2(yq8_acc_avx2 & a, const uint8_t * blk, const yq8 & y) {
+    const __m256i yv = _mm256_loadu_si256((const __m256i *)y.qs);
+    __m256i p;
+    float d;
+    if (T == TSR_TYPE_IQ4_NL) {
+        const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values));
+        const tsr_block_iq4_nl & x = *(const tsr_block_iq4_nl *)blk;
+        p = dot32_s8s8_avx2(_mm256_shuffle_epi8(table, unpack_q4_avx2(x.qs)), yv);
+        d = h2f_avx2(x.d);
+    } else if (T == TSR_TYPE_Q5_0) {
+        const tsr_block_q5_0 & x = *(const tsr_block_q5_0 *)blk;
+        p = dot32_u4s8_avx2(_mm256_or_si256(unpack_q4_avx2(x.qs), fifth_bits_avx2(x.qh)), yv);
+        d = h2f_avx2(x.d);
+        /* - 16 d y.d sum: the levels' offset */
+        a.corr = _mm_fnmadd_ss(_mm_set_ss(16.0f * d * y.d), _mm_set_ss((float)y.sum), a.corr);
+    } else {
+        using block = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1, tsr_block_q5_1>;
+        const block & x = *(const block *)blk;
+        __m256i q = unpack_q4_avx2(x.qs);
+        if (T == TSR_TYPE_Q5_1) q = _mm256_or_si256(q, fifth_bits_avx2(((const tsr_block_q5_1 &)x).qh));
+        p = dot32_u4s8_avx2(q, yv);
+        d = h2f_avx2(x.d);
+        /* + m y.d sum: the block's min */
+        a.corr = _mm_fmadd_ss(_mm_set_ss(h2f_avx2(x.m) * y.d), _mm_set_ss((float)y.sum), a.corr);
     }
-    return hsum256(acc) - corr;
+    a.acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * y.d), a.acc);
 }
 
-TSR_TARGET_AVX2 static float dot_q4_1_yq8_avx2(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8_avx2<TSR_TYPE_Q4_1>(n, x, y); }
-TSR_TARGET_AVX2 static float dot_q5_0_yq8_avx2(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8_avx2<TSR_TYPE_Q5_0>(n, x, y); }
-TSR_TARGET_AVX2 static float dot_q5_1_yq8_avx2(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8_avx2<TSR_TYPE_Q5_1>(n, x, y); }
-TSR_TARGET_AVX2 static float dot_iq4_nl_yq8_avx2(int64_t n, const void * x, const yq8 * y) { return dot_q32_yq8_avx2<TSR_TYPE_IQ4_NL>(n, x, y); }
+/* Q4_1, Q5_0, Q5_1, IQ4_NL against yq8: levels 0..31 unsigned times int8 (IQ4_NL: the
+ * table's values, signed), Q4_1 / Q5_1's min and Q5_0's offset of 16 through the
+ * activations' block sums. */
+TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE float q32_sum_avx2(const yq8_acc_avx2 & a) { return hsum256(a.acc) + _mm_cvtss_f32(a.corr); }
+
+template <tsr_type T, int R>
+TSR_TARGET_AVX2 void matvec_avx2::q32(int64_t n, const char * x, size_t lda, const yq8 * y, float * out) {
+    constexpr size_t bsize = T == TSR_TYPE_Q4_1 ? sizeof(tsr_block_q4_1) : T == TSR_TYPE_Q5_0 ? sizeof(tsr_block_q5_0)
+                           : T == TSR_TYPE_Q5_1 ? sizeof(tsr_block_q5_1) : sizeof(tsr_block_iq4_nl);
+    TSR_MATVEC_ROWS(R, yq8_acc_avx2, n / 32, bsize, q32_step_avx2<T>, q32_sum_avx2)
+}
 
 static constexpr kernels kernels_avx2 = [] {
     kernels k{};
@@ -856,15 +868,7 @@ static constexpr kernels kernels_avx2 = [] {
     k.dot4[SLOT_BF16] = dot4_avx2<2>;
     k.dot4[SLOT_Q8_0] = dot4_q8_0_avx2;
     k.dot4[SLOT_Q4_0] = dot4_q4_0_avx2;
-    k.dot_q8k[KSLOT_Q2_K] = dot_q2_K_q8_K_avx2;
-    k.dot_q8k[KSLOT_Q3_K] = dot_q3_K_q8_K_avx2;
-    k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_avx2;
-    k.dot_q8k[KSLOT_Q5_K] = dot_q5_K_q8_K_avx2;
-    k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_avx2;
-    k.dot_yq8[QSLOT_Q4_1] = dot_q4_1_yq8_avx2;
-    k.dot_yq8[QSLOT_Q5_0] = dot_q5_0_yq8_avx2;
-    k.dot_yq8[QSLOT_Q5_1] = dot_q5_1_yq8_avx2;
-    k.dot_yq8[QSLOT_IQ4_NL] = dot_iq4_nl_yq8_avx2;
+    row_quant_dots<matvec_avx2>::fill(k);
     k.quantize_q8k = quantize_q8k_avx2;
     k.quantize_y = quantize_y_avx2;
     k.axpy_f32 = axpy_f32_avx2;

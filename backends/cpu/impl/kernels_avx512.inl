@@ -275,7 +275,7 @@ TSR_TARGET_AVX512VNNI static void gemv_q32_rows(int64_t n, const char * x, size_
         if (ng * 4 >= nb) continue;
         const char * tail = x + (size_t)r * lda + (size_t)ng * 8 * L::words;
         if constexpr (T == TSR_TYPE_Q4_0) out[r] += dot_q4_0_avx512vnni(n - ng * 128, (const tsr_block_q4_0 *)tail, y + ng * 4);
-        else out[r] += dot_q32_yq8_avx2<T>(n - ng * 128, tail, y + ng * 4);
+        else out[r] += row_quant_dots<matvec_avx2>::dot_yq8<T>(n - ng * 128, tail, y + ng * 4);
     }
 }
 
@@ -740,124 +740,146 @@ TSR_TARGET_AVX512VNNI static inline __m128i q4k_scales_mins_simd(const uint8_t *
                         _mm_and_si128(_mm_srli_epi16(top, 2), _mm_set1_epi8(0x30)));
 }
 
-/* Q4_K (HIGH false) / Q5_K (HIGH true): the 32 qs bytes of chunk c hold elements 64c..64c+31
- * in their low nibbles and 64c+32..64c+63 in their high ones, so [low | high] is the chunk in
- * order. Each 32 elements share a scale: int16 lanes 0-15 take scale 2c, lanes 16-31 2c+1. */
-template <bool HIGH>
-TSR_TARGET_AVX512VNNI static float dot_k4_q8_K_avx512vnni(int64_t n, const uint8_t * base, size_t bsize, const tsr_block_q8_K * y) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
-    __m512 acc = _mm512_setzero_ps();
-    __m128 acc_m = _mm_setzero_ps();
-    const uint8_t * blk = base;
-    for (int64_t i = 0; i < n / TSR_QK_K; ++i, blk += bsize) {
-        const __m128i sm = q4k_scales_mins_simd(blk + 4);
-        acc_m = k4_mins_acc(blk, sm, y[i], acc_m);
-        const uint8_t * qs = blk + (HIGH ? 48 : 16);
-        /* qh bit 2c of byte l is element 64c + l's fifth bit, bit 2c + 1 element 64c + 32 + l */
-        const __m512i qh = HIGH ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 16))) : _mm512_setzero_si512();
-        const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
-        __m512i sumi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  /* two dependency chains */
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; ++c) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-            __m512i v = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), m4);
-            if (HIGH) {
-                /* the two bits to bit 4 of each byte: 16-bit shifts, the bytes' crossings masked off */
-                const __m512i cnt = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * c)), _mm256_set1_epi16((short)(2 * c + 1)), 1);
-                const __m512i hb = _mm512_and_si512(_mm512_slli_epi16(_mm512_srlv_epi16(qh, cnt), 4), m10);
-                v = _mm512_or_si512(v, hb);
-            }
-            const __m512i s = _mm512_shuffle_epi8(sc16, _mm512_inserti64x4(_mm512_set1_epi16((short)(((4 * c + 1) << 8) | (4 * c))),
-                                                                            _mm256_set1_epi16((short)(((4 * c + 3) << 8) | (4 * c + 2))), 1));
-            sumi[c & 1] = _mm512_dpwssd_epi32(sumi[c & 1], _mm512_maddubs_epi16(v, _mm512_loadu_si512((const void *)(y[i].qs + 64 * c))), s);
-        }
-        uint16_t d16;
-        std::memcpy(&d16, blk, 2);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(sumi[0], sumi[1])), _mm512_set1_ps(y[i].d * _cvtsh_ss(d16)), acc);
-    }
-    return _mm512_reduce_add_ps(acc) - hsum128(acc_m);
+/* vpshufb indices that put scale g_k in every int16 of 128-bit lane k: byte g_k of 16 in the
+ * low byte with the high one zeroed (PICK_LOW), in the high byte with the low one zeroed
+ * (PICK_HIGH), or int16 g_k of 8 (PICK_WORD). */
+enum { PICK_LOW, PICK_HIGH, PICK_WORD };
+template <int PICK> TSR_TARGET_AVX512VNNI static inline __m512i scale_pick_zmm(int g0, int g1, int g2, int g3) {
+    auto w = [](int g) { return (short)(PICK == PICK_LOW ? (0x8000 | g) : PICK == PICK_HIGH ? (g << 8 | 0x80) : ((2 * g + 1) << 8 | 2 * g)); };
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_m128i(_mm_set1_epi16(w(g0)), _mm_set1_epi16(w(g1)))),
+                              _mm256_setr_m128i(_mm_set1_epi16(w(g2)), _mm_set1_epi16(w(g3))), 1);
 }
 
-TSR_TARGET_AVX512VNNI static float dot_q4_K_q8_K_avx512vnni(int64_t n, const void * x, const tsr_block_q8_K * y) {
-    return dot_k4_q8_K_avx512vnni<false>(n, (const uint8_t *)x, sizeof(tsr_block_q4_K), y);
+/* 32 bytes at p0 and 32 at p1 as one zmm. */
+TSR_TARGET_AVX512VNNI static inline __m512i join32_zmm(const void * p0, const void * p1) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p0)), _mm256_loadu_si256((const __m256i *)p1), 1);
 }
-TSR_TARGET_AVX512VNNI static float dot_q5_K_q8_K_avx512vnni(int64_t n, const void * x, const tsr_block_q8_K * y) {
-    return dot_k4_q8_K_avx512vnni<true>(n, (const uint8_t *)x, sizeof(tsr_block_q5_K), y);
+
+/* One row's running sums in the K-quant mat-vec: acc the scaled integer block sums, mins
+ * what comes off at the end (Q4_K / Q5_K / Q2_K's mins times the activations' sums). */
+struct q8k_acc_avx512 {
+    __m512 acc;
+    __m256 mins;
+};
+
+/* Q4_K (HIGH false) / Q5_K (HIGH true): the 32 qs bytes of chunk c hold elements 64c..64c+31
+ * in their low nibbles and 64c+32..64c+63 in their high ones, so a 64-byte load covers chunks
+ * 2k and 2k+1: its low nibbles are sub-blocks 4k and 4k+2, its high ones 4k+1 and 4k+3, one
+ * per 256-bit half, against the Q8_K row gathered to match (y work every row of a dot4 step
+ * shares). Q5_K's fifth bit of sub-block s's element l is bit s of qh[l]. d and dmin convert
+ * together. */
+template <bool HIGH>
+TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void k4_step_avx512(q8k_acc_avx512 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
+    const __m128i sm = q4k_scales_mins_simd(blk + 4);
+    uint32_t dm16;
+    std::memcpy(&dm16, blk, 4);
+    const __m128 dm = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dm16)), _mm_set1_ps(y.d));  /* d y.d, dmin y.d */
+    /* the mins times the pairs of 16-element activation sums they cover */
+    const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y.bsums), _mm_loadu_si128((const __m128i *)y.bsums + 1));
+    const __m128i pm = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)), bs);
+    a.mins = _mm256_zextps128_ps256(_mm_fmadd_ps(_mm_cvtepi32_ps(pm), _mm_permute_ps(dm, 0x55), _mm256_castps256_ps128(a.mins)));
+    const uint8_t * qs = blk + (HIGH ? 48 : 16);
+    const __m512i qh = HIGH ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 16))) : _mm512_setzero_si512();
+    const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
+    __m512i sumi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  /* two dependency chains */
+#pragma GCC unroll 2
+    for (int k = 0; k < 2; ++k) {
+        const __m512i z = _mm512_loadu_si512((const void *)(qs + 64 * k));
+        __m512i lo = _mm512_and_si512(z, m4), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+        if (HIGH) {
+            const __m512i bit_lo = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * k))), _mm256_set1_epi8((char)(1 << (4 * k + 2))), 1);
+            lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh, bit_lo), lo, m10);
+            hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qh, _mm512_slli_epi16(bit_lo, 1)), hi, m10);
+        }
+        const int s = 4 * k;
+        sumi[0] = _mm512_dpwssd_epi32(sumi[0], _mm512_maddubs_epi16(lo, join32_zmm(y.qs + 128 * k, y.qs + 128 * k + 64)),
+                                      _mm512_shuffle_epi8(sc16, scale_pick_zmm<PICK_WORD>(s, s, s + 2, s + 2)));
+        sumi[1] = _mm512_dpwssd_epi32(sumi[1], _mm512_maddubs_epi16(hi, join32_zmm(y.qs + 128 * k + 32, y.qs + 128 * k + 96)),
+                                      _mm512_shuffle_epi8(sc16, scale_pick_zmm<PICK_WORD>(s + 1, s + 1, s + 3, s + 3)));
+    }
+    a.acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(sumi[0], sumi[1])), _mm512_broadcastss_ps(dm), a.acc);
 }
 
 /* Q6_K: elements 128h..128h+63 are ql[64h..64h+63]'s low nibbles with qh[32h..]'s bits 0-1
  * (first 32) and 2-3 (next 32); elements 128h+64.. the high nibbles with bits 4-5 and 6-7.
  * Levels stay unsigned (0..63) and the -32 comes off through the bsums, as in the AVX2 kernel. */
-TSR_TARGET_AVX512VNNI static float dot_q6_K_q8_K_avx512vnni(int64_t n, const void * vx, const tsr_block_q8_K * y) {
-    const tsr_block_q6_K * x = (const tsr_block_q6_K *)vx;
+TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void q6k_step_avx512(q8k_acc_avx512 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
+    const tsr_block_q6_K & x = *(const tsr_block_q6_K *)blk;
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     /* qh bits to bits 4-5 of each byte: << 4 and << 2 for the low nibbles' halves, >> 0 and >> 2 for the high */
     const __m512i shl_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
     const __m512i shr_hi = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
-        const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
-        const __m256i sc16y = _mm256_cvtepi8_epi16(sc8);
-        const __m512i sc16 = _mm512_castsi256_si512(sc16y);
-        /* 32 * sum(scale * bsums): the offset of the unsigned levels, in the same int32 sum */
-        __m512i sumi = _mm512_zextsi256_si512(
-            _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16y, _mm256_loadu_si256((const __m256i *)y[i].bsums)), 5)));
+    const __m128i sc8 = _mm_loadu_si128((const __m128i *)x.scales);
+    const __m256i sc16y = _mm256_cvtepi8_epi16(sc8);
+    const __m512i sc16 = _mm512_castsi256_si512(sc16y);
+    /* 32 * sum(scale * bsums): the offset of the unsigned levels, in the same int32 sum */
+    __m512i sumi = _mm512_zextsi256_si512(
+        _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16y, _mm256_loadu_si256((const __m256i *)y.bsums)), 5)));
 #pragma GCC unroll 2
-        for (int h = 0; h < 2; ++h) {
-            const __m512i ql = _mm512_loadu_si512((const void *)(x[i].ql + 64 * h));
-            const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h)));
-            const __m512i v0 = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, shl_lo), m30));
-            const __m512i v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(qh, shr_hi), m30));
-            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(v0, _mm512_loadu_si512((const void *)(y[i].qs + 128 * h))), scales_of_zmm(sc16, 2 * h));
-            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(v1, _mm512_loadu_si512((const void *)(y[i].qs + 128 * h + 64))), scales_of_zmm(sc16, 2 * h + 1));
-        }
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(_cvtsh_ss(x[i].d) * y[i].d), acc);
+    for (int h = 0; h < 2; ++h) {
+        const __m512i ql = _mm512_loadu_si512((const void *)(x.ql + 64 * h));
+        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x.qh + 32 * h)));
+        const __m512i v0 = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, shl_lo), m30));
+        const __m512i v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(qh, shr_hi), m30));
+        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(v0, _mm512_loadu_si512((const void *)(y.qs + 128 * h))), scales_of_zmm(sc16, 2 * h));
+        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(v1, _mm512_loadu_si512((const void *)(y.qs + 128 * h + 64))), scales_of_zmm(sc16, 2 * h + 1));
     }
-    return _mm512_reduce_add_ps(acc);
+    a.acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(_cvtsh_ss(x.d) * y.d), a.acc);
 }
 
-/* Q2_K / Q3_K: elements 128h + 64p .. +63 are bits 4p..4p+1 (first 32) and 4p+2..4p+3 (next
- * 32) of qs[32h..32h+31]; Q3_K's third bit is bit 4h + 2p (+1) of hmask[0..31]. */
+/* Q2_K / Q3_K: shift j of the 64 qs bytes holds elements 32j..32j+31 (bytes 0-31) and
+ * 128+32j.. (bytes 32-63), so one load and an immediate shift per 64 elements; the Q8_K
+ * row is gathered to match (y work every row of a dot4 step shares). Q3_K's third bit of
+ * those elements is bit j (first 32) and 4 + j (next 32) of hmask[0..31]. The int16 scales come out of the 16
+ * scale bytes, one per 128-bit lane, with one in-lane byte shuffle: Q2_K's 4-bit ones
+ * zero-extended, Q3_K's signed ones in the high byte (x 256: the offset is scaled to match
+ * and the float factor divides it out; the int32 sums stay below 2^28). */
 template <bool Q3>
-TSR_TARGET_AVX512VNNI static float dot_k2_q8_K_avx512vnni(int64_t n, const void * vx, const tsr_block_q8_K * y) {
+TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void k2_step_avx512(q8k_acc_avx512 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
     const __m512i m3 = _mm512_set1_epi8(0x03), four = _mm512_set1_epi8(0x04);
-    __m512 acc = _mm512_setzero_ps();
-    __m256 acc_m = _mm256_setzero_ps();  /* Q2_K's mins times the bsums */
-    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
-        const k2_parts b = k2_block<Q3>(vx, i, y[i]);
-        const uint8_t * qs = b.qs;
-        const __m512i hm = Q3 ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b.hmask)) : _mm512_setzero_si512();
-        __m512i sumi = _mm512_zextsi256_si512(b.offset);
-        acc_m = _mm256_add_ps(acc_m, b.mins);
-        const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(b.sc8));
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; ++h) {
-            const __m512i qv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * h)));
-#pragma GCC unroll 2
-            for (int p = 0; p < 2; ++p) {
-                const __m512i cnt = _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * p)), _mm256_set1_epi16((short)(4 * p + 2)), 1);
-                __m512i v = _mm512_and_si512(_mm512_srlv_epi16(qv, cnt), m3);
-                if (Q3) {
-                    const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * h + 2 * p))), _mm256_set1_epi8((char)(1 << (4 * h + 2 * p + 1))), 1);
-                    v = _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(hm, bit), v, four);
-                }
-                sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(v, _mm512_loadu_si512((const void *)(y[i].qs + 128 * h + 64 * p))),
-                                           scales_of_zmm(sc16, 2 * h + p));
-            }
+    const k2_parts b = k2_block<Q3>(blk, 0, y);
+    const __m512i qv = _mm512_loadu_si512((const void *)b.qs);
+    const __m512i hm = Q3 ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b.hmask)) : _mm512_setzero_si512();
+    const __m512i sc = _mm512_broadcast_i32x4(b.sc8);
+    __m512i sumi = _mm512_zextsi256_si512(Q3 ? _mm256_slli_epi32(b.offset, 8) : b.offset);
+    a.mins = _mm256_add_ps(a.mins, b.mins);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+        __m512i v = _mm512_and_si512(j ? _mm512_srli_epi16(qv, 2 * j) : qv, m3);
+        if (Q3) {
+            const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << j)), _mm256_set1_epi8((char)(1 << (4 + j))), 1);
+            v = _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(hm, bit), v, four);
         }
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(y[i].d * b.d), acc);
+        const __m512i yj = join32_zmm(y.qs + 32 * j, y.qs + 128 + 32 * j);
+        /* 128-bit lanes: scale groups 2j, 2j + 1 (elements 32j..), 8 + 2j, 9 + 2j (128 + 32j..) */
+        const __m512i idx = scale_pick_zmm<Q3 ? PICK_HIGH : PICK_LOW>(2 * j, 2 * j + 1, 8 + 2 * j, 9 + 2 * j);
+        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(v, yj), _mm512_shuffle_epi8(sc, idx));
     }
-    return _mm512_reduce_add_ps(acc) - hsum256(acc_m);
+    a.acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(y.d * b.d * (Q3 ? 1.0f / 256 : 1.0f)), a.acc);
 }
 
-TSR_TARGET_AVX512VNNI static float dot_q2_K_q8_K_avx512vnni(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K_avx512vnni<false>(n, x, y); }
-TSR_TARGET_AVX512VNNI static float dot_q3_K_q8_K_avx512vnni(int64_t n, const void * x, const tsr_block_q8_K * y) { return dot_k2_q8_K_avx512vnni<true>(n, x, y); }
-
-template <tsr_type T> TSR_TARGET_AVX512VNNI static float dot_q32_yq8_avx512vnni(int64_t n, const void * x, const yq8 * y) {
-    float o;
-    gemv_q32_rows<T, 1>(n, (const char *)x, 0, y, &o);
-    return o;
+/* Super-block steps by slot, and a row's result from its sums. */
+template <int KS>
+TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void q8k_step_avx512(q8k_acc_avx512 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
+    if constexpr (KS == KSLOT_Q6_K) q6k_step_avx512(a, blk, y);
+    else if constexpr (KS >= KSLOT_Q4_K) k4_step_avx512<KS == KSLOT_Q5_K>(a, blk, y);
+    else k2_step_avx512<KS == KSLOT_Q3_K>(a, blk, y);
 }
+TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE float q8k_sum_avx512(const q8k_acc_avx512 & a) {
+    return _mm512_reduce_add_ps(a.acc) - hsum256(a.mins);
+}
+
+/* The R-row mat-vec kernels: the K-quants against Q8_K (TSR_MATVEC_ROWS), the other
+ * 32-element types against yq8 (gemv_q32_rows). */
+struct matvec_avx512 {
+    template <tsr_type T, int R>
+    TSR_TARGET_AVX512VNNI static void q32(int64_t n, const char * x, size_t lda, const yq8 * y, float * out) { gemv_q32_rows<T, R>(n, x, lda, y, out); }
+    template <int KS, int R>
+    TSR_TARGET_AVX512VNNI static void q8k(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out) {
+        TSR_MATVEC_ROWS(R, q8k_acc_avx512, n / TSR_QK_K, q8k_block_bytes(KS), q8k_step_avx512<KS>, q8k_sum_avx512)
+    }
+};
 
 /* Q8_0 / Q4_0 and the K-quant / 32-element dots use the AVX2 kernels unless the CPU has
  * VNNI; no Q8_0 / Q4_0 GEMM without it. */
@@ -875,15 +897,7 @@ static kernels make_kernels_avx512() {
     k.dot4[SLOT_BF16] = dot4_avx512<2>;
     k.dot4[SLOT_Q8_0] = dot4_q8_0_avx2;
     k.dot4[SLOT_Q4_0] = dot4_q4_0_avx2;
-    k.dot_q8k[KSLOT_Q2_K] = dot_q2_K_q8_K_avx2;
-    k.dot_q8k[KSLOT_Q3_K] = dot_q3_K_q8_K_avx2;
-    k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_avx2;
-    k.dot_q8k[KSLOT_Q5_K] = dot_q5_K_q8_K_avx2;
-    k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_avx2;
-    k.dot_yq8[QSLOT_Q4_1] = dot_q4_1_yq8_avx2;
-    k.dot_yq8[QSLOT_Q5_0] = dot_q5_0_yq8_avx2;
-    k.dot_yq8[QSLOT_Q5_1] = dot_q5_1_yq8_avx2;
-    k.dot_yq8[QSLOT_IQ4_NL] = dot_iq4_nl_yq8_avx2;
+    row_quant_dots<matvec_avx2>::fill(k);
     k.quantize_q8k = quantize_q8k_avx2;
     k.quantize_y = quantize_y_avx2;
     k.axpy_f32 = axpy_f32_avx512;
@@ -900,15 +914,7 @@ static kernels make_kernels_avx512() {
         k.dot4[SLOT_Q4_0] = dot4_q4_0_avx512vnni;
         k.gemm[SLOT_Q8_0] = &gemm_q8_0_avx512;
         k.gemm[SLOT_Q4_0] = &gemm_q4_0_avx512;
-        k.dot_q8k[KSLOT_Q2_K] = dot_q2_K_q8_K_avx512vnni;
-        k.dot_q8k[KSLOT_Q3_K] = dot_q3_K_q8_K_avx512vnni;
-        k.dot_q8k[KSLOT_Q4_K] = dot_q4_K_q8_K_avx512vnni;
-        k.dot_q8k[KSLOT_Q5_K] = dot_q5_K_q8_K_avx512vnni;
-        k.dot_q8k[KSLOT_Q6_K] = dot_q6_K_q8_K_avx512vnni;
-        k.dot_yq8[QSLOT_Q4_1] = dot_q32_yq8_avx512vnni<TSR_TYPE_Q4_1>;
-        k.dot_yq8[QSLOT_Q5_0] = dot_q32_yq8_avx512vnni<TSR_TYPE_Q5_0>;
-        k.dot_yq8[QSLOT_Q5_1] = dot_q32_yq8_avx512vnni<TSR_TYPE_Q5_1>;
-        k.dot_yq8[QSLOT_IQ4_NL] = dot_q32_yq8_avx512vnni<TSR_TYPE_IQ4_NL>;
+        row_quant_dots<matvec_avx512>::fill(k);
         packed_gemms<gemm_q8_0_avx512, x86_packers<32, 0x80>::of>::fill(k);
     }
     return k;

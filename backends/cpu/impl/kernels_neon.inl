@@ -638,7 +638,8 @@ static float dot_q8k_neon(int64_t n, const void * x, const tsr_block_q8_K * y) {
 }
 
 template <size_t BSIZE, void (*STEP)(const uint8_t *, const tsr_block_q8_K &, k_row_sum_neon &)>
-static void dot4_q8k_neon(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out) {
+static void dot4_q8k_neon(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
+    const tsr_block_q8_K * y = (const tsr_block_q8_K *)yv;
     k_row_sum_neon r[4];
     for (int64_t i = 0; i < n / TSR_QK_K; ++i)
         for (int k = 0; k < 4; ++k) STEP((const uint8_t *)x + (size_t)k * lda + (size_t)i * BSIZE, y[i], r[k]);
