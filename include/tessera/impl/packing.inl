@@ -571,8 +571,18 @@ struct pk_search {
     }
 
     /* Place every unplaced buffer within sections [lo, hi) under cap; true when done
-     * (the placements stay), false with the state as it was. */
+     * (the placements stay), false with the state as it was. The search recurses once
+     * per placement and per hole; past a depth it stops as at a limit (holes in small
+     * steps overflowed the stack of a sanitized build on MiniMalloc's K). */
+    int depth = 0;
     bool rec(int lo, int hi) {
+        if (depth >= 2 * P.n + 256) { stop = true; return false; }
+        depth++;
+        const bool done = rec_node(lo, hi);
+        depth--;
+        return done;
+    }
+    bool rec_node(int lo, int hi) {
         clock.work += 1 + PK_WORK_PER_SECTION * (double) (hi - lo);
         if ((++nodes & 255) == 0 && (clock.expired(deadline_ms) || nodes > node_limit)) stop = true;
         if (stop) return false;
@@ -640,6 +650,7 @@ struct pk_search {
         deadline_ms = deadline;
         node_limit = limit;
         trail.clear();
+        depth = 0;
         return rec(0, P.T);
     }
 };
