@@ -573,8 +573,8 @@ struct pk_search {
     /* Place every unplaced buffer within sections [lo, hi) under cap; true when done
      * (the placements stay), false with the state as it was. The search recurses once
      * per placement and per hole; past a depth it stops as at a limit (holes in small
-     * steps overflowed the stack of a sanitized build on MiniMalloc's K; J needs ~5,500
-     * levels, ~13 per buffer). */
+     * steps overflowed the stack of a sanitized build on MiniMalloc's K; J needs more
+     * than 16 levels per buffer to reach its fit). */
     int depth = 0;
     bool rec(int lo, int hi) {
         if (depth >= 64 * P.n + 1024) { stop = true; return false; }
