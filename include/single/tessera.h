@@ -6953,7 +6953,9 @@ TSR_CXX_END /* namespace tsr */
  *       (node limits that double, with and without that bound in turn, for 40 % of the
  *       budget), then targets descend from the best packing found (each attempt: a few candidate
  *       orders, fixed and randomised, with a node limit that doubles when the targets
- *       run out).
+ *       run out). The search runs restricted (a heuristic cut, see pk_search::complete);
+ *       a target is ruled out only by the complete search. Its budget is counted in work
+ *       (pk_clock), not time, so its answer does not depend on the machine's load.
  *     - large instances: (a) the window around the peak (the buffers live within 30,
  *       100, 300 or 10 sections of it, clipped to the window, at most 1,000) is packed
  *       exactly at the lower bound by that same branch and bound; those offsets are
@@ -6981,12 +6983,36 @@ namespace {
 
 typedef uint64_t pk_u64;
 static const pk_u64 PK_INF = ~(pk_u64) 0;
+/* the search's work clock (pk_clock): units per ms of one core's CPU, what an
+ * inference-bound cell costs in units, and how far the wall clock may run past the budget */
+static const double PK_WORK_PER_MS = 10000.0;
+static const double PK_WORK_PER_CELL = 0.009;
+static const double PK_WORK_PER_SECTION = 0.05;
+static const double PK_WALL_SLACK = 10.0;
 
 struct pk_timer {
     std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
     double ms() const {
         return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     }
+};
+
+/* The search's clock: the wall clock, or (per_ms > 0) the work done, counted in nodes
+ * and in the cells the inference bound scans, at a rate calibrated on one core. Counting
+ * work makes the search's answer a function of its budget alone (on a loaded machine a
+ * timed search swung 2 % on MiniMalloc's J from run to run); the wall clock still stops
+ * it at PK_WALL_SLACK times the budget, where the machine is far slower than the rate
+ * assumes (a 2-core machine shared by six builds ran it at 1/6 of a core). */
+struct pk_clock {
+    const pk_timer & wall;
+    double per_ms = 0;
+    double wall_share = 0;
+    double work = 0;
+    explicit pk_clock(const pk_timer & t) : wall(t) {}
+    /* work done in ms, or a share of the wall time once that is further on (so every loop
+     * that watches the clock ends once the wall limit is reached) */
+    double ms() const { return per_ms > 0 ? std::max(work / per_ms, wall.ms() * wall_share) : wall.ms(); }
+    bool expired(double deadline_ms) const { return ms() > deadline_ms; }
 };
 
 /* A packing problem over compressed time: buffer i spans sections [l[i], r[i]) with
@@ -7218,19 +7244,21 @@ struct pk_search {
     const pk_problem & P;
     pk_u64 cap = 0;
     std::vector<pk_u64> floor_, rem;
+    std::vector<char> real_;                /* per section: its floor is the top of a placed buffer (or 0), not a hole's */
     std::vector<std::vector<int>> by_sec;   /* unplaced candidates per section, preference order */
     std::vector<char> placed;
     std::vector<pk_u64> off;
     double deadline_ms = 0;
     long node_limit = 0, nodes = 0;
     bool stop = false;
-    const pk_timer & timer;
+    pk_clock & clock;
 
-    pk_search(const pk_problem & p, const pk_timer & t) : P(p), timer(t) {}
+    pk_search(const pk_problem & p, pk_clock & c) : P(p), clock(c) {}
 
     void init(pk_u64 capacity, int variant) {
         cap = capacity;
         floor_.assign((size_t) P.T, 0);
+        real_.assign((size_t) P.T, 1);
         rem.assign((size_t) P.T, 0);
         by_sec.assign((size_t) P.T, std::vector<int>());
         placed.assign((size_t) P.n, 0);
@@ -7272,30 +7300,31 @@ struct pk_search {
     }
 
     /* ---- the state changes, undone in reverse from a trail ---- */
-    struct change { int what; pk_u64 old; };   /* what >= 0: a section's floor; -1 - i: buffer i placed */
+    struct change { int what; pk_u64 old; char old_real; };  /* what >= 0: a section's floor; -1 - i: buffer i placed */
     std::vector<change> trail;
     std::vector<int> cross;                    /* per section s: unplaced buffers live in s and s + 1 */
 
-    void set_floor(int s, pk_u64 v) {
-        trail.push_back(change{s, floor_[(size_t) s]});
+    void set_floor(int s, pk_u64 v, bool is_real) {
+        trail.push_back(change{s, floor_[(size_t) s], real_[(size_t) s]});
         floor_[(size_t) s] = v;
+        real_[(size_t) s] = is_real;
     }
     void place(int i, pk_u64 f) {
         const pk_u64 top = f + P.sz[(size_t) i];
         for (int s = P.l[(size_t) i]; s < P.r[(size_t) i]; s++) {
-            set_floor(s, top);
+            set_floor(s, top, true);
             rem[(size_t) s] -= P.sz[(size_t) i];
         }
         for (int s = P.l[(size_t) i]; s + 1 < P.r[(size_t) i]; s++) cross[(size_t) s]--;
         placed[(size_t) i] = 1;
         off[(size_t) i] = f;
-        trail.push_back(change{-1 - i, 0});
+        trail.push_back(change{-1 - i, 0, 0});
     }
     void undo(size_t mark) {
         while (trail.size() > mark) {
             const change c = trail.back();
             trail.pop_back();
-            if (c.what >= 0) { floor_[(size_t) c.what] = c.old; continue; }
+            if (c.what >= 0) { floor_[(size_t) c.what] = c.old; real_[(size_t) c.what] = c.old_real; continue; }
             const int i = -1 - c.what;
             placed[(size_t) i] = 0;
             for (int s = P.l[(size_t) i]; s < P.r[(size_t) i]; s++) rem[(size_t) s] += P.sz[(size_t) i];
@@ -7313,6 +7342,12 @@ struct pk_search {
      * pushed down), O(W log W + n) for W sections: on MiniMalloc's I a node at the bound
      * costs 2.4x less CPU (the same nodes, the same answers). */
     bool infer = false;
+    /* complete: the search covers every packing in normal form (each buffer resting on
+     * a placed one or on 0). Restricted (false), a section left empty at its floor rises
+     * past the buffers that could have sat there: a heuristic cut that loses packings
+     * (rarely: 12 of 5,000 tiny random instances lost their optimum) but finds the fit
+     * of MiniMalloc's A and E in ~0.1 s where the complete search needs more than 1 s. */
+    bool complete = false;
     struct span_of { int a, b, k; pk_u64 m; };  /* a buffer's sections relative to lo, log2 of their count, its level */
     std::vector<span_of> spans;                 /* scratch: the unplaced buffers inside [lo, hi) */
     std::vector<pk_u64> table;                  /* scratch: W x log W blocks, level k at [k * W, (k + 1) * W) */
@@ -7332,6 +7367,7 @@ struct pk_search {
             covered += (size_t) (b - a);
         }
         table.resize((size_t) W * (size_t) K);
+        clock.work += PK_WORK_PER_CELL * (double) (std::min(covered, (size_t) W * (size_t) K) + spans.size());
         /* deep in the search few buffers are left: a pass over their ranges is cheaper */
         if (covered <= (size_t) W * (size_t) K) lowest_by_ranges(lo, W);
         else lowest_by_blocks(lo, W, K);
@@ -7399,10 +7435,70 @@ struct pk_search {
         return m;
     }
 
+    /* The lowest level an unplaced buffer of section sb can take once nothing sits on
+     * its floor f there; [ra, rb): the run of sections around sb whose floor is f. A
+     * buffer that reaches outside the run goes no lower than the highest floor over its
+     * range. One inside the run (it could have sat on f) can still sit above f on a
+     * buffer placed later at f beside sb, so it goes no lower than f plus the smallest
+     * other unplaced buffer of the run: leaving it out lifted the section past packings
+     * that exist (a tiny instance with a packing at 15 was searched as impossible). */
+    pk_u64 hole_level(int sb, int ra, int rb, pk_u64 f) const {
+        pk_u64 level = PK_INF;
+        bool run_candidate = false;
+        for (int i : by_sec[(size_t) sb]) {
+            if (placed[(size_t) i]) continue;
+            if (P.l[(size_t) i] >= ra && P.r[(size_t) i] <= rb) { run_candidate = true; continue; }
+            pk_u64 m = 0;
+            for (int s2 = P.l[(size_t) i]; s2 < P.r[(size_t) i] && m < level; s2++) m = std::max(m, floor_[(size_t) s2]);
+            level = std::min(level, m);
+        }
+        if (run_candidate && complete) {
+            const pk_u64 z = smallest_of_two_in(ra, rb);
+            if (z != PK_INF) level = std::min(level, f + z);
+        }
+        return level;
+    }
+    /* the smallest size among the unplaced buffers live in sections [ra, rb), PK_INF
+     * with fewer than two (a buffer alone there has nothing to sit on but the floor) */
+    pk_u64 smallest_of_two_in(int ra, int rb) const {
+        pk_u64 smallest = PK_INF;
+        int count = 0;
+        for (int s = ra; s < rb; s++) {
+            for (int i : by_sec[(size_t) s]) {
+                if (placed[(size_t) i] || (P.l[(size_t) i] < s && s != ra)) continue;  /* each buffer once: at its first section in the run */
+                smallest = std::min(smallest, P.sz[(size_t) i]);
+                count++;
+            }
+        }
+        return count >= 2 ? smallest : PK_INF;
+    }
+
+    /* Whether buffer i, sitting on the floor of its sections, rests on a placed buffer (or
+     * on 0) in one of them. One resting only on holes could slide down into them: that
+     * packing is found where the holes are not left, so this branch is not needed
+     * (every packing slides down to one where each buffer rests on something). */
+    bool supported(int i) const {
+        if (!complete) return true;
+        for (int s = P.l[(size_t) i]; s < P.r[(size_t) i]; s++) if (real_[(size_t) s]) return true;
+        return false;
+    }
+
     /* Place every unplaced buffer within sections [lo, hi) under cap; true when done
-     * (the placements stay), false with the state as it was. */
+     * (the placements stay), false with the state as it was. The search recurses once
+     * per placement and per hole; past a depth it stops as at a limit (holes in small
+     * steps overflowed the stack of a sanitized build on MiniMalloc's K; J needs more
+     * than 16 levels per buffer to reach its fit). */
+    int depth = 0;
     bool rec(int lo, int hi) {
-        if ((++nodes & 255) == 0 && (timer.ms() > deadline_ms || nodes > node_limit)) stop = true;
+        if (depth >= 64 * P.n + 1024) { stop = true; return false; }
+        depth++;
+        const bool done = rec_node(lo, hi);
+        depth--;
+        return done;
+    }
+    bool rec_node(int lo, int hi) {
+        clock.work += 1 + PK_WORK_PER_SECTION * (double) (hi - lo);
+        if ((++nodes & 255) == 0 && (clock.expired(deadline_ms) || nodes > node_limit)) stop = true;
         if (stop) return false;
         std::pair<int, int> parts[16];
         const int np = split(lo, hi, parts, 16);
@@ -7426,6 +7522,7 @@ struct pk_search {
             if (rem[(size_t) s] != 0 && floor_[(size_t) s] < f) { f = floor_[(size_t) s]; sb = s; }
         }
         if (sb < 0) return true;
+        clock.work += PK_WORK_PER_SECTION * (double) by_sec[(size_t) sb].size();
         /* the run of sections around sb whose floor is exactly f: a buffer can sit on f
          * iff its whole range lies inside it */
         int ra = sb, rb = sb + 1;
@@ -7434,7 +7531,7 @@ struct pk_search {
         int cand[64];
         int nc = 0;
         for (int i : by_sec[(size_t) sb]) {
-            if (placed[(size_t) i] || P.l[(size_t) i] < ra || P.r[(size_t) i] > rb) continue;
+            if (placed[(size_t) i] || P.l[(size_t) i] < ra || P.r[(size_t) i] > rb || !supported(i)) continue;
             bool dup = false;
             for (int k = 0; k < nc; k++) {
                 const int c = cand[k];
@@ -7451,15 +7548,9 @@ struct pk_search {
         }
         /* leave a hole: nothing of this section sits on its current floor; it rises to
          * the lowest level another of its buffers can sit on */
-        pk_u64 next_level = PK_INF;
-        for (int i : by_sec[(size_t) sb]) {
-            if (placed[(size_t) i] || (P.l[(size_t) i] >= ra && P.r[(size_t) i] <= rb)) continue;
-            pk_u64 m = 0;
-            for (int s2 = P.l[(size_t) i]; s2 < P.r[(size_t) i] && m < next_level; s2++) m = std::max(m, floor_[(size_t) s2]);
-            next_level = std::min(next_level, m);
-        }
+        const pk_u64 next_level = hole_level(sb, ra, rb, f);
         if (next_level != PK_INF && next_level + rem[(size_t) sb] <= cap) {
-            set_floor(sb, next_level);
+            set_floor(sb, next_level, false);
             if (rec(lo, hi)) return true;
             undo(mark);
         }
@@ -7473,6 +7564,7 @@ struct pk_search {
         deadline_ms = deadline;
         node_limit = limit;
         trail.clear();
+        depth = 0;
         return rec(0, P.T);
     }
 };
@@ -7499,7 +7591,8 @@ static inline bool pk_window(const pk_problem & P, int half, const pk_timer & ti
     W.n = (int) win.size();
     W.T = wb - wa;
     W.lb = P.lb;
-    pk_search srch(W, timer);
+    pk_clock wall(timer);
+    pk_search srch(W, wall);
     for (int v = 0; v < 6 && timer.ms() < deadline; v++) {
         const bool ok = srch.run(P.lb, v, deadline, 20000);
 #ifdef TSR_PACK_DEBUG
@@ -7742,23 +7835,31 @@ struct pk_packer {
     /* 2, small instances: the branch and bound at the lower bound, then against targets
      * that descend from the best peak found (align: the step's granularity) */
     void search(pk_u64 align) {
-        pk_search srch(P, timer);
+        pk_clock clock(timer);
+        clock.per_ms = PK_WORK_PER_MS;
+        clock.wall_share = 1.0 / PK_WALL_SLACK;
+        pk_search srch(P, clock);
         pk_u64 hi = best;  /* a packing with this peak is known */
         pk_u64 floor_target = P.lb;  /* no packing below it: the lower bound, or above a target proven impossible */
         long limit = 3000;
         int nrand = 0;
         /* a few orders against target under the node limit until `until` ms: true when one
-         * packs; a search that ends without hitting a limit has tried every canonical
-         * packing, so the target is impossible and no other order is tried */
+         * packs. The search runs restricted (see pk_search::complete): a restricted search
+         * that ends without hitting a limit is run again complete, and when that one ends
+         * so, every packing in normal form has been tried: the target is impossible and no
+         * other order is tried */
         auto attempt = [&](pk_u64 target, bool infer, long lim, double until) {
-            for (int k = 0; k < 6 && timer.ms() < until; k++) {
+            bool complete = false;
+            int v = 0;
+            for (int k = 0; k < 6 && clock.ms() < until; k++) {
                 static const int fixed[6] = {-1, 1, -1, 0, -1, -1};  /* -1: a random order */
-                const int v = fixed[k] >= 0 ? fixed[k] : 3 + (nrand++);
+                if (!complete) v = fixed[k] >= 0 ? fixed[k] : 3 + (nrand++);
                 srch.infer = infer;
+                srch.complete = complete;
                 const bool okr = srch.run(target, v, until, lim);
 #ifdef TSR_PACK_DEBUG
                 fprintf(stderr, "  search target %.4f%s variant %d limit %ld: %s after %ld nodes, %.1f ms\n", (double) target / (double) P.lb,
-                        infer ? " (inference)" : "", v, lim, okr ? "found" : srch.stop ? "no" : "impossible", srch.nodes, timer.ms());
+                        infer ? " (inference)" : "", v, lim, okr ? "found" : srch.stop ? "no" : complete ? "impossible" : "none restricted", srch.nodes, clock.ms());
 #endif
                 if (okr) {
                     pk_u64 peak = 0;
@@ -7767,7 +7868,8 @@ struct pk_packer {
                     hi = std::min(hi, peak);
                     return true;
                 }
-                if (!srch.stop) { floor_target = std::max(floor_target, target + align); return false; }
+                if (!srch.stop && complete) { floor_target = std::max(floor_target, target + align); return false; }
+                complete = !srch.stop;  /* exhausted restricted: the same order again, complete */
             }
             return false;
         };
@@ -7780,7 +7882,7 @@ struct pk_packer {
         pk_u64 step = (hi - P.lb) / 8;
         bool infer_next = false;
         auto descend = [&](double until, bool first_only) {
-            while (hi > floor_target && timer.ms() < until) {
+            while (hi > floor_target && clock.ms() < until) {
                 step = std::max(step, align);
                 pk_u64 target = hi - step;
                 target -= target % align;
@@ -7802,12 +7904,12 @@ struct pk_packer {
          * (at most half of what is left: some instances need many orders for it); then
          * the descent goes on */
         if (attempt(P.lb, false, limit, budget_ms)) return;
-        const double lb_until = timer.ms() + 0.4 * (budget_ms - timer.ms());
-        for (long lim = 2 * limit; floor_target == P.lb && timer.ms() < lb_until; lim *= 2) {
+        const double lb_until = clock.ms() + 0.4 * (budget_ms - clock.ms());
+        for (long lim = 2 * limit; floor_target == P.lb && clock.ms() < lb_until; lim *= 2) {
             if (attempt(P.lb, false, lim, lb_until)) return;
             if (floor_target == P.lb && attempt(P.lb, true, lim, lb_until)) return;
         }
-        descend(timer.ms() + 0.5 * (budget_ms - timer.ms()), true);
+        descend(clock.ms() + 0.5 * (budget_ms - clock.ms()), true);
         descend(budget_ms, false);
     }
 
