@@ -135,7 +135,7 @@ TEST_CASE("vector expf: <= 2 ulp over a dense sweep of [-104, 89], edge cases ex
 TEST_CASE("activations on every ISA: ulp bounds on odd lengths, in place on an unaligned view", "[cpu][ops][act]") {
     for (const act & a : acts)
         for (int64_t n : {1, 7, 33, 4097}) {
-            std::mt19937 rng((unsigned)(n * 31 + a.lo));
+            std::mt19937 rng((unsigned)(int64_t)(n * 31 + a.lo));  // a.lo < 0: through int64_t (float to unsigned is UB)
             const std::vector<float> x = act_inputs(rng, (size_t)n, a.lo, a.hi);
             for (tsr_cpu_isa isa : isas()) {
                 // buf = [sentinel, x..., sentinel x 16]: the op runs in place on the view of x
