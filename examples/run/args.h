@@ -29,7 +29,7 @@ struct run_args {
     int n_ctx = 0;                      // 0: model's (capped at 4096)
     int n_batch = 64;
     bool flash_attn = true;
-    bool repack = true;                 // CPU backend: Q4_0 / IQ4_NL matrices interleaved in a CPU_REPACK buffer
+    bool repack = false;                // CPU backend: Q4_0 / IQ4_NL matrices interleaved in a CPU_REPACK buffer
     bool use_mmap = true;               // CPU backend: weights in place from a read-only mapping of the file
     std::string kv_type = "f16";
     sampler_params samp;
@@ -69,10 +69,11 @@ inline void print_usage(const char * argv0) {
            "  --verbose-prompt       print the prompt's token ids and pieces before generating\n"
            "  --no-mmap              read the weights into memory instead of using them in place from a\n"
            "                         read-only mapping of the file (the CPU backend maps by default)\n"
-           "  --no-repack            CPU backend: keep Q4_0 / IQ4_NL weight matrices as in the file\n"
-           "                         (by default they are read into a CPU_REPACK buffer that interleaves\n"
-           "                         8 rows for the kernels, at no memory cost; the other weights stay\n"
-           "                         mapped); --repack: the default\n",
+           "  --repack               CPU backend: read Q4_0 / IQ4_NL weight matrices into a CPU_REPACK\n"
+           "                         buffer that interleaves 8 rows for the kernels, at no memory cost\n"
+           "                         (the other weights stay mapped); off by default: measured slower\n"
+           "                         than the file's layout since the packers got fast (docs: README)\n"
+           "  --no-repack            keep every weight as in the file (the default)\n",
            argv0);
 }
 
