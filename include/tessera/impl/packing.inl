@@ -570,78 +570,135 @@ struct pk_search {
         return false;
     }
 
-    /* Place every unplaced buffer within sections [lo, hi) under cap; true when done
-     * (the placements stay), false with the state as it was. The search recurses once
-     * per placement and per hole; past a depth it stops as at a limit (holes in small
-     * steps overflowed the stack of a sanitized build on MiniMalloc's K; J needs more
-     * than 16 levels per buffer to reach its fit). */
-    int depth = 0;
-    bool rec(int lo, int hi) {
-        if (depth >= 64 * P.n + 1024) { stop = true; return false; }
-        depth++;
-        const bool done = rec_node(lo, hi);
-        depth--;
-        return done;
-    }
-    bool rec_node(int lo, int hi) {
+    /* ---- the search itself: a depth-first walk over an explicit stack of frames ----
+     * Each node of the search places one buffer or leaves one hole, so the walk can go
+     * as deep as there are placements and holes. The nodes live on the heap (frames,
+     * with their parts and candidates in pools that grow and shrink with them), not on
+     * the call stack: a recursion per node overflowed the stack of a sanitized build on
+     * MiniMalloc's K, and the depth limit that stopped it also stopped J short of its fit. */
+    struct frame {
+        int lo, hi;        /* the sections this node packs */
+        bool parts;        /* independent parts solved in turn; else the choices at the lowest floor */
+        int next, count;   /* the next part or candidate to try; how many there are */
+        size_t first;      /* where its parts / candidates start in part_pool / cand_pool */
+        size_t mark;       /* the trail's size on entry: what a failure undoes back to */
+        int sb, ra, rb;    /* choices: the section with the lowest floor, the run of sections at that floor */
+        pk_u64 f;          /* choices: that floor */
+    };
+    std::vector<frame> frames;
+    std::vector<std::pair<int, int>> part_pool;
+    std::vector<int> cand_pool;
+    enum step_t { NODE_FAILS, NODE_DONE, FRAME_PUSHED, CALL_CHILD };
+    int child_lo = 0, child_hi = 0;  /* the sections of the child node a CALL_CHILD asks for */
+
+    /* Opens the node that packs sections [lo, hi): its answer when known at once
+     * (NODE_FAILS / NODE_DONE), or FRAME_PUSHED with the frame that tries its choices. */
+    step_t open_node(int lo, int hi) {
         clock.work += 1 + PK_WORK_PER_SECTION * (double) (hi - lo);
         if ((++nodes & 255) == 0 && (clock.expired(deadline_ms) || nodes > node_limit)) stop = true;
-        if (stop) return false;
+        if (stop) return NODE_FAILS;
         std::pair<int, int> parts[16];
         const int np = split(lo, hi, parts, 16);
-        if (np < 0) return false;  /* the inference bound */
-        if (np == 0) return true;
+        if (np < 0) return NODE_FAILS;  /* the inference bound */
+        if (np == 0) return NODE_DONE;
         if (np > 1 && np <= 16) {
             /* the tightest part first: it is the likeliest to fail */
             std::sort(parts, parts + np, [&](const std::pair<int, int> & x, const std::pair<int, int> & y) {
                 return fullest(x.first, x.second) > fullest(y.first, y.second);
             });
-            const size_t mark = trail.size();
-            for (int k = 0; k < np; k++) {
-                if (!rec(parts[k].first, parts[k].second)) { undo(mark); return false; }
-            }
-            return true;
+            frames.push_back(frame{lo, hi, true, 0, np, part_pool.size(), trail.size(), -1, 0, 0, 0});
+            part_pool.insert(part_pool.end(), parts, parts + np);
+            return FRAME_PUSHED;
         }
         if (np == 1) { lo = parts[0].first; hi = parts[0].second; }
+        return open_choices(lo, hi);
+    }
+
+    /* The choices at the lowest floor f of [lo, hi) (section sb): each distinct unplaced
+     * buffer that can sit on f there, then a hole. */
+    step_t open_choices(int lo, int hi) {
         int sb = -1;
         pk_u64 f = PK_INF;
         for (int s = lo; s < hi; s++) {
             if (rem[(size_t) s] != 0 && floor_[(size_t) s] < f) { f = floor_[(size_t) s]; sb = s; }
         }
-        if (sb < 0) return true;
+        if (sb < 0) return NODE_DONE;
         clock.work += PK_WORK_PER_SECTION * (double) by_sec[(size_t) sb].size();
         /* the run of sections around sb whose floor is exactly f: a buffer can sit on f
          * iff its whole range lies inside it */
         int ra = sb, rb = sb + 1;
         while (ra > 0 && floor_[(size_t) ra - 1] == f) ra--;
         while (rb < P.T && floor_[(size_t) rb] == f) rb++;
-        int cand[64];
-        int nc = 0;
+        const size_t first = cand_pool.size();
         for (int i : by_sec[(size_t) sb]) {
             if (placed[(size_t) i] || P.l[(size_t) i] < ra || P.r[(size_t) i] > rb || !supported(i)) continue;
-            bool dup = false;
-            for (int k = 0; k < nc; k++) {
-                const int c = cand[k];
-                if (P.l[(size_t) c] == P.l[(size_t) i] && P.r[(size_t) c] == P.r[(size_t) i] && P.sz[(size_t) c] == P.sz[(size_t) i]) { dup = true; break; }
-            }
-            if (!dup && nc < 64) cand[nc++] = i;
+            if (cand_pool.size() - first < 64 && !same_as_a_candidate(i, first)) cand_pool.push_back(i);
         }
-        const size_t mark = trail.size();
-        for (int k = 0; k < nc; k++) {
-            place(cand[k], f);
-            if (rec(lo, hi)) return true;
-            undo(mark);
-            if (stop) return false;
-        }
-        /* leave a hole: nothing of this section sits on its current floor; it rises to
-         * the lowest level another of its buffers can sit on */
-        const pk_u64 next_level = hole_level(sb, ra, rb, f);
-        if (next_level != PK_INF && next_level + rem[(size_t) sb] <= cap) {
-            set_floor(sb, next_level, false);
-            if (rec(lo, hi)) return true;
-            undo(mark);
+        frames.push_back(frame{lo, hi, false, 0, (int) (cand_pool.size() - first), first, trail.size(), sb, ra, rb, f});
+        return FRAME_PUSHED;
+    }
+    /* a buffer with the range and size of one already a candidate leads to the same packings */
+    bool same_as_a_candidate(int i, size_t first) const {
+        for (size_t k = first; k < cand_pool.size(); k++) {
+            const int c = cand_pool[k];
+            if (P.l[(size_t) c] == P.l[(size_t) i] && P.r[(size_t) c] == P.r[(size_t) i] && P.sz[(size_t) c] == P.sz[(size_t) i]) return true;
         }
         return false;
+    }
+
+    step_t close_frame(step_t answer) {
+        const frame & fr = frames.back();
+        if (fr.parts) part_pool.resize(fr.first); else cand_pool.resize(fr.first);
+        frames.pop_back();
+        return answer;
+    }
+    step_t call_child(int lo, int hi) { child_lo = lo; child_hi = hi; return CALL_CHILD; }
+
+    /* The top frame after its last child answered `child` (FRAME_PUSHED: it has had none
+     * yet): the next child to open (CALL_CHILD), or its own answer (the frame closed). A
+     * child that packs its sections packs the node's (the placements stay); a part that
+     * fails fails the node (the other parts' choices are not retried for it). */
+    step_t resume(step_t child) {
+        frame & fr = frames.back();
+        if (child == NODE_DONE && (!fr.parts || fr.next == fr.count)) return close_frame(NODE_DONE);
+        if (fr.parts) {
+            if (child == NODE_FAILS) { undo(fr.mark); return close_frame(NODE_FAILS); }
+            const std::pair<int, int> part = part_pool[fr.first + (size_t) fr.next++];
+            return call_child(part.first, part.second);
+        }
+        if (child == NODE_FAILS) {
+            undo(fr.mark);
+            if (stop) return close_frame(NODE_FAILS);
+        }
+        if (fr.next < fr.count) {
+            place(cand_pool[fr.first + (size_t) fr.next++], fr.f);
+            return call_child(fr.lo, fr.hi);
+        }
+        if (fr.next++ == fr.count) {
+            /* leave a hole: nothing of this section sits on its current floor; it rises to
+             * the lowest level another of its buffers can sit on */
+            const pk_u64 next_level = hole_level(fr.sb, fr.ra, fr.rb, fr.f);
+            if (next_level != PK_INF && next_level + rem[(size_t) fr.sb] <= cap) {
+                set_floor(fr.sb, next_level, false);
+                return call_child(fr.lo, fr.hi);
+            }
+        }
+        return close_frame(NODE_FAILS);
+    }
+
+    /* Place every unplaced buffer within sections [lo, hi) under cap; true when done
+     * (the placements stay), false with the state as it was. */
+    bool solve(int lo, int hi) {
+        frames.clear();
+        part_pool.clear();
+        cand_pool.clear();
+        step_t s = open_node(lo, hi);
+        for (;;) {
+            if (s == CALL_CHILD) s = open_node(child_lo, child_hi);
+            else if (s == FRAME_PUSHED) s = resume(FRAME_PUSHED);
+            else if (frames.empty()) return s == NODE_DONE;
+            else s = resume(s);
+        }
     }
 
     /* true when a packing with peak <= capacity was found (in off) */
@@ -651,8 +708,7 @@ struct pk_search {
         deadline_ms = deadline;
         node_limit = limit;
         trail.clear();
-        depth = 0;
-        return rec(0, P.T);
+        return solve(0, P.T);
     }
 };
 
@@ -673,7 +729,7 @@ static inline bool pk_window(const pk_problem & P, int half, const pk_timer & ti
         W.l.push_back(std::max(P.l[(size_t) i], wa) - wa);
         W.r.push_back(std::min(P.r[(size_t) i], wb) - wa);
         W.sz.push_back(P.sz[(size_t) i]);
-        if (win.size() > 1000) return false;  /* the search recurses once per buffer */
+        if (win.size() > 1000) return false;  /* a small instance, as the search is sized for */
     }
     W.n = (int) win.size();
     W.T = wb - wa;
