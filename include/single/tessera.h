@@ -6715,7 +6715,8 @@ TSR_API tsr_gallocr_t tsr_gallocr_new_n(tsr_backend_buffer_type_t * bufts, int n
 TSR_API void          tsr_gallocr_free(tsr_gallocr_t galloc);  /* NULL is fine */
 
 /* How long reserve's packing may search for a smaller buffer when its heuristics did
- * not reach the lower bound (default 10 ms; 0: heuristics only). alloc_graph on a graph
+ * not reach the lower bound (default 10 ms; 0: heuristics only), as tsr_pack's budget:
+ * deterministic work for up to 1,000 buffers, wall time above. alloc_graph on a graph
  * that differs from the cached plan replans with the heuristics only, so graphs that
  * change every call stay cheap. */
 TSR_API void tsr_gallocr_set_time_budget(tsr_gallocr_t galloc, double ms);
@@ -6861,14 +6862,19 @@ TSR_API bool tsr_plan_write_svg_panels(const struct tsr_plan_panel * panels, int
 /* ---- the packing core, exposed for external workloads --------------------------------
  * n buffers, each live on the half-open step range [lower, upper) with a size; assigns
  * offsets (aligned to `alignment`) so that no two buffers live at one step overlap.
- * Returns the peak (max offset + size), or SIZE_MAX with an error. time_budget_ms is
- * wall time from the call: the first greedy packing always completes (and every greedy
- * order and the iterated greedy when n <= 1000), then orders and searches start only
- * while time is left
- * (0: heuristics only). It stops early at the lower bound. Deterministic for a given
- * input unless the budget cuts it short. */
+ * Returns the peak (max offset + size), or SIZE_MAX with an error. It stops early at the
+ * lower bound. work_budget_ms bounds the improvement after the heuristics (0: heuristics
+ * only; the first greedy packing always completes, and every greedy order and the
+ * iterated greedy when n <= 1000):
+ *  - n <= 1000 (the branch and bound): deterministic work, counted in search nodes and
+ *    the cells its bounds scan, not time, so the result depends on the input and the
+ *    budget alone, never on the machine or its load. The figure is in "ms" of that work
+ *    as calibrated on one machine (10,000 units per ms of one core, +-30 % elsewhere); a
+ *    wall-clock guard stops it at 10x the budget on a machine far slower than that.
+ *  - n > 1000 (window search, more orders, iterated greedy, random walk): wall time from
+ *    the call, so a budget that cuts it short can give a different answer under load. */
 struct tsr_pack_item { int64_t lower, upper; size_t size; size_t offset; };
-TSR_API size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alignment, double time_budget_ms);
+TSR_API size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alignment, double work_budget_ms);
 TSR_API size_t tsr_pack_lower_bound(const struct tsr_pack_item * items, size_t n, size_t alignment);
 
 /* In-place contract every backend honours: may node write its result into the memory
@@ -6983,8 +6989,11 @@ namespace {
 
 typedef uint64_t pk_u64;
 static const pk_u64 PK_INF = ~(pk_u64) 0;
-/* the search's work clock (pk_clock): units per ms of one core's CPU, what an
- * inference-bound cell costs in units, and how far the wall clock may run past the budget */
+/* The search's work clock (pk_clock). Its budget is work, not time: a node costs 1 unit
+ * plus PK_WORK_PER_SECTION per section it scans, an inference-bound cell PK_WORK_PER_CELL.
+ * PK_WORK_PER_MS only names the budget in "ms": it was calibrated on one machine, one
+ * core, and is off by about 30 % either way on others.
+ * PK_WALL_SLACK: how far the wall clock may run past the budget (a far slower machine). */
 static const double PK_WORK_PER_MS = 10000.0;
 static const double PK_WORK_PER_CELL = 0.009;
 static const double PK_WORK_PER_SECTION = 0.05;
@@ -8050,7 +8059,7 @@ struct pk_packer {
     }
 };
 
-static size_t pk_pack_body(struct tsr_pack_item * items, size_t n, size_t alignment, double time_budget_ms) {
+static size_t pk_pack_body(struct tsr_pack_item * items, size_t n, size_t alignment, double work_budget_ms) {
     const pk_timer timer;
     if (alignment == 0) alignment = 1;
     if ((alignment & (alignment - 1)) != 0) {
@@ -8071,13 +8080,15 @@ static size_t pk_pack_body(struct tsr_pack_item * items, size_t n, size_t alignm
 #endif
     /* 1. greedy first fit in several orders: small instances try every order (each takes
      * well under a millisecond), large ones only the first */
-    pk_packer pk(P, timer, time_budget_ms);
+    pk_packer pk(P, timer, work_budget_ms);
     const int n_first = P.n <= 1000 ? pk.n_orders : 1;
     for (int vi = 0; vi < n_first && pk.best > P.lb; vi++) pk.run_order(pk.try_order[vi]);
     if (P.n <= 1000) pk.promote_overflow(false);
 
     /* 2. improvement while time is left */
-    if (pk.best > P.lb && time_budget_ms > 0 && timer.ms() < time_budget_ms) {
+    /* small instances search whatever the heuristics took (on the work clock, so that the
+     * answer never depends on the load); large ones improve only while wall time is left */
+    if (pk.best > P.lb && work_budget_ms > 0 && (P.n <= 1000 || timer.ms() < work_budget_ms)) {
         if (P.n <= 1000) {
             pk.search((pk_u64) alignment);
         } else {
@@ -8104,9 +8115,9 @@ TSR_API_IMPL size_t tsr_pack_lower_bound(const struct tsr_pack_item * items, siz
     }
 }
 
-TSR_API_IMPL size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alignment, double time_budget_ms) {
+TSR_API_IMPL size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alignment, double work_budget_ms) {
     try {
-        return tsr_impl::pk_pack_body(items, n, alignment, time_budget_ms);
+        return tsr_impl::pk_pack_body(items, n, alignment, work_budget_ms);
     } catch (...) {
         for (size_t i = 0; items && i < n; i++) items[i].offset = 0;
         tsr_set_error("tsr_pack: out of memory for %zu items", n);

@@ -70,8 +70,11 @@ namespace {
 
 typedef uint64_t pk_u64;
 static const pk_u64 PK_INF = ~(pk_u64) 0;
-/* the search's work clock (pk_clock): units per ms of one core's CPU, what an
- * inference-bound cell costs in units, and how far the wall clock may run past the budget */
+/* The search's work clock (pk_clock). Its budget is work, not time: a node costs 1 unit
+ * plus PK_WORK_PER_SECTION per section it scans, an inference-bound cell PK_WORK_PER_CELL.
+ * PK_WORK_PER_MS only names the budget in "ms": it was calibrated on one machine, one
+ * core, and is off by about 30 % either way on others.
+ * PK_WALL_SLACK: how far the wall clock may run past the budget (a far slower machine). */
 static const double PK_WORK_PER_MS = 10000.0;
 static const double PK_WORK_PER_CELL = 0.009;
 static const double PK_WORK_PER_SECTION = 0.05;
@@ -1137,7 +1140,7 @@ struct pk_packer {
     }
 };
 
-static size_t pk_pack_body(struct tsr_pack_item * items, size_t n, size_t alignment, double time_budget_ms) {
+static size_t pk_pack_body(struct tsr_pack_item * items, size_t n, size_t alignment, double work_budget_ms) {
     const pk_timer timer;
     if (alignment == 0) alignment = 1;
     if ((alignment & (alignment - 1)) != 0) {
@@ -1158,13 +1161,15 @@ static size_t pk_pack_body(struct tsr_pack_item * items, size_t n, size_t alignm
 #endif
     /* 1. greedy first fit in several orders: small instances try every order (each takes
      * well under a millisecond), large ones only the first */
-    pk_packer pk(P, timer, time_budget_ms);
+    pk_packer pk(P, timer, work_budget_ms);
     const int n_first = P.n <= 1000 ? pk.n_orders : 1;
     for (int vi = 0; vi < n_first && pk.best > P.lb; vi++) pk.run_order(pk.try_order[vi]);
     if (P.n <= 1000) pk.promote_overflow(false);
 
     /* 2. improvement while time is left */
-    if (pk.best > P.lb && time_budget_ms > 0 && timer.ms() < time_budget_ms) {
+    /* small instances search whatever the heuristics took (on the work clock, so that the
+     * answer never depends on the load); large ones improve only while wall time is left */
+    if (pk.best > P.lb && work_budget_ms > 0 && (P.n <= 1000 || timer.ms() < work_budget_ms)) {
         if (P.n <= 1000) {
             pk.search((pk_u64) alignment);
         } else {
@@ -1191,9 +1196,9 @@ TSR_API_IMPL size_t tsr_pack_lower_bound(const struct tsr_pack_item * items, siz
     }
 }
 
-TSR_API_IMPL size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alignment, double time_budget_ms) {
+TSR_API_IMPL size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alignment, double work_budget_ms) {
     try {
-        return tsr_impl::pk_pack_body(items, n, alignment, time_budget_ms);
+        return tsr_impl::pk_pack_body(items, n, alignment, work_budget_ms);
     } catch (...) {
         for (size_t i = 0; items && i < n; i++) items[i].offset = 0;
         tsr_set_error("tsr_pack: out of memory for %zu items", n);
