@@ -6715,7 +6715,8 @@ TSR_API tsr_gallocr_t tsr_gallocr_new_n(tsr_backend_buffer_type_t * bufts, int n
 TSR_API void          tsr_gallocr_free(tsr_gallocr_t galloc);  /* NULL is fine */
 
 /* How long reserve's packing may search for a smaller buffer when its heuristics did
- * not reach the lower bound (default 10 ms; 0: heuristics only). alloc_graph on a graph
+ * not reach the lower bound (default 10 ms; 0: heuristics only), as tsr_pack's budget:
+ * deterministic work for up to 1,000 buffers, wall time above. alloc_graph on a graph
  * that differs from the cached plan replans with the heuristics only, so graphs that
  * change every call stay cheap. */
 TSR_API void tsr_gallocr_set_time_budget(tsr_gallocr_t galloc, double ms);
@@ -6861,14 +6862,19 @@ TSR_API bool tsr_plan_write_svg_panels(const struct tsr_plan_panel * panels, int
 /* ---- the packing core, exposed for external workloads --------------------------------
  * n buffers, each live on the half-open step range [lower, upper) with a size; assigns
  * offsets (aligned to `alignment`) so that no two buffers live at one step overlap.
- * Returns the peak (max offset + size), or SIZE_MAX with an error. time_budget_ms is
- * wall time from the call: the first greedy packing always completes (and every greedy
- * order and the iterated greedy when n <= 1000), then orders and searches start only
- * while time is left
- * (0: heuristics only). It stops early at the lower bound. Deterministic for a given
- * input unless the budget cuts it short. */
+ * Returns the peak (max offset + size), or SIZE_MAX with an error. It stops early at the
+ * lower bound. work_budget_ms bounds the improvement after the heuristics (0: heuristics
+ * only; the first greedy packing always completes, and every greedy order and the
+ * iterated greedy when n <= 1000):
+ *  - n <= 1000 (the branch and bound): deterministic work, counted in search nodes and
+ *    the cells its bounds scan, not time, so the result depends on the input and the
+ *    budget alone, never on the machine or its load. The figure is in "ms" of that work
+ *    as calibrated on one machine (10,000 units per ms of one core, +-30 % elsewhere); a
+ *    wall-clock guard stops it at 10x the budget on a machine far slower than that.
+ *  - n > 1000 (window search, more orders, iterated greedy, random walk): wall time from
+ *    the call, so a budget that cuts it short can give a different answer under load. */
 struct tsr_pack_item { int64_t lower, upper; size_t size; size_t offset; };
-TSR_API size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alignment, double time_budget_ms);
+TSR_API size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alignment, double work_budget_ms);
 TSR_API size_t tsr_pack_lower_bound(const struct tsr_pack_item * items, size_t n, size_t alignment);
 
 /* In-place contract every backend honours: may node write its result into the memory
@@ -6983,8 +6989,11 @@ namespace {
 
 typedef uint64_t pk_u64;
 static const pk_u64 PK_INF = ~(pk_u64) 0;
-/* the search's work clock (pk_clock): units per ms of one core's CPU, what an
- * inference-bound cell costs in units, and how far the wall clock may run past the budget */
+/* The search's work clock (pk_clock). Its budget is work, not time: a node costs 1 unit
+ * plus PK_WORK_PER_SECTION per section it scans, an inference-bound cell PK_WORK_PER_CELL.
+ * PK_WORK_PER_MS only names the budget in "ms": it was calibrated on one machine, one
+ * core, and is off by about 30 % either way on others.
+ * PK_WALL_SLACK: how far the wall clock may run past the budget (a far slower machine). */
 static const double PK_WORK_PER_MS = 10000.0;
 static const double PK_WORK_PER_CELL = 0.009;
 static const double PK_WORK_PER_SECTION = 0.05;
@@ -7483,78 +7492,135 @@ struct pk_search {
         return false;
     }
 
-    /* Place every unplaced buffer within sections [lo, hi) under cap; true when done
-     * (the placements stay), false with the state as it was. The search recurses once
-     * per placement and per hole; past a depth it stops as at a limit (holes in small
-     * steps overflowed the stack of a sanitized build on MiniMalloc's K; J needs more
-     * than 16 levels per buffer to reach its fit). */
-    int depth = 0;
-    bool rec(int lo, int hi) {
-        if (depth >= 64 * P.n + 1024) { stop = true; return false; }
-        depth++;
-        const bool done = rec_node(lo, hi);
-        depth--;
-        return done;
-    }
-    bool rec_node(int lo, int hi) {
+    /* ---- the search itself: a depth-first walk over an explicit stack of frames ----
+     * Each node of the search places one buffer or leaves one hole, so the walk can go
+     * as deep as there are placements and holes. The nodes live on the heap (frames,
+     * with their parts and candidates in pools that grow and shrink with them), not on
+     * the call stack: a recursion per node overflowed the stack of a sanitized build on
+     * MiniMalloc's K, and the depth limit that stopped it also stopped J short of its fit. */
+    struct frame {
+        int lo, hi;        /* the sections this node packs */
+        bool parts;        /* independent parts solved in turn; else the choices at the lowest floor */
+        int next, count;   /* the next part or candidate to try; how many there are */
+        size_t first;      /* where its parts / candidates start in part_pool / cand_pool */
+        size_t mark;       /* the trail's size on entry: what a failure undoes back to */
+        int sb, ra, rb;    /* choices: the section with the lowest floor, the run of sections at that floor */
+        pk_u64 f;          /* choices: that floor */
+    };
+    std::vector<frame> frames;
+    std::vector<std::pair<int, int>> part_pool;
+    std::vector<int> cand_pool;
+    enum step_t { NODE_FAILS, NODE_DONE, FRAME_PUSHED, CALL_CHILD };
+    int child_lo = 0, child_hi = 0;  /* the sections of the child node a CALL_CHILD asks for */
+
+    /* Opens the node that packs sections [lo, hi): its answer when known at once
+     * (NODE_FAILS / NODE_DONE), or FRAME_PUSHED with the frame that tries its choices. */
+    step_t open_node(int lo, int hi) {
         clock.work += 1 + PK_WORK_PER_SECTION * (double) (hi - lo);
         if ((++nodes & 255) == 0 && (clock.expired(deadline_ms) || nodes > node_limit)) stop = true;
-        if (stop) return false;
+        if (stop) return NODE_FAILS;
         std::pair<int, int> parts[16];
         const int np = split(lo, hi, parts, 16);
-        if (np < 0) return false;  /* the inference bound */
-        if (np == 0) return true;
+        if (np < 0) return NODE_FAILS;  /* the inference bound */
+        if (np == 0) return NODE_DONE;
         if (np > 1 && np <= 16) {
             /* the tightest part first: it is the likeliest to fail */
             std::sort(parts, parts + np, [&](const std::pair<int, int> & x, const std::pair<int, int> & y) {
                 return fullest(x.first, x.second) > fullest(y.first, y.second);
             });
-            const size_t mark = trail.size();
-            for (int k = 0; k < np; k++) {
-                if (!rec(parts[k].first, parts[k].second)) { undo(mark); return false; }
-            }
-            return true;
+            frames.push_back(frame{lo, hi, true, 0, np, part_pool.size(), trail.size(), -1, 0, 0, 0});
+            part_pool.insert(part_pool.end(), parts, parts + np);
+            return FRAME_PUSHED;
         }
         if (np == 1) { lo = parts[0].first; hi = parts[0].second; }
+        return open_choices(lo, hi);
+    }
+
+    /* The choices at the lowest floor f of [lo, hi) (section sb): each distinct unplaced
+     * buffer that can sit on f there, then a hole. */
+    step_t open_choices(int lo, int hi) {
         int sb = -1;
         pk_u64 f = PK_INF;
         for (int s = lo; s < hi; s++) {
             if (rem[(size_t) s] != 0 && floor_[(size_t) s] < f) { f = floor_[(size_t) s]; sb = s; }
         }
-        if (sb < 0) return true;
+        if (sb < 0) return NODE_DONE;
         clock.work += PK_WORK_PER_SECTION * (double) by_sec[(size_t) sb].size();
         /* the run of sections around sb whose floor is exactly f: a buffer can sit on f
          * iff its whole range lies inside it */
         int ra = sb, rb = sb + 1;
         while (ra > 0 && floor_[(size_t) ra - 1] == f) ra--;
         while (rb < P.T && floor_[(size_t) rb] == f) rb++;
-        int cand[64];
-        int nc = 0;
+        const size_t first = cand_pool.size();
         for (int i : by_sec[(size_t) sb]) {
             if (placed[(size_t) i] || P.l[(size_t) i] < ra || P.r[(size_t) i] > rb || !supported(i)) continue;
-            bool dup = false;
-            for (int k = 0; k < nc; k++) {
-                const int c = cand[k];
-                if (P.l[(size_t) c] == P.l[(size_t) i] && P.r[(size_t) c] == P.r[(size_t) i] && P.sz[(size_t) c] == P.sz[(size_t) i]) { dup = true; break; }
-            }
-            if (!dup && nc < 64) cand[nc++] = i;
+            if (cand_pool.size() - first < 64 && !same_as_a_candidate(i, first)) cand_pool.push_back(i);
         }
-        const size_t mark = trail.size();
-        for (int k = 0; k < nc; k++) {
-            place(cand[k], f);
-            if (rec(lo, hi)) return true;
-            undo(mark);
-            if (stop) return false;
-        }
-        /* leave a hole: nothing of this section sits on its current floor; it rises to
-         * the lowest level another of its buffers can sit on */
-        const pk_u64 next_level = hole_level(sb, ra, rb, f);
-        if (next_level != PK_INF && next_level + rem[(size_t) sb] <= cap) {
-            set_floor(sb, next_level, false);
-            if (rec(lo, hi)) return true;
-            undo(mark);
+        frames.push_back(frame{lo, hi, false, 0, (int) (cand_pool.size() - first), first, trail.size(), sb, ra, rb, f});
+        return FRAME_PUSHED;
+    }
+    /* a buffer with the range and size of one already a candidate leads to the same packings */
+    bool same_as_a_candidate(int i, size_t first) const {
+        for (size_t k = first; k < cand_pool.size(); k++) {
+            const int c = cand_pool[k];
+            if (P.l[(size_t) c] == P.l[(size_t) i] && P.r[(size_t) c] == P.r[(size_t) i] && P.sz[(size_t) c] == P.sz[(size_t) i]) return true;
         }
         return false;
+    }
+
+    step_t close_frame(step_t answer) {
+        const frame & fr = frames.back();
+        if (fr.parts) part_pool.resize(fr.first); else cand_pool.resize(fr.first);
+        frames.pop_back();
+        return answer;
+    }
+    step_t call_child(int lo, int hi) { child_lo = lo; child_hi = hi; return CALL_CHILD; }
+
+    /* The top frame after its last child answered `child` (FRAME_PUSHED: it has had none
+     * yet): the next child to open (CALL_CHILD), or its own answer (the frame closed). A
+     * child that packs its sections packs the node's (the placements stay); a part that
+     * fails fails the node (the other parts' choices are not retried for it). */
+    step_t resume(step_t child) {
+        frame & fr = frames.back();
+        if (child == NODE_DONE && (!fr.parts || fr.next == fr.count)) return close_frame(NODE_DONE);
+        if (fr.parts) {
+            if (child == NODE_FAILS) { undo(fr.mark); return close_frame(NODE_FAILS); }
+            const std::pair<int, int> part = part_pool[fr.first + (size_t) fr.next++];
+            return call_child(part.first, part.second);
+        }
+        if (child == NODE_FAILS) {
+            undo(fr.mark);
+            if (stop) return close_frame(NODE_FAILS);
+        }
+        if (fr.next < fr.count) {
+            place(cand_pool[fr.first + (size_t) fr.next++], fr.f);
+            return call_child(fr.lo, fr.hi);
+        }
+        if (fr.next++ == fr.count) {
+            /* leave a hole: nothing of this section sits on its current floor; it rises to
+             * the lowest level another of its buffers can sit on */
+            const pk_u64 next_level = hole_level(fr.sb, fr.ra, fr.rb, fr.f);
+            if (next_level != PK_INF && next_level + rem[(size_t) fr.sb] <= cap) {
+                set_floor(fr.sb, next_level, false);
+                return call_child(fr.lo, fr.hi);
+            }
+        }
+        return close_frame(NODE_FAILS);
+    }
+
+    /* Place every unplaced buffer within sections [lo, hi) under cap; true when done
+     * (the placements stay), false with the state as it was. */
+    bool solve(int lo, int hi) {
+        frames.clear();
+        part_pool.clear();
+        cand_pool.clear();
+        step_t s = open_node(lo, hi);
+        for (;;) {
+            if (s == CALL_CHILD) s = open_node(child_lo, child_hi);
+            else if (s == FRAME_PUSHED) s = resume(FRAME_PUSHED);
+            else if (frames.empty()) return s == NODE_DONE;
+            else s = resume(s);
+        }
     }
 
     /* true when a packing with peak <= capacity was found (in off) */
@@ -7564,8 +7630,7 @@ struct pk_search {
         deadline_ms = deadline;
         node_limit = limit;
         trail.clear();
-        depth = 0;
-        return rec(0, P.T);
+        return solve(0, P.T);
     }
 };
 
@@ -7586,7 +7651,7 @@ static inline bool pk_window(const pk_problem & P, int half, const pk_timer & ti
         W.l.push_back(std::max(P.l[(size_t) i], wa) - wa);
         W.r.push_back(std::min(P.r[(size_t) i], wb) - wa);
         W.sz.push_back(P.sz[(size_t) i]);
-        if (win.size() > 1000) return false;  /* the search recurses once per buffer */
+        if (win.size() > 1000) return false;  /* a small instance, as the search is sized for */
     }
     W.n = (int) win.size();
     W.T = wb - wa;
@@ -7664,6 +7729,9 @@ static inline void pk_sort_order(const pk_problem & P, int variant, std::vector<
     for (int i = 0; i < P.n; i++) order[(size_t) i] = keys[(size_t) i].i;
 }
 static const int PK_N_ORDERS = 8;
+/* the search's random orders: seeds 3, 4, ... for its attempts, PK_DIVE_SEEDS, ... for its
+ * restarts (the first family tried; see pk_packer::dive_at_bound) */
+static const int PK_DIVE_SEEDS = 1000;
 
 /* Sorts (time, code) events by time (the order among equal times does not matter): a
  * radix sort on (time - min) << 32 | code when the times span less than 2^32 steps, else
@@ -7848,6 +7916,12 @@ struct pk_packer {
          * that ends without hitting a limit is run again complete, and when that one ends
          * so, every packing in normal form has been tried: the target is impossible and no
          * other order is tried */
+        auto keep_found = [&]() {
+            pk_u64 peak = 0;
+            for (int i = 0; i < P.n; i++) peak = std::max(peak, srch.off[(size_t) i] + P.sz[(size_t) i]);
+            if (peak < best) { best = peak; best_off = srch.off; }
+            hi = std::min(hi, peak);
+        };
         auto attempt = [&](pk_u64 target, bool infer, long lim, double until) {
             bool complete = false;
             int v = 0;
@@ -7861,13 +7935,7 @@ struct pk_packer {
                 fprintf(stderr, "  search target %.4f%s variant %d limit %ld: %s after %ld nodes, %.1f ms\n", (double) target / (double) P.lb,
                         infer ? " (inference)" : "", v, lim, okr ? "found" : srch.stop ? "no" : complete ? "impossible" : "none restricted", srch.nodes, clock.ms());
 #endif
-                if (okr) {
-                    pk_u64 peak = 0;
-                    for (int i = 0; i < P.n; i++) peak = std::max(peak, srch.off[(size_t) i] + P.sz[(size_t) i]);
-                    if (peak < best) { best = peak; best_off = srch.off; }
-                    hi = std::min(hi, peak);
-                    return true;
-                }
+                if (okr) { keep_found(); return true; }
                 if (!srch.stop && complete) { floor_target = std::max(floor_target, target + align); return false; }
                 complete = !srch.stop;  /* exhausted restricted: the same order again, complete */
             }
@@ -7900,7 +7968,8 @@ struct pk_packer {
          * limit once without and once with the inference bound, for 40 % of the budget
          * (they fail on different instances: of MiniMalloc's challenging traces A packs
          * without it in a fifth of the time, E only with it; where the bound is the known
-         * fit it is found there or not at all); then a first packing below the greedy's
+         * fit it is found there or not at all); then restarts at the bound (a fifth of what
+         * is left); then a first packing below the greedy's
          * (at most half of what is left: some instances need many orders for it); then
          * the descent goes on */
         if (attempt(P.lb, false, limit, budget_ms)) return;
@@ -7909,8 +7978,32 @@ struct pk_packer {
             if (attempt(P.lb, false, lim, lb_until)) return;
             if (floor_target == P.lb && attempt(P.lb, true, lim, lb_until)) return;
         }
+        if (floor_target == P.lb && dive_at_bound(srch, clock, clock.ms() + 0.2 * (budget_ms - clock.ms()), keep_found)) return;
         descend(clock.ms() + 0.5 * (budget_ms - clock.ms()), true);
         descend(budget_ms, false);
+    }
+
+    /* Restarts at the lower bound until `until` ms: short dives (5 nodes per buffer, with
+     * the inference bound), each in a random order of its own. The time to find a packing
+     * at the bound is heavy-tailed in the order: of 200 random orders, 7 pack MiniMalloc's
+     * H within 1,500 nodes and 1 each I and K within 3,000, while the long searches of a
+     * few orders find none in 2 s (Gomes et al., heavy-tailed phenomena in search). Which
+     * dives hit is luck of the seeds: with seeds from 2^20 none hit H or I in 1 s. The
+     * dives' orders are apart from the attempts' (their own seeds), so the later phases
+     * try the orders they did without them. */
+    template <class keep_t>
+    bool dive_at_bound(pk_search & srch, pk_clock & clock, double until, keep_t & keep_found) {
+        const long dive_limit = std::max(1024L, 5L * P.n);
+        for (int k = 0; clock.ms() < until; k++) {
+            srch.infer = true;
+            srch.complete = false;
+            const bool ok = srch.run(P.lb, PK_DIVE_SEEDS + k, until, dive_limit);
+#ifdef TSR_PACK_DEBUG
+            fprintf(stderr, "  dive %d at the bound: %s after %ld nodes, %.1f ms\n", k, ok ? "found" : "no", srch.nodes, clock.ms());
+#endif
+            if (ok) { keep_found(); return true; }
+        }
+        return false;
     }
 
     /* 2a, large instances: the window around the peak packed exactly, then the others
@@ -7994,7 +8087,7 @@ struct pk_packer {
     }
 };
 
-static size_t pk_pack_body(struct tsr_pack_item * items, size_t n, size_t alignment, double time_budget_ms) {
+static size_t pk_pack_body(struct tsr_pack_item * items, size_t n, size_t alignment, double work_budget_ms) {
     const pk_timer timer;
     if (alignment == 0) alignment = 1;
     if ((alignment & (alignment - 1)) != 0) {
@@ -8015,13 +8108,15 @@ static size_t pk_pack_body(struct tsr_pack_item * items, size_t n, size_t alignm
 #endif
     /* 1. greedy first fit in several orders: small instances try every order (each takes
      * well under a millisecond), large ones only the first */
-    pk_packer pk(P, timer, time_budget_ms);
+    pk_packer pk(P, timer, work_budget_ms);
     const int n_first = P.n <= 1000 ? pk.n_orders : 1;
     for (int vi = 0; vi < n_first && pk.best > P.lb; vi++) pk.run_order(pk.try_order[vi]);
     if (P.n <= 1000) pk.promote_overflow(false);
 
     /* 2. improvement while time is left */
-    if (pk.best > P.lb && time_budget_ms > 0 && timer.ms() < time_budget_ms) {
+    /* small instances search whatever the heuristics took (on the work clock, so that the
+     * answer never depends on the load); large ones improve only while wall time is left */
+    if (pk.best > P.lb && work_budget_ms > 0 && (P.n <= 1000 || timer.ms() < work_budget_ms)) {
         if (P.n <= 1000) {
             pk.search((pk_u64) alignment);
         } else {
@@ -8048,9 +8143,9 @@ TSR_API_IMPL size_t tsr_pack_lower_bound(const struct tsr_pack_item * items, siz
     }
 }
 
-TSR_API_IMPL size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alignment, double time_budget_ms) {
+TSR_API_IMPL size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alignment, double work_budget_ms) {
     try {
-        return tsr_impl::pk_pack_body(items, n, alignment, time_budget_ms);
+        return tsr_impl::pk_pack_body(items, n, alignment, work_budget_ms);
     } catch (...) {
         for (size_t i = 0; items && i < n; i++) items[i].offset = 0;
         tsr_set_error("tsr_pack: out of memory for %zu items", n);

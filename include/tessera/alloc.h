@@ -45,7 +45,8 @@ TSR_API tsr_gallocr_t tsr_gallocr_new_n(tsr_backend_buffer_type_t * bufts, int n
 TSR_API void          tsr_gallocr_free(tsr_gallocr_t galloc);  /* NULL is fine */
 
 /* How long reserve's packing may search for a smaller buffer when its heuristics did
- * not reach the lower bound (default 10 ms; 0: heuristics only). alloc_graph on a graph
+ * not reach the lower bound (default 10 ms; 0: heuristics only), as tsr_pack's budget:
+ * deterministic work for up to 1,000 buffers, wall time above. alloc_graph on a graph
  * that differs from the cached plan replans with the heuristics only, so graphs that
  * change every call stay cheap. */
 TSR_API void tsr_gallocr_set_time_budget(tsr_gallocr_t galloc, double ms);
@@ -191,14 +192,19 @@ TSR_API bool tsr_plan_write_svg_panels(const struct tsr_plan_panel * panels, int
 /* ---- the packing core, exposed for external workloads --------------------------------
  * n buffers, each live on the half-open step range [lower, upper) with a size; assigns
  * offsets (aligned to `alignment`) so that no two buffers live at one step overlap.
- * Returns the peak (max offset + size), or SIZE_MAX with an error. time_budget_ms is
- * wall time from the call: the first greedy packing always completes (and every greedy
- * order and the iterated greedy when n <= 1000), then orders and searches start only
- * while time is left
- * (0: heuristics only). It stops early at the lower bound. Deterministic for a given
- * input unless the budget cuts it short. */
+ * Returns the peak (max offset + size), or SIZE_MAX with an error. It stops early at the
+ * lower bound. work_budget_ms bounds the improvement after the heuristics (0: heuristics
+ * only; the first greedy packing always completes, and every greedy order and the
+ * iterated greedy when n <= 1000):
+ *  - n <= 1000 (the branch and bound): deterministic work, counted in search nodes and
+ *    the cells its bounds scan, not time, so the result depends on the input and the
+ *    budget alone, never on the machine or its load. The figure is in "ms" of that work
+ *    as calibrated on one machine (10,000 units per ms of one core, +-30 % elsewhere); a
+ *    wall-clock guard stops it at 10x the budget on a machine far slower than that.
+ *  - n > 1000 (window search, more orders, iterated greedy, random walk): wall time from
+ *    the call, so a budget that cuts it short can give a different answer under load. */
 struct tsr_pack_item { int64_t lower, upper; size_t size; size_t offset; };
-TSR_API size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alignment, double time_budget_ms);
+TSR_API size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alignment, double work_budget_ms);
 TSR_API size_t tsr_pack_lower_bound(const struct tsr_pack_item * items, size_t n, size_t alignment);
 
 /* In-place contract every backend honours: may node write its result into the memory

@@ -847,7 +847,7 @@ int main(int argc, char ** argv) {
         run_traces(t, traces, budget_small, budget_large, baseline);
         char title[512];
         snprintf(title, sizeof(title), "tsr_pack on allocation traces (heuristics only = budget 0: every greedy order up to 1,000 "
-                 "buffers, the first order above; then a time budget of %.0f ms for <= 1000 buffers, %.0f ms above; "
+                 "buffers, the first order above; then a budget of %.0f ms of search work (deterministic; ms as calibrated on one machine) for <= 1000 buffers, %.0f ms of wall time above; "
                  "/ known fit: peak / the capacity in the file name)", budget_small, budget_large);
         t.print(title);
     }
