@@ -333,10 +333,13 @@ TSR_TARGET_AVX2 static void gemm_f32_kernel_avx2(int kc, const void * ap, const 
  *  - Q4_0 (nibbles 0..15): a pair is at most 2 * 15 * 128 = 3840, so the 8 quads of a
  *    block add up in int16 (at most 30720) and are widened once per block; the B bias
  *    (-8 * sum) then undoes the nibble offset.
+ *  - MINS (min panels, pack.inl: q 0..31): a pair is at most 2 * 31 * 127, but eight
+ *    quads would pass int16, so each quad is widened as Q8_0's; the tile starts at 0 and
+ *    each block subtracts A's min times B's d * sum(q).
  * 8 x 8 beat 16 x 4 here (one A quad per ymm leaves more registers for the tiles; A is
  * read once per 8 columns). The quad loop stays rolled: unrolled, GCC reassociates the
  * int16 sums into trees of temporaries and spills most of them. */
-template <bool Q8>
+template <bool Q8, bool MINS = false>
 TSR_TARGET_AVX2 static void gemm_i8_kernel_avx2(int kc, const void * ap, const void * bp, float * c, size_t ldc,
                                                 int mr_valid, int nr_valid, bool accumulate) {
     const uint8_t * a = (const uint8_t *)ap;
@@ -358,6 +361,9 @@ TSR_TARGET_AVX2 static void gemm_i8_kernel_avx2(int kc, const void * ap, const v
                 const __m256i u0 = _mm256_abs_epi8(a0);  /* -128 -> 0x80 = 128 unsigned */
                 for (int j = 0; j < 8; ++j)
                     t[j] = _mm256_add_epi32(t[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u0, _mm256_sign_epi8(_mm256_set1_epi32(bqq[j]), a0)), ones));
+            } else if constexpr (MINS) {
+                for (int j = 0; j < 8; ++j)
+                    t[j] = _mm256_add_epi32(t[j], _mm256_madd_epi16(_mm256_maddubs_epi16(a0, _mm256_set1_epi32(bqq[j])), ones));
             } else {
                 for (int j = 0; j < 8; ++j)
                     t[j] = _mm256_add_epi16(t[j], _mm256_maddubs_epi16(a0, _mm256_set1_epi32(bqq[j])));
@@ -366,10 +372,15 @@ TSR_TARGET_AVX2 static void gemm_i8_kernel_avx2(int kc, const void * ap, const v
         const __m256 da = _mm256_loadu_ps((const float *)(a + 8 * 32));
         for (int j = 0; j < 8; ++j) {
             __m256i i0 = t[j];
-            if constexpr (!Q8) i0 = _mm256_add_epi32(_mm256_madd_epi16(i0, ones), _mm256_set1_epi32(bias[j]));
+            if constexpr (!Q8 && !MINS) i0 = _mm256_add_epi32(_mm256_madd_epi16(i0, ones), _mm256_set1_epi32(bias[j]));
             f[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(da, _mm256_set1_ps(bs[j])), f[j]);
         }
-        a += 8 * 36;
+        if constexpr (MINS) {
+            const __m256 mins = _mm256_loadu_ps((const float *)(a + 8 * 36));
+            const float * bsum = (const float *)(b + 8 * 36);
+            for (int j = 0; j < 8; ++j) f[j] = _mm256_fnmadd_ps(mins, _mm256_set1_ps(bsum[j]), f[j]);
+        }
+        a += 8 * (MINS ? 40 : 36);
         b += 8 * 40;
     }
     for (int j = 0; j < nr_valid; ++j) {
@@ -410,6 +421,15 @@ static constexpr gemm_impl gemm_q4_0_avx2 = [] {
     g.pack_a = pack_panel_i8_avx2<8, TSR_TYPE_Q4_0, 0, 8>;
     g.pack_b = pack_panel_i8_b<8, 8>;
     g.kernel = gemm_i8_kernel_avx2<false>;
+    return g;
+}();
+/* The min panels' GEMM (Q4_1, Q5_1, Q4_K, Q5_K; their packers: pack_x86.inl). */
+static constexpr gemm_impl gemm_min_avx2 = [] {
+    gemm_impl g = gemm_q8_0_avx2;
+    g.a_bytes_32k = 8 * 40;
+    g.pack_a = nullptr;
+    g.pack_b = pack_panel_i8_b<8, 0, true>;
+    g.kernel = gemm_i8_kernel_avx2<false, true>;
     return g;
 }();
 
@@ -878,7 +898,7 @@ static constexpr kernels kernels_avx2 = [] {
     k.gemm[SLOT_BF16] = &gemm_bf16_avx2;
     k.gemm[SLOT_Q8_0] = &gemm_q8_0_avx2;
     k.gemm[SLOT_Q4_0] = &gemm_q4_0_avx2;
-    packed_gemms<gemm_q8_0_avx2, x86_packers<8, 0>::of>::fill(k);
+    packed_gemms<gemm_q8_0_avx2, gemm_min_avx2, x86_packers<8, 0>::of>::fill(k);
     k.act = &act_table_avx2;
     return k;
 }();

@@ -337,7 +337,9 @@ static inline void store_col4_neon(float * c, float32x4_t v, int mr_valid, bool 
 
 /* Integer GEMM micro-kernel over signed int8 panels (pack_panel_s8_a/b): 4 x 4 tile. Per 32 k
  * block and column n, the 4 partial-sum vectors of the 4 rows reduce pairwise (vpaddq_s32)
- * into one vector over m, which is scaled by d_a[m] * d_b[n] like the dot-product path. */
+ * into one vector over m, which is scaled by d_a[m] * d_b[n] like the dot-product path.
+ * MINS (min panels, pack.inl): each block also subtracts A's mins times B's d * sum(q). */
+template <bool MINS>
 static void gemm_s8_kernel_neon(int kc, const void * ap, const void * bp, float * c, size_t ldc,
                                 int mr_valid, int nr_valid, bool accumulate) {
     const uint8_t * a = (const uint8_t *)ap;
@@ -354,9 +356,10 @@ static void gemm_s8_kernel_neon(int kc, const void * ap, const void * bp, float 
             const int32x4_t s01 = vpaddq_s32(dot32_s8_partial(aq, yn), dot32_s8_partial(aq + 32, yn));
             const int32x4_t s23 = vpaddq_s32(dot32_s8_partial(aq + 64, yn), dot32_s8_partial(aq + 96, yn));
             acc[n] = vfmaq_f32(acc[n], vcvtq_f32_s32(vpaddq_s32(s01, s23)), vmulq_n_f32(da, db[n]));
+            if constexpr (MINS) acc[n] = vfmsq_n_f32(acc[n], vld1q_f32((const float *)(a + 4 * 36)), ((const float *)(b + 4 * 36))[n]);
         }
-        a += 4 * 36;
-        b += 4 * 36;
+        a += 4 * (MINS ? 40 : 36);
+        b += 4 * (MINS ? 40 : 36);
     }
     for (int n = 0; n < nr_valid; ++n) store_col4_neon(c + (size_t)n * ldc, acc[n], mr_valid, accumulate);
 }
@@ -368,7 +371,16 @@ static constexpr gemm_impl gemm_q8_0_neon = [] {
     g.a_bytes_32k = 4 * 36; g.b_bytes_32k = 4 * 36; g.b_is_q8 = true;
     g.pack_a = pack_panel_s8_a<4, TSR_TYPE_Q8_0>;
     g.pack_b = pack_panel_s8_b<4>;
-    g.kernel = gemm_s8_kernel_neon;
+    g.kernel = gemm_s8_kernel_neon<false>;
+    return g;
+}();
+/* The min panels' GEMM (Q4_1, Q5_1, Q4_K, Q5_K; their packer: gemm_kquant.inl). */
+static constexpr gemm_impl gemm_min_neon = [] {
+    gemm_impl g = gemm_q8_0_neon;
+    g.a_bytes_32k = 4 * 40; g.b_bytes_32k = 4 * 40;
+    g.pack_a = nullptr;
+    g.pack_b = pack_panel_s8_b<4, true>;
+    g.kernel = gemm_s8_kernel_neon<true>;
     return g;
 }();
 static constexpr gemm_impl gemm_q4_0_neon = gemm_with_pack_a(gemm_q8_0_neon, pack_panel_s8_a<4, TSR_TYPE_Q4_0>);
@@ -780,7 +792,7 @@ static constexpr kernels kernels_neon = [] {
     k.gemm[SLOT_BF16] = &gemm_bf16_neon;
     k.gemm[SLOT_Q8_0] = &gemm_q8_0_neon;
     k.gemm[SLOT_Q4_0] = &gemm_q4_0_neon;
-    packed_gemms<gemm_q8_0_neon, requant_packers<4, pack_panel_s8_a<4, TSR_TYPE_Q8_0>, quantize_y_neon>::of>::fill(k);
+    packed_gemms<gemm_q8_0_neon, gemm_min_neon, portable_packers<4, pack_panel_s8_a<4, TSR_TYPE_Q8_0>, quantize_y_neon>::of>::fill(k);
     k.act = &act_table_neon;
     return k;
 }();
