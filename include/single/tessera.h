@@ -14020,9 +14020,10 @@ static void pack_panel_s8_b(const char * b, size_t ldb, int rows, int64_t K, int
  * Q4_1, Q5_1, Q4_K and Q5_K are w = a*q - b per 32 with q 0..31: their min panels hold q,
  * a and b, and the kernel subtracts b * (d_y * sum(y)) per block, so the GEMM is the
  * format's weights against the 8-bit activations with no rounding of its own. Q2_K and
- * Q6_K carry scales per 16 whose products do not fit int8 (Q6_K: 32 * 127; Q2_K: a min per
- * 16); their 32 dequantized values are requantized to Q8_0 (scale amax / 127), an error of
- * at most half a step of 1/254 of the block's largest weight.
+ * Q6_K carry scales per 16 that no int8 x one-scale block holds (Q6_K's level times scale
+ * reaches 32 * 128; Q2_K's fit, but its min per 16 would need sums of y per 16): their 32
+ * dequantized values are requantized to Q8_0 (scale amax / 127), an error of at most half
+ * a step of 1/254 of the block's largest weight.
  */
 namespace {
 namespace tcpu {
@@ -14218,7 +14219,8 @@ struct packed_gemms {
  *    times -d per 32;
  *  - Q4_1, Q5_1, Q4_K and Q5_K (w = a*q - b per 32, q 0..31) keep q as the unsigned byte,
  *    a as the scale and b as the block's min (the min panels of pack.inl).
- * Q2_K and Q6_K (scales per 16, products past int8) are requantized per 32 in registers:
+ * Q2_K and Q6_K (scales per 16: Q6_K's products pass int8, Q2_K's min per 16 would need
+ * sums of y per 16) are requantized per 32 in registers:
  * scale amax / 127 kept as a float (the panel holds floats), values rounded to nearest.
  */
 #if defined(TSR_CPU_HAVE_X86_KERNELS)

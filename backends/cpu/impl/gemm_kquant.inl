@@ -10,9 +10,10 @@
  * Q4_1, Q5_1, Q4_K and Q5_K are w = a*q - b per 32 with q 0..31: their min panels hold q,
  * a and b, and the kernel subtracts b * (d_y * sum(y)) per block, so the GEMM is the
  * format's weights against the 8-bit activations with no rounding of its own. Q2_K and
- * Q6_K carry scales per 16 whose products do not fit int8 (Q6_K: 32 * 127; Q2_K: a min per
- * 16); their 32 dequantized values are requantized to Q8_0 (scale amax / 127), an error of
- * at most half a step of 1/254 of the block's largest weight.
+ * Q6_K carry scales per 16 that no int8 x one-scale block holds (Q6_K's level times scale
+ * reaches 32 * 128; Q2_K's fit, but its min per 16 would need sums of y per 16): their 32
+ * dequantized values are requantized to Q8_0 (scale amax / 127), an error of at most half
+ * a step of 1/254 of the block's largest weight.
  */
 namespace {
 namespace tcpu {

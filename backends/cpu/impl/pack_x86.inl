@@ -12,7 +12,8 @@
  *    times -d per 32;
  *  - Q4_1, Q5_1, Q4_K and Q5_K (w = a*q - b per 32, q 0..31) keep q as the unsigned byte,
  *    a as the scale and b as the block's min (the min panels of pack.inl).
- * Q2_K and Q6_K (scales per 16, products past int8) are requantized per 32 in registers:
+ * Q2_K and Q6_K (scales per 16: Q6_K's products pass int8, Q2_K's min per 16 would need
+ * sums of y per 16) are requantized per 32 in registers:
  * scale amax / 127 kept as a float (the panel holds floats), values rounded to nearest.
  */
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
