@@ -13856,9 +13856,23 @@ static constexpr kernels kernels_scalar = [] {
  *              with q as is (0..31, no offset), R scales a, then R float mins b. Their B
  *              panels hold d * sum(q) per row as a float (x86: in the bias slot; rows
  *              layout: after the scales), the factor of the min's correction.
+ * Half panels (A of Q6_K: a scale per 16): either layout with Q8_0-style levels, R scales
+ *              of the first 16 k, then R of the second. Their x86 B panels hold two biases
+ *              per row, one per half (R of the first 16 k, then R of the second).
  */
 namespace {
 namespace tcpu {
+
+/* Types whose blocks of 32 are w = a * q - b (q unsigned): packed as min panels. */
+static constexpr bool has_block_min(enum tsr_type t) {
+    return t == TSR_TYPE_Q4_1 || t == TSR_TYPE_Q5_1 || t == TSR_TYPE_Q4_K || t == TSR_TYPE_Q5_K;
+}
+
+enum panel_kind { PANEL_Q8 = 0, PANEL_MIN, PANEL_HALVES };
+
+static constexpr int panel_kind_of(enum tsr_type t) {
+    return has_block_min(t) ? PANEL_MIN : t == TSR_TYPE_Q6_K ? PANEL_HALVES : PANEL_Q8;
+}
 
 typedef void (*row_cvt_fn)(const void * src, float * dst, int64_t n);
 
@@ -13925,31 +13939,37 @@ static void pack_panel_bf16_from_f32(const char * b, size_t ldb, int rows, int64
 }
 
 /* Int8 B panel from yq8 rows; OFF is the A operand's unsigned offset (128 or 8; 0 for a
- * signed A); SUMS: d * sum(q) in the bias slot instead (min panels). */
-template <int R, int OFF, bool SUMS = false>
+ * signed A). KIND (panel_kind) of the A panels: min panels get d * sum(q) in the bias slot
+ * instead, half panels a bias per 16. */
+template <int R, int OFF, int KIND = PANEL_Q8>
 static void pack_panel_i8_b(const char * b, size_t ldb, int rows, int64_t K, int64_t k0, int kc, void * dst) {
     uint8_t * d = (uint8_t *)dst;
     const int nb = kc / 32;
     const int64_t b0 = k0 / 32;
     const int64_t nbk = K / 32;
+    const size_t block_bytes = (size_t)R * (KIND == PANEL_HALVES ? 44 : 40);
     for (int bb = 0; bb < nb; ++bb) {
-        uint8_t * q = d + (size_t)bb * R * 40;
+        uint8_t * q = d + (size_t)bb * block_bytes;
         float * sc = (float *)(q + R * 32);
         int32_t * bias = (int32_t *)(q + R * 36);
         for (int r = 0; r < R; ++r) {
-            if (r < rows && b0 + bb < nbk) {
-                const yq8 * blk = (const yq8 *)(b + (size_t)r * ldb) + b0 + bb;
-                for (int qd = 0; qd < 8; ++qd) std::memcpy(q + ((size_t)qd * R + r) * 4, blk->qs + qd * 4, 4);
-                sc[r] = blk->d;
-                bias[r] = -OFF * blk->sum;
-                if (SUMS) {
-                    const float dsum = blk->d * (float)blk->sum;
-                    std::memcpy(&bias[r], &dsum, 4);
-                }
+            const bool live = r < rows && b0 + bb < nbk;
+            const yq8 * blk = live ? (const yq8 *)(b + (size_t)r * ldb) + b0 + bb : nullptr;
+            for (int qd = 0; qd < 8; ++qd) {
+                if (live) std::memcpy(q + ((size_t)qd * R + r) * 4, blk->qs + qd * 4, 4);
+                else std::memset(q + ((size_t)qd * R + r) * 4, 0, 4);
+            }
+            sc[r] = live ? blk->d : 0.0f;
+            if (KIND == PANEL_MIN) {
+                const float dsum = live ? blk->d * (float)blk->sum : 0.0f;
+                std::memcpy(&bias[r], &dsum, 4);
+            } else if (KIND == PANEL_HALVES) {
+                int32_t lo = 0;
+                for (int j = 0; live && j < 16; ++j) lo += blk->qs[j];
+                bias[r] = live ? -OFF * lo : 0;
+                bias[R + r] = live ? -OFF * (blk->sum - lo) : 0;
             } else {
-                for (int qd = 0; qd < 8; ++qd) std::memset(q + ((size_t)qd * R + r) * 4, 0, 4);
-                sc[r] = 0.0f;
-                bias[r] = 0;
+                bias[r] = live ? -OFF * blk->sum : 0;
             }
         }
     }
@@ -14019,21 +14039,18 @@ static void pack_panel_s8_b(const char * b, size_t ldb, int rows, int64_t K, int
  * IQ4_NL table value); Q3_K's level times its scale per 16 fits int8 negated (scale -d).
  * Q4_1, Q5_1, Q4_K and Q5_K are w = a*q - b per 32 with q 0..31: their min panels hold q,
  * a and b, and the kernel subtracts b * (d_y * sum(y)) per block, so the GEMM is the
- * format's weights against the 8-bit activations with no rounding of its own. Q2_K and
- * Q6_K carry scales per 16 that no int8 x one-scale block holds (Q6_K's level times scale
- * reaches 32 * 128; Q2_K's fit, but its min per 16 would need sums of y per 16): their 32
- * dequantized values are requantized to Q8_0 (scale amax / 127), an error of at most half
- * a step of 1/254 of the block's largest weight.
+ * format's weights against the 8-bit activations with no rounding of its own. Q6_K
+ * (levels q - 32 times d * sc per 16, the product past int8) packs its levels with a scale
+ * per 16 (half panels: one integer tile per 16 k). Q2_K's level times scale fits, but its
+ * min per 16 would need sums of y per 16: its 32 dequantized values are requantized to
+ * Q8_0 (scale amax / 127), an error of at most half a step of 1/254 of the block's largest
+ * weight.
  */
 namespace {
 namespace tcpu {
 
 enum { GEMM_I8_KC_MAX = 1024 };
 
-/* Types whose blocks of 32 are w = a * q - b (q unsigned): packed as min panels. */
-static constexpr bool has_block_min(enum tsr_type t) {
-    return t == TSR_TYPE_Q4_1 || t == TSR_TYPE_Q5_1 || t == TSR_TYPE_Q4_K || t == TSR_TYPE_Q5_K;
-}
 
 typedef void (*quantize_y_fn)(const float * x, yq8 * y, int64_t n);
 
@@ -14166,14 +14183,40 @@ static void pack_panel_min_a(const char * a, size_t lda, int rows, int64_t K, in
     }
 }
 
-/* The portable packer of type T: min panels where T has a min, else Q8_0 panels. */
-template <int R, enum tsr_type T, pack_panel_fn Q8PACK, quantize_y_fn QY, bool MIN = has_block_min(T)>
+/* A Q6_K half panel of R rows in the rows layout (pack.inl: per 32 k R x 32 levels q - 32,
+ * R scales d * sc of the first 16 k, R of the second; zero past `rows` and past K). */
+template <int R>
+static void pack_panel_q6_K_halves(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    const int64_t b0 = k0 / 32, nbk = K / 32;
+    for (int b = 0; b < kc / 32; ++b) {
+        uint8_t * blk = (uint8_t *)dst + (size_t)b * R * 40;
+        float * sc = (float *)(blk + R * 32);
+        for (int r = 0; r < R; ++r) {
+            int8_t * q = (int8_t *)blk + r * 32;
+            sc[r] = sc[R + r] = 0.0f;
+            std::memset(q, 0, 32);
+            if (r >= rows || b0 + b >= nbk) continue;
+            const int64_t kb = b0 + b;
+            const tsr_block_q6_K & x = ((const tsr_block_q6_K *)(a + (size_t)r * lda))[kb / 8];
+            for (int l = 0; l < 32; ++l) q[l] = (int8_t)tsr_impl::q6k_value(x, (int)(kb % 8) * 32 + l);
+            sc[r] = h2f(x.d) * (float)x.scales[(kb % 8) * 2];
+            sc[R + r] = h2f(x.d) * (float)x.scales[(kb % 8) * 2 + 1];
+        }
+    }
+}
+
+/* The portable packer of type T in its panel layout (panel_kind_of). */
+template <int R, enum tsr_type T, pack_panel_fn Q8PACK, quantize_y_fn QY, int KIND = panel_kind_of(T)>
 struct portable_packer {
     static constexpr pack_panel_fn pack = pack_panel_requant_a<R, T, Q8PACK, QY>;
 };
 template <int R, enum tsr_type T, pack_panel_fn Q8PACK, quantize_y_fn QY>
-struct portable_packer<R, T, Q8PACK, QY, true> {
+struct portable_packer<R, T, Q8PACK, QY, PANEL_MIN> {
     static constexpr pack_panel_fn pack = pack_panel_min_a<R, T>;
+};
+template <int R, enum tsr_type T, pack_panel_fn Q8PACK, quantize_y_fn QY>
+struct portable_packer<R, T, Q8PACK, QY, PANEL_HALVES> {
+    static constexpr pack_panel_fn pack = pack_panel_q6_K_halves<R>;
 };
 
 /* portable_packer as the packer family packed_gemms takes (Q8_0's kc must not exceed
@@ -14183,12 +14226,13 @@ struct portable_packers {
     template <enum tsr_type T> struct of : portable_packer<R, T, Q8PACK, QY> {};
 };
 
-/* The GEMMs of every type without one of its own on one ISA: its Q8_0 GEMM (MIN, its min
- * panel variant, for the types with a min) with the A packer PACKERS<T>::pack of each. */
-template <const gemm_impl & Q8, const gemm_impl & MIN, template <enum tsr_type> class PACKERS>
+/* The GEMMs of every type without one of its own on one ISA: its Q8_0 GEMM (MIN and
+ * HALVES: its variants for min and half panels) with the A packer PACKERS<T>::pack of each. */
+template <const gemm_impl & Q8, const gemm_impl & MIN, const gemm_impl & HALVES, template <enum tsr_type> class PACKERS>
 struct packed_gemms {
     template <enum tsr_type T>
-    static constexpr gemm_impl of = gemm_with_pack_a(has_block_min(T) ? MIN : Q8, PACKERS<T>::pack);
+    static constexpr gemm_impl of =
+        gemm_with_pack_a(panel_kind_of(T) == PANEL_MIN ? MIN : panel_kind_of(T) == PANEL_HALVES ? HALVES : Q8, PACKERS<T>::pack);
     static constexpr void fill(kernels & k) {
         k.gemm_x[XSLOT_Q4_1] = &of<TSR_TYPE_Q4_1>;
         k.gemm_x[XSLOT_Q5_0] = &of<TSR_TYPE_Q5_0>;
@@ -14339,7 +14383,8 @@ struct affine32 {
     float s0, m0, s1, m1;
 };
 
-/* Block b (of 32) of a Q2_K or Q6_K row as affine32: the core's dequantization formulas. */
+/* Block b (of 32) of a Q2_K or Q6_K row as affine32: the core's dequantization formulas
+ * (Q6_K's is exact: levels q - 32 and d * sc per 16, its half panels). */
 template <enum tsr_type T>
 TSR_TARGET_AVX2 static inline affine32 affine_block_avx2(const char * row, int64_t b) {
     affine32 r{};
@@ -14443,50 +14488,67 @@ TSR_TARGET_AVX2 static inline void store_quads4_avx2(uint8_t * q, const __m256i 
     }
 }
 
-/* Block b of a row of type T as panel bytes: its scale in *scale and, for the min panels
- * (MINS), its min in *min. */
-template <enum tsr_type T, bool MINS>
-TSR_TARGET_AVX2 static inline __m256i panel_block_avx2(const char * row, int64_t b, float * scale, float * min) {
-    if constexpr (MINS) return min_block_avx2<T>(row, b, scale, min);
-    else return block_i8_avx2<T>(row, b, scale);
+/* A block of 32 as panel bytes and the floats that follow them: the scale; for min panels
+ * then the min, for half panels the second half's scale. */
+struct panel_block {
+    __m256i q;
+    float f[2];
+};
+
+/* Block b (of 32) of a row of type T in the panel layout KIND (panel_kind). */
+template <enum tsr_type T, int KIND>
+TSR_TARGET_AVX2 static inline panel_block panel_block_avx2(const char * row, int64_t b) {
+    panel_block p{};
+    if constexpr (KIND == PANEL_MIN) {
+        p.q = min_block_avx2<T>(row, b, &p.f[0], &p.f[1]);
+    } else if constexpr (KIND == PANEL_HALVES) {  /* Q6_K: levels q - 32, d * sc of each half */
+        const affine32 w = affine_block_avx2<T>(row, b);
+        p.q = w.q;
+        p.f[0] = w.s0;
+        p.f[1] = w.s1;
+    } else {
+        p.q = block_i8_avx2<T>(row, b, &p.f[0]);
+    }
+    return p;
 }
 
-/* An int8 A panel of R rows (R a multiple of 4) of type T; FLIP is XOR-ed into every
- * byte (0x80: signed values made unsigned for the offset kernels), PAD fills rows past
- * `rows` and blocks past K (a zero weight in the panel's encoding, scale 0); MINS: the min
- * panel (unsigned q, then R scales and R mins per 32, pack.inl). Each pass prefetches the
- * next four rows' blocks: a pass reads only kc weights of each row, too few for the
- * hardware prefetcher to follow, and DRAM latency was most of the time. */
-template <int R, enum tsr_type T, int FLIP, int PAD, bool MINS = false>
+/* An int8 A panel of R rows (R a multiple of 4) of type T in the layout KIND; FLIP is
+ * XOR-ed into every byte (0x80: signed values made unsigned for the offset kernels), PAD
+ * fills rows past `rows` and blocks past K (a zero weight in the panel's encoding, scales
+ * and min 0). Each pass prefetches the next four rows' blocks: a pass reads only kc
+ * weights of each row, too few for the hardware prefetcher to follow, and DRAM latency was
+ * most of the time. */
+template <int R, enum tsr_type T, int FLIP, int PAD, int KIND = PANEL_Q8>
 TSR_TARGET_AVX2 static void pack_panel_i8_avx2(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    constexpr int NF = KIND == PANEL_Q8 ? 1 : 2;  /* floats per row after the quads */
     uint8_t * d = (uint8_t *)dst;
     const int nb = kc / 32;
     const int64_t b0 = k0 / 32;
     const int nbv = (int)std::max<int64_t>(0, std::min<int64_t>(nb, K / 32 - b0));
-    const __m256i flip = _mm256_set1_epi8((char)FLIP), pad = _mm256_set1_epi8((char)PAD);
-    const size_t block_bytes = (size_t)R * (MINS ? 40 : 36);
+    const __m256i flip = _mm256_set1_epi8((char)FLIP);
+    const size_t block_bytes = (size_t)R * (32 + 4 * NF);
     for (int r0 = 0; r0 < R; r0 += 4) {
         const int live = std::max(0, std::min(4, rows - r0));
         for (int b = 0; b < nb; ++b) {
             /* past the panel this is the next panel's rows; prefetches never fault */
             const char * ahead = a + (size_t)(r0 + 4) * lda + (size_t)(b0 + b) * bytes_per_256<T>() / 8;
             for (int i = 0; i < 4; ++i) _mm_prefetch(ahead + (size_t)i * lda, _MM_HINT_T0);
-            __m256i v[4];
-            alignas(16) float s[4], mn[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            panel_block p[4];
             if (live == 4 && b < nbv) {  /* the common case unrolled: four independent blocks in flight */
 #pragma GCC unroll 4
-                for (int i = 0; i < 4; ++i)
-                    v[i] = _mm256_xor_si256(panel_block_avx2<T, MINS>(a + (size_t)(r0 + i) * lda, b0 + b, &s[i], &mn[i]), flip);
+                for (int i = 0; i < 4; ++i) p[i] = panel_block_avx2<T, KIND>(a + (size_t)(r0 + i) * lda, b0 + b);
             } else {
                 for (int i = 0; i < 4; ++i) {
-                    if (i < live && b < nbv) v[i] = _mm256_xor_si256(panel_block_avx2<T, MINS>(a + (size_t)(r0 + i) * lda, b0 + b, &s[i], &mn[i]), flip);
-                    else v[i] = pad, s[i] = 0.0f;
+                    if (i < live && b < nbv) p[i] = panel_block_avx2<T, KIND>(a + (size_t)(r0 + i) * lda, b0 + b);
+                    else p[i] = panel_block{_mm256_set1_epi8((char)(PAD ^ FLIP)), {0.0f, 0.0f}};
                 }
             }
+            const __m256i v[4] = {_mm256_xor_si256(p[0].q, flip), _mm256_xor_si256(p[1].q, flip), _mm256_xor_si256(p[2].q, flip),
+                                  _mm256_xor_si256(p[3].q, flip)};
             uint8_t * q = d + (size_t)b * block_bytes;
             store_quads4_avx2<R>(q + r0 * 4, v);
-            _mm_storeu_ps((float *)(q + R * 32) + r0, _mm_load_ps(s));
-            if constexpr (MINS) _mm_storeu_ps((float *)(q + R * 36) + r0, _mm_load_ps(mn));
+            for (int k = 0; k < NF; ++k)
+                _mm_storeu_ps((float *)(q + R * (32 + 4 * k)) + r0, _mm_setr_ps(p[0].f[k], p[1].f[k], p[2].f[k], p[3].f[k]));
         }
     }
 }
@@ -14498,7 +14560,7 @@ template <int R, int FLIP>
 struct x86_packers {
     template <enum tsr_type T> struct of {
         static constexpr int flip = has_block_min(T) ? 0 : FLIP;
-        static constexpr pack_panel_fn pack = pack_panel_i8_avx2<R, T, flip, flip, has_block_min(T)>;
+        static constexpr pack_panel_fn pack = pack_panel_i8_avx2<R, T, flip, flip, panel_kind_of(T)>;
     };
 };
 
@@ -14841,15 +14903,19 @@ TSR_TARGET_AVX2 static void gemm_f32_kernel_avx2(int kc, const void * ap, const 
  *  - Q4_0 (nibbles 0..15): a pair is at most 2 * 15 * 128 = 3840, so the 8 quads of a
  *    block add up in int16 (at most 30720) and are widened once per block; the B bias
  *    (-8 * sum) then undoes the nibble offset.
- *  - MINS (min panels, pack.inl: q 0..31): a pair is at most 2 * 31 * 127, but eight
+ *  - min panels (KIND, pack.inl: q 0..31): a pair is at most 2 * 31 * 127, but eight
  *    quads would pass int16, so each quad is widened as Q8_0's; the tile starts at 0 and
  *    each block subtracts A's min times B's d * sum(q).
+ *  - half panels (Q6_K's levels -32..31, Q8 set): one tile per 16 k, each scaled by its
+ *    own scale (B as Q8_0's: no bias).
  * 8 x 8 beat 16 x 4 here (one A quad per ymm leaves more registers for the tiles; A is
  * read once per 8 columns). The quad loop stays rolled: unrolled, GCC reassociates the
  * int16 sums into trees of temporaries and spills most of them. */
-template <bool Q8, bool MINS = false>
+template <bool Q8, int KIND = PANEL_Q8>
 TSR_TARGET_AVX2 static void gemm_i8_kernel_avx2(int kc, const void * ap, const void * bp, float * c, size_t ldc,
                                                 int mr_valid, int nr_valid, bool accumulate) {
+    constexpr bool MINS = KIND == PANEL_MIN;
+    constexpr int PARTS = KIND == PANEL_HALVES ? 2 : 1;  /* tiles per 32 k */
     const uint8_t * a = (const uint8_t *)ap;
     const uint8_t * b = (const uint8_t *)bp;
     const __m256i ones = _mm256_set1_epi16(1);
@@ -14859,36 +14925,38 @@ TSR_TARGET_AVX2 static void gemm_i8_kernel_avx2(int kc, const void * ap, const v
         const int32_t * bq = (const int32_t *)b;
         const float * bs = (const float *)(b + 8 * 32);
         const int32_t * bias = (const int32_t *)(b + 8 * 36);
-        __m256i t[8];
-        for (int j = 0; j < 8; ++j) t[j] = _mm256_setzero_si256();
+        for (int part = 0; part < PARTS; ++part) {
+            __m256i t[8];
+            for (int j = 0; j < 8; ++j) t[j] = _mm256_setzero_si256();
 #pragma GCC unroll 1
-        for (int q = 0; q < 8; ++q) {
-            const __m256i a0 = _mm256_loadu_si256((const __m256i *)(a + q * 32));
-            const int32_t * bqq = bq + q * 8;
-            if constexpr (Q8) {
-                const __m256i u0 = _mm256_abs_epi8(a0);  /* -128 -> 0x80 = 128 unsigned */
-                for (int j = 0; j < 8; ++j)
-                    t[j] = _mm256_add_epi32(t[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u0, _mm256_sign_epi8(_mm256_set1_epi32(bqq[j]), a0)), ones));
-            } else if constexpr (MINS) {
-                for (int j = 0; j < 8; ++j)
-                    t[j] = _mm256_add_epi32(t[j], _mm256_madd_epi16(_mm256_maddubs_epi16(a0, _mm256_set1_epi32(bqq[j])), ones));
-            } else {
-                for (int j = 0; j < 8; ++j)
-                    t[j] = _mm256_add_epi16(t[j], _mm256_maddubs_epi16(a0, _mm256_set1_epi32(bqq[j])));
+            for (int q = part * 8 / PARTS; q < (part + 1) * 8 / PARTS; ++q) {
+                const __m256i a0 = _mm256_loadu_si256((const __m256i *)(a + q * 32));
+                const int32_t * bqq = bq + q * 8;
+                if constexpr (Q8) {
+                    const __m256i u0 = _mm256_abs_epi8(a0);  /* -128 -> 0x80 = 128 unsigned */
+                    for (int j = 0; j < 8; ++j)
+                        t[j] = _mm256_add_epi32(t[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u0, _mm256_sign_epi8(_mm256_set1_epi32(bqq[j]), a0)), ones));
+                } else if constexpr (MINS) {
+                    for (int j = 0; j < 8; ++j)
+                        t[j] = _mm256_add_epi32(t[j], _mm256_madd_epi16(_mm256_maddubs_epi16(a0, _mm256_set1_epi32(bqq[j])), ones));
+                } else {
+                    for (int j = 0; j < 8; ++j)
+                        t[j] = _mm256_add_epi16(t[j], _mm256_maddubs_epi16(a0, _mm256_set1_epi32(bqq[j])));
+                }
             }
-        }
-        const __m256 da = _mm256_loadu_ps((const float *)(a + 8 * 32));
-        for (int j = 0; j < 8; ++j) {
-            __m256i i0 = t[j];
-            if constexpr (!Q8 && !MINS) i0 = _mm256_add_epi32(_mm256_madd_epi16(i0, ones), _mm256_set1_epi32(bias[j]));
-            f[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(da, _mm256_set1_ps(bs[j])), f[j]);
+            const __m256 da = _mm256_loadu_ps((const float *)(a + 8 * 32 + part * 32));
+            for (int j = 0; j < 8; ++j) {
+                __m256i i0 = t[j];
+                if constexpr (!Q8 && !MINS) i0 = _mm256_add_epi32(_mm256_madd_epi16(i0, ones), _mm256_set1_epi32(bias[j]));
+                f[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(da, _mm256_set1_ps(bs[j])), f[j]);
+            }
         }
         if constexpr (MINS) {
             const __m256 mins = _mm256_loadu_ps((const float *)(a + 8 * 36));
             const float * bsum = (const float *)(b + 8 * 36);
             for (int j = 0; j < 8; ++j) f[j] = _mm256_fnmadd_ps(mins, _mm256_set1_ps(bsum[j]), f[j]);
         }
-        a += 8 * (MINS ? 40 : 36);
+        a += 8 * (KIND == PANEL_Q8 ? 36 : 40);
         b += 8 * 40;
     }
     for (int j = 0; j < nr_valid; ++j) {
@@ -14936,8 +15004,16 @@ static constexpr gemm_impl gemm_min_avx2 = [] {
     gemm_impl g = gemm_q8_0_avx2;
     g.a_bytes_32k = 8 * 40;
     g.pack_a = nullptr;
-    g.pack_b = pack_panel_i8_b<8, 0, true>;
-    g.kernel = gemm_i8_kernel_avx2<false, true>;
+    g.pack_b = pack_panel_i8_b<8, 0, PANEL_MIN>;
+    g.kernel = gemm_i8_kernel_avx2<false, PANEL_MIN>;
+    return g;
+}();
+/* The half panels' GEMM (Q6_K: signed levels as Q8_0's, a scale per 16). */
+static constexpr gemm_impl gemm_halves_avx2 = [] {
+    gemm_impl g = gemm_q8_0_avx2;
+    g.a_bytes_32k = 8 * 40;
+    g.pack_a = nullptr;
+    g.kernel = gemm_i8_kernel_avx2<true, PANEL_HALVES>;
     return g;
 }();
 
@@ -15406,7 +15482,7 @@ static constexpr kernels kernels_avx2 = [] {
     k.gemm[SLOT_BF16] = &gemm_bf16_avx2;
     k.gemm[SLOT_Q8_0] = &gemm_q8_0_avx2;
     k.gemm[SLOT_Q4_0] = &gemm_q4_0_avx2;
-    packed_gemms<gemm_q8_0_avx2, gemm_min_avx2, x86_packers<8, 0>::of>::fill(k);
+    packed_gemms<gemm_q8_0_avx2, gemm_min_avx2, gemm_halves_avx2, x86_packers<8, 0>::of>::fill(k);
     k.act = &act_table_avx2;
     return k;
 }();
@@ -15939,47 +16015,52 @@ TSR_TARGET_AVX512BF16 static void gemm_bf16_kernel_avx512(int kc, const void * a
 }
 
 /* Int8 GEMM micro-kernel (vpdpbusd): 32 x 6 tile; per 32-k block an integer tile is
- * started at the B bias (undoing A's unsigned offset), then scaled into float. MINS (min
- * panels, pack.inl): A's q is unsigned as is, the tile starts at 0, and each block
- * subtracts A's min times B's d * sum(q) (one more FMA per accumulator). */
-template <bool MINS>
+ * started at the B bias (undoing A's unsigned offset), then scaled into float. KIND
+ * (panel_kind, pack.inl): min panels keep A's q unsigned as is, start the tile at 0 and
+ * subtract A's min times B's d * sum(q) per block (one more FMA per accumulator); half
+ * panels build one tile per 16 k, each from its own bias and scaled by its own scale. */
+template <int KIND>
 TSR_TARGET_AVX512VNNI static void gemm_i8_kernel_avx512(int kc, const void * ap, const void * bp, float * c, size_t ldc,
                                                         int mr_valid, int nr_valid, bool accumulate) {
+    constexpr bool MINS = KIND == PANEL_MIN;
+    constexpr int PARTS = KIND == PANEL_HALVES ? 2 : 1;  /* tiles per 32 k */
     const uint8_t * a = (const uint8_t *)ap;
     const uint8_t * b = (const uint8_t *)bp;
     __m512 f[6][2];
     for (int j = 0; j < 6; ++j) { f[j][0] = _mm512_setzero_ps(); f[j][1] = _mm512_setzero_ps(); }
     for (int blk = 0; blk < kc / 32; ++blk) {
         const float * bs = (const float *)(b + 6 * 32);
-        const int32_t * bias = (const int32_t *)(b + 6 * 36);
-        const float * bsum = (const float *)(b + 6 * 36);
-#define TSR_IBIAS(j) (MINS ? _mm512_setzero_si512() : _mm512_set1_epi32(bias[j]))
-        __m512i i00 = TSR_IBIAS(0), i01 = i00;
-        __m512i i10 = TSR_IBIAS(1), i11 = i10;
-        __m512i i20 = TSR_IBIAS(2), i21 = i20;
-        __m512i i30 = TSR_IBIAS(3), i31 = i30;
-        __m512i i40 = TSR_IBIAS(4), i41 = i40;
-        __m512i i50 = TSR_IBIAS(5), i51 = i50;
-#undef TSR_IBIAS
         const int32_t * bq = (const int32_t *)b;
-        for (int q = 0; q < 8; ++q) {
-            const __m512i a0 = _mm512_load_si512((const void *)(a + q * 128));
-            const __m512i a1 = _mm512_load_si512((const void *)(a + q * 128 + 64));
-            __m512i bb;
+        for (int part = 0; part < PARTS; ++part) {
+            const int32_t * bias = (const int32_t *)(b + 6 * 36) + 6 * part;
+#define TSR_IBIAS(j) (MINS ? _mm512_setzero_si512() : _mm512_set1_epi32(bias[j]))
+            __m512i i00 = TSR_IBIAS(0), i01 = i00;
+            __m512i i10 = TSR_IBIAS(1), i11 = i10;
+            __m512i i20 = TSR_IBIAS(2), i21 = i20;
+            __m512i i30 = TSR_IBIAS(3), i31 = i30;
+            __m512i i40 = TSR_IBIAS(4), i41 = i40;
+            __m512i i50 = TSR_IBIAS(5), i51 = i50;
+#undef TSR_IBIAS
+            for (int q = part * 8 / PARTS; q < (part + 1) * 8 / PARTS; ++q) {
+                const __m512i a0 = _mm512_load_si512((const void *)(a + q * 128));
+                const __m512i a1 = _mm512_load_si512((const void *)(a + q * 128 + 64));
+                __m512i bb;
 #define TSR_ISTEP(j, x0, x1) bb = _mm512_set1_epi32(bq[q * 6 + j]); x0 = _mm512_dpbusd_epi32(x0, a0, bb); x1 = _mm512_dpbusd_epi32(x1, a1, bb);
-            TSR_ISTEP(0, i00, i01) TSR_ISTEP(1, i10, i11) TSR_ISTEP(2, i20, i21)
-            TSR_ISTEP(3, i30, i31) TSR_ISTEP(4, i40, i41) TSR_ISTEP(5, i50, i51)
+                TSR_ISTEP(0, i00, i01) TSR_ISTEP(1, i10, i11) TSR_ISTEP(2, i20, i21)
+                TSR_ISTEP(3, i30, i31) TSR_ISTEP(4, i40, i41) TSR_ISTEP(5, i50, i51)
 #undef TSR_ISTEP
-        }
-        const __m512 da0 = _mm512_load_ps(a + 32 * 32);
-        const __m512 da1 = _mm512_load_ps(a + 32 * 32 + 64);
+            }
+            const __m512 da0 = _mm512_load_ps(a + 32 * 32 + part * 128);
+            const __m512 da1 = _mm512_load_ps(a + 32 * 32 + part * 128 + 64);
 #define TSR_FSTEP(j, x0, x1) { const __m512 db = _mm512_set1_ps(bs[j]); \
-        f[j][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x0), _mm512_mul_ps(da0, db), f[j][0]); \
-        f[j][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x1), _mm512_mul_ps(da1, db), f[j][1]); }
-        TSR_FSTEP(0, i00, i01) TSR_FSTEP(1, i10, i11) TSR_FSTEP(2, i20, i21)
-        TSR_FSTEP(3, i30, i31) TSR_FSTEP(4, i40, i41) TSR_FSTEP(5, i50, i51)
+            f[j][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x0), _mm512_mul_ps(da0, db), f[j][0]); \
+            f[j][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x1), _mm512_mul_ps(da1, db), f[j][1]); }
+            TSR_FSTEP(0, i00, i01) TSR_FSTEP(1, i10, i11) TSR_FSTEP(2, i20, i21)
+            TSR_FSTEP(3, i30, i31) TSR_FSTEP(4, i40, i41) TSR_FSTEP(5, i50, i51)
 #undef TSR_FSTEP
+        }
         if constexpr (MINS) {
+            const float * bsum = (const float *)(b + 6 * 36);
             const __m512 m0 = _mm512_load_ps(a + 32 * 36), m1 = _mm512_load_ps(a + 32 * 36 + 64);
             for (int j = 0; j < 6; ++j) {
                 const __m512 s = _mm512_set1_ps(bsum[j]);
@@ -15987,8 +16068,8 @@ TSR_TARGET_AVX512VNNI static void gemm_i8_kernel_avx512(int kc, const void * ap,
                 f[j][1] = _mm512_fnmadd_ps(m1, s, f[j][1]);
             }
         }
-        a += 32 * (MINS ? 40 : 36);
-        b += 6 * 40;
+        a += 32 * (KIND == PANEL_Q8 ? 36 : 40);
+        b += 6 * (PARTS == 2 ? 44 : 40);
     }
     for (int j = 0; j < nr_valid; ++j) store_row32(c + (size_t)j * ldc, f[j][0], f[j][1], mr_valid, accumulate);
 }
@@ -16019,7 +16100,7 @@ static constexpr gemm_impl gemm_q8_0_avx512 = [] {
     g.a_bytes_32k = 32 * 36; g.b_bytes_32k = 6 * 40; g.b_is_q8 = true;
     g.pack_a = pack_panel_i8_avx2<32, TSR_TYPE_Q8_0, 0x80, 0x80>;
     g.pack_b = pack_panel_i8_b<6, 128>;
-    g.kernel = gemm_i8_kernel_avx512<false>;
+    g.kernel = gemm_i8_kernel_avx512<PANEL_Q8>;
     return g;
 }();
 /* The min panels' GEMM (Q4_1, Q5_1, Q4_K, Q5_K; their packers: pack_x86.inl). */
@@ -16027,8 +16108,17 @@ static constexpr gemm_impl gemm_min_avx512 = [] {
     gemm_impl g = gemm_q8_0_avx512;
     g.a_bytes_32k = 32 * 40;
     g.pack_a = nullptr;
-    g.pack_b = pack_panel_i8_b<6, 0, true>;
-    g.kernel = gemm_i8_kernel_avx512<true>;
+    g.pack_b = pack_panel_i8_b<6, 0, PANEL_MIN>;
+    g.kernel = gemm_i8_kernel_avx512<PANEL_MIN>;
+    return g;
+}();
+/* The half panels' GEMM (Q6_K: levels offset by 128 as Q8_0's, a bias per 16). */
+static constexpr gemm_impl gemm_halves_avx512 = [] {
+    gemm_impl g = gemm_q8_0_avx512;
+    g.a_bytes_32k = 32 * 40; g.b_bytes_32k = 6 * 44;
+    g.pack_a = nullptr;
+    g.pack_b = pack_panel_i8_b<6, 128, PANEL_HALVES>;
+    g.kernel = gemm_i8_kernel_avx512<PANEL_HALVES>;
     return g;
 }();
 static constexpr gemm_impl gemm_q4_0_avx512 = [] {
@@ -16358,7 +16448,7 @@ static kernels make_kernels_avx512() {
         k.gemm[SLOT_Q8_0] = &gemm_q8_0_avx512;
         k.gemm[SLOT_Q4_0] = &gemm_q4_0_avx512;
         row_quant_dots<matvec_avx512>::fill(k);
-        packed_gemms<gemm_q8_0_avx512, gemm_min_avx512, x86_packers<32, 0x80>::of>::fill(k);
+        packed_gemms<gemm_q8_0_avx512, gemm_min_avx512, gemm_halves_avx512, x86_packers<32, 0x80>::of>::fill(k);
     }
     return k;
 }
@@ -16707,11 +16797,26 @@ static inline void store_col4_neon(float * c, float32x4_t v, int mr_valid, bool 
     for (int i = 0; i < mr_valid; ++i) c[i] = accumulate ? c[i] + tmp[i] : tmp[i];
 }
 
+/* Sum over 16 signed byte products, as 4 int32 partial sums (dot32_s8_partial's half). */
+static inline int32x4_t dot16_s8_partial(const int8_t * x, const int8_t * y) {
+    const int8x16_t x0 = vld1q_s8(x), y0 = vld1q_s8(y);
+    return vpaddlq_s16(vmlal_high_s8(vmull_s8(vget_low_s8(x0), vget_low_s8(y0)), x0, y0));
+}
+
+/* The 4 rows' sums of products of A block aq (rows of 32 bytes) with B's yn over k in
+ * [K0, K0 + N): one vector over m. */
+template <int K0, int N>
+static inline int32x4_t rows4_dot_neon(const int8_t * aq, const int8_t * yn) {
+    const auto dot = [&](int r) { return N == 32 ? dot32_s8_partial(aq + r * 32, yn) : dot16_s8_partial(aq + r * 32 + K0, yn + K0); };
+    return vpaddq_s32(vpaddq_s32(dot(0), dot(1)), vpaddq_s32(dot(2), dot(3)));
+}
+
 /* Integer GEMM micro-kernel over signed int8 panels (pack_panel_s8_a/b): 4 x 4 tile. Per 32 k
  * block and column n, the 4 partial-sum vectors of the 4 rows reduce pairwise (vpaddq_s32)
  * into one vector over m, which is scaled by d_a[m] * d_b[n] like the dot-product path.
- * MINS (min panels, pack.inl): each block also subtracts A's mins times B's d * sum(q). */
-template <bool MINS>
+ * KIND (panel_kind, pack.inl): min panels also subtract A's mins times B's d * sum(q) per
+ * block; half panels sum and scale each 16 k on its own. */
+template <int KIND>
 static void gemm_s8_kernel_neon(int kc, const void * ap, const void * bp, float * c, size_t ldc,
                                 int mr_valid, int nr_valid, bool accumulate) {
     const uint8_t * a = (const uint8_t *)ap;
@@ -16725,13 +16830,18 @@ static void gemm_s8_kernel_neon(int kc, const void * ap, const void * bp, float 
         const float * db = (const float *)(b + 4 * 32);
         for (int n = 0; n < 4; ++n) {
             const int8_t * yn = bq + n * 32;
-            const int32x4_t s01 = vpaddq_s32(dot32_s8_partial(aq, yn), dot32_s8_partial(aq + 32, yn));
-            const int32x4_t s23 = vpaddq_s32(dot32_s8_partial(aq + 64, yn), dot32_s8_partial(aq + 96, yn));
-            acc[n] = vfmaq_f32(acc[n], vcvtq_f32_s32(vpaddq_s32(s01, s23)), vmulq_n_f32(da, db[n]));
-            if constexpr (MINS) acc[n] = vfmsq_n_f32(acc[n], vld1q_f32((const float *)(a + 4 * 36)), ((const float *)(b + 4 * 36))[n]);
+            if constexpr (KIND == PANEL_HALVES) {
+                const float32x4_t da_hi = vld1q_f32((const float *)(a + 4 * 36));
+                acc[n] = vfmaq_f32(acc[n], vcvtq_f32_s32(rows4_dot_neon<0, 16>(aq, yn)), vmulq_n_f32(da, db[n]));
+                acc[n] = vfmaq_f32(acc[n], vcvtq_f32_s32(rows4_dot_neon<16, 16>(aq, yn)), vmulq_n_f32(da_hi, db[n]));
+            } else {
+                acc[n] = vfmaq_f32(acc[n], vcvtq_f32_s32(rows4_dot_neon<0, 32>(aq, yn)), vmulq_n_f32(da, db[n]));
+            }
+            if constexpr (KIND == PANEL_MIN)
+                acc[n] = vfmsq_n_f32(acc[n], vld1q_f32((const float *)(a + 4 * 36)), ((const float *)(b + 4 * 36))[n]);
         }
-        a += 4 * (MINS ? 40 : 36);
-        b += 4 * (MINS ? 40 : 36);
+        a += 4 * (KIND == PANEL_Q8 ? 36 : 40);
+        b += 4 * (KIND == PANEL_MIN ? 40 : 36);
     }
     for (int n = 0; n < nr_valid; ++n) store_col4_neon(c + (size_t)n * ldc, acc[n], mr_valid, accumulate);
 }
@@ -16743,7 +16853,7 @@ static constexpr gemm_impl gemm_q8_0_neon = [] {
     g.a_bytes_32k = 4 * 36; g.b_bytes_32k = 4 * 36; g.b_is_q8 = true;
     g.pack_a = pack_panel_s8_a<4, TSR_TYPE_Q8_0>;
     g.pack_b = pack_panel_s8_b<4>;
-    g.kernel = gemm_s8_kernel_neon<false>;
+    g.kernel = gemm_s8_kernel_neon<PANEL_Q8>;
     return g;
 }();
 /* The min panels' GEMM (Q4_1, Q5_1, Q4_K, Q5_K; their packer: gemm_kquant.inl). */
@@ -16752,7 +16862,15 @@ static constexpr gemm_impl gemm_min_neon = [] {
     g.a_bytes_32k = 4 * 40; g.b_bytes_32k = 4 * 40;
     g.pack_a = nullptr;
     g.pack_b = pack_panel_s8_b<4, true>;
-    g.kernel = gemm_s8_kernel_neon<true>;
+    g.kernel = gemm_s8_kernel_neon<PANEL_MIN>;
+    return g;
+}();
+/* The half panels' GEMM (Q6_K: a scale per 16; B as Q8_0's). */
+static constexpr gemm_impl gemm_halves_neon = [] {
+    gemm_impl g = gemm_q8_0_neon;
+    g.a_bytes_32k = 4 * 40;
+    g.pack_a = nullptr;
+    g.kernel = gemm_s8_kernel_neon<PANEL_HALVES>;
     return g;
 }();
 static constexpr gemm_impl gemm_q4_0_neon = gemm_with_pack_a(gemm_q8_0_neon, pack_panel_s8_a<4, TSR_TYPE_Q4_0>);
@@ -17164,7 +17282,7 @@ static constexpr kernels kernels_neon = [] {
     k.gemm[SLOT_BF16] = &gemm_bf16_neon;
     k.gemm[SLOT_Q8_0] = &gemm_q8_0_neon;
     k.gemm[SLOT_Q4_0] = &gemm_q4_0_neon;
-    packed_gemms<gemm_q8_0_neon, gemm_min_neon, portable_packers<4, pack_panel_s8_a<4, TSR_TYPE_Q8_0>, quantize_y_neon>::of>::fill(k);
+    packed_gemms<gemm_q8_0_neon, gemm_min_neon, gemm_halves_neon, portable_packers<4, pack_panel_s8_a<4, TSR_TYPE_Q8_0>, quantize_y_neon>::of>::fill(k);
     k.act = &act_table_neon;
     return k;
 }();

@@ -423,32 +423,29 @@ struct packed_panel {
     const tcpu::gemm_impl * g;
     std::vector<uint8_t> bytes;
     const uint8_t * p;
-    bool rows_layout, is_signed, has_mins;
-    int offset;
+    bool rows_layout, is_signed;
+    int kind, offset;
     packed_panel(const tcpu::gemm_impl * gi, tsr_cpu_isa isa, tsr_type t, const std::vector<uint8_t> & w, size_t lda, int rows,
                  int64_t K, int64_t k0, int nb)
         : g(gi), bytes(gi->a_bytes_32k * (size_t)nb, 0xAB), p(bytes.data()) {
         g->pack_a((const char *)w.data(), lda, rows, K, k0, nb * 32, bytes.data());
         rows_layout = isa == TSR_CPU_ISA_NEON;
-        // min panels: levels 0..31 as they are, then mr scales and mr mins
-        has_mins = g->a_bytes_32k == (size_t)g->mr * 40;
-        const bool nibbles = t == TSR_TYPE_Q4_0 && !rows_layout;
-        is_signed = !has_mins && !nibbles && isa != TSR_CPU_ISA_AVX512;
-        offset = nibbles ? 8 : (is_signed || has_mins ? 0 : 128);
-    }
-    float min(int b, int r) const {
-        float m;
-        std::memcpy(&m, p + (size_t)b * g->a_bytes_32k + (size_t)g->mr * 36 + (size_t)r * 4, 4);
-        return m;
+        // min panels: levels 0..31 as they are, mr scales, mr mins; half panels: Q8_0-style
+        // levels, mr scales per half
+        kind = tcpu::panel_kind_of(t);
+        const bool nibbles = t == TSR_TYPE_Q4_0 && !rows_layout, mins = kind == tcpu::PANEL_MIN;
+        is_signed = !mins && !nibbles && isa != TSR_CPU_ISA_AVX512;
+        offset = nibbles ? 8 : (is_signed || mins ? 0 : 128);
     }
     int level(int b, int r, int j) const {
         const uint8_t * blk = p + (size_t)b * g->a_bytes_32k;
         const uint8_t byte = rows_layout ? blk[r * 32 + j] : blk[((j / 4) * g->mr + r) * 4 + j % 4];
         return (is_signed ? (int)(int8_t)byte : (int)byte) - offset;
     }
-    float scale(int b, int r) const {
+    // float `part` of row r after the levels: the scale (0), then the min or the second half's scale (1)
+    float scale(int b, int r, int part = 0) const {
         float s;
-        std::memcpy(&s, p + (size_t)b * g->a_bytes_32k + (size_t)g->mr * 32 + (size_t)r * 4, 4);
+        std::memcpy(&s, p + (size_t)b * g->a_bytes_32k + (size_t)g->mr * (32 + 4 * part) + (size_t)r * 4, 4);
         return s;
     }
 };
@@ -525,7 +522,7 @@ namespace {
 // read from its bytes: w = scale * level - min.
 struct ref_block {
     int level[32];
-    double scale, min;
+    double scale, min, scale_hi;  // scale_hi: Q6_K's scale of elements 16..31
 };
 
 double fp16_at(const uint8_t * p) {
@@ -555,6 +552,17 @@ ref_block read_ref_block(tsr_type t, const uint8_t * row, int64_t kb) {
     }
     const uint8_t * sb = row + (size_t)(kb / 8) * tsr_type_size(t);
     const int s = (int)(kb % 8);
+    if (t == TSR_TYPE_Q6_K) {  // ql[128], qh[64], scales[16] (int8), d: level q - 32, d * scale per 16
+        for (int l = 0; l < 32; ++l) {
+            const int e = 32 * s + l, h = e / 128, k = (e % 128) / 32;
+            const int lo = (sb[64 * h + 32 * (k % 2) + l] >> (4 * (k / 2))) & 15;
+            const int hi = (sb[128 + 32 * h + l] >> (2 * k)) & 3;
+            r.level[l] = (lo | (hi << 4)) - 32;
+        }
+        r.scale = fp16_at(sb + 208) * (int8_t)sb[192 + 2 * s];
+        r.scale_hi = fp16_at(sb + 208) * (int8_t)sb[192 + 2 * s + 1];
+        return r;
+    }
     if (t == TSR_TYPE_Q3_K) {  // hmask[32], qs[64], scales[12], d: level -q*sc, scale -d
         for (int l = 0; l < 32; ++l) {
             const int e = 32 * s + l, j = e / 16;
@@ -583,21 +591,24 @@ ref_block read_ref_block(tsr_type t, const uint8_t * row, int64_t kb) {
 } // namespace
 
 // Q4_1, Q5_1, Q4_K and Q5_K (w = a * q - b per 32) pack as min panels: q, a and b exactly;
-// Q3_K as Q8_0 panels of -q * sc with scale -d. Each byte, scale and min of every ISA's
-// panel against the blocks read here (random bytes, finite fp16 scales): rows past `rows`
-// and blocks past K hold level 0, scale 0 and min 0, a k0 past the first super-block and a
-// row stride past the row's end.
-TEST_CASE("GEMM A panels of Q4_1, Q5_1, Q3_K, Q4_K and Q5_K hold the blocks' exact levels, scales and mins on every ISA",
+// Q3_K as Q8_0 panels of -q * sc with scale -d; Q6_K as half panels (levels q - 32, d * sc
+// per 16). Each byte and float of every ISA's panel against the blocks read here (random
+// bytes, finite fp16 scales): rows past `rows` and blocks past K hold level 0 and floats
+// 0, a k0 past the first super-block and a row stride past the row's end.
+TEST_CASE("GEMM A panels of Q4_1, Q5_1, Q3_K, Q4_K, Q5_K and Q6_K hold the blocks' exact levels, scales and mins on every ISA",
           "[cpu][mul_mat][kernels][quant]") {
     std::mt19937 rng(29);
     const int64_t K = 512;
     const int rows = 5;
-    for (tsr_type t : {TSR_TYPE_Q4_1, TSR_TYPE_Q5_1, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K}) {
+    for (tsr_type t : {TSR_TYPE_Q4_1, TSR_TYPE_Q5_1, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K}) {
         const size_t bs = tsr_type_size(t), lda = tsr_row_size(t, K) + bs;
+        const std::vector<size_t> fp16_at_offsets = t == TSR_TYPE_Q3_K   ? std::vector<size_t>{108}
+                                                  : t == TSR_TYPE_Q6_K ? std::vector<size_t>{208}
+                                                                       : std::vector<size_t>{0, 2};
         std::vector<uint8_t> w(lda * rows);
         for (auto & v : w) v = (uint8_t)(rng() & 0xff);
         for (size_t at = 0; at + bs <= w.size(); at += bs)  // finite fp16 d and m / dmin
-            for (size_t off : t == TSR_TYPE_Q3_K ? std::vector<size_t>{108} : std::vector<size_t>{0, 2}) {
+            for (size_t off : fp16_at_offsets) {
                 const tsr_fp16_t h = tsr_fp32_to_fp16(std::uniform_real_distribution<float>(-0.01f, 0.01f)(rng));
                 std::memcpy(w.data() + at + off, &h, 2);
             }
@@ -605,11 +616,10 @@ TEST_CASE("GEMM A panels of Q4_1, Q5_1, Q3_K, Q4_K and Q5_K hold the blocks' exa
             kernels_of k(isa);
             const tcpu::gemm_impl * g = gemm_of(k.K, t);
             if (!g) continue;
-            const bool mins = t != TSR_TYPE_Q3_K;
             for (int64_t k0 : {(int64_t)0, (int64_t)256}) {
                 const int nb = 16;  // from k0 256: 8 blocks, then 8 past K
-                const packed_panel pv(g, isa, mins ? t : TSR_TYPE_Q8_0, w, lda, rows, K, k0, nb);
-                REQUIRE(pv.has_mins == mins);
+                const packed_panel pv(g, isa, t, w, lda, rows, K, k0, nb);
+                REQUIRE(g->a_bytes_32k == (size_t)g->mr * (t == TSR_TYPE_Q3_K ? 36 : 40));
                 int bad = 0;
                 for (int b = 0; b < nb; ++b)
                     for (int r = 0; r < g->mr; ++r) {
@@ -617,7 +627,8 @@ TEST_CASE("GEMM A panels of Q4_1, Q5_1, Q3_K, Q4_K and Q5_K hold the blocks' exa
                         const bool live = r < rows && kb < K / 32;
                         const ref_block want = live ? read_ref_block(t, w.data() + r * lda, kb) : ref_block{};
                         bad += (double)pv.scale(b, r) != want.scale;
-                        if (mins) bad += (double)pv.min(b, r) != want.min;
+                        if (t == TSR_TYPE_Q6_K) bad += (double)pv.scale(b, r, 1) != want.scale_hi;
+                        else if (t != TSR_TYPE_Q3_K) bad += (double)pv.scale(b, r, 1) != want.min;
                         for (int j = 0; j < 32; ++j) bad += pv.level(b, r, j) != want.level[j];
                     }
                 INFO(tsr_type_name(t) << " isa " << tsr_cpu_isa_name(isa) << " k0 " << k0);
@@ -627,17 +638,17 @@ TEST_CASE("GEMM A panels of Q4_1, Q5_1, Q3_K, Q4_K and Q5_K hold the blocks' exa
     }
 }
 
-// Q2_K and Q6_K (scales per 16 whose products pass int8) are requantized per 32 when
-// packed: each block's scale is its largest dequantized weight / 127 and each level is
+// Q2_K (a min per 16, which would need sums of the activations per 16) is requantized
+// per 32 when packed: each block's scale is its largest dequantized weight / 127 and each level is
 // within half a step of the weight (tsr_to_float_row's values; NEON's panels keep Q8_0's
 // fp16 scale, the rounded scale's error times the level on top); a block with an infinite
 // fp16 scale gets scale NaN (its products are NaN, as in float arithmetic); rows and
 // blocks past the ends 0.
-TEST_CASE("GEMM A panels of Q2_K and Q6_K requantize every block within half a step", "[cpu][mul_mat][kernels][quant]") {
+TEST_CASE("GEMM A panels of Q2_K requantize every block within half a step", "[cpu][mul_mat][kernels][quant]") {
     std::mt19937 rng(23);
     const int64_t K = 512;
     const int rows = 5;
-    for (tsr_type t : {TSR_TYPE_Q2_K, TSR_TYPE_Q6_K}) {
+    for (tsr_type t : {TSR_TYPE_Q2_K}) {
         const size_t lda = tsr_row_size(t, K);
         std::vector<float> x((size_t)(K * rows));
         for (size_t i = 0; i < x.size(); ++i) x[i] = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng) * (1.0f + (float)(i / 32 % 5));
@@ -645,7 +656,7 @@ TEST_CASE("GEMM A panels of Q2_K and Q6_K requantize every block within half a s
         REQUIRE(tsr_from_float_row(t, x.data(), w.data(), K * rows));
         // row 1's super-block at k0 gets d = +inf
         const int64_t k0 = 256;
-        const size_t d_at = t == TSR_TYPE_Q2_K ? offsetof(tsr_block_q2_K, d) : offsetof(tsr_block_q6_K, d);
+        const size_t d_at = offsetof(tsr_block_q2_K, d);
         const int64_t inf_blocks = tsr_blck_size(t) / 32;
         const tsr_fp16_t inf16 = 0x7C00;
         std::memcpy(w.data() + lda + (size_t)(k0 / tsr_blck_size(t)) * tsr_type_size(t) + d_at, &inf16, 2);
@@ -656,7 +667,7 @@ TEST_CASE("GEMM A panels of Q2_K and Q6_K requantize every block within half a s
             const tcpu::gemm_impl * g = gemm_of(k.K, t);
             if (!g) continue;
             const int nb = 16;  // 8 blocks from k0, 8 past K
-            const packed_panel pv(g, isa, TSR_TYPE_Q8_0, w, lda, rows, K, k0, nb);
+            const packed_panel pv(g, isa, t, w, lda, rows, K, k0, nb);
             int bad = 0;
             for (int b = 0; b < nb; ++b)
                 for (int r = 0; r < g->mr; ++r) {

@@ -317,7 +317,7 @@ std::vector<float> on_grid_activations(int64_t K, int64_t N, std::mt19937 & rng)
 
 } // namespace
 
-// Q4_1, Q5_1, Q3_K, Q4_K and Q5_K pack exactly (levels, scales, mins): their GEMM is the
+// Q4_1, Q5_1, Q3_K, Q4_K, Q5_K and Q6_K pack exactly (levels, scales, mins): their GEMM is the
 // format's weights against the 8-bit activations, so against the double product of the
 // dequantized weights it errs by the activations' quantization only, element by element:
 // at most sum |w| * step / 2 (step: the block's amax / 127), and nothing for activations on
@@ -327,7 +327,7 @@ std::vector<float> on_grid_activations(int64_t K, int64_t N, std::mt19937 & rng)
 // block's largest weight on top: far past the bound on the grid.
 TEST_CASE("mul_mat: GEMM of the exactly packed types errs by the activations' quantization only", "[cpu][mul_mat][quant]") {
     const int64_t K = 1280, M = 37, N = 7;
-    for (tsr_type t : {TSR_TYPE_Q4_1, TSR_TYPE_Q5_1, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K})
+    for (tsr_type t : {TSR_TYPE_Q4_1, TSR_TYPE_Q5_1, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K})
         for (bool on_grid : {true, false}) {
             std::mt19937 rng((unsigned)(t * 2 + on_grid));
             ctx_holder ctx(16);

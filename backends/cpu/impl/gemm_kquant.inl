@@ -9,21 +9,18 @@
  * IQ4_NL table value); Q3_K's level times its scale per 16 fits int8 negated (scale -d).
  * Q4_1, Q5_1, Q4_K and Q5_K are w = a*q - b per 32 with q 0..31: their min panels hold q,
  * a and b, and the kernel subtracts b * (d_y * sum(y)) per block, so the GEMM is the
- * format's weights against the 8-bit activations with no rounding of its own. Q2_K and
- * Q6_K carry scales per 16 that no int8 x one-scale block holds (Q6_K's level times scale
- * reaches 32 * 128; Q2_K's fit, but its min per 16 would need sums of y per 16): their 32
- * dequantized values are requantized to Q8_0 (scale amax / 127), an error of at most half
- * a step of 1/254 of the block's largest weight.
+ * format's weights against the 8-bit activations with no rounding of its own. Q6_K
+ * (levels q - 32 times d * sc per 16, the product past int8) packs its levels with a scale
+ * per 16 (half panels: one integer tile per 16 k). Q2_K's level times scale fits, but its
+ * min per 16 would need sums of y per 16: its 32 dequantized values are requantized to
+ * Q8_0 (scale amax / 127), an error of at most half a step of 1/254 of the block's largest
+ * weight.
  */
 namespace {
 namespace tcpu {
 
 enum { GEMM_I8_KC_MAX = 1024 };
 
-/* Types whose blocks of 32 are w = a * q - b (q unsigned): packed as min panels. */
-static constexpr bool has_block_min(enum tsr_type t) {
-    return t == TSR_TYPE_Q4_1 || t == TSR_TYPE_Q5_1 || t == TSR_TYPE_Q4_K || t == TSR_TYPE_Q5_K;
-}
 
 typedef void (*quantize_y_fn)(const float * x, yq8 * y, int64_t n);
 
@@ -156,14 +153,40 @@ static void pack_panel_min_a(const char * a, size_t lda, int rows, int64_t K, in
     }
 }
 
-/* The portable packer of type T: min panels where T has a min, else Q8_0 panels. */
-template <int R, enum tsr_type T, pack_panel_fn Q8PACK, quantize_y_fn QY, bool MIN = has_block_min(T)>
+/* A Q6_K half panel of R rows in the rows layout (pack.inl: per 32 k R x 32 levels q - 32,
+ * R scales d * sc of the first 16 k, R of the second; zero past `rows` and past K). */
+template <int R>
+static void pack_panel_q6_K_halves(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    const int64_t b0 = k0 / 32, nbk = K / 32;
+    for (int b = 0; b < kc / 32; ++b) {
+        uint8_t * blk = (uint8_t *)dst + (size_t)b * R * 40;
+        float * sc = (float *)(blk + R * 32);
+        for (int r = 0; r < R; ++r) {
+            int8_t * q = (int8_t *)blk + r * 32;
+            sc[r] = sc[R + r] = 0.0f;
+            std::memset(q, 0, 32);
+            if (r >= rows || b0 + b >= nbk) continue;
+            const int64_t kb = b0 + b;
+            const tsr_block_q6_K & x = ((const tsr_block_q6_K *)(a + (size_t)r * lda))[kb / 8];
+            for (int l = 0; l < 32; ++l) q[l] = (int8_t)tsr_impl::q6k_value(x, (int)(kb % 8) * 32 + l);
+            sc[r] = h2f(x.d) * (float)x.scales[(kb % 8) * 2];
+            sc[R + r] = h2f(x.d) * (float)x.scales[(kb % 8) * 2 + 1];
+        }
+    }
+}
+
+/* The portable packer of type T in its panel layout (panel_kind_of). */
+template <int R, enum tsr_type T, pack_panel_fn Q8PACK, quantize_y_fn QY, int KIND = panel_kind_of(T)>
 struct portable_packer {
     static constexpr pack_panel_fn pack = pack_panel_requant_a<R, T, Q8PACK, QY>;
 };
 template <int R, enum tsr_type T, pack_panel_fn Q8PACK, quantize_y_fn QY>
-struct portable_packer<R, T, Q8PACK, QY, true> {
+struct portable_packer<R, T, Q8PACK, QY, PANEL_MIN> {
     static constexpr pack_panel_fn pack = pack_panel_min_a<R, T>;
+};
+template <int R, enum tsr_type T, pack_panel_fn Q8PACK, quantize_y_fn QY>
+struct portable_packer<R, T, Q8PACK, QY, PANEL_HALVES> {
+    static constexpr pack_panel_fn pack = pack_panel_q6_K_halves<R>;
 };
 
 /* portable_packer as the packer family packed_gemms takes (Q8_0's kc must not exceed
@@ -173,12 +196,13 @@ struct portable_packers {
     template <enum tsr_type T> struct of : portable_packer<R, T, Q8PACK, QY> {};
 };
 
-/* The GEMMs of every type without one of its own on one ISA: its Q8_0 GEMM (MIN, its min
- * panel variant, for the types with a min) with the A packer PACKERS<T>::pack of each. */
-template <const gemm_impl & Q8, const gemm_impl & MIN, template <enum tsr_type> class PACKERS>
+/* The GEMMs of every type without one of its own on one ISA: its Q8_0 GEMM (MIN and
+ * HALVES: its variants for min and half panels) with the A packer PACKERS<T>::pack of each. */
+template <const gemm_impl & Q8, const gemm_impl & MIN, const gemm_impl & HALVES, template <enum tsr_type> class PACKERS>
 struct packed_gemms {
     template <enum tsr_type T>
-    static constexpr gemm_impl of = gemm_with_pack_a(has_block_min(T) ? MIN : Q8, PACKERS<T>::pack);
+    static constexpr gemm_impl of =
+        gemm_with_pack_a(panel_kind_of(T) == PANEL_MIN ? MIN : panel_kind_of(T) == PANEL_HALVES ? HALVES : Q8, PACKERS<T>::pack);
     static constexpr void fill(kernels & k) {
         k.gemm_x[XSLOT_Q4_1] = &of<TSR_TYPE_Q4_1>;
         k.gemm_x[XSLOT_Q5_0] = &of<TSR_TYPE_Q5_0>;

@@ -132,7 +132,8 @@ struct affine32 {
     float s0, m0, s1, m1;
 };
 
-/* Block b (of 32) of a Q2_K or Q6_K row as affine32: the core's dequantization formulas. */
+/* Block b (of 32) of a Q2_K or Q6_K row as affine32: the core's dequantization formulas
+ * (Q6_K's is exact: levels q - 32 and d * sc per 16, its half panels). */
 template <enum tsr_type T>
 TSR_TARGET_AVX2 static inline affine32 affine_block_avx2(const char * row, int64_t b) {
     affine32 r{};
@@ -236,50 +237,67 @@ TSR_TARGET_AVX2 static inline void store_quads4_avx2(uint8_t * q, const __m256i 
     }
 }
 
-/* Block b of a row of type T as panel bytes: its scale in *scale and, for the min panels
- * (MINS), its min in *min. */
-template <enum tsr_type T, bool MINS>
-TSR_TARGET_AVX2 static inline __m256i panel_block_avx2(const char * row, int64_t b, float * scale, float * min) {
-    if constexpr (MINS) return min_block_avx2<T>(row, b, scale, min);
-    else return block_i8_avx2<T>(row, b, scale);
+/* A block of 32 as panel bytes and the floats that follow them: the scale; for min panels
+ * then the min, for half panels the second half's scale. */
+struct panel_block {
+    __m256i q;
+    float f[2];
+};
+
+/* Block b (of 32) of a row of type T in the panel layout KIND (panel_kind). */
+template <enum tsr_type T, int KIND>
+TSR_TARGET_AVX2 static inline panel_block panel_block_avx2(const char * row, int64_t b) {
+    panel_block p{};
+    if constexpr (KIND == PANEL_MIN) {
+        p.q = min_block_avx2<T>(row, b, &p.f[0], &p.f[1]);
+    } else if constexpr (KIND == PANEL_HALVES) {  /* Q6_K: levels q - 32, d * sc of each half */
+        const affine32 w = affine_block_avx2<T>(row, b);
+        p.q = w.q;
+        p.f[0] = w.s0;
+        p.f[1] = w.s1;
+    } else {
+        p.q = block_i8_avx2<T>(row, b, &p.f[0]);
+    }
+    return p;
 }
 
-/* An int8 A panel of R rows (R a multiple of 4) of type T; FLIP is XOR-ed into every
- * byte (0x80: signed values made unsigned for the offset kernels), PAD fills rows past
- * `rows` and blocks past K (a zero weight in the panel's encoding, scale 0); MINS: the min
- * panel (unsigned q, then R scales and R mins per 32, pack.inl). Each pass prefetches the
- * next four rows' blocks: a pass reads only kc weights of each row, too few for the
- * hardware prefetcher to follow, and DRAM latency was most of the time. */
-template <int R, enum tsr_type T, int FLIP, int PAD, bool MINS = false>
+/* An int8 A panel of R rows (R a multiple of 4) of type T in the layout KIND; FLIP is
+ * XOR-ed into every byte (0x80: signed values made unsigned for the offset kernels), PAD
+ * fills rows past `rows` and blocks past K (a zero weight in the panel's encoding, scales
+ * and min 0). Each pass prefetches the next four rows' blocks: a pass reads only kc
+ * weights of each row, too few for the hardware prefetcher to follow, and DRAM latency was
+ * most of the time. */
+template <int R, enum tsr_type T, int FLIP, int PAD, int KIND = PANEL_Q8>
 TSR_TARGET_AVX2 static void pack_panel_i8_avx2(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    constexpr int NF = KIND == PANEL_Q8 ? 1 : 2;  /* floats per row after the quads */
     uint8_t * d = (uint8_t *)dst;
     const int nb = kc / 32;
     const int64_t b0 = k0 / 32;
     const int nbv = (int)std::max<int64_t>(0, std::min<int64_t>(nb, K / 32 - b0));
-    const __m256i flip = _mm256_set1_epi8((char)FLIP), pad = _mm256_set1_epi8((char)PAD);
-    const size_t block_bytes = (size_t)R * (MINS ? 40 : 36);
+    const __m256i flip = _mm256_set1_epi8((char)FLIP);
+    const size_t block_bytes = (size_t)R * (32 + 4 * NF);
     for (int r0 = 0; r0 < R; r0 += 4) {
         const int live = std::max(0, std::min(4, rows - r0));
         for (int b = 0; b < nb; ++b) {
             /* past the panel this is the next panel's rows; prefetches never fault */
             const char * ahead = a + (size_t)(r0 + 4) * lda + (size_t)(b0 + b) * bytes_per_256<T>() / 8;
             for (int i = 0; i < 4; ++i) _mm_prefetch(ahead + (size_t)i * lda, _MM_HINT_T0);
-            __m256i v[4];
-            alignas(16) float s[4], mn[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            panel_block p[4];
             if (live == 4 && b < nbv) {  /* the common case unrolled: four independent blocks in flight */
 #pragma GCC unroll 4
-                for (int i = 0; i < 4; ++i)
-                    v[i] = _mm256_xor_si256(panel_block_avx2<T, MINS>(a + (size_t)(r0 + i) * lda, b0 + b, &s[i], &mn[i]), flip);
+                for (int i = 0; i < 4; ++i) p[i] = panel_block_avx2<T, KIND>(a + (size_t)(r0 + i) * lda, b0 + b);
             } else {
                 for (int i = 0; i < 4; ++i) {
-                    if (i < live && b < nbv) v[i] = _mm256_xor_si256(panel_block_avx2<T, MINS>(a + (size_t)(r0 + i) * lda, b0 + b, &s[i], &mn[i]), flip);
-                    else v[i] = pad, s[i] = 0.0f;
+                    if (i < live && b < nbv) p[i] = panel_block_avx2<T, KIND>(a + (size_t)(r0 + i) * lda, b0 + b);
+                    else p[i] = panel_block{_mm256_set1_epi8((char)(PAD ^ FLIP)), {0.0f, 0.0f}};
                 }
             }
+            const __m256i v[4] = {_mm256_xor_si256(p[0].q, flip), _mm256_xor_si256(p[1].q, flip), _mm256_xor_si256(p[2].q, flip),
+                                  _mm256_xor_si256(p[3].q, flip)};
             uint8_t * q = d + (size_t)b * block_bytes;
             store_quads4_avx2<R>(q + r0 * 4, v);
-            _mm_storeu_ps((float *)(q + R * 32) + r0, _mm_load_ps(s));
-            if constexpr (MINS) _mm_storeu_ps((float *)(q + R * 36) + r0, _mm_load_ps(mn));
+            for (int k = 0; k < NF; ++k)
+                _mm_storeu_ps((float *)(q + R * (32 + 4 * k)) + r0, _mm_setr_ps(p[0].f[k], p[1].f[k], p[2].f[k], p[3].f[k]));
         }
     }
 }
@@ -291,7 +309,7 @@ template <int R, int FLIP>
 struct x86_packers {
     template <enum tsr_type T> struct of {
         static constexpr int flip = has_block_min(T) ? 0 : FLIP;
-        static constexpr pack_panel_fn pack = pack_panel_i8_avx2<R, T, flip, flip, has_block_min(T)>;
+        static constexpr pack_panel_fn pack = pack_panel_i8_avx2<R, T, flip, flip, panel_kind_of(T)>;
     };
 };
 
