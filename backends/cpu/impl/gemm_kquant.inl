@@ -53,7 +53,7 @@ static void exact_blocks_to_q8_0(const B * x, tsr_block_q8_0 * y, int64_t nb) {
 }
 
 /* Q3_K super-blocks as Q8_0 blocks: levels -q * sc (-128..124), scale -d (exact). */
-static void q3_K_to_q8_0(const tsr_block_q3_K * x, tsr_block_q8_0 * y, int64_t nb) {
+static inline void q3_K_to_q8_0(const tsr_block_q3_K * x, tsr_block_q8_0 * y, int64_t nb) {
     for (int64_t b = 0; b < nb; ++b) {
         const tsr_block_q3_K & s = x[b / 8];
         y[b].d = (tsr_fp16_t)(s.d ^ 0x8000);
