@@ -192,7 +192,7 @@ TSR_TARGET_AVX2 static inline __m256i requantize32_avx2(const affine32 & w, floa
 
 /* Block b (of 32) of a row of type T in int8 with its scale: exact where T allows. */
 template <enum tsr_type T>
-TSR_TARGET_AVX2 static inline __m256i block_i8_avx2(const char * row, int64_t b, float * scale) {
+TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE __m256i block_i8_avx2(const char * row, int64_t b, float * scale) {
     switch (T) {
         case TSR_TYPE_Q8_0: return q8_0_block_avx2(row, b, scale);
         case TSR_TYPE_Q4_0: return q4_0_block_avx2(row, b, scale);
@@ -246,7 +246,7 @@ struct panel_block {
 
 /* Block b (of 32) of a row of type T in the panel layout KIND (panel_kind). */
 template <enum tsr_type T, int KIND>
-TSR_TARGET_AVX2 static inline panel_block panel_block_avx2(const char * row, int64_t b) {
+TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE panel_block panel_block_avx2(const char * row, int64_t b) {
     panel_block p{};
     if constexpr (KIND == PANEL_MIN) {
         p.q = min_block_avx2<T>(row, b, &p.f[0], &p.f[1]);
