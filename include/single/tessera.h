@@ -13947,9 +13947,27 @@ static constexpr kernels kernels_scalar = [] {
  * Signed int8 panels (A from Q8_0/Q4_0, B from yq8; for kernels that multiply signed by
  *              signed, so no offset or bias): per 32 k: R rows x 32 signed bytes in k
  *              order, then R float scales; zero beyond `rows` and beyond K.
+ * Min panels (A of the types with w = a * q - b per 32: gemm_kquant.inl): either layout
+ *              with q as is (0..31, no offset), R scales a, then R float mins b. Their B
+ *              panels hold d * sum(q) per row as a float (x86: in the bias slot; rows
+ *              layout: after the scales), the factor of the min's correction.
+ * Half panels (A of Q6_K: a scale per 16): either layout with Q8_0-style levels, R scales
+ *              of the first 16 k, then R of the second. Their x86 B panels hold two biases
+ *              per row, one per half (R of the first 16 k, then R of the second).
  */
 namespace {
 namespace tcpu {
+
+/* Types whose blocks of 32 are w = a * q - b (q unsigned): packed as min panels. */
+static constexpr bool has_block_min(enum tsr_type t) {
+    return t == TSR_TYPE_Q4_1 || t == TSR_TYPE_Q5_1 || t == TSR_TYPE_Q4_K || t == TSR_TYPE_Q5_K;
+}
+
+enum panel_kind { PANEL_Q8 = 0, PANEL_MIN, PANEL_HALVES };
+
+static constexpr int panel_kind_of(enum tsr_type t) {
+    return has_block_min(t) ? PANEL_MIN : t == TSR_TYPE_Q6_K ? PANEL_HALVES : PANEL_Q8;
+}
 
 typedef void (*row_cvt_fn)(const void * src, float * dst, int64_t n);
 
@@ -14016,27 +14034,37 @@ static void pack_panel_bf16_from_f32(const char * b, size_t ldb, int rows, int64
 }
 
 /* Int8 B panel from yq8 rows; OFF is the A operand's unsigned offset (128 or 8; 0 for a
- * signed A). */
-template <int R, int OFF>
+ * signed A). KIND (panel_kind) of the A panels: min panels get d * sum(q) in the bias slot
+ * instead, half panels a bias per 16. */
+template <int R, int OFF, int KIND = PANEL_Q8>
 static void pack_panel_i8_b(const char * b, size_t ldb, int rows, int64_t K, int64_t k0, int kc, void * dst) {
     uint8_t * d = (uint8_t *)dst;
     const int nb = kc / 32;
     const int64_t b0 = k0 / 32;
     const int64_t nbk = K / 32;
+    const size_t block_bytes = (size_t)R * (KIND == PANEL_HALVES ? 44 : 40);
     for (int bb = 0; bb < nb; ++bb) {
-        uint8_t * q = d + (size_t)bb * R * 40;
+        uint8_t * q = d + (size_t)bb * block_bytes;
         float * sc = (float *)(q + R * 32);
         int32_t * bias = (int32_t *)(q + R * 36);
         for (int r = 0; r < R; ++r) {
-            if (r < rows && b0 + bb < nbk) {
-                const yq8 * blk = (const yq8 *)(b + (size_t)r * ldb) + b0 + bb;
-                for (int qd = 0; qd < 8; ++qd) std::memcpy(q + ((size_t)qd * R + r) * 4, blk->qs + qd * 4, 4);
-                sc[r] = blk->d;
-                bias[r] = -OFF * blk->sum;
+            const bool live = r < rows && b0 + bb < nbk;
+            const yq8 * blk = live ? (const yq8 *)(b + (size_t)r * ldb) + b0 + bb : nullptr;
+            for (int qd = 0; qd < 8; ++qd) {
+                if (live) std::memcpy(q + ((size_t)qd * R + r) * 4, blk->qs + qd * 4, 4);
+                else std::memset(q + ((size_t)qd * R + r) * 4, 0, 4);
+            }
+            sc[r] = live ? blk->d : 0.0f;
+            if (KIND == PANEL_MIN) {
+                const float dsum = live ? blk->d * (float)blk->sum : 0.0f;
+                std::memcpy(&bias[r], &dsum, 4);
+            } else if (KIND == PANEL_HALVES) {
+                int32_t lo = 0;
+                for (int j = 0; live && j < 16; ++j) lo += blk->qs[j];
+                bias[r] = live ? -OFF * lo : 0;
+                bias[R + r] = live ? -OFF * (blk->sum - lo) : 0;
             } else {
-                for (int qd = 0; qd < 8; ++qd) std::memset(q + ((size_t)qd * R + r) * 4, 0, 4);
-                sc[r] = 0.0f;
-                bias[r] = 0;
+                bias[r] = live ? -OFF * blk->sum : 0;
             }
         }
     }
@@ -14071,23 +14099,23 @@ static void pack_panel_s8_a(const char * a, size_t lda, int rows, int64_t K, int
     }
 }
 
-/* Signed int8 B panel from yq8 rows. */
-template <int R>
+/* Signed int8 B panel from yq8 rows; SUMS: R floats d * sum(q) after the scales (min panels). */
+template <int R, bool SUMS = false>
 static void pack_panel_s8_b(const char * b, size_t ldb, int rows, int64_t K, int64_t k0, int kc, void * dst) {
     uint8_t * d = (uint8_t *)dst;
     const int64_t b0 = k0 / 32, nbk = K / 32;
+    const size_t block_bytes = (size_t)R * (SUMS ? 40 : 36);
     for (int bb = 0; bb < kc / 32; ++bb) {
-        int8_t * q = (int8_t *)(d + (size_t)bb * R * 36);
-        float * sc = (float *)(d + (size_t)bb * R * 36 + R * 32);
+        int8_t * q = (int8_t *)(d + (size_t)bb * block_bytes);
+        float * sc = (float *)(d + (size_t)bb * block_bytes + R * 32);
+        float * dsum = (float *)(d + (size_t)bb * block_bytes + R * 36);
         for (int r = 0; r < R; ++r) {
-            if (r < rows && b0 + bb < nbk) {
-                const yq8 * blk = (const yq8 *)(b + (size_t)r * ldb) + b0 + bb;
-                std::memcpy(q + r * 32, blk->qs, 32);
-                sc[r] = blk->d;
-            } else {
-                std::memset(q + r * 32, 0, 32);
-                sc[r] = 0.0f;
-            }
+            const bool live = r < rows && b0 + bb < nbk;
+            const yq8 * blk = live ? (const yq8 *)(b + (size_t)r * ldb) + b0 + bb : nullptr;
+            if (live) std::memcpy(q + r * 32, blk->qs, 32);
+            else std::memset(q + r * 32, 0, 32);
+            sc[r] = live ? blk->d : 0.0f;
+            if (SUMS) dsum[r] = live ? blk->d * (float)blk->sum : 0.0f;
         }
     }
 }
@@ -14098,20 +14126,26 @@ static void pack_panel_s8_b(const char * b, size_t ldb, int rows, int64_t K, int
 /*
  * gemm_kquant.inl - the packed int8 GEMM for the weight types without a GEMM of their own
  * (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K..Q6_K): their A panels are packed into the ISA's Q8_0
- * panel layout, so the Q8_0 micro-kernel streams them at its rate against yq8 activations.
- * x86 packs them in registers (pack_x86.inl); this file has the table filler and the
- * portable packer (NEON's), through the core's dequantization.
+ * panel layout, or its min panels, so the Q8_0 micro-kernel (or its min variant) streams
+ * them at its rate against yq8 activations. x86 packs them in registers (pack_x86.inl);
+ * this file has the table filler and the portable packers (NEON's).
  *
- * Q5_0 and IQ4_NL are int8 times one fp16 scale per 32 already (q - 16, the IQ4_NL table
- * value): they pack exactly. The others carry a per-block min or scales per 16, which no
- * int8 x one-scale block holds exactly: their 32 dequantized values are requantized to
- * Q8_0 (scale amax / 127), an error of at most half a step of 1/254 of the block's
- * largest weight, below that of the 8-bit activations they meet.
+ * Exact panels: Q5_0 and IQ4_NL are int8 times one fp16 scale per 32 already (q - 16, the
+ * IQ4_NL table value); Q3_K's level times its scale per 16 fits int8 negated (scale -d).
+ * Q4_1, Q5_1, Q4_K and Q5_K are w = a*q - b per 32 with q 0..31: their min panels hold q,
+ * a and b, and the kernel subtracts b * (d_y * sum(y)) per block, so the GEMM is the
+ * format's weights against the 8-bit activations with no rounding of its own. Q6_K
+ * (levels q - 32 times d * sc per 16, the product past int8) packs its levels with a scale
+ * per 16 (half panels: one integer tile per 16 k). Q2_K's level times scale fits, but its
+ * min per 16 would need sums of y per 16: its 32 dequantized values are requantized to
+ * Q8_0 (scale amax / 127), an error of at most half a step of 1/254 of the block's largest
+ * weight.
  */
 namespace {
 namespace tcpu {
 
 enum { GEMM_I8_KC_MAX = 1024 };
+
 
 typedef void (*quantize_y_fn)(const float * x, yq8 * y, int64_t n);
 
@@ -14143,6 +14177,19 @@ static void exact_blocks_to_q8_0(const B * x, tsr_block_q8_0 * y, int64_t nb) {
     }
 }
 
+/* Q3_K super-blocks as Q8_0 blocks: levels -q * sc (-128..124), scale -d (exact). */
+static inline void q3_K_to_q8_0(const tsr_block_q3_K * x, tsr_block_q8_0 * y, int64_t nb) {
+    for (int64_t b = 0; b < nb; ++b) {
+        const tsr_block_q3_K & s = x[b / 8];
+        y[b].d = (tsr_fp16_t)(s.d ^ 0x8000);
+        for (int l = 0; l < 32; ++l) {
+            const int e = (int)(b % 8) * 32 + l;
+            const bool high = (s.hmask[e % 32] >> (e / 32)) & 1;
+            y[b].qs[l] = (int8_t)(-(tsr_impl::q2_value(s.qs, e) - (high ? 0 : 4)) * tsr_impl::q3k_scale(e / 16, s.scales));
+        }
+    }
+}
+
 /* The core's decoding (the format's definition) without tsr_to_float_row's checks. */
 template <enum tsr_type T> static void dequantize_chunk(const char * src, float * y, int64_t n) {
     switch (T) {
@@ -14163,6 +14210,7 @@ static void row_chunk_to_q8_0(const char * row, int64_t k0, int64_t kv, tsr_bloc
     const char * src = row + (size_t)(k0 / tsr_blck_size(T)) * tsr_type_size(T);
     if (T == TSR_TYPE_Q5_0) return exact_blocks_to_q8_0<T>((const tsr_block_q5_0 *)src, y, kv / 32);
     if (T == TSR_TYPE_IQ4_NL) return exact_blocks_to_q8_0<T>((const tsr_block_iq4_nl *)src, y, kv / 32);
+    if (T == TSR_TYPE_Q3_K) return q3_K_to_q8_0((const tsr_block_q3_K *)src, y, kv / 32);
     alignas(64) float tmp[GEMM_I8_KC_MAX];
     dequantize_chunk<T>(src, tmp, kv);
     requantize_q8_0<QY>(tmp, y, kv);
@@ -14180,19 +14228,106 @@ static void pack_panel_requant_a(const char * a, size_t lda, int rows, int64_t K
     Q8PACK((const char *)blocks, (size_t)nb * sizeof(tsr_block_q8_0), rows, kv, 0, kc, dst);
 }
 
-/* pack_panel_requant_a as the packer family packed_gemms takes (Q8_0's kc must not exceed
- * GEMM_I8_KC_MAX, the packers' stack buffer). */
-template <int R, pack_panel_fn Q8PACK, quantize_y_fn QY>
-struct requant_packers {
-    template <enum tsr_type T> struct of { static constexpr pack_panel_fn pack = pack_panel_requant_a<R, T, Q8PACK, QY>; };
+/* Block b (of 32) of a row of Q4_1, Q5_1, Q4_K or Q5_K: levels q (0..31), w = a * q - b
+ * (the core's dequantization: Q4_1 / Q5_1 d * q + m, the K-quants d*sc * q - dmin*m). */
+template <enum tsr_type T>
+static void min_block_levels(const char * row, int64_t b, int8_t * q, float * scale, float * min) {
+    int v[32];
+    if constexpr (T == TSR_TYPE_Q4_1 || T == TSR_TYPE_Q5_1) {
+        using block = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1, tsr_block_q5_1>;
+        const block & x = ((const block *)row)[b];
+        uint32_t qh = 0;
+        if constexpr (T == TSR_TYPE_Q5_1) std::memcpy(&qh, x.qh, 4);
+        tsr_impl::unpack_q32(x.qs, qh, v);
+        *scale = h2f(x.d);
+        *min = -h2f(x.m);
+    } else {
+        using block = std::conditional_t<T == TSR_TYPE_Q4_K, tsr_block_q4_K, tsr_block_q5_K>;
+        const block & x = ((const block *)row)[b / 8];
+        const int j = (int)(b % 8);
+        int sc, mn;
+        tsr_impl::k4_scale_min(j, x.scales, &sc, &mn);
+        *scale = h2f(x.d) * (float)sc;
+        *min = h2f(x.dmin) * (float)mn;
+        for (int l = 0; l < 32; ++l) {
+            v[l] = (x.qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 15;
+            if constexpr (T == TSR_TYPE_Q5_K) v[l] |= ((x.qh[l] >> j) & 1) << 4;
+        }
+    }
+    for (int l = 0; l < 32; ++l) q[l] = (int8_t)v[l];
+}
+
+/* A min panel of R rows of type T in the rows layout (pack.inl: per 32 k R x 32 levels, R
+ * scales, R mins; zero past `rows` and past K). */
+template <int R, enum tsr_type T>
+static void pack_panel_min_a(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    const int64_t b0 = k0 / 32, nbk = K / 32;
+    for (int b = 0; b < kc / 32; ++b) {
+        uint8_t * blk = (uint8_t *)dst + (size_t)b * R * 40;
+        float * sc = (float *)(blk + R * 32);
+        float * mn = (float *)(blk + R * 36);
+        for (int r = 0; r < R; ++r) {
+            int8_t * q = (int8_t *)blk + r * 32;
+            if (r < rows && b0 + b < nbk) {
+                min_block_levels<T>(a + (size_t)r * lda, b0 + b, q, &sc[r], &mn[r]);
+            } else {
+                std::memset(q, 0, 32);
+                sc[r] = mn[r] = 0.0f;
+            }
+        }
+    }
+}
+
+/* A Q6_K half panel of R rows in the rows layout (pack.inl: per 32 k R x 32 levels q - 32,
+ * R scales d * sc of the first 16 k, R of the second; zero past `rows` and past K). */
+template <int R>
+static void pack_panel_q6_K_halves(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    const int64_t b0 = k0 / 32, nbk = K / 32;
+    for (int b = 0; b < kc / 32; ++b) {
+        uint8_t * blk = (uint8_t *)dst + (size_t)b * R * 40;
+        float * sc = (float *)(blk + R * 32);
+        for (int r = 0; r < R; ++r) {
+            int8_t * q = (int8_t *)blk + r * 32;
+            sc[r] = sc[R + r] = 0.0f;
+            std::memset(q, 0, 32);
+            if (r >= rows || b0 + b >= nbk) continue;
+            const int64_t kb = b0 + b;
+            const tsr_block_q6_K & x = ((const tsr_block_q6_K *)(a + (size_t)r * lda))[kb / 8];
+            for (int l = 0; l < 32; ++l) q[l] = (int8_t)tsr_impl::q6k_value(x, (int)(kb % 8) * 32 + l);
+            sc[r] = h2f(x.d) * (float)x.scales[(kb % 8) * 2];
+            sc[R + r] = h2f(x.d) * (float)x.scales[(kb % 8) * 2 + 1];
+        }
+    }
+}
+
+/* The portable packer of type T in its panel layout (panel_kind_of). */
+template <int R, enum tsr_type T, pack_panel_fn Q8PACK, quantize_y_fn QY, int KIND = panel_kind_of(T)>
+struct portable_packer {
+    static constexpr pack_panel_fn pack = pack_panel_requant_a<R, T, Q8PACK, QY>;
+};
+template <int R, enum tsr_type T, pack_panel_fn Q8PACK, quantize_y_fn QY>
+struct portable_packer<R, T, Q8PACK, QY, PANEL_MIN> {
+    static constexpr pack_panel_fn pack = pack_panel_min_a<R, T>;
+};
+template <int R, enum tsr_type T, pack_panel_fn Q8PACK, quantize_y_fn QY>
+struct portable_packer<R, T, Q8PACK, QY, PANEL_HALVES> {
+    static constexpr pack_panel_fn pack = pack_panel_q6_K_halves<R>;
 };
 
-/* The GEMMs of every type without one of its own on one ISA: its Q8_0 GEMM with the A
- * packer PACKERS<T>::pack of each. */
-template <const gemm_impl & Q8, template <enum tsr_type> class PACKERS>
+/* portable_packer as the packer family packed_gemms takes (Q8_0's kc must not exceed
+ * GEMM_I8_KC_MAX, the packers' stack buffer). */
+template <int R, pack_panel_fn Q8PACK, quantize_y_fn QY>
+struct portable_packers {
+    template <enum tsr_type T> struct of : portable_packer<R, T, Q8PACK, QY> {};
+};
+
+/* The GEMMs of every type without one of its own on one ISA: its Q8_0 GEMM (MIN and
+ * HALVES: its variants for min and half panels) with the A packer PACKERS<T>::pack of each. */
+template <const gemm_impl & Q8, const gemm_impl & MIN, const gemm_impl & HALVES, template <enum tsr_type> class PACKERS>
 struct packed_gemms {
     template <enum tsr_type T>
-    static constexpr gemm_impl of = gemm_with_pack_a(Q8, PACKERS<T>::pack);
+    static constexpr gemm_impl of =
+        gemm_with_pack_a(panel_kind_of(T) == PANEL_MIN ? MIN : panel_kind_of(T) == PANEL_HALVES ? HALVES : Q8, PACKERS<T>::pack);
     static constexpr void fill(kernels & k) {
         k.gemm_x[XSLOT_Q4_1] = &of<TSR_TYPE_Q4_1>;
         k.gemm_x[XSLOT_Q5_0] = &of<TSR_TYPE_Q5_0>;
@@ -14217,8 +14352,14 @@ struct packed_gemms {
  * the scalar packers read one block of each of 32 rows in turn (32 strided streams) and
  * sent every type but Q8_0 / Q4_0 through a float row and a Q8_0 row first.
  *
- * Q8_0, Q4_0, Q5_0 and IQ4_NL are int8 values times one scale per 32: packed exactly.
- * The others (a min per block, or scales per 16) are requantized per 32 in registers:
+ * Every type but Q2_K and Q6_K packs exactly:
+ *  - Q8_0, Q4_0, Q5_0 and IQ4_NL are int8 values times one scale per 32;
+ *  - Q3_K's level times its 6-bit scale per 16 fits int8 negated (-q*sc in [-128, 124]),
+ *    times -d per 32;
+ *  - Q4_1, Q5_1, Q4_K and Q5_K (w = a*q - b per 32, q 0..31) keep q as the unsigned byte,
+ *    a as the scale and b as the block's min (the min panels of pack.inl).
+ * Q2_K and Q6_K (scales per 16: Q6_K's products pass int8, Q2_K's min per 16 would need
+ * sums of y per 16) are requantized per 32 in registers:
  * scale amax / 127 kept as a float (the panel holds floats), values rounded to nearest.
  */
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
@@ -14277,6 +14418,58 @@ TSR_TARGET_AVX2 static inline __m256i iq4_nl_block_avx2(const char * row, int64_
     return _mm256_shuffle_epi8(table, nibbles_lo_hi_avx2(x.qs));
 }
 
+/* Q3_K's levels of sub-block j of 32 (q - 4, a clear high bit meaning minus 4). */
+TSR_TARGET_AVX2 static inline __m256i q3_K_levels_avx2(const tsr_block_q3_K & x, int j) {
+    const __m256i high = _mm256_slli_epi16(bit_plane_avx2(x.hmask, j, 1), 2);
+    return _mm256_sub_epi8(_mm256_or_si256(bit_plane_avx2(x.qs + 32 * (j / 4), 2 * (j % 4), 3), high), _mm256_set1_epi8(4));
+}
+
+/* Bytes of v times the 16-bit lanes of s, modulo 256 (x86 has no byte multiply: the even
+ * and odd bytes of each lane are multiplied apart). */
+TSR_TARGET_AVX2 static inline __m256i mul_bytes_avx2(__m256i v, __m256i s) {
+    const __m256i even = _mm256_and_si256(_mm256_mullo_epi16(v, s), _mm256_set1_epi16(0x00FF));
+    const __m256i odd = _mm256_slli_epi16(_mm256_mullo_epi16(_mm256_srli_epi16(v, 8), s), 8);
+    return _mm256_or_si256(even, odd);
+}
+
+/* Q3_K: level q (-4..3) times its scale per 16 (-32..31) spans -124..128; negated it fits
+ * int8, and the block's scale is -d: exactly the format's d * sc * q. */
+TSR_TARGET_AVX2 static inline __m256i q3_K_block_avx2(const char * row, int64_t b, float * scale) {
+    const tsr_block_q3_K & x = ((const tsr_block_q3_K *)row)[b / 8];
+    const int j = (int)(b % 8);
+    *scale = -fp16_avx2(x.d);
+    const __m256i neg_sc = _mm256_setr_m128i(_mm_set1_epi16((short)-tsr_impl::q3k_scale(2 * j, x.scales)),
+                                             _mm_set1_epi16((short)-tsr_impl::q3k_scale(2 * j + 1, x.scales)));
+    return mul_bytes_avx2(q3_K_levels_avx2(x, j), neg_sc);
+}
+
+/* ---- blocks with a min: w = a * q - b, q unsigned (0..31) ------------------------------- */
+
+/* Block b (of 32) of a row of Q4_1, Q5_1, Q4_K or Q5_K: q as bytes, a in *scale, b in *min
+ * (the core's dequantization: Q4_1 / Q5_1 d * q + m, the K-quants d*sc * q - dmin*m). */
+template <enum tsr_type T>
+TSR_TARGET_AVX2 static inline __m256i min_block_avx2(const char * row, int64_t b, float * scale, float * min) {
+    if constexpr (T == TSR_TYPE_Q4_1 || T == TSR_TYPE_Q5_1) {
+        using block = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1, tsr_block_q5_1>;
+        const block & x = ((const block *)row)[b];
+        *scale = fp16_avx2(x.d);
+        *min = -fp16_avx2(x.m);
+        if constexpr (T == TSR_TYPE_Q5_1) return _mm256_or_si256(nibbles_lo_hi_avx2(x.qs), bit16_bytes_avx2(x.qh));
+        return nibbles_lo_hi_avx2(x.qs);
+    } else {
+        using block = std::conditional_t<T == TSR_TYPE_Q4_K, tsr_block_q4_K, tsr_block_q5_K>;
+        const block & x = ((const block *)row)[b / 8];
+        const int j = (int)(b % 8);
+        int sc, mn;
+        tsr_impl::k4_scale_min(j, x.scales, &sc, &mn);
+        *scale = fp16_avx2(x.d) * (float)sc;
+        *min = fp16_avx2(x.dmin) * (float)mn;
+        const __m256i q = bit_plane_avx2(x.qs + 32 * (j / 2), 4 * (j % 2), 15);
+        if constexpr (T == TSR_TYPE_Q5_K) return _mm256_or_si256(q, _mm256_slli_epi16(bit_plane_avx2(x.qh, j, 1), 4));
+        return q;
+    }
+}
+
 /* ---- requantized blocks ---------------------------------------------------------------- */
 
 /* 32 weights as s * q + m: q signed bytes, (s0, m0) for the first 16, (s1, m1) the rest. */
@@ -14285,46 +14478,20 @@ struct affine32 {
     float s0, m0, s1, m1;
 };
 
-/* Block b (of 32) of a row of type T as affine32: the core's dequantization formulas. */
+/* Block b (of 32) of a Q2_K or Q6_K row as affine32: the core's dequantization formulas
+ * (Q6_K's is exact: levels q - 32 and d * sc per 16, its half panels). */
 template <enum tsr_type T>
 TSR_TARGET_AVX2 static inline affine32 affine_block_avx2(const char * row, int64_t b) {
     affine32 r{};
-    if (T == TSR_TYPE_Q4_1 || T == TSR_TYPE_Q5_1) {
-        using block = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1, tsr_block_q5_1>;
-        const block & x = ((const block *)row)[b];
-        r.q = nibbles_lo_hi_avx2(x.qs);
-        if (T == TSR_TYPE_Q5_1) r.q = _mm256_or_si256(r.q, bit16_bytes_avx2(((const tsr_block_q5_1 &)x).qh));
-        r.s0 = r.s1 = fp16_avx2(x.d);
-        r.m0 = r.m1 = fp16_avx2(x.m);
-        return r;
-    }
     const int j = (int)(b % 8), h = j / 4, t = j % 4;  /* sub-block of 32, half, quarter */
-    if (T == TSR_TYPE_Q2_K) {
+    if constexpr (T == TSR_TYPE_Q2_K) {
         const tsr_block_q2_K & x = ((const tsr_block_q2_K *)row)[b / 8];
         const float d = fp16_avx2(x.d), dmin = fp16_avx2(x.dmin);
         const uint8_t sc0 = x.scales[8 * h + 2 * t], sc1 = x.scales[8 * h + 2 * t + 1];
         r.q = bit_plane_avx2(x.qs + 32 * h, 2 * t, 3);
         r.s0 = d * (float)(sc0 & 15); r.m0 = -dmin * (float)(sc0 >> 4);
         r.s1 = d * (float)(sc1 & 15); r.m1 = -dmin * (float)(sc1 >> 4);
-    } else if (T == TSR_TYPE_Q3_K) {
-        const tsr_block_q3_K & x = ((const tsr_block_q3_K *)row)[b / 8];
-        const float d = fp16_avx2(x.d);
-        /* a clear high bit means minus 4 */
-        const __m256i high = _mm256_slli_epi16(bit_plane_avx2(x.hmask, j, 1), 2);
-        r.q = _mm256_sub_epi8(_mm256_or_si256(bit_plane_avx2(x.qs + 32 * h, 2 * t, 3), high), _mm256_set1_epi8(4));
-        r.s0 = d * (float)tsr_impl::q3k_scale(8 * h + 2 * t, x.scales);
-        r.s1 = d * (float)tsr_impl::q3k_scale(8 * h + 2 * t + 1, x.scales);
-    } else if (T == TSR_TYPE_Q4_K || T == TSR_TYPE_Q5_K) {
-        using block = std::conditional_t<T == TSR_TYPE_Q4_K, tsr_block_q4_K, tsr_block_q5_K>;
-        const block & x = ((const block *)row)[b / 8];
-        int sc, mn;
-        tsr_impl::k4_scale_min(j, x.scales, &sc, &mn);
-        r.q = bit_plane_avx2(x.qs + 32 * (j / 2), 4 * (j % 2), 15);
-        if (T == TSR_TYPE_Q5_K)
-            r.q = _mm256_or_si256(r.q, _mm256_slli_epi16(bit_plane_avx2(((const tsr_block_q5_K &)x).qh, j, 1), 4));
-        r.s0 = r.s1 = fp16_avx2(x.d) * (float)sc;
-        r.m0 = r.m1 = -fp16_avx2(x.dmin) * (float)mn;
-    } else if (T == TSR_TYPE_Q6_K) {
+    } else if constexpr (T == TSR_TYPE_Q6_K) {
         const tsr_block_q6_K & x = ((const tsr_block_q6_K *)row)[b / 8];
         const float d = fp16_avx2(x.d);
         const __m256i lo = bit_plane_avx2(x.ql + 64 * h + 32 * (t % 2), 4 * (t / 2), 15);
@@ -14371,12 +14538,13 @@ TSR_TARGET_AVX2 static inline __m256i requantize32_avx2(const affine32 & w, floa
 
 /* Block b (of 32) of a row of type T in int8 with its scale: exact where T allows. */
 template <enum tsr_type T>
-TSR_TARGET_AVX2 static inline __m256i block_i8_avx2(const char * row, int64_t b, float * scale) {
+TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE __m256i block_i8_avx2(const char * row, int64_t b, float * scale) {
     switch (T) {
         case TSR_TYPE_Q8_0: return q8_0_block_avx2(row, b, scale);
         case TSR_TYPE_Q4_0: return q4_0_block_avx2(row, b, scale);
         case TSR_TYPE_Q5_0: return q5_0_block_avx2(row, b, scale);
         case TSR_TYPE_IQ4_NL: return iq4_nl_block_avx2(row, b, scale);
+        case TSR_TYPE_Q3_K: return q3_K_block_avx2(row, b, scale);
         default: return requantize32_avx2(affine_block_avx2<T>(row, b), scale);
     }
 }
@@ -14415,47 +14583,80 @@ TSR_TARGET_AVX2 static inline void store_quads4_avx2(uint8_t * q, const __m256i 
     }
 }
 
-/* An int8 A panel of R rows (R a multiple of 4) of type T; FLIP is XOR-ed into every
- * byte (0x80: signed values made unsigned for the offset kernels), PAD fills rows past
- * `rows` and blocks past K (a zero weight in the panel's encoding, scale 0). Each pass
- * prefetches the next four rows' blocks: a pass reads only kc weights of each row, too
- * few for the hardware prefetcher to follow, and DRAM latency was most of the time. */
-template <int R, enum tsr_type T, int FLIP, int PAD>
+/* A block of 32 as panel bytes and the floats that follow them: the scale; for min panels
+ * then the min, for half panels the second half's scale. */
+struct panel_block {
+    __m256i q;
+    float f[2];
+};
+
+/* Block b (of 32) of a row of type T in the panel layout KIND (panel_kind). */
+template <enum tsr_type T, int KIND>
+TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE panel_block panel_block_avx2(const char * row, int64_t b) {
+    panel_block p{};
+    if constexpr (KIND == PANEL_MIN) {
+        p.q = min_block_avx2<T>(row, b, &p.f[0], &p.f[1]);
+    } else if constexpr (KIND == PANEL_HALVES) {  /* Q6_K: levels q - 32, d * sc of each half */
+        const affine32 w = affine_block_avx2<T>(row, b);
+        p.q = w.q;
+        p.f[0] = w.s0;
+        p.f[1] = w.s1;
+    } else {
+        p.q = block_i8_avx2<T>(row, b, &p.f[0]);
+    }
+    return p;
+}
+
+/* An int8 A panel of R rows (R a multiple of 4) of type T in the layout KIND; FLIP is
+ * XOR-ed into every byte (0x80: signed values made unsigned for the offset kernels), PAD
+ * fills rows past `rows` and blocks past K (a zero weight in the panel's encoding, scales
+ * and min 0). Each pass prefetches the next four rows' blocks: a pass reads only kc
+ * weights of each row, too few for the hardware prefetcher to follow, and DRAM latency was
+ * most of the time. */
+template <int R, enum tsr_type T, int FLIP, int PAD, int KIND = PANEL_Q8>
 TSR_TARGET_AVX2 static void pack_panel_i8_avx2(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    constexpr int NF = KIND == PANEL_Q8 ? 1 : 2;  /* floats per row after the quads */
     uint8_t * d = (uint8_t *)dst;
     const int nb = kc / 32;
     const int64_t b0 = k0 / 32;
     const int nbv = (int)std::max<int64_t>(0, std::min<int64_t>(nb, K / 32 - b0));
-    const __m256i flip = _mm256_set1_epi8((char)FLIP), pad = _mm256_set1_epi8((char)PAD);
+    const __m256i flip = _mm256_set1_epi8((char)FLIP);
+    const size_t block_bytes = (size_t)R * (32 + 4 * NF);
     for (int r0 = 0; r0 < R; r0 += 4) {
         const int live = std::max(0, std::min(4, rows - r0));
         for (int b = 0; b < nb; ++b) {
             /* past the panel this is the next panel's rows; prefetches never fault */
             const char * ahead = a + (size_t)(r0 + 4) * lda + (size_t)(b0 + b) * bytes_per_256<T>() / 8;
             for (int i = 0; i < 4; ++i) _mm_prefetch(ahead + (size_t)i * lda, _MM_HINT_T0);
-            __m256i v[4];
-            alignas(16) float s[4];
+            panel_block p[4];
             if (live == 4 && b < nbv) {  /* the common case unrolled: four independent blocks in flight */
 #pragma GCC unroll 4
-                for (int i = 0; i < 4; ++i) v[i] = _mm256_xor_si256(block_i8_avx2<T>(a + (size_t)(r0 + i) * lda, b0 + b, &s[i]), flip);
+                for (int i = 0; i < 4; ++i) p[i] = panel_block_avx2<T, KIND>(a + (size_t)(r0 + i) * lda, b0 + b);
             } else {
                 for (int i = 0; i < 4; ++i) {
-                    if (i < live && b < nbv) v[i] = _mm256_xor_si256(block_i8_avx2<T>(a + (size_t)(r0 + i) * lda, b0 + b, &s[i]), flip);
-                    else v[i] = pad, s[i] = 0.0f;
+                    if (i < live && b < nbv) p[i] = panel_block_avx2<T, KIND>(a + (size_t)(r0 + i) * lda, b0 + b);
+                    else p[i] = panel_block{_mm256_set1_epi8((char)(PAD ^ FLIP)), {0.0f, 0.0f}};
                 }
             }
-            uint8_t * q = d + (size_t)b * R * 36;
+            const __m256i v[4] = {_mm256_xor_si256(p[0].q, flip), _mm256_xor_si256(p[1].q, flip), _mm256_xor_si256(p[2].q, flip),
+                                  _mm256_xor_si256(p[3].q, flip)};
+            uint8_t * q = d + (size_t)b * block_bytes;
             store_quads4_avx2<R>(q + r0 * 4, v);
-            _mm_storeu_ps((float *)(q + R * 32) + r0, _mm_load_ps(s));
+            for (int k = 0; k < NF; ++k)
+                _mm_storeu_ps((float *)(q + R * (32 + 4 * k)) + r0, _mm_setr_ps(p[0].f[k], p[1].f[k], p[2].f[k], p[3].f[k]));
         }
     }
 }
 
 /* pack_panel_i8_avx2 as the packer family packed_gemms takes; FLIP as the ISA's Q8_0
- * panels (0x80 when its kernel offsets A), which also pads. */
+ * panels (0x80 when its kernel offsets A), which also pads; the min panels are neither
+ * flipped nor padded (their q is unsigned already, 0 is a zero weight). */
 template <int R, int FLIP>
 struct x86_packers {
-    template <enum tsr_type T> struct of { static constexpr pack_panel_fn pack = pack_panel_i8_avx2<R, T, FLIP, FLIP>; };
+    template <enum tsr_type T> struct of {
+        static constexpr int flip = has_block_min(T) ? 0 : FLIP;
+        static constexpr pack_panel_fn pack = pack_panel_i8_avx2<R, T, flip, flip, panel_kind_of(T)>;
+    };
 };
 
 } // namespace tcpu
@@ -14797,12 +14998,19 @@ TSR_TARGET_AVX2 static void gemm_f32_kernel_avx2(int kc, const void * ap, const 
  *  - Q4_0 (nibbles 0..15): a pair is at most 2 * 15 * 128 = 3840, so the 8 quads of a
  *    block add up in int16 (at most 30720) and are widened once per block; the B bias
  *    (-8 * sum) then undoes the nibble offset.
+ *  - min panels (KIND, pack.inl: q 0..31): a pair is at most 2 * 31 * 127, but eight
+ *    quads would pass int16, so each quad is widened as Q8_0's; the tile starts at 0 and
+ *    each block subtracts A's min times B's d * sum(q).
+ *  - half panels (Q6_K's levels -32..31, Q8 set): one tile per 16 k, each scaled by its
+ *    own scale (B as Q8_0's: no bias).
  * 8 x 8 beat 16 x 4 here (one A quad per ymm leaves more registers for the tiles; A is
  * read once per 8 columns). The quad loop stays rolled: unrolled, GCC reassociates the
  * int16 sums into trees of temporaries and spills most of them. */
-template <bool Q8>
+template <bool Q8, int KIND = PANEL_Q8>
 TSR_TARGET_AVX2 static void gemm_i8_kernel_avx2(int kc, const void * ap, const void * bp, float * c, size_t ldc,
                                                 int mr_valid, int nr_valid, bool accumulate) {
+    constexpr bool MINS = KIND == PANEL_MIN;
+    constexpr int PARTS = KIND == PANEL_HALVES ? 2 : 1;  /* tiles per 32 k */
     const uint8_t * a = (const uint8_t *)ap;
     const uint8_t * b = (const uint8_t *)bp;
     const __m256i ones = _mm256_set1_epi16(1);
@@ -14812,28 +15020,38 @@ TSR_TARGET_AVX2 static void gemm_i8_kernel_avx2(int kc, const void * ap, const v
         const int32_t * bq = (const int32_t *)b;
         const float * bs = (const float *)(b + 8 * 32);
         const int32_t * bias = (const int32_t *)(b + 8 * 36);
-        __m256i t[8];
-        for (int j = 0; j < 8; ++j) t[j] = _mm256_setzero_si256();
+        for (int part = 0; part < PARTS; ++part) {
+            __m256i t[8];
+            for (int j = 0; j < 8; ++j) t[j] = _mm256_setzero_si256();
 #pragma GCC unroll 1
-        for (int q = 0; q < 8; ++q) {
-            const __m256i a0 = _mm256_loadu_si256((const __m256i *)(a + q * 32));
-            const int32_t * bqq = bq + q * 8;
-            if constexpr (Q8) {
-                const __m256i u0 = _mm256_abs_epi8(a0);  /* -128 -> 0x80 = 128 unsigned */
-                for (int j = 0; j < 8; ++j)
-                    t[j] = _mm256_add_epi32(t[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u0, _mm256_sign_epi8(_mm256_set1_epi32(bqq[j]), a0)), ones));
-            } else {
-                for (int j = 0; j < 8; ++j)
-                    t[j] = _mm256_add_epi16(t[j], _mm256_maddubs_epi16(a0, _mm256_set1_epi32(bqq[j])));
+            for (int q = part * 8 / PARTS; q < (part + 1) * 8 / PARTS; ++q) {
+                const __m256i a0 = _mm256_loadu_si256((const __m256i *)(a + q * 32));
+                const int32_t * bqq = bq + q * 8;
+                if constexpr (Q8) {
+                    const __m256i u0 = _mm256_abs_epi8(a0);  /* -128 -> 0x80 = 128 unsigned */
+                    for (int j = 0; j < 8; ++j)
+                        t[j] = _mm256_add_epi32(t[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u0, _mm256_sign_epi8(_mm256_set1_epi32(bqq[j]), a0)), ones));
+                } else if constexpr (MINS) {
+                    for (int j = 0; j < 8; ++j)
+                        t[j] = _mm256_add_epi32(t[j], _mm256_madd_epi16(_mm256_maddubs_epi16(a0, _mm256_set1_epi32(bqq[j])), ones));
+                } else {
+                    for (int j = 0; j < 8; ++j)
+                        t[j] = _mm256_add_epi16(t[j], _mm256_maddubs_epi16(a0, _mm256_set1_epi32(bqq[j])));
+                }
+            }
+            const __m256 da = _mm256_loadu_ps((const float *)(a + 8 * 32 + part * 32));
+            for (int j = 0; j < 8; ++j) {
+                __m256i i0 = t[j];
+                if constexpr (!Q8 && !MINS) i0 = _mm256_add_epi32(_mm256_madd_epi16(i0, ones), _mm256_set1_epi32(bias[j]));
+                f[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(da, _mm256_set1_ps(bs[j])), f[j]);
             }
         }
-        const __m256 da = _mm256_loadu_ps((const float *)(a + 8 * 32));
-        for (int j = 0; j < 8; ++j) {
-            __m256i i0 = t[j];
-            if constexpr (!Q8) i0 = _mm256_add_epi32(_mm256_madd_epi16(i0, ones), _mm256_set1_epi32(bias[j]));
-            f[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(da, _mm256_set1_ps(bs[j])), f[j]);
+        if constexpr (MINS) {
+            const __m256 mins = _mm256_loadu_ps((const float *)(a + 8 * 36));
+            const float * bsum = (const float *)(b + 8 * 36);
+            for (int j = 0; j < 8; ++j) f[j] = _mm256_fnmadd_ps(mins, _mm256_set1_ps(bsum[j]), f[j]);
         }
-        a += 8 * 36;
+        a += 8 * (KIND == PANEL_Q8 ? 36 : 40);
         b += 8 * 40;
     }
     for (int j = 0; j < nr_valid; ++j) {
@@ -14874,6 +15092,23 @@ static constexpr gemm_impl gemm_q4_0_avx2 = [] {
     g.pack_a = pack_panel_i8_avx2<8, TSR_TYPE_Q4_0, 0, 8>;
     g.pack_b = pack_panel_i8_b<8, 8>;
     g.kernel = gemm_i8_kernel_avx2<false>;
+    return g;
+}();
+/* The min panels' GEMM (Q4_1, Q5_1, Q4_K, Q5_K; their packers: pack_x86.inl). */
+static constexpr gemm_impl gemm_min_avx2 = [] {
+    gemm_impl g = gemm_q8_0_avx2;
+    g.a_bytes_32k = 8 * 40;
+    g.pack_a = nullptr;
+    g.pack_b = pack_panel_i8_b<8, 0, PANEL_MIN>;
+    g.kernel = gemm_i8_kernel_avx2<false, PANEL_MIN>;
+    return g;
+}();
+/* The half panels' GEMM (Q6_K: signed levels as Q8_0's, a scale per 16). */
+static constexpr gemm_impl gemm_halves_avx2 = [] {
+    gemm_impl g = gemm_q8_0_avx2;
+    g.a_bytes_32k = 8 * 40;
+    g.pack_a = nullptr;
+    g.kernel = gemm_i8_kernel_avx2<true, PANEL_HALVES>;
     return g;
 }();
 
@@ -15342,7 +15577,7 @@ static constexpr kernels kernels_avx2 = [] {
     k.gemm[SLOT_BF16] = &gemm_bf16_avx2;
     k.gemm[SLOT_Q8_0] = &gemm_q8_0_avx2;
     k.gemm[SLOT_Q4_0] = &gemm_q4_0_avx2;
-    packed_gemms<gemm_q8_0_avx2, x86_packers<8, 0>::of>::fill(k);
+    packed_gemms<gemm_q8_0_avx2, gemm_min_avx2, gemm_halves_avx2, x86_packers<8, 0>::of>::fill(k);
     k.act = &act_table_avx2;
     return k;
 }();
@@ -15875,42 +16110,61 @@ TSR_TARGET_AVX512BF16 static void gemm_bf16_kernel_avx512(int kc, const void * a
 }
 
 /* Int8 GEMM micro-kernel (vpdpbusd): 32 x 6 tile; per 32-k block an integer tile is
- * started at the B bias (undoing A's unsigned offset), then scaled into float. */
+ * started at the B bias (undoing A's unsigned offset), then scaled into float. KIND
+ * (panel_kind, pack.inl): min panels keep A's q unsigned as is, start the tile at 0 and
+ * subtract A's min times B's d * sum(q) per block (one more FMA per accumulator); half
+ * panels build one tile per 16 k, each from its own bias and scaled by its own scale. */
+template <int KIND>
 TSR_TARGET_AVX512VNNI static void gemm_i8_kernel_avx512(int kc, const void * ap, const void * bp, float * c, size_t ldc,
                                                         int mr_valid, int nr_valid, bool accumulate) {
+    constexpr bool MINS = KIND == PANEL_MIN;
+    constexpr int PARTS = KIND == PANEL_HALVES ? 2 : 1;  /* tiles per 32 k */
     const uint8_t * a = (const uint8_t *)ap;
     const uint8_t * b = (const uint8_t *)bp;
     __m512 f[6][2];
     for (int j = 0; j < 6; ++j) { f[j][0] = _mm512_setzero_ps(); f[j][1] = _mm512_setzero_ps(); }
     for (int blk = 0; blk < kc / 32; ++blk) {
         const float * bs = (const float *)(b + 6 * 32);
-        const int32_t * bias = (const int32_t *)(b + 6 * 36);
-        __m512i i00 = _mm512_set1_epi32(bias[0]), i01 = i00;
-        __m512i i10 = _mm512_set1_epi32(bias[1]), i11 = i10;
-        __m512i i20 = _mm512_set1_epi32(bias[2]), i21 = i20;
-        __m512i i30 = _mm512_set1_epi32(bias[3]), i31 = i30;
-        __m512i i40 = _mm512_set1_epi32(bias[4]), i41 = i40;
-        __m512i i50 = _mm512_set1_epi32(bias[5]), i51 = i50;
         const int32_t * bq = (const int32_t *)b;
-        for (int q = 0; q < 8; ++q) {
-            const __m512i a0 = _mm512_load_si512((const void *)(a + q * 128));
-            const __m512i a1 = _mm512_load_si512((const void *)(a + q * 128 + 64));
-            __m512i bb;
+        for (int part = 0; part < PARTS; ++part) {
+            const int32_t * bias = (const int32_t *)(b + 6 * 36) + 6 * part;
+#define TSR_IBIAS(j) (MINS ? _mm512_setzero_si512() : _mm512_set1_epi32(bias[j]))
+            __m512i i00 = TSR_IBIAS(0), i01 = i00;
+            __m512i i10 = TSR_IBIAS(1), i11 = i10;
+            __m512i i20 = TSR_IBIAS(2), i21 = i20;
+            __m512i i30 = TSR_IBIAS(3), i31 = i30;
+            __m512i i40 = TSR_IBIAS(4), i41 = i40;
+            __m512i i50 = TSR_IBIAS(5), i51 = i50;
+#undef TSR_IBIAS
+            for (int q = part * 8 / PARTS; q < (part + 1) * 8 / PARTS; ++q) {
+                const __m512i a0 = _mm512_load_si512((const void *)(a + q * 128));
+                const __m512i a1 = _mm512_load_si512((const void *)(a + q * 128 + 64));
+                __m512i bb;
 #define TSR_ISTEP(j, x0, x1) bb = _mm512_set1_epi32(bq[q * 6 + j]); x0 = _mm512_dpbusd_epi32(x0, a0, bb); x1 = _mm512_dpbusd_epi32(x1, a1, bb);
-            TSR_ISTEP(0, i00, i01) TSR_ISTEP(1, i10, i11) TSR_ISTEP(2, i20, i21)
-            TSR_ISTEP(3, i30, i31) TSR_ISTEP(4, i40, i41) TSR_ISTEP(5, i50, i51)
+                TSR_ISTEP(0, i00, i01) TSR_ISTEP(1, i10, i11) TSR_ISTEP(2, i20, i21)
+                TSR_ISTEP(3, i30, i31) TSR_ISTEP(4, i40, i41) TSR_ISTEP(5, i50, i51)
 #undef TSR_ISTEP
-        }
-        const __m512 da0 = _mm512_load_ps(a + 32 * 32);
-        const __m512 da1 = _mm512_load_ps(a + 32 * 32 + 64);
+            }
+            const __m512 da0 = _mm512_load_ps(a + 32 * 32 + part * 128);
+            const __m512 da1 = _mm512_load_ps(a + 32 * 32 + part * 128 + 64);
 #define TSR_FSTEP(j, x0, x1) { const __m512 db = _mm512_set1_ps(bs[j]); \
-        f[j][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x0), _mm512_mul_ps(da0, db), f[j][0]); \
-        f[j][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x1), _mm512_mul_ps(da1, db), f[j][1]); }
-        TSR_FSTEP(0, i00, i01) TSR_FSTEP(1, i10, i11) TSR_FSTEP(2, i20, i21)
-        TSR_FSTEP(3, i30, i31) TSR_FSTEP(4, i40, i41) TSR_FSTEP(5, i50, i51)
+            f[j][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x0), _mm512_mul_ps(da0, db), f[j][0]); \
+            f[j][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x1), _mm512_mul_ps(da1, db), f[j][1]); }
+            TSR_FSTEP(0, i00, i01) TSR_FSTEP(1, i10, i11) TSR_FSTEP(2, i20, i21)
+            TSR_FSTEP(3, i30, i31) TSR_FSTEP(4, i40, i41) TSR_FSTEP(5, i50, i51)
 #undef TSR_FSTEP
-        a += 32 * 36;
-        b += 6 * 40;
+        }
+        if constexpr (MINS) {
+            const float * bsum = (const float *)(b + 6 * 36);
+            const __m512 m0 = _mm512_load_ps(a + 32 * 36), m1 = _mm512_load_ps(a + 32 * 36 + 64);
+            for (int j = 0; j < 6; ++j) {
+                const __m512 s = _mm512_set1_ps(bsum[j]);
+                f[j][0] = _mm512_fnmadd_ps(m0, s, f[j][0]);
+                f[j][1] = _mm512_fnmadd_ps(m1, s, f[j][1]);
+            }
+        }
+        a += 32 * (KIND == PANEL_Q8 ? 36 : 40);
+        b += 6 * (PARTS == 2 ? 44 : 40);
     }
     for (int j = 0; j < nr_valid; ++j) store_row32(c + (size_t)j * ldc, f[j][0], f[j][1], mr_valid, accumulate);
 }
@@ -15941,7 +16195,25 @@ static constexpr gemm_impl gemm_q8_0_avx512 = [] {
     g.a_bytes_32k = 32 * 36; g.b_bytes_32k = 6 * 40; g.b_is_q8 = true;
     g.pack_a = pack_panel_i8_avx2<32, TSR_TYPE_Q8_0, 0x80, 0x80>;
     g.pack_b = pack_panel_i8_b<6, 128>;
-    g.kernel = gemm_i8_kernel_avx512;
+    g.kernel = gemm_i8_kernel_avx512<PANEL_Q8>;
+    return g;
+}();
+/* The min panels' GEMM (Q4_1, Q5_1, Q4_K, Q5_K; their packers: pack_x86.inl). */
+static constexpr gemm_impl gemm_min_avx512 = [] {
+    gemm_impl g = gemm_q8_0_avx512;
+    g.a_bytes_32k = 32 * 40;
+    g.pack_a = nullptr;
+    g.pack_b = pack_panel_i8_b<6, 0, PANEL_MIN>;
+    g.kernel = gemm_i8_kernel_avx512<PANEL_MIN>;
+    return g;
+}();
+/* The half panels' GEMM (Q6_K: levels offset by 128 as Q8_0's, a bias per 16). */
+static constexpr gemm_impl gemm_halves_avx512 = [] {
+    gemm_impl g = gemm_q8_0_avx512;
+    g.a_bytes_32k = 32 * 40; g.b_bytes_32k = 6 * 44;
+    g.pack_a = nullptr;
+    g.pack_b = pack_panel_i8_b<6, 128, PANEL_HALVES>;
+    g.kernel = gemm_i8_kernel_avx512<PANEL_HALVES>;
     return g;
 }();
 static constexpr gemm_impl gemm_q4_0_avx512 = [] {
@@ -16271,7 +16543,7 @@ static kernels make_kernels_avx512() {
         k.gemm[SLOT_Q8_0] = &gemm_q8_0_avx512;
         k.gemm[SLOT_Q4_0] = &gemm_q4_0_avx512;
         row_quant_dots<matvec_avx512>::fill(k);
-        packed_gemms<gemm_q8_0_avx512, x86_packers<32, 0x80>::of>::fill(k);
+        packed_gemms<gemm_q8_0_avx512, gemm_min_avx512, gemm_halves_avx512, x86_packers<32, 0x80>::of>::fill(k);
     }
     return k;
 }
@@ -16620,9 +16892,26 @@ static inline void store_col4_neon(float * c, float32x4_t v, int mr_valid, bool 
     for (int i = 0; i < mr_valid; ++i) c[i] = accumulate ? c[i] + tmp[i] : tmp[i];
 }
 
+/* Sum over 16 signed byte products, as 4 int32 partial sums (dot32_s8_partial's half). */
+static inline int32x4_t dot16_s8_partial(const int8_t * x, const int8_t * y) {
+    const int8x16_t x0 = vld1q_s8(x), y0 = vld1q_s8(y);
+    return vpaddlq_s16(vmlal_high_s8(vmull_s8(vget_low_s8(x0), vget_low_s8(y0)), x0, y0));
+}
+
+/* The 4 rows' sums of products of A block aq (rows of 32 bytes) with B's yn over k in
+ * [K0, K0 + N): one vector over m. */
+template <int K0, int N>
+static inline int32x4_t rows4_dot_neon(const int8_t * aq, const int8_t * yn) {
+    const auto dot = [&](int r) { return N == 32 ? dot32_s8_partial(aq + r * 32, yn) : dot16_s8_partial(aq + r * 32 + K0, yn + K0); };
+    return vpaddq_s32(vpaddq_s32(dot(0), dot(1)), vpaddq_s32(dot(2), dot(3)));
+}
+
 /* Integer GEMM micro-kernel over signed int8 panels (pack_panel_s8_a/b): 4 x 4 tile. Per 32 k
  * block and column n, the 4 partial-sum vectors of the 4 rows reduce pairwise (vpaddq_s32)
- * into one vector over m, which is scaled by d_a[m] * d_b[n] like the dot-product path. */
+ * into one vector over m, which is scaled by d_a[m] * d_b[n] like the dot-product path.
+ * KIND (panel_kind, pack.inl): min panels also subtract A's mins times B's d * sum(q) per
+ * block; half panels sum and scale each 16 k on its own. */
+template <int KIND>
 static void gemm_s8_kernel_neon(int kc, const void * ap, const void * bp, float * c, size_t ldc,
                                 int mr_valid, int nr_valid, bool accumulate) {
     const uint8_t * a = (const uint8_t *)ap;
@@ -16636,12 +16925,18 @@ static void gemm_s8_kernel_neon(int kc, const void * ap, const void * bp, float 
         const float * db = (const float *)(b + 4 * 32);
         for (int n = 0; n < 4; ++n) {
             const int8_t * yn = bq + n * 32;
-            const int32x4_t s01 = vpaddq_s32(dot32_s8_partial(aq, yn), dot32_s8_partial(aq + 32, yn));
-            const int32x4_t s23 = vpaddq_s32(dot32_s8_partial(aq + 64, yn), dot32_s8_partial(aq + 96, yn));
-            acc[n] = vfmaq_f32(acc[n], vcvtq_f32_s32(vpaddq_s32(s01, s23)), vmulq_n_f32(da, db[n]));
+            if constexpr (KIND == PANEL_HALVES) {
+                const float32x4_t da_hi = vld1q_f32((const float *)(a + 4 * 36));
+                acc[n] = vfmaq_f32(acc[n], vcvtq_f32_s32(rows4_dot_neon<0, 16>(aq, yn)), vmulq_n_f32(da, db[n]));
+                acc[n] = vfmaq_f32(acc[n], vcvtq_f32_s32(rows4_dot_neon<16, 16>(aq, yn)), vmulq_n_f32(da_hi, db[n]));
+            } else {
+                acc[n] = vfmaq_f32(acc[n], vcvtq_f32_s32(rows4_dot_neon<0, 32>(aq, yn)), vmulq_n_f32(da, db[n]));
+            }
+            if constexpr (KIND == PANEL_MIN)
+                acc[n] = vfmsq_n_f32(acc[n], vld1q_f32((const float *)(a + 4 * 36)), ((const float *)(b + 4 * 36))[n]);
         }
-        a += 4 * 36;
-        b += 4 * 36;
+        a += 4 * (KIND == PANEL_Q8 ? 36 : 40);
+        b += 4 * (KIND == PANEL_MIN ? 40 : 36);
     }
     for (int n = 0; n < nr_valid; ++n) store_col4_neon(c + (size_t)n * ldc, acc[n], mr_valid, accumulate);
 }
@@ -16653,7 +16948,24 @@ static constexpr gemm_impl gemm_q8_0_neon = [] {
     g.a_bytes_32k = 4 * 36; g.b_bytes_32k = 4 * 36; g.b_is_q8 = true;
     g.pack_a = pack_panel_s8_a<4, TSR_TYPE_Q8_0>;
     g.pack_b = pack_panel_s8_b<4>;
-    g.kernel = gemm_s8_kernel_neon;
+    g.kernel = gemm_s8_kernel_neon<PANEL_Q8>;
+    return g;
+}();
+/* The min panels' GEMM (Q4_1, Q5_1, Q4_K, Q5_K; their packer: gemm_kquant.inl). */
+static constexpr gemm_impl gemm_min_neon = [] {
+    gemm_impl g = gemm_q8_0_neon;
+    g.a_bytes_32k = 4 * 40; g.b_bytes_32k = 4 * 40;
+    g.pack_a = nullptr;
+    g.pack_b = pack_panel_s8_b<4, true>;
+    g.kernel = gemm_s8_kernel_neon<PANEL_MIN>;
+    return g;
+}();
+/* The half panels' GEMM (Q6_K: a scale per 16; B as Q8_0's). */
+static constexpr gemm_impl gemm_halves_neon = [] {
+    gemm_impl g = gemm_q8_0_neon;
+    g.a_bytes_32k = 4 * 40;
+    g.pack_a = nullptr;
+    g.kernel = gemm_s8_kernel_neon<PANEL_HALVES>;
     return g;
 }();
 static constexpr gemm_impl gemm_q4_0_neon = gemm_with_pack_a(gemm_q8_0_neon, pack_panel_s8_a<4, TSR_TYPE_Q4_0>);
@@ -17065,7 +17377,7 @@ static constexpr kernels kernels_neon = [] {
     k.gemm[SLOT_BF16] = &gemm_bf16_neon;
     k.gemm[SLOT_Q8_0] = &gemm_q8_0_neon;
     k.gemm[SLOT_Q4_0] = &gemm_q4_0_neon;
-    packed_gemms<gemm_q8_0_neon, requant_packers<4, pack_panel_s8_a<4, TSR_TYPE_Q8_0>, quantize_y_neon>::of>::fill(k);
+    packed_gemms<gemm_q8_0_neon, gemm_min_neon, gemm_halves_neon, portable_packers<4, pack_panel_s8_a<4, TSR_TYPE_Q8_0>, quantize_y_neon>::of>::fill(k);
     k.act = &act_table_neon;
     return k;
 }();

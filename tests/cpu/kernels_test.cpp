@@ -424,24 +424,28 @@ struct packed_panel {
     std::vector<uint8_t> bytes;
     const uint8_t * p;
     bool rows_layout, is_signed;
-    int offset;
+    int kind, offset;
     packed_panel(const tcpu::gemm_impl * gi, tsr_cpu_isa isa, tsr_type t, const std::vector<uint8_t> & w, size_t lda, int rows,
                  int64_t K, int64_t k0, int nb)
         : g(gi), bytes(gi->a_bytes_32k * (size_t)nb, 0xAB), p(bytes.data()) {
         g->pack_a((const char *)w.data(), lda, rows, K, k0, nb * 32, bytes.data());
         rows_layout = isa == TSR_CPU_ISA_NEON;
-        const bool nibbles = t == TSR_TYPE_Q4_0 && !rows_layout;
-        is_signed = !nibbles && isa != TSR_CPU_ISA_AVX512;
-        offset = nibbles ? 8 : (is_signed ? 0 : 128);
+        // min panels: levels 0..31 as they are, mr scales, mr mins; half panels: Q8_0-style
+        // levels, mr scales per half
+        kind = tcpu::panel_kind_of(t);
+        const bool nibbles = t == TSR_TYPE_Q4_0 && !rows_layout, mins = kind == tcpu::PANEL_MIN;
+        is_signed = !mins && !nibbles && isa != TSR_CPU_ISA_AVX512;
+        offset = nibbles ? 8 : (is_signed || mins ? 0 : 128);
     }
     int level(int b, int r, int j) const {
         const uint8_t * blk = p + (size_t)b * g->a_bytes_32k;
         const uint8_t byte = rows_layout ? blk[r * 32 + j] : blk[((j / 4) * g->mr + r) * 4 + j % 4];
         return (is_signed ? (int)(int8_t)byte : (int)byte) - offset;
     }
-    float scale(int b, int r) const {
+    // float `part` of row r after the levels: the scale (0), then the min or the second half's scale (1)
+    float scale(int b, int r, int part = 0) const {
         float s;
-        std::memcpy(&s, p + (size_t)b * g->a_bytes_32k + (size_t)g->mr * 32 + (size_t)r * 4, 4);
+        std::memcpy(&s, p + (size_t)b * g->a_bytes_32k + (size_t)g->mr * (32 + 4 * part) + (size_t)r * 4, 4);
         return s;
     }
 };
@@ -512,26 +516,147 @@ TEST_CASE("GEMM A panels of Q8_0, Q4_0, Q5_0 and IQ4_NL hold the blocks' exact l
     }
 }
 
-// The other types (a min, or scales per 16) are requantized per 32 when packed: each block's
-// scale is its largest dequantized weight / 127 and each level is within half a step of
-// the weight (tsr_to_float_row's values; NEON's panels keep Q8_0's fp16 scale, the rounded
-// scale's error times the level on top); a block with an infinite fp16 scale gets scale
-// NaN (its products are NaN, as in float arithmetic); rows and blocks past the ends 0.
-TEST_CASE("GEMM A panels of Q4_1, Q5_1 and the K-quants requantize every block within half a step", "[cpu][mul_mat][kernels][quant]") {
+namespace {
+
+// Block kb (of 32) of a row of Q4_1, Q5_1, Q4_K, Q5_K or Q3_K as the format defines it,
+// read from its bytes: w = scale * level - min.
+struct ref_block {
+    int level[32];
+    double scale, min, scale_hi;  // scale_hi: Q6_K's scale of elements 16..31
+};
+
+double fp16_at(const uint8_t * p) {
+    tsr_fp16_t h;
+    std::memcpy(&h, p, 2);
+    return tsr_fp16_to_fp32(h);
+}
+
+// Q4_K / Q5_K: 6-bit scale and min j of the 12 packed bytes s.
+void k_scale_min(const uint8_t * s, int j, int & sc, int & mn) {
+    sc = j < 4 ? s[j] & 63 : (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+    mn = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+}
+
+ref_block read_ref_block(tsr_type t, const uint8_t * row, int64_t kb) {
+    ref_block r{};
+    if (t == TSR_TYPE_Q4_1 || t == TSR_TYPE_Q5_1) {  // d, m, (qh), qs: w = d * q + m
+        const uint8_t * blk = row + (size_t)kb * tsr_type_size(t);
+        const uint8_t * qs = blk + (t == TSR_TYPE_Q5_1 ? 8 : 4);
+        for (int j = 0; j < 32; ++j) {
+            r.level[j] = j < 16 ? qs[j] & 15 : qs[j - 16] >> 4;
+            if (t == TSR_TYPE_Q5_1) r.level[j] |= ((blk[4 + j / 8] >> (j % 8)) & 1) << 4;
+        }
+        r.scale = fp16_at(blk);
+        r.min = -fp16_at(blk + 2);
+        return r;
+    }
+    const uint8_t * sb = row + (size_t)(kb / 8) * tsr_type_size(t);
+    const int s = (int)(kb % 8);
+    if (t == TSR_TYPE_Q6_K) {  // ql[128], qh[64], scales[16] (int8), d: level q - 32, d * scale per 16
+        for (int l = 0; l < 32; ++l) {
+            const int e = 32 * s + l, h = e / 128, k = (e % 128) / 32;
+            const int lo = (sb[64 * h + 32 * (k % 2) + l] >> (4 * (k / 2))) & 15;
+            const int hi = (sb[128 + 32 * h + l] >> (2 * k)) & 3;
+            r.level[l] = (lo | (hi << 4)) - 32;
+        }
+        r.scale = fp16_at(sb + 208) * (int8_t)sb[192 + 2 * s];
+        r.scale_hi = fp16_at(sb + 208) * (int8_t)sb[192 + 2 * s + 1];
+        return r;
+    }
+    if (t == TSR_TYPE_Q3_K) {  // hmask[32], qs[64], scales[12], d: level -q*sc, scale -d
+        for (int l = 0; l < 32; ++l) {
+            const int e = 32 * s + l, j = e / 16;
+            const int q2 = (sb[32 + 32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+            const int q = q2 - (((sb[e % 32] >> (e / 32)) & 1) ? 0 : 4);
+            const int lo = j < 8 ? sb[96 + j] & 15 : sb[96 + j - 8] >> 4;
+            const int sc = (lo | (((sb[96 + 8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+            r.level[l] = -q * sc;
+        }
+        r.scale = -fp16_at(sb + 108);
+        return r;
+    }
+    // Q4_K / Q5_K: d, dmin, scales[12], (qh[32]), qs[128]: w = d*sc * q - dmin*m
+    int sc, mn;
+    k_scale_min(sb + 4, s, sc, mn);
+    const uint8_t * qs = sb + (t == TSR_TYPE_Q5_K ? 48 : 16);
+    for (int l = 0; l < 32; ++l) {
+        r.level[l] = (qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 15;
+        if (t == TSR_TYPE_Q5_K) r.level[l] |= ((sb[16 + l] >> s) & 1) << 4;
+    }
+    r.scale = fp16_at(sb) * sc;
+    r.min = fp16_at(sb + 2) * mn;
+    return r;
+}
+
+} // namespace
+
+// Q4_1, Q5_1, Q4_K and Q5_K (w = a * q - b per 32) pack as min panels: q, a and b exactly;
+// Q3_K as Q8_0 panels of -q * sc with scale -d; Q6_K as half panels (levels q - 32, d * sc
+// per 16). Each byte and float of every ISA's panel against the blocks read here (random
+// bytes, finite fp16 scales): rows past `rows` and blocks past K hold level 0 and floats
+// 0, a k0 past the first super-block and a row stride past the row's end.
+TEST_CASE("GEMM A panels of Q4_1, Q5_1, Q3_K, Q4_K, Q5_K and Q6_K hold the blocks' exact levels, scales and mins on every ISA",
+          "[cpu][mul_mat][kernels][quant]") {
+    std::mt19937 rng(29);
+    const int64_t K = 512;
+    const int rows = 5;
+    for (tsr_type t : {TSR_TYPE_Q4_1, TSR_TYPE_Q5_1, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K}) {
+        const size_t bs = tsr_type_size(t), lda = tsr_row_size(t, K) + bs;
+        const std::vector<size_t> fp16_at_offsets = t == TSR_TYPE_Q3_K   ? std::vector<size_t>{108}
+                                                  : t == TSR_TYPE_Q6_K ? std::vector<size_t>{208}
+                                                                       : std::vector<size_t>{0, 2};
+        std::vector<uint8_t> w(lda * rows);
+        for (auto & v : w) v = (uint8_t)(rng() & 0xff);
+        for (size_t at = 0; at + bs <= w.size(); at += bs)  // finite fp16 d and m / dmin
+            for (size_t off : fp16_at_offsets) {
+                const tsr_fp16_t h = tsr_fp32_to_fp16(std::uniform_real_distribution<float>(-0.01f, 0.01f)(rng));
+                std::memcpy(w.data() + at + off, &h, 2);
+            }
+        for (tsr_cpu_isa isa : tsrt::isas()) {
+            kernels_of k(isa);
+            const tcpu::gemm_impl * g = gemm_of(k.K, t);
+            if (!g) continue;
+            for (int64_t k0 : {(int64_t)0, (int64_t)256}) {
+                const int nb = 16;  // from k0 256: 8 blocks, then 8 past K
+                const packed_panel pv(g, isa, t, w, lda, rows, K, k0, nb);
+                REQUIRE(g->a_bytes_32k == (size_t)g->mr * (t == TSR_TYPE_Q3_K ? 36 : 40));
+                int bad = 0;
+                for (int b = 0; b < nb; ++b)
+                    for (int r = 0; r < g->mr; ++r) {
+                        const int64_t kb = k0 / 32 + b;
+                        const bool live = r < rows && kb < K / 32;
+                        const ref_block want = live ? read_ref_block(t, w.data() + r * lda, kb) : ref_block{};
+                        bad += (double)pv.scale(b, r) != want.scale;
+                        if (t == TSR_TYPE_Q6_K) bad += (double)pv.scale(b, r, 1) != want.scale_hi;
+                        else if (t != TSR_TYPE_Q3_K) bad += (double)pv.scale(b, r, 1) != want.min;
+                        for (int j = 0; j < 32; ++j) bad += pv.level(b, r, j) != want.level[j];
+                    }
+                INFO(tsr_type_name(t) << " isa " << tsr_cpu_isa_name(isa) << " k0 " << k0);
+                CHECK(bad == 0);
+            }
+        }
+    }
+}
+
+// Q2_K (a min per 16, which would need sums of the activations per 16) is requantized
+// per 32 when packed: each block's scale is its largest dequantized weight / 127 and each level is
+// within half a step of the weight (tsr_to_float_row's values; NEON's panels keep Q8_0's
+// fp16 scale, the rounded scale's error times the level on top); a block with an infinite
+// fp16 scale gets scale NaN (its products are NaN, as in float arithmetic); rows and
+// blocks past the ends 0.
+TEST_CASE("GEMM A panels of Q2_K requantize every block within half a step", "[cpu][mul_mat][kernels][quant]") {
     std::mt19937 rng(23);
     const int64_t K = 512;
     const int rows = 5;
-    for (tsr_type t : {TSR_TYPE_Q4_1, TSR_TYPE_Q5_1, TSR_TYPE_Q2_K, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K}) {
+    for (tsr_type t : {TSR_TYPE_Q2_K}) {
         const size_t lda = tsr_row_size(t, K);
         std::vector<float> x((size_t)(K * rows));
         for (size_t i = 0; i < x.size(); ++i) x[i] = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng) * (1.0f + (float)(i / 32 % 5));
         std::vector<uint8_t> w(lda * rows);
         REQUIRE(tsr_from_float_row(t, x.data(), w.data(), K * rows));
-        // row 1's block or super-block at k0 gets d = +inf (d leads Q4_1 / Q5_1 / Q4_K / Q5_K)
+        // row 1's super-block at k0 gets d = +inf
         const int64_t k0 = 256;
-        const size_t d_at = t == TSR_TYPE_Q2_K ? offsetof(tsr_block_q2_K, d)
-                          : t == TSR_TYPE_Q3_K ? offsetof(tsr_block_q3_K, d)
-                          : t == TSR_TYPE_Q6_K ? offsetof(tsr_block_q6_K, d) : 0;
+        const size_t d_at = offsetof(tsr_block_q2_K, d);
         const int64_t inf_blocks = tsr_blck_size(t) / 32;
         const tsr_fp16_t inf16 = 0x7C00;
         std::memcpy(w.data() + lda + (size_t)(k0 / tsr_blck_size(t)) * tsr_type_size(t) + d_at, &inf16, 2);
@@ -542,7 +667,7 @@ TEST_CASE("GEMM A panels of Q4_1, Q5_1 and the K-quants requantize every block w
             const tcpu::gemm_impl * g = gemm_of(k.K, t);
             if (!g) continue;
             const int nb = 16;  // 8 blocks from k0, 8 past K
-            const packed_panel pv(g, isa, TSR_TYPE_Q8_0, w, lda, rows, K, k0, nb);
+            const packed_panel pv(g, isa, t, w, lda, rows, K, k0, nb);
             int bad = 0;
             for (int b = 0; b < nb; ++b)
                 for (int r = 0; r < g->mr; ++r) {

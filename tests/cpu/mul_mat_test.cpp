@@ -301,6 +301,87 @@ TEST_CASE("mul_mat: GEMM of the requantized types over k blocks and row panels",
     for (tsr_type t : kRowQuants) check_mul_mat(t, 1280, 37, 7, 1, 1, 1, 1, false, 2);
 }
 
+namespace {
+
+// Activations that quantize to 8 bits per 32 without error: integers -127..127 times a
+// power of two per block, one of them +-127 (the block's step is then that power exactly).
+std::vector<float> on_grid_activations(int64_t K, int64_t N, std::mt19937 & rng) {
+    std::vector<float> x((size_t)(K * N));
+    for (int64_t blk = 0; blk < K * N / 32; ++blk) {
+        const float step = std::ldexp(1.0f, -(int)(3 + blk % 5));
+        for (int j = 0; j < 32; ++j) x[(size_t)(blk * 32 + j)] = step * (float)((int)(rng() % 255) - 127);
+        x[(size_t)(blk * 32 + blk % 32)] = step * ((blk & 1) ? 127.0f : -127.0f);
+    }
+    return x;
+}
+
+} // namespace
+
+// Q4_1, Q5_1, Q3_K, Q4_K, Q5_K and Q6_K pack exactly (levels, scales, mins): their GEMM is the
+// format's weights against the 8-bit activations, so against the double product of the
+// dequantized weights it errs by the activations' quantization only, element by element:
+// at most sum |w| * step / 2 (step: the block's amax / 127), and nothing for activations on
+// their 8-bit grid; float rounding on top (1e-5 of sum (|w| + the block's largest |w|) |x|,
+// the min's correction cancelling up to that). K spans two k blocks of every kernel, M a
+// partial row panel. The requantizing packers erred by up to half a step of 1/254 of each
+// block's largest weight on top: far past the bound on the grid.
+TEST_CASE("mul_mat: GEMM of the exactly packed types errs by the activations' quantization only", "[cpu][mul_mat][quant]") {
+    const int64_t K = 1280, M = 37, N = 7;
+    for (tsr_type t : {TSR_TYPE_Q4_1, TSR_TYPE_Q5_1, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K})
+        for (bool on_grid : {true, false}) {
+            std::mt19937 rng((unsigned)(t * 2 + on_grid));
+            ctx_holder ctx(16);
+            tsr_tensor * a = tsr_new_tensor_2d(ctx, t, K, M);
+            tsr_tensor * b = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, K, N);
+            std::vector<float> wf((size_t)(K * M));
+            for (auto & v : wf) v = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
+            REQUIRE(tsr_from_float_row(t, wf.data(), a->data, K * M));
+            REQUIRE(tsr_to_float_row(t, a->data, wf.data(), K * M));
+            std::vector<float> x = on_grid ? on_grid_activations(K, N, rng) : std::vector<float>((size_t)(K * N));
+            if (!on_grid)
+                for (auto & v : x) v = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
+            std::memcpy(b->data, x.data(), x.size() * 4);
+            tsr_tensor * c = tsr_mul_mat(ctx, a, b);
+            std::vector<double> ref((size_t)(M * N)), tol((size_t)(M * N));
+            for (int64_t n = 0; n < N; ++n)
+                for (int64_t m = 0; m < M; ++m) {
+                    double sum = 0, act = 0, mag = 0;
+                    for (int64_t k0 = 0; k0 < K; k0 += 32) {
+                        double xmax = 0, wmax = 0;
+                        for (int64_t k = k0; k < k0 + 32; ++k) {
+                            xmax = std::max(xmax, std::fabs((double)x[(size_t)(n * K + k)]));
+                            wmax = std::max(wmax, std::fabs((double)wf[(size_t)(m * K + k)]));
+                        }
+                        for (int64_t k = k0; k < k0 + 32; ++k) {
+                            const double w = wf[(size_t)(m * K + k)], xv = x[(size_t)(n * K + k)];
+                            sum += w * xv;
+                            act += std::fabs(w) * xmax / 127 / 2;
+                            mag += (std::fabs(w) + wmax) * std::fabs(xv);
+                        }
+                    }
+                    ref[(size_t)(n * M + m)] = sum;
+                    tol[(size_t)(n * M + m)] = (on_grid ? 0.0 : act * (1 + 1e-6)) + 1e-5 * mag;
+                }
+            for (tsr_cpu_isa isa : isas()) {
+                // the scalar path has no K-quant GEMM: its dots quantize activations per 256 (Q8_K)
+                if (isa == TSR_CPU_ISA_SCALAR && tsr_blck_size(t) == 256) continue;
+                isa_scope s(isa);
+                backend_holder be(2);
+                REQUIRE(run(be, ctx, c) == TSR_STATUS_SUCCESS);
+                const std::vector<double> got = values(c);
+                int bad = 0;
+                double worst = 0;
+                for (size_t i = 0; i < ref.size(); ++i) {
+                    bad += !(std::fabs(got[i] - ref[i]) <= tol[i]);
+                    worst = std::max(worst, std::fabs(got[i] - ref[i]) / tol[i]);
+                }
+                INFO(tsr_type_name(t) << (on_grid ? " on the grid" : " random") << " isa " << tsr_cpu_isa_name(isa) << " worst error / bound "
+                                      << worst);
+                CHECK(bad == 0);
+            }
+        }
+}
+
 // ggml's dot-product check (test-quantize-fns): quantized x against y on its cos signal,
 // |q(x) . y - x . y| / n at most 0.02.
 TEST_CASE("mul_mat: dot-product error of the new types on ggml's test signal", "[cpu][mul_mat][quant]") {

@@ -333,12 +333,19 @@ TSR_TARGET_AVX2 static void gemm_f32_kernel_avx2(int kc, const void * ap, const 
  *  - Q4_0 (nibbles 0..15): a pair is at most 2 * 15 * 128 = 3840, so the 8 quads of a
  *    block add up in int16 (at most 30720) and are widened once per block; the B bias
  *    (-8 * sum) then undoes the nibble offset.
+ *  - min panels (KIND, pack.inl: q 0..31): a pair is at most 2 * 31 * 127, but eight
+ *    quads would pass int16, so each quad is widened as Q8_0's; the tile starts at 0 and
+ *    each block subtracts A's min times B's d * sum(q).
+ *  - half panels (Q6_K's levels -32..31, Q8 set): one tile per 16 k, each scaled by its
+ *    own scale (B as Q8_0's: no bias).
  * 8 x 8 beat 16 x 4 here (one A quad per ymm leaves more registers for the tiles; A is
  * read once per 8 columns). The quad loop stays rolled: unrolled, GCC reassociates the
  * int16 sums into trees of temporaries and spills most of them. */
-template <bool Q8>
+template <bool Q8, int KIND = PANEL_Q8>
 TSR_TARGET_AVX2 static void gemm_i8_kernel_avx2(int kc, const void * ap, const void * bp, float * c, size_t ldc,
                                                 int mr_valid, int nr_valid, bool accumulate) {
+    constexpr bool MINS = KIND == PANEL_MIN;
+    constexpr int PARTS = KIND == PANEL_HALVES ? 2 : 1;  /* tiles per 32 k */
     const uint8_t * a = (const uint8_t *)ap;
     const uint8_t * b = (const uint8_t *)bp;
     const __m256i ones = _mm256_set1_epi16(1);
@@ -348,28 +355,38 @@ TSR_TARGET_AVX2 static void gemm_i8_kernel_avx2(int kc, const void * ap, const v
         const int32_t * bq = (const int32_t *)b;
         const float * bs = (const float *)(b + 8 * 32);
         const int32_t * bias = (const int32_t *)(b + 8 * 36);
-        __m256i t[8];
-        for (int j = 0; j < 8; ++j) t[j] = _mm256_setzero_si256();
+        for (int part = 0; part < PARTS; ++part) {
+            __m256i t[8];
+            for (int j = 0; j < 8; ++j) t[j] = _mm256_setzero_si256();
 #pragma GCC unroll 1
-        for (int q = 0; q < 8; ++q) {
-            const __m256i a0 = _mm256_loadu_si256((const __m256i *)(a + q * 32));
-            const int32_t * bqq = bq + q * 8;
-            if constexpr (Q8) {
-                const __m256i u0 = _mm256_abs_epi8(a0);  /* -128 -> 0x80 = 128 unsigned */
-                for (int j = 0; j < 8; ++j)
-                    t[j] = _mm256_add_epi32(t[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u0, _mm256_sign_epi8(_mm256_set1_epi32(bqq[j]), a0)), ones));
-            } else {
-                for (int j = 0; j < 8; ++j)
-                    t[j] = _mm256_add_epi16(t[j], _mm256_maddubs_epi16(a0, _mm256_set1_epi32(bqq[j])));
+            for (int q = part * 8 / PARTS; q < (part + 1) * 8 / PARTS; ++q) {
+                const __m256i a0 = _mm256_loadu_si256((const __m256i *)(a + q * 32));
+                const int32_t * bqq = bq + q * 8;
+                if constexpr (Q8) {
+                    const __m256i u0 = _mm256_abs_epi8(a0);  /* -128 -> 0x80 = 128 unsigned */
+                    for (int j = 0; j < 8; ++j)
+                        t[j] = _mm256_add_epi32(t[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u0, _mm256_sign_epi8(_mm256_set1_epi32(bqq[j]), a0)), ones));
+                } else if constexpr (MINS) {
+                    for (int j = 0; j < 8; ++j)
+                        t[j] = _mm256_add_epi32(t[j], _mm256_madd_epi16(_mm256_maddubs_epi16(a0, _mm256_set1_epi32(bqq[j])), ones));
+                } else {
+                    for (int j = 0; j < 8; ++j)
+                        t[j] = _mm256_add_epi16(t[j], _mm256_maddubs_epi16(a0, _mm256_set1_epi32(bqq[j])));
+                }
+            }
+            const __m256 da = _mm256_loadu_ps((const float *)(a + 8 * 32 + part * 32));
+            for (int j = 0; j < 8; ++j) {
+                __m256i i0 = t[j];
+                if constexpr (!Q8 && !MINS) i0 = _mm256_add_epi32(_mm256_madd_epi16(i0, ones), _mm256_set1_epi32(bias[j]));
+                f[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(da, _mm256_set1_ps(bs[j])), f[j]);
             }
         }
-        const __m256 da = _mm256_loadu_ps((const float *)(a + 8 * 32));
-        for (int j = 0; j < 8; ++j) {
-            __m256i i0 = t[j];
-            if constexpr (!Q8) i0 = _mm256_add_epi32(_mm256_madd_epi16(i0, ones), _mm256_set1_epi32(bias[j]));
-            f[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(da, _mm256_set1_ps(bs[j])), f[j]);
+        if constexpr (MINS) {
+            const __m256 mins = _mm256_loadu_ps((const float *)(a + 8 * 36));
+            const float * bsum = (const float *)(b + 8 * 36);
+            for (int j = 0; j < 8; ++j) f[j] = _mm256_fnmadd_ps(mins, _mm256_set1_ps(bsum[j]), f[j]);
         }
-        a += 8 * 36;
+        a += 8 * (KIND == PANEL_Q8 ? 36 : 40);
         b += 8 * 40;
     }
     for (int j = 0; j < nr_valid; ++j) {
@@ -410,6 +427,23 @@ static constexpr gemm_impl gemm_q4_0_avx2 = [] {
     g.pack_a = pack_panel_i8_avx2<8, TSR_TYPE_Q4_0, 0, 8>;
     g.pack_b = pack_panel_i8_b<8, 8>;
     g.kernel = gemm_i8_kernel_avx2<false>;
+    return g;
+}();
+/* The min panels' GEMM (Q4_1, Q5_1, Q4_K, Q5_K; their packers: pack_x86.inl). */
+static constexpr gemm_impl gemm_min_avx2 = [] {
+    gemm_impl g = gemm_q8_0_avx2;
+    g.a_bytes_32k = 8 * 40;
+    g.pack_a = nullptr;
+    g.pack_b = pack_panel_i8_b<8, 0, PANEL_MIN>;
+    g.kernel = gemm_i8_kernel_avx2<false, PANEL_MIN>;
+    return g;
+}();
+/* The half panels' GEMM (Q6_K: signed levels as Q8_0's, a scale per 16). */
+static constexpr gemm_impl gemm_halves_avx2 = [] {
+    gemm_impl g = gemm_q8_0_avx2;
+    g.a_bytes_32k = 8 * 40;
+    g.pack_a = nullptr;
+    g.kernel = gemm_i8_kernel_avx2<true, PANEL_HALVES>;
     return g;
 }();
 
@@ -878,7 +912,7 @@ static constexpr kernels kernels_avx2 = [] {
     k.gemm[SLOT_BF16] = &gemm_bf16_avx2;
     k.gemm[SLOT_Q8_0] = &gemm_q8_0_avx2;
     k.gemm[SLOT_Q4_0] = &gemm_q4_0_avx2;
-    packed_gemms<gemm_q8_0_avx2, x86_packers<8, 0>::of>::fill(k);
+    packed_gemms<gemm_q8_0_avx2, gemm_min_avx2, gemm_halves_avx2, x86_packers<8, 0>::of>::fill(k);
     k.act = &act_table_avx2;
     return k;
 }();

@@ -519,42 +519,61 @@ TSR_TARGET_AVX512BF16 static void gemm_bf16_kernel_avx512(int kc, const void * a
 }
 
 /* Int8 GEMM micro-kernel (vpdpbusd): 32 x 6 tile; per 32-k block an integer tile is
- * started at the B bias (undoing A's unsigned offset), then scaled into float. */
+ * started at the B bias (undoing A's unsigned offset), then scaled into float. KIND
+ * (panel_kind, pack.inl): min panels keep A's q unsigned as is, start the tile at 0 and
+ * subtract A's min times B's d * sum(q) per block (one more FMA per accumulator); half
+ * panels build one tile per 16 k, each from its own bias and scaled by its own scale. */
+template <int KIND>
 TSR_TARGET_AVX512VNNI static void gemm_i8_kernel_avx512(int kc, const void * ap, const void * bp, float * c, size_t ldc,
                                                         int mr_valid, int nr_valid, bool accumulate) {
+    constexpr bool MINS = KIND == PANEL_MIN;
+    constexpr int PARTS = KIND == PANEL_HALVES ? 2 : 1;  /* tiles per 32 k */
     const uint8_t * a = (const uint8_t *)ap;
     const uint8_t * b = (const uint8_t *)bp;
     __m512 f[6][2];
     for (int j = 0; j < 6; ++j) { f[j][0] = _mm512_setzero_ps(); f[j][1] = _mm512_setzero_ps(); }
     for (int blk = 0; blk < kc / 32; ++blk) {
         const float * bs = (const float *)(b + 6 * 32);
-        const int32_t * bias = (const int32_t *)(b + 6 * 36);
-        __m512i i00 = _mm512_set1_epi32(bias[0]), i01 = i00;
-        __m512i i10 = _mm512_set1_epi32(bias[1]), i11 = i10;
-        __m512i i20 = _mm512_set1_epi32(bias[2]), i21 = i20;
-        __m512i i30 = _mm512_set1_epi32(bias[3]), i31 = i30;
-        __m512i i40 = _mm512_set1_epi32(bias[4]), i41 = i40;
-        __m512i i50 = _mm512_set1_epi32(bias[5]), i51 = i50;
         const int32_t * bq = (const int32_t *)b;
-        for (int q = 0; q < 8; ++q) {
-            const __m512i a0 = _mm512_load_si512((const void *)(a + q * 128));
-            const __m512i a1 = _mm512_load_si512((const void *)(a + q * 128 + 64));
-            __m512i bb;
+        for (int part = 0; part < PARTS; ++part) {
+            const int32_t * bias = (const int32_t *)(b + 6 * 36) + 6 * part;
+#define TSR_IBIAS(j) (MINS ? _mm512_setzero_si512() : _mm512_set1_epi32(bias[j]))
+            __m512i i00 = TSR_IBIAS(0), i01 = i00;
+            __m512i i10 = TSR_IBIAS(1), i11 = i10;
+            __m512i i20 = TSR_IBIAS(2), i21 = i20;
+            __m512i i30 = TSR_IBIAS(3), i31 = i30;
+            __m512i i40 = TSR_IBIAS(4), i41 = i40;
+            __m512i i50 = TSR_IBIAS(5), i51 = i50;
+#undef TSR_IBIAS
+            for (int q = part * 8 / PARTS; q < (part + 1) * 8 / PARTS; ++q) {
+                const __m512i a0 = _mm512_load_si512((const void *)(a + q * 128));
+                const __m512i a1 = _mm512_load_si512((const void *)(a + q * 128 + 64));
+                __m512i bb;
 #define TSR_ISTEP(j, x0, x1) bb = _mm512_set1_epi32(bq[q * 6 + j]); x0 = _mm512_dpbusd_epi32(x0, a0, bb); x1 = _mm512_dpbusd_epi32(x1, a1, bb);
-            TSR_ISTEP(0, i00, i01) TSR_ISTEP(1, i10, i11) TSR_ISTEP(2, i20, i21)
-            TSR_ISTEP(3, i30, i31) TSR_ISTEP(4, i40, i41) TSR_ISTEP(5, i50, i51)
+                TSR_ISTEP(0, i00, i01) TSR_ISTEP(1, i10, i11) TSR_ISTEP(2, i20, i21)
+                TSR_ISTEP(3, i30, i31) TSR_ISTEP(4, i40, i41) TSR_ISTEP(5, i50, i51)
 #undef TSR_ISTEP
-        }
-        const __m512 da0 = _mm512_load_ps(a + 32 * 32);
-        const __m512 da1 = _mm512_load_ps(a + 32 * 32 + 64);
+            }
+            const __m512 da0 = _mm512_load_ps(a + 32 * 32 + part * 128);
+            const __m512 da1 = _mm512_load_ps(a + 32 * 32 + part * 128 + 64);
 #define TSR_FSTEP(j, x0, x1) { const __m512 db = _mm512_set1_ps(bs[j]); \
-        f[j][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x0), _mm512_mul_ps(da0, db), f[j][0]); \
-        f[j][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x1), _mm512_mul_ps(da1, db), f[j][1]); }
-        TSR_FSTEP(0, i00, i01) TSR_FSTEP(1, i10, i11) TSR_FSTEP(2, i20, i21)
-        TSR_FSTEP(3, i30, i31) TSR_FSTEP(4, i40, i41) TSR_FSTEP(5, i50, i51)
+            f[j][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x0), _mm512_mul_ps(da0, db), f[j][0]); \
+            f[j][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x1), _mm512_mul_ps(da1, db), f[j][1]); }
+            TSR_FSTEP(0, i00, i01) TSR_FSTEP(1, i10, i11) TSR_FSTEP(2, i20, i21)
+            TSR_FSTEP(3, i30, i31) TSR_FSTEP(4, i40, i41) TSR_FSTEP(5, i50, i51)
 #undef TSR_FSTEP
-        a += 32 * 36;
-        b += 6 * 40;
+        }
+        if constexpr (MINS) {
+            const float * bsum = (const float *)(b + 6 * 36);
+            const __m512 m0 = _mm512_load_ps(a + 32 * 36), m1 = _mm512_load_ps(a + 32 * 36 + 64);
+            for (int j = 0; j < 6; ++j) {
+                const __m512 s = _mm512_set1_ps(bsum[j]);
+                f[j][0] = _mm512_fnmadd_ps(m0, s, f[j][0]);
+                f[j][1] = _mm512_fnmadd_ps(m1, s, f[j][1]);
+            }
+        }
+        a += 32 * (KIND == PANEL_Q8 ? 36 : 40);
+        b += 6 * (PARTS == 2 ? 44 : 40);
     }
     for (int j = 0; j < nr_valid; ++j) store_row32(c + (size_t)j * ldc, f[j][0], f[j][1], mr_valid, accumulate);
 }
@@ -585,7 +604,25 @@ static constexpr gemm_impl gemm_q8_0_avx512 = [] {
     g.a_bytes_32k = 32 * 36; g.b_bytes_32k = 6 * 40; g.b_is_q8 = true;
     g.pack_a = pack_panel_i8_avx2<32, TSR_TYPE_Q8_0, 0x80, 0x80>;
     g.pack_b = pack_panel_i8_b<6, 128>;
-    g.kernel = gemm_i8_kernel_avx512;
+    g.kernel = gemm_i8_kernel_avx512<PANEL_Q8>;
+    return g;
+}();
+/* The min panels' GEMM (Q4_1, Q5_1, Q4_K, Q5_K; their packers: pack_x86.inl). */
+static constexpr gemm_impl gemm_min_avx512 = [] {
+    gemm_impl g = gemm_q8_0_avx512;
+    g.a_bytes_32k = 32 * 40;
+    g.pack_a = nullptr;
+    g.pack_b = pack_panel_i8_b<6, 0, PANEL_MIN>;
+    g.kernel = gemm_i8_kernel_avx512<PANEL_MIN>;
+    return g;
+}();
+/* The half panels' GEMM (Q6_K: levels offset by 128 as Q8_0's, a bias per 16). */
+static constexpr gemm_impl gemm_halves_avx512 = [] {
+    gemm_impl g = gemm_q8_0_avx512;
+    g.a_bytes_32k = 32 * 40; g.b_bytes_32k = 6 * 44;
+    g.pack_a = nullptr;
+    g.pack_b = pack_panel_i8_b<6, 128, PANEL_HALVES>;
+    g.kernel = gemm_i8_kernel_avx512<PANEL_HALVES>;
     return g;
 }();
 static constexpr gemm_impl gemm_q4_0_avx512 = [] {
@@ -915,7 +952,7 @@ static kernels make_kernels_avx512() {
         k.gemm[SLOT_Q8_0] = &gemm_q8_0_avx512;
         k.gemm[SLOT_Q4_0] = &gemm_q4_0_avx512;
         row_quant_dots<matvec_avx512>::fill(k);
-        packed_gemms<gemm_q8_0_avx512, x86_packers<32, 0x80>::of>::fill(k);
+        packed_gemms<gemm_q8_0_avx512, gemm_min_avx512, gemm_halves_avx512, x86_packers<32, 0x80>::of>::fill(k);
     }
     return k;
 }

@@ -335,9 +335,26 @@ static inline void store_col4_neon(float * c, float32x4_t v, int mr_valid, bool 
     for (int i = 0; i < mr_valid; ++i) c[i] = accumulate ? c[i] + tmp[i] : tmp[i];
 }
 
+/* Sum over 16 signed byte products, as 4 int32 partial sums (dot32_s8_partial's half). */
+static inline int32x4_t dot16_s8_partial(const int8_t * x, const int8_t * y) {
+    const int8x16_t x0 = vld1q_s8(x), y0 = vld1q_s8(y);
+    return vpaddlq_s16(vmlal_high_s8(vmull_s8(vget_low_s8(x0), vget_low_s8(y0)), x0, y0));
+}
+
+/* The 4 rows' sums of products of A block aq (rows of 32 bytes) with B's yn over k in
+ * [K0, K0 + N): one vector over m. */
+template <int K0, int N>
+static inline int32x4_t rows4_dot_neon(const int8_t * aq, const int8_t * yn) {
+    const auto dot = [&](int r) { return N == 32 ? dot32_s8_partial(aq + r * 32, yn) : dot16_s8_partial(aq + r * 32 + K0, yn + K0); };
+    return vpaddq_s32(vpaddq_s32(dot(0), dot(1)), vpaddq_s32(dot(2), dot(3)));
+}
+
 /* Integer GEMM micro-kernel over signed int8 panels (pack_panel_s8_a/b): 4 x 4 tile. Per 32 k
  * block and column n, the 4 partial-sum vectors of the 4 rows reduce pairwise (vpaddq_s32)
- * into one vector over m, which is scaled by d_a[m] * d_b[n] like the dot-product path. */
+ * into one vector over m, which is scaled by d_a[m] * d_b[n] like the dot-product path.
+ * KIND (panel_kind, pack.inl): min panels also subtract A's mins times B's d * sum(q) per
+ * block; half panels sum and scale each 16 k on its own. */
+template <int KIND>
 static void gemm_s8_kernel_neon(int kc, const void * ap, const void * bp, float * c, size_t ldc,
                                 int mr_valid, int nr_valid, bool accumulate) {
     const uint8_t * a = (const uint8_t *)ap;
@@ -351,12 +368,18 @@ static void gemm_s8_kernel_neon(int kc, const void * ap, const void * bp, float 
         const float * db = (const float *)(b + 4 * 32);
         for (int n = 0; n < 4; ++n) {
             const int8_t * yn = bq + n * 32;
-            const int32x4_t s01 = vpaddq_s32(dot32_s8_partial(aq, yn), dot32_s8_partial(aq + 32, yn));
-            const int32x4_t s23 = vpaddq_s32(dot32_s8_partial(aq + 64, yn), dot32_s8_partial(aq + 96, yn));
-            acc[n] = vfmaq_f32(acc[n], vcvtq_f32_s32(vpaddq_s32(s01, s23)), vmulq_n_f32(da, db[n]));
+            if constexpr (KIND == PANEL_HALVES) {
+                const float32x4_t da_hi = vld1q_f32((const float *)(a + 4 * 36));
+                acc[n] = vfmaq_f32(acc[n], vcvtq_f32_s32(rows4_dot_neon<0, 16>(aq, yn)), vmulq_n_f32(da, db[n]));
+                acc[n] = vfmaq_f32(acc[n], vcvtq_f32_s32(rows4_dot_neon<16, 16>(aq, yn)), vmulq_n_f32(da_hi, db[n]));
+            } else {
+                acc[n] = vfmaq_f32(acc[n], vcvtq_f32_s32(rows4_dot_neon<0, 32>(aq, yn)), vmulq_n_f32(da, db[n]));
+            }
+            if constexpr (KIND == PANEL_MIN)
+                acc[n] = vfmsq_n_f32(acc[n], vld1q_f32((const float *)(a + 4 * 36)), ((const float *)(b + 4 * 36))[n]);
         }
-        a += 4 * 36;
-        b += 4 * 36;
+        a += 4 * (KIND == PANEL_Q8 ? 36 : 40);
+        b += 4 * (KIND == PANEL_MIN ? 40 : 36);
     }
     for (int n = 0; n < nr_valid; ++n) store_col4_neon(c + (size_t)n * ldc, acc[n], mr_valid, accumulate);
 }
@@ -368,7 +391,24 @@ static constexpr gemm_impl gemm_q8_0_neon = [] {
     g.a_bytes_32k = 4 * 36; g.b_bytes_32k = 4 * 36; g.b_is_q8 = true;
     g.pack_a = pack_panel_s8_a<4, TSR_TYPE_Q8_0>;
     g.pack_b = pack_panel_s8_b<4>;
-    g.kernel = gemm_s8_kernel_neon;
+    g.kernel = gemm_s8_kernel_neon<PANEL_Q8>;
+    return g;
+}();
+/* The min panels' GEMM (Q4_1, Q5_1, Q4_K, Q5_K; their packer: gemm_kquant.inl). */
+static constexpr gemm_impl gemm_min_neon = [] {
+    gemm_impl g = gemm_q8_0_neon;
+    g.a_bytes_32k = 4 * 40; g.b_bytes_32k = 4 * 40;
+    g.pack_a = nullptr;
+    g.pack_b = pack_panel_s8_b<4, true>;
+    g.kernel = gemm_s8_kernel_neon<PANEL_MIN>;
+    return g;
+}();
+/* The half panels' GEMM (Q6_K: a scale per 16; B as Q8_0's). */
+static constexpr gemm_impl gemm_halves_neon = [] {
+    gemm_impl g = gemm_q8_0_neon;
+    g.a_bytes_32k = 4 * 40;
+    g.pack_a = nullptr;
+    g.kernel = gemm_s8_kernel_neon<PANEL_HALVES>;
     return g;
 }();
 static constexpr gemm_impl gemm_q4_0_neon = gemm_with_pack_a(gemm_q8_0_neon, pack_panel_s8_a<4, TSR_TYPE_Q4_0>);
@@ -780,7 +820,7 @@ static constexpr kernels kernels_neon = [] {
     k.gemm[SLOT_BF16] = &gemm_bf16_neon;
     k.gemm[SLOT_Q8_0] = &gemm_q8_0_neon;
     k.gemm[SLOT_Q4_0] = &gemm_q4_0_neon;
-    packed_gemms<gemm_q8_0_neon, requant_packers<4, pack_panel_s8_a<4, TSR_TYPE_Q8_0>, quantize_y_neon>::of>::fill(k);
+    packed_gemms<gemm_q8_0_neon, gemm_min_neon, gemm_halves_neon, portable_packers<4, pack_panel_s8_a<4, TSR_TYPE_Q8_0>, quantize_y_neon>::of>::fill(k);
     k.act = &act_table_neon;
     return k;
 }();

@@ -12,9 +12,27 @@
  * Signed int8 panels (A from Q8_0/Q4_0, B from yq8; for kernels that multiply signed by
  *              signed, so no offset or bias): per 32 k: R rows x 32 signed bytes in k
  *              order, then R float scales; zero beyond `rows` and beyond K.
+ * Min panels (A of the types with w = a * q - b per 32: gemm_kquant.inl): either layout
+ *              with q as is (0..31, no offset), R scales a, then R float mins b. Their B
+ *              panels hold d * sum(q) per row as a float (x86: in the bias slot; rows
+ *              layout: after the scales), the factor of the min's correction.
+ * Half panels (A of Q6_K: a scale per 16): either layout with Q8_0-style levels, R scales
+ *              of the first 16 k, then R of the second. Their x86 B panels hold two biases
+ *              per row, one per half (R of the first 16 k, then R of the second).
  */
 namespace {
 namespace tcpu {
+
+/* Types whose blocks of 32 are w = a * q - b (q unsigned): packed as min panels. */
+static constexpr bool has_block_min(enum tsr_type t) {
+    return t == TSR_TYPE_Q4_1 || t == TSR_TYPE_Q5_1 || t == TSR_TYPE_Q4_K || t == TSR_TYPE_Q5_K;
+}
+
+enum panel_kind { PANEL_Q8 = 0, PANEL_MIN, PANEL_HALVES };
+
+static constexpr int panel_kind_of(enum tsr_type t) {
+    return has_block_min(t) ? PANEL_MIN : t == TSR_TYPE_Q6_K ? PANEL_HALVES : PANEL_Q8;
+}
 
 typedef void (*row_cvt_fn)(const void * src, float * dst, int64_t n);
 
@@ -81,27 +99,37 @@ static void pack_panel_bf16_from_f32(const char * b, size_t ldb, int rows, int64
 }
 
 /* Int8 B panel from yq8 rows; OFF is the A operand's unsigned offset (128 or 8; 0 for a
- * signed A). */
-template <int R, int OFF>
+ * signed A). KIND (panel_kind) of the A panels: min panels get d * sum(q) in the bias slot
+ * instead, half panels a bias per 16. */
+template <int R, int OFF, int KIND = PANEL_Q8>
 static void pack_panel_i8_b(const char * b, size_t ldb, int rows, int64_t K, int64_t k0, int kc, void * dst) {
     uint8_t * d = (uint8_t *)dst;
     const int nb = kc / 32;
     const int64_t b0 = k0 / 32;
     const int64_t nbk = K / 32;
+    const size_t block_bytes = (size_t)R * (KIND == PANEL_HALVES ? 44 : 40);
     for (int bb = 0; bb < nb; ++bb) {
-        uint8_t * q = d + (size_t)bb * R * 40;
+        uint8_t * q = d + (size_t)bb * block_bytes;
         float * sc = (float *)(q + R * 32);
         int32_t * bias = (int32_t *)(q + R * 36);
         for (int r = 0; r < R; ++r) {
-            if (r < rows && b0 + bb < nbk) {
-                const yq8 * blk = (const yq8 *)(b + (size_t)r * ldb) + b0 + bb;
-                for (int qd = 0; qd < 8; ++qd) std::memcpy(q + ((size_t)qd * R + r) * 4, blk->qs + qd * 4, 4);
-                sc[r] = blk->d;
-                bias[r] = -OFF * blk->sum;
+            const bool live = r < rows && b0 + bb < nbk;
+            const yq8 * blk = live ? (const yq8 *)(b + (size_t)r * ldb) + b0 + bb : nullptr;
+            for (int qd = 0; qd < 8; ++qd) {
+                if (live) std::memcpy(q + ((size_t)qd * R + r) * 4, blk->qs + qd * 4, 4);
+                else std::memset(q + ((size_t)qd * R + r) * 4, 0, 4);
+            }
+            sc[r] = live ? blk->d : 0.0f;
+            if (KIND == PANEL_MIN) {
+                const float dsum = live ? blk->d * (float)blk->sum : 0.0f;
+                std::memcpy(&bias[r], &dsum, 4);
+            } else if (KIND == PANEL_HALVES) {
+                int32_t lo = 0;
+                for (int j = 0; live && j < 16; ++j) lo += blk->qs[j];
+                bias[r] = live ? -OFF * lo : 0;
+                bias[R + r] = live ? -OFF * (blk->sum - lo) : 0;
             } else {
-                for (int qd = 0; qd < 8; ++qd) std::memset(q + ((size_t)qd * R + r) * 4, 0, 4);
-                sc[r] = 0.0f;
-                bias[r] = 0;
+                bias[r] = live ? -OFF * blk->sum : 0;
             }
         }
     }
@@ -136,23 +164,23 @@ static void pack_panel_s8_a(const char * a, size_t lda, int rows, int64_t K, int
     }
 }
 
-/* Signed int8 B panel from yq8 rows. */
-template <int R>
+/* Signed int8 B panel from yq8 rows; SUMS: R floats d * sum(q) after the scales (min panels). */
+template <int R, bool SUMS = false>
 static void pack_panel_s8_b(const char * b, size_t ldb, int rows, int64_t K, int64_t k0, int kc, void * dst) {
     uint8_t * d = (uint8_t *)dst;
     const int64_t b0 = k0 / 32, nbk = K / 32;
+    const size_t block_bytes = (size_t)R * (SUMS ? 40 : 36);
     for (int bb = 0; bb < kc / 32; ++bb) {
-        int8_t * q = (int8_t *)(d + (size_t)bb * R * 36);
-        float * sc = (float *)(d + (size_t)bb * R * 36 + R * 32);
+        int8_t * q = (int8_t *)(d + (size_t)bb * block_bytes);
+        float * sc = (float *)(d + (size_t)bb * block_bytes + R * 32);
+        float * dsum = (float *)(d + (size_t)bb * block_bytes + R * 36);
         for (int r = 0; r < R; ++r) {
-            if (r < rows && b0 + bb < nbk) {
-                const yq8 * blk = (const yq8 *)(b + (size_t)r * ldb) + b0 + bb;
-                std::memcpy(q + r * 32, blk->qs, 32);
-                sc[r] = blk->d;
-            } else {
-                std::memset(q + r * 32, 0, 32);
-                sc[r] = 0.0f;
-            }
+            const bool live = r < rows && b0 + bb < nbk;
+            const yq8 * blk = live ? (const yq8 *)(b + (size_t)r * ldb) + b0 + bb : nullptr;
+            if (live) std::memcpy(q + r * 32, blk->qs, 32);
+            else std::memset(q + r * 32, 0, 32);
+            sc[r] = live ? blk->d : 0.0f;
+            if (SUMS) dsum[r] = live ? blk->d * (float)blk->sum : 0.0f;
         }
     }
 }

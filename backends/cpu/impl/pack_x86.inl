@@ -6,8 +6,14 @@
  * the scalar packers read one block of each of 32 rows in turn (32 strided streams) and
  * sent every type but Q8_0 / Q4_0 through a float row and a Q8_0 row first.
  *
- * Q8_0, Q4_0, Q5_0 and IQ4_NL are int8 values times one scale per 32: packed exactly.
- * The others (a min per block, or scales per 16) are requantized per 32 in registers:
+ * Every type but Q2_K and Q6_K packs exactly:
+ *  - Q8_0, Q4_0, Q5_0 and IQ4_NL are int8 values times one scale per 32;
+ *  - Q3_K's level times its 6-bit scale per 16 fits int8 negated (-q*sc in [-128, 124]),
+ *    times -d per 32;
+ *  - Q4_1, Q5_1, Q4_K and Q5_K (w = a*q - b per 32, q 0..31) keep q as the unsigned byte,
+ *    a as the scale and b as the block's min (the min panels of pack.inl).
+ * Q2_K and Q6_K (scales per 16: Q6_K's products pass int8, Q2_K's min per 16 would need
+ * sums of y per 16) are requantized per 32 in registers:
  * scale amax / 127 kept as a float (the panel holds floats), values rounded to nearest.
  */
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
@@ -66,6 +72,58 @@ TSR_TARGET_AVX2 static inline __m256i iq4_nl_block_avx2(const char * row, int64_
     return _mm256_shuffle_epi8(table, nibbles_lo_hi_avx2(x.qs));
 }
 
+/* Q3_K's levels of sub-block j of 32 (q - 4, a clear high bit meaning minus 4). */
+TSR_TARGET_AVX2 static inline __m256i q3_K_levels_avx2(const tsr_block_q3_K & x, int j) {
+    const __m256i high = _mm256_slli_epi16(bit_plane_avx2(x.hmask, j, 1), 2);
+    return _mm256_sub_epi8(_mm256_or_si256(bit_plane_avx2(x.qs + 32 * (j / 4), 2 * (j % 4), 3), high), _mm256_set1_epi8(4));
+}
+
+/* Bytes of v times the 16-bit lanes of s, modulo 256 (x86 has no byte multiply: the even
+ * and odd bytes of each lane are multiplied apart). */
+TSR_TARGET_AVX2 static inline __m256i mul_bytes_avx2(__m256i v, __m256i s) {
+    const __m256i even = _mm256_and_si256(_mm256_mullo_epi16(v, s), _mm256_set1_epi16(0x00FF));
+    const __m256i odd = _mm256_slli_epi16(_mm256_mullo_epi16(_mm256_srli_epi16(v, 8), s), 8);
+    return _mm256_or_si256(even, odd);
+}
+
+/* Q3_K: level q (-4..3) times its scale per 16 (-32..31) spans -124..128; negated it fits
+ * int8, and the block's scale is -d: exactly the format's d * sc * q. */
+TSR_TARGET_AVX2 static inline __m256i q3_K_block_avx2(const char * row, int64_t b, float * scale) {
+    const tsr_block_q3_K & x = ((const tsr_block_q3_K *)row)[b / 8];
+    const int j = (int)(b % 8);
+    *scale = -fp16_avx2(x.d);
+    const __m256i neg_sc = _mm256_setr_m128i(_mm_set1_epi16((short)-tsr_impl::q3k_scale(2 * j, x.scales)),
+                                             _mm_set1_epi16((short)-tsr_impl::q3k_scale(2 * j + 1, x.scales)));
+    return mul_bytes_avx2(q3_K_levels_avx2(x, j), neg_sc);
+}
+
+/* ---- blocks with a min: w = a * q - b, q unsigned (0..31) ------------------------------- */
+
+/* Block b (of 32) of a row of Q4_1, Q5_1, Q4_K or Q5_K: q as bytes, a in *scale, b in *min
+ * (the core's dequantization: Q4_1 / Q5_1 d * q + m, the K-quants d*sc * q - dmin*m). */
+template <enum tsr_type T>
+TSR_TARGET_AVX2 static inline __m256i min_block_avx2(const char * row, int64_t b, float * scale, float * min) {
+    if constexpr (T == TSR_TYPE_Q4_1 || T == TSR_TYPE_Q5_1) {
+        using block = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1, tsr_block_q5_1>;
+        const block & x = ((const block *)row)[b];
+        *scale = fp16_avx2(x.d);
+        *min = -fp16_avx2(x.m);
+        if constexpr (T == TSR_TYPE_Q5_1) return _mm256_or_si256(nibbles_lo_hi_avx2(x.qs), bit16_bytes_avx2(x.qh));
+        return nibbles_lo_hi_avx2(x.qs);
+    } else {
+        using block = std::conditional_t<T == TSR_TYPE_Q4_K, tsr_block_q4_K, tsr_block_q5_K>;
+        const block & x = ((const block *)row)[b / 8];
+        const int j = (int)(b % 8);
+        int sc, mn;
+        tsr_impl::k4_scale_min(j, x.scales, &sc, &mn);
+        *scale = fp16_avx2(x.d) * (float)sc;
+        *min = fp16_avx2(x.dmin) * (float)mn;
+        const __m256i q = bit_plane_avx2(x.qs + 32 * (j / 2), 4 * (j % 2), 15);
+        if constexpr (T == TSR_TYPE_Q5_K) return _mm256_or_si256(q, _mm256_slli_epi16(bit_plane_avx2(x.qh, j, 1), 4));
+        return q;
+    }
+}
+
 /* ---- requantized blocks ---------------------------------------------------------------- */
 
 /* 32 weights as s * q + m: q signed bytes, (s0, m0) for the first 16, (s1, m1) the rest. */
@@ -74,46 +132,20 @@ struct affine32 {
     float s0, m0, s1, m1;
 };
 
-/* Block b (of 32) of a row of type T as affine32: the core's dequantization formulas. */
+/* Block b (of 32) of a Q2_K or Q6_K row as affine32: the core's dequantization formulas
+ * (Q6_K's is exact: levels q - 32 and d * sc per 16, its half panels). */
 template <enum tsr_type T>
 TSR_TARGET_AVX2 static inline affine32 affine_block_avx2(const char * row, int64_t b) {
     affine32 r{};
-    if (T == TSR_TYPE_Q4_1 || T == TSR_TYPE_Q5_1) {
-        using block = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1, tsr_block_q5_1>;
-        const block & x = ((const block *)row)[b];
-        r.q = nibbles_lo_hi_avx2(x.qs);
-        if (T == TSR_TYPE_Q5_1) r.q = _mm256_or_si256(r.q, bit16_bytes_avx2(((const tsr_block_q5_1 &)x).qh));
-        r.s0 = r.s1 = fp16_avx2(x.d);
-        r.m0 = r.m1 = fp16_avx2(x.m);
-        return r;
-    }
     const int j = (int)(b % 8), h = j / 4, t = j % 4;  /* sub-block of 32, half, quarter */
-    if (T == TSR_TYPE_Q2_K) {
+    if constexpr (T == TSR_TYPE_Q2_K) {
         const tsr_block_q2_K & x = ((const tsr_block_q2_K *)row)[b / 8];
         const float d = fp16_avx2(x.d), dmin = fp16_avx2(x.dmin);
         const uint8_t sc0 = x.scales[8 * h + 2 * t], sc1 = x.scales[8 * h + 2 * t + 1];
         r.q = bit_plane_avx2(x.qs + 32 * h, 2 * t, 3);
         r.s0 = d * (float)(sc0 & 15); r.m0 = -dmin * (float)(sc0 >> 4);
         r.s1 = d * (float)(sc1 & 15); r.m1 = -dmin * (float)(sc1 >> 4);
-    } else if (T == TSR_TYPE_Q3_K) {
-        const tsr_block_q3_K & x = ((const tsr_block_q3_K *)row)[b / 8];
-        const float d = fp16_avx2(x.d);
-        /* a clear high bit means minus 4 */
-        const __m256i high = _mm256_slli_epi16(bit_plane_avx2(x.hmask, j, 1), 2);
-        r.q = _mm256_sub_epi8(_mm256_or_si256(bit_plane_avx2(x.qs + 32 * h, 2 * t, 3), high), _mm256_set1_epi8(4));
-        r.s0 = d * (float)tsr_impl::q3k_scale(8 * h + 2 * t, x.scales);
-        r.s1 = d * (float)tsr_impl::q3k_scale(8 * h + 2 * t + 1, x.scales);
-    } else if (T == TSR_TYPE_Q4_K || T == TSR_TYPE_Q5_K) {
-        using block = std::conditional_t<T == TSR_TYPE_Q4_K, tsr_block_q4_K, tsr_block_q5_K>;
-        const block & x = ((const block *)row)[b / 8];
-        int sc, mn;
-        tsr_impl::k4_scale_min(j, x.scales, &sc, &mn);
-        r.q = bit_plane_avx2(x.qs + 32 * (j / 2), 4 * (j % 2), 15);
-        if (T == TSR_TYPE_Q5_K)
-            r.q = _mm256_or_si256(r.q, _mm256_slli_epi16(bit_plane_avx2(((const tsr_block_q5_K &)x).qh, j, 1), 4));
-        r.s0 = r.s1 = fp16_avx2(x.d) * (float)sc;
-        r.m0 = r.m1 = -fp16_avx2(x.dmin) * (float)mn;
-    } else if (T == TSR_TYPE_Q6_K) {
+    } else if constexpr (T == TSR_TYPE_Q6_K) {
         const tsr_block_q6_K & x = ((const tsr_block_q6_K *)row)[b / 8];
         const float d = fp16_avx2(x.d);
         const __m256i lo = bit_plane_avx2(x.ql + 64 * h + 32 * (t % 2), 4 * (t / 2), 15);
@@ -160,12 +192,13 @@ TSR_TARGET_AVX2 static inline __m256i requantize32_avx2(const affine32 & w, floa
 
 /* Block b (of 32) of a row of type T in int8 with its scale: exact where T allows. */
 template <enum tsr_type T>
-TSR_TARGET_AVX2 static inline __m256i block_i8_avx2(const char * row, int64_t b, float * scale) {
+TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE __m256i block_i8_avx2(const char * row, int64_t b, float * scale) {
     switch (T) {
         case TSR_TYPE_Q8_0: return q8_0_block_avx2(row, b, scale);
         case TSR_TYPE_Q4_0: return q4_0_block_avx2(row, b, scale);
         case TSR_TYPE_Q5_0: return q5_0_block_avx2(row, b, scale);
         case TSR_TYPE_IQ4_NL: return iq4_nl_block_avx2(row, b, scale);
+        case TSR_TYPE_Q3_K: return q3_K_block_avx2(row, b, scale);
         default: return requantize32_avx2(affine_block_avx2<T>(row, b), scale);
     }
 }
@@ -204,47 +237,80 @@ TSR_TARGET_AVX2 static inline void store_quads4_avx2(uint8_t * q, const __m256i 
     }
 }
 
-/* An int8 A panel of R rows (R a multiple of 4) of type T; FLIP is XOR-ed into every
- * byte (0x80: signed values made unsigned for the offset kernels), PAD fills rows past
- * `rows` and blocks past K (a zero weight in the panel's encoding, scale 0). Each pass
- * prefetches the next four rows' blocks: a pass reads only kc weights of each row, too
- * few for the hardware prefetcher to follow, and DRAM latency was most of the time. */
-template <int R, enum tsr_type T, int FLIP, int PAD>
+/* A block of 32 as panel bytes and the floats that follow them: the scale; for min panels
+ * then the min, for half panels the second half's scale. */
+struct panel_block {
+    __m256i q;
+    float f[2];
+};
+
+/* Block b (of 32) of a row of type T in the panel layout KIND (panel_kind). */
+template <enum tsr_type T, int KIND>
+TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE panel_block panel_block_avx2(const char * row, int64_t b) {
+    panel_block p{};
+    if constexpr (KIND == PANEL_MIN) {
+        p.q = min_block_avx2<T>(row, b, &p.f[0], &p.f[1]);
+    } else if constexpr (KIND == PANEL_HALVES) {  /* Q6_K: levels q - 32, d * sc of each half */
+        const affine32 w = affine_block_avx2<T>(row, b);
+        p.q = w.q;
+        p.f[0] = w.s0;
+        p.f[1] = w.s1;
+    } else {
+        p.q = block_i8_avx2<T>(row, b, &p.f[0]);
+    }
+    return p;
+}
+
+/* An int8 A panel of R rows (R a multiple of 4) of type T in the layout KIND; FLIP is
+ * XOR-ed into every byte (0x80: signed values made unsigned for the offset kernels), PAD
+ * fills rows past `rows` and blocks past K (a zero weight in the panel's encoding, scales
+ * and min 0). Each pass prefetches the next four rows' blocks: a pass reads only kc
+ * weights of each row, too few for the hardware prefetcher to follow, and DRAM latency was
+ * most of the time. */
+template <int R, enum tsr_type T, int FLIP, int PAD, int KIND = PANEL_Q8>
 TSR_TARGET_AVX2 static void pack_panel_i8_avx2(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    constexpr int NF = KIND == PANEL_Q8 ? 1 : 2;  /* floats per row after the quads */
     uint8_t * d = (uint8_t *)dst;
     const int nb = kc / 32;
     const int64_t b0 = k0 / 32;
     const int nbv = (int)std::max<int64_t>(0, std::min<int64_t>(nb, K / 32 - b0));
-    const __m256i flip = _mm256_set1_epi8((char)FLIP), pad = _mm256_set1_epi8((char)PAD);
+    const __m256i flip = _mm256_set1_epi8((char)FLIP);
+    const size_t block_bytes = (size_t)R * (32 + 4 * NF);
     for (int r0 = 0; r0 < R; r0 += 4) {
         const int live = std::max(0, std::min(4, rows - r0));
         for (int b = 0; b < nb; ++b) {
             /* past the panel this is the next panel's rows; prefetches never fault */
             const char * ahead = a + (size_t)(r0 + 4) * lda + (size_t)(b0 + b) * bytes_per_256<T>() / 8;
             for (int i = 0; i < 4; ++i) _mm_prefetch(ahead + (size_t)i * lda, _MM_HINT_T0);
-            __m256i v[4];
-            alignas(16) float s[4];
+            panel_block p[4];
             if (live == 4 && b < nbv) {  /* the common case unrolled: four independent blocks in flight */
 #pragma GCC unroll 4
-                for (int i = 0; i < 4; ++i) v[i] = _mm256_xor_si256(block_i8_avx2<T>(a + (size_t)(r0 + i) * lda, b0 + b, &s[i]), flip);
+                for (int i = 0; i < 4; ++i) p[i] = panel_block_avx2<T, KIND>(a + (size_t)(r0 + i) * lda, b0 + b);
             } else {
                 for (int i = 0; i < 4; ++i) {
-                    if (i < live && b < nbv) v[i] = _mm256_xor_si256(block_i8_avx2<T>(a + (size_t)(r0 + i) * lda, b0 + b, &s[i]), flip);
-                    else v[i] = pad, s[i] = 0.0f;
+                    if (i < live && b < nbv) p[i] = panel_block_avx2<T, KIND>(a + (size_t)(r0 + i) * lda, b0 + b);
+                    else p[i] = panel_block{_mm256_set1_epi8((char)(PAD ^ FLIP)), {0.0f, 0.0f}};
                 }
             }
-            uint8_t * q = d + (size_t)b * R * 36;
+            const __m256i v[4] = {_mm256_xor_si256(p[0].q, flip), _mm256_xor_si256(p[1].q, flip), _mm256_xor_si256(p[2].q, flip),
+                                  _mm256_xor_si256(p[3].q, flip)};
+            uint8_t * q = d + (size_t)b * block_bytes;
             store_quads4_avx2<R>(q + r0 * 4, v);
-            _mm_storeu_ps((float *)(q + R * 32) + r0, _mm_load_ps(s));
+            for (int k = 0; k < NF; ++k)
+                _mm_storeu_ps((float *)(q + R * (32 + 4 * k)) + r0, _mm_setr_ps(p[0].f[k], p[1].f[k], p[2].f[k], p[3].f[k]));
         }
     }
 }
 
 /* pack_panel_i8_avx2 as the packer family packed_gemms takes; FLIP as the ISA's Q8_0
- * panels (0x80 when its kernel offsets A), which also pads. */
+ * panels (0x80 when its kernel offsets A), which also pads; the min panels are neither
+ * flipped nor padded (their q is unsigned already, 0 is a zero weight). */
 template <int R, int FLIP>
 struct x86_packers {
-    template <enum tsr_type T> struct of { static constexpr pack_panel_fn pack = pack_panel_i8_avx2<R, T, FLIP, FLIP>; };
+    template <enum tsr_type T> struct of {
+        static constexpr int flip = has_block_min(T) ? 0 : FLIP;
+        static constexpr pack_panel_fn pack = pack_panel_i8_avx2<R, T, flip, flip, panel_kind_of(T)>;
+    };
 };
 
 } // namespace tcpu
