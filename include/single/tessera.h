@@ -17954,6 +17954,13 @@ static void convert_packed(const kernels * K, enum tsr_type ts, const char * s, 
     else row_to_f32(ts, s, (float *)d, n);
 }
 
+/* n packed elements from s (type ts) to d (type td), neither quantized. */
+static void copy_row(const kernels * K, enum tsr_type ts, const char * s, enum tsr_type td, char * d, int64_t n) {
+    if (ts == td) std::memmove(d, s, (size_t)n * tsr_type_size(ts));
+    else if (f32_half_pair(ts, td)) convert_packed(K, ts, s, td, d, n);
+    else for (int64_t i = 0; i < n; ++i) st(td, d + i * (int64_t)tsr_type_size(td), ld(ts, s + i * (int64_t)tsr_type_size(ts)));
+}
+
 static void op_cpy(const cparams & p, tsr_tensor * dst) {
     const tsr_tensor * src = dst->src[0];
     const enum tsr_type ts = src->type, td = dst->type;
@@ -18001,6 +18008,19 @@ static void op_cpy(const cparams & p, tsr_tensor * dst) {
             } else {
                 for (int64_t i0 = 0; i0 < ne0; ++i0) st(td, d + i0 * dst->nb[0], ld(ts, s + i0 * src->nb[0]));
             }
+        }
+        return;
+    }
+    if (tsr_is_contiguous(dst) && row_contig(src) && !tsr_is_quantized(ts) && !tsr_is_quantized(td)) {
+        /* dst packed: src row r lands at flat element r * ne00, so whole rows are copied or
+         * converted (a permuted attention output merged back into [n_embd, T]) */
+        const int64_t ne00 = src->ne[0];
+        int64_t r0, r1;
+        split_rows(tsr_nrows(src), p.ith, p.nth, r0, r1);
+        for (int64_t ir = r0; ir < r1; ++ir) {
+            int64_t i1, i2, i3;
+            row_index(src, ir, i1, i2, i3);
+            copy_row(p.K, ts, tptr(src, 0, i1, i2, i3), td, (char *)dst->data + ir * ne00 * (int64_t)tsr_type_size(td), ne00);
         }
         return;
     }

@@ -354,6 +354,17 @@ TEST_CASE("cpy/cont/dup conversions and layouts", "[cpu][ops]") {
     tsr_tensor * h3 = tsr_new_tensor_3d(ctx, TSR_TYPE_F16, 7, 33, 3);
     fill(h3, rng);
     check(ctx, tsr_cpy(ctx, h3, tsr_new_tensor_2d(ctx, TSR_TYPE_F32, 231, 3)), values(h3), 0, "cpy f16 -> f32 reshaped");
+    // rows packed but not the whole, into a packed tensor of another shape (attention heads
+    // merged back into [n_embd, T]): row by row
+    tsr_tensor * heads = tsr_permute(ctx, a, 0, 2, 1, 3);  // -> [7, 3, 33], rows of 7 packed
+    std::vector<double> rheads = values(heads), rheads16;
+    for (double x : rheads) rheads16.push_back(tsr_fp16_to_fp32(tsr_fp32_to_fp16((float)x)));
+    check(ctx, tsr_cont_2d(ctx, heads, 21, 33), rheads, 0, "cont_2d of permuted heads");
+    check(ctx, tsr_cpy(ctx, heads, tsr_new_tensor_1d(ctx, TSR_TYPE_F16, 693)), rheads16, 0, "cpy permuted heads -> f16 flat");
+    tsr_tensor * heads_h = tsr_permute(ctx, h3, 0, 2, 1, 3);
+    std::vector<double> rheads_bf;
+    for (double x : values(heads_h)) rheads_bf.push_back(tsr_bf16_to_fp32(tsr_fp32_to_bf16((float)x)));
+    check(ctx, tsr_cpy(ctx, heads_h, tsr_new_tensor_2d(ctx, TSR_TYPE_BF16, 21, 33)), rheads_bf, 0, "cpy permuted f16 heads -> bf16");
     check(ctx, tsr_dup(ctx, a), values(a), 0, "dup");
     tsr_tensor * q = tsr_new_tensor_2d(ctx, TSR_TYPE_Q8_0, 64, 6);
     fill(q, rng);
