@@ -197,9 +197,11 @@ inline bool build_graph(session & s, int n_tokens, int n_past, bool all_logits, 
         if (hp.a == arch::gpt2) {
             tsr_tensor * qkv = linear(cur, L.wqkv, L.bqkv);
             if (!ok) break;
+            // K and V go from their views of the fused projection straight into the cache (a
+            // strided copy): a cont of each first would be one more node and barrier per layer
             q = chk(tsr_cont(ctx, tsr_view_2d(ctx, qkv, E, T, qkv->nb[1], 0)), "q");
-            kc = chk(tsr_cont(ctx, tsr_view_2d(ctx, qkv, E, T, qkv->nb[1], sizeof(float) * (size_t) E)), "k");
-            vc = chk(tsr_cont(ctx, tsr_view_2d(ctx, qkv, E, T, qkv->nb[1], sizeof(float) * (size_t) 2 * E)), "v");
+            kc = chk(tsr_view_2d(ctx, qkv, E, T, qkv->nb[1], sizeof(float) * (size_t) E), "k");
+            vc = chk(tsr_view_2d(ctx, qkv, E, T, qkv->nb[1], sizeof(float) * (size_t) 2 * E), "v");
             if (!ok) break;
             q = chk(tsr_reshape_3d(ctx, q, hd, H, T), "q reshape");
         } else {
@@ -218,8 +220,8 @@ inline bool build_graph(session & s, int n_tokens, int n_past, bool all_logits, 
         }
         if (!ok) break;
         // store the new K and V rows at positions [n_past, n_past + T)
-        tsr_tensor * k_dst = chk(tsr_view_1d(ctx, s.k[(size_t) il], (int64_t) G * T, k_row * (size_t) n_past), "k cache view");
-        tsr_tensor * v_dst = chk(tsr_view_1d(ctx, s.v[(size_t) il], (int64_t) G * T, k_row * (size_t) n_past), "v cache view");
+        tsr_tensor * k_dst = chk(tsr_view_2d(ctx, s.k[(size_t) il], G, T, k_row, k_row * (size_t) n_past), "k cache view");
+        tsr_tensor * v_dst = chk(tsr_view_2d(ctx, s.v[(size_t) il], G, T, k_row, k_row * (size_t) n_past), "v cache view");
         if (!ok) break;
         tsr_tensor * k_store = chk(tsr_cpy(ctx, kc, k_dst), "k store");
         tsr_tensor * v_store = chk(tsr_cpy(ctx, vc, v_dst), "v store");

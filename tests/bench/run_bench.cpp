@@ -10,7 +10,7 @@
 //
 //   run_bench [--csv] [-t threads (2)] [--prompt N (128)] [--gen N (16)] [--rounds N (3): best of N]
 //             [--models gpt2,llama1b,moe] [--types f32,f16,q8_0,q4_0,q4_K_M,q5_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda]
-//             [--ngl 0,half,all] [--parallel] [--write-gguf DIR] [--repack]
+//             [--ngl 0,half,all] [--parallel] [--write-gguf DIR] [--repack] [--no-flash-attn]
 // --parallel: the scheduler keeps rotating input copies with events (sched.h `parallel`).
 // --write-gguf DIR writes each selected model to DIR/tsr-<model>-<weights>.gguf instead of
 // timing it (the same weights, seed 42; vocabularies padded to the real models' sizes), for
@@ -135,7 +135,7 @@ static bool write_model_file(const std::string & dir, const char * mname, const 
 }
 
 int main(int argc, char ** argv) {
-    bool csv = false, parallel = false, repack = false;
+    bool csv = false, parallel = false, repack = false, flash_attn = true;
     std::string gguf_dir;
     int threads = 2, n_prompt = 128, n_gen = 16, n_rounds = 3;
     std::string models = "gpt2,llama1b", types = "f32,f16,q8_0,q4_0", backend_name = "cpu", ngls = "all";
@@ -155,7 +155,8 @@ int main(int argc, char ** argv) {
         else if (a == "--write-gguf") gguf_dir = next();
         else if (a == "--repack") repack = true;  // Q4_0 / IQ4_NL CPU weights interleaved in a CPU_REPACK buffer (opt-in, as tessera-run)
         else if (a == "--no-repack") repack = false;
-        else { fprintf(stderr, "usage: %s [--csv] [-t N] [--prompt N] [--gen N] [--rounds N] [--models gpt2,llama1b,moe] [--types f32,f16,q8_0,q4_0,q4_K_M,q5_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda] [--ngl 0,half,all] [--parallel] [--write-gguf DIR] [--repack]\n", argv[0]); return 2; }
+        else if (a == "--no-flash-attn") flash_attn = false;  // mul_mat + soft_max_ext attention, as tessera-run's option
+        else { fprintf(stderr, "usage: %s [--csv] [-t N] [--prompt N] [--gen N] [--rounds N] [--models gpt2,llama1b,moe] [--types f32,f16,q8_0,q4_0,q4_K_M,q5_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda] [--ngl 0,half,all] [--parallel] [--write-gguf DIR] [--repack] [--no-flash-attn]\n", argv[0]); return 2; }
     }
     std::string err;
     tsr_backend_t backend = make_backend(backend_name, -1, threads, err);   // the kind's first device
@@ -214,7 +215,7 @@ int main(int argc, char ** argv) {
             sp.n_ctx = kv_pad(n_prompt + n_gen);
             sp.n_batch = n_prompt;
             sp.kv_type = TSR_TYPE_F16;
-            sp.flash_attn = true;
+            sp.flash_attn = flash_attn;
             sp.parallel = parallel;
             ok = ok && session_init(s, m, backend, sp, err);
             if (ok) {
@@ -275,8 +276,8 @@ int main(int argc, char ** argv) {
                    r.direct_alloc_us, r.sched_alloc_us, r.direct_us, r.sched_us, r.error.c_str());
         }
     } else {
-        printf("run_bench (%s; prompt %d tokens in one batch, %d generated, best of %d; KV cache F16, %d positions; flash_attn_ext; scheduler parallel %s)\n\n",
-               dev, n_prompt, n_gen, n_rounds, kv_pad(n_prompt + n_gen), parallel ? "on" : "off");
+        printf("run_bench (%s; prompt %d tokens in one batch, %d generated, best of %d; KV cache F16, %d positions; %s; scheduler parallel %s)\n\n",
+               dev, n_prompt, n_gen, n_rounds, kv_pad(n_prompt + n_gen), flash_attn ? "flash_attn_ext" : "mul_mat + soft_max_ext", parallel ? "on" : "off");
         printf("| model | weights | -ngl | params (M) | weights (MiB) | KV cache (MiB) | compute (MiB) | compute lower bound (MiB) | workspace (MiB) | prompt (tok/s) | generation (tok/s) | splits / copies per token |\n");
         printf("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for (const row & r : rows) {

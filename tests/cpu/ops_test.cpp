@@ -341,6 +341,30 @@ TEST_CASE("cpy/cont/dup conversions and layouts", "[cpu][ops]") {
     std::vector<double> rh;
     for (double x : rp) rh.push_back(tsr_fp16_to_fp32(tsr_fp32_to_fp16((float)x)));
     check(ctx, tsr_cpy(ctx, p, h), rh, 0, "cpy reshape f16");
+    // packed on both sides, shapes differ (a model's K/V rows stored into a 1-D view of its
+    // cache): converted as one flat run, split across the threads at an odd element
+    std::vector<double> rf16, rbf16;
+    for (double x : values(a)) {
+        rf16.push_back(tsr_fp16_to_fp32(tsr_fp32_to_fp16((float)x)));
+        rbf16.push_back(tsr_bf16_to_fp32(tsr_fp32_to_bf16((float)x)));
+    }
+    tsr_tensor * flat16 = tsr_new_tensor_1d(ctx, TSR_TYPE_F16, 7 * 33 * 3);
+    check(ctx, tsr_cpy(ctx, a, flat16), rf16, 0, "cpy f32 -> f16 flat");
+    check(ctx, tsr_cpy(ctx, a, tsr_new_tensor_2d(ctx, TSR_TYPE_BF16, 33, 21)), rbf16, 0, "cpy f32 -> bf16 reshaped");
+    tsr_tensor * h3 = tsr_new_tensor_3d(ctx, TSR_TYPE_F16, 7, 33, 3);
+    fill(h3, rng);
+    check(ctx, tsr_cpy(ctx, h3, tsr_new_tensor_2d(ctx, TSR_TYPE_F32, 231, 3)), values(h3), 0, "cpy f16 -> f32 reshaped");
+    // rows packed but not the whole, into a packed tensor of another shape (attention heads
+    // merged back into [n_embd, T]): row by row
+    tsr_tensor * heads = tsr_permute(ctx, a, 0, 2, 1, 3);  // -> [7, 3, 33], rows of 7 packed
+    std::vector<double> rheads = values(heads), rheads16;
+    for (double x : rheads) rheads16.push_back(tsr_fp16_to_fp32(tsr_fp32_to_fp16((float)x)));
+    check(ctx, tsr_cont_2d(ctx, heads, 21, 33), rheads, 0, "cont_2d of permuted heads");
+    check(ctx, tsr_cpy(ctx, heads, tsr_new_tensor_1d(ctx, TSR_TYPE_F16, 693)), rheads16, 0, "cpy permuted heads -> f16 flat");
+    tsr_tensor * heads_h = tsr_permute(ctx, h3, 0, 2, 1, 3);
+    std::vector<double> rheads_bf;
+    for (double x : values(heads_h)) rheads_bf.push_back(tsr_bf16_to_fp32(tsr_fp32_to_bf16((float)x)));
+    check(ctx, tsr_cpy(ctx, heads_h, tsr_new_tensor_2d(ctx, TSR_TYPE_BF16, 21, 33)), rheads_bf, 0, "cpy permuted f16 heads -> bf16");
     check(ctx, tsr_dup(ctx, a), values(a), 0, "dup");
     tsr_tensor * q = tsr_new_tensor_2d(ctx, TSR_TYPE_Q8_0, 64, 6);
     fill(q, rng);

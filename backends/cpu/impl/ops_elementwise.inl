@@ -25,6 +25,28 @@ static inline float * thread_floats(const cparams & p, size_t per_thread_floats,
 
 /* ---- copies and conversions ----------------------------------------------------------- */
 
+static inline bool is_half_float(enum tsr_type t) { return t == TSR_TYPE_F16 || t == TSR_TYPE_BF16; }
+
+/* The pairs convert_packed handles. */
+static inline bool f32_half_pair(enum tsr_type ts, enum tsr_type td) {
+    return (ts == TSR_TYPE_F32 && is_half_float(td)) || (is_half_float(ts) && td == TSR_TYPE_F32);
+}
+
+/* F32 to or from F16/BF16 over n packed elements through the row converters: one type
+ * switch per run instead of one per element. */
+static void convert_packed(const kernels * K, enum tsr_type ts, const char * s, enum tsr_type td, char * d, int64_t n) {
+    if (ts == TSR_TYPE_F32) row_from_f32(td, (const float *)s, d, n);
+    else if (ts == TSR_TYPE_F16) K->f16_to_f32(s, (float *)d, n);
+    else row_to_f32(ts, s, (float *)d, n);
+}
+
+/* n packed elements from s (type ts) to d (type td), neither quantized. */
+static void copy_row(const kernels * K, enum tsr_type ts, const char * s, enum tsr_type td, char * d, int64_t n) {
+    if (ts == td) std::memmove(d, s, (size_t)n * tsr_type_size(ts));
+    else if (f32_half_pair(ts, td)) convert_packed(K, ts, s, td, d, n);
+    else for (int64_t i = 0; i < n; ++i) st(td, d + i * (int64_t)tsr_type_size(td), ld(ts, s + i * (int64_t)tsr_type_size(ts)));
+}
+
 static void op_cpy(const cparams & p, tsr_tensor * dst) {
     const tsr_tensor * src = dst->src[0];
     const enum tsr_type ts = src->type, td = dst->type;
@@ -34,6 +56,15 @@ static void op_cpy(const cparams & p, tsr_tensor * dst) {
         int64_t b0, b1;
         split_rows(nbytes, p.ith, p.nth, b0, b1);
         if (b1 > b0 && dst->data != src->data) std::memmove((char *)dst->data + b0, (const char *)src->data + b0, (size_t)(b1 - b0));
+        return;
+    }
+    if (tsr_is_contiguous(src) && tsr_is_contiguous(dst) && f32_half_pair(ts, td)) {
+        /* both packed: the flat logical order is the memory order whatever the shapes (a
+         * model's K/V rows stored into a 1-D view of its F16 cache) */
+        int64_t e0, e1;
+        split_rows(tsr_nelements(dst), p.ith, p.nth, e0, e1);
+        convert_packed(p.K, ts, (const char *)src->data + e0 * (int64_t)tsr_type_size(ts), td,
+                       (char *)dst->data + e0 * (int64_t)tsr_type_size(td), e1 - e0);
         return;
     }
     if (tsr_are_same_shape(src, dst)) {
@@ -48,6 +79,8 @@ static void op_cpy(const cparams & p, tsr_tensor * dst) {
             char * d = tptr(dst, 0, i1, i2, i3);
             if (ts == td && row_contig(src) && row_contig(dst)) {
                 std::memmove(d, s, tsr_row_size(ts, ne0));
+            } else if (row_contig(src) && row_contig(dst) && f32_half_pair(ts, td)) {
+                convert_packed(p.K, ts, s, td, d, ne0);
             } else if (tsr_is_quantized(ts) || tsr_is_quantized(td)) {
                 if (tsr_is_quantized(ts)) row_to_f32(ts, s, tmp, ne0);
                 else for (int64_t i0 = 0; i0 < ne0; ++i0) tmp[i0] = ld(ts, s + i0 * src->nb[0]);
@@ -61,6 +94,19 @@ static void op_cpy(const cparams & p, tsr_tensor * dst) {
             } else {
                 for (int64_t i0 = 0; i0 < ne0; ++i0) st(td, d + i0 * dst->nb[0], ld(ts, s + i0 * src->nb[0]));
             }
+        }
+        return;
+    }
+    if (tsr_is_contiguous(dst) && row_contig(src) && !tsr_is_quantized(ts) && !tsr_is_quantized(td)) {
+        /* dst packed: src row r lands at flat element r * ne00, so whole rows are copied or
+         * converted (a permuted attention output merged back into [n_embd, T]) */
+        const int64_t ne00 = src->ne[0];
+        int64_t r0, r1;
+        split_rows(tsr_nrows(src), p.ith, p.nth, r0, r1);
+        for (int64_t ir = r0; ir < r1; ++ir) {
+            int64_t i1, i2, i3;
+            row_index(src, ir, i1, i2, i3);
+            copy_row(p.K, ts, tptr(src, 0, i1, i2, i3), td, (char *)dst->data + ir * ne00 * (int64_t)tsr_type_size(td), ne00);
         }
         return;
     }
