@@ -295,6 +295,12 @@ TSR_TARGET_AVX512VNNI static void dot4_q8_0_avx512vnni(int64_t n, const char * x
 TSR_TARGET_AVX512VNNI static void dot4_q4_0_avx512vnni(int64_t n, const char * x, size_t lda, const void * y, float * out) {
     gemv_q32_rows<TSR_TYPE_Q4_0, 4>(n, x, lda, (const yq8 *)y, out);
 }
+TSR_TARGET_AVX512VNNI static void dot1_q8_0_avx512vnni(int64_t n, const char * x, size_t lda, const void * y, float * out) {
+    gemv_q8_0_rows<1>(n, x, lda, (const yq8 *)y, out);
+}
+TSR_TARGET_AVX512VNNI static void dot1_q4_0_avx512vnni(int64_t n, const char * x, size_t lda, const void * y, float * out) {
+    gemv_q32_rows<TSR_TYPE_Q4_0, 1>(n, x, lda, (const yq8 *)y, out);
+}
 
 TSR_TARGET_AVX512 static void axpy_f32_avx512(int64_t n, float a, const float * x, float * y) {
     const __m512 va = _mm512_set1_ps(a);
@@ -413,19 +419,20 @@ TSR_TARGET_AVX512BF16 static void pack_b12_bf16_avx512(const char * b, size_t ld
     }
 }
 
-/* 4 rows x 32 elements per step: 8 accumulators. The unroll pragmas keep the accumulators
- * in registers at -O2 too (a header-only library runs at the user's optimization level). */
-template <int T>
-TSR_TARGET_AVX512 static void dot4_avx512(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
+/* R rows x 32 elements per step: 2R accumulators (R = 1: the rows left over, the same
+ * arithmetic). The unroll pragmas keep the accumulators in registers at -O2 too (a
+ * header-only library runs at the user's optimization level). */
+template <int T, int R>
+TSR_TARGET_AVX512 static void dot_rows_avx512(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
     const float * y = (const float *)yv;
-    __m512 acc0[4], acc1[4];
+    __m512 acc0[R], acc1[R];
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
         const __m512 y0 = _mm512_loadu_ps(y + i), y1 = _mm512_loadu_ps(y + i + 16);
 #pragma GCC unroll 4
-        for (int r = 0; r < 4; ++r) {
+        for (int r = 0; r < R; ++r) {
             const char * row = x + (size_t)r * lda;
             acc0[r] = _mm512_fmadd_ps(load16_full<T>(row, i), y0, acc0[r]);
             acc1[r] = _mm512_fmadd_ps(load16_full<T>(row, i + 16), y1, acc1[r]);
@@ -435,10 +442,10 @@ TSR_TARGET_AVX512 static void dot4_avx512(int64_t n, const char * x, size_t lda,
         const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
         const __m512 y0 = _mm512_maskz_loadu_ps(m, y + i);
 #pragma GCC unroll 4
-        for (int r = 0; r < 4; ++r) acc0[r] = _mm512_fmadd_ps(load16_as_f32<T>(x + (size_t)r * lda, i, n), y0, acc0[r]);
+        for (int r = 0; r < R; ++r) acc0[r] = _mm512_fmadd_ps(load16_as_f32<T>(x + (size_t)r * lda, i, n), y0, acc0[r]);
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
+    for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
 }
 
 /* Store/accumulate a 32-wide row pair of results with a lane mask for the M edge. */
@@ -892,11 +899,13 @@ static kernels make_kernels_avx512() {
     k.dot_bf16 = dot_bf16_avx512;
     k.dot_q8_0 = dot_q8_0_avx2;
     k.dot_q4_0 = dot_q4_0_avx2;
-    k.dot4[SLOT_F32] = dot4_avx512<0>;
-    k.dot4[SLOT_F16] = dot4_avx512<1>;
-    k.dot4[SLOT_BF16] = dot4_avx512<2>;
-    k.dot4[SLOT_Q8_0] = dot4_q8_0_avx2;
-    k.dot4[SLOT_Q4_0] = dot4_q4_0_avx2;
+    fill_dot_rows_avx2(k);
+    k.dot4[SLOT_F32] = dot_rows_avx512<0, 4>;
+    k.dot4[SLOT_F16] = dot_rows_avx512<1, 4>;
+    k.dot4[SLOT_BF16] = dot_rows_avx512<2, 4>;
+    k.dot1[SLOT_F32] = dot_rows_avx512<0, 1>;
+    k.dot1[SLOT_F16] = dot_rows_avx512<1, 1>;
+    k.dot1[SLOT_BF16] = dot_rows_avx512<2, 1>;
     row_quant_dots<matvec_avx2>::fill(k);
     k.quantize_q8k = quantize_q8k_avx2;
     k.quantize_y = quantize_y_avx2;
@@ -912,6 +921,8 @@ static kernels make_kernels_avx512() {
         k.dot_q4_0 = gemv_q4_0_avx512vnni;
         k.dot4[SLOT_Q8_0] = dot4_q8_0_avx512vnni;
         k.dot4[SLOT_Q4_0] = dot4_q4_0_avx512vnni;
+        k.dot1[SLOT_Q8_0] = dot1_q8_0_avx512vnni;
+        k.dot1[SLOT_Q4_0] = dot1_q4_0_avx512vnni;
         k.gemm[SLOT_Q8_0] = &gemm_q8_0_avx512;
         k.gemm[SLOT_Q4_0] = &gemm_q4_0_avx512;
         row_quant_dots<matvec_avx512>::fill(k);
