@@ -204,6 +204,7 @@ template <tsr_type T> struct q32_layout {
     static constexpr bool has_min = T == TSR_TYPE_Q4_1 || T == TSR_TYPE_Q5_1;
     static constexpr bool has_qh = T == TSR_TYPE_Q5_0 || T == TSR_TYPE_Q5_1;
     static constexpr int z1 = 4 * words - 16;  /* first word of the group's last 32 bytes */
+    static constexpr bool dm_in_z0 = 3 * words + (has_min ? 1 : 0) < 32;  /* block 3's d (and m) in the first 64 bytes */
     /* word w of the group as an index into (first 64 bytes, last 32 bytes) for vpermt2w */
     static constexpr uint16_t at(int w) { return (uint16_t)(w < 32 ? w : 32 + (w - z1)); }
 };
@@ -248,17 +249,19 @@ TSR_TARGET_AVX512VNNI static void gemv_q32_rows(int64_t n, const char * x, size_
             const __m512i z0 = _mm512_loadu_si512((const void *)xb);
             const __m512i z1 = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(xb + 2 * L::z1)));
             const __m512i qs = _mm512_permutex2var_epi16(z0, iq, z1);
-            const __m512i dm = _mm512_permutex2var_epi16(z0, idm, z1);
+            /* the d (and m) words within the first 64 bytes: a one-source word permute */
+            const __m512i dm = L::dm_in_z0 ? _mm512_permutexvar_epi16(idm, z0) : _mm512_permutex2var_epi16(z0, idm, z1);
             __m512i lo = _mm512_and_si512(qs, m4), hi = _mm512_and_si512(_mm512_srli_epi16(qs, 4), m4);
             if (T == TSR_TYPE_IQ4_NL) {
                 lo = _mm512_shuffle_epi8(table, lo);
                 hi = _mm512_shuffle_epi8(table, hi);
             }
             if (L::has_qh) {
-                /* elements 0-15 of each block take qh bits 0-15, elements 16-31 bits 16-31 */
+                /* elements 0-15 of each block take qh bits 0-15, elements 16-31 bits 16-31; a
+                 * masked byte add of 16 onto levels below 16 sets bit 4 in one op */
                 const __m128i h = _mm512_castsi512_si128(_mm512_permutex2var_epi16(z0, ih, z1));
-                lo = _mm512_or_si512(lo, _mm512_maskz_mov_epi8(_cvtu64_mask64((uint64_t)_mm_cvtsi128_si64(h)), m10));
-                hi = _mm512_or_si512(hi, _mm512_maskz_mov_epi8(_cvtu64_mask64((uint64_t)_mm_extract_epi64(h, 1)), m10));
+                lo = _mm512_mask_add_epi8(lo, _cvtu64_mask64((uint64_t)_mm_cvtsi128_si64(h)), lo, m10);
+                hi = _mm512_mask_add_epi8(hi, _cvtu64_mask64((uint64_t)_mm_extract_epi64(h, 1)), hi, m10);
             }
             const __m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(yb, lo, ylo), hi, yhi);
             const __m512 dx = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
