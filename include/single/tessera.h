@@ -13184,6 +13184,10 @@ struct kernels {
      * its side arrays. Matrix-vector passes rows far apart, so each thread keeps four long
      * sequential DRAM streams in flight. NULL: one row at a time. */
     void (*dot4[SLOT_COUNT])(int64_t n, const char * x, size_t lda, const void * y, float * out);
+    /* one row (lda unused) through the same arithmetic as dot4[slot], for the rows mm_range_dots
+     * has left over after its groups of 4: a row's result must not depend on the split.
+     * NULL: dot4 on the row four times. */
+    void (*dot1[SLOT_COUNT])(int64_t n, const char * x, size_t lda, const void * y, float * out);
     /* x (src0 row of the slot's K-quant type) with y quantized to Q8_K; NULL: the scalar path's */
     float (*dot_q8k[KSLOT_COUNT])(int64_t n, const void * x, const tsr_block_q8_K * y);
     /* x (src0 row of the slot's 32-element type) with yq8 blocks followed by their Q4 side
@@ -14791,8 +14795,10 @@ TSR_TARGET_AVX2 static float dot_q4_0_avx2(int64_t n, const tsr_block_q4_0 * x, 
     return hsum256(_mm256_add_ps(acc0, acc1)) - 8.0f * corr;
 }
 
-/* 4 rows at once (x + r * lda) for matrix-vector: the y loads are shared, and the rows the
- * driver passes are far apart, so each core keeps four sequential DRAM streams going. */
+/* R rows at once (x + r * lda) for matrix-vector: the y loads are shared, and the rows the
+ * driver passes are far apart, so each core keeps four sequential DRAM streams going (R = 4).
+ * R = 1 is the same arithmetic for the rows left over, so a row's result never depends on
+ * the split. */
 template <int T>
 TSR_TARGET_AVX2 static inline __m256 load8_as_f32_avx2(const char * row, int64_t i) {
     if (T == 0) return _mm256_loadu_ps((const float *)row + i);
@@ -14800,17 +14806,17 @@ TSR_TARGET_AVX2 static inline __m256 load8_as_f32_avx2(const char * row, int64_t
     return bf16x8_avx2((const uint16_t *)row + i);
 }
 
-template <int T>
-TSR_TARGET_AVX2 static void dot4_avx2(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
+template <int T, int R>
+TSR_TARGET_AVX2 static void dot_rows_avx2(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
     const float * y = (const float *)yv;
-    __m256 acc0[4], acc1[4];
+    __m256 acc0[R], acc1[R];
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         const __m256 y0 = _mm256_loadu_ps(y + i), y1 = _mm256_loadu_ps(y + i + 8);
 #pragma GCC unroll 4
-        for (int r = 0; r < 4; ++r) {
+        for (int r = 0; r < R; ++r) {
             acc0[r] = _mm256_fmadd_ps(load8_as_f32_avx2<T>(x + (size_t)r * lda, i), y0, acc0[r]);
             acc1[r] = _mm256_fmadd_ps(load8_as_f32_avx2<T>(x + (size_t)r * lda, i + 8), y1, acc1[r]);
         }
@@ -14818,45 +14824,47 @@ TSR_TARGET_AVX2 static void dot4_avx2(int64_t n, const char * x, size_t lda, con
     for (; i + 8 <= n; i += 8) {
         const __m256 y0 = _mm256_loadu_ps(y + i);
 #pragma GCC unroll 4
-        for (int r = 0; r < 4; ++r) acc0[r] = _mm256_fmadd_ps(load8_as_f32_avx2<T>(x + (size_t)r * lda, i), y0, acc0[r]);
+        for (int r = 0; r < R; ++r) acc0[r] = _mm256_fmadd_ps(load8_as_f32_avx2<T>(x + (size_t)r * lda, i), y0, acc0[r]);
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) {
+    for (int r = 0; r < R; ++r) {
         float s = hsum256(_mm256_add_ps(acc0[r], acc1[r]));
         for (int64_t k = i; k < n; ++k) s += elem_as_f32<T>(x + (size_t)r * lda, k) * y[k];
         out[r] = s;
     }
 }
 
-TSR_TARGET_AVX2 static void dot4_q8_0_avx2(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
+template <int R>
+TSR_TARGET_AVX2 static void dot_rows_q8_0_avx2(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
     const yq8 * y = (const yq8 *)yv;
-    __m256 acc[4];
+    __m256 acc[R];
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) acc[r] = _mm256_setzero_ps();
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / 32; ++b) {
         const __m256i yq = _mm256_loadu_si256((const __m256i *)y[b].qs);
 #pragma GCC unroll 4
-        for (int r = 0; r < 4; ++r) {
+        for (int r = 0; r < R; ++r) {
             const tsr_block_q8_0 * xb = (const tsr_block_q8_0 *)(x + (size_t)r * lda) + b;
             const __m256i p = dot32_s8s8_avx2(_mm256_loadu_si256((const __m256i *)xb->qs), yq);
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h2f_avx2(xb->d) * y[b].d), acc[r]);
         }
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) out[r] = hsum256(acc[r]);
+    for (int r = 0; r < R; ++r) out[r] = hsum256(acc[r]);
 }
 
 /* Q4_0: a pair of blocks per ymm against yq8's Q4 side arrays (y elements in nibble order,
  * the -8 * sum bias and the y scales per lane), so no scalar work per block remains. */
-TSR_TARGET_AVX2 static void dot4_q4_0_avx2(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
+template <int R>
+TSR_TARGET_AVX2 static void dot_rows_q4_0_avx2(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
     const yq8 * y = (const yq8 *)yv;
     const int64_t nb = n / 32, ng = nb / 4;
     const yside_q4 * ys = y_side_q4(y, nb);
     const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     const __m128i rep = _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3);  /* [d0 x4, d1 x4] */
-    __m256 acc[4];
+    __m256 acc[R];
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) acc[r] = _mm256_setzero_ps();
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < ng * 4; b += 2) {
         const yside_q4 & s = ys[b / 4];
         const int h = (int)(b & 2);  /* which pair of the group */
@@ -14865,7 +14873,7 @@ TSR_TARGET_AVX2 static void dot4_q4_0_avx2(int64_t n, const char * x, size_t lda
         const __m256i yb = _mm256_loadu_si256((const __m256i *)(s.bias + 4 * h));
         const __m256 dy = _mm256_loadu_ps(s.d + 4 * h);
 #pragma GCC unroll 4
-        for (int r = 0; r < 4; ++r) {
+        for (int r = 0; r < R; ++r) {
             const tsr_block_q4_0 * xb = (const tsr_block_q4_0 *)(x + (size_t)r * lda) + b;
             const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)xb[0].qs)),
                                                       _mm_loadu_si128((const __m128i *)xb[1].qs), 1);
@@ -14878,10 +14886,10 @@ TSR_TARGET_AVX2 static void dot4_q4_0_avx2(int64_t n, const char * x, size_t lda
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dx, dy), acc[r]);
         }
     }
-    float corr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float corr[R] = {};
     for (int64_t b = ng * 4; b < nb; ++b) {  /* blocks past the last group of 4 */
         const __m256i yq = _mm256_loadu_si256((const __m256i *)y[b].qs);
-        for (int r = 0; r < 4; ++r) {
+        for (int r = 0; r < R; ++r) {
             const tsr_block_q4_0 * xb = (const tsr_block_q4_0 *)(x + (size_t)r * lda) + b;
             const float d = h2f_avx2(xb->d) * y[b].d;
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot32_u4s8_avx2(unpack_q4_avx2(xb->qs), yq)), _mm256_set1_ps(d), acc[r]);
@@ -14889,7 +14897,7 @@ TSR_TARGET_AVX2 static void dot4_q4_0_avx2(int64_t n, const char * x, size_t lda
         }
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) out[r] = hsum256(acc[r]) - 8.0f * corr[r];
+    for (int r = 0; r < R; ++r) out[r] = hsum256(acc[r]) - 8.0f * corr[r];
 }
 
 /* NaN lanes as +0 (maxps would pass a NaN on; the scalar reference skips them). */
@@ -15554,6 +15562,20 @@ TSR_TARGET_AVX2 void matvec_avx2::q32(int64_t n, const char * x, size_t lda, con
     TSR_MATVEC_ROWS(R, yq8_acc_avx2, n / 32, bsize, q32_step_avx2<T>, q32_sum_avx2)
 }
 
+/* dot4 / dot1 of the plain-float types and Q8_0 / Q4_0 (the AVX-512 table starts from them) */
+static constexpr void fill_dot_rows_avx2(kernels & k) {
+    k.dot4[SLOT_F32] = dot_rows_avx2<0, 4>;
+    k.dot4[SLOT_F16] = dot_rows_avx2<1, 4>;
+    k.dot4[SLOT_BF16] = dot_rows_avx2<2, 4>;
+    k.dot4[SLOT_Q8_0] = dot_rows_q8_0_avx2<4>;
+    k.dot4[SLOT_Q4_0] = dot_rows_q4_0_avx2<4>;
+    k.dot1[SLOT_F32] = dot_rows_avx2<0, 1>;
+    k.dot1[SLOT_F16] = dot_rows_avx2<1, 1>;
+    k.dot1[SLOT_BF16] = dot_rows_avx2<2, 1>;
+    k.dot1[SLOT_Q8_0] = dot_rows_q8_0_avx2<1>;
+    k.dot1[SLOT_Q4_0] = dot_rows_q4_0_avx2<1>;
+}
+
 static constexpr kernels kernels_avx2 = [] {
     kernels k{};
     k.isa = TSR_CPU_ISA_AVX2;
@@ -15562,11 +15584,7 @@ static constexpr kernels kernels_avx2 = [] {
     k.dot_bf16 = dot_bf16_avx2;
     k.dot_q8_0 = dot_q8_0_avx2;
     k.dot_q4_0 = dot_q4_0_avx2;
-    k.dot4[SLOT_F32] = dot4_avx2<0>;
-    k.dot4[SLOT_F16] = dot4_avx2<1>;
-    k.dot4[SLOT_BF16] = dot4_avx2<2>;
-    k.dot4[SLOT_Q8_0] = dot4_q8_0_avx2;
-    k.dot4[SLOT_Q4_0] = dot4_q4_0_avx2;
+    fill_dot_rows_avx2(k);
     row_quant_dots<matvec_avx2>::fill(k);
     k.quantize_q8k = quantize_q8k_avx2;
     k.quantize_y = quantize_y_avx2;
@@ -15795,6 +15813,7 @@ template <tsr_type T> struct q32_layout {
     static constexpr bool has_min = T == TSR_TYPE_Q4_1 || T == TSR_TYPE_Q5_1;
     static constexpr bool has_qh = T == TSR_TYPE_Q5_0 || T == TSR_TYPE_Q5_1;
     static constexpr int z1 = 4 * words - 16;  /* first word of the group's last 32 bytes */
+    static constexpr bool dm_in_z0 = 3 * words + (has_min ? 1 : 0) < 32;  /* block 3's d (and m) in the first 64 bytes */
     /* word w of the group as an index into (first 64 bytes, last 32 bytes) for vpermt2w */
     static constexpr uint16_t at(int w) { return (uint16_t)(w < 32 ? w : 32 + (w - z1)); }
 };
@@ -15839,17 +15858,19 @@ TSR_TARGET_AVX512VNNI static void gemv_q32_rows(int64_t n, const char * x, size_
             const __m512i z0 = _mm512_loadu_si512((const void *)xb);
             const __m512i z1 = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(xb + 2 * L::z1)));
             const __m512i qs = _mm512_permutex2var_epi16(z0, iq, z1);
-            const __m512i dm = _mm512_permutex2var_epi16(z0, idm, z1);
+            /* the d (and m) words within the first 64 bytes: a one-source word permute */
+            const __m512i dm = L::dm_in_z0 ? _mm512_permutexvar_epi16(idm, z0) : _mm512_permutex2var_epi16(z0, idm, z1);
             __m512i lo = _mm512_and_si512(qs, m4), hi = _mm512_and_si512(_mm512_srli_epi16(qs, 4), m4);
             if (T == TSR_TYPE_IQ4_NL) {
                 lo = _mm512_shuffle_epi8(table, lo);
                 hi = _mm512_shuffle_epi8(table, hi);
             }
             if (L::has_qh) {
-                /* elements 0-15 of each block take qh bits 0-15, elements 16-31 bits 16-31 */
+                /* elements 0-15 of each block take qh bits 0-15, elements 16-31 bits 16-31; a
+                 * masked byte add of 16 onto levels below 16 sets bit 4 in one op */
                 const __m128i h = _mm512_castsi512_si128(_mm512_permutex2var_epi16(z0, ih, z1));
-                lo = _mm512_or_si512(lo, _mm512_maskz_mov_epi8(_cvtu64_mask64((uint64_t)_mm_cvtsi128_si64(h)), m10));
-                hi = _mm512_or_si512(hi, _mm512_maskz_mov_epi8(_cvtu64_mask64((uint64_t)_mm_extract_epi64(h, 1)), m10));
+                lo = _mm512_mask_add_epi8(lo, _cvtu64_mask64((uint64_t)_mm_cvtsi128_si64(h)), lo, m10);
+                hi = _mm512_mask_add_epi8(hi, _cvtu64_mask64((uint64_t)_mm_extract_epi64(h, 1)), hi, m10);
             }
             const __m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(yb, lo, ylo), hi, yhi);
             const __m512 dx = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
@@ -15885,6 +15906,12 @@ TSR_TARGET_AVX512VNNI static void dot4_q8_0_avx512vnni(int64_t n, const char * x
 }
 TSR_TARGET_AVX512VNNI static void dot4_q4_0_avx512vnni(int64_t n, const char * x, size_t lda, const void * y, float * out) {
     gemv_q32_rows<TSR_TYPE_Q4_0, 4>(n, x, lda, (const yq8 *)y, out);
+}
+TSR_TARGET_AVX512VNNI static void dot1_q8_0_avx512vnni(int64_t n, const char * x, size_t lda, const void * y, float * out) {
+    gemv_q8_0_rows<1>(n, x, lda, (const yq8 *)y, out);
+}
+TSR_TARGET_AVX512VNNI static void dot1_q4_0_avx512vnni(int64_t n, const char * x, size_t lda, const void * y, float * out) {
+    gemv_q32_rows<TSR_TYPE_Q4_0, 1>(n, x, lda, (const yq8 *)y, out);
 }
 
 TSR_TARGET_AVX512 static void axpy_f32_avx512(int64_t n, float a, const float * x, float * y) {
@@ -16004,19 +16031,20 @@ TSR_TARGET_AVX512BF16 static void pack_b12_bf16_avx512(const char * b, size_t ld
     }
 }
 
-/* 4 rows x 32 elements per step: 8 accumulators. The unroll pragmas keep the accumulators
- * in registers at -O2 too (a header-only library runs at the user's optimization level). */
-template <int T>
-TSR_TARGET_AVX512 static void dot4_avx512(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
+/* R rows x 32 elements per step: 2R accumulators (R = 1: the rows left over, the same
+ * arithmetic). The unroll pragmas keep the accumulators in registers at -O2 too (a
+ * header-only library runs at the user's optimization level). */
+template <int T, int R>
+TSR_TARGET_AVX512 static void dot_rows_avx512(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
     const float * y = (const float *)yv;
-    __m512 acc0[4], acc1[4];
+    __m512 acc0[R], acc1[R];
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
         const __m512 y0 = _mm512_loadu_ps(y + i), y1 = _mm512_loadu_ps(y + i + 16);
 #pragma GCC unroll 4
-        for (int r = 0; r < 4; ++r) {
+        for (int r = 0; r < R; ++r) {
             const char * row = x + (size_t)r * lda;
             acc0[r] = _mm512_fmadd_ps(load16_full<T>(row, i), y0, acc0[r]);
             acc1[r] = _mm512_fmadd_ps(load16_full<T>(row, i + 16), y1, acc1[r]);
@@ -16026,10 +16054,10 @@ TSR_TARGET_AVX512 static void dot4_avx512(int64_t n, const char * x, size_t lda,
         const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
         const __m512 y0 = _mm512_maskz_loadu_ps(m, y + i);
 #pragma GCC unroll 4
-        for (int r = 0; r < 4; ++r) acc0[r] = _mm512_fmadd_ps(load16_as_f32<T>(x + (size_t)r * lda, i, n), y0, acc0[r]);
+        for (int r = 0; r < R; ++r) acc0[r] = _mm512_fmadd_ps(load16_as_f32<T>(x + (size_t)r * lda, i, n), y0, acc0[r]);
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
+    for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
 }
 
 /* Store/accumulate a 32-wide row pair of results with a lane mask for the M edge. */
@@ -16520,11 +16548,13 @@ static kernels make_kernels_avx512() {
     k.dot_bf16 = dot_bf16_avx512;
     k.dot_q8_0 = dot_q8_0_avx2;
     k.dot_q4_0 = dot_q4_0_avx2;
-    k.dot4[SLOT_F32] = dot4_avx512<0>;
-    k.dot4[SLOT_F16] = dot4_avx512<1>;
-    k.dot4[SLOT_BF16] = dot4_avx512<2>;
-    k.dot4[SLOT_Q8_0] = dot4_q8_0_avx2;
-    k.dot4[SLOT_Q4_0] = dot4_q4_0_avx2;
+    fill_dot_rows_avx2(k);
+    k.dot4[SLOT_F32] = dot_rows_avx512<0, 4>;
+    k.dot4[SLOT_F16] = dot_rows_avx512<1, 4>;
+    k.dot4[SLOT_BF16] = dot_rows_avx512<2, 4>;
+    k.dot1[SLOT_F32] = dot_rows_avx512<0, 1>;
+    k.dot1[SLOT_F16] = dot_rows_avx512<1, 1>;
+    k.dot1[SLOT_BF16] = dot_rows_avx512<2, 1>;
     row_quant_dots<matvec_avx2>::fill(k);
     k.quantize_q8k = quantize_q8k_avx2;
     k.quantize_y = quantize_y_avx2;
@@ -16540,6 +16570,8 @@ static kernels make_kernels_avx512() {
         k.dot_q4_0 = gemv_q4_0_avx512vnni;
         k.dot4[SLOT_Q8_0] = dot4_q8_0_avx512vnni;
         k.dot4[SLOT_Q4_0] = dot4_q4_0_avx512vnni;
+        k.dot1[SLOT_Q8_0] = dot1_q8_0_avx512vnni;
+        k.dot1[SLOT_Q4_0] = dot1_q4_0_avx512vnni;
         k.gemm[SLOT_Q8_0] = &gemm_q8_0_avx512;
         k.gemm[SLOT_Q4_0] = &gemm_q4_0_avx512;
         row_quant_dots<matvec_avx512>::fill(k);
@@ -17844,11 +17876,24 @@ static dot4_fn dot4_for(const kernels * K, enum tsr_type t) {
     return slot >= 0 ? K->dot4[slot] : ks >= 0 ? K->dot4_q8k[ks] : qs >= 0 ? K->dot4_yq8[qs] : nullptr;
 }
 
+/* Row x against column y through the one-row build of the 4-row kernel dot4 (the same
+ * arithmetic): dot1, or the K-quant / 32-element type's one-row kernel, which equals each
+ * row of its dot4 by the table's rule; an ISA with neither runs dot4 on the row four times. */
+static float dot_one_row(const kernels * K, enum tsr_type t, dot4_fn dot4, int64_t n, const char * x, const char * y) {
+    const int slot = type_slot(t), ks = q8k_slot(t), qs = yq8_slot(t);
+    float o[4];
+    if (slot >= 0 && K->dot1[slot]) K->dot1[slot](n, x, 0, y, o);
+    else if (ks >= 0 && K->dot_q8k[ks]) o[0] = K->dot_q8k[ks](n, x, (const tsr_block_q8_K *)y);
+    else if (qs >= 0 && K->dot_yq8[qs]) o[0] = K->dot_yq8[qs](n, x, (const yq8 *)y);
+    else dot4(n, x, 0, y, o);
+    return o[0];
+}
+
 /* Dot products. With a 4-row kernel, the range is cut into 4 equal parts walked side by
  * side: each part is one long sequential stream (rows are contiguous), and four of them
  * keep enough DRAM reads in flight for one core, where 4 adjacent rows would restart the
- * hardware prefetcher at every row. The rows left over go through the same kernel (one row
- * four times), so a row's result never depends on the split. */
+ * hardware prefetcher at every row. The rows left over go through the one-row build of the
+ * same kernel, so a row's result never depends on the split. */
 static void mm_range_dots(const kernels * K, const mm_args & a, int64_t m0, int64_t m1) {
     const dot4_fn dot4 = dot4_for(K, a.ta);
     if (!dot4 && q8k_slot(a.ta) >= 0) return mm_range_q8k(K, a, m0, m1);
@@ -17865,10 +17910,7 @@ static void mm_range_dots(const kernels * K, const mm_args & a, int64_t m0, int6
         const char * x = a.A + (size_t)m * a.lda;
         for (int64_t n = 0; n < a.N; ++n) {
             const char * y = a.B + (size_t)n * a.ldb;
-            float o[4];
-            if (dot4) dot4(a.K, x, 0, y, o);
-            else o[0] = dot_any(K, a.ta, a.K, x, y);
-            a.C[(size_t)n * a.ldc + m] = o[0];
+            a.C[(size_t)n * a.ldc + m] = dot4 ? dot_one_row(K, a.ta, dot4, a.K, x, y) : dot_any(K, a.ta, a.K, x, y);
         }
     }
 }

@@ -66,7 +66,8 @@ double ref_block_dot(const B * x, const tcpu::yq8 * y, int64_t nb, double & mag)
 
 // dot4 of one quantized type against the exact block sums: nb = 1..13 (0..3 blocks past the
 // last group of 4, and rows shorter than one group), rows adjacent, far apart with a
-// padded stride, and lda = 0 (one row four times, as mm_range passes its leftover rows).
+// padded stride, and lda = 0 (one row four times); each row equals dot1's value for it
+// (mm_range's leftover rows) to the bit.
 template <typename B>
 void check_dot4(int slot, tsr_type type, std::mt19937 & rng) {
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -101,6 +102,10 @@ void check_dot4(int slot, tsr_type type, std::mt19937 & rng) {
                         INFO(tsr_type_name(type) << " isa " << tsr_cpu_isa_name(isa) << " nb " << nb << " lda " << lda
                                                  << " row " << r << " extreme " << extreme);
                         CHECK(std::fabs(out[r] - ref) <= 4e-6 * mag + 1e-30);
+                        if (!k.K->dot1[slot]) continue;
+                        float one = NAN;  // the one-row build: the same value to the bit
+                        k.K->dot1[slot](n, x + r * lda, 0, y.buf.data(), &one);
+                        CHECK(std::memcmp(&one, &out[r], sizeof one) == 0);
                     }
                 }
             }
@@ -110,7 +115,7 @@ void check_dot4(int slot, tsr_type type, std::mt19937 & rng) {
 
 } // namespace
 
-TEST_CASE("dot4 Q8_0/Q4_0 on every ISA: exact block sums, leftover blocks, lda 0 and padded", "[cpu][mul_mat][kernels]") {
+TEST_CASE("dot4 Q8_0/Q4_0 on every ISA: exact block sums, leftover blocks, lda 0 and padded, dot1 the same", "[cpu][mul_mat][kernels]") {
     std::mt19937 rng(11);
     check_dot4<tsr_block_q8_0>(tcpu::SLOT_Q8_0, TSR_TYPE_Q8_0, rng);
     check_dot4<tsr_block_q4_0>(tcpu::SLOT_Q4_0, TSR_TYPE_Q4_0, rng);

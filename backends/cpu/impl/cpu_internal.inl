@@ -369,6 +369,10 @@ struct kernels {
      * its side arrays. Matrix-vector passes rows far apart, so each thread keeps four long
      * sequential DRAM streams in flight. NULL: one row at a time. */
     void (*dot4[SLOT_COUNT])(int64_t n, const char * x, size_t lda, const void * y, float * out);
+    /* one row (lda unused) through the same arithmetic as dot4[slot], for the rows mm_range_dots
+     * has left over after its groups of 4: a row's result must not depend on the split.
+     * NULL: dot4 on the row four times. */
+    void (*dot1[SLOT_COUNT])(int64_t n, const char * x, size_t lda, const void * y, float * out);
     /* x (src0 row of the slot's K-quant type) with y quantized to Q8_K; NULL: the scalar path's */
     float (*dot_q8k[KSLOT_COUNT])(int64_t n, const void * x, const tsr_block_q8_K * y);
     /* x (src0 row of the slot's 32-element type) with yq8 blocks followed by their Q4 side

@@ -87,11 +87,24 @@ static dot4_fn dot4_for(const kernels * K, enum tsr_type t) {
     return slot >= 0 ? K->dot4[slot] : ks >= 0 ? K->dot4_q8k[ks] : qs >= 0 ? K->dot4_yq8[qs] : nullptr;
 }
 
+/* Row x against column y through the one-row build of the 4-row kernel dot4 (the same
+ * arithmetic): dot1, or the K-quant / 32-element type's one-row kernel, which equals each
+ * row of its dot4 by the table's rule; an ISA with neither runs dot4 on the row four times. */
+static float dot_one_row(const kernels * K, enum tsr_type t, dot4_fn dot4, int64_t n, const char * x, const char * y) {
+    const int slot = type_slot(t), ks = q8k_slot(t), qs = yq8_slot(t);
+    float o[4];
+    if (slot >= 0 && K->dot1[slot]) K->dot1[slot](n, x, 0, y, o);
+    else if (ks >= 0 && K->dot_q8k[ks]) o[0] = K->dot_q8k[ks](n, x, (const tsr_block_q8_K *)y);
+    else if (qs >= 0 && K->dot_yq8[qs]) o[0] = K->dot_yq8[qs](n, x, (const yq8 *)y);
+    else dot4(n, x, 0, y, o);
+    return o[0];
+}
+
 /* Dot products. With a 4-row kernel, the range is cut into 4 equal parts walked side by
  * side: each part is one long sequential stream (rows are contiguous), and four of them
  * keep enough DRAM reads in flight for one core, where 4 adjacent rows would restart the
- * hardware prefetcher at every row. The rows left over go through the same kernel (one row
- * four times), so a row's result never depends on the split. */
+ * hardware prefetcher at every row. The rows left over go through the one-row build of the
+ * same kernel, so a row's result never depends on the split. */
 static void mm_range_dots(const kernels * K, const mm_args & a, int64_t m0, int64_t m1) {
     const dot4_fn dot4 = dot4_for(K, a.ta);
     if (!dot4 && q8k_slot(a.ta) >= 0) return mm_range_q8k(K, a, m0, m1);
@@ -108,10 +121,7 @@ static void mm_range_dots(const kernels * K, const mm_args & a, int64_t m0, int6
         const char * x = a.A + (size_t)m * a.lda;
         for (int64_t n = 0; n < a.N; ++n) {
             const char * y = a.B + (size_t)n * a.ldb;
-            float o[4];
-            if (dot4) dot4(a.K, x, 0, y, o);
-            else o[0] = dot_any(K, a.ta, a.K, x, y);
-            a.C[(size_t)n * a.ldc + m] = o[0];
+            a.C[(size_t)n * a.ldc + m] = dot4 ? dot_one_row(K, a.ta, dot4, a.K, x, y) : dot_any(K, a.ta, a.K, x, y);
         }
     }
 }

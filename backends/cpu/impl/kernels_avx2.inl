@@ -126,8 +126,10 @@ TSR_TARGET_AVX2 static float dot_q4_0_avx2(int64_t n, const tsr_block_q4_0 * x, 
     return hsum256(_mm256_add_ps(acc0, acc1)) - 8.0f * corr;
 }
 
-/* 4 rows at once (x + r * lda) for matrix-vector: the y loads are shared, and the rows the
- * driver passes are far apart, so each core keeps four sequential DRAM streams going. */
+/* R rows at once (x + r * lda) for matrix-vector: the y loads are shared, and the rows the
+ * driver passes are far apart, so each core keeps four sequential DRAM streams going (R = 4).
+ * R = 1 is the same arithmetic for the rows left over, so a row's result never depends on
+ * the split. */
 template <int T>
 TSR_TARGET_AVX2 static inline __m256 load8_as_f32_avx2(const char * row, int64_t i) {
     if (T == 0) return _mm256_loadu_ps((const float *)row + i);
@@ -135,17 +137,17 @@ TSR_TARGET_AVX2 static inline __m256 load8_as_f32_avx2(const char * row, int64_t
     return bf16x8_avx2((const uint16_t *)row + i);
 }
 
-template <int T>
-TSR_TARGET_AVX2 static void dot4_avx2(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
+template <int T, int R>
+TSR_TARGET_AVX2 static void dot_rows_avx2(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
     const float * y = (const float *)yv;
-    __m256 acc0[4], acc1[4];
+    __m256 acc0[R], acc1[R];
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         const __m256 y0 = _mm256_loadu_ps(y + i), y1 = _mm256_loadu_ps(y + i + 8);
 #pragma GCC unroll 4
-        for (int r = 0; r < 4; ++r) {
+        for (int r = 0; r < R; ++r) {
             acc0[r] = _mm256_fmadd_ps(load8_as_f32_avx2<T>(x + (size_t)r * lda, i), y0, acc0[r]);
             acc1[r] = _mm256_fmadd_ps(load8_as_f32_avx2<T>(x + (size_t)r * lda, i + 8), y1, acc1[r]);
         }
@@ -153,45 +155,47 @@ TSR_TARGET_AVX2 static void dot4_avx2(int64_t n, const char * x, size_t lda, con
     for (; i + 8 <= n; i += 8) {
         const __m256 y0 = _mm256_loadu_ps(y + i);
 #pragma GCC unroll 4
-        for (int r = 0; r < 4; ++r) acc0[r] = _mm256_fmadd_ps(load8_as_f32_avx2<T>(x + (size_t)r * lda, i), y0, acc0[r]);
+        for (int r = 0; r < R; ++r) acc0[r] = _mm256_fmadd_ps(load8_as_f32_avx2<T>(x + (size_t)r * lda, i), y0, acc0[r]);
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) {
+    for (int r = 0; r < R; ++r) {
         float s = hsum256(_mm256_add_ps(acc0[r], acc1[r]));
         for (int64_t k = i; k < n; ++k) s += elem_as_f32<T>(x + (size_t)r * lda, k) * y[k];
         out[r] = s;
     }
 }
 
-TSR_TARGET_AVX2 static void dot4_q8_0_avx2(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
+template <int R>
+TSR_TARGET_AVX2 static void dot_rows_q8_0_avx2(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
     const yq8 * y = (const yq8 *)yv;
-    __m256 acc[4];
+    __m256 acc[R];
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) acc[r] = _mm256_setzero_ps();
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / 32; ++b) {
         const __m256i yq = _mm256_loadu_si256((const __m256i *)y[b].qs);
 #pragma GCC unroll 4
-        for (int r = 0; r < 4; ++r) {
+        for (int r = 0; r < R; ++r) {
             const tsr_block_q8_0 * xb = (const tsr_block_q8_0 *)(x + (size_t)r * lda) + b;
             const __m256i p = dot32_s8s8_avx2(_mm256_loadu_si256((const __m256i *)xb->qs), yq);
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h2f_avx2(xb->d) * y[b].d), acc[r]);
         }
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) out[r] = hsum256(acc[r]);
+    for (int r = 0; r < R; ++r) out[r] = hsum256(acc[r]);
 }
 
 /* Q4_0: a pair of blocks per ymm against yq8's Q4 side arrays (y elements in nibble order,
  * the -8 * sum bias and the y scales per lane), so no scalar work per block remains. */
-TSR_TARGET_AVX2 static void dot4_q4_0_avx2(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
+template <int R>
+TSR_TARGET_AVX2 static void dot_rows_q4_0_avx2(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
     const yq8 * y = (const yq8 *)yv;
     const int64_t nb = n / 32, ng = nb / 4;
     const yside_q4 * ys = y_side_q4(y, nb);
     const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     const __m128i rep = _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3);  /* [d0 x4, d1 x4] */
-    __m256 acc[4];
+    __m256 acc[R];
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) acc[r] = _mm256_setzero_ps();
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < ng * 4; b += 2) {
         const yside_q4 & s = ys[b / 4];
         const int h = (int)(b & 2);  /* which pair of the group */
@@ -200,7 +204,7 @@ TSR_TARGET_AVX2 static void dot4_q4_0_avx2(int64_t n, const char * x, size_t lda
         const __m256i yb = _mm256_loadu_si256((const __m256i *)(s.bias + 4 * h));
         const __m256 dy = _mm256_loadu_ps(s.d + 4 * h);
 #pragma GCC unroll 4
-        for (int r = 0; r < 4; ++r) {
+        for (int r = 0; r < R; ++r) {
             const tsr_block_q4_0 * xb = (const tsr_block_q4_0 *)(x + (size_t)r * lda) + b;
             const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)xb[0].qs)),
                                                       _mm_loadu_si128((const __m128i *)xb[1].qs), 1);
@@ -213,10 +217,10 @@ TSR_TARGET_AVX2 static void dot4_q4_0_avx2(int64_t n, const char * x, size_t lda
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dx, dy), acc[r]);
         }
     }
-    float corr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float corr[R] = {};
     for (int64_t b = ng * 4; b < nb; ++b) {  /* blocks past the last group of 4 */
         const __m256i yq = _mm256_loadu_si256((const __m256i *)y[b].qs);
-        for (int r = 0; r < 4; ++r) {
+        for (int r = 0; r < R; ++r) {
             const tsr_block_q4_0 * xb = (const tsr_block_q4_0 *)(x + (size_t)r * lda) + b;
             const float d = h2f_avx2(xb->d) * y[b].d;
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot32_u4s8_avx2(unpack_q4_avx2(xb->qs), yq)), _mm256_set1_ps(d), acc[r]);
@@ -224,7 +228,7 @@ TSR_TARGET_AVX2 static void dot4_q4_0_avx2(int64_t n, const char * x, size_t lda
         }
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) out[r] = hsum256(acc[r]) - 8.0f * corr[r];
+    for (int r = 0; r < R; ++r) out[r] = hsum256(acc[r]) - 8.0f * corr[r];
 }
 
 /* NaN lanes as +0 (maxps would pass a NaN on; the scalar reference skips them). */
@@ -889,6 +893,20 @@ TSR_TARGET_AVX2 void matvec_avx2::q32(int64_t n, const char * x, size_t lda, con
     TSR_MATVEC_ROWS(R, yq8_acc_avx2, n / 32, bsize, q32_step_avx2<T>, q32_sum_avx2)
 }
 
+/* dot4 / dot1 of the plain-float types and Q8_0 / Q4_0 (the AVX-512 table starts from them) */
+static constexpr void fill_dot_rows_avx2(kernels & k) {
+    k.dot4[SLOT_F32] = dot_rows_avx2<0, 4>;
+    k.dot4[SLOT_F16] = dot_rows_avx2<1, 4>;
+    k.dot4[SLOT_BF16] = dot_rows_avx2<2, 4>;
+    k.dot4[SLOT_Q8_0] = dot_rows_q8_0_avx2<4>;
+    k.dot4[SLOT_Q4_0] = dot_rows_q4_0_avx2<4>;
+    k.dot1[SLOT_F32] = dot_rows_avx2<0, 1>;
+    k.dot1[SLOT_F16] = dot_rows_avx2<1, 1>;
+    k.dot1[SLOT_BF16] = dot_rows_avx2<2, 1>;
+    k.dot1[SLOT_Q8_0] = dot_rows_q8_0_avx2<1>;
+    k.dot1[SLOT_Q4_0] = dot_rows_q4_0_avx2<1>;
+}
+
 static constexpr kernels kernels_avx2 = [] {
     kernels k{};
     k.isa = TSR_CPU_ISA_AVX2;
@@ -897,11 +915,7 @@ static constexpr kernels kernels_avx2 = [] {
     k.dot_bf16 = dot_bf16_avx2;
     k.dot_q8_0 = dot_q8_0_avx2;
     k.dot_q4_0 = dot_q4_0_avx2;
-    k.dot4[SLOT_F32] = dot4_avx2<0>;
-    k.dot4[SLOT_F16] = dot4_avx2<1>;
-    k.dot4[SLOT_BF16] = dot4_avx2<2>;
-    k.dot4[SLOT_Q8_0] = dot4_q8_0_avx2;
-    k.dot4[SLOT_Q4_0] = dot4_q4_0_avx2;
+    fill_dot_rows_avx2(k);
     row_quant_dots<matvec_avx2>::fill(k);
     k.quantize_q8k = quantize_q8k_avx2;
     k.quantize_y = quantize_y_avx2;

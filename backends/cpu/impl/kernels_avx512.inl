@@ -204,6 +204,7 @@ template <tsr_type T> struct q32_layout {
     static constexpr bool has_min = T == TSR_TYPE_Q4_1 || T == TSR_TYPE_Q5_1;
     static constexpr bool has_qh = T == TSR_TYPE_Q5_0 || T == TSR_TYPE_Q5_1;
     static constexpr int z1 = 4 * words - 16;  /* first word of the group's last 32 bytes */
+    static constexpr bool dm_in_z0 = 3 * words + (has_min ? 1 : 0) < 32;  /* block 3's d (and m) in the first 64 bytes */
     /* word w of the group as an index into (first 64 bytes, last 32 bytes) for vpermt2w */
     static constexpr uint16_t at(int w) { return (uint16_t)(w < 32 ? w : 32 + (w - z1)); }
 };
@@ -248,17 +249,19 @@ TSR_TARGET_AVX512VNNI static void gemv_q32_rows(int64_t n, const char * x, size_
             const __m512i z0 = _mm512_loadu_si512((const void *)xb);
             const __m512i z1 = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(xb + 2 * L::z1)));
             const __m512i qs = _mm512_permutex2var_epi16(z0, iq, z1);
-            const __m512i dm = _mm512_permutex2var_epi16(z0, idm, z1);
+            /* the d (and m) words within the first 64 bytes: a one-source word permute */
+            const __m512i dm = L::dm_in_z0 ? _mm512_permutexvar_epi16(idm, z0) : _mm512_permutex2var_epi16(z0, idm, z1);
             __m512i lo = _mm512_and_si512(qs, m4), hi = _mm512_and_si512(_mm512_srli_epi16(qs, 4), m4);
             if (T == TSR_TYPE_IQ4_NL) {
                 lo = _mm512_shuffle_epi8(table, lo);
                 hi = _mm512_shuffle_epi8(table, hi);
             }
             if (L::has_qh) {
-                /* elements 0-15 of each block take qh bits 0-15, elements 16-31 bits 16-31 */
+                /* elements 0-15 of each block take qh bits 0-15, elements 16-31 bits 16-31; a
+                 * masked byte add of 16 onto levels below 16 sets bit 4 in one op */
                 const __m128i h = _mm512_castsi512_si128(_mm512_permutex2var_epi16(z0, ih, z1));
-                lo = _mm512_or_si512(lo, _mm512_maskz_mov_epi8(_cvtu64_mask64((uint64_t)_mm_cvtsi128_si64(h)), m10));
-                hi = _mm512_or_si512(hi, _mm512_maskz_mov_epi8(_cvtu64_mask64((uint64_t)_mm_extract_epi64(h, 1)), m10));
+                lo = _mm512_mask_add_epi8(lo, _cvtu64_mask64((uint64_t)_mm_cvtsi128_si64(h)), lo, m10);
+                hi = _mm512_mask_add_epi8(hi, _cvtu64_mask64((uint64_t)_mm_extract_epi64(h, 1)), hi, m10);
             }
             const __m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(yb, lo, ylo), hi, yhi);
             const __m512 dx = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
@@ -294,6 +297,12 @@ TSR_TARGET_AVX512VNNI static void dot4_q8_0_avx512vnni(int64_t n, const char * x
 }
 TSR_TARGET_AVX512VNNI static void dot4_q4_0_avx512vnni(int64_t n, const char * x, size_t lda, const void * y, float * out) {
     gemv_q32_rows<TSR_TYPE_Q4_0, 4>(n, x, lda, (const yq8 *)y, out);
+}
+TSR_TARGET_AVX512VNNI static void dot1_q8_0_avx512vnni(int64_t n, const char * x, size_t lda, const void * y, float * out) {
+    gemv_q8_0_rows<1>(n, x, lda, (const yq8 *)y, out);
+}
+TSR_TARGET_AVX512VNNI static void dot1_q4_0_avx512vnni(int64_t n, const char * x, size_t lda, const void * y, float * out) {
+    gemv_q32_rows<TSR_TYPE_Q4_0, 1>(n, x, lda, (const yq8 *)y, out);
 }
 
 TSR_TARGET_AVX512 static void axpy_f32_avx512(int64_t n, float a, const float * x, float * y) {
@@ -413,19 +422,20 @@ TSR_TARGET_AVX512BF16 static void pack_b12_bf16_avx512(const char * b, size_t ld
     }
 }
 
-/* 4 rows x 32 elements per step: 8 accumulators. The unroll pragmas keep the accumulators
- * in registers at -O2 too (a header-only library runs at the user's optimization level). */
-template <int T>
-TSR_TARGET_AVX512 static void dot4_avx512(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
+/* R rows x 32 elements per step: 2R accumulators (R = 1: the rows left over, the same
+ * arithmetic). The unroll pragmas keep the accumulators in registers at -O2 too (a
+ * header-only library runs at the user's optimization level). */
+template <int T, int R>
+TSR_TARGET_AVX512 static void dot_rows_avx512(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
     const float * y = (const float *)yv;
-    __m512 acc0[4], acc1[4];
+    __m512 acc0[R], acc1[R];
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
         const __m512 y0 = _mm512_loadu_ps(y + i), y1 = _mm512_loadu_ps(y + i + 16);
 #pragma GCC unroll 4
-        for (int r = 0; r < 4; ++r) {
+        for (int r = 0; r < R; ++r) {
             const char * row = x + (size_t)r * lda;
             acc0[r] = _mm512_fmadd_ps(load16_full<T>(row, i), y0, acc0[r]);
             acc1[r] = _mm512_fmadd_ps(load16_full<T>(row, i + 16), y1, acc1[r]);
@@ -435,10 +445,10 @@ TSR_TARGET_AVX512 static void dot4_avx512(int64_t n, const char * x, size_t lda,
         const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
         const __m512 y0 = _mm512_maskz_loadu_ps(m, y + i);
 #pragma GCC unroll 4
-        for (int r = 0; r < 4; ++r) acc0[r] = _mm512_fmadd_ps(load16_as_f32<T>(x + (size_t)r * lda, i, n), y0, acc0[r]);
+        for (int r = 0; r < R; ++r) acc0[r] = _mm512_fmadd_ps(load16_as_f32<T>(x + (size_t)r * lda, i, n), y0, acc0[r]);
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
+    for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
 }
 
 /* Store/accumulate a 32-wide row pair of results with a lane mask for the M edge. */
@@ -929,11 +939,13 @@ static kernels make_kernels_avx512() {
     k.dot_bf16 = dot_bf16_avx512;
     k.dot_q8_0 = dot_q8_0_avx2;
     k.dot_q4_0 = dot_q4_0_avx2;
-    k.dot4[SLOT_F32] = dot4_avx512<0>;
-    k.dot4[SLOT_F16] = dot4_avx512<1>;
-    k.dot4[SLOT_BF16] = dot4_avx512<2>;
-    k.dot4[SLOT_Q8_0] = dot4_q8_0_avx2;
-    k.dot4[SLOT_Q4_0] = dot4_q4_0_avx2;
+    fill_dot_rows_avx2(k);
+    k.dot4[SLOT_F32] = dot_rows_avx512<0, 4>;
+    k.dot4[SLOT_F16] = dot_rows_avx512<1, 4>;
+    k.dot4[SLOT_BF16] = dot_rows_avx512<2, 4>;
+    k.dot1[SLOT_F32] = dot_rows_avx512<0, 1>;
+    k.dot1[SLOT_F16] = dot_rows_avx512<1, 1>;
+    k.dot1[SLOT_BF16] = dot_rows_avx512<2, 1>;
     row_quant_dots<matvec_avx2>::fill(k);
     k.quantize_q8k = quantize_q8k_avx2;
     k.quantize_y = quantize_y_avx2;
@@ -949,6 +961,8 @@ static kernels make_kernels_avx512() {
         k.dot_q4_0 = gemv_q4_0_avx512vnni;
         k.dot4[SLOT_Q8_0] = dot4_q8_0_avx512vnni;
         k.dot4[SLOT_Q4_0] = dot4_q4_0_avx512vnni;
+        k.dot1[SLOT_Q8_0] = dot1_q8_0_avx512vnni;
+        k.dot1[SLOT_Q4_0] = dot1_q4_0_avx512vnni;
         k.gemm[SLOT_Q8_0] = &gemm_q8_0_avx512;
         k.gemm[SLOT_Q4_0] = &gemm_q4_0_avx512;
         row_quant_dots<matvec_avx512>::fill(k);
