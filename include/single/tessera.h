@@ -15989,24 +15989,48 @@ TSR_TARGET_AVX512VNNI static inline __m512i scales_of_zmm(__m512i sc16, int z) {
     return _mm512_permutexvar_epi16(idx, sc16);
 }
 
-/* q4k_scales_mins with byte shuffles instead of 32-bit integer work (a third of the
- * instructions; the mat-vec is bound by them). Reads 16 bytes: the 12 packed ones and
- * the first 4 of qs. */
-TSR_TARGET_AVX512VNNI static inline __m128i q4k_scales_mins_simd(const uint8_t * packed) {
-    const __m128i v = _mm_loadu_si128((const __m128i *)packed);
-    const __m128i low = _mm_or_si128(_mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, -1, -1, -1, -1)),
-                                     _mm_shuffle_epi8(_mm_srli_epi16(v, 4), _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 8, 9, 10, 11)));
-    const __m128i top = _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));  /* bits 6-7 -> 4-5 */
-    return _mm_or_si128(_mm_and_si128(low, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)),
-                        _mm_and_si128(_mm_srli_epi16(top, 2), _mm_set1_epi8(0x30)));
+/* The 16 header bytes of up to 4 Q4_K / Q5_K rows' super-blocks (d, dmin and the 12 packed
+ * scale bytes: one 128-bit lane per row; rows past R repeat row 0) decoded at once, so the
+ * per-row work is only the nibbles' dot products. */
+template <int R> TSR_TARGET_AVX512VNNI static inline __m512i k4_headers_zmm(const uint8_t * blk, size_t lda) {
+    const __m128i row0 = _mm_loadu_si128((const __m128i *)blk);
+    if (R == 1) return _mm512_broadcast_i32x4(row0);
+    __m512i h = _mm512_castsi128_si512(row0);
+    h = _mm512_inserti32x4(h, _mm_loadu_si128((const __m128i *)(blk + (R > 1) * lda)), 1);
+    h = _mm512_inserti32x4(h, _mm_loadu_si128((const __m128i *)(blk + (R > 2) * 2 * lda)), 2);
+    return _mm512_inserti32x4(h, _mm_loadu_si128((const __m128i *)(blk + (R > 3) * 3 * lda)), 3);
+}
+
+/* permutexvar indices that copy 128-bit lane r into every lane */
+TSR_TARGET_AVX512VNNI static inline __m512i lane_of_zmm(int r) {
+    return _mm512_add_epi32(_mm512_set1_epi32(4 * r), _mm512_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3));
+}
+
+/* Rows 0..3's int32 sums (16 lanes each) in one vector, row r's in lanes 4r..4r+3: the
+ * rows share one conversion and one multiply by their factors. */
+TSR_TARGET_AVX512VNNI static inline __m512i sum_rows_by_lane(__m512i a, __m512i b, __m512i c, __m512i d) {
+    const __m512i ab = _mm512_add_epi32(_mm512_shuffle_i32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_i32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512i cd = _mm512_add_epi32(_mm512_shuffle_i32x4(c, d, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_i32x4(c, d, _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(ab, cd, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_i32x4(ab, cd, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* Each lane's 8 6-bit scales (bytes 0-7) and 8 mins (bytes 8-15) from its header (scale
+ * bytes at 4..15), by byte shuffles: a third of the instructions of 32-bit integer work. */
+TSR_TARGET_AVX512VNNI static inline __m512i k4_scales_mins_zmm(__m512i h) {
+    const __m512i low = _mm512_or_si512(
+        _mm512_shuffle_epi8(h, _mm512_broadcast_i32x4(_mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, -1, -1, -1, -1))),
+        _mm512_shuffle_epi8(_mm512_srli_epi16(h, 4), _mm512_broadcast_i32x4(_mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 12, 13, 14, 15))));
+    const __m512i top = _mm512_shuffle_epi8(h, _mm512_broadcast_i32x4(_mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11)));  /* bits 6-7 -> 4-5 */
+    return _mm512_ternarylogic_epi32(_mm512_and_si512(low, _mm512_broadcast_i32x4(_mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f))),
+                                     _mm512_srli_epi16(top, 2), _mm512_set1_epi8(0x30), 0xF8);  /* a | (b & c) */
 }
 
 /* vpshufb indices that put scale g_k in every int16 of 128-bit lane k: byte g_k of 16 in the
- * low byte with the high one zeroed (PICK_LOW), in the high byte with the low one zeroed
- * (PICK_HIGH), or int16 g_k of 8 (PICK_WORD). */
-enum { PICK_LOW, PICK_HIGH, PICK_WORD };
+ * low byte with the high one zeroed (PICK_LOW) or in the high byte with the low one zeroed
+ * (PICK_HIGH). */
+enum { PICK_LOW, PICK_HIGH };
 template <int PICK> TSR_TARGET_AVX512VNNI static inline __m512i scale_pick_zmm(int g0, int g1, int g2, int g3) {
-    auto w = [](int g) { return (short)(PICK == PICK_LOW ? (0x8000 | g) : PICK == PICK_HIGH ? (g << 8 | 0x80) : ((2 * g + 1) << 8 | 2 * g)); };
+    auto w = [](int g) { return (short)(PICK == PICK_LOW ? (0x8000 | g) : (g << 8 | 0x80)); };
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_m128i(_mm_set1_epi16(w(g0)), _mm_set1_epi16(w(g1)))),
                               _mm256_setr_m128i(_mm_set1_epi16(w(g2)), _mm_set1_epi16(w(g3))), 1);
 }
@@ -16023,43 +16047,67 @@ struct q8k_acc_avx512 {
     __m256 mins;
 };
 
-/* Q4_K (HIGH false) / Q5_K (HIGH true): the 32 qs bytes of chunk c hold elements 64c..64c+31
- * in their low nibbles and 64c+32..64c+63 in their high ones, so a 64-byte load covers chunks
- * 2k and 2k+1: its low nibbles are sub-blocks 4k and 4k+2, its high ones 4k+1 and 4k+3, one
- * per 256-bit half, against the Q8_K row gathered to match (y work every row of a dot4 step
- * shares). Q5_K's fifth bit of sub-block s's element l is bit s of qh[l]. d and dmin convert
- * together. */
-template <bool HIGH>
-TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void k4_step_avx512(q8k_acc_avx512 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
+/* Q4_K (HIGH false) / Q5_K (HIGH true) over R <= 4 rows: the 32 qs bytes of chunk c hold
+ * elements 64c..64c+31 in their low nibbles and 64c+32..64c+63 in their high ones, so a
+ * 64-byte load covers chunks 2k and 2k+1: its low nibbles are sub-blocks 4k and 4k+2, its
+ * high ones 4k+1 and 4k+3, one per 256-bit half, against the Q8_K row gathered to match
+ * once per super-block. Q5_K's fifth bit of sub-block s's element l is bit s of qh[l]. The
+ * headers of all rows decode together (k4_headers_zmm): scales, d and dmin, and the mins
+ * times the activations' 16-element sums, row r in float lanes 4r..4r+3. Lanes never mix,
+ * so a row's result is the same for every R. */
+template <bool HIGH, int R>
+TSR_TARGET_AVX512VNNI static void k4_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
-    const __m128i sm = q4k_scales_mins_simd(blk + 4);
-    uint32_t dm16;
-    std::memcpy(&dm16, blk, 4);
-    const __m128 dm = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dm16)), _mm_set1_ps(y.d));  /* d y.d, dmin y.d */
-    /* the mins times the pairs of 16-element activation sums they cover */
-    const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y.bsums), _mm_loadu_si128((const __m128i *)y.bsums + 1));
-    const __m128i pm = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)), bs);
-    a.mins = _mm256_zextps128_ps256(_mm_fmadd_ps(_mm_cvtepi32_ps(pm), _mm_permute_ps(dm, 0x55), _mm256_castps256_ps128(a.mins)));
-    const uint8_t * qs = blk + (HIGH ? 48 : 16);
-    const __m512i qh = HIGH ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 16))) : _mm512_setzero_si512();
-    const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
-    __m512i sumi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  /* two dependency chains */
+    const size_t bbytes = HIGH ? sizeof(tsr_block_q5_K) : sizeof(tsr_block_q4_K);
+    __m512 acc = _mm512_setzero_ps(), mins = _mm512_setzero_ps();  /* row r in lanes 4r..4r+3 */
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        const tsr_block_q8_K & y = yrow[i];
+        const uint8_t * blk = (const uint8_t *)x + (size_t)i * bbytes;
+        const __m512i h = k4_headers_zmm<R>(blk, lda);
+        const __m512i sm = k4_scales_mins_zmm(h);
+        /* d y.d, dmin y.d of rows 0..3: floats 2r, 2r + 1 */
+        const __m512 dm = _mm512_castps256_ps512(_mm256_mul_ps(
+            _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), h))),
+            _mm256_set1_ps(y.d)));
+        /* the mins times the pairs of 16-element activation sums they cover */
+        const __m512i bs = _mm512_broadcast_i32x4(_mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y.bsums), _mm_loadu_si128((const __m128i *)y.bsums + 1)));
+        mins = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_unpackhi_epi8(sm, _mm512_setzero_si512()), bs)),
+                               _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7), dm), mins);
+        const __m512i yv[4] = {join32_zmm(y.qs, y.qs + 64), join32_zmm(y.qs + 32, y.qs + 96),
+                               join32_zmm(y.qs + 128, y.qs + 192), join32_zmm(y.qs + 160, y.qs + 224)};
+        __m512i sumi[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+            const uint8_t * row = blk + (size_t)r * lda;
+            const __m512i sc = _mm512_permutexvar_epi32(lane_of_zmm(r), sm);  /* row r's scales in every lane */
+            const __m512i qh = HIGH ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(row + 16))) : _mm512_setzero_si512();
+            const uint8_t * qs = row + (HIGH ? 48 : 16);
+            __m512i part[2];  /* two dependency chains */
 #pragma GCC unroll 2
-    for (int k = 0; k < 2; ++k) {
-        const __m512i z = _mm512_loadu_si512((const void *)(qs + 64 * k));
-        __m512i lo = _mm512_and_si512(z, m4), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
-        if (HIGH) {
-            const __m512i bit_lo = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * k))), _mm256_set1_epi8((char)(1 << (4 * k + 2))), 1);
-            lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh, bit_lo), lo, m10);
-            hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qh, _mm512_slli_epi16(bit_lo, 1)), hi, m10);
+            for (int k = 0; k < 2; ++k) {
+                const __m512i z = _mm512_loadu_si512((const void *)(qs + 64 * k));
+                __m512i lo = _mm512_and_si512(z, m4), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+                if (HIGH) {
+                    const __m512i bit_lo = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * k))), _mm256_set1_epi8((char)(1 << (4 * k + 2))), 1);
+                    lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh, bit_lo), lo, m10);
+                    hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qh, _mm512_slli_epi16(bit_lo, 1)), hi, m10);
+                }
+                const int s = 4 * k;
+                const __m512i plo = _mm512_maddubs_epi16(lo, yv[2 * k]), phi = _mm512_maddubs_epi16(hi, yv[2 * k + 1]);
+                const __m512i slo = _mm512_shuffle_epi8(sc, scale_pick_zmm<PICK_LOW>(s, s, s + 2, s + 2));
+                const __m512i shi = _mm512_shuffle_epi8(sc, scale_pick_zmm<PICK_LOW>(s + 1, s + 1, s + 3, s + 3));
+                part[0] = k ? _mm512_dpwssd_epi32(part[0], plo, slo) : _mm512_madd_epi16(plo, slo);
+                part[1] = k ? _mm512_dpwssd_epi32(part[1], phi, shi) : _mm512_madd_epi16(phi, shi);
+            }
+            sumi[r] = _mm512_add_epi32(part[0], part[1]);
         }
-        const int s = 4 * k;
-        sumi[0] = _mm512_dpwssd_epi32(sumi[0], _mm512_maddubs_epi16(lo, join32_zmm(y.qs + 128 * k, y.qs + 128 * k + 64)),
-                                      _mm512_shuffle_epi8(sc16, scale_pick_zmm<PICK_WORD>(s, s, s + 2, s + 2)));
-        sumi[1] = _mm512_dpwssd_epi32(sumi[1], _mm512_maddubs_epi16(hi, join32_zmm(y.qs + 128 * k + 32, y.qs + 128 * k + 96)),
-                                      _mm512_shuffle_epi8(sc16, scale_pick_zmm<PICK_WORD>(s + 1, s + 1, s + 3, s + 3)));
+        for (int r = R; r < 4; ++r) sumi[r] = sumi[0];
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum_rows_by_lane(sumi[0], sumi[1], sumi[2], sumi[3])),
+                              _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6), dm), acc);
     }
-    a.acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(sumi[0], sumi[1])), _mm512_broadcastss_ps(dm), a.acc);
+    const __m512 net = _mm512_sub_ps(acc, mins);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) out[r] = hsum128(_mm512_castps512_ps128(_mm512_permutexvar_ps(lane_of_zmm(r), net)));
 }
 
 /* Q6_K: elements 128h..128h+63 are ql[64h..64h+63]'s low nibbles with qh[32h..]'s bits 0-1
@@ -16124,7 +16172,6 @@ TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void k2_step_avx512(q8k_acc_avx51
 template <int KS>
 TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void q8k_step_avx512(q8k_acc_avx512 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
     if constexpr (KS == KSLOT_Q6_K) q6k_step_avx512(a, blk, y);
-    else if constexpr (KS >= KSLOT_Q4_K) k4_step_avx512<KS == KSLOT_Q5_K>(a, blk, y);
     else k2_step_avx512<KS == KSLOT_Q3_K>(a, blk, y);
 }
 TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE float q8k_sum_avx512(const q8k_acc_avx512 & a) {
@@ -16138,7 +16185,8 @@ struct matvec_avx512 {
     TSR_TARGET_AVX512VNNI static void q32(int64_t n, const char * x, size_t lda, const yq8 * y, float * out) { gemv_q32_rows<T, R>(n, x, lda, y, out); }
     template <int KS, int R>
     TSR_TARGET_AVX512VNNI static void q8k(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out) {
-        TSR_MATVEC_ROWS(R, q8k_acc_avx512, n / TSR_QK_K, q8k_block_bytes(KS), q8k_step_avx512<KS>, q8k_sum_avx512)
+        if constexpr (KS == KSLOT_Q4_K || KS == KSLOT_Q5_K) k4_rows_avx512<KS == KSLOT_Q5_K, R>(n, x, lda, y, out);
+        else { TSR_MATVEC_ROWS(R, q8k_acc_avx512, n / TSR_QK_K, q8k_block_bytes(KS), q8k_step_avx512<KS>, q8k_sum_avx512) }
     }
 };
 
