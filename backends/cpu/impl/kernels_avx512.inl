@@ -728,10 +728,10 @@ TSR_TARGET_AVX512VNNI static inline __m512i scales_of_zmm(__m512i sc16, int z) {
     return _mm512_permutexvar_epi16(idx, sc16);
 }
 
-/* The 16 header bytes of up to 4 Q4_K / Q5_K rows' super-blocks (d, dmin and the 12 packed
- * scale bytes: one 128-bit lane per row; rows past R repeat row 0) decoded at once, so the
- * per-row work is only the nibbles' dot products. */
-template <int R> TSR_TARGET_AVX512VNNI static inline __m512i k4_headers_zmm(const uint8_t * blk, size_t lda) {
+/* 16 bytes at p of each of rows 0..3 (lda apart; rows past R repeat row 0), a 128-bit lane
+ * per row: the K-quant mat-vec decodes the rows' scales, mins and factors at once, so the
+ * per-row work is only the levels' dot products. */
+template <int R> TSR_TARGET_AVX512VNNI static inline __m512i lanes_of_rows(const uint8_t * blk, size_t lda) {
     const __m128i row0 = _mm_loadu_si128((const __m128i *)blk);
     if (R == 1) return _mm512_broadcast_i32x4(row0);
     __m512i h = _mm512_castsi128_si512(row0);
@@ -791,7 +791,7 @@ struct q8k_acc_avx512 {
  * 64-byte load covers chunks 2k and 2k+1: its low nibbles are sub-blocks 4k and 4k+2, its
  * high ones 4k+1 and 4k+3, one per 256-bit half, against the Q8_K row gathered to match
  * once per super-block. Q5_K's fifth bit of sub-block s's element l is bit s of qh[l]. The
- * headers of all rows decode together (k4_headers_zmm): scales, d and dmin, and the mins
+ * headers of all rows decode together (lanes_of_rows): scales, d and dmin, and the mins
  * times the activations' 16-element sums, row r in float lanes 4r..4r+3. Lanes never mix,
  * so a row's result is the same for every R. */
 template <bool HIGH, int R>
@@ -802,7 +802,7 @@ TSR_TARGET_AVX512VNNI static void k4_rows_avx512(int64_t n, const char * x, size
     for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
         const tsr_block_q8_K & y = yrow[i];
         const uint8_t * blk = (const uint8_t *)x + (size_t)i * bbytes;
-        const __m512i h = k4_headers_zmm<R>(blk, lda);
+        const __m512i h = lanes_of_rows<R>(blk, lda);
         const __m512i sm = k4_scales_mins_zmm(h);
         /* d y.d, dmin y.d of rows 0..3: floats 2r, 2r + 1 */
         const __m512 dm = _mm512_castps256_ps512(_mm256_mul_ps(
@@ -840,6 +840,7 @@ TSR_TARGET_AVX512VNNI static void k4_rows_avx512(int64_t n, const char * x, size
             }
             sumi[r] = _mm512_add_epi32(part[0], part[1]);
         }
+#pragma GCC unroll 4
         for (int r = R; r < 4; ++r) sumi[r] = sumi[0];
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum_rows_by_lane(sumi[0], sumi[1], sumi[2], sumi[3])),
                               _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6), dm), acc);
@@ -876,42 +877,109 @@ TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void q6k_step_avx512(q8k_acc_avx5
     a.acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(_cvtsh_ss(x.d) * y.d), a.acc);
 }
 
-/* Q2_K / Q3_K: shift j of the 64 qs bytes holds elements 32j..32j+31 (bytes 0-31) and
- * 128+32j.. (bytes 32-63), so one load and an immediate shift per 64 elements; the Q8_K
- * row is gathered to match (y work every row of a dot4 step shares). Q3_K's third bit of
- * those elements is bit j (first 32) and 4 + j (next 32) of hmask[0..31]. The int16 scales come out of the 16
- * scale bytes, one per 128-bit lane, with one in-lane byte shuffle: Q2_K's 4-bit ones
- * zero-extended, Q3_K's signed ones in the high byte (x 256: the offset is scaled to match
- * and the float factor divides it out; the int32 sums stay below 2^28). */
-template <bool Q3>
-TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void k2_step_avx512(q8k_acc_avx512 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
+/* Q3_K's sixteen signed 6-bit scales of each lane (scale bytes at 2..13 of lanes_of_rows at
+ * the block's byte 94) as int8 in order: scales 0-7 keep their low 4 bits in the low nibbles
+ * of scale bytes 0..7, 8-15 in the high nibbles, and the high 2 bits of scale j sit at bits
+ * 2(j / 4) of scale byte 8 + j % 4 (the shift per 16-bit word: both its bytes share j / 4). */
+TSR_TARGET_AVX512VNNI static inline __m512i q3k_scales_zmm(__m512i h) {
+    __m512i lo = _mm512_shuffle_epi8(h, _mm512_broadcast_i32x4(_mm_setr_epi8(2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5, 6, 7, 8, 9)));
+    lo = _mm512_mask_mov_epi8(lo, (__mmask64)0xFF00FF00FF00FF00ull, _mm512_srli_epi16(lo, 4));
+    const __m512i top = _mm512_srlv_epi16(_mm512_shuffle_epi8(h, _mm512_broadcast_i32x4(_mm_setr_epi8(10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13))),
+                                          _mm512_broadcast_i32x4(_mm_setr_epi16(0, 0, 2, 2, 4, 4, 6, 6)));
+    const __m512i u = _mm512_or_si512(_mm512_and_si512(lo, _mm512_set1_epi8(0x0F)), _mm512_and_si512(_mm512_slli_epi16(top, 4), _mm512_set1_epi8(0x30)));
+    return _mm512_sub_epi8(u, _mm512_set1_epi8(32));
+}
+
+/* sum(v[k] * bsums[k]) of each lane's 16 int8 v (signed or not), 4 int32 per lane. */
+template <bool SIGNED> TSR_TARGET_AVX512VNNI static inline __m512i dot16_bsums_zmm(__m512i v, const tsr_block_q8_K & y) {
+    const __m512i z = _mm512_setzero_si512();
+    const __m512i lo = SIGNED ? _mm512_srai_epi16(_mm512_unpacklo_epi8(z, v), 8) : _mm512_unpacklo_epi8(v, z);
+    const __m512i hi = SIGNED ? _mm512_srai_epi16(_mm512_unpackhi_epi8(z, v), 8) : _mm512_unpackhi_epi8(v, z);
+    return _mm512_add_epi32(_mm512_madd_epi16(lo, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)y.bsums))),
+                            _mm512_madd_epi16(hi, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)y.bsums + 1))));
+}
+
+/* The fp16 pairs at p of rows 0..3 (as lanes_of_rows) as 8 floats: row r's at 2r, 2r + 1. */
+template <int R> TSR_TARGET_AVX512VNNI static inline __m256 fp16_pairs_of_rows(const uint8_t * p, size_t lda) {
+    auto at = [p](size_t off) { uint32_t v; std::memcpy(&v, p + off, 4); return (int)v; };
+    return _mm256_cvtph_ps(_mm_setr_epi32(at(0), at((R > 1) * lda), at((R > 2) * 2 * lda), at((R > 3) * 3 * lda)));
+}
+
+/* Q2_K / Q3_K over R <= 4 rows: shift j of the 64 qs bytes holds elements 32j..32j+31 (bytes
+ * 0-31) and 128+32j.. (bytes 32-63), so one load and an immediate shift per 64 elements,
+ * against the Q8_K row gathered to match once per super-block. Q3_K's third bit of those
+ * elements is bit j (first 32) and 4 + j (next 32) of hmask[0..31]. The rows' scales, Q2_K's
+ * mins against the activations' sums and Q3_K's offset (levels made unsigned by + 4: - 4
+ * sum(scale * bsums)) decode together; per row, one in-lane byte shuffle per 64 elements
+ * spreads the int16 scales: Q2_K's 4-bit ones zero-extended, Q3_K's signed ones in the high
+ * byte (x 256: the offset is scaled to match and the float factor divides it out; a lane's
+ * int32 sum stays below 2^30). Row r's sums sit in lanes 4r..4r+3 and integer sums are
+ * exact, so a row's result is the same for every R. */
+template <bool Q3, int R>
+TSR_TARGET_AVX512VNNI static void k2_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
     const __m512i m3 = _mm512_set1_epi8(0x03), four = _mm512_set1_epi8(0x04);
-    const k2_parts b = k2_block<Q3>(blk, 0, y);
-    const __m512i qv = _mm512_loadu_si512((const void *)b.qs);
-    const __m512i hm = Q3 ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b.hmask)) : _mm512_setzero_si512();
-    const __m512i sc = _mm512_broadcast_i32x4(b.sc8);
-    __m512i sumi = _mm512_zextsi256_si512(Q3 ? _mm256_slli_epi32(b.offset, 8) : b.offset);
-    a.mins = _mm256_add_ps(a.mins, b.mins);
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-        __m512i v = _mm512_and_si512(j ? _mm512_srli_epi16(qv, 2 * j) : qv, m3);
+    const size_t bbytes = Q3 ? sizeof(tsr_block_q3_K) : sizeof(tsr_block_q2_K);
+    __m512 acc = _mm512_setzero_ps(), mins = _mm512_setzero_ps();  /* row r in lanes 4r..4r+3 */
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        const tsr_block_q8_K & y = yrow[i];
+        const uint8_t * blk = (const uint8_t *)x + (size_t)i * bbytes;
+        __m512i sc, offset = _mm512_setzero_si512();
+        __m512 d4;
         if (Q3) {
-            const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << j)), _mm256_set1_epi8((char)(1 << (4 + j))), 1);
-            v = _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(hm, bit), v, four);
+            /* bytes 94..109: the last 2 qs bytes, the 12 scale bytes, d (stays inside the block) */
+            const __m512i h = lanes_of_rows<R>(blk + 94, lda);
+            sc = q3k_scales_zmm(h);
+            offset = _mm512_slli_epi32(dot16_bsums_zmm<true>(sc, y), 10);
+            const __m128 d = _mm_mul_ps(_mm_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi16(
+                                            _mm512_setr_epi32(7 | 15 << 16, 23 | 31 << 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), h))),
+                                        _mm_set1_ps(y.d * (1.0f / 256)));
+            d4 = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), _mm512_castps128_ps512(d));
+        } else {
+            const __m512i h = lanes_of_rows<R>(blk, lda);
+            sc = _mm512_and_si512(h, _mm512_set1_epi8(0x0F));
+            const __m512 dm = _mm512_castps256_ps512(_mm256_mul_ps(fp16_pairs_of_rows<R>(blk + 80, lda), _mm256_set1_ps(y.d)));
+            d4 = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6), dm);
+            mins = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot16_bsums_zmm<false>(_mm512_and_si512(_mm512_srli_epi16(h, 4), _mm512_set1_epi8(0x0F)), y)),
+                                   _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7), dm), mins);
         }
-        const __m512i yj = join32_zmm(y.qs + 32 * j, y.qs + 128 + 32 * j);
-        /* 128-bit lanes: scale groups 2j, 2j + 1 (elements 32j..), 8 + 2j, 9 + 2j (128 + 32j..) */
-        const __m512i idx = scale_pick_zmm<Q3 ? PICK_HIGH : PICK_LOW>(2 * j, 2 * j + 1, 8 + 2 * j, 9 + 2 * j);
-        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(v, yj), _mm512_shuffle_epi8(sc, idx));
+        const __m512i yv[4] = {join32_zmm(y.qs, y.qs + 128), join32_zmm(y.qs + 32, y.qs + 160),
+                               join32_zmm(y.qs + 64, y.qs + 192), join32_zmm(y.qs + 96, y.qs + 224)};
+        __m512i sumi[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+            const uint8_t * row = blk + (size_t)r * lda;
+            const __m512i scr = _mm512_permutexvar_epi32(lane_of_zmm(r), sc);  /* row r's scales in every lane */
+            const __m512i qv = _mm512_loadu_si512((const void *)(row + (Q3 ? 32 : 16)));
+            const __m512i hm = Q3 ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)row)) : _mm512_setzero_si512();
+            __m512i part[2];  /* two dependency chains */
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; ++j) {
+                __m512i v = _mm512_and_si512(j ? _mm512_srli_epi16(qv, 2 * j) : qv, m3);
+                if (Q3) {
+                    const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << j)), _mm256_set1_epi8((char)(1 << (4 + j))), 1);
+                    v = _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(hm, bit), v, four);
+                }
+                /* 128-bit lanes: scale groups 2j, 2j + 1 (elements 32j..), 8 + 2j, 9 + 2j (128 + 32j..) */
+                const __m512i s = _mm512_shuffle_epi8(scr, scale_pick_zmm<Q3 ? PICK_HIGH : PICK_LOW>(2 * j, 2 * j + 1, 8 + 2 * j, 9 + 2 * j));
+                const __m512i p = _mm512_maddubs_epi16(v, yv[j]);
+                part[j & 1] = j < 2 ? _mm512_madd_epi16(p, s) : _mm512_dpwssd_epi32(part[j & 1], p, s);
+            }
+            sumi[r] = _mm512_add_epi32(part[0], part[1]);
+        }
+#pragma GCC unroll 4
+        for (int r = R; r < 4; ++r) sumi[r] = sumi[0];
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum_rows_by_lane(sumi[0], sumi[1], sumi[2], sumi[3]), offset)), d4, acc);
     }
-    a.acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(y.d * b.d * (Q3 ? 1.0f / 256 : 1.0f)), a.acc);
+    const __m512 net = _mm512_sub_ps(acc, mins);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) out[r] = hsum128(_mm512_castps512_ps128(_mm512_permutexvar_ps(lane_of_zmm(r), net)));
 }
 
 /* Super-block steps by slot, and a row's result from its sums. */
 template <int KS>
 TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void q8k_step_avx512(q8k_acc_avx512 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
-    if constexpr (KS == KSLOT_Q6_K) q6k_step_avx512(a, blk, y);
-    else k2_step_avx512<KS == KSLOT_Q3_K>(a, blk, y);
+    static_assert(KS == KSLOT_Q6_K, "the other K-quants have their own R-row kernels");
+    q6k_step_avx512(a, blk, y);
 }
 TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE float q8k_sum_avx512(const q8k_acc_avx512 & a) {
     return _mm512_reduce_add_ps(a.acc) - hsum256(a.mins);
@@ -925,6 +993,7 @@ struct matvec_avx512 {
     template <int KS, int R>
     TSR_TARGET_AVX512VNNI static void q8k(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out) {
         if constexpr (KS == KSLOT_Q4_K || KS == KSLOT_Q5_K) k4_rows_avx512<KS == KSLOT_Q5_K, R>(n, x, lda, y, out);
+        else if constexpr (KS == KSLOT_Q2_K || KS == KSLOT_Q3_K) k2_rows_avx512<KS == KSLOT_Q3_K, R>(n, x, lda, y, out);
         else { TSR_MATVEC_ROWS(R, q8k_acc_avx512, n / TSR_QK_K, q8k_block_bytes(KS), q8k_step_avx512<KS>, q8k_sum_avx512) }
     }
 };
