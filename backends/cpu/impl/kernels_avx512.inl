@@ -753,15 +753,15 @@ TSR_TARGET_AVX512VNNI static inline __m512i sum_rows_by_lane(__m512i a, __m512i 
     return _mm512_add_epi32(_mm512_shuffle_i32x4(ab, cd, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_i32x4(ab, cd, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
+/* 16 bytes in every 128-bit lane. */
+TSR_TARGET_AVX512VNNI static inline __m512i every_lane(const void * bytes16) { return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)bytes16)); }
+
 /* Each lane's 8 6-bit scales (bytes 0-7) and 8 mins (bytes 8-15) from its header (scale
- * bytes at 4..15), by byte shuffles: a third of the instructions of 32-bit integer work. */
+ * bytes at 4..15), by the AVX2 kernel's byte shuffles. */
 TSR_TARGET_AVX512VNNI static inline __m512i k4_scales_mins_zmm(__m512i h) {
-    const __m512i low = _mm512_or_si512(
-        _mm512_shuffle_epi8(h, _mm512_broadcast_i32x4(_mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, -1, -1, -1, -1))),
-        _mm512_shuffle_epi8(_mm512_srli_epi16(h, 4), _mm512_broadcast_i32x4(_mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 12, 13, 14, 15))));
-    const __m512i top = _mm512_shuffle_epi8(h, _mm512_broadcast_i32x4(_mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11)));  /* bits 6-7 -> 4-5 */
-    return _mm512_ternarylogic_epi32(_mm512_and_si512(low, _mm512_broadcast_i32x4(_mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f))),
-                                     _mm512_srli_epi16(top, 2), _mm512_set1_epi8(0x30), 0xF8);  /* a | (b & c) */
+    const __m512i low = _mm512_or_si512(_mm512_shuffle_epi8(h, every_lane(k4_shuffles.low)), _mm512_shuffle_epi8(_mm512_srli_epi16(h, 4), every_lane(k4_shuffles.high_nibbles)));
+    const __m512i top = _mm512_shuffle_epi8(h, every_lane(k4_shuffles.top));
+    return _mm512_ternarylogic_epi32(_mm512_and_si512(low, every_lane(k4_shuffles.low_mask)), _mm512_srli_epi16(top, 2), _mm512_set1_epi8(0x30), 0xF8);  /* a | (b & c) */
 }
 
 /* vpshufb indices that put scale g_k in every int16 of 128-bit lane k: byte g_k of 16 in the
