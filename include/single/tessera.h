@@ -15253,20 +15253,31 @@ static constexpr act_kernels act_table_avx2 = [] {
     return a;
 }();
 
-/* Q4_K's eight 6-bit scales then eight 6-bit mins as 16 bytes (the 12-byte packing undone
- * with 32-bit masks: sub-blocks 4..7 keep their low 4 bits in bytes 8..11 and their high 2
- * bits in bits 6-7 of bytes 0..7). */
-static inline __m128i q4k_scales_mins(const uint8_t * packed) {
-    uint32_t u[4];
-    std::memcpy(u, packed, 12);
-    const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
-    u[3] = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);  /* mins 4..7 */
-    const uint32_t mins03 = u[1] & low6;
-    u[1] = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);         /* scales 4..7 */
-    u[2] = mins03;
-    u[0] &= low6;                                                /* scales 0..3 */
-    /* from registers: a 16-byte load of four 4-byte stores would stall store forwarding */
-    return _mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]);
+/* The byte shuffles that undo Q4_K's 12-byte packing of eight 6-bit scales and eight 6-bit
+ * mins, on the super-block's first 16 bytes (d, dmin, the 12 scale bytes at 4..15): scales
+ * 0-3 and mins 0-3 are the low 6 bits of scale bytes 0-3 and 4-7; scales / mins 4-7 have
+ * their low 4 bits in the low / high nibbles of scale bytes 8-11 and their high 2 bits in
+ * bits 6-7 of scale bytes 0-3 / 4-7. Indices per 128-bit lane, shared by the AVX-512 kernel. */
+struct k4_scale_shuffles {
+    int8_t low[16], high_nibbles[16], top[16];
+    uint32_t low_mask[4];
+};
+static constexpr k4_scale_shuffles k4_shuffles = {
+    {4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, -1, -1, -1, -1},
+    {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 12, 13, 14, 15},
+    {-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11},  /* bits 6-7, moved to 4-5 by >> 2 */
+    {0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f},
+};
+
+/* Q4_K's 8 scales (bytes 0-7) and 8 mins (bytes 8-15) from the super-block's first 16 bytes
+ * (a third of the instructions of 32-bit integer work). */
+TSR_TARGET_AVX2 static inline __m128i q4k_scales_mins(const uint8_t * blk) {
+    auto idx = [](const int8_t * v) { return _mm_loadu_si128((const __m128i *)v); };
+    const __m128i h = _mm_loadu_si128((const __m128i *)blk);
+    const __m128i low = _mm_or_si128(_mm_shuffle_epi8(h, idx(k4_shuffles.low)), _mm_shuffle_epi8(_mm_srli_epi16(h, 4), idx(k4_shuffles.high_nibbles)));
+    const __m128i top = _mm_shuffle_epi8(h, idx(k4_shuffles.top));
+    return _mm_or_si128(_mm_and_si128(low, _mm_loadu_si128((const __m128i *)k4_shuffles.low_mask)),
+                        _mm_and_si128(_mm_srli_epi16(top, 2), _mm_set1_epi8(0x30)));
 }
 
 /* Q3_K's sixteen signed 6-bit scales as 16 int8 in order, four at a time with 32-bit masks
@@ -15310,7 +15321,7 @@ template <bool HIGH>
 TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void k4_step_avx2(q8k_acc_avx2 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(0x01);
     const uint8_t * qs = blk + (HIGH ? 48 : 16);
-    const __m128i sm = q4k_scales_mins(blk + 4);
+    const __m128i sm = q4k_scales_mins(blk);
     a.mins = k4_mins_acc(blk, sm, y, a.mins);
     uint16_t d16;
     std::memcpy(&d16, blk, 2);
@@ -16384,24 +16395,48 @@ TSR_TARGET_AVX512VNNI static inline __m512i scales_of_zmm(__m512i sc16, int z) {
     return _mm512_permutexvar_epi16(idx, sc16);
 }
 
-/* q4k_scales_mins with byte shuffles instead of 32-bit integer work (a third of the
- * instructions; the mat-vec is bound by them). Reads 16 bytes: the 12 packed ones and
- * the first 4 of qs. */
-TSR_TARGET_AVX512VNNI static inline __m128i q4k_scales_mins_simd(const uint8_t * packed) {
-    const __m128i v = _mm_loadu_si128((const __m128i *)packed);
-    const __m128i low = _mm_or_si128(_mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, -1, -1, -1, -1)),
-                                     _mm_shuffle_epi8(_mm_srli_epi16(v, 4), _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 8, 9, 10, 11)));
-    const __m128i top = _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));  /* bits 6-7 -> 4-5 */
-    return _mm_or_si128(_mm_and_si128(low, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)),
-                        _mm_and_si128(_mm_srli_epi16(top, 2), _mm_set1_epi8(0x30)));
+/* 16 bytes at p of each of rows 0..3 (lda apart; rows past R repeat row 0), a 128-bit lane
+ * per row: the K-quant mat-vec decodes the rows' scales, mins and factors at once, so the
+ * per-row work is only the levels' dot products. */
+template <int R> TSR_TARGET_AVX512VNNI static inline __m512i lanes_of_rows(const uint8_t * blk, size_t lda) {
+    const __m128i row0 = _mm_loadu_si128((const __m128i *)blk);
+    if (R == 1) return _mm512_broadcast_i32x4(row0);
+    __m512i h = _mm512_castsi128_si512(row0);
+    h = _mm512_inserti32x4(h, _mm_loadu_si128((const __m128i *)(blk + (R > 1) * lda)), 1);
+    h = _mm512_inserti32x4(h, _mm_loadu_si128((const __m128i *)(blk + (R > 2) * 2 * lda)), 2);
+    return _mm512_inserti32x4(h, _mm_loadu_si128((const __m128i *)(blk + (R > 3) * 3 * lda)), 3);
+}
+
+/* permutexvar indices that copy 128-bit lane r into every lane */
+TSR_TARGET_AVX512VNNI static inline __m512i lane_of_zmm(int r) {
+    return _mm512_add_epi32(_mm512_set1_epi32(4 * r), _mm512_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3));
+}
+
+/* Rows 0..3's int32 sums (16 lanes each) in one vector, row r's in lanes 4r..4r+3: the
+ * rows share one conversion and one multiply by their factors. */
+TSR_TARGET_AVX512VNNI static inline __m512i sum_rows_by_lane(__m512i a, __m512i b, __m512i c, __m512i d) {
+    const __m512i ab = _mm512_add_epi32(_mm512_shuffle_i32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_i32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512i cd = _mm512_add_epi32(_mm512_shuffle_i32x4(c, d, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_i32x4(c, d, _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(ab, cd, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_i32x4(ab, cd, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* 16 bytes in every 128-bit lane. */
+TSR_TARGET_AVX512VNNI static inline __m512i every_lane(const void * bytes16) { return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)bytes16)); }
+
+/* Each lane's 8 6-bit scales (bytes 0-7) and 8 mins (bytes 8-15) from its header (scale
+ * bytes at 4..15), by the AVX2 kernel's byte shuffles. */
+TSR_TARGET_AVX512VNNI static inline __m512i k4_scales_mins_zmm(__m512i h) {
+    const __m512i low = _mm512_or_si512(_mm512_shuffle_epi8(h, every_lane(k4_shuffles.low)), _mm512_shuffle_epi8(_mm512_srli_epi16(h, 4), every_lane(k4_shuffles.high_nibbles)));
+    const __m512i top = _mm512_shuffle_epi8(h, every_lane(k4_shuffles.top));
+    return _mm512_ternarylogic_epi32(_mm512_and_si512(low, every_lane(k4_shuffles.low_mask)), _mm512_srli_epi16(top, 2), _mm512_set1_epi8(0x30), 0xF8);  /* a | (b & c) */
 }
 
 /* vpshufb indices that put scale g_k in every int16 of 128-bit lane k: byte g_k of 16 in the
- * low byte with the high one zeroed (PICK_LOW), in the high byte with the low one zeroed
- * (PICK_HIGH), or int16 g_k of 8 (PICK_WORD). */
-enum { PICK_LOW, PICK_HIGH, PICK_WORD };
+ * low byte with the high one zeroed (PICK_LOW) or in the high byte with the low one zeroed
+ * (PICK_HIGH). */
+enum { PICK_LOW, PICK_HIGH };
 template <int PICK> TSR_TARGET_AVX512VNNI static inline __m512i scale_pick_zmm(int g0, int g1, int g2, int g3) {
-    auto w = [](int g) { return (short)(PICK == PICK_LOW ? (0x8000 | g) : PICK == PICK_HIGH ? (g << 8 | 0x80) : ((2 * g + 1) << 8 | 2 * g)); };
+    auto w = [](int g) { return (short)(PICK == PICK_LOW ? (0x8000 | g) : (g << 8 | 0x80)); };
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_m128i(_mm_set1_epi16(w(g0)), _mm_set1_epi16(w(g1)))),
                               _mm256_setr_m128i(_mm_set1_epi16(w(g2)), _mm_set1_epi16(w(g3))), 1);
 }
@@ -16418,43 +16453,72 @@ struct q8k_acc_avx512 {
     __m256 mins;
 };
 
-/* Q4_K (HIGH false) / Q5_K (HIGH true): the 32 qs bytes of chunk c hold elements 64c..64c+31
- * in their low nibbles and 64c+32..64c+63 in their high ones, so a 64-byte load covers chunks
- * 2k and 2k+1: its low nibbles are sub-blocks 4k and 4k+2, its high ones 4k+1 and 4k+3, one
- * per 256-bit half, against the Q8_K row gathered to match (y work every row of a dot4 step
- * shares). Q5_K's fifth bit of sub-block s's element l is bit s of qh[l]. d and dmin convert
- * together. */
-template <bool HIGH>
-TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void k4_step_avx512(q8k_acc_avx512 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
+/* Q4_K (HIGH false) / Q5_K (HIGH true) over R <= 4 rows: the 32 qs bytes of chunk c hold
+ * elements 64c..64c+31 in their low nibbles and 64c+32..64c+63 in their high ones, so a
+ * 64-byte load covers chunks 2k and 2k+1: its low nibbles are sub-blocks 4k and 4k+2, its
+ * high ones 4k+1 and 4k+3, one per 256-bit half, against the Q8_K row gathered to match
+ * once per super-block. Q5_K's fifth bit of sub-block s's element l is bit s of qh[l]. The
+ * headers of all rows decode together (lanes_of_rows): scales, d and dmin, and the mins
+ * times the activations' 16-element sums, row r in float lanes 4r..4r+3. Lanes never mix,
+ * so a row's result is the same for every R. */
+static constexpr size_t k4_prefetch_ahead = 2048;  /* bytes past the current super-block of a row */
+template <bool HIGH, int R>
+TSR_TARGET_AVX512VNNI static void k4_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
-    const __m128i sm = q4k_scales_mins_simd(blk + 4);
-    uint32_t dm16;
-    std::memcpy(&dm16, blk, 4);
-    const __m128 dm = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dm16)), _mm_set1_ps(y.d));  /* d y.d, dmin y.d */
-    /* the mins times the pairs of 16-element activation sums they cover */
-    const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y.bsums), _mm_loadu_si128((const __m128i *)y.bsums + 1));
-    const __m128i pm = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)), bs);
-    a.mins = _mm256_zextps128_ps256(_mm_fmadd_ps(_mm_cvtepi32_ps(pm), _mm_permute_ps(dm, 0x55), _mm256_castps256_ps128(a.mins)));
-    const uint8_t * qs = blk + (HIGH ? 48 : 16);
-    const __m512i qh = HIGH ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 16))) : _mm512_setzero_si512();
-    const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
-    __m512i sumi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  /* two dependency chains */
+    const size_t bbytes = HIGH ? sizeof(tsr_block_q5_K) : sizeof(tsr_block_q4_K);
+    __m512 acc = _mm512_setzero_ps(), mins = _mm512_setzero_ps();  /* row r in lanes 4r..4r+3 */
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        const tsr_block_q8_K & y = yrow[i];
+        const uint8_t * blk = (const uint8_t *)x + (size_t)i * bbytes;
+        const __m512i h = lanes_of_rows<R>(blk, lda);
+        const __m512i sm = k4_scales_mins_zmm(h);
+        /* d y.d, dmin y.d of rows 0..3: floats 2r, 2r + 1 */
+        const __m512 dm = _mm512_castps256_ps512(_mm256_mul_ps(
+            _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), h))),
+            _mm256_set1_ps(y.d)));
+        /* the mins times the pairs of 16-element activation sums they cover */
+        const __m512i bs = _mm512_broadcast_i32x4(_mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y.bsums), _mm_loadu_si128((const __m128i *)y.bsums + 1)));
+        mins = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_unpackhi_epi8(sm, _mm512_setzero_si512()), bs)),
+                               _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7), dm), mins);
+        const __m512i yv[4] = {join32_zmm(y.qs, y.qs + 64), join32_zmm(y.qs + 32, y.qs + 96),
+                               join32_zmm(y.qs + 128, y.qs + 192), join32_zmm(y.qs + 160, y.qs + 224)};
+        __m512i sumi[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+            const uint8_t * row = blk + (size_t)r * lda;
+            /* the hardware prefetchers alone kept one core at ~31 GB/s on 4 streams from DRAM;
+             * 2 KiB ahead (a super-block's 3 lines) measured ~39-42 (512 and 1024: no gain) */
+            for (int l = 0; l < 3; ++l) _mm_prefetch((const char *)row + k4_prefetch_ahead + 64 * l, _MM_HINT_T0);
+            const __m512i sc = _mm512_permutexvar_epi32(lane_of_zmm(r), sm);  /* row r's scales in every lane */
+            const __m512i qh = HIGH ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(row + 16))) : _mm512_setzero_si512();
+            const uint8_t * qs = row + (HIGH ? 48 : 16);
+            __m512i part[2];  /* two dependency chains */
 #pragma GCC unroll 2
-    for (int k = 0; k < 2; ++k) {
-        const __m512i z = _mm512_loadu_si512((const void *)(qs + 64 * k));
-        __m512i lo = _mm512_and_si512(z, m4), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
-        if (HIGH) {
-            const __m512i bit_lo = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * k))), _mm256_set1_epi8((char)(1 << (4 * k + 2))), 1);
-            lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh, bit_lo), lo, m10);
-            hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qh, _mm512_slli_epi16(bit_lo, 1)), hi, m10);
+            for (int k = 0; k < 2; ++k) {
+                const __m512i z = _mm512_loadu_si512((const void *)(qs + 64 * k));
+                __m512i lo = _mm512_and_si512(z, m4), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+                if (HIGH) {
+                    const __m512i bit_lo = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * k))), _mm256_set1_epi8((char)(1 << (4 * k + 2))), 1);
+                    lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh, bit_lo), lo, m10);
+                    hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qh, _mm512_slli_epi16(bit_lo, 1)), hi, m10);
+                }
+                const int s = 4 * k;
+                const __m512i plo = _mm512_maddubs_epi16(lo, yv[2 * k]), phi = _mm512_maddubs_epi16(hi, yv[2 * k + 1]);
+                const __m512i slo = _mm512_shuffle_epi8(sc, scale_pick_zmm<PICK_LOW>(s, s, s + 2, s + 2));
+                const __m512i shi = _mm512_shuffle_epi8(sc, scale_pick_zmm<PICK_LOW>(s + 1, s + 1, s + 3, s + 3));
+                part[0] = k ? _mm512_dpwssd_epi32(part[0], plo, slo) : _mm512_madd_epi16(plo, slo);
+                part[1] = k ? _mm512_dpwssd_epi32(part[1], phi, shi) : _mm512_madd_epi16(phi, shi);
+            }
+            sumi[r] = _mm512_add_epi32(part[0], part[1]);
         }
-        const int s = 4 * k;
-        sumi[0] = _mm512_dpwssd_epi32(sumi[0], _mm512_maddubs_epi16(lo, join32_zmm(y.qs + 128 * k, y.qs + 128 * k + 64)),
-                                      _mm512_shuffle_epi8(sc16, scale_pick_zmm<PICK_WORD>(s, s, s + 2, s + 2)));
-        sumi[1] = _mm512_dpwssd_epi32(sumi[1], _mm512_maddubs_epi16(hi, join32_zmm(y.qs + 128 * k + 32, y.qs + 128 * k + 96)),
-                                      _mm512_shuffle_epi8(sc16, scale_pick_zmm<PICK_WORD>(s + 1, s + 1, s + 3, s + 3)));
+#pragma GCC unroll 4
+        for (int r = R; r < 4; ++r) sumi[r] = sumi[0];
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum_rows_by_lane(sumi[0], sumi[1], sumi[2], sumi[3])),
+                              _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6), dm), acc);
     }
-    a.acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(sumi[0], sumi[1])), _mm512_broadcastss_ps(dm), a.acc);
+    const __m512 net = _mm512_sub_ps(acc, mins);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) out[r] = hsum128(_mm512_castps512_ps128(_mm512_permutexvar_ps(lane_of_zmm(r), net)));
 }
 
 /* Q6_K: elements 128h..128h+63 are ql[64h..64h+63]'s low nibbles with qh[32h..]'s bits 0-1
@@ -16484,43 +16548,109 @@ TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void q6k_step_avx512(q8k_acc_avx5
     a.acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(_cvtsh_ss(x.d) * y.d), a.acc);
 }
 
-/* Q2_K / Q3_K: shift j of the 64 qs bytes holds elements 32j..32j+31 (bytes 0-31) and
- * 128+32j.. (bytes 32-63), so one load and an immediate shift per 64 elements; the Q8_K
- * row is gathered to match (y work every row of a dot4 step shares). Q3_K's third bit of
- * those elements is bit j (first 32) and 4 + j (next 32) of hmask[0..31]. The int16 scales come out of the 16
- * scale bytes, one per 128-bit lane, with one in-lane byte shuffle: Q2_K's 4-bit ones
- * zero-extended, Q3_K's signed ones in the high byte (x 256: the offset is scaled to match
- * and the float factor divides it out; the int32 sums stay below 2^28). */
-template <bool Q3>
-TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void k2_step_avx512(q8k_acc_avx512 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
+/* Q3_K's sixteen signed 6-bit scales of each lane (scale bytes at 2..13 of lanes_of_rows at
+ * the block's byte 94) as int8 in order: scales 0-7 keep their low 4 bits in the low nibbles
+ * of scale bytes 0..7, 8-15 in the high nibbles, and the high 2 bits of scale j sit at bits
+ * 2(j / 4) of scale byte 8 + j % 4 (the shift per 16-bit word: both its bytes share j / 4). */
+TSR_TARGET_AVX512VNNI static inline __m512i q3k_scales_zmm(__m512i h) {
+    __m512i lo = _mm512_shuffle_epi8(h, _mm512_broadcast_i32x4(_mm_setr_epi8(2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5, 6, 7, 8, 9)));
+    lo = _mm512_mask_mov_epi8(lo, (__mmask64)0xFF00FF00FF00FF00ull, _mm512_srli_epi16(lo, 4));
+    const __m512i top = _mm512_srlv_epi16(_mm512_shuffle_epi8(h, _mm512_broadcast_i32x4(_mm_setr_epi8(10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13))),
+                                          _mm512_broadcast_i32x4(_mm_setr_epi16(0, 0, 2, 2, 4, 4, 6, 6)));
+    const __m512i u = _mm512_or_si512(_mm512_and_si512(lo, _mm512_set1_epi8(0x0F)), _mm512_and_si512(_mm512_slli_epi16(top, 4), _mm512_set1_epi8(0x30)));
+    return _mm512_sub_epi8(u, _mm512_set1_epi8(32));
+}
+
+/* sum(v[k] * bsums[k]) of each lane's 16 int8 v (signed or not), 4 int32 per lane. */
+template <bool SIGNED> TSR_TARGET_AVX512VNNI static inline __m512i dot16_bsums_zmm(__m512i v, const tsr_block_q8_K & y) {
+    const __m512i z = _mm512_setzero_si512();
+    const __m512i lo = SIGNED ? _mm512_srai_epi16(_mm512_unpacklo_epi8(z, v), 8) : _mm512_unpacklo_epi8(v, z);
+    const __m512i hi = SIGNED ? _mm512_srai_epi16(_mm512_unpackhi_epi8(z, v), 8) : _mm512_unpackhi_epi8(v, z);
+    return _mm512_add_epi32(_mm512_madd_epi16(lo, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)y.bsums))),
+                            _mm512_madd_epi16(hi, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)y.bsums + 1))));
+}
+
+/* The fp16 pairs at p of rows 0..3 (as lanes_of_rows) as 8 floats: row r's at 2r, 2r + 1. */
+template <int R> TSR_TARGET_AVX512VNNI static inline __m256 fp16_pairs_of_rows(const uint8_t * p, size_t lda) {
+    auto at = [p](size_t off) { uint32_t v; std::memcpy(&v, p + off, 4); return (int)v; };
+    return _mm256_cvtph_ps(_mm_setr_epi32(at(0), at((R > 1) * lda), at((R > 2) * 2 * lda), at((R > 3) * 3 * lda)));
+}
+
+/* Q2_K / Q3_K over R <= 4 rows: shift j of the 64 qs bytes holds elements 32j..32j+31 (bytes
+ * 0-31) and 128+32j.. (bytes 32-63), so one load and an immediate shift per 64 elements,
+ * against the Q8_K row gathered to match once per super-block. Q3_K's third bit of those
+ * elements is bit j (first 32) and 4 + j (next 32) of hmask[0..31]. The rows' scales, Q2_K's
+ * mins against the activations' sums and Q3_K's offset (levels made unsigned by + 4: - 4
+ * sum(scale * bsums)) decode together; per row, one in-lane byte shuffle per 64 elements
+ * spreads the int16 scales: Q2_K's 4-bit ones zero-extended, Q3_K's signed ones in the high
+ * byte (x 256: the offset is scaled to match and the float factor divides it out; a lane's
+ * int32 sum stays below 2^30). Row r's sums sit in lanes 4r..4r+3 and integer sums are
+ * exact, so a row's result is the same for every R. */
+template <bool Q3, int R>
+TSR_TARGET_AVX512VNNI static void k2_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
     const __m512i m3 = _mm512_set1_epi8(0x03), four = _mm512_set1_epi8(0x04);
-    const k2_parts b = k2_block<Q3>(blk, 0, y);
-    const __m512i qv = _mm512_loadu_si512((const void *)b.qs);
-    const __m512i hm = Q3 ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b.hmask)) : _mm512_setzero_si512();
-    const __m512i sc = _mm512_broadcast_i32x4(b.sc8);
-    __m512i sumi = _mm512_zextsi256_si512(Q3 ? _mm256_slli_epi32(b.offset, 8) : b.offset);
-    a.mins = _mm256_add_ps(a.mins, b.mins);
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-        __m512i v = _mm512_and_si512(j ? _mm512_srli_epi16(qv, 2 * j) : qv, m3);
+    const size_t bbytes = Q3 ? sizeof(tsr_block_q3_K) : sizeof(tsr_block_q2_K);
+    __m512 acc = _mm512_setzero_ps(), mins = _mm512_setzero_ps();  /* row r in lanes 4r..4r+3 */
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        const tsr_block_q8_K & y = yrow[i];
+        const uint8_t * blk = (const uint8_t *)x + (size_t)i * bbytes;
+        __m512i sc, offset = _mm512_setzero_si512();
+        __m512 d4;
         if (Q3) {
-            const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << j)), _mm256_set1_epi8((char)(1 << (4 + j))), 1);
-            v = _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(hm, bit), v, four);
+            /* bytes 94..109: the last 2 qs bytes, the 12 scale bytes, d (stays inside the block) */
+            const __m512i h = lanes_of_rows<R>(blk + 94, lda);
+            sc = q3k_scales_zmm(h);
+            offset = _mm512_slli_epi32(dot16_bsums_zmm<true>(sc, y), 10);
+            const __m128 d = _mm_mul_ps(_mm_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi16(
+                                            _mm512_setr_epi32(7 | 15 << 16, 23 | 31 << 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), h))),
+                                        _mm_set1_ps(y.d * (1.0f / 256)));
+            d4 = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), _mm512_castps128_ps512(d));
+        } else {
+            const __m512i h = lanes_of_rows<R>(blk, lda);
+            sc = _mm512_and_si512(h, _mm512_set1_epi8(0x0F));
+            const __m512 dm = _mm512_castps256_ps512(_mm256_mul_ps(fp16_pairs_of_rows<R>(blk + 80, lda), _mm256_set1_ps(y.d)));
+            d4 = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6), dm);
+            mins = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot16_bsums_zmm<false>(_mm512_and_si512(_mm512_srli_epi16(h, 4), _mm512_set1_epi8(0x0F)), y)),
+                                   _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7), dm), mins);
         }
-        const __m512i yj = join32_zmm(y.qs + 32 * j, y.qs + 128 + 32 * j);
-        /* 128-bit lanes: scale groups 2j, 2j + 1 (elements 32j..), 8 + 2j, 9 + 2j (128 + 32j..) */
-        const __m512i idx = scale_pick_zmm<Q3 ? PICK_HIGH : PICK_LOW>(2 * j, 2 * j + 1, 8 + 2 * j, 9 + 2 * j);
-        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(v, yj), _mm512_shuffle_epi8(sc, idx));
+        const __m512i yv[4] = {join32_zmm(y.qs, y.qs + 128), join32_zmm(y.qs + 32, y.qs + 160),
+                               join32_zmm(y.qs + 64, y.qs + 192), join32_zmm(y.qs + 96, y.qs + 224)};
+        __m512i sumi[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+            const uint8_t * row = blk + (size_t)r * lda;
+            const __m512i scr = _mm512_permutexvar_epi32(lane_of_zmm(r), sc);  /* row r's scales in every lane */
+            const __m512i qv = _mm512_loadu_si512((const void *)(row + (Q3 ? 32 : 16)));
+            const __m512i hm = Q3 ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)row)) : _mm512_setzero_si512();
+            __m512i part[2];  /* two dependency chains */
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; ++j) {
+                __m512i v = _mm512_and_si512(j ? _mm512_srli_epi16(qv, 2 * j) : qv, m3);
+                if (Q3) {
+                    const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << j)), _mm256_set1_epi8((char)(1 << (4 + j))), 1);
+                    v = _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(hm, bit), v, four);
+                }
+                /* 128-bit lanes: scale groups 2j, 2j + 1 (elements 32j..), 8 + 2j, 9 + 2j (128 + 32j..) */
+                const __m512i s = _mm512_shuffle_epi8(scr, scale_pick_zmm<Q3 ? PICK_HIGH : PICK_LOW>(2 * j, 2 * j + 1, 8 + 2 * j, 9 + 2 * j));
+                const __m512i p = _mm512_maddubs_epi16(v, yv[j]);
+                part[j & 1] = j < 2 ? _mm512_madd_epi16(p, s) : _mm512_dpwssd_epi32(part[j & 1], p, s);
+            }
+            sumi[r] = _mm512_add_epi32(part[0], part[1]);
+        }
+#pragma GCC unroll 4
+        for (int r = R; r < 4; ++r) sumi[r] = sumi[0];
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum_rows_by_lane(sumi[0], sumi[1], sumi[2], sumi[3]), offset)), d4, acc);
     }
-    a.acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(y.d * b.d * (Q3 ? 1.0f / 256 : 1.0f)), a.acc);
+    const __m512 net = _mm512_sub_ps(acc, mins);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) out[r] = hsum128(_mm512_castps512_ps128(_mm512_permutexvar_ps(lane_of_zmm(r), net)));
 }
 
 /* Super-block steps by slot, and a row's result from its sums. */
 template <int KS>
 TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void q8k_step_avx512(q8k_acc_avx512 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
-    if constexpr (KS == KSLOT_Q6_K) q6k_step_avx512(a, blk, y);
-    else if constexpr (KS >= KSLOT_Q4_K) k4_step_avx512<KS == KSLOT_Q5_K>(a, blk, y);
-    else k2_step_avx512<KS == KSLOT_Q3_K>(a, blk, y);
+    static_assert(KS == KSLOT_Q6_K, "the other K-quants have their own R-row kernels");
+    q6k_step_avx512(a, blk, y);
 }
 TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE float q8k_sum_avx512(const q8k_acc_avx512 & a) {
     return _mm512_reduce_add_ps(a.acc) - hsum256(a.mins);
@@ -16533,7 +16663,9 @@ struct matvec_avx512 {
     TSR_TARGET_AVX512VNNI static void q32(int64_t n, const char * x, size_t lda, const yq8 * y, float * out) { gemv_q32_rows<T, R>(n, x, lda, y, out); }
     template <int KS, int R>
     TSR_TARGET_AVX512VNNI static void q8k(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out) {
-        TSR_MATVEC_ROWS(R, q8k_acc_avx512, n / TSR_QK_K, q8k_block_bytes(KS), q8k_step_avx512<KS>, q8k_sum_avx512)
+        if constexpr (KS == KSLOT_Q4_K || KS == KSLOT_Q5_K) k4_rows_avx512<KS == KSLOT_Q5_K, R>(n, x, lda, y, out);
+        else if constexpr (KS == KSLOT_Q2_K || KS == KSLOT_Q3_K) k2_rows_avx512<KS == KSLOT_Q3_K, R>(n, x, lda, y, out);
+        else { TSR_MATVEC_ROWS(R, q8k_acc_avx512, n / TSR_QK_K, q8k_block_bytes(KS), q8k_step_avx512<KS>, q8k_sum_avx512) }
     }
 };
 

@@ -239,6 +239,10 @@ TEST_CASE("quantize_q8k: every SIMD kernel writes the scalar kernel's bytes", "[
 
 // Random weight bytes (finite fp16 factors) against Q8_K activations at the int8 extremes
 // and random: every path's integer sums are exact, so results differ only by float rounding.
+// The scale bytes also at their extremes (every one 0xFF: 6-bit scales and mins 63, Q3_K's
+// +31, Q6_K's -1; alternating 0xFF / 0x00: 63 next to 0, -32 next to +31, the packed high
+// bits of one scale set while its neighbour's are clear), where the SIMD scale decoders'
+// shifts and masks show.
 TEST_CASE("dot_q8k: every ISA path equals the scalar path for every K-quant", "[cpu][mul_mat][kernels][quant]") {
     std::mt19937 rng(13);
     const int64_t nb = 9, n = nb * TSR_QK_K;
@@ -252,49 +256,56 @@ TEST_CASE("dot_q8k: every ISA path equals the scalar path for every K-quant", "[
         const size_t bs = tsr_type_size(t);
         std::vector<uint8_t> w(bs * (size_t)nb);
         for (auto & v : w) v = (uint8_t)(rng() & 0xff);
-        for (int64_t b = 0; b < nb; ++b) {  // fp16 factors: d (and dmin) at the format's offsets
-            const size_t d_off = t == TSR_TYPE_Q2_K ? 80 : t == TSR_TYPE_Q3_K ? 108 : t == TSR_TYPE_Q6_K ? 208 : 0;
-            const int nd = (t == TSR_TYPE_Q2_K || t == TSR_TYPE_Q4_K || t == TSR_TYPE_Q5_K) ? 2 : 1;
-            for (int k = 0; k < nd; ++k) {
-                const tsr_fp16_t h = tsr_fp32_to_fp16(std::uniform_real_distribution<float>(-0.01f, 0.01f)(rng));
-                std::memcpy(w.data() + (size_t)b * bs + d_off + 2 * (size_t)k, &h, 2);
+        const size_t sc_off = t == TSR_TYPE_Q2_K ? 0 : t == TSR_TYPE_Q3_K ? 96 : t == TSR_TYPE_Q6_K ? 192 : 4;
+        const size_t sc_len = (t == TSR_TYPE_Q3_K || t == TSR_TYPE_Q4_K || t == TSR_TYPE_Q5_K) ? 12 : 16;
+        for (int variant = 0; variant < 3; ++variant) {
+            INFO("scale bytes " << (variant == 0 ? "random" : variant == 1 ? "all 0xFF" : "0xFF / 0x00 alternating"));
+            for (int64_t b = 0; b < nb && variant > 0; ++b)
+                for (size_t k = 0; k < sc_len; ++k) w[(size_t)b * bs + sc_off + k] = (variant == 1 || k % 2 == 0) ? 0xFF : 0x00;
+            for (int64_t b = 0; b < nb; ++b) {  // fp16 factors: d (and dmin) at the format's offsets
+                const size_t d_off = t == TSR_TYPE_Q2_K ? 80 : t == TSR_TYPE_Q3_K ? 108 : t == TSR_TYPE_Q6_K ? 208 : 0;
+                const int nd = (t == TSR_TYPE_Q2_K || t == TSR_TYPE_Q4_K || t == TSR_TYPE_Q5_K) ? 2 : 1;
+                for (int k = 0; k < nd; ++k) {
+                    const tsr_fp16_t h = tsr_fp32_to_fp16(std::uniform_real_distribution<float>(-0.01f, 0.01f)(rng));
+                    std::memcpy(w.data() + (size_t)b * bs + d_off + 2 * (size_t)k, &h, 2);
+                }
             }
-        }
-        // the reference in double: dequantized weights (the core's decoder) times y
-        std::vector<float> wf((size_t)n), yq((size_t)n);
-        REQUIRE(tsr_to_float_row(t, w.data(), wf.data(), n));
-        REQUIRE(tsr_to_float_row(TSR_TYPE_Q8_K, y.data(), yq.data(), n));
-        double want = 0.0, mag = 0.0;
-        for (int64_t i = 0; i < n; ++i) {
-            want += (double)wf[(size_t)i] * yq[(size_t)i];
-            mag += std::fabs((double)wf[(size_t)i] * yq[(size_t)i]);
-        }
-        const float ref = tcpu::kernels_scalar.dot_q8k[slot](n, w.data(), y.data());
-        INFO(tsr_type_name(t));
-        CHECK(std::fabs((double)ref - want) <= 1e-5 * mag);
-        for (tsr_cpu_isa isa : tsrt::isas()) {
-            kernels_of k(isa);
-            INFO("isa " << tsr_cpu_isa_name(isa));
-            if (!k.K->dot_q8k[slot]) continue;
-            CHECK(std::fabs((double)k.K->dot_q8k[slot](n, w.data(), y.data()) - want) <= 1e-5 * mag);
-            if (!k.K->dot4_q8k[slot]) continue;
-            // 4 rows of 3 super-blocks, 2 apart (overlapping), and lda 0: each row's result is
-            // the 1-row kernel's to the bit, so a row's value never depends on the split
-            const int64_t nr = 3 * TSR_QK_K;
-            for (size_t lda : {(size_t)0, 2 * bs}) {
-                float out[4] = {NAN, NAN, NAN, NAN};
-                k.K->dot4_q8k[slot](nr, (const char *)w.data(), lda, y.data(), out);
-                for (int r = 0; r < 4; ++r) {
-                    INFO("dot4 lda " << lda << " row " << r);
-                    const float one = k.K->dot_q8k[slot](nr, w.data() + r * lda, y.data());
-                    CHECK(std::memcmp(&out[r], &one, sizeof(float)) == 0);
-                    double wr = 0.0, mr = 0.0;
-                    for (int64_t i = 0; i < nr; ++i) {
-                        const double p = (double)wf[(size_t)(i + (int64_t)(r * lda / bs) * TSR_QK_K)] * yq[(size_t)i];
-                        wr += p;
-                        mr += std::fabs(p);
+            // the reference in double: dequantized weights (the core's decoder) times y
+            std::vector<float> wf((size_t)n), yq((size_t)n);
+            REQUIRE(tsr_to_float_row(t, w.data(), wf.data(), n));
+            REQUIRE(tsr_to_float_row(TSR_TYPE_Q8_K, y.data(), yq.data(), n));
+            double want = 0.0, mag = 0.0;
+            for (int64_t i = 0; i < n; ++i) {
+                want += (double)wf[(size_t)i] * yq[(size_t)i];
+                mag += std::fabs((double)wf[(size_t)i] * yq[(size_t)i]);
+            }
+            const float ref = tcpu::kernels_scalar.dot_q8k[slot](n, w.data(), y.data());
+            INFO(tsr_type_name(t));
+            CHECK(std::fabs((double)ref - want) <= 1e-5 * mag);
+            for (tsr_cpu_isa isa : tsrt::isas()) {
+                kernels_of k(isa);
+                INFO("isa " << tsr_cpu_isa_name(isa));
+                if (!k.K->dot_q8k[slot]) continue;
+                CHECK(std::fabs((double)k.K->dot_q8k[slot](n, w.data(), y.data()) - want) <= 1e-5 * mag);
+                if (!k.K->dot4_q8k[slot]) continue;
+                // 4 rows of 3 super-blocks, 2 apart (overlapping), and lda 0: each row's result is
+                // the 1-row kernel's to the bit, so a row's value never depends on the split
+                const int64_t nr = 3 * TSR_QK_K;
+                for (size_t lda : {(size_t)0, 2 * bs}) {
+                    float out[4] = {NAN, NAN, NAN, NAN};
+                    k.K->dot4_q8k[slot](nr, (const char *)w.data(), lda, y.data(), out);
+                    for (int r = 0; r < 4; ++r) {
+                        INFO("dot4 lda " << lda << " row " << r);
+                        const float one = k.K->dot_q8k[slot](nr, w.data() + r * lda, y.data());
+                        CHECK(std::memcmp(&out[r], &one, sizeof(float)) == 0);
+                        double wr = 0.0, mr = 0.0;
+                        for (int64_t i = 0; i < nr; ++i) {
+                            const double p = (double)wf[(size_t)(i + (int64_t)(r * lda / bs) * TSR_QK_K)] * yq[(size_t)i];
+                            wr += p;
+                            mr += std::fabs(p);
+                        }
+                        CHECK(std::fabs((double)out[r] - wr) <= 1e-5 * mr);
                     }
-                    CHECK(std::fabs((double)out[r] - wr) <= 1e-5 * mr);
                 }
             }
         }

@@ -584,20 +584,31 @@ static constexpr act_kernels act_table_avx2 = [] {
     return a;
 }();
 
-/* Q4_K's eight 6-bit scales then eight 6-bit mins as 16 bytes (the 12-byte packing undone
- * with 32-bit masks: sub-blocks 4..7 keep their low 4 bits in bytes 8..11 and their high 2
- * bits in bits 6-7 of bytes 0..7). */
-static inline __m128i q4k_scales_mins(const uint8_t * packed) {
-    uint32_t u[4];
-    std::memcpy(u, packed, 12);
-    const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
-    u[3] = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);  /* mins 4..7 */
-    const uint32_t mins03 = u[1] & low6;
-    u[1] = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);         /* scales 4..7 */
-    u[2] = mins03;
-    u[0] &= low6;                                                /* scales 0..3 */
-    /* from registers: a 16-byte load of four 4-byte stores would stall store forwarding */
-    return _mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]);
+/* The byte shuffles that undo Q4_K's 12-byte packing of eight 6-bit scales and eight 6-bit
+ * mins, on the super-block's first 16 bytes (d, dmin, the 12 scale bytes at 4..15): scales
+ * 0-3 and mins 0-3 are the low 6 bits of scale bytes 0-3 and 4-7; scales / mins 4-7 have
+ * their low 4 bits in the low / high nibbles of scale bytes 8-11 and their high 2 bits in
+ * bits 6-7 of scale bytes 0-3 / 4-7. Indices per 128-bit lane, shared by the AVX-512 kernel. */
+struct k4_scale_shuffles {
+    int8_t low[16], high_nibbles[16], top[16];
+    uint32_t low_mask[4];
+};
+static constexpr k4_scale_shuffles k4_shuffles = {
+    {4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, -1, -1, -1, -1},
+    {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 12, 13, 14, 15},
+    {-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11},  /* bits 6-7, moved to 4-5 by >> 2 */
+    {0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f},
+};
+
+/* Q4_K's 8 scales (bytes 0-7) and 8 mins (bytes 8-15) from the super-block's first 16 bytes
+ * (a third of the instructions of 32-bit integer work). */
+TSR_TARGET_AVX2 static inline __m128i q4k_scales_mins(const uint8_t * blk) {
+    auto idx = [](const int8_t * v) { return _mm_loadu_si128((const __m128i *)v); };
+    const __m128i h = _mm_loadu_si128((const __m128i *)blk);
+    const __m128i low = _mm_or_si128(_mm_shuffle_epi8(h, idx(k4_shuffles.low)), _mm_shuffle_epi8(_mm_srli_epi16(h, 4), idx(k4_shuffles.high_nibbles)));
+    const __m128i top = _mm_shuffle_epi8(h, idx(k4_shuffles.top));
+    return _mm_or_si128(_mm_and_si128(low, _mm_loadu_si128((const __m128i *)k4_shuffles.low_mask)),
+                        _mm_and_si128(_mm_srli_epi16(top, 2), _mm_set1_epi8(0x30)));
 }
 
 /* Q3_K's sixteen signed 6-bit scales as 16 int8 in order, four at a time with 32-bit masks
@@ -641,7 +652,7 @@ template <bool HIGH>
 TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void k4_step_avx2(q8k_acc_avx2 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(0x01);
     const uint8_t * qs = blk + (HIGH ? 48 : 16);
-    const __m128i sm = q4k_scales_mins(blk + 4);
+    const __m128i sm = q4k_scales_mins(blk);
     a.mins = k4_mins_acc(blk, sm, y, a.mins);
     uint16_t d16;
     std::memcpy(&d16, blk, 2);
