@@ -13973,6 +13973,19 @@ static constexpr int panel_kind_of(enum tsr_type t) {
     return has_block_min(t) ? PANEL_MIN : t == TSR_TYPE_Q6_K ? PANEL_HALVES : PANEL_Q8;
 }
 
+/* An ISA's GEMM of min or half panels: its Q8_0 GEMM's tiles over panels of mr x 40 bytes
+ * per 32 k (levels, then two floats a row), with the kind's kernel and B packer (B bytes
+ * b_bytes_32k; 0 / NULL: Q8_0's B). The A packer comes per type (packed_gemms). */
+static constexpr gemm_impl gemm_panel_variant(gemm_impl q8, decltype(gemm_impl::kernel) kernel,
+                                              decltype(gemm_impl::pack_b) pack_b = nullptr, size_t b_bytes_32k = 0) {
+    q8.a_bytes_32k = (size_t)q8.mr * 40;
+    q8.pack_a = nullptr;
+    q8.kernel = kernel;
+    if (pack_b) q8.pack_b = pack_b;
+    if (b_bytes_32k) q8.b_bytes_32k = b_bytes_32k;
+    return q8;
+}
+
 typedef void (*row_cvt_fn)(const void * src, float * dst, int64_t n);
 
 static void cvt_f32_copy(const void * src, float * dst, int64_t n) { std::memcpy(dst, src, (size_t)n * 4); }
@@ -14194,30 +14207,24 @@ static inline void q3_K_to_q8_0(const tsr_block_q3_K * x, tsr_block_q8_0 * y, in
     }
 }
 
-/* The core's decoding (the format's definition) without tsr_to_float_row's checks. */
-template <enum tsr_type T> static void dequantize_chunk(const char * src, float * y, int64_t n) {
-    switch (T) {
-        case TSR_TYPE_Q4_1: return tsr_impl::dequantize_row_q4_1((const tsr_block_q4_1 *)src, y, n);
-        case TSR_TYPE_Q5_1: return tsr_impl::dequantize_row_q5_1((const tsr_block_q5_1 *)src, y, n);
-        case TSR_TYPE_Q2_K: return tsr_impl::dequantize_row_q2_K((const tsr_block_q2_K *)src, y, n);
-        case TSR_TYPE_Q3_K: return tsr_impl::dequantize_row_q3_K((const tsr_block_q3_K *)src, y, n);
-        case TSR_TYPE_Q4_K: return tsr_impl::dequantize_row_q4_K((const tsr_block_q4_K *)src, y, n);
-        case TSR_TYPE_Q5_K: return tsr_impl::dequantize_row_q5_K((const tsr_block_q5_K *)src, y, n);
-        case TSR_TYPE_Q6_K: return tsr_impl::dequantize_row_q6_K((const tsr_block_q6_K *)src, y, n);
-        default: return (void)std::fill(y, y + n, 0.0f);
-    }
-}
-
 /* Elements [k0, k0 + kv) of a row of type T (k0 and kv whole blocks of T) as Q8_0 blocks. */
 template <enum tsr_type T, quantize_y_fn QY>
 static void row_chunk_to_q8_0(const char * row, int64_t k0, int64_t kv, tsr_block_q8_0 * y) {
     const char * src = row + (size_t)(k0 / tsr_blck_size(T)) * tsr_type_size(T);
-    if (T == TSR_TYPE_Q5_0) return exact_blocks_to_q8_0<T>((const tsr_block_q5_0 *)src, y, kv / 32);
-    if (T == TSR_TYPE_IQ4_NL) return exact_blocks_to_q8_0<T>((const tsr_block_iq4_nl *)src, y, kv / 32);
-    if (T == TSR_TYPE_Q3_K) return q3_K_to_q8_0((const tsr_block_q3_K *)src, y, kv / 32);
-    alignas(64) float tmp[GEMM_I8_KC_MAX];
-    dequantize_chunk<T>(src, tmp, kv);
-    requantize_q8_0<QY>(tmp, y, kv);
+    if constexpr (T == TSR_TYPE_Q5_0) {
+        exact_blocks_to_q8_0<T>((const tsr_block_q5_0 *)src, y, kv / 32);
+    } else if constexpr (T == TSR_TYPE_IQ4_NL) {
+        exact_blocks_to_q8_0<T>((const tsr_block_iq4_nl *)src, y, kv / 32);
+    } else if constexpr (T == TSR_TYPE_Q3_K) {
+        q3_K_to_q8_0((const tsr_block_q3_K *)src, y, kv / 32);
+    } else {
+        /* the one type left that requantizes: Q2_K's mins are per 16 (through the core's
+         * decoding, the format's definition) */
+        static_assert(T == TSR_TYPE_Q2_K, "only Q2_K's Q8_0 panels are requantized");
+        alignas(64) float tmp[GEMM_I8_KC_MAX];
+        tsr_impl::dequantize_row_q2_K((const tsr_block_q2_K *)src, tmp, kv);
+        requantize_q8_0<QY>(tmp, y, kv);
+    }
 }
 
 typedef void (*pack_panel_fn)(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst);
@@ -14232,10 +14239,35 @@ static void pack_panel_requant_a(const char * a, size_t lda, int rows, int64_t K
     Q8PACK((const char *)blocks, (size_t)nb * sizeof(tsr_block_q8_0), rows, kv, 0, kc, dst);
 }
 
-/* Block b (of 32) of a row of Q4_1, Q5_1, Q4_K or Q5_K: levels q (0..31), w = a * q - b
- * (the core's dequantization: Q4_1 / Q5_1 d * q + m, the K-quants d*sc * q - dmin*m). */
+/* Block b (of 32) of a row of Q4_1, Q5_1, Q4_K or Q5_K is w = a * q - b with a = d * sc,
+ * b = m * mn (the core's dequantization: Q4_1 / Q5_1 d * q + m, the K-quants
+ * d*sc * q - dmin*m): its fp16 d and m and integer sc and mn, each packer converting the
+ * fp16 its own way. */
+struct min_block_header {
+    tsr_fp16_t d, m;
+    int sc, mn;
+};
+template <enum tsr_type T>
+static inline min_block_header min_block_header_of(const char * row, int64_t b) {
+    if constexpr (T == TSR_TYPE_Q4_1 || T == TSR_TYPE_Q5_1) {
+        using block = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1, tsr_block_q5_1>;
+        const block & x = ((const block *)row)[b];
+        return {x.d, x.m, 1, -1};
+    } else {
+        using block = std::conditional_t<T == TSR_TYPE_Q4_K, tsr_block_q4_K, tsr_block_q5_K>;
+        const block & x = ((const block *)row)[b / 8];
+        min_block_header h{x.d, x.dmin, 0, 0};
+        tsr_impl::k4_scale_min((int)(b % 8), x.scales, &h.sc, &h.mn);
+        return h;
+    }
+}
+
+/* Block b of such a row: levels q (0..31), a in *scale, b in *min. */
 template <enum tsr_type T>
 static void min_block_levels(const char * row, int64_t b, int8_t * q, float * scale, float * min) {
+    const min_block_header h = min_block_header_of<T>(row, b);
+    *scale = h2f(h.d) * (float)h.sc;
+    *min = h2f(h.m) * (float)h.mn;
     int v[32];
     if constexpr (T == TSR_TYPE_Q4_1 || T == TSR_TYPE_Q5_1) {
         using block = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1, tsr_block_q5_1>;
@@ -14243,16 +14275,10 @@ static void min_block_levels(const char * row, int64_t b, int8_t * q, float * sc
         uint32_t qh = 0;
         if constexpr (T == TSR_TYPE_Q5_1) std::memcpy(&qh, x.qh, 4);
         tsr_impl::unpack_q32(x.qs, qh, v);
-        *scale = h2f(x.d);
-        *min = -h2f(x.m);
     } else {
         using block = std::conditional_t<T == TSR_TYPE_Q4_K, tsr_block_q4_K, tsr_block_q5_K>;
         const block & x = ((const block *)row)[b / 8];
         const int j = (int)(b % 8);
-        int sc, mn;
-        tsr_impl::k4_scale_min(j, x.scales, &sc, &mn);
-        *scale = h2f(x.d) * (float)sc;
-        *min = h2f(x.dmin) * (float)mn;
         for (int l = 0; l < 32; ++l) {
             v[l] = (x.qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 15;
             if constexpr (T == TSR_TYPE_Q5_K) v[l] |= ((x.qh[l] >> j) & 1) << 4;
@@ -14450,24 +14476,21 @@ TSR_TARGET_AVX2 static inline __m256i q3_K_block_avx2(const char * row, int64_t 
 /* ---- blocks with a min: w = a * q - b, q unsigned (0..31) ------------------------------- */
 
 /* Block b (of 32) of a row of Q4_1, Q5_1, Q4_K or Q5_K: q as bytes, a in *scale, b in *min
- * (the core's dequantization: Q4_1 / Q5_1 d * q + m, the K-quants d*sc * q - dmin*m). */
+ * (min_block_header_of, gemm_kquant.inl). */
 template <enum tsr_type T>
 TSR_TARGET_AVX2 static inline __m256i min_block_avx2(const char * row, int64_t b, float * scale, float * min) {
+    const min_block_header h = min_block_header_of<T>(row, b);
+    *scale = fp16_avx2(h.d) * (float)h.sc;
+    *min = fp16_avx2(h.m) * (float)h.mn;
     if constexpr (T == TSR_TYPE_Q4_1 || T == TSR_TYPE_Q5_1) {
         using block = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1, tsr_block_q5_1>;
         const block & x = ((const block *)row)[b];
-        *scale = fp16_avx2(x.d);
-        *min = -fp16_avx2(x.m);
         if constexpr (T == TSR_TYPE_Q5_1) return _mm256_or_si256(nibbles_lo_hi_avx2(x.qs), bit16_bytes_avx2(x.qh));
         return nibbles_lo_hi_avx2(x.qs);
     } else {
         using block = std::conditional_t<T == TSR_TYPE_Q4_K, tsr_block_q4_K, tsr_block_q5_K>;
         const block & x = ((const block *)row)[b / 8];
         const int j = (int)(b % 8);
-        int sc, mn;
-        tsr_impl::k4_scale_min(j, x.scales, &sc, &mn);
-        *scale = fp16_avx2(x.d) * (float)sc;
-        *min = fp16_avx2(x.dmin) * (float)mn;
         const __m256i q = bit_plane_avx2(x.qs + 32 * (j / 2), 4 * (j % 2), 15);
         if constexpr (T == TSR_TYPE_Q5_K) return _mm256_or_si256(q, _mm256_slli_epi16(bit_plane_avx2(x.qh, j, 1), 4));
         return q;
@@ -15103,22 +15126,10 @@ static constexpr gemm_impl gemm_q4_0_avx2 = [] {
     return g;
 }();
 /* The min panels' GEMM (Q4_1, Q5_1, Q4_K, Q5_K; their packers: pack_x86.inl). */
-static constexpr gemm_impl gemm_min_avx2 = [] {
-    gemm_impl g = gemm_q8_0_avx2;
-    g.a_bytes_32k = 8 * 40;
-    g.pack_a = nullptr;
-    g.pack_b = pack_panel_i8_b<8, 0, PANEL_MIN>;
-    g.kernel = gemm_i8_kernel_avx2<false, PANEL_MIN>;
-    return g;
-}();
+static constexpr gemm_impl gemm_min_avx2 =
+    gemm_panel_variant(gemm_q8_0_avx2, gemm_i8_kernel_avx2<false, PANEL_MIN>, pack_panel_i8_b<8, 0, PANEL_MIN>);
 /* The half panels' GEMM (Q6_K: signed levels as Q8_0's, a scale per 16). */
-static constexpr gemm_impl gemm_halves_avx2 = [] {
-    gemm_impl g = gemm_q8_0_avx2;
-    g.a_bytes_32k = 8 * 40;
-    g.pack_a = nullptr;
-    g.kernel = gemm_i8_kernel_avx2<true, PANEL_HALVES>;
-    return g;
-}();
+static constexpr gemm_impl gemm_halves_avx2 = gemm_panel_variant(gemm_q8_0_avx2, gemm_i8_kernel_avx2<true, PANEL_HALVES>);
 
 /* ---- expf and the activations on it (constants and method: vexp in cpu_internal.inl) ---- */
 
@@ -16238,23 +16249,11 @@ static constexpr gemm_impl gemm_q8_0_avx512 = [] {
     return g;
 }();
 /* The min panels' GEMM (Q4_1, Q5_1, Q4_K, Q5_K; their packers: pack_x86.inl). */
-static constexpr gemm_impl gemm_min_avx512 = [] {
-    gemm_impl g = gemm_q8_0_avx512;
-    g.a_bytes_32k = 32 * 40;
-    g.pack_a = nullptr;
-    g.pack_b = pack_panel_i8_b<6, 0, PANEL_MIN>;
-    g.kernel = gemm_i8_kernel_avx512<PANEL_MIN>;
-    return g;
-}();
+static constexpr gemm_impl gemm_min_avx512 =
+    gemm_panel_variant(gemm_q8_0_avx512, gemm_i8_kernel_avx512<PANEL_MIN>, pack_panel_i8_b<6, 0, PANEL_MIN>);
 /* The half panels' GEMM (Q6_K: levels offset by 128 as Q8_0's, a bias per 16). */
-static constexpr gemm_impl gemm_halves_avx512 = [] {
-    gemm_impl g = gemm_q8_0_avx512;
-    g.a_bytes_32k = 32 * 40; g.b_bytes_32k = 6 * 44;
-    g.pack_a = nullptr;
-    g.pack_b = pack_panel_i8_b<6, 128, PANEL_HALVES>;
-    g.kernel = gemm_i8_kernel_avx512<PANEL_HALVES>;
-    return g;
-}();
+static constexpr gemm_impl gemm_halves_avx512 =
+    gemm_panel_variant(gemm_q8_0_avx512, gemm_i8_kernel_avx512<PANEL_HALVES>, pack_panel_i8_b<6, 128, PANEL_HALVES>, 6 * 44);
 static constexpr gemm_impl gemm_q4_0_avx512 = [] {
     gemm_impl g = gemm_q8_0_avx512;
     g.pack_a = pack_panel_i8_avx2<32, TSR_TYPE_Q4_0, 0, 8>;
@@ -17116,22 +17115,10 @@ static constexpr gemm_impl gemm_q8_0_neon = [] {
     return g;
 }();
 /* The min panels' GEMM (Q4_1, Q5_1, Q4_K, Q5_K; their packer: gemm_kquant.inl). */
-static constexpr gemm_impl gemm_min_neon = [] {
-    gemm_impl g = gemm_q8_0_neon;
-    g.a_bytes_32k = 4 * 40; g.b_bytes_32k = 4 * 40;
-    g.pack_a = nullptr;
-    g.pack_b = pack_panel_s8_b<4, true>;
-    g.kernel = gemm_s8_kernel_neon<PANEL_MIN>;
-    return g;
-}();
+static constexpr gemm_impl gemm_min_neon =
+    gemm_panel_variant(gemm_q8_0_neon, gemm_s8_kernel_neon<PANEL_MIN>, pack_panel_s8_b<4, true>, 4 * 40);
 /* The half panels' GEMM (Q6_K: a scale per 16; B as Q8_0's). */
-static constexpr gemm_impl gemm_halves_neon = [] {
-    gemm_impl g = gemm_q8_0_neon;
-    g.a_bytes_32k = 4 * 40;
-    g.pack_a = nullptr;
-    g.kernel = gemm_s8_kernel_neon<PANEL_HALVES>;
-    return g;
-}();
+static constexpr gemm_impl gemm_halves_neon = gemm_panel_variant(gemm_q8_0_neon, gemm_s8_kernel_neon<PANEL_HALVES>);
 static constexpr gemm_impl gemm_q4_0_neon = gemm_with_pack_a(gemm_q8_0_neon, pack_panel_s8_a<4, TSR_TYPE_Q4_0>);
 /* ---- expf and the activations on it (constants and method: vexp in cpu_internal.inl) ---- */
 

@@ -65,30 +65,24 @@ static inline void q3_K_to_q8_0(const tsr_block_q3_K * x, tsr_block_q8_0 * y, in
     }
 }
 
-/* The core's decoding (the format's definition) without tsr_to_float_row's checks. */
-template <enum tsr_type T> static void dequantize_chunk(const char * src, float * y, int64_t n) {
-    switch (T) {
-        case TSR_TYPE_Q4_1: return tsr_impl::dequantize_row_q4_1((const tsr_block_q4_1 *)src, y, n);
-        case TSR_TYPE_Q5_1: return tsr_impl::dequantize_row_q5_1((const tsr_block_q5_1 *)src, y, n);
-        case TSR_TYPE_Q2_K: return tsr_impl::dequantize_row_q2_K((const tsr_block_q2_K *)src, y, n);
-        case TSR_TYPE_Q3_K: return tsr_impl::dequantize_row_q3_K((const tsr_block_q3_K *)src, y, n);
-        case TSR_TYPE_Q4_K: return tsr_impl::dequantize_row_q4_K((const tsr_block_q4_K *)src, y, n);
-        case TSR_TYPE_Q5_K: return tsr_impl::dequantize_row_q5_K((const tsr_block_q5_K *)src, y, n);
-        case TSR_TYPE_Q6_K: return tsr_impl::dequantize_row_q6_K((const tsr_block_q6_K *)src, y, n);
-        default: return (void)std::fill(y, y + n, 0.0f);
-    }
-}
-
 /* Elements [k0, k0 + kv) of a row of type T (k0 and kv whole blocks of T) as Q8_0 blocks. */
 template <enum tsr_type T, quantize_y_fn QY>
 static void row_chunk_to_q8_0(const char * row, int64_t k0, int64_t kv, tsr_block_q8_0 * y) {
     const char * src = row + (size_t)(k0 / tsr_blck_size(T)) * tsr_type_size(T);
-    if (T == TSR_TYPE_Q5_0) return exact_blocks_to_q8_0<T>((const tsr_block_q5_0 *)src, y, kv / 32);
-    if (T == TSR_TYPE_IQ4_NL) return exact_blocks_to_q8_0<T>((const tsr_block_iq4_nl *)src, y, kv / 32);
-    if (T == TSR_TYPE_Q3_K) return q3_K_to_q8_0((const tsr_block_q3_K *)src, y, kv / 32);
-    alignas(64) float tmp[GEMM_I8_KC_MAX];
-    dequantize_chunk<T>(src, tmp, kv);
-    requantize_q8_0<QY>(tmp, y, kv);
+    if constexpr (T == TSR_TYPE_Q5_0) {
+        exact_blocks_to_q8_0<T>((const tsr_block_q5_0 *)src, y, kv / 32);
+    } else if constexpr (T == TSR_TYPE_IQ4_NL) {
+        exact_blocks_to_q8_0<T>((const tsr_block_iq4_nl *)src, y, kv / 32);
+    } else if constexpr (T == TSR_TYPE_Q3_K) {
+        q3_K_to_q8_0((const tsr_block_q3_K *)src, y, kv / 32);
+    } else {
+        /* the one type left that requantizes: Q2_K's mins are per 16 (through the core's
+         * decoding, the format's definition) */
+        static_assert(T == TSR_TYPE_Q2_K, "only Q2_K's Q8_0 panels are requantized");
+        alignas(64) float tmp[GEMM_I8_KC_MAX];
+        tsr_impl::dequantize_row_q2_K((const tsr_block_q2_K *)src, tmp, kv);
+        requantize_q8_0<QY>(tmp, y, kv);
+    }
 }
 
 typedef void (*pack_panel_fn)(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst);
@@ -103,10 +97,35 @@ static void pack_panel_requant_a(const char * a, size_t lda, int rows, int64_t K
     Q8PACK((const char *)blocks, (size_t)nb * sizeof(tsr_block_q8_0), rows, kv, 0, kc, dst);
 }
 
-/* Block b (of 32) of a row of Q4_1, Q5_1, Q4_K or Q5_K: levels q (0..31), w = a * q - b
- * (the core's dequantization: Q4_1 / Q5_1 d * q + m, the K-quants d*sc * q - dmin*m). */
+/* Block b (of 32) of a row of Q4_1, Q5_1, Q4_K or Q5_K is w = a * q - b with a = d * sc,
+ * b = m * mn (the core's dequantization: Q4_1 / Q5_1 d * q + m, the K-quants
+ * d*sc * q - dmin*m): its fp16 d and m and integer sc and mn, each packer converting the
+ * fp16 its own way. */
+struct min_block_header {
+    tsr_fp16_t d, m;
+    int sc, mn;
+};
+template <enum tsr_type T>
+static inline min_block_header min_block_header_of(const char * row, int64_t b) {
+    if constexpr (T == TSR_TYPE_Q4_1 || T == TSR_TYPE_Q5_1) {
+        using block = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1, tsr_block_q5_1>;
+        const block & x = ((const block *)row)[b];
+        return {x.d, x.m, 1, -1};
+    } else {
+        using block = std::conditional_t<T == TSR_TYPE_Q4_K, tsr_block_q4_K, tsr_block_q5_K>;
+        const block & x = ((const block *)row)[b / 8];
+        min_block_header h{x.d, x.dmin, 0, 0};
+        tsr_impl::k4_scale_min((int)(b % 8), x.scales, &h.sc, &h.mn);
+        return h;
+    }
+}
+
+/* Block b of such a row: levels q (0..31), a in *scale, b in *min. */
 template <enum tsr_type T>
 static void min_block_levels(const char * row, int64_t b, int8_t * q, float * scale, float * min) {
+    const min_block_header h = min_block_header_of<T>(row, b);
+    *scale = h2f(h.d) * (float)h.sc;
+    *min = h2f(h.m) * (float)h.mn;
     int v[32];
     if constexpr (T == TSR_TYPE_Q4_1 || T == TSR_TYPE_Q5_1) {
         using block = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1, tsr_block_q5_1>;
@@ -114,16 +133,10 @@ static void min_block_levels(const char * row, int64_t b, int8_t * q, float * sc
         uint32_t qh = 0;
         if constexpr (T == TSR_TYPE_Q5_1) std::memcpy(&qh, x.qh, 4);
         tsr_impl::unpack_q32(x.qs, qh, v);
-        *scale = h2f(x.d);
-        *min = -h2f(x.m);
     } else {
         using block = std::conditional_t<T == TSR_TYPE_Q4_K, tsr_block_q4_K, tsr_block_q5_K>;
         const block & x = ((const block *)row)[b / 8];
         const int j = (int)(b % 8);
-        int sc, mn;
-        tsr_impl::k4_scale_min(j, x.scales, &sc, &mn);
-        *scale = h2f(x.d) * (float)sc;
-        *min = h2f(x.dmin) * (float)mn;
         for (int l = 0; l < 32; ++l) {
             v[l] = (x.qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 15;
             if constexpr (T == TSR_TYPE_Q5_K) v[l] |= ((x.qh[l] >> j) & 1) << 4;

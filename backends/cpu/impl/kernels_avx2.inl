@@ -434,22 +434,10 @@ static constexpr gemm_impl gemm_q4_0_avx2 = [] {
     return g;
 }();
 /* The min panels' GEMM (Q4_1, Q5_1, Q4_K, Q5_K; their packers: pack_x86.inl). */
-static constexpr gemm_impl gemm_min_avx2 = [] {
-    gemm_impl g = gemm_q8_0_avx2;
-    g.a_bytes_32k = 8 * 40;
-    g.pack_a = nullptr;
-    g.pack_b = pack_panel_i8_b<8, 0, PANEL_MIN>;
-    g.kernel = gemm_i8_kernel_avx2<false, PANEL_MIN>;
-    return g;
-}();
+static constexpr gemm_impl gemm_min_avx2 =
+    gemm_panel_variant(gemm_q8_0_avx2, gemm_i8_kernel_avx2<false, PANEL_MIN>, pack_panel_i8_b<8, 0, PANEL_MIN>);
 /* The half panels' GEMM (Q6_K: signed levels as Q8_0's, a scale per 16). */
-static constexpr gemm_impl gemm_halves_avx2 = [] {
-    gemm_impl g = gemm_q8_0_avx2;
-    g.a_bytes_32k = 8 * 40;
-    g.pack_a = nullptr;
-    g.kernel = gemm_i8_kernel_avx2<true, PANEL_HALVES>;
-    return g;
-}();
+static constexpr gemm_impl gemm_halves_avx2 = gemm_panel_variant(gemm_q8_0_avx2, gemm_i8_kernel_avx2<true, PANEL_HALVES>);
 
 /* ---- expf and the activations on it (constants and method: vexp in cpu_internal.inl) ---- */
 

@@ -618,23 +618,11 @@ static constexpr gemm_impl gemm_q8_0_avx512 = [] {
     return g;
 }();
 /* The min panels' GEMM (Q4_1, Q5_1, Q4_K, Q5_K; their packers: pack_x86.inl). */
-static constexpr gemm_impl gemm_min_avx512 = [] {
-    gemm_impl g = gemm_q8_0_avx512;
-    g.a_bytes_32k = 32 * 40;
-    g.pack_a = nullptr;
-    g.pack_b = pack_panel_i8_b<6, 0, PANEL_MIN>;
-    g.kernel = gemm_i8_kernel_avx512<PANEL_MIN>;
-    return g;
-}();
+static constexpr gemm_impl gemm_min_avx512 =
+    gemm_panel_variant(gemm_q8_0_avx512, gemm_i8_kernel_avx512<PANEL_MIN>, pack_panel_i8_b<6, 0, PANEL_MIN>);
 /* The half panels' GEMM (Q6_K: levels offset by 128 as Q8_0's, a bias per 16). */
-static constexpr gemm_impl gemm_halves_avx512 = [] {
-    gemm_impl g = gemm_q8_0_avx512;
-    g.a_bytes_32k = 32 * 40; g.b_bytes_32k = 6 * 44;
-    g.pack_a = nullptr;
-    g.pack_b = pack_panel_i8_b<6, 128, PANEL_HALVES>;
-    g.kernel = gemm_i8_kernel_avx512<PANEL_HALVES>;
-    return g;
-}();
+static constexpr gemm_impl gemm_halves_avx512 =
+    gemm_panel_variant(gemm_q8_0_avx512, gemm_i8_kernel_avx512<PANEL_HALVES>, pack_panel_i8_b<6, 128, PANEL_HALVES>, 6 * 44);
 static constexpr gemm_impl gemm_q4_0_avx512 = [] {
     gemm_impl g = gemm_q8_0_avx512;
     g.pack_a = pack_panel_i8_avx2<32, TSR_TYPE_Q4_0, 0, 8>;

@@ -395,22 +395,10 @@ static constexpr gemm_impl gemm_q8_0_neon = [] {
     return g;
 }();
 /* The min panels' GEMM (Q4_1, Q5_1, Q4_K, Q5_K; their packer: gemm_kquant.inl). */
-static constexpr gemm_impl gemm_min_neon = [] {
-    gemm_impl g = gemm_q8_0_neon;
-    g.a_bytes_32k = 4 * 40; g.b_bytes_32k = 4 * 40;
-    g.pack_a = nullptr;
-    g.pack_b = pack_panel_s8_b<4, true>;
-    g.kernel = gemm_s8_kernel_neon<PANEL_MIN>;
-    return g;
-}();
+static constexpr gemm_impl gemm_min_neon =
+    gemm_panel_variant(gemm_q8_0_neon, gemm_s8_kernel_neon<PANEL_MIN>, pack_panel_s8_b<4, true>, 4 * 40);
 /* The half panels' GEMM (Q6_K: a scale per 16; B as Q8_0's). */
-static constexpr gemm_impl gemm_halves_neon = [] {
-    gemm_impl g = gemm_q8_0_neon;
-    g.a_bytes_32k = 4 * 40;
-    g.pack_a = nullptr;
-    g.kernel = gemm_s8_kernel_neon<PANEL_HALVES>;
-    return g;
-}();
+static constexpr gemm_impl gemm_halves_neon = gemm_panel_variant(gemm_q8_0_neon, gemm_s8_kernel_neon<PANEL_HALVES>);
 static constexpr gemm_impl gemm_q4_0_neon = gemm_with_pack_a(gemm_q8_0_neon, pack_panel_s8_a<4, TSR_TYPE_Q4_0>);
 /* ---- expf and the activations on it (constants and method: vexp in cpu_internal.inl) ---- */
 

@@ -34,6 +34,19 @@ static constexpr int panel_kind_of(enum tsr_type t) {
     return has_block_min(t) ? PANEL_MIN : t == TSR_TYPE_Q6_K ? PANEL_HALVES : PANEL_Q8;
 }
 
+/* An ISA's GEMM of min or half panels: its Q8_0 GEMM's tiles over panels of mr x 40 bytes
+ * per 32 k (levels, then two floats a row), with the kind's kernel and B packer (B bytes
+ * b_bytes_32k; 0 / NULL: Q8_0's B). The A packer comes per type (packed_gemms). */
+static constexpr gemm_impl gemm_panel_variant(gemm_impl q8, decltype(gemm_impl::kernel) kernel,
+                                              decltype(gemm_impl::pack_b) pack_b = nullptr, size_t b_bytes_32k = 0) {
+    q8.a_bytes_32k = (size_t)q8.mr * 40;
+    q8.pack_a = nullptr;
+    q8.kernel = kernel;
+    if (pack_b) q8.pack_b = pack_b;
+    if (b_bytes_32k) q8.b_bytes_32k = b_bytes_32k;
+    return q8;
+}
+
 typedef void (*row_cvt_fn)(const void * src, float * dst, int64_t n);
 
 static void cvt_f32_copy(const void * src, float * dst, int64_t n) { std::memcpy(dst, src, (size_t)n * 4); }

@@ -100,24 +100,21 @@ TSR_TARGET_AVX2 static inline __m256i q3_K_block_avx2(const char * row, int64_t 
 /* ---- blocks with a min: w = a * q - b, q unsigned (0..31) ------------------------------- */
 
 /* Block b (of 32) of a row of Q4_1, Q5_1, Q4_K or Q5_K: q as bytes, a in *scale, b in *min
- * (the core's dequantization: Q4_1 / Q5_1 d * q + m, the K-quants d*sc * q - dmin*m). */
+ * (min_block_header_of, gemm_kquant.inl). */
 template <enum tsr_type T>
 TSR_TARGET_AVX2 static inline __m256i min_block_avx2(const char * row, int64_t b, float * scale, float * min) {
+    const min_block_header h = min_block_header_of<T>(row, b);
+    *scale = fp16_avx2(h.d) * (float)h.sc;
+    *min = fp16_avx2(h.m) * (float)h.mn;
     if constexpr (T == TSR_TYPE_Q4_1 || T == TSR_TYPE_Q5_1) {
         using block = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1, tsr_block_q5_1>;
         const block & x = ((const block *)row)[b];
-        *scale = fp16_avx2(x.d);
-        *min = -fp16_avx2(x.m);
         if constexpr (T == TSR_TYPE_Q5_1) return _mm256_or_si256(nibbles_lo_hi_avx2(x.qs), bit16_bytes_avx2(x.qh));
         return nibbles_lo_hi_avx2(x.qs);
     } else {
         using block = std::conditional_t<T == TSR_TYPE_Q4_K, tsr_block_q4_K, tsr_block_q5_K>;
         const block & x = ((const block *)row)[b / 8];
         const int j = (int)(b % 8);
-        int sc, mn;
-        tsr_impl::k4_scale_min(j, x.scales, &sc, &mn);
-        *scale = fp16_avx2(x.d) * (float)sc;
-        *min = fp16_avx2(x.dmin) * (float)mn;
         const __m256i q = bit_plane_avx2(x.qs + 32 * (j / 2), 4 * (j % 2), 15);
         if constexpr (T == TSR_TYPE_Q5_K) return _mm256_or_si256(q, _mm256_slli_epi16(bit_plane_avx2(x.qh, j, 1), 4));
         return q;
