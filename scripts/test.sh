@@ -11,7 +11,7 @@
 #   4. CMake + clang with ThreadSanitizer: the threading tests
 #   5. aarch64 cross build (CMake toolchain file), NEON tests under qemu-user
 #   6. libFuzzer targets (tests/fuzz/*_fuzz.cpp: gguf, graph, tokenizer, ...) for
-#      TSR_FUZZ_SECONDS each (default 20, two at a time on 2 cores), on their seed
+#      TSR_FUZZ_SECONDS each (default 10, two at a time on 2 cores), on their seed
 #      corpora (scripts/fuzz.sh)
 #
 # One build per compiler covers each check: g++ builds and runs everything optimized
@@ -111,7 +111,7 @@ fi
 
 if want 6; then
   stage "6. fuzzers"
-  scripts/fuzz.sh "${TSR_FUZZ_SECONDS:-20}"
+  scripts/fuzz.sh "${TSR_FUZZ_SECONDS:-10}"
 fi
 
 summary

@@ -3,8 +3,9 @@
 # consumer (tessera, and tessera-vulkan when installed) and a C99 program linked by the C
 # compiler with one C++ implementation file. The prefix must have been moved after the
 # install: the .pc files are relocatable and must not name any absolute prefix.
-# CMake's package test (check_install.cmake) and meson's (scripts/check-meson-package.sh)
-# both run it.   Usage: pkgconfig_consumers.sh PC_DIR WORK_DIR   (CC / CXX: the compilers)
+# CMake's package test (check_install.cmake) runs it; meson's (scripts/check-meson-package.sh)
+# checks that meson installs the same files.   Usage: pkgconfig_consumers.sh PC_DIR WORK_DIR
+# (CC / CXX: the compilers)
 set -euo pipefail
 pcdir=$1
 work=$2
