@@ -12855,6 +12855,15 @@ TSR_API bool             tsr_cpu_has_avx512_vnni(void);
 namespace {
 namespace tcpu {
 
+/* GCC vector types for kernels written once as a body template over V and compiled per ISA
+ * by callers that carry the ISA's target attribute (ops_models.inl's depthwise rows,
+ * ops_attn.inl's attention tiles). 4 lanes: SSE2 on any x86-64, NEON on aarch64. */
+typedef float vf32x4 __attribute__((vector_size(16)));
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+typedef float vf32x8 __attribute__((vector_size(32)));
+typedef float vf32x16 __attribute__((vector_size(64)));
+#endif
+
 /* ---- scalar element conversions (exact, round to nearest even) ------------------------ */
 
 static inline float bits_f32(uint32_t w) { float f; std::memcpy(&f, &w, 4); return f; }
@@ -19334,10 +19343,10 @@ static void op_argsort(const cparams & p, tsr_tensor * dst) {
 
 } // namespace tcpu
 } // namespace
-/* ---- backends/cpu/impl/ops_conv_attn.inl ---- */
+/* ---- backends/cpu/impl/ops_conv.inl ---- */
 /*
- * ops_conv_attn.inl - the CPU ops on images and attention: im2col, conv_2d (im2col + GEMM),
- * pool_2d, upscale, and fused flash attention (conventions: ops_elementwise.inl).
+ * ops_conv.inl - the CPU ops on images: im2col, conv_2d (im2col + GEMM), pool_2d, upscale
+ * (conventions: ops_elementwise.inl; fused attention: ops_attn.inl).
  */
 namespace {
 namespace tcpu {
@@ -19541,29 +19550,113 @@ static void op_upscale(const cparams & p, tsr_tensor * dst) {
     }
 }
 
-/* ---- fused attention (online softmax, no n_q x n_kv buffer) ------------------------------- */
+} // namespace tcpu
+} // namespace
+/* ---- backends/cpu/impl/ops_attn.inl ---- */
+/*
+ * ops_attn.inl - fused attention on the CPU (flash_attn_ext): an online softmax over blocks
+ * of FA_BLOCK keys, with no n_q x n_kv score buffer (conventions: ops_elementwise.inl).
+ *
+ * Two ways through, chosen per node (never per thread, so no result depends on the split):
+ *  - one query at a time (decode; quantized or strided K/V): a dot product per query and key;
+ *  - tiles (prompts with F16/F32 K and V in packed rows): FA_QB queries of one head share
+ *    each block of keys. The block's K and V rows are converted to F32 once for all of them,
+ *    and its scores come a vector of queries at a time (the queries transposed, each key
+ *    element broadcast) instead of one dot product and one horizontal sum per query and key.
+ *    A lane computes its own query's sums only, so a query's result does not depend on which
+ *    queries share its tile.
+ */
+namespace {
+namespace tcpu {
 
-/* Scores are taken FA_BLOCK keys at a time: one max and one rescale of the accumulator
- * per block, and the exps as one vector row. */
-enum { FA_BLOCK = 64 };
+/* One max and one rescale of the accumulator per block of FA_BLOCK keys, and the exps as
+ * one vector row. Tiles: FA_QB queries; nodes with fewer than FA_TILE_MIN_Q queries per head
+ * (decode) take the one-query path, whose dot products read K as stored. */
+enum { FA_BLOCK = 64, FA_QB = 16, FA_TILE_MIN_Q = 4, FA_TILE_MAX_D = 512 };
+
+struct fa_args {
+    const tsr_tensor * q, * k, * v, * mask;
+    float scale, max_bias, softcap;
+    int64_t D, Dv, n_kv, H, rk2, rk3;
+};
+
+static fa_args fa_args_of(const tsr_tensor * dst) {
+    fa_args a;
+    a.q = dst->src[0];
+    a.k = dst->src[1];
+    a.v = dst->src[2];
+    a.mask = dst->src[3];
+    a.scale = tsr_get_op_params_f32(dst, 0);
+    a.max_bias = tsr_get_op_params_f32(dst, 1);
+    a.softcap = tsr_get_op_params_f32(dst, 2);
+    if (a.softcap != 0.0f) a.scale /= a.softcap;
+    a.D = a.q->ne[0];
+    a.Dv = a.v->ne[0];
+    a.n_kv = a.k->ne[1];
+    a.H = a.q->ne[2];
+    a.rk2 = a.q->ne[2] / a.k->ne[2];
+    a.rk3 = a.q->ne[3] / a.k->ne[3];
+    return a;
+}
+
+static inline bool fa_f32_rows(const tsr_tensor * t) {
+    return (t->type == TSR_TYPE_F16 || t->type == TSR_TYPE_F32) && row_contig(t);
+}
+static bool fa_tiled(const tsr_tensor * dst) {
+    const tsr_tensor * q = dst->src[0], * k = dst->src[1], * v = dst->src[2];
+    return q->ne[1] >= FA_TILE_MIN_Q && fa_f32_rows(k) && fa_f32_rows(v) && q->ne[0] <= FA_TILE_MAX_D &&
+           v->ne[0] <= FA_TILE_MAX_D;
+}
 
 static size_t fa_thread_floats(const tsr_tensor * dst) {
     const int64_t D = dst->src[0]->ne[0], Dv = dst->src[2]->ne[0];
+    if (fa_tiled(dst))  /* queries transposed, scores, mask, K and V rows as F32, accumulators, a mask row */
+        return (size_t)(D * FA_QB + 2 * FA_BLOCK * FA_QB + FA_BLOCK * (D + Dv) + FA_QB * Dv + FA_BLOCK) + 16;
     return (size_t)(D + 2 * Dv + FA_BLOCK) + yq8_row_bytes(D) / 4 + 16;
 }
 
-static void op_flash_attn_ext(const cparams & p, tsr_tensor * dst) {
-    const tsr_tensor * q = dst->src[0];
-    const tsr_tensor * k = dst->src[1];
-    const tsr_tensor * v = dst->src[2];
-    const tsr_tensor * mask = dst->src[3];
-    float scale = tsr_get_op_params_f32(dst, 0);
-    const float max_bias = tsr_get_op_params_f32(dst, 1);
-    const float softcap = tsr_get_op_params_f32(dst, 2);
-    if (softcap != 0.0f) scale /= softcap;
-    const int64_t D = q->ne[0], Dv = v->ne[0], n_kv = k->ne[1];
-    const int64_t H = q->ne[2];
-    const int64_t rk2 = q->ne[2] / k->ne[2], rk3 = q->ne[3] / k->ne[3];
+/* A query's running softmax state: max, sum of weights, and whether a NaN or +inf score
+ * made its row NaN (soft_max's rule). */
+struct fa_row {
+    float M = -INFINITY, S = 0.0f;
+    bool nan = false;
+};
+
+/* A score as soft_max sees it: scaled, capped, plus the (ALiBi-scaled) mask. */
+static inline float fa_score(const fa_args & a, float dot, float mv) {
+    float s = dot * a.scale;
+    if (a.softcap != 0.0f) s = a.softcap * std::tanh(s);
+    return s + mv;
+}
+
+/* Folds a block's scores sc[0..nc) (max bm; -inf where masked) into the row: rescales acc
+ * when the max rises and turns sc into the weights exp(s - M). False: the block adds
+ * nothing (the row is NaN, or every key of the block is masked). */
+static inline bool fa_weights(const cparams & p, fa_row & r, float * sc, int64_t nc, float bm, float * acc, int64_t Dv) {
+    if (r.nan || bm == -INFINITY) return false;
+    if (bm > r.M) {
+        const float ms = std::exp(r.M - bm);  /* 0 for the first block that counts */
+        for (int64_t i = 0; i < Dv; ++i) acc[i] *= ms;
+        r.S *= ms;
+        r.M = bm;
+    }
+    for (int64_t j = 0; j < nc; ++j) sc[j] -= r.M;
+    if (p.K->act) p.K->act->exp(nc, sc, sc);
+    else for (int64_t j = 0; j < nc; ++j) sc[j] = std::exp(sc[j]);
+    return true;
+}
+
+static inline void fa_store(tsr_tensor * dst, const fa_row & r, const float * acc, int64_t Dv, int64_t iq1, int64_t iq2, int64_t iq3) {
+    const float inv = r.nan ? NAN : r.S == 0.0f ? 0.0f : 1.0f / r.S;
+    float * d = (float *)tptr(dst, 0, iq2, iq1, iq3);
+    for (int64_t i = 0; i < Dv; ++i) d[i] = acc[i] * inv;
+}
+
+/* ---- one query at a time --------------------------------------------------------------------- */
+
+static void fa_one_query_at_a_time(const cparams & p, tsr_tensor * dst, const fa_args & a, int64_t r0, int64_t r1) {
+    const tsr_tensor * q = a.q, * k = a.k, * v = a.v, * mask = a.mask;
+    const int64_t D = a.D, Dv = a.Dv;
     float * buf = thread_floats(p, fa_thread_floats(dst));
     float * qf = buf;
     float * acc = qf + D;
@@ -19572,13 +19665,10 @@ static void op_flash_attn_ext(const cparams & p, tsr_tensor * dst) {
     yq8 * qq = (yq8 *)(sc + FA_BLOCK);
     const bool kq = tsr_is_quantized(k->type);
     const bool k_contig = row_contig(k), v_f32 = v->type == TSR_TYPE_F32 && v->nb[0] == 4;
-    const int64_t nr = q->ne[1] * q->ne[2] * q->ne[3];
-    int64_t r0, r1;
-    split_rows(nr, p.ith, p.nth, r0, r1);
     for (int64_t ir = r0; ir < r1; ++ir) {
         const int64_t iq1 = ir % q->ne[1], iq2 = (ir / q->ne[1]) % q->ne[2], iq3 = ir / (q->ne[1] * q->ne[2]);
-        const int64_t ik2 = iq2 / rk2, ik3 = iq3 / rk3;
-        const float slope = alibi_slope(max_bias, iq2, H);
+        const int64_t ik2 = iq2 / a.rk2, ik3 = iq3 / a.rk3;
+        const float slope = alibi_slope(a.max_bias, iq2, a.H);
         const char * qrow = tptr(q, 0, iq1, iq2, iq3);
         for (int64_t i = 0; i < D; ++i) qf[i] = *(const float *)(qrow + i * q->nb[0]);
         if (kq) {
@@ -19587,10 +19677,9 @@ static void op_flash_attn_ext(const cparams & p, tsr_tensor * dst) {
         }
         const char * mrow = mask ? tptr(mask, 0, iq1, iq2 % mask->ne[2], iq3 % mask->ne[3]) : nullptr;
         for (int64_t i = 0; i < Dv; ++i) acc[i] = 0.0f;
-        float S = 0.0f, M = -INFINITY;
-        bool nan_row = false;   /* a NaN or +inf score: the row is NaN (soft_max's rule) */
-        for (int64_t c0 = 0; c0 < n_kv && !nan_row; c0 += FA_BLOCK) {
-            const int64_t nc = std::min<int64_t>(FA_BLOCK, n_kv - c0);
+        fa_row r;
+        for (int64_t c0 = 0; c0 < a.n_kv && !r.nan; c0 += FA_BLOCK) {
+            const int64_t nc = std::min<int64_t>(FA_BLOCK, a.n_kv - c0);
             float bm = -INFINITY;
             for (int64_t j = 0; j < nc; ++j) {
                 const int64_t ic = c0 + j;
@@ -19604,23 +19693,12 @@ static void op_flash_attn_ext(const cparams & p, tsr_tensor * dst) {
                     s = 0.0f;
                     for (int64_t i = 0; i < D; ++i) s += ld(k->type, krow + i * k->nb[0]) * qf[i];
                 }
-                s *= scale;
-                if (softcap != 0.0f) s = softcap * std::tanh(s);
-                s += mv;
+                s = fa_score(a, s, mv);
                 sc[j] = s;
                 bm = std::max(bm, s);
-                nan_row |= !(s < INFINITY);
+                r.nan |= !(s < INFINITY);
             }
-            if (nan_row || bm == -INFINITY) continue;  /* the row's result is known, or the whole block masked */
-            if (bm > M) {
-                const float ms = std::exp(M - bm);  /* 0 for the first block that counts */
-                for (int64_t i = 0; i < Dv; ++i) acc[i] *= ms;
-                S *= ms;
-                M = bm;
-            }
-            for (int64_t j = 0; j < nc; ++j) sc[j] -= M;
-            if (p.K->act) p.K->act->exp(nc, sc, sc);
-            else for (int64_t j = 0; j < nc; ++j) sc[j] = std::exp(sc[j]);
+            if (!fa_weights(p, r, sc, nc, bm, acc, Dv)) continue;
             for (int64_t j = 0; j < nc; ++j) {
                 const float vs = sc[j];
                 if (vs == 0.0f) continue;  /* masked, or too small to count */
@@ -19631,13 +19709,303 @@ static void op_flash_attn_ext(const cparams & p, tsr_tensor * dst) {
                 else if (row_contig(v)) { row_to_f32(v->type, vr, vrow, Dv); vf = vrow; }
                 else { for (int64_t i = 0; i < Dv; ++i) vrow[i] = ld(v->type, vr + i * v->nb[0]); vf = vrow; }
                 p.K->axpy_f32(Dv, vs, vf, acc);
-                S += vs;
+                r.S += vs;
             }
         }
-        const float inv = nan_row ? NAN : S == 0.0f ? 0.0f : 1.0f / S;
-        float * d = (float *)tptr(dst, 0, iq2, iq1, iq3);
-        for (int64_t i = 0; i < Dv; ++i) d[i] = acc[i] * inv;
+        fa_store(dst, r, acc, Dv, iq1, iq2, iq3);
     }
+}
+
+/* ---- tiles of FA_QB queries ------------------------------------------------------------------
+ * A tile's scores st[j * FA_QB + l] (key j, query lane l) stay in that layout from the dot
+ * products to the weights: the max, the NaN test and the exps run a vector of queries at a
+ * time, and the V accumulation reads lane l's weights with a stride of FA_QB. */
+
+/* st[j * FA_QB + l] = sum over d of kf[j * D + d] * qt[d * FA_QB + l], for nk keys: KR keys
+ * per pass share each load of the queries. Each (key, lane) sum is one chain in d order,
+ * whatever KR. */
+template <class V, int KR>
+static TSR_ALWAYS_INLINE void fa_scores_keys(int64_t D, const float * kf, const float * qt, float * st) {
+    constexpr int L = (int)(sizeof(V) / sizeof(float)), NV = FA_QB / L;
+    V acc[KR][NV] = {};
+    for (int64_t d = 0; d < D; ++d) {
+        V qv[NV];
+        for (int v = 0; v < NV; ++v) std::memcpy(&qv[v], qt + d * FA_QB + v * L, sizeof(V));
+        for (int r = 0; r < KR; ++r) {
+            const V kb = V{} + kf[r * D + d];
+            for (int v = 0; v < NV; ++v) acc[r][v] += kb * qv[v];
+        }
+    }
+    for (int r = 0; r < KR; ++r)
+        for (int v = 0; v < NV; ++v) std::memcpy(st + r * FA_QB + v * L, &acc[r][v], sizeof(V));
+}
+template <class V>
+static TSR_ALWAYS_INLINE void fa_scores_body(int64_t nk, int64_t D, const float * kf, const float * qt, float * st) {
+    constexpr int NV = FA_QB / (int)(sizeof(V) / sizeof(float));
+    constexpr int KR = NV >= 8 ? 1 : 8 / NV;  /* about 8 accumulators in flight */
+    int64_t j = 0;
+    for (; j + KR <= nk; j += KR) fa_scores_keys<V, KR>(D, kf + j * D, qt, st + j * FA_QB);
+    for (; j < nk; ++j) fa_scores_keys<V, 1>(D, kf + j * D, qt, st + j * FA_QB);
+}
+
+/* The dot products st (nk keys) become scores as soft_max sees them, in place: times scale,
+ * plus the mask mt (same layout; -inf: masked, whatever the dot product); per lane, the max
+ * over the keys (bm) and whether a NaN or +inf score came up (bad). */
+template <class V>
+static TSR_ALWAYS_INLINE void fa_finish_body(int64_t nk, float scale, const float * mt, float * st, float * bm, int32_t * bad) {
+    constexpr int L = (int)(sizeof(V) / sizeof(float)), NV = FA_QB / L;
+    typedef decltype(V{} < V{}) M;
+    for (int v = 0; v < NV; ++v) {
+        V mx = V{} - INFINITY;
+        M nan = M{} == 1;  /* all clear */
+        for (int64_t j = 0; j < nk; ++j) {
+            float * sp = st + j * FA_QB + v * L;
+            V s;
+            std::memcpy(&s, sp, sizeof(V));
+            s *= scale;
+            if (mt) {
+                V mv;
+                std::memcpy(&mv, mt + j * FA_QB + v * L, sizeof(V));
+                s = mv == -INFINITY ? V{} - INFINITY : s + mv;
+            }
+            std::memcpy(sp, &s, sizeof(V));
+            mx = mx < s ? s : mx;  /* std::max(mx, s): a NaN score leaves mx */
+            nan |= ~(s < INFINITY);
+        }
+        std::memcpy(bm + v * L, &mx, sizeof(V));
+        std::memcpy(bad + v * L, &nan, sizeof(V));
+    }
+}
+
+/* st[j * FA_QB + l] -= m[l] (sub), and sum[l] += st[j * FA_QB + l] over the keys in order (sum) */
+template <class V>
+static TSR_ALWAYS_INLINE void fa_sub_body(int64_t nk, const float * m, float * st) {
+    constexpr int L = (int)(sizeof(V) / sizeof(float)), NV = FA_QB / L;
+    for (int v = 0; v < NV; ++v) {
+        V mv;
+        std::memcpy(&mv, m + v * L, sizeof(V));
+        for (int64_t j = 0; j < nk; ++j) {
+            V s;
+            std::memcpy(&s, st + j * FA_QB + v * L, sizeof(V));
+            s -= mv;
+            std::memcpy(st + j * FA_QB + v * L, &s, sizeof(V));
+        }
+    }
+}
+template <class V>
+static TSR_ALWAYS_INLINE void fa_sum_body(int64_t nk, const float * st, float * sum) {
+    constexpr int L = (int)(sizeof(V) / sizeof(float)), NV = FA_QB / L;
+    for (int v = 0; v < NV; ++v) {
+        V a;
+        std::memcpy(&a, sum + v * L, sizeof(V));
+        for (int64_t j = 0; j < nk; ++j) {
+            V s;
+            std::memcpy(&s, st + j * FA_QB + v * L, sizeof(V));
+            a += s;
+        }
+        std::memcpy(sum + v * L, &a, sizeof(V));
+    }
+}
+
+/* acc[0..Dv) += w[j * FA_QB] * vf[j * Dv ..] over nk keys in order, keys of weight 0
+ * skipped (as the one-query path's axpy per key); up to 4 vectors of acc stay in registers. */
+template <class V>
+static TSR_ALWAYS_INLINE void fa_accum_body(int64_t nk, int64_t Dv, const float * w, const float * vf, float * acc) {
+    constexpr int64_t L = (int64_t)(sizeof(V) / sizeof(float));
+    int64_t c = 0;
+    for (; c + 4 * L <= Dv; c += 4 * L) {
+        V a[4];
+        for (int i = 0; i < 4; ++i) std::memcpy(&a[i], acc + c + i * L, sizeof(V));
+        for (int64_t j = 0; j < nk; ++j) {
+            if (w[j * FA_QB] == 0.0f) continue;
+            const V b = V{} + w[j * FA_QB];
+            for (int i = 0; i < 4; ++i) {
+                V x;
+                std::memcpy(&x, vf + j * Dv + c + i * L, sizeof(V));
+                a[i] += b * x;
+            }
+        }
+        for (int i = 0; i < 4; ++i) std::memcpy(acc + c + i * L, &a[i], sizeof(V));
+    }
+    for (; c + L <= Dv; c += L) {
+        V a;
+        std::memcpy(&a, acc + c, sizeof(V));
+        for (int64_t j = 0; j < nk; ++j) {
+            if (w[j * FA_QB] == 0.0f) continue;
+            V x;
+            std::memcpy(&x, vf + j * Dv + c, sizeof(V));
+            a += (V{} + w[j * FA_QB]) * x;
+        }
+        std::memcpy(acc + c, &a, sizeof(V));
+    }
+    for (; c < Dv; ++c) {
+        float a = acc[c];
+        for (int64_t j = 0; j < nk; ++j)
+            if (w[j * FA_QB] != 0.0f) a += w[j * FA_QB] * vf[j * Dv + c];
+        acc[c] = a;
+    }
+}
+
+/* The tile kernels of one ISA (a body template compiled for it). */
+struct fa_tile_kernels {
+    void (*scores)(int64_t nk, int64_t D, const float * kf, const float * qt, float * st);
+    void (*finish)(int64_t nk, float scale, const float * mt, float * st, float * bm, int32_t * bad);
+    void (*sub)(int64_t nk, const float * m, float * st);
+    void (*sum)(int64_t nk, const float * st, float * sum);
+    void (*accum)(int64_t nk, int64_t Dv, const float * w, const float * vf, float * acc);
+};
+#define TSR_FA_TILE_KERNELS(TARGET, V, NAME)                                                                                      \
+    struct NAME {                                                                                                                 \
+        TARGET static void scores(int64_t nk, int64_t D, const float * kf, const float * qt, float * st) {                        \
+            fa_scores_body<V>(nk, D, kf, qt, st);                                                                                 \
+        }                                                                                                                         \
+        TARGET static void finish(int64_t nk, float scale, const float * mt, float * st, float * bm, int32_t * bad) {             \
+            fa_finish_body<V>(nk, scale, mt, st, bm, bad);                                                                        \
+        }                                                                                                                         \
+        TARGET static void sub(int64_t nk, const float * m, float * st) { fa_sub_body<V>(nk, m, st); }                            \
+        TARGET static void sum(int64_t nk, const float * st, float * s) { fa_sum_body<V>(nk, st, s); }                            \
+        TARGET static void accum(int64_t nk, int64_t Dv, const float * w, const float * vf, float * acc) {                        \
+            fa_accum_body<V>(nk, Dv, w, vf, acc);                                                                                 \
+        }                                                                                                                         \
+    };
+TSR_FA_TILE_KERNELS(, vf32x4, fa_tiles_v4)
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+TSR_FA_TILE_KERNELS(TSR_TARGET_AVX2, vf32x8, fa_tiles_avx2)
+TSR_FA_TILE_KERNELS(TSR_TARGET_AVX512, vf32x16, fa_tiles_avx512)
+#endif
+#undef TSR_FA_TILE_KERNELS
+
+template <class T> static constexpr fa_tile_kernels fa_tile_table() {
+    fa_tile_kernels k{};
+    k.scores = T::scores;
+    k.finish = T::finish;
+    k.sub = T::sub;
+    k.sum = T::sum;
+    k.accum = T::accum;
+    return k;
+}
+static fa_tile_kernels fa_tile_kernels_for(const kernels * K) {
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+    if (K->isa == TSR_CPU_ISA_AVX512) return fa_tile_table<fa_tiles_avx512>();
+    if (K->isa == TSR_CPU_ISA_AVX2) return fa_tile_table<fa_tiles_avx2>();
+#endif
+    (void)K;
+    return fa_tile_table<fa_tiles_v4>();
+}
+
+/* Rows c0..c0+nc of K or V (head ik2, ik3) as F32, one after another. */
+static void fa_rows_f32(const kernels * K, const tsr_tensor * t, int64_t c0, int64_t nc, int64_t ik2, int64_t ik3, float * out) {
+    const int64_t n = t->ne[0];
+    for (int64_t j = 0; j < nc; ++j) {
+        const char * row = tptr(t, 0, c0 + j, ik2, ik3);
+        if (t->type == TSR_TYPE_F32) std::memcpy(out + j * n, row, (size_t)n * 4);
+        else K->f16_to_f32(row, out + j * n, n);
+    }
+}
+
+/* The tile's mask, keys c0..c0+nc, in the scores' layout (times the ALiBi slope; lanes past
+ * nq -inf). Returns whether it masks out every key for every query (causal prompts: about
+ * half the tiles), when the tile is skipped. */
+static bool fa_tile_mask(const kernels * K, const fa_args & a, const char * const * mrows, int64_t nq, float slope, int64_t c0,
+                         int64_t nc, float * row, float * mt) {
+    bool all_masked = true;
+    for (int64_t l = 0; l < FA_QB; ++l) {
+        if (l < nq) {
+            const char * m = mrows[l] + c0 * a.mask->nb[0];
+            if (a.mask->type == TSR_TYPE_F16 && row_contig(a.mask)) K->f16_to_f32(m, row, nc);
+            else
+                for (int64_t j = 0; j < nc; ++j) row[j] = ld(a.mask->type, m + j * a.mask->nb[0]);
+        }
+        for (int64_t j = 0; j < nc; ++j) {
+            const float mv = l < nq ? slope * row[j] : -INFINITY;
+            mt[j * FA_QB + l] = mv;
+            all_masked &= mv == -INFINITY;
+        }
+    }
+    return all_masked;
+}
+
+static void fa_tiles(const cparams & p, tsr_tensor * dst, const fa_args & a, int64_t r0, int64_t r1) {
+    const fa_tile_kernels tk = fa_tile_kernels_for(p.K);
+    const int64_t D = a.D, Dv = a.Dv, n1 = a.q->ne[1];
+    float * qt = thread_floats(p, fa_thread_floats(dst));
+    float * st = qt + D * FA_QB;
+    float * mt = st + FA_BLOCK * FA_QB;
+    float * kf = mt + FA_BLOCK * FA_QB;
+    float * vf = kf + FA_BLOCK * D;
+    float * acc = vf + FA_BLOCK * Dv;
+    float * row = acc + FA_QB * Dv;
+    fa_row rows[FA_QB];
+    const char * mrows[FA_QB] = {};
+    float bm[FA_QB], m_sub[FA_QB], sum[FA_QB];
+    int32_t bad[FA_QB];
+    for (int64_t ir = r0; ir < r1;) {
+        /* the tile: queries iq1 .. iq1 + nq - 1 of one head, within this thread's rows */
+        const int64_t iq1 = ir % n1, iq2 = (ir / n1) % a.q->ne[2], iq3 = ir / (n1 * a.q->ne[2]);
+        const int64_t nq = std::min<int64_t>(std::min<int64_t>(FA_QB, r1 - ir), n1 - iq1);
+        const int64_t ik2 = iq2 / a.rk2, ik3 = iq3 / a.rk3;
+        const float slope = alibi_slope(a.max_bias, iq2, a.H);
+        for (int64_t l = 0; l < FA_QB; ++l) {  /* lanes past nq compute zeros, never read */
+            const char * qrow = l < nq ? tptr(a.q, 0, iq1 + l, iq2, iq3) : nullptr;
+            for (int64_t i = 0; i < D; ++i) qt[i * FA_QB + l] = qrow ? *(const float *)(qrow + i * a.q->nb[0]) : 0.0f;
+            if (l < nq && a.mask) mrows[l] = tptr(a.mask, 0, iq1 + l, iq2 % a.mask->ne[2], iq3 % a.mask->ne[3]);
+            rows[l] = fa_row();
+        }
+        std::fill(acc, acc + nq * Dv, 0.0f);
+        for (int64_t c0 = 0; c0 < a.n_kv; c0 += FA_BLOCK) {
+            const int64_t nc = std::min<int64_t>(FA_BLOCK, a.n_kv - c0);
+            if (a.mask && fa_tile_mask(p.K, a, mrows, nq, slope, c0, nc, row, mt)) continue;
+            fa_rows_f32(p.K, a.k, c0, nc, ik2, ik3, kf);
+            tk.scores(nc, D, kf, qt, st);
+            float scale = a.scale;
+            if (a.softcap != 0.0f) {  /* s = softcap tanh(dot scale), then the mask */
+                for (int64_t j = 0; j < nc * FA_QB; ++j) st[j] = a.softcap * std::tanh(st[j] * a.scale);
+                scale = 1.0f;
+            }
+            tk.finish(nc, scale, a.mask ? mt : nullptr, st, bm, bad);
+            /* per query: fold the tile in (fa_weights' steps, its exps below for all lanes) */
+            bool any = false;
+            for (int64_t l = 0; l < FA_QB; ++l) {
+                fa_row & r = rows[l];
+                m_sub[l] = 0.0f;
+                sum[l] = 0.0f;
+                if (l >= nq) continue;
+                r.nan |= bad[l] != 0;
+                if (r.nan || bm[l] == -INFINITY) continue;
+                if (bm[l] > r.M) {
+                    const float ms = std::exp(r.M - bm[l]);
+                    for (int64_t i = 0; i < Dv; ++i) acc[l * Dv + i] *= ms;
+                    r.S *= ms;
+                    r.M = bm[l];
+                }
+                m_sub[l] = r.M;
+                sum[l] = r.S;
+                any = true;
+            }
+            if (!any) continue;
+            tk.sub(nc, m_sub, st);
+            if (p.K->act) p.K->act->exp(nc * FA_QB, st, st);
+            else for (int64_t j = 0; j < nc * FA_QB; ++j) st[j] = std::exp(st[j]);
+            tk.sum(nc, st, sum);
+            fa_rows_f32(p.K, a.v, c0, nc, ik2, ik3, vf);
+            for (int64_t l = 0; l < nq; ++l) {
+                fa_row & r = rows[l];
+                if (r.nan || bm[l] == -INFINITY) continue;
+                tk.accum(nc, Dv, st + l, vf, acc + l * Dv);
+                r.S = sum[l];
+            }
+        }
+        for (int64_t l = 0; l < nq; ++l) fa_store(dst, rows[l], acc + l * Dv, Dv, iq1 + l, iq2, iq3);
+        ir += nq;
+    }
+}
+
+static void op_flash_attn_ext(const cparams & p, tsr_tensor * dst) {
+    const fa_args a = fa_args_of(dst);
+    int64_t r0, r1;
+    split_rows(a.q->ne[1] * a.q->ne[2] * a.q->ne[3], p.ith, p.nth, r0, r1);
+    if (fa_tiled(dst)) fa_tiles(p, dst, a, r0, r1);
+    else fa_one_query_at_a_time(p, dst, a, r0, r1);
 }
 
 } // namespace tcpu
@@ -19909,7 +20277,6 @@ static TSR_ALWAYS_INLINE void dw_rows_s1_body(const conv_geom & g, const float *
     }
 }
 
-typedef float dw_v4 __attribute__((vector_size(16)));
 typedef void (*dw_rows_fn)(const conv_geom &, const float *, const float *, int64_t, int64_t, float *);
 
 /* any stride along W: the taps are strided loads, left to the compiler */
@@ -19931,22 +20298,20 @@ static void dw_rows_strided(const conv_geom & g, const float * ker, const float 
 }
 /* 4 lanes: SSE2 on any x86-64, NEON on aarch64 */
 static void dw_rows_s1_v4(const conv_geom & g, const float * ker, const float * pad, int64_t PW, int64_t rows, float * out) {
-    dw_rows_s1_body<dw_v4>(g, ker, pad, PW, rows, out);
+    dw_rows_s1_body<vf32x4>(g, ker, pad, PW, rows, out);
 }
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-typedef float dw_v8 __attribute__((vector_size(32)));
-typedef float dw_v16 __attribute__((vector_size(64)));
 TSR_TARGET_AVX2 static void dw_rows_strided_avx2(const conv_geom & g, const float * ker, const float * pad, int64_t PW, int64_t rows,
                                                  float * out) {
     dw_rows_strided_body(g, ker, pad, PW, rows, out);
 }
 TSR_TARGET_AVX2 static void dw_rows_s1_avx2(const conv_geom & g, const float * ker, const float * pad, int64_t PW, int64_t rows,
                                             float * out) {
-    dw_rows_s1_body<dw_v8>(g, ker, pad, PW, rows, out);
+    dw_rows_s1_body<vf32x8>(g, ker, pad, PW, rows, out);
 }
 TSR_TARGET_AVX512 static void dw_rows_s1_avx512(const conv_geom & g, const float * ker, const float * pad, int64_t PW, int64_t rows,
                                                 float * out) {
-    dw_rows_s1_body<dw_v16>(g, ker, pad, PW, rows, out);
+    dw_rows_s1_body<vf32x16>(g, ker, pad, PW, rows, out);
 }
 #endif
 static dw_rows_fn dw_rows_for(const kernels * K, const conv_geom & g) {

@@ -472,6 +472,30 @@ double bench_conv(tsr_backend_t be, const int64_t kne[4], const int64_t ine[4], 
 
 // ---- GPT-2 small forward -------------------------------------------------------------------
 
+// flash_attn_ext alone, as a prompt runs it: T queries of H heads over T keys under a causal
+// mask, K and V in F16 (a KV cache's type); ms per node.
+double bench_attn(tsr_backend_t be, int64_t T, int64_t H, int64_t hd, int reps) {
+    const size_t mem = (size_t)(hd * T * H) * 12 + (size_t)(T * T) * 2 + 16 * tsr_tensor_overhead() + tsr_graph_overhead() + (1 << 20);
+    tsr_context * ctx = tsr_init(tsr_init_params{mem, nullptr, false});
+    tsr_tensor * q = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, hd, T, H);
+    tsr_tensor * k = tsr_new_tensor_3d(ctx, TSR_TYPE_F16, hd, T, H);
+    tsr_tensor * v = tsr_new_tensor_3d(ctx, TSR_TYPE_F16, hd, T, H);
+    tsr_tensor * mask = tsr_new_tensor_2d(ctx, TSR_TYPE_F16, T, T);
+    fast_fill(q, 1);
+    fast_fill(k, 2);
+    fast_fill(v, 3);
+    uint16_t * md = (uint16_t *)mask->data;
+    for (int64_t i = 0; i < T; ++i)
+        for (int64_t j = 0; j < T; ++j) md[i * T + j] = tsr_fp32_to_fp16(j <= i ? 0.0f : -INFINITY);
+    tsr_tensor * o = tsr_flash_attn_ext(ctx, q, k, v, mask, 1.0f / std::sqrt((float)hd), 0.0f, 0.0f);
+    tsr_cgraph * gf = tsr_new_graph(ctx);
+    tsr_build_forward_expand(gf, o);
+    tsr_backend_graph_reserve(be, gf);
+    const double t = best_time(reps, [&] { tsr_backend_graph_compute(be, gf); });
+    tsr_free(ctx);
+    return t * 1e3;
+}
+
 double bench_gpt2(tsr_backend_t be, int n_tokens, int reps) {
     const int64_t D = 768, H = 12, L = 12, F = 3072, V = 50257, NCTX = 1024, T = n_tokens;
     const size_t wbytes = (size_t)(V * D + NCTX * D + L * (4 * D * D + 2 * D * F + 13 * D + 2 * F) + 2 * D) * 4;
@@ -713,6 +737,10 @@ gpt2:
     if (!matvec_only && !conv_only && !gemm_only) {
     const double ms = bench_gpt2(be, 128, quick ? 1 : 3);
     add_row("GPT-2 small forward, 128 tokens", ms, "ms", "", "F32 weights, flash_attn_ext, logits for all tokens");
+    add_row("flash_attn_ext prompt, 128 tokens", bench_attn(be, 128, 12, 64, quick ? 2 : 10), "ms", "",
+            "12 heads of 64 (GPT-2 small), causal mask, F16 K and V");
+    add_row("flash_attn_ext prompt, 512 tokens", bench_attn(be, 512, 32, 64, quick ? 1 : 5), "ms", "",
+            "32 heads of 64 (1.1B LLaMA), causal mask, F16 K and V");
     }
 report:
     tsr_backend_free(be);

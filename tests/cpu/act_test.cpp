@@ -292,25 +292,7 @@ TEST_CASE("flash_attn_ext over several key blocks: masked blocks, all-masked row
     const float scale = 0.25f;
     tsr_tensor * out = tsr_flash_attn_ext(ctx, q, k, v, m, scale, 0.0f, 0.0f);
     REQUIRE(out != nullptr);
-    std::vector<double> ref((size_t)tsr_nelements(out));
-    for (int64_t h = 0; h < H; ++h)
-        for (int64_t i = 0; i < nq; ++i) {
-            std::vector<double> s((size_t)nkv);
-            double mx = -INFINITY;
-            for (int64_t j = 0; j < nkv; ++j) {
-                double d = 0;
-                for (int64_t e = 0; e < D; ++e) d += at(q, e, i, h) * at(k, e, j, h);
-                s[(size_t)j] = d * scale + at(m, j, i);
-                mx = std::max(mx, s[(size_t)j]);
-            }
-            double sum = 0;
-            for (double & x : s) { x = mx == -INFINITY ? 0.0 : std::exp(x - mx); sum += x; }
-            for (int64_t e = 0; e < Dv; ++e) {
-                double o = 0;
-                for (int64_t j = 0; j < nkv; ++j) o += s[(size_t)j] * at(v, e, j, h);
-                ref[(size_t)((i * H + h) * Dv + e)] = sum > 0 ? o / sum : 0.0;
-            }
-        }
+    const std::vector<double> ref = flash_attn_reference(q, k, v, m, scale, 0.0, 0.0);
     for (tsr_cpu_isa isa : isas()) {
         isa_scope s(isa);
         backend_holder be(2);
@@ -322,5 +304,51 @@ TEST_CASE("flash_attn_ext over several key blocks: masked blocks, all-masked row
         CHECK(nmse(got, ref) <= 1e-10);
         for (int64_t h = 0; h < H; ++h)
             for (int64_t e = 0; e < Dv; ++e) CHECK(at(out, e, h, 2) == 0.0);
+    }
+}
+
+// Prompts take the tiled path (16 queries of a head per tile, scores a vector of queries at a
+// time). 37 queries: full tiles, a partial one, and thread splits that cut a head's queries
+// anywhere; a causal mask with an offset (whole tiles skipped), GQA, softcap and ALiBi; Dv
+// past whole vectors. Checked against double precision on every ISA, and a query's result
+// must be the same bits whichever queries share its tile (1, 2 and 3 threads).
+TEST_CASE("flash_attn_ext prompt tiles: every ISA against double; the same bits for any thread count", "[cpu][ops][act]") {
+    struct cfg { tsr_type kv; int64_t Dv; float softcap, max_bias; };
+    for (const cfg & c : {cfg{TSR_TYPE_F16, 72, 0.0f, 0.0f}, cfg{TSR_TYPE_F32, 40, 20.0f, 4.0f}}) {
+        ctx_holder ctx(16);
+        std::mt19937 rng(61);
+        const int64_t D = 64, nq = 37, nkv = 150, H = 4, Hkv = 2;
+        tsr_tensor * q = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, D, nq, H);
+        tsr_tensor * k = tsr_new_tensor_3d(ctx, c.kv, D, nkv, Hkv);
+        tsr_tensor * v = tsr_new_tensor_3d(ctx, c.kv, c.Dv, nkv, Hkv);
+        fill(q, rng, -2, 2);
+        fill(k, rng, -2, 2);
+        fill(v, rng);
+        tsr_tensor * m = tsr_new_tensor_2d(ctx, TSR_TYPE_F16, nkv, nq);
+        fill(m, rng, -1, 0);
+        for (int64_t i = 0; i < nq; ++i)
+            for (int64_t j = 0; j < nkv; ++j)
+                if (j > i + 70) tsr_set_f32_nd(m, j, i, 0, 0, -INFINITY);  // no query sees keys 107..149: the last block is skipped
+        const float scale = 0.125f;
+        tsr_tensor * out = tsr_flash_attn_ext(ctx, q, k, v, m, scale, c.max_bias, c.softcap);
+        REQUIRE(out != nullptr);
+        const std::vector<double> ref = flash_attn_reference(q, k, v, m, scale, c.max_bias, c.softcap);
+        for (tsr_cpu_isa isa : isas()) {
+            isa_scope s(isa);
+            std::vector<std::vector<float>> by_threads;
+            for (int nth : {1, 2, 3}) {
+                backend_holder be(nth);
+                REQUIRE(run(be, ctx, out) == TSR_STATUS_SUCCESS);
+                const std::vector<double> got = values(out);
+                INFO("isa " << tsr_cpu_isa_name(isa) << ", " << nth << " threads, " << tsr_type_name(c.kv) << ": max abs err "
+                            << max_abs_err(got, ref) << ", nmse " << nmse(got, ref));
+                CHECK(max_abs_err(got, ref) <= 1e-5);
+                CHECK(nmse(got, ref) <= 1e-10);
+                by_threads.emplace_back((const float *)out->data, (const float *)out->data + tsr_nelements(out));
+            }
+            INFO("isa " << tsr_cpu_isa_name(isa) << ", " << tsr_type_name(c.kv));
+            CHECK(std::memcmp(by_threads[0].data(), by_threads[1].data(), by_threads[0].size() * 4) == 0);
+            CHECK(std::memcmp(by_threads[0].data(), by_threads[2].data(), by_threads[0].size() * 4) == 0);
+        }
     }
 }

@@ -85,4 +85,46 @@ inline void alias(tsr_tensor * dst, tsr_tensor * src) {
     dst->data = src->data;
 }
 
+// flash_attn_ext in double precision: q [D, nq, H, B], k [D, nkv, Hk, B], v [Dv, nkv, Hk, B]
+// (query head h reads K/V head h / (H / Hk)), mask [nkv, >= nq] or null; the result in the
+// op's layout [Dv, H, nq, B]. A row whose keys are all masked is 0.
+inline std::vector<double> flash_attn_reference(const tsr_tensor * q, const tsr_tensor * k, const tsr_tensor * v,
+                                                const tsr_tensor * m, double scale, double max_bias, double softcap) {
+    const int64_t D = q->ne[0], nq = q->ne[1], H = q->ne[2], B = q->ne[3], nkv = k->ne[1], Dv = v->ne[0];
+    const double nl2 = std::pow(2, std::floor(std::log2((double)H)));
+    std::vector<double> ref((size_t)(Dv * H * nq * B));
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < H; ++h)
+            for (int64_t i = 0; i < nq; ++i) {
+                double slope = 1;
+                if (max_bias > 0) {
+                    const double m0 = std::pow(2, -max_bias / nl2), m1 = std::pow(2, -max_bias / 2 / nl2);
+                    slope = h < nl2 ? std::pow(m0, h + 1) : std::pow(m1, 2 * (h - nl2) + 1);
+                }
+                const int64_t hk = h / (H / k->ne[2]);
+                std::vector<double> s((size_t)nkv);
+                double mx = -INFINITY;
+                for (int64_t j = 0; j < nkv; ++j) {
+                    double d = 0;
+                    for (int64_t e = 0; e < D; ++e) d += at(q, e, i, h, b) * at(k, e, j, hk, b);
+                    d *= scale;
+                    if (softcap != 0) d = softcap * std::tanh(d / softcap);
+                    if (m) d += slope * at(m, j, i);
+                    s[(size_t)j] = d;
+                    mx = std::max(mx, d);
+                }
+                double sum = 0;
+                for (double & x : s) {
+                    x = mx == -INFINITY ? 0.0 : std::exp(x - mx);
+                    sum += x;
+                }
+                for (int64_t e = 0; e < Dv; ++e) {
+                    double o = 0;
+                    for (int64_t j = 0; j < nkv; ++j) o += s[(size_t)j] * at(v, e, j, hk, b);
+                    ref[(size_t)(((b * nq + i) * H + h) * Dv + e)] = sum > 0 ? o / sum : 0.0;
+                }
+            }
+    return ref;
+}
+
 } // namespace cput

@@ -523,36 +523,7 @@ TEST_CASE("flash_attn_ext: GQA, mask, softcap, ALiBi, f16/q8_0 K and V", "[cpu][
         const float scale = 0.125f;
         tsr_tensor * out = tsr_flash_attn_ext(ctx, q, k, v, m, scale, c.max_bias, c.softcap);
         REQUIRE(out != nullptr);
-        std::vector<double> ref((size_t)tsr_nelements(out));
-        const double nl2 = std::pow(2, std::floor(std::log2(H)));
-        for (int64_t b = 0; b < B; ++b)
-            for (int64_t h = 0; h < H; ++h)
-                for (int64_t i = 0; i < nq; ++i) {
-                    double slope = 1;
-                    if (c.max_bias > 0) {
-                        const double m0 = std::pow(2, -c.max_bias / nl2), m1 = std::pow(2, -c.max_bias / 2 / nl2);
-                        slope = h < nl2 ? std::pow(m0, h + 1) : std::pow(m1, 2 * (h - nl2) + 1);
-                    }
-                    const int64_t hk = h / (H / Hkv);
-                    std::vector<double> s((size_t)nkv);
-                    double mx = -INFINITY;
-                    for (int64_t j = 0; j < nkv; ++j) {
-                        double d = 0;
-                        for (int64_t e = 0; e < D; ++e) d += at(q, e, i, h, b) * at(k, e, j, hk, b);
-                        d *= scale;
-                        if (c.softcap != 0) d = c.softcap * std::tanh(d / c.softcap);
-                        if (m) d += slope * at(m, j, i);
-                        s[j] = d;
-                        mx = std::max(mx, d);
-                    }
-                    double sum = 0;
-                    for (double & x : s) { x = std::exp(x - mx); sum += x; }
-                    for (int64_t e = 0; e < Dv; ++e) {
-                        double o = 0;
-                        for (int64_t j = 0; j < nkv; ++j) o += s[j] * at(v, e, j, hk, b);
-                        ref[(size_t)(((b * nq + i) * H + h) * Dv + e)] = o / sum;
-                    }
-                }
+        const std::vector<double> ref = flash_attn_reference(q, k, v, m, scale, c.max_bias, c.softcap);
         check(ctx, out, ref, c.kv == TSR_TYPE_Q8_0 ? 1e-4 : 1e-10, tsr_type_name(c.kv));
     }
 }

@@ -40,6 +40,15 @@
 namespace {
 namespace tcpu {
 
+/* GCC vector types for kernels written once as a body template over V and compiled per ISA
+ * by callers that carry the ISA's target attribute (ops_models.inl's depthwise rows,
+ * ops_attn.inl's attention tiles). 4 lanes: SSE2 on any x86-64, NEON on aarch64. */
+typedef float vf32x4 __attribute__((vector_size(16)));
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+typedef float vf32x8 __attribute__((vector_size(32)));
+typedef float vf32x16 __attribute__((vector_size(64)));
+#endif
+
 /* ---- scalar element conversions (exact, round to nearest even) ------------------------ */
 
 static inline float bits_f32(uint32_t w) { float f; std::memcpy(&f, &w, 4); return f; }

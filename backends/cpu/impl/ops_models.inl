@@ -264,7 +264,6 @@ static TSR_ALWAYS_INLINE void dw_rows_s1_body(const conv_geom & g, const float *
     }
 }
 
-typedef float dw_v4 __attribute__((vector_size(16)));
 typedef void (*dw_rows_fn)(const conv_geom &, const float *, const float *, int64_t, int64_t, float *);
 
 /* any stride along W: the taps are strided loads, left to the compiler */
@@ -286,22 +285,20 @@ static void dw_rows_strided(const conv_geom & g, const float * ker, const float 
 }
 /* 4 lanes: SSE2 on any x86-64, NEON on aarch64 */
 static void dw_rows_s1_v4(const conv_geom & g, const float * ker, const float * pad, int64_t PW, int64_t rows, float * out) {
-    dw_rows_s1_body<dw_v4>(g, ker, pad, PW, rows, out);
+    dw_rows_s1_body<vf32x4>(g, ker, pad, PW, rows, out);
 }
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-typedef float dw_v8 __attribute__((vector_size(32)));
-typedef float dw_v16 __attribute__((vector_size(64)));
 TSR_TARGET_AVX2 static void dw_rows_strided_avx2(const conv_geom & g, const float * ker, const float * pad, int64_t PW, int64_t rows,
                                                  float * out) {
     dw_rows_strided_body(g, ker, pad, PW, rows, out);
 }
 TSR_TARGET_AVX2 static void dw_rows_s1_avx2(const conv_geom & g, const float * ker, const float * pad, int64_t PW, int64_t rows,
                                             float * out) {
-    dw_rows_s1_body<dw_v8>(g, ker, pad, PW, rows, out);
+    dw_rows_s1_body<vf32x8>(g, ker, pad, PW, rows, out);
 }
 TSR_TARGET_AVX512 static void dw_rows_s1_avx512(const conv_geom & g, const float * ker, const float * pad, int64_t PW, int64_t rows,
                                                 float * out) {
-    dw_rows_s1_body<dw_v16>(g, ker, pad, PW, rows, out);
+    dw_rows_s1_body<vf32x16>(g, ker, pad, PW, rows, out);
 }
 #endif
 static dw_rows_fn dw_rows_for(const kernels * K, const conv_geom & g) {

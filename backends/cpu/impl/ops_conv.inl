@@ -1,6 +1,6 @@
 /*
- * ops_conv_attn.inl - the CPU ops on images and attention: im2col, conv_2d (im2col + GEMM),
- * pool_2d, upscale, and fused flash attention (conventions: ops_elementwise.inl).
+ * ops_conv.inl - the CPU ops on images: im2col, conv_2d (im2col + GEMM), pool_2d, upscale
+ * (conventions: ops_elementwise.inl; fused attention: ops_attn.inl).
  */
 namespace {
 namespace tcpu {
@@ -201,105 +201,6 @@ static void op_upscale(const cparams & p, tsr_tensor * dst) {
                 st(dst->type, d + i0 * dst->nb[0], v);
             }
         }
-    }
-}
-
-/* ---- fused attention (online softmax, no n_q x n_kv buffer) ------------------------------- */
-
-/* Scores are taken FA_BLOCK keys at a time: one max and one rescale of the accumulator
- * per block, and the exps as one vector row. */
-enum { FA_BLOCK = 64 };
-
-static size_t fa_thread_floats(const tsr_tensor * dst) {
-    const int64_t D = dst->src[0]->ne[0], Dv = dst->src[2]->ne[0];
-    return (size_t)(D + 2 * Dv + FA_BLOCK) + yq8_row_bytes(D) / 4 + 16;
-}
-
-static void op_flash_attn_ext(const cparams & p, tsr_tensor * dst) {
-    const tsr_tensor * q = dst->src[0];
-    const tsr_tensor * k = dst->src[1];
-    const tsr_tensor * v = dst->src[2];
-    const tsr_tensor * mask = dst->src[3];
-    float scale = tsr_get_op_params_f32(dst, 0);
-    const float max_bias = tsr_get_op_params_f32(dst, 1);
-    const float softcap = tsr_get_op_params_f32(dst, 2);
-    if (softcap != 0.0f) scale /= softcap;
-    const int64_t D = q->ne[0], Dv = v->ne[0], n_kv = k->ne[1];
-    const int64_t H = q->ne[2];
-    const int64_t rk2 = q->ne[2] / k->ne[2], rk3 = q->ne[3] / k->ne[3];
-    float * buf = thread_floats(p, fa_thread_floats(dst));
-    float * qf = buf;
-    float * acc = qf + D;
-    float * vrow = acc + Dv;
-    float * sc = vrow + Dv;
-    yq8 * qq = (yq8 *)(sc + FA_BLOCK);
-    const bool kq = tsr_is_quantized(k->type);
-    const bool k_contig = row_contig(k), v_f32 = v->type == TSR_TYPE_F32 && v->nb[0] == 4;
-    const int64_t nr = q->ne[1] * q->ne[2] * q->ne[3];
-    int64_t r0, r1;
-    split_rows(nr, p.ith, p.nth, r0, r1);
-    for (int64_t ir = r0; ir < r1; ++ir) {
-        const int64_t iq1 = ir % q->ne[1], iq2 = (ir / q->ne[1]) % q->ne[2], iq3 = ir / (q->ne[1] * q->ne[2]);
-        const int64_t ik2 = iq2 / rk2, ik3 = iq3 / rk3;
-        const float slope = alibi_slope(max_bias, iq2, H);
-        const char * qrow = tptr(q, 0, iq1, iq2, iq3);
-        for (int64_t i = 0; i < D; ++i) qf[i] = *(const float *)(qrow + i * q->nb[0]);
-        if (kq) {
-            quantize_y_nonfinite_nan(p.K, qf, qq, D);
-            y_side(qq, D / 32, k->type);
-        }
-        const char * mrow = mask ? tptr(mask, 0, iq1, iq2 % mask->ne[2], iq3 % mask->ne[3]) : nullptr;
-        for (int64_t i = 0; i < Dv; ++i) acc[i] = 0.0f;
-        float S = 0.0f, M = -INFINITY;
-        bool nan_row = false;   /* a NaN or +inf score: the row is NaN (soft_max's rule) */
-        for (int64_t c0 = 0; c0 < n_kv && !nan_row; c0 += FA_BLOCK) {
-            const int64_t nc = std::min<int64_t>(FA_BLOCK, n_kv - c0);
-            float bm = -INFINITY;
-            for (int64_t j = 0; j < nc; ++j) {
-                const int64_t ic = c0 + j;
-                const float mv = mrow ? slope * ld(mask->type, mrow + ic * mask->nb[0]) : 0.0f;
-                if (mv == -INFINITY) { sc[j] = -INFINITY; continue; }
-                const char * krow = tptr(k, 0, ic, ik2, ik3);
-                float s;
-                if (kq) s = dot_any(p.K, k->type, D, krow, (const char *)qq);
-                else if (k_contig) s = dot_any(p.K, k->type, D, krow, (const char *)qf);
-                else {
-                    s = 0.0f;
-                    for (int64_t i = 0; i < D; ++i) s += ld(k->type, krow + i * k->nb[0]) * qf[i];
-                }
-                s *= scale;
-                if (softcap != 0.0f) s = softcap * std::tanh(s);
-                s += mv;
-                sc[j] = s;
-                bm = std::max(bm, s);
-                nan_row |= !(s < INFINITY);
-            }
-            if (nan_row || bm == -INFINITY) continue;  /* the row's result is known, or the whole block masked */
-            if (bm > M) {
-                const float ms = std::exp(M - bm);  /* 0 for the first block that counts */
-                for (int64_t i = 0; i < Dv; ++i) acc[i] *= ms;
-                S *= ms;
-                M = bm;
-            }
-            for (int64_t j = 0; j < nc; ++j) sc[j] -= M;
-            if (p.K->act) p.K->act->exp(nc, sc, sc);
-            else for (int64_t j = 0; j < nc; ++j) sc[j] = std::exp(sc[j]);
-            for (int64_t j = 0; j < nc; ++j) {
-                const float vs = sc[j];
-                if (vs == 0.0f) continue;  /* masked, or too small to count */
-                const char * vr = tptr(v, 0, c0 + j, ik2, ik3);
-                const float * vf;
-                if (v_f32) vf = (const float *)vr;
-                else if (v->type == TSR_TYPE_F16 && row_contig(v)) { p.K->f16_to_f32(vr, vrow, Dv); vf = vrow; }
-                else if (row_contig(v)) { row_to_f32(v->type, vr, vrow, Dv); vf = vrow; }
-                else { for (int64_t i = 0; i < Dv; ++i) vrow[i] = ld(v->type, vr + i * v->nb[0]); vf = vrow; }
-                p.K->axpy_f32(Dv, vs, vf, acc);
-                S += vs;
-            }
-        }
-        const float inv = nan_row ? NAN : S == 0.0f ? 0.0f : 1.0f / S;
-        float * d = (float *)tptr(dst, 0, iq2, iq1, iq3);
-        for (int64_t i = 0; i < Dv; ++i) d[i] = acc[i] * inv;
     }
 }
 
