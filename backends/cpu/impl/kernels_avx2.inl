@@ -340,11 +340,21 @@ TSR_TARGET_AVX2 static void gemm_f32_kernel_avx2(int kc, const void * ap, const 
  *  - min panels (KIND, pack.inl: q 0..31): a pair is at most 2 * 31 * 127, but eight
  *    quads would pass int16, so each quad is widened as Q8_0's; the tile starts at 0 and
  *    each block subtracts A's min times B's d * sum(q).
- *  - half panels (Q6_K's levels -32..31, Q8 set): one tile per 16 k, each scaled by its
- *    own scale (B as Q8_0's: no bias).
+ *  - half panels (Q6_K's levels -32..31, Q8 set): one tile per 16 k, each scaled by d
+ *    times its own scale (B as Q8_0's: no bias). The AVX-512 kernel's int32 combine of
+ *    the two tiles would need 24 registers, and AVX2 has 16.
  * 8 x 8 beat 16 x 4 here (one A quad per ymm leaves more registers for the tiles; A is
  * read once per 8 columns). The quad loop stays rolled: unrolled, GCC reassociates the
  * int16 sums into trees of temporaries and spills most of them. */
+/* d * sc of half `part` (0: the first 16 k) of 8 rows from a half panel's words after the
+ * levels (pack.inl): 8 floats d, then 8 pairs of int16 scales. Exact: an fp16 times an
+ * int8 has at most 19 significant bits. */
+TSR_TARGET_AVX2 static inline __m256 half_scales_avx2(const uint8_t * words, int part) {
+    const __m256i sc = _mm256_loadu_si256((const __m256i *)(words + 32));
+    const __m256i sc_part = part ? _mm256_srai_epi32(sc, 16) : _mm256_srai_epi32(_mm256_slli_epi32(sc, 16), 16);
+    return _mm256_mul_ps(_mm256_loadu_ps((const float *)words), _mm256_cvtepi32_ps(sc_part));
+}
+
 template <bool Q8, int KIND = PANEL_Q8>
 TSR_TARGET_AVX2 static void gemm_i8_kernel_avx2(int kc, const void * ap, const void * bp, float * c, size_t ldc,
                                                 int mr_valid, int nr_valid, bool accumulate) {
@@ -378,7 +388,7 @@ TSR_TARGET_AVX2 static void gemm_i8_kernel_avx2(int kc, const void * ap, const v
                         t[j] = _mm256_add_epi16(t[j], _mm256_maddubs_epi16(a0, _mm256_set1_epi32(bqq[j])));
                 }
             }
-            const __m256 da = _mm256_loadu_ps((const float *)(a + 8 * 32 + part * 32));
+            const __m256 da = KIND == PANEL_HALVES ? half_scales_avx2(a + 8 * 32, part) : _mm256_loadu_ps((const float *)(a + 8 * 32));
             for (int j = 0; j < 8; ++j) {
                 __m256i i0 = t[j];
                 if constexpr (!Q8 && !MINS) i0 = _mm256_add_epi32(_mm256_madd_epi16(i0, ones), _mm256_set1_epi32(bias[j]));

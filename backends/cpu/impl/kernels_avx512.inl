@@ -529,15 +529,12 @@ TSR_TARGET_AVX512BF16 static void gemm_bf16_kernel_avx512(int kc, const void * a
 }
 
 /* Int8 GEMM micro-kernel (vpdpbusd): 32 x 6 tile; per 32-k block an integer tile is
- * started at the B bias (undoing A's unsigned offset), then scaled into float. KIND
- * (panel_kind, pack.inl): min panels keep A's q unsigned as is, start the tile at 0 and
- * subtract A's min times B's d * sum(q) per block (one more FMA per accumulator); half
- * panels build one tile per 16 k, each from its own bias and scaled by its own scale. */
-template <int KIND>
+ * started at the B bias (undoing A's unsigned offset), then scaled into float. MINS: min
+ * panels (pack.inl) keep A's q unsigned as is, start the tile at 0 and subtract A's min
+ * times B's d * sum(q) per block (one more FMA per accumulator). */
+template <bool MINS>
 TSR_TARGET_AVX512VNNI static void gemm_i8_kernel_avx512(int kc, const void * ap, const void * bp, float * c, size_t ldc,
                                                         int mr_valid, int nr_valid, bool accumulate) {
-    constexpr bool MINS = KIND == PANEL_MIN;
-    constexpr int PARTS = KIND == PANEL_HALVES ? 2 : 1;  /* tiles per 32 k */
     const uint8_t * a = (const uint8_t *)ap;
     const uint8_t * b = (const uint8_t *)bp;
     __m512 f[6][2];
@@ -545,34 +542,32 @@ TSR_TARGET_AVX512VNNI static void gemm_i8_kernel_avx512(int kc, const void * ap,
     for (int blk = 0; blk < kc / 32; ++blk) {
         const float * bs = (const float *)(b + 6 * 32);
         const int32_t * bq = (const int32_t *)b;
-        for (int part = 0; part < PARTS; ++part) {
-            const int32_t * bias = (const int32_t *)(b + 6 * 36) + 6 * part;
+        const int32_t * bias = (const int32_t *)(b + 6 * 36);
 #define TSR_IBIAS(j) (MINS ? _mm512_setzero_si512() : _mm512_set1_epi32(bias[j]))
-            __m512i i00 = TSR_IBIAS(0), i01 = i00;
-            __m512i i10 = TSR_IBIAS(1), i11 = i10;
-            __m512i i20 = TSR_IBIAS(2), i21 = i20;
-            __m512i i30 = TSR_IBIAS(3), i31 = i30;
-            __m512i i40 = TSR_IBIAS(4), i41 = i40;
-            __m512i i50 = TSR_IBIAS(5), i51 = i50;
+        __m512i i00 = TSR_IBIAS(0), i01 = i00;
+        __m512i i10 = TSR_IBIAS(1), i11 = i10;
+        __m512i i20 = TSR_IBIAS(2), i21 = i20;
+        __m512i i30 = TSR_IBIAS(3), i31 = i30;
+        __m512i i40 = TSR_IBIAS(4), i41 = i40;
+        __m512i i50 = TSR_IBIAS(5), i51 = i50;
 #undef TSR_IBIAS
-            for (int q = part * 8 / PARTS; q < (part + 1) * 8 / PARTS; ++q) {
-                const __m512i a0 = _mm512_load_si512((const void *)(a + q * 128));
-                const __m512i a1 = _mm512_load_si512((const void *)(a + q * 128 + 64));
-                __m512i bb;
+        for (int q = 0; q < 8; ++q) {
+            const __m512i a0 = _mm512_load_si512((const void *)(a + q * 128));
+            const __m512i a1 = _mm512_load_si512((const void *)(a + q * 128 + 64));
+            __m512i bb;
 #define TSR_ISTEP(j, x0, x1) bb = _mm512_set1_epi32(bq[q * 6 + j]); x0 = _mm512_dpbusd_epi32(x0, a0, bb); x1 = _mm512_dpbusd_epi32(x1, a1, bb);
-                TSR_ISTEP(0, i00, i01) TSR_ISTEP(1, i10, i11) TSR_ISTEP(2, i20, i21)
-                TSR_ISTEP(3, i30, i31) TSR_ISTEP(4, i40, i41) TSR_ISTEP(5, i50, i51)
+            TSR_ISTEP(0, i00, i01) TSR_ISTEP(1, i10, i11) TSR_ISTEP(2, i20, i21)
+            TSR_ISTEP(3, i30, i31) TSR_ISTEP(4, i40, i41) TSR_ISTEP(5, i50, i51)
 #undef TSR_ISTEP
-            }
-            const __m512 da0 = _mm512_load_ps(a + 32 * 32 + part * 128);
-            const __m512 da1 = _mm512_load_ps(a + 32 * 32 + part * 128 + 64);
-#define TSR_FSTEP(j, x0, x1) { const __m512 db = _mm512_set1_ps(bs[j]); \
-            f[j][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x0), _mm512_mul_ps(da0, db), f[j][0]); \
-            f[j][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x1), _mm512_mul_ps(da1, db), f[j][1]); }
-            TSR_FSTEP(0, i00, i01) TSR_FSTEP(1, i10, i11) TSR_FSTEP(2, i20, i21)
-            TSR_FSTEP(3, i30, i31) TSR_FSTEP(4, i40, i41) TSR_FSTEP(5, i50, i51)
-#undef TSR_FSTEP
         }
+        const __m512 da0 = _mm512_load_ps(a + 32 * 32);
+        const __m512 da1 = _mm512_load_ps(a + 32 * 32 + 64);
+#define TSR_FSTEP(j, x0, x1) { const __m512 db = _mm512_set1_ps(bs[j]); \
+        f[j][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x0), _mm512_mul_ps(da0, db), f[j][0]); \
+        f[j][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x1), _mm512_mul_ps(da1, db), f[j][1]); }
+        TSR_FSTEP(0, i00, i01) TSR_FSTEP(1, i10, i11) TSR_FSTEP(2, i20, i21)
+        TSR_FSTEP(3, i30, i31) TSR_FSTEP(4, i40, i41) TSR_FSTEP(5, i50, i51)
+#undef TSR_FSTEP
         if constexpr (MINS) {
             const float * bsum = (const float *)(b + 6 * 36);
             const __m512 m0 = _mm512_load_ps(a + 32 * 36), m1 = _mm512_load_ps(a + 32 * 36 + 64);
@@ -582,8 +577,65 @@ TSR_TARGET_AVX512VNNI static void gemm_i8_kernel_avx512(int kc, const void * ap,
                 f[j][1] = _mm512_fnmadd_ps(m1, s, f[j][1]);
             }
         }
-        a += 32 * (KIND == PANEL_Q8 ? 36 : 40);
-        b += 6 * (PARTS == 2 ? 44 : 40);
+        a += 32 * (MINS ? 40 : 36);
+        b += 6 * 40;
+    }
+    for (int j = 0; j < nr_valid; ++j) store_row32(c + (size_t)j * ldc, f[j][0], f[j][1], mr_valid, accumulate);
+}
+
+/* The half panels' GEMM micro-kernel (Q6_K: levels offset by 128 as Q8_0's, a scale per
+ * 16): 32 x 4 tile. Per 32 k each half gets its own integer tile (started at B's bias of
+ * that half), the two are combined in int32 by the halves' int8 scales and converted once,
+ * then scaled by d times B's scale. Exact: |q - 32| <= 32, |y| <= 127, |sc| <= 128, so a
+ * half's scaled sum is below 2^23 and the pair below 2^24, where int32 -> float is exact.
+ * Four columns, not Q8_0's six: the two tiles and the float one fit the 32 registers. */
+static constexpr int halves_nr_avx512 = 4;
+TSR_TARGET_AVX512VNNI static void gemm_halves_kernel_avx512(int kc, const void * ap, const void * bp, float * c, size_t ldc,
+                                                            int mr_valid, int nr_valid, bool accumulate) {
+    constexpr int NR = halves_nr_avx512;
+    const uint8_t * a = (const uint8_t *)ap;
+    const uint8_t * b = (const uint8_t *)bp;
+    __m512 f[NR][2];
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; ++j) f[j][0] = f[j][1] = _mm512_setzero_ps();
+    for (int blk = 0; blk < kc / 32; ++blk) {
+        const int32_t * bq = (const int32_t *)b;
+        const float * bs = (const float *)(b + NR * 32);
+        const int32_t * bias = (const int32_t *)(b + NR * 36);  /* NR of the first half, then NR of the second */
+        __m512i lo[NR][2], hi[NR][2];
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; ++j) {
+            lo[j][0] = lo[j][1] = _mm512_set1_epi32(bias[j]);
+            hi[j][0] = hi[j][1] = _mm512_set1_epi32(bias[NR + j]);
+        }
+        /* the halves' quads side by side: twice the independent accumulators */
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; ++q) {
+            const __m512i l0 = _mm512_load_si512((const void *)(a + q * 128)), l1 = _mm512_load_si512((const void *)(a + q * 128 + 64));
+            const __m512i h0 = _mm512_load_si512((const void *)(a + (q + 4) * 128)), h1 = _mm512_load_si512((const void *)(a + (q + 4) * 128 + 64));
+#pragma GCC unroll 4
+            for (int j = 0; j < NR; ++j) {
+                const __m512i bl = _mm512_set1_epi32(bq[q * NR + j]), bh = _mm512_set1_epi32(bq[(q + 4) * NR + j]);
+                lo[j][0] = _mm512_dpbusd_epi32(lo[j][0], l0, bl);
+                lo[j][1] = _mm512_dpbusd_epi32(lo[j][1], l1, bl);
+                hi[j][0] = _mm512_dpbusd_epi32(hi[j][0], h0, bh);
+                hi[j][1] = _mm512_dpbusd_epi32(hi[j][1], h1, bh);
+            }
+        }
+        const __m512 d0 = _mm512_load_ps(a + 32 * 32), d1 = _mm512_load_ps(a + 32 * 32 + 64);
+        const __m512i sc0 = _mm512_load_si512((const void *)(a + 32 * 36)), sc1 = _mm512_load_si512((const void *)(a + 32 * 36 + 64));
+        const __m512i lo_sc0 = _mm512_srai_epi32(_mm512_slli_epi32(sc0, 16), 16), lo_sc1 = _mm512_srai_epi32(_mm512_slli_epi32(sc1, 16), 16);
+        const __m512i hi_sc0 = _mm512_srai_epi32(sc0, 16), hi_sc1 = _mm512_srai_epi32(sc1, 16);
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; ++j) {
+            const __m512 db = _mm512_set1_ps(bs[j]);
+            const __m512i s0 = _mm512_add_epi32(_mm512_mullo_epi32(lo[j][0], lo_sc0), _mm512_mullo_epi32(hi[j][0], hi_sc0));
+            const __m512i s1 = _mm512_add_epi32(_mm512_mullo_epi32(lo[j][1], lo_sc1), _mm512_mullo_epi32(hi[j][1], hi_sc1));
+            f[j][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), _mm512_mul_ps(d0, db), f[j][0]);
+            f[j][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), _mm512_mul_ps(d1, db), f[j][1]);
+        }
+        a += 32 * 40;
+        b += NR * 44;
     }
     for (int j = 0; j < nr_valid; ++j) store_row32(c + (size_t)j * ldc, f[j][0], f[j][1], mr_valid, accumulate);
 }
@@ -614,15 +666,19 @@ static constexpr gemm_impl gemm_q8_0_avx512 = [] {
     g.a_bytes_32k = 32 * 36; g.b_bytes_32k = 6 * 40; g.b_is_q8 = true;
     g.pack_a = pack_panel_i8_avx2<32, TSR_TYPE_Q8_0, 0x80, 0x80>;
     g.pack_b = pack_panel_i8_b<6, 128>;
-    g.kernel = gemm_i8_kernel_avx512<PANEL_Q8>;
+    g.kernel = gemm_i8_kernel_avx512<false>;
     return g;
 }();
 /* The min panels' GEMM (Q4_1, Q5_1, Q4_K, Q5_K; their packers: pack_x86.inl). */
 static constexpr gemm_impl gemm_min_avx512 =
-    gemm_panel_variant(gemm_q8_0_avx512, gemm_i8_kernel_avx512<PANEL_MIN>, pack_panel_i8_b<6, 0, PANEL_MIN>);
+    gemm_panel_variant(gemm_q8_0_avx512, gemm_i8_kernel_avx512<true>, pack_panel_i8_b<6, 0, PANEL_MIN>);
 /* The half panels' GEMM (Q6_K: levels offset by 128 as Q8_0's, a bias per 16). */
-static constexpr gemm_impl gemm_halves_avx512 =
-    gemm_panel_variant(gemm_q8_0_avx512, gemm_i8_kernel_avx512<PANEL_HALVES>, pack_panel_i8_b<6, 128, PANEL_HALVES>, 6 * 44);
+static constexpr gemm_impl gemm_halves_avx512 = [] {
+    gemm_impl g = gemm_panel_variant(gemm_q8_0_avx512, gemm_halves_kernel_avx512, pack_panel_i8_b<halves_nr_avx512, 128, PANEL_HALVES>,
+                                     halves_nr_avx512 * 44);
+    g.nr = halves_nr_avx512;
+    return g;
+}();
 static constexpr gemm_impl gemm_q4_0_avx512 = [] {
     gemm_impl g = gemm_q8_0_avx512;
     g.pack_a = pack_panel_i8_avx2<32, TSR_TYPE_Q4_0, 0, 8>;
