@@ -15383,13 +15383,15 @@ TSR_TARGET_AVX2 static inline __m256i scale_pairs_avx2(__m256i pairs, __m128i sc
 /* Q6_K against Q8_K: the 6-bit levels 0..63 stay unsigned for vpmaddubsw (a pair is at most
  * 2 * 63 * 127 in int16) and the -32 offset is taken off once per super-block through the
  * activations' 16-element sums. Each 32 elements hold two scale groups: int16 lanes 0-7 and
- * 8-15 of the pair sums, which one shuffle of the scales and a sign extension match. */
+ * 8-15 of the pair sums. The scales are sign-extended to int16 once per super-block; each
+ * half's eight then sit in both 128-bit lanes, so one in-lane shuffle per 32 elements
+ * matches them (a per-32 sign extension crossed lanes). The two high bits of level j (bits
+ * 2j of qh) reach bits 4-5 by one 16-bit shift: bits it moves across a byte are masked. */
 TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void q6k_step_avx2(q8k_acc_avx2 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
     const tsr_block_q6_K & x = *(const tsr_block_q6_K *)blk;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
-    const __m128i sc8 = _mm_loadu_si128((const __m128i *)x.scales);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x.scales));
     /* 32 * sum(scale * bsums): the offset of the unsigned levels, in the same int32 sum */
-    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
     __m256i sumi = _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y.bsums)), 5);
     sumi = _mm256_sub_epi32(_mm256_setzero_si256(), sumi);
 #pragma GCC unroll 2
@@ -15398,17 +15400,18 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void q6k_step_avx2(q8k_acc_avx2 & a, co
         const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x.ql + 64 * h + 32));
         const __m256i qh = _mm256_loadu_si256((const __m256i *)(x.qh + 32 * h));
         const __m256i q[4] = {
-            _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)),
-            _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4)),
+            _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+            _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
         };
+        const __m256i sc_half = _mm256_permute4x64_epi64(sc16, h ? 0xEE : 0x44);  /* scales 8h..8h+7 in both lanes */
 #pragma GCC unroll 4
         for (int k = 0; k < 4; ++k) {
             const __m256i yk = _mm256_loadu_si256((const __m256i *)(y.qs + 128 * h + 32 * k));
-            sumi = _mm256_add_epi32(sumi, scale_pairs_avx2(_mm256_maddubs_epi16(q[k], yk), sc8, 8 * h + 2 * k));
+            /* int16 word 2k in the low lane, 2k + 1 in the high one */
+            const __m256i pick = _mm256_setr_m128i(_mm_set1_epi16((short)((4 * k) | (4 * k + 1) << 8)), _mm_set1_epi16((short)((4 * k + 2) | (4 * k + 3) << 8)));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], yk), _mm256_shuffle_epi8(sc_half, pick)));
         }
     }
     a.acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(h2f_avx2(x.d) * y.d), a.acc);
