@@ -15405,7 +15405,7 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void q6k_step_avx2(q8k_acc_avx2 & a, co
             _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
             _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
         };
-        const __m256i sc_half = _mm256_permute4x64_epi64(sc16, h ? 0xEE : 0x44);  /* scales 8h..8h+7 in both lanes */
+        const __m256i sc_half = h ? _mm256_permute4x64_epi64(sc16, 0xEE) : _mm256_permute4x64_epi64(sc16, 0x44);  /* scales 8h..8h+7 in both lanes */
 #pragma GCC unroll 4
         for (int k = 0; k < 4; ++k) {
             const __m256i yk = _mm256_loadu_si256((const __m256i *)(y.qs + 128 * h + 32 * k));
