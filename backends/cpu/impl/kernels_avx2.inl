@@ -360,11 +360,21 @@ TSR_TARGET_AVX2 static void gemm_f32_kernel_avx2(int kc, const void * ap, const 
  *  - min panels (KIND, pack.inl: q 0..31): a pair is at most 2 * 31 * 127, but eight
  *    quads would pass int16, so each quad is widened as Q8_0's; the tile starts at 0 and
  *    each block subtracts A's min times B's d * sum(q).
- *  - half panels (Q6_K's levels -32..31, Q8 set): one tile per 16 k, each scaled by its
- *    own scale (B as Q8_0's: no bias).
+ *  - half panels (Q6_K's levels -32..31, Q8 set): one tile per 16 k, each scaled by d
+ *    times its own scale (B as Q8_0's: no bias). The AVX-512 kernel's int32 combine of
+ *    the two tiles would need 24 registers, and AVX2 has 16.
  * 8 x 8 beat 16 x 4 here (one A quad per ymm leaves more registers for the tiles; A is
  * read once per 8 columns). The quad loop stays rolled: unrolled, GCC reassociates the
  * int16 sums into trees of temporaries and spills most of them. */
+/* d * sc of half `part` (0: the first 16 k) of 8 rows from a half panel's words after the
+ * levels (pack.inl): 8 floats d, then 8 pairs of int16 scales. Exact: an fp16 times an
+ * int8 has at most 19 significant bits. */
+TSR_TARGET_AVX2 static inline __m256 half_scales_avx2(const uint8_t * words, int part) {
+    const __m256i sc = _mm256_loadu_si256((const __m256i *)(words + 32));
+    const __m256i sc_part = part ? _mm256_srai_epi32(sc, 16) : _mm256_srai_epi32(_mm256_slli_epi32(sc, 16), 16);
+    return _mm256_mul_ps(_mm256_loadu_ps((const float *)words), _mm256_cvtepi32_ps(sc_part));
+}
+
 template <bool Q8, int KIND = PANEL_Q8>
 TSR_TARGET_AVX2 static void gemm_i8_kernel_avx2(int kc, const void * ap, const void * bp, float * c, size_t ldc,
                                                 int mr_valid, int nr_valid, bool accumulate) {
@@ -398,7 +408,7 @@ TSR_TARGET_AVX2 static void gemm_i8_kernel_avx2(int kc, const void * ap, const v
                         t[j] = _mm256_add_epi16(t[j], _mm256_maddubs_epi16(a0, _mm256_set1_epi32(bqq[j])));
                 }
             }
-            const __m256 da = _mm256_loadu_ps((const float *)(a + 8 * 32 + part * 32));
+            const __m256 da = KIND == PANEL_HALVES ? half_scales_avx2(a + 8 * 32, part) : _mm256_loadu_ps((const float *)(a + 8 * 32));
             for (int j = 0; j < 8; ++j) {
                 __m256i i0 = t[j];
                 if constexpr (!Q8 && !MINS) i0 = _mm256_add_epi32(_mm256_madd_epi16(i0, ones), _mm256_set1_epi32(bias[j]));
@@ -697,13 +707,15 @@ TSR_TARGET_AVX2 static inline __m256i scale_pairs_avx2(__m256i pairs, __m128i sc
 /* Q6_K against Q8_K: the 6-bit levels 0..63 stay unsigned for vpmaddubsw (a pair is at most
  * 2 * 63 * 127 in int16) and the -32 offset is taken off once per super-block through the
  * activations' 16-element sums. Each 32 elements hold two scale groups: int16 lanes 0-7 and
- * 8-15 of the pair sums, which one shuffle of the scales and a sign extension match. */
+ * 8-15 of the pair sums. The scales are sign-extended to int16 once per super-block; each
+ * half's eight then sit in both 128-bit lanes, so one in-lane shuffle per 32 elements
+ * matches them (a per-32 sign extension crossed lanes). The two high bits of level j (bits
+ * 2j of qh) reach bits 4-5 by one 16-bit shift: bits it moves across a byte are masked. */
 TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void q6k_step_avx2(q8k_acc_avx2 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
     const tsr_block_q6_K & x = *(const tsr_block_q6_K *)blk;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
-    const __m128i sc8 = _mm_loadu_si128((const __m128i *)x.scales);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x.scales));
     /* 32 * sum(scale * bsums): the offset of the unsigned levels, in the same int32 sum */
-    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
     __m256i sumi = _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y.bsums)), 5);
     sumi = _mm256_sub_epi32(_mm256_setzero_si256(), sumi);
 #pragma GCC unroll 2
@@ -712,17 +724,18 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void q6k_step_avx2(q8k_acc_avx2 & a, co
         const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x.ql + 64 * h + 32));
         const __m256i qh = _mm256_loadu_si256((const __m256i *)(x.qh + 32 * h));
         const __m256i q[4] = {
-            _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)),
-            _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4)),
+            _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+            _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
         };
+        const __m256i sc_half = h ? _mm256_permute4x64_epi64(sc16, 0xEE) : _mm256_permute4x64_epi64(sc16, 0x44);  /* scales 8h..8h+7 in both lanes */
 #pragma GCC unroll 4
         for (int k = 0; k < 4; ++k) {
             const __m256i yk = _mm256_loadu_si256((const __m256i *)(y.qs + 128 * h + 32 * k));
-            sumi = _mm256_add_epi32(sumi, scale_pairs_avx2(_mm256_maddubs_epi16(q[k], yk), sc8, 8 * h + 2 * k));
+            /* int16 word 2k in the low lane, 2k + 1 in the high one */
+            const __m256i pick = _mm256_setr_m128i(_mm_set1_epi16((short)((4 * k) | (4 * k + 1) << 8)), _mm_set1_epi16((short)((4 * k + 2) | (4 * k + 3) << 8)));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], yk), _mm256_shuffle_epi8(sc_half, pick)));
         }
     }
     a.acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(h2f_avx2(x.d) * y.d), a.acc);

@@ -533,15 +533,12 @@ TSR_TARGET_AVX512BF16 static void gemm_bf16_kernel_avx512(int kc, const void * a
 }
 
 /* Int8 GEMM micro-kernel (vpdpbusd): 32 x 6 tile; per 32-k block an integer tile is
- * started at the B bias (undoing A's unsigned offset), then scaled into float. KIND
- * (panel_kind, pack.inl): min panels keep A's q unsigned as is, start the tile at 0 and
- * subtract A's min times B's d * sum(q) per block (one more FMA per accumulator); half
- * panels build one tile per 16 k, each from its own bias and scaled by its own scale. */
-template <int KIND>
+ * started at the B bias (undoing A's unsigned offset), then scaled into float. MINS: min
+ * panels (pack.inl) keep A's q unsigned as is, start the tile at 0 and subtract A's min
+ * times B's d * sum(q) per block (one more FMA per accumulator). */
+template <bool MINS>
 TSR_TARGET_AVX512VNNI static void gemm_i8_kernel_avx512(int kc, const void * ap, const void * bp, float * c, size_t ldc,
                                                         int mr_valid, int nr_valid, bool accumulate) {
-    constexpr bool MINS = KIND == PANEL_MIN;
-    constexpr int PARTS = KIND == PANEL_HALVES ? 2 : 1;  /* tiles per 32 k */
     const uint8_t * a = (const uint8_t *)ap;
     const uint8_t * b = (const uint8_t *)bp;
     __m512 f[6][2];
@@ -549,34 +546,32 @@ TSR_TARGET_AVX512VNNI static void gemm_i8_kernel_avx512(int kc, const void * ap,
     for (int blk = 0; blk < kc / 32; ++blk) {
         const float * bs = (const float *)(b + 6 * 32);
         const int32_t * bq = (const int32_t *)b;
-        for (int part = 0; part < PARTS; ++part) {
-            const int32_t * bias = (const int32_t *)(b + 6 * 36) + 6 * part;
+        const int32_t * bias = (const int32_t *)(b + 6 * 36);
 #define TSR_IBIAS(j) (MINS ? _mm512_setzero_si512() : _mm512_set1_epi32(bias[j]))
-            __m512i i00 = TSR_IBIAS(0), i01 = i00;
-            __m512i i10 = TSR_IBIAS(1), i11 = i10;
-            __m512i i20 = TSR_IBIAS(2), i21 = i20;
-            __m512i i30 = TSR_IBIAS(3), i31 = i30;
-            __m512i i40 = TSR_IBIAS(4), i41 = i40;
-            __m512i i50 = TSR_IBIAS(5), i51 = i50;
+        __m512i i00 = TSR_IBIAS(0), i01 = i00;
+        __m512i i10 = TSR_IBIAS(1), i11 = i10;
+        __m512i i20 = TSR_IBIAS(2), i21 = i20;
+        __m512i i30 = TSR_IBIAS(3), i31 = i30;
+        __m512i i40 = TSR_IBIAS(4), i41 = i40;
+        __m512i i50 = TSR_IBIAS(5), i51 = i50;
 #undef TSR_IBIAS
-            for (int q = part * 8 / PARTS; q < (part + 1) * 8 / PARTS; ++q) {
-                const __m512i a0 = _mm512_load_si512((const void *)(a + q * 128));
-                const __m512i a1 = _mm512_load_si512((const void *)(a + q * 128 + 64));
-                __m512i bb;
+        for (int q = 0; q < 8; ++q) {
+            const __m512i a0 = _mm512_load_si512((const void *)(a + q * 128));
+            const __m512i a1 = _mm512_load_si512((const void *)(a + q * 128 + 64));
+            __m512i bb;
 #define TSR_ISTEP(j, x0, x1) bb = _mm512_set1_epi32(bq[q * 6 + j]); x0 = _mm512_dpbusd_epi32(x0, a0, bb); x1 = _mm512_dpbusd_epi32(x1, a1, bb);
-                TSR_ISTEP(0, i00, i01) TSR_ISTEP(1, i10, i11) TSR_ISTEP(2, i20, i21)
-                TSR_ISTEP(3, i30, i31) TSR_ISTEP(4, i40, i41) TSR_ISTEP(5, i50, i51)
+            TSR_ISTEP(0, i00, i01) TSR_ISTEP(1, i10, i11) TSR_ISTEP(2, i20, i21)
+            TSR_ISTEP(3, i30, i31) TSR_ISTEP(4, i40, i41) TSR_ISTEP(5, i50, i51)
 #undef TSR_ISTEP
-            }
-            const __m512 da0 = _mm512_load_ps(a + 32 * 32 + part * 128);
-            const __m512 da1 = _mm512_load_ps(a + 32 * 32 + part * 128 + 64);
-#define TSR_FSTEP(j, x0, x1) { const __m512 db = _mm512_set1_ps(bs[j]); \
-            f[j][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x0), _mm512_mul_ps(da0, db), f[j][0]); \
-            f[j][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x1), _mm512_mul_ps(da1, db), f[j][1]); }
-            TSR_FSTEP(0, i00, i01) TSR_FSTEP(1, i10, i11) TSR_FSTEP(2, i20, i21)
-            TSR_FSTEP(3, i30, i31) TSR_FSTEP(4, i40, i41) TSR_FSTEP(5, i50, i51)
-#undef TSR_FSTEP
         }
+        const __m512 da0 = _mm512_load_ps(a + 32 * 32);
+        const __m512 da1 = _mm512_load_ps(a + 32 * 32 + 64);
+#define TSR_FSTEP(j, x0, x1) { const __m512 db = _mm512_set1_ps(bs[j]); \
+        f[j][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x0), _mm512_mul_ps(da0, db), f[j][0]); \
+        f[j][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x1), _mm512_mul_ps(da1, db), f[j][1]); }
+        TSR_FSTEP(0, i00, i01) TSR_FSTEP(1, i10, i11) TSR_FSTEP(2, i20, i21)
+        TSR_FSTEP(3, i30, i31) TSR_FSTEP(4, i40, i41) TSR_FSTEP(5, i50, i51)
+#undef TSR_FSTEP
         if constexpr (MINS) {
             const float * bsum = (const float *)(b + 6 * 36);
             const __m512 m0 = _mm512_load_ps(a + 32 * 36), m1 = _mm512_load_ps(a + 32 * 36 + 64);
@@ -586,8 +581,65 @@ TSR_TARGET_AVX512VNNI static void gemm_i8_kernel_avx512(int kc, const void * ap,
                 f[j][1] = _mm512_fnmadd_ps(m1, s, f[j][1]);
             }
         }
-        a += 32 * (KIND == PANEL_Q8 ? 36 : 40);
-        b += 6 * (PARTS == 2 ? 44 : 40);
+        a += 32 * (MINS ? 40 : 36);
+        b += 6 * 40;
+    }
+    for (int j = 0; j < nr_valid; ++j) store_row32(c + (size_t)j * ldc, f[j][0], f[j][1], mr_valid, accumulate);
+}
+
+/* The half panels' GEMM micro-kernel (Q6_K: levels offset by 128 as Q8_0's, a scale per
+ * 16): 32 x 4 tile. Per 32 k each half gets its own integer tile (started at B's bias of
+ * that half), the two are combined in int32 by the halves' int8 scales and converted once,
+ * then scaled by d times B's scale. Exact: |q - 32| <= 32, |y| <= 127, |sc| <= 128, so a
+ * half's scaled sum is below 2^23 and the pair below 2^24, where int32 -> float is exact.
+ * Four columns, not Q8_0's six: the two tiles and the float one fit the 32 registers. */
+static constexpr int halves_nr_avx512 = 4;
+TSR_TARGET_AVX512VNNI static void gemm_halves_kernel_avx512(int kc, const void * ap, const void * bp, float * c, size_t ldc,
+                                                            int mr_valid, int nr_valid, bool accumulate) {
+    constexpr int NR = halves_nr_avx512;
+    const uint8_t * a = (const uint8_t *)ap;
+    const uint8_t * b = (const uint8_t *)bp;
+    __m512 f[NR][2];
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; ++j) f[j][0] = f[j][1] = _mm512_setzero_ps();
+    for (int blk = 0; blk < kc / 32; ++blk) {
+        const int32_t * bq = (const int32_t *)b;
+        const float * bs = (const float *)(b + NR * 32);
+        const int32_t * bias = (const int32_t *)(b + NR * 36);  /* NR of the first half, then NR of the second */
+        __m512i lo[NR][2], hi[NR][2];
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; ++j) {
+            lo[j][0] = lo[j][1] = _mm512_set1_epi32(bias[j]);
+            hi[j][0] = hi[j][1] = _mm512_set1_epi32(bias[NR + j]);
+        }
+        /* the halves' quads side by side: twice the independent accumulators */
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; ++q) {
+            const __m512i l0 = _mm512_load_si512((const void *)(a + q * 128)), l1 = _mm512_load_si512((const void *)(a + q * 128 + 64));
+            const __m512i h0 = _mm512_load_si512((const void *)(a + (q + 4) * 128)), h1 = _mm512_load_si512((const void *)(a + (q + 4) * 128 + 64));
+#pragma GCC unroll 4
+            for (int j = 0; j < NR; ++j) {
+                const __m512i bl = _mm512_set1_epi32(bq[q * NR + j]), bh = _mm512_set1_epi32(bq[(q + 4) * NR + j]);
+                lo[j][0] = _mm512_dpbusd_epi32(lo[j][0], l0, bl);
+                lo[j][1] = _mm512_dpbusd_epi32(lo[j][1], l1, bl);
+                hi[j][0] = _mm512_dpbusd_epi32(hi[j][0], h0, bh);
+                hi[j][1] = _mm512_dpbusd_epi32(hi[j][1], h1, bh);
+            }
+        }
+        const __m512 d0 = _mm512_load_ps(a + 32 * 32), d1 = _mm512_load_ps(a + 32 * 32 + 64);
+        const __m512i sc0 = _mm512_load_si512((const void *)(a + 32 * 36)), sc1 = _mm512_load_si512((const void *)(a + 32 * 36 + 64));
+        const __m512i lo_sc0 = _mm512_srai_epi32(_mm512_slli_epi32(sc0, 16), 16), lo_sc1 = _mm512_srai_epi32(_mm512_slli_epi32(sc1, 16), 16);
+        const __m512i hi_sc0 = _mm512_srai_epi32(sc0, 16), hi_sc1 = _mm512_srai_epi32(sc1, 16);
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; ++j) {
+            const __m512 db = _mm512_set1_ps(bs[j]);
+            const __m512i s0 = _mm512_add_epi32(_mm512_mullo_epi32(lo[j][0], lo_sc0), _mm512_mullo_epi32(hi[j][0], hi_sc0));
+            const __m512i s1 = _mm512_add_epi32(_mm512_mullo_epi32(lo[j][1], lo_sc1), _mm512_mullo_epi32(hi[j][1], hi_sc1));
+            f[j][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), _mm512_mul_ps(d0, db), f[j][0]);
+            f[j][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), _mm512_mul_ps(d1, db), f[j][1]);
+        }
+        a += 32 * 40;
+        b += NR * 44;
     }
     for (int j = 0; j < nr_valid; ++j) store_row32(c + (size_t)j * ldc, f[j][0], f[j][1], mr_valid, accumulate);
 }
@@ -618,15 +670,19 @@ static constexpr gemm_impl gemm_q8_0_avx512 = [] {
     g.a_bytes_32k = 32 * 36; g.b_bytes_32k = 6 * 40; g.b_is_q8 = true;
     g.pack_a = pack_panel_i8_avx2<32, TSR_TYPE_Q8_0, 0x80, 0x80>;
     g.pack_b = pack_panel_i8_b<6, 128>;
-    g.kernel = gemm_i8_kernel_avx512<PANEL_Q8>;
+    g.kernel = gemm_i8_kernel_avx512<false>;
     return g;
 }();
 /* The min panels' GEMM (Q4_1, Q5_1, Q4_K, Q5_K; their packers: pack_x86.inl). */
 static constexpr gemm_impl gemm_min_avx512 =
-    gemm_panel_variant(gemm_q8_0_avx512, gemm_i8_kernel_avx512<PANEL_MIN>, pack_panel_i8_b<6, 0, PANEL_MIN>);
+    gemm_panel_variant(gemm_q8_0_avx512, gemm_i8_kernel_avx512<true>, pack_panel_i8_b<6, 0, PANEL_MIN>);
 /* The half panels' GEMM (Q6_K: levels offset by 128 as Q8_0's, a bias per 16). */
-static constexpr gemm_impl gemm_halves_avx512 =
-    gemm_panel_variant(gemm_q8_0_avx512, gemm_i8_kernel_avx512<PANEL_HALVES>, pack_panel_i8_b<6, 128, PANEL_HALVES>, 6 * 44);
+static constexpr gemm_impl gemm_halves_avx512 = [] {
+    gemm_impl g = gemm_panel_variant(gemm_q8_0_avx512, gemm_halves_kernel_avx512, pack_panel_i8_b<halves_nr_avx512, 128, PANEL_HALVES>,
+                                     halves_nr_avx512 * 44);
+    g.nr = halves_nr_avx512;
+    return g;
+}();
 static constexpr gemm_impl gemm_q4_0_avx512 = [] {
     gemm_impl g = gemm_q8_0_avx512;
     g.pack_a = pack_panel_i8_avx2<32, TSR_TYPE_Q4_0, 0, 8>;
@@ -758,15 +814,6 @@ static constexpr act_kernels act_table_avx512 = [] {
  * vpdpwssd applies the int16 scales and accumulates in one instruction. Mat-vec streams the
  * weights once; with ymm the per-element work, not DRAM, set the pace. */
 
-/* The int16 scale of every int16 pair-sum lane of zmm z (64 elements 64z..64z+63): 128-bit
- * lane k covers 16 elements, so it takes scale 4z + k of the 16 in sc16. */
-TSR_TARGET_AVX512VNNI static inline __m512i scales_of_zmm(__m512i sc16, int z) {
-    const __m512i idx = _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)(4 * z))), _mm_set1_epi16((short)(4 * z + 1)), 1)),
-        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)(4 * z + 2))), _mm_set1_epi16((short)(4 * z + 3)), 1), 1);
-    return _mm512_permutexvar_epi16(idx, sc16);
-}
-
 /* 16 bytes at p of each of rows 0..3 (lda apart; rows past R repeat row 0), a 128-bit lane
  * per row: the K-quant mat-vec decodes the rows' scales, mins and factors at once, so the
  * per-row work is only the levels' dot products. */
@@ -817,13 +864,6 @@ template <int PICK> TSR_TARGET_AVX512VNNI static inline __m512i scale_pick_zmm(i
 TSR_TARGET_AVX512VNNI static inline __m512i join32_zmm(const void * p0, const void * p1) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p0)), _mm256_loadu_si256((const __m256i *)p1), 1);
 }
-
-/* One row's running sums in the K-quant mat-vec: acc the scaled integer block sums, mins
- * what comes off at the end (Q4_K / Q5_K / Q2_K's mins times the activations' sums). */
-struct q8k_acc_avx512 {
-    __m512 acc;
-    __m256 mins;
-};
 
 /* Q4_K (HIGH false) / Q5_K (HIGH true) over R <= 4 rows: the 32 qs bytes of chunk c hold
  * elements 64c..64c+31 in their low nibbles and 64c+32..64c+63 in their high ones, so a
@@ -891,33 +931,6 @@ TSR_TARGET_AVX512VNNI static void k4_rows_avx512(int64_t n, const char * x, size
     const __m512 net = _mm512_sub_ps(acc, mins);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) out[r] = hsum128(_mm512_castps512_ps128(_mm512_permutexvar_ps(lane_of_zmm(r), net)));
-}
-
-/* Q6_K: elements 128h..128h+63 are ql[64h..64h+63]'s low nibbles with qh[32h..]'s bits 0-1
- * (first 32) and 2-3 (next 32); elements 128h+64.. the high nibbles with bits 4-5 and 6-7.
- * Levels stay unsigned (0..63) and the -32 comes off through the bsums, as in the AVX2 kernel. */
-TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void q6k_step_avx512(q8k_acc_avx512 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
-    const tsr_block_q6_K & x = *(const tsr_block_q6_K *)blk;
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
-    /* qh bits to bits 4-5 of each byte: << 4 and << 2 for the low nibbles' halves, >> 0 and >> 2 for the high */
-    const __m512i shl_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
-    const __m512i shr_hi = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
-    const __m128i sc8 = _mm_loadu_si128((const __m128i *)x.scales);
-    const __m256i sc16y = _mm256_cvtepi8_epi16(sc8);
-    const __m512i sc16 = _mm512_castsi256_si512(sc16y);
-    /* 32 * sum(scale * bsums): the offset of the unsigned levels, in the same int32 sum */
-    __m512i sumi = _mm512_zextsi256_si512(
-        _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16y, _mm256_loadu_si256((const __m256i *)y.bsums)), 5)));
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-        const __m512i ql = _mm512_loadu_si512((const void *)(x.ql + 64 * h));
-        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x.qh + 32 * h)));
-        const __m512i v0 = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, shl_lo), m30));
-        const __m512i v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(qh, shr_hi), m30));
-        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(v0, _mm512_loadu_si512((const void *)(y.qs + 128 * h))), scales_of_zmm(sc16, 2 * h));
-        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(v1, _mm512_loadu_si512((const void *)(y.qs + 128 * h + 64))), scales_of_zmm(sc16, 2 * h + 1));
-    }
-    a.acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(_cvtsh_ss(x.d) * y.d), a.acc);
 }
 
 /* Q3_K's sixteen signed 6-bit scales of each lane (scale bytes at 2..13 of lanes_of_rows at
@@ -1018,14 +1031,68 @@ TSR_TARGET_AVX512VNNI static void k2_rows_avx512(int64_t n, const char * x, size
     for (int r = 0; r < R; ++r) out[r] = hsum128(_mm512_castps512_ps128(_mm512_permutexvar_ps(lane_of_zmm(r), net)));
 }
 
-/* Super-block steps by slot, and a row's result from its sums. */
-template <int KS>
-TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void q8k_step_avx512(q8k_acc_avx512 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
-    static_assert(KS == KSLOT_Q6_K, "the other K-quants have their own R-row kernels");
-    q6k_step_avx512(a, blk, y);
+/* vpshufb indices that copy int16 word w_k of 128-bit lane k into every word of that lane. */
+TSR_TARGET_AVX512VNNI static inline __m512i word_pick_zmm(int w0, int w1, int w2, int w3) {
+    auto w = [](int i) { return (short)((2 * i) | (2 * i + 1) << 8); };
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_m128i(_mm_set1_epi16(w(w0)), _mm_set1_epi16(w(w1)))),
+                              _mm256_setr_m128i(_mm_set1_epi16(w(w2)), _mm_set1_epi16(w(w3))), 1);
 }
-TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE float q8k_sum_avx512(const q8k_acc_avx512 & a) {
-    return _mm512_reduce_add_ps(a.acc) - hsum256(a.mins);
+
+/* Q6_K over R <= 4 rows: elements 128h..128h+63 are ql[64h..64h+63]'s low nibbles with
+ * qh[32h..]'s bits 0-1 (first 32) and 2-3 (next 32); elements 128h+64.. the high nibbles
+ * with bits 4-5 and 6-7: one zmm of 64 consecutive elements each, against the Q8_K row
+ * as stored. Levels stay unsigned (0..63, vpmaddubsw) and the -32 comes off through the
+ * bsums: 32 * sum(scale * bsum) per row, no per-element subtraction. The rows' 16 int8
+ * scales decode together (lanes_of_rows), sign-extended to int16 once for all rows; per
+ * row, one in-lane word shuffle per 64 elements spreads them. d of the rows share one
+ * conversion, row r's sums sit in lanes 4r..4r+3 and integer sums are exact, so a row's
+ * result is the same for every R. Prefetch as k4_rows_avx512. */
+template <int R>
+TSR_TARGET_AVX512VNNI static void k6_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), z = _mm512_setzero_si512();
+    /* qh bits to bits 4-5 of each byte: << 4 and << 2 for the low nibbles' halves, >> 0 and >> 2 for the high */
+    const __m512i shl_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    const __m512i shr_hi = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
+    __m512 acc = _mm512_setzero_ps();  /* row r in lanes 4r..4r+3 */
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        const tsr_block_q8_K & y = yrow[i];
+        const uint8_t * blk = (const uint8_t *)x + (size_t)i * sizeof(tsr_block_q6_K);
+        const __m512i sc = lanes_of_rows<R>(blk + offsetof(tsr_block_q6_K, scales), lda);
+        const __m512i offset = _mm512_slli_epi32(dot16_bsums_zmm<true>(sc, y), 5);
+        const __m512i sc_lo = _mm512_srai_epi16(_mm512_unpacklo_epi8(z, sc), 8);  /* scales 0..7 of each lane as int16 */
+        const __m512i sc_hi = _mm512_srai_epi16(_mm512_unpackhi_epi8(z, sc), 8);  /* scales 8..15 */
+        auto d_of = [&](int r) { tsr_fp16_t h; std::memcpy(&h, blk + (size_t)(r < R ? r : 0) * lda + offsetof(tsr_block_q6_K, d), 2); return (short)h; };
+        const __m128 d = _mm_mul_ps(_mm_cvtph_ps(_mm_setr_epi16(d_of(0), d_of(1), d_of(2), d_of(3), 0, 0, 0, 0)), _mm_set1_ps(y.d));
+        const __m512 d4 = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), _mm512_castps128_ps512(d));
+        __m512i sumi[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+            const uint8_t * row = blk + (size_t)r * lda;
+            for (int l = 0; l < 4; ++l) _mm_prefetch((const char *)row + k4_prefetch_ahead + 64 * l, _MM_HINT_T0);
+            const __m512i scr[2] = {_mm512_permutexvar_epi32(lane_of_zmm(r), sc_lo), _mm512_permutexvar_epi32(lane_of_zmm(r), sc_hi)};
+            __m512i part[2];  /* two dependency chains */
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; ++h) {
+                const __m512i ql = _mm512_loadu_si512((const void *)(row + 64 * h));
+                const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(row + offsetof(tsr_block_q6_K, qh) + 32 * h)));
+                const __m512i v0 = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, shl_lo), m30));
+                const __m512i v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(qh, shr_hi), m30));
+                /* 128-bit lane k of v0 takes scale 8h + k, of v1 scale 8h + 4 + k */
+                const __m512i s0 = _mm512_shuffle_epi8(scr[h], word_pick_zmm(0, 1, 2, 3));
+                const __m512i s1 = _mm512_shuffle_epi8(scr[h], word_pick_zmm(4, 5, 6, 7));
+                const __m512i p0 = _mm512_maddubs_epi16(v0, _mm512_loadu_si512((const void *)(y.qs + 128 * h)));
+                const __m512i p1 = _mm512_maddubs_epi16(v1, _mm512_loadu_si512((const void *)(y.qs + 128 * h + 64)));
+                part[0] = h ? _mm512_dpwssd_epi32(part[0], p0, s0) : _mm512_madd_epi16(p0, s0);
+                part[1] = h ? _mm512_dpwssd_epi32(part[1], p1, s1) : _mm512_madd_epi16(p1, s1);
+            }
+            sumi[r] = _mm512_add_epi32(part[0], part[1]);
+        }
+#pragma GCC unroll 4
+        for (int r = R; r < 4; ++r) sumi[r] = sumi[0];
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum_rows_by_lane(sumi[0], sumi[1], sumi[2], sumi[3]), offset)), d4, acc);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) out[r] = hsum128(_mm512_castps512_ps128(_mm512_permutexvar_ps(lane_of_zmm(r), acc)));
 }
 
 /* The R-row mat-vec kernels: the K-quants against Q8_K (TSR_MATVEC_ROWS), the other
@@ -1037,7 +1104,7 @@ struct matvec_avx512 {
     TSR_TARGET_AVX512VNNI static void q8k(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out) {
         if constexpr (KS == KSLOT_Q4_K || KS == KSLOT_Q5_K) k4_rows_avx512<KS == KSLOT_Q5_K, R>(n, x, lda, y, out);
         else if constexpr (KS == KSLOT_Q2_K || KS == KSLOT_Q3_K) k2_rows_avx512<KS == KSLOT_Q3_K, R>(n, x, lda, y, out);
-        else { TSR_MATVEC_ROWS(R, q8k_acc_avx512, n / TSR_QK_K, q8k_block_bytes(KS), q8k_step_avx512<KS>, q8k_sum_avx512) }
+        else k6_rows_avx512<R>(n, x, lda, y, out);
     }
 };
 

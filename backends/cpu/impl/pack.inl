@@ -16,9 +16,12 @@
  *              with q as is (0..31, no offset), R scales a, then R float mins b. Their B
  *              panels hold d * sum(q) per row as a float (x86: in the bias slot; rows
  *              layout: after the scales), the factor of the min's correction.
- * Half panels (A of Q6_K: a scale per 16): either layout with Q8_0-style levels, R scales
- *              of the first 16 k, then R of the second. Their x86 B panels hold two biases
- *              per row, one per half (R of the first 16 k, then R of the second).
+ * Half panels (A of Q6_K: an int8 scale per 16, d per 256): either layout with Q8_0-style
+ *              levels q - 32; the rows layout then R float scales d * sc of the first
+ *              16 k and R of the second; the quads layout R floats d and R words of the
+ *              two int16 scales sc (first half low), for kernels that combine the halves'
+ *              integer sums before one conversion. Their x86 B panels hold two biases per
+ *              row, one per half (R of the first 16 k, then R of the second).
  */
 namespace {
 namespace tcpu {

@@ -6,14 +6,14 @@
  * the scalar packers read one block of each of 32 rows in turn (32 strided streams) and
  * sent every type but Q8_0 / Q4_0 through a float row and a Q8_0 row first.
  *
- * Every type but Q2_K and Q6_K packs exactly:
+ * Every type but Q2_K packs exactly:
  *  - Q8_0, Q4_0, Q5_0 and IQ4_NL are int8 values times one scale per 32;
  *  - Q3_K's level times its 6-bit scale per 16 fits int8 negated (-q*sc in [-128, 124]),
  *    times -d per 32;
  *  - Q4_1, Q5_1, Q4_K and Q5_K (w = a*q - b per 32, q 0..31) keep q as the unsigned byte,
- *    a as the scale and b as the block's min (the min panels of pack.inl).
- * Q2_K and Q6_K (scales per 16: Q6_K's products pass int8, Q2_K's min per 16 would need
- * sums of y per 16) are requantized per 32 in registers:
+ *    a as the scale and b as the block's min (the min panels of pack.inl);
+ *  - Q6_K keeps its levels q - 32, d and the int8 scales per 16 (the half panels).
+ * Q2_K (a min per 16 would need sums of y per 16) is requantized per 32 in registers:
  * scale amax / 127 kept as a float (the panel holds floats), values rounded to nearest.
  */
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
@@ -129,29 +129,29 @@ struct affine32 {
     float s0, m0, s1, m1;
 };
 
-/* Block b (of 32) of a Q2_K or Q6_K row as affine32: the core's dequantization formulas
- * (Q6_K's is exact: levels q - 32 and d * sc per 16, its half panels). */
-template <enum tsr_type T>
-TSR_TARGET_AVX2 static inline affine32 affine_block_avx2(const char * row, int64_t b) {
+/* Block b (of 32) of a Q2_K row as affine32: the core's dequantization formulas. */
+TSR_TARGET_AVX2 static inline affine32 q2_K_affine_block_avx2(const char * row, int64_t b) {
     affine32 r{};
     const int j = (int)(b % 8), h = j / 4, t = j % 4;  /* sub-block of 32, half, quarter */
-    if constexpr (T == TSR_TYPE_Q2_K) {
-        const tsr_block_q2_K & x = ((const tsr_block_q2_K *)row)[b / 8];
-        const float d = fp16_avx2(x.d), dmin = fp16_avx2(x.dmin);
-        const uint8_t sc0 = x.scales[8 * h + 2 * t], sc1 = x.scales[8 * h + 2 * t + 1];
-        r.q = bit_plane_avx2(x.qs + 32 * h, 2 * t, 3);
-        r.s0 = d * (float)(sc0 & 15); r.m0 = -dmin * (float)(sc0 >> 4);
-        r.s1 = d * (float)(sc1 & 15); r.m1 = -dmin * (float)(sc1 >> 4);
-    } else if constexpr (T == TSR_TYPE_Q6_K) {
-        const tsr_block_q6_K & x = ((const tsr_block_q6_K *)row)[b / 8];
-        const float d = fp16_avx2(x.d);
-        const __m256i lo = bit_plane_avx2(x.ql + 64 * h + 32 * (t % 2), 4 * (t / 2), 15);
-        const __m256i hi = _mm256_slli_epi16(bit_plane_avx2(x.qh + 32 * h, 2 * t, 3), 4);
-        r.q = _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
-        r.s0 = d * (float)x.scales[8 * h + 2 * t];
-        r.s1 = d * (float)x.scales[8 * h + 2 * t + 1];
-    }
+    const tsr_block_q2_K & x = ((const tsr_block_q2_K *)row)[b / 8];
+    const float d = fp16_avx2(x.d), dmin = fp16_avx2(x.dmin);
+    const uint8_t sc0 = x.scales[8 * h + 2 * t], sc1 = x.scales[8 * h + 2 * t + 1];
+    r.q = bit_plane_avx2(x.qs + 32 * h, 2 * t, 3);
+    r.s0 = d * (float)(sc0 & 15); r.m0 = -dmin * (float)(sc0 >> 4);
+    r.s1 = d * (float)(sc1 & 15); r.m1 = -dmin * (float)(sc1 >> 4);
     return r;
+}
+
+/* Block b (of 32) of a Q6_K row exactly: levels q - 32, the super-block's d in *d and the
+ * int8 scales of the two halves as the int16 halves of *scales (first half low). */
+TSR_TARGET_AVX2 static inline __m256i q6_K_half_block_avx2(const char * row, int64_t b, float * d, uint32_t * scales) {
+    const int j = (int)(b % 8), h = j / 4, t = j % 4;  /* sub-block of 32, half, quarter */
+    const tsr_block_q6_K & x = ((const tsr_block_q6_K *)row)[b / 8];
+    *d = fp16_avx2(x.d);
+    *scales = (uint16_t)(int16_t)x.scales[2 * j] | (uint32_t)(uint16_t)(int16_t)x.scales[2 * j + 1] << 16;
+    const __m256i lo = bit_plane_avx2(x.ql + 64 * h + 32 * (t % 2), 4 * (t / 2), 15);
+    const __m256i hi = _mm256_slli_epi16(bit_plane_avx2(x.qh + 32 * h, 2 * t, 3), 4);
+    return _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
 }
 
 /* Bytes 8i..8i+7 of q as floats. */
@@ -196,7 +196,7 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE __m256i block_i8_avx2(const char * row,
         case TSR_TYPE_Q5_0: return q5_0_block_avx2(row, b, scale);
         case TSR_TYPE_IQ4_NL: return iq4_nl_block_avx2(row, b, scale);
         case TSR_TYPE_Q3_K: return q3_K_block_avx2(row, b, scale);
-        default: return requantize32_avx2(affine_block_avx2<T>(row, b), scale);
+        default: return requantize32_avx2(q2_K_affine_block_avx2(row, b), scale);  /* Q2_K, the one type requantized */
     }
 }
 
@@ -234,8 +234,9 @@ TSR_TARGET_AVX2 static inline void store_quads4_avx2(uint8_t * q, const __m256i 
     }
 }
 
-/* A block of 32 as panel bytes and the floats that follow them: the scale; for min panels
- * then the min, for half panels the second half's scale. */
+/* A block of 32 as panel bytes and the 32-bit words that follow them: the float scale
+ * (half panels: d); for min panels then the float min, for half panels the two int16
+ * scales. */
 struct panel_block {
     __m256i q;
     float f[2];
@@ -247,11 +248,11 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE panel_block panel_block_avx2(const char
     panel_block p{};
     if constexpr (KIND == PANEL_MIN) {
         p.q = min_block_avx2<T>(row, b, &p.f[0], &p.f[1]);
-    } else if constexpr (KIND == PANEL_HALVES) {  /* Q6_K: levels q - 32, d * sc of each half */
-        const affine32 w = affine_block_avx2<T>(row, b);
-        p.q = w.q;
-        p.f[0] = w.s0;
-        p.f[1] = w.s1;
+    } else if constexpr (KIND == PANEL_HALVES) {
+        static_assert(T == TSR_TYPE_Q6_K, "Q6_K's are the only half panels");
+        uint32_t scales;
+        p.q = q6_K_half_block_avx2(row, b, &p.f[0], &scales);
+        std::memcpy(&p.f[1], &scales, 4);
     } else {
         p.q = block_i8_avx2<T>(row, b, &p.f[0]);
     }
