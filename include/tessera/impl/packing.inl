@@ -1024,13 +1024,14 @@ struct pk_packer {
             return false;
         };
         /* targets descending from the best packing (easy ones first) until `until` ms, or
-         * until one is found when `first_only`. Once a first packing below the greedy's is
-         * known, every other target is tried with the inference bound: with slack it prunes
-         * less for its cost, but some targets only pack under it and others only without
-         * it (on MiniMalloc's I and K it brings the peak 4 % closer to the known fit; with
-         * it everywhere, J finds no packing below the greedy's in 1 s). */
+         * until one is found when `first_only`. Every target is tried with the inference
+         * bound once `infer_everywhere` (the descent after the walk, whose limits let a
+         * search finish); before that, once a first packing below the greedy's is known,
+         * every other target: with slack it prunes less for its cost, but some targets only
+         * pack under it and others only without it. (That J found no packing below the
+         * greedy's in 1 s with it everywhere was its limits: under its walk.) */
         pk_u64 step = (hi - goal) / 8;
-        bool infer_next = false;
+        bool infer_next = false, infer_everywhere = false;
         auto descend = [&](double until, bool first_only) {
             while (hi > std::max(floor_target, goal) && clock.ms() < until) {
                 step = std::max(step, align);
@@ -1038,7 +1039,7 @@ struct pk_packer {
                 target -= target % align;
                 if (target < std::max(floor_target, goal)) target = std::max(floor_target, goal);
                 infer_next = !infer_next;
-                if (attempt(target, target == P.lb || (infer_next && !first_only), limit, until)) {
+                if (attempt(target, target == P.lb || infer_everywhere || (infer_next && !first_only), limit, until)) {
                     if (first_only) return;
                 } else {
                     step /= 2;
@@ -1051,21 +1052,49 @@ struct pk_packer {
          * (they fail on different instances: of MiniMalloc's challenging traces A packs
          * without it in a fifth of the time, E only with it; where the bound is the known
          * fit it is found there or not at all); then restarts at the bound (a fifth of what
-         * is left); then a first packing below the greedy's
-         * (at most half of what is left: some instances need many orders for it); then
-         * the descent goes on */
+         * is left, each dive at least a walk and a half long, see walk_nodes); then a
+         * first packing below the best (at most half of what is left: some instances need
+         * many orders for it); then the descent goes on */
         if (attempt(goal, false, limit, budget_ms)) return;
         const double lb_until = clock.ms() + 0.4 * (budget_ms - clock.ms());
         for (long lim = 2 * limit; floor_target <= goal && clock.ms() < lb_until; lim *= 2) {
             if (attempt(goal, false, lim, lb_until)) return;
             if (floor_target <= goal && attempt(goal, true, lim, lb_until)) return;
         }
-        if (floor_target <= goal && dive_at_bound(srch, clock, clock.ms() + 0.2 * (budget_ms - clock.ms()), keep_found)) return;
+        const long walk = walk_nodes(srch, keep_found);
+        if (hi <= goal) return;
+        const long dive_limit = std::max({1024L, 5L * P.n, walk + walk / 2});
+        if (floor_target <= goal && dive_at_bound(srch, clock, clock.ms() + 0.2 * (budget_ms - clock.ms()), dive_limit, keep_found)) return;
+        /* the descent: with limits under a walk and a half none of its searches could
+         * finish (J's descent began at 3,000 nodes: 6 orders x 4 targets found nothing),
+         * and with the inference bound at every target, which with those limits gone packs
+         * J at its known fit where alternating did not */
+        limit = std::max(limit, walk + walk / 2);
+        infer_everywhere = true;
         descend(clock.ms() + 0.5 * (budget_ms - clock.ms()), true);
         descend(budget_ms, false);
     }
 
-    /* Restarts at the lower bound until `until` ms: short dives (5 nodes per buffer, with
+    /* The nodes a search takes to walk down to a packing where it has slack to spare (at
+     * the best peak known, which the greedy met): every search takes at least about as
+     * many, whatever its target, so a node limit under it stops every one of them short.
+     * Holes count as nodes, so it is not the number of buffers: MiniMalloc's J (409
+     * buffers, sizes down to 1/1,000 of its peak) takes ~5,000, H (316) ~950. The packing
+     * it finds is kept (on J it is 12 % under the greedy's). 0 if it finds none. */
+    template <class keep_t>
+    long walk_nodes(pk_search & srch, keep_t & keep_found) {
+        srch.infer = false;
+        srch.complete = false;
+        const bool ok = srch.run(best, 0, budget_ms, 64L * P.n);
+#ifdef TSR_PACK_DEBUG
+        fprintf(stderr, "  walk at %.4f: %s after %ld nodes\n", (double) best / (double) P.lb, ok ? "found" : "no", srch.nodes);
+#endif
+        if (!ok) return 0;
+        keep_found();
+        return srch.nodes;
+    }
+
+    /* Restarts at the lower bound until `until` ms: short dives (dive_limit nodes, with
      * the inference bound), each in a random order of its own. The time to find a packing
      * at the bound is heavy-tailed in the order: of 200 random orders, 7 pack MiniMalloc's
      * H within 1,500 nodes and 1 each I and K within 3,000, while the long searches of a
@@ -1074,8 +1103,7 @@ struct pk_packer {
      * dives' orders are apart from the attempts' (their own seeds), so the later phases
      * try the orders they did without them. */
     template <class keep_t>
-    bool dive_at_bound(pk_search & srch, pk_clock & clock, double until, keep_t & keep_found) {
-        const long dive_limit = std::max(1024L, 5L * P.n);
+    bool dive_at_bound(pk_search & srch, pk_clock & clock, double until, long dive_limit, keep_t & keep_found) {
         for (int k = 0; clock.ms() < until; k++) {
             srch.infer = true;
             srch.complete = false;
