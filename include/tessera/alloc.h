@@ -207,6 +207,19 @@ struct tsr_pack_item { int64_t lower, upper; size_t size; size_t offset; };
 TSR_API size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alignment, double work_budget_ms);
 TSR_API size_t tsr_pack_lower_bound(const struct tsr_pack_item * items, size_t n, size_t alignment);
 
+/* tsr_pack with a target: the search stops as soon as a packing's peak is <= target_peak
+ * (0, or anything under the lower bound: the lower bound, as tsr_pack). A caller that
+ * knows a capacity to fit in (a device's memory, a fit found before) aims the search at
+ * it from the start instead of at the lower bound, which may be out of reach; without
+ * a packing at the target the best one found comes back, as from tsr_pack. alignment and
+ * work_budget_ms are tsr_pack's. params NULL: SIZE_MAX with an error. */
+struct tsr_pack_params {
+    size_t alignment;
+    double work_budget_ms;
+    size_t target_peak;
+};
+TSR_API size_t tsr_pack_ex(struct tsr_pack_item * items, size_t n, const struct tsr_pack_params * params);
+
 /* In-place contract every backend honours: may node write its result into the memory
  * of src[src_index], exactly aliased? Always requires: node is not a view, src has the
  * same type and shape as node, and both are contiguous. Then, by op:

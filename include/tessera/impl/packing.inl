@@ -36,11 +36,11 @@
  *       no unplaced buffer crosses from one section to the next, the two sides are
  *       solved apart (one failing fails the node without retrying the other's choices),
  *       and at the lower bound (no slack) a section's floor counts as the lowest level
- *       any of its unplaced buffers can still take. The lower bound is tried first
- *       (node limits that double, with and without that bound in turn, for 40 % of the
- *       budget), then targets descend from the best packing found (each attempt: a few candidate
- *       orders, fixed and randomised, with a node limit that doubles when the targets
- *       run out). The search runs restricted (a heuristic cut, see pk_search::complete);
+ *       any of its unplaced buffers can still take. The lower bound (or the caller's
+ *       target above it, tsr_pack_ex) is tried first (node limits that double, with
+ *       and without that bound in turn, for 40 % of the budget), then targets descend
+ *       from the best packing found (each attempt: a few candidate orders, fixed and
+ *       randomised, with a node limit that doubles when the targets run out). The search runs restricted (a heuristic cut, see pk_search::complete);
  *       a target is ruled out only by the complete search. Its budget is counted in work
  *       (pk_clock), not time, so its answer does not depend on the machine's load.
  *     - large instances: (a) the window around the peak (the buffers live within 30,
@@ -946,6 +946,7 @@ struct pk_packer {
     pk_problem & P;
     const pk_timer & timer;
     const double budget_ms;
+    pk_u64 goal;               /* stop at a packing this low: the lower bound, or the caller's target above it */
     pk_placer pl;
     std::vector<pk_u64> off, best_off;
     pk_u64 best = PK_INF;
@@ -955,7 +956,7 @@ struct pk_packer {
     const int * try_order;     /* the greedy orders, in the order they are tried */
     int n_orders;
 
-    pk_packer(pk_problem & p, const pk_timer & t, double budget) : P(p), timer(t), budget_ms(budget), order((size_t) p.n) {
+    pk_packer(pk_problem & p, const pk_timer & t, double budget) : P(p), timer(t), budget_ms(budget), goal(p.lb), order((size_t) p.n) {
         /* large instances (> 1,000 buffers) keep their time for the improvement phase: peak
          * first here, the other orders after the window search (above 5,000 buffers only the
          * first three) */
@@ -1023,25 +1024,26 @@ struct pk_packer {
             return false;
         };
         /* targets descending from the best packing (easy ones first) until `until` ms, or
-         * until one is found when `first_only`. Once a first packing below the greedy's is
-         * known, every other target is tried with the inference bound: with slack it prunes
-         * less for its cost, but some targets only pack under it and others only without
-         * it (on MiniMalloc's I and K it brings the peak 4 % closer to the known fit; with
-         * it everywhere, J finds no packing below the greedy's in 1 s). */
-        pk_u64 step = (hi - P.lb) / 8;
-        bool infer_next = false;
+         * until one is found when `first_only`. Every target is tried with the inference
+         * bound once `infer_everywhere` (the descent after the walk, whose limits let a
+         * search finish); before that, once a first packing below the greedy's is known,
+         * every other target: with slack it prunes less for its cost, but some targets only
+         * pack under it and others only without it. (That J found no packing below the
+         * greedy's in 1 s with it everywhere was its limits: under its walk.) */
+        pk_u64 step = (hi - goal) / 8;
+        bool infer_next = false, infer_everywhere = false;
         auto descend = [&](double until, bool first_only) {
-            while (hi > floor_target && clock.ms() < until) {
+            while (hi > std::max(floor_target, goal) && clock.ms() < until) {
                 step = std::max(step, align);
                 pk_u64 target = hi - step;
                 target -= target % align;
-                if (target < floor_target) target = floor_target;
+                if (target < std::max(floor_target, goal)) target = std::max(floor_target, goal);
                 infer_next = !infer_next;
-                if (attempt(target, target == P.lb || (infer_next && !first_only), limit, until)) {
+                if (attempt(target, target == P.lb || infer_everywhere || (infer_next && !first_only), limit, until)) {
                     if (first_only) return;
                 } else {
                     step /= 2;
-                    if (step < align || step * 64 < hi - P.lb) { step = (hi - P.lb) / 8; limit *= 2; }
+                    if (step < align || step * 64 < hi - goal) { step = (hi - goal) / 8; limit *= 2; }
                 }
             }
         };
@@ -1050,21 +1052,52 @@ struct pk_packer {
          * (they fail on different instances: of MiniMalloc's challenging traces A packs
          * without it in a fifth of the time, E only with it; where the bound is the known
          * fit it is found there or not at all); then restarts at the bound (a fifth of what
-         * is left); then a first packing below the greedy's
-         * (at most half of what is left: some instances need many orders for it); then
-         * the descent goes on */
-        if (attempt(P.lb, false, limit, budget_ms)) return;
+         * is left, each dive at least a walk and a half long, see walk_nodes); then a
+         * first packing below the best (at most half of what is left: some instances need
+         * many orders for it); then the descent goes on */
+        if (attempt(goal, false, limit, budget_ms)) return;
         const double lb_until = clock.ms() + 0.4 * (budget_ms - clock.ms());
-        for (long lim = 2 * limit; floor_target == P.lb && clock.ms() < lb_until; lim *= 2) {
-            if (attempt(P.lb, false, lim, lb_until)) return;
-            if (floor_target == P.lb && attempt(P.lb, true, lim, lb_until)) return;
+        for (long lim = 2 * limit; floor_target <= goal && clock.ms() < lb_until; lim *= 2) {
+            if (attempt(goal, false, lim, lb_until)) return;
+            if (floor_target <= goal && attempt(goal, true, lim, lb_until)) return;
         }
-        if (floor_target == P.lb && dive_at_bound(srch, clock, clock.ms() + 0.2 * (budget_ms - clock.ms()), keep_found)) return;
+        const long walk = walk_nodes(srch, keep_found);
+        if (hi <= goal) return;
+        const long dive_limit = std::max({1024L, 5L * P.n, walk + walk / 2});
+        if (floor_target <= goal && dive_at_bound(srch, clock, clock.ms() + 0.2 * (budget_ms - clock.ms()), dive_limit, keep_found)) return;
+        /* the descent: with limits under a walk and a half none of its searches could
+         * finish (J's descent began at 3,000 nodes: 6 orders x 4 targets found nothing),
+         * with the inference bound at every target, which with those limits gone packs J
+         * at its known fit where alternating did not, and with steps from the gap the walk
+         * left (on J 12 % under the greedy's: steps sized by the greedy's gap overshot to
+         * targets none of 6 orders reached, and J fit for 6 of 8 seeds, 8 of 8 so) */
+        limit = std::max(limit, walk + walk / 2);
+        infer_everywhere = true;
+        step = (hi - goal) / 8;
         descend(clock.ms() + 0.5 * (budget_ms - clock.ms()), true);
         descend(budget_ms, false);
     }
 
-    /* Restarts at the lower bound until `until` ms: short dives (5 nodes per buffer, with
+    /* The nodes a search takes to walk down to a packing where it has slack to spare (at
+     * the best peak known, which the greedy met): every search takes at least about as
+     * many, whatever its target, so a node limit under it stops every one of them short.
+     * Holes count as nodes, so it is not the number of buffers: MiniMalloc's J (409
+     * buffers, sizes down to 1/1,000 of its peak) takes ~5,000, H (316) ~950. The packing
+     * it finds is kept (on J it is 12 % under the greedy's). 0 if it finds none. */
+    template <class keep_t>
+    long walk_nodes(pk_search & srch, keep_t & keep_found) {
+        srch.infer = false;
+        srch.complete = false;
+        const bool ok = srch.run(best, 0, budget_ms, 64L * P.n);
+#ifdef TSR_PACK_DEBUG
+        fprintf(stderr, "  walk at %.4f: %s after %ld nodes\n", (double) best / (double) P.lb, ok ? "found" : "no", srch.nodes);
+#endif
+        if (!ok) return 0;
+        keep_found();
+        return srch.nodes;
+    }
+
+    /* Restarts at the lower bound until `until` ms: short dives (dive_limit nodes, with
      * the inference bound), each in a random order of its own. The time to find a packing
      * at the bound is heavy-tailed in the order: of 200 random orders, 7 pack MiniMalloc's
      * H within 1,500 nodes and 1 each I and K within 3,000, while the long searches of a
@@ -1073,12 +1106,11 @@ struct pk_packer {
      * dives' orders are apart from the attempts' (their own seeds), so the later phases
      * try the orders they did without them. */
     template <class keep_t>
-    bool dive_at_bound(pk_search & srch, pk_clock & clock, double until, keep_t & keep_found) {
-        const long dive_limit = std::max(1024L, 5L * P.n);
+    bool dive_at_bound(pk_search & srch, pk_clock & clock, double until, long dive_limit, keep_t & keep_found) {
         for (int k = 0; clock.ms() < until; k++) {
             srch.infer = true;
             srch.complete = false;
-            const bool ok = srch.run(P.lb, PK_DIVE_SEEDS + k, until, dive_limit);
+            const bool ok = srch.run(goal, PK_DIVE_SEEDS + k, until, dive_limit);
 #ifdef TSR_PACK_DEBUG
             fprintf(stderr, "  dive %d at the bound: %s after %ld nodes, %.1f ms\n", k, ok ? "found" : "no", srch.nodes, clock.ms());
 #endif
@@ -1094,12 +1126,12 @@ struct pk_packer {
         std::vector<pk_u64> win_off;
         std::vector<char> in_win((size_t) P.n);
         static const int halves[4] = {30, 100, 300, 10};
-        for (int h = 0; h < 4 && best > P.lb && time_left(); h++) {
+        for (int h = 0; h < 4 && best > goal && time_left(); h++) {
             if (!pk_window(P, halves[h], timer, budget_ms, win, win_off)) continue;
             std::fill(in_win.begin(), in_win.end(), 0);
             for (int i : win) in_win[(size_t) i] = 1;
             static const int rest_orders[3] = {1, 0, 7};
-            for (int ro = 0; ro < 3 && best > P.lb && time_left(); ro++) {
+            for (int ro = 0; ro < 3 && best > goal && time_left(); ro++) {
                 const double t_start = timer.ms();
                 pk_sort_order(P, rest_orders[ro], rest, keys);
                 order = win;
@@ -1126,7 +1158,7 @@ struct pk_packer {
         std::vector<int> ord = best_order;
         std::vector<char> hot((size_t) P.n);
         double f = 1.0;
-        for (int it = 0; it < 64 && best > P.lb && f > 0.05; it++) {
+        for (int it = 0; it < 64 && best > goal && f > 0.05; it++) {
             if (timed && timer.ms() + last_ms > budget_ms) break;
             const double t_start = timer.ms();
             const pk_u64 H = (pk_u64) ((double) P.lb * f);
@@ -1148,7 +1180,7 @@ struct pk_packer {
         std::vector<int> ord;
         uint64_t x = 0x9E3779B97F4A7C15ull;
         auto rnd = [&](uint64_t m) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; return m ? x % m : 0; };
-        for (int it = 0; best > P.lb; it++) {
+        for (int it = 0; best > goal; it++) {
             if (timer.ms() + last_ms > budget_ms) break;
             const double t_start = timer.ms();
             ord = best_order;
@@ -1168,7 +1200,7 @@ struct pk_packer {
     }
 };
 
-static size_t pk_pack_body(struct tsr_pack_item * items, size_t n, size_t alignment, double work_budget_ms) {
+static size_t pk_pack_body(struct tsr_pack_item * items, size_t n, size_t alignment, double work_budget_ms, size_t target_peak) {
     const pk_timer timer;
     if (alignment == 0) alignment = 1;
     if ((alignment & (alignment - 1)) != 0) {
@@ -1190,20 +1222,21 @@ static size_t pk_pack_body(struct tsr_pack_item * items, size_t n, size_t alignm
     /* 1. greedy first fit in several orders: small instances try every order (each takes
      * well under a millisecond), large ones only the first */
     pk_packer pk(P, timer, work_budget_ms);
+    pk.goal = std::max(P.lb, (pk_u64) target_peak);
     const int n_first = P.n <= 1000 ? pk.n_orders : 1;
-    for (int vi = 0; vi < n_first && pk.best > P.lb; vi++) pk.run_order(pk.try_order[vi]);
+    for (int vi = 0; vi < n_first && pk.best > pk.goal; vi++) pk.run_order(pk.try_order[vi]);
     if (P.n <= 1000) pk.promote_overflow(false);
 
     /* 2. improvement while time is left */
     /* small instances search whatever the heuristics took (on the work clock, so that the
      * answer never depends on the load); large ones improve only while wall time is left */
-    if (pk.best > P.lb && work_budget_ms > 0 && (P.n <= 1000 || timer.ms() < work_budget_ms)) {
+    if (pk.best > pk.goal && work_budget_ms > 0 && (P.n <= 1000 || timer.ms() < work_budget_ms)) {
         if (P.n <= 1000) {
             pk.search((pk_u64) alignment);
         } else {
             pk.window();
             /* 2b: the other orders */
-            for (int vi = 1; vi < pk.n_orders && pk.best > P.lb && pk.time_left(); vi++) pk.run_order(pk.try_order[vi]);
+            for (int vi = 1; vi < pk.n_orders && pk.best > pk.goal && pk.time_left(); vi++) pk.run_order(pk.try_order[vi]);
             pk.promote_overflow(true);
             pk.random_walk();
         }
@@ -1224,12 +1257,18 @@ TSR_API_IMPL size_t tsr_pack_lower_bound(const struct tsr_pack_item * items, siz
     }
 }
 
-TSR_API_IMPL size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alignment, double work_budget_ms) {
+TSR_API_IMPL size_t tsr_pack_ex(struct tsr_pack_item * items, size_t n, const struct tsr_pack_params * params) {
+    if (!params) { tsr_set_error("tsr_pack_ex: params is NULL"); return SIZE_MAX; }
     try {
-        return tsr_impl::pk_pack_body(items, n, alignment, work_budget_ms);
+        return tsr_impl::pk_pack_body(items, n, params->alignment, params->work_budget_ms, params->target_peak);
     } catch (...) {
         for (size_t i = 0; items && i < n; i++) items[i].offset = 0;
         tsr_set_error("tsr_pack: out of memory for %zu items", n);
         return SIZE_MAX;
     }
+}
+
+TSR_API_IMPL size_t tsr_pack(struct tsr_pack_item * items, size_t n, size_t alignment, double work_budget_ms) {
+    const struct tsr_pack_params params = {alignment, work_budget_ms, 0};
+    return tsr_pack_ex(items, n, &params);
 }
