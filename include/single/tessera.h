@@ -15479,26 +15479,39 @@ template <bool Q3> TSR_TARGET_AVX2 static inline k2_parts k2_block(const void * 
 
 /* Q2_K (levels 0..3, 4-bit scales and mins) / Q3_K (levels 0..7 made unsigned by + 4,
  * signed 6-bit scales) against Q8_K: element 128h + 32j + l has its two low bits at bits 2j
- * of qs[32h + l] (Q3_K: its third bit at bit 4h + j of hmask[l]). The mins (Q2_K) and the
- * offset 4 (Q3_K) meet the activations' 16-element sums once per super-block. */
+ * of qs[32h + l] (Q3_K: its third bit at bit 4h + j of hmask[l], shifted straight to bit 2).
+ * The scales are int16 once per super-block, and one in-lane byte shuffle spreads the two of
+ * each 32 elements. The mins (Q2_K) and the offset 4 (Q3_K) meet the activations' 16-element
+ * sums once per super-block. */
+static constexpr size_t k2_prefetch_ahead_avx2 = 2048;  /* bytes past the current super-block of a row */
 template <bool Q3>
 TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void k2_step_avx2(q8k_acc_avx2 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
-    const __m256i m3 = _mm256_set1_epi8(0x03), m1 = _mm256_set1_epi8(0x01);
+    const __m256i m3 = _mm256_set1_epi8(0x03), m4 = _mm256_set1_epi8(0x04);
+    /* no prefetch kept one core's Q2_K / Q3_K below its share of DRAM */
+    _mm_prefetch((const char *)blk + k2_prefetch_ahead_avx2, _MM_HINT_T0);
+    _mm_prefetch((const char *)blk + k2_prefetch_ahead_avx2 + 64, _MM_HINT_T0);
     const k2_parts b = k2_block<Q3>(blk, 0, y);
-    const uint8_t * qs = b.qs;
-    const __m128i sc8 = b.sc8;
     const __m256i hm = Q3 ? _mm256_loadu_si256((const __m256i *)b.hmask) : _mm256_setzero_si256();
+    const __m256i sc16 = _mm256_cvtepi8_epi16(b.sc8);
     __m256i sumi = b.offset;
     a.acc = _mm256_sub_ps(a.acc, b.mins);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
-        const __m256i qv = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
+        const __m256i qv = _mm256_loadu_si256((const __m256i *)(b.qs + 32 * h));
+        const __m256i sch = _mm256_permute2x128_si256(sc16, sc16, h ? 0x11 : 0x00);  /* scales 8h..8h+7 in both lanes */
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
             __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
-            if (Q3) q = _mm256_or_si256(q, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), m1), 2));
+            if (Q3) {
+                const int at = 4 * h + j;  /* the bit to bring to bit 2 */
+                const __m256i hb = at >= 2 ? _mm256_srli_epi16(hm, at - 2) : _mm256_slli_epi16(hm, 2 - at);
+                q = _mm256_or_si256(q, _mm256_and_si256(hb, m4));
+            }
             const __m256i yv = _mm256_loadu_si256((const __m256i *)(y.qs + 128 * h + 32 * j));
-            sumi = _mm256_add_epi32(sumi, scale_pairs_avx2(_mm256_maddubs_epi16(q, yv), sc8, 8 * h + 2 * j));
+            /* int16 lanes 0-7 (group 8h + 2j) and 8-15 (8h + 2j + 1) */
+            const __m256i s = _mm256_shuffle_epi8(sch, _mm256_setr_m128i(_mm_set1_epi16((short)((4 * j + 1) << 8 | 4 * j)),
+                                                                         _mm_set1_epi16((short)((4 * j + 3) << 8 | (4 * j + 2)))));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q, yv), s));
         }
     }
     a.acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(y.d * b.d), a.acc);
@@ -16431,11 +16444,9 @@ TSR_TARGET_AVX512VNNI static inline __m512i k4_scales_mins_zmm(__m512i h) {
 }
 
 /* vpshufb indices that put scale g_k in every int16 of 128-bit lane k: byte g_k of 16 in the
- * low byte with the high one zeroed (PICK_LOW) or in the high byte with the low one zeroed
- * (PICK_HIGH). */
-enum { PICK_LOW, PICK_HIGH };
-template <int PICK> TSR_TARGET_AVX512VNNI static inline __m512i scale_pick_zmm(int g0, int g1, int g2, int g3) {
-    auto w = [](int g) { return (short)(PICK == PICK_LOW ? (0x8000 | g) : (g << 8 | 0x80)); };
+ * low byte with the high one zeroed. */
+TSR_TARGET_AVX512VNNI static inline __m512i scale_pick_zmm(int g0, int g1, int g2, int g3) {
+    auto w = [](int g) { return (short)(0x8000 | g); };
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_m128i(_mm_set1_epi16(w(g0)), _mm_set1_epi16(w(g1)))),
                               _mm256_setr_m128i(_mm_set1_epi16(w(g2)), _mm_set1_epi16(w(g3))), 1);
 }
@@ -16503,8 +16514,8 @@ TSR_TARGET_AVX512VNNI static void k4_rows_avx512(int64_t n, const char * x, size
                 }
                 const int s = 4 * k;
                 const __m512i plo = _mm512_maddubs_epi16(lo, yv[2 * k]), phi = _mm512_maddubs_epi16(hi, yv[2 * k + 1]);
-                const __m512i slo = _mm512_shuffle_epi8(sc, scale_pick_zmm<PICK_LOW>(s, s, s + 2, s + 2));
-                const __m512i shi = _mm512_shuffle_epi8(sc, scale_pick_zmm<PICK_LOW>(s + 1, s + 1, s + 3, s + 3));
+                const __m512i slo = _mm512_shuffle_epi8(sc, scale_pick_zmm(s, s, s + 2, s + 2));
+                const __m512i shi = _mm512_shuffle_epi8(sc, scale_pick_zmm(s + 1, s + 1, s + 3, s + 3));
                 part[0] = k ? _mm512_dpwssd_epi32(part[0], plo, slo) : _mm512_madd_epi16(plo, slo);
                 part[1] = k ? _mm512_dpwssd_epi32(part[1], phi, shi) : _mm512_madd_epi16(phi, shi);
             }
@@ -16575,70 +16586,101 @@ template <int R> TSR_TARGET_AVX512VNNI static inline __m256 fp16_pairs_of_rows(c
     return _mm256_cvtph_ps(_mm_setr_epi32(at(0), at((R > 1) * lda), at((R > 2) * 2 * lda), at((R > 3) * 3 * lda)));
 }
 
-/* Q2_K / Q3_K over R <= 4 rows: shift j of the 64 qs bytes holds elements 32j..32j+31 (bytes
- * 0-31) and 128+32j.. (bytes 32-63), so one load and an immediate shift per 64 elements,
- * against the Q8_K row gathered to match once per super-block. Q3_K's third bit of those
- * elements is bit j (first 32) and 4 + j (next 32) of hmask[0..31]. The rows' scales, Q2_K's
- * mins against the activations' sums and Q3_K's offset (levels made unsigned by + 4: - 4
- * sum(scale * bsums)) decode together; per row, one in-lane byte shuffle per 64 elements
- * spreads the int16 scales: Q2_K's 4-bit ones zero-extended, Q3_K's signed ones in the high
- * byte (x 256: the offset is scaled to match and the float factor divides it out; a lane's
- * int32 sum stays below 2^30). Row r's sums sit in lanes 4r..4r+3 and integer sums are
- * exact, so a row's result is the same for every R. */
+/* vpermw indices of k2_rows_avx512's scales: 128-bit lane L of a packed pair of level dot
+ * products holds 4 int32 sums of group 4k + L and then 4 of group 4k + 4 + L (k = 0 for the
+ * first pair, 2 for the second); the scales are int16 words 16 (r & 1) + g of the vector of
+ * rows r & ~1 and r | 1. */
+TSR_TARGET_AVX512VNNI static inline __m512i k2_scale_index(int row_parity, int pair) {
+    alignas(64) static const int16_t groups[32] = {0, 0, 0, 0, 4, 4, 4, 4, 1, 1, 1, 1, 5, 5, 5, 5,
+                                                   2, 2, 2, 2, 6, 6, 6, 6, 3, 3, 3, 3, 7, 7, 7, 7};
+    return _mm512_add_epi16(_mm512_load_si512((const void *)groups), _mm512_set1_epi16((short)(16 * row_parity + 8 * pair)));
+}
+
+/* Q2_K / Q3_K over R <= 4 rows. Qs byte l of half h (32 bytes) holds elements 128h + 32j + l at
+ * bits 2j; the half is loaded into both 256-bit halves, whose masks 0x03 and 0x0C (and 0x03,
+ * 0x0C after a shift by 4) give the levels of elements 64k .. 64k + 63 (k = 2h, 2h + 1), the
+ * upper 32 at bits 2-3 (times 4), against 64 contiguous Q8_K bytes: one vpdpbusd per 64
+ * elements, no shift per level. Q3_K's third bit (bit 4h + j of hmask[l]) adds 4 (16 in the
+ * upper half) to levels kept unsigned, the - 4 coming off through the bsums. 128-bit lane L of
+ * dot k is scale group 4k + L; dots k and k + 1 pack to int16 (a sum of 4 is at most
+ * 4 * 28 * 128) and meet their scales, times 4 in lanes 0-1 to match the upper halves (the
+ * whole sum is times 4), in one vpdpwssd. The rows' headers decode together (lanes_of_rows):
+ * scales as int16 words of row pairs, Q2_K's mins against the activations' sums, Q3_K's
+ * offset as the start of the row's integer sum, d (and dmin). Row r's sums sit in lanes
+ * 4r..4r+3 and integer sums are exact, so a row's result is the same for every R. */
+static constexpr size_t k2_prefetch_ahead = 2048;  /* bytes past the current super-block of a row */
 template <bool Q3, int R>
 TSR_TARGET_AVX512VNNI static void k2_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
-    const __m512i m3 = _mm512_set1_epi8(0x03), four = _mm512_set1_epi8(0x04);
     const size_t bbytes = Q3 ? sizeof(tsr_block_q3_K) : sizeof(tsr_block_q2_K);
+    const __m512i level_mask = _mm512_inserti64x4(_mm512_set1_epi8(0x03), _mm256_set1_epi8(0x0C), 1);
+    const __m512i third_bit = _mm512_inserti64x4(_mm512_set1_epi8(0x04), _mm256_set1_epi8(0x10), 1);
+    const __m512i times4_low_lanes = _mm512_set1_epi64(0x0000000000020002ll);  /* words g % 4 < 2: << 2 */
+    const __m512i idx[2][2] = {{k2_scale_index(0, 0), k2_scale_index(0, 1)}, {k2_scale_index(1, 0), k2_scale_index(1, 1)}};
     __m512 acc = _mm512_setzero_ps(), mins = _mm512_setzero_ps();  /* row r in lanes 4r..4r+3 */
     for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
         const tsr_block_q8_K & y = yrow[i];
         const uint8_t * blk = (const uint8_t *)x + (size_t)i * bbytes;
-        __m512i sc, offset = _mm512_setzero_si512();
+        __m512i sc8;  /* row r's 16 scales as int8 in lane r */
         __m512 d4;
         if (Q3) {
             /* bytes 94..109: the last 2 qs bytes, the 12 scale bytes, d (stays inside the block) */
             const __m512i h = lanes_of_rows<R>(blk + 94, lda);
-            sc = q3k_scales_zmm(h);
-            offset = _mm512_slli_epi32(dot16_bsums_zmm<true>(sc, y), 10);
+            sc8 = q3k_scales_zmm(h);
             const __m128 d = _mm_mul_ps(_mm_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi16(
                                             _mm512_setr_epi32(7 | 15 << 16, 23 | 31 << 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), h))),
-                                        _mm_set1_ps(y.d * (1.0f / 256)));
+                                        _mm_set1_ps(y.d * 0.25f));
             d4 = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), _mm512_castps128_ps512(d));
         } else {
             const __m512i h = lanes_of_rows<R>(blk, lda);
-            sc = _mm512_and_si512(h, _mm512_set1_epi8(0x0F));
+            sc8 = _mm512_and_si512(h, _mm512_set1_epi8(0x0F));
             const __m512 dm = _mm512_castps256_ps512(_mm256_mul_ps(fp16_pairs_of_rows<R>(blk + 80, lda), _mm256_set1_ps(y.d)));
-            d4 = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6), dm);
+            d4 = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6), dm), _mm512_set1_ps(0.25f));
             mins = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot16_bsums_zmm<false>(_mm512_and_si512(_mm512_srli_epi16(h, 4), _mm512_set1_epi8(0x0F)), y)),
                                    _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7), dm), mins);
         }
-        const __m512i yv[4] = {join32_zmm(y.qs, y.qs + 128), join32_zmm(y.qs + 32, y.qs + 160),
-                               join32_zmm(y.qs + 64, y.qs + 192), join32_zmm(y.qs + 96, y.qs + 224)};
+        /* the scales as int16 words of rows 0-1 and 2-3 (times 4 where the levels are not) and
+         * Q3_K's - 4 sum(scale * bsums), times 4 as the sums, in the row's half of its pair */
+        const __m512i w[2] = {Q3 ? _mm512_cvtepi8_epi16(_mm512_castsi512_si256(sc8)) : _mm512_cvtepu8_epi16(_mm512_castsi512_si256(sc8)),
+                              Q3 ? _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(sc8, 1)) : _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(sc8, 1))};
+        const __m512i w4[2] = {_mm512_sllv_epi16(w[0], times4_low_lanes), _mm512_sllv_epi16(w[1], times4_low_lanes)};
+        __m512i offset[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        if (Q3) {
+            const __m512i bs = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y.bsums));
+            for (int p = 0; p < 2; ++p) offset[p] = _mm512_madd_epi16(_mm512_slli_epi16(w[p], 4), bs);
+        }
         __m512i sumi[4];
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
             const uint8_t * row = blk + (size_t)r * lda;
-            const __m512i scr = _mm512_permutexvar_epi32(lane_of_zmm(r), sc);  /* row r's scales in every lane */
-            const __m512i qv = _mm512_loadu_si512((const void *)(row + (Q3 ? 32 : 16)));
+            /* no prefetch kept one core's Q2_K / Q3_K below its share of DRAM, as it did Q4_K's */
+            _mm_prefetch((const char *)row + k2_prefetch_ahead, _MM_HINT_T0);
+            _mm_prefetch((const char *)row + k2_prefetch_ahead + 64, _MM_HINT_T0);
+            const uint8_t * qs = row + (Q3 ? 32 : 16);
             const __m512i hm = Q3 ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)row)) : _mm512_setzero_si512();
-            __m512i part[2];  /* two dependency chains */
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; ++j) {
-                __m512i v = _mm512_and_si512(j ? _mm512_srli_epi16(qv, 2 * j) : qv, m3);
-                if (Q3) {
-                    const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << j)), _mm256_set1_epi8((char)(1 << (4 + j))), 1);
-                    v = _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(hm, bit), v, four);
+            __m512i dots[4];
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; ++h) {
+                const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * h)));
+#pragma GCC unroll 2
+                for (int k = 2 * h; k < 2 * h + 2; ++k) {
+                    __m512i lv = _mm512_and_si512(k & 1 ? _mm512_srli_epi16(q, 4) : q, level_mask);
+                    if (Q3) {
+                        const int j = 2 * k;  /* hmask bits j (lower half) and j + 1 (upper) */
+                        const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << j)), _mm256_set1_epi8((char)(1 << (j + 1))), 1);
+                        lv = _mm512_mask_add_epi8(lv, _mm512_test_epi8_mask(hm, bit), lv, third_bit);
+                    }
+                    dots[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lv, _mm512_loadu_si512((const void *)(y.qs + 64 * k)));
                 }
-                /* 128-bit lanes: scale groups 2j, 2j + 1 (elements 32j..), 8 + 2j, 9 + 2j (128 + 32j..) */
-                const __m512i s = _mm512_shuffle_epi8(scr, scale_pick_zmm<Q3 ? PICK_HIGH : PICK_LOW>(2 * j, 2 * j + 1, 8 + 2 * j, 9 + 2 * j));
-                const __m512i p = _mm512_maddubs_epi16(v, yv[j]);
-                part[j & 1] = j < 2 ? _mm512_madd_epi16(p, s) : _mm512_dpwssd_epi32(part[j & 1], p, s);
             }
-            sumi[r] = _mm512_add_epi32(part[0], part[1]);
+            const __m512i sc = w4[r >> 1];
+            const __m512i start = Q3 ? _mm512_maskz_sub_epi32((__mmask16)(r & 1 ? 0xFF00 : 0x00FF), _mm512_setzero_si512(), offset[r >> 1])
+                                     : _mm512_setzero_si512();
+            sumi[r] = _mm512_dpwssd_epi32(start, _mm512_packs_epi32(dots[0], dots[1]), _mm512_permutexvar_epi16(idx[r & 1][0], sc));
+            sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_packs_epi32(dots[2], dots[3]), _mm512_permutexvar_epi16(idx[r & 1][1], sc));
         }
 #pragma GCC unroll 4
         for (int r = R; r < 4; ++r) sumi[r] = sumi[0];
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum_rows_by_lane(sumi[0], sumi[1], sumi[2], sumi[3]), offset)), d4, acc);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum_rows_by_lane(sumi[0], sumi[1], sumi[2], sumi[3])), d4, acc);
     }
     const __m512 net = _mm512_sub_ps(acc, mins);
 #pragma GCC unroll 4
