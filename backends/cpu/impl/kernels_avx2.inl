@@ -806,7 +806,8 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void k2_step_avx2(q8k_acc_avx2 & a, con
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
         const __m256i qv = _mm256_loadu_si256((const __m256i *)(b.qs + 32 * h));
-        const __m256i sch = _mm256_permute2x128_si256(sc16, sc16, h ? 0x11 : 0x00);  /* scales 8h..8h+7 in both lanes */
+        /* scales 8h..8h+7 in both lanes */
+        const __m256i sch = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
             __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
