@@ -15577,26 +15577,40 @@ template <bool Q3> TSR_TARGET_AVX2 static inline k2_parts k2_block(const void * 
 
 /* Q2_K (levels 0..3, 4-bit scales and mins) / Q3_K (levels 0..7 made unsigned by + 4,
  * signed 6-bit scales) against Q8_K: element 128h + 32j + l has its two low bits at bits 2j
- * of qs[32h + l] (Q3_K: its third bit at bit 4h + j of hmask[l]). The mins (Q2_K) and the
- * offset 4 (Q3_K) meet the activations' 16-element sums once per super-block. */
+ * of qs[32h + l] (Q3_K: its third bit at bit 4h + j of hmask[l], shifted straight to bit 2).
+ * The scales are int16 once per super-block, and one in-lane byte shuffle spreads the two of
+ * each 32 elements. The mins (Q2_K) and the offset 4 (Q3_K) meet the activations' 16-element
+ * sums once per super-block. */
+static constexpr size_t k2_prefetch_ahead_avx2 = 2048;  /* bytes past the current super-block of a row */
 template <bool Q3>
 TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void k2_step_avx2(q8k_acc_avx2 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
-    const __m256i m3 = _mm256_set1_epi8(0x03), m1 = _mm256_set1_epi8(0x01);
+    const __m256i m3 = _mm256_set1_epi8(0x03), m4 = _mm256_set1_epi8(0x04);
+    /* no prefetch kept one core's Q2_K / Q3_K below its share of DRAM */
+    _mm_prefetch((const char *)blk + k2_prefetch_ahead_avx2, _MM_HINT_T0);
+    _mm_prefetch((const char *)blk + k2_prefetch_ahead_avx2 + 64, _MM_HINT_T0);
     const k2_parts b = k2_block<Q3>(blk, 0, y);
-    const uint8_t * qs = b.qs;
-    const __m128i sc8 = b.sc8;
     const __m256i hm = Q3 ? _mm256_loadu_si256((const __m256i *)b.hmask) : _mm256_setzero_si256();
+    const __m256i sc16 = _mm256_cvtepi8_epi16(b.sc8);
     __m256i sumi = b.offset;
     a.acc = _mm256_sub_ps(a.acc, b.mins);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
-        const __m256i qv = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
+        const __m256i qv = _mm256_loadu_si256((const __m256i *)(b.qs + 32 * h));
+        /* scales 8h..8h+7 in both lanes */
+        const __m256i sch = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
             __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
-            if (Q3) q = _mm256_or_si256(q, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), m1), 2));
+            if (Q3) {
+                const int at = 4 * h + j;  /* the bit to bring to bit 2 */
+                const __m256i hb = at >= 2 ? _mm256_srli_epi16(hm, at - 2) : _mm256_slli_epi16(hm, 2 - at);
+                q = _mm256_or_si256(q, _mm256_and_si256(hb, m4));
+            }
             const __m256i yv = _mm256_loadu_si256((const __m256i *)(y.qs + 128 * h + 32 * j));
-            sumi = _mm256_add_epi32(sumi, scale_pairs_avx2(_mm256_maddubs_epi16(q, yv), sc8, 8 * h + 2 * j));
+            /* int16 lanes 0-7 (group 8h + 2j) and 8-15 (8h + 2j + 1) */
+            const __m256i s = _mm256_shuffle_epi8(sch, _mm256_setr_m128i(_mm_set1_epi16((short)((4 * j + 1) << 8 | 4 * j)),
+                                                                         _mm_set1_epi16((short)((4 * j + 3) << 8 | (4 * j + 2)))));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q, yv), s));
         }
     }
     a.acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(y.d * b.d), a.acc);
@@ -16673,11 +16687,9 @@ TSR_TARGET_AVX512VNNI static inline __m512i k4_scales_mins_zmm(__m512i h) {
 }
 
 /* vpshufb indices that put scale g_k in every int16 of 128-bit lane k: byte g_k of 16 in the
- * low byte with the high one zeroed (PICK_LOW) or in the high byte with the low one zeroed
- * (PICK_HIGH). */
-enum { PICK_LOW, PICK_HIGH };
-template <int PICK> TSR_TARGET_AVX512VNNI static inline __m512i scale_pick_zmm(int g0, int g1, int g2, int g3) {
-    auto w = [](int g) { return (short)(PICK == PICK_LOW ? (0x8000 | g) : (g << 8 | 0x80)); };
+ * low byte with the high one zeroed. */
+TSR_TARGET_AVX512VNNI static inline __m512i scale_pick_zmm(int g0, int g1, int g2, int g3) {
+    auto w = [](int g) { return (short)(0x8000 | g); };
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_m128i(_mm_set1_epi16(w(g0)), _mm_set1_epi16(w(g1)))),
                               _mm256_setr_m128i(_mm_set1_epi16(w(g2)), _mm_set1_epi16(w(g3))), 1);
 }
@@ -16738,8 +16750,8 @@ TSR_TARGET_AVX512VNNI static void k4_rows_avx512(int64_t n, const char * x, size
                 }
                 const int s = 4 * k;
                 const __m512i plo = _mm512_maddubs_epi16(lo, yv[2 * k]), phi = _mm512_maddubs_epi16(hi, yv[2 * k + 1]);
-                const __m512i slo = _mm512_shuffle_epi8(sc, scale_pick_zmm<PICK_LOW>(s, s, s + 2, s + 2));
-                const __m512i shi = _mm512_shuffle_epi8(sc, scale_pick_zmm<PICK_LOW>(s + 1, s + 1, s + 3, s + 3));
+                const __m512i slo = _mm512_shuffle_epi8(sc, scale_pick_zmm(s, s, s + 2, s + 2));
+                const __m512i shi = _mm512_shuffle_epi8(sc, scale_pick_zmm(s + 1, s + 1, s + 3, s + 3));
                 part[0] = k ? _mm512_dpwssd_epi32(part[0], plo, slo) : _mm512_madd_epi16(plo, slo);
                 part[1] = k ? _mm512_dpwssd_epi32(part[1], phi, shi) : _mm512_madd_epi16(phi, shi);
             }
@@ -16783,74 +16795,110 @@ template <int R> TSR_TARGET_AVX512VNNI static inline __m256 fp16_pairs_of_rows(c
     return _mm256_cvtph_ps(_mm_setr_epi32(at(0), at((R > 1) * lda), at((R > 2) * 2 * lda), at((R > 3) * 3 * lda)));
 }
 
-/* Q2_K / Q3_K over R <= 4 rows: shift j of the 64 qs bytes holds elements 32j..32j+31 (bytes
- * 0-31) and 128+32j.. (bytes 32-63), so one load and an immediate shift per 64 elements,
- * against the Q8_K row gathered to match once per super-block. Q3_K's third bit of those
- * elements is bit j (first 32) and 4 + j (next 32) of hmask[0..31]. The rows' scales, Q2_K's
- * mins against the activations' sums and Q3_K's offset (levels made unsigned by + 4: - 4
- * sum(scale * bsums)) decode together; per row, one in-lane byte shuffle per 64 elements
- * spreads the int16 scales: Q2_K's 4-bit ones zero-extended, Q3_K's signed ones in the high
- * byte (x 256: the offset is scaled to match and the float factor divides it out; a lane's
- * int32 sum stays below 2^30). Row r's sums sit in lanes 4r..4r+3 and integer sums are
- * exact, so a row's result is the same for every R. */
+/* vpermw indices of k2_rows_avx512's scales: 128-bit lane L (half h = L / 2, e = L % 2) of the
+ * packed dots j of rows a (words 0-3) and b (words 4-7) holds their sums of group
+ * 8h + 2j + e, whose scales are int16 words g (row a) and 16 + g (row b) of the pair's
+ * vector. */
+TSR_TARGET_AVX512VNNI static inline __m512i k2_scale_index(int j) {
+    alignas(64) static const int16_t groups[32] = {0, 0, 0, 0, 16, 16, 16, 16, 1, 1, 1, 1, 17, 17, 17, 17,
+                                                   8, 8, 8, 8, 24, 24, 24, 24, 9, 9, 9, 9, 25, 25, 25, 25};
+    return _mm512_add_epi16(_mm512_load_si512((const void *)groups), _mm512_set1_epi16((short)(2 * j)));
+}
+
+static constexpr size_t k2_prefetch_ahead = 2048;  /* bytes past the current super-block of a row */
+
+/* The levels of row's elements 32j.. and 128 + 32j.. (odd j: times 4) against yv. */
+template <bool Q3>
+TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void k2_row_dots(const uint8_t * row, const __m512i yv[4], __m512i dots[4]) {
+    /* no prefetch kept one core's Q2_K / Q3_K below its share of DRAM, as it did Q4_K's */
+    _mm_prefetch((const char *)row + k2_prefetch_ahead, _MM_HINT_T0);
+    _mm_prefetch((const char *)row + k2_prefetch_ahead + 64, _MM_HINT_T0);
+    const __m512i q = _mm512_loadu_si512((const void *)(row + (Q3 ? 32 : 16))), q4 = _mm512_srli_epi16(q, 4);
+    const __m512i hm = Q3 ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)row)) : _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+        __m512i lv = _mm512_and_si512(j < 2 ? q : q4, _mm512_set1_epi8(j & 1 ? 0x0C : 0x03));
+        if (Q3) {
+            const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << j)), _mm256_set1_epi8((char)(1 << (j + 4))), 1);
+            lv = _mm512_mask_add_epi8(lv, _mm512_test_epi8_mask(hm, bit), lv, _mm512_set1_epi8(j & 1 ? 0x10 : 0x04));
+        }
+        dots[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lv, yv[j]);
+    }
+}
+
+/* Q2_K / Q3_K over R <= 4 rows. Qs byte 32h + l holds elements 128h + 32j + l at bits 2j,
+ * so of the 64 qs bytes as one zmm (h = 0 and 1 in its 256-bit halves), the masks 0x03 and
+ * 0x0C of the bytes and of the bytes shifted by 4 are the levels of elements 32j.. and
+ * 128 + 32j.. (j = 0..3), those of odd j times 4: no shift per level, and one vpdpbusd per
+ * 64 elements against the Q8_K row gathered to match once per super-block. Q3_K's third bit
+ * (bit 4h + j of hmask[l]) adds 4 (16 for odd j) to levels kept unsigned, the - 4 coming off
+ * through the bsums. The dots j of a pair of rows pack to int16 (a sum of 4 is at most
+ * 4 * 28 * 128) and meet their scales, those of even j times 4 to match (the whole sum is
+ * times 4), in one vpdpwssd: the pair's sums are dwords 0-1 (row 2p) and 2-3 (row 2p + 1) of
+ * each lane, converted and scaled by d as they are. The rows' headers decode together
+ * (lanes_of_rows): scales as int16 words of row pairs, d (and dmin), and what comes off,
+ * row r in lanes 4r..4r+3: Q2_K's mins against the activations' sums, Q3_K's offset. Integer
+ * sums are exact and a row's lanes never meet another's, so its result is the same for
+ * every R. */
 template <bool Q3, int R>
 TSR_TARGET_AVX512VNNI static void k2_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
-    const __m512i m3 = _mm512_set1_epi8(0x03), four = _mm512_set1_epi8(0x04);
     const size_t bbytes = Q3 ? sizeof(tsr_block_q3_K) : sizeof(tsr_block_q2_K);
-    __m512 acc = _mm512_setzero_ps(), mins = _mm512_setzero_ps();  /* row r in lanes 4r..4r+3 */
+    const __m512i times4_even_j = _mm512_set1_epi64(0x0000000000020002ll);  /* words g % 4 < 2 (even j): << 2 */
+    const __m512i idx[4] = {k2_scale_index(0), k2_scale_index(1), k2_scale_index(2), k2_scale_index(3)};
+    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  /* rows 2p and 2p + 1 */
+    __m512 off = _mm512_setzero_ps();  /* row r in lanes 4r..4r+3 */
     for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
         const tsr_block_q8_K & y = yrow[i];
         const uint8_t * blk = (const uint8_t *)x + (size_t)i * bbytes;
-        __m512i sc, offset = _mm512_setzero_si512();
-        __m512 d4;
+        __m512i sc8;  /* row r's 16 scales as int8 in lane r */
+        __m512 d_pair[2];
         if (Q3) {
             /* bytes 94..109: the last 2 qs bytes, the 12 scale bytes, d (stays inside the block) */
             const __m512i h = lanes_of_rows<R>(blk + 94, lda);
-            sc = q3k_scales_zmm(h);
-            offset = _mm512_slli_epi32(dot16_bsums_zmm<true>(sc, y), 10);
-            const __m128 d = _mm_mul_ps(_mm_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi16(
-                                            _mm512_setr_epi32(7 | 15 << 16, 23 | 31 << 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), h))),
-                                        _mm_set1_ps(y.d * (1.0f / 256)));
-            d4 = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), _mm512_castps128_ps512(d));
+            sc8 = q3k_scales_zmm(h);
+            const __m512 d = _mm512_castps128_ps512(_mm_mul_ps(_mm_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi16(
+                                                                   _mm512_setr_epi32(7 | 15 << 16, 23 | 31 << 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), h))),
+                                                               _mm_set1_ps(y.d * 0.25f)));
+            d_pair[0] = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1), d);
+            d_pair[1] = _mm512_permutexvar_ps(_mm512_setr_epi32(2, 2, 3, 3, 2, 2, 3, 3, 2, 2, 3, 3, 2, 2, 3, 3), d);
+            /* sum(scale * bsums), to come off times 16 (4 for the offset, 4 for the scaled sums) */
+            off = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot16_bsums_zmm<true>(sc8, y)),
+                                  _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), d), off);
         } else {
             const __m512i h = lanes_of_rows<R>(blk, lda);
-            sc = _mm512_and_si512(h, _mm512_set1_epi8(0x0F));
-            const __m512 dm = _mm512_castps256_ps512(_mm256_mul_ps(fp16_pairs_of_rows<R>(blk + 80, lda), _mm256_set1_ps(y.d)));
-            d4 = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6), dm);
-            mins = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot16_bsums_zmm<false>(_mm512_and_si512(_mm512_srli_epi16(h, 4), _mm512_set1_epi8(0x0F)), y)),
-                                   _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7), dm), mins);
+            sc8 = _mm512_and_si512(h, _mm512_set1_epi8(0x0F));
+            /* d y.d / 4 (the sums are times 4) and dmin y.d of rows 0..3: floats 2r, 2r + 1 */
+            const __m512 dm = _mm512_castps256_ps512(_mm256_mul_ps(fp16_pairs_of_rows<R>(blk + 80, lda),
+                                                                   _mm256_mul_ps(_mm256_set1_ps(y.d), _mm256_setr_ps(0.25f, 1, 0.25f, 1, 0.25f, 1, 0.25f, 1))));
+            d_pair[0] = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 2, 2, 0, 0, 2, 2, 0, 0, 2, 2, 0, 0, 2, 2), dm);
+            d_pair[1] = _mm512_permutexvar_ps(_mm512_setr_epi32(4, 4, 6, 6, 4, 4, 6, 6, 4, 4, 6, 6, 4, 4, 6, 6), dm);
+            off = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot16_bsums_zmm<false>(_mm512_and_si512(_mm512_srli_epi16(h, 4), _mm512_set1_epi8(0x0F)), y)),
+                                  _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7), dm), off);
         }
         const __m512i yv[4] = {join32_zmm(y.qs, y.qs + 128), join32_zmm(y.qs + 32, y.qs + 160),
                                join32_zmm(y.qs + 64, y.qs + 192), join32_zmm(y.qs + 96, y.qs + 224)};
-        __m512i sumi[4];
+#pragma GCC unroll 2
+        for (int p = 0; p < (R + 1) / 2; ++p) {
+            /* the scales of rows 2p and 2p + 1 as int16 words, times 4 where the levels are not */
+            const __m256i sc_pair = p ? _mm512_extracti64x4_epi64(sc8, 1) : _mm512_castsi512_si256(sc8);
+            const __m512i sc = _mm512_sllv_epi16(Q3 ? _mm512_cvtepi8_epi16(sc_pair) : _mm512_cvtepu8_epi16(sc_pair), times4_even_j);
+            __m512i da[4], db[4];
+            k2_row_dots<Q3>(blk + (size_t)(2 * p) * lda, yv, da);
+            if (2 * p + 1 < R) k2_row_dots<Q3>(blk + (size_t)(2 * p + 1) * lda, yv, db);
+            __m512i sumi = _mm512_setzero_si512();
 #pragma GCC unroll 4
-        for (int r = 0; r < R; ++r) {
-            const uint8_t * row = blk + (size_t)r * lda;
-            const __m512i scr = _mm512_permutexvar_epi32(lane_of_zmm(r), sc);  /* row r's scales in every lane */
-            const __m512i qv = _mm512_loadu_si512((const void *)(row + (Q3 ? 32 : 16)));
-            const __m512i hm = Q3 ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)row)) : _mm512_setzero_si512();
-            __m512i part[2];  /* two dependency chains */
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; ++j) {
-                __m512i v = _mm512_and_si512(j ? _mm512_srli_epi16(qv, 2 * j) : qv, m3);
-                if (Q3) {
-                    const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << j)), _mm256_set1_epi8((char)(1 << (4 + j))), 1);
-                    v = _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(hm, bit), v, four);
-                }
-                /* 128-bit lanes: scale groups 2j, 2j + 1 (elements 32j..), 8 + 2j, 9 + 2j (128 + 32j..) */
-                const __m512i s = _mm512_shuffle_epi8(scr, scale_pick_zmm<Q3 ? PICK_HIGH : PICK_LOW>(2 * j, 2 * j + 1, 8 + 2 * j, 9 + 2 * j));
-                const __m512i p = _mm512_maddubs_epi16(v, yv[j]);
-                part[j & 1] = j < 2 ? _mm512_madd_epi16(p, s) : _mm512_dpwssd_epi32(part[j & 1], p, s);
-            }
-            sumi[r] = _mm512_add_epi32(part[0], part[1]);
+            for (int j = 0; j < 4; ++j)
+                sumi = _mm512_dpwssd_epi32(sumi, _mm512_packs_epi32(da[j], 2 * p + 1 < R ? db[j] : da[j]), _mm512_permutexvar_epi16(idx[j], sc));
+            acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), d_pair[p], acc[p]);
         }
-#pragma GCC unroll 4
-        for (int r = R; r < 4; ++r) sumi[r] = sumi[0];
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum_rows_by_lane(sumi[0], sumi[1], sumi[2], sumi[3]), offset)), d4, acc);
     }
-    const __m512 net = _mm512_sub_ps(acc, mins);
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) out[r] = hsum128(_mm512_castps512_ps128(_mm512_permutexvar_ps(lane_of_zmm(r), net)));
+    for (int r = 0; r < R; ++r) {
+        const __m512i mine = (r & 1) ? _mm512_setr_epi32(2, 3, 6, 7, 10, 11, 14, 15, 0, 0, 0, 0, 0, 0, 0, 0)
+                                     : _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+        const float sum = hsum256(_mm512_castps512_ps256(_mm512_permutexvar_ps(mine, acc[r / 2])));
+        out[r] = sum - (Q3 ? 16.0f : 1.0f) * hsum128(_mm512_castps512_ps128(_mm512_permutexvar_ps(lane_of_zmm(r), off)));
+    }
 }
 
 /* vpshufb indices that copy int16 word w_k of 128-bit lane k into every word of that lane. */

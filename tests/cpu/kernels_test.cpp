@@ -241,8 +241,10 @@ TEST_CASE("quantize_q8k: every SIMD kernel writes the scalar kernel's bytes", "[
 // and random: every path's integer sums are exact, so results differ only by float rounding.
 // The scale bytes also at their extremes (every one 0xFF: 6-bit scales and mins 63, Q3_K's
 // +31, Q6_K's -1; alternating 0xFF / 0x00: 63 next to 0, -32 next to +31, the packed high
-// bits of one scale set while its neighbour's are clear), where the SIMD scale decoders'
-// shifts and masks show.
+// bits of one scale set while its neighbour's are clear; every one 0x00), where the SIMD
+// scale decoders' shifts and masks show. Q3_K's levels also at their extremes, the hmask bits
+// all clear with the qs bytes 0x00 (every level -4: against scales -32, products of 128) and
+// all set with 0xFF (every level +3), where the unsigned levels' sums are largest.
 TEST_CASE("dot_q8k: every ISA path equals the scalar path for every K-quant", "[cpu][mul_mat][kernels][quant]") {
     std::mt19937 rng(13);
     const int64_t nb = 9, n = nb * TSR_QK_K;
@@ -258,10 +260,16 @@ TEST_CASE("dot_q8k: every ISA path equals the scalar path for every K-quant", "[
         for (auto & v : w) v = (uint8_t)(rng() & 0xff);
         const size_t sc_off = t == TSR_TYPE_Q2_K ? 0 : t == TSR_TYPE_Q3_K ? 96 : t == TSR_TYPE_Q6_K ? 192 : 4;
         const size_t sc_len = (t == TSR_TYPE_Q3_K || t == TSR_TYPE_Q4_K || t == TSR_TYPE_Q5_K) ? 12 : 16;
-        for (int variant = 0; variant < 3; ++variant) {
-            INFO("scale bytes " << (variant == 0 ? "random" : variant == 1 ? "all 0xFF" : "0xFF / 0x00 alternating"));
-            for (int64_t b = 0; b < nb && variant > 0; ++b)
-                for (size_t k = 0; k < sc_len; ++k) w[(size_t)b * bs + sc_off + k] = (variant == 1 || k % 2 == 0) ? 0xFF : 0x00;
+        const int variants = t == TSR_TYPE_Q3_K ? 6 : 4;
+        for (int variant = 0; variant < variants; ++variant) {
+            static const char * const names[] = {"random", "all 0xFF", "0xFF / 0x00 alternating", "all 0x00",
+                                                 "all 0x00, hmask and qs 0x00", "all 0xFF, hmask and qs 0xFF"};
+            INFO("scale bytes " << names[variant]);
+            for (int64_t b = 0; b < nb && variant > 0; ++b) {
+                for (size_t k = 0; k < sc_len; ++k)
+                    w[(size_t)b * bs + sc_off + k] = variant == 3 || variant == 4 || (variant == 2 && k % 2 == 1) ? 0x00 : 0xFF;
+                if (variant >= 4) std::memset(w.data() + (size_t)b * bs, variant == 4 ? 0x00 : 0xFF, 96);  // hmask[32], qs[64]
+            }
             for (int64_t b = 0; b < nb; ++b) {  // fp16 factors: d (and dmin) at the format's offsets
                 const size_t d_off = t == TSR_TYPE_Q2_K ? 80 : t == TSR_TYPE_Q3_K ? 108 : t == TSR_TYPE_Q6_K ? 208 : 0;
                 const int nd = (t == TSR_TYPE_Q2_K || t == TSR_TYPE_Q4_K || t == TSR_TYPE_Q5_K) ? 2 : 1;

@@ -820,26 +820,40 @@ template <bool Q3> TSR_TARGET_AVX2 static inline k2_parts k2_block(const void * 
 
 /* Q2_K (levels 0..3, 4-bit scales and mins) / Q3_K (levels 0..7 made unsigned by + 4,
  * signed 6-bit scales) against Q8_K: element 128h + 32j + l has its two low bits at bits 2j
- * of qs[32h + l] (Q3_K: its third bit at bit 4h + j of hmask[l]). The mins (Q2_K) and the
- * offset 4 (Q3_K) meet the activations' 16-element sums once per super-block. */
+ * of qs[32h + l] (Q3_K: its third bit at bit 4h + j of hmask[l], shifted straight to bit 2).
+ * The scales are int16 once per super-block, and one in-lane byte shuffle spreads the two of
+ * each 32 elements. The mins (Q2_K) and the offset 4 (Q3_K) meet the activations' 16-element
+ * sums once per super-block. */
+static constexpr size_t k2_prefetch_ahead_avx2 = 2048;  /* bytes past the current super-block of a row */
 template <bool Q3>
 TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void k2_step_avx2(q8k_acc_avx2 & a, const uint8_t * blk, const tsr_block_q8_K & y) {
-    const __m256i m3 = _mm256_set1_epi8(0x03), m1 = _mm256_set1_epi8(0x01);
+    const __m256i m3 = _mm256_set1_epi8(0x03), m4 = _mm256_set1_epi8(0x04);
+    /* no prefetch kept one core's Q2_K / Q3_K below its share of DRAM */
+    _mm_prefetch((const char *)blk + k2_prefetch_ahead_avx2, _MM_HINT_T0);
+    _mm_prefetch((const char *)blk + k2_prefetch_ahead_avx2 + 64, _MM_HINT_T0);
     const k2_parts b = k2_block<Q3>(blk, 0, y);
-    const uint8_t * qs = b.qs;
-    const __m128i sc8 = b.sc8;
     const __m256i hm = Q3 ? _mm256_loadu_si256((const __m256i *)b.hmask) : _mm256_setzero_si256();
+    const __m256i sc16 = _mm256_cvtepi8_epi16(b.sc8);
     __m256i sumi = b.offset;
     a.acc = _mm256_sub_ps(a.acc, b.mins);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
-        const __m256i qv = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
+        const __m256i qv = _mm256_loadu_si256((const __m256i *)(b.qs + 32 * h));
+        /* scales 8h..8h+7 in both lanes */
+        const __m256i sch = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
             __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
-            if (Q3) q = _mm256_or_si256(q, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), m1), 2));
+            if (Q3) {
+                const int at = 4 * h + j;  /* the bit to bring to bit 2 */
+                const __m256i hb = at >= 2 ? _mm256_srli_epi16(hm, at - 2) : _mm256_slli_epi16(hm, 2 - at);
+                q = _mm256_or_si256(q, _mm256_and_si256(hb, m4));
+            }
             const __m256i yv = _mm256_loadu_si256((const __m256i *)(y.qs + 128 * h + 32 * j));
-            sumi = _mm256_add_epi32(sumi, scale_pairs_avx2(_mm256_maddubs_epi16(q, yv), sc8, 8 * h + 2 * j));
+            /* int16 lanes 0-7 (group 8h + 2j) and 8-15 (8h + 2j + 1) */
+            const __m256i s = _mm256_shuffle_epi8(sch, _mm256_setr_m128i(_mm_set1_epi16((short)((4 * j + 1) << 8 | 4 * j)),
+                                                                         _mm_set1_epi16((short)((4 * j + 3) << 8 | (4 * j + 2)))));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q, yv), s));
         }
     }
     a.acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(y.d * b.d), a.acc);
