@@ -4,7 +4,8 @@
 #   1. generated files are current (embedded SPIR-V, the committed single headers, the
 #      runner's Unicode tables)
 #   2. CMake + g++ Release: every test, example and benchmark (Vulkan, CUDA when nvcc is
-#      there); ctest (incl. install + consumers, include orders, two TSR_STATIC copies)
+#      there); ctest (incl. install + consumers, include orders, two TSR_STATIC copies); the
+#      implementation compiles under g++ -O0 with ASan + UBSan (a user's debug build)
 #   3. meson + clang (-O1) with AddressSanitizer + UndefinedBehaviorSanitizer, the
 #      implementation compiled from the committed single header (include/single): every
 #      test under meson test; meson consumers
@@ -69,6 +70,10 @@ if want 2; then
   CC=gcc CXX=g++ cmake -S . -B build-test-gcc -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
   cmake --build build-test-gcc -j"$jobs"
   ctest --test-dir build-test-gcc --output-on-failure -j"$jobs" $skip_generated
+  # a user's g++ debug build with the sanitizers compiles too (stage 3's are clang's): g++
+  # -fsanitize=undefined has refused constant expressions and pragmas clang accepts
+  g++ -std=c++17 -O0 -fsanitize=address,undefined -Wall -Wextra -Werror -Iinclude -Ibackends/cpu \
+    -c tests/support/tessera_impl.cpp -o build-test-gcc/impl-gcc-asan-ubsan.o
 fi
 
 if want 3; then

@@ -392,8 +392,11 @@ TSR_TARGET_AVX2 static void gemm_i8_kernel_avx2(int kc, const void * ap, const v
         for (int part = 0; part < PARTS; ++part) {
             __m256i t[8];
             for (int j = 0; j < 8; ++j) t[j] = _mm256_setzero_si256();
+            /* bounds computed first: with them in the loop header, g++ -fsanitize=undefined's
+             * division checks leave the unroll pragma nothing to annotate (a warning) */
+            const int q_begin = part * 8 / PARTS, q_end = (part + 1) * 8 / PARTS;
 #pragma GCC unroll 1
-            for (int q = part * 8 / PARTS; q < (part + 1) * 8 / PARTS; ++q) {
+            for (int q = q_begin; q < q_end; ++q) {
                 const __m256i a0 = _mm256_loadu_si256((const __m256i *)(a + q * 32));
                 const int32_t * bqq = bq + q * 8;
                 if constexpr (Q8) {
