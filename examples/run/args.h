@@ -29,7 +29,7 @@ struct run_args {
     int n_ctx = 0;                      // 0: model's (capped at 4096)
     int n_batch = 64;
     bool flash_attn = true;
-    bool repack = false;                // CPU backend: Q4_0 / IQ4_NL matrices interleaved in a CPU_REPACK buffer
+    bool repack = true;                 // CPU backend: Q4_0 / IQ4_NL matrices interleaved in a CPU_REPACK buffer
     bool use_mmap = true;               // CPU backend: weights in place from a read-only mapping of the file
     std::string kv_type = "f16";
     sampler_params samp;
@@ -71,9 +71,8 @@ inline void print_usage(const char * argv0) {
            "                         read-only mapping of the file (the CPU backend maps by default)\n"
            "  --repack               CPU backend: read Q4_0 / IQ4_NL weight matrices into a CPU_REPACK\n"
            "                         buffer that interleaves 8 rows for the kernels, at no memory cost\n"
-           "                         (the other weights stay mapped); off by default: measured slower\n"
-           "                         than the file's layout since the packers got fast (docs: README)\n"
-           "  --no-repack            keep every weight as in the file (the default)\n",
+           "                         (the other weights stay mapped); the default (docs: README)\n"
+           "  --no-repack            keep every weight as in the file, all of it mapped\n",
            argv0);
 }
 

@@ -17950,64 +17950,62 @@ static void r8_group_dot_scalar(const uint8_t * grp, int64_t nb, const yq8 * y, 
     std::memcpy(out, acc, sizeof(acc));
 }
 
-typedef void (*r8_group_dot_fn)(const uint8_t * grp, int64_t nb, const yq8 * y, float * out);
+/* G groups gstride bytes apart (G streams from memory); out gets 8 floats per group. */
+typedef void (*r8_dot_fn)(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out);
+
+template <enum tsr_type T, int G>
+static void r8_groups_dot_scalar(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out) {
+    for (int g = 0; g < G; ++g) r8_group_dot_scalar<T>(grp + (size_t)g * gstride, nb, y, out + R8 * g);
+}
 
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-/* 8 rows' int32 sums of one block, a lane per row: Q4_0's nibbles are unsigned (the -8
- * comes back as -8 * sum(y)); IQ4_NL's table values are signed, so their sign moves onto
- * y (vpmaddubsw takes unsigned x signed). */
+/* GCC 12 warns about the deliberately undefined lanes inside some intrinsics. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+/* Bytes ahead of the current block that each group's stream prefetches: the hardware
+ * prefetchers alone leave a core's few streams short of DRAM bandwidth. */
+static constexpr size_t k_r8_prefetch_ahead = 1024;
+
+TSR_TARGET_AVX2 static inline void r8_prefetch_block(const uint8_t * rec) {
+    /* 3 lines 64 bytes apart from each 144-byte record: every line of the stream once or twice */
+    for (int l = 0; l < 3; ++l) _mm_prefetch((const char *)rec + k_r8_prefetch_ahead + 64 * l, _MM_HINT_T0);
+}
+
+/* 8 rows' int32 sums of one block, a lane per row, against the block's 8 activation quads
+ * broadcast (yq[c]: y.qs[4c..4c+4)). Q4_0: the nibbles are unsigned, and all 8 vpmaddubsw
+ * results of a block add up in int16 (16 products of at most 15 * 128 = 30720) before one
+ * vpmaddwd; the -8 comes back as -8 * sum(y). IQ4_NL: the table's values are signed, so
+ * their sign moves onto y (vpmaddubsw takes unsigned x signed) and each vpmaddubsw (pairs up
+ * to 2 * 127 * 127) goes to int32 on its own. */
 template <enum tsr_type T>
-TSR_TARGET_AVX2 static inline __m256i r8_block_sums_avx2(const uint8_t * rec, const yq8 & y) {
+TSR_TARGET_AVX2 static inline __m256i r8_block_sums_avx2(const uint8_t * rec, const __m256i * yq, int32_t ysum) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256i s = _mm256_setzero_si256();
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values));
+    __m256i s16 = _mm256_setzero_si256(), s32 = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
         const __m256i q = _mm256_loadu_si256((const __m256i *)(rec + 16 + 32 * c));
-        __m256i lo = _mm256_and_si256(q, m4);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-        __m256i ylo, yhi;
-        int32_t ql, qh;
-        std::memcpy(&ql, y.qs + 4 * c, 4);
-        std::memcpy(&qh, y.qs + 16 + 4 * c, 4);
-        ylo = _mm256_set1_epi32(ql);
-        yhi = _mm256_set1_epi32(qh);
-        if (T == TSR_TYPE_IQ4_NL) {
-            const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values));
-            lo = _mm256_shuffle_epi8(lut, lo);
-            hi = _mm256_shuffle_epi8(lut, hi);
-            ylo = _mm256_sign_epi8(ylo, lo);
-            yhi = _mm256_sign_epi8(yhi, hi);
-            lo = _mm256_abs_epi8(lo);
-            hi = _mm256_abs_epi8(hi);
+        const __m256i lo = _mm256_and_si256(q, m4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        if (T == TSR_TYPE_Q4_0) {
+            s16 = _mm256_add_epi16(s16, _mm256_add_epi16(_mm256_maddubs_epi16(lo, yq[c]), _mm256_maddubs_epi16(hi, yq[c + 4])));
+        } else {
+            const __m256i vlo = _mm256_shuffle_epi8(lut, lo), vhi = _mm256_shuffle_epi8(lut, hi);
+            const __m256i plo = _mm256_maddubs_epi16(_mm256_abs_epi8(vlo), _mm256_sign_epi8(yq[c], vlo));
+            const __m256i phi = _mm256_maddubs_epi16(_mm256_abs_epi8(vhi), _mm256_sign_epi8(yq[c + 4], vhi));
+            s32 = _mm256_add_epi32(s32, _mm256_add_epi32(_mm256_madd_epi16(plo, ones), _mm256_madd_epi16(phi, ones)));
         }
-        /* per pair at most 2 * 127 * 127: no int16 saturation */
-        s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), ones));
-        s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), ones));
     }
-    if (T == TSR_TYPE_Q4_0) s = _mm256_sub_epi32(s, _mm256_set1_epi32(8 * y.sum));
-    return s;
+    if (T == TSR_TYPE_Q4_0) return _mm256_sub_epi32(_mm256_madd_epi16(s16, ones), _mm256_set1_epi32(8 * ysum));
+    return s32;
 }
 
-template <enum tsr_type T>
-TSR_TARGET_AVX2 static void r8_group_dot_avx2(const uint8_t * grp, int64_t nb, const yq8 * y, float * out) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t * rec = grp + (size_t)b * R8_BLOCK_BYTES;
-        const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec)), _mm256_set1_ps(y[b].d));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(r8_block_sums_avx2<T>(rec, y[b])), d, acc);
-    }
-    _mm256_storeu_ps(out, acc);
-}
-
-/* The same with vpdpbusd (unsigned x signed into int32, no saturation): IQ4_NL's values
- * offset to unsigned by 128, taken back as -128 * sum(y) like Q4_0's -8. G groups (gstride
- * bytes apart) share the activation broadcasts; out gets 8 floats per group. */
+/* G groups, gstride bytes apart, sharing the activations' broadcasts. */
 template <enum tsr_type T, int G>
-TSR_TARGET_AVX512VNNI static void r8_groups_dot_avx512vnni(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m256i lut = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values)),
-                                         _mm256_set1_epi8((char)0x80));
-    const int32_t offset = T == TSR_TYPE_Q4_0 ? 8 : 128;
+TSR_TARGET_AVX2 static void r8_groups_dot_avx2(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out) {
     __m256 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
@@ -18018,57 +18016,95 @@ TSR_TARGET_AVX512VNNI static void r8_groups_dot_avx512vnni(const uint8_t * grp, 
             yq[c] = _mm256_set1_epi32(quad);
         }
         const __m256 yd = _mm256_set1_ps(y[b].d);
-        const __m256i corr = _mm256_set1_epi32(offset * y[b].sum);
         for (int g = 0; g < G; ++g) {
             const uint8_t * rec = grp + (size_t)g * gstride + (size_t)b * R8_BLOCK_BYTES;
-            __m256i s = _mm256_setzero_si256();
-            for (int c = 0; c < 4; ++c) {
-                const __m256i q = _mm256_loadu_si256((const __m256i *)(rec + 16 + 32 * c));
-                __m256i lo = _mm256_and_si256(q, m4);
-                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-                if (T == TSR_TYPE_IQ4_NL) {
-                    lo = _mm256_shuffle_epi8(lut, lo);
-                    hi = _mm256_shuffle_epi8(lut, hi);
-                }
-                s = _mm256_dpbusd_epi32(s, lo, yq[c]);
-                s = _mm256_dpbusd_epi32(s, hi, yq[c + 4]);
-            }
-            s = _mm256_sub_epi32(s, corr);
+            r8_prefetch_block(rec);
             const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec)), yd);
-            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc[g]);
+            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(r8_block_sums_avx2<T>(rec, yq, y[b].sum)), d, acc[g]);
         }
     }
     for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + 8 * g, acc[g]);
 }
 
-template <enum tsr_type T>
-static void r8_group_dot_avx512vnni(const uint8_t * grp, int64_t nb, const yq8 * y, float * out) {
-    r8_groups_dot_avx512vnni<T, 1>(grp, 0, nb, y, out);
+/* The same with vpdpbusd on whole zmm registers (unsigned x signed into int32, no
+ * saturation): a load takes two chunks, lanes 0..7 one chunk's 8 rows and lanes 8..15 the
+ * next's, against the two matching activation quads (one vpermd each, shared by the G
+ * groups). The weights' offset (Q4_0's 8, IQ4_NL's values moved to unsigned by 128) comes
+ * back exactly as -offset * sum(y) in lanes 0..7 of the first vpdpbusd's start, so a row's
+ * two lanes add up to the exact block sum; each is scaled (d, 8 rows' fp16 scales in one
+ * vcvtph2ps, repeated in both halves) and the halves are added once at the end. G groups,
+ * gstride bytes apart, are G streams from memory; out gets 8 floats per group. */
+template <enum tsr_type T, int G>
+TSR_TARGET_AVX512VNNI static void r8_groups_dot_avx512vnni(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i lut = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values)),
+                                         _mm512_set1_epi8((char)0x80));
+    /* the quads of y.qs each chunk pair multiplies: low nibbles of chunks 0,1 and 2,3, high of 0,1 and 2,3 */
+    const __m512i sel_lo01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m512i sel_lo23 = _mm512_add_epi32(sel_lo01, _mm512_set1_epi32(2));
+    const __m512i sel_hi01 = _mm512_add_epi32(sel_lo01, _mm512_set1_epi32(4));
+    const __m512i sel_hi23 = _mm512_add_epi32(sel_lo01, _mm512_set1_epi32(6));
+    const int32_t offset = T == TSR_TYPE_Q4_0 ? 8 : 128;
+    __m512 acc[G];
+    for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        const __m512i yv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y[b].qs));
+        const __m512i ylo01 = _mm512_permutexvar_epi32(sel_lo01, yv), ylo23 = _mm512_permutexvar_epi32(sel_lo23, yv);
+        const __m512i yhi01 = _mm512_permutexvar_epi32(sel_hi01, yv), yhi23 = _mm512_permutexvar_epi32(sel_hi23, yv);
+        const __m512i bias = _mm512_maskz_set1_epi32(0x00FF, -offset * y[b].sum);
+        const __m512 yd = _mm512_set1_ps(y[b].d);
+        for (int g = 0; g < G; ++g) {
+            const uint8_t * rec = grp + (size_t)g * gstride + (size_t)b * R8_BLOCK_BYTES;
+            r8_prefetch_block(rec);
+            const __m512i q01 = _mm512_loadu_si512((const void *)(rec + 16));
+            const __m512i q23 = _mm512_loadu_si512((const void *)(rec + 80));
+            __m512i lo01 = _mm512_and_si512(q01, m4), hi01 = _mm512_and_si512(_mm512_srli_epi16(q01, 4), m4);
+            __m512i lo23 = _mm512_and_si512(q23, m4), hi23 = _mm512_and_si512(_mm512_srli_epi16(q23, 4), m4);
+            if (T == TSR_TYPE_IQ4_NL) {
+                lo01 = _mm512_shuffle_epi8(lut, lo01);
+                hi01 = _mm512_shuffle_epi8(lut, hi01);
+                lo23 = _mm512_shuffle_epi8(lut, lo23);
+                hi23 = _mm512_shuffle_epi8(lut, hi23);
+            }
+            __m512i s = _mm512_dpbusd_epi32(bias, lo01, ylo01);
+            s = _mm512_dpbusd_epi32(s, lo23, ylo23);
+            s = _mm512_dpbusd_epi32(s, hi01, yhi01);
+            s = _mm512_dpbusd_epi32(s, hi23, yhi23);
+            const __m512 d = _mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rec)));
+            acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, yd), acc[g]);
+        }
+    }
+    for (int g = 0; g < G; ++g)
+        _mm256_storeu_ps(out + 8 * g, _mm256_add_ps(_mm512_castps512_ps256(acc[g]), _mm512_extractf32x8_ps(acc[g], 1)));
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif
 
-static r8_group_dot_fn r8_group_dot_for(enum tsr_type t) {
-    const bool q4 = t == TSR_TYPE_Q4_0;
+/* The ISA's mat-vec kernels for an r8 matrix: one group, and `streams` groups at once,
+ * walked side by side by r8_gemv: a few sequential streams keep enough DRAM reads in flight
+ * for one core (as the plain dots' four rows), and share the activations. */
+struct r8_dots {
+    r8_dot_fn one;
+    r8_dot_fn multi;
+    int streams;
+};
+enum { R8_MAX_STREAMS = 4 };
+
+template <enum tsr_type T>
+static r8_dots r8_dots_of_type() {
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
     const int isa = isa_current().load(std::memory_order_relaxed);
-    if (isa == TSR_CPU_ISA_AVX512 && features().avx512_vnni)
-        return q4 ? r8_group_dot_avx512vnni<TSR_TYPE_Q4_0> : r8_group_dot_avx512vnni<TSR_TYPE_IQ4_NL>;
-    if (isa == TSR_CPU_ISA_AVX2 || isa == TSR_CPU_ISA_AVX512)
-        return q4 ? r8_group_dot_avx2<TSR_TYPE_Q4_0> : r8_group_dot_avx2<TSR_TYPE_IQ4_NL>;
+    if (isa == TSR_CPU_ISA_AVX512 && features().avx512_vnni) return {r8_groups_dot_avx512vnni<T, 1>, r8_groups_dot_avx512vnni<T, 4>, 4};
+    /* 16 ymm registers: the 8 activation quads and 2 groups' work fit, 4 groups' spill */
+    if (isa == TSR_CPU_ISA_AVX2 || isa == TSR_CPU_ISA_AVX512) return {r8_groups_dot_avx2<T, 1>, r8_groups_dot_avx2<T, 2>, 2};
 #endif
-    return q4 ? r8_group_dot_scalar<TSR_TYPE_Q4_0> : r8_group_dot_scalar<TSR_TYPE_IQ4_NL>;
+    return {r8_groups_dot_scalar<T, 1>, r8_groups_dot_scalar<T, 4>, 4};
 }
 
-typedef void (*r8_pair_dot_fn)(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out);
-
-/* Two groups at once, where the ISA has it; NULL: one at a time. */
-static r8_pair_dot_fn r8_pair_dot_for(enum tsr_type t) {
-#if defined(TSR_CPU_HAVE_X86_KERNELS)
-    if (isa_current().load(std::memory_order_relaxed) == TSR_CPU_ISA_AVX512 && features().avx512_vnni)
-        return t == TSR_TYPE_Q4_0 ? r8_groups_dot_avx512vnni<TSR_TYPE_Q4_0, 2> : r8_groups_dot_avx512vnni<TSR_TYPE_IQ4_NL, 2>;
-#endif
-    (void)t;
-    return nullptr;
+static r8_dots r8_dots_for(enum tsr_type t) {
+    return t == TSR_TYPE_Q4_0 ? r8_dots_of_type<TSR_TYPE_Q4_0>() : r8_dots_of_type<TSR_TYPE_IQ4_NL>();
 }
 
 /* Results o of the group at row g0 stored for the rows of [m0, m1) in column n. */
@@ -18079,29 +18115,26 @@ static void r8_store_group(const r8_gemv_args & a, int64_t n, int64_t g0, int64_
 }
 
 /* Rows [m0, m1) (whole groups but for the ends), columns innermost so the groups stay in
- * cache while every column passes. With a two-group kernel the groups are walked as two
- * halves side by side: two sequential streams keep more DRAM reads in flight (as the plain
- * dots' four), and the activations' broadcasts serve both. */
+ * cache while every column passes. The groups are cut into dots.streams equal parts walked
+ * side by side; those left over go one at a time (the same arithmetic per group). */
 static void r8_gemv(enum tsr_type t, const r8_gemv_args & a, int64_t m0, int64_t m1) {
-    const r8_group_dot_fn dot = r8_group_dot_for(t);
-    const r8_pair_dot_fn pair = r8_pair_dot_for(t);
+    const r8_dots dots = r8_dots_for(t);
     const int64_t nb = a.K / 32;
     const int64_t first = m0 / R8 * R8, ngroups = (m1 - first + R8 - 1) / R8;
-    const int64_t half = pair ? ngroups / 2 : 0;
-    const size_t hstride = (size_t)(half * R8) * a.lda;
-    for (int64_t i = 0; i < half; ++i) {
+    const int64_t part = ngroups / dots.streams;
+    const size_t pstride = (size_t)(part * R8) * a.lda;
+    for (int64_t i = 0; i < part; ++i) {
         const int64_t g0 = first + i * R8;
         for (int64_t n = 0; n < a.N; ++n) {
-            float o[2 * R8];
-            pair(a.A + (size_t)g0 * a.lda, hstride, nb, (const yq8 *)(a.B + (size_t)n * a.ldb), o);
-            r8_store_group(a, n, g0, m0, m1, o);
-            r8_store_group(a, n, g0 + half * R8, m0, m1, o + R8);
+            float o[R8_MAX_STREAMS * R8];
+            dots.multi(a.A + (size_t)g0 * a.lda, pstride, nb, (const yq8 *)(a.B + (size_t)n * a.ldb), o);
+            for (int s = 0; s < dots.streams; ++s) r8_store_group(a, n, g0 + s * part * R8, m0, m1, o + s * R8);
         }
     }
-    for (int64_t g0 = first + 2 * half * R8; g0 < m1; g0 += R8) {
+    for (int64_t g0 = first + dots.streams * part * R8; g0 < m1; g0 += R8) {
         for (int64_t n = 0; n < a.N; ++n) {
             float o[R8];
-            dot(a.A + (size_t)g0 * a.lda, nb, (const yq8 *)(a.B + (size_t)n * a.ldb), o);
+            dots.one(a.A + (size_t)g0 * a.lda, 0, nb, (const yq8 *)(a.B + (size_t)n * a.ldb), o);
             r8_store_group(a, n, g0, m0, m1, o);
         }
     }
@@ -18110,17 +18143,49 @@ static void r8_gemv(enum tsr_type t, const r8_gemv_args & a, int64_t m0, int64_t
 /* ---- GEMM A panels from groups ----------------------------------------------------------- */
 
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-/* One 32-byte chunk of IQ4_NL nibbles as the table's values (XOR-ed with x): low nibbles to
- * lo, high to hi. Only the x86 GEMMs (AVX2 and up) take IQ4_NL panels from the layout. */
-TSR_TARGET_AVX2 static void r8_chunk_iq4_avx2(const uint8_t * src, uint8_t x, uint8_t * lo, uint8_t * hi) {
+/* One record (8 rows x 32 weights of a group) into rows r0..r0+8 of an R-row panel: the 8
+ * scales as floats (one vcvtph2ps, exact as h2f), each chunk's low and high nibbles to the
+ * panel's quads c and c + 4 (Q4_0: as they are; IQ4_NL: the table's values XOR-ed with x).
+ * Only the x86 GEMMs (AVX2 and up) take their panels from the layout. */
+template <enum tsr_type T>
+TSR_TARGET_AVX2 static void r8_record_to_panel_avx2(const uint8_t * rec, uint8_t x, int R, uint8_t * q, float * sc) {
+    _mm256_storeu_ps(sc, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec)));
     const __m256i lut = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values)),
                                          _mm256_set1_epi8((char)x));
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m256i q = _mm256_loadu_si256((const __m256i *)src);
-    _mm256_storeu_si256((__m256i *)lo, _mm256_shuffle_epi8(lut, _mm256_and_si256(q, m4)));
-    _mm256_storeu_si256((__m256i *)hi, _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4)));
+    for (int c = 0; c < 4; ++c) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(rec + 16 + 32 * c));
+        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if (T == TSR_TYPE_IQ4_NL) {
+            lo = _mm256_shuffle_epi8(lut, lo);
+            hi = _mm256_shuffle_epi8(lut, hi);
+        }
+        _mm256_storeu_si256((__m256i *)(q + (size_t)c * R * 4), lo);
+        _mm256_storeu_si256((__m256i *)(q + (size_t)(c + 4) * R * 4), hi);
+    }
 }
 #endif
+
+/* The same in any build (a byte at a time where there is no AVX2). */
+template <enum tsr_type T>
+static void r8_record_to_panel(const uint8_t * rec, uint8_t x, int R, uint8_t * q, float * sc) {
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+    r8_record_to_panel_avx2<T>(rec, x, R, q, sc);
+#else
+    for (int r = 0; r < R8; ++r) {
+        uint16_t h;
+        std::memcpy(&h, rec + 2 * r, 2);
+        sc[r] = h2f(h);
+    }
+    for (int c = 0; c < 4; ++c)
+        for (int j = 0; j < 32; ++j) {
+            const uint8_t v = rec[16 + 32 * c + j];
+            uint8_t * lo = q + (size_t)c * R * 4, * hi = q + (size_t)(c + 4) * R * 4;
+            lo[j] = T == TSR_TYPE_Q4_0 ? v & 0x0F : (uint8_t)tsr_impl::iq4nl_values[v & 0x0F] ^ x;
+            hi[j] = T == TSR_TYPE_Q4_0 ? v >> 4 : (uint8_t)tsr_impl::iq4nl_values[v >> 4] ^ x;
+        }
+#endif
+}
 
 /* The panel layout of pack_panel_i8_avx2 (pack_x86.inl) for R rows from whole groups (row0 a
  * multiple of 8, rows whole groups): Q4_0's nibbles as they are; IQ4_NL's table values,
@@ -18136,38 +18201,12 @@ static void r8_pack_panel(const uint8_t * A, size_t lda, int64_t row0, int rows,
         uint8_t * q = d + (size_t)b * R * 36;
         float * sc = (float *)(q + R * 32);
         for (int r0 = 0; r0 < R; r0 += R8) {
-            const bool valid = r0 < rows && b0 + b < nbk;
-            const uint8_t * rec = valid ? A + (size_t)(row0 + r0) * lda + (size_t)(b0 + b) * R8_BLOCK_BYTES : nullptr;
-            for (int r = 0; r < R8; ++r) {
-                uint16_t h = 0;
-                if (rec) std::memcpy(&h, rec + 2 * r, 2);
-                sc[r0 + r] = rec ? h2f(h) : 0.0f;
+            if (r0 < rows && b0 + b < nbk) {
+                r8_record_to_panel<T>(A + (size_t)(row0 + r0) * lda + (size_t)(b0 + b) * R8_BLOCK_BYTES, XOR, R, q + r0 * 4, sc + r0);
+                continue;
             }
-            for (int c = 0; c < 4; ++c) {
-                uint8_t * lo = q + ((size_t)c * R + r0) * 4;
-                uint8_t * hi = q + ((size_t)(c + 4) * R + r0) * 4;
-                if (!rec) {
-                    std::memset(lo, pad, 32);
-                    std::memset(hi, pad, 32);
-                    continue;
-                }
-                const uint8_t * src = rec + 16 + 32 * c;
-#if defined(TSR_CPU_HAVE_X86_KERNELS)
-                if (T == TSR_TYPE_IQ4_NL) {
-                    r8_chunk_iq4_avx2(src, XOR, lo, hi);
-                    continue;
-                }
-#endif
-                for (int j = 0; j < 32; ++j) {
-                    if (T == TSR_TYPE_Q4_0) {
-                        lo[j] = src[j] & 0x0F;
-                        hi[j] = src[j] >> 4;
-                    } else {
-                        lo[j] = (uint8_t)tsr_impl::iq4nl_values[src[j] & 0x0F] ^ XOR;
-                        hi[j] = (uint8_t)tsr_impl::iq4nl_values[src[j] >> 4] ^ XOR;
-                    }
-                }
-            }
+            std::fill(sc + r0, sc + r0 + R8, 0.0f);
+            for (int c = 0; c < 8; ++c) std::memset(q + ((size_t)c * R + r0) * 4, pad, 32);
         }
     }
 }

@@ -10,7 +10,7 @@
 //
 //   run_bench [--csv] [-t threads (2)] [--prompt N (128)] [--gen N (16)] [--rounds N (3): best of N]
 //             [--models gpt2,llama1b,moe] [--types f32,f16,q8_0,q4_0,q4_K_M,q5_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda]
-//             [--ngl 0,half,all] [--parallel] [--write-gguf DIR] [--repack] [--no-flash-attn]
+//             [--ngl 0,half,all] [--parallel] [--write-gguf DIR] [--no-repack] [--no-flash-attn]
 // --parallel: the scheduler keeps rotating input copies with events (sched.h `parallel`).
 // --write-gguf DIR writes each selected model to DIR/tsr-<model>-<weights>.gguf instead of
 // timing it (the same weights, seed 42; vocabularies padded to the real models' sizes), for
@@ -135,7 +135,7 @@ static bool write_model_file(const std::string & dir, const char * mname, const 
 }
 
 int main(int argc, char ** argv) {
-    bool csv = false, parallel = false, repack = false, flash_attn = true;
+    bool csv = false, parallel = false, repack = true, flash_attn = true;
     std::string gguf_dir;
     int threads = 2, n_prompt = 128, n_gen = 16, n_rounds = 3;
     std::string models = "gpt2,llama1b", types = "f32,f16,q8_0,q4_0", backend_name = "cpu", ngls = "all";
@@ -153,10 +153,10 @@ int main(int argc, char ** argv) {
         else if (a == "--ngl") ngls = next();
         else if (a == "--parallel") parallel = true;
         else if (a == "--write-gguf") gguf_dir = next();
-        else if (a == "--repack") repack = true;  // Q4_0 / IQ4_NL CPU weights interleaved in a CPU_REPACK buffer (opt-in, as tessera-run)
+        else if (a == "--repack") repack = true;  // Q4_0 / IQ4_NL CPU weights interleaved in a CPU_REPACK buffer (the default, as tessera-run)
         else if (a == "--no-repack") repack = false;
         else if (a == "--no-flash-attn") flash_attn = false;  // mul_mat + soft_max_ext attention, as tessera-run's option
-        else { fprintf(stderr, "usage: %s [--csv] [-t N] [--prompt N] [--gen N] [--rounds N] [--models gpt2,llama1b,moe] [--types f32,f16,q8_0,q4_0,q4_K_M,q5_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda] [--ngl 0,half,all] [--parallel] [--write-gguf DIR] [--repack] [--no-flash-attn]\n", argv[0]); return 2; }
+        else { fprintf(stderr, "usage: %s [--csv] [-t N] [--prompt N] [--gen N] [--rounds N] [--models gpt2,llama1b,moe] [--types f32,f16,q8_0,q4_0,q4_K_M,q5_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda] [--ngl 0,half,all] [--parallel] [--write-gguf DIR] [--no-repack] [--no-flash-attn]\n", argv[0]); return 2; }
     }
     std::string err;
     tsr_backend_t backend = make_backend(backend_name, -1, threads, err);   // the kind's first device

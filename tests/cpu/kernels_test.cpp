@@ -908,6 +908,70 @@ TEST_CASE("CPU_REPACK: GEMM panels packed from the interleaved layout equal the 
 #endif
 }
 
+// The interleaved mat-vec kernels of every ISA, one group and several at once (the streams
+// r8_gemv walks side by side), against double sums over the file's blocks: random blocks
+// and the extremes, where the nibbles are all 0 or all 15 and the activations all -127 or
+// 127, the quantizer's range (the AVX2 Q4_0 kernel adds a block's 16 products per int16 lane before widening: any
+// overflow there, or a lost offset, is off by far more than float rounding).
+template <tsr_type T>
+void check_r8_dots(std::mt19937 & rng) {
+    const int64_t nb = 3, M = 8 * 4;  // 4 groups of 3 blocks
+    const size_t row_bytes = (size_t)nb * 18;
+    std::vector<uint8_t> file((size_t)M * row_bytes);
+    for (auto & v : file) v = (uint8_t)(rng() & 0xff);
+    for (int64_t r = 0; r < 8; ++r) std::memset(file.data() + (size_t)r * row_bytes, 0xff, row_bytes);          // group 0: 15s
+    for (int64_t r = 8; r < 16; ++r) std::memset(file.data() + (size_t)r * row_bytes, 0x00, row_bytes);         // group 1: 0s
+    for (size_t b = 0; b < file.size() / 18; ++b) {
+        const tsr_fp16_t d = tsr_fp32_to_fp16(std::uniform_real_distribution<float>(-0.05f, 0.05f)(rng));
+        std::memcpy(file.data() + b * 18, &d, 2);
+    }
+    std::vector<uint8_t> r8 = file, tmp(file.size());
+    for (int64_t g0 = 0; g0 < M; g0 += 8) tcpu::r8_group_in_place(r8.data() + (size_t)g0 * row_bytes, nb, true, tmp.data());
+    std::vector<tcpu::yq8> y((size_t)nb);
+    for (int64_t b = 0; b < nb; ++b) {
+        y[(size_t)b].d = std::uniform_real_distribution<float>(0.001f, 0.01f)(rng);
+        for (int j = 0; j < 32; ++j)
+            y[(size_t)b].qs[j] = b == 0 ? (int8_t)-127 : b == 1 ? (int8_t)127 : (int8_t)((int)(rng() % 255) - 127);
+        y[(size_t)b].sum = 0;
+        for (int j = 0; j < 32; ++j) y[(size_t)b].sum += y[(size_t)b].qs[j];
+    }
+    std::vector<double> want((size_t)M), mag((size_t)M);
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t * blk = file.data() + (size_t)m * row_bytes + (size_t)b * 18;
+            tsr_fp16_t d;
+            std::memcpy(&d, blk, 2);
+            int64_t s = 0;
+            for (int j = 0; j < 16; ++j)
+                s += (int64_t)tcpu::r8_weight(T, blk[2 + j] & 0x0F) * y[(size_t)b].qs[j] + (int64_t)tcpu::r8_weight(T, blk[2 + j] >> 4) * y[(size_t)b].qs[16 + j];
+            const double scale = (double)tsr_fp16_to_fp32(d) * y[(size_t)b].d;
+            want[(size_t)m] += scale * (double)s;
+            mag[(size_t)m] += std::fabs(scale) * 32 * 127 * 127;
+        }
+    const size_t gstride = 8 * row_bytes;
+    for (tsr_cpu_isa isa : tsrt::isas()) {
+        kernels_of k(isa);
+        const tcpu::r8_dots dots = tcpu::r8_dots_for(T);
+        REQUIRE(dots.streams <= tcpu::R8_MAX_STREAMS);
+        std::vector<float> one((size_t)M), multi((size_t)M);
+        for (int64_t g = 0; g < M / 8; ++g) dots.one(r8.data() + (size_t)g * gstride, 0, nb, y.data(), one.data() + g * 8);
+        for (int64_t g0 = 0; g0 + dots.streams <= M / 8; g0 += dots.streams)
+            dots.multi(r8.data() + (size_t)g0 * gstride, gstride, nb, y.data(), multi.data() + g0 * 8);
+        INFO(tsr_type_name(T) << " isa " << tsr_cpu_isa_name(isa) << " streams " << dots.streams);
+        for (int64_t m = 0; m < M; ++m) {
+            INFO("row " << m);
+            CHECK(std::fabs(one[(size_t)m] - want[(size_t)m]) <= 1e-6 * mag[(size_t)m]);
+            CHECK(std::fabs(multi[(size_t)m] - want[(size_t)m]) <= 1e-6 * mag[(size_t)m]);
+        }
+    }
+}
+
+TEST_CASE("CPU_REPACK: the interleaved mat-vec kernels of every ISA equal double sums, extremes included", "[cpu][repack]") {
+    std::mt19937 rng(31);
+    check_r8_dots<TSR_TYPE_Q4_0>(rng);
+    check_r8_dots<TSR_TYPE_IQ4_NL>(rng);
+}
+
 // The CPU backend runs only mul_mat (src0) and get_rows on a repacked matrix: any other op
 // reading its interleaved bytes, or a view of it, is refused.
 TEST_CASE("CPU_REPACK buffers: ops other than mul_mat / get_rows on a repacked matrix are refused", "[cpu][repack]") {

@@ -45,11 +45,11 @@ TEST_CASE("tessera-run arguments: values in range parse", "[run][args]") {
     CHECK(a.use_mmap);  // mapped unless asked not to
     CHECK(parse({"--no-mmap"}, &a).empty());
     CHECK_FALSE(a.use_mmap);
-    CHECK_FALSE(a.repack);  // CPU_REPACK is slower than the file's layout today: opt-in
-    CHECK(parse({"--repack"}, &a).empty());
-    CHECK(a.repack);
-    CHECK(parse({"--repack", "--no-repack"}, &a).empty());
+    CHECK(a.repack);  // CPU_REPACK's mat-vec and GEMM panels are at least the file layout's: on by default
+    CHECK(parse({"--no-repack"}, &a).empty());
     CHECK_FALSE(a.repack);
+    CHECK(parse({"--no-repack", "--repack"}, &a).empty());
+    CHECK(a.repack);
     CHECK_FALSE(a.list_devices);
     CHECK(parse({"--list-devices"}, &a).empty());
     CHECK(a.list_devices);

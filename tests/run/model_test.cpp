@@ -597,7 +597,7 @@ TEST_CASE("model: weights mapped in place give the logits of weights read into m
     }
 }
 
-// CPU_REPACK (tessera-run --repack): the Q4_0 / IQ4_NL matrices are interleaved in it
+// CPU_REPACK (tessera-run's default): the Q4_0 / IQ4_NL matrices are interleaved in it
 // (mapped: moved into it, the rest stays mapped; read: every weight in it); other types keep
 // their bytes. The prompt's logits (GEMM: panels equal to the file packer's) equal the plain
 // weights' bit for bit; the next token's (the interleaved mat-vec: the same int32 block sums,
