@@ -14038,14 +14038,20 @@ static constexpr int panel_kind_of(enum tsr_type t) {
 }
 
 /* An ISA's GEMM of min or half panels: its Q8_0 GEMM's tiles over panels of mr x 40 bytes
- * per 32 k (levels, then two floats a row), with the kind's kernel and B packer (B bytes
- * b_bytes_32k; 0 / NULL: Q8_0's B). The A packer comes per type (packed_gemms). */
-static constexpr gemm_impl gemm_panel_variant(gemm_impl q8, decltype(gemm_impl::kernel) kernel,
-                                              decltype(gemm_impl::pack_b) pack_b = nullptr, size_t b_bytes_32k = 0) {
+ * per 32 k (levels, then two floats a row), with the kind's kernel and Q8_0's B packer, or
+ * the kind's own (B bytes b_bytes_32k; 0: Q8_0's count). The A packer comes per type
+ * (packed_gemms). Two overloads, not a null default: g++ refuses a function pointer's
+ * comparison with null in a constant expression under -fsanitize=undefined. */
+static constexpr gemm_impl gemm_panel_variant(gemm_impl q8, decltype(gemm_impl::kernel) kernel) {
     q8.a_bytes_32k = (size_t)q8.mr * 40;
     q8.pack_a = nullptr;
     q8.kernel = kernel;
-    if (pack_b) q8.pack_b = pack_b;
+    return q8;
+}
+static constexpr gemm_impl gemm_panel_variant(gemm_impl q8, decltype(gemm_impl::kernel) kernel,
+                                              decltype(gemm_impl::pack_b) pack_b, size_t b_bytes_32k = 0) {
+    q8 = gemm_panel_variant(q8, kernel);
+    q8.pack_b = pack_b;
     if (b_bytes_32k) q8.b_bytes_32k = b_bytes_32k;
     return q8;
 }
@@ -15149,8 +15155,11 @@ TSR_TARGET_AVX2 static void gemm_i8_kernel_avx2(int kc, const void * ap, const v
         for (int part = 0; part < PARTS; ++part) {
             __m256i t[8];
             for (int j = 0; j < 8; ++j) t[j] = _mm256_setzero_si256();
+            /* bounds computed first: with them in the loop header, g++ -fsanitize=undefined's
+             * division checks leave the unroll pragma nothing to annotate (a warning) */
+            const int q_begin = part * 8 / PARTS, q_end = (part + 1) * 8 / PARTS;
 #pragma GCC unroll 1
-            for (int q = part * 8 / PARTS; q < (part + 1) * 8 / PARTS; ++q) {
+            for (int q = q_begin; q < q_end; ++q) {
                 const __m256i a0 = _mm256_loadu_si256((const __m256i *)(a + q * 32));
                 const int32_t * bqq = bq + q * 8;
                 if constexpr (Q8) {
