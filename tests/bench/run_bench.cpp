@@ -98,13 +98,15 @@ static bool time_one_token_graphs(session & s, tsr_backend_t be, bool through_sc
     double t_alloc = 0, t_total = 0;
     bool ok = through_sched || ga;
     std::vector<float> mask;
+    // at the last position the context holds when generation filled it (n_past == n_ctx)
+    const int n_past = std::min(s.n_past, s.n_ctx - 1);
     for (int i = 0; ok && i <= n_iter; ++i) {   // i == 0: warm-up
         graph_io io;
-        ok = build_graph(s, 1, s.n_past, false, io, err);
+        ok = build_graph(s, 1, n_past, false, io, err);
         const double t0 = now_s();
         ok = ok && (through_sched ? tsr_backend_sched_alloc_graph(s.sched, io.gf) : tsr_gallocr_alloc_graph(ga, io.gf));
         const double t1 = now_s();
-        const int32_t tok = 0, pos = s.n_past;
+        const int32_t tok = 0, pos = n_past;
         mask.assign((size_t) io.n_kv, 0.0f);
         ok = ok && tsr_backend_tensor_set(io.tokens, &tok, 0, sizeof tok) && tsr_backend_tensor_set(io.pos, &pos, 0, sizeof pos) &&
              tsr_backend_tensor_set(io.mask, mask.data(), 0, mask.size() * sizeof(float));
