@@ -14946,72 +14946,51 @@ TSR_TARGET_AVX2 static void dot_rows_avx2(int64_t n, const char * x, size_t lda,
     }
 }
 
+/* The first 8 bytes of the two blocks of a pair, block 0's in bytes 0-7 and block 1's in
+ * 8-15: d, Q4_1 / Q5_1's m and Q5's qh sit there, so two loads bring what the pair's
+ * scales and fifth bits need (a load, insert and shuffle per fp16 scale, as before, held
+ * Q4_1 at 21 GB/s on one core in cache; 27 with the heads). */
+TSR_TARGET_AVX2 static inline __m128i pair_heads_avx2(const void * b0, const void * b1) {
+    return _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)b0), _mm_loadl_epi64((const __m128i *)b1));
+}
+
+/* Q8_0 a pair of blocks per step: both scales come from one pair of loads and one
+ * conversion (pair_heads_avx2), where a block per step converted each scale alone (the
+ * last block of an odd count still does, through the same products). */
 template <int R>
 TSR_TARGET_AVX2 static void dot_rows_q8_0_avx2(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
     const yq8 * y = (const yq8 *)yv;
+    const int64_t nb = n / 32;
     __m256 acc[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / 32; ++b) {
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        const __m256i y0 = _mm256_loadu_si256((const __m256i *)y[b].qs), y1 = _mm256_loadu_si256((const __m256i *)y[b + 1].qs);
+        const __m256 dy = _mm256_setr_m128(_mm_set1_ps(y[b].d), _mm_set1_ps(y[b + 1].d));
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+            const tsr_block_q8_0 * xb = (const tsr_block_q8_0 *)(x + (size_t)r * lda) + b;
+            matvec_prefetch<2 * sizeof(tsr_block_q8_0)>((const char *)xb);
+            /* lane 0: d0 y.d of block 0, lane 4: block 1's */
+            const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(pair_heads_avx2(xb, xb + 1)), dy);
+            const __m256i p0 = dot32_s8s8_avx2(_mm256_loadu_si256((const __m256i *)xb[0].qs), y0);
+            const __m256i p1 = dot32_s8s8_avx2(_mm256_loadu_si256((const __m256i *)xb[1].qs), y1);
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_permutevar8x32_ps(dd, _mm256_setzero_si256()), acc[r]);
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(4)), acc[r]);
+        }
+    }
+    if (b < nb) {
         const __m256i yq = _mm256_loadu_si256((const __m256i *)y[b].qs);
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
             const tsr_block_q8_0 * xb = (const tsr_block_q8_0 *)(x + (size_t)r * lda) + b;
-            matvec_prefetch<sizeof(tsr_block_q8_0)>((const char *)xb);
             const __m256i p = dot32_s8s8_avx2(_mm256_loadu_si256((const __m256i *)xb->qs), yq);
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h2f_avx2(xb->d) * y[b].d), acc[r]);
         }
     }
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) out[r] = hsum256(acc[r]);
-}
-
-/* Q4_0: a pair of blocks per ymm against yq8's Q4 side arrays (y elements in nibble order,
- * the -8 * sum bias and the y scales per lane), so no scalar work per block remains. */
-template <int R>
-TSR_TARGET_AVX2 static void dot_rows_q4_0_avx2(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
-    const yq8 * y = (const yq8 *)yv;
-    const int64_t nb = n / 32, ng = nb / 4;
-    const yside_q4 * ys = y_side_q4(y, nb);
-    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    const __m128i rep = _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3);  /* [d0 x4, d1 x4] */
-    __m256 acc[R];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < ng * 4; b += 2) {
-        const yside_q4 & s = ys[b / 4];
-        const int h = (int)(b & 2);  /* which pair of the group */
-        const __m256i ylo = _mm256_loadu_si256((const __m256i *)(s.lo + 16 * h));
-        const __m256i yhi = _mm256_loadu_si256((const __m256i *)(s.hi + 16 * h));
-        const __m256i yb = _mm256_loadu_si256((const __m256i *)(s.bias + 4 * h));
-        const __m256 dy = _mm256_loadu_ps(s.d + 4 * h);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; ++r) {
-            const tsr_block_q4_0 * xb = (const tsr_block_q4_0 *)(x + (size_t)r * lda) + b;
-            matvec_prefetch<2 * sizeof(tsr_block_q4_0)>((const char *)xb);
-            const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)xb[0].qs)),
-                                                      _mm_loadu_si128((const __m128i *)xb[1].qs), 1);
-            const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            /* nibble x int8 pairs are at most 2 * 15 * 127 = 3810: two of them add up in int16 */
-            const __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_maddubs_epi16(hi, yhi));
-            const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(p16, ones), yb);
-            const __m128i d2 = _mm_insert_epi16(_mm_cvtsi32_si128(xb[0].d), xb[1].d, 1);
-            const __m256 dx = _mm256_cvtph_ps(_mm_shuffle_epi8(d2, rep));
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dx, dy), acc[r]);
-        }
-    }
-    float corr[R] = {};
-    for (int64_t b = ng * 4; b < nb; ++b) {  /* blocks past the last group of 4 */
-        const __m256i yq = _mm256_loadu_si256((const __m256i *)y[b].qs);
-        for (int r = 0; r < R; ++r) {
-            const tsr_block_q4_0 * xb = (const tsr_block_q4_0 *)(x + (size_t)r * lda) + b;
-            const float d = h2f_avx2(xb->d) * y[b].d;
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot32_u4s8_avx2(unpack_q4_avx2(xb->qs), yq)), _mm256_set1_ps(d), acc[r]);
-            corr[r] += d * (float)y[b].sum;
-        }
-    }
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) out[r] = hsum256(acc[r]) - 8.0f * corr[r];
 }
 
 /* NaN lanes as +0 (maxps would pass a NaN on; the scalar reference skips them). */
@@ -15411,14 +15390,19 @@ static inline __m128i q3k_scales(const uint8_t * packed) {
     return _mm_sub_epi8(_mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]), _mm_set1_epi8(32));
 }
 
+/* A Q4_K / Q5_K super-block's d and dmin (its first 4 bytes) times y.d, in lanes 0 and 1. */
+TSR_TARGET_AVX2 static inline __m128 k4_d_dmin_avx2(const uint8_t * blk, const tsr_block_q8_K & y) {
+    uint32_t words;
+    std::memcpy(&words, blk, 4);
+    return _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)words)), _mm_set1_ps(y.d));
+}
+
 /* acc + Q4_K / Q5_K's mins (bytes 8..15 of sm) times the pairs of 16-element activation
- * sums they cover, times dmin * y.d: 8 products in 4 float lanes. */
-TSR_TARGET_AVX2 static inline __m128 k4_mins_acc(const uint8_t * blk, __m128i sm, const tsr_block_q8_K & y, __m128 acc) {
+ * sums they cover, times dmin * y.d (lane 1 of d_dmin): 8 products in 4 float lanes. */
+TSR_TARGET_AVX2 static inline __m128 k4_mins_acc(__m128 d_dmin, __m128i sm, const tsr_block_q8_K & y, __m128 acc) {
     const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y.bsums), _mm_loadu_si128((const __m128i *)y.bsums + 1));
     const __m128i pm = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)), bs);
-    uint16_t dmin16;
-    std::memcpy(&dmin16, blk + 2, 2);
-    return _mm_fmadd_ps(_mm_cvtepi32_ps(pm), _mm_set1_ps(y.d * h2f_avx2(dmin16)), acc);
+    return _mm_fmadd_ps(_mm_cvtepi32_ps(pm), _mm_permute_ps(d_dmin, 0x55), acc);
 }
 
 /* Q4_K (HIGH false) / Q5_K (HIGH true) against Q8_K: one ymm of nibbles per 64 elements (low
@@ -15437,9 +15421,8 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void k4_step_avx2(q8k_acc_avx2 & a, con
     const __m256i m4 = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(0x01);
     const uint8_t * qs = blk + (HIGH ? 48 : 16);
     const __m128i sm = q4k_scales_mins(blk);
-    a.mins = k4_mins_acc(blk, sm, y, a.mins);
-    uint16_t d16;
-    std::memcpy(&d16, blk, 2);
+    const __m128 d_dmin = k4_d_dmin_avx2(blk, y);
+    a.mins = k4_mins_acc(d_dmin, sm, y, a.mins);
     const __m256i qh = HIGH ? _mm256_loadu_si256((const __m256i *)(blk + 16)) : _mm256_setzero_si256();
     /* the 8 scales as int16 in both halves: one byte shuffle per sub-block spreads a scale */
     const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
@@ -15460,7 +15443,7 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void k4_step_avx2(q8k_acc_avx2 & a, con
         const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), s1);
         sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
     }
-    a.acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(y.d * h2f_avx2(d16)), a.acc);
+    a.acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_broadcastss_ps(d_dmin), a.acc);
 }
 
 /* The int16 pair sums of 32 elements spanning scale groups g and g + 1 (int16 lanes 0-7 and
@@ -15654,15 +15637,19 @@ TSR_TARGET_AVX2 static inline __m256i fifth_bits_avx2(const uint8_t * qh) {
     return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
 }
 
-/* Q4_1, Q5_0, Q5_1, IQ4_NL against yq8, a block per step: levels 0..31 unsigned times int8
- * (IQ4_NL: the table's values, signed), Q4_1 / Q5_1's min and Q5_0's offset of 16 through
- * the activations' block sums. */
 /* One row's running sums: acc the scaled block sums, corr what the blocks' offsets or mins
  * add through the activations' sums (4 float lanes, lane 0 used). */
 struct yq8_acc_avx2 {
     __m256 acc;
     __m128 corr;
 };
+
+/* The 32-element types against yq8, a block per step: levels 0..31 unsigned times int8
+ * (IQ4_NL: the table's values, signed), Q4_1 / Q5_1's min and the offsets of Q4_0 (8) and
+ * Q5_0 (16) through the activations' block sums. */
+template <tsr_type T>
+using q32_block_avx2 = std::conditional_t<T == TSR_TYPE_Q4_0, tsr_block_q4_0, std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1,
+                       std::conditional_t<T == TSR_TYPE_Q5_0, tsr_block_q5_0, std::conditional_t<T == TSR_TYPE_Q5_1, tsr_block_q5_1, tsr_block_iq4_nl>>>>;
 
 template <tsr_type T>
 TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void q32_step_avx2(yq8_acc_avx2 & a, const uint8_t * blk, const yq8 & y) {
@@ -15674,12 +15661,15 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void q32_step_avx2(yq8_acc_avx2 & a, co
         const tsr_block_iq4_nl & x = *(const tsr_block_iq4_nl *)blk;
         p = dot32_s8s8_avx2(_mm256_shuffle_epi8(table, unpack_q4_avx2(x.qs)), yv);
         d = h2f_avx2(x.d);
-    } else if (T == TSR_TYPE_Q5_0) {
-        const tsr_block_q5_0 & x = *(const tsr_block_q5_0 *)blk;
-        p = dot32_u4s8_avx2(_mm256_or_si256(unpack_q4_avx2(x.qs), fifth_bits_avx2(x.qh)), yv);
+    } else if (T == TSR_TYPE_Q4_0 || T == TSR_TYPE_Q5_0) {
+        constexpr float offset = T == TSR_TYPE_Q5_0 ? 16.0f : 8.0f;
+        const q32_block_avx2<T> & x = *(const q32_block_avx2<T> *)blk;
+        __m256i q = unpack_q4_avx2(x.qs);
+        if constexpr (T == TSR_TYPE_Q5_0) q = _mm256_or_si256(q, fifth_bits_avx2(x.qh));
+        p = dot32_u4s8_avx2(q, yv);
         d = h2f_avx2(x.d);
-        /* - 16 d y.d sum: the levels' offset */
-        a.corr = _mm_fnmadd_ss(_mm_set_ss(16.0f * d * y.d), _mm_set_ss((float)y.sum), a.corr);
+        /* - offset d y.d sum: the levels' offset */
+        a.corr = _mm_fnmadd_ss(_mm_set_ss(offset * d * y.d), _mm_set_ss((float)y.sum), a.corr);
     } else {
         using block = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1, tsr_block_q5_1>;
         const block & x = *(const block *)blk;
@@ -15693,14 +15683,7 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void q32_step_avx2(yq8_acc_avx2 & a, co
     a.acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * y.d), a.acc);
 }
 
-/* Q4_1, Q5_0, Q5_1, IQ4_NL against yq8: levels 0..31 unsigned times int8 (IQ4_NL: the
- * table's values, signed), Q4_1 / Q5_1's min and Q5_0's offset of 16 through the
- * activations' block sums. */
 TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE float q32_sum_avx2(const yq8_acc_avx2 & a) { return hsum256(a.acc) + _mm_cvtss_f32(a.corr); }
-
-template <tsr_type T>
-using q32_block_avx2 = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1, std::conditional_t<T == TSR_TYPE_Q5_0, tsr_block_q5_0,
-                       std::conditional_t<T == TSR_TYPE_Q5_1, tsr_block_q5_1, tsr_block_iq4_nl>>>;
 
 /* A block per step: the blocks past the last group of 4 of q32_pairs_avx2. */
 template <tsr_type T, int R>
@@ -15708,43 +15691,42 @@ TSR_TARGET_AVX2 static void q32_blocks_avx2(int64_t n, const char * x, size_t ld
     TSR_MATVEC_ROWS(R, yq8_acc_avx2, n / 32, sizeof(q32_block_avx2<T>), q32_step_avx2<T>, q32_sum_avx2)
 }
 
-/* The fifth bits of a pair of Q5 blocks as 0x10 bytes, in the order of the pair's nibbles:
- * qh2 holds qh of block 0 in bytes 0-3 and of block 1 in bytes 4-7 of each 128-bit lane, and
- * pick the qh byte each element's bit sits in (ggml's OR-and-compare spreads the bits). */
-TSR_TARGET_AVX2 static inline __m256i fifth_bits_pair_avx2(__m256i qh2, __m256i pick) {
-    const __m256i set = _mm256_cmpeq_epi8(_mm256_or_si256(_mm256_shuffle_epi8(qh2, pick), _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)),
+/* The fp16 word at byte `at` of each block of a pair (pair_heads_avx2, as floats) spread as
+ * [4 x block 0's, 4 x block 1's], the lanes of the pair's dot products. */
+TSR_TARGET_AVX2 static inline __m256 pair_scales_avx2(__m256 heads, int at) {
+    const int w = at / 2;
+    return _mm256_permutevar8x32_ps(heads, _mm256_setr_epi32(w, w, w, w, w + 4, w + 4, w + 4, w + 4));
+}
+
+/* The fifth bits of elements 16 half .. 16 half + 15 of a pair of Q5 blocks as 0x10 bytes,
+ * block 0 in the low lane, from the pair's heads (qh at byte `at` of each): each byte takes
+ * the qh byte its bit sits in, and ggml's OR-and-compare spreads the bits. */
+TSR_TARGET_AVX2 static inline __m256i fifth_bits_pair_avx2(__m256i heads2, int at, int half) {
+    const long long byte = 0x0101010101010101ll;
+    const int q = at + 2 * half;
+    const __m256i pick = _mm256_setr_epi64x(byte * q, byte * (q + 1), byte * (q + 8), byte * (q + 9));
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_or_si256(_mm256_shuffle_epi8(heads2, pick), _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)),
                                           _mm256_set1_epi64x(-1));
     return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
 }
 
-/* Two fp16 words at p0 and p1 as floats [4 x *p0, 4 x *p1] (the lanes of a pair of blocks). */
-TSR_TARGET_AVX2 static inline __m256 fp16_pair_x4_avx2(const void * p0, const void * p1) {
-    uint16_t h0, h1;
-    std::memcpy(&h0, p0, 2);
-    std::memcpy(&h1, p1, 2);
-    const __m128i rep = _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3);
-    return _mm256_cvtph_ps(_mm_shuffle_epi8(_mm_insert_epi16(_mm_cvtsi32_si128(h0), h1, 1), rep));
-}
-
-/* Q4_1, Q5_0, Q5_1, IQ4_NL against yq8's Q4 side arrays, a pair of blocks per ymm as
- * dot_rows_q4_0_avx2 (the one-block steps ran at 12-14 GB/s in cache, half of Q4_0's
- * rate): levels unsigned (Q5: 0..31, at most 2 * 31 * 127 per int16 pair, two of them
- * still fit) against the activations in nibble order; Q5_0's offset of 16 through the
- * side arrays' -8 * sum doubled, Q4_1 / Q5_1's min through the block sums in float (the
- * sum sits in lane 4j only, so each block counts once). IQ4_NL's table values are signed:
- * the sign moves onto the activations, and each half goes to int32 apart (two products of
- * up to 2 * 127 * 127 would pass int16). */
+/* The 32-element types against yq8's Q4 side arrays, a pair of blocks per ymm (the
+ * one-block steps ran at half the rate): levels unsigned (Q5: 0..31, at most 2 * 31 * 127
+ * per int16 pair, two of them still fit) against the activations in nibble order, so no
+ * shuffle of y per block; the offsets of Q4_0 (8) and Q5_0 (16) through the side arrays'
+ * -8 * sum (doubled for Q5_0), Q4_1 / Q5_1's min through the block sums in float (the sum
+ * sits in lane 4j only, so each block counts once). IQ4_NL's table values are signed: the
+ * sign moves onto the activations, and each half goes to int32 apart (two products of up
+ * to 2 * 127 * 127 would pass int16). */
 template <tsr_type T, int R>
 TSR_TARGET_AVX2 static void q32_pairs_avx2(int64_t n, const char * x, size_t lda, const yq8 * y, float * out) {
     using block = q32_block_avx2<T>;
     constexpr bool has_min = T == TSR_TYPE_Q4_1 || T == TSR_TYPE_Q5_1, has_qh = T == TSR_TYPE_Q5_0 || T == TSR_TYPE_Q5_1;
+    constexpr int qh_at = T == TSR_TYPE_Q5_1 ? 4 : 2, m_at = 2;  /* byte offsets in a block (static_asserts below) */
     const int64_t nb = n / 32, ng = nb / 4;
     const yside_q4 * ys = y_side_q4(y, nb);
     const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values));
-    /* qh bytes of elements 0-15 (pick_lo) and 16-31 (pick_hi) of block 0 (low lane) and 1 */
-    const __m256i pick_lo = _mm256_setr_epi64x(0, 0x0101010101010101, 0x0404040404040404, 0x0505050505050505);
-    const __m256i pick_hi = _mm256_setr_epi64x(0x0202020202020202, 0x0303030303030303, 0x0606060606060606, 0x0707070707070707);
     __m256 acc[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
@@ -15754,14 +15736,17 @@ TSR_TARGET_AVX2 static void q32_pairs_avx2(int64_t n, const char * x, size_t lda
         const __m256i ylo = _mm256_loadu_si256((const __m256i *)(s.lo + 16 * h));
         const __m256i yhi = _mm256_loadu_si256((const __m256i *)(s.hi + 16 * h));
         const __m256i yb8 = _mm256_loadu_si256((const __m256i *)(s.bias + 4 * h));  /* -8 * sum in lane 4j */
-        const __m256i yb = T == TSR_TYPE_Q5_0 ? _mm256_slli_epi32(yb8, 1) : _mm256_setzero_si256();
+        const __m256i yb = T == TSR_TYPE_Q5_0 ? _mm256_slli_epi32(yb8, 1) : T == TSR_TYPE_Q4_0 ? yb8 : _mm256_setzero_si256();
         const __m256 dy = _mm256_loadu_ps(s.d + 4 * h);
-        /* the block sums times the y scales, once per pair for every row's mins */
-        const __m256 ysum_dy = has_min ? _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(yb8), _mm256_set1_ps(-0.125f)), dy) : _mm256_setzero_ps();
+        /* the block sums (lane 4j), once per pair for every row's mins */
+        const __m256 ysum = has_min ? _mm256_mul_ps(_mm256_cvtepi32_ps(yb8), _mm256_set1_ps(-0.125f)) : _mm256_setzero_ps();
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
             const block * xb = (const block *)(x + (size_t)r * lda) + b;
             matvec_prefetch<2 * sizeof(block)>((const char *)xb);
+            const __m128i heads = pair_heads_avx2(xb, xb + 1);
+            /* d (and m) times y.d in the heads' lanes of the two blocks: lanes 0-3 block 0 */
+            const __m256 heads_dy = _mm256_mul_ps(_mm256_cvtph_ps(heads), dy);
             const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)xb[0].qs)),
                                                       _mm_loadu_si128((const __m128i *)xb[1].qs), 1);
             __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
@@ -15770,17 +15755,14 @@ TSR_TARGET_AVX2 static void q32_pairs_avx2(int64_t n, const char * x, size_t lda
                 p = _mm256_add_epi32(dot32_s8s8_avx2(_mm256_shuffle_epi8(table, lo), ylo), dot32_s8s8_avx2(_mm256_shuffle_epi8(table, hi), yhi));
             } else {
                 if constexpr (has_qh) {
-                    uint32_t q0, q1;
-                    std::memcpy(&q0, xb[0].qh, 4);
-                    std::memcpy(&q1, xb[1].qh, 4);
-                    const __m256i qh2 = _mm256_broadcastq_epi64(_mm_insert_epi32(_mm_cvtsi32_si128((int)q0), (int)q1, 1));
-                    lo = _mm256_or_si256(lo, fifth_bits_pair_avx2(qh2, pick_lo));
-                    hi = _mm256_or_si256(hi, fifth_bits_pair_avx2(qh2, pick_hi));
+                    const __m256i heads2 = _mm256_broadcastsi128_si256(heads);
+                    lo = _mm256_or_si256(lo, fifth_bits_pair_avx2(heads2, qh_at, 0));
+                    hi = _mm256_or_si256(hi, fifth_bits_pair_avx2(heads2, qh_at, 1));
                 }
                 p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_maddubs_epi16(hi, yhi)), ones), yb);
             }
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(fp16_pair_x4_avx2(&xb[0].d, &xb[1].d), dy), acc[r]);
-            if constexpr (has_min) acc[r] = _mm256_fmadd_ps(fp16_pair_x4_avx2(&xb[0].m, &xb[1].m), ysum_dy, acc[r]);
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), pair_scales_avx2(heads_dy, 0), acc[r]);
+            if constexpr (has_min) acc[r] = _mm256_fmadd_ps(pair_scales_avx2(heads_dy, m_at), ysum, acc[r]);
         }
     }
 #pragma GCC unroll 4
@@ -15791,6 +15773,14 @@ TSR_TARGET_AVX2 static void q32_pairs_avx2(int64_t n, const char * x, size_t lda
         q32_blocks_avx2<T, 1>(n - ng * 128, x + (size_t)r * lda + (size_t)ng * 4 * sizeof(block), 0, y + ng * 4, &tail);
         out[r] += tail;
     }
+}
+static_assert(offsetof(tsr_block_q4_1, m) == 2 && offsetof(tsr_block_q5_1, m) == 2 && offsetof(tsr_block_q5_0, qh) == 2 &&
+              offsetof(tsr_block_q5_1, qh) == 4, "the pair heads' layout");
+
+/* Q4_0's slot entries (dot4 / dot1, y untyped): the pair kernel. */
+template <int R>
+TSR_TARGET_AVX2 static void dot_rows_q4_0_avx2(int64_t n, const char * x, size_t lda, const void * y, float * out) {
+    q32_pairs_avx2<TSR_TYPE_Q4_0, R>(n, x, lda, (const yq8 *)y, out);
 }
 
 template <tsr_type T, int R>
