@@ -3,6 +3,11 @@
 // can be dlopen'ed; never a build dependency) and a GPT-2-small forward at 128 tokens.
 //
 //   cpu_bench [--csv] [--threads N] [--rounds N] [--quick] [--gpt2-only] [--matvec-only] [--conv-only] [--gemm-only]
+//             [--matvec-cache-only]
+//
+// --matvec-cache-only: each type's mat-vec on one thread with its weights in cache (kernel
+// cost per byte, robust on a loaded machine); TSR_CPU_ISA=avx2 (or scalar, avx512) times
+// that kernel path.
 //
 // Prints one Markdown table (or CSV with --csv). Not a test.
 #include "tessera/tessera.h"
@@ -347,6 +352,21 @@ double bench_gemv(tsr_backend_t be, tsr_type type, size_t total_bytes, int reps,
     return gbs;
 }
 
+// One thread's mat-vec with its weights in cache: one matrix of about 1 MiB of 4096-wide
+// rows, the best of `reps` short runs (a run takes tens of microseconds, so on a loaded
+// machine the best of many still misses the other processes). What a kernel costs per byte
+// where DRAM does not bound it: kernels compare by it on a shared machine, and a rate
+// below a core's share of the read bandwidth says the kernel, not memory, bounds decoding.
+// TSR_CPU_ISA picks the kernel path (e.g. avx2 on an AVX-512 machine).
+double bench_gemv_in_cache(tsr_type type, int reps) {
+    const int64_t K = 4096, M = std::max<int64_t>(16, (int64_t)((1u << 20) / tsr_row_size(type, K)) / 16 * 16);
+    tsr_backend_t be1 = tsr_backend_cpu_init();
+    tsr_backend_cpu_set_n_threads(be1, 1);
+    const double gflops = bench_gemm(be1, type, M, K, 1, reps);  /* 2 M K flops per run */
+    tsr_backend_free(be1);
+    return gflops * (double)(tsr_row_size(type, K) * (size_t)M) / (2.0 * (double)M * (double)K);
+}
+
 // The machine's read bandwidth, as bench_gemv reads 512 MiB of F32 weights.
 double read_bandwidth(tsr_backend_t be, int reps) {
     double rd = 0;
@@ -575,6 +595,7 @@ double bench_gpt2(tsr_backend_t be, int n_tokens, int reps) {
 int main(int argc, char ** argv) {
     int n_threads = 2;
     bool quick = false, gpt2_only = false, matvec_only = false, conv_only = false, moe_only = false, norm_only = false, gemm_only = false;
+    bool cache_only = false;
     int matvec_rounds = -1;  /* default: 3, 1 with --quick */
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--csv")) g_csv = true;
@@ -584,10 +605,11 @@ int main(int argc, char ** argv) {
         else if (!std::strcmp(argv[i], "--conv-only")) conv_only = true;      /* bandwidth, FMA peak and convolution rows */
         else if (!std::strcmp(argv[i], "--moe-only")) moe_only = matvec_only = true;  /* bandwidth and mul_mat_id rows */
         else if (!std::strcmp(argv[i], "--norm-only")) norm_only = true;     /* rms_norm + mul rows */
+        else if (!std::strcmp(argv[i], "--matvec-cache-only")) cache_only = true;  /* one thread's in-cache mat-vec rows */
         else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) n_threads = std::atoi(argv[++i]);
         else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) matvec_rounds = std::atoi(argv[++i]);  /* mat-vec rounds */
         else if (!std::strcmp(argv[i], "--gemm-only")) gemm_only = true;      /* bandwidth, FMA peak and mul_mat GEMM rows */
-        else { std::fprintf(stderr, "usage: %s [--csv] [--threads N] [--rounds N] [--quick] [--gpt2-only] [--matvec-only] [--conv-only] [--moe-only] [--norm-only] [--gemm-only]\n", argv[0]); return 2; }
+        else { std::fprintf(stderr, "usage: %s [--csv] [--threads N] [--rounds N] [--quick] [--gpt2-only] [--matvec-only] [--conv-only] [--moe-only] [--norm-only] [--gemm-only] [--matvec-cache-only]\n", argv[0]); return 2; }
     }
     g_threads = n_threads;
     tsr_backend_t be = tsr_backend_cpu_init();
@@ -607,6 +629,13 @@ int main(int argc, char ** argv) {
                           (long long)T, alone, both - alone);
             add_row("rms_norm + mul " + std::to_string(T) + " token" + (T > 1 ? "s" : ""), both, "us per pair", "", note);
         }
+        goto report;
+    }
+    if (cache_only) {
+        for (tsr_type t : {TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1,
+                           TSR_TYPE_IQ4_NL, TSR_TYPE_Q2_K, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K})
+            add_row(std::string("mat-vec in cache ") + tsr_type_name(t), bench_gemv_in_cache(t, quick ? 50 : 500), "GB/s (weights)",
+                    tsr_cpu_isa_name(tsr_cpu_get_isa()), "one thread, ~1 MiB of 4096-wide rows, best of " + std::to_string(quick ? 50 : 500));
         goto report;
     }
     if (gpt2_only) goto gpt2;
