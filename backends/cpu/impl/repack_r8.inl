@@ -438,7 +438,8 @@ TSR_TARGET_AVX2 static void r8_q4k_groups_dot_avx2(const uint8_t * grp, size_t g
  * sub-block pair's 64 activations, shared by the G groups). A lane's sum over a sub-block
  * (16 products of at most 15 * 128) fits int16, so one vpdpwssd with the scale in the low
  * half of each lane (row r's in lanes r and r + 8) scales and accumulates it exactly; the
- * halves are added once at the end, the mins (8 lanes, as the AVX2 kernel) taken off then. */
+ * halves are added once at the end. The mins meet the activations' sums the same way: a
+ * row's mins of sub-blocks 2p and 2p + 1 in its two lanes, against those sub-blocks' sums. */
 /* Row r's byte of the 8 at v in int32 lanes r and r + 8. */
 TSR_TARGET_AVX512VNNI static inline __m512i q4k_scales_twice_zmm(const uint8_t * v) {
     uint64_t bytes;
@@ -451,23 +452,26 @@ TSR_TARGET_AVX512VNNI static void r8_q4k_groups_dot_avx512vnni(const uint8_t * g
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i two_quads = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
     __m512 acc[G];
-    __m256 mins[G];
-    for (int g = 0; g < G; ++g) {
-        acc[g] = _mm512_setzero_ps();
-        mins[g] = _mm256_setzero_ps();
-    }
+    for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
         const tsr_block_q8_K & yb = y[i];
         int32_t bsum_pairs[4];
         q4k_bsum_pairs(yb, bsum_pairs);
+        __m512i bsums[4];  /* sub-block 2p's sum in the low half of lanes 0..7, 2p + 1's in lanes 8..15 */
+        for (int p = 0; p < 4; ++p) {
+            const __m512i v = _mm512_set1_epi32(bsum_pairs[p]);
+            bsums[p] = _mm512_mask_srli_epi32(v, 0xFF00, v, 16);
+        }
         const uint8_t * rec[G];
         alignas(32) uint8_t sm[G][128];
-        __m512i sumi[G];
+        __m512i sumi[G], summ[G];
         for (int g = 0; g < G; ++g) {
             rec[g] = grp + (size_t)g * gstride + (size_t)i * Q4K_R8_BYTES;
             q4k_prefetch_record(rec[g]);
             q4k_record_scales_avx2(rec[g], sm[g]);
-            sumi[g] = _mm512_setzero_si512();
+            sumi[g] = summ[g] = _mm512_setzero_si512();
+            for (int p = 0; p < 4; ++p)
+                summ[g] = _mm512_dpwssd_epi32(summ[g], _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sm[g] + 64 + 16 * p))), bsums[p]);
         }
         for (int p = 0; p < 4; ++p) {
             /* quads 0..7: sub-block 2p's activations (low nibbles), 8..15: 2p + 1's */
@@ -491,13 +495,13 @@ TSR_TARGET_AVX512VNNI static void r8_q4k_groups_dot_avx512vnni(const uint8_t * g
         const __m512 yd = _mm512_set1_ps(yb.d);
         for (int g = 0; g < G; ++g) {
             const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rec[g]))), yd);
-            const __m256 dmin = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(rec[g] + Q4K_R8_DMIN))), _mm512_castps512_ps256(yd));
+            const __m512 dmin = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(rec[g] + Q4K_R8_DMIN)))), yd);
             acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[g]), d, acc[g]);
-            mins[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q4k_min_sums_avx2(sm[g] + 64, bsum_pairs)), dmin, mins[g]);
+            acc[g] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(summ[g]), dmin, acc[g]);
         }
     }
     for (int g = 0; g < G; ++g)
-        _mm256_storeu_ps(out + 8 * g, _mm256_sub_ps(_mm256_add_ps(_mm512_castps512_ps256(acc[g]), _mm512_extractf32x8_ps(acc[g], 1)), mins[g]));
+        _mm256_storeu_ps(out + 8 * g, _mm256_add_ps(_mm512_castps512_ps256(acc[g]), _mm512_extractf32x8_ps(acc[g], 1)));
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
