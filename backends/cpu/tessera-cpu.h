@@ -46,7 +46,7 @@ TSR_API void tsr_backend_cpu_set_abort_callback(tsr_backend_t backend, bool (*ab
  * current workspace is freed and regrown on the next reserve/compute. */
 TSR_API void tsr_backend_cpu_set_host_allocator(tsr_backend_t backend, const struct tsr_host_allocator * alloc);
 
-/* CPU_REPACK: host buffers that store Q4_0 and IQ4_NL weight matrices (2D, contiguous, rows
+/* CPU_REPACK: host buffers that store Q4_0, IQ4_NL and Q4_K weight matrices (2D, contiguous, rows
  * a multiple of 8; x86 builds, not yet aarch64), when set with tsr_backend_tensor_set, in a 4-bit layout interleaving 8
  * rows, in place of the file's bytes (no extra memory): the GEMM and the matrix-vector
  * kernels stream it without shuffles. tsr_backend_tensor_get returns the file's bytes; only

@@ -12828,7 +12828,7 @@ TSR_API void tsr_backend_cpu_set_abort_callback(tsr_backend_t backend, bool (*ab
  * current workspace is freed and regrown on the next reserve/compute. */
 TSR_API void tsr_backend_cpu_set_host_allocator(tsr_backend_t backend, const struct tsr_host_allocator * alloc);
 
-/* CPU_REPACK: host buffers that store Q4_0 and IQ4_NL weight matrices (2D, contiguous, rows
+/* CPU_REPACK: host buffers that store Q4_0, IQ4_NL and Q4_K weight matrices (2D, contiguous, rows
  * a multiple of 8; x86 builds, not yet aarch64), when set with tsr_backend_tensor_set, in a 4-bit layout interleaving 8
  * rows, in place of the file's bytes (no extra memory): the GEMM and the matrix-vector
  * kernels stream it without shuffles. tsr_backend_tensor_get returns the file's bytes; only
@@ -17847,10 +17847,10 @@ static constexpr kernels kernels_neon = [] {
 #endif /* TSR_CPU_ARM64 */
 /* ---- backends/cpu/impl/repack_r8.inl ---- */
 /*
- * repack_r8.inl - the 4-bit interleaved layout of CPU_REPACK weights (Q4_0 and IQ4_NL) and
- * the kernels that read it: the GEMM's A-panel packers and the matrix-vector products.
+ * repack_r8.inl - the 4-bit interleaved layout of CPU_REPACK weights (Q4_0, IQ4_NL, Q4_K)
+ * and the kernels that read it: the GEMM's A-panel packers and the matrix-vector products.
  *
- * Both types are blocks of 32 weights {fp16 d; 16 bytes qs} (weight j in the low nibble of
+ * Q4_0 and IQ4_NL are blocks of 32 weights {fp16 d; 16 bytes qs} (weight j in the low nibble of
  * qs[j] for j < 16, the high nibble of qs[j - 16] otherwise). A group of R8 = 8 rows keeps,
  * for each block column b, one 144-byte record: the 8 rows' d, then qs as 4 chunks of
  * 32 bytes, chunk c holding rows 0..7's qs[4c..4c+4). A group takes exactly the bytes of
@@ -17862,6 +17862,11 @@ static constexpr kernels kernels_neon = [] {
  * matrix-vector kernel sums 8 rows in the 8 lanes of one register without a shuffle, and
  * the GEMM's A panels ([quad][mr rows][4 bytes], pack.inl) are the chunks with AND / shift,
  * copied whole.
+ *
+ * Q4_K keeps a record per super-block of 256 (below: "the Q4_K record"): the same chunks of
+ * 8 rows x 4 bytes, a chunk's nibbles two sub-blocks of 32, and the scales and mins
+ * re-encoded into bytes the kernels decode for 8 rows at once; its mat-vec reads the Q8_K
+ * activations the plain Q4_K dots read, its GEMM panels are the min panels of pack.inl.
  */
 namespace {
 namespace tcpu {
@@ -17877,49 +17882,107 @@ static constexpr bool k_r8_layout_used = false;
 #endif
 
 static_assert(sizeof(tsr_block_q4_0) == 18 && sizeof(tsr_block_iq4_nl) == 18, "r8 blocks are {fp16, 16 bytes}");
+static_assert(sizeof(tsr_block_q4_K) == 144, "Q4_K super-blocks are {d, dmin, 12 scale bytes, 128 qs}");
 
-static inline bool is_r8_type(enum tsr_type t) { return t == TSR_TYPE_Q4_0 || t == TSR_TYPE_IQ4_NL; }
+static inline bool is_r8_type(enum tsr_type t) { return t == TSR_TYPE_Q4_0 || t == TSR_TYPE_IQ4_NL || t == TSR_TYPE_Q4_K; }
+
+/* A record holds one block column of a group: 8 rows' blocks of 32 (Q4_0, IQ4_NL) or
+ * super-blocks of 256 (Q4_K). */
+static inline size_t r8_record_bytes(enum tsr_type t) { return R8 * tsr_type_size(t); }
+
+/* ---- the Q4_K record ------------------------------------------------------------------------
+ * 8 rows' super-blocks (1152 bytes). The file's 12 scale bytes pack 6-bit values in three
+ * ways; here a scale's or min's 4 low and 2 high bits sit at fixed places, so that four
+ * masks and shifts over 96 bytes give the 8 rows' scales and mins of every sub-block of 32
+ * as bytes, 8 rows side by side:
+ *   [0, 16)     the 8 rows' d (fp16), [16, 32) their dmin;
+ *   [32, 96)    byte 8s + r: low 4 bits of row r's scale of sub-block s, its min's above;
+ *   [96, 128)   byte 8s + r (s < 4): the high 2 bits of scale and min of sub-block s (bits
+ *               0-1, 2-3), those of sub-block s + 4 (bits 4-5, 6-7);
+ *   [128, 1152) chunk 8p + c (32 bytes): rows 0..7's qs[32p + 4c, +4), whose low nibbles are
+ *               weights 4c..4c+3 of sub-block 2p, the high ones those of sub-block 2p + 1:
+ *               the 8 rows x 4 weights of one int8 dot, as in the Q4_0 record.
+ * The scale bytes re-encode the 96 bits of the file's 12 (8 scales, 8 mins), so the record
+ * is a bijection of the 8 blocks and takes their bytes. */
+enum { Q4K_R8_DMIN = 16, Q4K_R8_LOW = 32, Q4K_R8_HIGH = 96, Q4K_R8_QS = 128, Q4K_R8_BYTES = R8 * 144 };
+
+static void q4k_block_to_record(const uint8_t * blk, int r, uint8_t * rec) {
+    const tsr_block_q4_K & x = *(const tsr_block_q4_K *)(const void *)blk;
+    std::memcpy(rec + 2 * r, &x.d, 2);
+    std::memcpy(rec + Q4K_R8_DMIN + 2 * r, &x.dmin, 2);
+    int sc[8], mn[8];
+    for (int s = 0; s < 8; ++s) tsr_impl::k4_scale_min(s, x.scales, &sc[s], &mn[s]);
+    for (int s = 0; s < 8; ++s) rec[Q4K_R8_LOW + 8 * s + r] = (uint8_t)((sc[s] & 15) | (mn[s] & 15) << 4);
+    for (int s = 0; s < 4; ++s)
+        rec[Q4K_R8_HIGH + 8 * s + r] = (uint8_t)(sc[s] >> 4 | (mn[s] >> 4) << 2 | (sc[s + 4] >> 4) << 4 | (mn[s + 4] >> 4) << 6);
+    for (int c = 0; c < 32; ++c) std::memcpy(rec + Q4K_R8_QS + 32 * c + 4 * r, x.qs + 4 * c, 4);
+}
+
+/* Row r's scale and min of sub-block s in a Q4_K record. */
+static inline void q4k_record_scale_min(const uint8_t * rec, int s, int r, int * sc, int * mn) {
+    const uint8_t low = rec[Q4K_R8_LOW + 8 * s + r];
+    const int high = rec[Q4K_R8_HIGH + 8 * (s % 4) + r] >> (4 * (s / 4));
+    *sc = (low & 15) | (high & 3) << 4;
+    *mn = low >> 4 | (high >> 2 & 3) << 4;
+}
+
+static void q4k_block_from_record(const uint8_t * rec, int r, uint8_t * blk) {
+    tsr_block_q4_K x;
+    std::memcpy(&x.d, rec + 2 * r, 2);
+    std::memcpy(&x.dmin, rec + Q4K_R8_DMIN + 2 * r, 2);
+    for (int s = 0; s < 8; ++s) {  /* in order: sub-blocks 4..7 add bits to bytes 0..3 sets */
+        int sc, mn;
+        q4k_record_scale_min(rec, s, r, &sc, &mn);
+        tsr_impl::k4_set_scale_min(s, sc, mn, x.scales);
+    }
+    for (int c = 0; c < 32; ++c) std::memcpy(x.qs + 4 * c, rec + Q4K_R8_QS + 32 * c + 4 * r, 4);
+    std::memcpy(blk, &x, sizeof(x));
+}
 
 /* ---- layout: file rows <-> groups -------------------------------------------------------- */
 
+/* Row r's block in the record at rec, as the file's block (of type t) at blk. */
+static void r8_block_from_record(enum tsr_type t, const uint8_t * rec, int r, uint8_t * blk) {
+    if (t == TSR_TYPE_Q4_K) return q4k_block_from_record(rec, r, blk);
+    std::memcpy(blk, rec + 2 * r, 2);
+    for (int c = 0; c < 4; ++c) std::memcpy(blk + 2 + 4 * c, rec + 16 + (c * R8 + r) * 4, 4);
+}
+
+/* The file's block blk (of type t) as row r's in the record at rec. */
+static void r8_block_to_record(enum tsr_type t, const uint8_t * blk, int r, uint8_t * rec) {
+    if (t == TSR_TYPE_Q4_K) return q4k_block_to_record(blk, r, rec);
+    std::memcpy(rec + 2 * r, blk, 2);
+    for (int c = 0; c < 4; ++c) std::memcpy(rec + 16 + (c * R8 + r) * 4, blk + 2 + 4 * c, 4);
+}
+
 /* Blocks [b0, b0 + nb) of row r (0..7) of the group at grp, as file blocks. */
-static void r8_row_to_file(const uint8_t * grp, int r, int64_t b0, int64_t nb, uint8_t * out) {
-    for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t * rec = grp + (size_t)(b0 + b) * R8_BLOCK_BYTES;
-        uint8_t * blk = out + (size_t)b * 18;
-        std::memcpy(blk, rec + 2 * r, 2);
-        for (int c = 0; c < 4; ++c) std::memcpy(blk + 2 + 4 * c, rec + 16 + (c * R8 + r) * 4, 4);
-    }
+static void r8_row_to_file(enum tsr_type t, const uint8_t * grp, int r, int64_t b0, int64_t nb, uint8_t * out) {
+    for (int64_t b = 0; b < nb; ++b) r8_block_from_record(t, grp + (size_t)(b0 + b) * r8_record_bytes(t), r, out + (size_t)b * tsr_type_size(t));
 }
 
 /* The 8 file rows at rows (row stride row_bytes, nb blocks each) as one group. */
-static void r8_group_from_file(const uint8_t * rows, size_t row_bytes, int64_t nb, uint8_t * grp) {
-    for (int64_t b = 0; b < nb; ++b) {
-        uint8_t * rec = grp + (size_t)b * R8_BLOCK_BYTES;
-        for (int r = 0; r < R8; ++r) {
-            const uint8_t * blk = rows + (size_t)r * row_bytes + (size_t)b * 18;
-            std::memcpy(rec + 2 * r, blk, 2);
-            for (int c = 0; c < 4; ++c) std::memcpy(rec + 16 + (c * R8 + r) * 4, blk + 2 + 4 * c, 4);
-        }
-    }
+static void r8_group_from_file(enum tsr_type t, const uint8_t * rows, size_t row_bytes, int64_t nb, uint8_t * grp) {
+    for (int64_t b = 0; b < nb; ++b)
+        for (int r = 0; r < R8; ++r)
+            r8_block_to_record(t, rows + (size_t)r * row_bytes + (size_t)b * tsr_type_size(t), r, grp + (size_t)b * r8_record_bytes(t));
 }
 
-/* One group (8 rows of nb blocks at grp) rewritten in place: to the interleaved layout, or
- * back to the file's rows; tmp holds a group's bytes. */
-static void r8_group_in_place(uint8_t * grp, int64_t nb, bool to_r8, uint8_t * tmp) {
-    const size_t row_bytes = (size_t)nb * 18;
+/* One group (8 rows of nb blocks of type t at grp) rewritten in place: to the interleaved
+ * layout, or back to the file's rows; tmp holds a group's bytes. */
+static void r8_group_in_place(enum tsr_type t, uint8_t * grp, int64_t nb, bool to_r8, uint8_t * tmp) {
+    const size_t row_bytes = (size_t)nb * tsr_type_size(t);
     std::memcpy(tmp, grp, row_bytes * R8);
-    if (to_r8) return r8_group_from_file(tmp, row_bytes, nb, grp);
-    for (int r = 0; r < R8; ++r) r8_row_to_file(tmp, r, 0, nb, grp + (size_t)r * row_bytes);
+    if (to_r8) return r8_group_from_file(t, tmp, row_bytes, nb, grp);
+    for (int r = 0; r < R8; ++r) r8_row_to_file(t, tmp, r, 0, nb, grp + (size_t)r * row_bytes);
 }
 
-/* ---- matrix-vector: rows [m0, m1) of an r8 matrix times N yq8 columns ------------------- */
+/* ---- matrix-vector: rows [m0, m1) of an r8 matrix times N columns ------------------------ */
 
 struct r8_gemv_args {
     const uint8_t * A;   /* the matrix: row m's group starts at A + (m / 8) * 8 * lda */
     size_t lda;          /* bytes of one file row */
     int64_t K;
-    const char * B; size_t ldb;   /* yq8 rows */
+    const char * B; size_t ldb;   /* yq8 rows (Q4_K: Q8_K rows) */
     int64_t N;
     float * C; size_t ldc;
 };
@@ -17949,12 +18012,14 @@ static void r8_group_dot_scalar(const uint8_t * grp, int64_t nb, const yq8 * y, 
     std::memcpy(out, acc, sizeof(acc));
 }
 
-/* G groups gstride bytes apart (G streams from memory); out gets 8 floats per group. */
-typedef void (*r8_dot_fn)(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out);
+/* G groups gstride bytes apart (G streams from memory), nb records each, against the
+ * activation blocks Y (yq8 for Q4_0 / IQ4_NL, Q8_K for Q4_K); out gets 8 floats per group. */
+template <class Y> using r8_dot_fn_of = void (*)(const uint8_t * grp, size_t gstride, int64_t nb, const Y * y, float * out);
+typedef r8_dot_fn_of<yq8> r8_dot_fn;
 
-template <enum tsr_type T, int G>
-static void r8_groups_dot_scalar(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out) {
-    for (int g = 0; g < G; ++g) r8_group_dot_scalar<T>(grp + (size_t)g * gstride, nb, y, out + R8 * g);
+template <class Y, void (*DOT)(const uint8_t * grp, int64_t nb, const Y * y, float * out), int G>
+static void r8_groups_dot_scalar(const uint8_t * grp, size_t gstride, int64_t nb, const Y * y, float * out) {
+    for (int g = 0; g < G; ++g) DOT(grp + (size_t)g * gstride, nb, y, out + R8 * g);
 }
 
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
@@ -18081,14 +18146,226 @@ TSR_TARGET_AVX512VNNI static void r8_groups_dot_avx512vnni(const uint8_t * grp, 
 #endif
 #endif
 
+/* ---- Q4_K: records of 8 rows' super-blocks against Q8_K activations --------------------- */
+
+/* The reference: per super-block and row, the exact int32 sums of scale x level x y over
+ * the 8 sub-blocks and of min x the activations' sums of 32 (their sums of 16 added), each
+ * scaled in float by d * y.d and dmin * y.d, as the plain Q4_K dots do. */
+static void r8_q4k_group_dot_scalar(const uint8_t * grp, int64_t nb, const tsr_block_q8_K * y, float * out) {
+    float acc[R8] = {};
+    for (int64_t i = 0; i < nb; ++i) {
+        const uint8_t * rec = grp + (size_t)i * Q4K_R8_BYTES;
+        for (int r = 0; r < R8; ++r) {
+            int32_t sumi = 0, summ = 0;
+            for (int s = 0; s < 8; ++s) {
+                int sc, mn;
+                q4k_record_scale_min(rec, s, r, &sc, &mn);
+                int32_t dot = 0;
+                for (int c = 0; c < 8; ++c)
+                    for (int j = 0; j < 4; ++j) {
+                        const uint8_t q = rec[Q4K_R8_QS + 32 * (8 * (s / 2) + c) + 4 * r + j];
+                        dot += (s % 2 ? q >> 4 : q & 15) * y[i].qs[32 * s + 4 * c + j];
+                    }
+                sumi += sc * dot;
+                summ += mn * (y[i].bsums[2 * s] + y[i].bsums[2 * s + 1]);
+            }
+            uint16_t d, dmin;
+            std::memcpy(&d, rec + 2 * r, 2);
+            std::memcpy(&dmin, rec + Q4K_R8_DMIN + 2 * r, 2);
+            acc[r] += h2f(d) * y[i].d * (float)sumi - h2f(dmin) * y[i].d * (float)summ;
+        }
+    }
+    std::memcpy(out, acc, sizeof(acc));
+}
+
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push  /* as above: the undefined lanes inside some intrinsics */
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+/* The 8 rows' scales (sm[8s + r]) and mins (sm[64 + 8s + r]) of a Q4_K record as bytes: the
+ * low nibbles' planes and the high bits moved to bits 4-5 (16-bit shifts: what crosses a
+ * byte is masked off). */
+TSR_TARGET_AVX2 static inline __m256i q4k_six_bits_avx2(__m256i low, __m256i top) {
+    return _mm256_or_si256(_mm256_and_si256(low, _mm256_set1_epi8(0x0F)), _mm256_and_si256(top, _mm256_set1_epi8(0x30)));
+}
+TSR_TARGET_AVX2 static inline void q4k_record_scales_avx2(const uint8_t * rec, uint8_t * sm) {
+    const __m256i low03 = _mm256_loadu_si256((const __m256i *)(rec + Q4K_R8_LOW));
+    const __m256i low47 = _mm256_loadu_si256((const __m256i *)(rec + Q4K_R8_LOW + 32));
+    const __m256i high = _mm256_loadu_si256((const __m256i *)(rec + Q4K_R8_HIGH));
+    _mm256_storeu_si256((__m256i *)sm, q4k_six_bits_avx2(low03, _mm256_slli_epi16(high, 4)));
+    _mm256_storeu_si256((__m256i *)(sm + 32), q4k_six_bits_avx2(low47, high));
+    _mm256_storeu_si256((__m256i *)(sm + 64), q4k_six_bits_avx2(_mm256_srli_epi16(low03, 4), _mm256_slli_epi16(high, 2)));
+    _mm256_storeu_si256((__m256i *)(sm + 96), q4k_six_bits_avx2(_mm256_srli_epi16(low47, 4), _mm256_srli_epi16(high, 2)));
+}
+
+/* The activations' sums of the 8 sub-blocks of 32, in pairs: word p holds those of
+ * sub-blocks 2p and 2p + 1 as int16 (at most 32 * 128). */
+TSR_TARGET_AVX2 static inline void q4k_bsum_pairs(const tsr_block_q8_K & y, int32_t * words) {
+    _mm_storeu_si128((__m128i *)words, _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y.bsums), _mm_loadu_si128((const __m128i *)y.bsums + 1)));
+}
+
+/* The 8 rows' int32 sums of min x activation sum (mins at mn as q4k_record_scales_avx2
+ * leaves them): each vpmaddwd takes a row's two sub-blocks' mins against their two sums. */
+TSR_TARGET_AVX2 static inline __m256i q4k_min_sums_avx2(const uint8_t * mn, const int32_t * bsum_pairs) {
+    __m256i s = _mm256_setzero_si256();
+    for (int p = 0; p < 4; ++p) {
+        const __m128i pair = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(mn + 16 * p)), _mm_loadl_epi64((const __m128i *)(mn + 16 * p + 8)));
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_cvtepu8_epi16(pair), _mm256_set1_epi32(bsum_pairs[p])));
+    }
+    return s;
+}
+
+/* Row r's byte of the 8 at v in both int16 halves of int32 lane r. */
+TSR_TARGET_AVX2 static inline __m256i q4k_scale_pairs_avx2(const uint8_t * v) {
+    const __m128i b = _mm_loadl_epi64((const __m128i *)v);
+    return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(b, b));
+}
+
+/* Bytes ahead of a group's current record that its stream prefetches (18 lines a record). */
+static constexpr size_t k_q4k_r8_prefetch_ahead = 2 * Q4K_R8_BYTES;
+
+TSR_TARGET_AVX2 static inline void q4k_prefetch_record(const uint8_t * rec) {
+    for (int l = 0; l < Q4K_R8_BYTES / 64; ++l) _mm_prefetch((const char *)rec + k_q4k_r8_prefetch_ahead + 64 * l, _MM_HINT_T0);
+}
+
+/* G groups' 8 rows against Q8_K, a lane per row. A chunk is 8 rows x 4 weights of two
+ * sub-blocks (low and high nibbles): vpmaddubsw against one activation quad broadcast, and
+ * a sub-block's 8 chunks add up in int16 (16 products of at most 15 * 128 = 30720) before
+ * one vpmaddwd with the rows' scales; the mins meet the activations' sums once per record. */
+template <int G>
+TSR_TARGET_AVX2 static void r8_q4k_groups_dot_avx2(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y, float * out) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[G];
+    for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+        const tsr_block_q8_K & yb = y[i];
+        int32_t bsum_pairs[4];
+        q4k_bsum_pairs(yb, bsum_pairs);
+        const uint8_t * rec[G];
+        alignas(32) uint8_t sm[G][128];
+        __m256i sumi[G];
+        for (int g = 0; g < G; ++g) {
+            rec[g] = grp + (size_t)g * gstride + (size_t)i * Q4K_R8_BYTES;
+            q4k_prefetch_record(rec[g]);
+            q4k_record_scales_avx2(rec[g], sm[g]);
+            sumi[g] = _mm256_setzero_si256();
+        }
+        for (int p = 0; p < 4; ++p) {
+            __m256i lo[G], hi[G];
+            for (int g = 0; g < G; ++g) lo[g] = hi[g] = _mm256_setzero_si256();
+            for (int c = 0; c < 8; ++c) {
+                int32_t qlo, qhi;
+                std::memcpy(&qlo, yb.qs + 64 * p + 4 * c, 4);
+                std::memcpy(&qhi, yb.qs + 64 * p + 32 + 4 * c, 4);
+                const __m256i ylo = _mm256_set1_epi32(qlo), yhi = _mm256_set1_epi32(qhi);
+                for (int g = 0; g < G; ++g) {
+                    const __m256i q = _mm256_loadu_si256((const __m256i *)(rec[g] + Q4K_R8_QS + 32 * (8 * p + c)));
+                    lo[g] = _mm256_add_epi16(lo[g], _mm256_maddubs_epi16(_mm256_and_si256(q, m4), ylo));
+                    hi[g] = _mm256_add_epi16(hi[g], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), yhi));
+                }
+            }
+            for (int g = 0; g < G; ++g)
+                sumi[g] = _mm256_add_epi32(sumi[g], _mm256_add_epi32(_mm256_madd_epi16(lo[g], q4k_scale_pairs_avx2(sm[g] + 16 * p)),
+                                                                     _mm256_madd_epi16(hi[g], q4k_scale_pairs_avx2(sm[g] + 16 * p + 8))));
+        }
+        const __m256 yd = _mm256_set1_ps(yb.d);
+        for (int g = 0; g < G; ++g) {
+            const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec[g])), yd);
+            const __m256 dmin = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(rec[g] + Q4K_R8_DMIN))), yd);
+            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[g]), d, acc[g]);
+            acc[g] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(q4k_min_sums_avx2(sm[g] + 64, bsum_pairs)), dmin, acc[g]);
+        }
+    }
+    for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + 8 * g, acc[g]);
+}
+
+/* The same with vpdpbusd on zmm registers: a load takes two chunks (lanes 0..7 the first's
+ * 8 rows, 8..15 the next's) against their two activation quads (one vpermd each from the
+ * sub-block pair's 64 activations, shared by the G groups). A lane's sum over a sub-block
+ * (16 products of at most 15 * 128) fits int16, so one vpdpwssd with the scale in the low
+ * half of each lane (row r's in lanes r and r + 8) scales and accumulates it exactly; the
+ * halves are added once at the end. The mins meet the activations' sums the same way: a
+ * row's mins of sub-blocks 2p and 2p + 1 in its two lanes, against those sub-blocks' sums. */
+/* Row r's byte of the 8 at v in int32 lanes r and r + 8. */
+TSR_TARGET_AVX512VNNI static inline __m512i q4k_scales_twice_zmm(const uint8_t * v) {
+    uint64_t bytes;
+    std::memcpy(&bytes, v, 8);
+    return _mm512_cvtepu8_epi32(_mm_set1_epi64x((long long)bytes));
+}
+
+template <int G>
+TSR_TARGET_AVX512VNNI static void r8_q4k_groups_dot_avx512vnni(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y, float * out) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i two_quads = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    __m512 acc[G];
+    for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+        const tsr_block_q8_K & yb = y[i];
+        int32_t bsum_pairs[4];
+        q4k_bsum_pairs(yb, bsum_pairs);
+        __m512i bsums[4];  /* sub-block 2p's sum in the low half of lanes 0..7, 2p + 1's in lanes 8..15 */
+        for (int p = 0; p < 4; ++p) {
+            const __m512i v = _mm512_set1_epi32(bsum_pairs[p]);
+            bsums[p] = _mm512_mask_srli_epi32(v, 0xFF00, v, 16);
+        }
+        const uint8_t * rec[G];
+        alignas(32) uint8_t sm[G][128];
+        __m512i sumi[G], summ[G];
+        for (int g = 0; g < G; ++g) {
+            rec[g] = grp + (size_t)g * gstride + (size_t)i * Q4K_R8_BYTES;
+            q4k_prefetch_record(rec[g]);
+            q4k_record_scales_avx2(rec[g], sm[g]);
+            sumi[g] = summ[g] = _mm512_setzero_si512();
+            for (int p = 0; p < 4; ++p)
+                summ[g] = _mm512_dpwssd_epi32(summ[g], _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sm[g] + 64 + 16 * p))), bsums[p]);
+        }
+        for (int p = 0; p < 4; ++p) {
+            /* quads 0..7: sub-block 2p's activations (low nibbles), 8..15: 2p + 1's */
+            const __m512i yv = _mm512_loadu_si512((const void *)(yb.qs + 64 * p));
+            __m512i lo[G], hi[G];
+            for (int g = 0; g < G; ++g) lo[g] = hi[g] = _mm512_setzero_si512();
+            for (int c = 0; c < 8; c += 2) {
+                const __m512i ylo = _mm512_permutexvar_epi32(_mm512_add_epi32(two_quads, _mm512_set1_epi32(c)), yv);
+                const __m512i yhi = _mm512_permutexvar_epi32(_mm512_add_epi32(two_quads, _mm512_set1_epi32(8 + c)), yv);
+                for (int g = 0; g < G; ++g) {
+                    const __m512i q = _mm512_loadu_si512((const void *)(rec[g] + Q4K_R8_QS + 32 * (8 * p + c)));
+                    lo[g] = _mm512_dpbusd_epi32(lo[g], _mm512_and_si512(q, m4), ylo);
+                    hi[g] = _mm512_dpbusd_epi32(hi[g], _mm512_and_si512(_mm512_srli_epi16(q, 4), m4), yhi);
+                }
+            }
+            for (int g = 0; g < G; ++g) {
+                sumi[g] = _mm512_dpwssd_epi32(sumi[g], lo[g], q4k_scales_twice_zmm(sm[g] + 16 * p));
+                sumi[g] = _mm512_dpwssd_epi32(sumi[g], hi[g], q4k_scales_twice_zmm(sm[g] + 16 * p + 8));
+            }
+        }
+        const __m512 yd = _mm512_set1_ps(yb.d);
+        for (int g = 0; g < G; ++g) {
+            const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rec[g]))), yd);
+            const __m512 dmin = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(rec[g] + Q4K_R8_DMIN)))), yd);
+            acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[g]), d, acc[g]);
+            acc[g] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(summ[g]), dmin, acc[g]);
+        }
+    }
+    for (int g = 0; g < G; ++g)
+        _mm256_storeu_ps(out + 8 * g, _mm256_add_ps(_mm512_castps512_ps256(acc[g]), _mm512_extractf32x8_ps(acc[g], 1)));
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+
 /* The ISA's mat-vec kernels for an r8 matrix: one group, and `streams` groups at once,
  * walked side by side by r8_gemv: a few sequential streams keep enough DRAM reads in flight
  * for one core (as the plain dots' four rows), and share the activations. */
-struct r8_dots {
-    r8_dot_fn one;
-    r8_dot_fn multi;
+template <class Y>
+struct r8_dots_of {
+    r8_dot_fn_of<Y> one;
+    r8_dot_fn_of<Y> multi;
     int streams;
 };
+typedef r8_dots_of<yq8> r8_dots;
 enum { R8_MAX_STREAMS = 4 };
 
 template <enum tsr_type T>
@@ -18099,11 +18376,20 @@ static r8_dots r8_dots_of_type() {
     /* 16 ymm registers: the 8 activation quads and 2 groups' work fit, 4 groups' spill */
     if (isa == TSR_CPU_ISA_AVX2 || isa == TSR_CPU_ISA_AVX512) return {r8_groups_dot_avx2<T, 1>, r8_groups_dot_avx2<T, 2>, 2};
 #endif
-    return {r8_groups_dot_scalar<T, 1>, r8_groups_dot_scalar<T, 4>, 4};
+    return {r8_groups_dot_scalar<yq8, r8_group_dot_scalar<T>, 1>, r8_groups_dot_scalar<yq8, r8_group_dot_scalar<T>, 4>, 4};
 }
 
 static r8_dots r8_dots_for(enum tsr_type t) {
     return t == TSR_TYPE_Q4_0 ? r8_dots_of_type<TSR_TYPE_Q4_0>() : r8_dots_of_type<TSR_TYPE_IQ4_NL>();
+}
+
+static r8_dots_of<tsr_block_q8_K> r8_q4k_dots() {
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+    const int isa = isa_current().load(std::memory_order_relaxed);
+    if (isa == TSR_CPU_ISA_AVX512 && features().avx512_vnni) return {r8_q4k_groups_dot_avx512vnni<1>, r8_q4k_groups_dot_avx512vnni<4>, 4};
+    if (isa == TSR_CPU_ISA_AVX2 || isa == TSR_CPU_ISA_AVX512) return {r8_q4k_groups_dot_avx2<1>, r8_q4k_groups_dot_avx2<2>, 2};
+#endif
+    return {r8_groups_dot_scalar<tsr_block_q8_K, r8_q4k_group_dot_scalar, 1>, r8_groups_dot_scalar<tsr_block_q8_K, r8_q4k_group_dot_scalar, 4>, 4};
 }
 
 /* Results o of the group at row g0 stored for the rows of [m0, m1) in column n. */
@@ -18113,12 +18399,12 @@ static void r8_store_group(const r8_gemv_args & a, int64_t n, int64_t g0, int64_
         if (g0 + r >= m0 && g0 + r < m1) c[g0 + r] = o[r];
 }
 
-/* Rows [m0, m1) (whole groups but for the ends), columns innermost so the groups stay in
- * cache while every column passes. The groups are cut into dots.streams equal parts walked
- * side by side; those left over go one at a time (the same arithmetic per group). */
-static void r8_gemv(enum tsr_type t, const r8_gemv_args & a, int64_t m0, int64_t m1) {
-    const r8_dots dots = r8_dots_for(t);
-    const int64_t nb = a.K / 32;
+/* Rows [m0, m1) (whole groups but for the ends), nb records a group, columns innermost so
+ * the groups stay in cache while every column passes. The groups are cut into dots.streams
+ * equal parts walked side by side; those left over go one at a time (the same arithmetic
+ * per group). */
+template <class Y>
+static void r8_gemv_with(const r8_dots_of<Y> & dots, int64_t nb, const r8_gemv_args & a, int64_t m0, int64_t m1) {
     const int64_t first = m0 / R8 * R8, ngroups = (m1 - first + R8 - 1) / R8;
     const int64_t part = ngroups / dots.streams;
     const size_t pstride = (size_t)(part * R8) * a.lda;
@@ -18126,17 +18412,24 @@ static void r8_gemv(enum tsr_type t, const r8_gemv_args & a, int64_t m0, int64_t
         const int64_t g0 = first + i * R8;
         for (int64_t n = 0; n < a.N; ++n) {
             float o[R8_MAX_STREAMS * R8];
-            dots.multi(a.A + (size_t)g0 * a.lda, pstride, nb, (const yq8 *)(a.B + (size_t)n * a.ldb), o);
+            dots.multi(a.A + (size_t)g0 * a.lda, pstride, nb, (const Y *)(a.B + (size_t)n * a.ldb), o);
             for (int s = 0; s < dots.streams; ++s) r8_store_group(a, n, g0 + s * part * R8, m0, m1, o + s * R8);
         }
     }
     for (int64_t g0 = first + dots.streams * part * R8; g0 < m1; g0 += R8) {
         for (int64_t n = 0; n < a.N; ++n) {
             float o[R8];
-            dots.one(a.A + (size_t)g0 * a.lda, 0, nb, (const yq8 *)(a.B + (size_t)n * a.ldb), o);
+            dots.one(a.A + (size_t)g0 * a.lda, 0, nb, (const Y *)(a.B + (size_t)n * a.ldb), o);
             r8_store_group(a, n, g0, m0, m1, o);
         }
     }
+}
+
+/* Q4_0 / IQ4_NL against yq8 columns, Q4_K against Q8_K (the activations mul_mat quantizes
+ * for each type's dots). */
+static void r8_gemv(enum tsr_type t, const r8_gemv_args & a, int64_t m0, int64_t m1) {
+    if (t == TSR_TYPE_Q4_K) return r8_gemv_with(r8_q4k_dots(), a.K / TSR_QK_K, a, m0, m1);
+    r8_gemv_with(r8_dots_for(t), a.K / 32, a, m0, m1);
 }
 
 /* ---- GEMM A panels from groups ----------------------------------------------------------- */
@@ -18210,6 +18503,56 @@ static void r8_pack_panel(const uint8_t * A, size_t lda, int64_t row0, int rows,
     }
 }
 
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+/* Sub-block s of a Q4_K record into rows r0..r0+8 of an R-row min panel (pack.inl: the
+ * quads, R scales d * sc, R mins dmin * mn): its pair's 8 chunks, low or high nibbles,
+ * stored whole as quads 0..7; scales and mins rounded once from the fp16 and the integer,
+ * as the file packer (min_block_avx2) rounds them. */
+/* 8 fp16 times 8 unsigned bytes as floats, one rounding each. */
+TSR_TARGET_AVX2 static inline __m256 fp16_times_bytes_avx2(const uint8_t * fp16, const uint8_t * bytes) {
+    return _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)fp16)),
+                         _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)bytes))));
+}
+
+template <int R>
+TSR_TARGET_AVX2 static void q4k_record_to_min_panel_avx2(const uint8_t * rec, int s, uint8_t * q, float * sc, float * mn) {
+    alignas(32) uint8_t sm[128];
+    q4k_record_scales_avx2(rec, sm);
+    _mm256_storeu_ps(sc, fp16_times_bytes_avx2(rec, sm + 8 * s));
+    _mm256_storeu_ps(mn, fp16_times_bytes_avx2(rec + Q4K_R8_DMIN, sm + 64 + 8 * s));
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const uint8_t * chunks = rec + Q4K_R8_QS + 32 * 8 * (s / 2);
+    for (int c = 0; c < 8; ++c) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(chunks + 32 * c));
+        _mm256_storeu_si256((__m256i *)(q + (size_t)c * R * 4), _mm256_and_si256(s % 2 ? _mm256_srli_epi16(v, 4) : v, m4));
+    }
+}
+
+/* The min panel layout of pack_panel_i8_avx2 for R Q4_K rows from whole groups (row0 a
+ * multiple of 8, rows whole groups); zero past `rows` and past K, as that packer. */
+template <int R>
+static void r8_q4k_pack_panel(const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    static_assert(R % R8 == 0, "panels of whole groups");
+    const int64_t b0 = k0 / 32, nbk = K / 32;
+    for (int b = 0; b < kc / 32; ++b) {
+        uint8_t * q = (uint8_t *)dst + (size_t)b * R * 40;
+        float * sc = (float *)(q + R * 32);
+        float * mn = (float *)(q + R * 36);
+        for (int r0 = 0; r0 < R; r0 += R8) {
+            const int64_t kb = b0 + b;
+            if (r0 < rows && kb < nbk) {
+                const uint8_t * rec = A + (size_t)(row0 + r0) * lda + (size_t)(kb / 8) * Q4K_R8_BYTES;
+                q4k_record_to_min_panel_avx2<R>(rec, (int)(kb % 8), q + r0 * 4, sc + r0, mn + r0);
+                continue;
+            }
+            std::fill(sc + r0, sc + r0 + R8, 0.0f);
+            std::fill(mn + r0, mn + r0 + R8, 0.0f);
+            for (int c = 0; c < 8; ++c) std::memset(q + ((size_t)c * R + r0) * 4, 0, 32);
+        }
+    }
+}
+#endif
+
 typedef void (*r8_pack_fn)(const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0, int kc, void * dst);
 
 /* The direct packer for GEMM g's A panels of type t, when g packs them with pack_panel_i8_avx2
@@ -18222,25 +18565,33 @@ static r8_pack_fn r8_direct_packer(const gemm_impl * g, enum tsr_type t) {
     } else if (t == TSR_TYPE_IQ4_NL) {
         if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_IQ4_NL, 0, 0>) return r8_pack_panel<8, TSR_TYPE_IQ4_NL, 0>;
         if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_IQ4_NL, 0x80, 0x80>) return r8_pack_panel<32, TSR_TYPE_IQ4_NL, 0x80>;
+    } else if (t == TSR_TYPE_Q4_K) {
+        if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_Q4_K, 0, 0, PANEL_MIN>) return r8_q4k_pack_panel<8>;
+        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q4_K, 0, 0, PANEL_MIN>) return r8_q4k_pack_panel<32>;
     }
 #endif
     (void)g; (void)t;
     return nullptr;
 }
 
-enum { R8_VIA_FILE_ROWS = 32, R8_VIA_FILE_BLOCKS = 1024 / 32 };
+/* A panel's rows as file blocks: kc weights (at most GEMM_I8_KC_MAX) from k0, which for
+ * Q4_K may start inside a super-block, so one more of them. */
+enum { R8_VIA_FILE_ROWS = 32, R8_VIA_FILE_ROW_BYTES = (GEMM_I8_KC_MAX / TSR_QK_K + 1) * sizeof(tsr_block_q4_K) };
+static_assert(GEMM_I8_KC_MAX / 32 * sizeof(tsr_block_q4_0) <= R8_VIA_FILE_ROW_BYTES, "a panel's Q4_0 blocks fit");
 
-/* Any GEMM's panel: the rows as file blocks, then g's own packer. */
-static void r8_pack_via_file(const gemm_impl * g, const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0, int kc,
-                             void * dst) {
-    uint8_t tmp[R8_VIA_FILE_ROWS * R8_VIA_FILE_BLOCKS * 18];
-    const int64_t nb = std::min<int64_t>(kc / 32, std::max<int64_t>(0, (K - k0) / 32));
-    const size_t row_bytes = (size_t)nb * 18;
+/* Any GEMM's panel: the rows as file blocks (those holding [k0, k0 + kc) within K), then
+ * g's own packer from its offset in the first. */
+static void r8_pack_via_file(const gemm_impl * g, enum tsr_type t, const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K,
+                             int64_t k0, int kc, void * dst) {
+    uint8_t tmp[R8_VIA_FILE_ROWS * R8_VIA_FILE_ROW_BYTES];
+    const int64_t bs = tsr_blck_size(t), first = k0 / bs;
+    const int64_t nb = std::max<int64_t>(0, std::min<int64_t>((k0 + kc + bs - 1) / bs, K / bs) - first);
+    const size_t row_bytes = (size_t)nb * tsr_type_size(t);
     for (int r = 0; r < rows; ++r) {
         const int64_t m = row0 + r;
-        r8_row_to_file(A + (size_t)(m / R8 * R8) * lda, (int)(m % R8), k0 / 32, nb, tmp + (size_t)r * row_bytes);
+        r8_row_to_file(t, A + (size_t)(m / R8 * R8) * lda, (int)(m % R8), first, nb, tmp + (size_t)r * row_bytes);
     }
-    g->pack_a((const char *)tmp, row_bytes, rows, nb * 32, 0, kc, dst);
+    g->pack_a((const char *)tmp, row_bytes, rows, nb * bs, k0 - first * bs, kc, dst);
 }
 
 /* GEMM g's A panel of `rows` rows from row0 of an r8 matrix of type t. */
@@ -18248,7 +18599,7 @@ static void r8_pack_a(const gemm_impl * g, enum tsr_type t, const uint8_t * A, s
                       int kc, void * dst) {
     const r8_pack_fn direct = r8_direct_packer(g, t);
     if (direct && row0 % R8 == 0 && rows % R8 == 0) return direct(A, lda, row0, rows, K, k0, kc, dst);
-    r8_pack_via_file(g, A, lda, row0, rows, K, k0, kc, dst);
+    r8_pack_via_file(g, t, A, lda, row0, rows, K, k0, kc, dst);
 }
 
 } // namespace tcpu
@@ -18620,7 +18971,7 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
 } // namespace
 /* ---- backends/cpu/impl/repack.inl ---- */
 /*
- * repack.inl - the CPU_REPACK buffer type: host memory in which Q4_0 and IQ4_NL weight
+ * repack.inl - the CPU_REPACK buffer type: host memory in which Q4_0, IQ4_NL and Q4_K weight
  * matrices are stored in the 4-bit interleaved layout of repack_r8.inl, in place of the
  * file's bytes (the same bytes, permuted: no memory beyond the plain buffer's). Every other
  * tensor keeps its bytes as set.
@@ -18636,7 +18987,7 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
  * (through tensor->data) are not seen: set the tensor again after them (a set whose data is
  * the tensor's own memory says it holds the file's bytes, all of it for a repacked one).
  *
- * Which: contiguous 2D matrices of Q4_0 or IQ4_NL with a multiple of 8 rows, in builds with
+ * Which: contiguous 2D matrices of Q4_0, IQ4_NL or Q4_K with a multiple of 8 rows, in builds with
  * a SIMD mat-vec for the layout (x86; not yet aarch64, whose NEON dots read the file's
  * layout faster than the scalar one would read this). The layout does not depend on the
  * ISA, so switching ISA (tsr_backend_cpu_set_isa) keeps it valid.
@@ -18686,10 +19037,10 @@ static bool r8_eligible(const tsr_tensor * t) {
 
 /* Every group of t rewritten in place, to the interleaved layout or back to the file's. */
 static bool r8_convert_tensor(struct tsr_tensor * t, bool to_r8) {
-    const int64_t nb = t->ne[0] / 32;
-    std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[(size_t)nb * R8_BLOCK_BYTES]);
+    const int64_t nb = t->ne[0] / tsr_blck_size(t->type);
+    std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[(size_t)nb * r8_record_bytes(t->type)]);
     if (!tmp) return false;
-    for (int64_t g0 = 0; g0 < t->ne[1]; g0 += R8) r8_group_in_place((uint8_t *)t->data + (size_t)g0 * t->nb[1], nb, to_r8, tmp.get());
+    for (int64_t g0 = 0; g0 < t->ne[1]; g0 += R8) r8_group_in_place(t->type, (uint8_t *)t->data + (size_t)g0 * t->nb[1], nb, to_r8, tmp.get());
     return true;
 }
 
@@ -18738,13 +19089,13 @@ static bool repack_buffer_set_tensor(tsr_backend_buffer_t buffer, struct tsr_ten
 
 /* Bytes [offset, offset + size) of the file's layout of a repacked t, a group at a time. */
 static bool r8_get(const struct tsr_tensor * t, void * data, size_t offset, size_t size) {
-    const int64_t nb = t->ne[0] / 32;
-    const size_t group_bytes = (size_t)nb * R8_BLOCK_BYTES;
+    const int64_t nb = t->ne[0] / tsr_blck_size(t->type);
+    const size_t row_bytes = (size_t)nb * tsr_type_size(t->type), group_bytes = R8 * row_bytes;
     std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[group_bytes]);
     if (!tmp) return tsr_set_error("CPU_REPACK: out of memory reading tensor '%s'", t->name);
     for (size_t g = offset / group_bytes * group_bytes; g < offset + size; g += group_bytes) {
         const uint8_t * grp = (const uint8_t *)t->data + g;
-        for (int r = 0; r < R8; ++r) r8_row_to_file(grp, r, 0, nb, tmp.get() + (size_t)r * nb * 18);
+        for (int r = 0; r < R8; ++r) r8_row_to_file(t->type, grp, r, 0, nb, tmp.get() + (size_t)r * row_bytes);
         const size_t lo = std::max(g, offset), hi = std::min(g + group_bytes, offset + size);
         std::memcpy((char *)data + (lo - offset), tmp.get() + (lo - g), hi - lo);
     }
@@ -19430,13 +19781,13 @@ static void op_out_prod(const cparams & p, tsr_tensor * dst) {
  * file's layout, to d (element stride nb0 bytes). */
 static void get_row_r8(const tsr_tensor * a, int64_t row, char * d, size_t nb0) {
     const uint8_t * grp = (const uint8_t *)a->data + (size_t)(row / R8 * R8) * a->nb[1];
-    for (int64_t b = 0; b < a->ne[0] / 32; ++b) {
-        union { tsr_block_q4_0 q4_0; tsr_block_iq4_nl iq4_nl; } blk;
-        float v[32];
-        r8_row_to_file(grp, (int)(row % R8), b, 1, (uint8_t *)&blk);
-        if (a->type == TSR_TYPE_Q4_0) tsr_impl::dequantize_row_q4_0(&blk.q4_0, v, 32);
-        else tsr_impl::dequantize_row_iq4_nl(&blk.iq4_nl, v, 32);
-        for (int j = 0; j < 32; ++j) std::memcpy(d + (size_t)(b * 32 + j) * nb0, &v[j], 4);
+    const int64_t bs = tsr_blck_size(a->type);
+    for (int64_t b = 0; b < a->ne[0] / bs; ++b) {
+        alignas(16) uint8_t blk[sizeof(tsr_block_q4_K)];
+        float v[TSR_QK_K];
+        r8_row_to_file(a->type, grp, (int)(row % R8), b, 1, blk);
+        row_to_f32(a->type, (const char *)blk, v, bs);
+        for (int64_t j = 0; j < bs; ++j) std::memcpy(d + (size_t)(b * bs + j) * nb0, &v[j], 4);
     }
 }
 

@@ -275,7 +275,7 @@ double bench_gemm(tsr_backend_t be, tsr_type type, int64_t M, int64_t K, int64_t
     return 2.0 * (double)M * (double)N * (double)K / t / 1e9;
 }
 
-// bench_gemm with the weights in a CPU_REPACK buffer (Q4_0 / IQ4_NL: interleaved when set).
+// bench_gemm with the weights in a CPU_REPACK buffer (Q4_0 / IQ4_NL / Q4_K: interleaved when set).
 double bench_gemm_repack(tsr_backend_t be, tsr_type type, int64_t M, int64_t K, int64_t N, int reps) {
     tsr_context * ctx = tsr_init(tsr_init_params{8 * tsr_tensor_overhead() + tsr_graph_overhead(), nullptr, true});
     tsr_tensor * a = tsr_new_tensor_2d(ctx, type, K, M);
@@ -668,7 +668,7 @@ int main(int argc, char ** argv) {
         add_row(std::string("mul_mat ") + tsr_type_name(t), g, "GFLOPS",
                 t == TSR_TYPE_F32 && ob.ok() ? "OpenBLAS sgemm " + fmt(blas_gemm) : "", shape);
     }
-    const tsr_type repack_types[] = {TSR_TYPE_Q4_0, TSR_TYPE_IQ4_NL};  // what CPU_REPACK interleaves
+    const tsr_type repack_types[] = {TSR_TYPE_Q4_0, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_K};  // what CPU_REPACK interleaves
     for (tsr_type t : repack_types) {
         if (matvec_only || conv_only) continue;
         const double g = bench_gemm_repack(be, t, M, K, N, reps);
@@ -687,7 +687,7 @@ int main(int argc, char ** argv) {
     if (!conv_only && !moe_only && !gemm_only) {
         /* a shared machine's bandwidth drifts: read bandwidth and every mat-vec measured in
          * turn, several rounds, and the best of each compared */
-        std::vector<double> best_gemv(sizeof bench_types / sizeof bench_types[0], 0.0), best_repack(2, 0.0);
+        std::vector<double> best_gemv(sizeof bench_types / sizeof bench_types[0], 0.0), best_repack(sizeof repack_types / sizeof repack_types[0], 0.0);
         for (int round = 0; round < matvec_rounds; ++round) {
             for (size_t i = 0; i < best_gemv.size(); ++i) {
                 double r = 0;  /* the read of the very weights of this mat-vec: the best of them all is the read bandwidth */

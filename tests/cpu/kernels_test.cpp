@@ -790,22 +790,24 @@ std::vector<double> ref_mul_mat(tsr_type t, const std::vector<uint8_t> & wq, con
     return out;
 }
 
-// CPU_REPACK weights: Q4_0 and IQ4_NL matrices (rows a multiple of 8) are stored interleaved
+// CPU_REPACK weights: Q4_0, IQ4_NL and Q4_K matrices (rows a multiple of 8) are stored interleaved
 // (their bytes differ from the file's), others keep their bytes. mul_mat on them, at prompt
 // size (GEMM: its A panels packed from the layout equal those packed from the file, so the
 // results are bit for bit the plain buffer's) and for 1 and 3 columns (the interleaved
 // mat-vec: the same exact int32 block sums, float sums in another order), equals the plain
 // buffer's and the double reference; get_rows gives the plain buffer's rows; get returns the
 // file's bytes, whole and in part; a part set or a memset go through the file's bytes.
-TEST_CASE("CPU_REPACK buffers: Q4_0 / IQ4_NL interleaved in place, results equal a plain buffer's, get returns the bytes", "[cpu][mul_mat][repack]") {
+TEST_CASE("CPU_REPACK buffers: Q4_0 / IQ4_NL / Q4_K interleaved in place, results equal a plain buffer's, get returns the bytes", "[cpu][mul_mat][repack]") {
     const int64_t K = 320;
     std::mt19937 rng(23);
     struct tcase { tsr_type t; int64_t M; bool interleaved; };
     for (tcase tc : {tcase{TSR_TYPE_Q4_0, 40, true}, tcase{TSR_TYPE_IQ4_NL, 48, true}, tcase{TSR_TYPE_Q4_0, 36, false},
-                     tcase{TSR_TYPE_Q8_0, 40, false}, tcase{TSR_TYPE_Q4_K, 16, false}}) {
+                     tcase{TSR_TYPE_Q8_0, 40, false}, tcase{TSR_TYPE_Q4_K, 40, true}, tcase{TSR_TYPE_Q4_K, 20, false},
+                     tcase{TSR_TYPE_Q5_K, 16, false}}) {
         const tsr_type t = tc.t;
         tc.interleaved = tc.interleaved && tcpu::k_r8_layout_used;
-        const int64_t Kt = t == TSR_TYPE_Q4_K ? 512 : K, M = tc.M;
+        // 5 super-blocks: the GEMMs' kc (256, 512, 1024) end inside the row or past it
+        const int64_t Kt = tsr_blck_size(t) == TSR_QK_K ? 5 * TSR_QK_K : K, M = tc.M;
         std::vector<float> wf((size_t)(Kt * M));
         for (float & v : wf) v = std::uniform_real_distribution<float>(-1, 1)(rng);
         std::vector<uint8_t> wq(tsr_row_size(t, Kt) * (size_t)M);
@@ -869,6 +871,102 @@ TEST_CASE("CPU_REPACK buffers: Q4_0 / IQ4_NL interleaved in place, results equal
     }
 }
 
+// Q4_K file rows for the layout tests: random bytes, the first group's all 0xFF (levels 15,
+// scales and mins 63) and the second's all 0x00; with finite_scales, every super-block's d
+// and dmin then replaced by finite values of either sign up to dmax.
+std::vector<uint8_t> q4k_test_rows(int64_t M, int64_t nb, bool finite_scales, float dmax, std::mt19937 & rng) {
+    const size_t row_bytes = (size_t)nb * sizeof(tsr_block_q4_K);
+    std::vector<uint8_t> file((size_t)M * row_bytes);
+    for (auto & v : file) v = (uint8_t)(rng() & 0xff);
+    std::memset(file.data(), 0xff, 8 * row_bytes);
+    std::memset(file.data() + 8 * row_bytes, 0x00, 8 * row_bytes);
+    if (finite_scales)
+        for (size_t b = 0; b < file.size() / sizeof(tsr_block_q4_K); ++b)
+            for (size_t off : {size_t(0), size_t(2)}) {
+                const tsr_fp16_t h = tsr_fp32_to_fp16(std::uniform_real_distribution<float>(-dmax, dmax)(rng));
+                std::memcpy(file.data() + b * sizeof(tsr_block_q4_K) + off, &h, 2);
+            }
+    return file;
+}
+
+std::vector<uint8_t> to_r8(tsr_type t, const std::vector<uint8_t> & file, int64_t M, int64_t nb) {
+    const size_t row_bytes = (size_t)nb * tsr_type_size(t);
+    std::vector<uint8_t> r8 = file, tmp(8 * row_bytes);
+    for (int64_t g0 = 0; g0 < M; g0 += 8) tcpu::r8_group_in_place(t, r8.data() + (size_t)g0 * row_bytes, nb, true, tmp.data());
+    return r8;
+}
+
+// The Q4_K record holds each row's d, dmin, scales, mins and levels where the kernels read
+// them (against the core's decoding of the file's packed scales and the format's nibble
+// order), and converts back to the file's bytes exactly: random bytes (every bit of the
+// scale bytes and of d / dmin, NaN patterns included) and all-0x00 / all-0xFF blocks.
+TEST_CASE("CPU_REPACK: the Q4_K record is a bijection of 8 super-blocks, each value where the kernels read it", "[cpu][repack]") {
+    std::mt19937 rng(37);
+    const int64_t nb = 3, M = 24;
+    const size_t row_bytes = (size_t)nb * sizeof(tsr_block_q4_K);
+    const std::vector<uint8_t> file = q4k_test_rows(M, nb, false, 0, rng);
+    std::vector<uint8_t> r8 = to_r8(TSR_TYPE_Q4_K, file, M, nb);
+    CHECK(r8 != file);
+    int bad = 0;
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t b = 0; b < nb; ++b) {
+            tsr_block_q4_K x;
+            std::memcpy(&x, file.data() + (size_t)m * row_bytes + (size_t)b * sizeof(x), sizeof(x));
+            const uint8_t * rec = r8.data() + (size_t)(m / 8 * 8) * row_bytes + (size_t)b * 8 * sizeof(x);
+            const int r = (int)(m % 8);
+            bad += std::memcmp(rec + 2 * r, &x.d, 2) != 0;
+            bad += std::memcmp(rec + tcpu::Q4K_R8_DMIN + 2 * r, &x.dmin, 2) != 0;
+            for (int s = 0; s < 8; ++s) {
+                int sc, mn, rsc, rmn;
+                tsr_impl::k4_scale_min(s, x.scales, &sc, &mn);
+                tcpu::q4k_record_scale_min(rec, s, r, &rsc, &rmn);
+                bad += sc != rsc || mn != rmn;
+            }
+            for (int e = 0; e < 256; ++e) {  // weight e: sub-block e / 32, nibble of qs[32 * (e / 64) + e % 32]
+                const int s = e / 32, l = e % 32;
+                const int level = (x.qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 15;
+                const uint8_t chunk_byte = rec[tcpu::Q4K_R8_QS + 32 * (8 * (s / 2) + l / 4) + 4 * r + l % 4];
+                bad += level != ((chunk_byte >> (4 * (s % 2))) & 15);
+            }
+        }
+    CHECK(bad == 0);
+    std::vector<uint8_t> part((size_t)2 * sizeof(tsr_block_q4_K));  // row 13's blocks 1 and 2
+    tcpu::r8_row_to_file(TSR_TYPE_Q4_K, r8.data() + 8 * row_bytes, 5, 1, 2, part.data());
+    CHECK(std::memcmp(part.data(), file.data() + 13 * row_bytes + sizeof(tsr_block_q4_K), part.size()) == 0);
+    std::vector<uint8_t> tmp(8 * row_bytes);
+    for (int64_t g0 = 0; g0 < M; g0 += 8) tcpu::r8_group_in_place(TSR_TYPE_Q4_K, r8.data() + (size_t)g0 * row_bytes, nb, false, tmp.data());
+    CHECK(r8 == file);
+}
+
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+// The Q4_K GEMM's min panels packed from the interleaved layout equal those its file packer
+// makes (levels, scales and mins bit for bit), for panel starts in and past the rows, k0 on
+// and inside super-blocks, kc past K; and through the file's blocks (rows not whole groups).
+template <int R>
+void check_r8_q4k_panel(tcpu::pack_panel_fn reference, std::mt19937 & rng) {
+    const int64_t nb = 3, K = nb * TSR_QK_K, M = 40;
+    const size_t row_bytes = (size_t)nb * sizeof(tsr_block_q4_K);
+    const std::vector<uint8_t> file = q4k_test_rows(M, nb, true, 0.01f, rng);
+    const std::vector<uint8_t> r8 = to_r8(TSR_TYPE_Q4_K, file, M, nb);
+    tcpu::gemm_impl g{};
+    g.pack_a = reference;
+    for (int kc : {256, 512})
+        for (int64_t k0 : {int64_t(0), int64_t(96), int64_t(512)})
+            for (int64_t row0 : {int64_t(0), int64_t(8), int64_t(24)}) {
+                const int rows = (int)std::min<int64_t>(R, M - row0);
+                std::vector<uint8_t> got((size_t)R * 40 * (kc / 32)), want(got.size()), via(got.size());
+                tcpu::r8_q4k_pack_panel<R>(r8.data(), row_bytes, row0, rows, K, k0, kc, got.data());
+                reference((const char *)file.data() + (size_t)row0 * row_bytes, row_bytes, rows, K, k0, kc, want.data());
+                INFO("R " << R << " kc " << kc << " k0 " << k0 << " row0 " << row0);
+                CHECK(got == want);
+                const int odd_rows = std::min(rows, 5);  // from row row0 + 3: not a group's start
+                tcpu::r8_pack_via_file(&g, TSR_TYPE_Q4_K, r8.data(), row_bytes, row0 + 3, odd_rows, K, k0, kc, via.data());
+                reference((const char *)file.data() + (size_t)(row0 + 3) * row_bytes, row_bytes, odd_rows, K, k0, kc, want.data());
+                CHECK(via == want);
+            }
+}
+#endif
+
 // The GEMM A panels packed straight from the interleaved layout equal those the GEMMs'
 // own packers make from the file's bytes, for every panel height and value mapping in use
 // (x86 with AVX2: the packers are AVX2 code), K past the last block included.
@@ -883,7 +981,7 @@ void check_r8_panel(tcpu::pack_panel_fn reference, std::mt19937 & rng) {
     }
     std::vector<uint8_t> r8(file.size()), tmp(file.size());
     r8 = file;
-    for (int64_t g0 = 0; g0 < M; g0 += 8) tcpu::r8_group_in_place(r8.data() + (size_t)g0 * nb * 18, nb, true, tmp.data());
+    for (int64_t g0 = 0; g0 < M; g0 += 8) tcpu::r8_group_in_place(T, r8.data() + (size_t)g0 * nb * 18, nb, true, tmp.data());
     const int kc = 6 * 32;
     for (int64_t row0 : {int64_t(0), int64_t(8)}) {
         const int rows = (int)std::min<int64_t>(R, M - row0);
@@ -905,6 +1003,8 @@ TEST_CASE("CPU_REPACK: GEMM panels packed from the interleaved layout equal the 
     check_r8_panel<32, TSR_TYPE_Q4_0, 0>(pack_panel_i8_avx2<32, TSR_TYPE_Q4_0, 0, 8>, rng);
     check_r8_panel<8, TSR_TYPE_IQ4_NL, 0>(pack_panel_i8_avx2<8, TSR_TYPE_IQ4_NL, 0, 0>, rng);
     check_r8_panel<32, TSR_TYPE_IQ4_NL, 0x80>(pack_panel_i8_avx2<32, TSR_TYPE_IQ4_NL, 0x80, 0x80>, rng);
+    check_r8_q4k_panel<8>(pack_panel_i8_avx2<8, TSR_TYPE_Q4_K, 0, 0, PANEL_MIN>, rng);
+    check_r8_q4k_panel<32>(pack_panel_i8_avx2<32, TSR_TYPE_Q4_K, 0, 0, PANEL_MIN>, rng);
 #endif
 }
 
@@ -926,7 +1026,7 @@ void check_r8_dots(std::mt19937 & rng) {
         std::memcpy(file.data() + b * 18, &d, 2);
     }
     std::vector<uint8_t> r8 = file, tmp(file.size());
-    for (int64_t g0 = 0; g0 < M; g0 += 8) tcpu::r8_group_in_place(r8.data() + (size_t)g0 * row_bytes, nb, true, tmp.data());
+    for (int64_t g0 = 0; g0 < M; g0 += 8) tcpu::r8_group_in_place(T, r8.data() + (size_t)g0 * row_bytes, nb, true, tmp.data());
     std::vector<tcpu::yq8> y((size_t)nb);
     for (int64_t b = 0; b < nb; ++b) {
         y[(size_t)b].d = std::uniform_real_distribution<float>(0.001f, 0.01f)(rng);
@@ -970,6 +1070,60 @@ TEST_CASE("CPU_REPACK: the interleaved mat-vec kernels of every ISA equal double
     std::mt19937 rng(31);
     check_r8_dots<TSR_TYPE_Q4_0>(rng);
     check_r8_dots<TSR_TYPE_IQ4_NL>(rng);
+}
+
+// The Q4_K interleaved mat-vec kernels of every ISA, one group and several at once, against
+// double sums of the format's weights d * sc * q - dmin * mn (the core's scale decoding)
+// times the activations: random blocks and the extremes (levels, scales and mins all 15 /
+// 63 or all 0, activations all -128 or 127: a sub-block's int16 sums at their largest).
+TEST_CASE("CPU_REPACK: the Q4_K interleaved mat-vec kernels of every ISA equal double sums, extremes included", "[cpu][repack]") {
+    std::mt19937 rng(41);
+    const int64_t nb = 3, M = 8 * 4;
+    const size_t row_bytes = (size_t)nb * sizeof(tsr_block_q4_K);
+    const std::vector<uint8_t> file = q4k_test_rows(M, nb, true, 0.05f, rng);
+    const std::vector<uint8_t> r8 = to_r8(TSR_TYPE_Q4_K, file, M, nb);
+    std::vector<tsr_block_q8_K> y((size_t)nb);
+    for (int64_t b = 0; b < nb; ++b) {
+        tsr_block_q8_K & yb = y[(size_t)b];
+        yb.d = std::uniform_real_distribution<float>(0.001f, 0.01f)(rng);
+        for (int j = 0; j < 256; ++j) yb.qs[j] = b == 0 ? (int8_t)-128 : b == 1 ? (int8_t)127 : (int8_t)((int)(rng() % 256) - 128);
+        for (int k = 0; k < 16; ++k) {
+            int sum = 0;
+            for (int j = 0; j < 16; ++j) sum += yb.qs[16 * k + j];
+            yb.bsums[k] = (int16_t)sum;
+        }
+    }
+    std::vector<double> want((size_t)M), mag((size_t)M);
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t b = 0; b < nb; ++b) {
+            tsr_block_q4_K x;
+            std::memcpy(&x, file.data() + (size_t)m * row_bytes + (size_t)b * sizeof(x), sizeof(x));
+            const double d = tsr_fp16_to_fp32(x.d), dmin = tsr_fp16_to_fp32(x.dmin), yd = y[(size_t)b].d;
+            for (int e = 0; e < 256; ++e) {
+                int sc, mn;
+                tsr_impl::k4_scale_min(e / 32, x.scales, &sc, &mn);
+                const int q = (x.qs[32 * (e / 64) + e % 32] >> (4 * (e / 32 % 2))) & 15;
+                const double yv = yd * y[(size_t)b].qs[e];
+                want[(size_t)m] += (d * sc * q - dmin * mn) * yv;
+                mag[(size_t)m] += (std::fabs(d * sc * q) + std::fabs(dmin * mn)) * std::fabs(yv);
+            }
+        }
+    const size_t gstride = 8 * row_bytes;
+    for (tsr_cpu_isa isa : tsrt::isas()) {
+        kernels_of k(isa);
+        const auto dots = tcpu::r8_q4k_dots();
+        REQUIRE(dots.streams <= tcpu::R8_MAX_STREAMS);
+        std::vector<float> one((size_t)M), multi((size_t)M);
+        for (int64_t g = 0; g < M / 8; ++g) dots.one(r8.data() + (size_t)g * gstride, 0, nb, y.data(), one.data() + g * 8);
+        for (int64_t g0 = 0; g0 + dots.streams <= M / 8; g0 += dots.streams)
+            dots.multi(r8.data() + (size_t)g0 * gstride, gstride, nb, y.data(), multi.data() + g0 * 8);
+        INFO("isa " << tsr_cpu_isa_name(isa) << " streams " << dots.streams);
+        for (int64_t m = 0; m < M; ++m) {
+            INFO("row " << m << " want " << want[(size_t)m]);
+            CHECK(std::fabs(one[(size_t)m] - want[(size_t)m]) <= 1e-6 * mag[(size_t)m]);
+            CHECK(std::fabs(multi[(size_t)m] - want[(size_t)m]) <= 1e-6 * mag[(size_t)m]);
+        }
+    }
 }
 
 // The CPU backend runs only mul_mat (src0) and get_rows on a repacked matrix: any other op

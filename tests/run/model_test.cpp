@@ -597,7 +597,7 @@ TEST_CASE("model: weights mapped in place give the logits of weights read into m
     }
 }
 
-// CPU_REPACK (tessera-run's default): the Q4_0 / IQ4_NL matrices are interleaved in it
+// CPU_REPACK (tessera-run's default): the Q4_0 / IQ4_NL / Q4_K matrices are interleaved in it
 // (mapped: moved into it, the rest stays mapped; read: every weight in it); other types keep
 // their bytes. The prompt's logits (GEMM: panels equal to the file packer's) equal the plain
 // weights' bit for bit; the next token's (the interleaved mat-vec: the same int32 block sums,
@@ -605,7 +605,7 @@ TEST_CASE("model: weights mapped in place give the logits of weights read into m
 TEST_CASE("model: CPU_REPACK weights give the logits of plain weights (CPU)", "[model][repack]") {
     backend_holder be;
     make_cpu_backend(be, 2);
-    for (tsr_type wt : {TSR_TYPE_Q4_0, TSR_TYPE_Q8_0, TSR_TYPE_IQ4_NL}) {
+    for (tsr_type wt : {TSR_TYPE_Q4_0, TSR_TYPE_Q8_0, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_K}) {
         for (bool use_mmap : {true, false}) {
             DYNAMIC_SECTION(tsr_type_name(wt) << (use_mmap ? " mmap" : " read")) {
                 tiny t;

@@ -104,13 +104,13 @@ static void op_out_prod(const cparams & p, tsr_tensor * dst) {
  * file's layout, to d (element stride nb0 bytes). */
 static void get_row_r8(const tsr_tensor * a, int64_t row, char * d, size_t nb0) {
     const uint8_t * grp = (const uint8_t *)a->data + (size_t)(row / R8 * R8) * a->nb[1];
-    for (int64_t b = 0; b < a->ne[0] / 32; ++b) {
-        union { tsr_block_q4_0 q4_0; tsr_block_iq4_nl iq4_nl; } blk;
-        float v[32];
-        r8_row_to_file(grp, (int)(row % R8), b, 1, (uint8_t *)&blk);
-        if (a->type == TSR_TYPE_Q4_0) tsr_impl::dequantize_row_q4_0(&blk.q4_0, v, 32);
-        else tsr_impl::dequantize_row_iq4_nl(&blk.iq4_nl, v, 32);
-        for (int j = 0; j < 32; ++j) std::memcpy(d + (size_t)(b * 32 + j) * nb0, &v[j], 4);
+    const int64_t bs = tsr_blck_size(a->type);
+    for (int64_t b = 0; b < a->ne[0] / bs; ++b) {
+        alignas(16) uint8_t blk[sizeof(tsr_block_q4_K)];
+        float v[TSR_QK_K];
+        r8_row_to_file(a->type, grp, (int)(row % R8), b, 1, blk);
+        row_to_f32(a->type, (const char *)blk, v, bs);
+        for (int64_t j = 0; j < bs; ++j) std::memcpy(d + (size_t)(b * bs + j) * nb0, &v[j], 4);
     }
 }
 

@@ -1,5 +1,5 @@
 /*
- * repack.inl - the CPU_REPACK buffer type: host memory in which Q4_0 and IQ4_NL weight
+ * repack.inl - the CPU_REPACK buffer type: host memory in which Q4_0, IQ4_NL and Q4_K weight
  * matrices are stored in the 4-bit interleaved layout of repack_r8.inl, in place of the
  * file's bytes (the same bytes, permuted: no memory beyond the plain buffer's). Every other
  * tensor keeps its bytes as set.
@@ -15,7 +15,7 @@
  * (through tensor->data) are not seen: set the tensor again after them (a set whose data is
  * the tensor's own memory says it holds the file's bytes, all of it for a repacked one).
  *
- * Which: contiguous 2D matrices of Q4_0 or IQ4_NL with a multiple of 8 rows, in builds with
+ * Which: contiguous 2D matrices of Q4_0, IQ4_NL or Q4_K with a multiple of 8 rows, in builds with
  * a SIMD mat-vec for the layout (x86; not yet aarch64, whose NEON dots read the file's
  * layout faster than the scalar one would read this). The layout does not depend on the
  * ISA, so switching ISA (tsr_backend_cpu_set_isa) keeps it valid.
@@ -65,10 +65,10 @@ static bool r8_eligible(const tsr_tensor * t) {
 
 /* Every group of t rewritten in place, to the interleaved layout or back to the file's. */
 static bool r8_convert_tensor(struct tsr_tensor * t, bool to_r8) {
-    const int64_t nb = t->ne[0] / 32;
-    std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[(size_t)nb * R8_BLOCK_BYTES]);
+    const int64_t nb = t->ne[0] / tsr_blck_size(t->type);
+    std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[(size_t)nb * r8_record_bytes(t->type)]);
     if (!tmp) return false;
-    for (int64_t g0 = 0; g0 < t->ne[1]; g0 += R8) r8_group_in_place((uint8_t *)t->data + (size_t)g0 * t->nb[1], nb, to_r8, tmp.get());
+    for (int64_t g0 = 0; g0 < t->ne[1]; g0 += R8) r8_group_in_place(t->type, (uint8_t *)t->data + (size_t)g0 * t->nb[1], nb, to_r8, tmp.get());
     return true;
 }
 
@@ -117,13 +117,13 @@ static bool repack_buffer_set_tensor(tsr_backend_buffer_t buffer, struct tsr_ten
 
 /* Bytes [offset, offset + size) of the file's layout of a repacked t, a group at a time. */
 static bool r8_get(const struct tsr_tensor * t, void * data, size_t offset, size_t size) {
-    const int64_t nb = t->ne[0] / 32;
-    const size_t group_bytes = (size_t)nb * R8_BLOCK_BYTES;
+    const int64_t nb = t->ne[0] / tsr_blck_size(t->type);
+    const size_t row_bytes = (size_t)nb * tsr_type_size(t->type), group_bytes = R8 * row_bytes;
     std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[group_bytes]);
     if (!tmp) return tsr_set_error("CPU_REPACK: out of memory reading tensor '%s'", t->name);
     for (size_t g = offset / group_bytes * group_bytes; g < offset + size; g += group_bytes) {
         const uint8_t * grp = (const uint8_t *)t->data + g;
-        for (int r = 0; r < R8; ++r) r8_row_to_file(grp, r, 0, nb, tmp.get() + (size_t)r * nb * 18);
+        for (int r = 0; r < R8; ++r) r8_row_to_file(t->type, grp, r, 0, nb, tmp.get() + (size_t)r * row_bytes);
         const size_t lo = std::max(g, offset), hi = std::min(g + group_bytes, offset + size);
         std::memcpy((char *)data + (lo - offset), tmp.get() + (lo - g), hi - lo);
     }
