@@ -6970,7 +6970,7 @@ TSR_CXX_END /* namespace tsr */
  *       and at the lower bound (no slack) a section's floor counts as the lowest level
  *       any of its unplaced buffers can still take. The lower bound (or the caller's
  *       target above it, tsr_pack_ex) is tried first (node limits that double, with
- *       and without that bound in turn, for 40 % of the budget), then targets descend
+ *       and without that bound in turn, for 30 % of the budget), then targets descend
  *       from the best packing found (each attempt: a few candidate orders, fixed and
  *       randomised, with a node limit that doubles when the targets run out); between the
  *       two, short restarts at the bound in random orders, plain, then fail first (the
@@ -8039,17 +8039,18 @@ struct pk_packer {
             }
         };
         /* the lower bound cheaply; then the bound again with node limits that double, each
-         * limit once without and once with the inference bound, for 40 % of the budget
+         * limit once without and once with the inference bound, for 30 % of the budget
          * (they fail on different instances: of MiniMalloc's challenging traces A packs
-         * without it in a fifth of the time, E only with it; where the bound is the known
-         * fit it is found there or not at all); then restarts at the bound (a fifth of what
-         * is left, each dive at least a walk and a half long, see walk_nodes), and a fifth
-         * of what is left then for restarts that fail first (the ones that pack K; taken
-         * from the descent, which left D and J where they were); then a
-         * first packing below the best (at most half of what is left: some instances need
-         * many orders for it); then the descent goes on */
+         * without it in a fifth of the time, E only with it; those of A-K that pack there
+         * do so within 15 %); then restarts at the bound (a fifth of what is left, each
+         * dive at least a walk and a half long, see walk_nodes), then restarts that fail
+         * first (15 % of what is left: the ones that pack K). The descent starts about
+         * where it did when the bound had 40 % and no restarts failed first: taking their
+         * time from the descent instead cost min-only D and J up to 1 % on shuffles of
+         * their lines. Then a first packing below the best (at most half of what is left:
+         * some instances need many orders for it); then the descent goes on */
         if (attempt(goal, false, limit, budget_ms)) return;
-        const double lb_until = clock.ms() + 0.4 * (budget_ms - clock.ms());
+        const double lb_until = clock.ms() + 0.3 * (budget_ms - clock.ms());
         for (long lim = 2 * limit; floor_target <= goal && clock.ms() < lb_until; lim *= 2) {
             if (attempt(goal, false, lim, lb_until)) return;
             if (floor_target <= goal && attempt(goal, true, lim, lb_until)) return;
@@ -8058,7 +8059,7 @@ struct pk_packer {
         if (hi <= goal) return;
         const long dive_limit = std::max({1024L, 5L * P.n, walk + walk / 2});
         if (floor_target <= goal && dive_at_bound(srch, clock, clock.ms() + 0.2 * (budget_ms - clock.ms()), dive_limit, false, keep_found)) return;
-        if (floor_target <= goal && dive_at_bound(srch, clock, clock.ms() + 0.2 * (budget_ms - clock.ms()), dive_limit, true, keep_found)) return;
+        if (floor_target <= goal && dive_at_bound(srch, clock, clock.ms() + 0.15 * (budget_ms - clock.ms()), dive_limit, true, keep_found)) return;
         /* the descent: with limits under a walk and a half none of its searches could
          * finish (J's descent began at 3,000 nodes: 6 orders x 4 targets found nothing),
          * with the inference bound at every target, which with those limits gone packs J
