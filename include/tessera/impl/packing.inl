@@ -38,9 +38,12 @@
  *       and at the lower bound (no slack) a section's floor counts as the lowest level
  *       any of its unplaced buffers can still take. The lower bound (or the caller's
  *       target above it, tsr_pack_ex) is tried first (node limits that double, with
- *       and without that bound in turn, for 40 % of the budget), then targets descend
+ *       and without that bound in turn, for 30 % of the budget), then targets descend
  *       from the best packing found (each attempt: a few candidate orders, fixed and
- *       randomised, with a node limit that doubles when the targets run out). The search runs restricted (a heuristic cut, see pk_search::complete);
+ *       randomised, with a node limit that doubles when the targets run out); between the
+ *       two, short restarts at the bound in random orders, plain, then fail first (the
+ *       section with the fewest choices, same-range stacks in one order: K packs only
+ *       so). The search runs restricted (a heuristic cut, see pk_search::complete);
  *       a target is ruled out only by the complete search. Its budget is counted in work
  *       (pk_clock), not time, so its answer does not depend on the machine's load.
  *     - large instances: (a) the window around the peak (the buffers live within 30,
@@ -335,6 +338,8 @@ struct pk_search {
     pk_u64 cap = 0;
     std::vector<pk_u64> floor_, rem;
     std::vector<char> real_;                /* per section: its floor is the top of a placed buffer (or 0), not a hole's */
+    std::vector<int> under;                 /* per section: the buffer whose top is its floor (-1: 0 or a hole) */
+    std::vector<int> rank;                  /* per buffer: its place in the candidate order */
     std::vector<std::vector<int>> by_sec;   /* unplaced candidates per section, preference order */
     std::vector<char> placed;
     std::vector<pk_u64> off;
@@ -349,6 +354,7 @@ struct pk_search {
         cap = capacity;
         floor_.assign((size_t) P.T, 0);
         real_.assign((size_t) P.T, 1);
+        under.assign((size_t) P.T, -1);
         rem.assign((size_t) P.T, 0);
         by_sec.assign((size_t) P.T, std::vector<int>());
         placed.assign((size_t) P.n, 0);
@@ -377,6 +383,8 @@ struct pk_search {
                 }
             });
         }
+        rank.resize((size_t) P.n);
+        for (int k = 0; k < P.n; k++) rank[(size_t) ord[(size_t) k]] = k;
         for (int i : ord) {
             for (int s = P.l[(size_t) i]; s < P.r[(size_t) i]; s++) {
                 by_sec[(size_t) s].push_back(i);
@@ -390,31 +398,32 @@ struct pk_search {
     }
 
     /* ---- the state changes, undone in reverse from a trail ---- */
-    struct change { int what; pk_u64 old; char old_real; };  /* what >= 0: a section's floor; -1 - i: buffer i placed */
+    struct change { int what; pk_u64 old; char old_real; int old_under; };  /* what >= 0: a section's floor; -1 - i: buffer i placed */
     std::vector<change> trail;
     std::vector<int> cross;                    /* per section s: unplaced buffers live in s and s + 1 */
 
-    void set_floor(int s, pk_u64 v, bool is_real) {
-        trail.push_back(change{s, floor_[(size_t) s], real_[(size_t) s]});
+    void set_floor(int s, pk_u64 v, bool is_real, int below = -1) {
+        trail.push_back(change{s, floor_[(size_t) s], real_[(size_t) s], under[(size_t) s]});
+        under[(size_t) s] = below;
         floor_[(size_t) s] = v;
         real_[(size_t) s] = is_real;
     }
     void place(int i, pk_u64 f) {
         const pk_u64 top = f + P.sz[(size_t) i];
         for (int s = P.l[(size_t) i]; s < P.r[(size_t) i]; s++) {
-            set_floor(s, top, true);
+            set_floor(s, top, true, i);
             rem[(size_t) s] -= P.sz[(size_t) i];
         }
         for (int s = P.l[(size_t) i]; s + 1 < P.r[(size_t) i]; s++) cross[(size_t) s]--;
         placed[(size_t) i] = 1;
         off[(size_t) i] = f;
-        trail.push_back(change{-1 - i, 0, 0});
+        trail.push_back(change{-1 - i, 0, 0, -1});
     }
     void undo(size_t mark) {
         while (trail.size() > mark) {
             const change c = trail.back();
             trail.pop_back();
-            if (c.what >= 0) { floor_[(size_t) c.what] = c.old; real_[(size_t) c.what] = c.old_real; continue; }
+            if (c.what >= 0) { floor_[(size_t) c.what] = c.old; real_[(size_t) c.what] = c.old_real; under[(size_t) c.what] = c.old_under; continue; }
             const int i = -1 - c.what;
             placed[(size_t) i] = 0;
             for (int s = P.l[(size_t) i]; s < P.r[(size_t) i]; s++) rem[(size_t) s] += P.sz[(size_t) i];
@@ -438,6 +447,14 @@ struct pk_search {
      * (rarely: 12 of 5,000 tiny random instances lost their optimum) but finds the fit
      * of MiniMalloc's A and E in ~0.1 s where the complete search needs more than 1 s. */
     bool complete = false;
+    /* fail_first: branch on the section at the lowest floor with the fewest choices rather
+     * than the first one, and search each stack of same-range buffers in one order only
+     * (fewest_choices, stacked_out_of_order). Used by the second family of restarts at the
+     * bound: of 150 random orders (seeds 2000, 2002, ...) at 3,000 nodes, 12 pack
+     * MiniMalloc's K with it and none without it; of 150 (seeds 1000, 1001, ...) at 2,048
+     * nodes, 15 against 7 pack H, but 1 against 3 pack I, so it is a family of its own,
+     * after the plain restarts rather than instead of them. */
+    bool fail_first = false;
     struct span_of { int a, b, k; pk_u64 m; };  /* a buffer's sections relative to lo, log2 of their count, its level */
     std::vector<span_of> spans;                 /* scratch: the unplaced buffers inside [lo, hi) */
     std::vector<pk_u64> table;                  /* scratch: W x log W blocks, level k at [k * W, (k + 1) * W) */
@@ -626,6 +643,7 @@ struct pk_search {
             if (rem[(size_t) s] != 0 && floor_[(size_t) s] < f) { f = floor_[(size_t) s]; sb = s; }
         }
         if (sb < 0) return NODE_DONE;
+        if (fail_first) sb = fewest_choices(lo, hi, f);
         clock.work += PK_WORK_PER_SECTION * (double) by_sec[(size_t) sb].size();
         /* the run of sections around sb whose floor is exactly f: a buffer can sit on f
          * iff its whole range lies inside it */
@@ -635,10 +653,51 @@ struct pk_search {
         const size_t first = cand_pool.size();
         for (int i : by_sec[(size_t) sb]) {
             if (placed[(size_t) i] || P.l[(size_t) i] < ra || P.r[(size_t) i] > rb || !supported(i)) continue;
+            if (fail_first && stacked_out_of_order(i)) continue;
             if (cand_pool.size() - first < 64 && !same_as_a_candidate(i, first)) cand_pool.push_back(i);
         }
         frames.push_back(frame{lo, hi, false, 0, (int) (cand_pool.size() - first), first, trail.size(), sb, ra, rb, f});
         return FRAME_PUSHED;
+    }
+    /* Buffer i would sit directly on a buffer with the same range that comes later in the
+     * candidate order. A stack of buffers with one range can be reordered freely (they
+     * cover the same sections), so only its order by rank is searched: MiniMalloc's K has
+     * 57 such groups (149 of its 454 buffers, up to 15 in one), each searched k! times
+     * over without this. */
+    bool stacked_out_of_order(int i) const {
+        const int y = under[(size_t) P.l[(size_t) i]];
+        return y >= 0 && rank[(size_t) y] > rank[(size_t) i] && P.l[(size_t) y] == P.l[(size_t) i] && P.r[(size_t) y] == P.r[(size_t) i];
+    }
+
+    /* Of the sections of [lo, hi) at the lowest floor f, the one with the fewest choices
+     * (its candidates, plus a hole where it has slack): any of them is a valid section to
+     * branch on, and a section with one choice left is a forced move, with none a failure
+     * found now rather than after a subtree (fail first). Candidates are counted without
+     * the duplicate and support filters: a cheap estimate is enough to rank sections. */
+    int fewest_choices(int lo, int hi, pk_u64 f) {
+        int best = -1, best_n = INT32_MAX;
+        for (int a = lo; a < hi;) {
+            if (floor_[(size_t) a] != f) { a++; continue; }
+            int b = a;
+            while (b < hi && floor_[(size_t) b] == f) b++;
+            /* a buffer can sit on f iff its range lies inside the run of floor f */
+            int ra = a, rb = b;
+            while (ra > 0 && floor_[(size_t) ra - 1] == f) ra--;
+            while (rb < P.T && floor_[(size_t) rb] == f) rb++;
+            for (int s = a; s < b; s++) {
+                if (rem[(size_t) s] == 0) continue;
+                clock.work += PK_WORK_PER_SECTION * (double) by_sec[(size_t) s].size();
+                int n = f + rem[(size_t) s] < cap ? 1 : 0;
+                for (int i : by_sec[(size_t) s]) {
+                    if (placed[(size_t) i] || P.l[(size_t) i] < ra || P.r[(size_t) i] > rb) continue;
+                    if (++n >= best_n) break;
+                }
+                if (n < best_n) { best_n = n; best = s; }
+                if (n <= 1) return best;
+            }
+            a = b;
+        }
+        return best;
     }
     /* a buffer with the range and size of one already a candidate leads to the same packings */
     bool same_as_a_candidate(int i, size_t first) const {
@@ -1048,15 +1107,18 @@ struct pk_packer {
             }
         };
         /* the lower bound cheaply; then the bound again with node limits that double, each
-         * limit once without and once with the inference bound, for 40 % of the budget
+         * limit once without and once with the inference bound, for 30 % of the budget
          * (they fail on different instances: of MiniMalloc's challenging traces A packs
-         * without it in a fifth of the time, E only with it; where the bound is the known
-         * fit it is found there or not at all); then restarts at the bound (a fifth of what
-         * is left, each dive at least a walk and a half long, see walk_nodes); then a
-         * first packing below the best (at most half of what is left: some instances need
-         * many orders for it); then the descent goes on */
+         * without it in a fifth of the time, E only with it; those of A-K that pack there
+         * do so within 15 %); then restarts at the bound (a fifth of what is left, each
+         * dive at least a walk and a half long, see walk_nodes), then restarts that fail
+         * first (15 % of what is left: the ones that pack K). The descent starts about
+         * where it did when the bound had 40 % and no restarts failed first: taking their
+         * time from the descent instead cost min-only D and J up to 1 % on shuffles of
+         * their lines. Then a first packing below the best (at most half of what is left:
+         * some instances need many orders for it); then the descent goes on */
         if (attempt(goal, false, limit, budget_ms)) return;
-        const double lb_until = clock.ms() + 0.4 * (budget_ms - clock.ms());
+        const double lb_until = clock.ms() + 0.3 * (budget_ms - clock.ms());
         for (long lim = 2 * limit; floor_target <= goal && clock.ms() < lb_until; lim *= 2) {
             if (attempt(goal, false, lim, lb_until)) return;
             if (floor_target <= goal && attempt(goal, true, lim, lb_until)) return;
@@ -1064,7 +1126,8 @@ struct pk_packer {
         const long walk = walk_nodes(srch, keep_found);
         if (hi <= goal) return;
         const long dive_limit = std::max({1024L, 5L * P.n, walk + walk / 2});
-        if (floor_target <= goal && dive_at_bound(srch, clock, clock.ms() + 0.2 * (budget_ms - clock.ms()), dive_limit, keep_found)) return;
+        if (floor_target <= goal && dive_at_bound(srch, clock, clock.ms() + 0.2 * (budget_ms - clock.ms()), dive_limit, false, keep_found)) return;
+        if (floor_target <= goal && dive_at_bound(srch, clock, clock.ms() + 0.15 * (budget_ms - clock.ms()), dive_limit, true, keep_found)) return;
         /* the descent: with limits under a walk and a half none of its searches could
          * finish (J's descent began at 3,000 nodes: 6 orders x 4 targets found nothing),
          * with the inference bound at every target, which with those limits gone packs J
@@ -1104,13 +1167,16 @@ struct pk_packer {
      * few orders find none in 2 s (Gomes et al., heavy-tailed phenomena in search). Which
      * dives hit is luck of the seeds: with seeds from 2^20 none hit H or I in 1 s. The
      * dives' orders are apart from the attempts' (their own seeds), so the later phases
-     * try the orders they did without them. */
+     * try the orders they did without them. `fail_first`: the second family (see
+     * pk_search::fail_first), the one that packs K. */
     template <class keep_t>
-    bool dive_at_bound(pk_search & srch, pk_clock & clock, double until, long dive_limit, keep_t & keep_found) {
+    bool dive_at_bound(pk_search & srch, pk_clock & clock, double until, long dive_limit, bool fail_first, keep_t & keep_found) {
         for (int k = 0; clock.ms() < until; k++) {
             srch.infer = true;
             srch.complete = false;
+            srch.fail_first = fail_first;
             const bool ok = srch.run(goal, PK_DIVE_SEEDS + k, until, dive_limit);
+            srch.fail_first = false;
 #ifdef TSR_PACK_DEBUG
             fprintf(stderr, "  dive %d at the bound: %s after %ld nodes, %.1f ms\n", k, ok ? "found" : "no", srch.nodes, clock.ms());
 #endif
