@@ -871,11 +871,10 @@ TSR_TARGET_AVX512VNNI static inline __m512i join32_zmm(const void * p0, const vo
  * headers of all rows decode together (lanes_of_rows): scales, d and dmin, and the mins
  * times the activations' 16-element sums, row r in float lanes 4r..4r+3. Lanes never mix,
  * so a row's result is the same for every R. */
-static constexpr size_t k4_prefetch_ahead = 2048;  /* bytes past the current super-block of a row */
 template <bool HIGH, int R>
 TSR_TARGET_AVX512VNNI static void k4_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
-    const size_t bbytes = HIGH ? sizeof(tsr_block_q5_K) : sizeof(tsr_block_q4_K);
+    constexpr size_t bbytes = HIGH ? sizeof(tsr_block_q5_K) : sizeof(tsr_block_q4_K);
     __m512 acc = _mm512_setzero_ps(), mins = _mm512_setzero_ps();  /* row r in lanes 4r..4r+3 */
     for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
         const tsr_block_q8_K & y = yrow[i];
@@ -898,7 +897,7 @@ TSR_TARGET_AVX512VNNI static void k4_rows_avx512(int64_t n, const char * x, size
             const uint8_t * row = blk + (size_t)r * lda;
             /* the hardware prefetchers alone kept one core at ~31 GB/s on 4 streams from DRAM;
              * 2 KiB ahead (a super-block's 3 lines) measured ~39-42 (512 and 1024: no gain) */
-            for (int l = 0; l < 3; ++l) _mm_prefetch((const char *)row + k4_prefetch_ahead + 64 * l, _MM_HINT_T0);
+            matvec_prefetch<bbytes, COVER_EVERY_LINE>((const char *)row);
             const __m512i sc = _mm512_permutexvar_epi32(lane_of_zmm(r), sm);  /* row r's scales in every lane */
             const __m512i qh = HIGH ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(row + 16))) : _mm512_setzero_si512();
             const uint8_t * qs = row + (HIGH ? 48 : 16);
@@ -1080,7 +1079,7 @@ TSR_TARGET_AVX512VNNI static inline __m512i word_pick_zmm(int w0, int w1, int w2
  * scales decode together (lanes_of_rows), sign-extended to int16 once for all rows; per
  * row, one in-lane word shuffle per 64 elements spreads them. d of the rows share one
  * conversion, row r's sums sit in lanes 4r..4r+3 and integer sums are exact, so a row's
- * result is the same for every R. Prefetch as k4_rows_avx512. */
+ * result is the same for every R. Prefetch as k4_rows_avx512 (a super-block's 4 lines). */
 template <int R>
 TSR_TARGET_AVX512VNNI static void k6_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), z = _mm512_setzero_si512();
@@ -1102,7 +1101,7 @@ TSR_TARGET_AVX512VNNI static void k6_rows_avx512(int64_t n, const char * x, size
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
             const uint8_t * row = blk + (size_t)r * lda;
-            for (int l = 0; l < 4; ++l) _mm_prefetch((const char *)row + k4_prefetch_ahead + 64 * l, _MM_HINT_T0);
+            matvec_prefetch<sizeof(tsr_block_q6_K), COVER_EVERY_LINE>((const char *)row);
             const __m512i scr[2] = {_mm512_permutexvar_epi32(lane_of_zmm(r), sc_lo), _mm512_permutexvar_epi32(lane_of_zmm(r), sc_hi)};
             __m512i part[2];  /* two dependency chains */
 #pragma GCC unroll 2
