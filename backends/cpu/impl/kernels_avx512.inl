@@ -345,6 +345,33 @@ TSR_TARGET_AVX512 static void quantize_y_avx512(const float * x, yq8 * y, int64_
     }
 }
 
+/* quantize_q8k_avx2's bytes with zmm: the signed largest magnitude by q8k_signed_max (max and
+ * min of finite values are exact in any order), levels rounded to nearest even and capped at
+ * 127, and each zmm's 16 levels, narrowed with saturation as the ymm kernel's packs do, are
+ * one sum of 16. The K-quants' mat-vec quantizes its activation row first: 1.0 us of the
+ * 1.6 us each such 4096-element node spends before its weights stream. */
+TSR_TARGET_AVX512 static void quantize_q8k_avx512(const float * x, tsr_block_q8_K * y, int64_t n) {
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i, x += TSR_QK_K) {
+        __m512 vmax = _mm512_set1_ps(-INFINITY), vmin = _mm512_set1_ps(INFINITY);
+        for (int j = 0; j < TSR_QK_K; j += 16) {
+            const __m512 v = _mm512_loadu_ps(x + j);
+            vmax = _mm512_max_ps(vmax, v);
+            vmin = _mm512_min_ps(vmin, v);
+        }
+        const float max = q8k_signed_max(_mm512_reduce_max_ps(vmax), _mm512_reduce_min_ps(vmin), x);
+        std::memset(&y[i], 0, sizeof(y[i]));
+        if (max == 0.0f || max != max) continue;
+        const float iscale = -127.0f / max;
+        const __m512 vis = _mm512_set1_ps(iscale);
+        for (int j = 0; j < TSR_QK_K; j += 16) {
+            const __m512i q = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + j), vis)), _mm512_set1_epi32(127));
+            _mm_storeu_si128((__m128i *)(y[i].qs + j), _mm512_cvtsepi32_epi8(q));
+            y[i].bsums[j / 16] = (int16_t)_mm512_reduce_add_epi32(_mm512_max_epi32(q, _mm512_set1_epi32(-128)));
+        }
+        y[i].d = 1.0f / iscale;
+    }
+}
+
 TSR_TARGET_AVX512 static void axpy_f32_avx512(int64_t n, float a, const float * x, float * y) {
     const __m512 va = _mm512_set1_ps(a);
     int64_t i = 0;
@@ -1197,7 +1224,7 @@ static kernels make_kernels_avx512() {
     k.dot1[SLOT_F16] = dot_rows_avx512<1, 1>;
     k.dot1[SLOT_BF16] = dot_rows_avx512<2, 1>;
     row_quant_dots<matvec_avx2>::fill(k);
-    k.quantize_q8k = quantize_q8k_avx2;
+    k.quantize_q8k = quantize_q8k_avx512;
     k.quantize_y = quantize_y_avx512;
     k.axpy_f32 = axpy_f32_avx512;
     k.f16_to_f32 = cvt_f16_f32_avx2;
