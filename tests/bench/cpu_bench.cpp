@@ -663,7 +663,7 @@ int main(int argc, char ** argv) {
         /* a shared machine's bandwidth drifts: each mat-vec's runs alternate with reads of its
          * own weights (bench_gemv), several rounds, and each is compared with the best of its
          * own reads: the same buffer, pages, thread split and number of samples, the same
-         * statistic. The best read of all the types (rd) is the maximum of 14 times as many
+         * statistic. The best read of all the types (rd) is the maximum of over 14 times as many
          * samples as any one mat-vec, so on a drifting machine it sits above what the same
          * memory gave that mat-vec's runs: it is shown next to the fair ratio, not instead. */
         const size_t ntypes = sizeof bench_types / sizeof bench_types[0], nrepack = sizeof repack_types / sizeof repack_types[0];
