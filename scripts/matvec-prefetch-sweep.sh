@@ -6,15 +6,17 @@
 # alike), and prints a Markdown table: per weight type and variant, the best mat-vec GB/s
 # over the rounds divided by the best read of the same weights over the same rounds (both
 # from the same runs: cpu_bench alternates them). Run it on a quiet machine: DRAM-bound
-# timings mean nothing while other work shares the cores.
+# timings mean nothing while other work shares the cores. Each build takes a minute or two
+# and each cpu_bench --matvec-only run about three (it also allocates and fills the MoE
+# rows' 2 GiB): the defaults, 6 variants x 2 rounds, take about 45 minutes on 2 cores.
 # Usage: scripts/matvec-prefetch-sweep.sh [variants] [rounds] [work dir]
 #   a variant: DISTANCE or DISTANCE/COVER (COVER 0: each kernel's own, 1: one line per whole
 #   64 bytes of a step, 2: every line), e.g.
 #   scripts/matvec-prefetch-sweep.sh "0 1024 2048 4096 2048/1 2048/2" 3 /tmp/tsr-sweep
 set -euo pipefail
 cd "$(dirname "$0")/.."
-variants=${1:-"0 1024 2048 3072 4096 2048/1 2048/2 3072/2 4096/2"}
-rounds=${2:-3}
+variants=${1:-"0 1024 2048 4096 2048/1 2048/2"}
+rounds=${2:-2}
 work=${3:-/tmp/tsr-prefetch-sweep}
 mkdir -p "$work"
 for v in $variants; do
