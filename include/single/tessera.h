@@ -14958,18 +14958,35 @@ TSR_TARGET_AVX2 static float dot_q4_0_avx2(int64_t n, const tsr_block_q4_0 * x, 
 /* Mat-vec rows are read once, from DRAM, on 4 streams per core, and the hardware
  * prefetchers alone keep too few lines in flight: the 32-block types and F16 / BF16 sat at
  * 0.78-0.89 x the read bandwidth with in-cache rates well above it, while Q4_K / Q5_K reach
- * 0.96 with k4_rows_avx512's prefetch. So each row prefetches the line this many bytes
- * ahead of the bytes a step reads (k4_prefetch_ahead's distance). */
-static constexpr size_t matvec_prefetch_ahead = 2048;
-/* The lines ahead of a step that reads STEP_BYTES of a row at p, one per whole 64 bytes of
- * step (at least one): the line a 72- or 136-byte step skips now and then the hardware
- * prefetcher, following the row, still brings, and fewer prefetches cost less in cache. */
-template <size_t STEP_BYTES> static TSR_ALWAYS_INLINE void matvec_prefetch(const char * p) {
-    constexpr size_t lines = STEP_BYTES < 128 ? 1 : STEP_BYTES / 64;
-    _mm_prefetch(p + matvec_prefetch_ahead, _MM_HINT_T0);
-    if constexpr (lines > 1) _mm_prefetch(p + matvec_prefetch_ahead + 64, _MM_HINT_T0);
-    if constexpr (lines > 2) _mm_prefetch(p + matvec_prefetch_ahead + 128, _MM_HINT_T0);
-    static_assert(lines <= 3, "a step of at most 255 bytes");
+ * 0.96 with k4_rows_avx512's prefetch. So each row prefetches the lines this many bytes
+ * ahead of the bytes a step reads. Neither the distance nor how many lines a step takes
+ * was swept on a quiet machine, so a build may set both (scripts/matvec-prefetch-sweep.sh
+ * builds cpu_bench at several and tabulates them):
+ *   -DTSR_MATVEC_PREFETCH_AHEAD=bytes (0: no software prefetch),
+ *   -DTSR_MATVEC_PREFETCH_COVER=1: one line per whole 64 bytes of a step in every kernel,
+ *   =2: every line a step reads in every kernel (0: each kernel's choice below). */
+#ifndef TSR_MATVEC_PREFETCH_AHEAD
+#define TSR_MATVEC_PREFETCH_AHEAD 2048
+#endif
+#ifndef TSR_MATVEC_PREFETCH_COVER
+#define TSR_MATVEC_PREFETCH_COVER 0
+#endif
+static constexpr size_t matvec_prefetch_ahead = TSR_MATVEC_PREFETCH_AHEAD;
+static_assert(TSR_MATVEC_PREFETCH_COVER >= 0 && TSR_MATVEC_PREFETCH_COVER <= 2, "TSR_MATVEC_PREFETCH_COVER: 0, 1 or 2");
+enum matvec_cover { COVER_WHOLE_64 = 1, COVER_EVERY_LINE = 2 };
+/* The lines ahead of a step that reads STEP_BYTES of a row at p. COVER_WHOLE_64 (the
+ * 32-block types' and F16 / BF16's choice): one per whole 64 bytes of step, at least one;
+ * the line a 72- or 136-byte step skips now and then the hardware prefetcher, following
+ * the row, still brings, and fewer prefetches cost less in cache. COVER_EVERY_LINE (the
+ * K-quants' choice): as many as the step spans, so consecutive steps prefetch every line,
+ * some twice. */
+template <size_t STEP_BYTES, matvec_cover KERNEL_CHOICE = COVER_WHOLE_64> static TSR_ALWAYS_INLINE void matvec_prefetch(const char * p) {
+    constexpr int cover = TSR_MATVEC_PREFETCH_COVER ? TSR_MATVEC_PREFETCH_COVER : (int)KERNEL_CHOICE;
+    constexpr size_t lines = cover == COVER_EVERY_LINE ? (STEP_BYTES + 63) / 64 : STEP_BYTES < 128 ? 1 : STEP_BYTES / 64;
+    static_assert(lines <= 4, "a step of at most 256 bytes");
+    if constexpr (matvec_prefetch_ahead > 0)
+        for (size_t l = 0; l < lines; ++l) _mm_prefetch(p + matvec_prefetch_ahead + 64 * l, _MM_HINT_T0);
+    else (void)p;
 }
 
 /* R rows at once (x + r * lda) for matrix-vector: the y loads are shared, and the rows the
@@ -16209,6 +16226,70 @@ TSR_TARGET_AVX512VNNI static void dot1_q4_0_avx512vnni(int64_t n, const char * x
     gemv_q32_rows<TSR_TYPE_Q4_0, 1>(n, x, lda, (const yq8 *)y, out);
 }
 
+/* quantize_y_scalar's bytes, 16 blocks at a time: every mat-vec of a quantized type
+ * quantizes its activation row first, and the ymm kernel's 1.35 us per 4096 elements was
+ * most of the 2.1 us each such node spends before its weights stream. The same arithmetic
+ * as quantize_y_avx2 (NaN as 0 before the max and after the scaling, clamp to +-127, round
+ * to nearest even; max and integer sums exact in any order), but the 16 blocks' d and 1 / d
+ * in one vector division each: the scalar divisions per block were its latency. */
+TSR_TARGET_AVX512 static inline __m512 nan_to_zero_avx512(__m512 v) { return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v); }
+TSR_TARGET_AVX512 static inline __m512i quantize16_avx512(__m512 v, __m512 vid) {
+    const __m512 q = nan_to_zero_avx512(_mm512_mul_ps(v, vid));
+    return _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(q, _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f)));
+}
+TSR_TARGET_AVX512 static void quantize_y_avx512(const float * x, yq8 * y, int64_t n) {
+    const int64_t nb = n / 32;
+    for (int64_t b0 = 0; b0 < nb; b0 += 16) {
+        const int m = (int)std::min<int64_t>(16, nb - b0);
+        alignas(64) float amax[16] = {}, d[16], id[16];
+        for (int j = 0; j < m; ++j) {
+            const float * xb = x + (b0 + j) * 32;
+            amax[j] = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(nan_to_zero_avx512(_mm512_loadu_ps(xb))),
+                                                         _mm512_abs_ps(nan_to_zero_avx512(_mm512_loadu_ps(xb + 16)))));
+        }
+        const __m512 vd = _mm512_div_ps(_mm512_load_ps(amax), _mm512_set1_ps(127.0f));
+        _mm512_store_ps(d, vd);
+        _mm512_store_ps(id, _mm512_maskz_div_ps(_mm512_cmp_ps_mask(vd, _mm512_setzero_ps(), _CMP_NEQ_UQ), _mm512_set1_ps(1.0f), vd));
+        for (int j = 0; j < m; ++j) {
+            const float * xb = x + (b0 + j) * 32;
+            const __m512 vid = _mm512_set1_ps(id[j]);
+            const __m512i q0 = quantize16_avx512(_mm512_loadu_ps(xb), vid), q1 = quantize16_avx512(_mm512_loadu_ps(xb + 16), vid);
+            /* the levels are within [-127, 127]: the saturating narrow is exact */
+            _mm_storeu_si128((__m128i *)y[b0 + j].qs, _mm512_cvtsepi32_epi8(q0));
+            _mm_storeu_si128((__m128i *)(y[b0 + j].qs + 16), _mm512_cvtsepi32_epi8(q1));
+            y[b0 + j].d = d[j];
+            y[b0 + j].sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+        }
+    }
+}
+
+/* quantize_q8k_avx2's bytes with zmm: the signed largest magnitude by q8k_signed_max (max and
+ * min of finite values are exact in any order), levels rounded to nearest even and capped at
+ * 127, and each zmm's 16 levels, narrowed with saturation as the ymm kernel's packs do, are
+ * one sum of 16. The K-quants' mat-vec quantizes its activation row first: 1.0 us of the
+ * 1.6 us each such 4096-element node spends before its weights stream. */
+TSR_TARGET_AVX512 static void quantize_q8k_avx512(const float * x, tsr_block_q8_K * y, int64_t n) {
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i, x += TSR_QK_K) {
+        __m512 vmax = _mm512_set1_ps(-INFINITY), vmin = _mm512_set1_ps(INFINITY);
+        for (int j = 0; j < TSR_QK_K; j += 16) {
+            const __m512 v = _mm512_loadu_ps(x + j);
+            vmax = _mm512_max_ps(vmax, v);
+            vmin = _mm512_min_ps(vmin, v);
+        }
+        const float max = q8k_signed_max(_mm512_reduce_max_ps(vmax), _mm512_reduce_min_ps(vmin), x);
+        std::memset(&y[i], 0, sizeof(y[i]));
+        if (max == 0.0f || max != max) continue;
+        const float iscale = -127.0f / max;
+        const __m512 vis = _mm512_set1_ps(iscale);
+        for (int j = 0; j < TSR_QK_K; j += 16) {
+            const __m512i q = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + j), vis)), _mm512_set1_epi32(127));
+            _mm_storeu_si128((__m128i *)(y[i].qs + j), _mm512_cvtsepi32_epi8(q));
+            y[i].bsums[j / 16] = (int16_t)_mm512_reduce_add_epi32(_mm512_max_epi32(q, _mm512_set1_epi32(-128)));
+        }
+        y[i].d = 1.0f / iscale;
+    }
+}
+
 TSR_TARGET_AVX512 static void axpy_f32_avx512(int64_t n, float a, const float * x, float * y) {
     const __m512 va = _mm512_set1_ps(a);
     int64_t i = 0;
@@ -16772,11 +16853,10 @@ TSR_TARGET_AVX512VNNI static inline __m512i join32_zmm(const void * p0, const vo
  * headers of all rows decode together (lanes_of_rows): scales, d and dmin, and the mins
  * times the activations' 16-element sums, row r in float lanes 4r..4r+3. Lanes never mix,
  * so a row's result is the same for every R. */
-static constexpr size_t k4_prefetch_ahead = 2048;  /* bytes past the current super-block of a row */
 template <bool HIGH, int R>
 TSR_TARGET_AVX512VNNI static void k4_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
-    const size_t bbytes = HIGH ? sizeof(tsr_block_q5_K) : sizeof(tsr_block_q4_K);
+    constexpr size_t bbytes = HIGH ? sizeof(tsr_block_q5_K) : sizeof(tsr_block_q4_K);
     __m512 acc = _mm512_setzero_ps(), mins = _mm512_setzero_ps();  /* row r in lanes 4r..4r+3 */
     for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
         const tsr_block_q8_K & y = yrow[i];
@@ -16799,7 +16879,7 @@ TSR_TARGET_AVX512VNNI static void k4_rows_avx512(int64_t n, const char * x, size
             const uint8_t * row = blk + (size_t)r * lda;
             /* the hardware prefetchers alone kept one core at ~31 GB/s on 4 streams from DRAM;
              * 2 KiB ahead (a super-block's 3 lines) measured ~39-42 (512 and 1024: no gain) */
-            for (int l = 0; l < 3; ++l) _mm_prefetch((const char *)row + k4_prefetch_ahead + 64 * l, _MM_HINT_T0);
+            matvec_prefetch<bbytes, COVER_EVERY_LINE>((const char *)row);
             const __m512i sc = _mm512_permutexvar_epi32(lane_of_zmm(r), sm);  /* row r's scales in every lane */
             const __m512i qh = HIGH ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(row + 16))) : _mm512_setzero_si512();
             const uint8_t * qs = row + (HIGH ? 48 : 16);
@@ -16981,7 +17061,7 @@ TSR_TARGET_AVX512VNNI static inline __m512i word_pick_zmm(int w0, int w1, int w2
  * scales decode together (lanes_of_rows), sign-extended to int16 once for all rows; per
  * row, one in-lane word shuffle per 64 elements spreads them. d of the rows share one
  * conversion, row r's sums sit in lanes 4r..4r+3 and integer sums are exact, so a row's
- * result is the same for every R. Prefetch as k4_rows_avx512. */
+ * result is the same for every R. Prefetch as k4_rows_avx512 (a super-block's 4 lines). */
 template <int R>
 TSR_TARGET_AVX512VNNI static void k6_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), z = _mm512_setzero_si512();
@@ -17003,7 +17083,7 @@ TSR_TARGET_AVX512VNNI static void k6_rows_avx512(int64_t n, const char * x, size
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
             const uint8_t * row = blk + (size_t)r * lda;
-            for (int l = 0; l < 4; ++l) _mm_prefetch((const char *)row + k4_prefetch_ahead + 64 * l, _MM_HINT_T0);
+            matvec_prefetch<sizeof(tsr_block_q6_K), COVER_EVERY_LINE>((const char *)row);
             const __m512i scr[2] = {_mm512_permutexvar_epi32(lane_of_zmm(r), sc_lo), _mm512_permutexvar_epi32(lane_of_zmm(r), sc_hi)};
             __m512i part[2];  /* two dependency chains */
 #pragma GCC unroll 2
@@ -17062,8 +17142,8 @@ static kernels make_kernels_avx512() {
     k.dot1[SLOT_F16] = dot_rows_avx512<1, 1>;
     k.dot1[SLOT_BF16] = dot_rows_avx512<2, 1>;
     row_quant_dots<matvec_avx2>::fill(k);
-    k.quantize_q8k = quantize_q8k_avx2;
-    k.quantize_y = quantize_y_avx2;
+    k.quantize_q8k = quantize_q8k_avx512;
+    k.quantize_y = quantize_y_avx512;
     k.axpy_f32 = axpy_f32_avx512;
     k.f16_to_f32 = cvt_f16_f32_avx2;
     k.gemm[SLOT_F32] = &gemm_f32_avx512;

@@ -129,18 +129,35 @@ TSR_TARGET_AVX2 static float dot_q4_0_avx2(int64_t n, const tsr_block_q4_0 * x, 
 /* Mat-vec rows are read once, from DRAM, on 4 streams per core, and the hardware
  * prefetchers alone keep too few lines in flight: the 32-block types and F16 / BF16 sat at
  * 0.78-0.89 x the read bandwidth with in-cache rates well above it, while Q4_K / Q5_K reach
- * 0.96 with k4_rows_avx512's prefetch. So each row prefetches the line this many bytes
- * ahead of the bytes a step reads (k4_prefetch_ahead's distance). */
-static constexpr size_t matvec_prefetch_ahead = 2048;
-/* The lines ahead of a step that reads STEP_BYTES of a row at p, one per whole 64 bytes of
- * step (at least one): the line a 72- or 136-byte step skips now and then the hardware
- * prefetcher, following the row, still brings, and fewer prefetches cost less in cache. */
-template <size_t STEP_BYTES> static TSR_ALWAYS_INLINE void matvec_prefetch(const char * p) {
-    constexpr size_t lines = STEP_BYTES < 128 ? 1 : STEP_BYTES / 64;
-    _mm_prefetch(p + matvec_prefetch_ahead, _MM_HINT_T0);
-    if constexpr (lines > 1) _mm_prefetch(p + matvec_prefetch_ahead + 64, _MM_HINT_T0);
-    if constexpr (lines > 2) _mm_prefetch(p + matvec_prefetch_ahead + 128, _MM_HINT_T0);
-    static_assert(lines <= 3, "a step of at most 255 bytes");
+ * 0.96 with k4_rows_avx512's prefetch. So each row prefetches the lines this many bytes
+ * ahead of the bytes a step reads. Neither the distance nor how many lines a step takes
+ * was swept on a quiet machine, so a build may set both (scripts/matvec-prefetch-sweep.sh
+ * builds cpu_bench at several and tabulates them):
+ *   -DTSR_MATVEC_PREFETCH_AHEAD=bytes (0: no software prefetch),
+ *   -DTSR_MATVEC_PREFETCH_COVER=1: one line per whole 64 bytes of a step in every kernel,
+ *   =2: every line a step reads in every kernel (0: each kernel's choice below). */
+#ifndef TSR_MATVEC_PREFETCH_AHEAD
+#define TSR_MATVEC_PREFETCH_AHEAD 2048
+#endif
+#ifndef TSR_MATVEC_PREFETCH_COVER
+#define TSR_MATVEC_PREFETCH_COVER 0
+#endif
+static constexpr size_t matvec_prefetch_ahead = TSR_MATVEC_PREFETCH_AHEAD;
+static_assert(TSR_MATVEC_PREFETCH_COVER >= 0 && TSR_MATVEC_PREFETCH_COVER <= 2, "TSR_MATVEC_PREFETCH_COVER: 0, 1 or 2");
+enum matvec_cover { COVER_WHOLE_64 = 1, COVER_EVERY_LINE = 2 };
+/* The lines ahead of a step that reads STEP_BYTES of a row at p. COVER_WHOLE_64 (the
+ * 32-block types' and F16 / BF16's choice): one per whole 64 bytes of step, at least one;
+ * the line a 72- or 136-byte step skips now and then the hardware prefetcher, following
+ * the row, still brings, and fewer prefetches cost less in cache. COVER_EVERY_LINE (the
+ * K-quants' choice): as many as the step spans, so consecutive steps prefetch every line,
+ * some twice. */
+template <size_t STEP_BYTES, matvec_cover KERNEL_CHOICE = COVER_WHOLE_64> static TSR_ALWAYS_INLINE void matvec_prefetch(const char * p) {
+    constexpr int cover = TSR_MATVEC_PREFETCH_COVER ? TSR_MATVEC_PREFETCH_COVER : (int)KERNEL_CHOICE;
+    constexpr size_t lines = cover == COVER_EVERY_LINE ? (STEP_BYTES + 63) / 64 : STEP_BYTES < 128 ? 1 : STEP_BYTES / 64;
+    static_assert(lines <= 4, "a step of at most 256 bytes");
+    if constexpr (matvec_prefetch_ahead > 0)
+        for (size_t l = 0; l < lines; ++l) _mm_prefetch(p + matvec_prefetch_ahead + 64 * l, _MM_HINT_T0);
+    else (void)p;
 }
 
 /* R rows at once (x + r * lda) for matrix-vector: the y loads are shared, and the rows the
