@@ -12967,6 +12967,7 @@ TSR_API bool             tsr_cpu_has_avx512_vnni(void);
 #define TSR_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 #define TSR_TARGET_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")))
 #define TSR_TARGET_AVX512VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
+#define TSR_TARGET_AVX512VNNI_GFNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,gfni")))
 #define TSR_CPU_HAVE_X86_KERNELS 1
 #endif
 
@@ -13632,6 +13633,7 @@ struct cpu_features {
     bool avx2 = false, fma = false, f16c = false;
     bool avx512 = false;            /* F + BW + VL + DQ with OS support */
     bool avx512_bf16 = false, avx512_vnni = false;
+    bool avx512_gfni = false;       /* GFNI on zmm: gf2p8affineqb's per-byte bit moves */
     bool neon = false;
 };
 
@@ -13659,6 +13661,7 @@ static cpu_features detect_features() {
         const bool f512 = (b >> 16) & 1, dq = (b >> 17) & 1, bw = (b >> 30) & 1, vl = (b >> 31) & 1;
         f.avx512 = f.avx2 && os_avx512 && f512 && dq && bw && vl;
         f.avx512_vnni = f.avx512 && ((c >> 11) & 1);
+        f.avx512_gfni = f.avx512 && ((c >> 8) & 1);
         unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
         __cpuid_count(7, 1, a1, b1, c1, d1);
         f.avx512_bf16 = f.avx512 && ((a1 >> 5) & 1);
@@ -16952,8 +16955,27 @@ TSR_TARGET_AVX512VNNI static inline __m512i k2_scale_index(int j) {
 
 static constexpr size_t k2_prefetch_ahead = 2048;  /* bytes past the current super-block of a row */
 
+/* gf2p8affineqb matrices for Q3_K's third bits of levels j: each byte's hmask bit j (the
+ * zmm's low 256 bits, elements 128 * 0 + 32j..) or 4 + j (high 256 bits, 128 + 32j..) moved
+ * to the bit above the level's two low bits as k2_row_dots masks them (bit 2 for even j,
+ * bit 4 for odd j), every other bit cleared. Output bit b of a byte is the parity of the
+ * input bits set in byte 7 - b of the matrix. */
+TSR_TARGET_AVX512VNNI static inline __m512i q3k_third_bit_matrix(int j) {
+    const int out = j & 1 ? 4 : 2;
+    const long long half0 = (long long)((uint64_t)(1u << j) << (8 * (7 - out)));
+    const long long half1 = (long long)((uint64_t)(1u << (4 + j)) << (8 * (7 - out)));
+    return _mm512_setr_epi64(half0, half0, half0, half0, half1, half1, half1, half1);
+}
+
+/* Q3_K's unsigned levels j (odd j: times 4) with GFNI: the third bit moved into place in
+ * one instruction and merged with the two low bits of q (masked by low_bits) in another,
+ * where test and masked add take two and a mask register. */
+TSR_TARGET_AVX512VNNI_GFNI static inline __m512i q3k_levels_gfni(__m512i q, __m512i hm, __m512i low_bits, int j) {
+    return _mm512_ternarylogic_epi32(q, _mm512_gf2p8affine_epi64_epi8(hm, q3k_third_bit_matrix(j), 0), low_bits, 0xE4);  /* c ? a : b */
+}
+
 /* The levels of row's elements 32j.. and 128 + 32j.. (odd j: times 4) against yv. */
-template <bool Q3>
+template <bool Q3, bool GFNI>
 TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void k2_row_dots(const uint8_t * row, const __m512i yv[4], __m512i dots[4]) {
     /* no prefetch kept one core's Q2_K / Q3_K below its share of DRAM, as it did Q4_K's */
     _mm_prefetch((const char *)row + k2_prefetch_ahead, _MM_HINT_T0);
@@ -16962,10 +16984,16 @@ TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void k2_row_dots(const uint8_t * 
     const __m512i hm = Q3 ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)row)) : _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
-        __m512i lv = _mm512_and_si512(j < 2 ? q : q4, _mm512_set1_epi8(j & 1 ? 0x0C : 0x03));
-        if (Q3) {
-            const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << j)), _mm256_set1_epi8((char)(1 << (j + 4))), 1);
-            lv = _mm512_mask_add_epi8(lv, _mm512_test_epi8_mask(hm, bit), lv, _mm512_set1_epi8(j & 1 ? 0x10 : 0x04));
+        const __m512i low_bits = _mm512_set1_epi8(j & 1 ? 0x0C : 0x03);
+        __m512i lv;
+        if constexpr (Q3 && GFNI) {
+            lv = q3k_levels_gfni(j < 2 ? q : q4, hm, low_bits, j);
+        } else {
+            lv = _mm512_and_si512(j < 2 ? q : q4, low_bits);
+            if (Q3) {
+                const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << j)), _mm256_set1_epi8((char)(1 << (j + 4))), 1);
+                lv = _mm512_mask_add_epi8(lv, _mm512_test_epi8_mask(hm, bit), lv, _mm512_set1_epi8(j & 1 ? 0x10 : 0x04));
+            }
         }
         dots[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lv, yv[j]);
     }
@@ -16984,9 +17012,10 @@ TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void k2_row_dots(const uint8_t * 
  * (lanes_of_rows): scales as int16 words of row pairs, d (and dmin), and what comes off,
  * row r in lanes 4r..4r+3: Q2_K's mins against the activations' sums, Q3_K's offset. Integer
  * sums are exact and a row's lanes never meet another's, so its result is the same for
- * every R. */
-template <bool Q3, int R>
-TSR_TARGET_AVX512VNNI static void k2_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
+ * every R. GFNI: Q3_K's levels by q3k_levels_gfni (the same integers); only callers under
+ * its target (matvec_avx512_gfni) instantiate it. */
+template <bool Q3, int R, bool GFNI = false>
+TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
     const size_t bbytes = Q3 ? sizeof(tsr_block_q3_K) : sizeof(tsr_block_q2_K);
     const __m512i times4_even_j = _mm512_set1_epi64(0x0000000000020002ll);  /* words g % 4 < 2 (even j): << 2 */
     const __m512i idx[4] = {k2_scale_index(0), k2_scale_index(1), k2_scale_index(2), k2_scale_index(3)};
@@ -17028,8 +17057,8 @@ TSR_TARGET_AVX512VNNI static void k2_rows_avx512(int64_t n, const char * x, size
             const __m256i sc_pair = p ? _mm512_extracti64x4_epi64(sc8, 1) : _mm512_castsi512_si256(sc8);
             const __m512i sc = _mm512_sllv_epi16(Q3 ? _mm512_cvtepi8_epi16(sc_pair) : _mm512_cvtepu8_epi16(sc_pair), times4_even_j);
             __m512i da[4], db[4];
-            k2_row_dots<Q3>(blk + (size_t)(2 * p) * lda, yv, da);
-            if (2 * p + 1 < R) k2_row_dots<Q3>(blk + (size_t)(2 * p + 1) * lda, yv, db);
+            k2_row_dots<Q3, GFNI>(blk + (size_t)(2 * p) * lda, yv, da);
+            if (2 * p + 1 < R) k2_row_dots<Q3, GFNI>(blk + (size_t)(2 * p + 1) * lda, yv, db);
             __m512i sumi = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int j = 0; j < 4; ++j)
@@ -17123,10 +17152,21 @@ struct matvec_avx512 {
     }
 };
 
+/* Q3_K's R-row kernel on a CPU with GFNI: flatten inlines k2_rows_avx512 and, under this
+ * target, q3k_levels_gfni into it (the body's own target has no GFNI, so that no other
+ * instantiation can hold GFNI instructions). */
+struct matvec_avx512_gfni {
+    template <int KS, int R>
+    __attribute__((flatten)) TSR_TARGET_AVX512VNNI_GFNI static void q8k(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out) {
+        static_assert(KS == KSLOT_Q3_K, "only Q3_K has a GFNI kernel");
+        k2_rows_avx512<true, R, true>(n, x, lda, y, out);
+    }
+};
+
 /* Q8_0 / Q4_0 and the K-quant / 32-element dots use the AVX2 kernels unless the CPU has
- * VNNI; no Q8_0 / Q4_0 GEMM without it. */
-static kernels make_kernels_avx512() {
-    const cpu_features & f = features();
+ * VNNI; no Q8_0 / Q4_0 GEMM without it. f: the CPU's features (tests pass fewer, to reach
+ * the kernels a CPU without them would run). */
+static kernels make_kernels_avx512(const cpu_features & f = features()) {
     kernels k{};
     k.isa = TSR_CPU_ISA_AVX512;
     k.dot_f32 = dot_f32_avx512;
@@ -17161,6 +17201,10 @@ static kernels make_kernels_avx512() {
         k.gemm[SLOT_Q8_0] = &gemm_q8_0_avx512;
         k.gemm[SLOT_Q4_0] = &gemm_q4_0_avx512;
         row_quant_dots<matvec_avx512>::fill(k);
+        if (f.avx512_gfni) {
+            k.dot_q8k[KSLOT_Q3_K] = row_quant_dots<matvec_avx512_gfni>::dot_q8k<KSLOT_Q3_K>;
+            k.dot4_q8k[KSLOT_Q3_K] = row_quant_dots<matvec_avx512_gfni>::dot4_q8k<KSLOT_Q3_K>;
+        }
         packed_gemms<gemm_q8_0_avx512, gemm_min_avx512, gemm_halves_avx512, x86_packers<32, 0x80>::of>::fill(k);
     }
     return k;

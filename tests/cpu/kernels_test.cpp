@@ -19,6 +19,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -35,6 +36,28 @@ struct kernels_of {
     }
     ~kernels_of() { tsr_cpu_set_isa(saved); }
 };
+
+// The kernel tables the K-quant dot tests check: every ISA path's and, on a CPU with AVX-512
+// and GFNI, AVX-512's without GFNI (whose Q3_K kernel a CPU without it runs).
+struct kernel_table {
+    std::string name;
+    tcpu::kernels k;
+};
+std::vector<kernel_table> kernel_tables() {
+    std::vector<kernel_table> tables;
+    for (tsr_cpu_isa isa : tsrt::isas()) {
+        kernels_of k(isa);
+        tables.push_back({tsr_cpu_isa_name(isa), *k.K});
+    }
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+    if (tcpu::features().avx512 && tcpu::features().avx512_gfni) {
+        tcpu::cpu_features f = tcpu::features();
+        f.avx512_gfni = false;
+        tables.push_back({"avx512 without gfni", tcpu::make_kernels_avx512(f)});
+    }
+#endif
+    return tables;
+}
 
 // A yq8 row of nb blocks with its side arrays for weights of type wt, from the scalar quantizer.
 struct yrow {
@@ -290,21 +313,21 @@ TEST_CASE("dot_q8k: every ISA path equals the scalar path for every K-quant", "[
             const float ref = tcpu::kernels_scalar.dot_q8k[slot](n, w.data(), y.data());
             INFO(tsr_type_name(t));
             CHECK(std::fabs((double)ref - want) <= 1e-5 * mag);
-            for (tsr_cpu_isa isa : tsrt::isas()) {
-                kernels_of k(isa);
-                INFO("isa " << tsr_cpu_isa_name(isa));
-                if (!k.K->dot_q8k[slot]) continue;
-                CHECK(std::fabs((double)k.K->dot_q8k[slot](n, w.data(), y.data()) - want) <= 1e-5 * mag);
-                if (!k.K->dot4_q8k[slot]) continue;
+            for (const kernel_table & kt : kernel_tables()) {
+                const tcpu::kernels * K = &kt.k;
+                INFO("kernels " << kt.name);
+                if (!K->dot_q8k[slot]) continue;
+                CHECK(std::fabs((double)K->dot_q8k[slot](n, w.data(), y.data()) - want) <= 1e-5 * mag);
+                if (!K->dot4_q8k[slot]) continue;
                 // 4 rows of 3 super-blocks, 2 apart (overlapping), and lda 0: each row's result is
                 // the 1-row kernel's to the bit, so a row's value never depends on the split
                 const int64_t nr = 3 * TSR_QK_K;
                 for (size_t lda : {(size_t)0, 2 * bs}) {
                     float out[4] = {NAN, NAN, NAN, NAN};
-                    k.K->dot4_q8k[slot](nr, (const char *)w.data(), lda, y.data(), out);
+                    K->dot4_q8k[slot](nr, (const char *)w.data(), lda, y.data(), out);
                     for (int r = 0; r < 4; ++r) {
                         INFO("dot4 lda " << lda << " row " << r);
-                        const float one = k.K->dot_q8k[slot](nr, w.data() + r * lda, y.data());
+                        const float one = K->dot_q8k[slot](nr, w.data() + r * lda, y.data());
                         CHECK(std::memcmp(&out[r], &one, sizeof(float)) == 0);
                         double wr = 0.0, mr = 0.0;
                         for (int64_t i = 0; i < nr; ++i) {
@@ -403,12 +426,12 @@ TEST_CASE("dot4 of the K-quants and 32-element types: each row equals the one-ro
                 for (int64_t i = 0; i < n; ++i) yv[(size_t)i] = y8[(size_t)(i / 32)].d * y8[(size_t)(i / 32)].qs[i % 32];
             }
             const void * y = kq ? (const void *)yk.data() : (const void *)y8.data();
-            for (tsr_cpu_isa isa : tsrt::isas()) {
-                kernels_of k(isa);
-                const auto dot4 = tcpu::dot4_for(k.K, t);
+            for (const kernel_table & kt : kernel_tables()) {
+                const tcpu::kernels * K = &kt.k;
+                const auto dot4 = tcpu::dot4_for(K, t);
                 if (!dot4) continue;
                 auto dot1 = [&](const uint8_t * x) {
-                    return kq ? k.K->dot_q8k[tcpu::q8k_slot(t)](n, x, yk.data()) : k.K->dot_yq8[tcpu::yq8_slot(t)](n, x, y8.data());
+                    return kq ? K->dot_q8k[tcpu::q8k_slot(t)](n, x, yk.data()) : K->dot_yq8[tcpu::yq8_slot(t)](n, x, y8.data());
                 };
                 for (size_t lda : {(size_t)0, row, stride}) {
                     float out[4] = {NAN, NAN, NAN, NAN};
@@ -422,7 +445,7 @@ TEST_CASE("dot4 of the K-quants and 32-element types: each row equals the one-ro
                             want += (double)wf[(size_t)i] * yv[(size_t)i];
                             mag += std::fabs((double)wf[(size_t)i] * yv[(size_t)i]);
                         }
-                        INFO(tsr_type_name(t) << " isa " << tsr_cpu_isa_name(isa) << " blocks " << nb << " lda " << lda << " row " << r);
+                        INFO(tsr_type_name(t) << " kernels " << kt.name << " blocks " << nb << " lda " << lda << " row " << r);
                         CHECK(std::fabs((double)out[r] - want) <= 1e-5 * mag);
                         const float one = dot1(x);
                         CHECK(std::memcmp(&out[r], &one, sizeof one) == 0);

@@ -9,6 +9,7 @@ struct cpu_features {
     bool avx2 = false, fma = false, f16c = false;
     bool avx512 = false;            /* F + BW + VL + DQ with OS support */
     bool avx512_bf16 = false, avx512_vnni = false;
+    bool avx512_gfni = false;       /* GFNI on zmm: gf2p8affineqb's per-byte bit moves */
     bool neon = false;
 };
 
@@ -36,6 +37,7 @@ static cpu_features detect_features() {
         const bool f512 = (b >> 16) & 1, dq = (b >> 17) & 1, bw = (b >> 30) & 1, vl = (b >> 31) & 1;
         f.avx512 = f.avx2 && os_avx512 && f512 && dq && bw && vl;
         f.avx512_vnni = f.avx512 && ((c >> 11) & 1);
+        f.avx512_gfni = f.avx512 && ((c >> 8) & 1);
         unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
         __cpuid_count(7, 1, a1, b1, c1, d1);
         f.avx512_bf16 = f.avx512 && ((a1 >> 5) & 1);
