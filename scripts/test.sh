@@ -69,11 +69,14 @@ if want 2; then
   # one CUDA architecture keeps CI fast (users get 80;86;89;90 by default)
   CC=gcc CXX=g++ cmake -S . -B build-test-gcc -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
   cmake --build build-test-gcc -j"$jobs"
-  ctest --test-dir build-test-gcc --output-on-failure -j"$jobs" $skip_generated
   # a user's g++ debug build with the sanitizers compiles too (stage 3's are clang's): g++
-  # -fsanitize=undefined has refused constant expressions and pragmas clang accepts
+  # -fsanitize=undefined has refused constant expressions and pragmas clang accepts. It runs
+  # beside ctest, whose last minute is package_cmake alone on one core.
   g++ -std=c++17 -O0 -fsanitize=address,undefined -Wall -Wextra -Werror -Iinclude -Ibackends/cpu \
-    -c tests/support/tessera_impl.cpp -o build-test-gcc/impl-gcc-asan-ubsan.o
+    -c tests/support/tessera_impl.cpp -o build-test-gcc/impl-gcc-asan-ubsan.o &
+  gcc_sanitized=$!
+  ctest --test-dir build-test-gcc --output-on-failure -j"$jobs" $skip_generated
+  wait $gcc_sanitized
 fi
 
 if want 3; then
@@ -86,11 +89,13 @@ if want 3; then
   # question there).
   # -O1 -g1: half the compile time of -O2 -g with the sanitizers, line numbers kept.
   # -fno-sanitize=enum: the C API takes its enums from C callers, where any int is a valid
-  # value; tessera checks them, and the tests pass out-of-range ones on purpose
+  # value; tessera checks them, and the tests pass out-of-range ones on purpose.
+  # -Dbench=false: nothing runs the benchmarks here, and stage 2 builds them with -Werror
+  # (~20 s of this stage on 2 cores).
   san="-g1 -fno-sanitize-recover=undefined -fno-sanitize=enum"
   CC=clang CXX=clang++ meson setup build-test-meson . -Dcuda=disabled -Doptimization=1 -Ddebug=false \
     -Dc_args="$san" -Dcpp_args="$san" \
-    -Db_sanitize=address,undefined -Db_lundef=false -Dsingle_header=true -Dstructure_tests=false >/dev/null
+    -Db_sanitize=address,undefined -Db_lundef=false -Dsingle_header=true -Dstructure_tests=false -Dbench=false >/dev/null
   meson compile -C build-test-meson -j "$jobs"
   # MALLOC_PERTURB_=0: meson would fill every allocation (the CPU tests' large buffers) with
   # a random byte pattern, which makes them 20x slower and tests nothing tessera relies on.
