@@ -18280,6 +18280,14 @@ TSR_TARGET_AVX2 static void r8_groups_dot_avx2(const uint8_t * grp, size_t gstri
     for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + 8 * g, acc[g]);
 }
 
+/* The zmm kernels' results: a group's row r sits in lanes r and r + 8, added once here and
+ * stored as the group's 8 floats. */
+template <int G>
+TSR_TARGET_AVX512VNNI static inline void r8_store_halves_zmm(const __m512 * acc, float * out) {
+    for (int g = 0; g < G; ++g)
+        _mm256_storeu_ps(out + 8 * g, _mm256_add_ps(_mm512_castps512_ps256(acc[g]), _mm512_extractf32x8_ps(acc[g], 1)));
+}
+
 /* The same with vpdpbusd on whole zmm registers (unsigned x signed into int32, no
  * saturation): a load takes two chunks, lanes 0..7 one chunk's 8 rows and lanes 8..15 the
  * next's, against the two matching activation quads (one vpermd each, shared by the G
@@ -18328,8 +18336,7 @@ TSR_TARGET_AVX512VNNI static void r8_groups_dot_avx512vnni(const uint8_t * grp, 
             acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, yd), acc[g]);
         }
     }
-    for (int g = 0; g < G; ++g)
-        _mm256_storeu_ps(out + 8 * g, _mm256_add_ps(_mm512_castps512_ps256(acc[g]), _mm512_extractf32x8_ps(acc[g], 1)));
+    r8_store_halves_zmm<G>(acc, out);
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
@@ -18538,8 +18545,7 @@ TSR_TARGET_AVX512VNNI static void r8_q4k_groups_dot_avx512vnni(const uint8_t * g
             acc[g] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(summ[g]), dmin, acc[g]);
         }
     }
-    for (int g = 0; g < G; ++g)
-        _mm256_storeu_ps(out + 8 * g, _mm256_add_ps(_mm512_castps512_ps256(acc[g]), _mm512_extractf32x8_ps(acc[g], 1)));
+    r8_store_halves_zmm<G>(acc, out);
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
