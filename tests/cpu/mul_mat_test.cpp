@@ -2,6 +2,7 @@
 // non-contiguous operands, against a double-precision reference computed here.
 #include "cpu_test_util.h"
 
+#include <initializer_list>
 #include <sstream>
 #include <string>
 
@@ -18,25 +19,40 @@ double threshold(tsr_type t) {
     }
 }
 
+// Every element of t (tsr_get_f32_nd, the format's decoding), read once: the sums below
+// reuse each row N or M times, and a quantized element costs a block's decoding.
+std::vector<double> elements(const tsr_tensor * t) {
+    std::vector<double> v;
+    v.reserve((size_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]));
+    for (int64_t i3 = 0; i3 < t->ne[3]; ++i3)
+        for (int64_t i2 = 0; i2 < t->ne[2]; ++i2)
+            for (int64_t i1 = 0; i1 < t->ne[1]; ++i1)
+                for (int64_t i0 = 0; i0 < t->ne[0]; ++i0) v.push_back(at(t, i0, i1, i2, i3));
+    return v;
+}
+
 // ref[n, m, i2, i3] = sum_k a[k, m, i2/r2, i3/r3] * b[k, n, i2, i3]
 std::vector<double> ref_mul_mat(const tsr_tensor * a, const tsr_tensor * b) {
     const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
     const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
-    std::vector<double> A, B;
+    const std::vector<double> A = elements(a), B = elements(b);
     std::vector<double> out;
     for (int64_t i3 = 0; i3 < b->ne[3]; ++i3)
         for (int64_t i2 = 0; i2 < b->ne[2]; ++i2)
             for (int64_t n = 0; n < N; ++n)
                 for (int64_t m = 0; m < M; ++m) {
+                    const double * ar = &A[(size_t)((((i3 / r3) * a->ne[2] + i2 / r2) * M + m) * K)];
+                    const double * br = &B[(size_t)(((i3 * b->ne[2] + i2) * N + n) * K)];
                     double s = 0;
-                    for (int64_t k = 0; k < K; ++k) s += at(a, k, m, i2 / r2, i3 / r3) * at(b, k, n, i2, i3);
+                    for (int64_t k = 0; k < K; ++k) s += ar[k] * br[k];
                     out.push_back(s);
                 }
     return out;
 }
 
+// One product on every ISA path with each thread count in `threads` (one reference for all).
 void check_mul_mat(tsr_type type, int64_t K, int64_t M, int64_t N, int64_t a2, int64_t a3, int64_t b2, int64_t b3,
-                   bool transposed_b, int n_threads = 2) {
+                   bool transposed_b, std::initializer_list<int> threads) {
     ctx_holder ctx(64);
     std::mt19937 rng((unsigned)(K * 131 + M * 7 + N + type));
     tsr_tensor * a = tsr_new_tensor_4d(ctx, type, K, M, a2, a3);
@@ -53,10 +69,17 @@ void check_mul_mat(tsr_type type, int64_t K, int64_t M, int64_t N, int64_t a2, i
     tsr_tensor * c = tsr_mul_mat(ctx, a, b);
     REQUIRE(c != nullptr);
     const std::vector<double> ref = ref_mul_mat(a, b);
-    std::ostringstream what;
-    what << "type " << tsr_type_name(type) << " K " << K << " M " << M << " N " << N << " batch " << b2 << "x" << b3
-         << " threads " << n_threads << (transposed_b ? " b^T" : "");
-    check_every_isa(ctx, c, ref, threshold(type), what.str(), n_threads);
+    for (int n_threads : threads) {
+        std::ostringstream what;
+        what << "type " << tsr_type_name(type) << " K " << K << " M " << M << " N " << N << " batch " << b2 << "x" << b3
+             << " threads " << n_threads << (transposed_b ? " b^T" : "");
+        check_every_isa(ctx, c, ref, threshold(type), what.str(), n_threads);
+    }
+}
+
+void check_mul_mat(tsr_type type, int64_t K, int64_t M, int64_t N, int64_t a2, int64_t a3, int64_t b2, int64_t b3,
+                   bool transposed_b, int n_threads = 2) {
+    check_mul_mat(type, K, M, N, a2, a3, b2, b3, transposed_b, {n_threads});
 }
 
 const tsr_type kTypes[] = {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0};
@@ -127,8 +150,7 @@ TEST_CASE("mul_mat: every type and ISA, odd shapes", "[cpu][mul_mat]") {
 // gets all of M), N past the 528-column block, N and M not multiples of any tile.
 TEST_CASE("mul_mat: GEMM blocking edges", "[cpu][mul_mat]") {
     for (tsr_type t : kTypes) {
-        check_mul_mat(t, 2080, 150, 11, 1, 1, 1, 1, false, 1);
-        check_mul_mat(t, 2080, 150, 11, 1, 1, 1, 1, false, 2);
+        check_mul_mat(t, 2080, 150, 11, 1, 1, 1, 1, false, {1, 2});
         check_mul_mat(t, 64, 20, 530, 1, 1, 1, 1, false, 2);
         check_mul_mat(t, 1056, 21, 10, 2, 1, 4, 3, false, 2);
     }
@@ -217,7 +239,7 @@ TEST_CASE("mul_mat: matrix-vector in four streams with leftover rows and blocks"
         for (int64_t K : {160, 4128})
             for (int64_t M : {4, 6, 203})
                 for (int64_t N : {1, 3})
-                    for (int nth : {1, 2}) check_mul_mat(t, K, M, N, 1, 1, 1, 1, false, nth);
+                    check_mul_mat(t, K, M, N, 1, 1, 1, 1, false, {1, 2});
 }
 
 // Quantized matrix-vector rows of 1..8 blocks: 0..3 blocks past the last group of 4 (and
