@@ -190,7 +190,12 @@ std::vector<std::vector<uint8_t>> run_on_cpu(tsr_cgraph * gf, tsr_tensor * input
 TEST_CASE("order: exact optimum on random DAGs equals brute force over all topological orders", "[order]") {
     std::mt19937 rng(20261201);
     int checked = 0, improved = 0, floor_met = 0;
-    for (int it = 0; it < 150; it++) {
+#ifdef TSR_TEST_SANITIZED
+    const int n_graphs = 50;  // the brute force dominates: 8 s for 150 under ASan
+#else
+    const int n_graphs = 150;
+#endif
+    for (int it = 0; it < n_graphs; it++) {
         ctx_guard g(64);
         tsr_cgraph * gf = random_dag(g.ctx, rng, 4 + (int) (rng() % 6));
         INFO("graph " << it << ", " << tsr_graph_n_nodes(gf) << " nodes");
@@ -225,7 +230,7 @@ TEST_CASE("order: exact optimum on random DAGs equals brute force over all topol
         floor_met += rep.any_order_lower_bound == optimum;
     }
     INFO(checked << " graphs checked, " << improved << " improved, floor = optimum on " << floor_met);
-    REQUIRE(checked >= 100);
+    REQUIRE(checked * 3 >= n_graphs * 2);
     REQUIRE(improved >= 5);  // the sample has graphs where the order matters
     REQUIRE(floor_met * 8 >= checked);
 }

@@ -4,6 +4,7 @@
 
 #include "tessera/alloc.h"
 #include "sched_trace.h"
+#include "test_support.h"
 #include "trace_csv.h"
 
 #include <algorithm>
@@ -305,16 +306,9 @@ TEST_CASE("pack: the small external traces", "[alloc][pack]") {
 // MiniMalloc's H fits in 1,048,576 bytes (its file name; MiniMalloc's paper), its lower
 // bound: the long searches of a few orders missed it for 1.3 s of work; short restarts in
 // random orders find it.
-// A sanitized build runs the search several times slower than the work clock's rate, so
-// its wall guard (10x the budget) cuts the search short there: the fit is checked only in
-// builds without sanitizers.
-#if defined(__SANITIZE_ADDRESS__)
-#define TSR_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(undefined_behavior_sanitizer)
-#define TSR_TEST_SANITIZED 1
-#endif
-#endif
+// A sanitized build (TSR_TEST_SANITIZED) runs the search several times slower than the
+// work clock's rate, so its wall guard (10x the budget) cuts the search short there: the
+// fit is checked only in builds without sanitizers.
 TEST_CASE("pack: MiniMalloc's H packs at its known fit within a budget of 1,000", "[alloc][pack]") {
     std::vector<tsr_pack_item> v = tsr_read_trace_csv(std::string(TSR_ALLOC_TRACES_DIR) + "/minimalloc-challenging/H.1048576.csv");
     if (v.empty()) { WARN("skipped: no trace H in " << TSR_ALLOC_TRACES_DIR); return; }

@@ -9,6 +9,17 @@
 
 #include "tessera/tessera.h"
 
+// Defined in a build with AddressSanitizer (gcc or clang): tests whose cost is in
+// repetitions (random instances, brute force) run fewer of them there, where every access
+// costs several times more and they check memory safety, not more values.
+#if defined(__SANITIZE_ADDRESS__)
+#define TSR_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TSR_TEST_SANITIZED 1
+#endif
+#endif
+
 #include <cstdint>
 #include <random>
 #include <vector>
