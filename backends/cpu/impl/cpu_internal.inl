@@ -409,6 +409,33 @@ struct kernels {
     const act_kernels * act;
 };
 
+/* The mat-vec kernels' software prefetch of one weight type's rows (x86): each step of a
+ * row that reads S bytes prefetches max(1, S / matvec_pf_line_every) lines 64 bytes apart,
+ * `ahead` bytes past the step (0: the lines the step reads, no prefetch in effect). Rows are
+ * read once from DRAM on 4 streams per core (4 row groups with CPU_REPACK), and the hardware
+ * prefetchers alone keep too few lines in flight. Per type because the best setting differs
+ * with bytes per step and compute per byte. The distance is mutable, so that cpu_bench
+ * --prefetch compares distances in alternation in one run (tsr_cpu_set_matvec_prefetch):
+ * an index register, free; the lines per step are constants (a loop over a run-time count
+ * cost Q4_K 10 % in cache). */
+struct matvec_pf_table {
+    uint32_t file[TSR_TYPE_COUNT], repacked[TSR_TYPE_COUNT];
+    constexpr matvec_pf_table() : file{}, repacked{} {
+        for (uint32_t & a : file) a = 2048;
+        repacked[TSR_TYPE_Q4_0] = repacked[TSR_TYPE_IQ4_NL] = 1024;
+        repacked[TSR_TYPE_Q4_K] = 2 * 1152;  /* two records */
+    }
+};
+static matvec_pf_table g_matvec_pf_ahead;
+static constexpr size_t matvec_pf_line_every(enum tsr_type t, bool repacked) {
+    if (repacked) return t == TSR_TYPE_Q4_K ? 48 : 48;  /* Q4_K: 6 lines a quarter record; Q4_0 / IQ4_NL: a record's 3 */
+    switch (t) {
+        case TSR_TYPE_Q4_K: case TSR_TYPE_Q5_K: case TSR_TYPE_Q6_K: return 48;  /* a super-block's every line, some twice */
+        default: return 64;  /* one per whole 64 bytes */
+    }
+}
+
+
 /* The kernel table entries of the K-quant and 32-element types, one row and four, over an
  * ISA's R-row kernels M::q8k<KS, R> and M::q32<T, R> (a row's result the same for every R). */
 template <class M> struct row_quant_dots {
