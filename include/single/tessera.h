@@ -13360,21 +13360,29 @@ struct kernels {
  * cost Q4_K 10 % in cache). */
 struct matvec_pf_table {
     uint32_t file[TSR_TYPE_COUNT], repacked[TSR_TYPE_COUNT];
+    /* cpu_bench --prefetch, 2 threads from DRAM, 3 rounds alternating on the same weights
+     * (this VM: ~28 GB/s read, rounds spread ~5 %): 1152 to 3072 bytes within noise of each
+     * other for every type, 576 2-6 % lower, none (0) 15-22 % lower. CPU_REPACK Q4_K: one
+     * record (1152) 0.96-0.97 x the read in two runs, two records 0.93-0.96. */
     constexpr matvec_pf_table() : file{}, repacked{} {
         for (uint32_t & a : file) a = 2048;
         repacked[TSR_TYPE_Q4_0] = repacked[TSR_TYPE_IQ4_NL] = 1024;
-        repacked[TSR_TYPE_Q4_K] = 2 * 1152;  /* two records */
+        repacked[TSR_TYPE_Q4_K] = 1152;
     }
 };
 static matvec_pf_table g_matvec_pf_ahead;
+/* Lines per step, measured as separate builds alternating (cpu_bench --types, 3 rounds): the
+ * K-quants' every line about twice (Q4_K 4 lines a 144-byte step, Q5_K 5 a 176, Q6_K 6 a
+ * 210) beat every line once or twice (3, 3, 4) by 3-10 % best of rounds, Q6_K 0.99 x the
+ * read against 0.94, no cost in cache; a line per 64 bytes lost Q6_K 6 %. CPU_REPACK Q4_K:
+ * 6 lines a quarter record (24 a record) 0.92 against 0.91 for 4 and 0.84 for 9. */
 static constexpr size_t matvec_pf_line_every(enum tsr_type t, bool repacked) {
-    if (repacked) return t == TSR_TYPE_Q4_K ? 48 : 48;  /* Q4_K: 6 lines a quarter record; Q4_0 / IQ4_NL: a record's 3 */
+    if (repacked) return 48;  /* Q4_K: 6 lines a quarter record; Q4_0 / IQ4_NL: a 144-byte record's 3 */
     switch (t) {
-        case TSR_TYPE_Q4_K: case TSR_TYPE_Q5_K: case TSR_TYPE_Q6_K: return 48;  /* a super-block's every line, some twice */
+        case TSR_TYPE_Q4_K: case TSR_TYPE_Q5_K: case TSR_TYPE_Q6_K: return 32;
         default: return 64;  /* one per whole 64 bytes */
     }
 }
-
 
 /* The kernel table entries of the K-quant and 32-element types, one row and four, over an
  * ISA's R-row kernels M::q8k<KS, R> and M::q32<T, R> (a row's result the same for every R). */
@@ -16901,7 +16909,7 @@ TSR_TARGET_AVX512VNNI static void k4_rows_avx512(int64_t n, const char * x, size
         for (int r = 0; r < R; ++r) {
             const uint8_t * row = blk + (size_t)r * lda;
             /* the hardware prefetchers alone kept one core at ~31 GB/s on 4 streams from DRAM;
-             * 2 KiB ahead (a super-block's 3 lines) measured ~39-42 (512 and 1024: no gain) */
+             * 2 KiB ahead measured ~39-42 (512 and 1024: no gain); lines: matvec_pf_line_every */
             prefetch((const char *)row);
             const __m512i sc = _mm512_permutexvar_epi32(lane_of_zmm(r), sm);  /* row r's scales in every lane */
             const __m512i qh = HIGH ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(row + 16))) : _mm512_setzero_si512();
@@ -17110,7 +17118,7 @@ TSR_TARGET_AVX512VNNI static inline __m512i word_pick_zmm(int w0, int w1, int w2
  * scales decode together (lanes_of_rows), sign-extended to int16 once for all rows; per
  * row, one in-lane word shuffle per 64 elements spreads them. d of the rows share one
  * conversion, row r's sums sit in lanes 4r..4r+3 and integer sums are exact, so a row's
- * result is the same for every R. Prefetch as k4_rows_avx512 (a super-block's 4 lines). */
+ * result is the same for every R. Prefetch as k4_rows_avx512. */
 template <int R>
 TSR_TARGET_AVX512VNNI static void k6_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), z = _mm512_setzero_si512();

@@ -964,7 +964,7 @@ TSR_TARGET_AVX512VNNI static void k4_rows_avx512(int64_t n, const char * x, size
         for (int r = 0; r < R; ++r) {
             const uint8_t * row = blk + (size_t)r * lda;
             /* the hardware prefetchers alone kept one core at ~31 GB/s on 4 streams from DRAM;
-             * 2 KiB ahead (a super-block's 3 lines) measured ~39-42 (512 and 1024: no gain) */
+             * 2 KiB ahead measured ~39-42 (512 and 1024: no gain); lines: matvec_pf_line_every */
             prefetch((const char *)row);
             const __m512i sc = _mm512_permutexvar_epi32(lane_of_zmm(r), sm);  /* row r's scales in every lane */
             const __m512i qh = HIGH ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(row + 16))) : _mm512_setzero_si512();
@@ -1173,7 +1173,7 @@ TSR_TARGET_AVX512VNNI static inline __m512i word_pick_zmm(int w0, int w1, int w2
  * scales decode together (lanes_of_rows), sign-extended to int16 once for all rows; per
  * row, one in-lane word shuffle per 64 elements spreads them. d of the rows share one
  * conversion, row r's sums sit in lanes 4r..4r+3 and integer sums are exact, so a row's
- * result is the same for every R. Prefetch as k4_rows_avx512 (a super-block's 4 lines). */
+ * result is the same for every R. Prefetch as k4_rows_avx512. */
 template <int R>
 TSR_TARGET_AVX512VNNI static void k6_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), z = _mm512_setzero_si512();
