@@ -12914,6 +12914,13 @@ TSR_API enum tsr_cpu_isa tsr_cpu_get_isa(void);                              /* 
 /* Force a path for every CPU backend (tests, benchmarks). false + error when the CPU
  * lacks it (nothing changes). Do not call while a graph runs. */
 TSR_API bool             tsr_cpu_set_isa(enum tsr_cpu_isa isa);
+/* Tuning hook (cpu_bench --prefetch): how far ahead, in bytes, the x86 mat-vec kernels
+ * prefetch the rows of one weight type (repacked: in a CPU_REPACK buffer); 0: no prefetch
+ * in effect. The defaults were measured; results never depend on it. Process-wide; not
+ * while a graph runs. false + error for a type without a setting (F32, Q2_K, Q3_K, ...) or
+ * more than 1 MiB. */
+TSR_API bool             tsr_cpu_set_matvec_prefetch(enum tsr_type type, bool repacked, size_t ahead);
+TSR_API bool             tsr_cpu_get_matvec_prefetch(enum tsr_type type, bool repacked, size_t * ahead);
 /* Optional x86 extensions used inside the AVX-512 path. */
 TSR_API bool             tsr_cpu_has_avx512_bf16(void);
 TSR_API bool             tsr_cpu_has_avx512_vnni(void);
@@ -13341,6 +13348,41 @@ struct kernels {
     /* transcendental row kernels; NULL: the libm loops of the ops_*.inl files */
     const act_kernels * act;
 };
+
+/* The mat-vec kernels' software prefetch of one weight type's rows (x86): each step of a
+ * row that reads S bytes prefetches max(1, S / matvec_pf_line_every) lines 64 bytes apart,
+ * `ahead` bytes past the step (0: the lines the step reads, no prefetch in effect). Rows are
+ * read once from DRAM on 4 streams per core (4 row groups with CPU_REPACK), and the hardware
+ * prefetchers alone keep too few lines in flight. Per type because the best setting differs
+ * with bytes per step and compute per byte. The distance is mutable, so that cpu_bench
+ * --prefetch compares distances in alternation in one run (tsr_cpu_set_matvec_prefetch):
+ * an index register, free; the lines per step are constants (a loop over a run-time count
+ * cost Q4_K 10 % in cache). */
+struct matvec_pf_table {
+    uint32_t file[TSR_TYPE_COUNT], repacked[TSR_TYPE_COUNT];
+    /* cpu_bench --prefetch, 2 threads from DRAM, 3 rounds alternating on the same weights
+     * (this VM: ~28 GB/s read, rounds spread ~5 %): 1152 to 3072 bytes within noise of each
+     * other for every type, 576 2-6 % lower, none (0) 15-22 % lower. CPU_REPACK Q4_K: one
+     * record (1152) 0.96-0.97 x the read in two runs, two records 0.93-0.96. */
+    constexpr matvec_pf_table() : file{}, repacked{} {
+        for (uint32_t & a : file) a = 2048;
+        repacked[TSR_TYPE_Q4_0] = repacked[TSR_TYPE_IQ4_NL] = 1024;
+        repacked[TSR_TYPE_Q4_K] = 1152;
+    }
+};
+static matvec_pf_table g_matvec_pf_ahead;
+/* Lines per step, measured as separate builds alternating (cpu_bench --types, 3 rounds): the
+ * K-quants' every line about twice (Q4_K 4 lines a 144-byte step, Q5_K 5 a 176, Q6_K 6 a
+ * 210) beat every line once or twice (3, 3, 4) by 3-10 % best of rounds, Q6_K 0.99 x the
+ * read against 0.94, no cost in cache; a line per 64 bytes lost Q6_K 6 %. CPU_REPACK Q4_K:
+ * 6 lines a quarter record (24 a record) 0.92 against 0.91 for 4 and 0.84 for 9. */
+static constexpr size_t matvec_pf_line_every(enum tsr_type t, bool repacked) {
+    if (repacked) return 48;  /* Q4_K: 6 lines a quarter record; Q4_0 / IQ4_NL: a 144-byte record's 3 */
+    switch (t) {
+        case TSR_TYPE_Q4_K: case TSR_TYPE_Q5_K: case TSR_TYPE_Q6_K: return 32;
+        default: return 64;  /* one per whole 64 bytes */
+    }
+}
 
 /* The kernel table entries of the K-quant and 32-element types, one row and four, over an
  * ISA's R-row kernels M::q8k<KS, R> and M::q32<T, R> (a row's result the same for every R). */
@@ -14958,39 +15000,18 @@ TSR_TARGET_AVX2 static float dot_q4_0_avx2(int64_t n, const tsr_block_q4_0 * x, 
     return hsum256(_mm256_add_ps(acc0, acc1)) - 8.0f * corr;
 }
 
-/* Mat-vec rows are read once, from DRAM, on 4 streams per core, and the hardware
- * prefetchers alone keep too few lines in flight: the 32-block types and F16 / BF16 sat at
- * 0.78-0.89 x the read bandwidth with in-cache rates well above it, while Q4_K / Q5_K reach
- * 0.96 with k4_rows_avx512's prefetch. So each row prefetches the lines this many bytes
- * ahead of the bytes a step reads. Neither the distance nor how many lines a step takes
- * was swept on a quiet machine, so a build may set both (scripts/matvec-prefetch-sweep.sh
- * builds cpu_bench at several and tabulates them):
- *   -DTSR_MATVEC_PREFETCH_AHEAD=bytes (0: no software prefetch),
- *   -DTSR_MATVEC_PREFETCH_COVER=1: one line per whole 64 bytes of a step in every kernel,
- *   =2: every line a step reads in every kernel (0: each kernel's choice below). */
-#ifndef TSR_MATVEC_PREFETCH_AHEAD
-#define TSR_MATVEC_PREFETCH_AHEAD 2048
-#endif
-#ifndef TSR_MATVEC_PREFETCH_COVER
-#define TSR_MATVEC_PREFETCH_COVER 0
-#endif
-static constexpr size_t matvec_prefetch_ahead = TSR_MATVEC_PREFETCH_AHEAD;
-static_assert(TSR_MATVEC_PREFETCH_COVER >= 0 && TSR_MATVEC_PREFETCH_COVER <= 2, "TSR_MATVEC_PREFETCH_COVER: 0, 1 or 2");
-enum matvec_cover { COVER_WHOLE_64 = 1, COVER_EVERY_LINE = 2 };
-/* The lines ahead of a step that reads STEP_BYTES of a row at p. COVER_WHOLE_64 (the
- * 32-block types' and F16 / BF16's choice): one per whole 64 bytes of step, at least one;
- * the line a 72- or 136-byte step skips now and then the hardware prefetcher, following
- * the row, still brings, and fewer prefetches cost less in cache. COVER_EVERY_LINE (the
- * K-quants' choice): as many as the step spans, so consecutive steps prefetch every line,
- * some twice. */
-template <size_t STEP_BYTES, matvec_cover KERNEL_CHOICE = COVER_WHOLE_64> static TSR_ALWAYS_INLINE void matvec_prefetch(const char * p) {
-    constexpr int cover = TSR_MATVEC_PREFETCH_COVER ? TSR_MATVEC_PREFETCH_COVER : (int)KERNEL_CHOICE;
-    constexpr size_t lines = cover == COVER_EVERY_LINE ? (STEP_BYTES + 63) / 64 : STEP_BYTES < 128 ? 1 : STEP_BYTES / 64;
-    static_assert(lines <= 4, "a step of at most 256 bytes");
-    if constexpr (matvec_prefetch_ahead > 0)
-        for (size_t l = 0; l < lines; ++l) _mm_prefetch(p + matvec_prefetch_ahead + 64 * l, _MM_HINT_T0);
-    else (void)p;
-}
+/* A mat-vec kernel's prefetch of the rows of type T (REPACKED: a CPU_REPACK layout), a step
+ * reading STEP_BYTES of a row (g_matvec_pf_ahead). The 32-block types and F16 / BF16 sat at
+ * 0.78-0.89 x the read bandwidth without it, with in-cache rates well above it. */
+template <enum tsr_type T, size_t STEP_BYTES, bool REPACKED = false> struct matvec_prefetcher {
+    static constexpr size_t lines = std::max<size_t>(1, STEP_BYTES / matvec_pf_line_every(T, REPACKED));
+    size_t ahead = REPACKED ? g_matvec_pf_ahead.repacked[T] : g_matvec_pf_ahead.file[T];
+    /* T0: T1 / T2 measured no better (Q6_K 0.88-0.89 x the read against T0's 0.93 in one
+     * run), NTA half the rate */
+    TSR_ALWAYS_INLINE void operator()(const char * p) const {
+        for (size_t l = 0; l < lines; ++l) _mm_prefetch(p + ahead + 64 * l, _MM_HINT_T0);
+    }
+};
 
 /* R rows at once (x + r * lda) for matrix-vector: the y loads are shared, and the rows the
  * driver passes are far apart, so each core keeps four sequential DRAM streams going (R = 4).
@@ -15006,6 +15027,7 @@ TSR_TARGET_AVX2 static inline __m256 load8_as_f32_avx2(const char * row, int64_t
 template <int T, int R>
 TSR_TARGET_AVX2 static void dot_rows_avx2(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
     const float * y = (const float *)yv;
+    const matvec_prefetcher<T == 1 ? TSR_TYPE_F16 : TSR_TYPE_BF16, 2 * 16> prefetch;
     __m256 acc0[R], acc1[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
@@ -15014,7 +15036,7 @@ TSR_TARGET_AVX2 static void dot_rows_avx2(int64_t n, const char * x, size_t lda,
         const __m256 y0 = _mm256_loadu_ps(y + i), y1 = _mm256_loadu_ps(y + i + 8);
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
-            if (T != 0) matvec_prefetch<2 * 16>(x + (size_t)r * lda + 2 * i);  /* F32 streams at the read bandwidth without */
+            if (T != 0) prefetch(x + (size_t)r * lda + 2 * i);  /* F32 streams at the read bandwidth without */
             acc0[r] = _mm256_fmadd_ps(load8_as_f32_avx2<T>(x + (size_t)r * lda, i), y0, acc0[r]);
             acc1[r] = _mm256_fmadd_ps(load8_as_f32_avx2<T>(x + (size_t)r * lda, i + 8), y1, acc1[r]);
         }
@@ -15047,6 +15069,7 @@ template <int R>
 TSR_TARGET_AVX2 static void dot_rows_q8_0_avx2(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
     const yq8 * y = (const yq8 *)yv;
     const int64_t nb = n / 32;
+    const matvec_prefetcher<TSR_TYPE_Q8_0, 2 * sizeof(tsr_block_q8_0)> prefetch;
     __m256 acc[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
@@ -15057,7 +15080,7 @@ TSR_TARGET_AVX2 static void dot_rows_q8_0_avx2(int64_t n, const char * x, size_t
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
             const tsr_block_q8_0 * xb = (const tsr_block_q8_0 *)(x + (size_t)r * lda) + b;
-            matvec_prefetch<2 * sizeof(tsr_block_q8_0)>((const char *)xb);
+            prefetch((const char *)xb);
             /* lane 0: d0 y.d of block 0, lane 4: block 1's */
             const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(pair_heads_avx2(xb, xb + 1)), dy);
             const __m256i p0 = dot32_s8s8_avx2(_mm256_loadu_si256((const __m256i *)xb[0].qs), y0);
@@ -15813,6 +15836,7 @@ TSR_TARGET_AVX2 static void q32_pairs_avx2(int64_t n, const char * x, size_t lda
     const yside_q4 * ys = y_side_q4(y, nb);
     const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values));
+    const matvec_prefetcher<T, 2 * sizeof(block)> prefetch;
     __m256 acc[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
@@ -15829,7 +15853,7 @@ TSR_TARGET_AVX2 static void q32_pairs_avx2(int64_t n, const char * x, size_t lda
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
             const block * xb = (const block *)(x + (size_t)r * lda) + b;
-            matvec_prefetch<2 * sizeof(block)>((const char *)xb);
+            prefetch((const char *)xb);
             const __m128i heads = pair_heads_avx2(xb, xb + 1);
             /* d (and m) times y.d in the heads' lanes of the two blocks: lanes 0-3 block 0 */
             const __m256 heads_dy = _mm256_mul_ps(_mm256_cvtph_ps(heads), dy);
@@ -16085,6 +16109,7 @@ TSR_TARGET_AVX512VNNI static void gemv_q8_0_rows(int64_t n, const char * x, size
     const int64_t nb = n / 32, ng = nb / 4;
     const yside_q8 * ys = y_side_q8(y, nb);
     const __m512i flip = _mm512_set1_epi8((char)0x80);
+    const matvec_prefetcher<TSR_TYPE_Q8_0, 4 * sizeof(tsr_block_q8_0)> prefetch;
     __m512 acc0[R], acc1[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
@@ -16096,7 +16121,7 @@ TSR_TARGET_AVX512VNNI static void gemv_q8_0_rows(int64_t n, const char * x, size
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
             const char * xb = x + (size_t)r * lda + (size_t)g * 4 * sizeof(tsr_block_q8_0);
-            matvec_prefetch<4 * sizeof(tsr_block_q8_0)>(xb);
+            prefetch(xb);
             const __m512 s01 = _mm512_mul_ps(_mm512_cvtph_ps(fp16_pair_x8(xb, xb + 34)), dy01);
             const __m512 s23 = _mm512_mul_ps(_mm512_cvtph_ps(fp16_pair_x8(xb + 68, xb + 102)), dy23);
             const __m512i q01 = _mm512_xor_si512(load2x32(xb + 2, xb + 36), flip);
@@ -16155,6 +16180,7 @@ TSR_TARGET_AVX512VNNI static void gemv_q32_rows(int64_t n, const char * x, size_
     const __m512i table = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values)), _mm512_set1_epi8((char)0x80));
     const __m512i iq = _mm512_load_si512((const void *)q32_idx<T>.qs), idm = _mm512_load_si512((const void *)q32_idx<T>.dm);
     const __m512i ih = _mm512_load_si512((const void *)q32_idx<T>.qh);
+    const matvec_prefetcher<T, 16 * L::words> prefetch;
     __m512 acc[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
@@ -16170,7 +16196,7 @@ TSR_TARGET_AVX512VNNI static void gemv_q32_rows(int64_t n, const char * x, size_
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
             const char * xb = x + (size_t)r * lda + (size_t)g * 8 * L::words;
-            matvec_prefetch<16 * L::words>(xb);
+            prefetch(xb);
             const __m512i z0 = _mm512_loadu_si512((const void *)xb);
             const __m512i z1 = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(xb + 2 * L::z1)));
             const __m512i qs = _mm512_permutex2var_epi16(z0, iq, z1);
@@ -16416,6 +16442,7 @@ TSR_TARGET_AVX512BF16 static void pack_b12_bf16_avx512(const char * b, size_t ld
 template <int T, int R>
 TSR_TARGET_AVX512 static void dot_rows_avx512(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
     const float * y = (const float *)yv;
+    const matvec_prefetcher<T == 1 ? TSR_TYPE_F16 : TSR_TYPE_BF16, 2 * 32> prefetch;
     __m512 acc0[R], acc1[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
@@ -16425,7 +16452,7 @@ TSR_TARGET_AVX512 static void dot_rows_avx512(int64_t n, const char * x, size_t 
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
             const char * row = x + (size_t)r * lda;
-            if (T != 0) matvec_prefetch<2 * 32>(row + 2 * i);  /* F32 streams at the read bandwidth without */
+            if (T != 0) prefetch(row + 2 * i);  /* F32 streams at the read bandwidth without */
             acc0[r] = _mm512_fmadd_ps(load16_full<T>(row, i), y0, acc0[r]);
             acc1[r] = _mm512_fmadd_ps(load16_full<T>(row, i + 16), y1, acc1[r]);
         }
@@ -16860,6 +16887,7 @@ template <bool HIGH, int R>
 TSR_TARGET_AVX512VNNI static void k4_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
     constexpr size_t bbytes = HIGH ? sizeof(tsr_block_q5_K) : sizeof(tsr_block_q4_K);
+    const matvec_prefetcher<HIGH ? TSR_TYPE_Q5_K : TSR_TYPE_Q4_K, bbytes> prefetch;
     __m512 acc = _mm512_setzero_ps(), mins = _mm512_setzero_ps();  /* row r in lanes 4r..4r+3 */
     for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
         const tsr_block_q8_K & y = yrow[i];
@@ -16881,8 +16909,8 @@ TSR_TARGET_AVX512VNNI static void k4_rows_avx512(int64_t n, const char * x, size
         for (int r = 0; r < R; ++r) {
             const uint8_t * row = blk + (size_t)r * lda;
             /* the hardware prefetchers alone kept one core at ~31 GB/s on 4 streams from DRAM;
-             * 2 KiB ahead (a super-block's 3 lines) measured ~39-42 (512 and 1024: no gain) */
-            matvec_prefetch<bbytes, COVER_EVERY_LINE>((const char *)row);
+             * 2 KiB ahead measured ~39-42 (512 and 1024: no gain); lines: matvec_pf_line_every */
+            prefetch((const char *)row);
             const __m512i sc = _mm512_permutexvar_epi32(lane_of_zmm(r), sm);  /* row r's scales in every lane */
             const __m512i qh = HIGH ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(row + 16))) : _mm512_setzero_si512();
             const uint8_t * qs = row + (HIGH ? 48 : 16);
@@ -17090,13 +17118,14 @@ TSR_TARGET_AVX512VNNI static inline __m512i word_pick_zmm(int w0, int w1, int w2
  * scales decode together (lanes_of_rows), sign-extended to int16 once for all rows; per
  * row, one in-lane word shuffle per 64 elements spreads them. d of the rows share one
  * conversion, row r's sums sit in lanes 4r..4r+3 and integer sums are exact, so a row's
- * result is the same for every R. Prefetch as k4_rows_avx512 (a super-block's 4 lines). */
+ * result is the same for every R. Prefetch as k4_rows_avx512. */
 template <int R>
 TSR_TARGET_AVX512VNNI static void k6_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), z = _mm512_setzero_si512();
     /* qh bits to bits 4-5 of each byte: << 4 and << 2 for the low nibbles' halves, >> 0 and >> 2 for the high */
     const __m512i shl_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
     const __m512i shr_hi = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
+    const matvec_prefetcher<TSR_TYPE_Q6_K, sizeof(tsr_block_q6_K)> prefetch;
     __m512 acc = _mm512_setzero_ps();  /* row r in lanes 4r..4r+3 */
     for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
         const tsr_block_q8_K & y = yrow[i];
@@ -17112,7 +17141,7 @@ TSR_TARGET_AVX512VNNI static void k6_rows_avx512(int64_t n, const char * x, size
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
             const uint8_t * row = blk + (size_t)r * lda;
-            matvec_prefetch<sizeof(tsr_block_q6_K), COVER_EVERY_LINE>((const char *)row);
+            prefetch((const char *)row);
             const __m512i scr[2] = {_mm512_permutexvar_epi32(lane_of_zmm(r), sc_lo), _mm512_permutexvar_epi32(lane_of_zmm(r), sc_hi)};
             __m512i part[2];  /* two dependency chains */
 #pragma GCC unroll 2
@@ -18219,15 +18248,6 @@ static void r8_groups_dot_scalar(const uint8_t * grp, size_t gstride, int64_t nb
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-/* Bytes ahead of the current block that each group's stream prefetches: the hardware
- * prefetchers alone leave a core's few streams short of DRAM bandwidth. */
-static constexpr size_t k_r8_prefetch_ahead = 1024;
-
-TSR_TARGET_AVX2 static inline void r8_prefetch_block(const uint8_t * rec) {
-    /* 3 lines 64 bytes apart from each 144-byte record: every line of the stream once or twice */
-    for (int l = 0; l < 3; ++l) _mm_prefetch((const char *)rec + k_r8_prefetch_ahead + 64 * l, _MM_HINT_T0);
-}
-
 /* 8 rows' int32 sums of one block, a lane per row, against the block's 8 activation quads
  * broadcast (yq[c]: y.qs[4c..4c+4)). Q4_0: the nibbles are unsigned, and all 8 vpmaddubsw
  * results of a block add up in int16 (16 products of at most 15 * 128 = 30720) before one
@@ -18260,6 +18280,9 @@ TSR_TARGET_AVX2 static inline __m256i r8_block_sums_avx2(const uint8_t * rec, co
 /* G groups, gstride bytes apart, sharing the activations' broadcasts. */
 template <enum tsr_type T, int G>
 TSR_TARGET_AVX2 static void r8_groups_dot_avx2(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out) {
+    /* each group's stream prefetched ahead of its records (g_matvec_pf_ahead: the hardware
+     * prefetchers alone leave a core's few streams short of DRAM bandwidth) */
+    const matvec_prefetcher<T, R8_BLOCK_BYTES, true> prefetch;
     __m256 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
@@ -18272,7 +18295,7 @@ TSR_TARGET_AVX2 static void r8_groups_dot_avx2(const uint8_t * grp, size_t gstri
         const __m256 yd = _mm256_set1_ps(y[b].d);
         for (int g = 0; g < G; ++g) {
             const uint8_t * rec = grp + (size_t)g * gstride + (size_t)b * R8_BLOCK_BYTES;
-            r8_prefetch_block(rec);
+            prefetch((const char *)rec);
             const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec)), yd);
             acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(r8_block_sums_avx2<T>(rec, yq, y[b].sum)), d, acc[g]);
         }
@@ -18307,6 +18330,7 @@ TSR_TARGET_AVX512VNNI static void r8_groups_dot_avx512vnni(const uint8_t * grp, 
     const __m512i sel_hi01 = _mm512_add_epi32(sel_lo01, _mm512_set1_epi32(4));
     const __m512i sel_hi23 = _mm512_add_epi32(sel_lo01, _mm512_set1_epi32(6));
     const int32_t offset = T == TSR_TYPE_Q4_0 ? 8 : 128;
+    const matvec_prefetcher<T, R8_BLOCK_BYTES, true> prefetch;
     __m512 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
@@ -18317,7 +18341,7 @@ TSR_TARGET_AVX512VNNI static void r8_groups_dot_avx512vnni(const uint8_t * grp, 
         const __m512 yd = _mm512_set1_ps(y[b].d);
         for (int g = 0; g < G; ++g) {
             const uint8_t * rec = grp + (size_t)g * gstride + (size_t)b * R8_BLOCK_BYTES;
-            r8_prefetch_block(rec);
+            prefetch((const char *)rec);
             const __m512i q01 = _mm512_loadu_si512((const void *)(rec + 16));
             const __m512i q23 = _mm512_loadu_si512((const void *)(rec + 80));
             __m512i lo01 = _mm512_and_si512(q01, m4), hi01 = _mm512_and_si512(_mm512_srli_epi16(q01, 4), m4);
@@ -18420,12 +18444,10 @@ TSR_TARGET_AVX2 static inline __m256i q4k_scale_pairs_avx2(const uint8_t * v) {
     return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(b, b));
 }
 
-/* Bytes ahead of a group's current record that its stream prefetches (18 lines a record). */
-static constexpr size_t k_q4k_r8_prefetch_ahead = 2 * Q4K_R8_BYTES;
-
-TSR_TARGET_AVX2 static inline void q4k_prefetch_record(const uint8_t * rec) {
-    for (int l = 0; l < Q4K_R8_BYTES / 64; ++l) _mm_prefetch((const char *)rec + k_q4k_r8_prefetch_ahead + 64 * l, _MM_HINT_T0);
-}
+/* A group's stream prefetches a quarter record per sub-block pair p (g_matvec_pf_ahead), where
+ * all 18 lines of a record at once, 4 groups' 72 prefetches in a burst, held the mat-vec at
+ * 0.81 x the read bandwidth. */
+static constexpr size_t q4k_prefetch_step = Q4K_R8_BYTES / 4;
 
 /* G groups' 8 rows against Q8_K, a lane per row. A chunk is 8 rows x 4 weights of two
  * sub-blocks (low and high nibbles): vpmaddubsw against one activation quad broadcast, and
@@ -18434,6 +18456,7 @@ TSR_TARGET_AVX2 static inline void q4k_prefetch_record(const uint8_t * rec) {
 template <int G>
 TSR_TARGET_AVX2 static void r8_q4k_groups_dot_avx2(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y, float * out) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const matvec_prefetcher<TSR_TYPE_Q4_K, q4k_prefetch_step, true> prefetch;
     __m256 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
@@ -18445,11 +18468,11 @@ TSR_TARGET_AVX2 static void r8_q4k_groups_dot_avx2(const uint8_t * grp, size_t g
         __m256i sumi[G];
         for (int g = 0; g < G; ++g) {
             rec[g] = grp + (size_t)g * gstride + (size_t)i * Q4K_R8_BYTES;
-            q4k_prefetch_record(rec[g]);
             q4k_record_scales_avx2(rec[g], sm[g]);
             sumi[g] = _mm256_setzero_si256();
         }
         for (int p = 0; p < 4; ++p) {
+            for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + p * q4k_prefetch_step);
             __m256i lo[G], hi[G];
             for (int g = 0; g < G; ++g) lo[g] = hi[g] = _mm256_setzero_si256();
             for (int c = 0; c < 8; ++c) {
@@ -18496,6 +18519,7 @@ template <int G>
 TSR_TARGET_AVX512VNNI static void r8_q4k_groups_dot_avx512vnni(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y, float * out) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i two_quads = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const matvec_prefetcher<TSR_TYPE_Q4_K, q4k_prefetch_step, true> prefetch;
     __m512 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
@@ -18512,13 +18536,13 @@ TSR_TARGET_AVX512VNNI static void r8_q4k_groups_dot_avx512vnni(const uint8_t * g
         __m512i sumi[G], summ[G];
         for (int g = 0; g < G; ++g) {
             rec[g] = grp + (size_t)g * gstride + (size_t)i * Q4K_R8_BYTES;
-            q4k_prefetch_record(rec[g]);
             q4k_record_scales_avx2(rec[g], sm[g]);
             sumi[g] = summ[g] = _mm512_setzero_si512();
             for (int p = 0; p < 4; ++p)
                 summ[g] = _mm512_dpwssd_epi32(summ[g], _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sm[g] + 64 + 16 * p))), bsums[p]);
         }
         for (int p = 0; p < 4; ++p) {
+            for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + p * q4k_prefetch_step);
             /* quads 0..7: sub-block 2p's activations (low nibbles), 8..15: 2p + 1's */
             const __m512i yv = _mm512_loadu_si512((const void *)(yb.qs + 64 * p));
             __m512i lo[G], hi[G];
@@ -22410,6 +22434,30 @@ TSR_API_IMPL bool tsr_cpu_set_isa(enum tsr_cpu_isa isa) {
     if (!tcpu::isa_supported(isa)) return tsr_set_error("tsr_cpu_set_isa: %s is not supported by this CPU/build", tcpu::isa_name(isa));
     tcpu::isa_current().store((int)isa);
     return true;
+}
+static uint32_t * matvec_prefetch_of(enum tsr_type type, bool repacked, const char * fn) {
+    static const enum tsr_type file_types[] = {TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0,
+                                               TSR_TYPE_Q5_1, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K};
+    static const enum tsr_type repacked_types[] = {TSR_TYPE_Q4_0, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_K};
+    const enum tsr_type * b = repacked ? repacked_types : file_types;
+    const enum tsr_type * e = repacked ? std::end(repacked_types) : std::end(file_types);
+    if (std::find(b, e, type) == e) {
+        tsr_set_error("%s: no mat-vec prefetch setting for %s%s", fn, tsr_type_name(type), repacked ? " (CPU_REPACK)" : "");
+        return nullptr;
+    }
+    return repacked ? &tcpu::g_matvec_pf_ahead.repacked[type] : &tcpu::g_matvec_pf_ahead.file[type];
+}
+TSR_API_IMPL bool tsr_cpu_set_matvec_prefetch(enum tsr_type type, bool repacked, size_t ahead) {
+    uint32_t * a = matvec_prefetch_of(type, repacked, "tsr_cpu_set_matvec_prefetch");
+    if (!a) return false;
+    if (ahead > ((size_t)1 << 20)) return tsr_set_error("tsr_cpu_set_matvec_prefetch: %zu bytes ahead (at most 1 MiB)", ahead);
+    *a = (uint32_t)ahead;
+    return true;
+}
+TSR_API_IMPL bool tsr_cpu_get_matvec_prefetch(enum tsr_type type, bool repacked, size_t * ahead) {
+    const uint32_t * a = matvec_prefetch_of(type, repacked, "tsr_cpu_get_matvec_prefetch");
+    if (a && ahead) *ahead = *a;
+    return a != nullptr;
 }
 TSR_API_IMPL bool tsr_cpu_has_avx512_bf16(void) { return tcpu::features().avx512_bf16; }
 TSR_API_IMPL bool tsr_cpu_has_avx512_vnni(void) { return tcpu::features().avx512_vnni; }

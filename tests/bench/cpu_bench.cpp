@@ -3,7 +3,14 @@
 // can be dlopen'ed; never a build dependency) and a GPT-2-small forward at 128 tokens.
 //
 //   cpu_bench [--csv] [--threads N] [--rounds N] [--quick] [--gpt2-only] [--matvec-only] [--conv-only] [--gemm-only]
-//             [--matvec-cache-only]
+//             [--matvec-cache-only] [--types a,b,...] [--prefetch A,B,...]
+//
+// --types: only these types' mat-vec rows (tsr_type_name; "q4_K-repack": CPU_REPACK, with the
+// file layout's row for its read), each with the read of its own weights; no OpenBLAS sgemv
+// unless f32 is named, no mul_mat_id rows unless "moe" is. --prefetch: each selected type's
+// mat-vec with its software prefetch these many bytes ahead (tsr_cpu_set_matvec_prefetch;
+// "default": the built-in distance), alternating on the
+// same weights within every run, a row per setting with the spread of its rounds' bests.
 //
 // --matvec-cache-only: each type's mat-vec on one thread with its weights in cache (kernel
 // cost per byte, robust on a loaded machine); TSR_CPU_ISA=avx2 (or scalar, avx512) times
@@ -303,11 +310,35 @@ double bench_gemm_repack(tsr_backend_t be, tsr_type type, int64_t M, int64_t K, 
     return gflops;
 }
 
+// A software prefetch setting of the mat-vec kernels (tsr_cpu_set_matvec_prefetch).
+struct prefetch_setting {
+    std::string label;  // "default" or the bytes as given
+    bool is_default;
+    size_t ahead;
+};
+
 // matrix-vector over several distinct 4096x4096 matrices totalling >= total_bytes, in
 // buffers of type buft (a CPU_REPACK one repacks them when set). With read_gbs, the read
 // of the same matrices (read_rows) is timed too, its runs alternating with the mat-vec's.
+// With settings, every run times the mat-vec once per prefetch setting, in turn, on the
+// same weights; each one's GB/s goes to setting_gbs (the type's own setting is restored).
 double bench_gemv(tsr_backend_t be, tsr_type type, size_t total_bytes, int reps, tsr_backend_buffer_type_t buft = tsr_backend_cpu_buffer_type(),
-                  double * read_gbs = nullptr) {
+                  double * read_gbs = nullptr, const std::vector<prefetch_setting> * settings = nullptr,
+                  std::vector<double> * setting_gbs = nullptr) {
+    const bool repacked = buft == tsr_backend_cpu_repack_buffer_type();
+    size_t own_ahead = 0;
+    if (settings && !tsr_cpu_get_matvec_prefetch(type, repacked, &own_ahead)) {
+        std::fprintf(stderr, "%s\n", tsr_last_error());
+        settings = nullptr;
+    }
+    const size_t nset = settings ? settings->size() : 1;
+    if (setting_gbs) setting_gbs->assign(nset, 0.0);
+    auto apply = [&](size_t v) {
+        if (!settings) return;
+        const prefetch_setting & p = (*settings)[v];
+        if (!tsr_cpu_set_matvec_prefetch(type, repacked, p.is_default ? own_ahead : p.ahead))
+            std::fprintf(stderr, "%s\n", tsr_last_error());
+    };
     const int64_t K = 4096, M = 4096;
     const size_t mbytes = tsr_row_size(type, K) * (size_t)M;
     const int nmat = (int)((total_bytes + mbytes - 1) / mbytes);
@@ -333,11 +364,15 @@ double bench_gemv(tsr_backend_t be, tsr_type type, size_t total_bytes, int reps,
             tsr_backend_tensor_set(ws[(size_t)i], ws[(size_t)i]->data, 0, tsr_nbytes(ws[(size_t)i]));  // filled in place
         }
         tsr_backend_graph_reserve(be, gf);
-        double t = 1e30, tr = 1e30;
+        std::vector<double> t(nset, 1e30);
+        double tr = 1e30;
         for (int r = -1; r < reps; ++r) {  // r = -1: warm-up
-            const double t0 = now_s();
-            tsr_backend_graph_compute(be, gf);
-            if (r >= 0) t = std::min(t, now_s() - t0);
+            for (size_t v = 0; v < nset; ++v) {
+                apply(v);
+                const double t0 = now_s();
+                tsr_backend_graph_compute(be, gf);
+                if (r >= 0) t[v] = std::min(t[v], now_s() - t0);
+            }
             if (!gr) continue;
             for (read_node & n : nodes) n.next = 0;
             const double t1 = now_s();
@@ -348,7 +383,9 @@ double bench_gemv(tsr_backend_t be, tsr_type type, size_t total_bytes, int reps,
             }
             if (r >= 0) tr = std::min(tr, now_s() - t1);
         }
-        gbs = (double)mbytes * nmat / t / 1e9;
+        gbs = (double)mbytes * nmat / t[0] / 1e9;
+        for (size_t v = 0; v < nset && setting_gbs; ++v) (*setting_gbs)[v] = (double)mbytes * nmat / t[v] / 1e9;
+        if (settings) tsr_cpu_set_matvec_prefetch(type, repacked, own_ahead);
         if (read_gbs) *read_gbs = gr ? (double)mbytes * nmat / tr / 1e9 : 0.0;
     }
     tsr_backend_buffer_free(buf);
@@ -601,6 +638,17 @@ int main(int argc, char ** argv) {
     bool quick = false, gpt2_only = false, matvec_only = false, conv_only = false, moe_only = false, norm_only = false, gemm_only = false;
     bool cache_only = false;
     int matvec_rounds = -1;  /* default: 3, 1 with --quick */
+    std::vector<std::string> types;  /* --types: empty, every type */
+    std::vector<prefetch_setting> prefetch;
+    auto split = [](const char * list) {
+        std::vector<std::string> out;
+        for (const char * p = list; *p;) {
+            const char * e = std::strchr(p, ',');
+            out.emplace_back(p, e ? (size_t)(e - p) : std::strlen(p));
+            p = e ? e + 1 : p + out.back().size();
+        }
+        return out;
+    };
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--csv")) g_csv = true;
         else if (!std::strcmp(argv[i], "--quick")) quick = true;
@@ -613,7 +661,20 @@ int main(int argc, char ** argv) {
         else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) n_threads = std::atoi(argv[++i]);
         else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) matvec_rounds = std::atoi(argv[++i]);  /* mat-vec rounds */
         else if (!std::strcmp(argv[i], "--gemm-only")) gemm_only = true;      /* bandwidth, FMA peak and mul_mat GEMM rows */
-        else { std::fprintf(stderr, "usage: %s [--csv] [--threads N] [--rounds N] [--quick] [--gpt2-only] [--matvec-only] [--conv-only] [--moe-only] [--norm-only] [--gemm-only] [--matvec-cache-only]\n", argv[0]); return 2; }
+        else if (!std::strcmp(argv[i], "--types") && i + 1 < argc) types = split(argv[++i]);
+        else if (!std::strcmp(argv[i], "--prefetch") && i + 1 < argc) {
+            for (const std::string & v : split(argv[++i])) {
+                prefetch_setting p{v, v == "default", 0};
+                unsigned long long a = 0;
+                if (!p.is_default && std::sscanf(v.c_str(), "%llu", &a) != 1) {
+                    std::fprintf(stderr, "--prefetch: \"%s\" is neither default nor a number of bytes\n", v.c_str());
+                    return 2;
+                }
+                p.ahead = (size_t)a;
+                prefetch.push_back(p);
+            }
+        }
+        else { std::fprintf(stderr, "usage: %s [--csv] [--threads N] [--rounds N] [--quick] [--gpt2-only] [--matvec-only] [--conv-only] [--moe-only] [--norm-only] [--gemm-only] [--matvec-cache-only] [--types a,b,...] [--prefetch A,B,...]\n", argv[0]); return 2; }
     }
     g_threads = n_threads;
     tsr_backend_t be = tsr_backend_cpu_init();
@@ -678,8 +739,9 @@ int main(int argc, char ** argv) {
         const double g = bench_gemm_repack(be, t, M, K, N, reps);
         add_row(std::string("mul_mat ") + tsr_type_name(t) + " (CPU_REPACK)", g, "GFLOPS", "", shape);
     }
+    auto named = [&](const std::string & name) { return types.empty() || std::find(types.begin(), types.end(), name) != types.end(); };
     double blas_gemv = 0;
-    if (ob.ok() && !conv_only && !moe_only && !gemm_only) {
+    if (ob.ok() && !conv_only && !moe_only && !gemm_only && named("f32")) {
         const int nmat = (int)(gemv_bytes / ((size_t)M * K * 4));
         std::vector<std::vector<float>> mats((size_t)nmat, std::vector<float>((size_t)(M * K), 0.5f));
         std::vector<float> xv((size_t)K, 1.0f), yv((size_t)M);
@@ -696,16 +758,41 @@ int main(int argc, char ** argv) {
          * samples as any one mat-vec, so on a drifting machine it sits above what the same
          * memory gave that mat-vec's runs: it is shown next to the fair ratio, not instead. */
         const size_t ntypes = sizeof bench_types / sizeof bench_types[0], nrepack = sizeof repack_types / sizeof repack_types[0];
-        std::vector<double> best_gemv(ntypes, 0.0), own_read(ntypes, 0.0), best_repack(nrepack, 0.0);
+        const size_t nset = std::max<size_t>(1, prefetch.size());
+        const std::vector<prefetch_setting> * settings = prefetch.empty() ? nullptr : &prefetch;
+        auto repack_name = [](tsr_type t) { return std::string(tsr_type_name(t)) + "-repack"; };
+        std::vector<bool> run_repack(nrepack), run_type(ntypes);
+        for (size_t i = 0; i < nrepack; ++i) run_repack[i] = named(repack_name(repack_types[i]));
+        for (size_t i = 0; i < ntypes; ++i) {  /* a CPU_REPACK row's read is its file layout's */
+            run_type[i] = named(tsr_type_name(bench_types[i]));
+            for (size_t j = 0; j < nrepack; ++j) run_type[i] = run_type[i] || (run_repack[j] && repack_types[j] == bench_types[i]);
+        }
+        /* [type][setting]: the best of all rounds, and the lowest round's best (the spread) */
+        std::vector<std::vector<double>> best_gemv(ntypes, std::vector<double>(nset, 0.0)), low_gemv(ntypes, std::vector<double>(nset, 1e30));
+        std::vector<std::vector<double>> best_repack(nrepack, std::vector<double>(nset, 0.0)), low_repack(nrepack, std::vector<double>(nset, 1e30));
+        std::vector<double> own_read(ntypes, 0.0), got;
+        auto keep = [&](std::vector<double> & best, std::vector<double> & low) {
+            for (size_t v = 0; v < nset; ++v) {
+                best[v] = std::max(best[v], got[v]);
+                low[v] = std::min(low[v], got[v]);
+            }
+        };
         for (int round = 0; round < matvec_rounds; ++round) {
             for (size_t i = 0; i < ntypes; ++i) {
+                if (!run_type[i]) continue;
                 double r = 0;
-                best_gemv[i] = std::max(best_gemv[i], bench_gemv(be, bench_types[i], gemv_bytes, reps, tsr_backend_cpu_buffer_type(), &r));
+                bench_gemv(be, bench_types[i], gemv_bytes, reps, tsr_backend_cpu_buffer_type(), &r,
+                           bench_types[i] == TSR_TYPE_F32 ? nullptr : settings, &got);  /* F32 has no software prefetch */
+                got.resize(nset, got[0]);
+                keep(best_gemv[i], low_gemv[i]);
                 own_read[i] = std::max(own_read[i], r);
                 rd = std::max(rd, r);
             }
-            for (size_t i = 0; i < nrepack; ++i)
-                best_repack[i] = std::max(best_repack[i], bench_gemv(be, repack_types[i], gemv_bytes, reps, tsr_backend_cpu_repack_buffer_type()));
+            for (size_t i = 0; i < nrepack; ++i) {
+                if (!run_repack[i]) continue;
+                bench_gemv(be, repack_types[i], gemv_bytes, reps, tsr_backend_cpu_repack_buffer_type(), nullptr, settings, &got);
+                keep(best_repack[i], low_repack[i]);
+            }
         }
         if (matvec_rounds > 0)
             add_row("read bandwidth (best of the mat-vec rounds)", rd, "GB/s", "",
@@ -718,18 +805,28 @@ int main(int argc, char ** argv) {
         };
         const std::string gemv_note = std::to_string(gemv_bytes >> 20) + "+ MiB of 4096x4096 weights, best of " + std::to_string(matvec_rounds) +
                                       " rounds of " + std::to_string(reps) + ", each run followed by a read of the same weights";
+        auto add_rows = [&](const std::string & name, const std::vector<double> & best, const std::vector<double> & low, double own,
+                            const std::string & extra, const std::string & note) {
+            for (size_t v = 0; v < nset; ++v) {
+                std::string ref = ratios(best[v], own) + extra;
+                if (settings) ref += "; rounds' bests " + fmt(low[v]) + "-" + fmt(best[v]);
+                add_row(name + (settings ? " prefetch " + prefetch[v].label : ""), best[v], "GB/s (weights)", ref,
+                        settings ? note + ", each run timing every prefetch setting in turn" : note);
+            }
+        };
         for (size_t i = 0; i < ntypes && matvec_rounds > 0; ++i) {
+            if (!run_type[i]) continue;
             const tsr_type t = bench_types[i];
-            const std::string ref = ratios(best_gemv[i], own_read[i]);
-            add_row(std::string("mat-vec ") + tsr_type_name(t), best_gemv[i], "GB/s (weights)",
-                    t == TSR_TYPE_F32 && ob.ok() ? ref + ", OpenBLAS sgemv " + fmt(blas_gemv) : ref, gemv_note);
+            add_rows(std::string("mat-vec ") + tsr_type_name(t), best_gemv[i], low_gemv[i], own_read[i],
+                     t == TSR_TYPE_F32 && ob.ok() && blas_gemv > 0 ? ", OpenBLAS sgemv " + fmt(blas_gemv) : "", gemv_note);
         }
         /* the backend runs no other op on interleaved weights: a CPU_REPACK mat-vec is compared
          * with the read of its type's file-layout weights (as many bytes, as chunked, same rounds) */
         for (size_t i = 0; i < nrepack && matvec_rounds > 0; ++i) {
+            if (!run_repack[i]) continue;
             const size_t file_layout = (size_t)(std::find(bench_types, bench_types + ntypes, repack_types[i]) - bench_types);
-            add_row(std::string("mat-vec ") + tsr_type_name(repack_types[i]) + " (CPU_REPACK)", best_repack[i], "GB/s (weights)",
-                    ratios(best_repack[i], own_read[file_layout]), gemv_note + " (the read: of the file layout's)");
+            add_rows(std::string("mat-vec ") + tsr_type_name(repack_types[i]) + " (CPU_REPACK)", best_repack[i], low_repack[i], own_read[file_layout], "",
+                     gemv_note + " (the read: of the file layout's)");
         }
     }
     for (tsr_type t : bench_types) {
@@ -739,7 +836,7 @@ int main(int argc, char ** argv) {
     }
     /* issue 17 part B */
     for (tsr_type t : {TSR_TYPE_Q4_0, TSR_TYPE_Q8_0}) {
-        if (conv_only || gemm_only) break;
+        if (conv_only || gemm_only || !named("moe")) break;
         double total_mib = 0;
         const double g = bench_moe_decode(be, t, reps + 2, &total_mib);
         char note[128];

@@ -57,6 +57,47 @@ TEST_CASE("cpu backend: interface and ISA control", "[cpu][backend]") {
     CHECK_FALSE(tsr_backend_supports_op(be, tsr_sub(ctx, a, tsr_new_tensor_2d(ctx, TSR_TYPE_I32, 8, 2))));
 }
 
+TEST_CASE("cpu backend: mat-vec prefetch distances are per type, bounded, and change no result", "[cpu][backend]") {
+    const tsr_type file_types[] = {TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0,
+                                   TSR_TYPE_Q5_1, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K};
+    size_t ahead = 0, q6k = 0;
+    for (tsr_type t : file_types) {
+        CHECK(tsr_cpu_get_matvec_prefetch(t, false, &ahead));
+        CHECK(ahead > 0);
+    }
+    for (tsr_type t : {TSR_TYPE_Q4_0, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_K}) CHECK(tsr_cpu_get_matvec_prefetch(t, true, &ahead));
+    /* no setting: F32 streams without, Q2_K / Q3_K keep their own, Q4_1 has no CPU_REPACK layout */
+    CHECK_FALSE(tsr_cpu_get_matvec_prefetch(TSR_TYPE_F32, false, &ahead));
+    CHECK_FALSE(tsr_cpu_set_matvec_prefetch(TSR_TYPE_Q3_K, false, 1024));
+    CHECK_FALSE(tsr_cpu_set_matvec_prefetch(TSR_TYPE_Q4_1, true, 1024));
+    REQUIRE(tsr_cpu_get_matvec_prefetch(TSR_TYPE_Q6_K, false, &q6k));
+    CHECK_FALSE(tsr_cpu_set_matvec_prefetch(TSR_TYPE_Q6_K, false, ((size_t)1 << 20) + 1));
+    REQUIRE(tsr_cpu_get_matvec_prefetch(TSR_TYPE_Q6_K, false, &ahead));
+    CHECK(ahead == q6k);
+    CHECK(tsr_cpu_set_matvec_prefetch(TSR_TYPE_Q6_K, true, 1024) == false);
+    /* the same Q6_K mat-vec with no prefetch in effect, the default and 1 MiB past its rows
+     * (prefetches never fault): the same bits; each setting reads back */
+    backend_holder be(2);
+    ctx_holder ctx(4);
+    std::mt19937 rng(12);
+    tsr_tensor * w = tsr_new_tensor_2d(ctx, TSR_TYPE_Q6_K, 512, 12);
+    tsr_tensor * x = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, 512, 1);
+    fill(w, rng);
+    fill(x, rng);
+    tsr_tensor * y = tsr_mul_mat(ctx, w, x);
+    std::vector<std::vector<float>> got;
+    for (size_t a : {q6k, (size_t)0, (size_t)1 << 20}) {
+        REQUIRE(tsr_cpu_set_matvec_prefetch(TSR_TYPE_Q6_K, false, a));
+        REQUIRE(tsr_cpu_get_matvec_prefetch(TSR_TYPE_Q6_K, false, &ahead));
+        CHECK(ahead == a);
+        REQUIRE(run(be, ctx, y) == TSR_STATUS_SUCCESS);
+        got.emplace_back((const float *)y->data, (const float *)y->data + 12);
+    }
+    REQUIRE(tsr_cpu_set_matvec_prefetch(TSR_TYPE_Q6_K, false, q6k));
+    CHECK(got[1] == got[0]);
+    CHECK(got[2] == got[0]);
+}
+
 TEST_CASE("cpu backend: 1 and N threads give bitwise equal results", "[cpu][threads]") {
     for (tsr_cpu_isa isa : isas()) {
         isa_scope s(isa);

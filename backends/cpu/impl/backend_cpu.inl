@@ -469,5 +469,29 @@ TSR_API_IMPL bool tsr_cpu_set_isa(enum tsr_cpu_isa isa) {
     tcpu::isa_current().store((int)isa);
     return true;
 }
+static uint32_t * matvec_prefetch_of(enum tsr_type type, bool repacked, const char * fn) {
+    static const enum tsr_type file_types[] = {TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0,
+                                               TSR_TYPE_Q5_1, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K};
+    static const enum tsr_type repacked_types[] = {TSR_TYPE_Q4_0, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_K};
+    const enum tsr_type * b = repacked ? repacked_types : file_types;
+    const enum tsr_type * e = repacked ? std::end(repacked_types) : std::end(file_types);
+    if (std::find(b, e, type) == e) {
+        tsr_set_error("%s: no mat-vec prefetch setting for %s%s", fn, tsr_type_name(type), repacked ? " (CPU_REPACK)" : "");
+        return nullptr;
+    }
+    return repacked ? &tcpu::g_matvec_pf_ahead.repacked[type] : &tcpu::g_matvec_pf_ahead.file[type];
+}
+TSR_API_IMPL bool tsr_cpu_set_matvec_prefetch(enum tsr_type type, bool repacked, size_t ahead) {
+    uint32_t * a = matvec_prefetch_of(type, repacked, "tsr_cpu_set_matvec_prefetch");
+    if (!a) return false;
+    if (ahead > ((size_t)1 << 20)) return tsr_set_error("tsr_cpu_set_matvec_prefetch: %zu bytes ahead (at most 1 MiB)", ahead);
+    *a = (uint32_t)ahead;
+    return true;
+}
+TSR_API_IMPL bool tsr_cpu_get_matvec_prefetch(enum tsr_type type, bool repacked, size_t * ahead) {
+    const uint32_t * a = matvec_prefetch_of(type, repacked, "tsr_cpu_get_matvec_prefetch");
+    if (a && ahead) *ahead = *a;
+    return a != nullptr;
+}
 TSR_API_IMPL bool tsr_cpu_has_avx512_bf16(void) { return tcpu::features().avx512_bf16; }
 TSR_API_IMPL bool tsr_cpu_has_avx512_vnni(void) { return tcpu::features().avx512_vnni; }

@@ -409,6 +409,41 @@ struct kernels {
     const act_kernels * act;
 };
 
+/* The mat-vec kernels' software prefetch of one weight type's rows (x86): each step of a
+ * row that reads S bytes prefetches max(1, S / matvec_pf_line_every) lines 64 bytes apart,
+ * `ahead` bytes past the step (0: the lines the step reads, no prefetch in effect). Rows are
+ * read once from DRAM on 4 streams per core (4 row groups with CPU_REPACK), and the hardware
+ * prefetchers alone keep too few lines in flight. Per type because the best setting differs
+ * with bytes per step and compute per byte. The distance is mutable, so that cpu_bench
+ * --prefetch compares distances in alternation in one run (tsr_cpu_set_matvec_prefetch):
+ * an index register, free; the lines per step are constants (a loop over a run-time count
+ * cost Q4_K 10 % in cache). */
+struct matvec_pf_table {
+    uint32_t file[TSR_TYPE_COUNT], repacked[TSR_TYPE_COUNT];
+    /* cpu_bench --prefetch, 2 threads from DRAM, 3 rounds alternating on the same weights
+     * (this VM: ~28 GB/s read, rounds spread ~5 %): 1152 to 3072 bytes within noise of each
+     * other for every type, 576 2-6 % lower, none (0) 15-22 % lower. CPU_REPACK Q4_K: one
+     * record (1152) 0.96-0.97 x the read in two runs, two records 0.93-0.96. */
+    constexpr matvec_pf_table() : file{}, repacked{} {
+        for (uint32_t & a : file) a = 2048;
+        repacked[TSR_TYPE_Q4_0] = repacked[TSR_TYPE_IQ4_NL] = 1024;
+        repacked[TSR_TYPE_Q4_K] = 1152;
+    }
+};
+static matvec_pf_table g_matvec_pf_ahead;
+/* Lines per step, measured as separate builds alternating (cpu_bench --types, 3 rounds): the
+ * K-quants' every line about twice (Q4_K 4 lines a 144-byte step, Q5_K 5 a 176, Q6_K 6 a
+ * 210) beat every line once or twice (3, 3, 4) by 3-10 % best of rounds, Q6_K 0.99 x the
+ * read against 0.94, no cost in cache; a line per 64 bytes lost Q6_K 6 %. CPU_REPACK Q4_K:
+ * 6 lines a quarter record (24 a record) 0.92 against 0.91 for 4 and 0.84 for 9. */
+static constexpr size_t matvec_pf_line_every(enum tsr_type t, bool repacked) {
+    if (repacked) return 48;  /* Q4_K: 6 lines a quarter record; Q4_0 / IQ4_NL: a 144-byte record's 3 */
+    switch (t) {
+        case TSR_TYPE_Q4_K: case TSR_TYPE_Q5_K: case TSR_TYPE_Q6_K: return 32;
+        default: return 64;  /* one per whole 64 bytes */
+    }
+}
+
 /* The kernel table entries of the K-quant and 32-element types, one row and four, over an
  * ISA's R-row kernels M::q8k<KS, R> and M::q32<T, R> (a row's result the same for every R). */
 template <class M> struct row_quant_dots {

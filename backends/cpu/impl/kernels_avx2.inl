@@ -126,39 +126,18 @@ TSR_TARGET_AVX2 static float dot_q4_0_avx2(int64_t n, const tsr_block_q4_0 * x, 
     return hsum256(_mm256_add_ps(acc0, acc1)) - 8.0f * corr;
 }
 
-/* Mat-vec rows are read once, from DRAM, on 4 streams per core, and the hardware
- * prefetchers alone keep too few lines in flight: the 32-block types and F16 / BF16 sat at
- * 0.78-0.89 x the read bandwidth with in-cache rates well above it, while Q4_K / Q5_K reach
- * 0.96 with k4_rows_avx512's prefetch. So each row prefetches the lines this many bytes
- * ahead of the bytes a step reads. Neither the distance nor how many lines a step takes
- * was swept on a quiet machine, so a build may set both (scripts/matvec-prefetch-sweep.sh
- * builds cpu_bench at several and tabulates them):
- *   -DTSR_MATVEC_PREFETCH_AHEAD=bytes (0: no software prefetch),
- *   -DTSR_MATVEC_PREFETCH_COVER=1: one line per whole 64 bytes of a step in every kernel,
- *   =2: every line a step reads in every kernel (0: each kernel's choice below). */
-#ifndef TSR_MATVEC_PREFETCH_AHEAD
-#define TSR_MATVEC_PREFETCH_AHEAD 2048
-#endif
-#ifndef TSR_MATVEC_PREFETCH_COVER
-#define TSR_MATVEC_PREFETCH_COVER 0
-#endif
-static constexpr size_t matvec_prefetch_ahead = TSR_MATVEC_PREFETCH_AHEAD;
-static_assert(TSR_MATVEC_PREFETCH_COVER >= 0 && TSR_MATVEC_PREFETCH_COVER <= 2, "TSR_MATVEC_PREFETCH_COVER: 0, 1 or 2");
-enum matvec_cover { COVER_WHOLE_64 = 1, COVER_EVERY_LINE = 2 };
-/* The lines ahead of a step that reads STEP_BYTES of a row at p. COVER_WHOLE_64 (the
- * 32-block types' and F16 / BF16's choice): one per whole 64 bytes of step, at least one;
- * the line a 72- or 136-byte step skips now and then the hardware prefetcher, following
- * the row, still brings, and fewer prefetches cost less in cache. COVER_EVERY_LINE (the
- * K-quants' choice): as many as the step spans, so consecutive steps prefetch every line,
- * some twice. */
-template <size_t STEP_BYTES, matvec_cover KERNEL_CHOICE = COVER_WHOLE_64> static TSR_ALWAYS_INLINE void matvec_prefetch(const char * p) {
-    constexpr int cover = TSR_MATVEC_PREFETCH_COVER ? TSR_MATVEC_PREFETCH_COVER : (int)KERNEL_CHOICE;
-    constexpr size_t lines = cover == COVER_EVERY_LINE ? (STEP_BYTES + 63) / 64 : STEP_BYTES < 128 ? 1 : STEP_BYTES / 64;
-    static_assert(lines <= 4, "a step of at most 256 bytes");
-    if constexpr (matvec_prefetch_ahead > 0)
-        for (size_t l = 0; l < lines; ++l) _mm_prefetch(p + matvec_prefetch_ahead + 64 * l, _MM_HINT_T0);
-    else (void)p;
-}
+/* A mat-vec kernel's prefetch of the rows of type T (REPACKED: a CPU_REPACK layout), a step
+ * reading STEP_BYTES of a row (g_matvec_pf_ahead). The 32-block types and F16 / BF16 sat at
+ * 0.78-0.89 x the read bandwidth without it, with in-cache rates well above it. */
+template <enum tsr_type T, size_t STEP_BYTES, bool REPACKED = false> struct matvec_prefetcher {
+    static constexpr size_t lines = std::max<size_t>(1, STEP_BYTES / matvec_pf_line_every(T, REPACKED));
+    size_t ahead = REPACKED ? g_matvec_pf_ahead.repacked[T] : g_matvec_pf_ahead.file[T];
+    /* T0: T1 / T2 measured no better (Q6_K 0.88-0.89 x the read against T0's 0.93 in one
+     * run), NTA half the rate */
+    TSR_ALWAYS_INLINE void operator()(const char * p) const {
+        for (size_t l = 0; l < lines; ++l) _mm_prefetch(p + ahead + 64 * l, _MM_HINT_T0);
+    }
+};
 
 /* R rows at once (x + r * lda) for matrix-vector: the y loads are shared, and the rows the
  * driver passes are far apart, so each core keeps four sequential DRAM streams going (R = 4).
@@ -174,6 +153,7 @@ TSR_TARGET_AVX2 static inline __m256 load8_as_f32_avx2(const char * row, int64_t
 template <int T, int R>
 TSR_TARGET_AVX2 static void dot_rows_avx2(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
     const float * y = (const float *)yv;
+    const matvec_prefetcher<T == 1 ? TSR_TYPE_F16 : TSR_TYPE_BF16, 2 * 16> prefetch;
     __m256 acc0[R], acc1[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
@@ -182,7 +162,7 @@ TSR_TARGET_AVX2 static void dot_rows_avx2(int64_t n, const char * x, size_t lda,
         const __m256 y0 = _mm256_loadu_ps(y + i), y1 = _mm256_loadu_ps(y + i + 8);
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
-            if (T != 0) matvec_prefetch<2 * 16>(x + (size_t)r * lda + 2 * i);  /* F32 streams at the read bandwidth without */
+            if (T != 0) prefetch(x + (size_t)r * lda + 2 * i);  /* F32 streams at the read bandwidth without */
             acc0[r] = _mm256_fmadd_ps(load8_as_f32_avx2<T>(x + (size_t)r * lda, i), y0, acc0[r]);
             acc1[r] = _mm256_fmadd_ps(load8_as_f32_avx2<T>(x + (size_t)r * lda, i + 8), y1, acc1[r]);
         }
@@ -215,6 +195,7 @@ template <int R>
 TSR_TARGET_AVX2 static void dot_rows_q8_0_avx2(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
     const yq8 * y = (const yq8 *)yv;
     const int64_t nb = n / 32;
+    const matvec_prefetcher<TSR_TYPE_Q8_0, 2 * sizeof(tsr_block_q8_0)> prefetch;
     __m256 acc[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
@@ -225,7 +206,7 @@ TSR_TARGET_AVX2 static void dot_rows_q8_0_avx2(int64_t n, const char * x, size_t
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
             const tsr_block_q8_0 * xb = (const tsr_block_q8_0 *)(x + (size_t)r * lda) + b;
-            matvec_prefetch<2 * sizeof(tsr_block_q8_0)>((const char *)xb);
+            prefetch((const char *)xb);
             /* lane 0: d0 y.d of block 0, lane 4: block 1's */
             const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(pair_heads_avx2(xb, xb + 1)), dy);
             const __m256i p0 = dot32_s8s8_avx2(_mm256_loadu_si256((const __m256i *)xb[0].qs), y0);
@@ -981,6 +962,7 @@ TSR_TARGET_AVX2 static void q32_pairs_avx2(int64_t n, const char * x, size_t lda
     const yside_q4 * ys = y_side_q4(y, nb);
     const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values));
+    const matvec_prefetcher<T, 2 * sizeof(block)> prefetch;
     __m256 acc[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
@@ -997,7 +979,7 @@ TSR_TARGET_AVX2 static void q32_pairs_avx2(int64_t n, const char * x, size_t lda
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
             const block * xb = (const block *)(x + (size_t)r * lda) + b;
-            matvec_prefetch<2 * sizeof(block)>((const char *)xb);
+            prefetch((const char *)xb);
             const __m128i heads = pair_heads_avx2(xb, xb + 1);
             /* d (and m) times y.d in the heads' lanes of the two blocks: lanes 0-3 block 0 */
             const __m256 heads_dy = _mm256_mul_ps(_mm256_cvtph_ps(heads), dy);

@@ -164,6 +164,7 @@ TSR_TARGET_AVX512VNNI static void gemv_q8_0_rows(int64_t n, const char * x, size
     const int64_t nb = n / 32, ng = nb / 4;
     const yside_q8 * ys = y_side_q8(y, nb);
     const __m512i flip = _mm512_set1_epi8((char)0x80);
+    const matvec_prefetcher<TSR_TYPE_Q8_0, 4 * sizeof(tsr_block_q8_0)> prefetch;
     __m512 acc0[R], acc1[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
@@ -175,7 +176,7 @@ TSR_TARGET_AVX512VNNI static void gemv_q8_0_rows(int64_t n, const char * x, size
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
             const char * xb = x + (size_t)r * lda + (size_t)g * 4 * sizeof(tsr_block_q8_0);
-            matvec_prefetch<4 * sizeof(tsr_block_q8_0)>(xb);
+            prefetch(xb);
             const __m512 s01 = _mm512_mul_ps(_mm512_cvtph_ps(fp16_pair_x8(xb, xb + 34)), dy01);
             const __m512 s23 = _mm512_mul_ps(_mm512_cvtph_ps(fp16_pair_x8(xb + 68, xb + 102)), dy23);
             const __m512i q01 = _mm512_xor_si512(load2x32(xb + 2, xb + 36), flip);
@@ -234,6 +235,7 @@ TSR_TARGET_AVX512VNNI static void gemv_q32_rows(int64_t n, const char * x, size_
     const __m512i table = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values)), _mm512_set1_epi8((char)0x80));
     const __m512i iq = _mm512_load_si512((const void *)q32_idx<T>.qs), idm = _mm512_load_si512((const void *)q32_idx<T>.dm);
     const __m512i ih = _mm512_load_si512((const void *)q32_idx<T>.qh);
+    const matvec_prefetcher<T, 16 * L::words> prefetch;
     __m512 acc[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
@@ -249,7 +251,7 @@ TSR_TARGET_AVX512VNNI static void gemv_q32_rows(int64_t n, const char * x, size_
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
             const char * xb = x + (size_t)r * lda + (size_t)g * 8 * L::words;
-            matvec_prefetch<16 * L::words>(xb);
+            prefetch(xb);
             const __m512i z0 = _mm512_loadu_si512((const void *)xb);
             const __m512i z1 = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(xb + 2 * L::z1)));
             const __m512i qs = _mm512_permutex2var_epi16(z0, iq, z1);
@@ -495,6 +497,7 @@ TSR_TARGET_AVX512BF16 static void pack_b12_bf16_avx512(const char * b, size_t ld
 template <int T, int R>
 TSR_TARGET_AVX512 static void dot_rows_avx512(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
     const float * y = (const float *)yv;
+    const matvec_prefetcher<T == 1 ? TSR_TYPE_F16 : TSR_TYPE_BF16, 2 * 32> prefetch;
     __m512 acc0[R], acc1[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
@@ -504,7 +507,7 @@ TSR_TARGET_AVX512 static void dot_rows_avx512(int64_t n, const char * x, size_t 
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
             const char * row = x + (size_t)r * lda;
-            if (T != 0) matvec_prefetch<2 * 32>(row + 2 * i);  /* F32 streams at the read bandwidth without */
+            if (T != 0) prefetch(row + 2 * i);  /* F32 streams at the read bandwidth without */
             acc0[r] = _mm512_fmadd_ps(load16_full<T>(row, i), y0, acc0[r]);
             acc1[r] = _mm512_fmadd_ps(load16_full<T>(row, i + 16), y1, acc1[r]);
         }
@@ -939,6 +942,7 @@ template <bool HIGH, int R>
 TSR_TARGET_AVX512VNNI static void k4_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
     constexpr size_t bbytes = HIGH ? sizeof(tsr_block_q5_K) : sizeof(tsr_block_q4_K);
+    const matvec_prefetcher<HIGH ? TSR_TYPE_Q5_K : TSR_TYPE_Q4_K, bbytes> prefetch;
     __m512 acc = _mm512_setzero_ps(), mins = _mm512_setzero_ps();  /* row r in lanes 4r..4r+3 */
     for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
         const tsr_block_q8_K & y = yrow[i];
@@ -960,8 +964,8 @@ TSR_TARGET_AVX512VNNI static void k4_rows_avx512(int64_t n, const char * x, size
         for (int r = 0; r < R; ++r) {
             const uint8_t * row = blk + (size_t)r * lda;
             /* the hardware prefetchers alone kept one core at ~31 GB/s on 4 streams from DRAM;
-             * 2 KiB ahead (a super-block's 3 lines) measured ~39-42 (512 and 1024: no gain) */
-            matvec_prefetch<bbytes, COVER_EVERY_LINE>((const char *)row);
+             * 2 KiB ahead measured ~39-42 (512 and 1024: no gain); lines: matvec_pf_line_every */
+            prefetch((const char *)row);
             const __m512i sc = _mm512_permutexvar_epi32(lane_of_zmm(r), sm);  /* row r's scales in every lane */
             const __m512i qh = HIGH ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(row + 16))) : _mm512_setzero_si512();
             const uint8_t * qs = row + (HIGH ? 48 : 16);
@@ -1169,13 +1173,14 @@ TSR_TARGET_AVX512VNNI static inline __m512i word_pick_zmm(int w0, int w1, int w2
  * scales decode together (lanes_of_rows), sign-extended to int16 once for all rows; per
  * row, one in-lane word shuffle per 64 elements spreads them. d of the rows share one
  * conversion, row r's sums sit in lanes 4r..4r+3 and integer sums are exact, so a row's
- * result is the same for every R. Prefetch as k4_rows_avx512 (a super-block's 4 lines). */
+ * result is the same for every R. Prefetch as k4_rows_avx512. */
 template <int R>
 TSR_TARGET_AVX512VNNI static void k6_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), z = _mm512_setzero_si512();
     /* qh bits to bits 4-5 of each byte: << 4 and << 2 for the low nibbles' halves, >> 0 and >> 2 for the high */
     const __m512i shl_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
     const __m512i shr_hi = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
+    const matvec_prefetcher<TSR_TYPE_Q6_K, sizeof(tsr_block_q6_K)> prefetch;
     __m512 acc = _mm512_setzero_ps();  /* row r in lanes 4r..4r+3 */
     for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
         const tsr_block_q8_K & y = yrow[i];
@@ -1191,7 +1196,7 @@ TSR_TARGET_AVX512VNNI static void k6_rows_avx512(int64_t n, const char * x, size
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
             const uint8_t * row = blk + (size_t)r * lda;
-            matvec_prefetch<sizeof(tsr_block_q6_K), COVER_EVERY_LINE>((const char *)row);
+            prefetch((const char *)row);
             const __m512i scr[2] = {_mm512_permutexvar_epi32(lane_of_zmm(r), sc_lo), _mm512_permutexvar_epi32(lane_of_zmm(r), sc_hi)};
             __m512i part[2];  /* two dependency chains */
 #pragma GCC unroll 2

@@ -181,15 +181,6 @@ static void r8_groups_dot_scalar(const uint8_t * grp, size_t gstride, int64_t nb
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-/* Bytes ahead of the current block that each group's stream prefetches: the hardware
- * prefetchers alone leave a core's few streams short of DRAM bandwidth. */
-static constexpr size_t k_r8_prefetch_ahead = 1024;
-
-TSR_TARGET_AVX2 static inline void r8_prefetch_block(const uint8_t * rec) {
-    /* 3 lines 64 bytes apart from each 144-byte record: every line of the stream once or twice */
-    for (int l = 0; l < 3; ++l) _mm_prefetch((const char *)rec + k_r8_prefetch_ahead + 64 * l, _MM_HINT_T0);
-}
-
 /* 8 rows' int32 sums of one block, a lane per row, against the block's 8 activation quads
  * broadcast (yq[c]: y.qs[4c..4c+4)). Q4_0: the nibbles are unsigned, and all 8 vpmaddubsw
  * results of a block add up in int16 (16 products of at most 15 * 128 = 30720) before one
@@ -222,6 +213,9 @@ TSR_TARGET_AVX2 static inline __m256i r8_block_sums_avx2(const uint8_t * rec, co
 /* G groups, gstride bytes apart, sharing the activations' broadcasts. */
 template <enum tsr_type T, int G>
 TSR_TARGET_AVX2 static void r8_groups_dot_avx2(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out) {
+    /* each group's stream prefetched ahead of its records (g_matvec_pf_ahead: the hardware
+     * prefetchers alone leave a core's few streams short of DRAM bandwidth) */
+    const matvec_prefetcher<T, R8_BLOCK_BYTES, true> prefetch;
     __m256 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
@@ -234,7 +228,7 @@ TSR_TARGET_AVX2 static void r8_groups_dot_avx2(const uint8_t * grp, size_t gstri
         const __m256 yd = _mm256_set1_ps(y[b].d);
         for (int g = 0; g < G; ++g) {
             const uint8_t * rec = grp + (size_t)g * gstride + (size_t)b * R8_BLOCK_BYTES;
-            r8_prefetch_block(rec);
+            prefetch((const char *)rec);
             const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec)), yd);
             acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(r8_block_sums_avx2<T>(rec, yq, y[b].sum)), d, acc[g]);
         }
@@ -269,6 +263,7 @@ TSR_TARGET_AVX512VNNI static void r8_groups_dot_avx512vnni(const uint8_t * grp, 
     const __m512i sel_hi01 = _mm512_add_epi32(sel_lo01, _mm512_set1_epi32(4));
     const __m512i sel_hi23 = _mm512_add_epi32(sel_lo01, _mm512_set1_epi32(6));
     const int32_t offset = T == TSR_TYPE_Q4_0 ? 8 : 128;
+    const matvec_prefetcher<T, R8_BLOCK_BYTES, true> prefetch;
     __m512 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
@@ -279,7 +274,7 @@ TSR_TARGET_AVX512VNNI static void r8_groups_dot_avx512vnni(const uint8_t * grp, 
         const __m512 yd = _mm512_set1_ps(y[b].d);
         for (int g = 0; g < G; ++g) {
             const uint8_t * rec = grp + (size_t)g * gstride + (size_t)b * R8_BLOCK_BYTES;
-            r8_prefetch_block(rec);
+            prefetch((const char *)rec);
             const __m512i q01 = _mm512_loadu_si512((const void *)(rec + 16));
             const __m512i q23 = _mm512_loadu_si512((const void *)(rec + 80));
             __m512i lo01 = _mm512_and_si512(q01, m4), hi01 = _mm512_and_si512(_mm512_srli_epi16(q01, 4), m4);
@@ -382,12 +377,10 @@ TSR_TARGET_AVX2 static inline __m256i q4k_scale_pairs_avx2(const uint8_t * v) {
     return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(b, b));
 }
 
-/* Bytes ahead of a group's current record that its stream prefetches (18 lines a record). */
-static constexpr size_t k_q4k_r8_prefetch_ahead = 2 * Q4K_R8_BYTES;
-
-TSR_TARGET_AVX2 static inline void q4k_prefetch_record(const uint8_t * rec) {
-    for (int l = 0; l < Q4K_R8_BYTES / 64; ++l) _mm_prefetch((const char *)rec + k_q4k_r8_prefetch_ahead + 64 * l, _MM_HINT_T0);
-}
+/* A group's stream prefetches a quarter record per sub-block pair p (g_matvec_pf_ahead), where
+ * all 18 lines of a record at once, 4 groups' 72 prefetches in a burst, held the mat-vec at
+ * 0.81 x the read bandwidth. */
+static constexpr size_t q4k_prefetch_step = Q4K_R8_BYTES / 4;
 
 /* G groups' 8 rows against Q8_K, a lane per row. A chunk is 8 rows x 4 weights of two
  * sub-blocks (low and high nibbles): vpmaddubsw against one activation quad broadcast, and
@@ -396,6 +389,7 @@ TSR_TARGET_AVX2 static inline void q4k_prefetch_record(const uint8_t * rec) {
 template <int G>
 TSR_TARGET_AVX2 static void r8_q4k_groups_dot_avx2(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y, float * out) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const matvec_prefetcher<TSR_TYPE_Q4_K, q4k_prefetch_step, true> prefetch;
     __m256 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
@@ -407,11 +401,11 @@ TSR_TARGET_AVX2 static void r8_q4k_groups_dot_avx2(const uint8_t * grp, size_t g
         __m256i sumi[G];
         for (int g = 0; g < G; ++g) {
             rec[g] = grp + (size_t)g * gstride + (size_t)i * Q4K_R8_BYTES;
-            q4k_prefetch_record(rec[g]);
             q4k_record_scales_avx2(rec[g], sm[g]);
             sumi[g] = _mm256_setzero_si256();
         }
         for (int p = 0; p < 4; ++p) {
+            for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + p * q4k_prefetch_step);
             __m256i lo[G], hi[G];
             for (int g = 0; g < G; ++g) lo[g] = hi[g] = _mm256_setzero_si256();
             for (int c = 0; c < 8; ++c) {
@@ -458,6 +452,7 @@ template <int G>
 TSR_TARGET_AVX512VNNI static void r8_q4k_groups_dot_avx512vnni(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y, float * out) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i two_quads = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const matvec_prefetcher<TSR_TYPE_Q4_K, q4k_prefetch_step, true> prefetch;
     __m512 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
@@ -474,13 +469,13 @@ TSR_TARGET_AVX512VNNI static void r8_q4k_groups_dot_avx512vnni(const uint8_t * g
         __m512i sumi[G], summ[G];
         for (int g = 0; g < G; ++g) {
             rec[g] = grp + (size_t)g * gstride + (size_t)i * Q4K_R8_BYTES;
-            q4k_prefetch_record(rec[g]);
             q4k_record_scales_avx2(rec[g], sm[g]);
             sumi[g] = summ[g] = _mm512_setzero_si512();
             for (int p = 0; p < 4; ++p)
                 summ[g] = _mm512_dpwssd_epi32(summ[g], _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sm[g] + 64 + 16 * p))), bsums[p]);
         }
         for (int p = 0; p < 4; ++p) {
+            for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + p * q4k_prefetch_step);
             /* quads 0..7: sub-block 2p's activations (low nibbles), 8..15: 2p + 1's */
             const __m512i yv = _mm512_loadu_si512((const void *)(yb.qs + 64 * p));
             __m512i lo[G], hi[G];
