@@ -3,11 +3,15 @@
 // can be dlopen'ed; never a build dependency) and a GPT-2-small forward at 128 tokens.
 //
 //   cpu_bench [--csv] [--threads N] [--rounds N] [--quick] [--gpt2-only] [--matvec-only] [--conv-only] [--gemm-only]
-//             [--matvec-cache-only]
+//             [--matvec-cache-only] [--types q3_K,q2_K,...]
 //
 // --matvec-cache-only: each type's mat-vec on one thread with its weights in cache (kernel
-// cost per byte, robust on a loaded machine); TSR_CPU_ISA=avx2 (or scalar, avx512) times
-// that kernel path.
+// cost per byte, robust on a loaded machine), CPU_REPACK's layout alternating with the
+// plain one for the types it interleaves; TSR_CPU_ISA=avx2 (or scalar, avx512) times that
+// kernel path.
+// --types: only these weight types' rows (GEMM, mat-vec and its read, in-cache, quantize);
+// no MoE rows, no OpenBLAS sgemv unless f32 is listed: a DRAM check of a few types in well
+// under a minute.
 //
 // Prints one Markdown table (or CSV with --csv). Not a test.
 #include "tessera/tessera.h"
@@ -275,7 +279,7 @@ double bench_gemm(tsr_backend_t be, tsr_type type, int64_t M, int64_t K, int64_t
     return 2.0 * (double)M * (double)N * (double)K / t / 1e9;
 }
 
-// bench_gemm with the weights in a CPU_REPACK buffer (Q4_0 / IQ4_NL / Q4_K: interleaved when set).
+// bench_gemm with the weights in a CPU_REPACK buffer (Q4_0 / IQ4_NL / Q4_K / Q3_K / Q2_K: interleaved when set).
 double bench_gemm_repack(tsr_backend_t be, tsr_type type, int64_t M, int64_t K, int64_t N, int reps) {
     tsr_context * ctx = tsr_init(tsr_init_params{8 * tsr_tensor_overhead() + tsr_graph_overhead(), nullptr, true});
     tsr_tensor * a = tsr_new_tensor_2d(ctx, type, K, M);
@@ -356,17 +360,18 @@ double bench_gemv(tsr_backend_t be, tsr_type type, size_t total_bytes, int reps,
     return gbs;
 }
 
-// One thread's mat-vec with its weights in cache: one matrix of about 1 MiB of 4096-wide
-// rows, the best of `reps` short runs (a run takes tens of microseconds, so on a loaded
+// One thread's mat-vec with its weights in cache (a CPU_REPACK buffer with repack): one
+// matrix of about 1 MiB of 4096-wide rows, the best of `reps` short runs (a run takes tens of microseconds, so on a loaded
 // machine the best of many still misses the other processes). What a kernel costs per byte
 // where DRAM does not bound it: kernels compare by it on a shared machine, and a rate
 // below a core's share of the read bandwidth says the kernel, not memory, bounds decoding.
 // TSR_CPU_ISA picks the kernel path (e.g. avx2 on an AVX-512 machine).
-double bench_gemv_in_cache(tsr_type type, int reps) {
+double bench_gemv_in_cache(tsr_type type, int reps, bool repack = false) {
     const int64_t K = 4096, M = std::max<int64_t>(16, (int64_t)((1u << 20) / tsr_row_size(type, K)) / 16 * 16);
     tsr_backend_t be1 = tsr_backend_cpu_init();
     tsr_backend_cpu_set_n_threads(be1, 1);
-    const double gflops = bench_gemm(be1, type, M, K, 1, reps);  /* 2 M K flops per run */
+    /* 2 M K flops per run */
+    const double gflops = repack ? bench_gemm_repack(be1, type, M, K, 1, reps) : bench_gemm(be1, type, M, K, 1, reps);
     tsr_backend_free(be1);
     return gflops * (double)(tsr_row_size(type, K) * (size_t)M) / (2.0 * (double)M * (double)K);
 }
@@ -601,6 +606,7 @@ int main(int argc, char ** argv) {
     bool quick = false, gpt2_only = false, matvec_only = false, conv_only = false, moe_only = false, norm_only = false, gemm_only = false;
     bool cache_only = false;
     int matvec_rounds = -1;  /* default: 3, 1 with --quick */
+    std::vector<std::string> only_types;  /* --types: empty for all */
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--csv")) g_csv = true;
         else if (!std::strcmp(argv[i], "--quick")) quick = true;
@@ -613,8 +619,24 @@ int main(int argc, char ** argv) {
         else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) n_threads = std::atoi(argv[++i]);
         else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) matvec_rounds = std::atoi(argv[++i]);  /* mat-vec rounds */
         else if (!std::strcmp(argv[i], "--gemm-only")) gemm_only = true;      /* bandwidth, FMA peak and mul_mat GEMM rows */
-        else { std::fprintf(stderr, "usage: %s [--csv] [--threads N] [--rounds N] [--quick] [--gpt2-only] [--matvec-only] [--conv-only] [--moe-only] [--norm-only] [--gemm-only] [--matvec-cache-only]\n", argv[0]); return 2; }
+        else if (!std::strcmp(argv[i], "--types") && i + 1 < argc) {
+            for (const char * p = argv[++i]; *p;) {
+                const char * end = std::strchr(p, ',');
+                only_types.emplace_back(p, end ? (size_t)(end - p) : std::strlen(p));
+                p = end ? end + 1 : p + std::strlen(p);
+            }
+        }
+        else { std::fprintf(stderr, "usage: %s [--csv] [--threads N] [--rounds N] [--quick] [--gpt2-only] [--matvec-only] [--conv-only] [--moe-only] [--norm-only] [--gemm-only] [--matvec-cache-only] [--types q3_K,q2_K,...]\n", argv[0]); return 2; }
     }
+    /* the listed types of ts, in their order (all of them without --types) */
+    auto wanted = [&](std::initializer_list<tsr_type> ts) {
+        std::vector<tsr_type> out;
+        for (tsr_type t : ts)
+            if (only_types.empty() || std::find(only_types.begin(), only_types.end(), tsr_type_name(t)) != only_types.end()) out.push_back(t);
+        return out;
+    };
+    const std::vector<tsr_type> repack_types = wanted({TSR_TYPE_Q4_0, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_K, TSR_TYPE_Q3_K, TSR_TYPE_Q2_K});  // what CPU_REPACK interleaves
+    auto interleaved = [&](tsr_type t) { return std::find(repack_types.begin(), repack_types.end(), t) != repack_types.end(); };
     g_threads = n_threads;
     tsr_backend_t be = tsr_backend_cpu_init();
     tsr_backend_cpu_set_n_threads(be, n_threads);
@@ -636,10 +658,27 @@ int main(int argc, char ** argv) {
         goto report;
     }
     if (cache_only) {
-        for (tsr_type t : {TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1,
-                           TSR_TYPE_IQ4_NL, TSR_TYPE_Q2_K, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K})
-            add_row(std::string("mat-vec in cache ") + tsr_type_name(t), bench_gemv_in_cache(t, quick ? 50 : 500), "GB/s (weights)",
-                    tsr_cpu_isa_name(tsr_cpu_get_isa()), "one thread, ~1 MiB of 4096-wide rows, best of " + std::to_string(quick ? 50 : 500));
+        const int cache_reps = quick ? 50 : 500;
+        const std::string note = "one thread, ~1 MiB of 4096-wide rows, best of " + std::to_string(cache_reps);
+        for (tsr_type t : wanted({TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1,
+                                  TSR_TYPE_IQ4_NL, TSR_TYPE_Q2_K, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K})) {
+            if (!interleaved(t)) {
+                add_row(std::string("mat-vec in cache ") + tsr_type_name(t), bench_gemv_in_cache(t, cache_reps), "GB/s (weights)",
+                        tsr_cpu_isa_name(tsr_cpu_get_isa()), note);
+                continue;
+            }
+            /* the two layouts alternating, matvec_rounds each: a loaded machine drifts */
+            double plain = 0, repacked = 0;
+            for (int round = 0; round < std::max(matvec_rounds, 1); ++round) {
+                plain = std::max(plain, bench_gemv_in_cache(t, cache_reps));
+                repacked = std::max(repacked, bench_gemv_in_cache(t, cache_reps, true));
+            }
+            add_row(std::string("mat-vec in cache ") + tsr_type_name(t), plain, "GB/s (weights)", tsr_cpu_isa_name(tsr_cpu_get_isa()), note);
+            char ref[96];
+            std::snprintf(ref, sizeof ref, "%s, %.2f x the plain layout's", tsr_cpu_isa_name(tsr_cpu_get_isa()), repacked / plain);
+            add_row(std::string("mat-vec in cache ") + tsr_type_name(t) + " (CPU_REPACK)", repacked, "GB/s (weights)", ref,
+                    note + ", layouts alternating, " + std::to_string(std::max(matvec_rounds, 1)) + " rounds");
+        }
         goto report;
     }
     if (gpt2_only) goto gpt2;
@@ -651,7 +690,7 @@ int main(int argc, char ** argv) {
 
     blas ob(n_threads);
     double blas_gemm = 0;
-    if (ob.ok() && !matvec_only && !conv_only) {
+    if (ob.ok() && !matvec_only && !conv_only && !wanted({TSR_TYPE_F32}).empty()) {
         std::vector<float> A((size_t)(M * K)), B((size_t)(K * N)), C((size_t)(M * N));
         for (size_t i = 0; i < A.size(); ++i) A[i] = (float)((i * 7) % 13) * 0.01f;
         for (size_t i = 0; i < B.size(); ++i) B[i] = (float)((i * 3) % 11) * 0.01f;
@@ -663,23 +702,22 @@ int main(int argc, char ** argv) {
     }
     char shape[64];
     std::snprintf(shape, sizeof shape, "M=%lld K=%lld N=%lld", (long long)M, (long long)K, (long long)N);
-    const tsr_type bench_types[] = {TSR_TYPE_F32,  TSR_TYPE_F16,  TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0,
-                                    TSR_TYPE_Q4_K, TSR_TYPE_Q6_K, TSR_TYPE_Q5_K, TSR_TYPE_Q3_K, TSR_TYPE_Q2_K,
-                                    TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1};
+    const std::vector<tsr_type> bench_types = wanted({TSR_TYPE_F32,  TSR_TYPE_F16,  TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0,
+                                                      TSR_TYPE_Q4_K, TSR_TYPE_Q6_K, TSR_TYPE_Q5_K, TSR_TYPE_Q3_K, TSR_TYPE_Q2_K,
+                                                      TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1});
     for (tsr_type t : bench_types) {
         if (matvec_only || conv_only) break;
         const double g = bench_gemm(be, t, M, K, N, reps);
         add_row(std::string("mul_mat ") + tsr_type_name(t), g, "GFLOPS",
                 t == TSR_TYPE_F32 && ob.ok() ? "OpenBLAS sgemm " + fmt(blas_gemm) : "", shape);
     }
-    const tsr_type repack_types[] = {TSR_TYPE_Q4_0, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_K};  // what CPU_REPACK interleaves
     for (tsr_type t : repack_types) {
         if (matvec_only || conv_only) continue;
         const double g = bench_gemm_repack(be, t, M, K, N, reps);
         add_row(std::string("mul_mat ") + tsr_type_name(t) + " (CPU_REPACK)", g, "GFLOPS", "", shape);
     }
     double blas_gemv = 0;
-    if (ob.ok() && !conv_only && !moe_only && !gemm_only) {
+    if (ob.ok() && !conv_only && !moe_only && !gemm_only && !wanted({TSR_TYPE_F32}).empty()) {
         const int nmat = (int)(gemv_bytes / ((size_t)M * K * 4));
         std::vector<std::vector<float>> mats((size_t)nmat, std::vector<float>((size_t)(M * K), 0.5f));
         std::vector<float> xv((size_t)K, 1.0f), yv((size_t)M);
@@ -695,7 +733,7 @@ int main(int argc, char ** argv) {
          * statistic. The best read of all the types (rd) is the maximum of over 14 times as many
          * samples as any one mat-vec, so on a drifting machine it sits above what the same
          * memory gave that mat-vec's runs: it is shown next to the fair ratio, not instead. */
-        const size_t ntypes = sizeof bench_types / sizeof bench_types[0], nrepack = sizeof repack_types / sizeof repack_types[0];
+        const size_t ntypes = bench_types.size(), nrepack = repack_types.size();
         std::vector<double> best_gemv(ntypes, 0.0), own_read(ntypes, 0.0), best_repack(nrepack, 0.0);
         for (int round = 0; round < matvec_rounds; ++round) {
             for (size_t i = 0; i < ntypes; ++i) {
@@ -727,7 +765,7 @@ int main(int argc, char ** argv) {
         /* the backend runs no other op on interleaved weights: a CPU_REPACK mat-vec is compared
          * with the read of its type's file-layout weights (as many bytes, as chunked, same rounds) */
         for (size_t i = 0; i < nrepack && matvec_rounds > 0; ++i) {
-            const size_t file_layout = (size_t)(std::find(bench_types, bench_types + ntypes, repack_types[i]) - bench_types);
+            const size_t file_layout = (size_t)(std::find(bench_types.begin(), bench_types.end(), repack_types[i]) - bench_types.begin());
             add_row(std::string("mat-vec ") + tsr_type_name(repack_types[i]) + " (CPU_REPACK)", best_repack[i], "GB/s (weights)",
                     ratios(best_repack[i], own_read[file_layout]), gemv_note + " (the read: of the file layout's)");
         }
@@ -739,7 +777,7 @@ int main(int argc, char ** argv) {
     }
     /* issue 17 part B */
     for (tsr_type t : {TSR_TYPE_Q4_0, TSR_TYPE_Q8_0}) {
-        if (conv_only || gemm_only) break;
+        if (conv_only || gemm_only || !only_types.empty()) break;
         double total_mib = 0;
         const double g = bench_moe_decode(be, t, reps + 2, &total_mib);
         char note[128];
