@@ -162,9 +162,15 @@ static void q3k_block_from_record(const uint8_t * rec, int r, uint8_t * blk) {
     std::memcpy(&x.d, rec + 2 * r, 2);
     for (int k = 0; k < 12; ++k) x.scales[k] = rec[Q3K_R8_SCALES + 8 * k + r];
     std::memset(x.hmask, 0, sizeof(x.hmask));
-    for (int q = 0; q < 64; ++q) {
-        x.qs[q] = rec[Q3K_R8_QS + Q3K_R8_UNIT * k2_record_unit(q) + k2_record_byte(q, r)];
-        for (int j = 0; j < 4; ++j) x.hmask[q % 32] |= (uint8_t)(q3k_record_high(rec, q, j, r) << (4 * (q / 32) + j));
+    /* a chunk (qs[4c, +4)) at a time: the GEMM's panels of a repacked matrix come through here */
+    for (int c = 0; c < 16; ++c) {
+        const uint8_t * unit = rec + Q3K_R8_QS + Q3K_R8_UNIT * k2_record_unit(4 * c);
+        const int p = k2_record_byte(4 * c, r);  /* the row's 4 bytes: a nibble of each mask */
+        std::memcpy(x.qs + 4 * c, unit + p, 4);
+        for (int j = 0; j < 4; ++j) {
+            const int nibble = unit[64 + 8 * j + p / 8] >> (p % 8) & 15;
+            for (int i = 0; i < 4; ++i) x.hmask[(4 * c + i) % 32] |= (uint8_t)((nibble >> i & 1) << (4 * (c / 8) + j));
+        }
     }
     std::memcpy(blk, &x, sizeof(x));
 }
@@ -198,7 +204,7 @@ static void q2k_block_from_record(const uint8_t * rec, int r, uint8_t * blk) {
     std::memcpy(&x.d, rec + 2 * r, 2);
     std::memcpy(&x.dmin, rec + Q2K_R8_DMIN + 2 * r, 2);
     for (int s = 0; s < 16; ++s) x.scales[s] = rec[Q2K_R8_SCALES + 8 * s + r];
-    for (int q = 0; q < 64; ++q) x.qs[q] = rec[Q2K_R8_QS + Q2K_R8_UNIT * k2_record_unit(q) + k2_record_byte(q, r)];
+    for (int q = 0; q < 64; q += 4) std::memcpy(x.qs + q, rec + Q2K_R8_QS + Q2K_R8_UNIT * k2_record_unit(q) + k2_record_byte(q, r), 4);
     std::memcpy(blk, &x, sizeof(x));
 }
 
