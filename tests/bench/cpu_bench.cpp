@@ -5,16 +5,18 @@
 //   cpu_bench [--csv] [--threads N] [--rounds N] [--quick] [--gpt2-only] [--matvec-only] [--conv-only] [--gemm-only]
 //             [--matvec-cache-only] [--types a,b,...] [--prefetch A,B,...]
 //
-// --types: only these types' mat-vec rows (tsr_type_name; "q4_K-repack": CPU_REPACK, with the
-// file layout's row for its read), each with the read of its own weights; no OpenBLAS sgemv
-// unless f32 is named, no mul_mat_id rows unless "moe" is. --prefetch: each selected type's
-// mat-vec with its software prefetch these many bytes ahead (tsr_cpu_set_matvec_prefetch;
-// "default": the built-in distance), alternating on the
-// same weights within every run, a row per setting with the spread of its rounds' bests.
+// --types a,b,...: only these types' rows (tsr_type_name: GEMM, mat-vec and its read,
+// in-cache, quantize; a type CPU_REPACK interleaves gets its CPU_REPACK rows too, "q4_K-repack"
+// is another name for q4_K); no OpenBLAS unless f32 is named, no mul_mat_id rows unless "moe"
+// is: a DRAM check of a few types in well under a minute.
+// --prefetch A,B,...: each selected type's mat-vec with its software prefetch these many
+// bytes ahead (tsr_cpu_set_matvec_prefetch; "default": the built-in distance), alternating
+// on the same weights within every run, a row per setting with the spread of its rounds' bests.
 //
 // --matvec-cache-only: each type's mat-vec on one thread with its weights in cache (kernel
-// cost per byte, robust on a loaded machine); TSR_CPU_ISA=avx2 (or scalar, avx512) times
-// that kernel path.
+// cost per byte, robust on a loaded machine), CPU_REPACK's layout alternating with the
+// plain one for the types it interleaves; TSR_CPU_ISA=avx2 (or scalar, avx512) times that
+// kernel path.
 //
 // Prints one Markdown table (or CSV with --csv). Not a test.
 #include "tessera/tessera.h"
@@ -282,7 +284,7 @@ double bench_gemm(tsr_backend_t be, tsr_type type, int64_t M, int64_t K, int64_t
     return 2.0 * (double)M * (double)N * (double)K / t / 1e9;
 }
 
-// bench_gemm with the weights in a CPU_REPACK buffer (Q4_0 / IQ4_NL / Q4_K: interleaved when set).
+// bench_gemm with the weights in a CPU_REPACK buffer (Q4_0 / IQ4_NL / Q4_K / Q3_K / Q2_K: interleaved when set).
 double bench_gemm_repack(tsr_backend_t be, tsr_type type, int64_t M, int64_t K, int64_t N, int reps) {
     tsr_context * ctx = tsr_init(tsr_init_params{8 * tsr_tensor_overhead() + tsr_graph_overhead(), nullptr, true});
     tsr_tensor * a = tsr_new_tensor_2d(ctx, type, K, M);
@@ -393,17 +395,18 @@ double bench_gemv(tsr_backend_t be, tsr_type type, size_t total_bytes, int reps,
     return gbs;
 }
 
-// One thread's mat-vec with its weights in cache: one matrix of about 1 MiB of 4096-wide
-// rows, the best of `reps` short runs (a run takes tens of microseconds, so on a loaded
+// One thread's mat-vec with its weights in cache (a CPU_REPACK buffer with repack): one
+// matrix of about 1 MiB of 4096-wide rows, the best of `reps` short runs (a run takes tens of microseconds, so on a loaded
 // machine the best of many still misses the other processes). What a kernel costs per byte
 // where DRAM does not bound it: kernels compare by it on a shared machine, and a rate
 // below a core's share of the read bandwidth says the kernel, not memory, bounds decoding.
 // TSR_CPU_ISA picks the kernel path (e.g. avx2 on an AVX-512 machine).
-double bench_gemv_in_cache(tsr_type type, int reps) {
+double bench_gemv_in_cache(tsr_type type, int reps, bool repack = false) {
     const int64_t K = 4096, M = std::max<int64_t>(16, (int64_t)((1u << 20) / tsr_row_size(type, K)) / 16 * 16);
     tsr_backend_t be1 = tsr_backend_cpu_init();
     tsr_backend_cpu_set_n_threads(be1, 1);
-    const double gflops = bench_gemm(be1, type, M, K, 1, reps);  /* 2 M K flops per run */
+    /* 2 M K flops per run */
+    const double gflops = repack ? bench_gemm_repack(be1, type, M, K, 1, reps) : bench_gemm(be1, type, M, K, 1, reps);
     tsr_backend_free(be1);
     return gflops * (double)(tsr_row_size(type, K) * (size_t)M) / (2.0 * (double)M * (double)K);
 }
@@ -676,6 +679,16 @@ int main(int argc, char ** argv) {
         }
         else { std::fprintf(stderr, "usage: %s [--csv] [--threads N] [--rounds N] [--quick] [--gpt2-only] [--matvec-only] [--conv-only] [--moe-only] [--norm-only] [--gemm-only] [--matvec-cache-only] [--types a,b,...] [--prefetch A,B,...]\n", argv[0]); return 2; }
     }
+    auto named = [&](const std::string & name) { return types.empty() || std::find(types.begin(), types.end(), name) != types.end(); };
+    /* the listed types of ts, in their order (all of them without --types) */
+    auto wanted = [&](std::initializer_list<tsr_type> ts) {
+        std::vector<tsr_type> out;
+        for (tsr_type t : ts)
+            if (named(tsr_type_name(t)) || named(std::string(tsr_type_name(t)) + "-repack")) out.push_back(t);
+        return out;
+    };
+    const std::vector<tsr_type> repack_types = wanted({TSR_TYPE_Q4_0, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_K, TSR_TYPE_Q3_K, TSR_TYPE_Q2_K});  // what CPU_REPACK interleaves
+    auto interleaved = [&](tsr_type t) { return std::find(repack_types.begin(), repack_types.end(), t) != repack_types.end(); };
     g_threads = n_threads;
     tsr_backend_t be = tsr_backend_cpu_init();
     tsr_backend_cpu_set_n_threads(be, n_threads);
@@ -697,10 +710,27 @@ int main(int argc, char ** argv) {
         goto report;
     }
     if (cache_only) {
-        for (tsr_type t : {TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1,
-                           TSR_TYPE_IQ4_NL, TSR_TYPE_Q2_K, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K})
-            add_row(std::string("mat-vec in cache ") + tsr_type_name(t), bench_gemv_in_cache(t, quick ? 50 : 500), "GB/s (weights)",
-                    tsr_cpu_isa_name(tsr_cpu_get_isa()), "one thread, ~1 MiB of 4096-wide rows, best of " + std::to_string(quick ? 50 : 500));
+        const int cache_reps = quick ? 50 : 500;
+        const std::string note = "one thread, ~1 MiB of 4096-wide rows, best of " + std::to_string(cache_reps);
+        for (tsr_type t : wanted({TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1,
+                                  TSR_TYPE_IQ4_NL, TSR_TYPE_Q2_K, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K})) {
+            if (!interleaved(t)) {
+                add_row(std::string("mat-vec in cache ") + tsr_type_name(t), bench_gemv_in_cache(t, cache_reps), "GB/s (weights)",
+                        tsr_cpu_isa_name(tsr_cpu_get_isa()), note);
+                continue;
+            }
+            /* the two layouts alternating, matvec_rounds each: a loaded machine drifts */
+            double plain = 0, repacked = 0;
+            for (int round = 0; round < std::max(matvec_rounds, 1); ++round) {
+                plain = std::max(plain, bench_gemv_in_cache(t, cache_reps));
+                repacked = std::max(repacked, bench_gemv_in_cache(t, cache_reps, true));
+            }
+            add_row(std::string("mat-vec in cache ") + tsr_type_name(t), plain, "GB/s (weights)", tsr_cpu_isa_name(tsr_cpu_get_isa()), note);
+            char ref[96];
+            std::snprintf(ref, sizeof ref, "%s, %.2f x the plain layout's", tsr_cpu_isa_name(tsr_cpu_get_isa()), repacked / plain);
+            add_row(std::string("mat-vec in cache ") + tsr_type_name(t) + " (CPU_REPACK)", repacked, "GB/s (weights)", ref,
+                    note + ", layouts alternating, " + std::to_string(std::max(matvec_rounds, 1)) + " rounds");
+        }
         goto report;
     }
     if (gpt2_only) goto gpt2;
@@ -712,7 +742,7 @@ int main(int argc, char ** argv) {
 
     blas ob(n_threads);
     double blas_gemm = 0;
-    if (ob.ok() && !matvec_only && !conv_only) {
+    if (ob.ok() && !matvec_only && !conv_only && !wanted({TSR_TYPE_F32}).empty()) {
         std::vector<float> A((size_t)(M * K)), B((size_t)(K * N)), C((size_t)(M * N));
         for (size_t i = 0; i < A.size(); ++i) A[i] = (float)((i * 7) % 13) * 0.01f;
         for (size_t i = 0; i < B.size(); ++i) B[i] = (float)((i * 3) % 11) * 0.01f;
@@ -724,22 +754,20 @@ int main(int argc, char ** argv) {
     }
     char shape[64];
     std::snprintf(shape, sizeof shape, "M=%lld K=%lld N=%lld", (long long)M, (long long)K, (long long)N);
-    const tsr_type bench_types[] = {TSR_TYPE_F32,  TSR_TYPE_F16,  TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0,
-                                    TSR_TYPE_Q4_K, TSR_TYPE_Q6_K, TSR_TYPE_Q5_K, TSR_TYPE_Q3_K, TSR_TYPE_Q2_K,
-                                    TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1};
+    const std::vector<tsr_type> bench_types = wanted({TSR_TYPE_F32,  TSR_TYPE_F16,  TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0,
+                                                      TSR_TYPE_Q4_K, TSR_TYPE_Q6_K, TSR_TYPE_Q5_K, TSR_TYPE_Q3_K, TSR_TYPE_Q2_K,
+                                                      TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1});
     for (tsr_type t : bench_types) {
         if (matvec_only || conv_only) break;
         const double g = bench_gemm(be, t, M, K, N, reps);
         add_row(std::string("mul_mat ") + tsr_type_name(t), g, "GFLOPS",
                 t == TSR_TYPE_F32 && ob.ok() ? "OpenBLAS sgemm " + fmt(blas_gemm) : "", shape);
     }
-    const tsr_type repack_types[] = {TSR_TYPE_Q4_0, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_K};  // what CPU_REPACK interleaves
     for (tsr_type t : repack_types) {
         if (matvec_only || conv_only) continue;
         const double g = bench_gemm_repack(be, t, M, K, N, reps);
         add_row(std::string("mul_mat ") + tsr_type_name(t) + " (CPU_REPACK)", g, "GFLOPS", "", shape);
     }
-    auto named = [&](const std::string & name) { return types.empty() || std::find(types.begin(), types.end(), name) != types.end(); };
     double blas_gemv = 0;
     if (ob.ok() && !conv_only && !moe_only && !gemm_only && named("f32")) {
         const int nmat = (int)(gemv_bytes / ((size_t)M * K * 4));
@@ -757,16 +785,9 @@ int main(int argc, char ** argv) {
          * statistic. The best read of all the types (rd) is the maximum of over 14 times as many
          * samples as any one mat-vec, so on a drifting machine it sits above what the same
          * memory gave that mat-vec's runs: it is shown next to the fair ratio, not instead. */
-        const size_t ntypes = sizeof bench_types / sizeof bench_types[0], nrepack = sizeof repack_types / sizeof repack_types[0];
+        const size_t ntypes = bench_types.size(), nrepack = repack_types.size();
         const size_t nset = std::max<size_t>(1, prefetch.size());
         const std::vector<prefetch_setting> * settings = prefetch.empty() ? nullptr : &prefetch;
-        auto repack_name = [](tsr_type t) { return std::string(tsr_type_name(t)) + "-repack"; };
-        std::vector<bool> run_repack(nrepack), run_type(ntypes);
-        for (size_t i = 0; i < nrepack; ++i) run_repack[i] = named(repack_name(repack_types[i]));
-        for (size_t i = 0; i < ntypes; ++i) {  /* a CPU_REPACK row's read is its file layout's */
-            run_type[i] = named(tsr_type_name(bench_types[i]));
-            for (size_t j = 0; j < nrepack; ++j) run_type[i] = run_type[i] || (run_repack[j] && repack_types[j] == bench_types[i]);
-        }
         /* [type][setting]: the best of all rounds, and the lowest round's best (the spread) */
         std::vector<std::vector<double>> best_gemv(ntypes, std::vector<double>(nset, 0.0)), low_gemv(ntypes, std::vector<double>(nset, 1e30));
         std::vector<std::vector<double>> best_repack(nrepack, std::vector<double>(nset, 0.0)), low_repack(nrepack, std::vector<double>(nset, 1e30));
@@ -779,7 +800,6 @@ int main(int argc, char ** argv) {
         };
         for (int round = 0; round < matvec_rounds; ++round) {
             for (size_t i = 0; i < ntypes; ++i) {
-                if (!run_type[i]) continue;
                 double r = 0;
                 bench_gemv(be, bench_types[i], gemv_bytes, reps, tsr_backend_cpu_buffer_type(), &r,
                            bench_types[i] == TSR_TYPE_F32 ? nullptr : settings, &got);  /* F32 has no software prefetch */
@@ -789,7 +809,6 @@ int main(int argc, char ** argv) {
                 rd = std::max(rd, r);
             }
             for (size_t i = 0; i < nrepack; ++i) {
-                if (!run_repack[i]) continue;
                 bench_gemv(be, repack_types[i], gemv_bytes, reps, tsr_backend_cpu_repack_buffer_type(), nullptr, settings, &got);
                 keep(best_repack[i], low_repack[i]);
             }
@@ -815,7 +834,6 @@ int main(int argc, char ** argv) {
             }
         };
         for (size_t i = 0; i < ntypes && matvec_rounds > 0; ++i) {
-            if (!run_type[i]) continue;
             const tsr_type t = bench_types[i];
             add_rows(std::string("mat-vec ") + tsr_type_name(t), best_gemv[i], low_gemv[i], own_read[i],
                      t == TSR_TYPE_F32 && ob.ok() && blas_gemv > 0 ? ", OpenBLAS sgemv " + fmt(blas_gemv) : "", gemv_note);
@@ -823,8 +841,7 @@ int main(int argc, char ** argv) {
         /* the backend runs no other op on interleaved weights: a CPU_REPACK mat-vec is compared
          * with the read of its type's file-layout weights (as many bytes, as chunked, same rounds) */
         for (size_t i = 0; i < nrepack && matvec_rounds > 0; ++i) {
-            if (!run_repack[i]) continue;
-            const size_t file_layout = (size_t)(std::find(bench_types, bench_types + ntypes, repack_types[i]) - bench_types);
+            const size_t file_layout = (size_t)(std::find(bench_types.begin(), bench_types.end(), repack_types[i]) - bench_types.begin());
             add_rows(std::string("mat-vec ") + tsr_type_name(repack_types[i]) + " (CPU_REPACK)", best_repack[i], low_repack[i], own_read[file_layout], "",
                      gemv_note + " (the read: of the file layout's)");
         }

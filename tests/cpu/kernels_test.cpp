@@ -813,22 +813,22 @@ std::vector<double> ref_mul_mat(tsr_type t, const std::vector<uint8_t> & wq, con
     return out;
 }
 
-// CPU_REPACK weights: Q4_0, IQ4_NL and Q4_K matrices (rows a multiple of 8) are stored interleaved
+// CPU_REPACK weights: Q4_0, IQ4_NL, Q4_K, Q3_K and Q2_K matrices (rows a multiple of 8) are stored interleaved
 // (their bytes differ from the file's), others keep their bytes. mul_mat on them, at prompt
 // size (GEMM: its A panels packed from the layout equal those packed from the file, so the
 // results are bit for bit the plain buffer's) and for 1 and 3 columns (the interleaved
 // mat-vec: the same exact int32 block sums, float sums in another order), equals the plain
 // buffer's and the double reference; get_rows gives the plain buffer's rows; get returns the
 // file's bytes, whole and in part; a part set or a memset go through the file's bytes.
-TEST_CASE("CPU_REPACK buffers: Q4_0 / IQ4_NL / Q4_K interleaved in place, results equal a plain buffer's, get returns the bytes", "[cpu][mul_mat][repack]") {
+TEST_CASE("CPU_REPACK buffers: Q4_0 / IQ4_NL / Q4_K / Q3_K / Q2_K interleaved in place, results equal a plain buffer's, get returns the bytes", "[cpu][mul_mat][repack]") {
     const int64_t K = 320;
     std::mt19937 rng(23);
     struct tcase { tsr_type t; int64_t M; bool interleaved; };
     for (tcase tc : {tcase{TSR_TYPE_Q4_0, 40, true}, tcase{TSR_TYPE_IQ4_NL, 48, true}, tcase{TSR_TYPE_Q4_0, 36, false},
-                     tcase{TSR_TYPE_Q8_0, 40, false}, tcase{TSR_TYPE_Q4_K, 40, true}, tcase{TSR_TYPE_Q4_K, 20, false},
+                     tcase{TSR_TYPE_Q8_0, 40, false}, tcase{TSR_TYPE_Q4_K, 40, true}, tcase{TSR_TYPE_Q4_K, 20, false}, tcase{TSR_TYPE_Q3_K, 24, true}, tcase{TSR_TYPE_Q2_K, 16, true},
                      tcase{TSR_TYPE_Q5_K, 16, false}}) {
         const tsr_type t = tc.t;
-        tc.interleaved = tc.interleaved && tcpu::k_r8_layout_used;
+        tc.interleaved = tc.interleaved && tcpu::k_r8_layout_used && tcpu::r8_type_has_simd(t);
         // 5 super-blocks: the GEMMs' kc (256, 512, 1024) end inside the row or past it
         const int64_t Kt = tsr_blck_size(t) == TSR_QK_K ? 5 * TSR_QK_K : K, M = tc.M;
         std::vector<float> wf((size_t)(Kt * M));
@@ -894,20 +894,24 @@ TEST_CASE("CPU_REPACK buffers: Q4_0 / IQ4_NL / Q4_K interleaved in place, result
     }
 }
 
-// Q4_K file rows for the layout tests: random bytes, the first group's all 0xFF (levels 15,
-// scales and mins 63) and the second's all 0x00; with finite_scales, every super-block's d
-// and dmin then replaced by finite values of either sign up to dmax.
-std::vector<uint8_t> q4k_test_rows(int64_t M, int64_t nb, bool finite_scales, float dmax, std::mt19937 & rng) {
-    const size_t row_bytes = (size_t)nb * sizeof(tsr_block_q4_K);
+// K-quant file rows (Q4_K, Q3_K, Q2_K) for the layout tests: random bytes, the first group's all
+// 0xFF (the largest levels and scales) and the second's all 0x00 (Q3_K: levels -4, scales
+// -32); with finite_scales, every super-block's fp16 scales (d, dmin) then replaced by finite
+// values of either sign up to dmax.
+std::vector<uint8_t> kquant_test_rows(tsr_type t, int64_t M, int64_t nb, bool finite_scales, float dmax, std::mt19937 & rng) {
+    const size_t bbytes = tsr_type_size(t), row_bytes = (size_t)nb * bbytes;
     std::vector<uint8_t> file((size_t)M * row_bytes);
     for (auto & v : file) v = (uint8_t)(rng() & 0xff);
     std::memset(file.data(), 0xff, 8 * row_bytes);
     std::memset(file.data() + 8 * row_bytes, 0x00, 8 * row_bytes);
+    const std::vector<size_t> fp16_at = t == TSR_TYPE_Q4_K   ? std::vector<size_t>{offsetof(tsr_block_q4_K, d), offsetof(tsr_block_q4_K, dmin)}
+                                        : t == TSR_TYPE_Q2_K ? std::vector<size_t>{offsetof(tsr_block_q2_K, d), offsetof(tsr_block_q2_K, dmin)}
+                                                             : std::vector<size_t>{offsetof(tsr_block_q3_K, d)};
     if (finite_scales)
-        for (size_t b = 0; b < file.size() / sizeof(tsr_block_q4_K); ++b)
-            for (size_t off : {size_t(0), size_t(2)}) {
+        for (size_t b = 0; b < file.size() / bbytes; ++b)
+            for (size_t off : fp16_at) {
                 const tsr_fp16_t h = tsr_fp32_to_fp16(std::uniform_real_distribution<float>(-dmax, dmax)(rng));
-                std::memcpy(file.data() + b * sizeof(tsr_block_q4_K) + off, &h, 2);
+                std::memcpy(file.data() + b * bbytes + off, &h, 2);
             }
     return file;
 }
@@ -919,6 +923,31 @@ std::vector<uint8_t> to_r8(tsr_type t, const std::vector<uint8_t> & file, int64_
     return r8;
 }
 
+// A K-quant type's records against the file's blocks: check(x, rec, r) counts what differs
+// between each file block x and its group's record rec (x row r of it); then a row's blocks
+// from the middle of a group come back alone, and every group back to the file's bytes.
+template <class BLOCK, class CHECK_BLOCK>
+void check_record_bijection(tsr_type t, const std::vector<uint8_t> & file, int64_t M, int64_t nb, CHECK_BLOCK check) {
+    const size_t row_bytes = (size_t)nb * sizeof(BLOCK);
+    std::vector<uint8_t> r8 = to_r8(t, file, M, nb);
+    INFO(tsr_type_name(t));
+    CHECK(r8 != file);
+    int bad = 0;
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t b = 0; b < nb; ++b) {
+            BLOCK x;
+            std::memcpy(&x, file.data() + (size_t)m * row_bytes + (size_t)b * sizeof(x), sizeof(x));
+            bad += check(x, r8.data() + (size_t)(m / 8 * 8) * row_bytes + (size_t)b * 8 * sizeof(x), (int)(m % 8));
+        }
+    CHECK(bad == 0);
+    std::vector<uint8_t> part((size_t)(nb - 1) * sizeof(BLOCK));  // row 13's blocks from 1
+    tcpu::r8_row_to_file(t, r8.data() + 8 * row_bytes, 5, 1, nb - 1, part.data());
+    CHECK(std::memcmp(part.data(), file.data() + 13 * row_bytes + sizeof(BLOCK), part.size()) == 0);
+    std::vector<uint8_t> tmp(8 * row_bytes);
+    for (int64_t g0 = 0; g0 < M; g0 += 8) tcpu::r8_group_in_place(t, r8.data() + (size_t)g0 * row_bytes, nb, false, tmp.data());
+    CHECK(r8 == file);
+}
+
 // The Q4_K record holds each row's d, dmin, scales, mins and levels where the kernels read
 // them (against the core's decoding of the file's packed scales and the format's nibble
 // order), and converts back to the file's bytes exactly: random bytes (every bit of the
@@ -926,39 +955,53 @@ std::vector<uint8_t> to_r8(tsr_type t, const std::vector<uint8_t> & file, int64_
 TEST_CASE("CPU_REPACK: the Q4_K record is a bijection of 8 super-blocks, each value where the kernels read it", "[cpu][repack]") {
     std::mt19937 rng(37);
     const int64_t nb = 3, M = 24;
-    const size_t row_bytes = (size_t)nb * sizeof(tsr_block_q4_K);
-    const std::vector<uint8_t> file = q4k_test_rows(M, nb, false, 0, rng);
-    std::vector<uint8_t> r8 = to_r8(TSR_TYPE_Q4_K, file, M, nb);
-    CHECK(r8 != file);
-    int bad = 0;
-    for (int64_t m = 0; m < M; ++m)
-        for (int64_t b = 0; b < nb; ++b) {
-            tsr_block_q4_K x;
-            std::memcpy(&x, file.data() + (size_t)m * row_bytes + (size_t)b * sizeof(x), sizeof(x));
-            const uint8_t * rec = r8.data() + (size_t)(m / 8 * 8) * row_bytes + (size_t)b * 8 * sizeof(x);
-            const int r = (int)(m % 8);
-            bad += std::memcmp(rec + 2 * r, &x.d, 2) != 0;
-            bad += std::memcmp(rec + tcpu::Q4K_R8_DMIN + 2 * r, &x.dmin, 2) != 0;
-            for (int s = 0; s < 8; ++s) {
-                int sc, mn, rsc, rmn;
-                tsr_impl::k4_scale_min(s, x.scales, &sc, &mn);
-                tcpu::q4k_record_scale_min(rec, s, r, &rsc, &rmn);
-                bad += sc != rsc || mn != rmn;
-            }
-            for (int e = 0; e < 256; ++e) {  // weight e: sub-block e / 32, nibble of qs[32 * (e / 64) + e % 32]
-                const int s = e / 32, l = e % 32;
-                const int level = (x.qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 15;
-                const uint8_t chunk_byte = rec[tcpu::Q4K_R8_QS + 32 * (8 * (s / 2) + l / 4) + 4 * r + l % 4];
-                bad += level != ((chunk_byte >> (4 * (s % 2))) & 15);
-            }
+    const std::vector<uint8_t> file = kquant_test_rows(TSR_TYPE_Q4_K, M, nb, false, 0, rng);
+    check_record_bijection<tsr_block_q4_K>(TSR_TYPE_Q4_K, file, M, nb, [](const tsr_block_q4_K & x, const uint8_t * rec, int r) {
+        int bad = std::memcmp(rec + 2 * r, &x.d, 2) != 0;
+        bad += std::memcmp(rec + tcpu::Q4K_R8_DMIN + 2 * r, &x.dmin, 2) != 0;
+        for (int s = 0; s < 8; ++s) {
+            int sc, mn, rsc, rmn;
+            tsr_impl::k4_scale_min(s, x.scales, &sc, &mn);
+            tcpu::q4k_record_scale_min(rec, s, r, &rsc, &rmn);
+            bad += sc != rsc || mn != rmn;
         }
-    CHECK(bad == 0);
-    std::vector<uint8_t> part((size_t)2 * sizeof(tsr_block_q4_K));  // row 13's blocks 1 and 2
-    tcpu::r8_row_to_file(TSR_TYPE_Q4_K, r8.data() + 8 * row_bytes, 5, 1, 2, part.data());
-    CHECK(std::memcmp(part.data(), file.data() + 13 * row_bytes + sizeof(tsr_block_q4_K), part.size()) == 0);
-    std::vector<uint8_t> tmp(8 * row_bytes);
-    for (int64_t g0 = 0; g0 < M; g0 += 8) tcpu::r8_group_in_place(TSR_TYPE_Q4_K, r8.data() + (size_t)g0 * row_bytes, nb, false, tmp.data());
-    CHECK(r8 == file);
+        for (int e = 0; e < 256; ++e) {  // weight e: sub-block e / 32, nibble of qs[32 * (e / 64) + e % 32]
+            const int s = e / 32, l = e % 32;
+            const int level = (x.qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 15;
+            const uint8_t chunk_byte = rec[tcpu::Q4K_R8_QS + 32 * (8 * (s / 2) + l / 4) + 4 * r + l % 4];
+            bad += level != ((chunk_byte >> (4 * (s % 2))) & 15);
+        }
+        return bad;
+    });
+}
+
+// The Q3_K and Q2_K records hold each row's d (and dmin), scale bytes and levels (2 bits
+// of qs, Q3_K's third of hmask) where the kernels read them, against the format's
+// decoding, and convert back to the file's bytes exactly: random bytes (NaN patterns in d
+// included) and all-0x00 / all-0xFF blocks.
+template <class BLOCK>
+void check_k2_record(tsr_type t, std::mt19937 & rng) {
+    const bool q3 = t == TSR_TYPE_Q3_K;
+    const int64_t nb = 2, M = 24;
+    const std::vector<uint8_t> file = kquant_test_rows(t, M, nb, false, 0, rng);
+    check_record_bijection<BLOCK>(t, file, M, nb, [q3](const BLOCK & x, const uint8_t * rec, int r) {
+        int bad = std::memcmp(rec + 2 * r, &x.d, 2) != 0;
+        if constexpr (std::is_same<BLOCK, tsr_block_q2_K>::value) bad += std::memcmp(rec + tcpu::Q2K_R8_DMIN + 2 * r, &x.dmin, 2) != 0;
+        const int scales_at = q3 ? (int)tcpu::Q3K_R8_SCALES : (int)tcpu::Q2K_R8_SCALES;
+        for (size_t k = 0; k < sizeof(x.scales); ++k) bad += rec[(size_t)scales_at + 8 * k + (size_t)r] != x.scales[k];
+        for (int e = 0; e < 256; ++e) {  // the format: 2 bits of qs; Q3_K's third: bit e / 32 of hmask[e % 32]
+            int level = tsr_impl::q2_value(x.qs, e);
+            if constexpr (std::is_same<BLOCK, tsr_block_q3_K>::value) level |= (x.hmask[e % 32] >> (e / 32) & 1) << 2;
+            bad += level != (q3 ? tcpu::q3k_record_level(rec, e, r) : tcpu::q2k_record_level(rec, e, r));
+        }
+        return bad;
+    });
+}
+
+TEST_CASE("CPU_REPACK: the Q3_K and Q2_K records are bijections of 8 super-blocks, each value where the kernels read it", "[cpu][repack]") {
+    std::mt19937 rng(43);
+    check_k2_record<tsr_block_q3_K>(TSR_TYPE_Q3_K, rng);
+    check_k2_record<tsr_block_q2_K>(TSR_TYPE_Q2_K, rng);
 }
 
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
@@ -969,7 +1012,7 @@ template <int R>
 void check_r8_q4k_panel(tcpu::pack_panel_fn reference, std::mt19937 & rng) {
     const int64_t nb = 3, K = nb * TSR_QK_K, M = 40;
     const size_t row_bytes = (size_t)nb * sizeof(tsr_block_q4_K);
-    const std::vector<uint8_t> file = q4k_test_rows(M, nb, true, 0.01f, rng);
+    const std::vector<uint8_t> file = kquant_test_rows(TSR_TYPE_Q4_K, M, nb, true, 0.01f, rng);
     const std::vector<uint8_t> r8 = to_r8(TSR_TYPE_Q4_K, file, M, nb);
     tcpu::gemm_impl g{};
     g.pack_a = reference;
@@ -1095,16 +1138,9 @@ TEST_CASE("CPU_REPACK: the interleaved mat-vec kernels of every ISA equal double
     check_r8_dots<TSR_TYPE_IQ4_NL>(rng);
 }
 
-// The Q4_K interleaved mat-vec kernels of every ISA, one group and several at once, against
-// double sums of the format's weights d * sc * q - dmin * mn (the core's scale decoding)
-// times the activations: random blocks and the extremes (levels, scales and mins all 15 /
-// 63 or all 0, activations all -128 or 127: a sub-block's int16 sums at their largest).
-TEST_CASE("CPU_REPACK: the Q4_K interleaved mat-vec kernels of every ISA equal double sums, extremes included", "[cpu][repack]") {
-    std::mt19937 rng(41);
-    const int64_t nb = 3, M = 8 * 4;
-    const size_t row_bytes = (size_t)nb * sizeof(tsr_block_q4_K);
-    const std::vector<uint8_t> file = q4k_test_rows(M, nb, true, 0.05f, rng);
-    const std::vector<uint8_t> r8 = to_r8(TSR_TYPE_Q4_K, file, M, nb);
+// Q8_K activations for the K-quant r8 kernels: block 0 all -128, block 1 all 127 (the
+// int16 sums at their largest), the rest random; bsums as the quantizer makes them.
+std::vector<tsr_block_q8_K> q8k_test_activations(int64_t nb, std::mt19937 & rng) {
     std::vector<tsr_block_q8_K> y((size_t)nb);
     for (int64_t b = 0; b < nb; ++b) {
         tsr_block_q8_K & yb = y[(size_t)b];
@@ -1116,6 +1152,20 @@ TEST_CASE("CPU_REPACK: the Q4_K interleaved mat-vec kernels of every ISA equal d
             yb.bsums[k] = (int16_t)sum;
         }
     }
+    return y;
+}
+
+// The Q4_K interleaved mat-vec kernels of every ISA, one group and several at once, against
+// double sums of the format's weights d * sc * q - dmin * mn (the core's scale decoding)
+// times the activations: random blocks and the extremes (levels, scales and mins all 15 /
+// 63 or all 0, activations all -128 or 127: a sub-block's int16 sums at their largest).
+TEST_CASE("CPU_REPACK: the Q4_K interleaved mat-vec kernels of every ISA equal double sums, extremes included", "[cpu][repack]") {
+    std::mt19937 rng(41);
+    const int64_t nb = 3, M = 8 * 4;
+    const size_t row_bytes = (size_t)nb * sizeof(tsr_block_q4_K);
+    const std::vector<uint8_t> file = kquant_test_rows(TSR_TYPE_Q4_K, M, nb, true, 0.05f, rng);
+    const std::vector<uint8_t> r8 = to_r8(TSR_TYPE_Q4_K, file, M, nb);
+    const std::vector<tsr_block_q8_K> y = q8k_test_activations(nb, rng);
     std::vector<double> want((size_t)M), mag((size_t)M);
     for (int64_t m = 0; m < M; ++m)
         for (int64_t b = 0; b < nb; ++b) {
@@ -1147,6 +1197,56 @@ TEST_CASE("CPU_REPACK: the Q4_K interleaved mat-vec kernels of every ISA equal d
             CHECK(std::fabs(multi[(size_t)m] - want[(size_t)m]) <= 1e-6 * mag[(size_t)m]);
         }
     }
+}
+
+// The Q3_K and Q2_K interleaved mat-vec kernels of every ISA (AVX-512 also without GFNI),
+// one group and several at once, against double sums of the format's weights (the core's
+// dequantization: Q3_K's d x (scale - 32) x (level - 4) exact in float, Q2_K's
+// d x scale x level - dmin x min rounded once) times the activations: random blocks and
+// the extremes (all 0xFF: Q3_K's levels 3 and scales 31, Q2_K's levels 3, scales and mins
+// 15; all 0x00: Q3_K's levels -4 and scales -32; against activations all -128 or 127).
+void check_r8_k2_dots(tsr_type t, std::mt19937 & rng) {
+    const int64_t nb = 3, M = 8 * 4, K = nb * TSR_QK_K;
+    const size_t row_bytes = (size_t)nb * tsr_type_size(t);
+    const std::vector<uint8_t> file = kquant_test_rows(t, M, nb, true, 0.05f, rng);
+    const std::vector<uint8_t> r8 = to_r8(t, file, M, nb);
+    const std::vector<tsr_block_q8_K> y = q8k_test_activations(nb, rng);
+    std::vector<double> want((size_t)M), mag((size_t)M);
+    std::vector<float> w((size_t)K);
+    for (int64_t m = 0; m < M; ++m) {
+        tsr_to_float_row(t, file.data() + (size_t)m * row_bytes, w.data(), K);
+        for (int64_t k = 0; k < K; ++k) {
+            const double yv = (double)y[(size_t)(k / TSR_QK_K)].d * y[(size_t)(k / TSR_QK_K)].qs[k % TSR_QK_K];
+            want[(size_t)m] += (double)w[(size_t)k] * yv;
+            mag[(size_t)m] += std::fabs((double)w[(size_t)k] * yv);
+        }
+    }
+    const size_t gstride = 8 * row_bytes;
+    for (tsr_cpu_isa isa : tsrt::isas())
+        for (bool gfni : {true, false}) {  // false: the kernel of a CPU without GFNI
+            if (!gfni && !tcpu::features().avx512_gfni) continue;
+            kernels_of k(isa);
+            tcpu::cpu_features f = tcpu::features();
+            f.avx512_gfni = gfni && f.avx512_gfni;
+            const auto dots = t == TSR_TYPE_Q3_K ? tcpu::r8_k2_dots<true>(f) : tcpu::r8_k2_dots<false>(f);
+            REQUIRE(dots.streams <= tcpu::R8_MAX_STREAMS);
+            std::vector<float> one((size_t)M), multi((size_t)M);
+            for (int64_t g = 0; g < M / 8; ++g) dots.one(r8.data() + (size_t)g * gstride, 0, nb, y.data(), one.data() + g * 8);
+            for (int64_t g0 = 0; g0 + dots.streams <= M / 8; g0 += dots.streams)
+                dots.multi(r8.data() + (size_t)g0 * gstride, gstride, nb, y.data(), multi.data() + g0 * 8);
+            INFO(tsr_type_name(t) << " isa " << tsr_cpu_isa_name(isa) << " gfni " << f.avx512_gfni << " streams " << dots.streams);
+            for (int64_t m = 0; m < M; ++m) {
+                INFO("row " << m << " want " << want[(size_t)m]);
+                CHECK(std::fabs(one[(size_t)m] - want[(size_t)m]) <= 1e-6 * mag[(size_t)m]);
+                CHECK(std::fabs(multi[(size_t)m] - want[(size_t)m]) <= 1e-6 * mag[(size_t)m]);
+            }
+        }
+}
+
+TEST_CASE("CPU_REPACK: the Q3_K and Q2_K interleaved mat-vec kernels of every ISA equal double sums, extremes included", "[cpu][repack]") {
+    std::mt19937 rng(47);
+    check_r8_k2_dots(TSR_TYPE_Q3_K, rng);
+    check_r8_k2_dots(TSR_TYPE_Q2_K, rng);
 }
 
 // The CPU backend runs only mul_mat (src0) and get_rows on a repacked matrix: any other op

@@ -36,7 +36,20 @@ static constexpr bool k_r8_layout_used = false;
 static_assert(sizeof(tsr_block_q4_0) == 18 && sizeof(tsr_block_iq4_nl) == 18, "r8 blocks are {fp16, 16 bytes}");
 static_assert(sizeof(tsr_block_q4_K) == 144, "Q4_K super-blocks are {d, dmin, 12 scale bytes, 128 qs}");
 
-static inline bool is_r8_type(enum tsr_type t) { return t == TSR_TYPE_Q4_0 || t == TSR_TYPE_IQ4_NL || t == TSR_TYPE_Q4_K; }
+static inline bool is_r8_type(enum tsr_type t) {
+    return t == TSR_TYPE_Q4_0 || t == TSR_TYPE_IQ4_NL || t == TSR_TYPE_Q4_K || t == TSR_TYPE_Q3_K || t == TSR_TYPE_Q2_K;
+}
+
+/* Q3_K and Q2_K are interleaved only on a CPU with AVX-512 VNNI, the one SIMD kernel that
+ * reads their records so far (elsewhere the scalar reference would). */
+static inline bool r8_type_has_simd(enum tsr_type t) {
+    if (t != TSR_TYPE_Q3_K && t != TSR_TYPE_Q2_K) return true;
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+    return features().avx512 && features().avx512_vnni;
+#else
+    return false;
+#endif
+}
 
 /* A record holds one block column of a group: 8 rows' blocks of 32 (Q4_0, IQ4_NL) or
  * super-blocks of 256 (Q4_K). */
@@ -91,11 +104,117 @@ static void q4k_block_from_record(const uint8_t * rec, int r, uint8_t * blk) {
     std::memcpy(blk, &x, sizeof(x));
 }
 
+/* ---- the Q3_K record ------------------------------------------------------------------------
+ * 8 rows' super-blocks (880 bytes). A level is 3 bits (2 in qs, 1 in hmask), so no byte
+ * holds whole levels of every element; the record keeps qs in the chunks of 8 rows x 4
+ * bytes (a chunk's bits 2j..2j+1 are one level of 8 rows x 4 weights, one vpdpbusd) and
+ * each chunk pair's third bits as four 64-bit masks, one per level, bit p for the chunk
+ * pair's byte p: a mask register loaded from memory merges them with one masked add. The
+ * 12 scale bytes are the file's, 8 rows side by side (their low-nibble and high-bit
+ * planes are those the kernels decode for 8 rows at once):
+ *   [0, 16)     the 8 rows' d (fp16);
+ *   [16, 112)   byte 16 + 8k + r: row r's scale byte k (k < 8: the low 4 bits of scale k and
+ *               k + 8; k >= 8: the high 2 bits of scales k - 8, k - 4, k, k + 4);
+ *   [112, 880)  8 units of 96 bytes: unit z's bytes p < 64 are chunks 2z (p < 32) and
+ *               2z + 1, chunk c holding rows 0..7's qs[4c, +4) (byte p: row p % 32 / 4); its
+ *               byte 64 + 8j + p / 8, bit p % 8, is the third bit of level j of byte p.
+ * qs[32h + l] holds weights 128h + 32j + l (bits 2j), whose third bits are bit 4h + j of
+ * hmask[l]: the record re-encodes the 96 bytes of qs and hmask one to one. */
+enum { Q3K_R8_SCALES = 16, Q3K_R8_QS = 112, Q3K_R8_UNIT = 96, Q3K_R8_BYTES = R8 * 110 };
+static_assert(sizeof(tsr_block_q3_K) == 110, "Q3_K super-blocks are {32 hmask, 64 qs, 12 scale bytes, d}");
+
+/* Where row r's qs byte q (0..63) sits in a Q3_K or Q2_K record: the unit's byte (p) and the unit. */
+static inline int k2_record_byte(int q, int r) { return 32 * (q / 4 % 2) + 4 * r + q % 4; }
+static inline int k2_record_unit(int q) { return q / 8; }
+
+/* The third bit of level j of row r's qs byte q in a Q3_K record. */
+static inline int q3k_record_high(const uint8_t * rec, int q, int j, int r) {
+    const uint8_t * unit = rec + Q3K_R8_QS + Q3K_R8_UNIT * k2_record_unit(q);
+    const int p = k2_record_byte(q, r);
+    return unit[64 + 8 * j + p / 8] >> (p % 8) & 1;
+}
+
+/* Row r's level (0..7, the weight plus 4) of weight e in a Q3_K record. */
+static inline int q3k_record_level(const uint8_t * rec, int e, int r) {
+    const int q = 32 * (e / 128) + e % 32, j = e % 128 / 32;
+    const int low = rec[Q3K_R8_QS + Q3K_R8_UNIT * k2_record_unit(q) + k2_record_byte(q, r)] >> (2 * j) & 3;
+    return low | q3k_record_high(rec, q, j, r) << 2;
+}
+
+static void q3k_block_to_record(const uint8_t * blk, int r, uint8_t * rec) {
+    const tsr_block_q3_K & x = *(const tsr_block_q3_K *)(const void *)blk;
+    std::memcpy(rec + 2 * r, &x.d, 2);
+    for (int k = 0; k < 12; ++k) rec[Q3K_R8_SCALES + 8 * k + r] = x.scales[k];
+    for (int q = 0; q < 64; ++q) {
+        uint8_t * unit = rec + Q3K_R8_QS + Q3K_R8_UNIT * k2_record_unit(q);
+        const int p = k2_record_byte(q, r);
+        unit[p] = x.qs[q];
+        for (int j = 0; j < 4; ++j) {  /* bit p of mask j: a nibble of its byte per row */
+            const int bit = x.hmask[q % 32] >> (4 * (q / 32) + j) & 1;
+            uint8_t & m = unit[64 + 8 * j + p / 8];
+            m = (uint8_t)((m & ~(1u << (p % 8))) | (unsigned)bit << (p % 8));
+        }
+    }
+}
+
+static void q3k_block_from_record(const uint8_t * rec, int r, uint8_t * blk) {
+    tsr_block_q3_K x;
+    std::memcpy(&x.d, rec + 2 * r, 2);
+    for (int k = 0; k < 12; ++k) x.scales[k] = rec[Q3K_R8_SCALES + 8 * k + r];
+    std::memset(x.hmask, 0, sizeof(x.hmask));
+    /* a chunk (qs[4c, +4)) at a time: the GEMM's panels of a repacked matrix come through here */
+    for (int c = 0; c < 16; ++c) {
+        const uint8_t * unit = rec + Q3K_R8_QS + Q3K_R8_UNIT * k2_record_unit(4 * c);
+        const int p = k2_record_byte(4 * c, r);  /* the row's 4 bytes: a nibble of each mask */
+        std::memcpy(x.qs + 4 * c, unit + p, 4);
+        for (int j = 0; j < 4; ++j) {
+            const int nibble = unit[64 + 8 * j + p / 8] >> (p % 8) & 15;
+            for (int i = 0; i < 4; ++i) x.hmask[(4 * c + i) % 32] |= (uint8_t)((nibble >> i & 1) << (4 * (c / 8) + j));
+        }
+    }
+    std::memcpy(blk, &x, sizeof(x));
+}
+
+/* ---- the Q2_K record ------------------------------------------------------------------------
+ * 8 rows' super-blocks (672 bytes), as the Q3_K record without the third bits: the scale
+ * bytes (scale in the low nibble, min in the high one) are already one byte per sub-block,
+ * 8 rows side by side; qs in units of two chunks:
+ *   [0, 16)     the 8 rows' d (fp16), [16, 32) their dmin;
+ *   [32, 160)   byte 32 + 8s + r: row r's scale byte s (sub-block s of 16);
+ *   [160, 672)  8 units of 64 bytes, unit z: chunks 2z and 2z + 1 as in the Q3_K record. */
+enum { Q2K_R8_DMIN = 16, Q2K_R8_SCALES = 32, Q2K_R8_QS = 160, Q2K_R8_UNIT = 64, Q2K_R8_BYTES = R8 * 84 };
+static_assert(sizeof(tsr_block_q2_K) == 84, "Q2_K super-blocks are {16 scale bytes, 64 qs, d, dmin}");
+
+/* Row r's level (0..3) of weight e in a Q2_K record. */
+static inline int q2k_record_level(const uint8_t * rec, int e, int r) {
+    const int q = 32 * (e / 128) + e % 32;
+    return rec[Q2K_R8_QS + Q2K_R8_UNIT * k2_record_unit(q) + k2_record_byte(q, r)] >> (2 * (e % 128 / 32)) & 3;
+}
+
+static void q2k_block_to_record(const uint8_t * blk, int r, uint8_t * rec) {
+    const tsr_block_q2_K & x = *(const tsr_block_q2_K *)(const void *)blk;
+    std::memcpy(rec + 2 * r, &x.d, 2);
+    std::memcpy(rec + Q2K_R8_DMIN + 2 * r, &x.dmin, 2);
+    for (int s = 0; s < 16; ++s) rec[Q2K_R8_SCALES + 8 * s + r] = x.scales[s];
+    for (int q = 0; q < 64; ++q) rec[Q2K_R8_QS + Q2K_R8_UNIT * k2_record_unit(q) + k2_record_byte(q, r)] = x.qs[q];
+}
+
+static void q2k_block_from_record(const uint8_t * rec, int r, uint8_t * blk) {
+    tsr_block_q2_K x;
+    std::memcpy(&x.d, rec + 2 * r, 2);
+    std::memcpy(&x.dmin, rec + Q2K_R8_DMIN + 2 * r, 2);
+    for (int s = 0; s < 16; ++s) x.scales[s] = rec[Q2K_R8_SCALES + 8 * s + r];
+    for (int q = 0; q < 64; q += 4) std::memcpy(x.qs + q, rec + Q2K_R8_QS + Q2K_R8_UNIT * k2_record_unit(q) + k2_record_byte(q, r), 4);
+    std::memcpy(blk, &x, sizeof(x));
+}
+
 /* ---- layout: file rows <-> groups -------------------------------------------------------- */
 
 /* Row r's block in the record at rec, as the file's block (of type t) at blk. */
 static void r8_block_from_record(enum tsr_type t, const uint8_t * rec, int r, uint8_t * blk) {
     if (t == TSR_TYPE_Q4_K) return q4k_block_from_record(rec, r, blk);
+    if (t == TSR_TYPE_Q3_K) return q3k_block_from_record(rec, r, blk);
+    if (t == TSR_TYPE_Q2_K) return q2k_block_from_record(rec, r, blk);
     std::memcpy(blk, rec + 2 * r, 2);
     for (int c = 0; c < 4; ++c) std::memcpy(blk + 2 + 4 * c, rec + 16 + (c * R8 + r) * 4, 4);
 }
@@ -103,6 +222,8 @@ static void r8_block_from_record(enum tsr_type t, const uint8_t * rec, int r, ui
 /* The file's block blk (of type t) as row r's in the record at rec. */
 static void r8_block_to_record(enum tsr_type t, const uint8_t * blk, int r, uint8_t * rec) {
     if (t == TSR_TYPE_Q4_K) return q4k_block_to_record(blk, r, rec);
+    if (t == TSR_TYPE_Q3_K) return q3k_block_to_record(blk, r, rec);
+    if (t == TSR_TYPE_Q2_K) return q2k_block_to_record(blk, r, rec);
     std::memcpy(rec + 2 * r, blk, 2);
     for (int c = 0; c < 4; ++c) std::memcpy(rec + 16 + (c * R8 + r) * 4, blk + 2 + 4 * c, 4);
 }
@@ -509,6 +630,209 @@ TSR_TARGET_AVX512VNNI static void r8_q4k_groups_dot_avx512vnni(const uint8_t * g
 #endif
 #endif
 
+/* ---- Q3_K: records of 8 rows' super-blocks against Q8_K activations --------------------- */
+
+/* The reference: per super-block and row, the exact int32 sum over the 16 sub-blocks of
+ * (scale - 32) x sum((level - 4) x activation), scaled in float by d * y.d as the plain
+ * Q3_K dots do. */
+static void r8_q3k_group_dot_scalar(const uint8_t * grp, int64_t nb, const tsr_block_q8_K * y, float * out) {
+    float acc[R8] = {};
+    for (int64_t i = 0; i < nb; ++i) {
+        const uint8_t * rec = grp + (size_t)i * Q3K_R8_BYTES;
+        for (int r = 0; r < R8; ++r) {
+            uint8_t scales[12];
+            for (int k = 0; k < 12; ++k) scales[k] = rec[Q3K_R8_SCALES + 8 * k + r];
+            int32_t sumi = 0;
+            for (int s = 0; s < 16; ++s) {
+                int32_t dot = 0;
+                for (int e = 16 * s; e < 16 * s + 16; ++e) dot += (q3k_record_level(rec, e, r) - 4) * y[i].qs[e];
+                sumi += tsr_impl::q3k_scale(s, scales) * dot;
+            }
+            uint16_t d;
+            std::memcpy(&d, rec + 2 * r, 2);
+            acc[r] += h2f(d) * y[i].d * (float)sumi;
+        }
+    }
+    std::memcpy(out, acc, sizeof(acc));
+}
+
+/* Q2_K's reference: per super-block and row, the exact int32 sums of scale x level x y over
+ * the 16 sub-blocks and of min x the activations' sums of 16, scaled in float by d * y.d
+ * and dmin * y.d as the plain Q2_K dots do. */
+static void r8_q2k_group_dot_scalar(const uint8_t * grp, int64_t nb, const tsr_block_q8_K * y, float * out) {
+    float acc[R8] = {};
+    for (int64_t i = 0; i < nb; ++i) {
+        const uint8_t * rec = grp + (size_t)i * Q2K_R8_BYTES;
+        for (int r = 0; r < R8; ++r) {
+            int32_t sumi = 0, summ = 0;
+            for (int s = 0; s < 16; ++s) {
+                const int sc = rec[Q2K_R8_SCALES + 8 * s + r];
+                int32_t dot = 0;
+                for (int e = 16 * s; e < 16 * s + 16; ++e) dot += q2k_record_level(rec, e, r) * y[i].qs[e];
+                sumi += (sc & 15) * dot;
+                summ += (sc >> 4) * y[i].bsums[s];
+            }
+            uint16_t d, dmin;
+            std::memcpy(&d, rec + 2 * r, 2);
+            std::memcpy(&dmin, rec + Q2K_R8_DMIN + 2 * r, 2);
+            acc[r] += h2f(d) * y[i].d * (float)sumi - h2f(dmin) * y[i].d * (float)summ;
+        }
+    }
+    std::memcpy(out, acc, sizeof(acc));
+}
+
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push  /* as above: the undefined lanes inside some intrinsics */
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+/* Records ahead of a group's current one that its stream prefetches (all of their lines). */
+static constexpr size_t k_k2_r8_prefetch_records = 2;
+
+/* The 8 rows' 16 scales of a Q3_K record, minus 32, as int16 sw[8s + r]: the low-nibble plane
+ * (scale bytes 0..7, scales s and s + 8) with the high-bit plane (bytes 8..11) moved to bits
+ * 4-5 by 16-bit shifts, one per 256-bit half (what crosses a byte is masked off). */
+TSR_TARGET_AVX512VNNI static inline void q3k_record_scales_zmm(const uint8_t * rec, int16_t * sw) {
+    const __m512i low = _mm512_loadu_si512((const void *)(rec + Q3K_R8_SCALES));
+    const __m512i high = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(rec + Q3K_R8_SCALES + 64)));
+    const __m512i m0f = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), bias = _mm512_set1_epi8(32);
+    const __m512i halves = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);  /* 0 | 2 */
+    /* scales 0..3 take bits 0-1 of the high bytes, 4..7 bits 2-3; 8..11 bits 4-5, 12..15 bits 6-7 */
+    const __m512i s07 = _mm512_or_si512(_mm512_and_si512(low, m0f),
+                                        _mm512_and_si512(_mm512_sllv_epi16(high, _mm512_sub_epi16(_mm512_set1_epi16(4), halves)), m30));
+    const __m512i s815 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(low, 4), m0f), _mm512_and_si512(_mm512_srlv_epi16(high, halves), m30));
+    const __m512i v[2] = {_mm512_sub_epi8(s07, bias), _mm512_sub_epi8(s815, bias)};
+    for (int h = 0; h < 2; ++h) {
+        _mm512_store_si512((void *)(sw + 64 * h), _mm512_cvtepi8_epi16(_mm512_castsi512_si256(v[h])));
+        _mm512_store_si512((void *)(sw + 64 * h + 32), _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(v[h], 1)));
+    }
+}
+
+/* The 8 rows' 16 scales of a Q2_K record (the scale bytes' low nibbles) as int16 sw[8s + r]. */
+TSR_TARGET_AVX512VNNI static inline void q2k_record_scales_zmm(const uint8_t * rec, int16_t * sw) {
+    for (int h = 0; h < 4; ++h)
+        _mm512_store_si512((void *)(sw + 32 * h), _mm512_cvtepu8_epi16(_mm256_and_si256(_mm256_loadu_si256((const __m256i *)(rec + Q2K_R8_SCALES + 32 * h)),
+                                                                                         _mm256_set1_epi8(0x0F))));
+}
+
+/* The 8 rows' mins of Q2_K sub-blocks 2p (lanes 0..7) and 2p + 1 (lanes 8..15) of a record,
+ * as int32 (the low int16 halves). */
+TSR_TARGET_AVX512VNNI static inline __m512i q2k_min_pair_zmm(const uint8_t * rec, int p) {
+    const __m128i b = _mm_loadu_si128((const __m128i *)(rec + Q2K_R8_SCALES + 16 * p));
+    return _mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(0x0F)));
+}
+
+/* gf2p8affineqb matrix moving bits 2j, 2j + 1 of each byte to bits 0, 1 and clearing the
+ * rest (output bit b: the parity of the input bits set in byte 7 - b of the matrix). */
+TSR_TARGET_AVX512VNNI static inline __m512i q3k_level_matrix(int j) {
+    return _mm512_set1_epi64((long long)((uint64_t)(1u << (2 * j)) << 56 | (uint64_t)(1u << (2 * j + 1)) << 48));
+}
+
+TSR_TARGET_AVX512VNNI_GFNI static inline __m512i q3k_low_bits_gfni(__m512i q, int j) {
+    return _mm512_gf2p8affine_epi64_epi8(q, q3k_level_matrix(j), 0);
+}
+
+/* Level j of the 64 bytes of a unit: the two low bits (GFNI: one gf2p8affineqb; else a
+ * shift and a mask), and Q3_K's plus 4 where the unit's mask j has the byte's bit. */
+template <bool Q3, bool GFNI>
+TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE __m512i k2_unit_level(const uint8_t * unit, __m512i q, int j) {
+    __m512i low;
+    if constexpr (GFNI) low = q3k_low_bits_gfni(q, j);
+    else low = _mm512_and_si512(j ? _mm512_srli_epi16(q, 2 * j) : q, _mm512_set1_epi8(3));
+    if (!Q3) return low;
+    uint64_t high;
+    std::memcpy(&high, unit + 64 + 8 * j, 8);
+    return _mm512_mask_add_epi8(low, _cvtu64_mask64(high), low, _mm512_set1_epi8(4));
+}
+
+/* G groups' 8 rows of Q3_K or Q2_K against Q8_K, as r8_q4k_groups_dot_avx512vnni: a
+ * unit's level j is a chunk pair (lanes 0..7 the first chunk's 8 rows, 8..15 the second's)
+ * against two activation quads, and units 2u and 2u + 1 at level j are the 16 weights of
+ * one sub-block (s = 8 (u / 2) + 2j + u % 2): two vpdpbusd, for Q3_K from a start of -4 x
+ * the sub-block's activation sum in lanes 0..7 (the levels' offset, exact), at most
+ * 8 * 7 * 128 + 4 * 16 * 128 in a lane, so the int16 vpdpwssd with the rows' scales (row r's
+ * in lanes r and r + 8, the low halves) scales and accumulates it exactly. Q2_K's mins meet
+ * the activations' sums as Q4_K's: a row's mins of sub-blocks 2p and 2p + 1 in its two
+ * lanes, one vpdpwssd per pair. The halves are added once at the end. */
+template <bool Q3, int G, bool GFNI>
+TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void r8_k2_groups_dot_zmm(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y,
+                                                                        float * out) {
+    constexpr size_t record = Q3 ? (size_t)Q3K_R8_BYTES : (size_t)Q2K_R8_BYTES, qs_at = Q3 ? (size_t)Q3K_R8_QS : (size_t)Q2K_R8_QS;
+    constexpr size_t unit = Q3 ? (size_t)Q3K_R8_UNIT : (size_t)Q2K_R8_UNIT;
+    const __m512i two_quads = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    __m512 acc[G];
+    for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+        const tsr_block_q8_K & yb = y[i];
+        const uint8_t * rec[G];
+        alignas(64) int16_t sw[G][128];
+        __m512i sumi[G], summ[G];
+        __m512i bsum_pairs[8];  /* Q2_K: sub-block 2p's sum in lanes 0..7, 2p + 1's in 8..15 */
+        for (int p = 0; p < 8 && !Q3; ++p) bsum_pairs[p] = _mm512_mask_set1_epi32(_mm512_set1_epi32(yb.bsums[2 * p]), 0xFF00, yb.bsums[2 * p + 1]);
+        for (int g = 0; g < G; ++g) {
+            rec[g] = grp + (size_t)g * gstride + (size_t)i * record;
+            /* here, not in a helper of the AVX2 target: GCC dropped the prefetches of one as dead code */
+            for (size_t l = 0; l < (record + 63) / 64; ++l)
+                _mm_prefetch((const char *)rec[g] + k_k2_r8_prefetch_records * record + 64 * l, _MM_HINT_T0);
+            sumi[g] = summ[g] = _mm512_setzero_si512();
+            if (Q3) {
+                q3k_record_scales_zmm(rec[g], sw[g]);
+                continue;
+            }
+            q2k_record_scales_zmm(rec[g], sw[g]);
+            for (int p = 0; p < 8; ++p) summ[g] = _mm512_dpwssd_epi32(summ[g], q2k_min_pair_zmm(rec[g], p), bsum_pairs[p]);
+        }
+        for (int u = 0; u < 4; ++u) {
+            const int h = u / 2, half = u % 2;
+            __m512i ya[4], yc[4];  /* level j's activation quads of units 2u and 2u + 1 */
+            for (int j = 0; j < 4; ++j) {
+                const __m512i yv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(yb.qs + 128 * h + 32 * j)));
+                ya[j] = _mm512_permutexvar_epi32(_mm512_add_epi32(two_quads, _mm512_set1_epi32(4 * half)), yv);
+                yc[j] = _mm512_permutexvar_epi32(_mm512_add_epi32(two_quads, _mm512_set1_epi32(4 * half + 2)), yv);
+            }
+            for (int g = 0; g < G; ++g) {
+                const uint8_t * ua = rec[g] + qs_at + unit * (2 * u), * uc = ua + unit;
+                const __m512i qa = _mm512_loadu_si512((const void *)ua), qc = _mm512_loadu_si512((const void *)uc);
+                for (int j = 0; j < 4; ++j) {
+                    const int s = 8 * h + 2 * j + half;
+                    __m512i sub = Q3 ? _mm512_maskz_set1_epi32(0x00FF, -4 * yb.bsums[s]) : _mm512_setzero_si512();
+                    sub = _mm512_dpbusd_epi32(sub, k2_unit_level<Q3, GFNI>(ua, qa, j), ya[j]);
+                    sub = _mm512_dpbusd_epi32(sub, k2_unit_level<Q3, GFNI>(uc, qc, j), yc[j]);
+                    const __m512i sc = _mm512_cvtepu16_epi32(_mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)(sw[g] + 8 * s))));
+                    sumi[g] = _mm512_dpwssd_epi32(sumi[g], sub, sc);
+                }
+            }
+        }
+        const __m512 yd = _mm512_set1_ps(yb.d);
+        for (int g = 0; g < G; ++g) {
+            const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rec[g]))), yd);
+            acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[g]), d, acc[g]);
+            if (Q3) continue;
+            const __m512 dmin = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(rec[g] + Q2K_R8_DMIN)))), yd);
+            acc[g] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(summ[g]), dmin, acc[g]);
+        }
+    }
+    r8_store_halves_zmm<G>(acc, out);
+}
+
+template <bool Q3, int G>
+TSR_TARGET_AVX512VNNI static void r8_k2_groups_dot_avx512vnni(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y, float * out) {
+    r8_k2_groups_dot_zmm<Q3, G, false>(grp, gstride, nb, y, out);
+}
+
+/* flatten inlines the body and, under this target, q3k_low_bits_gfni into it (the body's
+ * own target has no GFNI, so that the other instantiation cannot hold GFNI instructions) */
+template <bool Q3, int G>
+__attribute__((flatten)) TSR_TARGET_AVX512VNNI_GFNI static void r8_k2_groups_dot_avx512gfni(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y,
+                                                                                            float * out) {
+    r8_k2_groups_dot_zmm<Q3, G, true>(grp, gstride, nb, y, out);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+
 /* The ISA's mat-vec kernels for an r8 matrix: one group, and `streams` groups at once,
  * walked side by side by r8_gemv: a few sequential streams keep enough DRAM reads in flight
  * for one core (as the plain dots' four rows), and share the activations. */
@@ -543,6 +867,22 @@ static r8_dots_of<tsr_block_q8_K> r8_q4k_dots() {
     if (isa == TSR_CPU_ISA_AVX2 || isa == TSR_CPU_ISA_AVX512) return {r8_q4k_groups_dot_avx2<1>, r8_q4k_groups_dot_avx2<2>, 2};
 #endif
     return {r8_groups_dot_scalar<tsr_block_q8_K, r8_q4k_group_dot_scalar, 1>, r8_groups_dot_scalar<tsr_block_q8_K, r8_q4k_group_dot_scalar, 4>, 4};
+}
+
+/* Q3_K (Q3) or Q2_K. f: the CPU's features (tests pass fewer, to reach the kernel a CPU
+ * without GFNI runs). */
+template <bool Q3>
+static r8_dots_of<tsr_block_q8_K> r8_k2_dots(const cpu_features & f = features()) {
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+    const int isa = isa_current().load(std::memory_order_relaxed);
+    if (isa == TSR_CPU_ISA_AVX512 && f.avx512_vnni) {
+        if (f.avx512_gfni) return {r8_k2_groups_dot_avx512gfni<Q3, 1>, r8_k2_groups_dot_avx512gfni<Q3, 4>, 4};
+        return {r8_k2_groups_dot_avx512vnni<Q3, 1>, r8_k2_groups_dot_avx512vnni<Q3, 4>, 4};
+    }
+#endif
+    (void)f;
+    constexpr auto dot = Q3 ? r8_q3k_group_dot_scalar : r8_q2k_group_dot_scalar;
+    return {r8_groups_dot_scalar<tsr_block_q8_K, dot, 1>, r8_groups_dot_scalar<tsr_block_q8_K, dot, 4>, 4};
 }
 
 /* Results o of the group at row g0 stored for the rows of [m0, m1) in column n. */
@@ -582,6 +922,8 @@ static void r8_gemv_with(const r8_dots_of<Y> & dots, int64_t nb, const r8_gemv_a
  * for each type's dots). */
 static void r8_gemv(enum tsr_type t, const r8_gemv_args & a, int64_t m0, int64_t m1) {
     if (t == TSR_TYPE_Q4_K) return r8_gemv_with(r8_q4k_dots(), a.K / TSR_QK_K, a, m0, m1);
+    if (t == TSR_TYPE_Q3_K) return r8_gemv_with(r8_k2_dots<true>(), a.K / TSR_QK_K, a, m0, m1);
+    if (t == TSR_TYPE_Q2_K) return r8_gemv_with(r8_k2_dots<false>(), a.K / TSR_QK_K, a, m0, m1);
     r8_gemv_with(r8_dots_for(t), a.K / 32, a, m0, m1);
 }
 
