@@ -3,6 +3,7 @@
 // implementation itself: it is test_cpu's implementation TU (from the single header when
 // the build runs the tests against it).
 #define TSR_IMPLEMENTATION
+#define TSR_CPU_REPACK_K2 1  /* Q3_K / Q2_K in CPU_REPACK buffers too (off by default: repack_r8.inl) */
 #ifdef TSR_IMPL_FROM_SINGLE_HEADER
 #include "tessera.h"
 #else

@@ -42,8 +42,19 @@ static inline bool is_r8_type(enum tsr_type t) {
 
 /* Q3_K and Q2_K are interleaved only on a CPU with AVX-512 VNNI, the one SIMD kernel that
  * reads their records so far (elsewhere the scalar reference would). */
+/* TSR_CPU_REPACK_K2 (default 0): CPU_REPACK interleaves Q3_K and Q2_K matrices too (x86 with
+ * AVX-512 VNNI). Off by default because it does not pay yet: on a 2-core Zen 5 VM (31 GB/s
+ * read, cpu_bench, quiet) their mat-vecs from DRAM were within noise of the file layout's
+ * (Q3_K 0.96 against 0.92 x the read, Q2_K 0.86 against 0.86) although 1.3-1.4x faster in
+ * cache, and Q3_K's GEMM fell behind (658 against 764 GFLOPS: its panels come through file
+ * blocks, r8_pack_via_file). The tests build it in (kernels_test.cpp). */
+#ifndef TSR_CPU_REPACK_K2
+#define TSR_CPU_REPACK_K2 0
+#endif
+
 static inline bool r8_type_has_simd(enum tsr_type t) {
     if (t != TSR_TYPE_Q3_K && t != TSR_TYPE_Q2_K) return true;
+    if (!TSR_CPU_REPACK_K2) return false;
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
     return features().avx512 && features().avx512_vnni;
 #else
@@ -167,10 +178,16 @@ static void q3k_block_from_record(const uint8_t * rec, int r, uint8_t * blk) {
         const uint8_t * unit = rec + Q3K_R8_QS + Q3K_R8_UNIT * k2_record_unit(4 * c);
         const int p = k2_record_byte(4 * c, r);  /* the row's 4 bytes: a nibble of each mask */
         std::memcpy(x.qs + 4 * c, unit + p, 4);
-        for (int j = 0; j < 4; ++j) {
-            const int nibble = unit[64 + 8 * j + p / 8] >> (p % 8) & 15;
-            for (int i = 0; i < 4; ++i) x.hmask[(4 * c + i) % 32] |= (uint8_t)((nibble >> i & 1) << (4 * (c / 8) + j));
-        }
+        /* nibble j: the third bits of level j of the 4 bytes; transposed as a 4 x 4 bit
+         * matrix (2 x 2 blocks, then the off-diagonal blocks), nibble i: byte 4c + i's third
+         * bits of levels 0..3, which hmask byte (4c + i) % 32 holds in bits 4 (c / 8) + j */
+        unsigned n = 0;
+        for (int j = 0; j < 4; ++j) n |= (unsigned)(unit[64 + 8 * j + p / 8] >> (p % 8) & 15) << (4 * j);
+        unsigned t = (n ^ (n >> 3)) & 0x0A0Au;
+        n ^= t ^ (t << 3);
+        t = (n ^ (n >> 6)) & 0x00CCu;
+        n ^= t ^ (t << 6);
+        for (int i = 0; i < 4; ++i) x.hmask[(4 * c + i) % 32] |= (uint8_t)((n >> (4 * i) & 15) << (4 * (c / 8)));
     }
     std::memcpy(blk, &x, sizeof(x));
 }
@@ -687,7 +704,9 @@ static void r8_q2k_group_dot_scalar(const uint8_t * grp, int64_t nb, const tsr_b
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-/* Records ahead of a group's current one that its stream prefetches (all of their lines). */
+/* A group's stream prefetches, per unit pair u, a quarter of the record one ahead of its
+ * current one, about every 48 bytes a line (as Q4_K's record: all lines of records 2 ahead
+ * at once, 4 groups' bursts, held the mat-vec at 0.86-0.87 x the read). */
 static constexpr size_t k_k2_r8_prefetch_records = 2;
 
 /* The 8 rows' 16 scales of a Q3_K record, minus 32, as int16 sw[8s + r]: the low-nibble plane
@@ -772,9 +791,6 @@ TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void r8_k2_groups_dot_zmm(const u
         for (int p = 0; p < 8 && !Q3; ++p) bsum_pairs[p] = _mm512_mask_set1_epi32(_mm512_set1_epi32(yb.bsums[2 * p]), 0xFF00, yb.bsums[2 * p + 1]);
         for (int g = 0; g < G; ++g) {
             rec[g] = grp + (size_t)g * gstride + (size_t)i * record;
-            /* here, not in a helper of the AVX2 target: GCC dropped the prefetches of one as dead code */
-            for (size_t l = 0; l < (record + 63) / 64; ++l)
-                _mm_prefetch((const char *)rec[g] + k_k2_r8_prefetch_records * record + 64 * l, _MM_HINT_T0);
             sumi[g] = summ[g] = _mm512_setzero_si512();
             if (Q3) {
                 q3k_record_scales_zmm(rec[g], sw[g]);
@@ -784,6 +800,11 @@ TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void r8_k2_groups_dot_zmm(const u
             for (int p = 0; p < 8; ++p) summ[g] = _mm512_dpwssd_epi32(summ[g], q2k_min_pair_zmm(rec[g], p), bsum_pairs[p]);
         }
         for (int u = 0; u < 4; ++u) {
+            /* here, not in a helper of the AVX2 target: GCC dropped the prefetches of one as dead code */
+            constexpr size_t quarter = record / 4, lines = (quarter + 47) / 48;
+            for (int g = 0; g < G; ++g)
+                for (size_t l = 0; l < lines; ++l)
+                    _mm_prefetch((const char *)rec[g] + k_k2_r8_prefetch_records * record + quarter * u + 64 * l, _MM_HINT_T0);
             const int h = u / 2, half = u % 2;
             __m512i ya[4], yc[4];  /* level j's activation quads of units 2u and 2u + 1 */
             for (int j = 0; j < 4; ++j) {
