@@ -71,7 +71,7 @@ if want 2; then
   cmake --build build-test-gcc -j"$jobs"
   # a user's g++ debug build with the sanitizers compiles too (stage 3's are clang's): g++
   # -fsanitize=undefined has refused constant expressions and pragmas clang accepts. It runs
-  # beside ctest, whose last minute is package_cmake alone on one core.
+  # beside ctest, whose last half minute is the package consumers' compiles.
   g++ -std=c++17 -O0 -fsanitize=address,undefined -Wall -Wextra -Werror -Iinclude -Ibackends/cpu \
     -c tests/support/tessera_impl.cpp -o build-test-gcc/impl-gcc-asan-ubsan.o &
   gcc_sanitized=$!

@@ -6,8 +6,10 @@
 #      Vulkan unfindable must fail with a message;
 #   3. pkg-config alone, after moving the prefix (relocatable): tests/package/
 #      pkgconfig_consumers.sh (C++, C99 linked by the C compiler, tessera-vulkan).
-# Inputs: TSR_SOURCE_DIR, TSR_WORK_DIR, TSR_GENERATOR, TSR_VULKAN (ON/OFF), TSR_CC, TSR_CXX.
-file(REMOVE_RECURSE ${TSR_WORK_DIR})
+# Inputs: TSR_SOURCE_DIR, TSR_WORK_DIR, TSR_GENERATOR, TSR_VULKAN (ON/OFF), TSR_CC, TSR_CXX, and
+# TSR_PART: "install" (the install and its layout), "cmake" (1 and 2) or "pkgconfig" (3), three
+# ctest tests: the consumers' two parts (each compiles the implementation 2-3 times) run side
+# by side after the install (a ctest fixture), where one test ran them all in turn.
 set(prefix ${TSR_WORK_DIR}/prefix)
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
@@ -17,6 +19,8 @@ function(run)
   message(STATUS "ok: ${ARGN}")
 endfunction()
 
+if(TSR_PART STREQUAL "install")
+file(REMOVE_RECURSE ${TSR_WORK_DIR})
 # ---- install with the prefix given at install time only
 run(${CMAKE_COMMAND} -S ${TSR_SOURCE_DIR} -B ${TSR_WORK_DIR}/tessera -G ${TSR_GENERATOR}
     -DTSR_BUILD_TESTS=OFF -DTSR_BUILD_EXAMPLES=OFF -DTSR_BUILD_BENCH=OFF -DTSR_VULKAN=${TSR_VULKAN} -DTSR_CUDA=OFF)
@@ -36,7 +40,9 @@ endforeach()
 if(TSR_VULKAN AND NOT EXISTS ${prefix}/include/tessera/vulkan/tessera-vulkan.h)
   message(FATAL_ERROR "not installed: include/tessera/vulkan/tessera-vulkan.h")
 endif()
+endif()
 
+if(TSR_PART STREQUAL "cmake")
 # ---- 1. CMake, core only, Vulkan and CUDA unfindable
 run(${CMAKE_COMMAND} -S ${TSR_SOURCE_DIR}/tests/package/consumer -B ${TSR_WORK_DIR}/consumer -G ${TSR_GENERATOR}
     -DCMAKE_PREFIX_PATH=${prefix}
@@ -58,10 +64,16 @@ if(TSR_VULKAN)
   endif()
   message(STATUS "ok: COMPONENTS vulkan without Vulkan fails: it says so")
 endif()
+endif()
 
+if(TSR_PART STREQUAL "pkgconfig")
 # ---- 3./4. pkg-config, from a moved prefix
+# its own install, then moved: the cmake part reads ${prefix} meanwhile
 set(moved ${TSR_WORK_DIR}/moved-prefix)
-file(RENAME ${prefix} ${moved})
+file(REMOVE_RECURSE ${TSR_WORK_DIR}/pc-prefix ${moved})
+run(${CMAKE_COMMAND} --install ${TSR_WORK_DIR}/tessera --prefix ${TSR_WORK_DIR}/pc-prefix)
+file(RENAME ${TSR_WORK_DIR}/pc-prefix ${moved})
 set(ENV{CC} ${TSR_CC})
 set(ENV{CXX} ${TSR_CXX})
 run(bash ${TSR_SOURCE_DIR}/tests/package/pkgconfig_consumers.sh ${moved}/share/pkgconfig ${TSR_WORK_DIR}/pc)
+endif()
