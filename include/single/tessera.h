@@ -12918,7 +12918,7 @@ TSR_API bool             tsr_cpu_set_isa(enum tsr_cpu_isa isa);
 /* Tuning hook (cpu_bench --prefetch): how far ahead, in bytes, the x86 mat-vec kernels
  * prefetch the rows of one weight type (repacked: in a CPU_REPACK buffer); 0: no prefetch
  * in effect. The defaults were measured; results never depend on it. Process-wide; not
- * while a graph runs. false + error for a type without a setting (F32, Q2_K, Q3_K, ...) or
+ * while a graph runs. false + error for a type without a setting (F32, Q2_K / Q3_K in the file layout, ...) or
  * more than 1 MiB. */
 TSR_API bool             tsr_cpu_set_matvec_prefetch(enum tsr_type type, bool repacked, size_t ahead);
 TSR_API bool             tsr_cpu_get_matvec_prefetch(enum tsr_type type, bool repacked, size_t * ahead);
@@ -13369,6 +13369,10 @@ struct matvec_pf_table {
         for (uint32_t & a : file) a = 2048;
         repacked[TSR_TYPE_Q4_0] = repacked[TSR_TYPE_IQ4_NL] = 1024;
         repacked[TSR_TYPE_Q4_K] = 1152;
+        /* Q3_K / Q2_K records (TSR_CPU_REPACK_K2): two records ahead, a quarter record per
+         * unit pair; 0.96 / 0.86 x the read against 0.93 / 0.84 one record ahead */
+        repacked[TSR_TYPE_Q3_K] = 2 * 880;
+        repacked[TSR_TYPE_Q2_K] = 2 * 672;
     }
 };
 static matvec_pf_table g_matvec_pf_ahead;
@@ -18138,6 +18142,15 @@ static inline bool r8_type_has_simd(enum tsr_type t) {
  * super-blocks of 256 (Q4_K). */
 static inline size_t r8_record_bytes(enum tsr_type t) { return R8 * tsr_type_size(t); }
 
+/* Row r's super-block in a scalar record dot (Q4_K, Q2_K): its exact sums scaled by the
+ * row's d (fp16 at rec + 2r) and dmin (at rec + dmin_at + 2r). */
+static inline float r8_dmin_result(const uint8_t * rec, size_t dmin_at, int r, float yd, int32_t sumi, int32_t summ) {
+    uint16_t d, dmin;
+    std::memcpy(&d, rec + 2 * r, 2);
+    std::memcpy(&dmin, rec + dmin_at + 2 * r, 2);
+    return h2f(d) * yd * (float)sumi - h2f(dmin) * yd * (float)summ;
+}
+
 /* ---- the Q4_K record ------------------------------------------------------------------------
  * 8 rows' super-blocks (1152 bytes). The file's 12 scale bytes pack 6-bit values in three
  * ways; here a scale's or min's 4 low and 2 high bits sit at fixed places, so that four
@@ -18533,10 +18546,7 @@ static void r8_q4k_group_dot_scalar(const uint8_t * grp, int64_t nb, const tsr_b
                 sumi += sc * dot;
                 summ += mn * (y[i].bsums[2 * s] + y[i].bsums[2 * s + 1]);
             }
-            uint16_t d, dmin;
-            std::memcpy(&d, rec + 2 * r, 2);
-            std::memcpy(&dmin, rec + Q4K_R8_DMIN + 2 * r, 2);
-            acc[r] += h2f(d) * y[i].d * (float)sumi - h2f(dmin) * y[i].d * (float)summ;
+            acc[r] += r8_dmin_result(rec, Q4K_R8_DMIN, r, y[i].d, sumi, summ);
         }
     }
     std::memcpy(out, acc, sizeof(acc));
@@ -18761,10 +18771,7 @@ static void r8_q2k_group_dot_scalar(const uint8_t * grp, int64_t nb, const tsr_b
                 sumi += (sc & 15) * dot;
                 summ += (sc >> 4) * y[i].bsums[s];
             }
-            uint16_t d, dmin;
-            std::memcpy(&d, rec + 2 * r, 2);
-            std::memcpy(&dmin, rec + Q2K_R8_DMIN + 2 * r, 2);
-            acc[r] += h2f(d) * y[i].d * (float)sumi - h2f(dmin) * y[i].d * (float)summ;
+            acc[r] += r8_dmin_result(rec, Q2K_R8_DMIN, r, y[i].d, sumi, summ);
         }
     }
     std::memcpy(out, acc, sizeof(acc));
@@ -18776,10 +18783,6 @@ static void r8_q2k_group_dot_scalar(const uint8_t * grp, int64_t nb, const tsr_b
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-/* A group's stream prefetches, per unit pair u, a quarter of the record one ahead of its
- * current one, about every 48 bytes a line (as Q4_K's record: all lines of records 2 ahead
- * at once, 4 groups' bursts, held the mat-vec at 0.86-0.87 x the read). */
-static constexpr size_t k_k2_r8_prefetch_records = 2;
 
 /* The 8 rows' 16 scales of a Q3_K record, minus 32, as int16 sw[8s + r]: the low-nibble plane
  * (scale bytes 0..7, scales s and s + 8) with the high-bit plane (bytes 8..11) moved to bits
@@ -18852,6 +18855,7 @@ TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void r8_k2_groups_dot_zmm(const u
     constexpr size_t record = Q3 ? (size_t)Q3K_R8_BYTES : (size_t)Q2K_R8_BYTES, qs_at = Q3 ? (size_t)Q3K_R8_QS : (size_t)Q2K_R8_QS;
     constexpr size_t unit = Q3 ? (size_t)Q3K_R8_UNIT : (size_t)Q2K_R8_UNIT;
     const __m512i two_quads = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const matvec_prefetcher<Q3 ? TSR_TYPE_Q3_K : TSR_TYPE_Q2_K, record / 4, true> prefetch;
     __m512 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
@@ -18872,11 +18876,9 @@ TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void r8_k2_groups_dot_zmm(const u
             for (int p = 0; p < 8; ++p) summ[g] = _mm512_dpwssd_epi32(summ[g], q2k_min_pair_zmm(rec[g], p), bsum_pairs[p]);
         }
         for (int u = 0; u < 4; ++u) {
-            /* here, not in a helper of the AVX2 target: GCC dropped the prefetches of one as dead code */
-            constexpr size_t quarter = record / 4, lines = (quarter + 47) / 48;
-            for (int g = 0; g < G; ++g)
-                for (size_t l = 0; l < lines; ++l)
-                    _mm_prefetch((const char *)rec[g] + k_k2_r8_prefetch_records * record + quarter * u + 64 * l, _MM_HINT_T0);
+            /* a quarter record per unit pair (g_matvec_pf_ahead), as Q4_K's record: all lines of
+             * a record at once, 4 groups' bursts, held the mat-vec at 0.86-0.87 x the read */
+            for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + record / 4 * u);
             const int h = u / 2, half = u % 2;
             __m512i ya[4], yc[4];  /* level j's activation quads of units 2u and 2u + 1 */
             for (int j = 0; j < 4; ++j) {
@@ -22807,7 +22809,7 @@ TSR_API_IMPL bool tsr_cpu_set_isa(enum tsr_cpu_isa isa) {
 static uint32_t * matvec_prefetch_of(enum tsr_type type, bool repacked, const char * fn) {
     static const enum tsr_type file_types[] = {TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0,
                                                TSR_TYPE_Q5_1, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K};
-    static const enum tsr_type repacked_types[] = {TSR_TYPE_Q4_0, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_K};
+    static const enum tsr_type repacked_types[] = {TSR_TYPE_Q4_0, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_K, TSR_TYPE_Q3_K, TSR_TYPE_Q2_K};
     const enum tsr_type * b = repacked ? repacked_types : file_types;
     const enum tsr_type * e = repacked ? std::end(repacked_types) : std::end(file_types);
     if (std::find(b, e, type) == e) {

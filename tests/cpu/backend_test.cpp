@@ -65,7 +65,7 @@ TEST_CASE("cpu backend: mat-vec prefetch distances are per type, bounded, and ch
         CHECK(tsr_cpu_get_matvec_prefetch(t, false, &ahead));
         CHECK(ahead > 0);
     }
-    for (tsr_type t : {TSR_TYPE_Q4_0, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_K}) CHECK(tsr_cpu_get_matvec_prefetch(t, true, &ahead));
+    for (tsr_type t : {TSR_TYPE_Q4_0, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_K, TSR_TYPE_Q3_K, TSR_TYPE_Q2_K}) CHECK(tsr_cpu_get_matvec_prefetch(t, true, &ahead));
     /* no setting: F32 streams without, Q2_K / Q3_K keep their own, Q4_1 has no CPU_REPACK layout */
     CHECK_FALSE(tsr_cpu_get_matvec_prefetch(TSR_TYPE_F32, false, &ahead));
     CHECK_FALSE(tsr_cpu_set_matvec_prefetch(TSR_TYPE_Q3_K, false, 1024));
