@@ -7,8 +7,8 @@
  * and every backend header included in that file, in any include order (see
  * tessera/tessera.h and README "Using tessera").
  *
- * Environment: TSR_CPU_ISA=scalar|avx2|avx512|neon forces a kernel path (a path the CPU
- * lacks is ignored with a message on stderr).
+ * Environment: TSR_CPU_ISA=scalar|avx2|avx512|amx|neon forces a kernel path (a path the
+ * CPU lacks is ignored with a message on stderr).
  */
 #ifndef TESSERA_CPU_H
 #define TESSERA_CPU_H
@@ -25,7 +25,13 @@ enum tsr_cpu_isa {
     TSR_CPU_ISA_SCALAR = 0,  /* portable C++: the reference every other path is tested against */
     TSR_CPU_ISA_AVX2   = 1,  /* x86-64 AVX2 + FMA + F16C */
     TSR_CPU_ISA_AVX512 = 2,  /* x86-64 AVX-512 F/BW/VL/DQ (+ BF16 and VNNI where present) */
-    TSR_CPU_ISA_NEON   = 3   /* aarch64 Advanced SIMD */
+    TSR_CPU_ISA_NEON   = 3,  /* aarch64 Advanced SIMD */
+    TSR_CPU_ISA_AMX    = 4   /* the AVX-512 path with the quantized GEMMs (prompt-sized mul_mat
+                              * of Q8_0, Q4_0, the K-quants, ...) on AMX int8 tiles: x86-64 with
+                              * AMX-INT8 (Sapphire Rapids and later) on Linux. Choosing it asks
+                              * the kernel for the tile state (arch_prctl ARCH_REQ_XCOMP_PERM), a
+                              * process-wide grant that enlarges signal frames by 8 KiB; set
+                              * TSR_CPU_ISA=avx512 to keep a process from asking. */
 };
 
 /* A new CPU backend (threads: hardware concurrency, at most 64). NULL + error on failure. */
@@ -104,6 +110,7 @@ TSR_API bool             tsr_cpu_has_avx512_vnni(void);
 #include "impl/pack_x86.inl"
 #include "impl/kernels_avx2.inl"
 #include "impl/kernels_avx512.inl"
+#include "impl/kernels_amx.inl"
 #include "impl/kernels_neon.inl"
 #include "impl/repack_r8.inl"
 #include "impl/gemm.inl"

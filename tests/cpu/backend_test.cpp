@@ -40,7 +40,10 @@ TEST_CASE("cpu backend: interface and ISA control", "[cpu][backend]") {
     CHECK(tsr_backend_supports_buft(be, tsr_backend_cpu_buffer_type()));
     CHECK(tsr_cpu_isa_supported(TSR_CPU_ISA_SCALAR));
     CHECK(tsr_cpu_isa_supported(tsr_cpu_isa_best()));
-    for (tsr_cpu_isa isa : {TSR_CPU_ISA_AVX2, TSR_CPU_ISA_AVX512, TSR_CPU_ISA_NEON}) {
+    CHECK(std::string(tsr_cpu_isa_name(TSR_CPU_ISA_AMX)) == "amx");
+    // the AMX path is the AVX-512 path plus tiles: never without it
+    if (tsr_cpu_isa_supported(TSR_CPU_ISA_AMX)) CHECK(tsr_cpu_isa_supported(TSR_CPU_ISA_AVX512));
+    for (tsr_cpu_isa isa : {TSR_CPU_ISA_AVX2, TSR_CPU_ISA_AVX512, TSR_CPU_ISA_AMX, TSR_CPU_ISA_NEON}) {
         if (!tsr_cpu_isa_supported(isa)) {
             WARN("skipped: ISA " << tsr_cpu_isa_name(isa) << " not supported here");
             tsr_cpu_isa before = tsr_cpu_get_isa();

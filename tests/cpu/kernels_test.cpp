@@ -33,7 +33,7 @@ struct kernels_of {
     explicit kernels_of(tsr_cpu_isa isa) {
         REQUIRE(tsr_cpu_set_isa(isa));
         K = tcpu::get_kernels();
-        REQUIRE(K->isa == isa);
+        REQUIRE(K->isa == (isa == TSR_CPU_ISA_AMX ? TSR_CPU_ISA_AVX512 : isa));  // the AMX path runs AVX-512 vector kernels
     }
     ~kernels_of() { tsr_cpu_set_isa(saved); }
 };
@@ -465,7 +465,8 @@ namespace {
 
 // How an ISA's int8 A panel holds weight levels (layouts in pack.inl): x86 writes per 32 k
 // 8 quads x mr rows x 4 bytes, AVX-512 with the bytes of Q8_0-style levels offset by 128,
-// both ISAs Q4_0 as its nibbles (level + 8); NEON writes mr rows x 32 signed bytes. Then
+// AVX2 and AVX-512 Q4_0 as its nibbles (level + 8), AMX every level signed; NEON writes mr
+// rows x 32 signed bytes. Then
 // mr float scales. The panel of nb blocks from k0 of `rows` rows of type t (stride lda)
 // packed by g, on the ISA in use (t: the encoding, Q4_0 or any other).
 struct packed_panel {
@@ -482,7 +483,7 @@ struct packed_panel {
         // min panels: levels 0..31 as they are, mr scales, mr mins; half panels: Q8_0-style
         // levels, mr scales per half
         kind = tcpu::panel_kind_of(t);
-        const bool nibbles = t == TSR_TYPE_Q4_0 && !rows_layout, mins = kind == tcpu::PANEL_MIN;
+        const bool nibbles = t == TSR_TYPE_Q4_0 && !rows_layout && isa != TSR_CPU_ISA_AMX, mins = kind == tcpu::PANEL_MIN;
         is_signed = !mins && !nibbles && isa != TSR_CPU_ISA_AVX512;
         offset = nibbles ? 8 : (is_signed || mins ? 0 : 128);
     }

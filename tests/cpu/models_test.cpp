@@ -160,7 +160,7 @@ void check_conv_2d_dw(tsr_context * ctx, tsr_tensor * ker, tsr_tensor * in, cons
 } // namespace
 
 TEST_CASE("conv_1d, conv_1d_dw, conv_2d_dw, im2col 1-D", "[cpu][ops][conv]") {
-    ctx_holder ctx(16);
+    ctx_holder ctx(24);
     std::mt19937 rng(61);
     const int64_t L = 23, IC = 3, OC = 5, N = 2, K = 4;
     for (tsr_type kt : {TSR_TYPE_F32, TSR_TYPE_F16})
@@ -226,7 +226,7 @@ TEST_CASE("conv_1d, conv_1d_dw, conv_2d_dw, im2col 1-D", "[cpu][ops][conv]") {
 }
 
 TEST_CASE("conv_2d_dw: stride-1 vector rows, their tails, bands and input layouts", "[cpu][ops][conv]") {
-    ctx_holder ctx(16);
+    ctx_holder ctx(24);
     std::mt19937 rng(67);
     struct dw_case {
         int64_t W, H, C, N, KW, KH;
@@ -262,7 +262,7 @@ TEST_CASE("conv_2d_dw: stride-1 vector rows, their tails, bands and input layout
 }
 
 TEST_CASE("conv_transpose_1d (stride, padding, dilation, batch), conv_transpose_2d_p0", "[cpu][ops][conv]") {
-    ctx_holder ctx(16);
+    ctx_holder ctx(24);
     std::mt19937 rng(67);
     struct cfg { int s0, p0, d0; int64_t L, N; };
     // L 3: fewer input pixels than a GEMM takes (the dot-product path)

@@ -137,7 +137,7 @@ void check_extremes(tsr_type type, int64_t K, int64_t M, int64_t N, int n_thread
 } // namespace
 
 TEST_CASE("mul_mat: every type and ISA, odd shapes", "[cpu][mul_mat]") {
-    for (tsr_cpu_isa i : {TSR_CPU_ISA_AVX2, TSR_CPU_ISA_AVX512, TSR_CPU_ISA_NEON})
+    for (tsr_cpu_isa i : {TSR_CPU_ISA_AVX2, TSR_CPU_ISA_AVX512, TSR_CPU_ISA_AMX, TSR_CPU_ISA_NEON})
         if (!tsr_cpu_isa_supported(i)) WARN("skipped ISA path (not on this CPU): " << tsr_cpu_isa_name(i));
     struct shape { int64_t K, M, N; };
     const shape shapes[] = {{32, 1, 1}, {64, 7, 1}, {96, 33, 7}, {288, 70, 13}, {64, 1, 33}, {1024, 40, 12}, {4096, 3, 2}, {672, 5, 1}};
@@ -401,6 +401,43 @@ TEST_CASE("mul_mat: GEMM of the exactly packed types errs by the activations' qu
                                       << worst);
                 CHECK(bad == 0);
             }
+        }
+}
+
+// The AMX path's GEMMs sum the same int8 products exactly and scale them with the VNNI
+// kernels' float operations in the same order (kernels_amx.inl): on every quantized type
+// they give the AVX-512 path's bits. Shapes: K over two k blocks (kc 1024) with a partial
+// one, M ending in a partial 32-row panel, N in a partial 16-column panel, and N past the
+// GEMM's 528-column block.
+TEST_CASE("mul_mat: the AMX path's quantized GEMMs give the AVX-512 path's bits", "[cpu][mul_mat][quant]") {
+    if (!tsr_cpu_isa_supported(TSR_CPU_ISA_AMX)) {
+        WARN("skipped: no AMX path on this CPU");
+        return;
+    }
+    std::vector<tsr_type> types = {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0};
+    types.insert(types.end(), std::begin(kRowQuants), std::end(kRowQuants));
+    struct shape { int64_t K, M, N; };
+    for (tsr_type t : types)
+        for (const shape & sh : {shape{2304, 45, 21}, shape{256, 70, 530}}) {
+            ctx_holder ctx(32);
+            std::mt19937 rng((unsigned)(t * 7 + sh.N));
+            tsr_tensor * a = tsr_new_tensor_2d(ctx, t, sh.K, sh.M);
+            tsr_tensor * b = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, sh.K, sh.N);
+            fill(a, rng);
+            fill(b, rng);
+            tsr_tensor * c = tsr_mul_mat(ctx, a, b);
+            std::vector<double> out[2];
+            int i = 0;
+            for (tsr_cpu_isa isa : {TSR_CPU_ISA_AVX512, TSR_CPU_ISA_AMX}) {
+                isa_scope s(isa);
+                backend_holder be(2);
+                REQUIRE(run(be, ctx, c) == TSR_STATUS_SUCCESS);
+                out[i++] = values(c);
+            }
+            size_t differ = 0;
+            for (size_t j = 0; j < out[0].size(); ++j) differ += out[0][j] != out[1][j];
+            INFO(tsr_type_name(t) << " K " << sh.K << " M " << sh.M << " N " << sh.N);
+            CHECK(differ == 0);
         }
 }
 

@@ -167,7 +167,7 @@ tsr_backend_t cpu() {
 
 std::vector<tsr_cpu_isa> isas() {
     std::vector<tsr_cpu_isa> v;
-    for (tsr_cpu_isa i : {TSR_CPU_ISA_SCALAR, TSR_CPU_ISA_AVX2, TSR_CPU_ISA_AVX512, TSR_CPU_ISA_NEON})
+    for (tsr_cpu_isa i : {TSR_CPU_ISA_SCALAR, TSR_CPU_ISA_AVX2, TSR_CPU_ISA_AVX512, TSR_CPU_ISA_AMX, TSR_CPU_ISA_NEON})
         if (tsr_cpu_isa_supported(i)) v.push_back(i);
     return v;
 }

@@ -13,6 +13,10 @@ static const kernels * get_kernels() {
             static const kernels k = make_kernels_avx512();
             return &k;
         }
+        case TSR_CPU_ISA_AMX: {
+            static const kernels k = make_kernels_amx();
+            return &k;
+        }
         case TSR_CPU_ISA_AVX2: return &kernels_avx2;
 #endif
 #if defined(TSR_CPU_ARM64)

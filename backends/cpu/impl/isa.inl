@@ -2,6 +2,10 @@
  * isa.inl - what the CPU can run (CPUID on x86-64, always NEON on aarch64) and which
  * kernel path is in use (best available, TSR_CPU_ISA, or tsr_cpu_set_isa).
  */
+#if defined(TSR_CPU_X86) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 namespace {
 namespace tcpu {
 
@@ -10,6 +14,8 @@ struct cpu_features {
     bool avx512 = false;            /* F + BW + VL + DQ with OS support */
     bool avx512_bf16 = false, avx512_vnni = false;
     bool avx512_gfni = false;       /* GFNI on zmm: gf2p8affineqb's per-byte bit moves */
+    bool amx_int8 = false;          /* AMX-TILE + AMX-INT8 with the tile state enabled by the OS
+                                     * (XCR0); a process must still ask for the tile data (amx_ready) */
     bool neon = false;
 };
 
@@ -41,6 +47,8 @@ static cpu_features detect_features() {
         unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
         __cpuid_count(7, 1, a1, b1, c1, d1);
         f.avx512_bf16 = f.avx512 && ((a1 >> 5) & 1);
+        const bool os_amx = (xcr0 & 0x60000) == 0x60000;  /* XTILECFG and XTILEDATA */
+        f.amx_int8 = f.avx512_vnni && os_amx && ((d >> 24) & 1) && ((d >> 25) & 1);
     }
 #elif defined(TSR_CPU_ARM64)
     f.neon = true;
@@ -53,6 +61,20 @@ static const cpu_features & features() {
     return f;
 }
 
+/* true once this process may use AMX tile data: Linux keeps the 8 KiB tile state off for a
+ * process until it asks (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA), and a
+ * tile instruction before that faults. Asked once, only when the AMX path is first
+ * considered (TSR_CPU_ISA naming another path never asks). Other systems: no AMX path. */
+static bool amx_ready() {
+#if defined(TSR_CPU_X86) && defined(__linux__) && defined(SYS_arch_prctl)
+    static const bool ready = features().amx_int8 && syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */,
+                                                             18 /* XFEATURE_XTILEDATA */) == 0;
+    return ready;
+#else
+    return false;
+#endif
+}
+
 static bool isa_supported(enum tsr_cpu_isa isa) {
     const cpu_features & f = features();
     switch (isa) {
@@ -60,6 +82,7 @@ static bool isa_supported(enum tsr_cpu_isa isa) {
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
         case TSR_CPU_ISA_AVX2:   return f.avx2;
         case TSR_CPU_ISA_AVX512: return f.avx512;
+        case TSR_CPU_ISA_AMX:    return f.avx512 && f.avx512_vnni && amx_ready();
 #endif
 #if defined(TSR_CPU_ARM64)
         case TSR_CPU_ISA_NEON:   return f.neon;
@@ -69,6 +92,7 @@ static bool isa_supported(enum tsr_cpu_isa isa) {
 }
 
 static enum tsr_cpu_isa isa_best() {
+    if (isa_supported(TSR_CPU_ISA_AMX)) return TSR_CPU_ISA_AMX;
     if (isa_supported(TSR_CPU_ISA_AVX512)) return TSR_CPU_ISA_AVX512;
     if (isa_supported(TSR_CPU_ISA_AVX2)) return TSR_CPU_ISA_AVX2;
     if (isa_supported(TSR_CPU_ISA_NEON)) return TSR_CPU_ISA_NEON;
@@ -81,28 +105,35 @@ static const char * isa_name(enum tsr_cpu_isa isa) {
         case TSR_CPU_ISA_AVX2:   return "avx2";
         case TSR_CPU_ISA_AVX512: return "avx512";
         case TSR_CPU_ISA_NEON:   return "neon";
+        case TSR_CPU_ISA_AMX:    return "amx";
     }
     return "unknown";
 }
 
 static enum tsr_cpu_isa isa_initial() {
-    enum tsr_cpu_isa best = isa_best();
     const char * env = std::getenv("TSR_CPU_ISA");
-    if (!env || !*env) return best;
-    for (int i = 0; i <= (int)TSR_CPU_ISA_NEON; ++i) {
+    if (!env || !*env) return isa_best();
+    for (int i = 0; i <= (int)TSR_CPU_ISA_AMX; ++i) {
         if (std::strcmp(env, isa_name((enum tsr_cpu_isa)i)) == 0) {
             if (isa_supported((enum tsr_cpu_isa)i)) return (enum tsr_cpu_isa)i;
-            std::fprintf(stderr, "tessera: TSR_CPU_ISA=%s is not supported by this CPU; using %s\n", env, isa_name(best));
-            return best;
+            std::fprintf(stderr, "tessera: TSR_CPU_ISA=%s is not supported by this CPU; using %s\n", env, isa_name(isa_best()));
+            return isa_best();
         }
     }
-    std::fprintf(stderr, "tessera: unknown TSR_CPU_ISA=%s (scalar|avx2|avx512|neon); using %s\n", env, isa_name(best));
-    return best;
+    std::fprintf(stderr, "tessera: unknown TSR_CPU_ISA=%s (scalar|avx2|avx512|amx|neon); using %s\n", env, isa_name(isa_best()));
+    return isa_best();
 }
 
 static std::atomic<int> & isa_current() {
     static std::atomic<int> cur{(int)isa_initial()};
     return cur;
+}
+
+/* The vector ISA of the path in use: the AMX path runs the AVX-512 path's kernels for
+ * everything but its int8 GEMMs. */
+static enum tsr_cpu_isa isa_vector() {
+    const int i = isa_current().load(std::memory_order_relaxed);
+    return i == TSR_CPU_ISA_AMX ? TSR_CPU_ISA_AVX512 : (enum tsr_cpu_isa)i;
 }
 
 } // namespace tcpu

@@ -21,20 +21,44 @@ static void op_norm(const cparams & p, tsr_tensor * dst) {
         const char * s = tptr(src, 0, i1, i2, i3);
         char * d = tptr(dst, 0, i1, i2, i3);
         const size_t ss = src->nb[0], ds = dst->nb[0];
-        double mean = 0.0;
-        if (!rms) {
-            for (int64_t i = 0; i < ne0; ++i) mean += *(const float *)(s + i * ss);
-            mean /= (double)ne0;
-        }
-        double var = 0.0;
-        for (int64_t i = 0; i < ne0; ++i) {
-            const double v = *(const float *)(s + i * ss) - mean;
-            var += v * v;
+        double mean = 0.0, var = 0.0;
+        if (ss == 4) {
+            /* contiguous rows: 8 partial sums the compiler keeps in vector registers (one
+             * chain of double adds ran at 4 cycles an element: 5 % of a GPT-2 prompt) */
+            const float * x = (const float *)s;
+            double part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            int64_t i = 0;
+            if (!rms) {
+                for (; i + 8 <= ne0; i += 8)
+                    for (int j = 0; j < 8; ++j) part[j] += (double)x[i + j];
+                for (; i < ne0; ++i) part[0] += (double)x[i];
+                mean = (((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]))) / (double)ne0;
+            }
+            for (double & v : part) v = 0.0;
+            for (i = 0; i + 8 <= ne0; i += 8)
+                for (int j = 0; j < 8; ++j) {
+                    const double v = (double)x[i + j] - mean;
+                    part[j] += v * v;
+                }
+            for (; i < ne0; ++i) part[0] += ((double)x[i] - mean) * ((double)x[i] - mean);
+            var = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+        } else {
+            if (!rms) {
+                for (int64_t i = 0; i < ne0; ++i) mean += *(const float *)(s + i * ss);
+                mean /= (double)ne0;
+            }
+            for (int64_t i = 0; i < ne0; ++i) {
+                const double v = *(const float *)(s + i * ss) - mean;
+                var += v * v;
+            }
         }
         var /= (double)ne0;
         const float scale = (float)(1.0 / std::sqrt(var + (double)eps));
         const float fmean = (float)mean;
-        for (int64_t i = 0; i < ne0; ++i) *(float *)(d + i * ds) = (*(const float *)(s + i * ss) - fmean) * scale;
+        if (ss == 4 && ds == 4)
+            for (int64_t i = 0; i < ne0; ++i) ((float *)d)[i] = (((const float *)s)[i] - fmean) * scale;
+        else
+            for (int64_t i = 0; i < ne0; ++i) *(float *)(d + i * ds) = (*(const float *)(s + i * ss) - fmean) * scale;
     }
 }
 

@@ -259,13 +259,14 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE panel_block panel_block_avx2(const char
     return p;
 }
 
-/* An int8 A panel of R rows (R a multiple of 4) of type T in the layout KIND; FLIP is
- * XOR-ed into every byte (0x80: signed values made unsigned for the offset kernels), PAD
- * fills rows past `rows` and blocks past K (a zero weight in the panel's encoding, scales
- * and min 0). Each pass prefetches the next four rows' blocks: a pass reads only kc
- * weights of each row, too few for the hardware prefetcher to follow, and DRAM latency was
- * most of the time. */
-template <int R, enum tsr_type T, int FLIP, int PAD, int KIND = PANEL_Q8>
+/* An int8 A panel of R rows (R a multiple of 4) of type T in the layout KIND; SUB is
+ * subtracted from every level (8: Q4_0's nibbles as signed levels, for the AMX kernels),
+ * then FLIP is XOR-ed into every byte (0x80: signed values made unsigned for the offset
+ * kernels), PAD fills rows past `rows` and blocks past K (a zero weight in the panel's
+ * encoding, scales and min 0). Each pass prefetches the next four rows' blocks: a pass
+ * reads only kc weights of each row, too few for the hardware prefetcher to follow, and
+ * DRAM latency was most of the time. */
+template <int R, enum tsr_type T, int FLIP, int PAD, int KIND = PANEL_Q8, int SUB = 0>
 TSR_TARGET_AVX2 static void pack_panel_i8_avx2(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst) {
     constexpr int NF = KIND == PANEL_Q8 ? 1 : 2;  /* floats per row after the quads */
     uint8_t * d = (uint8_t *)dst;
@@ -287,9 +288,11 @@ TSR_TARGET_AVX2 static void pack_panel_i8_avx2(const char * a, size_t lda, int r
             } else {
                 for (int i = 0; i < 4; ++i) {
                     if (i < live && b < nbv) p[i] = panel_block_avx2<T, KIND>(a + (size_t)(r0 + i) * lda, b0 + b);
-                    else p[i] = panel_block{_mm256_set1_epi8((char)(PAD ^ FLIP)), {0.0f, 0.0f}};
+                    else p[i] = panel_block{_mm256_set1_epi8((char)((PAD ^ FLIP) + SUB)), {0.0f, 0.0f}};
                 }
             }
+            if constexpr (SUB != 0)
+                for (int i = 0; i < 4; ++i) p[i].q = _mm256_sub_epi8(p[i].q, _mm256_set1_epi8((char)SUB));
             const __m256i v[4] = {_mm256_xor_si256(p[0].q, flip), _mm256_xor_si256(p[1].q, flip), _mm256_xor_si256(p[2].q, flip),
                                   _mm256_xor_si256(p[3].q, flip)};
             uint8_t * q = d + (size_t)b * block_bytes;

@@ -867,7 +867,7 @@ enum { R8_MAX_STREAMS = 4 };
 template <enum tsr_type T>
 static r8_dots r8_dots_of_type() {
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-    const int isa = isa_current().load(std::memory_order_relaxed);
+    const int isa = isa_vector();
     if (isa == TSR_CPU_ISA_AVX512 && features().avx512_vnni) return {r8_groups_dot_avx512vnni<T, 1>, r8_groups_dot_avx512vnni<T, 4>, 4};
     /* 16 ymm registers: the 8 activation quads and 2 groups' work fit, 4 groups' spill */
     if (isa == TSR_CPU_ISA_AVX2 || isa == TSR_CPU_ISA_AVX512) return {r8_groups_dot_avx2<T, 1>, r8_groups_dot_avx2<T, 2>, 2};
@@ -881,7 +881,7 @@ static r8_dots r8_dots_for(enum tsr_type t) {
 
 static r8_dots_of<tsr_block_q8_K> r8_q4k_dots() {
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-    const int isa = isa_current().load(std::memory_order_relaxed);
+    const int isa = isa_vector();
     if (isa == TSR_CPU_ISA_AVX512 && features().avx512_vnni) return {r8_q4k_groups_dot_avx512vnni<1>, r8_q4k_groups_dot_avx512vnni<4>, 4};
     if (isa == TSR_CPU_ISA_AVX2 || isa == TSR_CPU_ISA_AVX512) return {r8_q4k_groups_dot_avx2<1>, r8_q4k_groups_dot_avx2<2>, 2};
 #endif
@@ -893,7 +893,7 @@ static r8_dots_of<tsr_block_q8_K> r8_q4k_dots() {
 template <bool Q3>
 static r8_dots_of<tsr_block_q8_K> r8_k2_dots(const cpu_features & f = features()) {
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-    const int isa = isa_current().load(std::memory_order_relaxed);
+    const int isa = isa_vector();
     if (isa == TSR_CPU_ISA_AVX512 && f.avx512_vnni) {
         if (f.avx512_gfni) return {r8_k2_groups_dot_avx512gfni<Q3, 1>, r8_k2_groups_dot_avx512gfni<Q3, 4>, 4};
         return {r8_k2_groups_dot_avx512vnni<Q3, 1>, r8_k2_groups_dot_avx512vnni<Q3, 4>, 4};
@@ -951,7 +951,7 @@ static void r8_gemv(enum tsr_type t, const r8_gemv_args & a, int64_t m0, int64_t
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
 /* One record (8 rows x 32 weights of a group) into rows r0..r0+8 of an R-row panel: the 8
  * scales as floats (one vcvtph2ps, exact as h2f), each chunk's low and high nibbles to the
- * panel's quads c and c + 4 (Q4_0: as they are; IQ4_NL: the table's values XOR-ed with x).
+ * panel's quads c and c + 4 (Q4_0: minus x, 0 or 8; IQ4_NL: the table's values XOR-ed with x).
  * Only the x86 GEMMs (AVX2 and up) take their panels from the layout. */
 template <enum tsr_type T>
 TSR_TARGET_AVX2 static void r8_record_to_panel_avx2(const uint8_t * rec, uint8_t x, int R, uint8_t * q, float * sc) {
@@ -965,6 +965,9 @@ TSR_TARGET_AVX2 static void r8_record_to_panel_avx2(const uint8_t * rec, uint8_t
         if (T == TSR_TYPE_IQ4_NL) {
             lo = _mm256_shuffle_epi8(lut, lo);
             hi = _mm256_shuffle_epi8(lut, hi);
+        } else {
+            lo = _mm256_sub_epi8(lo, _mm256_set1_epi8((char)x));
+            hi = _mm256_sub_epi8(hi, _mm256_set1_epi8((char)x));
         }
         _mm256_storeu_si256((__m256i *)(q + (size_t)c * R * 4), lo);
         _mm256_storeu_si256((__m256i *)(q + (size_t)(c + 4) * R * 4), hi);
@@ -987,22 +990,23 @@ static void r8_record_to_panel(const uint8_t * rec, uint8_t x, int R, uint8_t * 
         for (int j = 0; j < 32; ++j) {
             const uint8_t v = rec[16 + 32 * c + j];
             uint8_t * lo = q + (size_t)c * R * 4, * hi = q + (size_t)(c + 4) * R * 4;
-            lo[j] = T == TSR_TYPE_Q4_0 ? v & 0x0F : (uint8_t)tsr_impl::iq4nl_values[v & 0x0F] ^ x;
-            hi[j] = T == TSR_TYPE_Q4_0 ? v >> 4 : (uint8_t)tsr_impl::iq4nl_values[v >> 4] ^ x;
+            lo[j] = T == TSR_TYPE_Q4_0 ? (uint8_t)((v & 0x0F) - x) : (uint8_t)tsr_impl::iq4nl_values[v & 0x0F] ^ x;
+            hi[j] = T == TSR_TYPE_Q4_0 ? (uint8_t)((v >> 4) - x) : (uint8_t)tsr_impl::iq4nl_values[v >> 4] ^ x;
         }
 #endif
 }
 
 /* The panel layout of pack_panel_i8_avx2 (pack_x86.inl) for R rows from whole groups (row0 a
- * multiple of 8, rows whole groups): Q4_0's nibbles as they are; IQ4_NL's table values,
- * XOR-ed with XOR (0x80 where the GEMM takes them offset to unsigned). Pads as that packer. */
+ * multiple of 8, rows whole groups): Q4_0's nibbles minus XOR (0: as they are, 8: signed
+ * levels, as that packer's SUB); IQ4_NL's table values, XOR-ed with XOR (0x80 where the GEMM
+ * takes them offset to unsigned). Pads as that packer. */
 template <int R, enum tsr_type T, uint8_t XOR>
 static void r8_pack_panel(const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0, int kc, void * dst) {
     static_assert(R % R8 == 0, "panels of whole groups");
     uint8_t * d = (uint8_t *)dst;
     const int nb = kc / 32;
     const int64_t b0 = k0 / 32, nbk = K / 32;
-    const uint8_t pad = T == TSR_TYPE_Q4_0 ? 8 : XOR;
+    const uint8_t pad = T == TSR_TYPE_Q4_0 ? (uint8_t)(8 - XOR) : XOR;
     for (int b = 0; b < nb; ++b) {
         uint8_t * q = d + (size_t)b * R * 36;
         float * sc = (float *)(q + R * 32);
@@ -1076,9 +1080,11 @@ static r8_pack_fn r8_direct_packer(const gemm_impl * g, enum tsr_type t) {
     if (t == TSR_TYPE_Q4_0) {
         if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_Q4_0, 0, 8>) return r8_pack_panel<8, TSR_TYPE_Q4_0, 0>;
         if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q4_0, 0, 8>) return r8_pack_panel<32, TSR_TYPE_Q4_0, 0>;
+        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q4_0, 0, 0, PANEL_Q8, 8>) return r8_pack_panel<32, TSR_TYPE_Q4_0, 8>;
     } else if (t == TSR_TYPE_IQ4_NL) {
         if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_IQ4_NL, 0, 0>) return r8_pack_panel<8, TSR_TYPE_IQ4_NL, 0>;
         if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_IQ4_NL, 0x80, 0x80>) return r8_pack_panel<32, TSR_TYPE_IQ4_NL, 0x80>;
+        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_IQ4_NL, 0, 0>) return r8_pack_panel<32, TSR_TYPE_IQ4_NL, 0>;
     } else if (t == TSR_TYPE_Q4_K) {
         if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_Q4_K, 0, 0, PANEL_MIN>) return r8_q4k_pack_panel<8>;
         if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q4_K, 0, 0, PANEL_MIN>) return r8_q4k_pack_panel<32>;

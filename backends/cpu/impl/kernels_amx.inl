@@ -1,0 +1,241 @@
+/*
+ * kernels_amx.inl - the AMX path (TSR_CPU_ISA_AMX): the AVX-512 path's kernel table with its
+ * int8 GEMMs (prompt-sized mul_mat of every quantized type) on AMX tiles.
+ *
+ * A tile multiply (tdpbssd) is a 16 x 16 int32 tile += 16 x K int8 by K x 16 int8, K up to
+ * 64; the quantized types scale every 32 k (Q6_K every 16), so each product runs at K = 32
+ * (16) and its integer tile is stored and scaled into float accumulators with AVX-512, as
+ * the VNNI kernel scales its integer registers. The arithmetic after the integer sums is the
+ * VNNI kernel's, operation for operation, and the sums are exact in both: the two paths give
+ * the same bits (the tests hold them to it).
+ *
+ * Operands are the existing panels (pack.inl), which happen to be the tile layouts:
+ *  - A (weights, 32 rows per panel): per 32 k, 8 quads x 32 rows x 4 bytes is the K x N
+ *    operand's layout for two tiles of 16 rows (8 rows of 64 bytes, stride 128), followed by
+ *    the rows' scales (min panels: and mins; half panels: d and the int16 scales per 16).
+ *    Signed levels (FLIP 0; Q4_0's nibbles minus 8), so no offset and no bias; min panels
+ *    keep q unsigned (tdpbsud).
+ *  - B (activations, 16 columns per panel): the signed rows panels, 16 rows x 32 bytes in k
+ *    order per 32 k: the M x K operand, stride 32, then 16 scales (min panels: d * sum(q)).
+ * A kernel call computes a 32-row x 16-column tile as two passes of 16 rows, each over all
+ * of kc with 16 float accumulators (two passes re-read B from L1, where one pass over 32
+ * rows would need 32 accumulators and no room for the rest).
+ */
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+/* GCC 12 warns about the deliberately undefined lanes inside some intrinsics. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+namespace {
+namespace tcpu {
+
+#define TSR_TARGET_AMX __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,amx-tile,amx-int8")))
+
+/* Tile loads and stores that tell the compiler which memory they touch. GCC's _tile_stored
+ * clobbers all memory, which keeps every accumulator array in memory (a load and a store
+ * around each FMA), and its _tile_loadd names no memory at all; clang's are builtins it
+ * understands. SPAN: the bytes a load reads (rows x stride, less the last row's gap). */
+#if defined(__clang__)
+#define TSR_TILE_LOADD(t, p, stride, span) _tile_loadd(t, p, stride)
+#define TSR_TILE_STORED(t, p) _tile_stored(t, p, 64)
+#else
+#define TSR_TILE_LOADD(t, p, stride, span)                                                               \
+    __asm__ __volatile__("{tileloadd\t(%1,%2,1), %%tmm" #t "|tileloadd\t%%tmm" #t ", [%1+%2*1]}"        \
+                         : : "m"(*(const uint8_t(*)[span])(const void *)(p)), "r"((const void *)(p)), "r"((long)(stride)))
+#define TSR_TILE_STORED(t, p)                                                                            \
+    __asm__ __volatile__("{tilestored\t%%tmm" #t ", (%1,%2,1)|tilestored\t[%1+%2*1], %%tmm" #t "}"      \
+                         : "=m"(*(int32_t(*)[256])(void *)(p)) : "r"((void *)(p)), "r"((long)64))
+#endif
+
+/* Palette 1's tile configuration: bytes per row and rows of each of the 8 tile registers. */
+struct alignas(64) amx_tilecfg {
+    uint8_t palette, start_row;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+};
+static_assert(sizeof(amx_tilecfg) == 64, "ldtilecfg reads 64 bytes");
+
+/* The kernels' tiles for products of K bytes (32, or 16 for half panels): tmm0-1 activations
+ * (16 x K bytes), tmm2-3 weights (K/4 quads of 16 rows x 4 bytes), tmm4-5 int32 sums. */
+static constexpr amx_tilecfg amx_config(int k_bytes) {
+    amx_tilecfg c{};
+    c.palette = 1;
+    for (int t = 0; t < 2; ++t) {
+        c.colsb[t] = (uint16_t)k_bytes;   c.rows[t] = 16;
+        c.colsb[2 + t] = 64;              c.rows[2 + t] = (uint8_t)(k_bytes / 4);
+        c.colsb[4 + t] = 64;              c.rows[4 + t] = 16;
+    }
+    return c;
+}
+
+/* 16 floats into c (the first `valid` of them), added to what is there when accumulate. */
+TSR_TARGET_AMX static inline void store_row16(float * c, __m512 v, int valid, bool accumulate) {
+    const __mmask16 m = (__mmask16)(valid >= 16 ? 0xFFFF : ((1u << valid) - 1));
+    if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, c));
+    _mm512_mask_storeu_ps(c, m, v);
+}
+
+/* One 32-k block's int32 tile (16 columns x 16 rows, stored at s) scaled into 8 of the float
+ * accumulators (columns j0..j0+8): f[j] += cvt(s[j]) * (da * db[j]), less the min's
+ * correction mn * dsum[j]. Two arrays of 8, not one of 16: GCC keeps a 1 KiB array of
+ * accumulators in memory (a load and a store around every FMA), 512 bytes in registers. */
+template <bool MINS>
+TSR_TARGET_AMX static TSR_ALWAYS_INLINE void amx_scale_8(__m512 f[8], int j0, const int32_t * s, __m512 da, const float * db, __m512 mn,
+                                                         const float * dsum) {
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+        const __m512 v = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(s + 16 * (j0 + j))));
+        f[j] = _mm512_fmadd_ps(v, _mm512_mul_ps(da, _mm512_set1_ps(db[j0 + j])), f[j]);
+        if constexpr (MINS) f[j] = _mm512_fnmadd_ps(mn, _mm512_set1_ps(dsum[j0 + j]), f[j]);
+    }
+}
+
+/* Block sums s of one 32-k block into both halves of the accumulators, with the scales of
+ * its A block ab (16 rows' scales at 32 * 32, mins at 32 * 36) and B block bb (16 columns'
+ * scales at 16 * 32, d * sum(q) at 16 * 36). */
+template <bool MINS>
+TSR_TARGET_AMX static TSR_ALWAYS_INLINE void amx_scale_block(__m512 f0[8], __m512 f1[8], const int32_t * s, const uint8_t * ab,
+                                                             const uint8_t * bb) {
+    const __m512 da = _mm512_loadu_ps(ab + 32 * 32), mn = MINS ? _mm512_loadu_ps(ab + 32 * 36) : _mm512_setzero_ps();
+    const float * db = (const float *)(bb + 16 * 32), * dsum = (const float *)(bb + 16 * 36);
+    amx_scale_8<MINS>(f0, 0, s, da, db, mn, dsum);
+    amx_scale_8<MINS>(f1, 8, s, da, db, mn, dsum);
+}
+
+/* Int8 panels (KIND PANEL_Q8: signed levels, tdpbssd) and min panels (PANEL_MIN: q unsigned,
+ * tdpbsud, then the min's correction): 32 x 16 tile. Block b's tile multiply goes to tiles
+ * 0/2/4 or 1/3/5 by parity and its sums to buffer b % 4; its scaling runs two blocks later:
+ * a load right after tilestored waits for the store to leave the core (no forwarding from
+ * a tile store), which stalled every block when scaling followed its own product. */
+template <int KIND>
+TSR_TARGET_AMX static void gemm_i8_kernel_amx(int kc, const void * ap, const void * bp, float * c, size_t ldc, int mr_valid, int nr_valid,
+                                              bool accumulate) {
+    constexpr bool MINS = KIND == PANEL_MIN;
+    constexpr size_t a_block = 32 * (MINS ? 40 : 36), b_block = 16 * (MINS ? 40 : 36);
+    static constexpr amx_tilecfg cfg = amx_config(32);
+    _tile_loadconfig(&cfg);
+    alignas(64) int32_t sums[4][256];
+    const int nb = kc / 32;
+    for (int h = 0; h < 2 && 16 * h < mr_valid; ++h) {
+        __m512 f0[8], f1[8];
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) f0[j] = f1[j] = _mm512_setzero_ps();
+        const uint8_t * a = (const uint8_t *)ap + 64 * h;  /* rows 16h.. of each block's quads and floats */
+        const uint8_t * b = (const uint8_t *)bp;
+#define TSR_AMX_PRODUCT(X, W, C, blk)                                                      \
+        TSR_TILE_LOADD(X, b + (size_t)(blk) * b_block, 32, 16 * 32);                      \
+        TSR_TILE_LOADD(W, a + (size_t)(blk) * a_block, 128, 7 * 128 + 64);                \
+        _tile_zero(C);                                                                    \
+        if constexpr (MINS) _tile_dpbsud(C, X, W); else _tile_dpbssd(C, X, W);            \
+        TSR_TILE_STORED(C, sums[(blk) & 3]);
+        for (int blk = 0; blk < nb + 2; blk += 2) {
+            if (blk < nb) { TSR_AMX_PRODUCT(0, 2, 4, blk) }
+            if (blk >= 2) amx_scale_block<MINS>(f0, f1, sums[(blk - 2) & 3], a + (size_t)(blk - 2) * a_block, b + (size_t)(blk - 2) * b_block);
+            if (blk + 1 < nb) { TSR_AMX_PRODUCT(1, 3, 5, blk + 1) }
+            if (blk >= 1 && blk - 1 < nb) amx_scale_block<MINS>(f0, f1, sums[(blk - 1) & 3], a + (size_t)(blk - 1) * a_block, b + (size_t)(blk - 1) * b_block);
+        }
+#undef TSR_AMX_PRODUCT
+        /* a copy to index by a variable: an accumulator array indexed so stays in memory */
+        const __m512 r[16] = {f0[0], f0[1], f0[2], f0[3], f0[4], f0[5], f0[6], f0[7], f1[0], f1[1], f1[2], f1[3], f1[4], f1[5], f1[6], f1[7]};
+        for (int j = 0; j < nr_valid; ++j) store_row16(c + (size_t)j * ldc + 16 * h, r[j], mr_valid - 16 * h, accumulate);
+    }
+}
+
+/* Block sums lo (first 16 k) and hi (second) of one 32-k half-panel block into 8 of the
+ * accumulators (columns j0..j0+8), combined as the VNNI kernel combines them. */
+TSR_TARGET_AMX static TSR_ALWAYS_INLINE void amx_halves_8(__m512 f[8], int j0, const int32_t * lo, const int32_t * hi, __m512 lo_sc,
+                                                          __m512 hi_sc, __m512 d, const float * db) {
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+        const __m512 l = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(lo + 16 * (j0 + j))));
+        const __m512 h = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(hi + 16 * (j0 + j))));
+        f[j] = _mm512_fmadd_ps(_mm512_fmadd_ps(h, hi_sc, _mm512_mul_ps(l, lo_sc)), _mm512_mul_ps(d, _mm512_set1_ps(db[j0 + j])), f[j]);
+    }
+}
+
+/* Both halves of the accumulators from block sums s (two tiles: lo, then hi), with the
+ * scales of A block ab (d at 32 * 32, the int16 scales at 32 * 36) and B block bb. */
+TSR_TARGET_AMX static TSR_ALWAYS_INLINE void amx_halves_block(__m512 f0[8], __m512 f1[8], const int32_t * s, const uint8_t * ab,
+                                                              const uint8_t * bb) {
+    const __m512 d = _mm512_loadu_ps(ab + 32 * 32);
+    const __m512i sc = _mm512_loadu_si512((const void *)(ab + 32 * 36));
+    const __m512 lo_sc = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sc, 16), 16));
+    const __m512 hi_sc = _mm512_cvtepi32_ps(_mm512_srai_epi32(sc, 16));
+    const float * db = (const float *)(bb + 16 * 32);
+    amx_halves_8(f0, 0, s, s + 256, lo_sc, hi_sc, d, db);
+    amx_halves_8(f1, 8, s, s + 256, lo_sc, hi_sc, d, db);
+}
+
+/* Half panels (Q6_K: signed levels q - 32, d and an int8 scale per 16): per 32-k block one
+ * tile multiply per half (K = 16: tiles 0/2/4 the first 16 k, 1/3/5 the second), the two
+ * sums combined in float as the VNNI kernel combines them (exact: pack.inl's bound); a
+ * block's sums are scaled one block later (gemm_i8_kernel_amx says why). */
+TSR_TARGET_AMX static void gemm_halves_kernel_amx(int kc, const void * ap, const void * bp, float * c, size_t ldc, int mr_valid,
+                                                  int nr_valid, bool accumulate) {
+    constexpr size_t a_block = 32 * 40, b_block = 16 * 36;
+    static constexpr amx_tilecfg cfg = amx_config(16);
+    _tile_loadconfig(&cfg);
+    alignas(64) int32_t sums[2][512];
+    const int nb = kc / 32;
+    for (int h = 0; h < 2 && 16 * h < mr_valid; ++h) {
+        __m512 f0[8], f1[8];
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) f0[j] = f1[j] = _mm512_setzero_ps();
+        const uint8_t * a = (const uint8_t *)ap + 64 * h;
+        const uint8_t * b = (const uint8_t *)bp;
+        for (int blk = 0; blk <= nb; ++blk) {
+            if (blk < nb) {
+                const uint8_t * ab = a + (size_t)blk * a_block, * bb = b + (size_t)blk * b_block;
+                int32_t * s = sums[blk & 1];
+                TSR_TILE_LOADD(0, bb, 32, 15 * 32 + 16);
+                TSR_TILE_LOADD(2, ab, 128, 3 * 128 + 64);
+                _tile_zero(4);
+                TSR_TILE_LOADD(1, bb + 16, 32, 15 * 32 + 16);
+                TSR_TILE_LOADD(3, ab + 4 * 128, 128, 3 * 128 + 64);
+                _tile_zero(5);
+                _tile_dpbssd(4, 0, 2);
+                _tile_dpbssd(5, 1, 3);
+                TSR_TILE_STORED(4, s);
+                TSR_TILE_STORED(5, s + 256);
+            }
+            if (blk >= 1)
+                amx_halves_block(f0, f1, sums[(blk - 1) & 1], a + (size_t)(blk - 1) * a_block, b + (size_t)(blk - 1) * b_block);
+        }
+        const __m512 r[16] = {f0[0], f0[1], f0[2], f0[3], f0[4], f0[5], f0[6], f0[7], f1[0], f1[1], f1[2], f1[3], f1[4], f1[5], f1[6], f1[7]};
+        for (int j = 0; j < nr_valid; ++j) store_row16(c + (size_t)j * ldc + 16 * h, r[j], mr_valid - 16 * h, accumulate);
+    }
+}
+
+static constexpr gemm_impl gemm_q8_0_amx = [] {
+    gemm_impl g{};
+    g.mr = 32; g.nr = 16; g.kc = GEMM_I8_KC_MAX; g.mc = 128;
+    g.a_bytes_32k = 32 * 36; g.b_bytes_32k = 16 * 36; g.b_is_q8 = true;
+    g.pack_a = pack_panel_i8_avx2<32, TSR_TYPE_Q8_0, 0, 0>;
+    g.pack_b = pack_panel_s8_b<16>;
+    g.kernel = gemm_i8_kernel_amx<PANEL_Q8>;
+    return g;
+}();
+static constexpr gemm_impl gemm_q4_0_amx = gemm_with_pack_a(gemm_q8_0_amx, pack_panel_i8_avx2<32, TSR_TYPE_Q4_0, 0, 0, PANEL_Q8, 8>);
+static constexpr gemm_impl gemm_min_amx =
+    gemm_panel_variant(gemm_q8_0_amx, gemm_i8_kernel_amx<PANEL_MIN>, pack_panel_s8_b<16, true>, 16 * 40);
+static constexpr gemm_impl gemm_halves_amx = gemm_panel_variant(gemm_q8_0_amx, gemm_halves_kernel_amx);
+
+/* The AMX path's table: the AVX-512 path's (isa AVX-512: every kernel but the int8 GEMMs is
+ * that path's) with the GEMMs of every quantized type on tiles. */
+static kernels make_kernels_amx(const cpu_features & f = features()) {
+    kernels k = make_kernels_avx512(f);
+    k.gemm[SLOT_Q8_0] = &gemm_q8_0_amx;
+    k.gemm[SLOT_Q4_0] = &gemm_q4_0_amx;
+    packed_gemms<gemm_q8_0_amx, gemm_min_amx, gemm_halves_amx, x86_packers<32, 0>::of>::fill(k);
+    return k;
+}
+
+} // namespace tcpu
+} // namespace
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif /* TSR_CPU_HAVE_X86_KERNELS */
