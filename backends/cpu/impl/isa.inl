@@ -61,6 +61,7 @@ static const cpu_features & features() {
     return f;
 }
 
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
 /* true once this process may use AMX tile data: Linux keeps the 8 KiB tile state off for a
  * process until it asks (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA), and a
  * tile instruction before that faults. Asked once, only when the AMX path is first
@@ -74,6 +75,7 @@ static bool amx_ready() {
     return false;
 #endif
 }
+#endif
 
 static bool isa_supported(enum tsr_cpu_isa isa) {
     const cpu_features & f = features();
@@ -129,12 +131,14 @@ static std::atomic<int> & isa_current() {
     return cur;
 }
 
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
 /* The vector ISA of the path in use: the AMX path runs the AVX-512 path's kernels for
  * everything but its int8 GEMMs. */
 static enum tsr_cpu_isa isa_vector() {
     const int i = isa_current().load(std::memory_order_relaxed);
     return i == TSR_CPU_ISA_AMX ? TSR_CPU_ISA_AVX512 : (enum tsr_cpu_isa)i;
 }
+#endif
 
 } // namespace tcpu
 } // namespace
