@@ -13693,6 +13693,7 @@ struct cpu_features {
     bool avx512_gfni = false;       /* GFNI on zmm: gf2p8affineqb's per-byte bit moves */
     bool amx_int8 = false;          /* AMX-TILE + AMX-INT8 with the tile state enabled by the OS
                                      * (XCR0); a process must still ask for the tile data (amx_ready) */
+    bool amx_bf16 = false;          /* and AMX-BF16 */
     bool neon = false;
 };
 
@@ -13726,6 +13727,7 @@ static cpu_features detect_features() {
         f.avx512_bf16 = f.avx512 && ((a1 >> 5) & 1);
         const bool os_amx = (xcr0 & 0x60000) == 0x60000;  /* XTILECFG and XTILEDATA */
         f.amx_int8 = f.avx512_vnni && os_amx && ((d >> 24) & 1) && ((d >> 25) & 1);
+        f.amx_bf16 = f.amx_int8 && ((d >> 22) & 1);
     }
 #elif defined(TSR_CPU_ARM64)
     f.neon = true;
@@ -17327,7 +17329,8 @@ static kernels make_kernels_avx512(const cpu_features & f = features()) {
 /* ---- backends/cpu/impl/kernels_amx.inl ---- */
 /*
  * kernels_amx.inl - the AMX path (TSR_CPU_ISA_AMX): the AVX-512 path's kernel table with its
- * int8 GEMMs (prompt-sized mul_mat of every quantized type) on AMX tiles.
+ * int8 GEMMs (prompt-sized mul_mat of every quantized type) on AMX tiles, and the GEMM of
+ * BF16 weights on AMX-BF16.
  *
  * A tile multiply (tdpbssd) is a 16 x 16 int32 tile += 16 x K int8 by K x 16 int8, K up to
  * 64; the quantized types scale every 32 k (Q6_K every 16), so each product runs at K = 32
@@ -17359,6 +17362,8 @@ namespace {
 namespace tcpu {
 
 #define TSR_TARGET_AMX __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,amx-tile,amx-int8")))
+#define TSR_TARGET_AMX_BF16 \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16,avx2,fma,f16c,amx-tile,amx-int8,amx-bf16")))
 
 /* Tile loads and stores that tell the compiler which memory they touch. GCC's _tile_stored
  * clobbers all memory, which keeps every accumulator array in memory (a load and a store
@@ -17373,7 +17378,7 @@ namespace tcpu {
                          : : "m"(*(const uint8_t(*)[span])(const void *)(p)), "r"((const void *)(p)), "r"((long)(stride)))
 #define TSR_TILE_STORED(t, p)                                                                            \
     __asm__ __volatile__("{tilestored\t%%tmm" #t ", (%1,%2,1)|tilestored\t[%1+%2*1], %%tmm" #t "}"      \
-                         : "=m"(*(int32_t(*)[256])(void *)(p)) : "r"((void *)(p)), "r"((long)64))
+                         : "=m"(*(uint8_t(*)[1024])(void *)(p)) : "r"((void *)(p)), "r"((long)64))
 #endif
 
 /* Palette 1's tile configuration: bytes per row and rows of each of the 8 tile registers. */
@@ -17543,6 +17548,77 @@ TSR_TARGET_AMX static void gemm_halves_kernel_amx(int kc, const void * ap, const
     }
 }
 
+/* ---- BF16 weights: tdpbf16ps, float sums kept in the tiles over all of kc ------------------
+ * A: the AVX-512 BF16 GEMM's pair panels (per k pair 32 rows x two bf16: the K x N operand's
+ * layout, two tiles of 16 rows at stride 128). B: 32 columns per panel, per 32 k the rows
+ * layout (row r: 32 bf16, 64 bytes), rounded from F32 by vcvtne2ps2bf16 as the AVX-512 BF16
+ * GEMM rounds them, so both compute bf16 products of the same operands (tdpbf16ps sums its
+ * pairs in its own order: results agree to float rounding, not to the bit). No per-block
+ * scaling: one tile store per 32 x 32 outputs at the end. */
+TSR_TARGET_AMX_BF16 static void pack_b32_rows_bf16_amx(const char * b, size_t ldb, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    uint8_t * d = (uint8_t *)dst;
+    const int64_t kend = std::min<int64_t>(K, k0 + kc);
+    for (int k = 0; k < kc; k += 32) {
+        uint8_t * blk = d + (size_t)(k / 32) * 32 * 64;
+        const int64_t g = k0 + k;
+        const int64_t n0 = std::max<int64_t>(0, std::min<int64_t>(16, kend - g));
+        const int64_t n1 = std::max<int64_t>(0, std::min<int64_t>(16, kend - g - 16));
+        for (int r = 0; r < 32; ++r) {
+            __m512i v = _mm512_setzero_si512();
+            if (r < rows && n0 > 0) {
+                const float * row = (const float *)(b + (size_t)r * ldb);
+                const __m512 lo = _mm512_maskz_loadu_ps((__mmask16)((1u << n0) - 1), row + g);
+                const __m512 hi = n1 > 0 ? _mm512_maskz_loadu_ps((__mmask16)((1u << n1) - 1), row + g + 16) : _mm512_setzero_ps();
+                v = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+            }
+            _mm512_store_si512((void *)(blk + (size_t)r * 64), v);
+        }
+    }
+}
+
+/* 32 rows x 32 columns: tiles 0-1 the columns' rows (16 each), 2-3 the rows' pairs, 4-7 the
+ * four 16 x 16 float sums. */
+TSR_TARGET_AMX_BF16 static void gemm_bf16_kernel_amx(int kc, const void * ap, const void * bp, float * c, size_t ldc, int mr_valid,
+                                                     int nr_valid, bool accumulate) {
+    static constexpr amx_tilecfg cfg = [] {
+        amx_tilecfg t{};
+        t.palette = 1;
+        for (int i = 0; i < 8; ++i) { t.colsb[i] = 64; t.rows[i] = 16; }
+        return t;
+    }();
+    _tile_loadconfig(&cfg);
+    const uint8_t * a = (const uint8_t *)ap, * b = (const uint8_t *)bp;
+    _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);
+    for (int k = 0; k < kc; k += 32, a += 16 * 128, b += 32 * 64) {  /* 16 pairs of 32 rows; 32 columns of 32 */
+        TSR_TILE_LOADD(0, b, 64, 16 * 64);
+        TSR_TILE_LOADD(1, b + 16 * 64, 64, 16 * 64);
+        TSR_TILE_LOADD(2, a, 128, 15 * 128 + 64);
+        TSR_TILE_LOADD(3, a + 64, 128, 15 * 128 + 64);
+        _tile_dpbf16ps(4, 0, 2);
+        _tile_dpbf16ps(5, 0, 3);
+        _tile_dpbf16ps(6, 1, 2);
+        _tile_dpbf16ps(7, 1, 3);
+    }
+    alignas(64) float out[4][256];
+    TSR_TILE_STORED(4, out[0]);
+    TSR_TILE_STORED(5, out[1]);
+    TSR_TILE_STORED(6, out[2]);
+    TSR_TILE_STORED(7, out[3]);
+    for (int j = 0; j < nr_valid; ++j)
+        for (int h = 0; h < 2 && 16 * h < mr_valid; ++h)
+            store_row16(c + (size_t)j * ldc + 16 * h, _mm512_load_ps(out[(j / 16) * 2 + h] + 16 * (j % 16)), mr_valid - 16 * h, accumulate);
+}
+
+static constexpr gemm_impl gemm_bf16_amx = [] {
+    gemm_impl g{};
+    g.mr = 32; g.nr = 32; g.kc = 512; g.mc = 128;
+    g.a_bytes_32k = 32 * 64; g.b_bytes_32k = 32 * 64; g.b_is_q8 = false;
+    g.pack_a = pack_a32_bf16_avx512;
+    g.pack_b = pack_b32_rows_bf16_amx;
+    g.kernel = gemm_bf16_kernel_amx;
+    return g;
+}();
+
 static constexpr gemm_impl gemm_q8_0_amx = [] {
     gemm_impl g{};
     g.mr = 32; g.nr = 16; g.kc = GEMM_I8_KC_MAX; g.mc = 128;
@@ -17557,13 +17633,14 @@ static constexpr gemm_impl gemm_min_amx =
     gemm_panel_variant(gemm_q8_0_amx, gemm_i8_kernel_amx<PANEL_MIN>, pack_panel_s8_b<16, true>, 16 * 40);
 static constexpr gemm_impl gemm_halves_amx = gemm_panel_variant(gemm_q8_0_amx, gemm_halves_kernel_amx);
 
-/* The AMX path's table: the AVX-512 path's (isa AVX-512: every kernel but the int8 GEMMs is
- * that path's) with the GEMMs of every quantized type on tiles. */
+/* The AMX path's table: the AVX-512 path's (isa AVX-512: every kernel but the GEMMs is that
+ * path's) with the GEMMs of every quantized type, and of BF16, on tiles. */
 static kernels make_kernels_amx(const cpu_features & f = features()) {
     kernels k = make_kernels_avx512(f);
     k.gemm[SLOT_Q8_0] = &gemm_q8_0_amx;
     k.gemm[SLOT_Q4_0] = &gemm_q4_0_amx;
     packed_gemms<gemm_q8_0_amx, gemm_min_amx, gemm_halves_amx, x86_packers<32, 0>::of>::fill(k);
+    if (f.amx_bf16 && f.avx512_bf16) k.gemm[SLOT_BF16] = &gemm_bf16_amx;
     return k;
 }
 

@@ -16,6 +16,7 @@ struct cpu_features {
     bool avx512_gfni = false;       /* GFNI on zmm: gf2p8affineqb's per-byte bit moves */
     bool amx_int8 = false;          /* AMX-TILE + AMX-INT8 with the tile state enabled by the OS
                                      * (XCR0); a process must still ask for the tile data (amx_ready) */
+    bool amx_bf16 = false;          /* and AMX-BF16 */
     bool neon = false;
 };
 
@@ -49,6 +50,7 @@ static cpu_features detect_features() {
         f.avx512_bf16 = f.avx512 && ((a1 >> 5) & 1);
         const bool os_amx = (xcr0 & 0x60000) == 0x60000;  /* XTILECFG and XTILEDATA */
         f.amx_int8 = f.avx512_vnni && os_amx && ((d >> 24) & 1) && ((d >> 25) & 1);
+        f.amx_bf16 = f.amx_int8 && ((d >> 22) & 1);
     }
 #elif defined(TSR_CPU_ARM64)
     f.neon = true;
