@@ -13146,6 +13146,9 @@ struct gemm_impl {
     void (*pack_a)(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst);
     void (*pack_b)(const char * b, size_t ldb, int rows, int64_t K, int64_t k0, int kc, void * dst);
     void (*kernel)(int kc, const void * ap, const void * bp, float * c, size_t ldc, int mr_valid, int nr_valid, bool accumulate);
+    /* after a thread's last kernel call of a range, when not NULL (AMX: the tiles back to
+     * their initial state, so the thread's context switches and idle states stay cheap) */
+    void (*done)() = nullptr;
 };
 
 /* Every ISA fills its tables (gemm_impl, act_kernels, kernels) member by member, on a
@@ -17548,6 +17551,10 @@ TSR_TARGET_AMX static void gemm_halves_kernel_amx(int kc, const void * ap, const
     }
 }
 
+/* gemm_impl::done of every AMX GEMM: tilerelease (a thread that keeps tile data in use saves
+ * and restores 8 KiB more at each context switch). */
+TSR_TARGET_AMX static void amx_release() { _tile_release(); }
+
 /* ---- BF16 weights: tdpbf16ps, float sums kept in the tiles over all of kc ------------------
  * A: the AVX-512 BF16 GEMM's pair panels (per k pair 32 rows x two bf16: the K x N operand's
  * layout, two tiles of 16 rows at stride 128). B: 32 columns per panel, per 32 k the rows
@@ -17616,6 +17623,7 @@ static constexpr gemm_impl gemm_bf16_amx = [] {
     g.pack_a = pack_a32_bf16_avx512;
     g.pack_b = pack_b32_rows_bf16_amx;
     g.kernel = gemm_bf16_kernel_amx;
+    g.done = amx_release;
     return g;
 }();
 
@@ -17626,6 +17634,7 @@ static constexpr gemm_impl gemm_q8_0_amx = [] {
     g.pack_a = pack_panel_i8_avx2<32, TSR_TYPE_Q8_0, 0, 0>;
     g.pack_b = pack_panel_s8_b<16>;
     g.kernel = gemm_i8_kernel_amx<PANEL_Q8>;
+    g.done = amx_release;
     return g;
 }();
 static constexpr gemm_impl gemm_q4_0_amx = gemm_with_pack_a(gemm_q8_0_amx, pack_panel_i8_avx2<32, TSR_TYPE_Q4_0, 0, 0, PANEL_Q8, 8>);
@@ -19768,6 +19777,7 @@ static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m
             }
         }
     }
+    if (g->done) g->done();
 }
 
 /* Thread ith's share of a's rows, in whole mr-row panels of the GEMM (static split: the

@@ -199,6 +199,9 @@ struct gemm_impl {
     void (*pack_a)(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst);
     void (*pack_b)(const char * b, size_t ldb, int rows, int64_t K, int64_t k0, int kc, void * dst);
     void (*kernel)(int kc, const void * ap, const void * bp, float * c, size_t ldc, int mr_valid, int nr_valid, bool accumulate);
+    /* after a thread's last kernel call of a range, when not NULL (AMX: the tiles back to
+     * their initial state, so the thread's context switches and idle states stay cheap) */
+    void (*done)() = nullptr;
 };
 
 /* Every ISA fills its tables (gemm_impl, act_kernels, kernels) member by member, on a

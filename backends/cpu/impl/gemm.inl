@@ -169,6 +169,7 @@ static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m
             }
         }
     }
+    if (g->done) g->done();
 }
 
 /* Thread ith's share of a's rows, in whole mr-row panels of the GEMM (static split: the

@@ -219,6 +219,10 @@ TSR_TARGET_AMX static void gemm_halves_kernel_amx(int kc, const void * ap, const
     }
 }
 
+/* gemm_impl::done of every AMX GEMM: tilerelease (a thread that keeps tile data in use saves
+ * and restores 8 KiB more at each context switch). */
+TSR_TARGET_AMX static void amx_release() { _tile_release(); }
+
 /* ---- BF16 weights: tdpbf16ps, float sums kept in the tiles over all of kc ------------------
  * A: the AVX-512 BF16 GEMM's pair panels (per k pair 32 rows x two bf16: the K x N operand's
  * layout, two tiles of 16 rows at stride 128). B: 32 columns per panel, per 32 k the rows
@@ -287,6 +291,7 @@ static constexpr gemm_impl gemm_bf16_amx = [] {
     g.pack_a = pack_a32_bf16_avx512;
     g.pack_b = pack_b32_rows_bf16_amx;
     g.kernel = gemm_bf16_kernel_amx;
+    g.done = amx_release;
     return g;
 }();
 
@@ -297,6 +302,7 @@ static constexpr gemm_impl gemm_q8_0_amx = [] {
     g.pack_a = pack_panel_i8_avx2<32, TSR_TYPE_Q8_0, 0, 0>;
     g.pack_b = pack_panel_s8_b<16>;
     g.kernel = gemm_i8_kernel_amx<PANEL_Q8>;
+    g.done = amx_release;
     return g;
 }();
 static constexpr gemm_impl gemm_q4_0_amx = gemm_with_pack_a(gemm_q8_0_amx, pack_panel_i8_avx2<32, TSR_TYPE_Q4_0, 0, 0, PANEL_Q8, 8>);
