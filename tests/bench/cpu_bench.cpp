@@ -762,16 +762,26 @@ int main(int argc, char ** argv) {
     const std::vector<tsr_type> bench_types = wanted({TSR_TYPE_F32,  TSR_TYPE_F16,  TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0,
                                                       TSR_TYPE_Q4_K, TSR_TYPE_Q6_K, TSR_TYPE_Q5_K, TSR_TYPE_Q3_K, TSR_TYPE_Q2_K,
                                                       TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1});
+    /* on the AMX path, each GEMM the tiles run is timed again on the AVX-512 path right after
+     * (the reference column): the two side by side in one run */
+    const bool amx = tsr_cpu_get_isa() == TSR_CPU_ISA_AMX;
+    const auto on_avx512 = [&](double (*bench)(tsr_backend_t, tsr_type, int64_t, int64_t, int64_t, int), tsr_type t) {
+        tsr_cpu_set_isa(TSR_CPU_ISA_AVX512);
+        const double g = bench(be, t, M, K, N, reps);
+        tsr_cpu_set_isa(TSR_CPU_ISA_AMX);
+        return "avx512 path " + fmt(g);
+    };
     for (tsr_type t : bench_types) {
         if (matvec_only || conv_only) break;
         const double g = bench_gemm(be, t, M, K, N, reps);
-        add_row(std::string("mul_mat ") + tsr_type_name(t), g, "GFLOPS",
-                t == TSR_TYPE_F32 && ob.ok() ? "OpenBLAS sgemm " + fmt(blas_gemm) : "", shape);
+        std::string ref = t == TSR_TYPE_F32 && ob.ok() ? "OpenBLAS sgemm " + fmt(blas_gemm) : "";
+        if (amx && t != TSR_TYPE_F32 && t != TSR_TYPE_F16) ref = on_avx512(bench_gemm, t);
+        add_row(std::string("mul_mat ") + tsr_type_name(t), g, "GFLOPS", ref, shape);
     }
     for (tsr_type t : repack_types) {
         if (matvec_only || conv_only) continue;
         const double g = bench_gemm_repack(be, t, M, K, N, reps);
-        add_row(std::string("mul_mat ") + tsr_type_name(t) + " (CPU_REPACK)", g, "GFLOPS", "", shape);
+        add_row(std::string("mul_mat ") + tsr_type_name(t) + " (CPU_REPACK)", g, "GFLOPS", amx ? on_avx512(bench_gemm_repack, t) : "", shape);
     }
     double blas_gemv = 0;
     if (ob.ok() && !conv_only && !moe_only && !gemm_only && named("f32")) {
