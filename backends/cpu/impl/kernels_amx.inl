@@ -83,8 +83,9 @@ TSR_TARGET_AMX static inline void store_row16(float * c, __m512 v, int valid, bo
 
 /* One 32-k block's int32 tile (16 columns x 16 rows, stored at s) scaled into 8 of the float
  * accumulators (columns j0..j0+8): f[j] += cvt(s[j]) * (da * db[j]), less the min's
- * correction mn * dsum[j]. Two arrays of 8, not one of 16: GCC keeps a 1 KiB array of
- * accumulators in memory (a load and a store around every FMA), 512 bytes in registers. */
+ * correction mn * dsum[j]. The accumulator arrays stay in registers only while nothing
+ * indexes them by a run-time value: the kernels copy them out before their store loops
+ * (indexed in place, GCC kept them in memory, a load and a store around every FMA). */
 template <bool MINS>
 TSR_TARGET_AMX static TSR_ALWAYS_INLINE void amx_scale_8(__m512 f[8], int j0, const int32_t * s, __m512 da, const float * db, __m512 mn,
                                                          const float * dsum) {
