@@ -23,7 +23,7 @@ extern "C" {
 /* Kernel paths. The best the CPU supports is used unless forced. */
 enum tsr_cpu_isa {
     TSR_CPU_ISA_SCALAR = 0,  /* portable C++: the reference every other path is tested against */
-    TSR_CPU_ISA_AVX2   = 1,  /* x86-64 AVX2 + FMA + F16C */
+    TSR_CPU_ISA_AVX2   = 1,  /* x86-64 AVX2 + FMA + F16C (+ AVX-VNNI where present) */
     TSR_CPU_ISA_AVX512 = 2,  /* x86-64 AVX-512 F/BW/VL/DQ (+ BF16 and VNNI where present) */
     TSR_CPU_ISA_NEON   = 3,  /* aarch64 Advanced SIMD */
     TSR_CPU_ISA_AMX    = 4   /* the AVX-512 path with the quantized GEMMs (prompt-sized mul_mat

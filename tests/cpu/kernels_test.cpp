@@ -765,6 +765,60 @@ TEST_CASE("GEMM A panels of Q2_K requantize every block within half a step", "[c
     }
 }
 
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+// The AVX2 path's int8 GEMM kernels with AVX-VNNI (one vpdpbusd per quad) and without it
+// (vpmaddubsw + vpmaddwd) on the same panels give the same bits, for every panel kind (Q8_0's
+// sign trick, Q4_0's int16 sums and bias, min panels, half panels, the requantized Q2_K):
+// weights from the formats' quantizers with rows at the levels' extremes, activations of
+// +-1 (+-127 once quantized) and random, partial tiles, accumulate on and off.
+TEST_CASE("GEMM: the AVX2 int8 kernels on AVX-VNNI give the bits of the kernels without it", "[cpu][mul_mat][kernels][quant]") {
+    if (!tcpu::features().avx_vnni) {
+        WARN("skipped: no AVX-VNNI on this CPU");
+        return;
+    }
+    tcpu::cpu_features f = tcpu::features();
+    const tcpu::kernels vnni = tcpu::make_kernels_avx2(f);
+    f.avx_vnni = false;
+    const tcpu::kernels plain = tcpu::make_kernels_avx2(f);
+    std::mt19937 rng(29);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    const int64_t K = 512;
+    const int kc = 512, rows = 8, cols = 8;
+    for (tsr_type t : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1, TSR_TYPE_IQ4_NL, TSR_TYPE_Q2_K,
+                       TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K}) {
+        const tcpu::gemm_impl * gv = tcpu::gemm_for(&vnni, t), * gp = tcpu::gemm_for(&plain, t);
+        REQUIRE(gv != nullptr);
+        REQUIRE(gp != nullptr);
+        CHECK(gv->kernel != gp->kernel);
+        std::vector<float> wf((size_t)(rows * K));
+        for (int r = 0; r < rows; ++r)
+            for (int64_t k = 0; k < K; ++k) wf[(size_t)(r * K + k)] = r % 2 ? ((k / 3) % 2 ? 1.0f : -1.0f) : u(rng);
+        const size_t lda = tsr_row_size(t, K);
+        std::vector<uint8_t> w(lda * rows);
+        REQUIRE(tsr_from_float_row(t, wf.data(), w.data(), rows * K));
+        std::vector<tcpu::yq8> y((size_t)(cols * (K / 32)));
+        for (int n = 0; n < cols; ++n) {
+            std::vector<float> x((size_t)K);
+            for (int64_t k = 0; k < K; ++k) x[(size_t)k] = n % 2 ? ((k / 5) % 2 ? 1.0f : -1.0f) : u(rng);
+            tcpu::quantize_y_scalar(x.data(), y.data() + (size_t)n * (K / 32), K);
+        }
+        for (int valid_rows : {rows, 5})
+            for (int valid_cols : {cols, 3}) {
+                std::vector<uint8_t> ap(gp->a_bytes_32k * (size_t)(kc / 32)), bp(gp->b_bytes_32k * (size_t)(kc / 32));
+                gp->pack_a((const char *)w.data(), lda, valid_rows, K, 0, kc, ap.data());
+                gp->pack_b((const char *)y.data(), (size_t)(K / 32) * sizeof(tcpu::yq8), valid_cols, K, 0, kc, bp.data());
+                for (bool accumulate : {false, true}) {
+                    std::vector<float> cv((size_t)(cols * rows), 0.5f), cp = cv;
+                    gv->kernel(kc, ap.data(), bp.data(), cv.data(), rows, valid_rows, valid_cols, accumulate);
+                    gp->kernel(kc, ap.data(), bp.data(), cp.data(), rows, valid_rows, valid_cols, accumulate);
+                    INFO(tsr_type_name(t) << " rows " << valid_rows << " cols " << valid_cols << " accumulate " << accumulate);
+                    CHECK(std::memcmp(cv.data(), cp.data(), cv.size() * sizeof(float)) == 0);
+                }
+            }
+    }
+}
+#endif
+
 // One weight matrix in a CPU_REPACK buffer and its twin in a plain CPU buffer, multiplied
 // by the same activations; get_rows of both.
 struct repack_pair {

@@ -31,6 +31,7 @@
 /* ISA-specific functions live in the same TU; each carries its target attribute. */
 #if defined(TSR_CPU_X86) && (defined(__GNUC__) || defined(__clang__))
 #define TSR_TARGET_AVX2   __attribute__((target("avx2,fma,f16c")))
+#define TSR_TARGET_AVX2VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
 #define TSR_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 #define TSR_TARGET_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")))
 #define TSR_TARGET_AVX512VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))

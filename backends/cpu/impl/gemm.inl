@@ -17,7 +17,10 @@ static const kernels * get_kernels() {
             static const kernels k = make_kernels_amx();
             return &k;
         }
-        case TSR_CPU_ISA_AVX2: return &kernels_avx2;
+        case TSR_CPU_ISA_AVX2: {
+            static const kernels k = make_kernels_avx2();
+            return &k;
+        }
 #endif
 #if defined(TSR_CPU_ARM64)
         case TSR_CPU_ISA_NEON: return &kernels_neon;

@@ -11,6 +11,7 @@ namespace tcpu {
 
 struct cpu_features {
     bool avx2 = false, fma = false, f16c = false;
+    bool avx_vnni = false;          /* AVX-VNNI: vpdpbusd on ymm (Alder Lake and later; Zen 5) */
     bool avx512 = false;            /* F + BW + VL + DQ with OS support */
     bool avx512_bf16 = false, avx512_vnni = false;
     bool avx512_gfni = false;       /* GFNI on zmm: gf2p8affineqb's per-byte bit moves */
@@ -48,6 +49,7 @@ static cpu_features detect_features() {
         unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
         __cpuid_count(7, 1, a1, b1, c1, d1);
         f.avx512_bf16 = f.avx512 && ((a1 >> 5) & 1);
+        f.avx_vnni = f.avx2 && ((a1 >> 4) & 1);
         const bool os_amx = (xcr0 & 0x60000) == 0x60000;  /* XTILECFG and XTILEDATA */
         f.amx_int8 = f.avx512_vnni && os_amx && ((d >> 24) & 1) && ((d >> 25) & 1);
         f.amx_bf16 = f.amx_int8 && ((d >> 22) & 1);

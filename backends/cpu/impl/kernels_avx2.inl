@@ -352,9 +352,17 @@ TSR_TARGET_AVX2 static inline __m256 half_scales_avx2(const uint8_t * words, int
     return _mm256_mul_ps(_mm256_loadu_ps((const float *)words), _mm256_cvtepi32_ps(sc_part));
 }
 
-template <bool Q8, int KIND = PANEL_Q8>
-TSR_TARGET_AVX2 static void gemm_i8_kernel_avx2(int kc, const void * ap, const void * bp, float * c, size_t ldc,
-                                                int mr_valid, int nr_valid, bool accumulate) {
+/* vpdpbusd on ymm (AVX-VNNI): u8 x s8 in groups of 4 summed into int32, no int16 step. Only
+ * gemm_i8_kernel_avx2vnni's inlined body calls it. */
+TSR_TARGET_AVX2VNNI static inline __m256i dpbusd_avx2vnni(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
+
+/* VNNI: each quad's products by one vpdpbusd into int32 (AVX-VNNI, through
+ * gemm_i8_kernel_avx2vnni) instead of vpmaddubsw + vpmaddwd. Without saturation the sums
+ * are the same integers (the operand bounds above keep vpmaddubsw from saturating), so
+ * the two give the same bits. */
+template <bool Q8, int KIND = PANEL_Q8, bool VNNI = false>
+TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void gemm_i8_kernel_avx2(int kc, const void * ap, const void * bp, float * c, size_t ldc,
+                                                                  int mr_valid, int nr_valid, bool accumulate) {
     constexpr bool MINS = KIND == PANEL_MIN;
     constexpr int PARTS = KIND == PANEL_HALVES ? 2 : 1;  /* tiles per 32 k */
     const uint8_t * a = (const uint8_t *)ap;
@@ -376,7 +384,13 @@ TSR_TARGET_AVX2 static void gemm_i8_kernel_avx2(int kc, const void * ap, const v
             for (int q = q_begin; q < q_end; ++q) {
                 const __m256i a0 = _mm256_loadu_si256((const __m256i *)(a + q * 32));
                 const int32_t * bqq = bq + q * 8;
-                if constexpr (Q8) {
+                if constexpr (VNNI) {
+                    const __m256i u0 = Q8 ? _mm256_abs_epi8(a0) : a0;
+                    for (int j = 0; j < 8; ++j) {
+                        const __m256i bj = _mm256_set1_epi32(bqq[j]);
+                        t[j] = dpbusd_avx2vnni(t[j], u0, Q8 ? _mm256_sign_epi8(bj, a0) : bj);
+                    }
+                } else if constexpr (Q8) {
                     const __m256i u0 = _mm256_abs_epi8(a0);  /* -128 -> 0x80 = 128 unsigned */
                     for (int j = 0; j < 8; ++j)
                         t[j] = _mm256_add_epi32(t[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u0, _mm256_sign_epi8(_mm256_set1_epi32(bqq[j]), a0)), ones));
@@ -391,7 +405,7 @@ TSR_TARGET_AVX2 static void gemm_i8_kernel_avx2(int kc, const void * ap, const v
             const __m256 da = KIND == PANEL_HALVES ? half_scales_avx2(a + 8 * 32, part) : _mm256_loadu_ps((const float *)(a + 8 * 32));
             for (int j = 0; j < 8; ++j) {
                 __m256i i0 = t[j];
-                if constexpr (!Q8 && !MINS) i0 = _mm256_add_epi32(_mm256_madd_epi16(i0, ones), _mm256_set1_epi32(bias[j]));
+                if constexpr (!Q8 && !MINS) i0 = _mm256_add_epi32(VNNI ? i0 : _mm256_madd_epi16(i0, ones), _mm256_set1_epi32(bias[j]));
                 f[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(da, _mm256_set1_ps(bs[j])), f[j]);
             }
         }
@@ -413,6 +427,13 @@ TSR_TARGET_AVX2 static void gemm_i8_kernel_avx2(int kc, const void * ap, const v
             for (int i = 0; i < mr_valid; ++i) cj[i] = accumulate ? cj[i] + tmp[i] : tmp[i];
         }
     }
+}
+
+/* The AVX-VNNI build of gemm_i8_kernel_avx2 (the body inlined under this target). */
+template <bool Q8, int KIND = PANEL_Q8>
+TSR_TARGET_AVX2VNNI static void gemm_i8_kernel_avx2vnni(int kc, const void * ap, const void * bp, float * c, size_t ldc, int mr_valid,
+                                                        int nr_valid, bool accumulate) {
+    gemm_i8_kernel_avx2<Q8, KIND, true>(kc, ap, bp, c, ldc, mr_valid, nr_valid, accumulate);
 }
 
 static constexpr gemm_impl gemm_f32_avx2 = [] {
@@ -448,6 +469,16 @@ static constexpr gemm_impl gemm_min_avx2 =
     gemm_panel_variant(gemm_q8_0_avx2, gemm_i8_kernel_avx2<false, PANEL_MIN>, pack_panel_i8_b<8, 0, PANEL_MIN>);
 /* The half panels' GEMM (Q6_K: signed levels as Q8_0's, a scale per 16). */
 static constexpr gemm_impl gemm_halves_avx2 = gemm_panel_variant(gemm_q8_0_avx2, gemm_i8_kernel_avx2<true, PANEL_HALVES>);
+
+/* The same GEMMs with AVX-VNNI kernels (same panels, same bits). */
+static constexpr gemm_impl gemm_with_kernel(gemm_impl g, decltype(gemm_impl::kernel) kernel) {
+    g.kernel = kernel;
+    return g;
+}
+static constexpr gemm_impl gemm_q8_0_avx2vnni = gemm_with_kernel(gemm_q8_0_avx2, gemm_i8_kernel_avx2vnni<true>);
+static constexpr gemm_impl gemm_q4_0_avx2vnni = gemm_with_kernel(gemm_q4_0_avx2, gemm_i8_kernel_avx2vnni<false>);
+static constexpr gemm_impl gemm_min_avx2vnni = gemm_with_kernel(gemm_min_avx2, gemm_i8_kernel_avx2vnni<false, PANEL_MIN>);
+static constexpr gemm_impl gemm_halves_avx2vnni = gemm_with_kernel(gemm_halves_avx2, gemm_i8_kernel_avx2vnni<true, PANEL_HALVES>);
 
 /* ---- expf and the activations on it (constants and method: vexp in cpu_internal.inl) ---- */
 
@@ -1061,6 +1092,18 @@ static constexpr kernels kernels_avx2 = [] {
     k.act = &act_table_avx2;
     return k;
 }();
+
+/* The AVX2 path's table for this CPU: with AVX-VNNI, its int8 GEMMs on vpdpbusd. f: the CPU's
+ * features (tests pass fewer, to reach the kernels a CPU without them runs). */
+static kernels make_kernels_avx2(const cpu_features & f = features()) {
+    kernels k = kernels_avx2;
+    if (f.avx_vnni) {
+        k.gemm[SLOT_Q8_0] = &gemm_q8_0_avx2vnni;
+        k.gemm[SLOT_Q4_0] = &gemm_q4_0_avx2vnni;
+        packed_gemms<gemm_q8_0_avx2vnni, gemm_min_avx2vnni, gemm_halves_avx2vnni, x86_packers<8, 0>::of>::fill(k);
+    }
+    return k;
+}
 
 } // namespace tcpu
 } // namespace
