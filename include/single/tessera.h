@@ -13351,6 +13351,8 @@ struct kernels {
     void (*axpy_f32)(int64_t n, float a, const float * x, float * y);
     /* F16 row -> F32 (flash attention V rows) */
     void (*f16_to_f32)(const void * x, float * y, int64_t n);
+    /* F32 row -> F16, f2h's bits (the KV cache's writes) */
+    void (*f32_to_f16)(const float * x, void * y, int64_t n);
     /* packed GEMM per src0 type slot; NULL: dot products only */
     const gemm_impl * gemm[SLOT_COUNT];
     /* packed GEMM of the other quantized types against yq8 (their A repacked as Q8_0);
@@ -13917,36 +13919,10 @@ static void row_to_f32(enum tsr_type t, const void * src, float * dst, int64_t n
     }
 }
 
-#if defined(TSR_CPU_HAVE_X86_KERNELS)
-/* F32 -> F16 with F16C, 8 at a time: vcvtps2ph rounds to nearest even as f2h does; a group
- * holding a NaN goes through f2h, whose NaN (sign | 0x7E00) drops the payload vcvtps2ph keeps. */
-TSR_TARGET_AVX2 static void f32_to_f16_f16c(const float * src, uint16_t * dst, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m256 x = _mm256_loadu_ps(src + i);
-        if (_mm256_movemask_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q))) {
-            for (int j = 0; j < 8; ++j) dst[i + j] = f2h(src[i + j]);
-            continue;
-        }
-        _mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
-    }
-    for (; i < n; ++i) dst[i] = f2h(src[i]);
-}
-#endif
-
 static void row_from_f32(enum tsr_type t, const float * src, void * dst, int64_t n) {
     switch (t) {
         case TSR_TYPE_F32: std::memmove(dst, src, (size_t)n * 4); break;
-        case TSR_TYPE_F16:
-#if defined(TSR_CPU_HAVE_X86_KERNELS)
-            /* the KV cache's rows (a GPT-2 prompt spent 4 % in f2h); the scalar path keeps f2h */
-            if (isa_vector() != TSR_CPU_ISA_SCALAR && features().avx2) {
-                f32_to_f16_f16c(src, (uint16_t *)dst, n);
-                break;
-            }
-#endif
-            for (int64_t i = 0; i < n; ++i) ((uint16_t *)dst)[i] = f2h(src[i]);
-            break;
+        case TSR_TYPE_F16: for (int64_t i = 0; i < n; ++i) ((uint16_t *)dst)[i] = f2h(src[i]); break;
         case TSR_TYPE_BF16: for (int64_t i = 0; i < n; ++i) ((uint16_t *)dst)[i] = f2bf(src[i]); break;
         case TSR_TYPE_I32: for (int64_t i = 0; i < n; ++i) ((int32_t *)dst)[i] = trunc_to_i32(src[i]); break;
         case TSR_TYPE_Q8_0: quantize_row_q8_0_ref(src, (tsr_block_q8_0 *)dst, n); break;
@@ -14161,6 +14137,10 @@ static void f16_to_f32_scalar(const void * x, float * y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = h2f(((const uint16_t *)x)[i]);
 }
 
+static void f32_to_f16_scalar(const float * x, void * y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) ((uint16_t *)y)[i] = f2h(x[i]);
+}
+
 /* The reference path: dot products one row at a time, no GEMM, libm activations (NULL). */
 static constexpr kernels kernels_scalar = [] {
     kernels k{};
@@ -14183,6 +14163,7 @@ static constexpr kernels kernels_scalar = [] {
     k.quantize_y = quantize_y_scalar;
     k.axpy_f32 = axpy_f32_scalar;
     k.f16_to_f32 = f16_to_f32_scalar;
+    k.f32_to_f16 = f32_to_f16_scalar;
     return k;
 }();
 
@@ -15240,6 +15221,21 @@ TSR_TARGET_AVX2 static void cvt_f16_f32_avx2(const void * src, float * dst, int6
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
     for (; i < n; ++i) dst[i] = h2f(s[i]);
 }
+/* vcvtps2ph rounds to nearest even as f2h does; a group holding a NaN goes through f2h,
+ * whose NaN (sign | 0x7E00) drops the payload vcvtps2ph keeps. */
+TSR_TARGET_AVX2 static void cvt_f32_f16_avx2(const float * src, void * dst, int64_t n) {
+    uint16_t * d = (uint16_t *)dst;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(src + i);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q))) {
+            for (int j = 0; j < 8; ++j) d[i + j] = f2h(src[i + j]);
+            continue;
+        }
+        _mm_storeu_si128((__m128i *)(d + i), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+    }
+    for (; i < n; ++i) d[i] = f2h(src[i]);
+}
 TSR_TARGET_AVX2 static void cvt_bf16_f32_avx2(const void * src, float * dst, int64_t n) {
     const uint16_t * s = (const uint16_t *)src;
     int64_t i = 0;
@@ -16040,6 +16036,7 @@ static constexpr kernels kernels_avx2 = [] {
     k.quantize_y = quantize_y_avx2;
     k.axpy_f32 = axpy_f32_avx2;
     k.f16_to_f32 = cvt_f16_f32_avx2;
+    k.f32_to_f16 = cvt_f32_f16_avx2;
     k.gemm[SLOT_F32] = &gemm_f32_avx2;
     k.gemm[SLOT_F16] = &gemm_f16_avx2;
     k.gemm[SLOT_BF16] = &gemm_bf16_avx2;
@@ -17345,6 +17342,7 @@ static kernels make_kernels_avx512(const cpu_features & f = features()) {
     k.quantize_y = quantize_y_avx512;
     k.axpy_f32 = axpy_f32_avx512;
     k.f16_to_f32 = cvt_f16_f32_avx2;
+    k.f32_to_f16 = cvt_f32_f16_avx2;
     k.gemm[SLOT_F32] = &gemm_f32_avx512;
     k.gemm[SLOT_F16] = &gemm_f16_avx512;
     k.gemm[SLOT_BF16] = &gemm_bf16cvt_avx512;
@@ -18512,6 +18510,7 @@ static constexpr kernels kernels_neon = [] {
     k.quantize_y = quantize_y_neon;
     k.axpy_f32 = axpy_f32_neon;
     k.f16_to_f32 = f16_to_f32_neon;
+    k.f32_to_f16 = f32_to_f16_scalar;
     k.gemm[SLOT_F32] = &gemm_f32_neon;
     k.gemm[SLOT_F16] = &gemm_f16_neon;
     k.gemm[SLOT_BF16] = &gemm_bf16_neon;
@@ -20273,7 +20272,8 @@ static inline bool f32_half_pair(enum tsr_type ts, enum tsr_type td) {
 /* F32 to or from F16/BF16 over n packed elements through the row converters: one type
  * switch per run instead of one per element. */
 static void convert_packed(const kernels * K, enum tsr_type ts, const char * s, enum tsr_type td, char * d, int64_t n) {
-    if (ts == TSR_TYPE_F32) row_from_f32(td, (const float *)s, d, n);
+    if (ts == TSR_TYPE_F32 && td == TSR_TYPE_F16) K->f32_to_f16((const float *)s, d, n);
+    else if (ts == TSR_TYPE_F32) row_from_f32(td, (const float *)s, d, n);
     else if (ts == TSR_TYPE_F16) K->f16_to_f32(s, (float *)d, n);
     else row_to_f32(ts, s, (float *)d, n);
 }
@@ -20917,7 +20917,8 @@ static void op_set_rows(const cparams & p, tsr_tensor * dst) {
         const char * s = tptr(b, 0, i01, i02, i03);
         char * d = tptr(dst, 0, row, i02, i03);
         for (int64_t i = 0; i < ne0; ++i) tmp[i] = *(const float *)(s + i * b->nb[0]);
-        if (tsr_is_quantized(dst->type) || row_contig(dst)) row_from_f32(dst->type, tmp, d, ne0);
+        if (dst->type == TSR_TYPE_F16 && row_contig(dst)) p.K->f32_to_f16(tmp, d, ne0);  /* the KV cache's rows */
+        else if (tsr_is_quantized(dst->type) || row_contig(dst)) row_from_f32(dst->type, tmp, d, ne0);
         else for (int64_t i = 0; i < ne0; ++i) st(dst->type, d + i * dst->nb[0], tmp[i]);
     }
 }

@@ -225,6 +225,27 @@ TEST_CASE("quantize_y: every SIMD kernel writes the scalar kernel's bytes", "[cp
     if (!ran) WARN("no SIMD path on this CPU: quantize_y byte test skipped");
 }
 
+// f32_to_f16 (the KV cache's writes) of every ISA path writes f2h's bits: random bit patterns
+// (NaNs with payloads of either sign among them), infinities, overflow to infinity, halfway
+// cases of both parities, F16 denormals and zeros; n leaves a tail past every vector width.
+TEST_CASE("f32_to_f16: every path writes the scalar conversion's bits", "[cpu][kernels]") {
+    std::mt19937 rng(31);
+    std::vector<float> x;
+    for (int i = 0; i < 997; ++i) x.push_back(tcpu::bits_f32((uint32_t)rng()));
+    for (uint32_t w : {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00001u, 0x7F800001u, 0x477FF000u, 0x477FE000u, 0x47800000u,
+                       0x33800000u, 0x33000000u, 0x38800000u, 0x387FC000u, 0x3F801000u, 0x3F803000u, 0x00000000u, 0x80000000u})
+        x.push_back(tcpu::bits_f32(w));
+    std::vector<uint16_t> want(x.size());
+    for (size_t i = 0; i < x.size(); ++i) want[i] = tcpu::f2h(x[i]);
+    for (tsr_cpu_isa isa : tsrt::isas()) {
+        kernels_of k(isa);
+        std::vector<uint16_t> got(x.size(), 0xABCD);
+        k.K->f32_to_f16(x.data(), got.data(), (int64_t)x.size());
+        INFO("isa " << tsr_cpu_isa_name(isa));
+        CHECK(got == want);
+    }
+}
+
 TEST_CASE("quantize_q8k: every SIMD kernel writes the scalar kernel's bytes", "[cpu][mul_mat][kernels][quant]") {
     std::mt19937 rng(11);
     std::vector<float> x;

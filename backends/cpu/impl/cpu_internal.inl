@@ -404,6 +404,8 @@ struct kernels {
     void (*axpy_f32)(int64_t n, float a, const float * x, float * y);
     /* F16 row -> F32 (flash attention V rows) */
     void (*f16_to_f32)(const void * x, float * y, int64_t n);
+    /* F32 row -> F16, f2h's bits (the KV cache's writes) */
+    void (*f32_to_f16)(const float * x, void * y, int64_t n);
     /* packed GEMM per src0 type slot; NULL: dot products only */
     const gemm_impl * gemm[SLOT_COUNT];
     /* packed GEMM of the other quantized types against yq8 (their A repacked as Q8_0);

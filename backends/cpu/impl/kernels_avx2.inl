@@ -283,6 +283,21 @@ TSR_TARGET_AVX2 static void cvt_f16_f32_avx2(const void * src, float * dst, int6
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
     for (; i < n; ++i) dst[i] = h2f(s[i]);
 }
+/* vcvtps2ph rounds to nearest even as f2h does; a group holding a NaN goes through f2h,
+ * whose NaN (sign | 0x7E00) drops the payload vcvtps2ph keeps. */
+TSR_TARGET_AVX2 static void cvt_f32_f16_avx2(const float * src, void * dst, int64_t n) {
+    uint16_t * d = (uint16_t *)dst;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(src + i);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q))) {
+            for (int j = 0; j < 8; ++j) d[i + j] = f2h(src[i + j]);
+            continue;
+        }
+        _mm_storeu_si128((__m128i *)(d + i), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+    }
+    for (; i < n; ++i) d[i] = f2h(src[i]);
+}
 TSR_TARGET_AVX2 static void cvt_bf16_f32_avx2(const void * src, float * dst, int64_t n) {
     const uint16_t * s = (const uint16_t *)src;
     int64_t i = 0;
@@ -1083,6 +1098,7 @@ static constexpr kernels kernels_avx2 = [] {
     k.quantize_y = quantize_y_avx2;
     k.axpy_f32 = axpy_f32_avx2;
     k.f16_to_f32 = cvt_f16_f32_avx2;
+    k.f32_to_f16 = cvt_f32_f16_avx2;
     k.gemm[SLOT_F32] = &gemm_f32_avx2;
     k.gemm[SLOT_F16] = &gemm_f16_avx2;
     k.gemm[SLOT_BF16] = &gemm_bf16_avx2;

@@ -1274,6 +1274,7 @@ static kernels make_kernels_avx512(const cpu_features & f = features()) {
     k.quantize_y = quantize_y_avx512;
     k.axpy_f32 = axpy_f32_avx512;
     k.f16_to_f32 = cvt_f16_f32_avx2;
+    k.f32_to_f16 = cvt_f32_f16_avx2;
     k.gemm[SLOT_F32] = &gemm_f32_avx512;
     k.gemm[SLOT_F16] = &gemm_f16_avx512;
     k.gemm[SLOT_BF16] = &gemm_bf16cvt_avx512;

@@ -803,6 +803,7 @@ static constexpr kernels kernels_neon = [] {
     k.quantize_y = quantize_y_neon;
     k.axpy_f32 = axpy_f32_neon;
     k.f16_to_f32 = f16_to_f32_neon;
+    k.f32_to_f16 = f32_to_f16_scalar;
     k.gemm[SLOT_F32] = &gemm_f32_neon;
     k.gemm[SLOT_F16] = &gemm_f16_neon;
     k.gemm[SLOT_BF16] = &gemm_bf16_neon;

@@ -35,7 +35,8 @@ static inline bool f32_half_pair(enum tsr_type ts, enum tsr_type td) {
 /* F32 to or from F16/BF16 over n packed elements through the row converters: one type
  * switch per run instead of one per element. */
 static void convert_packed(const kernels * K, enum tsr_type ts, const char * s, enum tsr_type td, char * d, int64_t n) {
-    if (ts == TSR_TYPE_F32) row_from_f32(td, (const float *)s, d, n);
+    if (ts == TSR_TYPE_F32 && td == TSR_TYPE_F16) K->f32_to_f16((const float *)s, d, n);
+    else if (ts == TSR_TYPE_F32) row_from_f32(td, (const float *)s, d, n);
     else if (ts == TSR_TYPE_F16) K->f16_to_f32(s, (float *)d, n);
     else row_to_f32(ts, s, (float *)d, n);
 }

@@ -183,7 +183,8 @@ static void op_set_rows(const cparams & p, tsr_tensor * dst) {
         const char * s = tptr(b, 0, i01, i02, i03);
         char * d = tptr(dst, 0, row, i02, i03);
         for (int64_t i = 0; i < ne0; ++i) tmp[i] = *(const float *)(s + i * b->nb[0]);
-        if (tsr_is_quantized(dst->type) || row_contig(dst)) row_from_f32(dst->type, tmp, d, ne0);
+        if (dst->type == TSR_TYPE_F16 && row_contig(dst)) p.K->f32_to_f16(tmp, d, ne0);  /* the KV cache's rows */
+        else if (tsr_is_quantized(dst->type) || row_contig(dst)) row_from_f32(dst->type, tmp, d, ne0);
         else for (int64_t i = 0; i < ne0; ++i) st(dst->type, d + i * dst->nb[0], tmp[i]);
     }
 }

@@ -87,36 +87,10 @@ static void row_to_f32(enum tsr_type t, const void * src, float * dst, int64_t n
     }
 }
 
-#if defined(TSR_CPU_HAVE_X86_KERNELS)
-/* F32 -> F16 with F16C, 8 at a time: vcvtps2ph rounds to nearest even as f2h does; a group
- * holding a NaN goes through f2h, whose NaN (sign | 0x7E00) drops the payload vcvtps2ph keeps. */
-TSR_TARGET_AVX2 static void f32_to_f16_f16c(const float * src, uint16_t * dst, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m256 x = _mm256_loadu_ps(src + i);
-        if (_mm256_movemask_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q))) {
-            for (int j = 0; j < 8; ++j) dst[i + j] = f2h(src[i + j]);
-            continue;
-        }
-        _mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
-    }
-    for (; i < n; ++i) dst[i] = f2h(src[i]);
-}
-#endif
-
 static void row_from_f32(enum tsr_type t, const float * src, void * dst, int64_t n) {
     switch (t) {
         case TSR_TYPE_F32: std::memmove(dst, src, (size_t)n * 4); break;
-        case TSR_TYPE_F16:
-#if defined(TSR_CPU_HAVE_X86_KERNELS)
-            /* the KV cache's rows (a GPT-2 prompt spent 4 % in f2h); the scalar path keeps f2h */
-            if (isa_vector() != TSR_CPU_ISA_SCALAR && features().avx2) {
-                f32_to_f16_f16c(src, (uint16_t *)dst, n);
-                break;
-            }
-#endif
-            for (int64_t i = 0; i < n; ++i) ((uint16_t *)dst)[i] = f2h(src[i]);
-            break;
+        case TSR_TYPE_F16: for (int64_t i = 0; i < n; ++i) ((uint16_t *)dst)[i] = f2h(src[i]); break;
         case TSR_TYPE_BF16: for (int64_t i = 0; i < n; ++i) ((uint16_t *)dst)[i] = f2bf(src[i]); break;
         case TSR_TYPE_I32: for (int64_t i = 0; i < n; ++i) ((int32_t *)dst)[i] = trunc_to_i32(src[i]); break;
         case TSR_TYPE_Q8_0: quantize_row_q8_0_ref(src, (tsr_block_q8_0 *)dst, n); break;
@@ -331,6 +305,10 @@ static void f16_to_f32_scalar(const void * x, float * y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = h2f(((const uint16_t *)x)[i]);
 }
 
+static void f32_to_f16_scalar(const float * x, void * y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) ((uint16_t *)y)[i] = f2h(x[i]);
+}
+
 /* The reference path: dot products one row at a time, no GEMM, libm activations (NULL). */
 static constexpr kernels kernels_scalar = [] {
     kernels k{};
@@ -353,6 +331,7 @@ static constexpr kernels kernels_scalar = [] {
     k.quantize_y = quantize_y_scalar;
     k.axpy_f32 = axpy_f32_scalar;
     k.f16_to_f32 = f16_to_f32_scalar;
+    k.f32_to_f16 = f32_to_f16_scalar;
     return k;
 }();
 
