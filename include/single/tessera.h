@@ -16590,25 +16590,18 @@ TSR_TARGET_AVX512 static void dot_rows_avx512(int64_t n, const char * x, size_t 
     for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
 }
 
+/* 16 floats into c (the first `valid` of them, none when valid <= 0), added to what is
+ * there when accumulate. */
+TSR_TARGET_AVX512 static inline void store_row16(float * c, __m512 v, int valid, bool accumulate) {
+    const __mmask16 m = (__mmask16)(valid >= 16 ? 0xFFFF : valid <= 0 ? 0 : ((1u << valid) - 1));
+    if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, c));
+    _mm512_mask_storeu_ps(c, m, v);
+}
+
 /* Store/accumulate a 32-wide row pair of results with a lane mask for the M edge. */
 TSR_TARGET_AVX512 static inline void store_row32(float * c, __m512 v0, __m512 v1, int mr_valid, bool accumulate) {
-    if (mr_valid == 32) {
-        if (accumulate) {
-            v0 = _mm512_add_ps(v0, _mm512_loadu_ps(c));
-            v1 = _mm512_add_ps(v1, _mm512_loadu_ps(c + 16));
-        }
-        _mm512_storeu_ps(c, v0);
-        _mm512_storeu_ps(c + 16, v1);
-        return;
-    }
-    const __mmask16 m0 = (__mmask16)(mr_valid >= 16 ? 0xFFFF : ((1u << mr_valid) - 1));
-    const __mmask16 m1 = (__mmask16)(mr_valid <= 16 ? 0 : ((1u << (mr_valid - 16)) - 1));
-    if (accumulate) {
-        v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, c));
-        v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, c + 16));
-    }
-    _mm512_mask_storeu_ps(c, m0, v0);
-    _mm512_mask_storeu_ps(c + 16, m1, v1);
+    store_row16(c, v0, mr_valid, accumulate);
+    store_row16(c + 16, v1, mr_valid - 16, accumulate);
 }
 
 /* F32 GEMM micro-kernel: 32 x 12 tile (2 zmm x 12 columns = 24 accumulators). */
@@ -17437,31 +17430,33 @@ struct alignas(64) amx_tilecfg {
 };
 static_assert(sizeof(amx_tilecfg) == 64, "ldtilecfg reads 64 bytes");
 
-/* The kernels' tiles for products of K bytes (32, or 16 for half panels): tmm0-1 activations
- * (16 x K bytes), tmm2-3 weights (K/4 quads of 16 rows x 4 bytes), tmm4-5 int32 sums. */
+/* The kernels' tiles for products of K bytes (int8: 32, or 16 for half panels; BF16: 64):
+ * tmm0-1 activations (16 x K bytes), tmm2-3 weights (K/4 rows of 16 x 4 bytes: int8 quads,
+ * bf16 pairs), tmm4-7 sums (16 x 16 int32 or float). */
 static constexpr amx_tilecfg amx_config(int k_bytes) {
     amx_tilecfg c{};
     c.palette = 1;
     for (int t = 0; t < 2; ++t) {
         c.colsb[t] = (uint16_t)k_bytes;   c.rows[t] = 16;
         c.colsb[2 + t] = 64;              c.rows[2 + t] = (uint8_t)(k_bytes / 4);
-        c.colsb[4 + t] = 64;              c.rows[4 + t] = 16;
     }
+    for (int t = 4; t < 8; ++t) { c.colsb[t] = 64; c.rows[t] = 16; }
     return c;
 }
 
-/* 16 floats into c (the first `valid` of them), added to what is there when accumulate. */
-TSR_TARGET_AMX static inline void store_row16(float * c, __m512 v, int valid, bool accumulate) {
-    const __mmask16 m = (__mmask16)(valid >= 16 ? 0xFFFF : ((1u << valid) - 1));
-    if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, c));
-    _mm512_mask_storeu_ps(c, m, v);
+/* The 16 columns' accumulators of one 16-row pass (rows `valid` of them, at c) into C. The
+ * copy lets the loop index them by a variable: the accumulator arrays stay in registers only
+ * while nothing does (indexed in place, GCC kept them in memory, a load and a store around
+ * every FMA). */
+TSR_TARGET_AMX static inline void amx_store_pass(const __m512 f0[8], const __m512 f1[8], float * c, size_t ldc, int valid, int nr_valid,
+                                                 bool accumulate) {
+    const __m512 r[16] = {f0[0], f0[1], f0[2], f0[3], f0[4], f0[5], f0[6], f0[7], f1[0], f1[1], f1[2], f1[3], f1[4], f1[5], f1[6], f1[7]};
+    for (int j = 0; j < nr_valid; ++j) store_row16(c + (size_t)j * ldc, r[j], valid, accumulate);
 }
 
 /* One 32-k block's int32 tile (16 columns x 16 rows, stored at s) scaled into 8 of the float
  * accumulators (columns j0..j0+8): f[j] += cvt(s[j]) * (da * db[j]), less the min's
- * correction mn * dsum[j]. The accumulator arrays stay in registers only while nothing
- * indexes them by a run-time value: the kernels copy them out before their store loops
- * (indexed in place, GCC kept them in memory, a load and a store around every FMA). */
+ * correction mn * dsum[j]. */
 template <bool MINS>
 TSR_TARGET_AMX static TSR_ALWAYS_INLINE void amx_scale_8(__m512 f[8], int j0, const int32_t * s, __m512 da, const float * db, __m512 mn,
                                                          const float * dsum) {
@@ -17525,9 +17520,7 @@ TSR_TARGET_AMX static void gemm_i8_kernel_amx(int kc, const void * ap, const voi
         }
 #undef TSR_AMX_LOAD
 #undef TSR_AMX_DP
-        /* a copy to index by a variable: an accumulator array indexed so stays in memory */
-        const __m512 r[16] = {f0[0], f0[1], f0[2], f0[3], f0[4], f0[5], f0[6], f0[7], f1[0], f1[1], f1[2], f1[3], f1[4], f1[5], f1[6], f1[7]};
-        for (int j = 0; j < nr_valid; ++j) store_row16(c + (size_t)j * ldc + 16 * h, r[j], mr_valid - 16 * h, accumulate);
+        amx_store_pass(f0, f1, c + 16 * h, ldc, mr_valid - 16 * h, nr_valid, accumulate);
     }
 }
 
@@ -17591,8 +17584,7 @@ TSR_TARGET_AMX static void gemm_halves_kernel_amx(int kc, const void * ap, const
             if (blk >= 1)
                 amx_halves_block(f0, f1, sums[(blk - 1) & 1], a + (size_t)(blk - 1) * a_block, b + (size_t)(blk - 1) * b_block);
         }
-        const __m512 r[16] = {f0[0], f0[1], f0[2], f0[3], f0[4], f0[5], f0[6], f0[7], f1[0], f1[1], f1[2], f1[3], f1[4], f1[5], f1[6], f1[7]};
-        for (int j = 0; j < nr_valid; ++j) store_row16(c + (size_t)j * ldc + 16 * h, r[j], mr_valid - 16 * h, accumulate);
+        amx_store_pass(f0, f1, c + 16 * h, ldc, mr_valid - 16 * h, nr_valid, accumulate);
     }
 }
 
@@ -17632,12 +17624,7 @@ TSR_TARGET_AMX_BF16 static void pack_b32_rows_bf16_amx(const char * b, size_t ld
  * four 16 x 16 float sums. */
 TSR_TARGET_AMX_BF16 static void gemm_bf16_kernel_amx(int kc, const void * ap, const void * bp, float * c, size_t ldc, int mr_valid,
                                                      int nr_valid, bool accumulate) {
-    static constexpr amx_tilecfg cfg = [] {
-        amx_tilecfg t{};
-        t.palette = 1;
-        for (int i = 0; i < 8; ++i) { t.colsb[i] = 64; t.rows[i] = 16; }
-        return t;
-    }();
+    static constexpr amx_tilecfg cfg = amx_config(64);
     _tile_loadconfig(&cfg);
     const uint8_t * a = (const uint8_t *)ap, * b = (const uint8_t *)bp;
     _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);
@@ -17656,9 +17643,10 @@ TSR_TARGET_AMX_BF16 static void gemm_bf16_kernel_amx(int kc, const void * ap, co
     TSR_TILE_STORED(5, out[1]);
     TSR_TILE_STORED(6, out[2]);
     TSR_TILE_STORED(7, out[3]);
-    for (int j = 0; j < nr_valid; ++j)
-        for (int h = 0; h < 2 && 16 * h < mr_valid; ++h)
-            store_row16(c + (size_t)j * ldc + 16 * h, _mm512_load_ps(out[(j / 16) * 2 + h] + 16 * (j % 16)), mr_valid - 16 * h, accumulate);
+    for (int j = 0; j < nr_valid; ++j) {
+        const float * rows = out[(j / 16) * 2] + 16 * (j % 16);  /* rows 0-15; 16-31 one tile (256 floats) on */
+        store_row32(c + (size_t)j * ldc, _mm512_load_ps(rows), _mm512_load_ps(rows + 256), mr_valid, accumulate);
+    }
 }
 
 static constexpr gemm_impl gemm_bf16_amx = [] {

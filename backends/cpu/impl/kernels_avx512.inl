@@ -522,25 +522,18 @@ TSR_TARGET_AVX512 static void dot_rows_avx512(int64_t n, const char * x, size_t 
     for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
 }
 
+/* 16 floats into c (the first `valid` of them, none when valid <= 0), added to what is
+ * there when accumulate. */
+TSR_TARGET_AVX512 static inline void store_row16(float * c, __m512 v, int valid, bool accumulate) {
+    const __mmask16 m = (__mmask16)(valid >= 16 ? 0xFFFF : valid <= 0 ? 0 : ((1u << valid) - 1));
+    if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, c));
+    _mm512_mask_storeu_ps(c, m, v);
+}
+
 /* Store/accumulate a 32-wide row pair of results with a lane mask for the M edge. */
 TSR_TARGET_AVX512 static inline void store_row32(float * c, __m512 v0, __m512 v1, int mr_valid, bool accumulate) {
-    if (mr_valid == 32) {
-        if (accumulate) {
-            v0 = _mm512_add_ps(v0, _mm512_loadu_ps(c));
-            v1 = _mm512_add_ps(v1, _mm512_loadu_ps(c + 16));
-        }
-        _mm512_storeu_ps(c, v0);
-        _mm512_storeu_ps(c + 16, v1);
-        return;
-    }
-    const __mmask16 m0 = (__mmask16)(mr_valid >= 16 ? 0xFFFF : ((1u << mr_valid) - 1));
-    const __mmask16 m1 = (__mmask16)(mr_valid <= 16 ? 0 : ((1u << (mr_valid - 16)) - 1));
-    if (accumulate) {
-        v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, c));
-        v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, c + 16));
-    }
-    _mm512_mask_storeu_ps(c, m0, v0);
-    _mm512_mask_storeu_ps(c + 16, m1, v1);
+    store_row16(c, v0, mr_valid, accumulate);
+    store_row16(c + 16, v1, mr_valid - 16, accumulate);
 }
 
 /* F32 GEMM micro-kernel: 32 x 12 tile (2 zmm x 12 columns = 24 accumulators). */
