@@ -12986,6 +12986,18 @@ TSR_API bool             tsr_cpu_has_avx512_vnni(void);
 #define TSR_CPU_HAVE_X86_KERNELS 1
 #endif
 
+/* GCC 12 warns about the deliberately undefined lanes inside some intrinsics: the x86 kernel
+ * sections open with TSR_SIMD_WARNINGS_OFF and close with TSR_SIMD_WARNINGS_ON. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define TSR_SIMD_WARNINGS_OFF                                                                      \
+    _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")          \
+        _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
+#define TSR_SIMD_WARNINGS_ON _Pragma("GCC diagnostic pop")
+#else
+#define TSR_SIMD_WARNINGS_OFF
+#define TSR_SIMD_WARNINGS_ON
+#endif
+
 namespace {
 namespace tcpu {
 
@@ -13160,6 +13172,12 @@ struct gemm_impl {
 /* GEMM g with its A rows packed by pack_a (the F16 / BF16 variants of an F32 GEMM). */
 static constexpr gemm_impl gemm_with_pack_a(gemm_impl g, decltype(gemm_impl::pack_a) pack_a) {
     g.pack_a = pack_a;
+    return g;
+}
+
+/* GEMM g with another micro-kernel on the same panels (the AVX-VNNI builds of AVX2's). */
+static constexpr gemm_impl gemm_with_kernel(gemm_impl g, decltype(gemm_impl::kernel) kernel) {
+    g.kernel = kernel;
     return g;
 }
 
@@ -14941,12 +14959,7 @@ struct x86_packers {
  * target attributes so the rest of the TU stays baseline x86-64).
  */
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-/* GCC 12 warns about the deliberately undefined lanes inside some intrinsics. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+TSR_SIMD_WARNINGS_OFF
 namespace {
 namespace tcpu {
 
@@ -15424,10 +15437,6 @@ static constexpr gemm_impl gemm_min_avx2 =
 static constexpr gemm_impl gemm_halves_avx2 = gemm_panel_variant(gemm_q8_0_avx2, gemm_i8_kernel_avx2<true, PANEL_HALVES>);
 
 /* The same GEMMs with AVX-VNNI kernels (same panels, same bits). */
-static constexpr gemm_impl gemm_with_kernel(gemm_impl g, decltype(gemm_impl::kernel) kernel) {
-    g.kernel = kernel;
-    return g;
-}
 static constexpr gemm_impl gemm_q8_0_avx2vnni = gemm_with_kernel(gemm_q8_0_avx2, gemm_i8_kernel_avx2vnni<true>);
 static constexpr gemm_impl gemm_q4_0_avx2vnni = gemm_with_kernel(gemm_q4_0_avx2, gemm_i8_kernel_avx2vnni<false>);
 static constexpr gemm_impl gemm_min_avx2vnni = gemm_with_kernel(gemm_min_avx2, gemm_i8_kernel_avx2vnni<false, PANEL_MIN>);
@@ -16061,9 +16070,7 @@ static kernels make_kernels_avx2(const cpu_features & f = features()) {
 
 } // namespace tcpu
 } // namespace
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+TSR_SIMD_WARNINGS_ON
 #endif /* TSR_CPU_HAVE_X86_KERNELS */
 /* ---- backends/cpu/impl/kernels_avx512.inl ---- */
 /*
@@ -16071,12 +16078,7 @@ static kernels make_kernels_avx2(const cpu_features & f = features()) {
  * and AVX512-VNNI (vpdpbusd) variants chosen at run time when the CPU has them.
  */
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-/* GCC 12 warns about the deliberately undefined lanes inside some intrinsics. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+TSR_SIMD_WARNINGS_OFF
 namespace {
 namespace tcpu {
 
@@ -17362,9 +17364,7 @@ static kernels make_kernels_avx512(const cpu_features & f = features()) {
 
 } // namespace tcpu
 } // namespace
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+TSR_SIMD_WARNINGS_ON
 #endif /* TSR_CPU_HAVE_X86_KERNELS */
 /* ---- backends/cpu/impl/kernels_amx.inl ---- */
 /*
@@ -17392,12 +17392,7 @@ static kernels make_kernels_avx512(const cpu_features & f = features()) {
  * rows would need 32 accumulators and no room for the rest).
  */
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-/* GCC 12 warns about the deliberately undefined lanes inside some intrinsics. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+TSR_SIMD_WARNINGS_OFF
 namespace {
 namespace tcpu {
 
@@ -17688,9 +17683,7 @@ static kernels make_kernels_amx(const cpu_features & f = features()) {
 
 } // namespace tcpu
 } // namespace
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+TSR_SIMD_WARNINGS_ON
 #endif /* TSR_CPU_HAVE_X86_KERNELS */
 /* ---- backends/cpu/impl/kernels_neon.inl ---- */
 /*
@@ -18837,12 +18830,7 @@ static void r8_groups_dot_scalar(const uint8_t * grp, size_t gstride, int64_t nb
 }
 
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-/* GCC 12 warns about the deliberately undefined lanes inside some intrinsics. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+TSR_SIMD_WARNINGS_OFF
 /* 8 rows' int32 sums of one block, a lane per row, against the block's 8 activation quads
  * broadcast (yq[c]: y.qs[4c..4c+4)). Q4_0: the nibbles are unsigned, and all 8 vpmaddubsw
  * results of a block add up in int16 (16 products of at most 15 * 128 = 30720) before one
@@ -18957,9 +18945,7 @@ TSR_TARGET_AVX512VNNI static void r8_groups_dot_avx512vnni(const uint8_t * grp, 
     }
     r8_store_halves_zmm<G>(acc, out);
 }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+TSR_SIMD_WARNINGS_ON
 #endif
 
 /* ---- Q4_K: records of 8 rows' super-blocks against Q8_K activations --------------------- */
@@ -18992,11 +18978,7 @@ static void r8_q4k_group_dot_scalar(const uint8_t * grp, int64_t nb, const tsr_b
 }
 
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push  /* as above: the undefined lanes inside some intrinsics */
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+TSR_SIMD_WARNINGS_OFF
 /* The 8 rows' scales (sm[8s + r]) and mins (sm[64 + 8s + r]) of a Q4_K record as bytes: the
  * low nibbles' planes and the high bits moved to bits 4-5 (16-bit shifts: what crosses a
  * byte is masked off). */
@@ -19163,9 +19145,7 @@ TSR_TARGET_AVX512VNNI static void r8_q4k_groups_dot_avx512vnni(const uint8_t * g
     }
     r8_store_halves_zmm<G>(acc, out);
 }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+TSR_SIMD_WARNINGS_ON
 #endif
 
 /* ---- Q3_K: records of 8 rows' super-blocks against Q8_K activations --------------------- */
@@ -19217,11 +19197,7 @@ static void r8_q2k_group_dot_scalar(const uint8_t * grp, int64_t nb, const tsr_b
 }
 
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push  /* as above: the undefined lanes inside some intrinsics */
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+TSR_SIMD_WARNINGS_OFF
 
 /* The 8 rows' 16 scales of a Q3_K record, minus 32, as int16 sw[8s + r]: the low-nibble plane
  * (scale bytes 0..7, scales s and s + 8) with the high-bit plane (bytes 8..11) moved to bits
@@ -19362,9 +19338,7 @@ __attribute__((flatten)) TSR_TARGET_AVX512VNNI_GFNI static void r8_k2_groups_dot
                                                                                             float * out) {
     r8_k2_groups_dot_zmm<Q3, G, true>(grp, gstride, nb, y, out);
 }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+TSR_SIMD_WARNINGS_ON
 #endif
 
 /* The ISA's mat-vec kernels for an r8 matrix: one group, and `streams` groups at once,
@@ -20729,12 +20703,38 @@ namespace tcpu {
 
 /* ---- normalization ------------------------------------------------------------------------- */
 
+/* One row of norm / rms_norm (x at stride xs bytes, y at ys), mean and variance in double,
+ * summed in 8 partial sums: with CONTIG (both strides 4) the compiler keeps them in vector
+ * registers (one chain of double adds ran at 4 cycles an element: 5 % of a GPT-2 prompt). */
+template <bool CONTIG>
+static void norm_row(const char * s, size_t ss, char * d, size_t ds, int64_t n, bool rms, float eps) {
+    const auto x = [&](int64_t i) { return (double)*(const float *)(s + (size_t)i * (CONTIG ? 4 : ss)); };
+    const auto sum8 = [](const double * v) { return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])); };
+    double part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    double mean = 0.0;
+    int64_t i;
+    if (!rms) {
+        for (i = 0; i + 8 <= n; i += 8)
+            for (int j = 0; j < 8; ++j) part[j] += x(i + j);
+        for (; i < n; ++i) part[0] += x(i);
+        mean = sum8(part) / (double)n;
+        for (double & v : part) v = 0.0;
+    }
+    for (i = 0; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; ++j) part[j] += (x(i + j) - mean) * (x(i + j) - mean);
+    for (; i < n; ++i) part[0] += (x(i) - mean) * (x(i) - mean);
+    const float scale = (float)(1.0 / std::sqrt(sum8(part) / (double)n + (double)eps));
+    const float fmean = (float)mean;
+    for (i = 0; i < n; ++i) *(float *)(d + (size_t)i * (CONTIG ? 4 : ds)) = (*(const float *)(s + (size_t)i * (CONTIG ? 4 : ss)) - fmean) * scale;
+}
+
 static void op_norm(const cparams & p, tsr_tensor * dst) {
     const tsr_tensor * src = dst->src[0];
     const float eps = tsr_get_op_params_f32(dst, 0);
     const bool rms = dst->op == TSR_OP_RMS_NORM;
     const int64_t ne0 = src->ne[0];
     const int64_t nr = tsr_nrows(dst);
+    const size_t ss = src->nb[0], ds = dst->nb[0];
     int64_t r0, r1;
     split_rows(nr, p.ith, p.nth, r0, r1);
     for (int64_t ir = r0; ir < r1; ++ir) {
@@ -20742,45 +20742,8 @@ static void op_norm(const cparams & p, tsr_tensor * dst) {
         row_index(dst, ir, i1, i2, i3);
         const char * s = tptr(src, 0, i1, i2, i3);
         char * d = tptr(dst, 0, i1, i2, i3);
-        const size_t ss = src->nb[0], ds = dst->nb[0];
-        double mean = 0.0, var = 0.0;
-        if (ss == 4) {
-            /* contiguous rows: 8 partial sums the compiler keeps in vector registers (one
-             * chain of double adds ran at 4 cycles an element: 5 % of a GPT-2 prompt) */
-            const float * x = (const float *)s;
-            double part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            int64_t i = 0;
-            if (!rms) {
-                for (; i + 8 <= ne0; i += 8)
-                    for (int j = 0; j < 8; ++j) part[j] += (double)x[i + j];
-                for (; i < ne0; ++i) part[0] += (double)x[i];
-                mean = (((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]))) / (double)ne0;
-            }
-            for (double & v : part) v = 0.0;
-            for (i = 0; i + 8 <= ne0; i += 8)
-                for (int j = 0; j < 8; ++j) {
-                    const double v = (double)x[i + j] - mean;
-                    part[j] += v * v;
-                }
-            for (; i < ne0; ++i) part[0] += ((double)x[i] - mean) * ((double)x[i] - mean);
-            var = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
-        } else {
-            if (!rms) {
-                for (int64_t i = 0; i < ne0; ++i) mean += *(const float *)(s + i * ss);
-                mean /= (double)ne0;
-            }
-            for (int64_t i = 0; i < ne0; ++i) {
-                const double v = *(const float *)(s + i * ss) - mean;
-                var += v * v;
-            }
-        }
-        var /= (double)ne0;
-        const float scale = (float)(1.0 / std::sqrt(var + (double)eps));
-        const float fmean = (float)mean;
-        if (ss == 4 && ds == 4)
-            for (int64_t i = 0; i < ne0; ++i) ((float *)d)[i] = (((const float *)s)[i] - fmean) * scale;
-        else
-            for (int64_t i = 0; i < ne0; ++i) *(float *)(d + i * ds) = (*(const float *)(s + i * ss) - fmean) * scale;
+        if (ss == 4 && ds == 4) norm_row<true>(s, ss, d, ds, ne0, rms, eps);
+        else norm_row<false>(s, ss, d, ds, ne0, rms, eps);
     }
 }
 

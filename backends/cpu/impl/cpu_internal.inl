@@ -39,6 +39,18 @@
 #define TSR_CPU_HAVE_X86_KERNELS 1
 #endif
 
+/* GCC 12 warns about the deliberately undefined lanes inside some intrinsics: the x86 kernel
+ * sections open with TSR_SIMD_WARNINGS_OFF and close with TSR_SIMD_WARNINGS_ON. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define TSR_SIMD_WARNINGS_OFF                                                                      \
+    _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")          \
+        _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
+#define TSR_SIMD_WARNINGS_ON _Pragma("GCC diagnostic pop")
+#else
+#define TSR_SIMD_WARNINGS_OFF
+#define TSR_SIMD_WARNINGS_ON
+#endif
+
 namespace {
 namespace tcpu {
 
@@ -213,6 +225,12 @@ struct gemm_impl {
 /* GEMM g with its A rows packed by pack_a (the F16 / BF16 variants of an F32 GEMM). */
 static constexpr gemm_impl gemm_with_pack_a(gemm_impl g, decltype(gemm_impl::pack_a) pack_a) {
     g.pack_a = pack_a;
+    return g;
+}
+
+/* GEMM g with another micro-kernel on the same panels (the AVX-VNNI builds of AVX2's). */
+static constexpr gemm_impl gemm_with_kernel(gemm_impl g, decltype(gemm_impl::kernel) kernel) {
+    g.kernel = kernel;
     return g;
 }
 

@@ -23,12 +23,7 @@
  * rows would need 32 accumulators and no room for the rest).
  */
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-/* GCC 12 warns about the deliberately undefined lanes inside some intrinsics. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+TSR_SIMD_WARNINGS_OFF
 namespace {
 namespace tcpu {
 
@@ -319,7 +314,5 @@ static kernels make_kernels_amx(const cpu_features & f = features()) {
 
 } // namespace tcpu
 } // namespace
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+TSR_SIMD_WARNINGS_ON
 #endif /* TSR_CPU_HAVE_X86_KERNELS */

@@ -3,12 +3,7 @@
  * target attributes so the rest of the TU stays baseline x86-64).
  */
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-/* GCC 12 warns about the deliberately undefined lanes inside some intrinsics. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+TSR_SIMD_WARNINGS_OFF
 namespace {
 namespace tcpu {
 
@@ -486,10 +481,6 @@ static constexpr gemm_impl gemm_min_avx2 =
 static constexpr gemm_impl gemm_halves_avx2 = gemm_panel_variant(gemm_q8_0_avx2, gemm_i8_kernel_avx2<true, PANEL_HALVES>);
 
 /* The same GEMMs with AVX-VNNI kernels (same panels, same bits). */
-static constexpr gemm_impl gemm_with_kernel(gemm_impl g, decltype(gemm_impl::kernel) kernel) {
-    g.kernel = kernel;
-    return g;
-}
 static constexpr gemm_impl gemm_q8_0_avx2vnni = gemm_with_kernel(gemm_q8_0_avx2, gemm_i8_kernel_avx2vnni<true>);
 static constexpr gemm_impl gemm_q4_0_avx2vnni = gemm_with_kernel(gemm_q4_0_avx2, gemm_i8_kernel_avx2vnni<false>);
 static constexpr gemm_impl gemm_min_avx2vnni = gemm_with_kernel(gemm_min_avx2, gemm_i8_kernel_avx2vnni<false, PANEL_MIN>);
@@ -1123,7 +1114,5 @@ static kernels make_kernels_avx2(const cpu_features & f = features()) {
 
 } // namespace tcpu
 } // namespace
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+TSR_SIMD_WARNINGS_ON
 #endif /* TSR_CPU_HAVE_X86_KERNELS */

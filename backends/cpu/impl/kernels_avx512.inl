@@ -3,12 +3,7 @@
  * and AVX512-VNNI (vpdpbusd) variants chosen at run time when the CPU has them.
  */
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-/* GCC 12 warns about the deliberately undefined lanes inside some intrinsics. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+TSR_SIMD_WARNINGS_OFF
 namespace {
 namespace tcpu {
 
@@ -1294,7 +1289,5 @@ static kernels make_kernels_avx512(const cpu_features & f = features()) {
 
 } // namespace tcpu
 } // namespace
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+TSR_SIMD_WARNINGS_ON
 #endif /* TSR_CPU_HAVE_X86_KERNELS */

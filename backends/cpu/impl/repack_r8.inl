@@ -322,12 +322,7 @@ static void r8_groups_dot_scalar(const uint8_t * grp, size_t gstride, int64_t nb
 }
 
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-/* GCC 12 warns about the deliberately undefined lanes inside some intrinsics. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+TSR_SIMD_WARNINGS_OFF
 /* 8 rows' int32 sums of one block, a lane per row, against the block's 8 activation quads
  * broadcast (yq[c]: y.qs[4c..4c+4)). Q4_0: the nibbles are unsigned, and all 8 vpmaddubsw
  * results of a block add up in int16 (16 products of at most 15 * 128 = 30720) before one
@@ -442,9 +437,7 @@ TSR_TARGET_AVX512VNNI static void r8_groups_dot_avx512vnni(const uint8_t * grp, 
     }
     r8_store_halves_zmm<G>(acc, out);
 }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+TSR_SIMD_WARNINGS_ON
 #endif
 
 /* ---- Q4_K: records of 8 rows' super-blocks against Q8_K activations --------------------- */
@@ -477,11 +470,7 @@ static void r8_q4k_group_dot_scalar(const uint8_t * grp, int64_t nb, const tsr_b
 }
 
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push  /* as above: the undefined lanes inside some intrinsics */
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+TSR_SIMD_WARNINGS_OFF
 /* The 8 rows' scales (sm[8s + r]) and mins (sm[64 + 8s + r]) of a Q4_K record as bytes: the
  * low nibbles' planes and the high bits moved to bits 4-5 (16-bit shifts: what crosses a
  * byte is masked off). */
@@ -648,9 +637,7 @@ TSR_TARGET_AVX512VNNI static void r8_q4k_groups_dot_avx512vnni(const uint8_t * g
     }
     r8_store_halves_zmm<G>(acc, out);
 }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+TSR_SIMD_WARNINGS_ON
 #endif
 
 /* ---- Q3_K: records of 8 rows' super-blocks against Q8_K activations --------------------- */
@@ -702,11 +689,7 @@ static void r8_q2k_group_dot_scalar(const uint8_t * grp, int64_t nb, const tsr_b
 }
 
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push  /* as above: the undefined lanes inside some intrinsics */
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+TSR_SIMD_WARNINGS_OFF
 
 /* The 8 rows' 16 scales of a Q3_K record, minus 32, as int16 sw[8s + r]: the low-nibble plane
  * (scale bytes 0..7, scales s and s + 8) with the high-bit plane (bytes 8..11) moved to bits
@@ -847,9 +830,7 @@ __attribute__((flatten)) TSR_TARGET_AVX512VNNI_GFNI static void r8_k2_groups_dot
                                                                                             float * out) {
     r8_k2_groups_dot_zmm<Q3, G, true>(grp, gstride, nb, y, out);
 }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+TSR_SIMD_WARNINGS_ON
 #endif
 
 /* The ISA's mat-vec kernels for an r8 matrix: one group, and `streams` groups at once,
