@@ -13156,6 +13156,8 @@ struct gemm_impl {
     size_t a_bytes_32k;   /* packed bytes per 32 k of one mr panel */
     size_t b_bytes_32k;   /* packed bytes per 32 k of one nr panel */
     bool   b_is_q8;       /* B operand is yq8 rows (else F32 rows) */
+    bool   b_is_q8k = false;  /* B operand is Q8_K rows (src1 quantized per 256 for this GEMM;
+                               * kc a multiple of 256) */
     void (*pack_a)(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst);
     void (*pack_b)(const char * b, size_t ldb, int rows, int64_t K, int64_t k0, int kc, void * dst);
     void (*kernel)(int kc, const void * ap, const void * bp, float * c, size_t ldc, int mr_valid, int nr_valid, bool accumulate);
@@ -17373,11 +17375,13 @@ TSR_SIMD_WARNINGS_ON
  * BF16 weights on AMX-BF16.
  *
  * A tile multiply (tdpbssd) is a 16 x 16 int32 tile += 16 x K int8 by K x 16 int8, K up to
- * 64; the quantized types scale every 32 k (Q6_K every 16), so each product runs at K = 32
- * (16) and its integer tile is stored and scaled into float accumulators with AVX-512, as
- * the VNNI kernel scales its integer registers. The arithmetic after the integer sums is the
- * VNNI kernel's, operation for operation, and the sums are exact in both: the two paths give
- * the same bits (the tests hold them to it).
+ * 64; the quantized types scale every 32 k, so each product runs at K = 32 and its integer
+ * tile is stored and scaled into float accumulators with AVX-512, as the VNNI kernel scales
+ * its integer registers. The arithmetic after the integer sums is the VNNI kernel's,
+ * operation for operation, and the sums are exact in both: the two paths give the same bits
+ * (the tests hold them to it). Q6_K is the exception: its scales per 16 are integers, folded
+ * into the weights, and its GEMM runs K = 64 products over whole super-blocks against Q8_K
+ * activations (its section below).
  *
  * Operands are the existing panels (pack.inl), which happen to be the tile layouts:
  *  - A (weights, 32 rows per panel): per 32 k, 8 quads x 32 rows x 4 bytes is the K x N
@@ -17519,66 +17523,146 @@ TSR_TARGET_AMX static void gemm_i8_kernel_amx(int kc, const void * ap, const voi
     }
 }
 
-/* Block sums lo (first 16 k) and hi (second) of one 32-k half-panel block into 8 of the
- * accumulators (columns j0..j0+8), combined as the VNNI kernel combines them. */
-TSR_TARGET_AMX static TSR_ALWAYS_INLINE void amx_halves_8(__m512 f[8], int j0, const int32_t * lo, const int32_t * hi, __m512 lo_sc,
-                                                          __m512 hi_sc, __m512 d, const float * db) {
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {
-        const __m512 l = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(lo + 16 * (j0 + j))));
-        const __m512 h = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(hi + 16 * (j0 + j))));
-        f[j] = _mm512_fmadd_ps(_mm512_fmadd_ps(h, hi_sc, _mm512_mul_ps(l, lo_sc)), _mm512_mul_ps(d, _mm512_set1_ps(db[j0 + j])), f[j]);
+/* ---- Q6_K: the scale per 16 inside the weights, Q8_K activations, K = 64 products -------
+ * Scaled per 32 k, a product leaves half of the tile unit idle (K = 32 of 64) and every block
+ * needs a tile store and a float scaling, which on this hardware add to the product instead
+ * of overlapping it (Q6_K, with a scale per 16, needed two of each per block). Q6_K's weight
+ * is d * v with v = sc * (q - 32) an integer in [-4064, 4096]: 13 bits, past int8, so A holds
+ * v as two int8 planes, v = 128 * hi + lo (hi = v >> 7 in [-32, 32], lo = v & 127). Against
+ * activations quantized per 256 (Q8_K, as ggml's Q6_K dot product takes them), the integer
+ * sum over a super-block, sum v * y = 128 * sum hi * y + sum lo * y, is exact in int32
+ * (|v y| <= 4096 * 128, 256 of them: < 2^27), so the tiles accumulate a whole super-block of
+ * K = 64 products and one store and one scaling by d * d_y follow per 256 k.
+ *
+ * A panel (32 rows) per super-block: 4 chunks of 64 k, each the hi plane's quads (16 quads
+ * x 32 rows x 4 bytes: the K x N operand of two 16-row tiles, stride 128) and then the lo
+ * plane's; then the 32 rows' d as floats. B panel (16 columns) per super-block: 4 chunks of
+ * 16 rows x 64 bytes (the M x K operand), then the 16 columns' d. */
+enum : size_t { Q6K_AMX_A_SB = 4 * 2 * 16 * 32 * 4 + 32 * 4, Q6K_AMX_B_SB = 4 * 16 * 64 + 16 * 4 };
+
+/* Levels q (32 int8, q - 32 of a Q6_K block) times the block's scales per 16 (low and high
+ * int16 of `scales`) as the planes hi and lo of v = 128 * hi + lo. */
+TSR_TARGET_AVX2 static inline void q6_K_scaled_planes_avx2(__m256i q, uint32_t scales, __m256i * hi, __m256i * lo) {
+    const __m256i v0 = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), _mm256_set1_epi16((short)(scales & 0xFFFF)));
+    const __m256i v1 = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), _mm256_set1_epi16((short)(scales >> 16)));
+    const __m256i m = _mm256_set1_epi16(127);
+    /* packs works per 128-bit lane: the permute puts the four 8-byte groups back in order */
+    *hi = _mm256_permute4x64_epi64(_mm256_packs_epi16(_mm256_srai_epi16(v0, 7), _mm256_srai_epi16(v1, 7)), 0xD8);
+    *lo = _mm256_permute4x64_epi64(_mm256_packs_epi16(_mm256_and_si256(v0, m), _mm256_and_si256(v1, m)), 0xD8);
+}
+
+/* A Q6_K panel of 32 rows in that layout (zero past `rows` and past K): four rows at a
+ * time, each block of 32 decoded (q6_K_half_block_avx2), scaled and split, and the four
+ * rows' planes transposed into quads as the other x86 packers do. */
+TSR_TARGET_AVX2 static void pack_panel_q6_K_amx(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    constexpr int R = 32;
+    uint8_t * d = (uint8_t *)dst;
+    const int ns = kc / 256;
+    const int64_t s0 = k0 / 256;
+    const int nsv = (int)std::max<int64_t>(0, std::min<int64_t>(ns, K / 256 - s0));
+    for (int r0 = 0; r0 < R; r0 += 4) {
+        const int live = std::max(0, std::min(4, rows - r0));
+        for (int s = 0; s < ns; ++s) {
+            uint8_t * sb = d + (size_t)s * Q6K_AMX_A_SB;
+            const char * ahead = a + (size_t)(r0 + 4) * lda + (size_t)(s0 + s) * sizeof(tsr_block_q6_K);
+            for (int i = 0; i < 4; ++i)
+                for (size_t l = 0; l < sizeof(tsr_block_q6_K); l += 64) _mm_prefetch(ahead + (size_t)i * lda + l, _MM_HINT_T0);
+            float dd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int b = 0; b < 8; ++b) {
+                __m256i hi[4], lo[4];
+                for (int i = 0; i < 4; ++i) {
+                    hi[i] = lo[i] = _mm256_setzero_si256();
+                    if (i >= live || s >= nsv) continue;
+                    uint32_t scales;
+                    const __m256i q = q6_K_half_block_avx2(a + (size_t)(r0 + i) * lda, (s0 + s) * 8 + b, &dd[i], &scales);
+                    q6_K_scaled_planes_avx2(q, scales, &hi[i], &lo[i]);
+                }
+                uint8_t * chunk = sb + (size_t)(b / 2) * 2 * 16 * R * 4 + (size_t)(b % 2) * 8 * R * 4 + (size_t)r0 * 4;
+                store_quads4_avx2<R>(chunk, hi);
+                store_quads4_avx2<R>(chunk + 16 * R * 4, lo);
+            }
+            _mm_storeu_ps((float *)(sb + 16 * 2 * 16 * R) + r0, _mm_loadu_ps(dd));
+        }
     }
 }
 
-/* Both halves of the accumulators from block sums s (two tiles: lo, then hi), with the
- * scales of A block ab (d at 32 * 32, the int16 scales at 32 * 36) and B block bb. */
-TSR_TARGET_AMX static TSR_ALWAYS_INLINE void amx_halves_block(__m512 f0[8], __m512 f1[8], const int32_t * s, const uint8_t * ab,
-                                                              const uint8_t * bb) {
-    const __m512 d = _mm512_loadu_ps(ab + 32 * 32);
-    const __m512i sc = _mm512_loadu_si512((const void *)(ab + 32 * 36));
-    const __m512 lo_sc = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sc, 16), 16));
-    const __m512 hi_sc = _mm512_cvtepi32_ps(_mm512_srai_epi32(sc, 16));
-    const float * db = (const float *)(bb + 16 * 32);
-    amx_halves_8(f0, 0, s, s + 256, lo_sc, hi_sc, d, db);
-    amx_halves_8(f1, 8, s, s + 256, lo_sc, hi_sc, d, db);
+/* 16 columns of Q8_K rows in the B layout above (zero past `rows` and past K). */
+TSR_TARGET_AVX512 static void pack_b_q8_K_amx(const char * b, size_t ldb, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    uint8_t * d = (uint8_t *)dst;
+    const int64_t s0 = k0 / 256, nsk = K / 256;
+    for (int s = 0; s < kc / 256; ++s) {
+        uint8_t * sb = d + (size_t)s * Q6K_AMX_B_SB;
+        float * dy = (float *)(sb + 4 * 16 * 64);
+        for (int r = 0; r < 16; ++r) {
+            const bool live = r < rows && s0 + s < nsk;
+            const tsr_block_q8_K * y = live ? (const tsr_block_q8_K *)(b + (size_t)r * ldb) + s0 + s : nullptr;
+            for (int c = 0; c < 4; ++c)
+                _mm512_store_si512((void *)(sb + (size_t)c * 1024 + (size_t)r * 64),
+                                   live ? _mm512_loadu_si512((const void *)(y->qs + 64 * c)) : _mm512_setzero_si512());
+            dy[r] = live ? y->d : 0.0f;
+        }
+    }
 }
 
-/* Half panels (Q6_K: signed levels q - 32, d and an int8 scale per 16): per 32-k block one
- * tile multiply per half (K = 16: tiles 0/2/4 the first 16 k, 1/3/5 the second), the two
- * sums combined in float as the VNNI kernel combines them (exact: pack.inl's bound); a
- * block's sums are scaled one block later (gemm_i8_kernel_amx says why). */
-TSR_TARGET_AMX static void gemm_halves_kernel_amx(int kc, const void * ap, const void * bp, float * c, size_t ldc, int mr_valid,
-                                                  int nr_valid, bool accumulate) {
-    constexpr size_t a_block = 32 * 40, b_block = 16 * 36;
-    static constexpr amx_tilecfg cfg = amx_config(16);
+/* One super-block's sums (hi tile at s, lo at s + 256) into 8 of the accumulators (columns
+ * j0..j0+8): f[j] += cvt(128 * hi + lo) * (d * d_y[j]). */
+TSR_TARGET_AMX static TSR_ALWAYS_INLINE void amx_q6_K_scale_8(__m512 f[8], int j0, const int32_t * s, __m512 d, const float * dy) {
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+        const __m512i hi = _mm512_load_si512((const void *)(s + 16 * (j0 + j)));
+        const __m512i lo = _mm512_load_si512((const void *)(s + 256 + 16 * (j0 + j)));
+        const __m512 v = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(hi, 7), lo));
+        f[j] = _mm512_fmadd_ps(v, _mm512_mul_ps(d, _mm512_set1_ps(dy[j0 + j])), f[j]);
+    }
+}
+
+/* Both halves of the accumulators from one super-block's sums s, with the d of its A
+ * super-block as (rows 16h..: as points there) and of its B super-block bs. */
+TSR_TARGET_AMX static TSR_ALWAYS_INLINE void amx_q6_K_scale_sb(__m512 f0[8], __m512 f1[8], const int32_t * s, const uint8_t * as,
+                                                               const uint8_t * bs) {
+    const __m512 d = _mm512_loadu_ps(as + 16 * 2 * 16 * 32);
+    const float * dy = (const float *)(bs + 4 * 16 * 64);
+    amx_q6_K_scale_8(f0, 0, s, d, dy);
+    amx_q6_K_scale_8(f1, 8, s, d, dy);
+}
+
+/* 32 x 16 tile as two passes of 16 rows. Per super-block: 4 chunks of 64 k, each a B tile
+ * and the two planes' A tiles (tiles 0/2/3 for even chunks, 1/6/7 for odd ones, so a
+ * chunk's loads need not wait for the previous chunk's products), the hi products into
+ * tile 4, the lo ones into tile 5; both stored after the fourth chunk and scaled after the
+ * next super-block's products (a load right after tilestored waits for the store). */
+TSR_TARGET_AMX static void gemm_q6_K_kernel_amx(int kc, const void * ap, const void * bp, float * c, size_t ldc, int mr_valid, int nr_valid,
+                                                bool accumulate) {
+    static constexpr amx_tilecfg cfg = amx_config(64);
     _tile_loadconfig(&cfg);
     alignas(64) int32_t sums[2][512];
-    const int nb = kc / 32;
+    const int ns = kc / 256;
     for (int h = 0; h < 2 && 16 * h < mr_valid; ++h) {
         __m512 f0[8], f1[8];
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) f0[j] = f1[j] = _mm512_setzero_ps();
-        const uint8_t * a = (const uint8_t *)ap + 64 * h;
+        const uint8_t * a = (const uint8_t *)ap + 64 * h;  /* rows 16h.. of every quad row and of the d floats */
         const uint8_t * b = (const uint8_t *)bp;
-        for (int blk = 0; blk <= nb; ++blk) {
-            if (blk < nb) {
-                const uint8_t * ab = a + (size_t)blk * a_block, * bb = b + (size_t)blk * b_block;
-                int32_t * s = sums[blk & 1];
-                TSR_TILE_LOADD(0, bb, 32, 15 * 32 + 16);
-                TSR_TILE_LOADD(2, ab, 128, 3 * 128 + 64);
-                _tile_zero(4);
-                TSR_TILE_LOADD(1, bb + 16, 32, 15 * 32 + 16);
-                TSR_TILE_LOADD(3, ab + 4 * 128, 128, 3 * 128 + 64);
-                _tile_zero(5);
-                _tile_dpbssd(4, 0, 2);
-                _tile_dpbssd(5, 1, 3);
-                TSR_TILE_STORED(4, s);
-                TSR_TILE_STORED(5, s + 256);
-            }
-            if (blk >= 1)
-                amx_halves_block(f0, f1, sums[(blk - 1) & 1], a + (size_t)(blk - 1) * a_block, b + (size_t)(blk - 1) * b_block);
+        for (int s = 0; s < ns; ++s) {
+            const uint8_t * as = a + (size_t)s * Q6K_AMX_A_SB, * bs = b + (size_t)s * Q6K_AMX_B_SB;
+            _tile_zero(4);
+            _tile_zero(5);
+#define TSR_AMX_Q6K_CHUNK(X, WH, WL, ch)                                                     \
+            TSR_TILE_LOADD(X, bs + (ch) * 1024, 64, 16 * 64);                               \
+            TSR_TILE_LOADD(WH, as + (ch) * 4096, 128, 15 * 128 + 64);                        \
+            TSR_TILE_LOADD(WL, as + (ch) * 4096 + 2048, 128, 15 * 128 + 64);                 \
+            _tile_dpbssd(4, X, WH);                                                          \
+            _tile_dpbssd(5, X, WL);
+            TSR_AMX_Q6K_CHUNK(0, 2, 3, 0)
+            TSR_AMX_Q6K_CHUNK(1, 6, 7, 1)
+            TSR_AMX_Q6K_CHUNK(0, 2, 3, 2)
+            TSR_AMX_Q6K_CHUNK(1, 6, 7, 3)
+#undef TSR_AMX_Q6K_CHUNK
+            TSR_TILE_STORED(4, sums[s & 1]);
+            TSR_TILE_STORED(5, sums[s & 1] + 256);
+            if (s >= 1) amx_q6_K_scale_sb(f0, f1, sums[(s - 1) & 1], a + (size_t)(s - 1) * Q6K_AMX_A_SB, b + (size_t)(s - 1) * Q6K_AMX_B_SB);
         }
+        if (ns >= 1) amx_q6_K_scale_sb(f0, f1, sums[(ns - 1) & 1], a + (size_t)(ns - 1) * Q6K_AMX_A_SB, b + (size_t)(ns - 1) * Q6K_AMX_B_SB);
         amx_store_pass(f0, f1, c + 16 * h, ldc, mr_valid - 16 * h, nr_valid, accumulate);
     }
 }
@@ -17668,7 +17752,15 @@ static constexpr gemm_impl gemm_q8_0_amx = [] {
 static constexpr gemm_impl gemm_q4_0_amx = gemm_with_pack_a(gemm_q8_0_amx, pack_panel_i8_avx2<32, TSR_TYPE_Q4_0, 0, 0, PANEL_Q8, 8>);
 static constexpr gemm_impl gemm_min_amx =
     gemm_panel_variant(gemm_q8_0_amx, gemm_i8_kernel_amx<PANEL_MIN>, pack_panel_s8_b<16, true>, 16 * 40);
-static constexpr gemm_impl gemm_halves_amx = gemm_panel_variant(gemm_q8_0_amx, gemm_halves_kernel_amx);
+/* Q6_K: B is Q8_K rows (b_is_q8k: src1 quantized per 256 for this GEMM). */
+static constexpr gemm_impl gemm_q6_K_amx = [] {
+    gemm_impl g = gemm_q8_0_amx;
+    g.a_bytes_32k = Q6K_AMX_A_SB / 8; g.b_bytes_32k = Q6K_AMX_B_SB / 8; g.b_is_q8 = false; g.b_is_q8k = true;
+    g.pack_a = pack_panel_q6_K_amx;
+    g.pack_b = pack_b_q8_K_amx;
+    g.kernel = gemm_q6_K_kernel_amx;
+    return g;
+}();
 
 /* The AMX path's table: the AVX-512 path's (isa AVX-512: every kernel but the GEMMs is that
  * path's) with the GEMMs of every quantized type, and of BF16, on tiles. */
@@ -17676,7 +17768,9 @@ static kernels make_kernels_amx(const cpu_features & f = features()) {
     kernels k = make_kernels_avx512(f);
     k.gemm[SLOT_Q8_0] = &gemm_q8_0_amx;
     k.gemm[SLOT_Q4_0] = &gemm_q4_0_amx;
-    packed_gemms<gemm_q8_0_amx, gemm_min_amx, gemm_halves_amx, x86_packers<32, 0>::of>::fill(k);
+    /* Q6_K has a GEMM of its own here (no half panels): its entry is replaced */
+    packed_gemms<gemm_q8_0_amx, gemm_min_amx, gemm_q8_0_amx, x86_packers<32, 0>::of>::fill(k);
+    k.gemm_x[XSLOT_Q6_K] = &gemm_q6_K_amx;
     if (f.amx_bf16 && f.avx512_bf16) k.gemm[SLOT_BF16] = &gemm_bf16_amx;
     return k;
 }
@@ -19833,8 +19927,9 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
     }
     const int64_t ny = s1->ne[1] * s1->ne[2] * s1->ne[3];
     pl.g = s1->ne[1] >= GEMM_MIN_N ? gemm_for(K, pl.ta) : nullptr;
-    /* a GEMM reads yq8 blocks whatever the weight type; K-quant dots read Q8_K */
-    pl.y_q8k = q8k_slot(pl.ta) >= 0 && !pl.g;
+    /* a GEMM reads yq8 blocks whatever the weight type (but one that says Q8_K); K-quant
+     * dots read Q8_K */
+    pl.y_q8k = pl.g ? pl.g->b_is_q8k : q8k_slot(pl.ta) >= 0;
     pl.y_q8 = tsr_is_quantized(pl.ta) && !pl.y_q8k;
     pl.y_conv = !pl.y_q8 && !pl.y_q8k && (s1->type != TSR_TYPE_F32 || s1->nb[0] != 4);
     /* only the dot-product kernels read yq8's side arrays; GEMM packs the blocks */

@@ -31,6 +31,14 @@ inline tsr_status run(tsr_backend_t be, tsr_context * ctx, tsr_tensor * out) {
     return tsr_backend_graph_compute(be, gf);
 }
 
+// out computed on a fresh CPU backend of n_threads on the ISA path isa: its values.
+inline std::vector<double> values_on(tsr_cpu_isa isa, int n_threads, tsr_context * ctx, tsr_tensor * out) {
+    isa_scope s(isa);
+    backend_holder be(n_threads);
+    REQUIRE(run(be, ctx, out) == TSR_STATUS_SUCCESS);
+    return values(out);
+}
+
 // True when out's bytes are its own: not a view, and apart from every source's (an in-place
 // result shares its operand's memory).
 inline bool owns_its_bytes(const tsr_tensor * out) {

@@ -674,7 +674,8 @@ ref_block read_ref_block(tsr_type t, const uint8_t * row, int64_t kb) {
 
 // Q4_1, Q5_1, Q4_K and Q5_K (w = a * q - b per 32) pack as min panels: q, a and b exactly;
 // Q3_K as Q8_0 panels of -q * sc with scale -d; Q6_K as half panels (levels q - 32, d * sc
-// per 16 on NEON; d and the two int8 scales on x86). Each byte and float of every ISA's panel against the blocks read here (random
+// per 16 on NEON; d and the two int8 scales on x86), and on AMX as sc * (q - 32) in two int8
+// planes (kernels_amx.inl). Each byte and float of every ISA's panel against the blocks read here (random
 // bytes, finite fp16 scales): rows past `rows` and blocks past K hold level 0 and floats
 // 0, a k0 past the first super-block and a row stride past the row's end.
 TEST_CASE("GEMM A panels of Q4_1, Q5_1, Q3_K, Q4_K, Q5_K and Q6_K hold the blocks' exact levels, scales and mins on every ISA",
@@ -701,8 +702,33 @@ TEST_CASE("GEMM A panels of Q4_1, Q5_1, Q3_K, Q4_K, Q5_K and Q6_K hold the block
             for (int64_t k0 : {(int64_t)0, (int64_t)256}) {
                 const int nb = 16;  // from k0 256: 8 blocks, then 8 past K
                 const packed_panel pv(g, isa, t, w, lda, rows, K, k0, nb);
-                REQUIRE(g->a_bytes_32k == (size_t)g->mr * (t == TSR_TYPE_Q3_K ? 36 : 40));
                 int bad = 0;
+                if (t == TSR_TYPE_Q6_K && isa == TSR_CPU_ISA_AMX) {
+                    // per super-block: 4 chunks of 64 k, each the hi plane's quads then the lo
+                    // plane's (32 rows, stride 128); then the rows' d. v = 128 hi + lo must be
+                    // the level times its scale per 16.
+                    REQUIRE(g->a_bytes_32k * 8 == tcpu::Q6K_AMX_A_SB);
+                    for (int b = 0; b < nb; ++b)
+                        for (int r = 0; r < g->mr; ++r) {
+                            const int64_t kb = k0 / 32 + b;
+                            const bool live = r < rows && kb < K / 32;
+                            const ref_block want = live ? read_ref_block(t, w.data() + r * lda, kb) : ref_block{};
+                            const uint8_t * sb = pv.p + (size_t)(b / 8) * tcpu::Q6K_AMX_A_SB;
+                            const uint8_t * chunk = sb + (size_t)(b % 8 / 2) * 4096 + (size_t)(b % 2) * 8 * 128;
+                            for (int j = 0; j < 32; ++j) {
+                                const size_t at = (size_t)(j / 4) * 128 + (size_t)r * 4 + j % 4;
+                                const int v = 128 * (int8_t)chunk[at] + (int8_t)chunk[at + 2048];
+                                bad += v != want.level[j] * want.sc[j / 16];
+                            }
+                            float d;
+                            std::memcpy(&d, sb + 16 * 2 * 16 * 32 + (size_t)r * 4, 4);
+                            bad += (double)d != want.d;
+                        }
+                    INFO("q6_K isa amx k0 " << k0);
+                    CHECK(bad == 0);
+                    continue;
+                }
+                REQUIRE(g->a_bytes_32k == (size_t)g->mr * (t == TSR_TYPE_Q3_K ? 36 : 40));
                 for (int b = 0; b < nb; ++b)
                     for (int r = 0; r < g->mr; ++r) {
                         const int64_t kb = k0 / 32 + b;

@@ -343,7 +343,9 @@ std::vector<float> on_grid_activations(int64_t K, int64_t N, std::mt19937 & rng)
 // format's weights against the 8-bit activations, so against the double product of the
 // dequantized weights it errs by the activations' quantization only, element by element:
 // at most sum |w| * step / 2 (step: the block's amax / 127), and nothing for activations on
-// their 8-bit grid; float rounding on top (1e-5 of sum (|w| + the block's largest |w|) |x|,
+// their 8-bit grid (blocks of 32; the paths that quantize them per 256 as Q8_K, the scalar
+// path's K-quant dots and the AMX path's Q6_K GEMM, have the bound of 256-element blocks on
+// the grid too, which is not theirs); float rounding on top (1e-5 of sum (|w| + the block's largest |w|) |x|,
 // the min's correction cancelling up to that). K spans two k blocks of every kernel, M a
 // partial row panel. The requantizing packers erred by up to half a step of 1/254 of each
 // block's largest weight on top: far past the bound on the grid.
@@ -364,38 +366,40 @@ TEST_CASE("mul_mat: GEMM of the exactly packed types errs by the activations' qu
                 for (auto & v : x) v = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
             std::memcpy(b->data, x.data(), x.size() * 4);
             tsr_tensor * c = tsr_mul_mat(ctx, a, b);
-            std::vector<double> ref((size_t)(M * N)), tol((size_t)(M * N));
-            for (int64_t n = 0; n < N; ++n)
-                for (int64_t m = 0; m < M; ++m) {
-                    double sum = 0, act = 0, mag = 0;
-                    for (int64_t k0 = 0; k0 < K; k0 += 32) {
-                        double xmax = 0, wmax = 0;
-                        for (int64_t k = k0; k < k0 + 32; ++k) {
-                            xmax = std::max(xmax, std::fabs((double)x[(size_t)(n * K + k)]));
-                            wmax = std::max(wmax, std::fabs((double)wf[(size_t)(m * K + k)]));
+            // tol[0]: activations quantized in blocks of 32, tol[1]: in blocks of 256
+            std::vector<double> ref((size_t)(M * N)), tol[2] = {ref, ref};
+            for (int g = 0; g < 2; ++g) {
+                const int64_t G = g ? 256 : 32;
+                for (int64_t n = 0; n < N; ++n)
+                    for (int64_t m = 0; m < M; ++m) {
+                        double sum = 0, act = 0, mag = 0;
+                        for (int64_t k0 = 0; k0 < K; k0 += G) {
+                            double xmax = 0;
+                            for (int64_t k = k0; k < k0 + G; ++k) xmax = std::max(xmax, std::fabs((double)x[(size_t)(n * K + k)]));
+                            for (int64_t k = k0; k < k0 + G; k += 32) {
+                                double wmax = 0;
+                                for (int64_t i = k; i < k + 32; ++i) wmax = std::max(wmax, std::fabs((double)wf[(size_t)(m * K + i)]));
+                                for (int64_t i = k; i < k + 32; ++i) {
+                                    const double w = wf[(size_t)(m * K + i)], xv = x[(size_t)(n * K + i)];
+                                    sum += w * xv;
+                                    act += std::fabs(w) * xmax / 127 / 2;
+                                    mag += (std::fabs(w) + wmax) * std::fabs(xv);
+                                }
+                            }
                         }
-                        for (int64_t k = k0; k < k0 + 32; ++k) {
-                            const double w = wf[(size_t)(m * K + k)], xv = x[(size_t)(n * K + k)];
-                            sum += w * xv;
-                            act += std::fabs(w) * xmax / 127 / 2;
-                            mag += (std::fabs(w) + wmax) * std::fabs(xv);
-                        }
+                        ref[(size_t)(n * M + m)] = sum;
+                        tol[g][(size_t)(n * M + m)] = (on_grid && !g ? 0.0 : act * (1 + 1e-6)) + 1e-5 * mag;
                     }
-                    ref[(size_t)(n * M + m)] = sum;
-                    tol[(size_t)(n * M + m)] = (on_grid ? 0.0 : act * (1 + 1e-6)) + 1e-5 * mag;
-                }
+            }
             for (tsr_cpu_isa isa : isas()) {
-                // the scalar path has no K-quant GEMM: its dots quantize activations per 256 (Q8_K)
-                if (isa == TSR_CPU_ISA_SCALAR && tsr_blck_size(t) == 256) continue;
-                isa_scope s(isa);
-                backend_holder be(2);
-                REQUIRE(run(be, ctx, c) == TSR_STATUS_SUCCESS);
-                const std::vector<double> got = values(c);
+                const bool per_256 = tsr_blck_size(t) == 256 && (isa == TSR_CPU_ISA_SCALAR || (isa == TSR_CPU_ISA_AMX && t == TSR_TYPE_Q6_K));
+                const std::vector<double> & bound = tol[per_256];
+                const std::vector<double> got = values_on(isa, 2, ctx, c);
                 int bad = 0;
                 double worst = 0;
                 for (size_t i = 0; i < ref.size(); ++i) {
-                    bad += !(std::fabs(got[i] - ref[i]) <= tol[i]);
-                    worst = std::max(worst, std::fabs(got[i] - ref[i]) / tol[i]);
+                    bad += !(std::fabs(got[i] - ref[i]) <= bound[i]);
+                    worst = std::max(worst, std::fabs(got[i] - ref[i]) / bound[i]);
                 }
                 INFO(tsr_type_name(t) << (on_grid ? " on the grid" : " random") << " isa " << tsr_cpu_isa_name(isa) << " worst error / bound "
                                       << worst);
@@ -405,17 +409,19 @@ TEST_CASE("mul_mat: GEMM of the exactly packed types errs by the activations' qu
 }
 
 // The AMX path's GEMMs sum the same int8 products exactly and scale them with the VNNI
-// kernels' float operations in the same order (kernels_amx.inl): on every quantized type
-// they give the AVX-512 path's bits. Shapes: K over two k blocks (kc 1024) with a partial
-// one, M ending in a partial 32-row panel, N in a partial 16-column panel, and N past the
-// GEMM's 528-column block.
+// kernels' float operations in the same order (kernels_amx.inl): on every quantized type but
+// Q6_K (its own GEMM on AMX, against Q8_K activations: the next test) they give the AVX-512
+// path's bits. Shapes: K over two k blocks (kc 1024) with a partial one, M ending in a
+// partial 32-row panel, N in a partial 16-column panel, and N past the GEMM's 528-column
+// block.
 TEST_CASE("mul_mat: the AMX path's quantized GEMMs give the AVX-512 path's bits", "[cpu][mul_mat][quant]") {
     if (!tsr_cpu_isa_supported(TSR_CPU_ISA_AMX)) {
         WARN("skipped: no AMX path on this CPU");
         return;
     }
     std::vector<tsr_type> types = {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0};
-    types.insert(types.end(), std::begin(kRowQuants), std::end(kRowQuants));
+    for (tsr_type t : kRowQuants)
+        if (t != TSR_TYPE_Q6_K) types.push_back(t);
     struct shape { int64_t K, M, N; };
     for (tsr_type t : types)
         for (const shape & sh : {shape{2304, 45, 21}, shape{256, 70, 530}}) {
@@ -428,17 +434,73 @@ TEST_CASE("mul_mat: the AMX path's quantized GEMMs give the AVX-512 path's bits"
             tsr_tensor * c = tsr_mul_mat(ctx, a, b);
             std::vector<double> out[2];
             int i = 0;
-            for (tsr_cpu_isa isa : {TSR_CPU_ISA_AVX512, TSR_CPU_ISA_AMX}) {
-                isa_scope s(isa);
-                backend_holder be(2);
-                REQUIRE(run(be, ctx, c) == TSR_STATUS_SUCCESS);
-                out[i++] = values(c);
-            }
+            for (tsr_cpu_isa isa : {TSR_CPU_ISA_AVX512, TSR_CPU_ISA_AMX}) out[i++] = values_on(isa, 2, ctx, c);
             size_t differ = 0;
             for (size_t j = 0; j < out[0].size(); ++j) differ += out[0][j] != out[1][j];
             INFO(tsr_type_name(t) << " K " << sh.K << " M " << sh.M << " N " << sh.N);
             CHECK(differ == 0);
         }
+}
+
+// The AMX path's Q6_K GEMM folds each scale per 16 into the weights and sums whole
+// super-blocks in integers against activations quantized per 256 (Q8_K), as ggml's Q6_K dot
+// product does: against the double product of the dequantized weights and the activations
+// as the core's Q8_K quantizer rounds them (tsr_from_float_row), only float rounding is left
+// (a product and an FMA per super-block: 1e-6 of sum |w x| bounds it). Levels and scales at
+// their extremes (q - 32 = -32 with scale -128: v = 4096, the largest), K over two k blocks
+// with a partial one, M and N ending in partial panels, N past the 528-column block.
+TEST_CASE("mul_mat: the AMX path's Q6_K GEMM is exact against Q8_K activations", "[cpu][mul_mat][quant]") {
+    if (!tsr_cpu_isa_supported(TSR_CPU_ISA_AMX)) {
+        WARN("skipped: no AMX path on this CPU");
+        return;
+    }
+    struct shape { int64_t K, M, N; };
+    for (const shape & sh : {shape{2304, 45, 21}, shape{256, 70, 530}}) {
+        ctx_holder ctx(32);
+        std::mt19937 rng((unsigned)sh.N);
+        tsr_tensor * a = tsr_new_tensor_2d(ctx, TSR_TYPE_Q6_K, sh.K, sh.M);
+        tsr_tensor * b = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, sh.K, sh.N);
+        auto * blocks = (tsr_block_q6_K *)a->data;
+        const int64_t nblk = sh.K * sh.M / 256;
+        for (int64_t i = 0; i < nblk; ++i) {
+            tsr_block_q6_K & q = blocks[i];
+            for (auto & v : q.ql) v = (uint8_t)rng();
+            for (auto & v : q.qh) v = (uint8_t)rng();
+            for (auto & v : q.scales) v = (int8_t)rng();
+            q.d = tsr_fp32_to_fp16(std::uniform_real_distribution<float>(-1e-3f, 1e-3f)(rng));
+            if (i % 3 == 0) {  // the extremes: level -32 (bits 0) with scale -128 in the first 16
+                q.scales[0] = -128;
+                q.ql[0] = 0;
+                q.qh[0] &= (uint8_t)~3u;
+            }
+        }
+        std::vector<float> x((size_t)(sh.K * sh.N));
+        for (auto & v : x) v = std::uniform_real_distribution<float>(-2.0f, 2.0f)(rng);
+        std::memcpy(b->data, x.data(), x.size() * 4);
+        std::vector<float> wf((size_t)(sh.K * sh.M)), xq(x.size());
+        REQUIRE(tsr_to_float_row(TSR_TYPE_Q6_K, a->data, wf.data(), (int64_t)wf.size()));
+        std::vector<uint8_t> x8(tsr_row_size(TSR_TYPE_Q8_K, sh.K) * (size_t)sh.N);
+        REQUIRE(tsr_from_float_row(TSR_TYPE_Q8_K, x.data(), x8.data(), (int64_t)x.size()));
+        REQUIRE(tsr_to_float_row(TSR_TYPE_Q8_K, x8.data(), xq.data(), (int64_t)xq.size()));
+        tsr_tensor * c = tsr_mul_mat(ctx, a, b);
+        const std::vector<double> got = values_on(TSR_CPU_ISA_AMX, 2, ctx, c);
+        int bad = 0;
+        double worst = 0;
+        for (int64_t n = 0; n < sh.N; ++n)
+            for (int64_t m = 0; m < sh.M; ++m) {
+                double sum = 0, mag = 0;
+                for (int64_t k = 0; k < sh.K; ++k) {
+                    const double p = (double)wf[(size_t)(m * sh.K + k)] * xq[(size_t)(n * sh.K + k)];
+                    sum += p;
+                    mag += std::fabs(p);
+                }
+                const double err = std::fabs(got[(size_t)(n * sh.M + m)] - sum);
+                bad += !(err <= 1e-6 * mag);
+                worst = std::max(worst, err / (1e-6 * mag));
+            }
+        INFO("K " << sh.K << " M " << sh.M << " N " << sh.N << " worst error / bound " << worst);
+        CHECK(bad == 0);
+    }
 }
 
 // ggml's dot-product check (test-quantize-fns): quantized x against y on its cos signal,

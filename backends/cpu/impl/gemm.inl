@@ -217,8 +217,9 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
     }
     const int64_t ny = s1->ne[1] * s1->ne[2] * s1->ne[3];
     pl.g = s1->ne[1] >= GEMM_MIN_N ? gemm_for(K, pl.ta) : nullptr;
-    /* a GEMM reads yq8 blocks whatever the weight type; K-quant dots read Q8_K */
-    pl.y_q8k = q8k_slot(pl.ta) >= 0 && !pl.g;
+    /* a GEMM reads yq8 blocks whatever the weight type (but one that says Q8_K); K-quant
+     * dots read Q8_K */
+    pl.y_q8k = pl.g ? pl.g->b_is_q8k : q8k_slot(pl.ta) >= 0;
     pl.y_q8 = tsr_is_quantized(pl.ta) && !pl.y_q8k;
     pl.y_conv = !pl.y_q8 && !pl.y_q8k && (s1->type != TSR_TYPE_F32 || s1->nb[0] != 4);
     /* only the dot-product kernels read yq8's side arrays; GEMM packs the blocks */
