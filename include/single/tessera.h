@@ -13288,10 +13288,13 @@ static inline bool is_row_quant(enum tsr_type t) {
  * Chebyshev nodes (0.18 ulp before rounding). x is clamped to [lo, hi] first: below lo
  * the result is 0, above hi +inf, and 2^n (|n| <= 159) still splits into two normal
  * factors 2^(n>>1) * 2^(n - (n>>1)), so denormal results round once and nothing shifts
- * out of range. tanh: |x| < tanh_small uses x + x^3 P(x^2) (P: degree 5, 0.07 ulp), where
- * 1 - 2 / (e^2|x| + 1) would cancel. */
+ * out of range. x86: lanes below zero_below (e^-104 < 2^-150: the result rounds to 0) are
+ * computed on 0 and set to 0, the same bits as computing them: an underflowing multiply
+ * takes a microcode assist there (~150 cycles a vector), and masked attention scores (-inf)
+ * are most of some rows. tanh: |x| < tanh_small uses x + x^3 P(x^2) (P: degree 5, 0.07
+ * ulp), where 1 - 2 / (e^2|x| + 1) would cancel. */
 namespace vexp {
-constexpr float lo = -110.0f, hi = 100.0f;
+constexpr float lo = -110.0f, hi = 100.0f, zero_below = -104.0f;
 constexpr float log2e = 1.44269504088896341f;
 constexpr float ln2_hi = 0.693145751953125f;     /* 0x3f317200 */
 constexpr float ln2_lo = 1.42860682030941723e-6f; /* ln2 - ln2_hi */
@@ -15447,6 +15450,8 @@ static constexpr gemm_impl gemm_halves_avx2vnni = gemm_with_kernel(gemm_halves_a
 /* ---- expf and the activations on it (constants and method: vexp in cpu_internal.inl) ---- */
 
 TSR_TARGET_AVX2 static inline __m256 exp_avx2(__m256 x) {
+    const __m256 zero = _mm256_cmp_ps(x, _mm256_set1_ps(vexp::zero_below), _CMP_LT_OQ);
+    x = _mm256_andnot_ps(zero, x);
     /* max/min return their second operand when either is NaN: NaN passes the clamp */
     x = _mm256_min_ps(_mm256_set1_ps(vexp::hi), _mm256_max_ps(_mm256_set1_ps(vexp::lo), x));
     const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(vexp::log2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -15463,7 +15468,7 @@ TSR_TARGET_AVX2 static inline __m256 exp_avx2(__m256 x) {
     const __m256i bias = _mm256_set1_epi32(127);
     const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
     const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, n1), bias), 23));
-    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+    return _mm256_andnot_ps(zero, _mm256_mul_ps(_mm256_mul_ps(p, s1), s2));
 }
 
 TSR_TARGET_AVX2 static inline __m256 tanh_avx2(__m256 x) {
@@ -16829,6 +16834,8 @@ static constexpr gemm_impl gemm_q4_0_avx512 = [] {
 /* ---- expf and the activations on it (constants and method: vexp in cpu_internal.inl) ---- */
 
 TSR_TARGET_AVX512 static inline __m512 exp_avx512(__m512 x) {
+    const __mmask16 zero = _mm512_cmp_ps_mask(x, _mm512_set1_ps(vexp::zero_below), _CMP_LT_OQ);
+    x = _mm512_mask_mov_ps(x, zero, _mm512_setzero_ps());
     /* max/min return their second operand when either is NaN: NaN passes the clamp */
     x = _mm512_min_ps(_mm512_set1_ps(vexp::hi), _mm512_max_ps(_mm512_set1_ps(vexp::lo), x));
     const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(vexp::log2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -16840,7 +16847,7 @@ TSR_TARGET_AVX512 static inline __m512 exp_avx512(__m512 x) {
     q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(vexp::c2));
     const __m512 p = _mm512_add_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(q, _mm512_mul_ps(r, r), r));
     /* vscalefps rounds p * 2^n once, to +inf or through the denormals as needed */
-    return _mm512_scalef_ps(p, n);
+    return _mm512_maskz_mov_ps((__mmask16)~zero, _mm512_scalef_ps(p, n));
 }
 
 TSR_TARGET_AVX512 static inline __m512 tanh_avx512(__m512 x) {
@@ -21376,9 +21383,12 @@ static void op_upscale(const cparams & p, tsr_tensor * dst) {
  * of FA_BLOCK keys, with no n_q x n_kv score buffer (conventions: ops_elementwise.inl).
  *
  * Two ways through, chosen per node (never per thread, so no result depends on the split):
- *  - one query at a time (decode; quantized or strided K/V): a dot product per query and key;
- *  - tiles (prompts with F16/F32 K and V in packed rows): FA_QB queries of one head share
- *    each block of keys. The block's K and V rows are converted to F32 once for all of them,
+ *  - one query at a time (decode without grouped heads; quantized or strided K/V): a dot
+ *    product per query and key;
+ *  - tiles (F16/F32 K and V in packed rows, at least FA_TILE_MIN_Q queries per K/V head:
+ *    prompts, and decode with grouped-query heads): up to FA_QB queries that read the same
+ *    K/V head (consecutive queries of one head, or of the heads sharing it) share each block
+ *    of keys. The block's K and V rows are converted to F32 once for all of them,
  *    and its scores come a vector of queries at a time (the queries transposed, each key
  *    element broadcast) instead of one dot product and one horizontal sum per query and key.
  *    A lane computes its own query's sums only, so a query's result does not depend on which
@@ -21388,8 +21398,9 @@ namespace {
 namespace tcpu {
 
 /* One max and one rescale of the accumulator per block of FA_BLOCK keys, and the exps as
- * one vector row. Tiles: FA_QB queries; nodes with fewer than FA_TILE_MIN_Q queries per head
- * (decode) take the one-query path, whose dot products read K as stored. */
+ * one vector row. Tiles: FA_QB queries; nodes with fewer than FA_TILE_MIN_Q queries per K/V
+ * head (decode of a model without grouped heads) take the one-query path, whose dot
+ * products read K as stored. */
 enum { FA_BLOCK = 64, FA_QB = 16, FA_TILE_MIN_Q = 4, FA_TILE_MAX_D = 512 };
 
 struct fa_args {
@@ -21422,8 +21433,9 @@ static inline bool fa_f32_rows(const tsr_tensor * t) {
 }
 static bool fa_tiled(const tsr_tensor * dst) {
     const tsr_tensor * q = dst->src[0], * k = dst->src[1], * v = dst->src[2];
-    return q->ne[1] >= FA_TILE_MIN_Q && fa_f32_rows(k) && fa_f32_rows(v) && q->ne[0] <= FA_TILE_MAX_D &&
-           v->ne[0] <= FA_TILE_MAX_D;
+    /* queries per K/V head: a decode step of a grouped-query model has one per query head */
+    const int64_t per_kv_head = q->ne[1] * (q->ne[2] / k->ne[2]);
+    return per_kv_head >= FA_TILE_MIN_Q && fa_f32_rows(k) && fa_f32_rows(v) && q->ne[0] <= FA_TILE_MAX_D && v->ne[0] <= FA_TILE_MAX_D;
 }
 
 static size_t fa_thread_floats(const tsr_tensor * dst) {
@@ -21721,10 +21733,10 @@ static void fa_rows_f32(const kernels * K, const tsr_tensor * t, int64_t c0, int
     }
 }
 
-/* The tile's mask, keys c0..c0+nc, in the scores' layout (times the ALiBi slope; lanes past
- * nq -inf). Returns whether it masks out every key for every query (causal prompts: about
- * half the tiles), when the tile is skipped. */
-static bool fa_tile_mask(const kernels * K, const fa_args & a, const char * const * mrows, int64_t nq, float slope, int64_t c0,
+/* The tile's mask, keys c0..c0+nc, in the scores' layout (times each lane's ALiBi slope;
+ * lanes past nq -inf). Returns whether it masks out every key for every query (causal
+ * prompts: about half the tiles), when the tile is skipped. */
+static bool fa_tile_mask(const kernels * K, const fa_args & a, const char * const * mrows, int64_t nq, const float * slopes, int64_t c0,
                          int64_t nc, float * row, float * mt) {
     bool all_masked = true;
     for (int64_t l = 0; l < FA_QB; ++l) {
@@ -21735,7 +21747,7 @@ static bool fa_tile_mask(const kernels * K, const fa_args & a, const char * cons
                 for (int64_t j = 0; j < nc; ++j) row[j] = ld(a.mask->type, m + j * a.mask->nb[0]);
         }
         for (int64_t j = 0; j < nc; ++j) {
-            const float mv = l < nq ? slope * row[j] : -INFINITY;
+            const float mv = l < nq ? slopes[l] * row[j] : -INFINITY;
             mt[j * FA_QB + l] = mv;
             all_masked &= mv == -INFINITY;
         }
@@ -21755,24 +21767,31 @@ static void fa_tiles(const cparams & p, tsr_tensor * dst, const fa_args & a, int
     float * row = acc + FA_QB * Dv;
     fa_row rows[FA_QB];
     const char * mrows[FA_QB] = {};
-    float bm[FA_QB], m_sub[FA_QB], sum[FA_QB];
+    float bm[FA_QB], m_sub[FA_QB], sum[FA_QB], slopes[FA_QB];
+    int64_t lane_q1[FA_QB], lane_q2[FA_QB];
     int32_t bad[FA_QB];
+    const int64_t H = a.q->ne[2];
     for (int64_t ir = r0; ir < r1;) {
-        /* the tile: queries iq1 .. iq1 + nq - 1 of one head, within this thread's rows */
-        const int64_t iq1 = ir % n1, iq2 = (ir / n1) % a.q->ne[2], iq3 = ir / (n1 * a.q->ne[2]);
-        const int64_t nq = std::min<int64_t>(std::min<int64_t>(FA_QB, r1 - ir), n1 - iq1);
-        const int64_t ik2 = iq2 / a.rk2, ik3 = iq3 / a.rk3;
-        const float slope = alibi_slope(a.max_bias, iq2, a.H);
+        /* the tile: rows ir .. ir + nq - 1 (query iq1 of head iq2, iq1 fastest), within this
+         * thread's rows and reading one K/V head: the rk2 heads that share it are adjacent */
+        const int64_t iq2_0 = (ir / n1) % H, iq3 = ir / (n1 * H);
+        const int64_t ik2 = iq2_0 / a.rk2, ik3 = iq3 / a.rk3;
+        const int64_t run_end = n1 * (std::min<int64_t>(H, (ik2 + 1) * a.rk2) + H * iq3);
+        const int64_t nq = std::min<int64_t>(std::min<int64_t>(FA_QB, r1 - ir), run_end - ir);
         for (int64_t l = 0; l < FA_QB; ++l) {  /* lanes past nq compute zeros, never read */
-            const char * qrow = l < nq ? tptr(a.q, 0, iq1 + l, iq2, iq3) : nullptr;
+            const int64_t iq1 = (ir + l) % n1, iq2 = ((ir + l) / n1) % H;
+            lane_q1[l] = iq1;
+            lane_q2[l] = iq2;
+            slopes[l] = alibi_slope(a.max_bias, iq2, a.H);
+            const char * qrow = l < nq ? tptr(a.q, 0, iq1, iq2, iq3) : nullptr;
             for (int64_t i = 0; i < D; ++i) qt[i * FA_QB + l] = qrow ? *(const float *)(qrow + i * a.q->nb[0]) : 0.0f;
-            if (l < nq && a.mask) mrows[l] = tptr(a.mask, 0, iq1 + l, iq2 % a.mask->ne[2], iq3 % a.mask->ne[3]);
+            if (l < nq && a.mask) mrows[l] = tptr(a.mask, 0, iq1, iq2 % a.mask->ne[2], iq3 % a.mask->ne[3]);
             rows[l] = fa_row();
         }
         std::fill(acc, acc + nq * Dv, 0.0f);
         for (int64_t c0 = 0; c0 < a.n_kv; c0 += FA_BLOCK) {
             const int64_t nc = std::min<int64_t>(FA_BLOCK, a.n_kv - c0);
-            if (a.mask && fa_tile_mask(p.K, a, mrows, nq, slope, c0, nc, row, mt)) continue;
+            if (a.mask && fa_tile_mask(p.K, a, mrows, nq, slopes, c0, nc, row, mt)) continue;
             fa_rows_f32(p.K, a.k, c0, nc, ik2, ik3, kf);
             tk.scores(nc, D, kf, qt, st);
             float scale = a.scale;
@@ -21813,7 +21832,7 @@ static void fa_tiles(const cparams & p, tsr_tensor * dst, const fa_args & a, int
                 r.S = sum[l];
             }
         }
-        for (int64_t l = 0; l < nq; ++l) fa_store(dst, rows[l], acc + l * Dv, Dv, iq1 + l, iq2, iq3);
+        for (int64_t l = 0; l < nq; ++l) fa_store(dst, rows[l], acc + l * Dv, Dv, lane_q1[l], lane_q2[l], iq3);
         ir += nq;
     }
 }

@@ -341,10 +341,13 @@ static inline bool is_row_quant(enum tsr_type t) {
  * Chebyshev nodes (0.18 ulp before rounding). x is clamped to [lo, hi] first: below lo
  * the result is 0, above hi +inf, and 2^n (|n| <= 159) still splits into two normal
  * factors 2^(n>>1) * 2^(n - (n>>1)), so denormal results round once and nothing shifts
- * out of range. tanh: |x| < tanh_small uses x + x^3 P(x^2) (P: degree 5, 0.07 ulp), where
- * 1 - 2 / (e^2|x| + 1) would cancel. */
+ * out of range. x86: lanes below zero_below (e^-104 < 2^-150: the result rounds to 0) are
+ * computed on 0 and set to 0, the same bits as computing them: an underflowing multiply
+ * takes a microcode assist there (~150 cycles a vector), and masked attention scores (-inf)
+ * are most of some rows. tanh: |x| < tanh_small uses x + x^3 P(x^2) (P: degree 5, 0.07
+ * ulp), where 1 - 2 / (e^2|x| + 1) would cancel. */
 namespace vexp {
-constexpr float lo = -110.0f, hi = 100.0f;
+constexpr float lo = -110.0f, hi = 100.0f, zero_below = -104.0f;
 constexpr float log2e = 1.44269504088896341f;
 constexpr float ln2_hi = 0.693145751953125f;     /* 0x3f317200 */
 constexpr float ln2_lo = 1.42860682030941723e-6f; /* ln2 - ln2_hi */

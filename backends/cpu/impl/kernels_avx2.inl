@@ -489,6 +489,8 @@ static constexpr gemm_impl gemm_halves_avx2vnni = gemm_with_kernel(gemm_halves_a
 /* ---- expf and the activations on it (constants and method: vexp in cpu_internal.inl) ---- */
 
 TSR_TARGET_AVX2 static inline __m256 exp_avx2(__m256 x) {
+    const __m256 zero = _mm256_cmp_ps(x, _mm256_set1_ps(vexp::zero_below), _CMP_LT_OQ);
+    x = _mm256_andnot_ps(zero, x);
     /* max/min return their second operand when either is NaN: NaN passes the clamp */
     x = _mm256_min_ps(_mm256_set1_ps(vexp::hi), _mm256_max_ps(_mm256_set1_ps(vexp::lo), x));
     const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(vexp::log2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -505,7 +507,7 @@ TSR_TARGET_AVX2 static inline __m256 exp_avx2(__m256 x) {
     const __m256i bias = _mm256_set1_epi32(127);
     const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
     const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, n1), bias), 23));
-    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+    return _mm256_andnot_ps(zero, _mm256_mul_ps(_mm256_mul_ps(p, s1), s2));
 }
 
 TSR_TARGET_AVX2 static inline __m256 tanh_avx2(__m256 x) {

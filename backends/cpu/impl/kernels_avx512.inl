@@ -752,6 +752,8 @@ static constexpr gemm_impl gemm_q4_0_avx512 = [] {
 /* ---- expf and the activations on it (constants and method: vexp in cpu_internal.inl) ---- */
 
 TSR_TARGET_AVX512 static inline __m512 exp_avx512(__m512 x) {
+    const __mmask16 zero = _mm512_cmp_ps_mask(x, _mm512_set1_ps(vexp::zero_below), _CMP_LT_OQ);
+    x = _mm512_mask_mov_ps(x, zero, _mm512_setzero_ps());
     /* max/min return their second operand when either is NaN: NaN passes the clamp */
     x = _mm512_min_ps(_mm512_set1_ps(vexp::hi), _mm512_max_ps(_mm512_set1_ps(vexp::lo), x));
     const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(vexp::log2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -763,7 +765,7 @@ TSR_TARGET_AVX512 static inline __m512 exp_avx512(__m512 x) {
     q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(vexp::c2));
     const __m512 p = _mm512_add_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(q, _mm512_mul_ps(r, r), r));
     /* vscalefps rounds p * 2^n once, to +inf or through the denormals as needed */
-    return _mm512_scalef_ps(p, n);
+    return _mm512_maskz_mov_ps((__mmask16)~zero, _mm512_scalef_ps(p, n));
 }
 
 TSR_TARGET_AVX512 static inline __m512 tanh_avx512(__m512 x) {

@@ -3,9 +3,12 @@
  * of FA_BLOCK keys, with no n_q x n_kv score buffer (conventions: ops_elementwise.inl).
  *
  * Two ways through, chosen per node (never per thread, so no result depends on the split):
- *  - one query at a time (decode; quantized or strided K/V): a dot product per query and key;
- *  - tiles (prompts with F16/F32 K and V in packed rows): FA_QB queries of one head share
- *    each block of keys. The block's K and V rows are converted to F32 once for all of them,
+ *  - one query at a time (decode without grouped heads; quantized or strided K/V): a dot
+ *    product per query and key;
+ *  - tiles (F16/F32 K and V in packed rows, at least FA_TILE_MIN_Q queries per K/V head:
+ *    prompts, and decode with grouped-query heads): up to FA_QB queries that read the same
+ *    K/V head (consecutive queries of one head, or of the heads sharing it) share each block
+ *    of keys. The block's K and V rows are converted to F32 once for all of them,
  *    and its scores come a vector of queries at a time (the queries transposed, each key
  *    element broadcast) instead of one dot product and one horizontal sum per query and key.
  *    A lane computes its own query's sums only, so a query's result does not depend on which
@@ -15,8 +18,9 @@ namespace {
 namespace tcpu {
 
 /* One max and one rescale of the accumulator per block of FA_BLOCK keys, and the exps as
- * one vector row. Tiles: FA_QB queries; nodes with fewer than FA_TILE_MIN_Q queries per head
- * (decode) take the one-query path, whose dot products read K as stored. */
+ * one vector row. Tiles: FA_QB queries; nodes with fewer than FA_TILE_MIN_Q queries per K/V
+ * head (decode of a model without grouped heads) take the one-query path, whose dot
+ * products read K as stored. */
 enum { FA_BLOCK = 64, FA_QB = 16, FA_TILE_MIN_Q = 4, FA_TILE_MAX_D = 512 };
 
 struct fa_args {
@@ -49,8 +53,9 @@ static inline bool fa_f32_rows(const tsr_tensor * t) {
 }
 static bool fa_tiled(const tsr_tensor * dst) {
     const tsr_tensor * q = dst->src[0], * k = dst->src[1], * v = dst->src[2];
-    return q->ne[1] >= FA_TILE_MIN_Q && fa_f32_rows(k) && fa_f32_rows(v) && q->ne[0] <= FA_TILE_MAX_D &&
-           v->ne[0] <= FA_TILE_MAX_D;
+    /* queries per K/V head: a decode step of a grouped-query model has one per query head */
+    const int64_t per_kv_head = q->ne[1] * (q->ne[2] / k->ne[2]);
+    return per_kv_head >= FA_TILE_MIN_Q && fa_f32_rows(k) && fa_f32_rows(v) && q->ne[0] <= FA_TILE_MAX_D && v->ne[0] <= FA_TILE_MAX_D;
 }
 
 static size_t fa_thread_floats(const tsr_tensor * dst) {
@@ -348,10 +353,10 @@ static void fa_rows_f32(const kernels * K, const tsr_tensor * t, int64_t c0, int
     }
 }
 
-/* The tile's mask, keys c0..c0+nc, in the scores' layout (times the ALiBi slope; lanes past
- * nq -inf). Returns whether it masks out every key for every query (causal prompts: about
- * half the tiles), when the tile is skipped. */
-static bool fa_tile_mask(const kernels * K, const fa_args & a, const char * const * mrows, int64_t nq, float slope, int64_t c0,
+/* The tile's mask, keys c0..c0+nc, in the scores' layout (times each lane's ALiBi slope;
+ * lanes past nq -inf). Returns whether it masks out every key for every query (causal
+ * prompts: about half the tiles), when the tile is skipped. */
+static bool fa_tile_mask(const kernels * K, const fa_args & a, const char * const * mrows, int64_t nq, const float * slopes, int64_t c0,
                          int64_t nc, float * row, float * mt) {
     bool all_masked = true;
     for (int64_t l = 0; l < FA_QB; ++l) {
@@ -362,7 +367,7 @@ static bool fa_tile_mask(const kernels * K, const fa_args & a, const char * cons
                 for (int64_t j = 0; j < nc; ++j) row[j] = ld(a.mask->type, m + j * a.mask->nb[0]);
         }
         for (int64_t j = 0; j < nc; ++j) {
-            const float mv = l < nq ? slope * row[j] : -INFINITY;
+            const float mv = l < nq ? slopes[l] * row[j] : -INFINITY;
             mt[j * FA_QB + l] = mv;
             all_masked &= mv == -INFINITY;
         }
@@ -382,24 +387,31 @@ static void fa_tiles(const cparams & p, tsr_tensor * dst, const fa_args & a, int
     float * row = acc + FA_QB * Dv;
     fa_row rows[FA_QB];
     const char * mrows[FA_QB] = {};
-    float bm[FA_QB], m_sub[FA_QB], sum[FA_QB];
+    float bm[FA_QB], m_sub[FA_QB], sum[FA_QB], slopes[FA_QB];
+    int64_t lane_q1[FA_QB], lane_q2[FA_QB];
     int32_t bad[FA_QB];
+    const int64_t H = a.q->ne[2];
     for (int64_t ir = r0; ir < r1;) {
-        /* the tile: queries iq1 .. iq1 + nq - 1 of one head, within this thread's rows */
-        const int64_t iq1 = ir % n1, iq2 = (ir / n1) % a.q->ne[2], iq3 = ir / (n1 * a.q->ne[2]);
-        const int64_t nq = std::min<int64_t>(std::min<int64_t>(FA_QB, r1 - ir), n1 - iq1);
-        const int64_t ik2 = iq2 / a.rk2, ik3 = iq3 / a.rk3;
-        const float slope = alibi_slope(a.max_bias, iq2, a.H);
+        /* the tile: rows ir .. ir + nq - 1 (query iq1 of head iq2, iq1 fastest), within this
+         * thread's rows and reading one K/V head: the rk2 heads that share it are adjacent */
+        const int64_t iq2_0 = (ir / n1) % H, iq3 = ir / (n1 * H);
+        const int64_t ik2 = iq2_0 / a.rk2, ik3 = iq3 / a.rk3;
+        const int64_t run_end = n1 * (std::min<int64_t>(H, (ik2 + 1) * a.rk2) + H * iq3);
+        const int64_t nq = std::min<int64_t>(std::min<int64_t>(FA_QB, r1 - ir), run_end - ir);
         for (int64_t l = 0; l < FA_QB; ++l) {  /* lanes past nq compute zeros, never read */
-            const char * qrow = l < nq ? tptr(a.q, 0, iq1 + l, iq2, iq3) : nullptr;
+            const int64_t iq1 = (ir + l) % n1, iq2 = ((ir + l) / n1) % H;
+            lane_q1[l] = iq1;
+            lane_q2[l] = iq2;
+            slopes[l] = alibi_slope(a.max_bias, iq2, a.H);
+            const char * qrow = l < nq ? tptr(a.q, 0, iq1, iq2, iq3) : nullptr;
             for (int64_t i = 0; i < D; ++i) qt[i * FA_QB + l] = qrow ? *(const float *)(qrow + i * a.q->nb[0]) : 0.0f;
-            if (l < nq && a.mask) mrows[l] = tptr(a.mask, 0, iq1 + l, iq2 % a.mask->ne[2], iq3 % a.mask->ne[3]);
+            if (l < nq && a.mask) mrows[l] = tptr(a.mask, 0, iq1, iq2 % a.mask->ne[2], iq3 % a.mask->ne[3]);
             rows[l] = fa_row();
         }
         std::fill(acc, acc + nq * Dv, 0.0f);
         for (int64_t c0 = 0; c0 < a.n_kv; c0 += FA_BLOCK) {
             const int64_t nc = std::min<int64_t>(FA_BLOCK, a.n_kv - c0);
-            if (a.mask && fa_tile_mask(p.K, a, mrows, nq, slope, c0, nc, row, mt)) continue;
+            if (a.mask && fa_tile_mask(p.K, a, mrows, nq, slopes, c0, nc, row, mt)) continue;
             fa_rows_f32(p.K, a.k, c0, nc, ik2, ik3, kf);
             tk.scores(nc, D, kf, qt, st);
             float scale = a.scale;
@@ -440,7 +452,7 @@ static void fa_tiles(const cparams & p, tsr_tensor * dst, const fa_args & a, int
                 r.S = sum[l];
             }
         }
-        for (int64_t l = 0; l < nq; ++l) fa_store(dst, rows[l], acc + l * Dv, Dv, iq1 + l, iq2, iq3);
+        for (int64_t l = 0; l < nq; ++l) fa_store(dst, rows[l], acc + l * Dv, Dv, lane_q1[l], lane_q2[l], iq3);
         ir += nq;
     }
 }
