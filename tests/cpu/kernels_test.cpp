@@ -519,12 +519,6 @@ struct packed_panel {
         std::memcpy(&s, p + (size_t)b * g->a_bytes_32k + (size_t)g->mr * (32 + 4 * part) + (size_t)r * 4, 4);
         return s;
     }
-    // x86 half panels' second word of row r: the two halves' int16 scales, the first in the low bits
-    int half_scale(int b, int r, int half) const {
-        int32_t w;
-        std::memcpy(&w, p + (size_t)b * g->a_bytes_32k + (size_t)g->mr * 36 + (size_t)r * 4, 4);
-        return half ? w >> 16 : (int16_t)(w & 0xFFFF);
-    }
 };
 
 // The panel of `rows` rows of type t (row stride lda) for k in [k0, k0 + kc) on the GEMM
@@ -674,8 +668,7 @@ ref_block read_ref_block(tsr_type t, const uint8_t * row, int64_t kb) {
 
 // Q4_1, Q5_1, Q4_K and Q5_K (w = a * q - b per 32) pack as min panels: q, a and b exactly;
 // Q3_K as Q8_0 panels of -q * sc with scale -d; Q6_K as half panels (levels q - 32, d * sc
-// per 16 on NEON; d and the two int8 scales on x86), and on AMX as sc * (q - 32) in two int8
-// planes (kernels_amx.inl). Each byte and float of every ISA's panel against the blocks read here (random
+// per 16), and on AMX as sc * (q - 32) in two int8 planes (kernels_amx.inl). Each byte and float of every ISA's panel against the blocks read here (random
 // bytes, finite fp16 scales): rows past `rows` and blocks past K hold level 0 and floats
 // 0, a k0 past the first super-block and a row stride past the row's end.
 TEST_CASE("GEMM A panels of Q4_1, Q5_1, Q3_K, Q4_K, Q5_K and Q6_K hold the blocks' exact levels, scales and mins on every ISA",
@@ -736,15 +729,9 @@ TEST_CASE("GEMM A panels of Q4_1, Q5_1, Q3_K, Q4_K, Q5_K and Q6_K hold the block
                         const int64_t kb = k0 / 32 + b;
                         const bool live = r < rows && kb < K / 32;
                         const ref_block want = live ? read_ref_block(t, w.data() + r * lda, kb) : ref_block{};
-                        if (t == TSR_TYPE_Q6_K && !pv.rows_layout) {
-                            bad += (double)pv.scale(b, r) != want.d;
-                            bad += pv.half_scale(b, r, 0) != want.sc[0];
-                            bad += pv.half_scale(b, r, 1) != want.sc[1];
-                        } else {
-                            bad += (double)pv.scale(b, r) != want.scale;
-                            if (t == TSR_TYPE_Q6_K) bad += (double)pv.scale(b, r, 1) != want.scale_hi;
-                            else if (t != TSR_TYPE_Q3_K) bad += (double)pv.scale(b, r, 1) != want.min;
-                        }
+                        bad += (double)pv.scale(b, r) != want.scale;
+                        if (t == TSR_TYPE_Q6_K) bad += (double)pv.scale(b, r, 1) != want.scale_hi;
+                        else if (t != TSR_TYPE_Q3_K) bad += (double)pv.scale(b, r, 1) != want.min;
                         for (int j = 0; j < 32; ++j) bad += pv.level(b, r, j) != want.level[j];
                     }
                 INFO(tsr_type_name(t) << " isa " << tsr_cpu_isa_name(isa) << " k0 " << k0);

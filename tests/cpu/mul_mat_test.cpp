@@ -392,7 +392,8 @@ TEST_CASE("mul_mat: GEMM of the exactly packed types errs by the activations' qu
                     }
             }
             for (tsr_cpu_isa isa : isas()) {
-                const bool per_256 = tsr_blck_size(t) == 256 && (isa == TSR_CPU_ISA_SCALAR || (isa == TSR_CPU_ISA_AMX && t == TSR_TYPE_Q6_K));
+                const bool per_256 = tsr_blck_size(t) == 256 &&
+                                     (isa == TSR_CPU_ISA_SCALAR || (t == TSR_TYPE_Q6_K && (isa == TSR_CPU_ISA_AVX512 || isa == TSR_CPU_ISA_AMX)));
                 const std::vector<double> & bound = tol[per_256];
                 const std::vector<double> got = values_on(isa, 2, ctx, c);
                 int bad = 0;
@@ -442,18 +443,15 @@ TEST_CASE("mul_mat: the AMX path's quantized GEMMs give the AVX-512 path's bits"
         }
 }
 
-// The AMX path's Q6_K GEMM folds each scale per 16 into the weights and sums whole
-// super-blocks in integers against activations quantized per 256 (Q8_K), as ggml's Q6_K dot
-// product does: against the double product of the dequantized weights and the activations
-// as the core's Q8_K quantizer rounds them (tsr_from_float_row), only float rounding is left
-// (a product and an FMA per super-block: 1e-6 of sum |w x| bounds it). Levels and scales at
-// their extremes (q - 32 = -32 with scale -128: v = 4096, the largest), K over two k blocks
-// with a partial one, M and N ending in partial panels, N past the 528-column block.
-TEST_CASE("mul_mat: the AMX path's Q6_K GEMM is exact against Q8_K activations", "[cpu][mul_mat][quant]") {
-    if (!tsr_cpu_isa_supported(TSR_CPU_ISA_AMX)) {
-        WARN("skipped: no AMX path on this CPU");
-        return;
-    }
+// The Q6_K GEMMs of the AVX-512 and AMX paths take activations quantized per 256 (Q8_K), as
+// ggml's Q6_K dot product does (AMX folds each scale per 16 into the weights and sums whole
+// super-blocks in integers; AVX-512 sums each 16 in integers and scales it in float): against
+// the double product of the dequantized weights and the activations as the core's Q8_K
+// quantizer rounds them (tsr_from_float_row), only float rounding is left (1e-6 of sum |w x|
+// bounds it). Levels and scales at their extremes (q - 32 = -32 with scale -128: v = 4096,
+// the largest), K over two k blocks with a partial one, M and N ending in partial panels, N
+// past the 528-column block.
+TEST_CASE("mul_mat: the Q6_K GEMMs are exact against Q8_K activations", "[cpu][mul_mat][quant]") {
     struct shape { int64_t K, M, N; };
     for (const shape & sh : {shape{2304, 45, 21}, shape{256, 70, 530}}) {
         ctx_holder ctx(32);
@@ -483,23 +481,29 @@ TEST_CASE("mul_mat: the AMX path's Q6_K GEMM is exact against Q8_K activations",
         REQUIRE(tsr_from_float_row(TSR_TYPE_Q8_K, x.data(), x8.data(), (int64_t)x.size()));
         REQUIRE(tsr_to_float_row(TSR_TYPE_Q8_K, x8.data(), xq.data(), (int64_t)xq.size()));
         tsr_tensor * c = tsr_mul_mat(ctx, a, b);
-        const std::vector<double> got = values_on(TSR_CPU_ISA_AMX, 2, ctx, c);
-        int bad = 0;
-        double worst = 0;
-        for (int64_t n = 0; n < sh.N; ++n)
-            for (int64_t m = 0; m < sh.M; ++m) {
-                double sum = 0, mag = 0;
-                for (int64_t k = 0; k < sh.K; ++k) {
-                    const double p = (double)wf[(size_t)(m * sh.K + k)] * xq[(size_t)(n * sh.K + k)];
-                    sum += p;
-                    mag += std::fabs(p);
-                }
-                const double err = std::fabs(got[(size_t)(n * sh.M + m)] - sum);
-                bad += !(err <= 1e-6 * mag);
-                worst = std::max(worst, err / (1e-6 * mag));
+        for (tsr_cpu_isa isa : {TSR_CPU_ISA_AVX512, TSR_CPU_ISA_AMX}) {
+            if (!tsr_cpu_isa_supported(isa)) {
+                WARN("skipped: no " << tsr_cpu_isa_name(isa) << " path on this CPU");
+                continue;
             }
-        INFO("K " << sh.K << " M " << sh.M << " N " << sh.N << " worst error / bound " << worst);
-        CHECK(bad == 0);
+            const std::vector<double> got = values_on(isa, 2, ctx, c);
+            int bad = 0;
+            double worst = 0;
+            for (int64_t n = 0; n < sh.N; ++n)
+                for (int64_t m = 0; m < sh.M; ++m) {
+                    double sum = 0, mag = 0;
+                    for (int64_t k = 0; k < sh.K; ++k) {
+                        const double p = (double)wf[(size_t)(m * sh.K + k)] * xq[(size_t)(n * sh.K + k)];
+                        sum += p;
+                        mag += std::fabs(p);
+                    }
+                    const double err = std::fabs(got[(size_t)(n * sh.M + m)] - sum);
+                    bad += !(err <= 1e-6 * mag);
+                    worst = std::max(worst, err / (1e-6 * mag));
+                }
+            INFO(tsr_cpu_isa_name(isa) << " K " << sh.K << " M " << sh.M << " N " << sh.N << " worst error / bound " << worst);
+            CHECK(bad == 0);
+        }
     }
 }
 

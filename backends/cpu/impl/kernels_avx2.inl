@@ -353,15 +353,6 @@ TSR_TARGET_AVX2 static void gemm_f32_kernel_avx2(int kc, const void * ap, const 
  * 8 x 8 beat 16 x 4 here (one A quad per ymm leaves more registers for the tiles; A is
  * read once per 8 columns). The quad loop stays rolled: unrolled, GCC reassociates the
  * int16 sums into trees of temporaries and spills most of them. */
-/* d * sc of half `part` (0: the first 16 k) of 8 rows from a half panel's words after the
- * levels (pack.inl): 8 floats d, then 8 pairs of int16 scales. Exact: an fp16 times an
- * int8 has at most 19 significant bits. */
-TSR_TARGET_AVX2 static inline __m256 half_scales_avx2(const uint8_t * words, int part) {
-    const __m256i sc = _mm256_loadu_si256((const __m256i *)(words + 32));
-    const __m256i sc_part = part ? _mm256_srai_epi32(sc, 16) : _mm256_srai_epi32(_mm256_slli_epi32(sc, 16), 16);
-    return _mm256_mul_ps(_mm256_loadu_ps((const float *)words), _mm256_cvtepi32_ps(sc_part));
-}
-
 /* vpdpbusd on ymm (AVX-VNNI): u8 x s8 in groups of 4 summed into int32, no int16 step. Only
  * gemm_i8_kernel_avx2vnni's inlined body calls it. */
 TSR_TARGET_AVX2VNNI static inline __m256i dpbusd_avx2vnni(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
@@ -412,7 +403,8 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void gemm_i8_kernel_avx2(int kc, const 
                         t[j] = _mm256_add_epi16(t[j], _mm256_maddubs_epi16(a0, _mm256_set1_epi32(bqq[j])));
                 }
             }
-            const __m256 da = KIND == PANEL_HALVES ? half_scales_avx2(a + 8 * 32, part) : _mm256_loadu_ps((const float *)(a + 8 * 32));
+            /* half panels: 8 floats d * sc of the first 16 k, then 8 of the second */
+            const __m256 da = _mm256_loadu_ps((const float *)(a + 8 * 32 + (KIND == PANEL_HALVES ? 32 * part : 0)));
             for (int j = 0; j < 8; ++j) {
                 __m256i i0 = t[j];
                 if constexpr (!Q8 && !MINS) i0 = _mm256_add_epi32(VNNI ? i0 : _mm256_madd_epi16(i0, ones), _mm256_set1_epi32(bias[j]));

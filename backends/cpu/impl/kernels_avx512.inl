@@ -642,65 +642,66 @@ TSR_TARGET_AVX512VNNI static void gemm_i8_kernel_avx512(int kc, const void * ap,
     for (int j = 0; j < nr_valid; ++j) store_row32(c + (size_t)j * ldc, f[j][0], f[j][1], mr_valid, accumulate);
 }
 
-/* The half panels' GEMM micro-kernel (Q6_K: levels offset by 128 as Q8_0's, a scale per
- * 16): 32 x 4 tile. Per 32 k each half gets its own integer tile (started at B's bias of
- * that half), the two are combined in int32 by the halves' int8 scales and converted once,
- * then scaled by d times B's scale. Exact: |q - 32| <= 32, |y| <= 127, |sc| <= 128, so a
- * half's scaled sum is below 2^23 and the pair below 2^24, where int32 -> float is exact.
- * Four columns, not Q8_0's six: the two tiles and the float one fit the 32 registers. */
+/* Q6_K's GEMM micro-kernel: A the half panels (levels offset by 128 as Q8_0's, d * sc of
+ * each 16 as floats), B Q8_K columns in the half panels' B layout (pack_panel_q8k_halves_b:
+ * the super-block's d, a bias per 16 from its bsums); 32 x 4 tile. Per 32 k each half gets
+ * its own integer tile (started at its bias), converted and scaled by its rows' d * sc into
+ * a per-super-block float sum; the column's d meets that sum once per 256 k. With one scale
+ * per 32 activations (yq8) every block needed the column's scale too, 6 vector ops per 16
+ * rows and block where this takes 4 (Q6_K ran at 0.77-0.83 x the Q8_0 GEMM). Exact sums:
+ * |q - 32| <= 32 and |y| <= 128 keep a half's sum below 2^17, exact in float. */
 static constexpr int halves_nr_avx512 = 4;
-TSR_TARGET_AVX512VNNI static void gemm_halves_kernel_avx512(int kc, const void * ap, const void * bp, float * c, size_t ldc,
-                                                            int mr_valid, int nr_valid, bool accumulate) {
+TSR_TARGET_AVX512VNNI static void gemm_q6_K_kernel_avx512(int kc, const void * ap, const void * bp, float * c, size_t ldc,
+                                                          int mr_valid, int nr_valid, bool accumulate) {
     constexpr int NR = halves_nr_avx512;
     const uint8_t * a = (const uint8_t *)ap;
     const uint8_t * b = (const uint8_t *)bp;
-    __m512 f[NR][2];
+    alignas(64) float f[NR][32] = {};  /* the super-blocks' sums times d_y, in L1 (the registers hold the rest) */
+    __m512 s[NR][2];
 #pragma GCC unroll 4
-    for (int j = 0; j < NR; ++j) f[j][0] = f[j][1] = _mm512_setzero_ps();
+    for (int j = 0; j < NR; ++j) s[j][0] = s[j][1] = _mm512_setzero_ps();
     for (int blk = 0; blk < kc / 32; ++blk) {
         const int32_t * bq = (const int32_t *)b;
-        const float * bs = (const float *)(b + NR * 32);
         const int32_t * bias = (const int32_t *)(b + NR * 36);  /* NR of the first half, then NR of the second */
-        __m512i lo[NR][2], hi[NR][2];
+        /* one half after the other: 8 independent integer tiles each, and the registers
+         * left for the float sums (both halves at once spilled those) */
+#pragma GCC unroll 2
+        for (int half = 0; half < 2; ++half) {
+            __m512i t[NR][2];
 #pragma GCC unroll 4
-        for (int j = 0; j < NR; ++j) {
-            lo[j][0] = lo[j][1] = _mm512_set1_epi32(bias[j]);
-            hi[j][0] = hi[j][1] = _mm512_set1_epi32(bias[NR + j]);
-        }
-        /* the halves' quads side by side: twice the independent accumulators */
+            for (int j = 0; j < NR; ++j) t[j][0] = t[j][1] = _mm512_set1_epi32(bias[half * NR + j]);
 #pragma GCC unroll 4
-        for (int q = 0; q < 4; ++q) {
-            const __m512i l0 = _mm512_load_si512((const void *)(a + q * 128)), l1 = _mm512_load_si512((const void *)(a + q * 128 + 64));
-            const __m512i h0 = _mm512_load_si512((const void *)(a + (q + 4) * 128)), h1 = _mm512_load_si512((const void *)(a + (q + 4) * 128 + 64));
+            for (int q = 4 * half; q < 4 * half + 4; ++q) {
+                const __m512i a0 = _mm512_load_si512((const void *)(a + q * 128)), a1 = _mm512_load_si512((const void *)(a + q * 128 + 64));
+#pragma GCC unroll 4
+                for (int j = 0; j < NR; ++j) {
+                    const __m512i bj = _mm512_set1_epi32(bq[q * NR + j]);
+                    t[j][0] = _mm512_dpbusd_epi32(t[j][0], a0, bj);
+                    t[j][1] = _mm512_dpbusd_epi32(t[j][1], a1, bj);
+                }
+            }
+            /* the half's d * sc: 32 floats after the levels, the second half's 32 after those */
+            const __m512 sc0 = _mm512_load_ps(a + 32 * 32 + 128 * half), sc1 = _mm512_load_ps(a + 32 * 32 + 128 * half + 64);
 #pragma GCC unroll 4
             for (int j = 0; j < NR; ++j) {
-                const __m512i bl = _mm512_set1_epi32(bq[q * NR + j]), bh = _mm512_set1_epi32(bq[(q + 4) * NR + j]);
-                lo[j][0] = _mm512_dpbusd_epi32(lo[j][0], l0, bl);
-                lo[j][1] = _mm512_dpbusd_epi32(lo[j][1], l1, bl);
-                hi[j][0] = _mm512_dpbusd_epi32(hi[j][0], h0, bh);
-                hi[j][1] = _mm512_dpbusd_epi32(hi[j][1], h1, bh);
+                s[j][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t[j][0]), sc0, s[j][0]);
+                s[j][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t[j][1]), sc1, s[j][1]);
             }
         }
-        const __m512 d0 = _mm512_load_ps(a + 32 * 32), d1 = _mm512_load_ps(a + 32 * 32 + 64);
-        const __m512i sc0 = _mm512_load_si512((const void *)(a + 32 * 36)), sc1 = _mm512_load_si512((const void *)(a + 32 * 36 + 64));
-        /* the halves combined in float: every value is an integer below 2^24 (above), so
-         * cvt(lo) * sc_lo + cvt(hi) * sc_hi is exact and equals the int32 combination, without
-         * the vpmulld (two port-0 uops each on Intel: Q6_K ran at 0.71 x Q8_0 there) */
-        const __m512 lo_sc0 = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sc0, 16), 16));
-        const __m512 lo_sc1 = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sc1, 16), 16));
-        const __m512 hi_sc0 = _mm512_cvtepi32_ps(_mm512_srai_epi32(sc0, 16)), hi_sc1 = _mm512_cvtepi32_ps(_mm512_srai_epi32(sc1, 16));
+        if ((blk & 7) == 7) {  /* a super-block done (kc and k0 are multiples of 256) */
+            const float * dy = (const float *)(b + NR * 32);
 #pragma GCC unroll 4
-        for (int j = 0; j < NR; ++j) {
-            const __m512 db = _mm512_set1_ps(bs[j]);
-            const __m512 s0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi[j][0]), hi_sc0, _mm512_mul_ps(_mm512_cvtepi32_ps(lo[j][0]), lo_sc0));
-            const __m512 s1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi[j][1]), hi_sc1, _mm512_mul_ps(_mm512_cvtepi32_ps(lo[j][1]), lo_sc1));
-            f[j][0] = _mm512_fmadd_ps(s0, _mm512_mul_ps(d0, db), f[j][0]);
-            f[j][1] = _mm512_fmadd_ps(s1, _mm512_mul_ps(d1, db), f[j][1]);
+            for (int j = 0; j < NR; ++j) {
+                const __m512 d = _mm512_set1_ps(dy[j]);
+                _mm512_store_ps(f[j], _mm512_fmadd_ps(s[j][0], d, _mm512_load_ps(f[j])));
+                _mm512_store_ps(f[j] + 16, _mm512_fmadd_ps(s[j][1], d, _mm512_load_ps(f[j] + 16)));
+                s[j][0] = s[j][1] = _mm512_setzero_ps();
+            }
         }
         a += 32 * 40;
         b += NR * 44;
     }
-    for (int j = 0; j < nr_valid; ++j) store_row32(c + (size_t)j * ldc, f[j][0], f[j][1], mr_valid, accumulate);
+    for (int j = 0; j < nr_valid; ++j) store_row32(c + (size_t)j * ldc, _mm512_load_ps(f[j]), _mm512_load_ps(f[j] + 16), mr_valid, accumulate);
 }
 
 static constexpr gemm_impl gemm_f32_avx512 = [] {
@@ -735,11 +736,14 @@ static constexpr gemm_impl gemm_q8_0_avx512 = [] {
 /* The min panels' GEMM (Q4_1, Q5_1, Q4_K, Q5_K; their packers: pack_x86.inl). */
 static constexpr gemm_impl gemm_min_avx512 =
     gemm_panel_variant(gemm_q8_0_avx512, gemm_i8_kernel_avx512<true>, pack_panel_i8_b<6, 0, PANEL_MIN>);
-/* The half panels' GEMM (Q6_K: levels offset by 128 as Q8_0's, a bias per 16). */
-static constexpr gemm_impl gemm_halves_avx512 = [] {
-    gemm_impl g = gemm_panel_variant(gemm_q8_0_avx512, gemm_halves_kernel_avx512, pack_panel_i8_b<halves_nr_avx512, 128, PANEL_HALVES>,
+/* Q6_K's GEMM: half panels against Q8_K columns (b_is_q8k: src1 quantized per 256). */
+static constexpr gemm_impl gemm_q6_K_avx512 = [] {
+    gemm_impl g = gemm_panel_variant(gemm_q8_0_avx512, gemm_q6_K_kernel_avx512, pack_panel_q8k_halves_b<halves_nr_avx512, 128>,
                                      halves_nr_avx512 * 44);
     g.nr = halves_nr_avx512;
+    g.b_is_q8 = false;
+    g.b_is_q8k = true;
+    g.pack_a = x86_packers<32, 0x80>::of<TSR_TYPE_Q6_K>::pack;
     return g;
 }();
 static constexpr gemm_impl gemm_q4_0_avx512 = [] {
@@ -1284,7 +1288,9 @@ static kernels make_kernels_avx512(const cpu_features & f = features()) {
             k.dot_q8k[KSLOT_Q3_K] = row_quant_dots<matvec_avx512_gfni>::dot_q8k<KSLOT_Q3_K>;
             k.dot4_q8k[KSLOT_Q3_K] = row_quant_dots<matvec_avx512_gfni>::dot4_q8k<KSLOT_Q3_K>;
         }
-        packed_gemms<gemm_q8_0_avx512, gemm_min_avx512, gemm_halves_avx512, x86_packers<32, 0x80>::of>::fill(k);
+        /* Q6_K has a GEMM of its own here (against Q8_K): its entry is replaced */
+        packed_gemms<gemm_q8_0_avx512, gemm_min_avx512, gemm_q8_0_avx512, x86_packers<32, 0x80>::of>::fill(k);
+        k.gemm_x[XSLOT_Q6_K] = &gemm_q6_K_avx512;
     }
     return k;
 }

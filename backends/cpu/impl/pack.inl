@@ -17,11 +17,10 @@
  *              panels hold d * sum(q) per row as a float (x86: in the bias slot; rows
  *              layout: after the scales), the factor of the min's correction.
  * Half panels (A of Q6_K: an int8 scale per 16, d per 256): either layout with Q8_0-style
- *              levels q - 32; the rows layout then R float scales d * sc of the first
- *              16 k and R of the second; the quads layout R floats d and R words of the
- *              two int16 scales sc (first half low), for kernels that combine the halves'
- *              integer sums before one conversion. Their x86 B panels hold two biases per
- *              row, one per half (R of the first 16 k, then R of the second).
+ *              levels q - 32, then R float scales d * sc of the first 16 k and R of the
+ *              second (exact: an fp16 times an int8). Their x86 B panels hold two biases
+ *              per row, one per half (R of the first 16 k, then R of the second), from yq8
+ *              rows or, for the AVX-512 GEMM, from Q8_K rows (pack_panel_q8k_halves_b).
  */
 namespace {
 namespace tcpu {
@@ -153,6 +152,33 @@ static void pack_panel_i8_b(const char * b, size_t ldb, int rows, int64_t K, int
             } else {
                 bias[r] = live ? -OFF * blk->sum : 0;
             }
+        }
+    }
+}
+
+/* The half panels' B (pack_panel_i8_b's layout, KIND PANEL_HALVES) from Q8_K rows, for the
+ * GEMMs that take Q8_K activations: per 32 k the quads, the super-block's d (the same in
+ * its 8 blocks), and -OFF times the bsums of the block's two halves. */
+template <int R, int OFF>
+static void pack_panel_q8k_halves_b(const char * b, size_t ldb, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    uint8_t * d = (uint8_t *)dst;
+    const int64_t nbk = K / 32;
+    for (int bb = 0; bb < kc / 32; ++bb) {
+        uint8_t * q = d + (size_t)bb * R * 44;
+        float * sc = (float *)(q + R * 32);
+        int32_t * bias = (int32_t *)(q + R * 36);
+        const int64_t kb = k0 / 32 + bb;
+        const int part = (int)(kb % 8);
+        for (int r = 0; r < R; ++r) {
+            const bool live = r < rows && kb < nbk;
+            const tsr_block_q8_K * y = live ? (const tsr_block_q8_K *)(b + (size_t)r * ldb) + kb / 8 : nullptr;
+            for (int qd = 0; qd < 8; ++qd) {
+                if (live) std::memcpy(q + ((size_t)qd * R + r) * 4, y->qs + 32 * part + qd * 4, 4);
+                else std::memset(q + ((size_t)qd * R + r) * 4, 0, 4);
+            }
+            sc[r] = live ? y->d : 0.0f;
+            bias[r] = live ? -OFF * y->bsums[2 * part] : 0;
+            bias[R + r] = live ? -OFF * y->bsums[2 * part + 1] : 0;
         }
     }
 }

@@ -12,7 +12,7 @@
  *    times -d per 32;
  *  - Q4_1, Q5_1, Q4_K and Q5_K (w = a*q - b per 32, q 0..31) keep q as the unsigned byte,
  *    a as the scale and b as the block's min (the min panels of pack.inl);
- *  - Q6_K keeps its levels q - 32, d and the int8 scales per 16 (the half panels).
+ *  - Q6_K keeps its levels q - 32 and d * sc of each 16 (the half panels).
  * Q2_K (a min per 16 would need sums of y per 16) is requantized per 32 in registers:
  * scale amax / 127 kept as a float (the panel holds floats), values rounded to nearest.
  */
@@ -235,8 +235,8 @@ TSR_TARGET_AVX2 static inline void store_quads4_avx2(uint8_t * q, const __m256i 
 }
 
 /* A block of 32 as panel bytes and the 32-bit words that follow them: the float scale
- * (half panels: d); for min panels then the float min, for half panels the two int16
- * scales. */
+ * (half panels: the first 16's d * sc); for min panels then the float min, for half panels
+ * the second 16's d * sc. */
 struct panel_block {
     __m256i q;
     float f[2];
@@ -251,8 +251,11 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE panel_block panel_block_avx2(const char
     } else if constexpr (KIND == PANEL_HALVES) {
         static_assert(T == TSR_TYPE_Q6_K, "Q6_K's are the only half panels");
         uint32_t scales;
-        p.q = q6_K_half_block_avx2(row, b, &p.f[0], &scales);
-        std::memcpy(&p.f[1], &scales, 4);
+        float d;
+        p.q = q6_K_half_block_avx2(row, b, &d, &scales);
+        /* d * sc per half: exact (an fp16 times an int8 has at most 19 significant bits) */
+        p.f[0] = d * (float)(int16_t)(scales & 0xFFFF);
+        p.f[1] = d * (float)(int16_t)(scales >> 16);
     } else {
         p.q = block_i8_avx2<T>(row, b, &p.f[0]);
     }
