@@ -175,7 +175,7 @@ static void fa_one_query_at_a_time(const cparams & p, tsr_tensor * dst, const fa
  * per pass share each load of the queries. Each (key, lane) sum is one chain in d order,
  * whatever KR. The loops over keys and vectors are unrolled so that the accumulators stay in
  * registers (indexed by a loop variable, GCC kept them in memory: a load and a store around
- * every FMA, 3x the time). */
+ * every FMA). */
 template <class V, int KR>
 static TSR_ALWAYS_INLINE void fa_scores_keys(int64_t D, const float * kf, const float * qt, float * st) {
     constexpr int L = (int)(sizeof(V) / sizeof(float)), NV = FA_QB / L;
