@@ -13155,9 +13155,9 @@ struct gemm_impl {
     int mr, nr, kc, mc;
     size_t a_bytes_32k;   /* packed bytes per 32 k of one mr panel */
     size_t b_bytes_32k;   /* packed bytes per 32 k of one nr panel */
-    bool   b_is_q8;       /* B operand is yq8 rows (else F32 rows) */
-    bool   b_is_q8k = false;  /* B operand is Q8_K rows (src1 quantized per 256 for this GEMM;
-                               * kc a multiple of 256) */
+    /* B operand: Q8_K rows when set (src1 quantized per 256 for this GEMM; kc a multiple of
+     * 256); else yq8 rows for quantized weights, F32 rows for float ones (mm_make_plan) */
+    bool   b_is_q8k = false;
     void (*pack_a)(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst);
     void (*pack_b)(const char * b, size_t ldb, int rows, int64_t K, int64_t k0, int kc, void * dst);
     void (*kernel)(int kc, const void * ap, const void * bp, float * c, size_t ldc, int mr_valid, int nr_valid, bool accumulate);
@@ -15431,7 +15431,7 @@ TSR_TARGET_AVX2VNNI static void gemm_i8_kernel_avx2vnni(int kc, const void * ap,
 static constexpr gemm_impl gemm_f32_avx2 = [] {
     gemm_impl g{};
     g.mr = 16; g.nr = 6; g.kc = 256; g.mc = 128;
-    g.a_bytes_32k = 16 * 128; g.b_bytes_32k = 6 * 128; g.b_is_q8 = false;
+    g.a_bytes_32k = 16 * 128; g.b_bytes_32k = 6 * 128;
     g.pack_a = pack_panel_f32<16, 4, cvt_f32_copy>;
     g.pack_b = pack_panel_f32<6, 4, cvt_f32_copy>;
     g.kernel = gemm_f32_kernel_avx2;
@@ -15443,7 +15443,7 @@ static constexpr gemm_impl gemm_bf16_avx2 = gemm_with_pack_a(gemm_f32_avx2, pack
 static constexpr gemm_impl gemm_q8_0_avx2 = [] {
     gemm_impl g{};
     g.mr = 8; g.nr = 8; g.kc = 1024; g.mc = 128;
-    g.a_bytes_32k = 8 * 36; g.b_bytes_32k = 8 * 40; g.b_is_q8 = true;
+    g.a_bytes_32k = 8 * 36; g.b_bytes_32k = 8 * 40;
     g.pack_a = pack_panel_i8_avx2<8, TSR_TYPE_Q8_0, 0, 0>;
     g.pack_b = pack_panel_i8_b<8, 0>;
     g.kernel = gemm_i8_kernel_avx2<true>;
@@ -16810,7 +16810,7 @@ TSR_TARGET_AVX512VNNI static void gemm_q6_K_kernel_avx512(int kc, const void * a
 static constexpr gemm_impl gemm_f32_avx512 = [] {
     gemm_impl g{};
     g.mr = 32; g.nr = 12; g.kc = 256; g.mc = 128;
-    g.a_bytes_32k = 32 * 128; g.b_bytes_32k = 12 * 128; g.b_is_q8 = false;
+    g.a_bytes_32k = 32 * 128; g.b_bytes_32k = 12 * 128;
     g.pack_a = pack_a32_avx512<0>;
     g.pack_b = pack_panel_f32<12, 4, cvt_f32_copy>;
     g.kernel = gemm_f32_kernel_avx512;
@@ -16830,7 +16830,7 @@ static constexpr gemm_impl gemm_bf16_avx512 = [] {
 static constexpr gemm_impl gemm_q8_0_avx512 = [] {
     gemm_impl g{};
     g.mr = 32; g.nr = 6; g.kc = 1024; g.mc = 128;
-    g.a_bytes_32k = 32 * 36; g.b_bytes_32k = 6 * 40; g.b_is_q8 = true;
+    g.a_bytes_32k = 32 * 36; g.b_bytes_32k = 6 * 40;
     g.pack_a = pack_panel_i8_avx2<32, TSR_TYPE_Q8_0, 0x80, 0x80>;
     g.pack_b = pack_panel_i8_b<6, 128>;
     g.kernel = gemm_i8_kernel_avx512<false>;
@@ -16844,7 +16844,7 @@ static constexpr gemm_impl gemm_q6_K_avx512 = [] {
     gemm_impl g = gemm_panel_variant(gemm_q8_0_avx512, gemm_q6_K_kernel_avx512, pack_panel_q8k_halves_b<halves_nr_avx512, 128>,
                                      halves_nr_avx512 * 44);
     g.nr = halves_nr_avx512;
-    g.b_is_q8 = false;
+   
     g.b_is_q8k = true;
     g.pack_a = x86_packers<32, 0x80>::of<TSR_TYPE_Q6_K>::pack;
     return g;
@@ -17765,7 +17765,7 @@ TSR_TARGET_AMX_BF16 static void gemm_bf16_kernel_amx(int kc, const void * ap, co
 static constexpr gemm_impl gemm_bf16_amx = [] {
     gemm_impl g{};
     g.mr = 32; g.nr = 32; g.kc = 512; g.mc = 128;
-    g.a_bytes_32k = 32 * 64; g.b_bytes_32k = 32 * 64; g.b_is_q8 = false;
+    g.a_bytes_32k = 32 * 64; g.b_bytes_32k = 32 * 64;
     g.pack_a = pack_a32_bf16_avx512;
     g.pack_b = pack_b32_rows_bf16_amx;
     g.kernel = gemm_bf16_kernel_amx;
@@ -17776,7 +17776,7 @@ static constexpr gemm_impl gemm_bf16_amx = [] {
 static constexpr gemm_impl gemm_q8_0_amx = [] {
     gemm_impl g{};
     g.mr = 32; g.nr = 16; g.kc = GEMM_I8_KC_MAX; g.mc = 128;
-    g.a_bytes_32k = 32 * 36; g.b_bytes_32k = 16 * 36; g.b_is_q8 = true;
+    g.a_bytes_32k = 32 * 36; g.b_bytes_32k = 16 * 36;
     g.pack_a = pack_panel_i8_avx2<32, TSR_TYPE_Q8_0, 0, 0>;
     g.pack_b = pack_panel_s8_b<16>;
     g.kernel = gemm_i8_kernel_amx<PANEL_Q8>;
@@ -17789,7 +17789,7 @@ static constexpr gemm_impl gemm_min_amx =
 /* Q6_K: B is Q8_K rows (b_is_q8k: src1 quantized per 256 for this GEMM). */
 static constexpr gemm_impl gemm_q6_K_amx = [] {
     gemm_impl g = gemm_q8_0_amx;
-    g.a_bytes_32k = Q6K_AMX_A_SB / 8; g.b_bytes_32k = Q6K_AMX_B_SB / 8; g.b_is_q8 = false; g.b_is_q8k = true;
+    g.a_bytes_32k = Q6K_AMX_A_SB / 8; g.b_bytes_32k = Q6K_AMX_B_SB / 8; g.b_is_q8k = true;
     g.pack_a = pack_panel_q6_K_amx;
     g.pack_b = pack_b_q8_K_amx;
     g.kernel = gemm_q6_K_kernel_amx;
@@ -18121,7 +18121,7 @@ static void gemm_f32_kernel_neon(int kc, const void * ap, const void * bp, float
 static constexpr gemm_impl gemm_f32_neon = [] {
     gemm_impl g{};
     g.mr = 8; g.nr = 12; g.kc = 256; g.mc = 128;
-    g.a_bytes_32k = 8 * 128; g.b_bytes_32k = 12 * 128; g.b_is_q8 = false;
+    g.a_bytes_32k = 8 * 128; g.b_bytes_32k = 12 * 128;
     g.pack_a = pack_panel_f32<8, 4, cvt_f32_copy>;
     g.pack_b = pack_panel_f32<12, 4, cvt_f32_copy>;
     g.kernel = gemm_f32_kernel_neon;
@@ -18204,7 +18204,7 @@ static void gemm_s8_kernel_neon(int kc, const void * ap, const void * bp, float 
 static constexpr gemm_impl gemm_q8_0_neon = [] {
     gemm_impl g{};
     g.mr = 4; g.nr = 4; g.kc = 512; g.mc = 128;
-    g.a_bytes_32k = 4 * 36; g.b_bytes_32k = 4 * 36; g.b_is_q8 = true;
+    g.a_bytes_32k = 4 * 36; g.b_bytes_32k = 4 * 36;
     g.pack_a = pack_panel_s8_a<4, TSR_TYPE_Q8_0>;
     g.pack_b = pack_panel_s8_b<4>;
     g.kernel = gemm_s8_kernel_neon<PANEL_Q8>;

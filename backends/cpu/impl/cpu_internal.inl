@@ -208,9 +208,9 @@ struct gemm_impl {
     int mr, nr, kc, mc;
     size_t a_bytes_32k;   /* packed bytes per 32 k of one mr panel */
     size_t b_bytes_32k;   /* packed bytes per 32 k of one nr panel */
-    bool   b_is_q8;       /* B operand is yq8 rows (else F32 rows) */
-    bool   b_is_q8k = false;  /* B operand is Q8_K rows (src1 quantized per 256 for this GEMM;
-                               * kc a multiple of 256) */
+    /* B operand: Q8_K rows when set (src1 quantized per 256 for this GEMM; kc a multiple of
+     * 256); else yq8 rows for quantized weights, F32 rows for float ones (mm_make_plan) */
+    bool   b_is_q8k = false;
     void (*pack_a)(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst);
     void (*pack_b)(const char * b, size_t ldb, int rows, int64_t K, int64_t k0, int kc, void * dst);
     void (*kernel)(int kc, const void * ap, const void * bp, float * c, size_t ldc, int mr_valid, int nr_valid, bool accumulate);

@@ -360,7 +360,7 @@ TSR_TARGET_AMX_BF16 static void gemm_bf16_kernel_amx(int kc, const void * ap, co
 static constexpr gemm_impl gemm_bf16_amx = [] {
     gemm_impl g{};
     g.mr = 32; g.nr = 32; g.kc = 512; g.mc = 128;
-    g.a_bytes_32k = 32 * 64; g.b_bytes_32k = 32 * 64; g.b_is_q8 = false;
+    g.a_bytes_32k = 32 * 64; g.b_bytes_32k = 32 * 64;
     g.pack_a = pack_a32_bf16_avx512;
     g.pack_b = pack_b32_rows_bf16_amx;
     g.kernel = gemm_bf16_kernel_amx;
@@ -371,7 +371,7 @@ static constexpr gemm_impl gemm_bf16_amx = [] {
 static constexpr gemm_impl gemm_q8_0_amx = [] {
     gemm_impl g{};
     g.mr = 32; g.nr = 16; g.kc = GEMM_I8_KC_MAX; g.mc = 128;
-    g.a_bytes_32k = 32 * 36; g.b_bytes_32k = 16 * 36; g.b_is_q8 = true;
+    g.a_bytes_32k = 32 * 36; g.b_bytes_32k = 16 * 36;
     g.pack_a = pack_panel_i8_avx2<32, TSR_TYPE_Q8_0, 0, 0>;
     g.pack_b = pack_panel_s8_b<16>;
     g.kernel = gemm_i8_kernel_amx<PANEL_Q8>;
@@ -384,7 +384,7 @@ static constexpr gemm_impl gemm_min_amx =
 /* Q6_K: B is Q8_K rows (b_is_q8k: src1 quantized per 256 for this GEMM). */
 static constexpr gemm_impl gemm_q6_K_amx = [] {
     gemm_impl g = gemm_q8_0_amx;
-    g.a_bytes_32k = Q6K_AMX_A_SB / 8; g.b_bytes_32k = Q6K_AMX_B_SB / 8; g.b_is_q8 = false; g.b_is_q8k = true;
+    g.a_bytes_32k = Q6K_AMX_A_SB / 8; g.b_bytes_32k = Q6K_AMX_B_SB / 8; g.b_is_q8k = true;
     g.pack_a = pack_panel_q6_K_amx;
     g.pack_b = pack_b_q8_K_amx;
     g.kernel = gemm_q6_K_kernel_amx;

@@ -441,7 +441,7 @@ TSR_TARGET_AVX2VNNI static void gemm_i8_kernel_avx2vnni(int kc, const void * ap,
 static constexpr gemm_impl gemm_f32_avx2 = [] {
     gemm_impl g{};
     g.mr = 16; g.nr = 6; g.kc = 256; g.mc = 128;
-    g.a_bytes_32k = 16 * 128; g.b_bytes_32k = 6 * 128; g.b_is_q8 = false;
+    g.a_bytes_32k = 16 * 128; g.b_bytes_32k = 6 * 128;
     g.pack_a = pack_panel_f32<16, 4, cvt_f32_copy>;
     g.pack_b = pack_panel_f32<6, 4, cvt_f32_copy>;
     g.kernel = gemm_f32_kernel_avx2;
@@ -453,7 +453,7 @@ static constexpr gemm_impl gemm_bf16_avx2 = gemm_with_pack_a(gemm_f32_avx2, pack
 static constexpr gemm_impl gemm_q8_0_avx2 = [] {
     gemm_impl g{};
     g.mr = 8; g.nr = 8; g.kc = 1024; g.mc = 128;
-    g.a_bytes_32k = 8 * 36; g.b_bytes_32k = 8 * 40; g.b_is_q8 = true;
+    g.a_bytes_32k = 8 * 36; g.b_bytes_32k = 8 * 40;
     g.pack_a = pack_panel_i8_avx2<8, TSR_TYPE_Q8_0, 0, 0>;
     g.pack_b = pack_panel_i8_b<8, 0>;
     g.kernel = gemm_i8_kernel_avx2<true>;

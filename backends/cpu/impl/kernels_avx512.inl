@@ -707,7 +707,7 @@ TSR_TARGET_AVX512VNNI static void gemm_q6_K_kernel_avx512(int kc, const void * a
 static constexpr gemm_impl gemm_f32_avx512 = [] {
     gemm_impl g{};
     g.mr = 32; g.nr = 12; g.kc = 256; g.mc = 128;
-    g.a_bytes_32k = 32 * 128; g.b_bytes_32k = 12 * 128; g.b_is_q8 = false;
+    g.a_bytes_32k = 32 * 128; g.b_bytes_32k = 12 * 128;
     g.pack_a = pack_a32_avx512<0>;
     g.pack_b = pack_panel_f32<12, 4, cvt_f32_copy>;
     g.kernel = gemm_f32_kernel_avx512;
@@ -727,7 +727,7 @@ static constexpr gemm_impl gemm_bf16_avx512 = [] {
 static constexpr gemm_impl gemm_q8_0_avx512 = [] {
     gemm_impl g{};
     g.mr = 32; g.nr = 6; g.kc = 1024; g.mc = 128;
-    g.a_bytes_32k = 32 * 36; g.b_bytes_32k = 6 * 40; g.b_is_q8 = true;
+    g.a_bytes_32k = 32 * 36; g.b_bytes_32k = 6 * 40;
     g.pack_a = pack_panel_i8_avx2<32, TSR_TYPE_Q8_0, 0x80, 0x80>;
     g.pack_b = pack_panel_i8_b<6, 128>;
     g.kernel = gemm_i8_kernel_avx512<false>;
@@ -741,7 +741,7 @@ static constexpr gemm_impl gemm_q6_K_avx512 = [] {
     gemm_impl g = gemm_panel_variant(gemm_q8_0_avx512, gemm_q6_K_kernel_avx512, pack_panel_q8k_halves_b<halves_nr_avx512, 128>,
                                      halves_nr_avx512 * 44);
     g.nr = halves_nr_avx512;
-    g.b_is_q8 = false;
+   
     g.b_is_q8k = true;
     g.pack_a = x86_packers<32, 0x80>::of<TSR_TYPE_Q6_K>::pack;
     return g;

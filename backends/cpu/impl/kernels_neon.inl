@@ -305,7 +305,7 @@ static void gemm_f32_kernel_neon(int kc, const void * ap, const void * bp, float
 static constexpr gemm_impl gemm_f32_neon = [] {
     gemm_impl g{};
     g.mr = 8; g.nr = 12; g.kc = 256; g.mc = 128;
-    g.a_bytes_32k = 8 * 128; g.b_bytes_32k = 12 * 128; g.b_is_q8 = false;
+    g.a_bytes_32k = 8 * 128; g.b_bytes_32k = 12 * 128;
     g.pack_a = pack_panel_f32<8, 4, cvt_f32_copy>;
     g.pack_b = pack_panel_f32<12, 4, cvt_f32_copy>;
     g.kernel = gemm_f32_kernel_neon;
@@ -388,7 +388,7 @@ static void gemm_s8_kernel_neon(int kc, const void * ap, const void * bp, float 
 static constexpr gemm_impl gemm_q8_0_neon = [] {
     gemm_impl g{};
     g.mr = 4; g.nr = 4; g.kc = 512; g.mc = 128;
-    g.a_bytes_32k = 4 * 36; g.b_bytes_32k = 4 * 36; g.b_is_q8 = true;
+    g.a_bytes_32k = 4 * 36; g.b_bytes_32k = 4 * 36;
     g.pack_a = pack_panel_s8_a<4, TSR_TYPE_Q8_0>;
     g.pack_b = pack_panel_s8_b<4>;
     g.kernel = gemm_s8_kernel_neon<PANEL_Q8>;
