@@ -16846,7 +16846,6 @@ static constexpr gemm_impl gemm_q6_K_avx512 = [] {
     g.nr = halves_nr_avx512;
    
     g.b_is_q8k = true;
-    g.pack_a = x86_packers<32, 0x80>::of<TSR_TYPE_Q6_K>::pack;
     return g;
 }();
 static constexpr gemm_impl gemm_q4_0_avx512 = [] {
@@ -17391,9 +17390,8 @@ static kernels make_kernels_avx512(const cpu_features & f = features()) {
             k.dot_q8k[KSLOT_Q3_K] = row_quant_dots<matvec_avx512_gfni>::dot_q8k<KSLOT_Q3_K>;
             k.dot4_q8k[KSLOT_Q3_K] = row_quant_dots<matvec_avx512_gfni>::dot4_q8k<KSLOT_Q3_K>;
         }
-        /* Q6_K has a GEMM of its own here (against Q8_K): its entry is replaced */
-        packed_gemms<gemm_q8_0_avx512, gemm_min_avx512, gemm_q8_0_avx512, x86_packers<32, 0x80>::of>::fill(k);
-        k.gemm_x[XSLOT_Q6_K] = &gemm_q6_K_avx512;
+        /* the half panels' GEMM is Q6_K's (against Q8_K, with the x86 half-panel packer) */
+        packed_gemms<gemm_q8_0_avx512, gemm_min_avx512, gemm_q6_K_avx512, x86_packers<32, 0x80>::of>::fill(k);
     }
     return k;
 }
