@@ -38,8 +38,9 @@ struct kernels_of {
     ~kernels_of() { tsr_cpu_set_isa(saved); }
 };
 
-// The kernel tables the K-quant dot tests check: every ISA path's and, on a CPU with AVX-512
-// and GFNI, AVX-512's without GFNI (whose Q3_K kernel a CPU without it runs).
+// The kernel tables the quantized dot tests check: every ISA path's and, on a CPU with
+// AVX-512 and GFNI, AVX-512's without GFNI (whose Q3_K and 32-element kernels a CPU without
+// it runs).
 struct kernel_table {
     std::string name;
     tcpu::kernels k;
@@ -96,9 +97,9 @@ template <typename B>
 void check_dot4(int slot, tsr_type type, std::mt19937 & rng) {
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     std::uniform_int_distribution<int> q(-128, 127);
-    for (tsr_cpu_isa isa : cput::isas()) {
-        kernels_of k(isa);
-        if (!k.K->dot4[slot]) continue;
+    for (const kernel_table & kt : kernel_tables()) {
+        const tcpu::kernels * K = &kt.k;
+        if (!K->dot4[slot]) continue;
         for (int64_t nb = 1; nb <= 13; ++nb) {
             const int64_t n = nb * 32;
             for (int extreme = 0; extreme < 2; ++extreme) {
@@ -119,16 +120,16 @@ void check_dot4(int slot, tsr_type type, std::mt19937 & rng) {
                 const char * x = (const char *)xs.data();
                 for (size_t lda : {(size_t)0, row, stride}) {
                     float out[4] = {NAN, NAN, NAN, NAN};
-                    k.K->dot4[slot](n, x, lda, y.buf.data(), out);
+                    K->dot4[slot](n, x, lda, y.buf.data(), out);
                     for (int r = 0; r < 4; ++r) {
                         double mag = 0;
                         const double ref = ref_block_dot((const B *)(x + r * lda), y.buf.data(), nb, mag);
-                        INFO(tsr_type_name(type) << " isa " << tsr_cpu_isa_name(isa) << " nb " << nb << " lda " << lda
+                        INFO(tsr_type_name(type) << " kernels " << kt.name << " nb " << nb << " lda " << lda
                                                  << " row " << r << " extreme " << extreme);
                         CHECK(std::fabs(out[r] - ref) <= 4e-6 * mag + 1e-30);
-                        if (!k.K->dot1[slot]) continue;
+                        if (!K->dot1[slot]) continue;
                         float one = NAN;  // the one-row build: the same value to the bit
-                        k.K->dot1[slot](n, x + r * lda, 0, y.buf.data(), &one);
+                        K->dot1[slot](n, x + r * lda, 0, y.buf.data(), &one);
                         CHECK(std::memcmp(&one, &out[r], sizeof one) == 0);
                     }
                 }
