@@ -20216,6 +20216,14 @@ static void mm_prepare_operands(const cparams & p, const mm_plan & pl, const tsr
     if (!pl.y_private) barrier(p);
 }
 
+/* op_mul_mat's dynamic items per thread. cpu run_bench, LLaMA 1.1B Q4_0 on 2 threads,
+ * builds alternating 3 rounds: 8 (before) prompt 505-510 / generation 53.3-54.5 tok/s, 4:
+ * 521-525 / 53.8-54.6, 3: 524-527 / 54.5-55.9, 2: 524-527 / 53.2-53.8; 16: generation
+ * 49.5-51.0. */
+#ifndef MM_ITEMS_PER_THREAD
+#define MM_ITEMS_PER_THREAD 3
+#endif
+
 static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
     const tsr_tensor * s0 = dst->src[0];
     const tsr_tensor * s1 = dst->src[1];
@@ -20236,10 +20244,15 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
     const int64_t nbatch = ne12 * ne13;
     const int64_t mr = pl.g ? pl.g->mr : 16;
     const int64_t min_rows = pl.g ? std::max<int64_t>(512, mr) : 64;  /* GEMM chunks repack B: keep them large */
-    int64_t mchunks = p.nth == 1 ? 1 : std::max<int64_t>(1, (8 * p.nth + nbatch - 1) / nbatch);
+    /* about ITEMS_PER_THREAD items a thread: each mat-vec item starts new DRAM streams whose
+     * prefetch ramps up again, and each GEMM item packs its B panels again */
+    int64_t mchunks = p.nth == 1 ? 1 : std::max<int64_t>(1, (MM_ITEMS_PER_THREAD * p.nth + nbatch - 1) / nbatch);
     /* at most M/min_rows chunks, but at least enough for every thread when M allows */
     const int64_t floor_chunks = std::min<int64_t>((p.nth + nbatch - 1) / nbatch, std::max<int64_t>(1, M / mr));
     mchunks = std::max<int64_t>(floor_chunks, std::min<int64_t>(mchunks, M / min_rows));
+    /* one matrix cut short by M / min_rows: a whole number of items a thread (LLaMA's 5632-row
+     * GEMMs were 11 items on 2 threads) */
+    if (nbatch == 1 && mchunks > p.nth) mchunks -= mchunks % p.nth;
     int64_t csize = (M + mchunks - 1) / mchunks;
     csize = (csize + mr - 1) / mr * mr;
     mchunks = (M + csize - 1) / csize;
