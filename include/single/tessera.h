@@ -20216,10 +20216,12 @@ static void mm_prepare_operands(const cparams & p, const mm_plan & pl, const tsr
     if (!pl.y_private) barrier(p);
 }
 
-/* op_mul_mat's dynamic items per thread. cpu run_bench, LLaMA 1.1B Q4_0 on 2 threads,
- * builds alternating 3 rounds: 8 (before) prompt 505-510 / generation 53.3-54.5 tok/s, 4:
- * 521-525 / 53.8-54.6, 3: 524-527 / 54.5-55.9, 2: 524-527 / 53.2-53.8; 16: generation
- * 49.5-51.0. */
+/* op_mul_mat's dynamic items per thread. run_bench, LLaMA 1.1B Q4_0 on 2 threads, builds
+ * alternating, 3 rounds: 8 (before) prompt 505-510 / generation 53.3-54.5 tok/s, 4: 521-525
+ * / 53.8-54.6, 3: 524-527 / 54.5-55.9, 2: 524-527 / 53.2-53.8; 16: generation 49.5-51.0.
+ * cpu_bench's mat-vec from DRAM (x its weights' read, two alternating runs): 8 -> 3 items,
+ * Q8_0 0.94-0.95 -> 0.99, Q4_0 0.94-0.96 -> 1.02, IQ4_NL 0.94-0.95 -> 1.00-1.03, Q2_K
+ * 0.87-0.88 -> 0.95-0.96, Q3_K 0.91 -> 0.94; 1 or 2 items no better than 3. */
 #ifndef MM_ITEMS_PER_THREAD
 #define MM_ITEMS_PER_THREAD 3
 #endif
