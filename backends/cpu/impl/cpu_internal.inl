@@ -485,7 +485,12 @@ struct matvec_pf_table {
      * record (1152) 0.96-0.97 x the read in two runs, two records 0.93-0.96. */
     constexpr matvec_pf_table() : file{}, repacked{} {
         for (uint32_t & a : file) a = 2048;
-        repacked[TSR_TYPE_Q4_0] = repacked[TSR_TYPE_IQ4_NL] = 1024;
+        /* CPU_REPACK IQ4_NL: after mul_mat's items grew (3 a thread), --prefetch 1024 / 2048
+         * / 3072 in three runs: 0.94-0.95 / 0.96-0.97 / 0.96 x the read, and LLaMA 1.1B
+         * generation 48.7-48.8 -> 48.7-50.0 tok/s (3 pairs); Q4_0 the same in cpu_bench (0.94-0.98 /
+         * 0.96-0.98 / 0.98-0.99) but not faster in generation: kept at 1024 */
+        repacked[TSR_TYPE_Q4_0] = 1024;
+        repacked[TSR_TYPE_IQ4_NL] = 2048;
         repacked[TSR_TYPE_Q4_K] = 1152;
         /* Q3_K / Q2_K records (TSR_CPU_REPACK_K2): two records ahead, a quarter record per
          * unit pair; 0.96 / 0.86 x the read against 0.93 / 0.84 one record ahead */
