@@ -316,9 +316,7 @@ static void mm_prepare_operands(const cparams & p, const mm_plan & pl, const tsr
  * cpu_bench's mat-vec from DRAM (x its weights' read, two alternating runs): 8 -> 3 items,
  * Q8_0 0.94-0.95 -> 0.99, Q4_0 0.94-0.96 -> 1.02, IQ4_NL 0.94-0.95 -> 1.00-1.03, Q2_K
  * 0.87-0.88 -> 0.95-0.96, Q3_K 0.91 -> 0.94; 1 or 2 items no better than 3. */
-#ifndef MM_ITEMS_PER_THREAD
-#define MM_ITEMS_PER_THREAD 3
-#endif
+static constexpr int64_t mm_items_per_thread = 3;
 
 static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
     const tsr_tensor * s0 = dst->src[0];
@@ -340,9 +338,9 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
     const int64_t nbatch = ne12 * ne13;
     const int64_t mr = pl.g ? pl.g->mr : 16;
     const int64_t min_rows = pl.g ? std::max<int64_t>(512, mr) : 64;  /* GEMM chunks repack B: keep them large */
-    /* about ITEMS_PER_THREAD items a thread: each mat-vec item starts new DRAM streams whose
+    /* about mm_items_per_thread items a thread: each mat-vec item starts new DRAM streams whose
      * prefetch ramps up again, and each GEMM item packs its B panels again */
-    int64_t mchunks = p.nth == 1 ? 1 : std::max<int64_t>(1, (MM_ITEMS_PER_THREAD * p.nth + nbatch - 1) / nbatch);
+    int64_t mchunks = p.nth == 1 ? 1 : std::max<int64_t>(1, (mm_items_per_thread * p.nth + nbatch - 1) / nbatch);
     /* at most M/min_rows chunks, but at least enough for every thread when M allows */
     const int64_t floor_chunks = std::min<int64_t>((p.nth + nbatch - 1) / nbatch, std::max<int64_t>(1, M / mr));
     mchunks = std::max<int64_t>(floor_chunks, std::min<int64_t>(mchunks, M / min_rows));

@@ -397,22 +397,11 @@ TSR_TARGET_AVX512VNNI static float gemv_q8_0_avx512vnni(int64_t n, const tsr_blo
     gemv_q8_0_rows<1>(n, (const char *)x, 0, y, &o);
     return o;
 }
-TSR_TARGET_AVX512VNNI static float gemv_q4_0_avx512vnni(int64_t n, const tsr_block_q4_0 * x, const yq8 * y) {
-    float o;
-    gemv_q32_rows<TSR_TYPE_Q4_0, 1>(n, (const char *)x, 0, y, &o);
-    return o;
-}
 TSR_TARGET_AVX512VNNI static void dot4_q8_0_avx512vnni(int64_t n, const char * x, size_t lda, const void * y, float * out) {
     gemv_q8_0_rows<4>(n, x, lda, (const yq8 *)y, out);
 }
-TSR_TARGET_AVX512VNNI static void dot4_q4_0_avx512vnni(int64_t n, const char * x, size_t lda, const void * y, float * out) {
-    gemv_q32_rows<TSR_TYPE_Q4_0, 4>(n, x, lda, (const yq8 *)y, out);
-}
 TSR_TARGET_AVX512VNNI static void dot1_q8_0_avx512vnni(int64_t n, const char * x, size_t lda, const void * y, float * out) {
     gemv_q8_0_rows<1>(n, x, lda, (const yq8 *)y, out);
-}
-TSR_TARGET_AVX512VNNI static void dot1_q4_0_avx512vnni(int64_t n, const char * x, size_t lda, const void * y, float * out) {
-    gemv_q32_rows<TSR_TYPE_Q4_0, 1>(n, x, lda, (const yq8 *)y, out);
 }
 
 /* quantize_y_scalar's bytes, 16 blocks at a time: every mat-vec of a quantized type
@@ -1352,17 +1341,23 @@ struct matvec_avx512_gfni {
     __attribute__((flatten)) TSR_TARGET_AVX512VNNI_GFNI static void q32(int64_t n, const char * x, size_t lda, const yq8 * y, float * out) {
         gemv_q32_rows<T, R, true>(n, x, lda, y, out);
     }
-    /* Q4_0's table entries (dot4 / dot1 take y untyped) */
-    template <int R> static void rows_q4_0(int64_t n, const char * x, size_t lda, const void * y, float * out) { q32<TSR_TYPE_Q4_0, R>(n, x, lda, (const yq8 *)y, out); }
-    static float dot_q4_0(int64_t n, const tsr_block_q4_0 * x, const yq8 * y) {
-        float o;
-        q32<TSR_TYPE_Q4_0, 1>(n, (const char *)x, 0, y, &o);
-        return o;
-    }
     template <int KS, int R>
     __attribute__((flatten)) TSR_TARGET_AVX512VNNI_GFNI static void q8k(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out) {
         static_assert(KS == KSLOT_Q3_K, "only Q3_K has a GFNI kernel");
         k2_rows_avx512<true, R, true>(n, x, lda, y, out);
+    }
+};
+
+/* Q4_0's table entries (its own slots: dot_q4_0, dot4, dot1) over an R-row kernel set M. */
+template <class M> struct q4_0_entries {
+    static float dot(int64_t n, const tsr_block_q4_0 * x, const yq8 * y) { return row_quant_dots<M>::template dot_yq8<TSR_TYPE_Q4_0>(n, x, y); }
+    template <int R> static void rows(int64_t n, const char * x, size_t lda, const void * y, float * out) {
+        M::template q32<TSR_TYPE_Q4_0, R>(n, x, lda, (const yq8 *)y, out);
+    }
+    static void fill(kernels & k) {
+        k.dot_q4_0 = dot;
+        k.dot4[SLOT_Q4_0] = rows<4>;
+        k.dot1[SLOT_Q4_0] = rows<1>;
     }
 };
 
@@ -1397,21 +1392,17 @@ static kernels make_kernels_avx512(const cpu_features & f = features()) {
     if (f.avx512_bf16) k.gemm[SLOT_BF16] = &gemm_bf16_avx512;
     if (f.avx512_vnni) {
         k.dot_q8_0 = gemv_q8_0_avx512vnni;
-        k.dot_q4_0 = gemv_q4_0_avx512vnni;
         k.dot4[SLOT_Q8_0] = dot4_q8_0_avx512vnni;
-        k.dot4[SLOT_Q4_0] = dot4_q4_0_avx512vnni;
         k.dot1[SLOT_Q8_0] = dot1_q8_0_avx512vnni;
-        k.dot1[SLOT_Q4_0] = dot1_q4_0_avx512vnni;
         k.gemm[SLOT_Q8_0] = &gemm_q8_0_avx512;
         k.gemm[SLOT_Q4_0] = &gemm_q4_0_avx512;
         row_quant_dots<matvec_avx512>::fill(k);
+        q4_0_entries<matvec_avx512>::fill(k);
         if (f.avx512_gfni) {
             k.dot_q8k[KSLOT_Q3_K] = row_quant_dots<matvec_avx512_gfni>::dot_q8k<KSLOT_Q3_K>;
             k.dot4_q8k[KSLOT_Q3_K] = row_quant_dots<matvec_avx512_gfni>::dot4_q8k<KSLOT_Q3_K>;
             using G = row_quant_dots<matvec_avx512_gfni>;
-            k.dot_q4_0 = matvec_avx512_gfni::dot_q4_0;
-            k.dot4[SLOT_Q4_0] = matvec_avx512_gfni::rows_q4_0<4>;
-            k.dot1[SLOT_Q4_0] = matvec_avx512_gfni::rows_q4_0<1>;
+            q4_0_entries<matvec_avx512_gfni>::fill(k);
             k.dot_yq8[QSLOT_Q4_1] = G::dot_yq8<TSR_TYPE_Q4_1>;
             k.dot_yq8[QSLOT_Q5_0] = G::dot_yq8<TSR_TYPE_Q5_0>;
             k.dot_yq8[QSLOT_Q5_1] = G::dot_yq8<TSR_TYPE_Q5_1>;
