@@ -200,7 +200,10 @@ TSR_TARGET_AVX512VNNI static void gemv_q8_0_rows(int64_t n, const char * x, size
  * a block: two groups' qs words 0..3, and 4..7, each within one pair of loads) run two
  * groups a step first (yside_q4x8): the float conversion and scaling, a fifth of the work
  * and more of the time (without them Q4_0 ran 50 GB/s against 40), then serve 8 blocks
- * instead of 4: Q4_0 35 -> 39, IQ4_NL 30.5 -> 34.5. The other types' blocks do not fit. */
+ * instead of 4: Q4_0 35 -> 39, IQ4_NL 30.5 -> 34.5. The other types' blocks do not fit;
+ * they take their qs and qh by dword permutes (q32_layout::dwords): a word permute of two
+ * sources is two uops on the port that also runs the byte shuffles, the conversions and
+ * GFNI, and that port was the limit (Q4_1 30 -> 31.5, Q5_0 25.4 -> 29.3, Q5_1 24.4 -> 29.7). */
 template <tsr_type T> struct q32_layout {
     static constexpr int words = T == TSR_TYPE_Q4_1 ? 10 : T == TSR_TYPE_Q5_0 ? 11 : T == TSR_TYPE_Q5_1 ? 12 : 9;
     static constexpr int qs = T == TSR_TYPE_Q4_1 ? 2 : T == TSR_TYPE_Q5_0 ? 3 : T == TSR_TYPE_Q5_1 ? 4 : 1;  /* first qs word */
@@ -211,6 +214,17 @@ template <tsr_type T> struct q32_layout {
     static constexpr bool dm_in_z0 = 3 * words + (has_min ? 1 : 0) < 32;  /* block 3's d (and m) in the first 64 bytes */
     /* word w of the group as an index into (first 64 bytes, last 32 bytes) for vpermt2w */
     static constexpr uint16_t at(int w) { return (uint16_t)(w < 32 ? w : 32 + (w - z1)); }
+    /* The dword path: the qs (and Q5's qh) come out of the loads by dword permutes, one uop
+     * each where a word permute of two sources is two, on the port the level building also
+     * needs. Q4_1 / Q5_1 blocks are whole dwords (a header of d, m (and qh), then 4 qs
+     * dwords) in the group's first 64 and last 32 bytes; Q5_0's (22 bytes) are, for the
+     * even blocks, in the 64 bytes from byte 2 and, for the odd ones, in the last 64. */
+    static constexpr bool dwords = T != TSR_TYPE_Q4_0 && T != TSR_TYPE_IQ4_NL;
+    static constexpr int hd = has_qh ? 2 : 1;   /* Q4_1 / Q5_1 header dwords */
+    static constexpr int qb = T == TSR_TYPE_Q5_0 ? 0 : 4;   /* block j's qh: byte qb of lane j */
+    static constexpr int da = T == TSR_TYPE_Q5_0 ? 2 : 0;   /* bytes of the dword permutes' sources */
+    static constexpr int db = T == TSR_TYPE_Q5_0 ? 8 * words - 64 : 2 * z1;
+    static constexpr uint32_t at_d(int byte) { return (uint32_t)(byte - da < 64 && byte >= da ? (byte - da) / 4 : 16 + (byte - db) / 4); }
 };
 
 /* vpermt2w indices: lanes 8j.. block j's 8 qs words; d x4 per block then m x4; the qh low
@@ -239,6 +253,33 @@ template <tsr_type T> struct q32_qh_lanes {
 };
 template <tsr_type T> static constexpr q32_qh_lanes<T> q32_qh_idx{};
 
+/* The dword path (q32_layout::dwords): vpermt2d indices that put block j's 4 qs dwords in
+ * 128-bit lane j, and its header dwords repeated over lane j (d, m words 8j, 8j + 1; Q5_1's
+ * qh bytes 16j + 4.. 7); then one-source word permutes of that header vector: d x4 per block
+ * then m x4, and the qh low words of the 4 blocks then their high words. */
+template <tsr_type T> struct q32_dword_indices {
+    alignas(64) uint32_t qs[16], hdr[16];
+    alignas(64) uint16_t dm[32], qh[32];
+    constexpr q32_dword_indices() : qs{}, hdr{}, dm{}, qh{} {
+        using L = q32_layout<T>;
+        const bool q5_0 = T == TSR_TYPE_Q5_0;
+        for (int l = 0; l < 16; ++l) {
+            const int block = 2 * L::words * (l / 4);
+            /* Q5_0: the even blocks from the first source, the odd ones from the second */
+            const auto at = [&](int byte) { return q5_0 && l / 4 % 2 ? 16 + (uint32_t)(byte - L::db) / 4 : L::at_d(byte); };
+            qs[l] = at(block + 2 * L::qs + 4 * (l % 4));
+            hdr[l] = at(block + (q5_0 ? 2 : 4 * (l % L::hd)));
+        }
+        for (int l = 0; l < 32; ++l) {
+            /* Q5_0's d words from the first 64 bytes and the second source; the others' from the header vector */
+            dm[l] = q5_0 ? (uint16_t)(l < 16 && l / 4 == 3 ? 32 + (2 * L::words * 3 - L::db) / 2 : L::words * (l / 4 % 4) * (l < 16))
+                         : (uint16_t)(8 * (l / 4 % 4) + (l < 16 ? 0 : 1));
+            qh[l] = (uint16_t)(8 * (l % 4) + L::qb / 2 + l / 4 % 2);
+        }
+    }
+};
+template <tsr_type T> static constexpr q32_dword_indices<T> q32_didx{};
+
 /* gf2p8affineqb's output bit b of a byte is the parity of the input bits set in byte 7 - b
  * of the matrix qword. The matrix (qs >> 4) & 15 of every byte: output bits 0-3 = input
  * bits 4-7, one instruction for a shift and a mask. */
@@ -250,10 +291,11 @@ static constexpr long long gf_high_nibble = 0x1020408000000000ll;
  * output byte i is 16 * (bit i of that qh byte). vpshufb builds the matrices of the low
  * nibbles' elements (qh bytes 0, 1 of the lane's block) and the high nibbles' (bytes 2, 3);
  * one ternary-logic op merges them with the nibbles. Same integers as the masked adds. */
+template <int QB>  /* the byte of lane j where block j's qh starts */
 TSR_TARGET_AVX512VNNI_GFNI static inline void q5_levels_gfni(__m512i qs, __m512i qh_lanes, __m512i & lo, __m512i & hi) {
     const __m512i one_hot = _mm512_set1_epi64(0x8040201008040201ll), m4 = _mm512_set1_epi8(0x0F);
-    const __m512i sel_lo = _mm512_broadcast_i32x4(_mm_setr_epi8(-128, -128, -128, 0, -128, -128, -128, -128, -128, -128, -128, 1, -128, -128, -128, -128));
-    const __m512i sel_hi = _mm512_broadcast_i32x4(_mm_setr_epi8(-128, -128, -128, 2, -128, -128, -128, -128, -128, -128, -128, 3, -128, -128, -128, -128));
+    const __m512i sel_lo = _mm512_broadcast_i32x4(_mm_setr_epi8(-128, -128, -128, QB, -128, -128, -128, -128, -128, -128, -128, QB + 1, -128, -128, -128, -128));
+    const __m512i sel_hi = _mm512_broadcast_i32x4(_mm_setr_epi8(-128, -128, -128, QB + 2, -128, -128, -128, -128, -128, -128, -128, QB + 3, -128, -128, -128, -128));
     const __m512i b_lo = _mm512_gf2p8affine_epi64_epi8(one_hot, _mm512_shuffle_epi8(qh_lanes, sel_lo), 0);
     const __m512i b_hi = _mm512_gf2p8affine_epi64_epi8(one_hot, _mm512_shuffle_epi8(qh_lanes, sel_hi), 0);
     lo = _mm512_ternarylogic_epi32(qs, m4, b_lo, 0xEA);  /* (a & b) | c */
@@ -285,8 +327,11 @@ TSR_TARGET_AVX512VNNI static inline void gemv_q32_rows(int64_t n, const char * x
     const yside_q4 * ys = y_side_q4(y, nb);
     const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
     const __m512i table = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values)), _mm512_set1_epi8((char)0x80));
-    const __m512i iq = _mm512_load_si512((const void *)q32_idx<T>.qs), idm = _mm512_load_si512((const void *)q32_idx<T>.dm);
-    const __m512i ih = _mm512_load_si512((const void *)q32_idx<T>.qh), ihl = _mm512_load_si512((const void *)q32_qh_idx<T>.w);
+    const auto & di = q32_didx<T>;
+    const __m512i iq = _mm512_load_si512(L::dwords ? (const void *)di.qs : (const void *)q32_idx<T>.qs);
+    const __m512i idm = _mm512_load_si512(L::dwords ? (const void *)di.dm : (const void *)q32_idx<T>.dm);
+    const __m512i ih = _mm512_load_si512(L::dwords ? (const void *)di.qh : (const void *)q32_idx<T>.qh);
+    const __m512i ihl = _mm512_load_si512((const void *)q32_qh_idx<T>.w), ihd = _mm512_load_si512((const void *)di.hdr);
     const matvec_prefetcher<T, 16 * L::words> prefetch;
     __m512 acc[R];
 #pragma GCC unroll 8
@@ -350,12 +395,23 @@ TSR_TARGET_AVX512VNNI static inline void gemv_q32_rows(int64_t n, const char * x
             prefetch(xb);
             const __m512i z0 = _mm512_loadu_si512((const void *)xb);
             const __m512i z1 = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(xb + 2 * L::z1)));
-            const __m512i qs = _mm512_permutex2var_epi16(z0, iq, z1);
-            /* the d (and m) words within the first 64 bytes: a one-source word permute */
-            const __m512i dm = L::dm_in_z0 ? _mm512_permutexvar_epi16(idm, z0) : _mm512_permutex2var_epi16(z0, idm, z1);
+            __m512i qs, dm, hdr = z0;
+            if constexpr (L::dwords) {
+                const __m512i za = L::da ? _mm512_loadu_si512((const void *)(xb + L::da)) : z0;
+                const __m512i zb = L::da ? _mm512_loadu_si512((const void *)(xb + L::db)) : z1;
+                qs = _mm512_permutex2var_epi32(za, iq, zb);
+                hdr = _mm512_permutex2var_epi32(za, ihd, zb);
+                dm = L::has_min ? _mm512_permutexvar_epi16(idm, hdr) : _mm512_permutex2var_epi16(z0, idm, zb);
+            } else {
+                qs = _mm512_permutex2var_epi16(z0, iq, z1);
+                /* the d (and m) words within the first 64 bytes: a one-source word permute */
+                dm = L::dm_in_z0 ? _mm512_permutexvar_epi16(idm, z0) : _mm512_permutex2var_epi16(z0, idm, z1);
+            }
             __m512i lo, hi;
-            if constexpr (GFNI && L::has_qh) {
-                q5_levels_gfni(qs, _mm512_permutex2var_epi16(z0, ihl, z1), lo, hi);
+            if constexpr (GFNI && L::has_qh && L::dwords) {
+                q5_levels_gfni<L::qb>(qs, hdr, lo, hi);
+            } else if constexpr (GFNI && L::has_qh) {
+                q5_levels_gfni<0>(qs, _mm512_permutex2var_epi16(z0, ihl, z1), lo, hi);
             } else if constexpr (GFNI) {
                 lo = _mm512_and_si512(qs, m4);
                 hi = high_nibbles_gfni(qs);
@@ -370,7 +426,7 @@ TSR_TARGET_AVX512VNNI static inline void gemv_q32_rows(int64_t n, const char * x
             if constexpr (L::has_qh && !GFNI) {
                 /* elements 0-15 of each block take qh bits 0-15, elements 16-31 bits 16-31; a
                  * masked byte add of 16 onto levels below 16 sets bit 4 in one op */
-                const __m128i h = _mm512_castsi512_si128(_mm512_permutex2var_epi16(z0, ih, z1));
+                const __m128i h = _mm512_castsi512_si128(L::dwords ? _mm512_permutexvar_epi16(ih, hdr) : _mm512_permutex2var_epi16(z0, ih, z1));
                 lo = _mm512_mask_add_epi8(lo, _cvtu64_mask64((uint64_t)_mm_cvtsi128_si64(h)), lo, m10);
                 hi = _mm512_mask_add_epi8(hi, _cvtu64_mask64((uint64_t)_mm_extract_epi64(h, 1)), hi, m10);
             }
