@@ -275,6 +275,48 @@ struct graph_job {
     std::atomic<bool> failed{false};      /* a node found bad input data (cparams::failed) */
 };
 
+/* A thread waiting at a barrier (another core still on a node, or thread 0 alone on small
+ * nodes) has nothing to compute, and DRAM idles: it prefetches the start of its first item
+ * of the next mat-vec into its L2, up to wait_prefetch::budget bytes a stream (512 KiB a
+ * thread at most: half a Zen 5 L2). run_bench, LLaMA 1.1B, 2 threads, builds alternating 4
+ * times (best of 4 rounds each): Q4_0 generation 45.8-46.9 -> 46.1-48.7 tok/s (mean +2.7 %),
+ * Q4_K_M 43.1-46.2 -> 43.9-45.6 (no change); 16 and 64 KiB a stream fell between. */
+struct wait_prefetch {
+    static constexpr size_t budget = 128 * 1024;
+    const tsr_tensor * target = nullptr;
+    const char * at[4] = {};
+    size_t done = 0, end = 0;
+    void aim(const tsr_tensor * t, int ith, int nth) {
+        if (t == target) return;
+        target = t;
+        done = end = 0;
+        size_t bytes = 0;
+        if (t && matvec_first_streams(t, ith, nth, at, bytes)) end = std::min(bytes, budget);
+    }
+    /* one line of each stream; false when there is nothing left */
+    bool step() {
+        if (done >= end) return false;
+        for (const char * a : at) {
+#if defined(TSR_CPU_X86)
+            _mm_prefetch(a + done, _MM_HINT_T1);
+#elif defined(__GNUC__)
+            __builtin_prefetch(a + done, 0, 2);
+#endif
+        }
+        done += 64;
+        return true;
+    }
+};
+
+/* The next mat-vec within a few nodes after i (what a thread waiting after node i prefetches). */
+static const tsr_tensor * next_matvec(tsr_cgraph * g, int i, int last) {
+    for (int j = i + 1; j <= last && j <= i + 16; ++j) {
+        const tsr_tensor * t = tsr_graph_node(g, j);
+        if (t->op == TSR_OP_MUL_MAT && node_runs(t)) return t->src[1]->ne[1] == 1 ? t : nullptr;
+    }
+    return nullptr;
+}
+
 static void graph_job_fn(void * arg, int ith, int nth) {
     graph_job * job = (graph_job *)arg;
     backend_ctx * ctx = job->ctx;
@@ -292,6 +334,7 @@ static void graph_job_fn(void * arg, int ith, int nth) {
         if (node_runs(tsr_graph_node(job->g, i))) last = i;
     cparams solo = p;   /* small nodes: thread 0 alone, no barrier between consecutive ones */
     solo.nth = 1;
+    wait_prefetch pf;
     for (int i = 0; i <= last; ++i) {
         tsr_tensor * t = tsr_graph_node(job->g, i);
         if (!node_runs(t)) continue;
@@ -308,7 +351,10 @@ static void graph_job_fn(void * arg, int ith, int nth) {
             job->abort_at.store(i, std::memory_order_release);
         if (cur_solo && next_solo) continue;   /* only thread 0 touched data: no barrier */
         if (i == last) break;                  /* pool::run waits for every thread */
-        barrier(p);
+        if (nth > 1) {
+            pf.aim(next_matvec(job->g, i, last), ith, nth);
+            p.tp->barrier([&pf] { return pf.step(); });
+        }
         /* compare with i: thread 0 may already be past this barrier and flag a later node */
         if (job->abort_at.load(std::memory_order_acquire) <= i) break;
     }

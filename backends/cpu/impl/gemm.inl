@@ -318,6 +318,26 @@ static void mm_prepare_operands(const cparams & p, const mm_plan & pl, const tsr
  * 0.87-0.88 -> 0.95-0.96, Q3_K 0.91 -> 0.94; 1 or 2 items no better than 3. */
 static constexpr int64_t mm_items_per_thread = 3;
 
+/* op_mul_mat's items of one batch: mchunks chunks of csize rows (a multiple of mr). */
+struct mm_items {
+    int64_t mchunks, csize;
+};
+static mm_items mm_split(int64_t M, int64_t nbatch, int64_t mr, bool gemm, int nth) {
+    const int64_t min_rows = gemm ? std::max<int64_t>(512, mr) : 64;  /* GEMM chunks repack B: keep them large */
+    /* about mm_items_per_thread items a thread: each mat-vec item starts new DRAM streams whose
+     * prefetch ramps up again, and each GEMM item packs its B panels again */
+    int64_t mchunks = nth == 1 ? 1 : std::max<int64_t>(1, (mm_items_per_thread * nth + nbatch - 1) / nbatch);
+    /* at most M/min_rows chunks, but at least enough for every thread when M allows */
+    const int64_t floor_chunks = std::min<int64_t>((nth + nbatch - 1) / nbatch, std::max<int64_t>(1, M / mr));
+    mchunks = std::max<int64_t>(floor_chunks, std::min<int64_t>(mchunks, M / min_rows));
+    /* one matrix cut short by M / min_rows: a whole number of items a thread (LLaMA's 5632-row
+     * GEMMs were 11 items on 2 threads) */
+    if (nbatch == 1 && mchunks > nth) mchunks -= mchunks % nth;
+    int64_t csize = (M + mchunks - 1) / mchunks;
+    csize = (csize + mr - 1) / mr * mr;
+    return {(M + csize - 1) / csize, csize};
+}
+
 static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
     const tsr_tensor * s0 = dst->src[0];
     const tsr_tensor * s1 = dst->src[1];
@@ -336,20 +356,8 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
      * thread slowed down by other work on its core takes fewer (the counter is reset by
      * the barrier that ends the previous node or phase 1, and at the start of a graph) */
     const int64_t nbatch = ne12 * ne13;
-    const int64_t mr = pl.g ? pl.g->mr : 16;
-    const int64_t min_rows = pl.g ? std::max<int64_t>(512, mr) : 64;  /* GEMM chunks repack B: keep them large */
-    /* about mm_items_per_thread items a thread: each mat-vec item starts new DRAM streams whose
-     * prefetch ramps up again, and each GEMM item packs its B panels again */
-    int64_t mchunks = p.nth == 1 ? 1 : std::max<int64_t>(1, (mm_items_per_thread * p.nth + nbatch - 1) / nbatch);
-    /* at most M/min_rows chunks, but at least enough for every thread when M allows */
-    const int64_t floor_chunks = std::min<int64_t>((p.nth + nbatch - 1) / nbatch, std::max<int64_t>(1, M / mr));
-    mchunks = std::max<int64_t>(floor_chunks, std::min<int64_t>(mchunks, M / min_rows));
-    /* one matrix cut short by M / min_rows: a whole number of items a thread (LLaMA's 5632-row
-     * GEMMs were 11 items on 2 threads) */
-    if (nbatch == 1 && mchunks > p.nth) mchunks -= mchunks % p.nth;
-    int64_t csize = (M + mchunks - 1) / mchunks;
-    csize = (csize + mr - 1) / mr * mr;
-    mchunks = (M + csize - 1) / csize;
+    const mm_items items = mm_split(M, nbatch, pl.g ? pl.g->mr : 16, pl.g != nullptr, p.nth);
+    const int64_t mchunks = items.mchunks, csize = items.csize;
     const int64_t nitems = nbatch * mchunks;
     const bool a_r8 = !pl.x_conv && is_r8_repacked(s0);
     for (int64_t it = p.nth == 1 ? 0 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed); it < nitems;
@@ -380,6 +388,25 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
         a.a_r8 = a_r8;
         mm_range(p.K, a, mc * csize, std::min<int64_t>(M, (mc + 1) * csize), tw);
     }
+}
+
+/* A thread's first mat-vec item of node t, as op_mul_mat will cut it (one activation row, one
+ * batch, the weights' rows in place): the 4 streams mm_range_dots / r8_gemv walk from
+ * (streams of rows side by side; r8 groups of 8 rows are contiguous too, so the same bytes
+ * within a group's rounding). false: not such a node, or no item for this thread. */
+static bool matvec_first_streams(const tsr_tensor * t, int ith, int nth, const char * start[4], size_t & stream_bytes) {
+    if (t->op != TSR_OP_MUL_MAT) return false;
+    const tsr_tensor * s0 = t->src[0], * s1 = t->src[1];
+    if (!s0->data || s1->ne[1] != 1 || s1->ne[2] != 1 || s1->ne[3] != 1 || s0->ne[2] != 1 || s0->ne[3] != 1) return false;
+    if (!tsr_is_quantized(s0->type) && s0->nb[0] != tsr_type_size(s0->type)) return false;
+    const int64_t M = s0->ne[1];
+    const mm_items items = mm_split(M, 1, 16, false, nth);
+    if (ith >= items.mchunks) return false;
+    const int64_t m0 = ith * items.csize, q = (std::min<int64_t>(M, m0 + items.csize) - m0) / 4;
+    if (q <= 0) return false;
+    for (int s = 0; s < 4; ++s) start[s] = (const char *)s0->data + (size_t)(m0 + s * q) * s0->nb[1];
+    stream_bytes = (size_t)q * s0->nb[1];
+    return true;
 }
 
 } // namespace tcpu

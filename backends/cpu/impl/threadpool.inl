@@ -106,7 +106,8 @@ struct pool {
         }
     }
 
-    void barrier() {
+    /* idle(): work for a thread that waits (true: it did some, so no pause this turn) */
+    template <class Idle> void barrier(Idle && idle) {
         if (n_threads == 1) return;
         const int phase = bar_phase.load(std::memory_order_acquire);
         if (bar_count.fetch_add(1, std::memory_order_acq_rel) == n_threads - 1) {
@@ -117,8 +118,12 @@ struct pool {
         }
         int spins = 0;
         while (bar_phase.load(std::memory_order_acquire) == phase) {
+            if (idle()) continue;
             if (++spins < SPIN_BARRIER) cpu_relax(); else std::this_thread::yield();
         }
+    }
+    void barrier() {
+        barrier([] { return false; });
     }
 };
 
