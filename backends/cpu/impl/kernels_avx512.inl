@@ -222,9 +222,13 @@ template <tsr_type T> struct q32_layout {
     static constexpr bool dwords = T != TSR_TYPE_Q4_0 && T != TSR_TYPE_IQ4_NL;
     static constexpr int hd = has_qh ? 2 : 1;   /* Q4_1 / Q5_1 header dwords */
     static constexpr int qb = T == TSR_TYPE_Q5_0 ? 0 : 4;   /* block j's qh: byte qb of lane j */
-    static constexpr int da = T == TSR_TYPE_Q5_0 ? 2 : 0;   /* bytes of the dword permutes' sources */
-    static constexpr int db = T == TSR_TYPE_Q5_0 ? 8 * words - 64 : 2 * z1;
-    static constexpr uint32_t at_d(int byte) { return (uint32_t)(byte - da < 64 && byte >= da ? (byte - da) / 4 : 16 + (byte - db) / 4); }
+    static constexpr int da = T == TSR_TYPE_Q5_0 ? 2 : 0;   /* the dword permutes' sources: 64 bytes from da, */
+    static constexpr int db = T == TSR_TYPE_Q5_0 ? 8 * words - 64 : 2 * z1;  /* and 64 (32) from db */
+    /* byte `byte` of the group (in block j) as a dword index into those two sources */
+    static constexpr uint32_t at_d(int j, int byte) {
+        const bool second = T == TSR_TYPE_Q5_0 ? j % 2 == 1 : byte >= 64;
+        return second ? 16 + (uint32_t)(byte - db) / 4 : (uint32_t)(byte - da) / 4;
+    }
 };
 
 /* vpermt2w indices: lanes 8j.. block j's 8 qs words; d x4 per block then m x4; the qh low
@@ -264,15 +268,15 @@ template <tsr_type T> struct q32_dword_indices {
         using L = q32_layout<T>;
         const bool q5_0 = T == TSR_TYPE_Q5_0;
         for (int l = 0; l < 16; ++l) {
-            const int block = 2 * L::words * (l / 4);
-            /* Q5_0: the even blocks from the first source, the odd ones from the second */
-            const auto at = [&](int byte) { return q5_0 && l / 4 % 2 ? 16 + (uint32_t)(byte - L::db) / 4 : L::at_d(byte); };
-            qs[l] = at(block + 2 * L::qs + 4 * (l % 4));
-            hdr[l] = at(block + (q5_0 ? 2 : 4 * (l % L::hd)));
+            const int j = l / 4, block = 2 * L::words * j;
+            qs[l] = L::at_d(j, block + 2 * L::qs + 4 * (l % 4));
+            hdr[l] = L::at_d(j, block + (q5_0 ? 2 : 4 * (l % L::hd)));  /* Q5_0: its qh */
         }
         for (int l = 0; l < 32; ++l) {
-            /* Q5_0's d words from the first 64 bytes and the second source; the others' from the header vector */
-            dm[l] = q5_0 ? (uint16_t)(l < 16 && l / 4 == 3 ? 32 + (2 * L::words * 3 - L::db) / 2 : L::words * (l / 4 % 4) * (l < 16))
+            /* Q5_0's d words from the group's first 64 bytes and the second source (vpermt2w);
+             * the others' from the header vector (vpermw) */
+            const int d_byte = 2 * L::words * (l / 4 % 4);
+            dm[l] = q5_0 ? (uint16_t)(l >= 16 ? 0 : d_byte < 64 ? d_byte / 2 : 32 + (d_byte - L::db) / 2)
                          : (uint16_t)(8 * (l / 4 % 4) + (l < 16 ? 0 : 1));
             qh[l] = (uint16_t)(8 * (l % 4) + L::qb / 2 + l / 4 % 2);
         }
