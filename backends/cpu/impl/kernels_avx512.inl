@@ -207,11 +207,9 @@ TSR_TARGET_AVX512VNNI static void gemv_q8_0_rows(int64_t n, const char * x, size
 template <tsr_type T> struct q32_layout {
     static constexpr int words = T == TSR_TYPE_Q4_1 ? 10 : T == TSR_TYPE_Q5_0 ? 11 : T == TSR_TYPE_Q5_1 ? 12 : 9;
     static constexpr int qs = T == TSR_TYPE_Q4_1 ? 2 : T == TSR_TYPE_Q5_0 ? 3 : T == TSR_TYPE_Q5_1 ? 4 : 1;  /* first qs word */
-    static constexpr int qh = T == TSR_TYPE_Q5_0 ? 1 : 2;                                                     /* Q5: first qh word */
     static constexpr bool has_min = T == TSR_TYPE_Q4_1 || T == TSR_TYPE_Q5_1;
     static constexpr bool has_qh = T == TSR_TYPE_Q5_0 || T == TSR_TYPE_Q5_1;
     static constexpr int z1 = 4 * words - 16;  /* first word of the group's last 32 bytes */
-    static constexpr bool dm_in_z0 = 3 * words + (has_min ? 1 : 0) < 32;  /* block 3's d (and m) in the first 64 bytes */
     /* word w of the group as an index into (first 64 bytes, last 32 bytes) for vpermt2w */
     static constexpr uint16_t at(int w) { return (uint16_t)(w < 32 ? w : 32 + (w - z1)); }
     /* The dword path: the qs (and Q5's qh) come out of the loads by dword permutes, one uop
@@ -231,31 +229,21 @@ template <tsr_type T> struct q32_layout {
     }
 };
 
-/* vpermt2w indices: lanes 8j.. block j's 8 qs words; d x4 per block then m x4; the qh low
- * words of the 4 blocks then their high words */
+/* The word path (Q4_0 / IQ4_NL's odd group, 9-word blocks): vpermt2w indices for lanes
+ * 8j.. = block j's 8 qs words, and vpermw indices for d x4 per block (every d in the first
+ * 64 bytes). */
 template <tsr_type T> struct q32_indices {
-    alignas(64) uint16_t qs[32], dm[32], qh[32];
-    constexpr q32_indices() : qs{}, dm{}, qh{} {
+    alignas(64) uint16_t qs[32], dm[32];
+    constexpr q32_indices() : qs{}, dm{} {
         using L = q32_layout<T>;
+        static_assert(L::dwords || 3 * L::words < 32, "block 3's d within the group's first 64 bytes");
         for (int l = 0; l < 32; ++l) {
             qs[l] = L::at(L::words * (l / 8) + L::qs + l % 8);
-            dm[l] = L::at(L::words * (l / 4 % 4) + (l < 16 ? 0 : 1));
-            qh[l] = L::at(L::words * (l % 4) + L::qh + l / 4 % 2);
+            dm[l] = (uint16_t)(L::words * (l / 4 % 4));
         }
     }
 };
 template <tsr_type T> static constexpr q32_indices<T> q32_idx{};
-
-/* GFNI path (q32_levels_gfni): vpermt2w indices that put block j's qh (two words) at words
- * 8j, 8j + 1, so that 128-bit lane j holds its own bits. */
-template <tsr_type T> struct q32_qh_lanes {
-    alignas(64) uint16_t w[32];
-    constexpr q32_qh_lanes() : w{} {
-        using L = q32_layout<T>;
-        for (int l = 0; l < 32; ++l) w[l] = L::at(L::words * (l / 8) + L::qh + (l % 8 == 1));
-    }
-};
-template <tsr_type T> static constexpr q32_qh_lanes<T> q32_qh_idx{};
 
 /* The dword path (q32_layout::dwords): vpermt2d indices that put block j's 4 qs dwords in
  * 128-bit lane j, and its header dwords repeated over lane j (d, m words 8j, 8j + 1; Q5_1's
@@ -334,8 +322,7 @@ TSR_TARGET_AVX512VNNI static inline void gemv_q32_rows(int64_t n, const char * x
     const auto & di = q32_didx<T>;
     const __m512i iq = _mm512_load_si512(L::dwords ? (const void *)di.qs : (const void *)q32_idx<T>.qs);
     const __m512i idm = _mm512_load_si512(L::dwords ? (const void *)di.dm : (const void *)q32_idx<T>.dm);
-    const __m512i ih = _mm512_load_si512(L::dwords ? (const void *)di.qh : (const void *)q32_idx<T>.qh);
-    const __m512i ihl = _mm512_load_si512((const void *)q32_qh_idx<T>.w), ihd = _mm512_load_si512((const void *)di.hdr);
+    const __m512i ih = _mm512_load_si512((const void *)di.qh), ihd = _mm512_load_si512((const void *)di.hdr);
     const matvec_prefetcher<T, 16 * L::words> prefetch;
     __m512 acc[R];
 #pragma GCC unroll 8
@@ -408,14 +395,11 @@ TSR_TARGET_AVX512VNNI static inline void gemv_q32_rows(int64_t n, const char * x
                 dm = L::has_min ? _mm512_permutexvar_epi16(idm, hdr) : _mm512_permutex2var_epi16(z0, idm, zb);
             } else {
                 qs = _mm512_permutex2var_epi16(z0, iq, z1);
-                /* the d (and m) words within the first 64 bytes: a one-source word permute */
-                dm = L::dm_in_z0 ? _mm512_permutexvar_epi16(idm, z0) : _mm512_permutex2var_epi16(z0, idm, z1);
+                dm = _mm512_permutexvar_epi16(idm, z0);
             }
             __m512i lo, hi;
-            if constexpr (GFNI && L::has_qh && L::dwords) {
+            if constexpr (GFNI && L::has_qh) {
                 q5_levels_gfni<L::qb>(qs, hdr, lo, hi);
-            } else if constexpr (GFNI && L::has_qh) {
-                q5_levels_gfni<0>(qs, _mm512_permutex2var_epi16(z0, ihl, z1), lo, hi);
             } else if constexpr (GFNI) {
                 lo = _mm512_and_si512(qs, m4);
                 hi = high_nibbles_gfni(qs);
@@ -430,7 +414,7 @@ TSR_TARGET_AVX512VNNI static inline void gemv_q32_rows(int64_t n, const char * x
             if constexpr (L::has_qh && !GFNI) {
                 /* elements 0-15 of each block take qh bits 0-15, elements 16-31 bits 16-31; a
                  * masked byte add of 16 onto levels below 16 sets bit 4 in one op */
-                const __m128i h = _mm512_castsi512_si128(L::dwords ? _mm512_permutexvar_epi16(ih, hdr) : _mm512_permutex2var_epi16(z0, ih, z1));
+                const __m128i h = _mm512_castsi512_si128(_mm512_permutexvar_epi16(ih, hdr));
                 lo = _mm512_mask_add_epi8(lo, _cvtu64_mask64((uint64_t)_mm_cvtsi128_si64(h)), lo, m10);
                 hi = _mm512_mask_add_epi8(hi, _cvtu64_mask64((uint64_t)_mm_extract_epi64(h, 1)), hi, m10);
             }
