@@ -1369,40 +1369,43 @@ TEST_CASE("CPU_REPACK buffers: ops other than mul_mat / get_rows on a repacked m
 
 TEST_CASE("mul_mat items: cover every row in whole kernel rows; a waiting thread prefetches inside its first item", "[cpu][mul_mat][threads]") {
     cput::ctx_holder ctx(64);
+    const tcpu::kernels * K = tcpu::get_kernels();
     for (int64_t M : {16, 64, 200, 256, 2048, 5632, 32000}) {
         tsr_tensor * w = tsr_new_tensor_2d(ctx, TSR_TYPE_Q4_0, 256, M);
         tsr_tensor * x1 = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, 256, 1);
-        tsr_tensor * x2 = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, 256, 2);
-        REQUIRE((w && x1 && x2));
+        tsr_tensor * x8 = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, 256, 8);
+        REQUIRE((w && x1 && x8));
         tsr_tensor * mv = tsr_mul_mat(ctx, w, x1);
-        tsr_tensor * mm = tsr_mul_mat(ctx, w, x2);
+        tsr_tensor * mm = tsr_mul_mat(ctx, w, x8);
         REQUIRE((mv && mm));
-        const char * lo = (const char *)w->data, * hi = lo + tsr_nbytes(w);
+        const char * lo = (const char *)w->data;
+        const size_t row = w->nb[1];
         for (int nth : {1, 2, 3, 4, 8}) {
             INFO("M " << M << " threads " << nth);
-            const tcpu::mm_items it = tcpu::mm_split(M, 1, 16, false, nth);
-            CHECK(it.csize % 16 == 0);
+            const tcpu::mm_items it = tcpu::mm_split(tcpu::mm_make_plan(mv, K, nth), M, 1, nth);
+            CHECK(it.csize % 16 == 0);  // whole 16-row kernel steps
             CHECK(it.mchunks * it.csize >= M);
             CHECK((it.mchunks - 1) * it.csize < M);
-            CHECK(it.mchunks >= (M >= 16 * nth * 2 ? nth : 1));  // every thread has an item once rows allow
+            if (M >= 32 * nth) CHECK(it.mchunks >= nth);  // every thread has an item once rows allow
             for (int ith = 0; ith < nth; ++ith) {
-                const char * start[4] = {};
+                const char * start[tcpu::MM_DOT_STREAMS] = {};
                 size_t bytes = 0;
-                const char * no[4] = {};
-                size_t no_bytes = 0;
-                CHECK_FALSE(tcpu::matvec_first_streams(mm, ith, nth, no, no_bytes));  // two columns: a GEMM
-                if (!tcpu::matvec_first_streams(mv, ith, nth, start, bytes)) {
-                    CHECK((ith >= it.mchunks || (std::min<int64_t>(M, (ith + 1) * it.csize) - ith * it.csize) < 4));
+                CHECK_FALSE(tcpu::matvec_first_streams(mm, K, ith, nth, start, bytes));  // 8 columns: a GEMM
+                if (!tcpu::matvec_first_streams(mv, K, ith, nth, start, bytes)) {
+                    CHECK((ith >= it.mchunks || M - ith * it.csize < tcpu::MM_DOT_STREAMS));  // no item, or too short to split
                     continue;
                 }
-                // item ith's rows [m0, m1) in 4 equal streams, as mm_range_dots walks them
-                const int64_t m0 = ith * it.csize, m1 = std::min<int64_t>(M, m0 + it.csize), q = (m1 - m0) / 4;
-                CHECK(bytes == (size_t)q * w->nb[1]);
-                for (int s = 0; s < 4; ++s) {
-                    CHECK(start[s] == lo + (size_t)(m0 + s * q) * w->nb[1]);
-                    CHECK(start[s] >= lo);
-                    CHECK(start[s] + bytes <= hi);
+                // the streams lie in order, apart, inside item ith's rows, and leave fewer
+                // rows of it than there are streams
+                const size_t first = (size_t)(ith * it.csize) * row, end = (size_t)std::min<int64_t>(M, (ith + 1) * it.csize) * row;
+                CHECK(bytes % row == 0);
+                CHECK(bytes > 0);
+                for (int s = 0; s < tcpu::MM_DOT_STREAMS; ++s) {
+                    CHECK((size_t)(start[s] - lo) >= first);
+                    CHECK((size_t)(start[s] - lo) + bytes <= end);
+                    if (s > 0) CHECK(start[s] >= start[s - 1] + bytes);
                 }
+                CHECK(end - first - tcpu::MM_DOT_STREAMS * bytes < tcpu::MM_DOT_STREAMS * row);
             }
         }
     }

@@ -284,14 +284,14 @@ struct graph_job {
 struct wait_prefetch {
     static constexpr size_t budget = 128 * 1024;
     const tsr_tensor * target = nullptr;
-    const char * at[4] = {};
+    const char * at[MM_DOT_STREAMS] = {};
     size_t done = 0, end = 0;
-    void aim(const tsr_tensor * t, int ith, int nth) {
+    void aim(const tsr_tensor * t, const kernels * K, int ith, int nth) {
         if (t == target) return;
         target = t;
         done = end = 0;
         size_t bytes = 0;
-        if (t && matvec_first_streams(t, ith, nth, at, bytes)) end = std::min(bytes, budget);
+        if (t && matvec_first_streams(t, K, ith, nth, at, bytes)) end = std::min(bytes, budget);
     }
     /* one line of each stream; false when there is nothing left */
     bool step() {
@@ -308,11 +308,12 @@ struct wait_prefetch {
     }
 };
 
-/* The next mat-vec within a few nodes after i (what a thread waiting after node i prefetches). */
-static const tsr_tensor * next_matvec(tsr_cgraph * g, int i, int last) {
+/* The next mul_mat within a few nodes after i (a mat-vec: what a thread waiting after node i
+ * prefetches; wait_prefetch::aim tells). */
+static const tsr_tensor * next_mul_mat(tsr_cgraph * g, int i, int last) {
     for (int j = i + 1; j <= last && j <= i + 16; ++j) {
         const tsr_tensor * t = tsr_graph_node(g, j);
-        if (t->op == TSR_OP_MUL_MAT && node_runs(t)) return t->src[1]->ne[1] == 1 ? t : nullptr;
+        if (t->op == TSR_OP_MUL_MAT && node_runs(t)) return t;
     }
     return nullptr;
 }
@@ -351,10 +352,8 @@ static void graph_job_fn(void * arg, int ith, int nth) {
             job->abort_at.store(i, std::memory_order_release);
         if (cur_solo && next_solo) continue;   /* only thread 0 touched data: no barrier */
         if (i == last) break;                  /* pool::run waits for every thread */
-        if (nth > 1) {
-            pf.aim(next_matvec(job->g, i, last), ith, nth);
-            p.tp->barrier([&pf] { return pf.step(); });
-        }
+        if (nth > 1) pf.aim(next_mul_mat(job->g, i, last), job->K, ith, nth);
+        barrier(p, [&pf] { return pf.step(); });
         /* compare with i: thread 0 may already be past this barrier and flag a later node */
         if (job->abort_at.load(std::memory_order_acquire) <= i) break;
     }

@@ -112,10 +112,11 @@ static float dot_one_row(const kernels * K, enum tsr_type t, dot4_fn dot4, int64
  * keep enough DRAM reads in flight for one core, where 4 adjacent rows would restart the
  * hardware prefetcher at every row. The rows left over go through the one-row build of the
  * same kernel, so a row's result never depends on the split. */
+enum { MM_DOT_STREAMS = 4 };  /* the 4 rows of a dot4 kernel, a quarter of the range apart */
 static void mm_range_dots(const kernels * K, const mm_args & a, int64_t m0, int64_t m1) {
     const dot4_fn dot4 = dot4_for(K, a.ta);
     if (!dot4 && q8k_slot(a.ta) >= 0) return mm_range_q8k(K, a, m0, m1);
-    const int64_t q = dot4 ? (m1 - m0) / 4 : 0;
+    const int64_t q = dot4 ? (m1 - m0) / MM_DOT_STREAMS : 0;
     /* columns innermost: the 4 rows stay in cache while every column of src1 passes */
     for (int64_t i = 0; i < q; ++i)
         for (int64_t n = 0; n < a.N; ++n) {
@@ -322,8 +323,9 @@ static constexpr int64_t mm_items_per_thread = 3;
 struct mm_items {
     int64_t mchunks, csize;
 };
-static mm_items mm_split(int64_t M, int64_t nbatch, int64_t mr, bool gemm, int nth) {
-    const int64_t min_rows = gemm ? std::max<int64_t>(512, mr) : 64;  /* GEMM chunks repack B: keep them large */
+static mm_items mm_split(const mm_plan & pl, int64_t M, int64_t nbatch, int nth) {
+    const int64_t mr = pl.g ? pl.g->mr : 16;
+    const int64_t min_rows = pl.g ? std::max<int64_t>(512, mr) : 64;  /* GEMM chunks repack B: keep them large */
     /* about mm_items_per_thread items a thread: each mat-vec item starts new DRAM streams whose
      * prefetch ramps up again, and each GEMM item packs its B panels again */
     int64_t mchunks = nth == 1 ? 1 : std::max<int64_t>(1, (mm_items_per_thread * nth + nbatch - 1) / nbatch);
@@ -356,7 +358,7 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
      * thread slowed down by other work on its core takes fewer (the counter is reset by
      * the barrier that ends the previous node or phase 1, and at the start of a graph) */
     const int64_t nbatch = ne12 * ne13;
-    const mm_items items = mm_split(M, nbatch, pl.g ? pl.g->mr : 16, pl.g != nullptr, p.nth);
+    const mm_items items = mm_split(pl, M, nbatch, p.nth);
     const int64_t mchunks = items.mchunks, csize = items.csize;
     const int64_t nitems = nbatch * mchunks;
     const bool a_r8 = !pl.x_conv && is_r8_repacked(s0);
@@ -390,21 +392,22 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
     }
 }
 
-/* A thread's first mat-vec item of node t, as op_mul_mat will cut it (one activation row, one
- * batch, the weights' rows in place): the 4 streams mm_range_dots / r8_gemv walk from
- * (streams of rows side by side; r8 groups of 8 rows are contiguous too, so the same bytes
- * within a group's rounding). false: not such a node, or no item for this thread. */
-static bool matvec_first_streams(const tsr_tensor * t, int ith, int nth, const char * start[4], size_t & stream_bytes) {
+/* Where thread ith starts reading node t when it takes item ith as op_mul_mat cuts it (an
+ * activation column against weights used in place, one batch): the MM_DOT_STREAMS streams
+ * mm_range_dots / r8_gemv walk side by side (r8 groups of 8 rows are contiguous, so the same
+ * bytes within a group's rounding). false: another kind of node, or no item for ith. */
+static bool matvec_first_streams(const tsr_tensor * t, const kernels * K, int ith, int nth, const char * start[MM_DOT_STREAMS], size_t & stream_bytes) {
     if (t->op != TSR_OP_MUL_MAT) return false;
     const tsr_tensor * s0 = t->src[0], * s1 = t->src[1];
-    if (!s0->data || s1->ne[1] != 1 || s1->ne[2] != 1 || s1->ne[3] != 1 || s0->ne[2] != 1 || s0->ne[3] != 1) return false;
-    if (!tsr_is_quantized(s0->type) && s0->nb[0] != tsr_type_size(s0->type)) return false;
+    if (!s0->data || tsr_nrows(s1) != 1 || s0->ne[2] != 1 || s0->ne[3] != 1) return false;
+    const mm_plan pl = mm_make_plan(t, K, nth);
+    if (pl.x_conv || pl.g) return false;
     const int64_t M = s0->ne[1];
-    const mm_items items = mm_split(M, 1, 16, false, nth);
+    const mm_items items = mm_split(pl, M, 1, nth);
     if (ith >= items.mchunks) return false;
-    const int64_t m0 = ith * items.csize, q = (std::min<int64_t>(M, m0 + items.csize) - m0) / 4;
+    const int64_t m0 = ith * items.csize, q = (std::min<int64_t>(M, m0 + items.csize) - m0) / MM_DOT_STREAMS;
     if (q <= 0) return false;
-    for (int s = 0; s < 4; ++s) start[s] = (const char *)s0->data + (size_t)(m0 + s * q) * s0->nb[1];
+    for (int s = 0; s < MM_DOT_STREAMS; ++s) start[s] = (const char *)s0->data + (size_t)(m0 + s * q) * s0->nb[1];
     stream_bytes = (size_t)q * s0->nb[1];
     return true;
 }

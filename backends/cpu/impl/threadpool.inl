@@ -130,6 +130,10 @@ struct pool {
 static void barrier(const cparams & p) {
     if (p.nth > 1) p.tp->barrier();
 }
+/* The same, idle() run while this thread waits (pool::barrier). */
+template <class Idle> static void barrier(const cparams & p, Idle && idle) {
+    if (p.nth > 1) p.tp->barrier(idle);
+}
 
 } // namespace tcpu
 } // namespace
