@@ -161,3 +161,55 @@ TEST_CASE("CPU buffer type with a custom allocator", "[alloc][host]") {
     CHECK(tsr_tracing_allocator_get_stats(tr).current_bytes == 0);
     tsr_tracing_allocator_free(tr);
 }
+
+#if defined(__linux__)
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+// The VmFlags line of the mapping of /proc/self/smaps that holds address a ("" if none).
+static std::string vm_flags_at(const void * a) {
+    FILE * f = std::fopen("/proc/self/smaps", "r");
+    if (!f) return "";
+    char line[512];
+    bool inside = false;
+    std::string flags;
+    while (std::fgets(line, sizeof line, f)) {
+        unsigned long lo = 0, hi = 0;
+        if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {  /* a mapping's first line */
+            inside = (uintptr_t) a >= lo && (uintptr_t) a < hi;
+            continue;
+        }
+        if (inside && std::strncmp(line, "VmFlags:", 8) == 0) {
+            flags = line + 8;
+            break;
+        }
+    }
+    std::fclose(f);
+    return flags;
+}
+
+TEST_CASE("built-in host allocator: large blocks 2 MiB aligned and advised huge pages (Linux)", "[alloc][host]") {
+    const char * env = std::getenv("TSR_HUGE_PAGES");
+    if (env && std::strcmp(env, "0") == 0) return;  /* turned off for this process */
+    const tsr_host_allocator * h = tsr_get_host_allocator();
+    const size_t big = (size_t) TSR_HUGE_PAGE_MIN + 12345;  /* not a whole number of pages */
+    char * p = (char *) h->alloc(big, 64, h->user);
+    REQUIRE(p);
+    CHECK(((uintptr_t) p % ((size_t) 2 << 20)) == 0);
+    std::memset(p, 0x5a, big);  /* every byte asked for is there (ASan checks the block) */
+    CHECK(p[big - 1] == 0x5a);
+    /* the kernel's record of the advice: "hg" (VM_HUGEPAGE) in the mapping's VmFlags */
+    const std::string flags = vm_flags_at(p + big / 2);
+    INFO("VmFlags: " << flags);
+    if (!flags.empty()) CHECK(flags.find(" hg") != std::string::npos);
+    h->free(p, h->user);
+
+    /* a small block: only the alignment asked for, no advice */
+    char * s = (char *) h->alloc(4096, 64, h->user);
+    REQUIRE(s);
+    CHECK(((uintptr_t) s % 64) == 0);
+    CHECK(vm_flags_at(s).find(" hg") == std::string::npos);
+    h->free(s, h->user);
+}
+#endif
