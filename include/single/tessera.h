@@ -13477,8 +13477,10 @@ struct matvec_pf_table {
         /* CPU_REPACK IQ4_NL: after mul_mat's items grew (3 a thread), --prefetch 1024 / 2048
          * / 3072 in three runs: 0.94-0.95 / 0.96-0.97 / 0.96 x the read, and LLaMA 1.1B
          * generation 48.7-48.8 -> 48.7-50.0 tok/s (3 pairs); Q4_0 the same in cpu_bench (0.94-0.98 /
-         * 0.96-0.98 / 0.98-0.99) but not faster in generation: kept at 1024 */
-        repacked[TSR_TYPE_Q4_0] = 1024;
+         * 0.96-0.98 / 0.98-0.99) but not faster in generation: kept at 1024. On huge pages
+         * (the host allocator's) Q4_0 too: LLaMA 1.1B generation, builds alternating 6 times,
+         * 1024 42.1-49.0 (mean 45.1) -> 2048 46.2-49.0 (mean 47.2) tok/s; 3072 45.5-50.2 */
+        repacked[TSR_TYPE_Q4_0] = 2048;
         repacked[TSR_TYPE_IQ4_NL] = 2048;
         repacked[TSR_TYPE_Q4_K] = 1152;
         /* Q3_K / Q2_K records (TSR_CPU_REPACK_K2): two records ahead, a quarter record per
