@@ -5103,7 +5103,7 @@ struct tsr_host_allocator {
  * concurrent allocations: set it at start-up.
  * The built-in one gives blocks of TSR_HUGE_PAGE_MIN bytes and more (weights) transparent
  * huge pages on Linux: 2 MiB aligned, padded to whole 2 MiB, advised MADV_HUGEPAGE. A
- * mat-vec reads its weights from DRAM 10-15 % faster so (README, "CPU kernel paths"). The
+ * mat-vec reads its weights from DRAM 8-15 % faster so (README, "CPU kernel paths"). The
  * environment variable TSR_HUGE_PAGES=0 turns it off at run time. */
 #ifndef TSR_HUGE_PAGE_MIN
 #define TSR_HUGE_PAGE_MIN (16u << 20)  /* bytes; 0: never (define in the implementation TU) */
@@ -5555,10 +5555,13 @@ namespace {
  * advised MADV_HUGEPAGE (Linux): a mat-vec streams every weight from DRAM once a token on 4
  * streams a core, and with 4 KiB pages each stream takes a TLB miss and restarts the L2
  * streamer every 4 KiB. Transparent huge pages in "madvise" mode (the default of many
- * distributions) give none without the advice. cpu_bench, 2 threads from DRAM, 4 KiB pages
- * -> 2 MiB: read 31.9 -> 35 GB/s, Q4_0 mat-vec 31.5 -> 36-37, Q5_1 30.0 -> 35; run_bench,
- * LLaMA 1.1B generation, Q4_0 43-50 -> 54-56 tok/s. TSR_HUGE_PAGES=0 in the environment
- * turns it off (read once). The padding costs at most 2 MiB of memory a block. */
+ * distributions) give none without the advice. A/B in one run on a 2-core Sapphire Rapids
+ * VM, 4 KiB pages -> 2 MiB: cpu_bench Q4_0 mat-vec from DRAM 31.5-31.8 -> 36.1-37.2 GB/s,
+ * Q5_1 30.0 -> 35.0; run_bench LLaMA 1.1B Q4_0 generation 47.4-48.6 -> 50.3-53.3 tok/s.
+ * The cost is first touch on VMs that hand free 2 MiB blocks back to the host (README).
+ * TSR_HUGE_PAGES=0 in the environment turns it off (read once). The padding costs at most
+ * 2 MiB of memory a block. A block freed into malloc's heap (not unmapped) leaves its range
+ * advised, which only lets later heap blocks there have huge pages too. */
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
 #define TSR_HOST_THP 1
 static constexpr size_t k_huge_page = (size_t) 2 << 20;

@@ -53,7 +53,7 @@ struct tsr_host_allocator {
  * concurrent allocations: set it at start-up.
  * The built-in one gives blocks of TSR_HUGE_PAGE_MIN bytes and more (weights) transparent
  * huge pages on Linux: 2 MiB aligned, padded to whole 2 MiB, advised MADV_HUGEPAGE. A
- * mat-vec reads its weights from DRAM 10-15 % faster so (README, "CPU kernel paths"). The
+ * mat-vec reads its weights from DRAM 8-15 % faster so (README, "CPU kernel paths"). The
  * environment variable TSR_HUGE_PAGES=0 turns it off at run time. */
 #ifndef TSR_HUGE_PAGE_MIN
 #define TSR_HUGE_PAGE_MIN (16u << 20)  /* bytes; 0: never (define in the implementation TU) */
