@@ -5537,13 +5537,13 @@ static inline bool tsr_backend_offload_by_batch(const struct tsr_tensor * op) {
  */
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <vector>
 #if defined(__linux__)
-#include <sys/mman.h>
+#include <sys/mman.h>  /* madvise: huge pages for large host blocks */
 #endif
-#include <cstdlib>
 
 TSR_IMPL_NS_BEGIN
 namespace {

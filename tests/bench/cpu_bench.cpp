@@ -63,14 +63,9 @@ void add_row(const std::string & name, double v, const char * unit, const std::s
     std::fprintf(stderr, "  %-36s %10s %s %s\n", name.c_str(), buf, unit, ref.c_str());
 }
 
-std::string fmt(double v) {
+std::string fmt(double v, int decimals = 1) {
     char b[32];
-    std::snprintf(b, sizeof b, "%.1f", v);
-    return b;
-}
-std::string fmt2(double v) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%.2f", v);
+    std::snprintf(b, sizeof b, "%.*f", decimals, v);
     return b;
 }
 
@@ -149,7 +144,7 @@ double copy_bandwidth(int n_threads, size_t bytes) {
 // is the memory system.
 
 // The four quarters of [p, p + 4 * part) side by side, OR-ed so the loads stay, every line
-// prefetched 2 KiB ahead as the mat-vec kernels prefetch theirs: on 2 MiB pages the kernels
+// prefetched 2 KiB ahead as the x86 mat-vec kernels prefetch theirs: on 2 MiB pages the kernels
 // outran the plain read (Q4_0 1.07-1.10 x it), so it was no roof any more; with the prefetch
 // and mul_mat's 3 chunks a thread it read 35.5-39.7 GB/s where it had read 29.6-33.3.
 static constexpr size_t read_prefetch_ahead = 2048;
@@ -229,7 +224,7 @@ void read_rows(tsr_tensor *, const tsr_tensor * w, int, int, void * ud) {
 // mat-vec on nth threads (16 rows a unit, 3 chunks per thread: mm_items_per_thread).
 void add_read_nodes(tsr_context * ctx, tsr_cgraph * gf, const std::vector<tsr_tensor *> & ws, int nth, std::vector<read_node> & nodes) {
     for (size_t i = 0; i < ws.size(); ++i) {
-                const int64_t M = ws[i]->ne[1], chunks = nth > 1 ? 3 * nth : 1;
+        const int64_t M = ws[i]->ne[1], chunks = nth > 1 ? 3 * nth : 1;
         nodes[i].chunk_rows = ((M + chunks - 1) / chunks + 15) / 16 * 16;
         tsr_build_forward_expand(gf, tsr_map_custom1_inplace(ctx, ws[i], read_rows, TSR_N_TASKS_MAX, &nodes[i]));
     }
@@ -435,6 +430,20 @@ double read_bandwidth(tsr_backend_t be, int reps) {
 // the Q4_0 mat-vec from it show what 4 KiB pages cost a DRAM-bound kernel.
 void * small_pages_alloc(size_t size, size_t align, void *) { return std::aligned_alloc(align, (size + align - 1) / align * align); }
 void small_pages_free(void * p, void *) { std::free(p); }
+// The kernel's transparent huge page mode (the bracketed word of its setting): malloc's
+// memory has 4 KiB pages unless it is "always".
+std::string thp_mode() {
+    std::string mode = "unknown";
+    if (FILE * f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r")) {
+        char line[128] = {};
+        if (std::fgets(line, sizeof line, f)) {
+            const char * a = std::strchr(line, '['), * b = a ? std::strchr(a, ']') : nullptr;
+            if (a && b) mode = std::string(a + 1, b);
+        }
+        std::fclose(f);
+    }
+    return mode;
+}
 struct small_pages_buft {
     tsr_host_allocator a{small_pages_alloc, small_pages_free, nullptr};
     tsr_backend_buffer_type_t buft = tsr_backend_cpu_buffer_type_with_allocator(&a);
@@ -777,9 +786,10 @@ int main(int argc, char ** argv) {
             mv_small = std::max(mv_small, bench_gemv(be, TSR_TYPE_Q4_0, (size_t)512 << 20, reps, small.buft, &r));
             rd_small = std::max(rd_small, r);
         }
-        const std::string note = "512+ MiB of Q4_0 4096x4096 weights from malloc (aligned_alloc), 2 rounds alternating with the default allocator's";
-        add_row("read bandwidth, 4 KiB pages", rd_small, "GB/s", fmt2(rd_small / rd_huge) + " x the default allocator's (" + fmt(rd_huge) + ")", note);
-        add_row("mat-vec q4_0, 4 KiB pages", mv_small, "GB/s (weights)", fmt2(mv_small / mv_huge) + " x the default allocator's (" + fmt(mv_huge) + ")", note);
+        const std::string note = "512+ MiB of Q4_0 4096x4096 weights from malloc (aligned_alloc; transparent huge pages: " + thp_mode() +
+                                 "), 2 rounds alternating with the default allocator's";
+        add_row("read bandwidth, 4 KiB pages", rd_small, "GB/s", fmt(rd_small / rd_huge, 2) + " x the default allocator's (" + fmt(rd_huge) + ")", note);
+        add_row("mat-vec q4_0, 4 KiB pages", mv_small, "GB/s (weights)", fmt(mv_small / mv_huge, 2) + " x the default allocator's (" + fmt(mv_huge) + ")", note);
     }
     add_row("FMA peak", fma_peak(n_threads), "GFLOPS", "", tsr_cpu_isa_supported(TSR_CPU_ISA_AVX512) ? "zmm FMA, 12 chains" : "ymm FMA");
 

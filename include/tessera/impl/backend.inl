@@ -4,13 +4,13 @@
  */
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <vector>
 #if defined(__linux__)
-#include <sys/mman.h>
+#include <sys/mman.h>  /* madvise: huge pages for large host blocks */
 #endif
-#include <cstdlib>
 
 TSR_IMPL_NS_BEGIN
 namespace {
