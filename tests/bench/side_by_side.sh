@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# side_by_side.sh - tessera (run_bench) against llama.cpp (node-llama-cpp, run_llamacpp.mjs)
+# on the same GGUF files, in pairs that alternate on one machine: each pair times tessera,
+# then llama.cpp, each best of --rounds. One llama.cpp run of 41 and one of 46 tok/s happen
+# on this kind of shared machine within minutes, so a single pair says little: the table
+# gives each cell's per-pair ratios and their median. Not run by CI (llama.cpp is a
+# benchmark reference, never a dependency).
+#
+#   tests/bench/side_by_side.sh [--pairs N (5)] [--rounds N (3)] [--models gpt2,llama1b (llama1b)]
+#                               [--types q4_0,q8_0,... (q4_0)] [--dir DIR (/tmp/tsr-side-by-side)]
+#                               [--run-bench PATH (build/tests/bench/run_bench)]
+#                               [--llamacpp DIR (where `npm i -E node-llama-cpp@3.21.1` ran;
+#                                                $NODE_LLAMA_CPP_DIR or /tmp/npmtest)]
+# Writes the files once (run_bench --write-gguf: the weights run_bench times, seed 42), then
+# times the pairs; 2 threads on both sides, prompt 128 in one batch, 16 generated.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+pairs=5 rounds=3 models=llama1b types=q4_0 dir=/tmp/tsr-side-by-side
+run_bench=$ROOT/build/tests/bench/run_bench
+npm_dir=${NODE_LLAMA_CPP_DIR:-/tmp/npmtest}
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --pairs) pairs=$2; shift 2 ;;
+        --rounds) rounds=$2; shift 2 ;;
+        --models) models=$2; shift 2 ;;
+        --types) types=$2; shift 2 ;;
+        --dir) dir=$2; shift 2 ;;
+        --run-bench) run_bench=$2; shift 2 ;;
+        --llamacpp) npm_dir=$2; shift 2 ;;
+        *) sed -n '2,15p' "$0" >&2; exit 2 ;;
+    esac
+done
+[ -x "$run_bench" ] || { echo "side_by_side: no run_bench at $run_bench (build it, or --run-bench PATH)" >&2; exit 1; }
+[ -d "$npm_dir/node_modules/node-llama-cpp" ] || {
+    echo "side_by_side: no node-llama-cpp in $npm_dir (mkdir -p $npm_dir && cd $npm_dir && npm i -E node-llama-cpp@3.21.1)" >&2; exit 1; }
+mkdir -p "$dir"
+cp "$ROOT/tests/bench/run_llamacpp.mjs" "$npm_dir/"
+
+for m in ${models//,/ }; do
+    for t in ${types//,/ }; do
+        [ -f "$dir/tsr-$m-$t.gguf" ] || "$run_bench" --models "$m" --types "$t" --write-gguf "$dir" >/dev/null
+    done
+done
+
+# median of the numbers on stdin; "min-max" with --range
+median() { sort -g | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+range() { sort -g | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%s-%s", lo, hi}'; }
+
+echo "tessera (run_bench) against llama.cpp (node-llama-cpp 3.21.1), 2 threads, prompt 128, 16 generated;"
+echo "$pairs pairs a cell, each side best of $rounds rounds; $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores"
+echo
+echo "| model | weights | tessera prompt | llama.cpp prompt | prompt ratio: median (range) | tessera gen | llama.cpp gen | gen ratio: median (range) |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|"
+for m in ${models//,/ }; do
+    for t in ${types//,/ }; do
+        f=$dir/tsr-$m-$t.gguf
+        tp=() tg=() lp=() lg=() rp=() rg=()
+        for ((k = 0; k < pairs; ++k)); do
+            row=$("$run_bench" --csv --models "$m" --types "$t" --rounds "$rounds" -t 2 2>/dev/null | awk -F, 'NR == 2 {print $11, $12}')
+            read -r a b <<< "$row"
+            row=$(cd "$npm_dir" && UV_THREADPOOL_SIZE=1 node run_llamacpp.mjs --rounds "$rounds" "$f" | awk -F'|' '/\.gguf/ {print $3, $4}')
+            read -r c d <<< "$row"
+            tp+=("$a") tg+=("$b") lp+=("$c") lg+=("$d")
+            rp+=("$(awk -v x="$a" -v y="$c" 'BEGIN {printf "%.2f", x / y}')")
+            rg+=("$(awk -v x="$b" -v y="$d" 'BEGIN {printf "%.2f", x / y}')")
+            echo "  $m $t pair $((k + 1)): prompt $a / $c = ${rp[-1]}, generation $b / $d = ${rg[-1]}" >&2
+        done
+        med() { printf '%s\n' "$@" | median; }
+        rng() { printf '%s\n' "$@" | range; }
+        echo "| $m | $t | $(med "${tp[@]}") | $(med "${lp[@]}") | $(med "${rp[@]}") ($(rng "${rp[@]}")) |" \
+             "$(med "${tg[@]}") | $(med "${lg[@]}") | $(med "${rg[@]}") ($(rng "${rg[@]}")) |"
+    done
+done
