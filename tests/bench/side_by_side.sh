@@ -45,6 +45,8 @@ done
 # median of the numbers on stdin; "min-max" with --range
 median() { sort -g | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 range() { sort -g | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%s-%s", lo, hi}'; }
+med() { printf '%s\n' "$@" | median; }
+rng() { printf '%s\n' "$@" | range; }
 
 echo "tessera (run_bench) against llama.cpp (node-llama-cpp 3.21.1), 2 threads, prompt 128, 16 generated;"
 echo "$pairs pairs a cell, each side best of $rounds rounds; $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores"
@@ -56,17 +58,17 @@ for m in ${models//,/ }; do
         f=$dir/tsr-$m-$t.gguf
         tp=() tg=() lp=() lg=() rp=() rg=()
         for ((k = 0; k < pairs; ++k)); do
-            row=$("$run_bench" --csv --models "$m" --types "$t" --rounds "$rounds" -t 2 2>/dev/null | awk -F, 'NR == 2 {print $11, $12}')
+            row=$("$run_bench" --csv --models "$m" --types "$t" --rounds "$rounds" -t 2 2>/dev/null | awk -F, 'NR == 2 {print $11, $12}' || true)
             read -r a b <<< "$row"
-            row=$(cd "$npm_dir" && UV_THREADPOOL_SIZE=1 node run_llamacpp.mjs --rounds "$rounds" "$f" | awk -F'|' '/\.gguf/ {print $3, $4}')
+            [ -n "${b:-}" ] || { echo "side_by_side: run_bench gave no rates for $m $t" >&2; exit 1; }
+            row=$(cd "$npm_dir" && UV_THREADPOOL_SIZE=1 node run_llamacpp.mjs --rounds "$rounds" "$f" | awk -F'|' '/\.gguf/ {print $3, $4}' || true)
             read -r c d <<< "$row"
+            [ -n "${d:-}" ] || { echo "side_by_side: run_llamacpp.mjs gave no rates for $f" >&2; exit 1; }
             tp+=("$a") tg+=("$b") lp+=("$c") lg+=("$d")
             rp+=("$(awk -v x="$a" -v y="$c" 'BEGIN {printf "%.2f", x / y}')")
             rg+=("$(awk -v x="$b" -v y="$d" 'BEGIN {printf "%.2f", x / y}')")
             echo "  $m $t pair $((k + 1)): prompt $a / $c = ${rp[-1]}, generation $b / $d = ${rg[-1]}" >&2
         done
-        med() { printf '%s\n' "$@" | median; }
-        rng() { printf '%s\n' "$@" | range; }
         echo "| $m | $t | $(med "${tp[@]}") | $(med "${lp[@]}") | $(med "${rp[@]}") ($(rng "${rp[@]}")) |" \
              "$(med "${tg[@]}") | $(med "${lg[@]}") | $(med "${rg[@]}") ($(rng "${rg[@]}")) |"
     done
