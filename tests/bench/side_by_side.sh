@@ -11,8 +11,9 @@
 #                               [--run-bench PATH (build/tests/bench/run_bench)]
 #                               [--llamacpp DIR (where `npm i -E node-llama-cpp@3.21.1` ran;
 #                                                $NODE_LLAMA_CPP_DIR or /tmp/npmtest)]
-# Writes the files once (run_bench --write-gguf: the weights run_bench times, seed 42), then
-# times the pairs; 2 threads on both sides, prompt 128 in one batch, 16 generated.
+# Writes the files once (run_bench --write-gguf: the weights run_bench times, seed 42; a file
+# already in DIR is reused, so remove DIR after changing the random models), then times the
+# pairs; 2 threads on both sides, prompt 128 in one batch, 16 generated.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 pairs=5 rounds=3 models=llama1b types=q4_0 dir=/tmp/tsr-side-by-side
@@ -27,7 +28,7 @@ while [ $# -gt 0 ]; do
         --dir) dir=$2; shift 2 ;;
         --run-bench) run_bench=$2; shift 2 ;;
         --llamacpp) npm_dir=$2; shift 2 ;;
-        *) sed -n '2,15p' "$0" >&2; exit 2 ;;
+        *) sed -n '2,16p' "$0" >&2; exit 2 ;;
     esac
 done
 [ -x "$run_bench" ] || { echo "side_by_side: no run_bench at $run_bench (build it, or --run-bench PATH)" >&2; exit 1; }
