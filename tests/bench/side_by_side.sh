@@ -35,6 +35,8 @@ done
 [ -d "$npm_dir/node_modules/node-llama-cpp" ] || {
     echo "side_by_side: no node-llama-cpp in $npm_dir (mkdir -p $npm_dir && cd $npm_dir && npm i -E node-llama-cpp@3.21.1)" >&2; exit 1; }
 mkdir -p "$dir"
+# node resolves `import "node-llama-cpp"` from the importing file's folder (ES modules ignore
+# NODE_PATH), so the timing script runs from the install's folder
 cp "$ROOT/tests/bench/run_llamacpp.mjs" "$npm_dir/"
 
 for m in ${models//,/ }; do
