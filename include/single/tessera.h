@@ -16020,14 +16020,14 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void q32_step_avx2(yq8_acc_avx2 & a, co
         p = dot32_s8s8_avx2(_mm256_shuffle_epi8(table, unpack_q4_avx2(x.qs)), yv);
         d = h2f_avx2(x.d);
     } else if (T == TSR_TYPE_Q4_0 || T == TSR_TYPE_Q5_0) {
-        constexpr float offset = T == TSR_TYPE_Q5_0 ? 16.0f : 8.0f;
+        constexpr int32_t offset = T == TSR_TYPE_Q5_0 ? 16 : 8;
         const q32_block_avx2<T> & x = *(const q32_block_avx2<T> *)blk;
         __m256i q = unpack_q4_avx2(x.qs);
         if constexpr (T == TSR_TYPE_Q5_0) q = _mm256_or_si256(q, fifth_bits_avx2(x.qh));
-        p = dot32_u4s8_avx2(q, yv);
+        /* - offset * sum in lane 0: the levels' offset leaves the block's integer sum exact (in
+         * float, apart, the two halves cancel and the block loses bits the scalar sum keeps) */
+        p = _mm256_add_epi32(dot32_u4s8_avx2(q, yv), _mm256_setr_epi32(-offset * y.sum, 0, 0, 0, 0, 0, 0, 0));
         d = h2f_avx2(x.d);
-        /* - offset d y.d sum: the levels' offset */
-        a.corr = _mm_fnmadd_ss(_mm_set_ss(offset * d * y.d), _mm_set_ss((float)y.sum), a.corr);
     } else {
         using block = std::conditional_t<T == TSR_TYPE_Q4_1, tsr_block_q4_1, tsr_block_q5_1>;
         const block & x = *(const block *)blk;

@@ -70,21 +70,24 @@ struct yrow {
     }
 };
 
-// sum over blocks of d_x * d_y * (exact integer block dot), in double
+// sum over blocks of d_x * d_y * (exact integer block dot), in double; mag gets the sum of
+// the products' magnitudes, |d_x d_y| sum |x_j y_j|: a float kernel's error scales with it
+// (its lanes hold partial sums that can cancel in the end), not with the blocks' results
 template <typename B>
 double ref_block_dot(const B * x, const tcpu::yq8 * y, int64_t nb, double & mag) {
     double s = 0;
     for (int64_t b = 0; b < nb; ++b) {
-        int64_t acc = 0;
+        int64_t acc = 0, abs_acc = 0;
         for (int j = 0; j < 32; ++j) {
             int xq;
             if constexpr (std::is_same<B, tsr_block_q8_0>::value) xq = x[b].qs[j];
             else xq = (j < 16 ? (x[b].qs[j] & 0x0F) : (x[b].qs[j - 16] >> 4)) - 8;
             acc += (int64_t)xq * y[b].qs[j];
+            abs_acc += std::abs((int64_t)xq * y[b].qs[j]);
         }
-        const double t = (double)tcpu::h2f(x[b].d) * (double)y[b].d * (double)acc;
-        s += t;
-        mag += std::fabs(t);
+        const double dd = (double)tcpu::h2f(x[b].d) * (double)y[b].d;
+        s += dd * (double)acc;
+        mag += std::fabs(dd) * (double)abs_acc;
     }
     return s;
 }
