@@ -15392,10 +15392,23 @@ TSR_TARGET_AVX2 static void cvt_bf16_f32_avx2(const void * src, float * dst, int
     for (; i < n; ++i) dst[i] = bf2f(s[i]);
 }
 
+/* One column's 8 results of a GEMM tile into C: the first `valid` rows, added to what C
+ * holds when accumulating (a k step past the first). */
+TSR_TARGET_AVX2 static inline void store_col8_avx2(float * c, __m256 v, int valid, bool accumulate) {
+    if (valid >= 8) {
+        _mm256_storeu_ps(c, accumulate ? _mm256_add_ps(_mm256_loadu_ps(c), v) : v);
+        return;
+    }
+    alignas(32) float tmp[8];
+    _mm256_store_ps(tmp, v);
+    for (int i = 0; i < valid; ++i) c[i] = accumulate ? c[i] + tmp[i] : tmp[i];
+}
+
 /* F32 GEMM micro-kernel: 16 x 6 tile (2 ymm x 6 columns). The twelve accumulators are named
- * registers, not an array: with acc[j] indexed by the run-time column count in the stores,
- * GCC kept the array in memory and wrote all twelve back every k (12 stores a step where
- * the FMAs need 6 cycles: 35 GFLOPS a core on Zen 4, 0.43 x OpenBLAS). */
+ * registers (as the NEON kernel's), gathered into an array only after the k loop: declared
+ * as an array and indexed by the run-time column count in the stores, GCC kept it in memory
+ * and wrote all twelve back every k (12 stores a step where the FMAs need 6 cycles: 35
+ * GFLOPS a core on Zen 4, 0.43 x OpenBLAS). */
 TSR_TARGET_AVX2 static void gemm_f32_kernel_avx2(int kc, const void * ap, const void * bp, float * c, size_t ldc,
                                                  int mr_valid, int nr_valid, bool accumulate) {
     const float * a = (const float *)ap;
@@ -15410,22 +15423,11 @@ TSR_TARGET_AVX2 static void gemm_f32_kernel_avx2(int kc, const void * ap, const 
         TSR_AVX2_STEP(0) TSR_AVX2_STEP(1) TSR_AVX2_STEP(2) TSR_AVX2_STEP(3) TSR_AVX2_STEP(4) TSR_AVX2_STEP(5)
 #undef TSR_AVX2_STEP
     }
-    /* the tile once, then the stores of its valid part */
-    alignas(32) float tile[6][16];
-    const __m256 acc[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-    for (int j = 0; j < 6; ++j) {
-        _mm256_store_ps(tile[j], acc[j][0]);
-        _mm256_store_ps(tile[j] + 8, acc[j][1]);
-    }
+    const __m256 r[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
     for (int j = 0; j < nr_valid; ++j) {
         float * cj = c + (size_t)j * ldc;
-        if (mr_valid == 16) {
-            const __m256 lo = _mm256_load_ps(tile[j]), hi = _mm256_load_ps(tile[j] + 8);
-            _mm256_storeu_ps(cj, accumulate ? _mm256_add_ps(_mm256_loadu_ps(cj), lo) : lo);
-            _mm256_storeu_ps(cj + 8, accumulate ? _mm256_add_ps(_mm256_loadu_ps(cj + 8), hi) : hi);
-        } else {
-            for (int i = 0; i < mr_valid; ++i) cj[i] = accumulate ? cj[i] + tile[j][i] : tile[j][i];
-        }
+        store_col8_avx2(cj, r[j][0], mr_valid, accumulate);
+        if (mr_valid > 8) store_col8_avx2(cj + 8, r[j][1], mr_valid - 8, accumulate);
     }
 }
 
@@ -15514,16 +15516,7 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void gemm_i8_kernel_avx2(int kc, const 
         a += 8 * (KIND == PANEL_Q8 ? 36 : 40);
         b += 8 * 40;
     }
-    for (int j = 0; j < nr_valid; ++j) {
-        float * cj = c + (size_t)j * ldc;
-        if (mr_valid == 8) {
-            _mm256_storeu_ps(cj, accumulate ? _mm256_add_ps(_mm256_loadu_ps(cj), f[j]) : f[j]);
-        } else {
-            alignas(32) float tmp[8];
-            _mm256_store_ps(tmp, f[j]);
-            for (int i = 0; i < mr_valid; ++i) cj[i] = accumulate ? cj[i] + tmp[i] : tmp[i];
-        }
-    }
+    for (int j = 0; j < nr_valid; ++j) store_col8_avx2(c + (size_t)j * ldc, f[j], mr_valid, accumulate);
 }
 
 /* The AVX-VNNI build of gemm_i8_kernel_avx2 (the body inlined under this target). */
@@ -15998,8 +15991,9 @@ TSR_TARGET_AVX2 static inline __m256i fifth_bits_avx2(const uint8_t * qh) {
     return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
 }
 
-/* One row's running sums: acc the scaled block sums, corr what the blocks' offsets or mins
- * add through the activations' sums (4 float lanes, lane 0 used). */
+/* One row's running sums: acc the scaled block sums (Q4_0 / Q5_0's offsets already taken
+ * off in their integer sums), corr what Q4_1 / Q5_1's mins add through the activations'
+ * sums (4 float lanes, lane 0 used). */
 struct yq8_acc_avx2 {
     __m256 acc;
     __m128 corr;

@@ -28,7 +28,7 @@ while [ $# -gt 0 ]; do
         --dir) dir=$2; shift 2 ;;
         --run-bench) run_bench=$2; shift 2 ;;
         --llamacpp) npm_dir=$2; shift 2 ;;
-        *) sed -n '2,16p' "$0" >&2; exit 2 ;;
+        *) awk 'NR > 1 && !/^#/ {exit} NR > 1' "$0" >&2; exit 2 ;;  # the comment block above
     esac
 done
 [ -x "$run_bench" ] || { echo "side_by_side: no run_bench at $run_bench (build it, or --run-bench PATH)" >&2; exit 1; }
@@ -45,11 +45,9 @@ for m in ${models//,/ }; do
     done
 done
 
-# median of the numbers on stdin; "min-max" with --range
-median() { sort -g | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
-range() { sort -g | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%s-%s", lo, hi}'; }
-med() { printf '%s\n' "$@" | median; }
-rng() { printf '%s\n' "$@" | range; }
+# the median of the arguments, and their range as "min-max"
+med() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+rng() { printf '%s\n' "$@" | sort -g | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%s-%s", lo, hi}'; }
 
 echo "tessera (run_bench) against llama.cpp (node-llama-cpp 3.21.1), 2 threads, prompt 128, 16 generated;"
 echo "$pairs pairs a cell, each side best of $rounds rounds; $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores"
@@ -61,7 +59,9 @@ for m in ${models//,/ }; do
         f=$dir/tsr-$m-$t.gguf
         tp=() tg=() lp=() lg=() rp=() rg=()
         for ((k = 0; k < pairs; ++k)); do
-            row=$("$run_bench" --csv --models "$m" --types "$t" --rounds "$rounds" -t 2 2>/dev/null | awk -F, 'NR == 2 {print $11, $12}' || true)
+            # the rates by their CSV header names, not positions
+            row=$("$run_bench" --csv --models "$m" --types "$t" --rounds "$rounds" -t 2 2>/dev/null |
+                  awk -F, 'NR == 1 {for (i = 1; i <= NF; ++i) col[$i] = i} NR == 2 {print $col["prompt_tok_s"], $col["gen_tok_s"]}' || true)
             read -r a b <<< "$row"
             [ -n "${b:-}" ] || { echo "side_by_side: run_bench gave no rates for $m $t" >&2; exit 1; }
             row=$(cd "$npm_dir" && UV_THREADPOOL_SIZE=1 node run_llamacpp.mjs --rounds "$rounds" "$f" | awk -F'|' '/\.gguf/ {print $3, $4}' || true)
