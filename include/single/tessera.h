@@ -12981,9 +12981,9 @@ TSR_API void tsr_backend_cpu_set_abort_callback(tsr_backend_t backend, bool (*ab
  * current workspace is freed and regrown on the next reserve/compute. */
 TSR_API void tsr_backend_cpu_set_host_allocator(tsr_backend_t backend, const struct tsr_host_allocator * alloc);
 
-/* CPU_REPACK: host buffers that store Q4_0, IQ4_NL and Q4_K weight matrices (2D, contiguous, rows
- * a multiple of 8; x86 builds, not yet aarch64; Q3_K and Q2_K too when built with
- * TSR_CPU_REPACK_K2=1, see repack_r8.inl), when set with tsr_backend_tensor_set, in a layout interleaving 8
+/* CPU_REPACK: host buffers that store Q4_0, IQ4_NL, Q4_K and Q2_K weight matrices (2D, contiguous,
+ * rows a multiple of 8; x86 builds, not yet aarch64; Q2_K on CPUs with AVX2; Q3_K too when built
+ * with TSR_CPU_REPACK_K2=1, see repack_r8.inl), when set with tsr_backend_tensor_set, in a layout interleaving 8
  * rows, in place of the file's bytes (no extra memory): the GEMM and the matrix-vector
  * kernels stream it without shuffles. tsr_backend_tensor_get returns the file's bytes; only
  * mul_mat (as src0) and get_rows read a repacked matrix on the CPU backend. Other tensors
@@ -18937,8 +18937,9 @@ static constexpr kernels kernels_neon = [] {
 #endif /* TSR_CPU_ARM64 */
 /* ---- backends/cpu/impl/repack_r8.inl ---- */
 /*
- * repack_r8.inl - the 4-bit interleaved layout of CPU_REPACK weights (Q4_0, IQ4_NL, Q4_K)
- * and the kernels that read it: the GEMM's A-panel packers and the matrix-vector products.
+ * repack_r8.inl - the interleaved layouts of CPU_REPACK weights (Q4_0, IQ4_NL, Q4_K; Q2_K and
+ * Q3_K below) and the kernels that read them: the GEMM's A-panel packers and the
+ * matrix-vector products.
  *
  * Q4_0 and IQ4_NL are blocks of 32 weights {fp16 d; 16 bytes qs} (weight j in the low nibble of
  * qs[j] for j < 16, the high nibble of qs[j - 16] otherwise). A group of R8 = 8 rows keeps,
@@ -18978,23 +18979,30 @@ static inline bool is_r8_type(enum tsr_type t) {
     return t == TSR_TYPE_Q4_0 || t == TSR_TYPE_IQ4_NL || t == TSR_TYPE_Q4_K || t == TSR_TYPE_Q3_K || t == TSR_TYPE_Q2_K;
 }
 
-/* Q3_K and Q2_K are interleaved only on a CPU with AVX-512 VNNI, the one SIMD kernel that
- * reads their records so far (elsewhere the scalar reference would). */
-/* TSR_CPU_REPACK_K2 (default 0): CPU_REPACK interleaves Q3_K and Q2_K matrices too (x86 with
- * AVX-512 VNNI). Off by default because it does not pay yet: on a 2-core Zen 5 VM (31 GB/s
- * read, cpu_bench, quiet) their mat-vecs from DRAM were within noise of the file layout's
- * (Q3_K 0.96 against 0.92 x the read, Q2_K 0.86 against 0.86) although 1.3-1.4x faster in
- * cache, and Q3_K's GEMM fell behind (658 against 764 GFLOPS: its panels come through file
- * blocks, r8_pack_via_file). The tests build it in (kernels_test.cpp). */
+/* Q2_K is interleaved on x86 CPUs with AVX2 (its AVX2 and AVX-512 VNNI kernels read the
+ * record); Q3_K only with TSR_CPU_REPACK_K2 on a CPU with AVX-512 VNNI (elsewhere the scalar
+ * reference would read it).
+ * Q2_K pays on AVX2, where the file layout's kernel is bound by compute: on a 2-core Zen 4 VM
+ * without AVX-512 (cpu_bench) the record's mat-vec is 1.41x the file layout's in cache (16.8
+ * against 11.9 GB/s, one core) and 25-29 against 21-22 GB/s from DRAM (2 threads, 0.71-0.93
+ * against 0.57-0.69 x the read, a noisy machine), its GEMM the same (183-190 against 191
+ * GFLOPS). On AVX-512 VNNI (a 2-core Zen 5 VM, 31 GB/s read) it was 1.3-1.4x in cache and
+ * the same from DRAM (0.86 x the read both). */
+/* TSR_CPU_REPACK_K2 (default 0): CPU_REPACK interleaves Q3_K matrices too (x86 with AVX-512
+ * VNNI). Off by default because it does not pay yet: on that Zen 5 VM its mat-vec from DRAM
+ * was within noise of the file layout's (0.96 against 0.92 x the read) although 1.3-1.4x
+ * faster in cache, and its GEMM fell behind (658 against 764 GFLOPS: its panels come through
+ * file blocks, r8_pack_via_file); on AVX2 the record's third bits (64-bit masks) cost as many
+ * instructions to spread as the file's. The tests build it in (kernels_test.cpp). */
 #ifndef TSR_CPU_REPACK_K2
 #define TSR_CPU_REPACK_K2 0
 #endif
 
 static inline bool r8_type_has_simd(enum tsr_type t) {
     if (t != TSR_TYPE_Q3_K && t != TSR_TYPE_Q2_K) return true;
-    if (!TSR_CPU_REPACK_K2) return false;
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-    return features().avx512 && features().avx512_vnni;
+    if (t == TSR_TYPE_Q2_K) return features().avx2 && features().fma && features().f16c;
+    return TSR_CPU_REPACK_K2 && features().avx512 && features().avx512_vnni;
 #else
     return false;
 #endif
@@ -19629,6 +19637,82 @@ static void r8_q2k_group_dot_scalar(const uint8_t * grp, int64_t nb, const tsr_b
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
 TSR_SIMD_WARNINGS_OFF
 
+/* G groups' 8 rows of Q2_K against Q8_K on ymm registers, a lane per row. The record's
+ * chunks are 32 bytes apart (chunk c at Q2K_R8_QS + 32c), and chunks 4u..4u+3 at level j
+ * (bits 2j) are the 8 rows' 16 weights of one sub-block, s = 8 (u / 2) + 2j + u % 2, against
+ * activation quads y.qs[128 (u / 2) + 32j + 16 (u % 2) + 4k): four vpmaddubsw (pairs at most
+ * 2 * 3 * 127) add up in int16, and one vpmaddwd with the rows' scales (row r's in both
+ * halves of lane r) takes the sub-block to int32. The scale bytes are split into scales and
+ * mins once per record; the mins meet the activations' sums of 16 as Q4_K's do, a pair of
+ * sub-blocks per vpmaddwd. */
+template <int G>
+TSR_TARGET_AVX2 static void r8_q2k_groups_dot_avx2(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y, float * out) {
+    const __m256i m3 = _mm256_set1_epi8(0x03), m4 = _mm256_set1_epi8(0x0F);
+    const matvec_prefetcher<TSR_TYPE_Q2_K, Q2K_R8_BYTES / 4, true> prefetch;
+    __m256 acc[G];
+    for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+        const tsr_block_q8_K & yb = y[i];
+        int32_t bsum_pairs[8];  /* word p: the sums of sub-blocks 2p and 2p + 1 */
+        std::memcpy(bsum_pairs, yb.bsums, sizeof(bsum_pairs));
+        const uint8_t * rec[G];
+        alignas(32) uint8_t sc[G][128];
+        __m256i sumi[G], summ[G];
+        for (int g = 0; g < G; ++g) {
+            rec[g] = grp + (size_t)g * gstride + (size_t)i * Q2K_R8_BYTES;
+            alignas(32) uint8_t mn[128];
+            for (int h = 0; h < 4; ++h) {
+                const __m256i raw = _mm256_loadu_si256((const __m256i *)(rec[g] + Q2K_R8_SCALES + 32 * h));
+                _mm256_store_si256((__m256i *)(sc[g] + 32 * h), _mm256_and_si256(raw, m4));
+                _mm256_store_si256((__m256i *)(mn + 32 * h), _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4));
+            }
+            summ[g] = _mm256_setzero_si256();
+            for (int p = 0; p < 8; ++p) {
+                const __m128i pair = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(mn + 16 * p)), _mm_loadl_epi64((const __m128i *)(mn + 16 * p + 8)));
+                summ[g] = _mm256_add_epi32(summ[g], _mm256_madd_epi16(_mm256_cvtepu8_epi16(pair), _mm256_set1_epi32(bsum_pairs[p])));
+            }
+            sumi[g] = _mm256_setzero_si256();
+        }
+        /* row r's scale byte of a sub-block in both int16 halves of lane r, from the sub-block's
+         * 8 bytes broadcast to both 128-bit lanes */
+        const __m256i spread = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,
+                                                4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; ++u) {
+            for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + Q2K_R8_BYTES / 4 * u);
+            const int8_t * yu = yb.qs + 128 * (u / 2) + 16 * (u % 2);
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; ++j) {
+                __m256i sub[G];  /* sub-block 8 (u / 2) + 2j + u % 2 */
+                for (int g = 0; g < G; ++g) sub[g] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; ++k) {
+                    /* vbroadcastss: a load, where a move and vpbroadcastd took a shuffle too */
+                    const __m256i yq = _mm256_castps_si256(_mm256_broadcast_ss((const float *)(const void *)(yu + 32 * j + 4 * k)));
+                    for (int g = 0; g < G; ++g) {
+                        const __m256i q = _mm256_loadu_si256((const __m256i *)(rec[g] + Q2K_R8_QS + 32 * (4 * u + k)));
+                        const __m256i l = _mm256_and_si256(j ? _mm256_srli_epi16(q, 2 * j) : q, m3);
+                        sub[g] = _mm256_add_epi16(sub[g], _mm256_maddubs_epi16(l, yq));
+                    }
+                }
+                const int s = 8 * (u / 2) + 2 * j + u % 2;
+                for (int g = 0; g < G; ++g) {
+                    const __m256i bytes = _mm256_castpd_si256(_mm256_broadcast_sd((const double *)(const void *)(sc[g] + 8 * s)));
+                    sumi[g] = _mm256_add_epi32(sumi[g], _mm256_madd_epi16(sub[g], _mm256_shuffle_epi8(bytes, spread)));
+                }
+            }
+        }
+        const __m256 yd = _mm256_set1_ps(yb.d);
+        for (int g = 0; g < G; ++g) {
+            const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec[g])), yd);
+            const __m256 dmin = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(rec[g] + Q2K_R8_DMIN))), yd);
+            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[g]), d, acc[g]);
+            acc[g] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(summ[g]), dmin, acc[g]);
+        }
+    }
+    for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + 8 * g, acc[g]);
+}
+
 /* The 8 rows' 16 scales of a Q3_K record, minus 32, as int16 sw[8s + r]: the low-nibble plane
  * (scale bytes 0..7, scales s and s + 8) with the high-bit plane (bytes 8..11) moved to bits
  * 4-5 by 16-bit shifts, one per 256-bit half (what crosses a byte is masked off). */
@@ -19807,8 +19891,8 @@ static r8_dots_of<tsr_block_q8_K> r8_q4k_dots() {
     return {r8_groups_dot_scalar<tsr_block_q8_K, r8_q4k_group_dot_scalar, 1>, r8_groups_dot_scalar<tsr_block_q8_K, r8_q4k_group_dot_scalar, 4>, 4};
 }
 
-/* Q3_K (Q3) or Q2_K. f: the CPU's features (tests pass fewer, to reach the kernel a CPU
- * without GFNI runs). */
+/* Q3_K (Q3) or Q2_K (also on AVX2). f: the CPU's features (tests pass fewer, to reach the
+ * kernel a CPU without GFNI runs). */
 template <bool Q3>
 static r8_dots_of<tsr_block_q8_K> r8_k2_dots(const cpu_features & f = features()) {
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
@@ -19817,6 +19901,7 @@ static r8_dots_of<tsr_block_q8_K> r8_k2_dots(const cpu_features & f = features()
         if (f.avx512_gfni) return {r8_k2_groups_dot_avx512gfni<Q3, 1>, r8_k2_groups_dot_avx512gfni<Q3, 4>, 4};
         return {r8_k2_groups_dot_avx512vnni<Q3, 1>, r8_k2_groups_dot_avx512vnni<Q3, 4>, 4};
     }
+    if (!Q3 && (isa == TSR_CPU_ISA_AVX2 || isa == TSR_CPU_ISA_AVX512)) return {r8_q2k_groups_dot_avx2<1>, r8_q2k_groups_dot_avx2<2>, 2};
 #endif
     (void)f;
     constexpr auto dot = Q3 ? r8_q3k_group_dot_scalar : r8_q2k_group_dot_scalar;
