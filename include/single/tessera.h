@@ -12981,9 +12981,10 @@ TSR_API void tsr_backend_cpu_set_abort_callback(tsr_backend_t backend, bool (*ab
  * current workspace is freed and regrown on the next reserve/compute. */
 TSR_API void tsr_backend_cpu_set_host_allocator(tsr_backend_t backend, const struct tsr_host_allocator * alloc);
 
-/* CPU_REPACK: host buffers that store Q4_0, IQ4_NL, Q4_K and Q2_K weight matrices (2D, contiguous,
- * rows a multiple of 8; x86 builds, not yet aarch64; Q2_K on CPUs with AVX2; Q3_K too when built
- * with TSR_CPU_REPACK_K2=1, see repack_r8.inl), when set with tsr_backend_tensor_set, in a layout interleaving 8
+/* CPU_REPACK: host buffers that store Q4_0, IQ4_NL, Q4_K, Q2_K and Q3_K weight matrices (2D,
+ * contiguous, rows a multiple of 8; x86 builds, not yet aarch64; Q2_K / Q3_K on CPUs with AVX2,
+ * Q3_K with AVX-512 only when built with TSR_CPU_REPACK_K2=1, see repack_r8.inl), when set with
+ * tsr_backend_tensor_set, in a layout interleaving 8
  * rows, in place of the file's bytes (no extra memory): the GEMM and the matrix-vector
  * kernels stream it without shuffles. tsr_backend_tensor_get returns the file's bytes; only
  * mul_mat (as src0) and get_rows read a repacked matrix on the CPU backend. Other tensors
@@ -13522,8 +13523,8 @@ struct matvec_pf_table {
         repacked[TSR_TYPE_Q4_0] = 2048;
         repacked[TSR_TYPE_IQ4_NL] = 2048;
         repacked[TSR_TYPE_Q4_K] = 1152;
-        /* Q3_K / Q2_K records (TSR_CPU_REPACK_K2): two records ahead, a quarter record per
-         * unit pair; 0.96 / 0.86 x the read against 0.93 / 0.84 one record ahead */
+        /* Q3_K / Q2_K records: two records ahead, a quarter record per four chunks (AVX-512
+         * VNNI: 0.96 / 0.86 x the read against 0.93 / 0.84 one record ahead) */
         repacked[TSR_TYPE_Q3_K] = 2 * 880;
         repacked[TSR_TYPE_Q2_K] = 2 * 672;
     }
@@ -18979,21 +18980,19 @@ static inline bool is_r8_type(enum tsr_type t) {
     return t == TSR_TYPE_Q4_0 || t == TSR_TYPE_IQ4_NL || t == TSR_TYPE_Q4_K || t == TSR_TYPE_Q3_K || t == TSR_TYPE_Q2_K;
 }
 
-/* Q2_K is interleaved on x86 CPUs with AVX2 (its AVX2 and AVX-512 VNNI kernels read the
- * record); Q3_K only with TSR_CPU_REPACK_K2 on a CPU with AVX-512 VNNI (elsewhere the scalar
- * reference would read it).
- * Q2_K pays on AVX2, where the file layout's kernel is bound by compute: on a 2-core Zen 4 VM
- * without AVX-512 (cpu_bench) the record's mat-vec is 1.41x the file layout's in cache (16.8
- * against 11.9 GB/s, one core) and 25-29 against 21-22 GB/s from DRAM (2 threads, 0.71-0.93
- * against 0.57-0.69 x the read, a noisy machine), its GEMM the same (183-190 against 191
- * GFLOPS). On AVX-512 VNNI (a 2-core Zen 5 VM, 31 GB/s read) it was 1.3-1.4x in cache and
- * the same from DRAM (0.86 x the read both). */
-/* TSR_CPU_REPACK_K2 (default 0): CPU_REPACK interleaves Q3_K matrices too (x86 with AVX-512
- * VNNI). Off by default because it does not pay yet: on that Zen 5 VM its mat-vec from DRAM
- * was within noise of the file layout's (0.96 against 0.92 x the read) although 1.3-1.4x
- * faster in cache, and its GEMM fell behind (658 against 764 GFLOPS: its panels come through
- * file blocks, r8_pack_via_file); on AVX2 the record's third bits (64-bit masks) cost as many
- * instructions to spread as the file's. The tests build it in (kernels_test.cpp). */
+/* Q2_K is interleaved on x86 CPUs with AVX2 (AVX2 and AVX-512 VNNI kernels read its record),
+ * Q3_K on those without AVX-512 (the AVX2 kernel), or with it when built with
+ * TSR_CPU_REPACK_K2=1. Measured on a 2-core Zen 4 VM without AVX-512 (cpu_bench; a noisy
+ * machine, its read 31-47 GB/s between runs), where the file layouts' AVX2 kernels are bound
+ * by compute: in cache, one core, the records' mat-vecs are 1.35-1.41x the file layout's for
+ * Q2_K (16.2-16.9 against 12.0 GB/s) and 1.19-1.24x for Q3_K (13.4-13.8 against 11.1-11.2);
+ * from DRAM on one thread 1.29x (14.7-15.1 against 11.4-11.7) and 1.11x (11.9-12.0 against
+ * 10.7-10.8); with two threads Q2_K 25-29 against 21-22 GB/s in one run, 21-24 against 21-22
+ * in another, Q3_K 17.6-21.8 against 16.2-21.7; the GEMMs within 2 % (their panels come
+ * through file blocks, r8_pack_via_file). On AVX-512 VNNI (a 2-core Zen 5 VM, 31 GB/s read)
+ * both records were 1.3-1.4x in cache and within noise from DRAM (Q2_K 0.86 / 0.86, Q3_K
+ * 0.96 / 0.92 x the read), but Q3_K's GEMM fell behind (658 against 764 GFLOPS), hence
+ * TSR_CPU_REPACK_K2 (default 0) there; the tests build it in (kernels_test.cpp). */
 #ifndef TSR_CPU_REPACK_K2
 #define TSR_CPU_REPACK_K2 0
 #endif
@@ -19001,8 +19000,8 @@ static inline bool is_r8_type(enum tsr_type t) {
 static inline bool r8_type_has_simd(enum tsr_type t) {
     if (t != TSR_TYPE_Q3_K && t != TSR_TYPE_Q2_K) return true;
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-    if (t == TSR_TYPE_Q2_K) return features().avx2 && features().fma && features().f16c;
-    return TSR_CPU_REPACK_K2 && features().avx512 && features().avx512_vnni;
+    const bool avx2 = features().avx2 && features().fma && features().f16c;
+    return t == TSR_TYPE_Q2_K ? avx2 : avx2 && (TSR_CPU_REPACK_K2 || !features().avx512);
 #else
     return false;
 #endif
@@ -19071,96 +19070,63 @@ static void q4k_block_from_record(const uint8_t * rec, int r, uint8_t * blk) {
 }
 
 /* ---- the Q3_K record ------------------------------------------------------------------------
- * 8 rows' super-blocks (880 bytes). A level is 3 bits (2 in qs, 1 in hmask), so no byte
- * holds whole levels of every element; the record keeps qs in the chunks of 8 rows x 4
- * bytes (a chunk's bits 2j..2j+1 are one level of 8 rows x 4 weights, one vpdpbusd) and
- * each chunk pair's third bits as four 64-bit masks, one per level, bit p for the chunk
- * pair's byte p: a mask register loaded from memory merges them with one masked add. The
- * 12 scale bytes are the file's, 8 rows side by side (their low-nibble and high-bit
- * planes are those the kernels decode for 8 rows at once):
+ * 8 rows' super-blocks (880 bytes). A level is 3 bits (2 in qs, 1 in hmask); the record keeps
+ * both in the chunks of 8 rows x 4 bytes, so that a chunk's bits 2j..2j+1 are the low bits of
+ * one level of 8 rows x 4 weights (one int8 dot) and the matching hmask chunk's bit 4h + j
+ * their third bits, each brought into place by a shift and a mask. The 12 scale bytes are the
+ * file's, 8 rows side by side (their low-nibble and high-bit planes are those the kernels
+ * decode for 8 rows at once):
  *   [0, 16)     the 8 rows' d (fp16);
  *   [16, 112)   byte 16 + 8k + r: row r's scale byte k (k < 8: the low 4 bits of scale k and
  *               k + 8; k >= 8: the high 2 bits of scales k - 8, k - 4, k, k + 4);
- *   [112, 880)  8 units of 96 bytes: unit z's bytes p < 64 are chunks 2z (p < 32) and
- *               2z + 1, chunk c holding rows 0..7's qs[4c, +4) (byte p: row p % 32 / 4); its
- *               byte 64 + 8j + p / 8, bit p % 8, is the third bit of level j of byte p.
+ *   [112, 624)  16 qs chunks of 32 bytes, chunk c: rows 0..7's qs[4c, +4) (byte 4r + i);
+ *   [624, 880)  8 hmask chunks, chunk c: rows 0..7's hmask[4c, +4).
  * qs[32h + l] holds weights 128h + 32j + l (bits 2j), whose third bits are bit 4h + j of
- * hmask[l]: the record re-encodes the 96 bytes of qs and hmask one to one. */
-enum { Q3K_R8_SCALES = 16, Q3K_R8_QS = 112, Q3K_R8_UNIT = 96, Q3K_R8_BYTES = R8 * 110 };
+ * hmask[l]: qs chunk c's third bits are in hmask chunk c % 8. */
+enum { Q3K_R8_SCALES = 16, Q3K_R8_QS = 112, Q3K_R8_HMASK = 624, Q3K_R8_BYTES = R8 * 110 };
 static_assert(sizeof(tsr_block_q3_K) == 110, "Q3_K super-blocks are {32 hmask, 64 qs, 12 scale bytes, d}");
 
-/* Where row r's qs byte q (0..63) sits in a Q3_K or Q2_K record: the unit's byte (p) and the unit. */
-static inline int k2_record_byte(int q, int r) { return 32 * (q / 4 % 2) + 4 * r + q % 4; }
-static inline int k2_record_unit(int q) { return q / 8; }
-
-/* The third bit of level j of row r's qs byte q in a Q3_K record. */
-static inline int q3k_record_high(const uint8_t * rec, int q, int j, int r) {
-    const uint8_t * unit = rec + Q3K_R8_QS + Q3K_R8_UNIT * k2_record_unit(q);
-    const int p = k2_record_byte(q, r);
-    return unit[64 + 8 * j + p / 8] >> (p % 8) & 1;
-}
+/* Where row r's qs byte q (0..63) of a Q3_K or Q2_K record sits among its qs chunks. */
+static inline int k2_record_byte(int q, int r) { return 32 * (q / 4) + 4 * r + q % 4; }
 
 /* Row r's level (0..7, the weight plus 4) of weight e in a Q3_K record. */
 static inline int q3k_record_level(const uint8_t * rec, int e, int r) {
-    const int q = 32 * (e / 128) + e % 32, j = e % 128 / 32;
-    const int low = rec[Q3K_R8_QS + Q3K_R8_UNIT * k2_record_unit(q) + k2_record_byte(q, r)] >> (2 * j) & 3;
-    return low | q3k_record_high(rec, q, j, r) << 2;
+    const int l = e % 32, h = e / 128, j = e % 128 / 32;
+    const int low = rec[Q3K_R8_QS + k2_record_byte(32 * h + l, r)] >> (2 * j) & 3;
+    const int high = rec[Q3K_R8_HMASK + k2_record_byte(l, r)] >> (4 * h + j) & 1;
+    return low | high << 2;
 }
 
 static void q3k_block_to_record(const uint8_t * blk, int r, uint8_t * rec) {
     const tsr_block_q3_K & x = *(const tsr_block_q3_K *)(const void *)blk;
     std::memcpy(rec + 2 * r, &x.d, 2);
     for (int k = 0; k < 12; ++k) rec[Q3K_R8_SCALES + 8 * k + r] = x.scales[k];
-    for (int q = 0; q < 64; ++q) {
-        uint8_t * unit = rec + Q3K_R8_QS + Q3K_R8_UNIT * k2_record_unit(q);
-        const int p = k2_record_byte(q, r);
-        unit[p] = x.qs[q];
-        for (int j = 0; j < 4; ++j) {  /* bit p of mask j: a nibble of its byte per row */
-            const int bit = x.hmask[q % 32] >> (4 * (q / 32) + j) & 1;
-            uint8_t & m = unit[64 + 8 * j + p / 8];
-            m = (uint8_t)((m & ~(1u << (p % 8))) | (unsigned)bit << (p % 8));
-        }
-    }
+    for (int q = 0; q < 64; q += 4) std::memcpy(rec + Q3K_R8_QS + k2_record_byte(q, r), x.qs + q, 4);
+    for (int l = 0; l < 32; l += 4) std::memcpy(rec + Q3K_R8_HMASK + k2_record_byte(l, r), x.hmask + l, 4);
 }
 
 static void q3k_block_from_record(const uint8_t * rec, int r, uint8_t * blk) {
     tsr_block_q3_K x;
     std::memcpy(&x.d, rec + 2 * r, 2);
     for (int k = 0; k < 12; ++k) x.scales[k] = rec[Q3K_R8_SCALES + 8 * k + r];
-    std::memset(x.hmask, 0, sizeof(x.hmask));
-    /* a chunk (qs[4c, +4)) at a time: the GEMM's panels of a repacked matrix come through here */
-    for (int c = 0; c < 16; ++c) {
-        const uint8_t * unit = rec + Q3K_R8_QS + Q3K_R8_UNIT * k2_record_unit(4 * c);
-        const int p = k2_record_byte(4 * c, r);  /* the row's 4 bytes: a nibble of each mask */
-        std::memcpy(x.qs + 4 * c, unit + p, 4);
-        /* nibble j: the third bits of level j of the 4 bytes; transposed as a 4 x 4 bit
-         * matrix (2 x 2 blocks, then the off-diagonal blocks), nibble i: byte 4c + i's third
-         * bits of levels 0..3, which hmask byte (4c + i) % 32 holds in bits 4 (c / 8) + j */
-        unsigned n = 0;
-        for (int j = 0; j < 4; ++j) n |= (unsigned)(unit[64 + 8 * j + p / 8] >> (p % 8) & 15) << (4 * j);
-        unsigned t = (n ^ (n >> 3)) & 0x0A0Au;
-        n ^= t ^ (t << 3);
-        t = (n ^ (n >> 6)) & 0x00CCu;
-        n ^= t ^ (t << 6);
-        for (int i = 0; i < 4; ++i) x.hmask[(4 * c + i) % 32] |= (uint8_t)((n >> (4 * i) & 15) << (4 * (c / 8)));
-    }
+    for (int q = 0; q < 64; q += 4) std::memcpy(x.qs + q, rec + Q3K_R8_QS + k2_record_byte(q, r), 4);
+    for (int l = 0; l < 32; l += 4) std::memcpy(x.hmask + l, rec + Q3K_R8_HMASK + k2_record_byte(l, r), 4);
     std::memcpy(blk, &x, sizeof(x));
 }
 
 /* ---- the Q2_K record ------------------------------------------------------------------------
  * 8 rows' super-blocks (672 bytes), as the Q3_K record without the third bits: the scale
  * bytes (scale in the low nibble, min in the high one) are already one byte per sub-block,
- * 8 rows side by side; qs in units of two chunks:
+ * 8 rows side by side:
  *   [0, 16)     the 8 rows' d (fp16), [16, 32) their dmin;
  *   [32, 160)   byte 32 + 8s + r: row r's scale byte s (sub-block s of 16);
- *   [160, 672)  8 units of 64 bytes, unit z: chunks 2z and 2z + 1 as in the Q3_K record. */
-enum { Q2K_R8_DMIN = 16, Q2K_R8_SCALES = 32, Q2K_R8_QS = 160, Q2K_R8_UNIT = 64, Q2K_R8_BYTES = R8 * 84 };
+ *   [160, 672)  16 qs chunks of 32 bytes as in the Q3_K record. */
+enum { Q2K_R8_DMIN = 16, Q2K_R8_SCALES = 32, Q2K_R8_QS = 160, Q2K_R8_BYTES = R8 * 84 };
 static_assert(sizeof(tsr_block_q2_K) == 84, "Q2_K super-blocks are {16 scale bytes, 64 qs, d, dmin}");
 
 /* Row r's level (0..3) of weight e in a Q2_K record. */
 static inline int q2k_record_level(const uint8_t * rec, int e, int r) {
-    const int q = 32 * (e / 128) + e % 32;
-    return rec[Q2K_R8_QS + Q2K_R8_UNIT * k2_record_unit(q) + k2_record_byte(q, r)] >> (2 * (e % 128 / 32)) & 3;
+    return rec[Q2K_R8_QS + k2_record_byte(32 * (e / 128) + e % 32, r)] >> (2 * (e % 128 / 32)) & 3;
 }
 
 static void q2k_block_to_record(const uint8_t * blk, int r, uint8_t * rec) {
@@ -19168,7 +19134,7 @@ static void q2k_block_to_record(const uint8_t * blk, int r, uint8_t * rec) {
     std::memcpy(rec + 2 * r, &x.d, 2);
     std::memcpy(rec + Q2K_R8_DMIN + 2 * r, &x.dmin, 2);
     for (int s = 0; s < 16; ++s) rec[Q2K_R8_SCALES + 8 * s + r] = x.scales[s];
-    for (int q = 0; q < 64; ++q) rec[Q2K_R8_QS + Q2K_R8_UNIT * k2_record_unit(q) + k2_record_byte(q, r)] = x.qs[q];
+    for (int q = 0; q < 64; q += 4) std::memcpy(rec + Q2K_R8_QS + k2_record_byte(q, r), x.qs + q, 4);
 }
 
 static void q2k_block_from_record(const uint8_t * rec, int r, uint8_t * blk) {
@@ -19176,7 +19142,7 @@ static void q2k_block_from_record(const uint8_t * rec, int r, uint8_t * blk) {
     std::memcpy(&x.d, rec + 2 * r, 2);
     std::memcpy(&x.dmin, rec + Q2K_R8_DMIN + 2 * r, 2);
     for (int s = 0; s < 16; ++s) x.scales[s] = rec[Q2K_R8_SCALES + 8 * s + r];
-    for (int q = 0; q < 64; q += 4) std::memcpy(x.qs + q, rec + Q2K_R8_QS + Q2K_R8_UNIT * k2_record_unit(q) + k2_record_byte(q, r), 4);
+    for (int q = 0; q < 64; q += 4) std::memcpy(x.qs + q, rec + Q2K_R8_QS + k2_record_byte(q, r), 4);
     std::memcpy(blk, &x, sizeof(x));
 }
 
@@ -19637,18 +19603,59 @@ static void r8_q2k_group_dot_scalar(const uint8_t * grp, int64_t nb, const tsr_b
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
 TSR_SIMD_WARNINGS_OFF
 
-/* G groups' 8 rows of Q2_K against Q8_K on ymm registers, a lane per row. The record's
- * chunks are 32 bytes apart (chunk c at Q2K_R8_QS + 32c), and chunks 4u..4u+3 at level j
- * (bits 2j) are the 8 rows' 16 weights of one sub-block, s = 8 (u / 2) + 2j + u % 2, against
- * activation quads y.qs[128 (u / 2) + 32j + 16 (u % 2) + 4k): four vpmaddubsw (pairs at most
- * 2 * 3 * 127) add up in int16, and one vpmaddwd with the rows' scales (row r's in both
- * halves of lane r) takes the sub-block to int32. The scale bytes are split into scales and
- * mins once per record; the mins meet the activations' sums of 16 as Q4_K's do, a pair of
- * sub-blocks per vpmaddwd. */
-template <int G>
-TSR_TARGET_AVX2 static void r8_q2k_groups_dot_avx2(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y, float * out) {
-    const __m256i m3 = _mm256_set1_epi8(0x03), m4 = _mm256_set1_epi8(0x0F);
-    const matvec_prefetcher<TSR_TYPE_Q2_K, Q2K_R8_BYTES / 4, true> prefetch;
+/* The 8 rows' 16 scales of a Q3_K record, minus 32, as int8 sc[8s + r]: the low-nibble plane
+ * (scale bytes 0..7: scales s and s + 8) with the high-bit plane (bytes 8..11) moved to bits
+ * 4-5 by 16-bit shifts (what crosses a byte is masked off). */
+TSR_TARGET_AVX2 static inline void q3k_record_scales_avx2(const uint8_t * rec, int8_t * sc) {
+    const __m256i m0f = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), bias = _mm256_set1_epi8(32);
+    const __m256i low03 = _mm256_loadu_si256((const __m256i *)(rec + Q3K_R8_SCALES));
+    const __m256i low47 = _mm256_loadu_si256((const __m256i *)(rec + Q3K_R8_SCALES + 32));
+    const __m256i high = _mm256_loadu_si256((const __m256i *)(rec + Q3K_R8_SCALES + 64));
+    /* scales 0..3 take bits 0-1 of the high bytes, 4..7 bits 2-3, 8..11 bits 4-5, 12..15 bits 6-7 */
+    const __m256i v[4] = {
+        _mm256_or_si256(_mm256_and_si256(low03, m0f), _mm256_and_si256(_mm256_slli_epi16(high, 4), m30)),
+        _mm256_or_si256(_mm256_and_si256(low47, m0f), _mm256_and_si256(_mm256_slli_epi16(high, 2), m30)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(low03, 4), m0f), _mm256_and_si256(high, m30)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(low47, 4), m0f), _mm256_and_si256(_mm256_srli_epi16(high, 2), m30)),
+    };
+    for (int q = 0; q < 4; ++q) _mm256_store_si256((__m256i *)(sc + 32 * q), _mm256_sub_epi8(v[q], bias));
+}
+
+/* The 8 rows' sums over the 16 sub-blocks of a byte per sub-block and row (v[8s + r]: Q2_K's
+ * mins, unsigned; Q3_K's scales, signed) times the activations' sums of 16: a vpmaddwd per
+ * pair of sub-blocks, a row's two bytes against the two sums (bsum_pairs[p]). */
+template <bool SIGNED>
+TSR_TARGET_AVX2 static inline __m256i k2_bsum_products_avx2(const uint8_t * v, const int32_t * bsum_pairs) {
+    __m256i s = _mm256_setzero_si256();
+    for (int p = 0; p < 8; ++p) {
+        const __m128i pair = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(v + 16 * p)), _mm_loadl_epi64((const __m128i *)(v + 16 * p + 8)));
+        const __m256i words = SIGNED ? _mm256_cvtepi8_epi16(pair) : _mm256_cvtepu8_epi16(pair);
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(words, _mm256_set1_epi32(bsum_pairs[p])));
+    }
+    return s;
+}
+
+/* G groups' 8 rows of Q3_K (Q3) or Q2_K against Q8_K on ymm registers, a lane per row. The
+ * record's qs chunks are 32 bytes apart, and chunks 4u..4u+3 at level j (bits 2j; Q3_K's third
+ * bits: bit 4 (u / 2) + j of hmask chunks 4 (u % 2) + k) are the 8 rows' 16 weights of one
+ * sub-block, s = 8 (u / 2) + 2j + u % 2, against activation quads
+ * y.qs[128 (u / 2) + 32j + 16 (u % 2) + 4k): four vpmaddubsw (unsigned levels; pairs at most
+ * 2 * 7 * 127) add up in int16, and one vpmaddwd with the rows' scales (row r's in both halves
+ * of lane r, spread by one shuffle from a broadcast load) takes the sub-block to int32. Q3_K's
+ * levels are the weights plus 4: -4 x sum(scale x the activations' sums of 16) comes off the
+ * exact sum once per record; Q2_K's mins meet those sums the same way, times dmin. */
+template <bool Q3, int G>
+TSR_TARGET_AVX2 static void r8_k2_groups_dot_avx2(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y, float * out) {
+    constexpr size_t record = Q3 ? (size_t)Q3K_R8_BYTES : (size_t)Q2K_R8_BYTES, qs_at = Q3 ? (size_t)Q3K_R8_QS : (size_t)Q2K_R8_QS;
+    const __m256i m3 = _mm256_set1_epi8(0x03), m4 = _mm256_set1_epi8(0x04), m0f = _mm256_set1_epi8(0x0F);
+    /* row r's scale byte of a sub-block in both int16 halves of lane r, from the sub-block's 8
+     * bytes broadcast to both 128-bit lanes: Q2_K's zero-extended, Q3_K's in the high bytes
+     * (sign-extended by an arithmetic shift) */
+    const __m256i spread = Q3 ? _mm256_setr_epi8(-1, 0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3,
+                                                 -1, 4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7)
+                              : _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,
+                                                 4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
+    const matvec_prefetcher<Q3 ? TSR_TYPE_Q3_K : TSR_TYPE_Q2_K, record / 4, true> prefetch;
     __m256 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
@@ -19659,77 +19666,64 @@ TSR_TARGET_AVX2 static void r8_q2k_groups_dot_avx2(const uint8_t * grp, size_t g
         alignas(32) uint8_t sc[G][128];
         __m256i sumi[G], summ[G];
         for (int g = 0; g < G; ++g) {
-            rec[g] = grp + (size_t)g * gstride + (size_t)i * Q2K_R8_BYTES;
+            rec[g] = grp + (size_t)g * gstride + (size_t)i * record;
+            if (Q3) {
+                q3k_record_scales_avx2(rec[g], (int8_t *)sc[g]);
+                sumi[g] = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_setzero_si256(), k2_bsum_products_avx2<true>(sc[g], bsum_pairs)), 2);
+                continue;
+            }
             alignas(32) uint8_t mn[128];
-            for (int h = 0; h < 4; ++h) {
-                const __m256i raw = _mm256_loadu_si256((const __m256i *)(rec[g] + Q2K_R8_SCALES + 32 * h));
-                _mm256_store_si256((__m256i *)(sc[g] + 32 * h), _mm256_and_si256(raw, m4));
-                _mm256_store_si256((__m256i *)(mn + 32 * h), _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4));
+            for (int q = 0; q < 4; ++q) {
+                const __m256i raw = _mm256_loadu_si256((const __m256i *)(rec[g] + Q2K_R8_SCALES + 32 * q));
+                _mm256_store_si256((__m256i *)(sc[g] + 32 * q), _mm256_and_si256(raw, m0f));
+                _mm256_store_si256((__m256i *)(mn + 32 * q), _mm256_and_si256(_mm256_srli_epi16(raw, 4), m0f));
             }
-            summ[g] = _mm256_setzero_si256();
-            for (int p = 0; p < 8; ++p) {
-                const __m128i pair = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(mn + 16 * p)), _mm_loadl_epi64((const __m128i *)(mn + 16 * p + 8)));
-                summ[g] = _mm256_add_epi32(summ[g], _mm256_madd_epi16(_mm256_cvtepu8_epi16(pair), _mm256_set1_epi32(bsum_pairs[p])));
-            }
+            summ[g] = k2_bsum_products_avx2<false>(mn, bsum_pairs);
             sumi[g] = _mm256_setzero_si256();
         }
-        /* row r's scale byte of a sub-block in both int16 halves of lane r, from the sub-block's
-         * 8 bytes broadcast to both 128-bit lanes */
-        const __m256i spread = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,
-                                                4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
 #pragma GCC unroll 4
         for (int u = 0; u < 4; ++u) {
-            for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + Q2K_R8_BYTES / 4 * u);
+            for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + record / 4 * u);
             const int8_t * yu = yb.qs + 128 * (u / 2) + 16 * (u % 2);
 #pragma GCC unroll 4
             for (int j = 0; j < 4; ++j) {
                 __m256i sub[G];  /* sub-block 8 (u / 2) + 2j + u % 2 */
                 for (int g = 0; g < G; ++g) sub[g] = _mm256_setzero_si256();
+                const int third = 4 * (u / 2) + j - 2;  /* Q3_K: the shift taking the third bit to bit 2 */
 #pragma GCC unroll 4
                 for (int k = 0; k < 4; ++k) {
                     /* vbroadcastss: a load, where a move and vpbroadcastd took a shuffle too */
                     const __m256i yq = _mm256_castps_si256(_mm256_broadcast_ss((const float *)(const void *)(yu + 32 * j + 4 * k)));
                     for (int g = 0; g < G; ++g) {
-                        const __m256i q = _mm256_loadu_si256((const __m256i *)(rec[g] + Q2K_R8_QS + 32 * (4 * u + k)));
-                        const __m256i l = _mm256_and_si256(j ? _mm256_srli_epi16(q, 2 * j) : q, m3);
+                        const __m256i q = _mm256_loadu_si256((const __m256i *)(rec[g] + qs_at + 32 * (4 * u + k)));
+                        __m256i l = _mm256_and_si256(j ? _mm256_srli_epi16(q, 2 * j) : q, m3);
+                        if (Q3) {
+                            const __m256i hm = _mm256_loadu_si256((const __m256i *)(rec[g] + Q3K_R8_HMASK + 32 * (4 * (u % 2) + k)));
+                            const __m256i hb = third > 0 ? _mm256_srli_epi16(hm, third) : third < 0 ? _mm256_slli_epi16(hm, -third) : hm;
+                            l = _mm256_or_si256(l, _mm256_and_si256(hb, m4));
+                        }
                         sub[g] = _mm256_add_epi16(sub[g], _mm256_maddubs_epi16(l, yq));
                     }
                 }
                 const int s = 8 * (u / 2) + 2 * j + u % 2;
                 for (int g = 0; g < G; ++g) {
                     const __m256i bytes = _mm256_castpd_si256(_mm256_broadcast_sd((const double *)(const void *)(sc[g] + 8 * s)));
-                    sumi[g] = _mm256_add_epi32(sumi[g], _mm256_madd_epi16(sub[g], _mm256_shuffle_epi8(bytes, spread)));
+                    __m256i scale = _mm256_shuffle_epi8(bytes, spread);
+                    if (Q3) scale = _mm256_srai_epi16(scale, 8);
+                    sumi[g] = _mm256_add_epi32(sumi[g], _mm256_madd_epi16(sub[g], scale));
                 }
             }
         }
         const __m256 yd = _mm256_set1_ps(yb.d);
         for (int g = 0; g < G; ++g) {
             const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec[g])), yd);
-            const __m256 dmin = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(rec[g] + Q2K_R8_DMIN))), yd);
             acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[g]), d, acc[g]);
+            if (Q3) continue;
+            const __m256 dmin = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(rec[g] + Q2K_R8_DMIN))), yd);
             acc[g] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(summ[g]), dmin, acc[g]);
         }
     }
     for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + 8 * g, acc[g]);
-}
-
-/* The 8 rows' 16 scales of a Q3_K record, minus 32, as int16 sw[8s + r]: the low-nibble plane
- * (scale bytes 0..7, scales s and s + 8) with the high-bit plane (bytes 8..11) moved to bits
- * 4-5 by 16-bit shifts, one per 256-bit half (what crosses a byte is masked off). */
-TSR_TARGET_AVX512VNNI static inline void q3k_record_scales_zmm(const uint8_t * rec, int16_t * sw) {
-    const __m512i low = _mm512_loadu_si512((const void *)(rec + Q3K_R8_SCALES));
-    const __m512i high = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(rec + Q3K_R8_SCALES + 64)));
-    const __m512i m0f = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), bias = _mm512_set1_epi8(32);
-    const __m512i halves = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);  /* 0 | 2 */
-    /* scales 0..3 take bits 0-1 of the high bytes, 4..7 bits 2-3; 8..11 bits 4-5, 12..15 bits 6-7 */
-    const __m512i s07 = _mm512_or_si512(_mm512_and_si512(low, m0f),
-                                        _mm512_and_si512(_mm512_sllv_epi16(high, _mm512_sub_epi16(_mm512_set1_epi16(4), halves)), m30));
-    const __m512i s815 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(low, 4), m0f), _mm512_and_si512(_mm512_srlv_epi16(high, halves), m30));
-    const __m512i v[2] = {_mm512_sub_epi8(s07, bias), _mm512_sub_epi8(s815, bias)};
-    for (int h = 0; h < 2; ++h) {
-        _mm512_store_si512((void *)(sw + 64 * h), _mm512_cvtepi8_epi16(_mm512_castsi512_si256(v[h])));
-        _mm512_store_si512((void *)(sw + 64 * h + 32), _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(v[h], 1)));
-    }
 }
 
 /* The 8 rows' 16 scales of a Q2_K record (the scale bytes' low nibbles) as int16 sw[8s + r]. */
@@ -19748,43 +19742,34 @@ TSR_TARGET_AVX512VNNI static inline __m512i q2k_min_pair_zmm(const uint8_t * rec
 
 /* gf2p8affineqb matrix moving bits 2j, 2j + 1 of each byte to bits 0, 1 and clearing the
  * rest (output bit b: the parity of the input bits set in byte 7 - b of the matrix). */
-TSR_TARGET_AVX512VNNI static inline __m512i q3k_level_matrix(int j) {
+TSR_TARGET_AVX512VNNI static inline __m512i k2_level_matrix(int j) {
     return _mm512_set1_epi64((long long)((uint64_t)(1u << (2 * j)) << 56 | (uint64_t)(1u << (2 * j + 1)) << 48));
 }
 
-TSR_TARGET_AVX512VNNI_GFNI static inline __m512i q3k_low_bits_gfni(__m512i q, int j) {
-    return _mm512_gf2p8affine_epi64_epi8(q, q3k_level_matrix(j), 0);
+TSR_TARGET_AVX512VNNI_GFNI static inline __m512i k2_low_bits_gfni(__m512i q, int j) {
+    return _mm512_gf2p8affine_epi64_epi8(q, k2_level_matrix(j), 0);
 }
 
-/* Level j of the 64 bytes of a unit: the two low bits (GFNI: one gf2p8affineqb; else a
- * shift and a mask), and Q3_K's plus 4 where the unit's mask j has the byte's bit. */
-template <bool Q3, bool GFNI>
-TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE __m512i k2_unit_level(const uint8_t * unit, __m512i q, int j) {
-    __m512i low;
-    if constexpr (GFNI) low = q3k_low_bits_gfni(q, j);
-    else low = _mm512_and_si512(j ? _mm512_srli_epi16(q, 2 * j) : q, _mm512_set1_epi8(3));
-    if (!Q3) return low;
-    uint64_t high;
-    std::memcpy(&high, unit + 64 + 8 * j, 8);
-    return _mm512_mask_add_epi8(low, _cvtu64_mask64(high), low, _mm512_set1_epi8(4));
+/* Level j (bits 2j, 2j + 1) of the 64 bytes q: GFNI one gf2p8affineqb, else a shift and a mask. */
+template <bool GFNI>
+TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE __m512i q2k_level_zmm(__m512i q, int j) {
+    if constexpr (GFNI) return k2_low_bits_gfni(q, j);
+    else return _mm512_and_si512(j ? _mm512_srli_epi16(q, 2 * j) : q, _mm512_set1_epi8(3));
 }
 
-/* G groups' 8 rows of Q3_K or Q2_K against Q8_K, as r8_q4k_groups_dot_avx512vnni: a
- * unit's level j is a chunk pair (lanes 0..7 the first chunk's 8 rows, 8..15 the second's)
- * against two activation quads, and units 2u and 2u + 1 at level j are the 16 weights of
- * one sub-block (s = 8 (u / 2) + 2j + u % 2): two vpdpbusd, for Q3_K from a start of -4 x
- * the sub-block's activation sum in lanes 0..7 (the levels' offset, exact), at most
- * 8 * 7 * 128 + 4 * 16 * 128 in a lane, so the int16 vpdpwssd with the rows' scales (row r's
- * in lanes r and r + 8, the low halves) scales and accumulates it exactly. Q2_K's mins meet
- * the activations' sums as Q4_K's: a row's mins of sub-blocks 2p and 2p + 1 in its two
- * lanes, one vpdpwssd per pair. The halves are added once at the end. */
-template <bool Q3, int G, bool GFNI>
-TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void r8_k2_groups_dot_zmm(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y,
-                                                                        float * out) {
-    constexpr size_t record = Q3 ? (size_t)Q3K_R8_BYTES : (size_t)Q2K_R8_BYTES, qs_at = Q3 ? (size_t)Q3K_R8_QS : (size_t)Q2K_R8_QS;
-    constexpr size_t unit = Q3 ? (size_t)Q3K_R8_UNIT : (size_t)Q2K_R8_UNIT;
+/* G groups' 8 rows of Q2_K against Q8_K, as r8_q4k_groups_dot_avx512vnni: a chunk pair's
+ * level j (lanes 0..7 the first chunk's 8 rows, 8..15 the second's) against two activation
+ * quads, and chunks 4u..4u + 3 at level j are the 16 weights of one sub-block
+ * (s = 8 (u / 2) + 2j + u % 2): two vpdpbusd, at most 8 * 3 * 127 in a lane, so the int16
+ * vpdpwssd with the rows' scales (row r's in lanes r and r + 8, the low halves) scales and
+ * accumulates it exactly. The mins meet the activations' sums as Q4_K's: a row's mins of
+ * sub-blocks 2p and 2p + 1 in its two lanes, one vpdpwssd per pair. The halves are added
+ * once at the end. (Q3_K records, with TSR_CPU_REPACK_K2, take the AVX2 kernel here too.) */
+template <int G, bool GFNI>
+TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void r8_q2k_groups_dot_zmm(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y,
+                                                                         float * out) {
     const __m512i two_quads = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    const matvec_prefetcher<Q3 ? TSR_TYPE_Q3_K : TSR_TYPE_Q2_K, record / 4, true> prefetch;
+    const matvec_prefetcher<TSR_TYPE_Q2_K, Q2K_R8_BYTES / 4, true> prefetch;
     __m512 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
@@ -19792,37 +19777,32 @@ TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void r8_k2_groups_dot_zmm(const u
         const uint8_t * rec[G];
         alignas(64) int16_t sw[G][128];
         __m512i sumi[G], summ[G];
-        __m512i bsum_pairs[8];  /* Q2_K: sub-block 2p's sum in lanes 0..7, 2p + 1's in 8..15 */
-        for (int p = 0; p < 8 && !Q3; ++p) bsum_pairs[p] = _mm512_mask_set1_epi32(_mm512_set1_epi32(yb.bsums[2 * p]), 0xFF00, yb.bsums[2 * p + 1]);
+        __m512i bsum_pairs[8];  /* sub-block 2p's sum in lanes 0..7, 2p + 1's in 8..15 */
+        for (int p = 0; p < 8; ++p) bsum_pairs[p] = _mm512_mask_set1_epi32(_mm512_set1_epi32(yb.bsums[2 * p]), 0xFF00, yb.bsums[2 * p + 1]);
         for (int g = 0; g < G; ++g) {
-            rec[g] = grp + (size_t)g * gstride + (size_t)i * record;
+            rec[g] = grp + (size_t)g * gstride + (size_t)i * Q2K_R8_BYTES;
             sumi[g] = summ[g] = _mm512_setzero_si512();
-            if (Q3) {
-                q3k_record_scales_zmm(rec[g], sw[g]);
-                continue;
-            }
             q2k_record_scales_zmm(rec[g], sw[g]);
             for (int p = 0; p < 8; ++p) summ[g] = _mm512_dpwssd_epi32(summ[g], q2k_min_pair_zmm(rec[g], p), bsum_pairs[p]);
         }
         for (int u = 0; u < 4; ++u) {
-            /* a quarter record per unit pair (g_matvec_pf_ahead), as Q4_K's record: all lines of
-             * a record at once, 4 groups' bursts, held the mat-vec at 0.86-0.87 x the read */
-            for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + record / 4 * u);
+            /* a quarter record per chunk quad (g_matvec_pf_ahead), as Q4_K's record: all lines
+             * of a record at once, 4 groups' bursts, held the mat-vec at 0.86-0.87 x the read */
+            for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + Q2K_R8_BYTES / 4 * u);
             const int h = u / 2, half = u % 2;
-            __m512i ya[4], yc[4];  /* level j's activation quads of units 2u and 2u + 1 */
+            __m512i ya[4], yc[4];  /* level j's activation quads of chunks 4u, 4u + 1 and 4u + 2, 4u + 3 */
             for (int j = 0; j < 4; ++j) {
                 const __m512i yv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(yb.qs + 128 * h + 32 * j)));
                 ya[j] = _mm512_permutexvar_epi32(_mm512_add_epi32(two_quads, _mm512_set1_epi32(4 * half)), yv);
                 yc[j] = _mm512_permutexvar_epi32(_mm512_add_epi32(two_quads, _mm512_set1_epi32(4 * half + 2)), yv);
             }
             for (int g = 0; g < G; ++g) {
-                const uint8_t * ua = rec[g] + qs_at + unit * (2 * u), * uc = ua + unit;
-                const __m512i qa = _mm512_loadu_si512((const void *)ua), qc = _mm512_loadu_si512((const void *)uc);
+                const uint8_t * qa = rec[g] + Q2K_R8_QS + 32 * (4 * u);
+                const __m512i va = _mm512_loadu_si512((const void *)qa), vc = _mm512_loadu_si512((const void *)(qa + 64));
                 for (int j = 0; j < 4; ++j) {
                     const int s = 8 * h + 2 * j + half;
-                    __m512i sub = Q3 ? _mm512_maskz_set1_epi32(0x00FF, -4 * yb.bsums[s]) : _mm512_setzero_si512();
-                    sub = _mm512_dpbusd_epi32(sub, k2_unit_level<Q3, GFNI>(ua, qa, j), ya[j]);
-                    sub = _mm512_dpbusd_epi32(sub, k2_unit_level<Q3, GFNI>(uc, qc, j), yc[j]);
+                    __m512i sub = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q2k_level_zmm<GFNI>(va, j), ya[j]);
+                    sub = _mm512_dpbusd_epi32(sub, q2k_level_zmm<GFNI>(vc, j), yc[j]);
                     const __m512i sc = _mm512_cvtepu16_epi32(_mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)(sw[g] + 8 * s))));
                     sumi[g] = _mm512_dpwssd_epi32(sumi[g], sub, sc);
                 }
@@ -19831,26 +19811,25 @@ TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void r8_k2_groups_dot_zmm(const u
         const __m512 yd = _mm512_set1_ps(yb.d);
         for (int g = 0; g < G; ++g) {
             const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rec[g]))), yd);
-            acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[g]), d, acc[g]);
-            if (Q3) continue;
             const __m512 dmin = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(rec[g] + Q2K_R8_DMIN)))), yd);
+            acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[g]), d, acc[g]);
             acc[g] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(summ[g]), dmin, acc[g]);
         }
     }
     r8_store_halves_zmm<G>(acc, out);
 }
 
-template <bool Q3, int G>
-TSR_TARGET_AVX512VNNI static void r8_k2_groups_dot_avx512vnni(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y, float * out) {
-    r8_k2_groups_dot_zmm<Q3, G, false>(grp, gstride, nb, y, out);
+template <int G>
+TSR_TARGET_AVX512VNNI static void r8_q2k_groups_dot_avx512vnni(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y, float * out) {
+    r8_q2k_groups_dot_zmm<G, false>(grp, gstride, nb, y, out);
 }
 
-/* flatten inlines the body and, under this target, q3k_low_bits_gfni into it (the body's
+/* flatten inlines the body and, under this target, k2_low_bits_gfni into it (the body's
  * own target has no GFNI, so that the other instantiation cannot hold GFNI instructions) */
-template <bool Q3, int G>
-__attribute__((flatten)) TSR_TARGET_AVX512VNNI_GFNI static void r8_k2_groups_dot_avx512gfni(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y,
-                                                                                            float * out) {
-    r8_k2_groups_dot_zmm<Q3, G, true>(grp, gstride, nb, y, out);
+template <int G>
+__attribute__((flatten)) TSR_TARGET_AVX512VNNI_GFNI static void r8_q2k_groups_dot_avx512gfni(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y,
+                                                                                             float * out) {
+    r8_q2k_groups_dot_zmm<G, true>(grp, gstride, nb, y, out);
 }
 TSR_SIMD_WARNINGS_ON
 #endif
@@ -19897,11 +19876,11 @@ template <bool Q3>
 static r8_dots_of<tsr_block_q8_K> r8_k2_dots(const cpu_features & f = features()) {
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
     const int isa = isa_vector();
-    if (isa == TSR_CPU_ISA_AVX512 && f.avx512_vnni) {
-        if (f.avx512_gfni) return {r8_k2_groups_dot_avx512gfni<Q3, 1>, r8_k2_groups_dot_avx512gfni<Q3, 4>, 4};
-        return {r8_k2_groups_dot_avx512vnni<Q3, 1>, r8_k2_groups_dot_avx512vnni<Q3, 4>, 4};
+    if (!Q3 && isa == TSR_CPU_ISA_AVX512 && f.avx512_vnni) {
+        if (f.avx512_gfni) return {r8_q2k_groups_dot_avx512gfni<1>, r8_q2k_groups_dot_avx512gfni<4>, 4};
+        return {r8_q2k_groups_dot_avx512vnni<1>, r8_q2k_groups_dot_avx512vnni<4>, 4};
     }
-    if (!Q3 && (isa == TSR_CPU_ISA_AVX2 || isa == TSR_CPU_ISA_AVX512)) return {r8_q2k_groups_dot_avx2<1>, r8_q2k_groups_dot_avx2<2>, 2};
+    if (isa == TSR_CPU_ISA_AVX2 || isa == TSR_CPU_ISA_AVX512) return {r8_k2_groups_dot_avx2<Q3, 1>, r8_k2_groups_dot_avx2<Q3, 2>, 2};
 #endif
     (void)f;
     constexpr auto dot = Q3 ? r8_q3k_group_dot_scalar : r8_q2k_group_dot_scalar;
