@@ -15198,6 +15198,12 @@ TSR_TARGET_AVX2 static inline __m256i dot32_s8s8_avx2(__m256i x, __m256i y) {
     const __m256i sy = _mm256_sign_epi8(y, x);
     return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1));
 }
+/* The same with the sign moved onto x, for rows that meet the same y: ay = |y| once for all of
+ * them, one vpsignb a row where the sign trick takes two. Neither x nor y may hold -128 (the
+ * activations never do; IQ4_NL's table stops at -127). */
+TSR_TARGET_AVX2 static inline __m256i dot32_s8_absy_avx2(__m256i x, __m256i y, __m256i ay) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(ay, _mm256_sign_epi8(x, y)), _mm256_set1_epi16(1));
+}
 /* x unsigned (0..15), y signed */
 TSR_TARGET_AVX2 static inline __m256i dot32_u4s8_avx2(__m256i x, __m256i y) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
@@ -16108,8 +16114,8 @@ TSR_TARGET_AVX2 static inline __m256i fifth_bits_pair_avx2(__m256i heads2, int a
  * shuffle of y per block; the offsets of Q4_0 (8) and Q5_0 (16) through the side arrays'
  * -8 * sum (doubled for Q5_0), Q4_1 / Q5_1's min through the block sums in float (the sum
  * sits in lane 4j only, so each block counts once). IQ4_NL's table values are signed: the
- * sign moves onto the activations, and each half goes to int32 apart (two products of up
- * to 2 * 127 * 127 would pass int16). */
+ * activations' sign moves onto them (|y| once per pair for all R rows), and each half goes to
+ * int32 apart (two products of up to 2 * 127 * 127 would pass int16). */
 template <tsr_type T, int R>
 TSR_TARGET_AVX2 static void q32_pairs_avx2(int64_t n, const char * x, size_t lda, const yq8 * y, float * out) {
     using block = q32_block_avx2<T>;
@@ -16128,6 +16134,7 @@ TSR_TARGET_AVX2 static void q32_pairs_avx2(int64_t n, const char * x, size_t lda
         const int h = (int)(b & 2);  /* which pair of the group */
         const __m256i ylo = _mm256_loadu_si256((const __m256i *)(s.lo + 16 * h));
         const __m256i yhi = _mm256_loadu_si256((const __m256i *)(s.hi + 16 * h));
+        const __m256i aylo = _mm256_abs_epi8(ylo), ayhi = _mm256_abs_epi8(yhi);  /* IQ4_NL, for every row */
         const __m256i yb8 = _mm256_loadu_si256((const __m256i *)(s.bias + 4 * h));  /* -8 * sum in lane 4j */
         const __m256i yb = T == TSR_TYPE_Q5_0 ? _mm256_slli_epi32(yb8, 1) : T == TSR_TYPE_Q4_0 ? yb8 : _mm256_setzero_si256();
         const __m256 dy = _mm256_loadu_ps(s.d + 4 * h);
@@ -16145,7 +16152,8 @@ TSR_TARGET_AVX2 static void q32_pairs_avx2(int64_t n, const char * x, size_t lda
             __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
             __m256i p;
             if constexpr (T == TSR_TYPE_IQ4_NL) {
-                p = _mm256_add_epi32(dot32_s8s8_avx2(_mm256_shuffle_epi8(table, lo), ylo), dot32_s8s8_avx2(_mm256_shuffle_epi8(table, hi), yhi));
+                p = _mm256_add_epi32(dot32_s8_absy_avx2(_mm256_shuffle_epi8(table, lo), ylo, aylo),
+                                     dot32_s8_absy_avx2(_mm256_shuffle_epi8(table, hi), yhi, ayhi));
             } else {
                 if constexpr (has_qh) {
                     const __m256i heads2 = _mm256_broadcastsi128_si256(heads);
@@ -19238,11 +19246,12 @@ TSR_SIMD_WARNINGS_OFF
 /* 8 rows' int32 sums of one block, a lane per row, against the block's 8 activation quads
  * broadcast (yq[c]: y.qs[4c..4c+4)). Q4_0: the nibbles are unsigned, and all 8 vpmaddubsw
  * results of a block add up in int16 (16 products of at most 15 * 128 = 30720) before one
- * vpmaddwd; the -8 comes back as -8 * sum(y). IQ4_NL: the table's values are signed, so
- * their sign moves onto y (vpmaddubsw takes unsigned x signed) and each vpmaddubsw (pairs up
- * to 2 * 127 * 127) goes to int32 on its own. */
+ * vpmaddwd; the -8 comes back as -8 * sum(y). IQ4_NL: the table's values are signed, so the
+ * activations' sign moves onto them (vpmaddubsw takes unsigned x signed; ayq[c] = |yq[c]|,
+ * shared by the groups) and each vpmaddubsw (pairs up to 2 * 127 * 127) goes to int32 on its
+ * own. */
 template <enum tsr_type T>
-TSR_TARGET_AVX2 static inline __m256i r8_block_sums_avx2(const uint8_t * rec, const __m256i * yq, int32_t ysum) {
+TSR_TARGET_AVX2 static inline __m256i r8_block_sums_avx2(const uint8_t * rec, const __m256i * yq, const __m256i * ayq, int32_t ysum) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i ones = _mm256_set1_epi16(1);
     const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values));
@@ -19255,8 +19264,8 @@ TSR_TARGET_AVX2 static inline __m256i r8_block_sums_avx2(const uint8_t * rec, co
             s16 = _mm256_add_epi16(s16, _mm256_add_epi16(_mm256_maddubs_epi16(lo, yq[c]), _mm256_maddubs_epi16(hi, yq[c + 4])));
         } else {
             const __m256i vlo = _mm256_shuffle_epi8(lut, lo), vhi = _mm256_shuffle_epi8(lut, hi);
-            const __m256i plo = _mm256_maddubs_epi16(_mm256_abs_epi8(vlo), _mm256_sign_epi8(yq[c], vlo));
-            const __m256i phi = _mm256_maddubs_epi16(_mm256_abs_epi8(vhi), _mm256_sign_epi8(yq[c + 4], vhi));
+            const __m256i plo = _mm256_maddubs_epi16(ayq[c], _mm256_sign_epi8(vlo, yq[c]));
+            const __m256i phi = _mm256_maddubs_epi16(ayq[c + 4], _mm256_sign_epi8(vhi, yq[c + 4]));
             s32 = _mm256_add_epi32(s32, _mm256_add_epi32(_mm256_madd_epi16(plo, ones), _mm256_madd_epi16(phi, ones)));
         }
     }
@@ -19273,18 +19282,19 @@ TSR_TARGET_AVX2 static void r8_groups_dot_avx2(const uint8_t * grp, size_t gstri
     __m256 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
-        __m256i yq[8];
+        __m256i yq[8], ayq[8];
         for (int c = 0; c < 8; ++c) {
             int32_t quad;
             std::memcpy(&quad, y[b].qs + 4 * c, 4);
             yq[c] = _mm256_set1_epi32(quad);
+            ayq[c] = T == TSR_TYPE_IQ4_NL ? _mm256_abs_epi8(yq[c]) : yq[c];
         }
         const __m256 yd = _mm256_set1_ps(y[b].d);
         for (int g = 0; g < G; ++g) {
             const uint8_t * rec = grp + (size_t)g * gstride + (size_t)b * R8_BLOCK_BYTES;
             prefetch((const char *)rec);
             const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec)), yd);
-            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(r8_block_sums_avx2<T>(rec, yq, y[b].sum)), d, acc[g]);
+            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(r8_block_sums_avx2<T>(rec, yq, ayq, y[b].sum)), d, acc[g]);
         }
     }
     for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + 8 * g, acc[g]);

@@ -69,6 +69,12 @@ TSR_TARGET_AVX2 static inline __m256i dot32_s8s8_avx2(__m256i x, __m256i y) {
     const __m256i sy = _mm256_sign_epi8(y, x);
     return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1));
 }
+/* The same with the sign moved onto x, for rows that meet the same y: ay = |y| once for all of
+ * them, one vpsignb a row where the sign trick takes two. Neither x nor y may hold -128 (the
+ * activations never do; IQ4_NL's table stops at -127). */
+TSR_TARGET_AVX2 static inline __m256i dot32_s8_absy_avx2(__m256i x, __m256i y, __m256i ay) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(ay, _mm256_sign_epi8(x, y)), _mm256_set1_epi16(1));
+}
 /* x unsigned (0..15), y signed */
 TSR_TARGET_AVX2 static inline __m256i dot32_u4s8_avx2(__m256i x, __m256i y) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
@@ -979,8 +985,8 @@ TSR_TARGET_AVX2 static inline __m256i fifth_bits_pair_avx2(__m256i heads2, int a
  * shuffle of y per block; the offsets of Q4_0 (8) and Q5_0 (16) through the side arrays'
  * -8 * sum (doubled for Q5_0), Q4_1 / Q5_1's min through the block sums in float (the sum
  * sits in lane 4j only, so each block counts once). IQ4_NL's table values are signed: the
- * sign moves onto the activations, and each half goes to int32 apart (two products of up
- * to 2 * 127 * 127 would pass int16). */
+ * activations' sign moves onto them (|y| once per pair for all R rows), and each half goes to
+ * int32 apart (two products of up to 2 * 127 * 127 would pass int16). */
 template <tsr_type T, int R>
 TSR_TARGET_AVX2 static void q32_pairs_avx2(int64_t n, const char * x, size_t lda, const yq8 * y, float * out) {
     using block = q32_block_avx2<T>;
@@ -999,6 +1005,7 @@ TSR_TARGET_AVX2 static void q32_pairs_avx2(int64_t n, const char * x, size_t lda
         const int h = (int)(b & 2);  /* which pair of the group */
         const __m256i ylo = _mm256_loadu_si256((const __m256i *)(s.lo + 16 * h));
         const __m256i yhi = _mm256_loadu_si256((const __m256i *)(s.hi + 16 * h));
+        const __m256i aylo = _mm256_abs_epi8(ylo), ayhi = _mm256_abs_epi8(yhi);  /* IQ4_NL, for every row */
         const __m256i yb8 = _mm256_loadu_si256((const __m256i *)(s.bias + 4 * h));  /* -8 * sum in lane 4j */
         const __m256i yb = T == TSR_TYPE_Q5_0 ? _mm256_slli_epi32(yb8, 1) : T == TSR_TYPE_Q4_0 ? yb8 : _mm256_setzero_si256();
         const __m256 dy = _mm256_loadu_ps(s.d + 4 * h);
@@ -1016,7 +1023,8 @@ TSR_TARGET_AVX2 static void q32_pairs_avx2(int64_t n, const char * x, size_t lda
             __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
             __m256i p;
             if constexpr (T == TSR_TYPE_IQ4_NL) {
-                p = _mm256_add_epi32(dot32_s8s8_avx2(_mm256_shuffle_epi8(table, lo), ylo), dot32_s8s8_avx2(_mm256_shuffle_epi8(table, hi), yhi));
+                p = _mm256_add_epi32(dot32_s8_absy_avx2(_mm256_shuffle_epi8(table, lo), ylo, aylo),
+                                     dot32_s8_absy_avx2(_mm256_shuffle_epi8(table, hi), yhi, ayhi));
             } else {
                 if constexpr (has_qh) {
                     const __m256i heads2 = _mm256_broadcastsi128_si256(heads);

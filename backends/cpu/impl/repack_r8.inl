@@ -299,11 +299,12 @@ TSR_SIMD_WARNINGS_OFF
 /* 8 rows' int32 sums of one block, a lane per row, against the block's 8 activation quads
  * broadcast (yq[c]: y.qs[4c..4c+4)). Q4_0: the nibbles are unsigned, and all 8 vpmaddubsw
  * results of a block add up in int16 (16 products of at most 15 * 128 = 30720) before one
- * vpmaddwd; the -8 comes back as -8 * sum(y). IQ4_NL: the table's values are signed, so
- * their sign moves onto y (vpmaddubsw takes unsigned x signed) and each vpmaddubsw (pairs up
- * to 2 * 127 * 127) goes to int32 on its own. */
+ * vpmaddwd; the -8 comes back as -8 * sum(y). IQ4_NL: the table's values are signed, so the
+ * activations' sign moves onto them (vpmaddubsw takes unsigned x signed; ayq[c] = |yq[c]|,
+ * shared by the groups) and each vpmaddubsw (pairs up to 2 * 127 * 127) goes to int32 on its
+ * own. */
 template <enum tsr_type T>
-TSR_TARGET_AVX2 static inline __m256i r8_block_sums_avx2(const uint8_t * rec, const __m256i * yq, int32_t ysum) {
+TSR_TARGET_AVX2 static inline __m256i r8_block_sums_avx2(const uint8_t * rec, const __m256i * yq, const __m256i * ayq, int32_t ysum) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i ones = _mm256_set1_epi16(1);
     const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values));
@@ -316,8 +317,8 @@ TSR_TARGET_AVX2 static inline __m256i r8_block_sums_avx2(const uint8_t * rec, co
             s16 = _mm256_add_epi16(s16, _mm256_add_epi16(_mm256_maddubs_epi16(lo, yq[c]), _mm256_maddubs_epi16(hi, yq[c + 4])));
         } else {
             const __m256i vlo = _mm256_shuffle_epi8(lut, lo), vhi = _mm256_shuffle_epi8(lut, hi);
-            const __m256i plo = _mm256_maddubs_epi16(_mm256_abs_epi8(vlo), _mm256_sign_epi8(yq[c], vlo));
-            const __m256i phi = _mm256_maddubs_epi16(_mm256_abs_epi8(vhi), _mm256_sign_epi8(yq[c + 4], vhi));
+            const __m256i plo = _mm256_maddubs_epi16(ayq[c], _mm256_sign_epi8(vlo, yq[c]));
+            const __m256i phi = _mm256_maddubs_epi16(ayq[c + 4], _mm256_sign_epi8(vhi, yq[c + 4]));
             s32 = _mm256_add_epi32(s32, _mm256_add_epi32(_mm256_madd_epi16(plo, ones), _mm256_madd_epi16(phi, ones)));
         }
     }
@@ -334,18 +335,19 @@ TSR_TARGET_AVX2 static void r8_groups_dot_avx2(const uint8_t * grp, size_t gstri
     __m256 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
-        __m256i yq[8];
+        __m256i yq[8], ayq[8];
         for (int c = 0; c < 8; ++c) {
             int32_t quad;
             std::memcpy(&quad, y[b].qs + 4 * c, 4);
             yq[c] = _mm256_set1_epi32(quad);
+            ayq[c] = T == TSR_TYPE_IQ4_NL ? _mm256_abs_epi8(yq[c]) : yq[c];
         }
         const __m256 yd = _mm256_set1_ps(y[b].d);
         for (int g = 0; g < G; ++g) {
             const uint8_t * rec = grp + (size_t)g * gstride + (size_t)b * R8_BLOCK_BYTES;
             prefetch((const char *)rec);
             const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec)), yd);
-            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(r8_block_sums_avx2<T>(rec, yq, y[b].sum)), d, acc[g]);
+            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(r8_block_sums_avx2<T>(rec, yq, ayq, y[b].sum)), d, acc[g]);
         }
     }
     for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + 8 * g, acc[g]);
