@@ -9,7 +9,7 @@
 // against gallocr + graph_compute on the backend directly: the scheduler's cost per graph.
 //
 //   run_bench [--csv] [-t threads (2)] [--prompt N (128)] [--gen N (16)] [--rounds N (3): best of N]
-//             [--models gpt2,llama1b,moe] [--types f32,f16,q8_0,q4_0,q4_K_M,q5_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda]
+//             [--models gpt2,llama1b,moe] [--types f32,f16,q8_0,q4_0,q4_K_M,q5_K_M,q6_K,iq4_nl,q3_K,q2_K] [--backend cpu|vulkan|cuda]
 //             [--ngl 0,half,all] [--parallel] [--write-gguf DIR] [--no-repack] [--no-flash-attn]
 // --parallel: the scheduler keeps rotating input copies with events (sched.h `parallel`).
 // --write-gguf DIR writes each selected model to DIR/tsr-<model>-<weights>.gguf instead of
@@ -155,10 +155,10 @@ int main(int argc, char ** argv) {
         else if (a == "--ngl") ngls = next();
         else if (a == "--parallel") parallel = true;
         else if (a == "--write-gguf") gguf_dir = next();
-        else if (a == "--repack") repack = true;  // Q4_0 / IQ4_NL / Q4_K / Q2_K / Q3_K CPU weights interleaved in a CPU_REPACK buffer (the default, as tessera-run)
+        else if (a == "--repack") repack = true;  // Q4_0 / IQ4_NL / Q4_K / Q2_K CPU weights interleaved in a CPU_REPACK buffer (the default, as tessera-run)
         else if (a == "--no-repack") repack = false;
         else if (a == "--no-flash-attn") flash_attn = false;  // mul_mat + soft_max_ext attention, as tessera-run's option
-        else { fprintf(stderr, "usage: %s [--csv] [-t N] [--prompt N] [--gen N] [--rounds N] [--models gpt2,llama1b,moe] [--types f32,f16,q8_0,q4_0,q4_K_M,q5_K_M,q6_K,iq4_nl] [--backend cpu|vulkan|cuda] [--ngl 0,half,all] [--parallel] [--write-gguf DIR] [--no-repack] [--no-flash-attn]\n", argv[0]); return 2; }
+        else { fprintf(stderr, "usage: %s [--csv] [-t N] [--prompt N] [--gen N] [--rounds N] [--models gpt2,llama1b,moe] [--types f32,f16,q8_0,q4_0,q4_K_M,q5_K_M,q6_K,iq4_nl,q3_K,q2_K] [--backend cpu|vulkan|cuda] [--ngl 0,half,all] [--parallel] [--write-gguf DIR] [--no-repack] [--no-flash-attn]\n", argv[0]); return 2; }
     }
     std::string err;
     tsr_backend_t backend = make_backend(backend_name, -1, threads, err);   // the kind's first device
@@ -179,7 +179,7 @@ int main(int argc, char ** argv) {
     const mt all_types[] = {{"f32", TSR_TYPE_F32},   {"f16", TSR_TYPE_F16},    {"q8_0", TSR_TYPE_Q8_0},
                             {"q4_0", TSR_TYPE_Q4_0}, {"q4_K_M", q4_k_m_types()}, {"q5_K_M", q5_k_m_types()},
                             {"q6_K", TSR_TYPE_Q6_K},
-                            {"iq4_nl", TSR_TYPE_IQ4_NL}};
+                            {"iq4_nl", TSR_TYPE_IQ4_NL},    {"q3_K", TSR_TYPE_Q3_K}, {"q2_K", TSR_TYPE_Q2_K}};
     std::vector<row> rows;
     for (const char * mname : {"gpt2", "llama1b", "moe"}) {
         if (("," + models + ",").find(std::string(",") + mname + ",") == std::string::npos) continue;

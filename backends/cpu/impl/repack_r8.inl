@@ -42,18 +42,19 @@ static inline bool is_r8_type(enum tsr_type t) {
 }
 
 /* Q2_K is interleaved on x86 CPUs with AVX2 (AVX2 and AVX-512 VNNI kernels read its record),
- * Q3_K on those without AVX-512 (the AVX2 kernel), or with it when built with
- * TSR_CPU_REPACK_K2=1. Measured on a 2-core Zen 4 VM without AVX-512 (cpu_bench; a noisy
- * machine, its read 31-47 GB/s between runs), where the file layouts' AVX2 kernels are bound
- * by compute: in cache, one core, the records' mat-vecs are 1.35-1.41x the file layout's for
- * Q2_K (16.2-16.9 against 12.0 GB/s) and 1.19-1.24x for Q3_K (13.4-13.8 against 11.1-11.2);
- * from DRAM on one thread 1.29x (14.7-15.1 against 11.4-11.7) and 1.11x (11.9-12.0 against
- * 10.7-10.8); with two threads Q2_K 25-29 against 21-22 GB/s in one run, 21-24 against 21-22
- * in another, Q3_K 17.6-21.8 against 16.2-21.7; the GEMMs within 2 % (their panels come
- * through file blocks, r8_pack_via_file). On AVX-512 VNNI (a 2-core Zen 5 VM, 31 GB/s read)
- * both records were 1.3-1.4x in cache and within noise from DRAM (Q2_K 0.86 / 0.86, Q3_K
- * 0.96 / 0.92 x the read), but Q3_K's GEMM fell behind (658 against 764 GFLOPS), hence
- * TSR_CPU_REPACK_K2 (default 0) there; the tests build it in (kernels_test.cpp). */
+ * Q3_K only when built with TSR_CPU_REPACK_K2=1 (the AVX2 kernel). Measured on a 2-core Zen 4
+ * VM without AVX-512 (a noisy machine, its read 31-47 GB/s between runs), where the file
+ * layouts' AVX2 kernels are bound by compute: cpu_bench, in cache, one core, the records'
+ * mat-vecs are 1.35-1.41x the file layout's for Q2_K (16.2-16.9 against 12.0 GB/s) and
+ * 1.19-1.24x for Q3_K (13.4-13.8 against 11.1-11.2); from DRAM on one thread 1.29x and 1.11x;
+ * the GEMMs within 2 % (their panels come through file blocks, r8_pack_via_file). LLaMA 1.1B
+ * (run_bench, 2 threads, CPU_REPACK against --no-repack, two alternations): Q2_K generation
+ * 61.2 / 65.3 against 51.4 / 54.5 tok/s, prompt 70.4 / 73.7 against 76.3 / 77.2; Q3_K
+ * generation 39.4 / 36.5 against 31.3 / 36.7, prompt 55.1 / 73.2 against 69.2 / 82.7: Q2_K
+ * pays, Q3_K not clearly (its prompt loses more than its generation gains). On AVX-512 VNNI
+ * (a 2-core Zen 5 VM, 31 GB/s read) both records were 1.3-1.4x in cache and within noise
+ * from DRAM (Q2_K 0.86 / 0.86, Q3_K 0.96 / 0.92 x the read), Q3_K's GEMM 658 against 764
+ * GFLOPS. The tests build TSR_CPU_REPACK_K2 in (kernels_test.cpp). */
 #ifndef TSR_CPU_REPACK_K2
 #define TSR_CPU_REPACK_K2 0
 #endif
@@ -62,7 +63,7 @@ static inline bool r8_type_has_simd(enum tsr_type t) {
     if (t != TSR_TYPE_Q3_K && t != TSR_TYPE_Q2_K) return true;
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
     const bool avx2 = features().avx2 && features().fma && features().f16c;
-    return t == TSR_TYPE_Q2_K ? avx2 : avx2 && (TSR_CPU_REPACK_K2 || !features().avx512);
+    return t == TSR_TYPE_Q2_K ? avx2 : avx2 && TSR_CPU_REPACK_K2;
 #else
     return false;
 #endif
