@@ -1777,18 +1777,17 @@ static inline float grid_level(float x, float iscale, float min, int nmax) {
  * vectors but added each lane into its sum with scalar adds (1.4x slower for Q4_K). */
 typedef float grid_f4 __attribute__((vector_size(16)));
 
-static inline grid_f4 grid_levels4(const float * x, grid_f4 iscale, grid_f4 min, grid_f4 top) {
-    const grid_f4 zero = {0.0f, 0.0f, 0.0f, 0.0f}, magic = zero + 12582912.0f;
-    grid_f4 xv;
-    memcpy(&xv, x, sizeof(xv));
-    grid_f4 r = (iscale * (xv - min) + magic) - magic;
-    r = r >= zero ? r : zero;
-    return r > top ? top : r;
-}
-
 static inline grid_f4 grid_splat(float v) {
     const grid_f4 zero = {0.0f, 0.0f, 0.0f, 0.0f};
     return zero + v;
+}
+
+/* grid_level of four values (top: nmax in every lane) */
+static inline grid_f4 grid_levels4(grid_f4 xv, grid_f4 iscale, grid_f4 min, grid_f4 top) {
+    const grid_f4 zero = grid_splat(0.0f), magic = grid_splat(12582912.0f);
+    grid_f4 r = (iscale * (xv - min) + magic) - magic;
+    r = r >= zero ? r : zero;
+    return r > top ? top : r;
 }
 
 /* The weighted sums of the grid's levels (n a multiple of 4): four partial sums per
@@ -1801,7 +1800,7 @@ static inline level_sums grid_sums(int n, int nmax, const float * x, const float
         grid_f4 xv, wv;
         memcpy(&xv, x + i, sizeof(xv));
         memcpy(&wv, w + i, sizeof(wv));
-        const grid_f4 l = grid_levels4(x + i, vis, vmin, top);
+        const grid_f4 l = grid_levels4(xv, vis, vmin, top);
         const grid_f4 wl = wv * l;
         sl += wl;
         sl2 += wl * l;
@@ -1837,7 +1836,7 @@ static float absolute_error(int n, int nmax, const float * x, const float * w, f
         grid_f4 xv, wv;
         memcpy(&xv, x + i, sizeof(xv));
         memcpy(&wv, w + i, sizeof(wv));
-        const grid_f4 d = vsc * grid_levels4(x + i, vis, vmin, top) + vmn - xv;
+        const grid_f4 d = vsc * grid_levels4(xv, vis, vmin, top) + vmn - xv;
         const grid_f4 t = wv * (d >= 0.0f ? d : -d);
         for (int k = 0; k < 4; k++) e += t[k];  /* in element order, one sum */
     }
@@ -18984,6 +18983,20 @@ static constexpr bool k_r8_layout_used = false;
 static_assert(sizeof(tsr_block_q4_0) == 18 && sizeof(tsr_block_iq4_nl) == 18, "r8 blocks are {fp16, 16 bytes}");
 static_assert(sizeof(tsr_block_q4_K) == 144, "Q4_K super-blocks are {d, dmin, 12 scale bytes, 128 qs}");
 
+/* Every record keeps its levels in chunks of 32 bytes: chunk c holds rows 0..7's bytes
+ * [4c, 4c + 4), row r's at 4r (the 8 rows x 4 bytes of one int8 dot). Row r's byte q sits at
+ * r8_chunk_byte(q, r) of the chunks; r8_row_to_chunks / r8_row_from_chunks move a row's n
+ * bytes (a multiple of 4) in and out. */
+static inline int r8_chunk_byte(int q, int r) { return 32 * (q / 4) + 4 * r + q % 4; }
+
+static inline void r8_row_to_chunks(const uint8_t * bytes, int n, int r, uint8_t * chunks) {
+    for (int q = 0; q < n; q += 4) std::memcpy(chunks + r8_chunk_byte(q, r), bytes + q, 4);
+}
+
+static inline void r8_row_from_chunks(const uint8_t * chunks, int n, int r, uint8_t * bytes) {
+    for (int q = 0; q < n; q += 4) std::memcpy(bytes + q, chunks + r8_chunk_byte(q, r), 4);
+}
+
 static inline bool is_r8_type(enum tsr_type t) {
     return t == TSR_TYPE_Q4_0 || t == TSR_TYPE_IQ4_NL || t == TSR_TYPE_Q4_K || t == TSR_TYPE_Q3_K || t == TSR_TYPE_Q2_K;
 }
@@ -19054,7 +19067,7 @@ static void q4k_block_to_record(const uint8_t * blk, int r, uint8_t * rec) {
     for (int s = 0; s < 8; ++s) rec[Q4K_R8_LOW + 8 * s + r] = (uint8_t)((sc[s] & 15) | (mn[s] & 15) << 4);
     for (int s = 0; s < 4; ++s)
         rec[Q4K_R8_HIGH + 8 * s + r] = (uint8_t)(sc[s] >> 4 | (mn[s] >> 4) << 2 | (sc[s + 4] >> 4) << 4 | (mn[s + 4] >> 4) << 6);
-    for (int c = 0; c < 32; ++c) std::memcpy(rec + Q4K_R8_QS + 32 * c + 4 * r, x.qs + 4 * c, 4);
+    r8_row_to_chunks(x.qs, 128, r, rec + Q4K_R8_QS);
 }
 
 /* Row r's scale and min of sub-block s in a Q4_K record. */
@@ -19074,7 +19087,7 @@ static void q4k_block_from_record(const uint8_t * rec, int r, uint8_t * blk) {
         q4k_record_scale_min(rec, s, r, &sc, &mn);
         tsr_impl::k4_set_scale_min(s, sc, mn, x.scales);
     }
-    for (int c = 0; c < 32; ++c) std::memcpy(x.qs + 4 * c, rec + Q4K_R8_QS + 32 * c + 4 * r, 4);
+    r8_row_from_chunks(rec + Q4K_R8_QS, 128, r, x.qs);
     std::memcpy(blk, &x, sizeof(x));
 }
 
@@ -19095,14 +19108,11 @@ static void q4k_block_from_record(const uint8_t * rec, int r, uint8_t * blk) {
 enum { Q3K_R8_SCALES = 16, Q3K_R8_QS = 112, Q3K_R8_HMASK = 624, Q3K_R8_BYTES = R8 * 110 };
 static_assert(sizeof(tsr_block_q3_K) == 110, "Q3_K super-blocks are {32 hmask, 64 qs, 12 scale bytes, d}");
 
-/* Where row r's qs byte q (0..63) of a Q3_K or Q2_K record sits among its qs chunks. */
-static inline int k2_record_byte(int q, int r) { return 32 * (q / 4) + 4 * r + q % 4; }
-
 /* Row r's level (0..7, the weight plus 4) of weight e in a Q3_K record. */
 static inline int q3k_record_level(const uint8_t * rec, int e, int r) {
     const int l = e % 32, h = e / 128, j = e % 128 / 32;
-    const int low = rec[Q3K_R8_QS + k2_record_byte(32 * h + l, r)] >> (2 * j) & 3;
-    const int high = rec[Q3K_R8_HMASK + k2_record_byte(l, r)] >> (4 * h + j) & 1;
+    const int low = rec[Q3K_R8_QS + r8_chunk_byte(32 * h + l, r)] >> (2 * j) & 3;
+    const int high = rec[Q3K_R8_HMASK + r8_chunk_byte(l, r)] >> (4 * h + j) & 1;
     return low | high << 2;
 }
 
@@ -19110,16 +19120,16 @@ static void q3k_block_to_record(const uint8_t * blk, int r, uint8_t * rec) {
     const tsr_block_q3_K & x = *(const tsr_block_q3_K *)(const void *)blk;
     std::memcpy(rec + 2 * r, &x.d, 2);
     for (int k = 0; k < 12; ++k) rec[Q3K_R8_SCALES + 8 * k + r] = x.scales[k];
-    for (int q = 0; q < 64; q += 4) std::memcpy(rec + Q3K_R8_QS + k2_record_byte(q, r), x.qs + q, 4);
-    for (int l = 0; l < 32; l += 4) std::memcpy(rec + Q3K_R8_HMASK + k2_record_byte(l, r), x.hmask + l, 4);
+    r8_row_to_chunks(x.qs, 64, r, rec + Q3K_R8_QS);
+    r8_row_to_chunks(x.hmask, 32, r, rec + Q3K_R8_HMASK);
 }
 
 static void q3k_block_from_record(const uint8_t * rec, int r, uint8_t * blk) {
     tsr_block_q3_K x;
     std::memcpy(&x.d, rec + 2 * r, 2);
     for (int k = 0; k < 12; ++k) x.scales[k] = rec[Q3K_R8_SCALES + 8 * k + r];
-    for (int q = 0; q < 64; q += 4) std::memcpy(x.qs + q, rec + Q3K_R8_QS + k2_record_byte(q, r), 4);
-    for (int l = 0; l < 32; l += 4) std::memcpy(x.hmask + l, rec + Q3K_R8_HMASK + k2_record_byte(l, r), 4);
+    r8_row_from_chunks(rec + Q3K_R8_QS, 64, r, x.qs);
+    r8_row_from_chunks(rec + Q3K_R8_HMASK, 32, r, x.hmask);
     std::memcpy(blk, &x, sizeof(x));
 }
 
@@ -19135,7 +19145,7 @@ static_assert(sizeof(tsr_block_q2_K) == 84, "Q2_K super-blocks are {16 scale byt
 
 /* Row r's level (0..3) of weight e in a Q2_K record. */
 static inline int q2k_record_level(const uint8_t * rec, int e, int r) {
-    return rec[Q2K_R8_QS + k2_record_byte(32 * (e / 128) + e % 32, r)] >> (2 * (e % 128 / 32)) & 3;
+    return rec[Q2K_R8_QS + r8_chunk_byte(32 * (e / 128) + e % 32, r)] >> (2 * (e % 128 / 32)) & 3;
 }
 
 static void q2k_block_to_record(const uint8_t * blk, int r, uint8_t * rec) {
@@ -19143,7 +19153,7 @@ static void q2k_block_to_record(const uint8_t * blk, int r, uint8_t * rec) {
     std::memcpy(rec + 2 * r, &x.d, 2);
     std::memcpy(rec + Q2K_R8_DMIN + 2 * r, &x.dmin, 2);
     for (int s = 0; s < 16; ++s) rec[Q2K_R8_SCALES + 8 * s + r] = x.scales[s];
-    for (int q = 0; q < 64; q += 4) std::memcpy(rec + Q2K_R8_QS + k2_record_byte(q, r), x.qs + q, 4);
+    r8_row_to_chunks(x.qs, 64, r, rec + Q2K_R8_QS);
 }
 
 static void q2k_block_from_record(const uint8_t * rec, int r, uint8_t * blk) {
@@ -19151,7 +19161,7 @@ static void q2k_block_from_record(const uint8_t * rec, int r, uint8_t * blk) {
     std::memcpy(&x.d, rec + 2 * r, 2);
     std::memcpy(&x.dmin, rec + Q2K_R8_DMIN + 2 * r, 2);
     for (int s = 0; s < 16; ++s) x.scales[s] = rec[Q2K_R8_SCALES + 8 * s + r];
-    for (int q = 0; q < 64; q += 4) std::memcpy(x.qs + q, rec + Q2K_R8_QS + k2_record_byte(q, r), 4);
+    r8_row_from_chunks(rec + Q2K_R8_QS, 64, r, x.qs);
     std::memcpy(blk, &x, sizeof(x));
 }
 
@@ -19163,7 +19173,7 @@ static void r8_block_from_record(enum tsr_type t, const uint8_t * rec, int r, ui
     if (t == TSR_TYPE_Q3_K) return q3k_block_from_record(rec, r, blk);
     if (t == TSR_TYPE_Q2_K) return q2k_block_from_record(rec, r, blk);
     std::memcpy(blk, rec + 2 * r, 2);
-    for (int c = 0; c < 4; ++c) std::memcpy(blk + 2 + 4 * c, rec + 16 + (c * R8 + r) * 4, 4);
+    r8_row_from_chunks(rec + 16, 16, r, blk + 2);
 }
 
 /* The file's block blk (of type t) as row r's in the record at rec. */
@@ -19172,7 +19182,7 @@ static void r8_block_to_record(enum tsr_type t, const uint8_t * blk, int r, uint
     if (t == TSR_TYPE_Q3_K) return q3k_block_to_record(blk, r, rec);
     if (t == TSR_TYPE_Q2_K) return q2k_block_to_record(blk, r, rec);
     std::memcpy(rec + 2 * r, blk, 2);
-    for (int c = 0; c < 4; ++c) std::memcpy(rec + 16 + (c * R8 + r) * 4, blk + 2 + 4 * c, 4);
+    r8_row_to_chunks(blk + 2, 16, r, rec + 16);
 }
 
 /* Blocks [b0, b0 + nb) of row r (0..7) of the group at grp, as file blocks. */

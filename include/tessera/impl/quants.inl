@@ -437,18 +437,17 @@ static inline float grid_level(float x, float iscale, float min, int nmax) {
  * vectors but added each lane into its sum with scalar adds (1.4x slower for Q4_K). */
 typedef float grid_f4 __attribute__((vector_size(16)));
 
-static inline grid_f4 grid_levels4(const float * x, grid_f4 iscale, grid_f4 min, grid_f4 top) {
-    const grid_f4 zero = {0.0f, 0.0f, 0.0f, 0.0f}, magic = zero + 12582912.0f;
-    grid_f4 xv;
-    memcpy(&xv, x, sizeof(xv));
-    grid_f4 r = (iscale * (xv - min) + magic) - magic;
-    r = r >= zero ? r : zero;
-    return r > top ? top : r;
-}
-
 static inline grid_f4 grid_splat(float v) {
     const grid_f4 zero = {0.0f, 0.0f, 0.0f, 0.0f};
     return zero + v;
+}
+
+/* grid_level of four values (top: nmax in every lane) */
+static inline grid_f4 grid_levels4(grid_f4 xv, grid_f4 iscale, grid_f4 min, grid_f4 top) {
+    const grid_f4 zero = grid_splat(0.0f), magic = grid_splat(12582912.0f);
+    grid_f4 r = (iscale * (xv - min) + magic) - magic;
+    r = r >= zero ? r : zero;
+    return r > top ? top : r;
 }
 
 /* The weighted sums of the grid's levels (n a multiple of 4): four partial sums per
@@ -461,7 +460,7 @@ static inline level_sums grid_sums(int n, int nmax, const float * x, const float
         grid_f4 xv, wv;
         memcpy(&xv, x + i, sizeof(xv));
         memcpy(&wv, w + i, sizeof(wv));
-        const grid_f4 l = grid_levels4(x + i, vis, vmin, top);
+        const grid_f4 l = grid_levels4(xv, vis, vmin, top);
         const grid_f4 wl = wv * l;
         sl += wl;
         sl2 += wl * l;
@@ -497,7 +496,7 @@ static float absolute_error(int n, int nmax, const float * x, const float * w, f
         grid_f4 xv, wv;
         memcpy(&xv, x + i, sizeof(xv));
         memcpy(&wv, w + i, sizeof(wv));
-        const grid_f4 d = vsc * grid_levels4(x + i, vis, vmin, top) + vmn - xv;
+        const grid_f4 d = vsc * grid_levels4(xv, vis, vmin, top) + vmn - xv;
         const grid_f4 t = wv * (d >= 0.0f ? d : -d);
         for (int k = 0; k < 4; k++) e += t[k];  /* in element order, one sum */
     }
