@@ -1762,15 +1762,6 @@ struct level_sums {
     float l, l2, xl;
 };
 
-/* The level of x on the grid min + k / iscale, k = 0..nmax, as a float: rounded to nearest
- * (ties to even) through the float adder as nearest_int, and clamped in float (a NaN gives
- * 0), so the four-lane form below computes it with the same operations and no int
- * conversions (SSE2 has no packed int32 min / max). */
-static inline float grid_level(float x, float iscale, float min, int nmax) {
-    const float r = (iscale * (x - min) + 12582912.0f) - 12582912.0f;
-    return r >= 0.0f ? (r > (float)nmax ? (float)nmax : r) : 0.0f;
-}
-
 /* The scale searches try ~20 grids per sub-block, so these sums are most of a K-quant
  * quantizer's time: written over four-float vectors (GCC / clang vector extensions, SSE2
  * or NEON) because the auto-vectorizer, once n = 32 is unrolled, built the levels in
@@ -1782,7 +1773,10 @@ static inline grid_f4 grid_splat(float v) {
     return zero + v;
 }
 
-/* grid_level of four values (top: nmax in every lane) */
+/* The levels of four values xv on the grid min + k / iscale, k = 0..nmax (top: nmax in every
+ * lane), as floats: rounded to nearest (ties to even) through the float adder as nearest_int,
+ * and clamped in float (a NaN gives 0): no int conversions (SSE2 has no packed int32 min /
+ * max). */
 static inline grid_f4 grid_levels4(grid_f4 xv, grid_f4 iscale, grid_f4 min, grid_f4 top) {
     const grid_f4 zero = grid_splat(0.0f), magic = grid_splat(12582912.0f);
     grid_f4 r = (iscale * (xv - min) + magic) - magic;
@@ -1890,7 +1884,13 @@ static float make_qkx2_quants(int n, int nmax, const float * x, const float * w,
             min = this_min;
         }
     }
-    for (int i = 0; i < n; i++) L[i] = (uint8_t)(int)grid_level(x[i], best_iscale, best_grid_min, nmax);
+    const grid_f4 vis = grid_splat(best_iscale), vmin = grid_splat(best_grid_min), top = grid_splat((float)nmax);
+    for (int i = 0; i < n; i += 4) {
+        grid_f4 xv;
+        memcpy(&xv, x + i, sizeof(xv));
+        const grid_f4 l = grid_levels4(xv, vis, vmin, top);
+        for (int k = 0; k < 4; k++) L[i + k] = (uint8_t)(int)l[k];
+    }
     *the_min = -min;
     return scale;
 }
@@ -19275,9 +19275,7 @@ TSR_TARGET_AVX2 static inline __m256i r8_block_sums_avx2(const uint8_t * rec, co
             s16 = _mm256_add_epi16(s16, _mm256_add_epi16(_mm256_maddubs_epi16(lo, yq[c]), _mm256_maddubs_epi16(hi, yq[c + 4])));
         } else {
             const __m256i vlo = _mm256_shuffle_epi8(lut, lo), vhi = _mm256_shuffle_epi8(lut, hi);
-            const __m256i plo = _mm256_maddubs_epi16(ayq[c], _mm256_sign_epi8(vlo, yq[c]));
-            const __m256i phi = _mm256_maddubs_epi16(ayq[c + 4], _mm256_sign_epi8(vhi, yq[c + 4]));
-            s32 = _mm256_add_epi32(s32, _mm256_add_epi32(_mm256_madd_epi16(plo, ones), _mm256_madd_epi16(phi, ones)));
+            s32 = _mm256_add_epi32(s32, _mm256_add_epi32(dot32_s8_absy_avx2(vlo, yq[c], ayq[c]), dot32_s8_absy_avx2(vhi, yq[c + 4], ayq[c + 4])));
         }
     }
     if (T == TSR_TYPE_Q4_0) return _mm256_sub_epi32(_mm256_madd_epi16(s16, ones), _mm256_set1_epi32(8 * ysum));
@@ -19407,17 +19405,17 @@ TSR_SIMD_WARNINGS_OFF
 /* The 8 rows' scales (sm[8s + r]) and mins (sm[64 + 8s + r]) of a Q4_K record as bytes: the
  * low nibbles' planes and the high bits moved to bits 4-5 (16-bit shifts: what crosses a
  * byte is masked off). */
-TSR_TARGET_AVX2 static inline __m256i q4k_six_bits_avx2(__m256i low, __m256i top) {
+TSR_TARGET_AVX2 static inline __m256i r8_six_bits_avx2(__m256i low, __m256i top) {
     return _mm256_or_si256(_mm256_and_si256(low, _mm256_set1_epi8(0x0F)), _mm256_and_si256(top, _mm256_set1_epi8(0x30)));
 }
 TSR_TARGET_AVX2 static inline void q4k_record_scales_avx2(const uint8_t * rec, uint8_t * sm) {
     const __m256i low03 = _mm256_loadu_si256((const __m256i *)(rec + Q4K_R8_LOW));
     const __m256i low47 = _mm256_loadu_si256((const __m256i *)(rec + Q4K_R8_LOW + 32));
     const __m256i high = _mm256_loadu_si256((const __m256i *)(rec + Q4K_R8_HIGH));
-    _mm256_storeu_si256((__m256i *)sm, q4k_six_bits_avx2(low03, _mm256_slli_epi16(high, 4)));
-    _mm256_storeu_si256((__m256i *)(sm + 32), q4k_six_bits_avx2(low47, high));
-    _mm256_storeu_si256((__m256i *)(sm + 64), q4k_six_bits_avx2(_mm256_srli_epi16(low03, 4), _mm256_slli_epi16(high, 2)));
-    _mm256_storeu_si256((__m256i *)(sm + 96), q4k_six_bits_avx2(_mm256_srli_epi16(low47, 4), _mm256_srli_epi16(high, 2)));
+    _mm256_storeu_si256((__m256i *)sm, r8_six_bits_avx2(low03, _mm256_slli_epi16(high, 4)));
+    _mm256_storeu_si256((__m256i *)(sm + 32), r8_six_bits_avx2(low47, high));
+    _mm256_storeu_si256((__m256i *)(sm + 64), r8_six_bits_avx2(_mm256_srli_epi16(low03, 4), _mm256_slli_epi16(high, 2)));
+    _mm256_storeu_si256((__m256i *)(sm + 96), r8_six_bits_avx2(_mm256_srli_epi16(low47, 4), _mm256_srli_epi16(high, 2)));
 }
 
 /* The activations' sums of the 8 sub-blocks of 32, in pairs: word p holds those of
@@ -19426,21 +19424,32 @@ TSR_TARGET_AVX2 static inline void q4k_bsum_pairs(const tsr_block_q8_K & y, int3
     _mm_storeu_si128((__m128i *)words, _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y.bsums), _mm_loadu_si128((const __m128i *)y.bsums + 1)));
 }
 
-/* The 8 rows' int32 sums of min x activation sum (mins at mn as q4k_record_scales_avx2
- * leaves them): each vpmaddwd takes a row's two sub-blocks' mins against their two sums. */
-TSR_TARGET_AVX2 static inline __m256i q4k_min_sums_avx2(const uint8_t * mn, const int32_t * bsum_pairs) {
+/* The 8 rows' int32 sums over 2 PAIRS sub-blocks of a byte per sub-block and row (v[8s + r]:
+ * Q4_K's and Q2_K's mins, unsigned; Q3_K's scales, signed) times the activations' sums of
+ * those sub-blocks: each vpmaddwd takes a row's two bytes of a pair against the pair's two
+ * sums (bsum_pairs[p], int16 each). */
+template <bool SIGNED, int PAIRS>
+TSR_TARGET_AVX2 static inline __m256i r8_byte_sums_avx2(const uint8_t * v, const int32_t * bsum_pairs) {
     __m256i s = _mm256_setzero_si256();
-    for (int p = 0; p < 4; ++p) {
-        const __m128i pair = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(mn + 16 * p)), _mm_loadl_epi64((const __m128i *)(mn + 16 * p + 8)));
-        s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_cvtepu8_epi16(pair), _mm256_set1_epi32(bsum_pairs[p])));
+    for (int p = 0; p < PAIRS; ++p) {
+        const __m128i pair = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(v + 16 * p)), _mm_loadl_epi64((const __m128i *)(v + 16 * p + 8)));
+        const __m256i words = SIGNED ? _mm256_cvtepi8_epi16(pair) : _mm256_cvtepu8_epi16(pair);
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(words, _mm256_set1_epi32(bsum_pairs[p])));
     }
     return s;
 }
 
-/* Row r's byte of the 8 at v in both int16 halves of int32 lane r. */
-TSR_TARGET_AVX2 static inline __m256i q4k_scale_pairs_avx2(const uint8_t * v) {
-    const __m128i b = _mm_loadl_epi64((const __m128i *)v);
-    return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(b, b));
+/* Row r's byte of the 8 at v (8-byte aligned) in both int16 halves of int32 lane r, for the
+ * vpmaddwd that scales a lane's two int16 sums: one vpshufb of a broadcast load (the byte
+ * into the high half of each word and an arithmetic shift when SIGNED). */
+template <bool SIGNED>
+TSR_TARGET_AVX2 static inline __m256i r8_scale_pairs_avx2(const uint8_t * v) {
+    const __m256i bytes = _mm256_castpd_si256(_mm256_broadcast_sd((const double *)(const void *)v));
+    if (!SIGNED)
+        return _mm256_shuffle_epi8(bytes, _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,
+                                                           4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1));
+    return _mm256_srai_epi16(_mm256_shuffle_epi8(bytes, _mm256_setr_epi8(-1, 0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3,
+                                                                         -1, 4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7)), 8);
 }
 
 /* A group's stream prefetches a quarter record per sub-block pair p (g_matvec_pf_ahead), where
@@ -19486,15 +19495,15 @@ TSR_TARGET_AVX2 static void r8_q4k_groups_dot_avx2(const uint8_t * grp, size_t g
                 }
             }
             for (int g = 0; g < G; ++g)
-                sumi[g] = _mm256_add_epi32(sumi[g], _mm256_add_epi32(_mm256_madd_epi16(lo[g], q4k_scale_pairs_avx2(sm[g] + 16 * p)),
-                                                                     _mm256_madd_epi16(hi[g], q4k_scale_pairs_avx2(sm[g] + 16 * p + 8))));
+                sumi[g] = _mm256_add_epi32(sumi[g], _mm256_add_epi32(_mm256_madd_epi16(lo[g], r8_scale_pairs_avx2<false>(sm[g] + 16 * p)),
+                                                                     _mm256_madd_epi16(hi[g], r8_scale_pairs_avx2<false>(sm[g] + 16 * p + 8))));
         }
         const __m256 yd = _mm256_set1_ps(yb.d);
         for (int g = 0; g < G; ++g) {
             const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec[g])), yd);
             const __m256 dmin = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(rec[g] + Q4K_R8_DMIN))), yd);
             acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[g]), d, acc[g]);
-            acc[g] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(q4k_min_sums_avx2(sm[g] + 64, bsum_pairs)), dmin, acc[g]);
+            acc[g] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(r8_byte_sums_avx2<false, 4>(sm[g] + 64, bsum_pairs)), dmin, acc[g]);
         }
     }
     for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + 8 * g, acc[g]);
@@ -19628,32 +19637,18 @@ TSR_SIMD_WARNINGS_OFF
  * (scale bytes 0..7: scales s and s + 8) with the high-bit plane (bytes 8..11) moved to bits
  * 4-5 by 16-bit shifts (what crosses a byte is masked off). */
 TSR_TARGET_AVX2 static inline void q3k_record_scales_avx2(const uint8_t * rec, int8_t * sc) {
-    const __m256i m0f = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), bias = _mm256_set1_epi8(32);
+    const __m256i bias = _mm256_set1_epi8(32);
     const __m256i low03 = _mm256_loadu_si256((const __m256i *)(rec + Q3K_R8_SCALES));
     const __m256i low47 = _mm256_loadu_si256((const __m256i *)(rec + Q3K_R8_SCALES + 32));
     const __m256i high = _mm256_loadu_si256((const __m256i *)(rec + Q3K_R8_SCALES + 64));
     /* scales 0..3 take bits 0-1 of the high bytes, 4..7 bits 2-3, 8..11 bits 4-5, 12..15 bits 6-7 */
     const __m256i v[4] = {
-        _mm256_or_si256(_mm256_and_si256(low03, m0f), _mm256_and_si256(_mm256_slli_epi16(high, 4), m30)),
-        _mm256_or_si256(_mm256_and_si256(low47, m0f), _mm256_and_si256(_mm256_slli_epi16(high, 2), m30)),
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(low03, 4), m0f), _mm256_and_si256(high, m30)),
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(low47, 4), m0f), _mm256_and_si256(_mm256_srli_epi16(high, 2), m30)),
+        r8_six_bits_avx2(low03, _mm256_slli_epi16(high, 4)),
+        r8_six_bits_avx2(low47, _mm256_slli_epi16(high, 2)),
+        r8_six_bits_avx2(_mm256_srli_epi16(low03, 4), high),
+        r8_six_bits_avx2(_mm256_srli_epi16(low47, 4), _mm256_srli_epi16(high, 2)),
     };
     for (int q = 0; q < 4; ++q) _mm256_store_si256((__m256i *)(sc + 32 * q), _mm256_sub_epi8(v[q], bias));
-}
-
-/* The 8 rows' sums over the 16 sub-blocks of a byte per sub-block and row (v[8s + r]: Q2_K's
- * mins, unsigned; Q3_K's scales, signed) times the activations' sums of 16: a vpmaddwd per
- * pair of sub-blocks, a row's two bytes against the two sums (bsum_pairs[p]). */
-template <bool SIGNED>
-TSR_TARGET_AVX2 static inline __m256i k2_bsum_products_avx2(const uint8_t * v, const int32_t * bsum_pairs) {
-    __m256i s = _mm256_setzero_si256();
-    for (int p = 0; p < 8; ++p) {
-        const __m128i pair = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(v + 16 * p)), _mm_loadl_epi64((const __m128i *)(v + 16 * p + 8)));
-        const __m256i words = SIGNED ? _mm256_cvtepi8_epi16(pair) : _mm256_cvtepu8_epi16(pair);
-        s = _mm256_add_epi32(s, _mm256_madd_epi16(words, _mm256_set1_epi32(bsum_pairs[p])));
-    }
-    return s;
 }
 
 /* G groups' 8 rows of Q3_K (Q3) or Q2_K against Q8_K on ymm registers, a lane per row. The
@@ -19669,13 +19664,6 @@ template <bool Q3, int G>
 TSR_TARGET_AVX2 static void r8_k2_groups_dot_avx2(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y, float * out) {
     constexpr size_t record = Q3 ? (size_t)Q3K_R8_BYTES : (size_t)Q2K_R8_BYTES, qs_at = Q3 ? (size_t)Q3K_R8_QS : (size_t)Q2K_R8_QS;
     const __m256i m3 = _mm256_set1_epi8(0x03), m4 = _mm256_set1_epi8(0x04), m0f = _mm256_set1_epi8(0x0F);
-    /* row r's scale byte of a sub-block in both int16 halves of lane r, from the sub-block's 8
-     * bytes broadcast to both 128-bit lanes: Q2_K's zero-extended, Q3_K's in the high bytes
-     * (sign-extended by an arithmetic shift) */
-    const __m256i spread = Q3 ? _mm256_setr_epi8(-1, 0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3,
-                                                 -1, 4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7)
-                              : _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,
-                                                 4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
     const matvec_prefetcher<Q3 ? TSR_TYPE_Q3_K : TSR_TYPE_Q2_K, record / 4, true> prefetch;
     __m256 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
@@ -19690,7 +19678,7 @@ TSR_TARGET_AVX2 static void r8_k2_groups_dot_avx2(const uint8_t * grp, size_t gs
             rec[g] = grp + (size_t)g * gstride + (size_t)i * record;
             if (Q3) {
                 q3k_record_scales_avx2(rec[g], (int8_t *)sc[g]);
-                sumi[g] = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_setzero_si256(), k2_bsum_products_avx2<true>(sc[g], bsum_pairs)), 2);
+                sumi[g] = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_setzero_si256(), r8_byte_sums_avx2<true, 8>(sc[g], bsum_pairs)), 2);
                 continue;
             }
             alignas(32) uint8_t mn[128];
@@ -19699,7 +19687,7 @@ TSR_TARGET_AVX2 static void r8_k2_groups_dot_avx2(const uint8_t * grp, size_t gs
                 _mm256_store_si256((__m256i *)(sc[g] + 32 * q), _mm256_and_si256(raw, m0f));
                 _mm256_store_si256((__m256i *)(mn + 32 * q), _mm256_and_si256(_mm256_srli_epi16(raw, 4), m0f));
             }
-            summ[g] = k2_bsum_products_avx2<false>(mn, bsum_pairs);
+            summ[g] = r8_byte_sums_avx2<false, 8>(mn, bsum_pairs);
             sumi[g] = _mm256_setzero_si256();
         }
 #pragma GCC unroll 4
@@ -19728,10 +19716,7 @@ TSR_TARGET_AVX2 static void r8_k2_groups_dot_avx2(const uint8_t * grp, size_t gs
                 }
                 const int s = 8 * (u / 2) + 2 * j + u % 2;
                 for (int g = 0; g < G; ++g) {
-                    const __m256i bytes = _mm256_castpd_si256(_mm256_broadcast_sd((const double *)(const void *)(sc[g] + 8 * s)));
-                    __m256i scale = _mm256_shuffle_epi8(bytes, spread);
-                    if (Q3) scale = _mm256_srai_epi16(scale, 8);
-                    sumi[g] = _mm256_add_epi32(sumi[g], _mm256_madd_epi16(sub[g], scale));
+                    sumi[g] = _mm256_add_epi32(sumi[g], _mm256_madd_epi16(sub[g], r8_scale_pairs_avx2<Q3>(sc[g] + 8 * s)));
                 }
             }
         }

@@ -422,15 +422,6 @@ struct level_sums {
     float l, l2, xl;
 };
 
-/* The level of x on the grid min + k / iscale, k = 0..nmax, as a float: rounded to nearest
- * (ties to even) through the float adder as nearest_int, and clamped in float (a NaN gives
- * 0), so the four-lane form below computes it with the same operations and no int
- * conversions (SSE2 has no packed int32 min / max). */
-static inline float grid_level(float x, float iscale, float min, int nmax) {
-    const float r = (iscale * (x - min) + 12582912.0f) - 12582912.0f;
-    return r >= 0.0f ? (r > (float)nmax ? (float)nmax : r) : 0.0f;
-}
-
 /* The scale searches try ~20 grids per sub-block, so these sums are most of a K-quant
  * quantizer's time: written over four-float vectors (GCC / clang vector extensions, SSE2
  * or NEON) because the auto-vectorizer, once n = 32 is unrolled, built the levels in
@@ -442,7 +433,10 @@ static inline grid_f4 grid_splat(float v) {
     return zero + v;
 }
 
-/* grid_level of four values (top: nmax in every lane) */
+/* The levels of four values xv on the grid min + k / iscale, k = 0..nmax (top: nmax in every
+ * lane), as floats: rounded to nearest (ties to even) through the float adder as nearest_int,
+ * and clamped in float (a NaN gives 0): no int conversions (SSE2 has no packed int32 min /
+ * max). */
 static inline grid_f4 grid_levels4(grid_f4 xv, grid_f4 iscale, grid_f4 min, grid_f4 top) {
     const grid_f4 zero = grid_splat(0.0f), magic = grid_splat(12582912.0f);
     grid_f4 r = (iscale * (xv - min) + magic) - magic;
@@ -550,7 +544,13 @@ static float make_qkx2_quants(int n, int nmax, const float * x, const float * w,
             min = this_min;
         }
     }
-    for (int i = 0; i < n; i++) L[i] = (uint8_t)(int)grid_level(x[i], best_iscale, best_grid_min, nmax);
+    const grid_f4 vis = grid_splat(best_iscale), vmin = grid_splat(best_grid_min), top = grid_splat((float)nmax);
+    for (int i = 0; i < n; i += 4) {
+        grid_f4 xv;
+        memcpy(&xv, x + i, sizeof(xv));
+        const grid_f4 l = grid_levels4(xv, vis, vmin, top);
+        for (int k = 0; k < 4; k++) L[i + k] = (uint8_t)(int)l[k];
+    }
     *the_min = -min;
     return scale;
 }
