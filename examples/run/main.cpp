@@ -102,7 +102,7 @@ static void print_summary(const model & m, const session & s, const std::string 
         fprintf(stderr, "  %s\n", tsr_backend_name(m.backends[i]));
         fprintf(stderr, "    weights buffer : %10.2f MiB%s\n", mib(w), main_be ? ("  (" + origin + ")").c_str() : "");
         if (main_be && m.buf_w_repack)
-            fprintf(stderr, "    CPU_REPACK     : %10.2f MiB  (Q4_0 / IQ4_NL / Q4_K matrices read from the mapping, 8 rows interleaved)\n",
+            fprintf(stderr, "    CPU_REPACK     : %10.2f MiB  (the interleaved types' matrices read from the mapping, 8 rows interleaved)\n",
                     mib(tsr_backend_buffer_get_size(m.buf_w_repack)));
         fprintf(stderr, "    KV cache buffer: %10.2f MiB  (%d x %s)\n", mib(kv), s.n_ctx, tsr_type_name(s.sp.kv_type));
         fprintf(stderr, "    compute buffer : %10.2f MiB  (lower bound %.2f MiB, ratio %.3f; input copies %.2f MiB)\n", mib(c.buffer_size),

@@ -12980,8 +12980,9 @@ TSR_API void tsr_backend_cpu_set_abort_callback(tsr_backend_t backend, bool (*ab
  * current workspace is freed and regrown on the next reserve/compute. */
 TSR_API void tsr_backend_cpu_set_host_allocator(tsr_backend_t backend, const struct tsr_host_allocator * alloc);
 
-/* CPU_REPACK: host buffers that store Q4_0, IQ4_NL, Q4_K and Q2_K weight matrices (2D,
- * contiguous, rows a multiple of 8; x86 builds, not yet aarch64; Q2_K on CPUs with AVX2; Q3_K
+/* CPU_REPACK: host buffers that store Q4_0, IQ4_NL, Q4_K, Q5_K and Q2_K weight matrices (2D,
+ * contiguous, rows a multiple of 8; x86 builds, not yet aarch64; Q2_K on CPUs with AVX2, Q5_K
+ * on CPUs with AVX2 but not AVX-512; Q3_K
  * too when built with TSR_CPU_REPACK_K2=1, see repack_r8.inl), when set with
  * tsr_backend_tensor_set, in a layout interleaving 8
  * rows, in place of the file's bytes (no extra memory): the GEMM and the matrix-vector
@@ -13522,6 +13523,7 @@ struct matvec_pf_table {
         repacked[TSR_TYPE_Q4_0] = 2048;
         repacked[TSR_TYPE_IQ4_NL] = 2048;
         repacked[TSR_TYPE_Q4_K] = 1152;
+        repacked[TSR_TYPE_Q5_K] = 1408;  /* a record ahead, as Q4_K */
         /* Q3_K / Q2_K records: two records ahead, a quarter record per four chunks (AVX-512
          * VNNI: 0.96 / 0.86 x the read against 0.93 / 0.84 one record ahead) */
         repacked[TSR_TYPE_Q3_K] = 2 * 880;
@@ -18945,7 +18947,7 @@ static constexpr kernels kernels_neon = [] {
 #endif /* TSR_CPU_ARM64 */
 /* ---- backends/cpu/impl/repack_r8.inl ---- */
 /*
- * repack_r8.inl - the interleaved layouts of CPU_REPACK weights (Q4_0, IQ4_NL, Q4_K; Q2_K and
+ * repack_r8.inl - the interleaved layouts of CPU_REPACK weights (Q4_0, IQ4_NL, Q4_K, Q5_K; Q2_K and
  * Q3_K below) and the kernels that read them: the GEMM's A-panel packers and the
  * matrix-vector products.
  *
@@ -18966,6 +18968,7 @@ static constexpr kernels kernels_neon = [] {
  * 8 rows x 4 bytes, a chunk's nibbles two sub-blocks of 32, and the scales and mins
  * re-encoded into bytes the kernels decode for 8 rows at once; its mat-vec reads the Q8_K
  * activations the plain Q4_K dots read, its GEMM panels are the min panels of pack.inl.
+ * Q5_K's record is the Q4_K record followed by the fifth bits in chunks of the same shape.
  */
 namespace {
 namespace tcpu {
@@ -18997,8 +19000,11 @@ static inline void r8_row_from_chunks(const uint8_t * chunks, int n, int r, uint
     for (int q = 0; q < n; q += 4) std::memcpy(bytes + q, chunks + r8_chunk_byte(q, r), 4);
 }
 
+/* The largest block of a type below (Q5_K's): buffers of one row's block. */
+static constexpr size_t R8_MAX_BLOCK_BYTES = sizeof(tsr_block_q5_K);
+
 static inline bool is_r8_type(enum tsr_type t) {
-    return t == TSR_TYPE_Q4_0 || t == TSR_TYPE_IQ4_NL || t == TSR_TYPE_Q4_K || t == TSR_TYPE_Q3_K || t == TSR_TYPE_Q2_K;
+    return t == TSR_TYPE_Q4_0 || t == TSR_TYPE_IQ4_NL || t == TSR_TYPE_Q4_K || t == TSR_TYPE_Q5_K || t == TSR_TYPE_Q3_K || t == TSR_TYPE_Q2_K;
 }
 
 /* Q2_K is interleaved on x86 CPUs with AVX2 (AVX2 and AVX-512 VNNI kernels read its record),
@@ -19020,9 +19026,12 @@ static inline bool is_r8_type(enum tsr_type t) {
 #endif
 
 static inline bool r8_type_has_simd(enum tsr_type t) {
-    if (t != TSR_TYPE_Q3_K && t != TSR_TYPE_Q2_K) return true;
+    if (t != TSR_TYPE_Q3_K && t != TSR_TYPE_Q2_K && t != TSR_TYPE_Q5_K) return true;
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
     const bool avx2 = features().avx2 && features().fma && features().f16c;
+    /* Q5_K has an AVX2 record kernel only: AVX-512 CPUs keep its file layout, whose zmm kernel
+     * read 0.90-0.95 x the bandwidth on a Zen 5 (the record there not measured) */
+    if (t == TSR_TYPE_Q5_K) return avx2 && !features().avx512;
     return t == TSR_TYPE_Q2_K ? avx2 : avx2 && TSR_CPU_REPACK_K2;
 #else
     return false;
@@ -19030,7 +19039,7 @@ static inline bool r8_type_has_simd(enum tsr_type t) {
 }
 
 /* A record holds one block column of a group: 8 rows' blocks of 32 (Q4_0, IQ4_NL) or
- * super-blocks of 256 (Q4_K). */
+ * super-blocks of 256 (the K-quants). */
 static inline size_t r8_record_bytes(enum tsr_type t) { return R8 * tsr_type_size(t); }
 
 /* Row r's super-block in a scalar record dot (Q4_K, Q2_K): its exact sums scaled by the
@@ -19058,16 +19067,21 @@ static inline float r8_dmin_result(const uint8_t * rec, size_t dmin_at, int r, f
  * is a bijection of the 8 blocks and takes their bytes. */
 enum { Q4K_R8_DMIN = 16, Q4K_R8_LOW = 32, Q4K_R8_HIGH = 96, Q4K_R8_QS = 128, Q4K_R8_BYTES = R8 * 144 };
 
-static void q4k_block_to_record(const uint8_t * blk, int r, uint8_t * rec) {
-    const tsr_block_q4_K & x = *(const tsr_block_q4_K *)(const void *)blk;
-    std::memcpy(rec + 2 * r, &x.d, 2);
-    std::memcpy(rec + Q4K_R8_DMIN + 2 * r, &x.dmin, 2);
+/* Q4_K's and Q5_K's super-blocks both begin {d, dmin, 12 scale bytes}: hdr, their first 16
+ * bytes, and qs, their 128 bytes of nibbles, as row r's in a Q4_K record. */
+static void k4_parts_to_record(const uint8_t * hdr, const uint8_t * qs, int r, uint8_t * rec) {
+    std::memcpy(rec + 2 * r, hdr, 2);
+    std::memcpy(rec + Q4K_R8_DMIN + 2 * r, hdr + 2, 2);
     int sc[8], mn[8];
-    for (int s = 0; s < 8; ++s) tsr_impl::k4_scale_min(s, x.scales, &sc[s], &mn[s]);
+    for (int s = 0; s < 8; ++s) tsr_impl::k4_scale_min(s, hdr + 4, &sc[s], &mn[s]);
     for (int s = 0; s < 8; ++s) rec[Q4K_R8_LOW + 8 * s + r] = (uint8_t)((sc[s] & 15) | (mn[s] & 15) << 4);
     for (int s = 0; s < 4; ++s)
         rec[Q4K_R8_HIGH + 8 * s + r] = (uint8_t)(sc[s] >> 4 | (mn[s] >> 4) << 2 | (sc[s + 4] >> 4) << 4 | (mn[s + 4] >> 4) << 6);
-    r8_row_to_chunks(x.qs, 128, r, rec + Q4K_R8_QS);
+    r8_row_to_chunks(qs, 128, r, rec + Q4K_R8_QS);
+}
+
+static void q4k_block_to_record(const uint8_t * blk, int r, uint8_t * rec) {
+    k4_parts_to_record(blk, blk + offsetof(tsr_block_q4_K, qs), r, rec);
 }
 
 /* Row r's scale and min of sub-block s in a Q4_K record. */
@@ -19078,17 +19092,52 @@ static inline void q4k_record_scale_min(const uint8_t * rec, int s, int r, int *
     *mn = low >> 4 | (high >> 2 & 3) << 4;
 }
 
-static void q4k_block_from_record(const uint8_t * rec, int r, uint8_t * blk) {
-    tsr_block_q4_K x;
-    std::memcpy(&x.d, rec + 2 * r, 2);
-    std::memcpy(&x.dmin, rec + Q4K_R8_DMIN + 2 * r, 2);
+/* The inverse of k4_parts_to_record: row r's 16 header bytes and 128 bytes of nibbles. */
+static void k4_parts_from_record(const uint8_t * rec, int r, uint8_t * hdr, uint8_t * qs) {
+    std::memcpy(hdr, rec + 2 * r, 2);
+    std::memcpy(hdr + 2, rec + Q4K_R8_DMIN + 2 * r, 2);
+    std::memset(hdr + 4, 0, 12);
     for (int s = 0; s < 8; ++s) {  /* in order: sub-blocks 4..7 add bits to bytes 0..3 sets */
         int sc, mn;
         q4k_record_scale_min(rec, s, r, &sc, &mn);
-        tsr_impl::k4_set_scale_min(s, sc, mn, x.scales);
+        tsr_impl::k4_set_scale_min(s, sc, mn, hdr + 4);
     }
-    r8_row_from_chunks(rec + Q4K_R8_QS, 128, r, x.qs);
-    std::memcpy(blk, &x, sizeof(x));
+    r8_row_from_chunks(rec + Q4K_R8_QS, 128, r, qs);
+}
+
+static void q4k_block_from_record(const uint8_t * rec, int r, uint8_t * blk) {
+    k4_parts_from_record(rec, r, blk, blk + offsetof(tsr_block_q4_K, qs));
+}
+
+/* ---- the Q5_K record ------------------------------------------------------------------------
+ * 8 rows' super-blocks (1408 bytes): the Q4_K record of their d, dmin, scales, mins and the
+ * low 4 bits of their levels, then their fifth bits in chunks like the nibbles':
+ *   [0, 1152)    the Q4_K record;
+ *   [1152, 1408) chunk c: rows 0..7's qh[4c, +4). The file's qh[l] holds the fifth bit of
+ *                weight 32s + l (sub-block s) in bit s, so bit s of qh chunk c's byte 4r + j
+ *                belongs to the same byte of qs chunk 8 (s / 2) + c (its low nibble for even
+ *                s, its high one for odd s): one shift and one mask bring a level's bits in.
+ * The record is a bijection of the 8 blocks, as the Q4_K one. */
+enum { Q5K_R8_QH = Q4K_R8_BYTES, Q5K_R8_BYTES = R8 * 176 };
+static_assert(sizeof(tsr_block_q5_K) == 176 && offsetof(tsr_block_q5_K, qh) == 16, "Q5_K super-blocks are {d, dmin, 12 scale bytes, 32 qh, 128 qs}");
+static constexpr size_t k4_record_bytes(bool q5) { return q5 ? (size_t)Q5K_R8_BYTES : (size_t)Q4K_R8_BYTES; }
+
+static void q5k_block_to_record(const uint8_t * blk, int r, uint8_t * rec) {
+    k4_parts_to_record(blk, blk + offsetof(tsr_block_q5_K, qs), r, rec);
+    r8_row_to_chunks(blk + offsetof(tsr_block_q5_K, qh), 32, r, rec + Q5K_R8_QH);
+}
+
+static void q5k_block_from_record(const uint8_t * rec, int r, uint8_t * blk) {
+    k4_parts_from_record(rec, r, blk, blk + offsetof(tsr_block_q5_K, qs));
+    r8_row_from_chunks(rec + Q5K_R8_QH, 32, r, blk + offsetof(tsr_block_q5_K, qh));
+}
+
+/* Row r's level (0..15 Q4_K, 0..31 Q5_K) of weight e in a Q4_K / Q5_K record. */
+template <bool Q5>
+static inline int k4_record_level(const uint8_t * rec, int e, int r) {
+    const int s = e / 32, l = e % 32;
+    const int q = rec[Q4K_R8_QS + r8_chunk_byte(32 * (s / 2) + l, r)] >> (4 * (s % 2)) & 15;
+    return Q5 ? q | (rec[Q5K_R8_QH + r8_chunk_byte(l, r)] >> s & 1) << 4 : q;
 }
 
 /* ---- the Q3_K record ------------------------------------------------------------------------
@@ -19170,6 +19219,7 @@ static void q2k_block_from_record(const uint8_t * rec, int r, uint8_t * blk) {
 /* Row r's block in the record at rec, as the file's block (of type t) at blk. */
 static void r8_block_from_record(enum tsr_type t, const uint8_t * rec, int r, uint8_t * blk) {
     if (t == TSR_TYPE_Q4_K) return q4k_block_from_record(rec, r, blk);
+    if (t == TSR_TYPE_Q5_K) return q5k_block_from_record(rec, r, blk);
     if (t == TSR_TYPE_Q3_K) return q3k_block_from_record(rec, r, blk);
     if (t == TSR_TYPE_Q2_K) return q2k_block_from_record(rec, r, blk);
     std::memcpy(blk, rec + 2 * r, 2);
@@ -19179,6 +19229,7 @@ static void r8_block_from_record(enum tsr_type t, const uint8_t * rec, int r, ui
 /* The file's block blk (of type t) as row r's in the record at rec. */
 static void r8_block_to_record(enum tsr_type t, const uint8_t * blk, int r, uint8_t * rec) {
     if (t == TSR_TYPE_Q4_K) return q4k_block_to_record(blk, r, rec);
+    if (t == TSR_TYPE_Q5_K) return q5k_block_to_record(blk, r, rec);
     if (t == TSR_TYPE_Q3_K) return q3k_block_to_record(blk, r, rec);
     if (t == TSR_TYPE_Q2_K) return q2k_block_to_record(blk, r, rec);
     std::memcpy(rec + 2 * r, blk, 2);
@@ -19371,26 +19422,23 @@ TSR_TARGET_AVX512VNNI static void r8_groups_dot_avx512vnni(const uint8_t * grp, 
 TSR_SIMD_WARNINGS_ON
 #endif
 
-/* ---- Q4_K: records of 8 rows' super-blocks against Q8_K activations --------------------- */
+/* ---- Q4_K and Q5_K: records of 8 rows' super-blocks against Q8_K activations ----------- */
 
 /* The reference: per super-block and row, the exact int32 sums of scale x level x y over
  * the 8 sub-blocks and of min x the activations' sums of 32 (their sums of 16 added), each
- * scaled in float by d * y.d and dmin * y.d, as the plain Q4_K dots do. */
-static void r8_q4k_group_dot_scalar(const uint8_t * grp, int64_t nb, const tsr_block_q8_K * y, float * out) {
+ * scaled in float by d * y.d and dmin * y.d, as the plain Q4_K / Q5_K dots do. */
+template <bool Q5>
+static void r8_k4_group_dot_scalar(const uint8_t * grp, int64_t nb, const tsr_block_q8_K * y, float * out) {
     float acc[R8] = {};
     for (int64_t i = 0; i < nb; ++i) {
-        const uint8_t * rec = grp + (size_t)i * Q4K_R8_BYTES;
+        const uint8_t * rec = grp + (size_t)i * k4_record_bytes(Q5);
         for (int r = 0; r < R8; ++r) {
             int32_t sumi = 0, summ = 0;
             for (int s = 0; s < 8; ++s) {
                 int sc, mn;
                 q4k_record_scale_min(rec, s, r, &sc, &mn);
                 int32_t dot = 0;
-                for (int c = 0; c < 8; ++c)
-                    for (int j = 0; j < 4; ++j) {
-                        const uint8_t q = rec[Q4K_R8_QS + 32 * (8 * (s / 2) + c) + 4 * r + j];
-                        dot += (s % 2 ? q >> 4 : q & 15) * y[i].qs[32 * s + 4 * c + j];
-                    }
+                for (int l = 0; l < 32; ++l) dot += k4_record_level<Q5>(rec, 32 * s + l, r) * y[i].qs[32 * s + l];
                 sumi += sc * dot;
                 summ += mn * (y[i].bsums[2 * s] + y[i].bsums[2 * s + 1]);
             }
@@ -19457,14 +19505,63 @@ TSR_TARGET_AVX2 static inline __m256i r8_scale_pairs_avx2(const uint8_t * v) {
  * 0.81 x the read bandwidth. */
 static constexpr size_t q4k_prefetch_step = Q4K_R8_BYTES / 4;
 
-/* G groups' 8 rows against Q8_K, a lane per row. A chunk is 8 rows x 4 weights of two
- * sub-blocks (low and high nibbles): vpmaddubsw against one activation quad broadcast, and
- * a sub-block's 8 chunks add up in int16 (16 products of at most 15 * 128 = 30720) before
- * one vpmaddwd with the rows' scales; the mins meet the activations' sums once per record. */
-template <int G>
-TSR_TARGET_AVX2 static void r8_q4k_groups_dot_avx2(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y, float * out) {
+/* Bit S of each byte of h at bit 4, the others 0 (one 16-bit shift: what crosses a byte is
+ * masked off). */
+template <int S>
+TSR_TARGET_AVX2 static inline __m256i r8_bit_at_4_avx2(__m256i h) {
+    __m256i v = h;
+    if constexpr (S < 4) v = _mm256_slli_epi16(h, 4 - S);
+    if constexpr (S > 4) v = _mm256_srli_epi16(h, S - 4);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+/* Sub-blocks 2p and 2p + 1 of G groups' Q4_K or Q5_K (Q5) records into sumi. A chunk is 8
+ * rows x 4 weights of both (low and high nibbles, Q5_K's fifth bits from its qh chunk, by
+ * shifts of P = p known at compile time), vpmaddubsw against one activation quad broadcast;
+ * a sub-block's products add up in int16 over 8 chunks (Q4_K: 16 products of at most
+ * 15 * 128 = 30720) or 4 (Q5_K: 8 of at most 31 * 128, 31744) before a vpmaddwd with the
+ * rows' scales. */
+template <bool Q5, int P, int G, class PREFETCH>
+TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void k4_record_pair_avx2(int p, const uint8_t * const * rec, const uint8_t (*sm)[128], const tsr_block_q8_K & yb,
+                                                                  const PREFETCH & prefetch, __m256i * sumi) {
+    static_assert(!Q5 || P >= 0, "Q5_K's shifts need the pair at compile time");
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const matvec_prefetcher<TSR_TYPE_Q4_K, q4k_prefetch_step, true> prefetch;
+    constexpr int span = Q5 ? 4 : 8;
+    for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + (size_t)p * (k4_record_bytes(Q5) / 4));
+    for (int c0 = 0; c0 < 8; c0 += span) {
+        __m256i lo[G], hi[G];
+        for (int g = 0; g < G; ++g) lo[g] = hi[g] = _mm256_setzero_si256();
+        for (int c = c0; c < c0 + span; ++c) {
+            int32_t qlo, qhi;
+            std::memcpy(&qlo, yb.qs + 64 * p + 4 * c, 4);
+            std::memcpy(&qhi, yb.qs + 64 * p + 32 + 4 * c, 4);
+            const __m256i ylo = _mm256_set1_epi32(qlo), yhi = _mm256_set1_epi32(qhi);
+            for (int g = 0; g < G; ++g) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(rec[g] + Q4K_R8_QS + 32 * (8 * p + c)));
+                __m256i l = _mm256_and_si256(q, m4), h = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                if constexpr (Q5) {
+                    const __m256i fifth = _mm256_loadu_si256((const __m256i *)(rec[g] + Q5K_R8_QH + 32 * c));
+                    l = _mm256_or_si256(l, r8_bit_at_4_avx2<2 * P>(fifth));
+                    h = _mm256_or_si256(h, r8_bit_at_4_avx2<2 * P + 1>(fifth));
+                }
+                lo[g] = _mm256_add_epi16(lo[g], _mm256_maddubs_epi16(l, ylo));
+                hi[g] = _mm256_add_epi16(hi[g], _mm256_maddubs_epi16(h, yhi));
+            }
+        }
+        for (int g = 0; g < G; ++g)
+            sumi[g] = _mm256_add_epi32(sumi[g], _mm256_add_epi32(_mm256_madd_epi16(lo[g], r8_scale_pairs_avx2<false>(sm[g] + 16 * p)),
+                                                                 _mm256_madd_epi16(hi[g], r8_scale_pairs_avx2<false>(sm[g] + 16 * p + 8))));
+    }
+}
+
+/* G groups' 8 rows of Q4_K or Q5_K (Q5) against Q8_K, a lane per row: the 4 sub-block pairs
+ * above (a prefetch of a quarter record each), the mins against the activations' sums once
+ * per record. Q5_K's pairs are unrolled (its shifts immediates: 24.4-25.0 GB/s in cache
+ * against 22.6-22.8 with a shift by a register), Q4_K's a loop (unrolled 3-5 % slower). */
+template <bool Q5, int G>
+TSR_TARGET_AVX2 static void r8_k4_groups_dot_avx2(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y, float * out) {
+    constexpr size_t rbytes = k4_record_bytes(Q5);
+    const matvec_prefetcher<Q5 ? TSR_TYPE_Q5_K : TSR_TYPE_Q4_K, rbytes / 4, true> prefetch;
     __m256 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
@@ -19475,28 +19572,17 @@ TSR_TARGET_AVX2 static void r8_q4k_groups_dot_avx2(const uint8_t * grp, size_t g
         alignas(32) uint8_t sm[G][128];
         __m256i sumi[G];
         for (int g = 0; g < G; ++g) {
-            rec[g] = grp + (size_t)g * gstride + (size_t)i * Q4K_R8_BYTES;
+            rec[g] = grp + (size_t)g * gstride + (size_t)i * rbytes;
             q4k_record_scales_avx2(rec[g], sm[g]);
             sumi[g] = _mm256_setzero_si256();
         }
-        for (int p = 0; p < 4; ++p) {
-            for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + p * q4k_prefetch_step);
-            __m256i lo[G], hi[G];
-            for (int g = 0; g < G; ++g) lo[g] = hi[g] = _mm256_setzero_si256();
-            for (int c = 0; c < 8; ++c) {
-                int32_t qlo, qhi;
-                std::memcpy(&qlo, yb.qs + 64 * p + 4 * c, 4);
-                std::memcpy(&qhi, yb.qs + 64 * p + 32 + 4 * c, 4);
-                const __m256i ylo = _mm256_set1_epi32(qlo), yhi = _mm256_set1_epi32(qhi);
-                for (int g = 0; g < G; ++g) {
-                    const __m256i q = _mm256_loadu_si256((const __m256i *)(rec[g] + Q4K_R8_QS + 32 * (8 * p + c)));
-                    lo[g] = _mm256_add_epi16(lo[g], _mm256_maddubs_epi16(_mm256_and_si256(q, m4), ylo));
-                    hi[g] = _mm256_add_epi16(hi[g], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), yhi));
-                }
-            }
-            for (int g = 0; g < G; ++g)
-                sumi[g] = _mm256_add_epi32(sumi[g], _mm256_add_epi32(_mm256_madd_epi16(lo[g], r8_scale_pairs_avx2<false>(sm[g] + 16 * p)),
-                                                                     _mm256_madd_epi16(hi[g], r8_scale_pairs_avx2<false>(sm[g] + 16 * p + 8))));
+        if constexpr (Q5) {
+            k4_record_pair_avx2<Q5, 0, G>(0, rec, sm, yb, prefetch, sumi);
+            k4_record_pair_avx2<Q5, 1, G>(1, rec, sm, yb, prefetch, sumi);
+            k4_record_pair_avx2<Q5, 2, G>(2, rec, sm, yb, prefetch, sumi);
+            k4_record_pair_avx2<Q5, 3, G>(3, rec, sm, yb, prefetch, sumi);
+        } else {
+            for (int p = 0; p < 4; ++p) k4_record_pair_avx2<Q5, -1, G>(p, rec, sm, yb, prefetch, sumi);
         }
         const __m256 yd = _mm256_set1_ps(yb.d);
         for (int g = 0; g < G; ++g) {
@@ -19871,9 +19957,18 @@ static r8_dots_of<tsr_block_q8_K> r8_q4k_dots() {
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
     const int isa = isa_vector();
     if (isa == TSR_CPU_ISA_AVX512 && features().avx512_vnni) return {r8_q4k_groups_dot_avx512vnni<1>, r8_q4k_groups_dot_avx512vnni<4>, 4};
-    if (isa == TSR_CPU_ISA_AVX2 || isa == TSR_CPU_ISA_AVX512) return {r8_q4k_groups_dot_avx2<1>, r8_q4k_groups_dot_avx2<2>, 2};
+    if (isa == TSR_CPU_ISA_AVX2 || isa == TSR_CPU_ISA_AVX512) return {r8_k4_groups_dot_avx2<false, 1>, r8_k4_groups_dot_avx2<false, 2>, 2};
 #endif
-    return {r8_groups_dot_scalar<tsr_block_q8_K, r8_q4k_group_dot_scalar, 1>, r8_groups_dot_scalar<tsr_block_q8_K, r8_q4k_group_dot_scalar, 4>, 4};
+    return {r8_groups_dot_scalar<tsr_block_q8_K, r8_k4_group_dot_scalar<false>, 1>, r8_groups_dot_scalar<tsr_block_q8_K, r8_k4_group_dot_scalar<false>, 4>, 4};
+}
+
+/* Q5_K: the AVX2 kernel wherever AVX2 is (CPUs with AVX-512 keep Q5_K in the file layout). */
+static r8_dots_of<tsr_block_q8_K> r8_q5k_dots() {
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+    const int isa = isa_vector();
+    if (isa == TSR_CPU_ISA_AVX2 || isa == TSR_CPU_ISA_AVX512) return {r8_k4_groups_dot_avx2<true, 1>, r8_k4_groups_dot_avx2<true, 2>, 2};
+#endif
+    return {r8_groups_dot_scalar<tsr_block_q8_K, r8_k4_group_dot_scalar<true>, 1>, r8_groups_dot_scalar<tsr_block_q8_K, r8_k4_group_dot_scalar<true>, 4>, 4};
 }
 
 /* Q3_K (Q3) or Q2_K (also on AVX2). f: the CPU's features (tests pass fewer, to reach the
@@ -19926,10 +20021,11 @@ static void r8_gemv_with(const r8_dots_of<Y> & dots, int64_t nb, const r8_gemv_a
     }
 }
 
-/* Q4_0 / IQ4_NL against yq8 columns, Q4_K against Q8_K (the activations mul_mat quantizes
- * for each type's dots). */
+/* Q4_0 / IQ4_NL against yq8 columns, the K-quants against Q8_K (the activations mul_mat
+ * quantizes for each type's dots). */
 static void r8_gemv(enum tsr_type t, const r8_gemv_args & a, int64_t m0, int64_t m1) {
     if (t == TSR_TYPE_Q4_K) return r8_gemv_with(r8_q4k_dots(), a.K / TSR_QK_K, a, m0, m1);
+    if (t == TSR_TYPE_Q5_K) return r8_gemv_with(r8_q5k_dots(), a.K / TSR_QK_K, a, m0, m1);
     if (t == TSR_TYPE_Q3_K) return r8_gemv_with(r8_k2_dots<true>(), a.K / TSR_QK_K, a, m0, m1);
     if (t == TSR_TYPE_Q2_K) return r8_gemv_with(r8_k2_dots<false>(), a.K / TSR_QK_K, a, m0, m1);
     r8_gemv_with(r8_dots_for(t), a.K / 32, a, m0, m1);
@@ -20011,18 +20107,19 @@ static void r8_pack_panel(const uint8_t * A, size_t lda, int64_t row0, int rows,
 }
 
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-/* Sub-block s of a Q4_K record into rows r0..r0+8 of an R-row min panel (pack.inl: the
- * quads, R scales d * sc, R mins dmin * mn): its pair's 8 chunks, low or high nibbles,
- * stored whole as quads 0..7; scales and mins rounded once from the fp16 and the integer,
- * as the file packer (min_block_avx2) rounds them. */
+/* Sub-block s of a Q4_K / Q5_K (Q5) record into rows r0..r0+8 of an R-row min panel (pack.inl:
+ * the quads, R scales d * sc, R mins dmin * mn): its pair's 8 chunks, low or high nibbles
+ * (Q5_K: with bit s of the qh chunks at bit 4), stored whole as quads 0..7; scales and mins
+ * rounded once from the fp16 and the integer, as the file packer (min_block_avx2) rounds
+ * them. */
 /* 8 fp16 times 8 unsigned bytes as floats, one rounding each. */
 TSR_TARGET_AVX2 static inline __m256 fp16_times_bytes_avx2(const uint8_t * fp16, const uint8_t * bytes) {
     return _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)fp16)),
                          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)bytes))));
 }
 
-template <int R>
-TSR_TARGET_AVX2 static void q4k_record_to_min_panel_avx2(const uint8_t * rec, int s, uint8_t * q, float * sc, float * mn) {
+template <int R, bool Q5>
+TSR_TARGET_AVX2 static void k4_record_to_min_panel_avx2(const uint8_t * rec, int s, uint8_t * q, float * sc, float * mn) {
     alignas(32) uint8_t sm[128];
     q4k_record_scales_avx2(rec, sm);
     _mm256_storeu_ps(sc, fp16_times_bytes_avx2(rec, sm + 8 * s));
@@ -20031,14 +20128,19 @@ TSR_TARGET_AVX2 static void q4k_record_to_min_panel_avx2(const uint8_t * rec, in
     const uint8_t * chunks = rec + Q4K_R8_QS + 32 * 8 * (s / 2);
     for (int c = 0; c < 8; ++c) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(chunks + 32 * c));
-        _mm256_storeu_si256((__m256i *)(q + (size_t)c * R * 4), _mm256_and_si256(s % 2 ? _mm256_srli_epi16(v, 4) : v, m4));
+        __m256i level = _mm256_and_si256(s % 2 ? _mm256_srli_epi16(v, 4) : v, m4);
+        if (Q5) {
+            const __m256i fifth = _mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)(rec + Q5K_R8_QH + 32 * c)), _mm_cvtsi32_si128(s));
+            level = _mm256_or_si256(level, _mm256_slli_epi16(_mm256_and_si256(fifth, _mm256_set1_epi8(1)), 4));
+        }
+        _mm256_storeu_si256((__m256i *)(q + (size_t)c * R * 4), level);
     }
 }
 
-/* The min panel layout of pack_panel_i8_avx2 for R Q4_K rows from whole groups (row0 a
- * multiple of 8, rows whole groups); zero past `rows` and past K, as that packer. */
-template <int R>
-static void r8_q4k_pack_panel(const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+/* The min panel layout of pack_panel_i8_avx2 for R Q4_K / Q5_K (Q5) rows from whole groups
+ * (row0 a multiple of 8, rows whole groups); zero past `rows` and past K, as that packer. */
+template <int R, bool Q5>
+static void r8_k4_pack_panel(const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0, int kc, void * dst) {
     static_assert(R % R8 == 0, "panels of whole groups");
     const int64_t b0 = k0 / 32, nbk = K / 32;
     for (int b = 0; b < kc / 32; ++b) {
@@ -20048,8 +20150,8 @@ static void r8_q4k_pack_panel(const uint8_t * A, size_t lda, int64_t row0, int r
         for (int r0 = 0; r0 < R; r0 += R8) {
             const int64_t kb = b0 + b;
             if (r0 < rows && kb < nbk) {
-                const uint8_t * rec = A + (size_t)(row0 + r0) * lda + (size_t)(kb / 8) * Q4K_R8_BYTES;
-                q4k_record_to_min_panel_avx2<R>(rec, (int)(kb % 8), q + r0 * 4, sc + r0, mn + r0);
+                const uint8_t * rec = A + (size_t)(row0 + r0) * lda + (size_t)(kb / 8) * k4_record_bytes(Q5);
+                k4_record_to_min_panel_avx2<R, Q5>(rec, (int)(kb % 8), q + r0 * 4, sc + r0, mn + r0);
                 continue;
             }
             std::fill(sc + r0, sc + r0 + R8, 0.0f);
@@ -20075,17 +20177,20 @@ static r8_pack_fn r8_direct_packer(const gemm_impl * g, enum tsr_type t) {
         if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_IQ4_NL, 0x80, 0x80>) return r8_pack_panel<32, TSR_TYPE_IQ4_NL, 0x80>;
         if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_IQ4_NL, 0, 0>) return r8_pack_panel<32, TSR_TYPE_IQ4_NL, 0>;
     } else if (t == TSR_TYPE_Q4_K) {
-        if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_Q4_K, 0, 0, PANEL_MIN>) return r8_q4k_pack_panel<8>;
-        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q4_K, 0, 0, PANEL_MIN>) return r8_q4k_pack_panel<32>;
+        if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_Q4_K, 0, 0, PANEL_MIN>) return r8_k4_pack_panel<8, false>;
+        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q4_K, 0, 0, PANEL_MIN>) return r8_k4_pack_panel<32, false>;
+    } else if (t == TSR_TYPE_Q5_K) {
+        if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_Q5_K, 0, 0, PANEL_MIN>) return r8_k4_pack_panel<8, true>;
+        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q5_K, 0, 0, PANEL_MIN>) return r8_k4_pack_panel<32, true>;
     }
 #endif
     (void)g; (void)t;
     return nullptr;
 }
 
-/* A panel's rows as file blocks: kc weights (at most GEMM_I8_KC_MAX) from k0, which for
- * Q4_K may start inside a super-block, so one more of them. */
-enum { R8_VIA_FILE_ROWS = 32, R8_VIA_FILE_ROW_BYTES = (GEMM_I8_KC_MAX / TSR_QK_K + 1) * sizeof(tsr_block_q4_K) };
+/* A panel's rows as file blocks: kc weights (at most GEMM_I8_KC_MAX) from k0, which for the
+ * K-quants may start inside a super-block, so one more of them. */
+enum { R8_VIA_FILE_ROWS = 32, R8_VIA_FILE_ROW_BYTES = (GEMM_I8_KC_MAX / TSR_QK_K + 1) * R8_MAX_BLOCK_BYTES };
 static_assert(GEMM_I8_KC_MAX / 32 * sizeof(tsr_block_q4_0) <= R8_VIA_FILE_ROW_BYTES, "a panel's Q4_0 blocks fit");
 
 /* Any GEMM's panel: the rows as file blocks (those holding [k0, k0 + kc) within K), then
@@ -20532,7 +20637,7 @@ static bool matvec_first_streams(const tsr_tensor * t, const kernels * K, int it
 } // namespace
 /* ---- backends/cpu/impl/repack.inl ---- */
 /*
- * repack.inl - the CPU_REPACK buffer type: host memory in which Q4_0, IQ4_NL, Q4_K, Q3_K and Q2_K weight
+ * repack.inl - the CPU_REPACK buffer type: host memory in which Q4_0, IQ4_NL, Q4_K, Q5_K, Q3_K and Q2_K weight
  * matrices are stored in the 4-bit interleaved layout of repack_r8.inl, in place of the
  * file's bytes (the same bytes, permuted: no memory beyond the plain buffer's). Every other
  * tensor keeps its bytes as set.
@@ -20548,8 +20653,8 @@ static bool matvec_first_streams(const tsr_tensor * t, const kernels * K, int it
  * (through tensor->data) are not seen: set the tensor again after them (a set whose data is
  * the tensor's own memory says it holds the file's bytes, all of it for a repacked one).
  *
- * Which: contiguous 2D matrices of Q4_0, IQ4_NL, Q4_K, Q3_K or Q2_K (those two on a CPU with
- * AVX-512 VNNI) with a multiple of 8 rows, in builds with
+ * Which: contiguous 2D matrices of Q4_0, IQ4_NL, Q4_K, Q5_K, Q3_K or Q2_K (the last three where
+ * r8_type_has_simd says a SIMD kernel reads them) with a multiple of 8 rows, in builds with
  * a SIMD mat-vec for the layout (x86; not yet aarch64, whose NEON dots read the file's
  * layout faster than the scalar one would read this). The layout does not depend on the
  * ISA, so switching ISA (tsr_backend_cpu_set_isa) keeps it valid.
@@ -21359,7 +21464,7 @@ static void get_row_r8(const tsr_tensor * a, int64_t row, char * d, size_t nb0) 
     const uint8_t * grp = (const uint8_t *)a->data + (size_t)(row / R8 * R8) * a->nb[1];
     const int64_t bs = tsr_blck_size(a->type);
     for (int64_t b = 0; b < a->ne[0] / bs; ++b) {
-        alignas(16) uint8_t blk[sizeof(tsr_block_q4_K)];
+        alignas(16) uint8_t blk[R8_MAX_BLOCK_BYTES];
         float v[TSR_QK_K];
         r8_row_to_file(a->type, grp, (int)(row % R8), b, 1, blk);
         row_to_f32(a->type, (const char *)blk, v, bs);
@@ -23863,7 +23968,7 @@ TSR_API_IMPL bool tsr_cpu_set_isa(enum tsr_cpu_isa isa) {
 static uint32_t * matvec_prefetch_of(enum tsr_type type, bool repacked, const char * fn) {
     static const enum tsr_type file_types[] = {TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0,
                                                TSR_TYPE_Q5_1, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K};
-    static const enum tsr_type repacked_types[] = {TSR_TYPE_Q4_0, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_K, TSR_TYPE_Q3_K, TSR_TYPE_Q2_K};
+    static const enum tsr_type repacked_types[] = {TSR_TYPE_Q4_0, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q3_K, TSR_TYPE_Q2_K};
     const enum tsr_type * b = repacked ? repacked_types : file_types;
     const enum tsr_type * e = repacked ? std::end(repacked_types) : std::end(file_types);
     if (std::find(b, e, type) == e) {

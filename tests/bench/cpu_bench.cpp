@@ -291,7 +291,7 @@ double bench_gemm(tsr_backend_t be, tsr_type type, int64_t M, int64_t K, int64_t
     return 2.0 * (double)M * (double)N * (double)K / t / 1e9;
 }
 
-// bench_gemm with the weights in a CPU_REPACK buffer (Q4_0 / IQ4_NL / Q4_K / Q3_K / Q2_K: interleaved when set).
+// bench_gemm with the weights in a CPU_REPACK buffer (Q4_0 / IQ4_NL / Q4_K / Q5_K / Q3_K / Q2_K: interleaved when set).
 double bench_gemm_repack(tsr_backend_t be, tsr_type type, int64_t M, int64_t K, int64_t N, int reps) {
     tsr_context * ctx = tsr_init(tsr_init_params{8 * tsr_tensor_overhead() + tsr_graph_overhead(), nullptr, true});
     tsr_tensor * a = tsr_new_tensor_2d(ctx, type, K, M);
@@ -719,8 +719,8 @@ int main(int argc, char ** argv) {
             if (named(tsr_type_name(t)) || named(std::string(tsr_type_name(t)) + "-repack")) out.push_back(t);
         return out;
     };
-    std::vector<tsr_type> repack_types;  /* what CPU_REPACK interleaves here (Q2_K / Q3_K: repack_r8.inl) */
-    for (tsr_type t : wanted({TSR_TYPE_Q4_0, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_K, TSR_TYPE_Q3_K, TSR_TYPE_Q2_K})) {
+    std::vector<tsr_type> repack_types;  /* what CPU_REPACK interleaves here (Q5_K / Q3_K / Q2_K: repack_r8.inl) */
+    for (tsr_type t : wanted({TSR_TYPE_Q4_0, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q3_K, TSR_TYPE_Q2_K})) {
         tsr_context * probe = tsr_init(tsr_init_params{tsr_tensor_overhead(), nullptr, true});
         if (probe && tsr_backend_cpu_repacks(tsr_new_tensor_2d(probe, t, 4096, 8))) repack_types.push_back(t);
         tsr_free(probe);

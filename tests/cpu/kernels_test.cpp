@@ -909,20 +909,20 @@ std::vector<double> ref_mul_mat(tsr_type t, const std::vector<uint8_t> & wq, con
     return out;
 }
 
-// CPU_REPACK weights: Q4_0, IQ4_NL, Q4_K, Q3_K and Q2_K matrices (rows a multiple of 8) are stored interleaved
+// CPU_REPACK weights: Q4_0, IQ4_NL, Q4_K, Q5_K, Q3_K and Q2_K matrices (rows a multiple of 8) are stored interleaved
 // (their bytes differ from the file's), others keep their bytes. mul_mat on them, at prompt
 // size (GEMM: its A panels packed from the layout equal those packed from the file, so the
 // results are bit for bit the plain buffer's) and for 1 and 3 columns (the interleaved
 // mat-vec: the same exact int32 block sums, float sums in another order), equals the plain
 // buffer's and the double reference; get_rows gives the plain buffer's rows; get returns the
 // file's bytes, whole and in part; a part set or a memset go through the file's bytes.
-TEST_CASE("CPU_REPACK buffers: Q4_0 / IQ4_NL / Q4_K / Q3_K / Q2_K interleaved in place, results equal a plain buffer's, get returns the bytes", "[cpu][mul_mat][repack]") {
+TEST_CASE("CPU_REPACK buffers: Q4_0 / IQ4_NL / Q4_K / Q5_K / Q3_K / Q2_K interleaved in place, results equal a plain buffer's, get returns the bytes", "[cpu][mul_mat][repack]") {
     const int64_t K = 320;
     std::mt19937 rng(23);
     struct tcase { tsr_type t; int64_t M; bool interleaved; };
     for (tcase tc : {tcase{TSR_TYPE_Q4_0, 40, true}, tcase{TSR_TYPE_IQ4_NL, 48, true}, tcase{TSR_TYPE_Q4_0, 36, false},
                      tcase{TSR_TYPE_Q8_0, 40, false}, tcase{TSR_TYPE_Q4_K, 40, true}, tcase{TSR_TYPE_Q4_K, 20, false}, tcase{TSR_TYPE_Q3_K, 24, true}, tcase{TSR_TYPE_Q2_K, 16, true},
-                     tcase{TSR_TYPE_Q5_K, 16, false}}) {
+                     tcase{TSR_TYPE_Q5_K, 16, true}, tcase{TSR_TYPE_Q6_K, 16, false}}) {
         const tsr_type t = tc.t;
         tc.interleaved = tc.interleaved && tcpu::k_r8_layout_used && tcpu::r8_type_has_simd(t);
         // 5 super-blocks: the GEMMs' kc (256, 512, 1024) end inside the row or past it
@@ -990,7 +990,7 @@ TEST_CASE("CPU_REPACK buffers: Q4_0 / IQ4_NL / Q4_K / Q3_K / Q2_K interleaved in
     }
 }
 
-// K-quant file rows (Q4_K, Q3_K, Q2_K) for the layout tests: random bytes, the first group's all
+// K-quant file rows (Q4_K, Q5_K, Q3_K, Q2_K) for the layout tests: random bytes, the first group's all
 // 0xFF (the largest levels and scales) and the second's all 0x00 (Q3_K: levels -4, scales
 // -32); with finite_scales, every super-block's fp16 scales (d, dmin) then replaced by finite
 // values of either sign up to dmax.
@@ -1001,6 +1001,7 @@ std::vector<uint8_t> kquant_test_rows(tsr_type t, int64_t M, int64_t nb, bool fi
     std::memset(file.data(), 0xff, 8 * row_bytes);
     std::memset(file.data() + 8 * row_bytes, 0x00, 8 * row_bytes);
     const std::vector<size_t> fp16_at = t == TSR_TYPE_Q4_K   ? std::vector<size_t>{offsetof(tsr_block_q4_K, d), offsetof(tsr_block_q4_K, dmin)}
+                                        : t == TSR_TYPE_Q5_K ? std::vector<size_t>{offsetof(tsr_block_q5_K, d), offsetof(tsr_block_q5_K, dmin)}
                                         : t == TSR_TYPE_Q2_K ? std::vector<size_t>{offsetof(tsr_block_q2_K, d), offsetof(tsr_block_q2_K, dmin)}
                                                              : std::vector<size_t>{offsetof(tsr_block_q3_K, d)};
     if (finite_scales)
@@ -1044,15 +1045,17 @@ void check_record_bijection(tsr_type t, const std::vector<uint8_t> & file, int64
     CHECK(r8 == file);
 }
 
-// The Q4_K record holds each row's d, dmin, scales, mins and levels where the kernels read
-// them (against the core's decoding of the file's packed scales and the format's nibble
-// order), and converts back to the file's bytes exactly: random bytes (every bit of the
-// scale bytes and of d / dmin, NaN patterns included) and all-0x00 / all-0xFF blocks.
-TEST_CASE("CPU_REPACK: the Q4_K record is a bijection of 8 super-blocks, each value where the kernels read it", "[cpu][repack]") {
-    std::mt19937 rng(37);
+// The Q4_K and Q5_K records hold each row's d, dmin, scales, mins and levels where the
+// kernels read them (against the core's decoding of the file's packed scales and the
+// format's nibble order, Q5_K's fifth bit e / 32 of qh[e % 32]), and convert back to the
+// file's bytes exactly: random bytes (every bit of the scale bytes and of d / dmin, NaN
+// patterns included) and all-0x00 / all-0xFF blocks.
+template <class BLOCK>
+void check_k4_record(tsr_type t, std::mt19937 & rng) {
+    constexpr bool q5 = std::is_same<BLOCK, tsr_block_q5_K>::value;
     const int64_t nb = 3, M = 24;
-    const std::vector<uint8_t> file = kquant_test_rows(TSR_TYPE_Q4_K, M, nb, false, 0, rng);
-    check_record_bijection<tsr_block_q4_K>(TSR_TYPE_Q4_K, file, M, nb, [](const tsr_block_q4_K & x, const uint8_t * rec, int r) {
+    const std::vector<uint8_t> file = kquant_test_rows(t, M, nb, false, 0, rng);
+    check_record_bijection<BLOCK>(t, file, M, nb, [](const BLOCK & x, const uint8_t * rec, int r) {
         int bad = std::memcmp(rec + 2 * r, &x.d, 2) != 0;
         bad += std::memcmp(rec + tcpu::Q4K_R8_DMIN + 2 * r, &x.dmin, 2) != 0;
         for (int s = 0; s < 8; ++s) {
@@ -1063,12 +1066,18 @@ TEST_CASE("CPU_REPACK: the Q4_K record is a bijection of 8 super-blocks, each va
         }
         for (int e = 0; e < 256; ++e) {  // weight e: sub-block e / 32, nibble of qs[32 * (e / 64) + e % 32]
             const int s = e / 32, l = e % 32;
-            const int level = (x.qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 15;
-            const uint8_t chunk_byte = rec[tcpu::Q4K_R8_QS + 32 * (8 * (s / 2) + l / 4) + 4 * r + l % 4];
-            bad += level != ((chunk_byte >> (4 * (s % 2))) & 15);
+            int level = (x.qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 15;
+            if constexpr (q5) level |= (x.qh[l] >> s & 1) << 4;
+            bad += level != tcpu::k4_record_level<q5>(rec, e, r);
         }
         return bad;
     });
+}
+
+TEST_CASE("CPU_REPACK: the Q4_K and Q5_K records are bijections of 8 super-blocks, each value where the kernels read it", "[cpu][repack]") {
+    std::mt19937 rng(37);
+    check_k4_record<tsr_block_q4_K>(TSR_TYPE_Q4_K, rng);
+    check_k4_record<tsr_block_q5_K>(TSR_TYPE_Q5_K, rng);
 }
 
 // The Q3_K and Q2_K records hold each row's d (and dmin), scale bytes and levels (2 bits
@@ -1101,15 +1110,15 @@ TEST_CASE("CPU_REPACK: the Q3_K and Q2_K records are bijections of 8 super-block
 }
 
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-// The Q4_K GEMM's min panels packed from the interleaved layout equal those its file packer
+// The Q4_K and Q5_K GEMMs' min panels packed from the interleaved layout equal those its file packer
 // makes (levels, scales and mins bit for bit), for panel starts in and past the rows, k0 on
 // and inside super-blocks, kc past K; and through the file's blocks (rows not whole groups).
-template <int R>
-void check_r8_q4k_panel(tcpu::pack_panel_fn reference, std::mt19937 & rng) {
+template <int R, tsr_type T>
+void check_r8_k4_panel(tcpu::pack_panel_fn reference, std::mt19937 & rng) {
     const int64_t nb = 3, K = nb * TSR_QK_K, M = 40;
-    const size_t row_bytes = (size_t)nb * sizeof(tsr_block_q4_K);
-    const std::vector<uint8_t> file = kquant_test_rows(TSR_TYPE_Q4_K, M, nb, true, 0.01f, rng);
-    const std::vector<uint8_t> r8 = to_r8(TSR_TYPE_Q4_K, file, M, nb);
+    const size_t row_bytes = (size_t)nb * tsr_type_size(T);
+    const std::vector<uint8_t> file = kquant_test_rows(T, M, nb, true, 0.01f, rng);
+    const std::vector<uint8_t> r8 = to_r8(T, file, M, nb);
     tcpu::gemm_impl g{};
     g.pack_a = reference;
     for (int kc : {256, 512})
@@ -1117,12 +1126,12 @@ void check_r8_q4k_panel(tcpu::pack_panel_fn reference, std::mt19937 & rng) {
             for (int64_t row0 : {int64_t(0), int64_t(8), int64_t(24)}) {
                 const int rows = (int)std::min<int64_t>(R, M - row0);
                 std::vector<uint8_t> got((size_t)R * 40 * (kc / 32)), want(got.size()), via(got.size());
-                tcpu::r8_q4k_pack_panel<R>(r8.data(), row_bytes, row0, rows, K, k0, kc, got.data());
+                tcpu::r8_k4_pack_panel<R, T == TSR_TYPE_Q5_K>(r8.data(), row_bytes, row0, rows, K, k0, kc, got.data());
                 reference((const char *)file.data() + (size_t)row0 * row_bytes, row_bytes, rows, K, k0, kc, want.data());
-                INFO("R " << R << " kc " << kc << " k0 " << k0 << " row0 " << row0);
+                INFO(tsr_type_name(T) << " R " << R << " kc " << kc << " k0 " << k0 << " row0 " << row0);
                 CHECK(got == want);
                 const int odd_rows = std::min(rows, 5);  // from row row0 + 3: not a group's start
-                tcpu::r8_pack_via_file(&g, TSR_TYPE_Q4_K, r8.data(), row_bytes, row0 + 3, odd_rows, K, k0, kc, via.data());
+                tcpu::r8_pack_via_file(&g, T, r8.data(), row_bytes, row0 + 3, odd_rows, K, k0, kc, via.data());
                 reference((const char *)file.data() + (size_t)(row0 + 3) * row_bytes, row_bytes, odd_rows, K, k0, kc, want.data());
                 CHECK(via == want);
             }
@@ -1165,8 +1174,10 @@ TEST_CASE("CPU_REPACK: GEMM panels packed from the interleaved layout equal the 
     check_r8_panel<32, TSR_TYPE_Q4_0, 0>(pack_panel_i8_avx2<32, TSR_TYPE_Q4_0, 0, 8>, rng);
     check_r8_panel<8, TSR_TYPE_IQ4_NL, 0>(pack_panel_i8_avx2<8, TSR_TYPE_IQ4_NL, 0, 0>, rng);
     check_r8_panel<32, TSR_TYPE_IQ4_NL, 0x80>(pack_panel_i8_avx2<32, TSR_TYPE_IQ4_NL, 0x80, 0x80>, rng);
-    check_r8_q4k_panel<8>(pack_panel_i8_avx2<8, TSR_TYPE_Q4_K, 0, 0, PANEL_MIN>, rng);
-    check_r8_q4k_panel<32>(pack_panel_i8_avx2<32, TSR_TYPE_Q4_K, 0, 0, PANEL_MIN>, rng);
+    check_r8_k4_panel<8, TSR_TYPE_Q4_K>(pack_panel_i8_avx2<8, TSR_TYPE_Q4_K, 0, 0, PANEL_MIN>, rng);
+    check_r8_k4_panel<32, TSR_TYPE_Q4_K>(pack_panel_i8_avx2<32, TSR_TYPE_Q4_K, 0, 0, PANEL_MIN>, rng);
+    check_r8_k4_panel<8, TSR_TYPE_Q5_K>(pack_panel_i8_avx2<8, TSR_TYPE_Q5_K, 0, 0, PANEL_MIN>, rng);
+    check_r8_k4_panel<32, TSR_TYPE_Q5_K>(pack_panel_i8_avx2<32, TSR_TYPE_Q5_K, 0, 0, PANEL_MIN>, rng);
 #endif
 }
 
@@ -1295,12 +1306,13 @@ TEST_CASE("CPU_REPACK: the Q4_K interleaved mat-vec kernels of every ISA equal d
     }
 }
 
-// The Q3_K and Q2_K interleaved mat-vec kernels of every ISA (AVX-512 also without GFNI),
-// one group and several at once, against double sums of the format's weights (the core's
-// dequantization: Q3_K's d x (scale - 32) x (level - 4) exact in float, Q2_K's
-// d x scale x level - dmin x min rounded once) times the activations: random blocks and
-// the extremes (all 0xFF: Q3_K's levels 3 and scales 31, Q2_K's levels 3, scales and mins
-// 15; all 0x00: Q3_K's levels -4 and scales -32; against activations all -128 or 127).
+// The Q5_K, Q3_K and Q2_K interleaved mat-vec kernels of every ISA (AVX-512 also without
+// GFNI), one group and several at once, against double sums of the format's weights (the
+// core's dequantization: Q3_K's d x (scale - 32) x (level - 4) exact in float, Q5_K's and
+// Q2_K's d x scale x level - dmin x min rounded once) times the activations: random blocks
+// and the extremes (all 0xFF: Q5_K's levels 31, scales and mins 63, Q3_K's levels 3 and
+// scales 31, Q2_K's levels 3, scales and mins 15; all 0x00: Q3_K's levels -4 and scales
+// -32; against activations all -128 or 127: Q5_K's int16 sums of 4 chunks at their largest).
 void check_r8_k2_dots(tsr_type t, std::mt19937 & rng) {
     const int64_t nb = 3, M = 8 * 4, K = nb * TSR_QK_K;
     const size_t row_bytes = (size_t)nb * tsr_type_size(t);
@@ -1324,7 +1336,7 @@ void check_r8_k2_dots(tsr_type t, std::mt19937 & rng) {
             kernels_of k(isa);
             tcpu::cpu_features f = tcpu::features();
             f.avx512_gfni = gfni && f.avx512_gfni;
-            const auto dots = t == TSR_TYPE_Q3_K ? tcpu::r8_k2_dots<true>(f) : tcpu::r8_k2_dots<false>(f);
+            const auto dots = t == TSR_TYPE_Q5_K ? tcpu::r8_q5k_dots() : t == TSR_TYPE_Q3_K ? tcpu::r8_k2_dots<true>(f) : tcpu::r8_k2_dots<false>(f);
             REQUIRE(dots.streams <= tcpu::R8_MAX_STREAMS);
             std::vector<float> one((size_t)M), multi((size_t)M);
             for (int64_t g = 0; g < M / 8; ++g) dots.one(r8.data() + (size_t)g * gstride, 0, nb, y.data(), one.data() + g * 8);
@@ -1339,8 +1351,9 @@ void check_r8_k2_dots(tsr_type t, std::mt19937 & rng) {
         }
 }
 
-TEST_CASE("CPU_REPACK: the Q3_K and Q2_K interleaved mat-vec kernels of every ISA equal double sums, extremes included", "[cpu][repack]") {
+TEST_CASE("CPU_REPACK: the Q5_K, Q3_K and Q2_K interleaved mat-vec kernels of every ISA equal double sums, extremes included", "[cpu][repack]") {
     std::mt19937 rng(47);
+    check_r8_k2_dots(TSR_TYPE_Q5_K, rng);
     check_r8_k2_dots(TSR_TYPE_Q3_K, rng);
     check_r8_k2_dots(TSR_TYPE_Q2_K, rng);
 }

@@ -119,7 +119,7 @@ static void get_row_r8(const tsr_tensor * a, int64_t row, char * d, size_t nb0) 
     const uint8_t * grp = (const uint8_t *)a->data + (size_t)(row / R8 * R8) * a->nb[1];
     const int64_t bs = tsr_blck_size(a->type);
     for (int64_t b = 0; b < a->ne[0] / bs; ++b) {
-        alignas(16) uint8_t blk[sizeof(tsr_block_q4_K)];
+        alignas(16) uint8_t blk[R8_MAX_BLOCK_BYTES];
         float v[TSR_QK_K];
         r8_row_to_file(a->type, grp, (int)(row % R8), b, 1, blk);
         row_to_f32(a->type, (const char *)blk, v, bs);
