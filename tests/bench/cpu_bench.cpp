@@ -720,7 +720,7 @@ int main(int argc, char ** argv) {
         return out;
     };
     std::vector<tsr_type> repack_types;  /* what CPU_REPACK interleaves here (Q5_K / Q3_K / Q2_K: repack_r8.inl) */
-    for (tsr_type t : wanted({TSR_TYPE_Q4_0, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q3_K, TSR_TYPE_Q2_K})) {
+    for (tsr_type t : wanted({TSR_TYPE_Q4_0, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q3_K, TSR_TYPE_Q2_K})) {
         tsr_context * probe = tsr_init(tsr_init_params{tsr_tensor_overhead(), nullptr, true});
         if (probe && tsr_backend_cpu_repacks(tsr_new_tensor_2d(probe, t, 4096, 8))) repack_types.push_back(t);
         tsr_free(probe);

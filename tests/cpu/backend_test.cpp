@@ -68,11 +68,12 @@ TEST_CASE("cpu backend: mat-vec prefetch distances are per type, bounded, and ch
         CHECK(tsr_cpu_get_matvec_prefetch(t, false, &ahead));
         CHECK(ahead > 0);
     }
-    for (tsr_type t : {TSR_TYPE_Q4_0, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_K, TSR_TYPE_Q3_K, TSR_TYPE_Q2_K}) CHECK(tsr_cpu_get_matvec_prefetch(t, true, &ahead));
-    /* no setting: F32 streams without, Q2_K / Q3_K keep their own, Q4_1 has no CPU_REPACK layout */
+    for (tsr_type t : {TSR_TYPE_Q4_0, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q3_K, TSR_TYPE_Q2_K})
+        CHECK(tsr_cpu_get_matvec_prefetch(t, true, &ahead));
+    /* no setting: F32 streams without, Q2_K / Q3_K keep their own, Q8_0 has no CPU_REPACK layout */
     CHECK_FALSE(tsr_cpu_get_matvec_prefetch(TSR_TYPE_F32, false, &ahead));
     CHECK_FALSE(tsr_cpu_set_matvec_prefetch(TSR_TYPE_Q3_K, false, 1024));
-    CHECK_FALSE(tsr_cpu_set_matvec_prefetch(TSR_TYPE_Q4_1, true, 1024));
+    CHECK_FALSE(tsr_cpu_set_matvec_prefetch(TSR_TYPE_Q8_0, true, 1024));
     REQUIRE(tsr_cpu_get_matvec_prefetch(TSR_TYPE_Q6_K, false, &q6k));
     CHECK_FALSE(tsr_cpu_set_matvec_prefetch(TSR_TYPE_Q6_K, false, ((size_t)1 << 20) + 1));
     REQUIRE(tsr_cpu_get_matvec_prefetch(TSR_TYPE_Q6_K, false, &ahead));

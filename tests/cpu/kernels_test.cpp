@@ -909,20 +909,21 @@ std::vector<double> ref_mul_mat(tsr_type t, const std::vector<uint8_t> & wq, con
     return out;
 }
 
-// CPU_REPACK weights: Q4_0, IQ4_NL, Q4_K, Q5_K, Q3_K and Q2_K matrices (rows a multiple of 8) are stored interleaved
+// CPU_REPACK weights: Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q3_K and Q2_K matrices (rows a multiple of 8) are stored interleaved
 // (their bytes differ from the file's), others keep their bytes. mul_mat on them, at prompt
 // size (GEMM: its A panels packed from the layout equal those packed from the file, so the
 // results are bit for bit the plain buffer's) and for 1 and 3 columns (the interleaved
 // mat-vec: the same exact int32 block sums, float sums in another order), equals the plain
 // buffer's and the double reference; get_rows gives the plain buffer's rows; get returns the
 // file's bytes, whole and in part; a part set or a memset go through the file's bytes.
-TEST_CASE("CPU_REPACK buffers: Q4_0 / IQ4_NL / Q4_K / Q5_K / Q3_K / Q2_K interleaved in place, results equal a plain buffer's, get returns the bytes", "[cpu][mul_mat][repack]") {
+TEST_CASE("CPU_REPACK buffers: Q4_0 / IQ4_NL / Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K / Q3_K / Q2_K interleaved in place, results equal a plain buffer's, get returns the bytes", "[cpu][mul_mat][repack]") {
     const int64_t K = 320;
     std::mt19937 rng(23);
     struct tcase { tsr_type t; int64_t M; bool interleaved; };
     for (tcase tc : {tcase{TSR_TYPE_Q4_0, 40, true}, tcase{TSR_TYPE_IQ4_NL, 48, true}, tcase{TSR_TYPE_Q4_0, 36, false},
                      tcase{TSR_TYPE_Q8_0, 40, false}, tcase{TSR_TYPE_Q4_K, 40, true}, tcase{TSR_TYPE_Q4_K, 20, false}, tcase{TSR_TYPE_Q3_K, 24, true}, tcase{TSR_TYPE_Q2_K, 16, true},
-                     tcase{TSR_TYPE_Q5_K, 16, true}, tcase{TSR_TYPE_Q6_K, 16, false}}) {
+                     tcase{TSR_TYPE_Q5_K, 16, true}, tcase{TSR_TYPE_Q6_K, 16, false}, tcase{TSR_TYPE_Q4_1, 40, true}, tcase{TSR_TYPE_Q5_0, 16, true},
+                     tcase{TSR_TYPE_Q5_1, 24, true}}) {
         const tsr_type t = tc.t;
         tc.interleaved = tc.interleaved && tcpu::k_r8_layout_used && tcpu::r8_type_has_simd(t);
         // 5 super-blocks: the GEMMs' kc (256, 512, 1024) end inside the row or past it
@@ -1181,68 +1182,24 @@ TEST_CASE("CPU_REPACK: GEMM panels packed from the interleaved layout equal the 
 #endif
 }
 
-// The interleaved mat-vec kernels of every ISA, one group and several at once (the streams
-// r8_gemv walks side by side), against double sums over the file's blocks: random blocks
-// and the extremes, where the nibbles are all 0 or all 15 and the activations all -127 or
-// 127, the quantizer's range (the AVX2 Q4_0 kernel adds a block's 16 products per int16 lane before widening: any
-// overflow there, or a lost offset, is off by far more than float rounding).
-template <tsr_type T>
-void check_r8_dots(std::mt19937 & rng) {
-    const int64_t nb = 3, M = 8 * 4;  // 4 groups of 3 blocks
-    const size_t row_bytes = (size_t)nb * 18;
-    std::vector<uint8_t> file((size_t)M * row_bytes);
-    for (auto & v : file) v = (uint8_t)(rng() & 0xff);
-    for (int64_t r = 0; r < 8; ++r) std::memset(file.data() + (size_t)r * row_bytes, 0xff, row_bytes);          // group 0: 15s
-    for (int64_t r = 8; r < 16; ++r) std::memset(file.data() + (size_t)r * row_bytes, 0x00, row_bytes);         // group 1: 0s
-    for (size_t b = 0; b < file.size() / 18; ++b) {
-        const tsr_fp16_t d = tsr_fp32_to_fp16(std::uniform_real_distribution<float>(-0.05f, 0.05f)(rng));
-        std::memcpy(file.data() + b * 18, &d, 2);
+// One ISA's interleaved mat-vec dots over the M / 8 groups of r8 (gstride bytes apart), one
+// group at a time and dots.streams at once, each row against want within 1e-6 of mag (the
+// caller's INFO names the type and ISA).
+template <class Y>
+void check_r8_dots_rows(const tcpu::r8_dots_of<Y> & dots, const std::vector<uint8_t> & r8, size_t gstride, int64_t nb, const std::vector<Y> & y,
+                        const std::vector<double> & want, const std::vector<double> & mag) {
+    const int64_t M = (int64_t)want.size();
+    REQUIRE(dots.streams <= tcpu::R8_MAX_STREAMS);
+    std::vector<float> one((size_t)M), multi((size_t)M);
+    for (int64_t g = 0; g < M / 8; ++g) dots.one(r8.data() + (size_t)g * gstride, 0, nb, y.data(), one.data() + g * 8);
+    for (int64_t g0 = 0; g0 + dots.streams <= M / 8; g0 += dots.streams)
+        dots.multi(r8.data() + (size_t)g0 * gstride, gstride, nb, y.data(), multi.data() + g0 * 8);
+    INFO("streams " << dots.streams);
+    for (int64_t m = 0; m < M; ++m) {
+        INFO("row " << m << " want " << want[(size_t)m]);
+        CHECK(std::fabs(one[(size_t)m] - want[(size_t)m]) <= 1e-6 * mag[(size_t)m]);
+        CHECK(std::fabs(multi[(size_t)m] - want[(size_t)m]) <= 1e-6 * mag[(size_t)m]);
     }
-    std::vector<uint8_t> r8 = file, tmp(file.size());
-    for (int64_t g0 = 0; g0 < M; g0 += 8) tcpu::r8_group_in_place(T, r8.data() + (size_t)g0 * row_bytes, nb, true, tmp.data());
-    std::vector<tcpu::yq8> y((size_t)nb);
-    for (int64_t b = 0; b < nb; ++b) {
-        y[(size_t)b].d = std::uniform_real_distribution<float>(0.001f, 0.01f)(rng);
-        for (int j = 0; j < 32; ++j)
-            y[(size_t)b].qs[j] = b == 0 ? (int8_t)-127 : b == 1 ? (int8_t)127 : (int8_t)((int)(rng() % 255) - 127);
-        y[(size_t)b].sum = 0;
-        for (int j = 0; j < 32; ++j) y[(size_t)b].sum += y[(size_t)b].qs[j];
-    }
-    std::vector<double> want((size_t)M), mag((size_t)M);
-    for (int64_t m = 0; m < M; ++m)
-        for (int64_t b = 0; b < nb; ++b) {
-            const uint8_t * blk = file.data() + (size_t)m * row_bytes + (size_t)b * 18;
-            tsr_fp16_t d;
-            std::memcpy(&d, blk, 2);
-            int64_t s = 0;
-            for (int j = 0; j < 16; ++j)
-                s += (int64_t)tcpu::r8_weight(T, blk[2 + j] & 0x0F) * y[(size_t)b].qs[j] + (int64_t)tcpu::r8_weight(T, blk[2 + j] >> 4) * y[(size_t)b].qs[16 + j];
-            const double scale = (double)tsr_fp16_to_fp32(d) * y[(size_t)b].d;
-            want[(size_t)m] += scale * (double)s;
-            mag[(size_t)m] += std::fabs(scale) * 32 * 127 * 127;
-        }
-    const size_t gstride = 8 * row_bytes;
-    for (tsr_cpu_isa isa : tsrt::isas()) {
-        kernels_of k(isa);
-        const tcpu::r8_dots dots = tcpu::r8_dots_for(T);
-        REQUIRE(dots.streams <= tcpu::R8_MAX_STREAMS);
-        std::vector<float> one((size_t)M), multi((size_t)M);
-        for (int64_t g = 0; g < M / 8; ++g) dots.one(r8.data() + (size_t)g * gstride, 0, nb, y.data(), one.data() + g * 8);
-        for (int64_t g0 = 0; g0 + dots.streams <= M / 8; g0 += dots.streams)
-            dots.multi(r8.data() + (size_t)g0 * gstride, gstride, nb, y.data(), multi.data() + g0 * 8);
-        INFO(tsr_type_name(T) << " isa " << tsr_cpu_isa_name(isa) << " streams " << dots.streams);
-        for (int64_t m = 0; m < M; ++m) {
-            INFO("row " << m);
-            CHECK(std::fabs(one[(size_t)m] - want[(size_t)m]) <= 1e-6 * mag[(size_t)m]);
-            CHECK(std::fabs(multi[(size_t)m] - want[(size_t)m]) <= 1e-6 * mag[(size_t)m]);
-        }
-    }
-}
-
-TEST_CASE("CPU_REPACK: the interleaved mat-vec kernels of every ISA equal double sums, extremes included", "[cpu][repack]") {
-    std::mt19937 rng(31);
-    check_r8_dots<TSR_TYPE_Q4_0>(rng);
-    check_r8_dots<TSR_TYPE_IQ4_NL>(rng);
 }
 
 // Q8_K activations for the K-quant r8 kernels: block 0 all -128, block 1 all 127 (the
@@ -1292,17 +1249,8 @@ TEST_CASE("CPU_REPACK: the Q4_K interleaved mat-vec kernels of every ISA equal d
     for (tsr_cpu_isa isa : tsrt::isas()) {
         kernels_of k(isa);
         const auto dots = tcpu::r8_q4k_dots();
-        REQUIRE(dots.streams <= tcpu::R8_MAX_STREAMS);
-        std::vector<float> one((size_t)M), multi((size_t)M);
-        for (int64_t g = 0; g < M / 8; ++g) dots.one(r8.data() + (size_t)g * gstride, 0, nb, y.data(), one.data() + g * 8);
-        for (int64_t g0 = 0; g0 + dots.streams <= M / 8; g0 += dots.streams)
-            dots.multi(r8.data() + (size_t)g0 * gstride, gstride, nb, y.data(), multi.data() + g0 * 8);
-        INFO("isa " << tsr_cpu_isa_name(isa) << " streams " << dots.streams);
-        for (int64_t m = 0; m < M; ++m) {
-            INFO("row " << m << " want " << want[(size_t)m]);
-            CHECK(std::fabs(one[(size_t)m] - want[(size_t)m]) <= 1e-6 * mag[(size_t)m]);
-            CHECK(std::fabs(multi[(size_t)m] - want[(size_t)m]) <= 1e-6 * mag[(size_t)m]);
-        }
+        INFO("isa " << tsr_cpu_isa_name(isa));
+        check_r8_dots_rows(dots, r8, gstride, nb, y, want, mag);
     }
 }
 
@@ -1337,17 +1285,8 @@ void check_r8_k2_dots(tsr_type t, std::mt19937 & rng) {
             tcpu::cpu_features f = tcpu::features();
             f.avx512_gfni = gfni && f.avx512_gfni;
             const auto dots = t == TSR_TYPE_Q5_K ? tcpu::r8_q5k_dots() : t == TSR_TYPE_Q3_K ? tcpu::r8_k2_dots<true>(f) : tcpu::r8_k2_dots<false>(f);
-            REQUIRE(dots.streams <= tcpu::R8_MAX_STREAMS);
-            std::vector<float> one((size_t)M), multi((size_t)M);
-            for (int64_t g = 0; g < M / 8; ++g) dots.one(r8.data() + (size_t)g * gstride, 0, nb, y.data(), one.data() + g * 8);
-            for (int64_t g0 = 0; g0 + dots.streams <= M / 8; g0 += dots.streams)
-                dots.multi(r8.data() + (size_t)g0 * gstride, gstride, nb, y.data(), multi.data() + g0 * 8);
-            INFO(tsr_type_name(t) << " isa " << tsr_cpu_isa_name(isa) << " gfni " << f.avx512_gfni << " streams " << dots.streams);
-            for (int64_t m = 0; m < M; ++m) {
-                INFO("row " << m << " want " << want[(size_t)m]);
-                CHECK(std::fabs(one[(size_t)m] - want[(size_t)m]) <= 1e-6 * mag[(size_t)m]);
-                CHECK(std::fabs(multi[(size_t)m] - want[(size_t)m]) <= 1e-6 * mag[(size_t)m]);
-            }
+            INFO(tsr_type_name(t) << " isa " << tsr_cpu_isa_name(isa) << " gfni " << f.avx512_gfni);
+            check_r8_dots_rows(dots, r8, gstride, nb, y, want, mag);
         }
 }
 
@@ -1356,6 +1295,99 @@ TEST_CASE("CPU_REPACK: the Q5_K, Q3_K and Q2_K interleaved mat-vec kernels of ev
     check_r8_k2_dots(TSR_TYPE_Q5_K, rng);
     check_r8_k2_dots(TSR_TYPE_Q3_K, rng);
     check_r8_k2_dots(TSR_TYPE_Q2_K, rng);
+}
+
+// The Q4_1, Q5_0 and Q5_1 records hold each row's d (and m) and levels (Q5_0 / Q5_1: the
+// fifth bit from the file's qh) where the kernels read them, against the core's unpacking,
+// and convert back to the file's bytes exactly: random bytes and all-0x00 / all-0xFF blocks.
+template <class BLOCK>
+void check_q32_record(tsr_type t, std::mt19937 & rng) {
+    const int64_t nb = 3, M = 24;
+    const size_t row_bytes = (size_t)nb * sizeof(BLOCK);
+    std::vector<uint8_t> file((size_t)M * row_bytes);
+    for (auto & v : file) v = (uint8_t)(rng() & 0xff);
+    std::memset(file.data(), 0xff, 8 * row_bytes);
+    std::memset(file.data() + 8 * row_bytes, 0x00, 8 * row_bytes);
+    check_record_bijection<BLOCK>(t, file, M, nb, [t](const BLOCK & x, const uint8_t * rec, int r) {
+        int bad = std::memcmp(rec + 2 * r, &x.d, 2) != 0;
+        uint32_t qh = 0;
+        if constexpr (!std::is_same<BLOCK, tsr_block_q5_0>::value) bad += std::memcmp(rec + 16 + 2 * r, &x.m, 2) != 0;
+        if constexpr (!std::is_same<BLOCK, tsr_block_q4_1>::value) std::memcpy(&qh, x.qh, 4);
+        int q[32];
+        tsr_impl::unpack_q32(x.qs, qh, q);
+        for (int e = 0; e < 32; ++e) {
+            const int level = t == TSR_TYPE_Q4_1 ? tcpu::q32_record_level<TSR_TYPE_Q4_1>(rec, e, r)
+                              : t == TSR_TYPE_Q5_0 ? tcpu::q32_record_level<TSR_TYPE_Q5_0>(rec, e, r)
+                                                   : tcpu::q32_record_level<TSR_TYPE_Q5_1>(rec, e, r);
+            bad += level != q[e];
+        }
+        return bad;
+    });
+}
+
+TEST_CASE("CPU_REPACK: the Q4_1, Q5_0 and Q5_1 records are bijections of 8 blocks, each value where the kernels read it", "[cpu][repack]") {
+    std::mt19937 rng(53);
+    check_q32_record<tsr_block_q4_1>(TSR_TYPE_Q4_1, rng);
+    check_q32_record<tsr_block_q5_0>(TSR_TYPE_Q5_0, rng);
+    check_q32_record<tsr_block_q5_1>(TSR_TYPE_Q5_1, rng);
+}
+
+// The interleaved mat-vec kernels of the 32-weight types (Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1) of
+// every ISA, one group and several at once (the streams r8_gemv walks side by side), against
+// double sums of the format's weights (the core's dequantization: Q4_0's, IQ4_NL's and
+// Q5_0's exact, Q4_1's / Q5_1's level x d + m rounded once) times the activations: random
+// blocks and the extremes (all 0xFF: levels 15 / 31; all 0x00: levels 0) against
+// activations all -127 or 127, the quantizer's range (the AVX2 kernels add a block's
+// products in int16 lanes before widening: any overflow there, or a lost offset, is off by
+// far more than float rounding).
+void check_r8_q32_dots(tsr_type t, std::mt19937 & rng) {
+    const int64_t nb = 3, M = 8 * 4, K = nb * 32;
+    const size_t bbytes = tsr_type_size(t), row_bytes = (size_t)nb * bbytes;
+    std::vector<uint8_t> file((size_t)M * row_bytes);
+    for (auto & v : file) v = (uint8_t)(rng() & 0xff);
+    std::memset(file.data(), 0xff, 8 * row_bytes);
+    std::memset(file.data() + 8 * row_bytes, 0x00, 8 * row_bytes);
+    for (size_t b = 0; b < file.size() / bbytes; ++b)
+        for (size_t off : t == TSR_TYPE_Q4_1 || t == TSR_TYPE_Q5_1 ? std::vector<size_t>{0, 2} : std::vector<size_t>{0}) {
+            const tsr_fp16_t h = tsr_fp32_to_fp16(std::uniform_real_distribution<float>(-0.05f, 0.05f)(rng));
+            std::memcpy(file.data() + b * bbytes + off, &h, 2);
+        }
+    const std::vector<uint8_t> r8 = to_r8(t, file, M, nb);
+    std::vector<tcpu::yq8> y((size_t)nb);
+    for (int64_t b = 0; b < nb; ++b) {
+        y[(size_t)b].d = std::uniform_real_distribution<float>(0.001f, 0.01f)(rng);
+        y[(size_t)b].sum = 0;
+        for (int j = 0; j < 32; ++j) {
+            y[(size_t)b].qs[j] = b == 0 ? (int8_t)-127 : b == 1 ? (int8_t)127 : (int8_t)((int)(rng() % 255) - 127);
+            y[(size_t)b].sum += y[(size_t)b].qs[j];
+        }
+    }
+    std::vector<double> want((size_t)M), mag((size_t)M);
+    std::vector<float> w((size_t)K);
+    for (int64_t m = 0; m < M; ++m) {
+        tsr_to_float_row(t, file.data() + (size_t)m * row_bytes, w.data(), K);
+        for (int64_t k = 0; k < K; ++k) {
+            const double yv = (double)y[(size_t)(k / 32)].d * y[(size_t)(k / 32)].qs[k % 32];
+            want[(size_t)m] += (double)w[(size_t)k] * yv;
+            mag[(size_t)m] += std::fabs((double)w[(size_t)k] * yv);
+        }
+    }
+    const size_t gstride = 8 * row_bytes;
+    for (tsr_cpu_isa isa : tsrt::isas()) {
+        kernels_of k(isa);
+        const tcpu::r8_dots dots = tcpu::r8_dots_for(t);
+        INFO(tsr_type_name(t) << " isa " << tsr_cpu_isa_name(isa));
+        check_r8_dots_rows(dots, r8, gstride, nb, y, want, mag);
+    }
+}
+
+TEST_CASE("CPU_REPACK: the 32-weight types' interleaved mat-vec kernels of every ISA equal double sums, extremes included", "[cpu][repack]") {
+    std::mt19937 rng(31);
+    check_r8_q32_dots(TSR_TYPE_Q4_0, rng);
+    check_r8_q32_dots(TSR_TYPE_IQ4_NL, rng);
+    check_r8_q32_dots(TSR_TYPE_Q4_1, rng);
+    check_r8_q32_dots(TSR_TYPE_Q5_0, rng);
+    check_r8_q32_dots(TSR_TYPE_Q5_1, rng);
 }
 
 // The CPU backend runs only mul_mat (src0) and get_rows on a repacked matrix: any other op

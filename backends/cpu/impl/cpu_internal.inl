@@ -493,6 +493,7 @@ struct matvec_pf_table {
          * 1024 42.1-49.0 (mean 45.1) -> 2048 46.2-49.0 (mean 47.2) tok/s; 3072 45.5-50.2 */
         repacked[TSR_TYPE_Q4_0] = 2048;
         repacked[TSR_TYPE_IQ4_NL] = 2048;
+        repacked[TSR_TYPE_Q4_1] = repacked[TSR_TYPE_Q5_0] = repacked[TSR_TYPE_Q5_1] = 2048;  /* as Q4_0 */
         repacked[TSR_TYPE_Q4_K] = 1152;
         repacked[TSR_TYPE_Q5_K] = 1408;  /* a record ahead, as Q4_K */
         /* Q3_K / Q2_K records: two records ahead, a quarter record per four chunks (AVX-512

@@ -1,5 +1,5 @@
 /*
- * repack.inl - the CPU_REPACK buffer type: host memory in which Q4_0, IQ4_NL, Q4_K, Q5_K, Q3_K and Q2_K weight
+ * repack.inl - the CPU_REPACK buffer type: host memory in which 4- and 5-bit, Q3_K and Q2_K weight
  * matrices are stored in the 4-bit interleaved layout of repack_r8.inl, in place of the
  * file's bytes (the same bytes, permuted: no memory beyond the plain buffer's). Every other
  * tensor keeps its bytes as set.
@@ -15,7 +15,7 @@
  * (through tensor->data) are not seen: set the tensor again after them (a set whose data is
  * the tensor's own memory says it holds the file's bytes, all of it for a repacked one).
  *
- * Which: contiguous 2D matrices of Q4_0, IQ4_NL, Q4_K, Q5_K, Q3_K or Q2_K (the last three where
+ * Which: contiguous 2D matrices of the types is_r8_type lists (those beyond Q4_0, IQ4_NL, Q4_K where
  * r8_type_has_simd says a SIMD kernel reads them) with a multiple of 8 rows, in builds with
  * a SIMD mat-vec for the layout (x86; not yet aarch64, whose NEON dots read the file's
  * layout faster than the scalar one would read this). The layout does not depend on the

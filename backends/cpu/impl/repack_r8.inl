@@ -1,5 +1,5 @@
 /*
- * repack_r8.inl - the interleaved layouts of CPU_REPACK weights (Q4_0, IQ4_NL, Q4_K, Q5_K; Q2_K and
+ * repack_r8.inl - the interleaved layouts of CPU_REPACK weights (Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K; Q2_K and
  * Q3_K below) and the kernels that read them: the GEMM's A-panel packers and the
  * matrix-vector products.
  *
@@ -55,8 +55,12 @@ static inline void r8_row_from_chunks(const uint8_t * chunks, int n, int r, uint
 /* The largest block of a type below (Q5_K's): buffers of one row's block. */
 static constexpr size_t R8_MAX_BLOCK_BYTES = sizeof(tsr_block_q5_K);
 
+/* The 32-weight types whose records add mins and / or fifth bits to the Q4_0 record's. */
+static inline bool is_r8_q32_type(enum tsr_type t) { return t == TSR_TYPE_Q4_1 || t == TSR_TYPE_Q5_0 || t == TSR_TYPE_Q5_1; }
+
 static inline bool is_r8_type(enum tsr_type t) {
-    return t == TSR_TYPE_Q4_0 || t == TSR_TYPE_IQ4_NL || t == TSR_TYPE_Q4_K || t == TSR_TYPE_Q5_K || t == TSR_TYPE_Q3_K || t == TSR_TYPE_Q2_K;
+    return t == TSR_TYPE_Q4_0 || t == TSR_TYPE_IQ4_NL || t == TSR_TYPE_Q4_1 || t == TSR_TYPE_Q5_0 || t == TSR_TYPE_Q5_1 || t == TSR_TYPE_Q4_K ||
+           t == TSR_TYPE_Q5_K || t == TSR_TYPE_Q3_K || t == TSR_TYPE_Q2_K;
 }
 
 /* Q2_K is interleaved on x86 CPUs with AVX2 (AVX2 and AVX-512 VNNI kernels read its record),
@@ -78,12 +82,13 @@ static inline bool is_r8_type(enum tsr_type t) {
 #endif
 
 static inline bool r8_type_has_simd(enum tsr_type t) {
-    if (t != TSR_TYPE_Q3_K && t != TSR_TYPE_Q2_K && t != TSR_TYPE_Q5_K) return true;
+    if (t == TSR_TYPE_Q4_0 || t == TSR_TYPE_IQ4_NL || t == TSR_TYPE_Q4_K) return true;
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
     const bool avx2 = features().avx2 && features().fma && features().f16c;
-    /* Q5_K has an AVX2 record kernel only: AVX-512 CPUs keep its file layout, whose zmm kernel
-     * read 0.90-0.95 x the bandwidth on a Zen 5 (the record there not measured) */
-    if (t == TSR_TYPE_Q5_K) return avx2 && !features().avx512;
+    /* Q5_K, Q4_1, Q5_0 and Q5_1 have AVX2 record kernels only: AVX-512 CPUs keep their file
+     * layouts, whose zmm kernels read 0.90-0.95 x the bandwidth on a Zen 5 (the records there
+     * not measured) */
+    if (t == TSR_TYPE_Q5_K || is_r8_q32_type(t)) return avx2 && !features().avx512;
     return t == TSR_TYPE_Q2_K ? avx2 : avx2 && TSR_CPU_REPACK_K2;
 #else
     return false;
@@ -266,12 +271,80 @@ static void q2k_block_from_record(const uint8_t * rec, int r, uint8_t * blk) {
     std::memcpy(blk, &x, sizeof(x));
 }
 
+/* ---- the records of Q4_1, Q5_0 and Q5_1 ----------------------------------------------------
+ * 8 rows' blocks of 32 ({d, m, 16 qs}, {d, qh, 16 qs}, {d, m, qh, 16 qs}), as the Q4_0 record
+ * with what the format adds:
+ *   [0, 16)     the 8 rows' d (fp16);
+ *   then        (Q4_1, Q5_1) the 8 rows' m (fp16);
+ *   then        (Q5_0, Q5_1) a chunk of fifth bits: bit 2c of its byte 4r + j is that of the
+ *               low nibble of byte 4r + j of qs chunk c (row r's weight 4c + j, bit 4c + j of
+ *               the file's qh), bit 2c + 1 that of its high nibble (weight 16 + 4c + j): one
+ *               shift and one mask bring a chunk's fifth bits to bit 4, as Q5_K's record;
+ *   then        the 4 qs chunks of the Q4_0 record.
+ * The fifth bits are a permutation of the file's qh bits, so the record is a bijection of
+ * the 8 blocks and takes their bytes. */
+template <enum tsr_type T>
+struct r8_q32_layout {
+    static constexpr bool has_min = T == TSR_TYPE_Q4_1 || T == TSR_TYPE_Q5_1;
+    static constexpr bool five = T == TSR_TYPE_Q5_0 || T == TSR_TYPE_Q5_1;
+    static constexpr size_t min_at = 16, qh_at = has_min ? 32 : 16, qs_at = qh_at + (five ? 32 : 0), bytes = qs_at + 128;
+    static constexpr size_t file_qh = has_min ? 4 : 2, file_qs = file_qh + (five ? 4 : 0);  /* in the file's block */
+};
+static_assert(r8_q32_layout<TSR_TYPE_Q4_1>::bytes == R8 * sizeof(tsr_block_q4_1) && offsetof(tsr_block_q4_1, qs) == 4, "Q4_1 blocks are {d, m, 16 qs}");
+static_assert(r8_q32_layout<TSR_TYPE_Q5_0>::bytes == R8 * sizeof(tsr_block_q5_0) && offsetof(tsr_block_q5_0, qs) == 6, "Q5_0 blocks are {d, 4 qh, 16 qs}");
+static_assert(r8_q32_layout<TSR_TYPE_Q5_1>::bytes == R8 * sizeof(tsr_block_q5_1) && offsetof(tsr_block_q5_1, qs) == 8, "Q5_1 blocks are {d, m, 4 qh, 16 qs}");
+
+template <enum tsr_type T>
+static void q32_block_to_record(const uint8_t * blk, int r, uint8_t * rec) {
+    using L = r8_q32_layout<T>;
+    std::memcpy(rec + 2 * r, blk, 2);
+    if (L::has_min) std::memcpy(rec + L::min_at + 2 * r, blk + 2, 2);
+    if (L::five) {
+        uint32_t qh;
+        std::memcpy(&qh, blk + L::file_qh, 4);
+        for (int j = 0; j < 4; ++j) {
+            uint8_t v = 0;
+            for (int c = 0; c < 4; ++c) v = (uint8_t)(v | (qh >> (4 * c + j) & 1) << (2 * c) | (qh >> (16 + 4 * c + j) & 1) << (2 * c + 1));
+            rec[L::qh_at + 4 * r + j] = v;
+        }
+    }
+    r8_row_to_chunks(blk + L::file_qs, 16, r, rec + L::qs_at);
+}
+
+template <enum tsr_type T>
+static void q32_block_from_record(const uint8_t * rec, int r, uint8_t * blk) {
+    using L = r8_q32_layout<T>;
+    std::memcpy(blk, rec + 2 * r, 2);
+    if (L::has_min) std::memcpy(blk + 2, rec + L::min_at + 2 * r, 2);
+    if (L::five) {
+        uint32_t qh = 0;
+        for (int j = 0; j < 4; ++j) {
+            const uint32_t v = rec[L::qh_at + 4 * r + j];
+            for (int c = 0; c < 4; ++c) qh |= (v >> (2 * c) & 1) << (4 * c + j) | (v >> (2 * c + 1) & 1) << (16 + 4 * c + j);
+        }
+        std::memcpy(blk + L::file_qh, &qh, 4);
+    }
+    r8_row_from_chunks(rec + L::qs_at, 16, r, blk + L::file_qs);
+}
+
+/* Row r's level (0..15 Q4_1, 0..31 Q5_0 / Q5_1) of weight e in such a record. */
+template <enum tsr_type T>
+static inline int q32_record_level(const uint8_t * rec, int e, int r) {
+    using L = r8_q32_layout<T>;
+    const int high = e / 16, c = e % 16 / 4, j = e % 4;
+    const int q = rec[L::qs_at + 32 * c + 4 * r + j] >> (4 * high) & 15;
+    return L::five ? q | (rec[L::qh_at + 4 * r + j] >> (2 * c + high) & 1) << 4 : q;
+}
+
 /* ---- layout: file rows <-> groups -------------------------------------------------------- */
 
 /* Row r's block in the record at rec, as the file's block (of type t) at blk. */
 static void r8_block_from_record(enum tsr_type t, const uint8_t * rec, int r, uint8_t * blk) {
     if (t == TSR_TYPE_Q4_K) return q4k_block_from_record(rec, r, blk);
     if (t == TSR_TYPE_Q5_K) return q5k_block_from_record(rec, r, blk);
+    if (t == TSR_TYPE_Q4_1) return q32_block_from_record<TSR_TYPE_Q4_1>(rec, r, blk);
+    if (t == TSR_TYPE_Q5_0) return q32_block_from_record<TSR_TYPE_Q5_0>(rec, r, blk);
+    if (t == TSR_TYPE_Q5_1) return q32_block_from_record<TSR_TYPE_Q5_1>(rec, r, blk);
     if (t == TSR_TYPE_Q3_K) return q3k_block_from_record(rec, r, blk);
     if (t == TSR_TYPE_Q2_K) return q2k_block_from_record(rec, r, blk);
     std::memcpy(blk, rec + 2 * r, 2);
@@ -282,6 +355,9 @@ static void r8_block_from_record(enum tsr_type t, const uint8_t * rec, int r, ui
 static void r8_block_to_record(enum tsr_type t, const uint8_t * blk, int r, uint8_t * rec) {
     if (t == TSR_TYPE_Q4_K) return q4k_block_to_record(blk, r, rec);
     if (t == TSR_TYPE_Q5_K) return q5k_block_to_record(blk, r, rec);
+    if (t == TSR_TYPE_Q4_1) return q32_block_to_record<TSR_TYPE_Q4_1>(blk, r, rec);
+    if (t == TSR_TYPE_Q5_0) return q32_block_to_record<TSR_TYPE_Q5_0>(blk, r, rec);
+    if (t == TSR_TYPE_Q5_1) return q32_block_to_record<TSR_TYPE_Q5_1>(blk, r, rec);
     if (t == TSR_TYPE_Q3_K) return q3k_block_to_record(blk, r, rec);
     if (t == TSR_TYPE_Q2_K) return q2k_block_to_record(blk, r, rec);
     std::memcpy(rec + 2 * r, blk, 2);
@@ -720,6 +796,96 @@ TSR_TARGET_AVX512VNNI static void r8_q4k_groups_dot_avx512vnni(const uint8_t * g
 TSR_SIMD_WARNINGS_ON
 #endif
 
+/* ---- Q4_1, Q5_0, Q5_1: records of 8 rows' blocks of 32 against yq8 activations ---------- */
+
+/* The reference: per block and row, the exact int32 sum of level x y; Q5_0's weights are
+ * (level - 16) x d, Q4_1's and Q5_1's level x d + m (m against the activations' sum). */
+template <enum tsr_type T>
+static void r8_q32_group_dot_scalar(const uint8_t * grp, int64_t nb, const yq8 * y, float * out) {
+    using L = r8_q32_layout<T>;
+    float acc[R8] = {};
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t * rec = grp + (size_t)b * L::bytes;
+        for (int r = 0; r < R8; ++r) {
+            int32_t s = 0;
+            for (int e = 0; e < 32; ++e) s += q32_record_level<T>(rec, e, r) * y[b].qs[e];
+            uint16_t d;
+            std::memcpy(&d, rec + 2 * r, 2);
+            if (L::has_min) {
+                uint16_t m;
+                std::memcpy(&m, rec + L::min_at + 2 * r, 2);
+                acc[r] += h2f(d) * y[b].d * (float)s + h2f(m) * y[b].d * (float)y[b].sum;
+            } else {
+                acc[r] += h2f(d) * y[b].d * (float)(s - 16 * y[b].sum);
+            }
+        }
+    }
+    std::memcpy(out, acc, sizeof(acc));
+}
+
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+TSR_SIMD_WARNINGS_OFF
+/* Chunk C of a record (8 rows x 4 weights, low nibbles against quad C, high against C + 4)
+ * into the int16 sums s16; fifth: the record's fifth-bit chunk (Q5_0 / Q5_1). */
+template <enum tsr_type T, int C>
+TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE __m256i q32_chunk_avx2(const uint8_t * rec, __m256i fifth, const __m256i * yq, __m256i s16) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i q = _mm256_loadu_si256((const __m256i *)(rec + r8_q32_layout<T>::qs_at + 32 * C));
+    __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    if constexpr (r8_q32_layout<T>::five) {
+        lo = _mm256_or_si256(lo, r8_bit_at_4_avx2<2 * C>(fifth));
+        hi = _mm256_or_si256(hi, r8_bit_at_4_avx2<2 * C + 1>(fifth));
+    }
+    return _mm256_add_epi16(s16, _mm256_add_epi16(_mm256_maddubs_epi16(lo, yq[C]), _mm256_maddubs_epi16(hi, yq[C + 4])));
+}
+
+/* G groups' 8 rows, a lane per row: a block's int16 sums go to int32 after all 4 chunks
+ * (Q4_1: 16 products of at most 15 * 128 = 30720) or every 2 (5 bits: 8 of at most 31 * 128,
+ * 31744); Q5_0's -16 comes back as -16 * sum(y), the mins as m * d_y * sum(y). */
+template <enum tsr_type T, int G>
+TSR_TARGET_AVX2 static void r8_q32_groups_dot_avx2(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out) {
+    using L = r8_q32_layout<T>;
+    const __m256i ones = _mm256_set1_epi16(1);
+    const matvec_prefetcher<T, L::bytes, true> prefetch;
+    __m256 acc[G];
+    for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        __m256i yq[8];
+        for (int c = 0; c < 8; ++c) {
+            int32_t quad;
+            std::memcpy(&quad, y[b].qs + 4 * c, 4);
+            yq[c] = _mm256_set1_epi32(quad);
+        }
+        const __m256 yd = _mm256_set1_ps(y[b].d);
+        for (int g = 0; g < G; ++g) {
+            const uint8_t * rec = grp + (size_t)g * gstride + (size_t)b * L::bytes;
+            prefetch((const char *)rec);
+            const __m256i fifth = L::five ? _mm256_loadu_si256((const __m256i *)(rec + L::qh_at)) : _mm256_setzero_si256();
+            __m256i s;
+            if constexpr (L::five) {
+                const __m256i s01 = q32_chunk_avx2<T, 1>(rec, fifth, yq, q32_chunk_avx2<T, 0>(rec, fifth, yq, _mm256_setzero_si256()));
+                const __m256i s23 = q32_chunk_avx2<T, 3>(rec, fifth, yq, q32_chunk_avx2<T, 2>(rec, fifth, yq, _mm256_setzero_si256()));
+                s = _mm256_add_epi32(_mm256_madd_epi16(s01, ones), _mm256_madd_epi16(s23, ones));
+            } else {
+                __m256i s16 = q32_chunk_avx2<T, 1>(rec, fifth, yq, q32_chunk_avx2<T, 0>(rec, fifth, yq, _mm256_setzero_si256()));
+                s16 = q32_chunk_avx2<T, 3>(rec, fifth, yq, q32_chunk_avx2<T, 2>(rec, fifth, yq, s16));
+                s = _mm256_madd_epi16(s16, ones);
+            }
+            const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec)), yd);
+            if constexpr (L::has_min) {
+                acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc[g]);
+                const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(rec + L::min_at)));
+                acc[g] = _mm256_fmadd_ps(m, _mm256_set1_ps(y[b].d * (float)y[b].sum), acc[g]);
+            } else {
+                acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(s, _mm256_set1_epi32(16 * y[b].sum))), d, acc[g]);
+            }
+        }
+    }
+    for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + 8 * g, acc[g]);
+}
+TSR_SIMD_WARNINGS_ON
+#endif
+
 /* ---- Q3_K: records of 8 rows' super-blocks against Q8_K activations --------------------- */
 
 /* The reference: per super-block and row, the exact int32 sum over the 16 sub-blocks of
@@ -1001,8 +1167,25 @@ static r8_dots r8_dots_of_type() {
     return {r8_groups_dot_scalar<yq8, r8_group_dot_scalar<T>, 1>, r8_groups_dot_scalar<yq8, r8_group_dot_scalar<T>, 4>, 4};
 }
 
+/* Q4_1, Q5_0, Q5_1: the AVX2 kernel wherever AVX2 is (CPUs with AVX-512 keep them in the
+ * file layout). */
+template <enum tsr_type T>
+static r8_dots r8_q32_dots() {
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+    const int isa = isa_vector();
+    if (isa == TSR_CPU_ISA_AVX2 || isa == TSR_CPU_ISA_AVX512) return {r8_q32_groups_dot_avx2<T, 1>, r8_q32_groups_dot_avx2<T, 2>, 2};
+#endif
+    return {r8_groups_dot_scalar<yq8, r8_q32_group_dot_scalar<T>, 1>, r8_groups_dot_scalar<yq8, r8_q32_group_dot_scalar<T>, 4>, 4};
+}
+
 static r8_dots r8_dots_for(enum tsr_type t) {
-    return t == TSR_TYPE_Q4_0 ? r8_dots_of_type<TSR_TYPE_Q4_0>() : r8_dots_of_type<TSR_TYPE_IQ4_NL>();
+    switch (t) {
+        case TSR_TYPE_Q4_0: return r8_dots_of_type<TSR_TYPE_Q4_0>();
+        case TSR_TYPE_Q4_1: return r8_q32_dots<TSR_TYPE_Q4_1>();
+        case TSR_TYPE_Q5_0: return r8_q32_dots<TSR_TYPE_Q5_0>();
+        case TSR_TYPE_Q5_1: return r8_q32_dots<TSR_TYPE_Q5_1>();
+        default: return r8_dots_of_type<TSR_TYPE_IQ4_NL>();
+    }
 }
 
 static r8_dots_of<tsr_block_q8_K> r8_q4k_dots() {
@@ -1073,7 +1256,7 @@ static void r8_gemv_with(const r8_dots_of<Y> & dots, int64_t nb, const r8_gemv_a
     }
 }
 
-/* Q4_0 / IQ4_NL against yq8 columns, the K-quants against Q8_K (the activations mul_mat
+/* The 32-weight types against yq8 columns, the K-quants against Q8_K (the activations mul_mat
  * quantizes for each type's dots). */
 static void r8_gemv(enum tsr_type t, const r8_gemv_args & a, int64_t m0, int64_t m1) {
     if (t == TSR_TYPE_Q4_K) return r8_gemv_with(r8_q4k_dots(), a.K / TSR_QK_K, a, m0, m1);
