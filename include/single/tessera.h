@@ -20346,6 +20346,60 @@ static void r8_k4_pack_panel(const uint8_t * A, size_t lda, int64_t row0, int ro
 }
 #endif
 
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+/* One Q4_1 / Q5_0 / Q5_1 record into rows r0..r0+8 of an R-row panel, as the file packer
+ * (pack_panel_i8_avx2) makes it: Q5_0's levels minus 16, XOR-ed with XOR, and its scales d
+ * (the panels of pack.inl); Q4_1's / Q5_1's levels unsigned, scales d and mins -m (the min
+ * panels, w = a * q - b). */
+template <enum tsr_type T, uint8_t XOR>
+TSR_TARGET_AVX2 static void q32_record_to_panel_avx2(const uint8_t * rec, int R, uint8_t * q, float * sc, float * mn) {
+    using L = r8_q32_layout<T>;
+    _mm256_storeu_ps(sc, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec)));
+    if (L::has_min) _mm256_storeu_ps(mn, _mm256_xor_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(rec + L::min_at))), _mm256_set1_ps(-0.0f)));
+    const __m256i m4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
+    const __m256i fifth = L::five ? _mm256_loadu_si256((const __m256i *)(rec + L::qh_at)) : _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(rec + L::qs_at + 32 * c));
+        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if (L::five) {  /* bits 2c and 2c + 1 to bit 4 */
+            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(_mm256_srl_epi16(fifth, _mm_cvtsi32_si128(2 * c)), 4), bit4));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(_mm256_srl_epi16(fifth, _mm_cvtsi32_si128(2 * c + 1)), 4), bit4));
+        }
+        if (!L::has_min) {
+            lo = _mm256_xor_si256(_mm256_sub_epi8(lo, _mm256_set1_epi8(16)), _mm256_set1_epi8((char)XOR));
+            hi = _mm256_xor_si256(_mm256_sub_epi8(hi, _mm256_set1_epi8(16)), _mm256_set1_epi8((char)XOR));
+        }
+        _mm256_storeu_si256((__m256i *)(q + (size_t)c * R * 4), lo);
+        _mm256_storeu_si256((__m256i *)(q + (size_t)(c + 4) * R * 4), hi);
+    }
+}
+
+/* The panel (Q5_0) or min panel (Q4_1, Q5_1) layout of pack_panel_i8_avx2 for R rows from
+ * whole groups (row0 a multiple of 8, rows whole groups); past `rows` and past K the zero
+ * weights that packer pads with (XOR; a min panel's 0 levels and scales). */
+template <int R, enum tsr_type T, uint8_t XOR>
+static void r8_q32_pack_panel(const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    static_assert(R % R8 == 0, "panels of whole groups");
+    using L = r8_q32_layout<T>;
+    const size_t block_bytes = (size_t)R * (L::has_min ? 40 : 36);
+    const int64_t b0 = k0 / 32, nbk = K / 32;
+    for (int b = 0; b < kc / 32; ++b) {
+        uint8_t * q = (uint8_t *)dst + (size_t)b * block_bytes;
+        float * sc = (float *)(q + R * 32);
+        float * mn = (float *)(q + R * 36);
+        for (int r0 = 0; r0 < R; r0 += R8) {
+            if (r0 < rows && b0 + b < nbk) {
+                q32_record_to_panel_avx2<T, XOR>(A + (size_t)(row0 + r0) * lda + (size_t)(b0 + b) * L::bytes, R, q + r0 * 4, sc + r0, mn + r0);
+                continue;
+            }
+            std::fill(sc + r0, sc + r0 + R8, 0.0f);
+            if (L::has_min) std::fill(mn + r0, mn + r0 + R8, 0.0f);
+            for (int c = 0; c < 8; ++c) std::memset(q + ((size_t)c * R + r0) * 4, L::has_min ? 0 : XOR, 32);
+        }
+    }
+}
+#endif
+
 typedef void (*r8_pack_fn)(const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0, int kc, void * dst);
 
 /* The direct packer for GEMM g's A panels of type t, when g packs them with pack_panel_i8_avx2
@@ -20363,6 +20417,12 @@ static r8_pack_fn r8_direct_packer(const gemm_impl * g, enum tsr_type t) {
     } else if (t == TSR_TYPE_Q4_K) {
         if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_Q4_K, 0, 0, PANEL_MIN>) return r8_k4_pack_panel<8, false>;
         if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q4_K, 0, 0, PANEL_MIN>) return r8_k4_pack_panel<32, false>;
+    } else if (t == TSR_TYPE_Q5_0) {
+        if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_Q5_0, 0, 0, PANEL_Q8>) return r8_q32_pack_panel<8, TSR_TYPE_Q5_0, 0>;
+    } else if (t == TSR_TYPE_Q4_1) {
+        if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_Q4_1, 0, 0, PANEL_MIN>) return r8_q32_pack_panel<8, TSR_TYPE_Q4_1, 0>;
+    } else if (t == TSR_TYPE_Q5_1) {
+        if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_Q5_1, 0, 0, PANEL_MIN>) return r8_q32_pack_panel<8, TSR_TYPE_Q5_1, 0>;
     } else if (t == TSR_TYPE_Q5_K) {
         if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_Q5_K, 0, 0, PANEL_MIN>) return r8_k4_pack_panel<8, true>;
         if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q5_K, 0, 0, PANEL_MIN>) return r8_k4_pack_panel<32, true>;

@@ -1165,6 +1165,35 @@ void check_r8_panel(tcpu::pack_panel_fn reference, std::mt19937 & rng) {
     }
 }
 
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+// The Q4_1 / Q5_0 / Q5_1 GEMMs' panels (Q5_0's signed levels, the others' min panels) packed
+// from the interleaved layout equal those the file packer makes (levels, scales, mins bit for
+// bit), for panel starts in and past the rows and kc past K.
+template <int R, tsr_type T, uint8_t XOR>
+void check_r8_q32_panel(tcpu::pack_panel_fn reference, std::mt19937 & rng) {
+    const int64_t nb = 5, K = nb * 32, M = 40;
+    const size_t bbytes = tsr_type_size(T), row_bytes = (size_t)nb * bbytes;
+    std::vector<uint8_t> file((size_t)M * row_bytes);
+    for (auto & v : file) v = (uint8_t)(rng() & 0xff);
+    for (size_t b = 0; b < file.size() / bbytes; ++b)
+        for (size_t off : T == TSR_TYPE_Q5_0 ? std::vector<size_t>{0} : std::vector<size_t>{0, 2}) {
+            const tsr_fp16_t h = tsr_fp32_to_fp16(std::uniform_real_distribution<float>(-0.01f, 0.01f)(rng));
+            std::memcpy(file.data() + b * bbytes + off, &h, 2);
+        }
+    const std::vector<uint8_t> r8 = to_r8(T, file, M, nb);
+    const int kc = 6 * 32;
+    const size_t panel_bytes = (size_t)R * (T == TSR_TYPE_Q5_0 ? 36 : 40) * 6;
+    for (int64_t row0 : {int64_t(0), int64_t(8), int64_t(32)}) {
+        const int rows = (int)std::min<int64_t>(R, M - row0);
+        std::vector<uint8_t> got(panel_bytes), want(panel_bytes);
+        tcpu::r8_q32_pack_panel<R, T, XOR>(r8.data(), row_bytes, row0, rows, K, 0, kc, got.data());
+        reference((const char *)file.data() + (size_t)row0 * row_bytes, row_bytes, rows, K, 0, kc, want.data());
+        INFO(tsr_type_name(T) << " R " << R << " row0 " << row0);
+        CHECK(got == want);
+    }
+}
+#endif
+
 TEST_CASE("CPU_REPACK: GEMM panels packed from the interleaved layout equal the file packers' panels", "[cpu][mul_mat][repack]") {
     std::mt19937 rng(29);
     using namespace tcpu;
@@ -1179,6 +1208,9 @@ TEST_CASE("CPU_REPACK: GEMM panels packed from the interleaved layout equal the 
     check_r8_k4_panel<32, TSR_TYPE_Q4_K>(pack_panel_i8_avx2<32, TSR_TYPE_Q4_K, 0, 0, PANEL_MIN>, rng);
     check_r8_k4_panel<8, TSR_TYPE_Q5_K>(pack_panel_i8_avx2<8, TSR_TYPE_Q5_K, 0, 0, PANEL_MIN>, rng);
     check_r8_k4_panel<32, TSR_TYPE_Q5_K>(pack_panel_i8_avx2<32, TSR_TYPE_Q5_K, 0, 0, PANEL_MIN>, rng);
+    check_r8_q32_panel<8, TSR_TYPE_Q5_0, 0>(pack_panel_i8_avx2<8, TSR_TYPE_Q5_0, 0, 0, PANEL_Q8>, rng);
+    check_r8_q32_panel<8, TSR_TYPE_Q4_1, 0>(pack_panel_i8_avx2<8, TSR_TYPE_Q4_1, 0, 0, PANEL_MIN>, rng);
+    check_r8_q32_panel<8, TSR_TYPE_Q5_1, 0>(pack_panel_i8_avx2<8, TSR_TYPE_Q5_1, 0, 0, PANEL_MIN>, rng);
 #endif
 }
 
