@@ -991,7 +991,7 @@ TEST_CASE("CPU_REPACK buffers: Q4_0 / IQ4_NL / Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K 
     }
 }
 
-// K-quant file rows (Q4_K, Q5_K, Q3_K, Q2_K) for the layout tests: random bytes, the first group's all
+// Quantized file rows (the K-quants and 32-weight types CPU_REPACK interleaves) for the layout tests: random bytes, the first group's all
 // 0xFF (the largest levels and scales) and the second's all 0x00 (Q3_K: levels -4, scales
 // -32); with finite_scales, every super-block's fp16 scales (d, dmin) then replaced by finite
 // values of either sign up to dmax.
@@ -1004,7 +1004,9 @@ std::vector<uint8_t> kquant_test_rows(tsr_type t, int64_t M, int64_t nb, bool fi
     const std::vector<size_t> fp16_at = t == TSR_TYPE_Q4_K   ? std::vector<size_t>{offsetof(tsr_block_q4_K, d), offsetof(tsr_block_q4_K, dmin)}
                                         : t == TSR_TYPE_Q5_K ? std::vector<size_t>{offsetof(tsr_block_q5_K, d), offsetof(tsr_block_q5_K, dmin)}
                                         : t == TSR_TYPE_Q2_K ? std::vector<size_t>{offsetof(tsr_block_q2_K, d), offsetof(tsr_block_q2_K, dmin)}
-                                                             : std::vector<size_t>{offsetof(tsr_block_q3_K, d)};
+                                        : t == TSR_TYPE_Q3_K ? std::vector<size_t>{offsetof(tsr_block_q3_K, d)}
+                                        : t == TSR_TYPE_Q4_1 || t == TSR_TYPE_Q5_1 ? std::vector<size_t>{0, 2}  /* d, m */
+                                                                                   : std::vector<size_t>{0};    /* d */
     if (finite_scales)
         for (size_t b = 0; b < file.size() / bbytes; ++b)
             for (size_t off : fp16_at) {
@@ -1172,14 +1174,8 @@ void check_r8_panel(tcpu::pack_panel_fn reference, std::mt19937 & rng) {
 template <int R, tsr_type T, uint8_t XOR>
 void check_r8_q32_panel(tcpu::pack_panel_fn reference, std::mt19937 & rng) {
     const int64_t nb = 5, K = nb * 32, M = 40;
-    const size_t bbytes = tsr_type_size(T), row_bytes = (size_t)nb * bbytes;
-    std::vector<uint8_t> file((size_t)M * row_bytes);
-    for (auto & v : file) v = (uint8_t)(rng() & 0xff);
-    for (size_t b = 0; b < file.size() / bbytes; ++b)
-        for (size_t off : T == TSR_TYPE_Q5_0 ? std::vector<size_t>{0} : std::vector<size_t>{0, 2}) {
-            const tsr_fp16_t h = tsr_fp32_to_fp16(std::uniform_real_distribution<float>(-0.01f, 0.01f)(rng));
-            std::memcpy(file.data() + b * bbytes + off, &h, 2);
-        }
+    const size_t row_bytes = (size_t)nb * tsr_type_size(T);
+    const std::vector<uint8_t> file = kquant_test_rows(T, M, nb, true, 0.01f, rng);
     const std::vector<uint8_t> r8 = to_r8(T, file, M, nb);
     const int kc = 6 * 32;
     const size_t panel_bytes = (size_t)R * (T == TSR_TYPE_Q5_0 ? 36 : 40) * 6;
@@ -1286,6 +1282,35 @@ TEST_CASE("CPU_REPACK: the Q4_K interleaved mat-vec kernels of every ISA equal d
     }
 }
 
+// The interleaved mat-vec dots of type t (get_dots(f): the kernels for CPU features f) of
+// every ISA, AVX-512 also without GFNI, on the nb blocks of the M file rows, against double
+// sums of the rows' weights (the core's dequantization) times the activations y.
+template <class Y, class GET_DOTS>
+void check_r8_dots_against_file(tsr_type t, const std::vector<uint8_t> & file, int64_t M, int64_t nb, const std::vector<Y> & y, GET_DOTS get_dots) {
+    const int64_t bk = (int64_t)sizeof(y[0].qs), K = nb * tsr_blck_size(t);  /* activations per block */
+    const size_t row_bytes = (size_t)nb * tsr_type_size(t);
+    const std::vector<uint8_t> r8 = to_r8(t, file, M, nb);
+    std::vector<double> want((size_t)M), mag((size_t)M);
+    std::vector<float> w((size_t)K);
+    for (int64_t m = 0; m < M; ++m) {
+        tsr_to_float_row(t, file.data() + (size_t)m * row_bytes, w.data(), K);
+        for (int64_t k = 0; k < K; ++k) {
+            const double yv = (double)y[(size_t)(k / bk)].d * y[(size_t)(k / bk)].qs[k % bk];
+            want[(size_t)m] += (double)w[(size_t)k] * yv;
+            mag[(size_t)m] += std::fabs((double)w[(size_t)k] * yv);
+        }
+    }
+    for (tsr_cpu_isa isa : tsrt::isas())
+        for (bool gfni : {true, false}) {  // false: the kernel of a CPU without GFNI
+            if (!gfni && !tcpu::features().avx512_gfni) continue;
+            kernels_of k(isa);
+            tcpu::cpu_features f = tcpu::features();
+            f.avx512_gfni = gfni && f.avx512_gfni;
+            INFO(tsr_type_name(t) << " isa " << tsr_cpu_isa_name(isa) << " gfni " << f.avx512_gfni);
+            check_r8_dots_rows(get_dots(f), r8, 8 * row_bytes, nb, y, want, mag);
+        }
+}
+
 // The Q5_K, Q3_K and Q2_K interleaved mat-vec kernels of every ISA (AVX-512 also without
 // GFNI), one group and several at once, against double sums of the format's weights (the
 // core's dequantization: Q3_K's d x (scale - 32) x (level - 4) exact in float, Q5_K's and
@@ -1294,32 +1319,11 @@ TEST_CASE("CPU_REPACK: the Q4_K interleaved mat-vec kernels of every ISA equal d
 // scales 31, Q2_K's levels 3, scales and mins 15; all 0x00: Q3_K's levels -4 and scales
 // -32; against activations all -128 or 127: Q5_K's int16 sums of 4 chunks at their largest).
 void check_r8_k2_dots(tsr_type t, std::mt19937 & rng) {
-    const int64_t nb = 3, M = 8 * 4, K = nb * TSR_QK_K;
-    const size_t row_bytes = (size_t)nb * tsr_type_size(t);
+    const int64_t nb = 3, M = 8 * 4;
     const std::vector<uint8_t> file = kquant_test_rows(t, M, nb, true, 0.05f, rng);
-    const std::vector<uint8_t> r8 = to_r8(t, file, M, nb);
-    const std::vector<tsr_block_q8_K> y = q8k_test_activations(nb, rng);
-    std::vector<double> want((size_t)M), mag((size_t)M);
-    std::vector<float> w((size_t)K);
-    for (int64_t m = 0; m < M; ++m) {
-        tsr_to_float_row(t, file.data() + (size_t)m * row_bytes, w.data(), K);
-        for (int64_t k = 0; k < K; ++k) {
-            const double yv = (double)y[(size_t)(k / TSR_QK_K)].d * y[(size_t)(k / TSR_QK_K)].qs[k % TSR_QK_K];
-            want[(size_t)m] += (double)w[(size_t)k] * yv;
-            mag[(size_t)m] += std::fabs((double)w[(size_t)k] * yv);
-        }
-    }
-    const size_t gstride = 8 * row_bytes;
-    for (tsr_cpu_isa isa : tsrt::isas())
-        for (bool gfni : {true, false}) {  // false: the kernel of a CPU without GFNI
-            if (!gfni && !tcpu::features().avx512_gfni) continue;
-            kernels_of k(isa);
-            tcpu::cpu_features f = tcpu::features();
-            f.avx512_gfni = gfni && f.avx512_gfni;
-            const auto dots = t == TSR_TYPE_Q5_K ? tcpu::r8_q5k_dots() : t == TSR_TYPE_Q3_K ? tcpu::r8_k2_dots<true>(f) : tcpu::r8_k2_dots<false>(f);
-            INFO(tsr_type_name(t) << " isa " << tsr_cpu_isa_name(isa) << " gfni " << f.avx512_gfni);
-            check_r8_dots_rows(dots, r8, gstride, nb, y, want, mag);
-        }
+    check_r8_dots_against_file(t, file, M, nb, q8k_test_activations(nb, rng), [t](const tcpu::cpu_features & f) {
+        return t == TSR_TYPE_Q5_K ? tcpu::r8_q5k_dots() : t == TSR_TYPE_Q3_K ? tcpu::r8_k2_dots<true>(f) : tcpu::r8_k2_dots<false>(f);
+    });
 }
 
 TEST_CASE("CPU_REPACK: the Q5_K, Q3_K and Q2_K interleaved mat-vec kernels of every ISA equal double sums, extremes included", "[cpu][repack]") {
@@ -1373,18 +1377,8 @@ TEST_CASE("CPU_REPACK: the Q4_1, Q5_0 and Q5_1 records are bijections of 8 block
 // products in int16 lanes before widening: any overflow there, or a lost offset, is off by
 // far more than float rounding).
 void check_r8_q32_dots(tsr_type t, std::mt19937 & rng) {
-    const int64_t nb = 3, M = 8 * 4, K = nb * 32;
-    const size_t bbytes = tsr_type_size(t), row_bytes = (size_t)nb * bbytes;
-    std::vector<uint8_t> file((size_t)M * row_bytes);
-    for (auto & v : file) v = (uint8_t)(rng() & 0xff);
-    std::memset(file.data(), 0xff, 8 * row_bytes);
-    std::memset(file.data() + 8 * row_bytes, 0x00, 8 * row_bytes);
-    for (size_t b = 0; b < file.size() / bbytes; ++b)
-        for (size_t off : t == TSR_TYPE_Q4_1 || t == TSR_TYPE_Q5_1 ? std::vector<size_t>{0, 2} : std::vector<size_t>{0}) {
-            const tsr_fp16_t h = tsr_fp32_to_fp16(std::uniform_real_distribution<float>(-0.05f, 0.05f)(rng));
-            std::memcpy(file.data() + b * bbytes + off, &h, 2);
-        }
-    const std::vector<uint8_t> r8 = to_r8(t, file, M, nb);
+    const int64_t nb = 3, M = 8 * 4;
+    const std::vector<uint8_t> file = kquant_test_rows(t, M, nb, true, 0.05f, rng);
     std::vector<tcpu::yq8> y((size_t)nb);
     for (int64_t b = 0; b < nb; ++b) {
         y[(size_t)b].d = std::uniform_real_distribution<float>(0.001f, 0.01f)(rng);
@@ -1394,23 +1388,7 @@ void check_r8_q32_dots(tsr_type t, std::mt19937 & rng) {
             y[(size_t)b].sum += y[(size_t)b].qs[j];
         }
     }
-    std::vector<double> want((size_t)M), mag((size_t)M);
-    std::vector<float> w((size_t)K);
-    for (int64_t m = 0; m < M; ++m) {
-        tsr_to_float_row(t, file.data() + (size_t)m * row_bytes, w.data(), K);
-        for (int64_t k = 0; k < K; ++k) {
-            const double yv = (double)y[(size_t)(k / 32)].d * y[(size_t)(k / 32)].qs[k % 32];
-            want[(size_t)m] += (double)w[(size_t)k] * yv;
-            mag[(size_t)m] += std::fabs((double)w[(size_t)k] * yv);
-        }
-    }
-    const size_t gstride = 8 * row_bytes;
-    for (tsr_cpu_isa isa : tsrt::isas()) {
-        kernels_of k(isa);
-        const tcpu::r8_dots dots = tcpu::r8_dots_for(t);
-        INFO(tsr_type_name(t) << " isa " << tsr_cpu_isa_name(isa));
-        check_r8_dots_rows(dots, r8, gstride, nb, y, want, mag);
-    }
+    check_r8_dots_against_file(t, file, M, nb, y, [t](const tcpu::cpu_features &) { return tcpu::r8_dots_for(t); });
 }
 
 TEST_CASE("CPU_REPACK: the 32-weight types' interleaved mat-vec kernels of every ISA equal double sums, extremes included", "[cpu][repack]") {

@@ -643,6 +643,12 @@ TSR_TARGET_AVX2 static inline __m256i r8_bit_at_4_avx2(__m256i h) {
     return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
 }
 
+/* The same for s known at run time (the panel packers): a shift right by s puts bit s of
+ * both bytes of a word at their bit 0, one left by 4 moves it to bit 4. */
+TSR_TARGET_AVX2 static inline __m256i r8_bit_at_4_avx2(__m256i h, int s) {
+    return _mm256_and_si256(_mm256_slli_epi16(_mm256_srl_epi16(h, _mm_cvtsi32_si128(s)), 4), _mm256_set1_epi8(0x10));
+}
+
 /* Sub-blocks 2p and 2p + 1 of G groups' Q4_K or Q5_K (Q5) records into sumi. A chunk is 8
  * rows x 4 weights of both (low and high nibbles, Q5_K's fifth bits from its qh chunk, by
  * shifts of P = p known at compile time), vpmaddubsw against one activation quad broadcast;
@@ -1364,10 +1370,7 @@ TSR_TARGET_AVX2 static void k4_record_to_min_panel_avx2(const uint8_t * rec, int
     for (int c = 0; c < 8; ++c) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(chunks + 32 * c));
         __m256i level = _mm256_and_si256(s % 2 ? _mm256_srli_epi16(v, 4) : v, m4);
-        if (Q5) {
-            const __m256i fifth = _mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)(rec + Q5K_R8_QH + 32 * c)), _mm_cvtsi32_si128(s));
-            level = _mm256_or_si256(level, _mm256_slli_epi16(_mm256_and_si256(fifth, _mm256_set1_epi8(1)), 4));
-        }
+        if (Q5) level = _mm256_or_si256(level, r8_bit_at_4_avx2(_mm256_loadu_si256((const __m256i *)(rec + Q5K_R8_QH + 32 * c)), s));
         _mm256_storeu_si256((__m256i *)(q + (size_t)c * R * 4), level);
     }
 }
@@ -1407,14 +1410,14 @@ TSR_TARGET_AVX2 static void q32_record_to_panel_avx2(const uint8_t * rec, int R,
     using L = r8_q32_layout<T>;
     _mm256_storeu_ps(sc, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec)));
     if (L::has_min) _mm256_storeu_ps(mn, _mm256_xor_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(rec + L::min_at))), _mm256_set1_ps(-0.0f)));
-    const __m256i m4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i fifth = L::five ? _mm256_loadu_si256((const __m256i *)(rec + L::qh_at)) : _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(rec + L::qs_at + 32 * c));
         __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        if (L::five) {  /* bits 2c and 2c + 1 to bit 4 */
-            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(_mm256_srl_epi16(fifth, _mm_cvtsi32_si128(2 * c)), 4), bit4));
-            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(_mm256_srl_epi16(fifth, _mm_cvtsi32_si128(2 * c + 1)), 4), bit4));
+        if (L::five) {
+            lo = _mm256_or_si256(lo, r8_bit_at_4_avx2(fifth, 2 * c));
+            hi = _mm256_or_si256(hi, r8_bit_at_4_avx2(fifth, 2 * c + 1));
         }
         if (!L::has_min) {
             lo = _mm256_xor_si256(_mm256_sub_epi8(lo, _mm256_set1_epi8(16)), _mm256_set1_epi8((char)XOR));
