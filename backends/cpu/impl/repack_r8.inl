@@ -273,7 +273,7 @@ static void q2k_block_from_record(const uint8_t * rec, int r, uint8_t * blk) {
 
 /* ---- the records of Q4_1, Q5_0 and Q5_1 ----------------------------------------------------
  * 8 rows' blocks of 32 ({d, m, 16 qs}, {d, qh, 16 qs}, {d, m, qh, 16 qs}), as the Q4_0 record
- * with what the format adds:
+ * (r8_q32_layout<Q4_0>, IQ4_NL's too: d, then the qs chunks) with what the format adds:
  *   [0, 16)     the 8 rows' d (fp16);
  *   then        (Q4_1, Q5_1) the 8 rows' m (fp16);
  *   then        (Q5_0, Q5_1) a chunk of fifth bits: bit 2c of its byte 4r + j is that of the
@@ -290,6 +290,7 @@ struct r8_q32_layout {
     static constexpr size_t min_at = 16, qh_at = has_min ? 32 : 16, qs_at = qh_at + (five ? 32 : 0), bytes = qs_at + 128;
     static constexpr size_t file_qh = has_min ? 4 : 2, file_qs = file_qh + (five ? 4 : 0);  /* in the file's block */
 };
+static_assert(r8_q32_layout<TSR_TYPE_Q4_0>::bytes == R8_BLOCK_BYTES && r8_q32_layout<TSR_TYPE_Q4_0>::qs_at == 16, "the Q4_0 record");
 static_assert(r8_q32_layout<TSR_TYPE_Q4_1>::bytes == R8 * sizeof(tsr_block_q4_1) && offsetof(tsr_block_q4_1, qs) == 4, "Q4_1 blocks are {d, m, 16 qs}");
 static_assert(r8_q32_layout<TSR_TYPE_Q5_0>::bytes == R8 * sizeof(tsr_block_q5_0) && offsetof(tsr_block_q5_0, qs) == 6, "Q5_0 blocks are {d, 4 qh, 16 qs}");
 static_assert(r8_q32_layout<TSR_TYPE_Q5_1>::bytes == R8 * sizeof(tsr_block_q5_1) && offsetof(tsr_block_q5_1, qs) == 8, "Q5_1 blocks are {d, m, 4 qh, 16 qs}");
@@ -347,8 +348,7 @@ static void r8_block_from_record(enum tsr_type t, const uint8_t * rec, int r, ui
     if (t == TSR_TYPE_Q5_1) return q32_block_from_record<TSR_TYPE_Q5_1>(rec, r, blk);
     if (t == TSR_TYPE_Q3_K) return q3k_block_from_record(rec, r, blk);
     if (t == TSR_TYPE_Q2_K) return q2k_block_from_record(rec, r, blk);
-    std::memcpy(blk, rec + 2 * r, 2);
-    r8_row_from_chunks(rec + 16, 16, r, blk + 2);
+    q32_block_from_record<TSR_TYPE_Q4_0>(rec, r, blk);  /* Q4_0, IQ4_NL: {d, 16 qs} */
 }
 
 /* The file's block blk (of type t) as row r's in the record at rec. */
@@ -360,8 +360,7 @@ static void r8_block_to_record(enum tsr_type t, const uint8_t * blk, int r, uint
     if (t == TSR_TYPE_Q5_1) return q32_block_to_record<TSR_TYPE_Q5_1>(blk, r, rec);
     if (t == TSR_TYPE_Q3_K) return q3k_block_to_record(blk, r, rec);
     if (t == TSR_TYPE_Q2_K) return q2k_block_to_record(blk, r, rec);
-    std::memcpy(rec + 2 * r, blk, 2);
-    r8_row_to_chunks(blk + 2, 16, r, rec + 16);
+    q32_block_to_record<TSR_TYPE_Q4_0>(blk, r, rec);  /* Q4_0, IQ4_NL: {d, 16 qs} */
 }
 
 /* Blocks [b0, b0 + nb) of row r (0..7) of the group at grp, as file blocks. */
