@@ -29,7 +29,7 @@ struct run_args {
     int n_ctx = 0;                      // 0: model's (capped at 4096)
     int n_batch = 64;
     bool flash_attn = true;
-    bool repack = true;                 // CPU backend: 4- and 5-bit / Q2_K matrices interleaved in a CPU_REPACK buffer (README)
+    bool repack = true;                 // CPU backend: 4- and 5-bit / Q3_K / Q2_K matrices interleaved in a CPU_REPACK buffer (README)
     bool use_mmap = true;               // CPU backend: weights in place from a read-only mapping of the file
     std::string kv_type = "f16";
     sampler_params samp;
@@ -69,7 +69,7 @@ inline void print_usage(const char * argv0) {
            "  --verbose-prompt       print the prompt's token ids and pieces before generating\n"
            "  --no-mmap              read the weights into memory instead of using them in place from a\n"
            "                         read-only mapping of the file (the CPU backend maps by default)\n"
-           "  --repack               CPU backend: read 4- and 5-bit and Q2_K weight matrices into a\n"
+           "  --repack               CPU backend: read 4- and 5-bit, Q3_K and Q2_K weight matrices into a\n"
            "                         CPU_REPACK buffer that interleaves 8 rows for the kernels, at no memory\n"
            "                         cost (the other weights stay mapped); the default (docs: README)\n"
            "  --no-repack            keep every weight as in the file, all of it mapped\n",

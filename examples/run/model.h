@@ -556,7 +556,7 @@ struct placement {
     tsr_backend_t main = nullptr;
     tsr_backend_t cpu = nullptr;
     int n_gpu_layers = -1;
-    // CPU backend: the weights a CPU_REPACK buffer interleaves (Q4_0 / IQ4_NL / Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K / Q2_K matrices) read
+    // CPU backend: the weights a CPU_REPACK buffer interleaves (Q4_0 / IQ4_NL / Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K / Q3_K / Q2_K matrices) read
     // into one (a mapping cannot be rewritten); the others stay mapped when mapping is asked
     bool repack = false;
 };

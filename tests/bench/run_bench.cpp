@@ -155,7 +155,7 @@ int main(int argc, char ** argv) {
         else if (a == "--ngl") ngls = next();
         else if (a == "--parallel") parallel = true;
         else if (a == "--write-gguf") gguf_dir = next();
-        else if (a == "--repack") repack = true;  // 4- and 5-bit / Q2_K CPU weights interleaved in a CPU_REPACK buffer (the default, as tessera-run)
+        else if (a == "--repack") repack = true;  // 4- and 5-bit / Q3_K / Q2_K CPU weights interleaved in a CPU_REPACK buffer (the default, as tessera-run)
         else if (a == "--no-repack") repack = false;
         else if (a == "--no-flash-attn") flash_attn = false;  // mul_mat + soft_max_ext attention, as tessera-run's option
         else { fprintf(stderr, "usage: %s [--csv] [-t N] [--prompt N] [--gen N] [--rounds N] [--models gpt2,llama1b,moe] [--types f32,f16,q8_0,q4_0,q4_K_M,q5_K_M,q6_K,iq4_nl,q3_K,q2_K] [--backend cpu|vulkan|cuda] [--ngl 0,half,all] [--parallel] [--write-gguf DIR] [--no-repack] [--no-flash-attn]\n", argv[0]); return 2; }

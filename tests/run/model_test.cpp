@@ -598,9 +598,8 @@ TEST_CASE("model: weights mapped in place give the logits of weights read into m
 }
 
 // CPU_REPACK (tessera-run's default): the Q4_0 / IQ4_NL / Q4_K matrices are interleaved in it,
-// Q2_K where the CPU has AVX2, Q5_K and Q4_1 / Q5_0 / Q5_1 where AVX2 is its best (mapped: moved into it, the rest
-// stays mapped; read: every weight in it); other types keep their bytes (Q3_K without
-// TSR_CPU_REPACK_K2). The prompt's logits (GEMM: panels equal to the file packer's) equal the plain
+// Q2_K / Q3_K where the CPU has AVX2, Q5_K and Q4_1 / Q5_0 / Q5_1 where AVX2 is its best (mapped: moved into
+// it, the rest stays mapped; read: every weight in it); other types keep their bytes. The prompt's logits (GEMM: panels equal to the file packer's) equal the plain
 // weights' bit for bit; the next token's (the interleaved mat-vec: the same int32 block sums,
 // float sums in another order) within 1e-4 of the largest logit.
 TEST_CASE("model: CPU_REPACK weights give the logits of plain weights (CPU)", "[model][repack]") {
@@ -619,9 +618,9 @@ TEST_CASE("model: CPU_REPACK weights give the logits of plain weights (CPU)", "[
                 pl.repack = true;
                 REQUIRE_OK(load_model(t.path.c_str(), pl, repacked, nullptr, nullptr, err, use_mmap));
                 const bool avx2 = tsr_cpu_isa_supported(TSR_CPU_ISA_AVX2);
-                const bool interleaves = wt == TSR_TYPE_Q2_K   ? avx2
+                const bool interleaves = wt == TSR_TYPE_Q2_K || wt == TSR_TYPE_Q3_K ? avx2
                                          : wt == TSR_TYPE_Q5_K || wt == TSR_TYPE_Q5_1 ? avx2 && !tsr_cpu_isa_supported(TSR_CPU_ISA_AVX512)
-                                                               : wt != TSR_TYPE_Q8_0 && wt != TSR_TYPE_Q3_K;
+                                                                                      : wt != TSR_TYPE_Q8_0;
                 CHECK(repacked.mapped == use_mmap);
                 CHECK((repacked.buf_w_repack != nullptr) == (use_mmap && interleaves));
                 if (!use_mmap) CHECK(std::string(tsr_backend_buffer_name(repacked.buf_w)) == "CPU_REPACK");

@@ -63,24 +63,18 @@ static inline bool is_r8_type(enum tsr_type t) {
            t == TSR_TYPE_Q5_K || t == TSR_TYPE_Q3_K || t == TSR_TYPE_Q2_K;
 }
 
-/* Q2_K is interleaved on x86 CPUs with AVX2 (AVX2 and AVX-512 VNNI kernels read its record),
- * Q3_K only when built with TSR_CPU_REPACK_K2=1 (the AVX2 kernel). Measured on a 2-core Zen 4
- * VM without AVX-512 (a noisy machine, its read 31-47 GB/s between runs), where the file
- * layouts' AVX2 kernels are bound by compute: cpu_bench, in cache, one core, the records'
- * mat-vecs are 1.35-1.41x the file layout's for Q2_K (16.2-16.9 against 12.0 GB/s) and
- * 1.19-1.24x for Q3_K (13.4-13.8 against 11.1-11.2); from DRAM on one thread 1.29x and 1.11x;
- * the GEMMs within 2 % (their panels come through file blocks, r8_pack_via_file). LLaMA 1.1B
- * (run_bench, 2 threads, CPU_REPACK against --no-repack, two alternations): Q2_K generation
- * 61.2 / 65.3 against 51.4 / 54.5 tok/s, prompt 70.4 / 73.7 against 76.3 / 77.2; Q3_K
- * generation 39.4 / 36.5 against 31.3 / 36.7, prompt 55.1 / 73.2 against 69.2 / 82.7: Q2_K
- * pays, Q3_K not clearly (its prompt loses more than its generation gains). On AVX-512 VNNI
- * (a 2-core Zen 5 VM, 31 GB/s read) both records were 1.3-1.4x in cache and within noise
- * from DRAM (Q2_K 0.86 / 0.86, Q3_K 0.96 / 0.92 x the read), Q3_K's GEMM 658 against 764
- * GFLOPS. The tests build TSR_CPU_REPACK_K2 in (kernels_test.cpp). */
-#ifndef TSR_CPU_REPACK_K2
-#define TSR_CPU_REPACK_K2 0
-#endif
-
+/* Q2_K and Q3_K are interleaved on x86 CPUs with AVX2 (AVX2 kernels read both records, AVX-512
+ * VNNI ones Q2_K's too). Measured on a 2-core Zen 4 VM without AVX-512 (a noisy machine, its
+ * read 31-52 GB/s between runs), where the file layouts' AVX2 kernels are bound by compute:
+ * cpu_bench, in cache, one core, the records' mat-vecs are 1.35-1.41x the file layout's for
+ * Q2_K (16.2-16.9 against 12.0 GB/s) and 1.62x for Q3_K (18.0 against 11.1); from DRAM, 2
+ * threads, Q2_K 28.6 against 22.6 GB/s, Q3_K 31.3 against 21.7. The Q3_K GEMM's panels are cut
+ * from the record directly (r8_q3k_pack_panel), Q2_K's come through file blocks
+ * (r8_pack_via_file: it requantizes them). LLaMA 1.1B Q2_K (run_bench, 2 threads, CPU_REPACK
+ * against --no-repack, two alternations): generation 61.2 / 65.3 against 51.4 / 54.5 tok/s,
+ * prompt 70.4 / 73.7 against 76.3 / 77.2. On AVX-512 VNNI (a 2-core Zen 5 VM, 31 GB/s read)
+ * both records were 1.3-1.4x in cache and within noise from DRAM, with the Q3_K record's
+ * kernel before the levels were regrouped (Q2_K 0.86 / 0.86, Q3_K 0.96 / 0.92 x the read). */
 static inline bool r8_type_has_simd(enum tsr_type t) {
     if (t == TSR_TYPE_Q4_0 || t == TSR_TYPE_IQ4_NL || t == TSR_TYPE_Q4_K) return true;
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
@@ -89,7 +83,7 @@ static inline bool r8_type_has_simd(enum tsr_type t) {
      * layouts, whose zmm kernels read 0.90-0.95 x the bandwidth on a Zen 5 (the records there
      * not measured) */
     if (t == TSR_TYPE_Q5_K || is_r8_q32_type(t)) return avx2 && !features().avx512;
-    return t == TSR_TYPE_Q2_K ? avx2 : avx2 && TSR_CPU_REPACK_K2;
+    return avx2;  /* Q2_K, Q3_K */
 #else
     return false;
 #endif
@@ -198,44 +192,75 @@ static inline int k4_record_level(const uint8_t * rec, int e, int r) {
 }
 
 /* ---- the Q3_K record ------------------------------------------------------------------------
- * 8 rows' super-blocks (880 bytes). A level is 3 bits (2 in qs, 1 in hmask); the record keeps
- * both in the chunks of 8 rows x 4 bytes, so that a chunk's bits 2j..2j+1 are the low bits of
- * one level of 8 rows x 4 weights (one int8 dot) and the matching hmask chunk's bit 4h + j
- * their third bits, each brought into place by a shift and a mask. The 12 scale bytes are the
- * file's, 8 rows side by side (their low-nibble and high-bit planes are those the kernels
- * decode for 8 rows at once):
+ * 8 rows' super-blocks (880 bytes). A level is 3 bits (2 in the file's qs, 1 in its hmask,
+ * 0..7: the weight plus 4); the record regroups them so that most levels come out of a byte
+ * with one mask and at most one shift, and the file's 12 scale bytes stay as they are, 8 rows
+ * side by side (their low-nibble and high-bit planes are those the kernels decode for 8 rows
+ * at once):
  *   [0, 16)     the 8 rows' d (fp16);
  *   [16, 112)   byte 16 + 8k + r: row r's scale byte k (k < 8: the low 4 bits of scale k and
  *               k + 8; k >= 8: the high 2 bits of scales k - 8, k - 4, k, k + 4);
- *   [112, 624)  16 qs chunks of 32 bytes, chunk c: rows 0..7's qs[4c, +4) (byte 4r + i);
- *   [624, 880)  8 hmask chunks, chunk c: rows 0..7's hmask[4c, +4).
- * qs[32h + l] holds weights 128h + 32j + l (bits 2j), whose third bits are bit 4h + j of
- * hmask[l]: qs chunk c's third bits are in hmask chunk c % 8. */
-enum { Q3K_R8_SCALES = 16, Q3K_R8_QS = 112, Q3K_R8_HMASK = 624, Q3K_R8_BYTES = R8 * 110 };
+ *   [112, 880)  8 triples of chunks A, B, C (32 bytes each, 8 rows x 4 bytes), triple j for
+ *               weights 32j..32j+31: byte 4r + i of each holds row r's levels of weights
+ *               32j + 4q + i, quad q = 0, 1 in A's bits 0-2 and 4-6, q = 2, 3 in B's, q = 4, 5
+ *               in C's; quad 6's level is bits 3 of A, B, C (its bits 0, 1, 2), quad 7's bits 7.
+ * A chunk's quad is then row r's 4 weights of one int8 dot in lane r, and quads 0..3 (4..7)
+ * are the 16 weights of sub-block 2j (2j + 1). */
+enum { Q3K_R8_SCALES = 16, Q3K_R8_LEVELS = 112, Q3K_R8_BYTES = R8 * 110 };
 static_assert(sizeof(tsr_block_q3_K) == 110, "Q3_K super-blocks are {32 hmask, 64 qs, 12 scale bytes, d}");
+static_assert(Q3K_R8_LEVELS + 8 * 96 == Q3K_R8_BYTES, "the triples fill the record");
+
+/* Where row r's level of weight e lives in a Q3_K record: byte 4r + e % 4 of chunk A of its
+ * triple (B and C 32 and 64 bytes on). */
+static inline size_t q3k_record_at(int e, int r) { return Q3K_R8_LEVELS + 96 * (size_t)(e / 32) + 4 * r + e % 4; }
 
 /* Row r's level (0..7, the weight plus 4) of weight e in a Q3_K record. */
 static inline int q3k_record_level(const uint8_t * rec, int e, int r) {
-    const int l = e % 32, h = e / 128, j = e % 128 / 32;
-    const int low = rec[Q3K_R8_QS + r8_chunk_byte(32 * h + l, r)] >> (2 * j) & 3;
-    const int high = rec[Q3K_R8_HMASK + r8_chunk_byte(l, r)] >> (4 * h + j) & 1;
-    return low | high << 2;
+    const uint8_t * abc = rec + q3k_record_at(e, r);
+    const int q = e % 32 / 4;
+    if (q < 6) return abc[32 * (q / 2)] >> (4 * (q % 2)) & 7;
+    const int bit = q == 6 ? 3 : 7;
+    return (abc[0] >> bit & 1) | (abc[32] >> bit & 1) << 1 | (abc[64] >> bit & 1) << 2;
 }
+
+/* The conversions move 4 weights' levels at a time: bytes of a uint32 (memcpy), each byte
+ * one lane, so what a shift carries into a neighbouring byte is masked off either way round. */
+static inline uint32_t load_u32(const uint8_t * p) { uint32_t v; std::memcpy(&v, p, 4); return v; }
+static inline void store_u32(uint8_t * p, uint32_t v) { std::memcpy(p, &v, 4); }
+static constexpr uint32_t BYTES_1 = 0x01010101u;
 
 static void q3k_block_to_record(const uint8_t * blk, int r, uint8_t * rec) {
     const tsr_block_q3_K & x = *(const tsr_block_q3_K *)(const void *)blk;
     std::memcpy(rec + 2 * r, &x.d, 2);
     for (int k = 0; k < 12; ++k) rec[Q3K_R8_SCALES + 8 * k + r] = x.scales[k];
-    r8_row_to_chunks(x.qs, 64, r, rec + Q3K_R8_QS);
-    r8_row_to_chunks(x.hmask, 32, r, rec + Q3K_R8_HMASK);
+    for (int j = 0; j < 8; ++j) {  /* weights 32j + 4q + i: 2 bits of qs[32 (j / 4) + 4q + i], bit j of hmask[4q + i] */
+        uint32_t L[8];
+        for (int q = 0; q < 8; ++q)
+            L[q] = (load_u32(x.qs + 32 * (j / 4) + 4 * q) >> (2 * (j % 4)) & 3 * BYTES_1) | (load_u32(x.hmask + 4 * q) >> j & BYTES_1) << 2;
+        uint8_t * abc = rec + q3k_record_at(32 * j, r);
+        for (int c = 0; c < 3; ++c)
+            store_u32(abc + 32 * c, L[2 * c] | L[2 * c + 1] << 4 | (L[6] >> c & BYTES_1) << 3 | (L[7] >> c & BYTES_1) << 7);
+    }
 }
 
 static void q3k_block_from_record(const uint8_t * rec, int r, uint8_t * blk) {
     tsr_block_q3_K x;
     std::memcpy(&x.d, rec + 2 * r, 2);
     for (int k = 0; k < 12; ++k) x.scales[k] = rec[Q3K_R8_SCALES + 8 * k + r];
-    r8_row_from_chunks(rec + Q3K_R8_QS, 64, r, x.qs);
-    r8_row_from_chunks(rec + Q3K_R8_HMASK, 32, r, x.hmask);
+    std::memset(x.qs, 0, sizeof(x.qs));
+    std::memset(x.hmask, 0, sizeof(x.hmask));
+    for (int j = 0; j < 8; ++j) {  /* the inverse of q3k_block_to_record */
+        const uint8_t * abc = rec + q3k_record_at(32 * j, r);
+        const uint32_t a = load_u32(abc), b = load_u32(abc + 32), c = load_u32(abc + 64);
+        const uint32_t L[8] = {a & 7 * BYTES_1, a >> 4 & 7 * BYTES_1, b & 7 * BYTES_1, b >> 4 & 7 * BYTES_1, c & 7 * BYTES_1, c >> 4 & 7 * BYTES_1,
+                               (a >> 3 & BYTES_1) | (b >> 3 & BYTES_1) << 1 | (c >> 3 & BYTES_1) << 2,
+                               (a >> 7 & BYTES_1) | (b >> 7 & BYTES_1) << 1 | (c >> 7 & BYTES_1) << 2};
+        for (int q = 0; q < 8; ++q) {
+            uint8_t * qs = x.qs + 32 * (j / 4) + 4 * q, * hm = x.hmask + 4 * q;
+            store_u32(qs, load_u32(qs) | (L[q] & 3 * BYTES_1) << (2 * (j % 4)));
+            store_u32(hm, load_u32(hm) | (L[q] >> 2 & BYTES_1) << j);
+        }
+    }
     std::memcpy(blk, &x, sizeof(x));
 }
 
@@ -960,20 +985,86 @@ TSR_TARGET_AVX2 static inline void q3k_record_scales_avx2(const uint8_t * rec, i
     for (int q = 0; q < 4; ++q) _mm256_store_si256((__m256i *)(sc + 32 * q), _mm256_sub_epi8(v[q], bias));
 }
 
-/* G groups' 8 rows of Q3_K (Q3) or Q2_K against Q8_K on ymm registers, a lane per row. The
- * record's qs chunks are 32 bytes apart, and chunks 4u..4u+3 at level j (bits 2j; Q3_K's third
- * bits: bit 4 (u / 2) + j of hmask chunks 4 (u % 2) + k) are the 8 rows' 16 weights of one
- * sub-block, s = 8 (u / 2) + 2j + u % 2, against activation quads
- * y.qs[128 (u / 2) + 32j + 16 (u % 2) + 4k): four vpmaddubsw (unsigned levels; pairs at most
- * 2 * 7 * 127) add up in int16, and one vpmaddwd with the rows' scales (row r's in both halves
- * of lane r, spread by one shuffle from a broadcast load) takes the sub-block to int32. Q3_K's
- * levels are the weights plus 4: -4 x sum(scale x the activations' sums of 16) comes off the
- * exact sum once per record; Q2_K's mins meet those sums the same way, times dmin. */
-template <bool Q3, int G>
-TSR_TARGET_AVX2 static void r8_k2_groups_dot_avx2(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y, float * out) {
-    constexpr size_t record = Q3 ? (size_t)Q3K_R8_BYTES : (size_t)Q2K_R8_BYTES, qs_at = Q3 ? (size_t)Q3K_R8_QS : (size_t)Q2K_R8_QS;
-    const __m256i m3 = _mm256_set1_epi8(0x03), m4 = _mm256_set1_epi8(0x04), m0f = _mm256_set1_epi8(0x0F);
-    const matvec_prefetcher<Q3 ? TSR_TYPE_Q3_K : TSR_TYPE_Q2_K, record / 4, true> prefetch;
+/* Row r's 8 levels per lane of a Q3_K record's chunk triple abc: v[q] holds quad q's (lane r
+ * row r's 4 weights 4q..4q+3 of the triple's 32), as unsigned bytes 0..7. Quads 0..5 take a
+ * mask and at most a shift; quads 6 and 7 gather bits 3 and 7 of A, B, C into one byte's
+ * nibbles (16-bit shifts: what crosses a byte is masked off). */
+TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void q3k_triple_levels_avx2(const uint8_t * abc, __m256i v[8]) {
+    const __m256i m7 = _mm256_set1_epi8(7);
+    const __m256i a = _mm256_loadu_si256((const __m256i *)abc), b = _mm256_loadu_si256((const __m256i *)(abc + 32)),
+                  c = _mm256_loadu_si256((const __m256i *)(abc + 64));
+    v[0] = _mm256_and_si256(a, m7);
+    v[1] = _mm256_and_si256(_mm256_srli_epi16(a, 4), m7);
+    v[2] = _mm256_and_si256(b, m7);
+    v[3] = _mm256_and_si256(_mm256_srli_epi16(b, 4), m7);
+    v[4] = _mm256_and_si256(c, m7);
+    v[5] = _mm256_and_si256(_mm256_srli_epi16(c, 4), m7);
+    const __m256i top = _mm256_or_si256(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 3), _mm256_set1_epi8(0x11)),
+                                                        _mm256_and_si256(_mm256_srli_epi16(b, 2), _mm256_set1_epi8(0x22))),
+                                        _mm256_and_si256(_mm256_srli_epi16(c, 1), _mm256_set1_epi8(0x44)));
+    v[6] = _mm256_and_si256(top, m7);
+    v[7] = _mm256_srli_epi16(_mm256_andnot_si256(m7, top), 4);
+}
+
+/* G groups' 8 rows of Q3_K against Q8_K on ymm registers, a lane per row. Triple j's quads
+ * 0..3 (4..7) against the activation quads y.qs[32j + 4q) are sub-block 2j (2j + 1): four
+ * vpmaddubsw (unsigned levels; pairs at most 2 * 7 * 127) add up in int16, and one vpmaddwd
+ * with the rows' scales (row r's in both halves of lane r, spread by one shuffle from a
+ * broadcast load) takes the sub-block to int32. The levels are the weights plus 4:
+ * -4 x sum(scale x the activations' sums of 16) comes off the exact sum once per record. */
+template <int G>
+TSR_TARGET_AVX2 static void r8_q3k_groups_dot_avx2(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y, float * out) {
+    const matvec_prefetcher<TSR_TYPE_Q3_K, Q3K_R8_BYTES / 4, true> prefetch;
+    __m256 acc[G];
+    for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+        const tsr_block_q8_K & yb = y[i];
+        int32_t bsum_pairs[8];  /* word p: the sums of sub-blocks 2p and 2p + 1 */
+        std::memcpy(bsum_pairs, yb.bsums, sizeof(bsum_pairs));
+        const uint8_t * rec[G];
+        alignas(32) uint8_t sc[G][128];
+        __m256i sumi[G];
+        for (int g = 0; g < G; ++g) {
+            rec[g] = grp + (size_t)g * gstride + (size_t)i * Q3K_R8_BYTES;
+            q3k_record_scales_avx2(rec[g], (int8_t *)sc[g]);
+            sumi[g] = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_setzero_si256(), r8_byte_sums_avx2<true, 8>(sc[g], bsum_pairs)), 2);
+        }
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+            if (j % 2 == 0)
+                for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + Q3K_R8_BYTES / 4 * (j / 2));
+            __m256i yq[8];  /* vbroadcastss: a load, where a move and vpbroadcastd took a shuffle too */
+            for (int q = 0; q < 8; ++q) yq[q] = _mm256_castps_si256(_mm256_broadcast_ss((const float *)(const void *)(yb.qs + 32 * j + 4 * q)));
+            for (int g = 0; g < G; ++g) {
+                __m256i v[8];
+                q3k_triple_levels_avx2(rec[g] + Q3K_R8_LEVELS + 96 * j, v);
+                __m256i lo = _mm256_maddubs_epi16(v[0], yq[0]), hi = _mm256_maddubs_epi16(v[4], yq[4]);
+                for (int q = 1; q < 4; ++q) {
+                    lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(v[q], yq[q]));
+                    hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(v[q + 4], yq[q + 4]));
+                }
+                sumi[g] = _mm256_add_epi32(sumi[g], _mm256_add_epi32(_mm256_madd_epi16(lo, r8_scale_pairs_avx2<true>(sc[g] + 16 * j)),
+                                                                     _mm256_madd_epi16(hi, r8_scale_pairs_avx2<true>(sc[g] + 16 * j + 8))));
+            }
+        }
+        const __m256 yd = _mm256_set1_ps(yb.d);
+        for (int g = 0; g < G; ++g)
+            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[g]), _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec[g])), yd), acc[g]);
+    }
+    for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + 8 * g, acc[g]);
+}
+
+/* G groups' 8 rows of Q2_K against Q8_K on ymm registers, a lane per row. The record's qs
+ * chunks are 32 bytes apart, and chunks 4u..4u+3 at level j (bits 2j) are the 8 rows' 16
+ * weights of one sub-block, s = 8 (u / 2) + 2j + u % 2, against activation quads
+ * y.qs[128 (u / 2) + 32j + 16 (u % 2) + 4k): four vpmaddubsw (pairs at most 2 * 3 * 127) add
+ * up in int16, and one vpmaddwd with the rows' scales (row r's in both halves of lane r)
+ * takes the sub-block to int32. The mins meet the activations' sums of 16 once per record,
+ * times dmin. */
+template <int G>
+TSR_TARGET_AVX2 static void r8_q2k_groups_dot_avx2(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y, float * out) {
+    const __m256i m3 = _mm256_set1_epi8(0x03), m0f = _mm256_set1_epi8(0x0F);
+    const matvec_prefetcher<TSR_TYPE_Q2_K, Q2K_R8_BYTES / 4, true> prefetch;
     __m256 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
@@ -984,12 +1075,7 @@ TSR_TARGET_AVX2 static void r8_k2_groups_dot_avx2(const uint8_t * grp, size_t gs
         alignas(32) uint8_t sc[G][128];
         __m256i sumi[G], summ[G];
         for (int g = 0; g < G; ++g) {
-            rec[g] = grp + (size_t)g * gstride + (size_t)i * record;
-            if (Q3) {
-                q3k_record_scales_avx2(rec[g], (int8_t *)sc[g]);
-                sumi[g] = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_setzero_si256(), r8_byte_sums_avx2<true, 8>(sc[g], bsum_pairs)), 2);
-                continue;
-            }
+            rec[g] = grp + (size_t)g * gstride + (size_t)i * Q2K_R8_BYTES;
             alignas(32) uint8_t mn[128];
             for (int q = 0; q < 4; ++q) {
                 const __m256i raw = _mm256_loadu_si256((const __m256i *)(rec[g] + Q2K_R8_SCALES + 32 * q));
@@ -1001,39 +1087,31 @@ TSR_TARGET_AVX2 static void r8_k2_groups_dot_avx2(const uint8_t * grp, size_t gs
         }
 #pragma GCC unroll 4
         for (int u = 0; u < 4; ++u) {
-            for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + record / 4 * u);
+            for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + Q2K_R8_BYTES / 4 * u);
             const int8_t * yu = yb.qs + 128 * (u / 2) + 16 * (u % 2);
 #pragma GCC unroll 4
             for (int j = 0; j < 4; ++j) {
                 __m256i sub[G];  /* sub-block 8 (u / 2) + 2j + u % 2 */
                 for (int g = 0; g < G; ++g) sub[g] = _mm256_setzero_si256();
-                const int third = 4 * (u / 2) + j - 2;  /* Q3_K: the shift taking the third bit to bit 2 */
 #pragma GCC unroll 4
                 for (int k = 0; k < 4; ++k) {
                     /* vbroadcastss: a load, where a move and vpbroadcastd took a shuffle too */
                     const __m256i yq = _mm256_castps_si256(_mm256_broadcast_ss((const float *)(const void *)(yu + 32 * j + 4 * k)));
                     for (int g = 0; g < G; ++g) {
-                        const __m256i q = _mm256_loadu_si256((const __m256i *)(rec[g] + qs_at + 32 * (4 * u + k)));
-                        __m256i l = _mm256_and_si256(j ? _mm256_srli_epi16(q, 2 * j) : q, m3);
-                        if (Q3) {
-                            const __m256i hm = _mm256_loadu_si256((const __m256i *)(rec[g] + Q3K_R8_HMASK + 32 * (4 * (u % 2) + k)));
-                            const __m256i hb = third > 0 ? _mm256_srli_epi16(hm, third) : third < 0 ? _mm256_slli_epi16(hm, -third) : hm;
-                            l = _mm256_or_si256(l, _mm256_and_si256(hb, m4));
-                        }
+                        const __m256i q = _mm256_loadu_si256((const __m256i *)(rec[g] + Q2K_R8_QS + 32 * (4 * u + k)));
+                        const __m256i l = _mm256_and_si256(j ? _mm256_srli_epi16(q, 2 * j) : q, m3);
                         sub[g] = _mm256_add_epi16(sub[g], _mm256_maddubs_epi16(l, yq));
                     }
                 }
                 const int s = 8 * (u / 2) + 2 * j + u % 2;
-                for (int g = 0; g < G; ++g) {
-                    sumi[g] = _mm256_add_epi32(sumi[g], _mm256_madd_epi16(sub[g], r8_scale_pairs_avx2<Q3>(sc[g] + 8 * s)));
-                }
+                for (int g = 0; g < G; ++g)
+                    sumi[g] = _mm256_add_epi32(sumi[g], _mm256_madd_epi16(sub[g], r8_scale_pairs_avx2<false>(sc[g] + 8 * s)));
             }
         }
         const __m256 yd = _mm256_set1_ps(yb.d);
         for (int g = 0; g < G; ++g) {
             const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec[g])), yd);
             acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[g]), d, acc[g]);
-            if (Q3) continue;
             const __m256 dmin = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(rec[g] + Q2K_R8_DMIN))), yd);
             acc[g] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(summ[g]), dmin, acc[g]);
         }
@@ -1079,7 +1157,7 @@ TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE __m512i q2k_level_zmm(__m512i q, 
  * vpdpwssd with the rows' scales (row r's in lanes r and r + 8, the low halves) scales and
  * accumulates it exactly. The mins meet the activations' sums as Q4_K's: a row's mins of
  * sub-blocks 2p and 2p + 1 in its two lanes, one vpdpwssd per pair. The halves are added
- * once at the end. (Q3_K records, with TSR_CPU_REPACK_K2, take the AVX2 kernel here too.) */
+ * once at the end. (Q3_K records take the AVX2 kernel here too.) */
 template <int G, bool GFNI>
 TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void r8_q2k_groups_dot_zmm(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y,
                                                                          float * out) {
@@ -1221,7 +1299,8 @@ static r8_dots_of<tsr_block_q8_K> r8_k2_dots(const cpu_features & f = features()
         if (f.avx512_gfni) return {r8_q2k_groups_dot_avx512gfni<1>, r8_q2k_groups_dot_avx512gfni<4>, 4};
         return {r8_q2k_groups_dot_avx512vnni<1>, r8_q2k_groups_dot_avx512vnni<4>, 4};
     }
-    if (isa == TSR_CPU_ISA_AVX2 || isa == TSR_CPU_ISA_AVX512) return {r8_k2_groups_dot_avx2<Q3, 1>, r8_k2_groups_dot_avx2<Q3, 2>, 2};
+    if (Q3 && (isa == TSR_CPU_ISA_AVX2 || isa == TSR_CPU_ISA_AVX512)) return {r8_q3k_groups_dot_avx2<1>, r8_q3k_groups_dot_avx2<2>, 2};
+    if (isa == TSR_CPU_ISA_AVX2 || isa == TSR_CPU_ISA_AVX512) return {r8_q2k_groups_dot_avx2<1>, r8_q2k_groups_dot_avx2<2>, 2};
 #endif
     (void)f;
     constexpr auto dot = Q3 ? r8_q3k_group_dot_scalar : r8_q2k_group_dot_scalar;
@@ -1400,6 +1479,48 @@ static void r8_k4_pack_panel(const uint8_t * A, size_t lda, int64_t row0, int ro
 #endif
 
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
+/* Block j (of 32) of a Q3_K record into rows r0..r0+8 of an R-row panel, as the file packer
+ * (q3_K_block_avx2) makes it: the levels minus 4 times minus their scale per 16 (exact in
+ * int8, mul_bytes_avx2), XOR-ed with XOR, and the scales -d. */
+template <uint8_t XOR>
+TSR_TARGET_AVX2 static void q3k_record_to_panel_avx2(const uint8_t * rec, int j, int R, uint8_t * q, float * sc) {
+    _mm256_storeu_ps(sc, _mm256_xor_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec)), _mm256_set1_ps(-0.0f)));
+    alignas(32) int8_t scales[128];
+    q3k_record_scales_avx2(rec, scales);
+    const __m256i neg_sc[2] = {_mm256_sub_epi16(_mm256_setzero_si256(), r8_scale_pairs_avx2<true>((const uint8_t *)scales + 16 * j)),
+                               _mm256_sub_epi16(_mm256_setzero_si256(), r8_scale_pairs_avx2<true>((const uint8_t *)scales + 16 * j + 8))};
+    __m256i v[8];
+    q3k_triple_levels_avx2(rec + Q3K_R8_LEVELS + 96 * j, v);
+    for (int c = 0; c < 8; ++c) {
+        const __m256i w = mul_bytes_avx2(_mm256_sub_epi8(v[c], _mm256_set1_epi8(4)), neg_sc[c / 4]);
+        _mm256_storeu_si256((__m256i *)(q + (size_t)c * R * 4), _mm256_xor_si256(w, _mm256_set1_epi8((char)XOR)));
+    }
+}
+
+/* The panel layout of pack_panel_i8_avx2 for R Q3_K rows from whole groups (row0 a multiple
+ * of 8, rows whole groups); past `rows` and past K the zero weights that packer pads with
+ * (XOR, scale 0). */
+template <int R, uint8_t XOR>
+static void r8_q3k_pack_panel(const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    static_assert(R % R8 == 0, "panels of whole groups");
+    const int64_t b0 = k0 / 32, nbk = K / 32;
+    for (int b = 0; b < kc / 32; ++b) {
+        uint8_t * q = (uint8_t *)dst + (size_t)b * R * 36;
+        float * sc = (float *)(q + R * 32);
+        for (int r0 = 0; r0 < R; r0 += R8) {
+            const int64_t kb = b0 + b;
+            if (r0 < rows && kb < nbk) {
+                q3k_record_to_panel_avx2<XOR>(A + (size_t)(row0 + r0) * lda + (size_t)(kb / 8) * Q3K_R8_BYTES, (int)(kb % 8), R, q + r0 * 4, sc + r0);
+                continue;
+            }
+            std::fill(sc + r0, sc + r0 + R8, 0.0f);
+            for (int c = 0; c < 8; ++c) std::memset(q + ((size_t)c * R + r0) * 4, XOR, 32);
+        }
+    }
+}
+#endif
+
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
 /* One Q4_1 / Q5_0 / Q5_1 record into rows r0..r0+8 of an R-row panel, as the file packer
  * (pack_panel_i8_avx2) makes it: Q5_0's levels minus 16, XOR-ed with XOR, and its scales d
  * (the panels of pack.inl); Q4_1's / Q5_1's levels unsigned, scales d and mins -m (the min
@@ -1479,6 +1600,10 @@ static r8_pack_fn r8_direct_packer(const gemm_impl * g, enum tsr_type t) {
     } else if (t == TSR_TYPE_Q5_K) {
         if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_Q5_K, 0, 0, PANEL_MIN>) return r8_k4_pack_panel<8, true>;
         if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q5_K, 0, 0, PANEL_MIN>) return r8_k4_pack_panel<32, true>;
+    } else if (t == TSR_TYPE_Q3_K) {
+        if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_Q3_K, 0, 0, PANEL_Q8>) return r8_q3k_pack_panel<8, 0>;
+        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q3_K, 0, 0, PANEL_Q8>) return r8_q3k_pack_panel<32, 0>;
+        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q3_K, 0x80, 0x80, PANEL_Q8>) return r8_q3k_pack_panel<32, 0x80>;
     }
 #endif
     (void)g; (void)t;
