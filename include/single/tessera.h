@@ -18969,6 +18969,8 @@ static constexpr kernels kernels_neon = [] {
  * re-encoded into bytes the kernels decode for 8 rows at once; its mat-vec reads the Q8_K
  * activations the plain Q4_K dots read, its GEMM panels are the min panels of pack.inl.
  * Q5_K's record is the Q4_K record followed by the fifth bits in chunks of the same shape.
+ * Q2_K's and Q3_K's records keep the 8 rows' scale bytes side by side and their levels in
+ * the same chunks (Q3_K's 3-bit levels regrouped so that most come out of a byte whole).
  */
 namespace {
 namespace tcpu {
@@ -18986,8 +18988,9 @@ static constexpr bool k_r8_layout_used = false;
 static_assert(sizeof(tsr_block_q4_0) == 18 && sizeof(tsr_block_iq4_nl) == 18, "r8 blocks are {fp16, 16 bytes}");
 static_assert(sizeof(tsr_block_q4_K) == 144, "Q4_K super-blocks are {d, dmin, 12 scale bytes, 128 qs}");
 
-/* Every record keeps its levels in chunks of 32 bytes: chunk c holds rows 0..7's bytes
- * [4c, 4c + 4), row r's at 4r (the 8 rows x 4 bytes of one int8 dot). Row r's byte q sits at
+/* Every record keeps its levels in chunks of 32 bytes, 8 rows x 4 bytes (row r's at 4r: the
+ * 8 rows x 4 weights of one int8 dot). All but Q3_K's copy the file's bytes into them, chunk
+ * c holding rows 0..7's bytes [4c, 4c + 4) (Q3_K regroups its level bits). Row r's byte q sits at
  * r8_chunk_byte(q, r) of the chunks; r8_row_to_chunks / r8_row_from_chunks move a row's n
  * bytes (a multiple of 4) in and out. */
 static inline int r8_chunk_byte(int q, int r) { return 32 * (q / 4) + 4 * r + q % 4; }
