@@ -1112,7 +1112,8 @@ TEST_CASE("CPU_REPACK: the Q3_K and Q2_K records are bijections of 8 super-block
 }
 
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-// The Q3_K, Q4_K and Q5_K GEMMs' panels (Q3_K's levels times scales, the others' min panels)
+// The Q2_K, Q3_K, Q4_K and Q5_K GEMMs' panels (Q2_K's requantized, Q3_K's levels times scales,
+// the others' min panels)
 // packed from the interleaved layout by direct equal those the file packer makes (levels,
 // scales and mins bit for bit), for panel starts in and past the rows, k0 on and inside
 // super-blocks, kc past K; and through the file's blocks (rows not whole groups).
@@ -1128,7 +1129,7 @@ void check_r8_kquant_panel(tcpu::r8_pack_fn direct, tcpu::pack_panel_fn referenc
         for (int64_t k0 : {int64_t(0), int64_t(96), int64_t(512)})
             for (int64_t row0 : {int64_t(0), int64_t(8), int64_t(24)}) {
                 const int rows = (int)std::min<int64_t>(R, M - row0);
-                std::vector<uint8_t> got((size_t)R * (T == TSR_TYPE_Q3_K ? 36 : 40) * (kc / 32)), want(got.size()), via(got.size());
+                std::vector<uint8_t> got((size_t)R * (T == TSR_TYPE_Q3_K || T == TSR_TYPE_Q2_K ? 36 : 40) * (kc / 32)), want(got.size()), via(got.size());
                 direct(r8.data(), row_bytes, row0, rows, K, k0, kc, got.data());
                 reference((const char *)file.data() + (size_t)row0 * row_bytes, row_bytes, rows, K, k0, kc, want.data());
                 INFO(tsr_type_name(T) << " R " << R << " kc " << kc << " k0 " << k0 << " row0 " << row0);
@@ -1204,9 +1205,12 @@ TEST_CASE("CPU_REPACK: GEMM panels packed from the interleaved layout equal the 
     check_r8_kquant_panel<32, TSR_TYPE_Q4_K>(r8_k4_pack_panel<32, false>, pack_panel_i8_avx2<32, TSR_TYPE_Q4_K, 0, 0, PANEL_MIN>, rng);
     check_r8_kquant_panel<8, TSR_TYPE_Q5_K>(r8_k4_pack_panel<8, true>, pack_panel_i8_avx2<8, TSR_TYPE_Q5_K, 0, 0, PANEL_MIN>, rng);
     check_r8_kquant_panel<32, TSR_TYPE_Q5_K>(r8_k4_pack_panel<32, true>, pack_panel_i8_avx2<32, TSR_TYPE_Q5_K, 0, 0, PANEL_MIN>, rng);
-    check_r8_kquant_panel<8, TSR_TYPE_Q3_K>(r8_q3k_pack_panel<8, 0>, pack_panel_i8_avx2<8, TSR_TYPE_Q3_K, 0, 0, PANEL_Q8>, rng);
-    check_r8_kquant_panel<32, TSR_TYPE_Q3_K>(r8_q3k_pack_panel<32, 0>, pack_panel_i8_avx2<32, TSR_TYPE_Q3_K, 0, 0, PANEL_Q8>, rng);
-    check_r8_kquant_panel<32, TSR_TYPE_Q3_K>(r8_q3k_pack_panel<32, 0x80>, pack_panel_i8_avx2<32, TSR_TYPE_Q3_K, 0x80, 0x80, PANEL_Q8>, rng);
+    check_r8_kquant_panel<8, TSR_TYPE_Q3_K>(r8_k2_pack_panel<8, TSR_TYPE_Q3_K, 0>, pack_panel_i8_avx2<8, TSR_TYPE_Q3_K, 0, 0, PANEL_Q8>, rng);
+    check_r8_kquant_panel<32, TSR_TYPE_Q3_K>(r8_k2_pack_panel<32, TSR_TYPE_Q3_K, 0>, pack_panel_i8_avx2<32, TSR_TYPE_Q3_K, 0, 0, PANEL_Q8>, rng);
+    check_r8_kquant_panel<32, TSR_TYPE_Q3_K>(r8_k2_pack_panel<32, TSR_TYPE_Q3_K, 0x80>, pack_panel_i8_avx2<32, TSR_TYPE_Q3_K, 0x80, 0x80, PANEL_Q8>, rng);
+    check_r8_kquant_panel<8, TSR_TYPE_Q2_K>(r8_k2_pack_panel<8, TSR_TYPE_Q2_K, 0>, pack_panel_i8_avx2<8, TSR_TYPE_Q2_K, 0, 0, PANEL_Q8>, rng);
+    check_r8_kquant_panel<32, TSR_TYPE_Q2_K>(r8_k2_pack_panel<32, TSR_TYPE_Q2_K, 0>, pack_panel_i8_avx2<32, TSR_TYPE_Q2_K, 0, 0, PANEL_Q8>, rng);
+    check_r8_kquant_panel<32, TSR_TYPE_Q2_K>(r8_k2_pack_panel<32, TSR_TYPE_Q2_K, 0x80>, pack_panel_i8_avx2<32, TSR_TYPE_Q2_K, 0x80, 0x80, PANEL_Q8>, rng);
     check_r8_q32_panel<8, TSR_TYPE_Q5_0, 0>(pack_panel_i8_avx2<8, TSR_TYPE_Q5_0, 0, 0, PANEL_Q8>, rng);
     check_r8_q32_panel<8, TSR_TYPE_Q4_1, 0>(pack_panel_i8_avx2<8, TSR_TYPE_Q4_1, 0, 0, PANEL_MIN>, rng);
     check_r8_q32_panel<8, TSR_TYPE_Q5_1, 0>(pack_panel_i8_avx2<8, TSR_TYPE_Q5_1, 0, 0, PANEL_MIN>, rng);

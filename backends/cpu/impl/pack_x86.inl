@@ -129,17 +129,22 @@ struct affine32 {
     float s0, m0, s1, m1;
 };
 
-/* Block b (of 32) of a Q2_K row as affine32: the core's dequantization formulas. */
-TSR_TARGET_AVX2 static inline affine32 q2_K_affine_block_avx2(const char * row, int64_t b) {
+/* 32 Q2_K levels (bytes 0..3) as affine32 with their super-block's d, dmin and the scale
+ * bytes of their two sub-blocks of 16: the core's dequantization formulas. */
+TSR_TARGET_AVX2 static inline affine32 q2_K_affine_avx2(__m256i levels, tsr_fp16_t d16, tsr_fp16_t dmin16, uint8_t sc0, uint8_t sc1) {
     affine32 r{};
-    const int j = (int)(b % 8), h = j / 4, t = j % 4;  /* sub-block of 32, half, quarter */
-    const tsr_block_q2_K & x = ((const tsr_block_q2_K *)row)[b / 8];
-    const float d = fp16_avx2(x.d), dmin = fp16_avx2(x.dmin);
-    const uint8_t sc0 = x.scales[8 * h + 2 * t], sc1 = x.scales[8 * h + 2 * t + 1];
-    r.q = bit_plane_avx2(x.qs + 32 * h, 2 * t, 3);
+    const float d = fp16_avx2(d16), dmin = fp16_avx2(dmin16);
+    r.q = levels;
     r.s0 = d * (float)(sc0 & 15); r.m0 = -dmin * (float)(sc0 >> 4);
     r.s1 = d * (float)(sc1 & 15); r.m1 = -dmin * (float)(sc1 >> 4);
     return r;
+}
+
+/* Block b (of 32) of a Q2_K row as affine32. */
+TSR_TARGET_AVX2 static inline affine32 q2_K_affine_block_avx2(const char * row, int64_t b) {
+    const int j = (int)(b % 8), h = j / 4, t = j % 4;  /* sub-block of 32, half, quarter */
+    const tsr_block_q2_K & x = ((const tsr_block_q2_K *)row)[b / 8];
+    return q2_K_affine_avx2(bit_plane_avx2(x.qs + 32 * h, 2 * t, 3), x.d, x.dmin, x.scales[2 * j], x.scales[2 * j + 1]);
 }
 
 /* Block b (of 32) of a Q6_K row exactly: levels q - 32, the super-block's d in *d and the

@@ -71,11 +71,12 @@ static inline bool is_r8_type(enum tsr_type t) {
  * read 31-52 GB/s between runs), where the file layouts' AVX2 kernels are bound by compute:
  * cpu_bench, in cache, one core, the records' mat-vecs are 1.35-1.41x the file layout's for
  * Q2_K (16.2-16.9 against 12.0 GB/s) and 1.62x for Q3_K (18.0 against 11.1); from DRAM, 2
- * threads, Q2_K 28.6 against 22.6 GB/s, Q3_K 31.3 against 21.7. The Q3_K GEMM's panels are cut
- * from the record directly (r8_q3k_pack_panel), Q2_K's come through file blocks
- * (r8_pack_via_file: it requantizes them). LLaMA 1.1B Q2_K (run_bench, 2 threads, CPU_REPACK
- * against --no-repack, two alternations): generation 61.2 / 65.3 against 51.4 / 54.5 tok/s,
- * prompt 70.4 / 73.7 against 76.3 / 77.2. On AVX-512 VNNI (a 2-core Zen 5 VM, 31 GB/s read)
+ * threads, Q2_K 28.6 against 22.6 GB/s, Q3_K 31.3 against 21.7. The GEMMs' panels are cut
+ * from the records directly (r8_k2_pack_panel; Q2_K's requantized as the file packer does).
+ * LLaMA 1.1B (run_bench, 2 threads, CPU_REPACK against --no-repack, two alternations): Q2_K
+ * generation 61.2 / 65.3 against 51.4 / 54.5 tok/s (its prompt 70.4 / 73.7 against 76.3 / 77.2
+ * while its panels came through file blocks), Q3_K generation 54.9 / 60.3 against 41.3 / 40.9,
+ * prompt 91.6 / 96.1 against 83.9 / 83.8. On AVX-512 VNNI (a 2-core Zen 5 VM, 31 GB/s read)
  * both records were 1.3-1.4x in cache and within noise from DRAM, with the Q3_K record's
  * kernel before the levels were regrouped (Q2_K 0.86 / 0.86, Q3_K 0.96 / 0.92 x the read). */
 static inline bool r8_type_has_simd(enum tsr_type t) {
@@ -1485,8 +1486,8 @@ static void r8_k4_pack_panel(const uint8_t * A, size_t lda, int64_t row0, int ro
 /* Block j (of 32) of a Q3_K record into rows r0..r0+8 of an R-row panel, as the file packer
  * (q3_K_block_avx2) makes it: the levels minus 4 times minus their scale per 16 (exact in
  * int8, mul_bytes_avx2), XOR-ed with XOR, and the scales -d. */
-template <uint8_t XOR>
-TSR_TARGET_AVX2 static void q3k_record_to_panel_avx2(const uint8_t * rec, int j, int R, uint8_t * q, float * sc) {
+template <int R, uint8_t XOR>
+TSR_TARGET_AVX2 static void q3k_record_to_panel_avx2(const uint8_t * rec, int j, uint8_t * q, float * sc) {
     _mm256_storeu_ps(sc, _mm256_xor_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec)), _mm256_set1_ps(-0.0f)));
     alignas(32) int8_t scales[128];
     q3k_record_scales_avx2(rec, scales);
@@ -1500,12 +1501,40 @@ TSR_TARGET_AVX2 static void q3k_record_to_panel_avx2(const uint8_t * rec, int j,
     }
 }
 
-/* The panel layout of pack_panel_i8_avx2 for R Q3_K rows from whole groups (row0 a multiple
- * of 8, rows whole groups); past `rows` and past K the zero weights that packer pads with
- * (XOR, scale 0). */
+/* Block j (of 32) of a Q2_K record into rows r0..r0+8 of an R-row panel, as the file packer
+ * makes it: each row's 32 levels (a 4-byte run from each of 8 chunks) and its d, dmin and
+ * scale bytes through the same q2_K_affine_avx2 and requantize32_avx2 (the one type whose
+ * panels are requantized), XOR-ed with XOR. */
 template <int R, uint8_t XOR>
-static void r8_q3k_pack_panel(const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+TSR_TARGET_AVX2 static void q2k_record_to_panel_avx2(const uint8_t * rec, int j, uint8_t * q, float * sc) {
+    const uint8_t * chunks = rec + Q2K_R8_QS + 32 * 8 * (j / 4);  /* qs[32 (j / 4) + l]: chunk 8 (j / 4) + l / 4 */
+    for (int r0 = 0; r0 < R8; r0 += 4) {
+        __m256i v[4];
+        alignas(16) float scale[4];
+        for (int i = 0; i < 4; ++i) {
+            const int r = r0 + i;
+            int32_t run[8];
+            for (int k = 0; k < 8; ++k) std::memcpy(&run[k], chunks + 32 * k + 4 * r, 4);
+            const __m256i levels = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)run), 2 * (j % 4)), _mm256_set1_epi8(3));
+            tsr_fp16_t d, dmin;
+            std::memcpy(&d, rec + 2 * r, 2);
+            std::memcpy(&dmin, rec + Q2K_R8_DMIN + 2 * r, 2);
+            const affine32 w = q2_K_affine_avx2(levels, d, dmin, rec[Q2K_R8_SCALES + 8 * (2 * j) + r], rec[Q2K_R8_SCALES + 8 * (2 * j + 1) + r]);
+            v[i] = _mm256_xor_si256(requantize32_avx2(w, &scale[i]), _mm256_set1_epi8((char)XOR));
+        }
+        store_quads4_avx2<R>(q + r0 * 4, v);
+        _mm_storeu_ps(sc + r0, _mm_load_ps(scale));
+    }
+}
+
+/* The panel layout of pack_panel_i8_avx2 for R Q3_K or Q2_K rows from whole groups (row0 a
+ * multiple of 8, rows whole groups); past `rows` and past K the zero weights that packer pads
+ * with (XOR, scale 0). */
+template <int R, enum tsr_type T, uint8_t XOR>
+static void r8_k2_pack_panel(const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0, int kc, void * dst) {
     static_assert(R % R8 == 0, "panels of whole groups");
+    static_assert(T == TSR_TYPE_Q3_K || T == TSR_TYPE_Q2_K, "the records of 2- and 3-bit levels");
+    constexpr size_t record = T == TSR_TYPE_Q3_K ? (size_t)Q3K_R8_BYTES : (size_t)Q2K_R8_BYTES;
     const int64_t b0 = k0 / 32, nbk = K / 32;
     for (int b = 0; b < kc / 32; ++b) {
         uint8_t * q = (uint8_t *)dst + (size_t)b * R * 36;
@@ -1513,7 +1542,9 @@ static void r8_q3k_pack_panel(const uint8_t * A, size_t lda, int64_t row0, int r
         for (int r0 = 0; r0 < R; r0 += R8) {
             const int64_t kb = b0 + b;
             if (r0 < rows && kb < nbk) {
-                q3k_record_to_panel_avx2<XOR>(A + (size_t)(row0 + r0) * lda + (size_t)(kb / 8) * Q3K_R8_BYTES, (int)(kb % 8), R, q + r0 * 4, sc + r0);
+                const uint8_t * rec = A + (size_t)(row0 + r0) * lda + (size_t)(kb / 8) * record;
+                if constexpr (T == TSR_TYPE_Q3_K) q3k_record_to_panel_avx2<R, XOR>(rec, (int)(kb % 8), q + r0 * 4, sc + r0);
+                else q2k_record_to_panel_avx2<R, XOR>(rec, (int)(kb % 8), q + r0 * 4, sc + r0);
                 continue;
             }
             std::fill(sc + r0, sc + r0 + R8, 0.0f);
@@ -1604,9 +1635,13 @@ static r8_pack_fn r8_direct_packer(const gemm_impl * g, enum tsr_type t) {
         if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_Q5_K, 0, 0, PANEL_MIN>) return r8_k4_pack_panel<8, true>;
         if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q5_K, 0, 0, PANEL_MIN>) return r8_k4_pack_panel<32, true>;
     } else if (t == TSR_TYPE_Q3_K) {
-        if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_Q3_K, 0, 0, PANEL_Q8>) return r8_q3k_pack_panel<8, 0>;
-        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q3_K, 0, 0, PANEL_Q8>) return r8_q3k_pack_panel<32, 0>;
-        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q3_K, 0x80, 0x80, PANEL_Q8>) return r8_q3k_pack_panel<32, 0x80>;
+        if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_Q3_K, 0, 0, PANEL_Q8>) return r8_k2_pack_panel<8, TSR_TYPE_Q3_K, 0>;
+        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q3_K, 0, 0, PANEL_Q8>) return r8_k2_pack_panel<32, TSR_TYPE_Q3_K, 0>;
+        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q3_K, 0x80, 0x80, PANEL_Q8>) return r8_k2_pack_panel<32, TSR_TYPE_Q3_K, 0x80>;
+    } else if (t == TSR_TYPE_Q2_K) {
+        if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_Q2_K, 0, 0, PANEL_Q8>) return r8_k2_pack_panel<8, TSR_TYPE_Q2_K, 0>;
+        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q2_K, 0, 0, PANEL_Q8>) return r8_k2_pack_panel<32, TSR_TYPE_Q2_K, 0>;
+        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q2_K, 0x80, 0x80, PANEL_Q8>) return r8_k2_pack_panel<32, TSR_TYPE_Q2_K, 0x80>;
     }
 #endif
     (void)g; (void)t;
