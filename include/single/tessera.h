@@ -20014,13 +20014,16 @@ TSR_TARGET_AVX2 static void r8_q3k_groups_dot_avx2(const uint8_t * grp, size_t g
 /* G groups' 8 rows of Q2_K against Q8_K on ymm registers, a lane per row. The record's qs
  * chunks are 32 bytes apart, and chunks 4u..4u+3 at level j (bits 2j) are the 8 rows' 16
  * weights of one sub-block, s = 8 (u / 2) + 2j + u % 2, against activation quads
- * y.qs[128 (u / 2) + 32j + 16 (u % 2) + 4k): four vpmaddubsw (pairs at most 2 * 3 * 127) add
- * up in int16, and one vpmaddwd with the rows' scales (row r's in both halves of lane r)
- * takes the sub-block to int32. The mins meet the activations' sums of 16 once per record,
- * times dmin. */
+ * y.qs[128 (u / 2) + 32j + 16 (u % 2) + 4k): four vpmaddubsw add up in int16, and one
+ * vpmaddwd with the rows' scales (row r's in both halves of lane r) takes the sub-block to
+ * int32. Levels 1 and 2 are not shifted down: masked in place they are 4 and 16 times the
+ * level (pairs at most 2 * 12 * 128 and 2 * 48 * 128), so their sub-blocks are 4 and 16 times
+ * the exact sums (level 2's four products added two by two: four would pass int16), kept in
+ * their own int32 sums and shifted down once per record, exactly. The mins meet the
+ * activations' sums of 16 once per record, times dmin. */
 template <int G>
 TSR_TARGET_AVX2 static void r8_q2k_groups_dot_avx2(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y, float * out) {
-    const __m256i m3 = _mm256_set1_epi8(0x03), m0f = _mm256_set1_epi8(0x0F);
+    const __m256i m0f = _mm256_set1_epi8(0x0F);
     const matvec_prefetcher<TSR_TYPE_Q2_K, Q2K_R8_BYTES / 4, true> prefetch;
     __m256 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
@@ -20030,8 +20033,9 @@ TSR_TARGET_AVX2 static void r8_q2k_groups_dot_avx2(const uint8_t * grp, size_t g
         std::memcpy(bsum_pairs, yb.bsums, sizeof(bsum_pairs));
         const uint8_t * rec[G];
         alignas(32) uint8_t sc[G][128];
-        __m256i sumi[G], summ[G];
+        __m256i sumi[G], summ[G], sum4[G], sum16[G];  /* sumi: levels 0 and 3; sum4 / sum16: 4 / 16 x levels 1 / 2 */
         for (int g = 0; g < G; ++g) {
+            sum4[g] = sum16[g] = _mm256_setzero_si256();
             rec[g] = grp + (size_t)g * gstride + (size_t)i * Q2K_R8_BYTES;
             alignas(32) uint8_t mn[128];
             for (int q = 0; q < 4; ++q) {
@@ -20048,25 +20052,34 @@ TSR_TARGET_AVX2 static void r8_q2k_groups_dot_avx2(const uint8_t * grp, size_t g
             const int8_t * yu = yb.qs + 128 * (u / 2) + 16 * (u % 2);
 #pragma GCC unroll 4
             for (int j = 0; j < 4; ++j) {
-                __m256i sub[G];  /* sub-block 8 (u / 2) + 2j + u % 2 */
-                for (int g = 0; g < G; ++g) sub[g] = _mm256_setzero_si256();
+                const __m256i mask = _mm256_set1_epi8((char)(j == 3 ? 3 : 3 << (2 * j)));
+                const int s = 8 * (u / 2) + 2 * j + u % 2;
+                for (int half = 0; half < (j == 2 ? 2 : 1); ++half) {
+                    __m256i sub[G];  /* sub-block s (level 2: half of it) */
+                    for (int g = 0; g < G; ++g) sub[g] = _mm256_setzero_si256();
+                    const int k_begin = j == 2 ? 2 * half : 0, k_end = j == 2 ? 2 * half + 2 : 4;
 #pragma GCC unroll 4
-                for (int k = 0; k < 4; ++k) {
-                    /* vbroadcastss: a load, where a move and vpbroadcastd took a shuffle too */
-                    const __m256i yq = _mm256_castps_si256(_mm256_broadcast_ss((const float *)(const void *)(yu + 32 * j + 4 * k)));
+                    for (int k = k_begin; k < k_end; ++k) {
+                        /* vbroadcastss: a load, where a move and vpbroadcastd took a shuffle too */
+                        const __m256i yq = _mm256_castps_si256(_mm256_broadcast_ss((const float *)(const void *)(yu + 32 * j + 4 * k)));
+                        for (int g = 0; g < G; ++g) {
+                            const __m256i q = _mm256_loadu_si256((const __m256i *)(rec[g] + Q2K_R8_QS + 32 * (4 * u + k)));
+                            const __m256i l = _mm256_and_si256(j == 3 ? _mm256_srli_epi16(q, 6) : q, mask);
+                            sub[g] = _mm256_add_epi16(sub[g], _mm256_maddubs_epi16(l, yq));
+                        }
+                    }
                     for (int g = 0; g < G; ++g) {
-                        const __m256i q = _mm256_loadu_si256((const __m256i *)(rec[g] + Q2K_R8_QS + 32 * (4 * u + k)));
-                        const __m256i l = _mm256_and_si256(j ? _mm256_srli_epi16(q, 2 * j) : q, m3);
-                        sub[g] = _mm256_add_epi16(sub[g], _mm256_maddubs_epi16(l, yq));
+                        const __m256i part = _mm256_madd_epi16(sub[g], r8_scale_pairs_avx2<false>(sc[g] + 8 * s));
+                        if (j == 1) sum4[g] = _mm256_add_epi32(sum4[g], part);
+                        else if (j == 2) sum16[g] = _mm256_add_epi32(sum16[g], part);
+                        else sumi[g] = _mm256_add_epi32(sumi[g], part);
                     }
                 }
-                const int s = 8 * (u / 2) + 2 * j + u % 2;
-                for (int g = 0; g < G; ++g)
-                    sumi[g] = _mm256_add_epi32(sumi[g], _mm256_madd_epi16(sub[g], r8_scale_pairs_avx2<false>(sc[g] + 8 * s)));
             }
         }
         const __m256 yd = _mm256_set1_ps(yb.d);
         for (int g = 0; g < G; ++g) {
+            sumi[g] = _mm256_add_epi32(sumi[g], _mm256_add_epi32(_mm256_srai_epi32(sum4[g], 2), _mm256_srai_epi32(sum16[g], 4)));
             const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec[g])), yd);
             acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[g]), d, acc[g]);
             const __m256 dmin = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(rec[g] + Q2K_R8_DMIN))), yd);
