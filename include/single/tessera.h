@@ -19022,16 +19022,16 @@ static inline bool is_r8_type(enum tsr_type t) {
 /* Q2_K and Q3_K are interleaved on x86 CPUs with AVX2 (AVX2 kernels read both records, AVX-512
  * VNNI ones Q2_K's too). Measured on a 2-core Zen 4 VM without AVX-512 (a noisy machine, its
  * read 31-52 GB/s between runs), where the file layouts' AVX2 kernels are bound by compute:
- * cpu_bench, in cache, one core, the records' mat-vecs are 1.35-1.41x the file layout's for
- * Q2_K (16.2-16.9 against 12.0 GB/s) and 1.62x for Q3_K (18.0 against 11.1); from DRAM, 2
- * threads, Q2_K 28.6 against 22.6 GB/s, Q3_K 31.3 against 21.7. The GEMMs' panels are cut
- * from the records directly (r8_k2_pack_panel; Q2_K's requantized as the file packer does).
- * LLaMA 1.1B (run_bench, 2 threads, CPU_REPACK against --no-repack, two alternations): Q2_K
- * generation 61.2 / 65.3 against 51.4 / 54.5 tok/s (its prompt 70.4 / 73.7 against 76.3 / 77.2
- * while its panels came through file blocks), Q3_K generation 54.9 / 60.3 against 41.3 / 40.9,
- * prompt 91.6 / 96.1 against 83.9 / 83.8. On AVX-512 VNNI (a 2-core Zen 5 VM, 31 GB/s read)
- * both records were 1.3-1.4x in cache and within noise from DRAM, with the Q3_K record's
- * kernel before the levels were regrouped (Q2_K 0.86 / 0.86, Q3_K 0.96 / 0.92 x the read). */
+ * cpu_bench, in cache, one core, the records' mat-vecs are 1.5x the file layout's for Q2_K
+ * (17.8-18.4 against 11.8-12.0 GB/s) and 1.62x for Q3_K (18.0 against 11.1); from DRAM, 2
+ * threads, one run, 0.78 and 0.83 x the read against 0.64 and 0.60. The GEMMs' panels are cut
+ * from the records directly (r8_k2_pack_panel; Q2_K's requantized as the file packer does), the
+ * GEMMs within noise of the file layouts'. LLaMA 1.1B (run_bench, 2 threads, CPU_REPACK against
+ * --no-repack, two alternations): Q2_K generation 63.0 / 65.5 against 52.3 / 52.5 tok/s, prompt
+ * 75.8 / 77.6 against 79.0 / 74.5; Q3_K generation 52.5 / 54.6 against 40.3 / 41.8, prompt
+ * 88.5 / 89.0 against 82.5 / 86.3. On AVX-512 VNNI (a 2-core Zen 5 VM, 31 GB/s read) both
+ * records were 1.3-1.4x in cache and within noise from DRAM, with kernels before this Q3_K
+ * record and these Q2_K level masks (Q2_K 0.86 / 0.86, Q3_K 0.96 / 0.92 x the read). */
 static inline bool r8_type_has_simd(enum tsr_type t) {
     if (t == TSR_TYPE_Q4_0 || t == TSR_TYPE_IQ4_NL || t == TSR_TYPE_Q4_K) return true;
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
