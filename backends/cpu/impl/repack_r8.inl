@@ -1369,12 +1369,14 @@ static void r8_gemv(enum tsr_type t, const r8_gemv_args & a, int64_t m0, int64_t
 
 /* ---- GEMM A panels from groups ----------------------------------------------------------- */
 
-/* The lines of [p, p + bytes) of the next group's records, prefetched while a packer reads
- * this group's: a panel reads only kc weights of each group, too few for the hardware
- * prefetcher to follow (as pack_panel_i8_avx2's prefetch of the rows ahead). Past the matrix
- * it touches nothing that faults (a prefetch never does). */
-static inline void r8_prefetch_next_group(const uint8_t * p, size_t bytes) {
-    for (uintptr_t a = (uintptr_t)p & ~(uintptr_t)63; a < (uintptr_t)p + bytes; a += 64) __builtin_prefetch((const void *)a, 0, 3);
+/* The lines of bytes [at, at + n) of the next group's records (the group lda x 8 bytes past
+ * rec), prefetched while a packer reads this group's: a panel reads only kc weights of each
+ * group, too few for the hardware prefetcher to follow (as pack_panel_i8_avx2's prefetch of
+ * the rows ahead). Addresses as integers: past the matrix no pointer is formed, and a
+ * prefetch never faults. */
+static inline void r8_prefetch_next_group(const uint8_t * rec, size_t lda, size_t at, size_t n) {
+    const uintptr_t p = (uintptr_t)rec + (uintptr_t)R8 * lda + at;
+    for (uintptr_t a = p & ~(uintptr_t)63; a < p + n; a += 64) __builtin_prefetch((const void *)a, 0, 3);
 }
 
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
@@ -1442,7 +1444,7 @@ static void r8_pack_panel(const uint8_t * A, size_t lda, int64_t row0, int rows,
         for (int r0 = 0; r0 < R; r0 += R8) {
             if (r0 < rows && b0 + b < nbk) {
                 const uint8_t * rec = A + (size_t)(row0 + r0) * lda + (size_t)(b0 + b) * R8_BLOCK_BYTES;
-                r8_prefetch_next_group(rec + (size_t)R8 * lda, R8_BLOCK_BYTES);
+                r8_prefetch_next_group(rec, lda, 0, R8_BLOCK_BYTES);
                 r8_record_to_panel<T>(rec, XOR, R, q + r0 * 4, sc + r0);
                 continue;
             }
@@ -1494,7 +1496,7 @@ static void r8_k4_pack_panel(const uint8_t * A, size_t lda, int64_t row0, int ro
             const int64_t kb = b0 + b;
             if (r0 < rows && kb < nbk) {
                 const uint8_t * rec = A + (size_t)(row0 + r0) * lda + (size_t)(kb / 8) * k4_record_bytes(Q5);
-                r8_prefetch_next_group(rec + (size_t)R8 * lda + kb % 8 * k4_record_bytes(Q5) / 8, k4_record_bytes(Q5) / 8);
+                r8_prefetch_next_group(rec, lda, (size_t)(kb % 8) * k4_record_bytes(Q5) / 8, k4_record_bytes(Q5) / 8);
                 k4_record_to_min_panel_avx2<R, Q5>(rec, (int)(kb % 8), q + r0 * 4, sc + r0, mn + r0);
                 continue;
             }
@@ -1567,7 +1569,7 @@ static void r8_k2_pack_panel(const uint8_t * A, size_t lda, int64_t row0, int ro
             const int64_t kb = b0 + b;
             if (r0 < rows && kb < nbk) {
                 const uint8_t * rec = A + (size_t)(row0 + r0) * lda + (size_t)(kb / 8) * record;
-                r8_prefetch_next_group(rec + (size_t)R8 * lda + kb % 8 * record / 8, record / 8);
+                r8_prefetch_next_group(rec, lda, (size_t)(kb % 8) * record / 8, record / 8);
                 if constexpr (T == TSR_TYPE_Q3_K) q3k_record_to_panel_avx2<R, XOR>(rec, (int)(kb % 8), q + r0 * 4, sc + r0);
                 else q2k_record_to_panel_avx2<R, XOR>(rec, (int)(kb % 8), q + r0 * 4, sc + r0);
                 continue;
@@ -1623,7 +1625,7 @@ static void r8_q32_pack_panel(const uint8_t * A, size_t lda, int64_t row0, int r
         for (int r0 = 0; r0 < R; r0 += R8) {
             if (r0 < rows && b0 + b < nbk) {
                 const uint8_t * rec = A + (size_t)(row0 + r0) * lda + (size_t)(b0 + b) * L::bytes;
-                r8_prefetch_next_group(rec + (size_t)R8 * lda, L::bytes);
+                r8_prefetch_next_group(rec, lda, 0, L::bytes);
                 q32_record_to_panel_avx2<T, XOR>(rec, R, q + r0 * 4, sc + r0, mn + r0);
                 continue;
             }
