@@ -485,6 +485,10 @@ struct matvec_pf_table {
      * record (1152) 0.96-0.97 x the read in two runs, two records 0.93-0.96. */
     constexpr matvec_pf_table() : file{}, repacked{} {
         for (uint32_t & a : file) a = 2048;
+        /* F16 / BF16 (32 bytes a row a step, 4 rows a core): --prefetch 256 / 512 / 768 / 2048 in
+         * two runs on this Zen 4 VM (read 36 GB/s): F16 0.96-0.97 / 0.95 / 0.92 / 0.91 x the read,
+         * BF16 0.95-0.98 / 0.95-0.98 / 0.92-0.93 / 0.89-0.90; 0 (no lines ahead) 0.95-0.96. */
+        file[TSR_TYPE_F16] = file[TSR_TYPE_BF16] = 512;
         /* CPU_REPACK IQ4_NL: after mul_mat's items grew (3 a thread), --prefetch 1024 / 2048
          * / 3072 in three runs: 0.94-0.95 / 0.96-0.97 / 0.96 x the read, and LLaMA 1.1B
          * generation 48.7-48.8 -> 48.7-50.0 tok/s (3 pairs); Q4_0 the same in cpu_bench (0.94-0.98 /
