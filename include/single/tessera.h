@@ -13272,6 +13272,10 @@ struct gemm_impl {
     void (*pack_a)(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst);
     void (*pack_b)(const char * b, size_t ldb, int rows, int64_t K, int64_t k0, int kc, void * dst);
     void (*kernel)(int kc, const void * ap, const void * bp, float * c, size_t ldc, int mr_valid, int nr_valid, bool accumulate);
+    /* when not NULL, run over each A panel after its packer (whichever packed it: pack_a or a
+     * CPU_REPACK direct packer), kc weights: a kernel that wants the bytes in another order
+     * than the packers' shared layout (AVX2's pair kernel: pack.inl) */
+    void (*finish_a)(void * panel, int kc) = nullptr;
     /* after a thread's last kernel call of a range, when not NULL (AMX: the tiles back to
      * their initial state, so the thread's context switches and idle states stay cheap) */
     void (*done)() = nullptr;
@@ -13513,6 +13517,10 @@ struct matvec_pf_table {
      * record (1152) 0.96-0.97 x the read in two runs, two records 0.93-0.96. */
     constexpr matvec_pf_table() : file{}, repacked{} {
         for (uint32_t & a : file) a = 2048;
+        /* F16 / BF16 (32 bytes a row a step, 4 rows a core): --prefetch 256 / 512 / 768 / 2048 in
+         * two runs on this Zen 4 VM (read 36 GB/s): F16 0.96-0.97 / 0.95 / 0.92 / 0.91 x the read,
+         * BF16 0.95-0.98 / 0.95-0.98 / 0.92-0.93 / 0.89-0.90; 0 (no lines ahead) 0.95-0.96. */
+        file[TSR_TYPE_F16] = file[TSR_TYPE_BF16] = 512;
         /* CPU_REPACK IQ4_NL: after mul_mat's items grew (3 a thread), --prefetch 1024 / 2048
          * / 3072 in three runs: 0.94-0.95 / 0.96-0.97 / 0.96 x the read, and LLaMA 1.1B
          * generation 48.7-48.8 -> 48.7-50.0 tok/s (3 pairs); Q4_0 the same in cpu_bench (0.94-0.98 /
@@ -14344,6 +14352,11 @@ static constexpr kernels kernels_scalar = [] {
  *              instead keep their bytes signed, for kernels that move the sign onto B
  *              themselves). B (from yq8): per 32 k: 8 quads x R x 4 signed bytes, R float
  *              scales, R int32 biases (-offset * sum(q)) that undo the unsigned offset.
+ * Pair panels (AVX2 without VNNI, for signed A: Q8_0-style levels and half panels; the
+ *              pair kernel of kernels_avx2.inl): A is packed as an int8 panel, then each
+ *              quad's 32 bytes regrouped as the 8 rows' (k0, k1) and then their (k2, k3)
+ *              (finish_a). B (pack_panel_pairs_b): per 32 k: 8 quads x R x 4 int16 levels,
+ *              then R float scales (no bias: A has no offset).
  * Signed int8 panels (A from Q8_0/Q4_0, B from yq8; for kernels that multiply signed by
  *              signed, so no offset or bias): per 32 k: R rows x 32 signed bytes in k
  *              order, then R float scales; zero beyond `rows` and beyond K.
@@ -14487,6 +14500,24 @@ static void pack_panel_i8_b(const char * b, size_t ldb, int rows, int64_t K, int
             } else {
                 bias[r] = live ? -OFF * blk->sum : 0;
             }
+        }
+    }
+}
+
+/* Pair B panel from yq8 rows (the int8 panel's quads as int16; the pair kernel sign-extends
+ * A itself, once for all its columns). Zero past `rows` and past K. */
+template <int R>
+static void pack_panel_pairs_b(const char * b, size_t ldb, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    const int64_t b0 = k0 / 32, nbk = K / 32;
+    for (int bb = 0; bb < kc / 32; ++bb) {
+        int16_t * q = (int16_t *)((uint8_t *)dst + (size_t)bb * R * 68);
+        float * sc = (float *)(q + R * 32);
+        for (int r = 0; r < R; ++r) {
+            const bool live = r < rows && b0 + bb < nbk;
+            const yq8 * blk = live ? (const yq8 *)(b + (size_t)r * ldb) + b0 + bb : nullptr;
+            for (int qd = 0; qd < 8; ++qd)
+                for (int i = 0; i < 4; ++i) q[((size_t)qd * R + r) * 4 + i] = live ? blk->qs[qd * 4 + i] : 0;
+            sc[r] = live ? blk->d : 0.0f;
         }
     }
 }
@@ -15483,19 +15514,21 @@ TSR_TARGET_AVX2 static void gemm_f32_kernel_avx2(int kc, const void * ap, const 
 /* Int8 GEMM micro-kernel: 8 x 8 tile on the int8 panels of pack.inl. Per 32-k block an
  * integer tile is built with vpmaddubsw (u8 x s8, adjacent products summed into int16
  * WITH saturation), then scaled into float accumulators. What keeps the int16 sums exact:
- *  - Q8_0 (A bytes signed, -128..127): the sign trick. |a| is the unsigned operand and
- *    a's sign moves onto b (yq8 is -127..127, so negating it cannot wrap); a pair is then
- *    at most 2 * 128 * 127 = 32512. An offset A (0..255) would reach 64770. Two quads
- *    could still overflow together, so each is widened to int32 (vpmaddwd by ones).
+ *  - Q8_0-style signed A (-128..127), on AVX-VNNI only: the sign trick. |a| is the
+ *    unsigned operand and a's sign moves onto b (yq8 is -127..127, so negating it cannot
+ *    wrap), into vpdpbusd. An offset A (0..255) would pass int16 in vpmaddubsw (2 * 255 *
+ *    127), and the sign trick without VNNI costs three multiplies a quad and column
+ *    (vpsignb, vpmaddubsw, vpmaddwd by ones): signed panels take gemm_pairs_kernel_avx2
+ *    there instead.
  *  - Q4_0 (nibbles 0..15): a pair is at most 2 * 15 * 128 = 3840, so the 8 quads of a
  *    block add up in int16 (at most 30720) and are widened once per block; the B bias
  *    (-8 * sum) then undoes the nibble offset.
  *  - min panels (KIND, pack.inl: q 0..31): a pair is at most 2 * 31 * 127, but eight
  *    quads would pass int16, so each quad is widened as Q8_0's; the tile starts at 0 and
  *    each block subtracts A's min times B's d * sum(q).
- *  - half panels (Q6_K's levels -32..31, Q8 set): one tile per 16 k, each scaled by d
- *    times its own scale (B as Q8_0's: no bias). The AVX-512 kernel's int32 combine of
- *    the two tiles would need 24 registers, and AVX2 has 16.
+ *  - half panels (Q6_K's levels -32..31, Q8 set; VNNI only, as Q8_0): one tile per 16 k,
+ *    each scaled by d times its own scale (B as Q8_0's: no bias). The AVX-512 kernel's
+ *    int32 combine of the two tiles would need 24 registers, and AVX2 has 16.
  * 8 x 8 beat 16 x 4 here (one A quad per ymm leaves more registers for the tiles; A is
  * read once per 8 columns). The quad loop stays rolled: unrolled, GCC reassociates the
  * int16 sums into trees of temporaries and spills most of them. */
@@ -15510,6 +15543,7 @@ TSR_TARGET_AVX2VNNI static inline __m256i dpbusd_avx2vnni(__m256i acc, __m256i u
 template <bool Q8, int KIND = PANEL_Q8, bool VNNI = false>
 TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void gemm_i8_kernel_avx2(int kc, const void * ap, const void * bp, float * c, size_t ldc,
                                                                   int mr_valid, int nr_valid, bool accumulate) {
+    static_assert(VNNI || !Q8, "signed A panels without VNNI: gemm_pairs_kernel_avx2");
     constexpr bool MINS = KIND == PANEL_MIN;
     constexpr int PARTS = KIND == PANEL_HALVES ? 2 : 1;  /* tiles per 32 k */
     const uint8_t * a = (const uint8_t *)ap;
@@ -15537,10 +15571,6 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void gemm_i8_kernel_avx2(int kc, const 
                         const __m256i bj = _mm256_set1_epi32(bqq[j]);
                         t[j] = dpbusd_avx2vnni(t[j], u0, Q8 ? _mm256_sign_epi8(bj, a0) : bj);
                     }
-                } else if constexpr (Q8) {
-                    const __m256i u0 = _mm256_abs_epi8(a0);  /* -128 -> 0x80 = 128 unsigned */
-                    for (int j = 0; j < 8; ++j)
-                        t[j] = _mm256_add_epi32(t[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u0, _mm256_sign_epi8(_mm256_set1_epi32(bqq[j]), a0)), ones));
                 } else if constexpr (MINS) {
                     for (int j = 0; j < 8; ++j)
                         t[j] = _mm256_add_epi32(t[j], _mm256_madd_epi16(_mm256_maddubs_epi16(a0, _mm256_set1_epi32(bqq[j])), ones));
@@ -15575,6 +15605,68 @@ TSR_TARGET_AVX2VNNI static void gemm_i8_kernel_avx2vnni(int kc, const void * ap,
     gemm_i8_kernel_avx2<Q8, KIND, true>(kc, ap, bp, c, ldc, mr_valid, nr_valid, accumulate);
 }
 
+/* Pair GEMM micro-kernel (AVX2 without VNNI, signed A: Q8_0-style levels, KIND PANEL_Q8,
+ * and half panels): 8 x 8 tile on pair panels (pack.inl). Each quad's A is sign-extended to
+ * int16 once for the 8 columns (the 8 rows' k0 k1 in one register, their k2 k3 in another),
+ * and a column takes two vpmaddwd against its broadcast int16 pairs. The int8 kernel's sign
+ * trick costs a vpsignb, a vpmaddubsw and a vpmaddwd a quad and column, three operations on
+ * the two ports that multiply; this is two. No saturation anywhere: the tiles are the same
+ * int32 sums as the int8 kernel's, then scaled by the same float operations (the same bits:
+ * test). Measured on the 2-core Zen 4 VM without AVX-512: see gemm_q8_0_pairs_avx2. */
+template <int KIND>
+TSR_TARGET_AVX2 static void gemm_pairs_kernel_avx2(int kc, const void * ap, const void * bp, float * c, size_t ldc, int mr_valid,
+                                                   int nr_valid, bool accumulate) {
+    static_assert(KIND == PANEL_Q8 || KIND == PANEL_HALVES, "signed A panels only");
+    constexpr int PARTS = KIND == PANEL_HALVES ? 2 : 1;  /* tiles per 32 k */
+    const uint8_t * a = (const uint8_t *)ap;
+    const uint8_t * b = (const uint8_t *)bp;
+    __m256 f[8];
+    for (int j = 0; j < 8; ++j) f[j] = _mm256_setzero_ps();
+    for (int blk = 0; blk < kc / 32; ++blk) {
+        const float * bs = (const float *)(b + 8 * 64);
+        for (int part = 0; part < PARTS; ++part) {
+            __m256i t[8];
+            for (int j = 0; j < 8; ++j) t[j] = _mm256_setzero_si256();
+            const int q_begin = part * 8 / PARTS, q_end = (part + 1) * 8 / PARTS;
+#pragma GCC unroll 1
+            for (int q = q_begin; q < q_end; ++q) {
+                const __m256i a01 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a + q * 32)));
+                const __m256i a23 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a + q * 32 + 16)));
+                const int32_t * bq = (const int32_t *)(b + q * 64);
+                for (int j = 0; j < 8; ++j) {
+                    const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(a01, _mm256_set1_epi32(bq[2 * j])),
+                                                       _mm256_madd_epi16(a23, _mm256_set1_epi32(bq[2 * j + 1])));
+                    t[j] = _mm256_add_epi32(t[j], p);
+                    /* an empty asm ties the next columns' loads to this tile: without it GCC
+                     * hoists all 16 broadcasts ahead and spills three tiles to the stack */
+                    if (j % 2 == 1) __asm__("" : "+r"(bq), "+x"(t[j]));
+                }
+            }
+            const __m256 da = _mm256_loadu_ps((const float *)(a + 8 * 32 + (KIND == PANEL_HALVES ? 32 * part : 0)));
+            for (int j = 0; j < 8; ++j) f[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t[j]), _mm256_mul_ps(da, _mm256_set1_ps(bs[j])), f[j]);
+        }
+        a += 8 * (KIND == PANEL_Q8 ? 36 : 40);
+        b += 8 * 68;
+    }
+    for (int j = 0; j < nr_valid; ++j) store_col8_avx2(c + (size_t)j * ldc, f[j], mr_valid, accumulate);
+}
+
+/* finish_a of the pair GEMMs: each quad of an 8-row int8 panel (row r's k0..k3 at 4r) to the
+ * rows' (k0, k1) pairs, then their (k2, k3), in place; BLOCK_BYTES per 32 k. */
+template <size_t BLOCK_BYTES>
+TSR_TARGET_AVX2 static void a_panel_to_pairs_avx2(void * panel, int kc) {
+    const __m256i pairs = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                           0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    for (int blk = 0; blk < kc / 32; ++blk) {
+        uint8_t * p = (uint8_t *)panel + (size_t)blk * BLOCK_BYTES;
+        for (int q = 0; q < 8; ++q) {
+            /* per lane: 4 rows' k0 k1, then their k2 k3; qwords 0 2 1 3 put the 8 rows together */
+            const __m256i v = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(p + q * 32)), pairs);
+            _mm256_storeu_si256((__m256i *)(p + q * 32), _mm256_permute4x64_epi64(v, 0xD8));
+        }
+    }
+}
+
 static constexpr gemm_impl gemm_f32_avx2 = [] {
     gemm_impl g{};
     g.mr = 16; g.nr = 6; g.kc = 256; g.mc = 128;
@@ -15587,33 +15679,54 @@ static constexpr gemm_impl gemm_f32_avx2 = [] {
 static constexpr gemm_impl gemm_f16_avx2 = gemm_with_pack_a(gemm_f32_avx2, pack_panel_f32<16, 2, cvt_f16_f32_avx2>);
 static constexpr gemm_impl gemm_bf16_avx2 = gemm_with_pack_a(gemm_f32_avx2, pack_panel_f32<16, 2, cvt_bf16_f32_avx2>);
 /* Q8_0 keeps A signed for the sign trick, so its B carries no offset bias. */
-static constexpr gemm_impl gemm_q8_0_avx2 = [] {
+/* The int8 panels' shape on AVX2: 8 x 8 tiles, Q8_0's A packer, yq8 B. A description, not a
+ * GEMM (no kernel): each GEMM below starts from it. */
+static constexpr gemm_impl gemm_i8_panels_avx2 = [] {
     gemm_impl g{};
     g.mr = 8; g.nr = 8; g.kc = 1024; g.mc = 128;
     g.a_bytes_32k = 8 * 36; g.b_bytes_32k = 8 * 40;
     g.pack_a = pack_panel_i8_avx2<8, TSR_TYPE_Q8_0, 0, 0>;
     g.pack_b = pack_panel_i8_b<8, 0>;
-    g.kernel = gemm_i8_kernel_avx2<true>;
     return g;
 }();
+/* The pair GEMMs (signed A panels, without VNNI): the int8 panels' A packers (per type:
+ * packed_gemms), then a_panel_to_pairs_avx2 (A_BYTES per 32 k), and int16 B. */
+static constexpr gemm_impl gemm_pairs_variant_avx2(gemm_impl g, decltype(gemm_impl::kernel) kernel,
+                                                   decltype(gemm_impl::finish_a) finish_a) {
+    g.kernel = kernel;
+    g.finish_a = finish_a;
+    g.pack_b = pack_panel_pairs_b<8>;
+    g.b_bytes_32k = 8 * 68;
+    return g;
+}
+/* Q8_0 and every type packed as Q8_0-style levels. LLaMA-sized 4096 x 4096 x 512 (cpu_bench
+ * --gemm-only, 2-core Zen 4 VM without AVX-512, against the int8 kernel's sign trick, three
+ * alternations): one thread Q8_0 99.9-101.3 -> 106.5-107.5 GFLOPS, CPU_REPACK IQ4_NL
+ * 91.7-100.9 -> 102.8-108.1; two threads, best of three, Q8_0 199 -> 212, CPU_REPACK IQ4_NL
+ * 198 -> 213, CPU_REPACK Q3_K 200 -> 213, Q6_K (halves) 183 -> 189. */
+static constexpr gemm_impl gemm_q8_0_avx2 =
+    gemm_pairs_variant_avx2(gemm_i8_panels_avx2, gemm_pairs_kernel_avx2<PANEL_Q8>, a_panel_to_pairs_avx2<8 * 36>);
 static constexpr gemm_impl gemm_q4_0_avx2 = [] {
-    gemm_impl g = gemm_q8_0_avx2;
+    gemm_impl g = gemm_i8_panels_avx2;
     g.pack_a = pack_panel_i8_avx2<8, TSR_TYPE_Q4_0, 0, 8>;
     g.pack_b = pack_panel_i8_b<8, 8>;
     g.kernel = gemm_i8_kernel_avx2<false>;
     return g;
 }();
-/* The min panels' GEMM (Q4_1, Q5_1, Q4_K, Q5_K; their packers: pack_x86.inl). */
+/* The min panels' GEMM (Q4_1, Q5_1, Q4_K, Q5_K; their packers: pack_x86.inl). Unsigned levels:
+ * no sign trick to save, so the int8 kernel. */
 static constexpr gemm_impl gemm_min_avx2 =
-    gemm_panel_variant(gemm_q8_0_avx2, gemm_i8_kernel_avx2<false, PANEL_MIN>, pack_panel_i8_b<8, 0, PANEL_MIN>);
+    gemm_panel_variant(gemm_i8_panels_avx2, gemm_i8_kernel_avx2<false, PANEL_MIN>, pack_panel_i8_b<8, 0, PANEL_MIN>);
 /* The half panels' GEMM (Q6_K: signed levels as Q8_0's, a scale per 16). */
-static constexpr gemm_impl gemm_halves_avx2 = gemm_panel_variant(gemm_q8_0_avx2, gemm_i8_kernel_avx2<true, PANEL_HALVES>);
+static constexpr gemm_impl gemm_halves_avx2 = gemm_pairs_variant_avx2(gemm_panel_variant(gemm_i8_panels_avx2, nullptr),
+                                                                      gemm_pairs_kernel_avx2<PANEL_HALVES>, a_panel_to_pairs_avx2<8 * 40>);
 
-/* The same GEMMs with AVX-VNNI kernels (same panels, same bits). */
-static constexpr gemm_impl gemm_q8_0_avx2vnni = gemm_with_kernel(gemm_q8_0_avx2, gemm_i8_kernel_avx2vnni<true>);
+/* With AVX-VNNI: one vpdpbusd a quad and column on the int8 panels (signed A through the
+ * sign trick, which costs VNNI one vpsignb where it cost the int8 kernel two more multiplies). */
+static constexpr gemm_impl gemm_q8_0_avx2vnni = gemm_with_kernel(gemm_i8_panels_avx2, gemm_i8_kernel_avx2vnni<true>);
 static constexpr gemm_impl gemm_q4_0_avx2vnni = gemm_with_kernel(gemm_q4_0_avx2, gemm_i8_kernel_avx2vnni<false>);
 static constexpr gemm_impl gemm_min_avx2vnni = gemm_with_kernel(gemm_min_avx2, gemm_i8_kernel_avx2vnni<false, PANEL_MIN>);
-static constexpr gemm_impl gemm_halves_avx2vnni = gemm_with_kernel(gemm_halves_avx2, gemm_i8_kernel_avx2vnni<true, PANEL_HALVES>);
+static constexpr gemm_impl gemm_halves_avx2vnni = gemm_panel_variant(gemm_i8_panels_avx2, gemm_i8_kernel_avx2vnni<true, PANEL_HALVES>);
 
 /* ---- expf and the activations on it (constants and method: vexp in cpu_internal.inl) ---- */
 
@@ -20822,6 +20935,7 @@ static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m
                     uint8_t * ap = apack + (size_t)(ir / g->mr) * apanel;
                     if (a.a_r8) r8_pack_a(g, a.ta, (const uint8_t *)a.A, a.lda, ic + ir, rows, a.K, pc, kcp, ap);
                     else g->pack_a(a.A + (size_t)(ic + ir) * a.lda, a.lda, rows, a.K, pc, kcp, ap);
+                    if (g->finish_a) g->finish_a(ap, kcp);
                 }
                 for (int64_t jr = 0; jr < nc; jr += g->nr) {
                     const int nrv = (int)std::min<int64_t>(g->nr, nc - jr);

@@ -805,11 +805,55 @@ TEST_CASE("GEMM A panels of Q2_K requantize every block within half a step", "[c
 }
 
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
+namespace {
+
+// Test operands of the AVX2 GEMM kernel tests: 8 rows of type t from its quantizer, odd
+// rows at the levels' extremes (+-1 blocks), Q8_0 with a -128 per block in row 0 (its
+// format allows it, its quantizer never writes it); 8 yq8 columns, odd ones +-1 (+-127
+// once quantized).
+struct gemm_operands {
+    static constexpr int64_t K = 512;
+    static constexpr int rows = 8, cols = 8;
+    size_t lda;
+    std::vector<uint8_t> w;
+    std::vector<tcpu::yq8> y;
+    gemm_operands(tsr_type t, std::mt19937 & rng) : lda(tsr_row_size(t, K)), w(lda * rows), y((size_t)(cols * (K / 32))) {
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+        std::vector<float> wf((size_t)(rows * K));
+        for (int r = 0; r < rows; ++r)
+            for (int64_t k = 0; k < K; ++k) wf[(size_t)(r * K + k)] = r % 2 ? ((k / 3) % 2 ? 1.0f : -1.0f) : u(rng);
+        REQUIRE(tsr_from_float_row(t, wf.data(), w.data(), rows * K));
+        if (t == TSR_TYPE_Q8_0)
+            for (int64_t b = 0; b < K / 32; ++b) w[(size_t)b * tsr_type_size(t) + 2 + (size_t)(b % 32)] = 0x80;
+        for (int n = 0; n < cols; ++n) {
+            std::vector<float> x((size_t)K);
+            for (int64_t k = 0; k < K; ++k) x[(size_t)k] = n % 2 ? ((k / 5) % 2 ? 1.0f : -1.0f) : u(rng);
+            tcpu::quantize_y_scalar(x.data(), y.data() + (size_t)n * (K / 32), K);
+        }
+    }
+    // One tile of GEMM g over all K (kc = K): its own packers (finish_a included) and kernel;
+    // C starts at 0.5 everywhere (column-major, ldc = rows).
+    std::vector<float> tile(const tcpu::gemm_impl * g, int valid_rows, int valid_cols, bool accumulate) const {
+        const int kc = (int)K;
+        std::vector<uint8_t> ap(g->a_bytes_32k * (size_t)(kc / 32)), bp(g->b_bytes_32k * (size_t)(kc / 32));
+        g->pack_a((const char *)w.data(), lda, valid_rows, K, 0, kc, ap.data());
+        if (g->finish_a) g->finish_a(ap.data(), kc);
+        g->pack_b((const char *)y.data(), (size_t)(K / 32) * sizeof(tcpu::yq8), valid_cols, K, 0, kc, bp.data());
+        std::vector<float> c((size_t)(cols * rows), 0.5f);
+        g->kernel(kc, ap.data(), bp.data(), c.data(), rows, valid_rows, valid_cols, accumulate);
+        return c;
+    }
+};
+
+const tsr_type avx2_gemm_types[] = {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1, TSR_TYPE_IQ4_NL,
+                                    TSR_TYPE_Q2_K, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K};
+
+} // namespace
+
 // The AVX2 path's int8 GEMM kernels with AVX-VNNI (one vpdpbusd per quad) and without it
-// (vpmaddubsw + vpmaddwd) on the same panels give the same bits, for every panel kind (Q8_0's
-// sign trick, Q4_0's int16 sums and bias, min panels, half panels, the requantized Q2_K):
-// weights from the formats' quantizers with rows at the levels' extremes, activations of
-// +-1 (+-127 once quantized) and random, partial tiles, accumulate on and off.
+// (the pair kernel for signed panels, vpmaddubsw + vpmaddwd for the others), each on its own
+// panels, give the same bits, for every panel kind (Q8_0's sign trick, Q4_0's int16 sums and
+// bias, min panels, half panels, the requantized Q2_K): partial tiles, accumulate on and off.
 TEST_CASE("GEMM: the AVX2 int8 kernels on AVX-VNNI give the bits of the kernels without it", "[cpu][mul_mat][kernels][quant]") {
     if (!tcpu::features().avx_vnni) {
         WARN("skipped: no AVX-VNNI on this CPU");
@@ -820,41 +864,79 @@ TEST_CASE("GEMM: the AVX2 int8 kernels on AVX-VNNI give the bits of the kernels 
     f.avx_vnni = false;
     const tcpu::kernels plain = tcpu::make_kernels_avx2(f);
     std::mt19937 rng(29);
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    const int64_t K = 512;
-    const int kc = 512, rows = 8, cols = 8;
-    for (tsr_type t : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1, TSR_TYPE_IQ4_NL, TSR_TYPE_Q2_K,
-                       TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K}) {
+    for (tsr_type t : avx2_gemm_types) {
         const tcpu::gemm_impl * gv = tcpu::gemm_for(&vnni, t), * gp = tcpu::gemm_for(&plain, t);
         REQUIRE(gv != nullptr);
         REQUIRE(gp != nullptr);
         CHECK(gv->kernel != gp->kernel);
-        std::vector<float> wf((size_t)(rows * K));
-        for (int r = 0; r < rows; ++r)
-            for (int64_t k = 0; k < K; ++k) wf[(size_t)(r * K + k)] = r % 2 ? ((k / 3) % 2 ? 1.0f : -1.0f) : u(rng);
-        const size_t lda = tsr_row_size(t, K);
-        std::vector<uint8_t> w(lda * rows);
-        REQUIRE(tsr_from_float_row(t, wf.data(), w.data(), rows * K));
-        std::vector<tcpu::yq8> y((size_t)(cols * (K / 32)));
-        for (int n = 0; n < cols; ++n) {
-            std::vector<float> x((size_t)K);
-            for (int64_t k = 0; k < K; ++k) x[(size_t)k] = n % 2 ? ((k / 5) % 2 ? 1.0f : -1.0f) : u(rng);
-            tcpu::quantize_y_scalar(x.data(), y.data() + (size_t)n * (K / 32), K);
-        }
-        for (int valid_rows : {rows, 5})
-            for (int valid_cols : {cols, 3}) {
-                std::vector<uint8_t> ap(gp->a_bytes_32k * (size_t)(kc / 32)), bp(gp->b_bytes_32k * (size_t)(kc / 32));
-                gp->pack_a((const char *)w.data(), lda, valid_rows, K, 0, kc, ap.data());
-                gp->pack_b((const char *)y.data(), (size_t)(K / 32) * sizeof(tcpu::yq8), valid_cols, K, 0, kc, bp.data());
+        const gemm_operands o(t, rng);
+        for (int valid_rows : {o.rows, 5})
+            for (int valid_cols : {o.cols, 3})
                 for (bool accumulate : {false, true}) {
-                    std::vector<float> cv((size_t)(cols * rows), 0.5f), cp = cv;
-                    gv->kernel(kc, ap.data(), bp.data(), cv.data(), rows, valid_rows, valid_cols, accumulate);
-                    gp->kernel(kc, ap.data(), bp.data(), cp.data(), rows, valid_rows, valid_cols, accumulate);
+                    const std::vector<float> cv = o.tile(gv, valid_rows, valid_cols, accumulate), cp = o.tile(gp, valid_rows, valid_cols, accumulate);
                     INFO(tsr_type_name(t) << " rows " << valid_rows << " cols " << valid_cols << " accumulate " << accumulate);
                     CHECK(std::memcmp(cv.data(), cp.data(), cv.size() * sizeof(float)) == 0);
                 }
-            }
     }
+}
+
+// The AVX2 pair kernel (signed panels without VNNI: Q8_0-style levels and Q6_K's half
+// panels) against the int8 panel as its packer wrote it, before finish_a regroups it: per
+// block (per 16 k for half panels) the exact integer sum of levels times the column's yq8
+// bytes, then the int8 kernels' float steps (fma of the sum by A's scale times B's, the
+// 0.5 already in C added when accumulating). Bit for bit; the C entries outside the
+// partial tile stay as they were.
+TEST_CASE("GEMM: the AVX2 pair kernel equals exact integer block sums, scaled as the int8 kernels scale them", "[cpu][mul_mat][kernels][quant]") {
+    if (!tsr_cpu_isa_supported(TSR_CPU_ISA_AVX2)) {
+        WARN("skipped: no AVX2 path on this CPU");
+        return;
+    }
+    tcpu::cpu_features f = tcpu::features();
+    f.avx_vnni = false;
+    const tcpu::kernels plain = tcpu::make_kernels_avx2(f);
+    std::mt19937 rng(31);
+    int checked = 0;
+    for (tsr_type t : avx2_gemm_types) {
+        const tcpu::gemm_impl * g = tcpu::gemm_for(&plain, t);
+        REQUIRE(g != nullptr);
+        const int kind = tcpu::panel_kind_of(t);
+        const bool is_signed = kind == tcpu::PANEL_HALVES || (kind == tcpu::PANEL_Q8 && t != TSR_TYPE_Q4_0);
+        CHECK((g->finish_a != nullptr) == is_signed);  // the signed panels take the pair kernel
+        if (!is_signed) continue;
+        const gemm_operands o(t, rng);
+        const int64_t nb = o.K / 32;
+        const int parts = kind == tcpu::PANEL_HALVES ? 2 : 1;
+        for (int valid_rows : {o.rows, 5})
+            for (int valid_cols : {o.cols, 3})
+                for (bool accumulate : {false, true}) {
+                    std::vector<uint8_t> ap(g->a_bytes_32k * (size_t)nb);
+                    g->pack_a((const char *)o.w.data(), o.lda, valid_rows, o.K, 0, (int)o.K, ap.data());
+                    std::vector<float> want((size_t)(o.cols * o.rows), 0.5f);
+                    for (int j = 0; j < valid_cols; ++j)
+                        for (int r = 0; r < valid_rows; ++r) {
+                            float acc = 0.0f;
+                            for (int64_t b = 0; b < nb; ++b) {
+                                const uint8_t * blk = ap.data() + (size_t)b * g->a_bytes_32k;
+                                const tcpu::yq8 & yb = o.y[(size_t)(j * nb + b)];
+                                for (int part = 0; part < parts; ++part) {
+                                    int32_t sum = 0;
+                                    for (int k = part * 32 / parts; k < (part + 1) * 32 / parts; ++k)
+                                        sum += (int8_t)blk[((k / 4) * 8 + r) * 4 + k % 4] * yb.qs[k];
+                                    float da;
+                                    std::memcpy(&da, blk + 8 * 32 + 32 * part + 4 * r, 4);
+                                    acc = std::fma((float)sum, da * yb.d, acc);
+                                }
+                            }
+                            float & c = want[(size_t)(j * o.rows + r)];
+                            c = accumulate ? c + acc : acc;
+                        }
+                    const std::vector<float> got = o.tile(g, valid_rows, valid_cols, accumulate);
+                    INFO(tsr_type_name(t) << " rows " << valid_rows << " cols " << valid_cols << " accumulate " << accumulate);
+                    CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+                    ++checked;
+                }
+    }
+    CHECK(checked == 6 * 8);  // Q8_0, Q5_0, IQ4_NL, Q2_K, Q3_K, Q6_K
 }
 #endif
 

@@ -244,6 +244,10 @@ struct gemm_impl {
     void (*pack_a)(const char * a, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst);
     void (*pack_b)(const char * b, size_t ldb, int rows, int64_t K, int64_t k0, int kc, void * dst);
     void (*kernel)(int kc, const void * ap, const void * bp, float * c, size_t ldc, int mr_valid, int nr_valid, bool accumulate);
+    /* when not NULL, run over each A panel after its packer (whichever packed it: pack_a or a
+     * CPU_REPACK direct packer), kc weights: a kernel that wants the bytes in another order
+     * than the packers' shared layout (AVX2's pair kernel: pack.inl) */
+    void (*finish_a)(void * panel, int kc) = nullptr;
     /* after a thread's last kernel call of a range, when not NULL (AMX: the tiles back to
      * their initial state, so the thread's context switches and idle states stay cheap) */
     void (*done)() = nullptr;

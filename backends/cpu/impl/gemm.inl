@@ -159,6 +159,7 @@ static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m
                     uint8_t * ap = apack + (size_t)(ir / g->mr) * apanel;
                     if (a.a_r8) r8_pack_a(g, a.ta, (const uint8_t *)a.A, a.lda, ic + ir, rows, a.K, pc, kcp, ap);
                     else g->pack_a(a.A + (size_t)(ic + ir) * a.lda, a.lda, rows, a.K, pc, kcp, ap);
+                    if (g->finish_a) g->finish_a(ap, kcp);
                 }
                 for (int64_t jr = 0; jr < nc; jr += g->nr) {
                     const int nrv = (int)std::min<int64_t>(g->nr, nc - jr);

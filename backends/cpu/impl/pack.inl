@@ -9,6 +9,11 @@
  *              instead keep their bytes signed, for kernels that move the sign onto B
  *              themselves). B (from yq8): per 32 k: 8 quads x R x 4 signed bytes, R float
  *              scales, R int32 biases (-offset * sum(q)) that undo the unsigned offset.
+ * Pair panels (AVX2 without VNNI, for signed A: Q8_0-style levels and half panels; the
+ *              pair kernel of kernels_avx2.inl): A is packed as an int8 panel, then each
+ *              quad's 32 bytes regrouped as the 8 rows' (k0, k1) and then their (k2, k3)
+ *              (finish_a). B (pack_panel_pairs_b): per 32 k: 8 quads x R x 4 int16 levels,
+ *              then R float scales (no bias: A has no offset).
  * Signed int8 panels (A from Q8_0/Q4_0, B from yq8; for kernels that multiply signed by
  *              signed, so no offset or bias): per 32 k: R rows x 32 signed bytes in k
  *              order, then R float scales; zero beyond `rows` and beyond K.
@@ -152,6 +157,24 @@ static void pack_panel_i8_b(const char * b, size_t ldb, int rows, int64_t K, int
             } else {
                 bias[r] = live ? -OFF * blk->sum : 0;
             }
+        }
+    }
+}
+
+/* Pair B panel from yq8 rows (the int8 panel's quads as int16; the pair kernel sign-extends
+ * A itself, once for all its columns). Zero past `rows` and past K. */
+template <int R>
+static void pack_panel_pairs_b(const char * b, size_t ldb, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    const int64_t b0 = k0 / 32, nbk = K / 32;
+    for (int bb = 0; bb < kc / 32; ++bb) {
+        int16_t * q = (int16_t *)((uint8_t *)dst + (size_t)bb * R * 68);
+        float * sc = (float *)(q + R * 32);
+        for (int r = 0; r < R; ++r) {
+            const bool live = r < rows && b0 + bb < nbk;
+            const yq8 * blk = live ? (const yq8 *)(b + (size_t)r * ldb) + b0 + bb : nullptr;
+            for (int qd = 0; qd < 8; ++qd)
+                for (int i = 0; i < 4; ++i) q[((size_t)qd * R + r) * 4 + i] = live ? blk->qs[qd * 4 + i] : 0;
+            sc[r] = live ? blk->d : 0.0f;
         }
     }
 }
