@@ -66,6 +66,8 @@ struct tsr_vk_memory_stats {
     size_t n_dedicated;       /* buffers with their own allocation */
     size_t dedicated_bytes;
     size_t staging_bytes;     /* host-visible staging buffer */
+    size_t max_range;         /* maxStorageBufferRange: ops on larger operands run in row windows */
+    size_t max_alloc;         /* maxMemoryAllocationSize: the largest one buffer can be */
 };
 TSR_API bool tsr_backend_vk_get_memory_stats(int device, struct tsr_vk_memory_stats * stats);
 

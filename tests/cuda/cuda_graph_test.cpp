@@ -3,7 +3,10 @@
 // exercised), CUDA graph capture replays, and graph_reserve sizes the workspace up front.
 #include "cuda_test_util.h"
 
+#include <algorithm>
 #include <cmath>
+#include <sstream>
+#include <string>
 #include <vector>
 
 using namespace cudatest;
@@ -103,8 +106,6 @@ gpt2_run run_gpt2(tsr_backend_t be, const gpt2_cfg & cfg, bool capture, int reps
     REQUIRE(tsr_gallocr_alloc_graph(ga, gf));
     std::vector<int32_t> tok(T), ps(T);
     for (int i = 0; i < T; ++i) { tok[i] = (i * 37 + 5) % cfg.V; ps[i] = i; }
-    REQUIRE(tsr_backend_tensor_set(tokens, tok.data(), 0, tok.size() * 4));
-    REQUIRE(tsr_backend_tensor_set(pos, ps.data(), 0, ps.size() * 4));
     if (tsr_backend_is_cuda(be)) {
         REQUIRE(tsr_backend_cuda_set_graph_capture(be, capture));
         if (reserve) REQUIRE(tsr_backend_graph_reserve(be, gf));
@@ -113,6 +114,10 @@ gpt2_run run_gpt2(tsr_backend_t be, const gpt2_cfg & cfg, bool capture, int reps
     out.ok = true;
     tsr_cuda_stats before = out.stats;
     for (int r = 0; r < reps && out.ok; ++r) {
+        // inputs are set before every compute, as a runner does: gallocr may place later
+        // tensors over an input after its last use (alloc.h), so a compute clobbers them
+        REQUIRE(tsr_backend_tensor_set(tokens, tok.data(), 0, tok.size() * 4));
+        REQUIRE(tsr_backend_tensor_set(pos, ps.data(), 0, ps.size() * 4));
         if (tsr_backend_graph_compute(be, gf) != TSR_STATUS_SUCCESS) { out.ok = false; out.error = tsr_last_error(); }
     }
     if (out.ok) out.logits = download(logits);
@@ -154,15 +159,40 @@ TEST_CASE("cuda graph: 2-layer GPT-2 on CUDA equals CPU", "[cuda][device][graph]
     }
 }
 
+// Where two logit vectors first differ, and how many values of each are not finite.
+static std::string first_difference(const std::vector<float> & got, const std::vector<float> & ref) {
+    std::ostringstream s;
+    size_t bad_got = 0, bad_ref = 0;
+    for (float v : got) bad_got += !std::isfinite(v);
+    for (float v : ref) bad_ref += !std::isfinite(v);
+    s << got.size() << " / " << ref.size() << " values, " << bad_got << " / " << bad_ref << " not finite";
+    for (size_t i = 0; i < std::min(got.size(), ref.size()); ++i)
+        if (!(got[i] == ref[i])) { s << "; first difference at " << i << ": " << got[i] << " against " << ref[i]; break; }
+    return s.str();
+}
+
 TEST_CASE("cuda graph: capture replays the same graph with the same results", "[cuda][device][graph]") {
     CUDA_OR_SKIP(be);
     gpt2_cfg cfg;
     cfg.wtype = TSR_TYPE_F16;
     gpt2_run ref = run_gpt2(be, cfg, false, 1, false);
     REQUIRE(ref.ok);
+    // the same graph computed three times without capture, then captured once (no replay),
+    // then captured and replayed twice: each equals the single uncaptured compute
+    gpt2_run again = run_gpt2(be, cfg, false, 3, true);
+    REQUIRE(again.ok);
+    INFO("three computes without capture: " << first_difference(again.logits, ref.logits));
+    CHECK(nmse(again.logits, ref.logits) <= 1e-12);
+    gpt2_run once = run_gpt2(be, cfg, true, 1, true);
+    INFO("cuda: " << once.error);
+    REQUIRE(once.ok);
+    INFO("captured, launched once: " << first_difference(once.logits, ref.logits));
+    CHECK(once.stats.graph_captures == 1);
+    CHECK(nmse(once.logits, ref.logits) <= 1e-12);
     gpt2_run cap = run_gpt2(be, cfg, true, 3, true);
     INFO("cuda: " << cap.error);
     REQUIRE(cap.ok);
+    INFO("captured, replayed twice: " << first_difference(cap.logits, ref.logits));
     CHECK(cap.stats.graph_captures == 1);
     CHECK(cap.stats.graph_replays == 2);
     CHECK(nmse(cap.logits, ref.logits) <= 1e-12);

@@ -14,7 +14,9 @@
 #      when set), CATCH2_INCLUDE (a folder holding catch2/catch.hpp when the system has
 #      none; build-cuda/deps is looked at too), CUDA_CHECK_QUICK=1 (small bench shapes),
 #      CUDA_CHECK_SANITIZE=1 (each test under compute-sanitizer memcheck; works on
-#      Firecracker machines, not on gVisor; slower).
+#      Firecracker machines, not on gVisor; slower), CUDA_CHECK_PREBUILT=folder (binaries
+#      built on another machine: used when they load, else built here), CUDA_CHECK_BENCH=0
+#      (tests only).
 # Exit status: 0 when everything built and passed, 1 otherwise.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -109,9 +111,19 @@ build_direct() {
     [ -n "$TEST_BIN" ] && [ -n "$BENCH_BIN" ]
 }
 
+# Binaries built elsewhere (CUDA_CHECK_PREBUILT=folder holding test_cuda, cuda_bench and
+# test_backend_ops): used when they load here, which saves the device machine the build.
+prebuilt_ok() {
+    # (Catch2's listing exits with the number of tests: what counts is that it printed them)
+    [ -x "$1/test_cuda" ] && [ -x "$1/cuda_bench" ] && [ -n "$("$1/test_cuda" --list-test-names-only 2>/dev/null)" ]
+}
 echo "== build (sm_$ARCH, -j$JOBS)"
 TB=$(date +%s)
-if build_cmake; then
+if [ -n "${CUDA_CHECK_PREBUILT:-}" ] && prebuilt_ok "$CUDA_CHECK_PREBUILT"; then
+    TEST_BIN=$CUDA_CHECK_PREBUILT/test_cuda; BENCH_BIN=$CUDA_CHECK_PREBUILT/cuda_bench
+    [ -x "$CUDA_CHECK_PREBUILT/test_backend_ops" ] && OPS_BIN=$CUDA_CHECK_PREBUILT/test_backend_ops
+    add_row "build" "prebuilt binaries from $CUDA_CHECK_PREBUILT" "0s"
+elif build_cmake; then
     add_row "build (cmake + ninja)" "ok" "$(elapsed "$TB")"
 else
     echo "-- falling back to a direct nvcc/g++ build"
@@ -127,10 +139,11 @@ if [ -n "$TEST_BIN" ]; then
     while IFS= read -r name; do
         TS=$(date +%s)
         safe=$(echo "$name" | tr -c 'A-Za-z0-9_\n' '_' | cut -c1-60)
+        filter=${name//,/\\,}   # a comma separates test specs in Catch2's filter: escape it
         if [ "${CUDA_CHECK_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
-            timeout 300 compute-sanitizer --error-exitcode 3 "$TEST_BIN" "$name" >"$LOG/test-$safe.log" 2>&1
+            timeout "${CUDA_CHECK_TEST_TIMEOUT:-300}" compute-sanitizer --error-exitcode 3 "$TEST_BIN" "$filter" >"$LOG/test-$safe.log" 2>&1
         else
-            timeout 300 "$TEST_BIN" "$name" >"$LOG/test-$safe.log" 2>&1
+            timeout "${CUDA_CHECK_TEST_TIMEOUT:-300}" "$TEST_BIN" "$filter" >"$LOG/test-$safe.log" 2>&1
         fi
         rc=$?
         passed=$(grep -E 'assertions|test cases' "$LOG/test-$safe.log" | tail -1 | tr '|' '/')
@@ -172,7 +185,9 @@ fi
 
 # ---- benchmark --------------------------------------------------------------------------------
 BENCH_OUT=""
-if [ -n "$BENCH_BIN" ]; then
+if [ "${CUDA_CHECK_BENCH:-1}" = 0 ]; then
+    add_row "cuda_bench" "skipped (CUDA_CHECK_BENCH=0)" "-"
+elif [ -n "$BENCH_BIN" ]; then
     echo "== cuda_bench"
     TS=$(date +%s)
     QA=""; [ "${CUDA_CHECK_QUICK:-0}" = 1 ] && QA="--quick"

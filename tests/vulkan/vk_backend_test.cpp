@@ -134,6 +134,11 @@ TEST_CASE("vulkan tensor_set/get/memset/copy through unified memory and staging"
 TEST_CASE("vulkan tensors above maxStorageBufferRange (130 MiB) compute correctly", "[vulkan][large]") {
     VK_OR_SKIP();
     const uint32_t seed = 1234, seed1 = seed + 7919u;  // run() seeds input i with seed + 7919 * i
+    // lavapipe's limit is 128 MiB; GPUs' (NVIDIA: 4 GiB) run these tensors whole
+    tsr_vk_memory_stats ms{};
+    REQUIRE(tsr_backend_vk_get_memory_stats(-1, &ms));
+    const bool splits = ms.max_range < (size_t(130) << 20);
+    if (!splits) WARN("maxStorageBufferRange " << ms.max_range << " bytes: these tensors fit whole, no window split to check");
     // F32 [4096, 8320] = 130 MiB: elementwise ops split into row windows
     {
         const int64_t ne0 = 4096, ne1 = 8320;
@@ -144,7 +149,7 @@ TEST_CASE("vulkan tensors above maxStorageBufferRange (130 MiB) compute correctl
         }, seed);
         INFO(r.error);
         REQUIRE(r.ok);
-        CHECK(r.stats.n_dispatches > 2);  // split into windows
+        if (splits) CHECK(r.stats.n_dispatches > 2);  // split into windows
         size_t bad = 0;
         for (size_t i = 0; i < r.out.size(); i++) {
             float want = vkt::pattern_value(i, seed) * 0.5f + vkt::pattern_value(i % ne0, seed1);

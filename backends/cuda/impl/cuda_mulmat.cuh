@@ -37,7 +37,9 @@ __global__ void k_quantize_x(const char * x, tdesc dx, int8_t * xq, float2 * xds
     const int64_t i1 = col % dx.ne[1], i2 = (col / dx.ne[1]) % dx.ne[2], i3 = col / (dx.ne[1] * dx.ne[2]);
     const float v = *(const float *) (x + (b * 32 + lane) * dx.nb[0] + i1 * dx.nb[1] + i2 * dx.nb[2] + i3 * dx.nb[3]);
     const float amax = warp_max(fabsf(v));
-    const float d = amax / 127.0f;
+    // fmaxf drops a NaN, and rintf(NaN) converts to 0: without this a NaN in x would vanish
+    // (the CPU's column is NaN, docs/ops.md)
+    const float d = __any_sync(0xffffffffu, isnan(v)) ? NAN : amax / 127.0f;
     const int q = d > 0.0f ? (int) rintf(v / d) : 0;
     xq[col * K + b * 32 + lane] = (int8_t) q;
     const float s = warp_sum((float) q);

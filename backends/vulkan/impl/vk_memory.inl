@@ -623,5 +623,7 @@ TSR_API_IMPL bool tsr_backend_vk_get_memory_stats(int device, struct tsr_vk_memo
     stats->n_dedicated = d->n_dedicated;
     stats->dedicated_bytes = d->dedicated_bytes;
     stats->staging_bytes = d->stage.size;
+    stats->max_range = d->max_range;
+    stats->max_alloc = d->max_alloc;
     return true;
 }

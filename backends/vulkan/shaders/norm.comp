@@ -34,7 +34,8 @@ void main() {
         float ss = 0.0;
         for (uint i = t; i < pc.ne00; i += 256) { float x = a[ba + int(i*pc.nb00)]; ss += x * x; }
         float nrm = sqrt(block_sum(ss));
-        float den = nrm < pc.p0 ? pc.p0 : nrm;
+        // a NaN norm stays NaN explicitly: NVIDIA's compiler turned the select into a max
+        float den = isnan(nrm) ? nrm : nrm < pc.p0 ? pc.p0 : nrm;
         for (uint i = t; i < pc.ne00; i += 256) d[bd + int(i*pc.nb0)] = a[ba + int(i*pc.nb00)] / den;
         return;
     }

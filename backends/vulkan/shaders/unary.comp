@@ -12,7 +12,8 @@ layout(binding = 3) buffer D { float d[]; };
 // 9 sqr 10 sqrt 11 log 12 scale(p0) 13 clamp(p0,p1)
 // 14 sgn 15 step 16 elu 17 hardswish 18 hardsigmoid 19 expm1 20 softplus 21 gelu_erf
 // 22 floor 23 ceil 24 round 25 trunc 26 sin 27 cos 28 leaky_relu(p0) 29 fill(p0)
-// GLSL's max, min and clamp are undefined for NaN: relu, tanh and clamp pass it explicitly
+// GLSL's max, min and clamp are undefined for NaN, and drivers may fold comparisons as if
+// there were none: relu, tanh, clamp and step pass a NaN explicitly
 
 float hardsigmoid(float x) { return isnan(x) ? x : clamp((x + 3.0) / 6.0, 0.0, 1.0); }
 // halves away from zero (C's roundf, as the CPU); GLSL's round() may go either way
@@ -37,7 +38,7 @@ float f(float x) {
     case 12: return x * pc.p0;
     case 13: return isnan(x) ? x : clamp(x, pc.p0, pc.p1);
     case 14: return x > 0.0 ? 1.0 : x < 0.0 ? -1.0 : x == 0.0 ? 0.0 : x;
-    case 15: return x > 0.0 ? 1.0 : x <= 0.0 ? 0.0 : x;
+    case 15: return isnan(x) ? x : x > 0.0 ? 1.0 : 0.0;   // NVIDIA folded "x <= 0 ? 0 : x" to 0
     case 16: return x > 0.0 ? x : tsr_expm1(x);
     case 17: return x * hardsigmoid(x);
     case 18: return hardsigmoid(x);
