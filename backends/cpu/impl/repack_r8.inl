@@ -83,11 +83,20 @@ static inline bool r8_type_has_simd(enum tsr_type t) {
     if (t == TSR_TYPE_Q4_0 || t == TSR_TYPE_IQ4_NL || t == TSR_TYPE_Q4_K) return true;
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
     const bool avx2 = features().avx2 && features().fma && features().f16c;
-    /* Q5_K, Q4_1, Q5_0 and Q5_1 have AVX2 record kernels only: AVX-512 CPUs keep their file
-     * layouts, whose zmm kernels read 0.90-0.95 x the bandwidth on a Zen 5 (the records there
-     * not measured) */
-    if (t == TSR_TYPE_Q5_K || is_r8_q32_type(t)) return avx2 && !features().avx512;
-    return avx2;  /* Q2_K, Q3_K */
+    /* Mat-vec from DRAM on a 2-core Zen 5 (AVX-512 VNNI + GFNI, read 66-72 GB/s; cpu_bench,
+     * 2 threads, x the read), file layout's zmm kernel against the record's kernel:
+     * Q5_K 0.89-0.92 / 0.71, Q4_1 1.03-1.10 / 0.82, Q5_1 1.00-1.03 / 0.74: AVX-512 CPUs keep
+     * their file layouts. Q5_0 0.35-0.39 / 0.79: its record pays everywhere (its zmm kernel,
+     * like Q4_0's and IQ4_NL's file kernels at 0.53-0.56, reads far below its in-cache rate
+     * from DRAM: not found why). */
+    if (t == TSR_TYPE_Q5_K || t == TSR_TYPE_Q4_1 || t == TSR_TYPE_Q5_1) return avx2 && !features().avx512;
+    if (t == TSR_TYPE_Q5_0) return avx2;
+    /* Q2_K / Q3_K: 0.91 / 0.85 in the file layout against 0.80 / 0.57 interleaved (Q3_K's
+     * record is read by the AVX2 kernel there; Q2_K's by a zmm one), and LLaMA 1.1B
+     * generation 111-128 / 92-102 against 111-113 / 76-78 tok/s; Q3_K's prompt is 30-40 %
+     * faster interleaved (GEMM panels cut from the records), Q2_K's not. Without VNNI the
+     * AVX-512 path runs the AVX2 file kernels, which the records beat. */
+    return avx2 && !(features().avx512 && features().avx512_vnni);
 #else
     return false;
 #endif
