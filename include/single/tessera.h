@@ -19155,7 +19155,8 @@ static inline bool r8_type_has_simd(enum tsr_type t) {
      * Q5_K 0.89-0.92 / 0.71, Q4_1 1.03-1.10 / 0.82, Q5_1 1.00-1.03 / 0.74: AVX-512 CPUs keep
      * their file layouts. Q5_0 0.35-0.39 / 0.79: its record pays everywhere (its zmm kernel,
      * like Q4_0's and IQ4_NL's file kernels at 0.53-0.56, reads far below its in-cache rate
-     * from DRAM: not found why). */
+     * from DRAM: not found why); its AVX-512 GEMM panels come from the record as well
+     * (1040-1086 against the file layout's 1055-1063 GFLOPS). */
     if (t == TSR_TYPE_Q5_K || t == TSR_TYPE_Q4_1 || t == TSR_TYPE_Q5_1) return avx2 && !features().avx512;
     if (t == TSR_TYPE_Q5_0) return avx2;
     /* Q2_K / Q3_K: 0.91 / 0.85 in the file layout against 0.80 / 0.57 interleaved (Q3_K's
@@ -20732,6 +20733,9 @@ static r8_pack_fn r8_direct_packer(const gemm_impl * g, enum tsr_type t) {
         if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q4_K, 0, 0, PANEL_MIN>) return r8_k4_pack_panel<32, false>;
     } else if (t == TSR_TYPE_Q5_0) {
         if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_Q5_0, 0, 0, PANEL_Q8>) return r8_q32_pack_panel<8, TSR_TYPE_Q5_0, 0>;
+        /* AVX-512 (its Q8_0-style panels offset by 0x80) and AMX: Q5_0 is interleaved there too */
+        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q5_0, 0x80, 0x80, PANEL_Q8>) return r8_q32_pack_panel<32, TSR_TYPE_Q5_0, 0x80>;
+        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q5_0, 0, 0, PANEL_Q8>) return r8_q32_pack_panel<32, TSR_TYPE_Q5_0, 0>;
     } else if (t == TSR_TYPE_Q4_1) {
         if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_Q4_1, 0, 0, PANEL_MIN>) return r8_q32_pack_panel<8, TSR_TYPE_Q4_1, 0>;
     } else if (t == TSR_TYPE_Q5_1) {

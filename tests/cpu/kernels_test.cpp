@@ -1294,6 +1294,8 @@ TEST_CASE("CPU_REPACK: GEMM panels packed from the interleaved layout equal the 
     check_r8_kquant_panel<32, TSR_TYPE_Q2_K>(r8_k2_pack_panel<32, TSR_TYPE_Q2_K, 0>, pack_panel_i8_avx2<32, TSR_TYPE_Q2_K, 0, 0, PANEL_Q8>, rng);
     check_r8_kquant_panel<32, TSR_TYPE_Q2_K>(r8_k2_pack_panel<32, TSR_TYPE_Q2_K, 0x80>, pack_panel_i8_avx2<32, TSR_TYPE_Q2_K, 0x80, 0x80, PANEL_Q8>, rng);
     check_r8_q32_panel<8, TSR_TYPE_Q5_0, 0>(pack_panel_i8_avx2<8, TSR_TYPE_Q5_0, 0, 0, PANEL_Q8>, rng);
+    check_r8_q32_panel<32, TSR_TYPE_Q5_0, 0x80>(pack_panel_i8_avx2<32, TSR_TYPE_Q5_0, 0x80, 0x80, PANEL_Q8>, rng);
+    check_r8_q32_panel<32, TSR_TYPE_Q5_0, 0>(pack_panel_i8_avx2<32, TSR_TYPE_Q5_0, 0, 0, PANEL_Q8>, rng);
     check_r8_q32_panel<8, TSR_TYPE_Q4_1, 0>(pack_panel_i8_avx2<8, TSR_TYPE_Q4_1, 0, 0, PANEL_MIN>, rng);
     check_r8_q32_panel<8, TSR_TYPE_Q5_1, 0>(pack_panel_i8_avx2<8, TSR_TYPE_Q5_1, 0, 0, PANEL_MIN>, rng);
 #endif
