@@ -179,23 +179,19 @@ TEST_CASE("cuda graph: capture replays the same graph with the same results", "[
     REQUIRE(ref.ok);
     // the same graph computed three times without capture, then captured once (no replay),
     // then captured and replayed twice: each equals the single uncaptured compute
-    gpt2_run again = run_gpt2(be, cfg, false, 3, true);
-    REQUIRE(again.ok);
-    INFO("three computes without capture: " << first_difference(again.logits, ref.logits));
-    CHECK(nmse(again.logits, ref.logits) <= 1e-12);
-    gpt2_run once = run_gpt2(be, cfg, true, 1, true);
-    INFO("cuda: " << once.error);
-    REQUIRE(once.ok);
-    INFO("captured, launched once: " << first_difference(once.logits, ref.logits));
-    CHECK(once.stats.graph_captures == 1);
-    CHECK(nmse(once.logits, ref.logits) <= 1e-12);
-    gpt2_run cap = run_gpt2(be, cfg, true, 3, true);
-    INFO("cuda: " << cap.error);
-    REQUIRE(cap.ok);
-    INFO("captured, replayed twice: " << first_difference(cap.logits, ref.logits));
-    CHECK(cap.stats.graph_captures == 1);
-    CHECK(cap.stats.graph_replays == 2);
-    CHECK(nmse(cap.logits, ref.logits) <= 1e-12);
+    struct { const char * what; bool capture; int reps; size_t captures, replays; } variants[] = {
+        {"three computes without capture", false, 3, 0, 0},
+        {"captured, launched once", true, 1, 1, 0},
+        {"captured, replayed twice", true, 3, 1, 2}};
+    for (const auto & v : variants) {
+        gpt2_run got = run_gpt2(be, cfg, v.capture, v.reps, true);
+        INFO(v.what << ": " << got.error);
+        REQUIRE(got.ok);
+        INFO(first_difference(got.logits, ref.logits));
+        CHECK(got.stats.graph_captures == v.captures);
+        CHECK(got.stats.graph_replays == v.replays);
+        CHECK(nmse(got.logits, ref.logits) <= 1e-12);
+    }
 }
 
 TEST_CASE("cuda graph: graph_reserve sizes the workspace so compute allocates nothing", "[cuda][device][graph]") {

@@ -115,7 +115,7 @@ build_direct() {
 # test_backend_ops): used when they load here, which saves the device machine the build.
 prebuilt_ok() {
     # (Catch2's listing exits with the number of tests: what counts is that it printed them)
-    [ -x "$1/test_cuda" ] && [ -x "$1/cuda_bench" ] && [ -n "$("$1/test_cuda" --list-test-names-only 2>/dev/null)" ]
+    [ -x "$1/cuda_bench" ] && [ -n "$("$1/test_cuda" --list-test-names-only 2>/dev/null)" ]
 }
 echo "== build (sm_$ARCH, -j$JOBS)"
 TB=$(date +%s)

@@ -39,19 +39,9 @@ fi
 T0=$(date +%s)
 OUT=${OUT:-/tmp/tsr-gpu-out}
 mkdir -p "$OUT"
-# the Vulkan loader into /, headers and Catch2 (the fallback builds need them) beside it
-DEPS=/tmp/tsr-vkdeps
-mkdir -p "$DEPS"
-for f in .gl/*.deb; do
-    [ -f "$f" ] || continue
-    case "$(basename "$f")" in
-        *-dev_*|catch2_*) dpkg -x "$f" "$DEPS" ;;
-        *) dpkg -x "$f" / ;;
-    esac
-done
-ldconfig
-ICD=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-[ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$ICD" ] && export VK_DRIVER_FILES=$ICD
+# the Vulkan loader, headers and Catch2 (the fallback builds need them), the NVIDIA driver
+# file: the CUDA check's test_backend_ops runs Vulkan too
+. tests/device/gl-deps.sh
 # cuBLAS: the image's CUDA toolkit, else the pip wheel next to its PyTorch
 for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
          "$(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null)"; do

@@ -24,22 +24,7 @@ BUILD=/tmp/tsr-build-vulkan-gpu
 exec > >(tee "$LOG") 2>&1
 echo "== vulkan-gpu-check $(date -u +%FT%TZ) on $(uname -n)"
 
-# runtime libraries (loader, GL/EGL bits) into / as the README says; headers-only and
-# development packages into $DEPS so they cannot break the image
-mkdir -p "$DEPS"
-if ls .gl/*.deb >/dev/null 2>&1; then
-    for f in .gl/*.deb; do
-        case "$(basename "$f")" in
-            *-dev_*|catch2_*) dpkg -x "$f" "$DEPS" ;;
-            *) dpkg -x "$f" / ;;
-        esac
-    done
-    ldconfig
-else
-    echo "warning: no .gl/*.deb carried; relying on the image's Vulkan loader and headers"
-fi
-ICD=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$ICD" ]; then export VK_DRIVER_FILES="$ICD"; fi
+. tests/device/gl-deps.sh   # the .gl packages, DEPS, VK_DRIVER_FILES
 echo "VK_DRIVER_FILES=${VK_DRIVER_FILES:-<default>}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || true
 
@@ -58,8 +43,7 @@ t0=$(date +%s)
 # VK_CHECK_PREBUILT=folder holding test_vulkan, test_backend_ops and vk_bench built
 # elsewhere: used when they load here (saves the device machine the build).
 PRE="${VK_CHECK_PREBUILT:-}"
-if [ -n "$PRE" ] && [ -x "$PRE/test_vulkan" ] && [ -x "$PRE/test_backend_ops" ] && [ -x "$PRE/vk_bench" ] \
-    && [ -n "$("$PRE/test_vulkan" --list-test-names-only 2>/dev/null)" ]; then
+if [ -n "$PRE" ] && [ -x "$PRE/test_backend_ops" ] && [ -x "$PRE/vk_bench" ] && catch2_binary_runs "$PRE/test_vulkan"; then
     echo "== prebuilt binaries from $PRE"
     TEST_VULKAN="$PRE/test_vulkan"; TEST_OPS="$PRE/test_backend_ops"; VK_BENCH="$PRE/vk_bench"
 else
