@@ -155,6 +155,7 @@ TSR_API bool tsr_backend_cuda_get_stats(tsr_backend_t backend, struct tsr_cuda_s
 #include "impl/cuda_rows.cuh"
 #include "impl/cuda_rope.cuh"
 #include "impl/cuda_mulmat.cuh"
+#include "impl/cuda_attn.cuh"
 #include "impl/cuda_models.cuh"
 #include "impl/cuda_backend.cuh"
 #include "impl/cuda_registry.cuh"

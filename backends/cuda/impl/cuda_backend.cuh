@@ -86,6 +86,8 @@ bool supports(const tsr_tensor * op) {
         /* issue 17 part B */
         case TSR_OP_MUL_MAT_ID:
             return mul_mat_id_supported(op);
+        case TSR_OP_FLASH_ATTN_EXT:
+            return flash_attn_supported(op);
         case TSR_OP_TIMESTEP_EMBEDDING: case TSR_OP_CONV_2D_DW: case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_PAD:
         case TSR_OP_PAD_REFLECT_1D: case TSR_OP_ROLL: case TSR_OP_SSM_CONV:
             return models_supported(op);
@@ -167,6 +169,7 @@ bool compute_node(backend_ctx * ctx, op_ctx & c, tsr_tensor * node) {
         case TSR_OP_MUL_MAT:       return op_mul_mat(c, node);
         /* issue 17 part B */
         case TSR_OP_MUL_MAT_ID:    return op_mul_mat_id(c, node);
+        case TSR_OP_FLASH_ATTN_EXT: return op_flash_attn(c, node);
         case TSR_OP_TIMESTEP_EMBEDDING: case TSR_OP_CONV_2D_DW: case TSR_OP_CONV_TRANSPOSE_1D: case TSR_OP_PAD:
         case TSR_OP_PAD_REFLECT_1D: case TSR_OP_ROLL: case TSR_OP_SSM_CONV:
             return op_models(c, node);
