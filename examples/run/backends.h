@@ -20,11 +20,19 @@ inline std::string device_name(const std::string & name, int device) {
     return std::string(tsr_backend_reg_name(reg)) + std::to_string(device);
 }
 
-// NULL + err when no such backend or device is built in, or it fails to start.
+// NULL + err when no such backend or device is built in, or it fails to start. A CUDA
+// backend replays captured CUDA graphs: the decode graphs repeat (graph.h), and a replay
+// saves the launch of every kernel of every token.
 inline tsr_backend_t make_backend(const std::string & name, int device, int threads, std::string & err) {
     const std::string dev = device_name(name, device);
-    const std::string params = threads > 0 && tsr_backend_reg_by_name(name.c_str()) == tsr_backend_cpu_reg()
-                                   ? "n_threads=" + std::to_string(threads) : std::string();
+    tsr_backend_reg_t reg = tsr_backend_reg_by_name(name.c_str());
+    if (!reg) {   // a device name ("CUDA1"): its kind
+        tsr_backend_dev_t d = tsr_backend_dev_by_name(dev.c_str());
+        reg = d ? tsr_backend_dev_backend_reg(d) : nullptr;
+    }
+    std::string params;
+    if (threads > 0 && reg == tsr_backend_cpu_reg()) params = "n_threads=" + std::to_string(threads);
+    if (reg && std::string(tsr_backend_reg_name(reg)) == "CUDA") params = "graph_capture=1";
     tsr_backend_t b = tsr_backend_init_by_name(dev.c_str(), params.c_str());
     if (!b) err = "cannot start the backend '" + dev + "': " + tsr_last_error();
     return b;

@@ -13,11 +13,14 @@
 // scheduler (tessera/sched.h) runs each op where its weights are when that backend has it,
 // and on the CPU otherwise; a layer's K/V cache lives where its layer's weights do.
 //
-// New K/V rows are written with tsr_cpy into views of the cache at position n_past (the
-// copies are expanded into the graph before the attention that reads the cache, so they
-// run first, as in llama.cpp). Attention reads views of the first n_kv cache rows, where
-// n_kv is n_past + n_tokens padded up to 32 (masked), so consecutive decode steps build
-// graphs of the same sizes and gallocr re-applies its cached plan.
+// New K/V rows are written with tsr_set_rows at the rows the positions input names (the
+// stores are expanded into the graph before the attention that reads the cache, so they
+// run first, as in llama.cpp); a backend without set_rows for the cache's type gets
+// tsr_cpy into views of the cache at n_past instead. Attention reads views of the first
+// n_kv cache rows, where n_kv is n_past + n_tokens padded up to 32 (masked), so
+// consecutive decode steps build graphs of the same sizes and gallocr re-applies its
+// cached plan; with set_rows they are equal node for node, addresses included, so a CUDA
+// backend replays its captured CUDA graph for 32 tokens at a time.
 //
 // Attention: flash_attn_ext by default. It never materializes the n_kv x n_tokens score
 // matrix in the compute buffer, so the compute buffer stays small for long contexts.
@@ -56,6 +59,7 @@ struct session {
     tsr_backend_buffer_t buf_kv = nullptr;      // the layers on the model's main backend
     tsr_backend_buffer_t buf_kv_cpu = nullptr;  // next to a GPU: the layers on the CPU
     std::vector<tsr_tensor *> k, v;
+    std::vector<char> kv_set_rows;   // per layer: its cache's backend runs set_rows into it
 
     tsr_backend_sched_t sched = nullptr;
     std::vector<uint8_t> meta;       // arena for graph tensor headers (reused)
@@ -90,6 +94,7 @@ struct session {
         ctx_kv = nullptr;
         k.clear();
         v.clear();
+        kv_set_rows.clear();
     }
 };
 
@@ -220,11 +225,19 @@ inline bool build_graph(session & s, int n_tokens, int n_past, bool all_logits, 
         }
         if (!ok) break;
         // store the new K and V rows at positions [n_past, n_past + T)
-        tsr_tensor * k_dst = chk(tsr_view_2d(ctx, s.k[(size_t) il], G, T, k_row, k_row * (size_t) n_past), "k cache view");
-        tsr_tensor * v_dst = chk(tsr_view_2d(ctx, s.v[(size_t) il], G, T, k_row, k_row * (size_t) n_past), "v cache view");
-        if (!ok) break;
-        tsr_tensor * k_store = chk(tsr_cpy(ctx, kc, k_dst), "k store");
-        tsr_tensor * v_store = chk(tsr_cpy(ctx, vc, v_dst), "v store");
+        tsr_tensor * k_store = nullptr, * v_store = nullptr;
+        if (s.kv_set_rows[(size_t) il]) {
+            if (kc->ne[0] != G) kc = chk(tsr_reshape_2d(ctx, kc, G, T), "k rows");
+            if (!ok) break;
+            k_store = chk(tsr_set_rows(ctx, s.k[(size_t) il], kc, io.pos), "k store");
+            v_store = chk(tsr_set_rows(ctx, s.v[(size_t) il], vc, io.pos), "v store");
+        } else {
+            tsr_tensor * k_dst = chk(tsr_view_2d(ctx, s.k[(size_t) il], G, T, k_row, k_row * (size_t) n_past), "k cache view");
+            tsr_tensor * v_dst = chk(tsr_view_2d(ctx, s.v[(size_t) il], G, T, k_row, k_row * (size_t) n_past), "v cache view");
+            if (!ok) break;
+            k_store = chk(tsr_cpy(ctx, kc, k_dst), "k store");
+            v_store = chk(tsr_cpy(ctx, vc, v_dst), "v store");
+        }
         if (!ok) break;
         if (!tsr_build_forward_expand(io.gf, k_store) || !tsr_build_forward_expand(io.gf, v_store)) {
             err = std::string("graph too small: ") + tsr_last_error();
@@ -308,6 +321,19 @@ inline bool kv_init(session & s, std::string & err) {
         if (!s.buf_kv_cpu) { err = what + err; return false; }
         tsr_backend_buffer_clear(s.buf_kv_cpu, 0);
     }
+    // which caches take set_rows: asked of each layer's backend with a one-row store
+    tsr_context * pc = tsr_init(tsr_init_params{3 * tsr_tensor_overhead(), nullptr, true});
+    if (!pc) { err = std::string("the KV store probe: ") + tsr_last_error(); return false; }
+    for (int il = 0; il < hp.n_layer; ++il) {
+        tsr_backend_t b = !m.on_gpu() || m.layer_on_gpu(il) ? m.backends.front() : m.cpu();
+        tsr_reset(pc);
+        tsr_tensor * rows = tsr_new_tensor_2d(pc, TSR_TYPE_F32, hp.n_embd_gqa(), 1);
+        tsr_tensor * idx = rows ? tsr_new_tensor_1d(pc, TSR_TYPE_I32, 1) : nullptr;
+        tsr_tensor * probe = idx ? tsr_set_rows(pc, s.k[(size_t) il], rows, idx) : nullptr;
+        if (!probe) { err = std::string("the KV store probe: ") + tsr_last_error(); tsr_free(pc); return false; }
+        s.kv_set_rows.push_back(tsr_backend_supports_op(b, probe));
+    }
+    tsr_free(pc);
     return true;
 }
 

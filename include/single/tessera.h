@@ -5260,7 +5260,8 @@ TSR_API enum tsr_backend_dev_type tsr_backend_dev_type(tsr_backend_dev_t device)
 TSR_API void                      tsr_backend_dev_get_props(tsr_backend_dev_t device, struct tsr_backend_dev_props * props);
 TSR_API tsr_backend_reg_t         tsr_backend_dev_backend_reg(tsr_backend_dev_t device);
 /* A new backend on the device. params: NULL or "" for the defaults; the CPU device also
- * takes "n_threads=N". NULL + an error naming the device (and a bad params string). */
+ * takes "n_threads=N", a CUDA device "graph_capture=0|1". NULL + an error naming the device
+ * (and a bad params string). */
 TSR_API tsr_backend_t             tsr_backend_dev_init(tsr_backend_dev_t device, const char * params);
 /* The device's own buffer type (device memory), and its pinned host buffer type (NULL
  * when it has none). */

@@ -23,12 +23,21 @@ void dev_get_memory(tsr_backend_dev_t dev, size_t * free, size_t * total) {
     if (!tsr_backend_cuda_get_device_memory(dev_index(dev), free, total)) *free = *total = 0;
 }
 enum tsr_backend_dev_type dev_get_type(tsr_backend_dev_t) { return TSR_BACKEND_DEVICE_TYPE_GPU; }
+// params: NULL, "", "graph_capture=0" or "graph_capture=1" (tsr_backend_cuda_set_graph_capture
+// for programs that reach the backend through the registry only, as tessera-run does).
 tsr_backend_t dev_init_backend(tsr_backend_dev_t dev, const char * params) {
+    int capture = -1;
     if (params && *params) {
-        tsr_set_error("CUDA device %s: params '%s' not understood (it takes none)", dev_get_name(dev), params);
-        return nullptr;
+        if (!strcmp(params, "graph_capture=0")) capture = 0;
+        else if (!strcmp(params, "graph_capture=1")) capture = 1;
+        else {
+            tsr_set_error("CUDA device %s: params '%s' not understood (it takes graph_capture=0|1)", dev_get_name(dev), params);
+            return nullptr;
+        }
     }
-    return tsr_backend_cuda_init(dev_index(dev));
+    tsr_backend_t b = tsr_backend_cuda_init(dev_index(dev));
+    if (b && capture >= 0) tsr_backend_cuda_set_graph_capture(b, capture == 1);
+    return b;
 }
 tsr_backend_buffer_type_t dev_get_buffer_type(tsr_backend_dev_t dev) { return tsr_backend_cuda_buffer_type(dev_index(dev)); }
 tsr_backend_buffer_type_t dev_get_host_buffer_type(tsr_backend_dev_t) { return tsr_backend_cuda_host_buffer_type(); }
