@@ -152,6 +152,7 @@ TSR_API bool tsr_backend_cuda_get_stats(tsr_backend_t backend, struct tsr_cuda_s
 #include "impl/cuda_buffers.cuh"
 #include "impl/cuda_elementwise.cuh"
 #include "impl/cuda_dequant.cuh"
+#include "impl/cuda_dqdot.cuh"
 #include "impl/cuda_rows.cuh"
 #include "impl/cuda_rope.cuh"
 #include "impl/cuda_mulmat.cuh"

@@ -6,7 +6,9 @@
 //     the workspace), F32 (full F32), F32 with TF32 allowed; plus the same F16 product by
 //     cublasGemmEx called directly on the same buffers, to show tessera's overhead.
 //   - matrix-vector with Q4_0 / Q8_0 weights (16384 x 16384, 8 distinct weight tensors per
-//     graph so nothing stays in L2), N = 1, 2, 4, 8 columns: weight bytes read per second
+//     graph so nothing stays in L2), N = 1, 2, 4, 8 columns, and with the other quantized
+//     types (Q4_K, Q6_K, Q5_K, Q3_K, Q2_K, IQ4_NL, Q4_1, Q5_0, Q5_1: k_mmv_dqx), N = 1, 4:
+//     weight bytes read per second
 //     and % of the H200's 4.8 TB/s. The time per product includes quantizing x (a small
 //     kernel per node) and the graph's synchronization; CUDA graph replay is on. Each row
 //     is checked against a double-precision host dot product on sampled outputs.
@@ -267,6 +269,9 @@ int main(int argc, char ** argv) {
     rows.push_back(bench_gemm(be, "GEMM F32 (TF32 allowed)", TSR_TYPE_F32, TSR_TYPE_F32, true, G, reps));
     for (tsr_type t : {TSR_TYPE_Q4_0, TSR_TYPE_Q8_0})
         for (int64_t n : {1, 2, 4, 8}) rows.push_back(bench_matvec(be, t, MV, MV, n, quick ? 4 : 8, reps));
+    for (tsr_type t : {TSR_TYPE_Q4_K, TSR_TYPE_Q6_K, TSR_TYPE_Q5_K, TSR_TYPE_Q3_K, TSR_TYPE_Q2_K, TSR_TYPE_IQ4_NL,
+                       TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1})
+        for (int64_t n : {1, 4}) rows.push_back(bench_matvec(be, t, MV, MV, n, quick ? 4 : 8, reps));
 
     if (csv) {
         printf("case,shape,time_us,tflops,weight_gbs,pct_of_4.8TBs,check\n");

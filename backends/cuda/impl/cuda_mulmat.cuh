@@ -13,9 +13,13 @@
 //     products. Needs 16-byte aligned rows and K % 256 == 0; otherwise k_mmvq_generic.
 //   - Q8_0 / Q4_0 with more columns: weights dequantized to F16 in the workspace, src1
 //     converted to F16, then the F16 cuBLAS path.
-//   - the other quantized types (cuda_dequant.cuh), F32 src1 with <= 8 columns: k_mmv_dq,
-//     one warp per row dequantizing on the fly against F32 activations; with more columns
-//     the F16 cuBLAS path as for Q8_0 / Q4_0.
+//   - the other quantized types (cuda_dequant.cuh: Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K..Q6_K), F32
+//     src1 with <= 8 columns: src1 quantized as for Q8_0 / Q4_0, then k_mmv_dqx: one warp per
+//     R rows, a lane per 32-element slice (a block, or an eighth of a K-quant super-block)
+//     decoded to int8 words and scales by cuda_dqdot.cuh, dp4a dot products. Needs rows
+//     aligned as their blocks are (dqx_align: 16, 4 or 2 bytes); otherwise k_mmv_dq, one
+//     warp per row dequantizing element by element (dq_value) against the F32 activations.
+//     With more columns the F16 cuBLAS path as for Q8_0 / Q4_0.
 #pragma once
 
 namespace tsr_cuda {
@@ -97,6 +101,32 @@ __device__ __forceinline__ void decode_block_smem(const uint32_t * sw, int lane,
 
 template <int NC> struct mmvq_rows { static constexpr int value = NC == 1 ? 4 : (NC <= 4 ? 2 : 1); };
 
+// Activation block b of the NC columns: its 8 int8 x 4 words and its (d, d * sum).
+template <int NC>
+__device__ __forceinline__ void load_x_blocks(const int8_t * __restrict__ xq, const float2 * __restrict__ xds, int64_t K, int nblk, int b,
+                                              int (&xw)[NC][8], float2 (&xd)[NC]) {
+#pragma unroll
+    for (int n = 0; n < NC; ++n) {
+        const int4 * px = (const int4 *) (xq + n * K + (int64_t) b * 32);
+        const int4 u = __ldg(px), v = __ldg(px + 1);
+        xw[n][0] = u.x; xw[n][1] = u.y; xw[n][2] = u.z; xw[n][3] = u.w;
+        xw[n][4] = v.x; xw[n][5] = v.y; xw[n][6] = v.z; xw[n][7] = v.w;
+        xd[n] = __ldg(xds + (int64_t) n * nblk + b);
+    }
+}
+
+// The warp's sums of acc to y[n * ldy + row0 + r], rows below M.
+template <int R, int NC>
+__device__ __forceinline__ void store_rows(const float (&acc)[R][NC], int lane, int64_t row0, int64_t M, float * y, int64_t ldy) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int n = 0; n < NC; ++n) {
+            const float s = warp_sum(acc[r][n]);
+            if (lane == 0 && row0 + r < M) y[n * ldy + row0 + r] = s;
+        }
+}
+
 // y[col * ldy + row] = sum_k W[row, k] x[col, k] for rows [0, M), cols [0, NC).
 template <int TYPE, int NC>
 __global__ void __launch_bounds__(MMVQ_WARPS * 32, NC <= 2 ? 3 : 2)
@@ -134,16 +164,7 @@ k_mmvq(const char * __restrict__ W, int64_t row_bytes, int nblk, int64_t M,
         }
         int xw[NC][8];
         float2 xd[NC];
-        if (lane < nb) {
-#pragma unroll
-            for (int n = 0; n < NC; ++n) {
-                const int4 * px = (const int4 *) (xq + n * K + (int64_t) (c + lane) * 32);
-                const int4 a = __ldg(px), b = __ldg(px + 1);
-                xw[n][0] = a.x; xw[n][1] = a.y; xw[n][2] = a.z; xw[n][3] = a.w;
-                xw[n][4] = b.x; xw[n][5] = b.y; xw[n][6] = b.z; xw[n][7] = b.w;
-                xd[n] = __ldg(xds + (int64_t) n * nblk + c + lane);
-            }
-        }
+        if (lane < nb) load_x_blocks<NC>(xq, xds, K, nblk, c + lane, xw, xd);
 #pragma unroll
         for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -164,13 +185,7 @@ k_mmvq(const char * __restrict__ W, int64_t row_bytes, int nblk, int64_t M,
         }
         __syncwarp();
     }
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int n = 0; n < NC; ++n) {
-            const float s = warp_sum(acc[r][n]);
-            if (lane == 0 && row0 + r < M) y[n * ldy + row0 + r] = s;
-        }
+    store_rows<R, NC>(acc, lane, row0, M, y, ldy);
 }
 
 // Any alignment, any K % 32 == 0: one warp per row, lane per block, byte loads.
@@ -208,10 +223,56 @@ __global__ void k_mmvq_generic(const char * __restrict__ W, int64_t row_bytes, i
     }
 }
 
+// ---- dp4a matrix-vector of the cuda_dequant.cuh types (slices decoded by cuda_dqdot.cuh) ----
+
+// y[col * ldy + row] = sum_k W[row, k] x[col, k] for rows [0, M), cols [0, NC): one warp per
+// R rows, lane l takes the 32-element slices l, l + 32, ... of each row (K-quants: 8 lanes
+// per super-block), decodes each once and dots it with the NC columns' activation blocks.
+// Rows aligned to dqx_traits<TYPE>::align (row_bytes and W).
+template <int TYPE, int NC>
+__global__ void __launch_bounds__(MMVQ_WARPS * 32)
+k_mmv_dqx(const char * __restrict__ W, int64_t row_bytes, int nblk, int64_t M,
+          const int8_t * __restrict__ xq, const float2 * __restrict__ xds, int64_t K, float * y, int64_t ldy) {
+    constexpr int R = mmvq_rows<NC>::value;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t row0 = ((int64_t) blockIdx.x * MMVQ_WARPS + warp) * R;
+    if (row0 >= M) return;   // whole warps exit together
+    const uint8_t * rows[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) rows[r] = (const uint8_t *) W + (row0 + r < M ? row0 + r : M - 1) * row_bytes;   // past M: row M-1 again, not stored
+
+    float acc[R][NC];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int n = 0; n < NC; ++n) acc[r][n] = 0.0f;
+
+    for (int b = lane; b < nblk; b += 32) {
+        int xw[NC][8];
+        float2 xd[NC];
+        load_x_blocks<NC>(xq, xds, K, nblk, b, xw, xd);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            dq_slice s;
+            dq_decode<TYPE>(rows[r], b, s);
+#pragma unroll
+            for (int n = 0; n < NC; ++n) acc[r][n] += dq_dot<TYPE>(s, xw[n], xd[n].x, xd[n].y);
+        }
+    }
+    store_rows<R, NC>(acc, lane, row0, M, y, ldy);
+}
+
+// The kernels on quantized activations: Q4_0 / Q8_0 (fast: k_mmvq, else k_mmvq_generic) and
+// the cuda_dequant.cuh types (k_mmv_dqx; plan_mul_mat checked the rows' alignment).
 template <int TYPE, int NC>
 void launch_mmvq_nc(op_ctx & c, bool fast, const char * W, int64_t row_bytes, int nblk, int64_t M,
                     const int8_t * xq, const float2 * xds, int64_t K, float * y, int64_t ldy) {
-    if (fast) {
+    if constexpr (TYPE != TSR_TYPE_Q4_0 && TYPE != TSR_TYPE_Q8_0) {
+        (void) fast;
+        constexpr int64_t rows_per_block = (int64_t) MMVQ_WARPS * mmvq_rows<NC>::value;
+        const unsigned g = (unsigned) ((M + rows_per_block - 1) / rows_per_block);
+        k_mmv_dqx<TYPE, NC><<<g, MMVQ_WARPS * 32, 0, c.stream>>>(W, row_bytes, nblk, M, xq, xds, K, y, ldy);
+    } else if (fast) {
         constexpr int R = mmvq_rows<NC>::value;
         const int64_t rows_per_block = (int64_t) MMVQ_WARPS * R;
         const unsigned g = (unsigned) ((M + rows_per_block - 1) / rows_per_block);
@@ -240,7 +301,7 @@ void launch_mmvq_t(op_ctx & c, int ncols, bool fast, const char * W, int64_t row
 // ---- dequantizing matrix-vector (the types of cuda_dequant.cuh) -----------------------------
 
 // y[col * ldy + row] = sum_k W[row, k] x[col, k] for rows [0, M), cols [0, ncols): one warp
-// per row, values dequantized on the fly (no dp4a path for these types yet).
+// per row, values dequantized on the fly (the fallback of k_mmv_dqx for misaligned rows).
 template <int TYPE>
 __global__ void k_mmv_dq(const char * __restrict__ W, int64_t row_bytes, int64_t M, const float * __restrict__ x, int64_t ldx,
                          int ncols, int64_t K, float * y, int64_t ldy) {
@@ -276,7 +337,7 @@ __global__ void k_dequant_f16(const char * src, tdesc ds, __half * dst, int64_t 
 
 // ---- planning --------------------------------------------------------------------------------
 
-enum mm_path { MM_CUBLAS, MM_MMVQ, MM_MMVQ_GENERIC, MM_MMV_DQ };
+enum mm_path { MM_CUBLAS, MM_MMVQ, MM_MMVQ_GENERIC, MM_MMV_DQX, MM_MMV_DQ };
 
 struct mm_plan {
     mm_path path;
@@ -302,16 +363,18 @@ inline mm_plan plan_mul_mat(const tsr_tensor * dst) {
     const int64_t nb_elems = tsr_nelements(b);
     const int64_t na_elems = tsr_nelements(a);
     const bool few_f32_cols = b->ne[1] <= MMVQ_MAX_COLS && b->type == TSR_TYPE_F32 && b->nb[0] == sizeof(float);
-    if (is_dq_type(a->type) && few_f32_cols) {
+    auto rows_aligned = [a](size_t n) {
+        return a->nb[1] % n == 0 && a->nb[2] % n == 0 && a->nb[3] % n == 0 && ((uintptr_t) a->data % n) == 0;
+    };
+    if (is_dq_type(a->type) && few_f32_cols && !rows_aligned((size_t) dqx_align(a->type))) {
         p.path = MM_MMV_DQ;
         return p;
     }
     if (tsr_is_quantized(a->type)) {
-        if (few_f32_cols && (a->type == TSR_TYPE_Q8_0 || a->type == TSR_TYPE_Q4_0)) {
+        if (few_f32_cols && (a->type == TSR_TYPE_Q8_0 || a->type == TSR_TYPE_Q4_0 || is_dq_type(a->type))) {
             const int64_t K = a->ne[0];
-            const bool fast = K % 256 == 0 && a->nb[1] % 16 == 0 && a->nb[2] % 16 == 0 && a->nb[3] % 16 == 0 &&
-                              ((uintptr_t) a->data % 16) == 0;
-            p.path = fast ? MM_MMVQ : MM_MMVQ_GENERIC;
+            if (is_dq_type(a->type)) p.path = MM_MMV_DQX;   // K a whole number of blocks: of 32 (256)
+            else p.path = K % 256 == 0 && rows_aligned(16) ? MM_MMVQ : MM_MMVQ_GENERIC;
             const int64_t ncols = b->ne[1] * b->ne[2] * b->ne[3];
             p.xq_bytes = (size_t) (ncols * K);
             p.xds_bytes = (size_t) (ncols * (K / 32)) * sizeof(float2);
@@ -426,7 +489,7 @@ bool op_mul_mat(op_ctx & c, tsr_tensor * dst) {
     float * y = (float *) dst->data;
     const int64_t ldy = (int64_t) (dst->nb[1] / sizeof(float));
 
-    if (p.path == MM_MMVQ || p.path == MM_MMVQ_GENERIC) {
+    if (p.path == MM_MMVQ || p.path == MM_MMVQ_GENERIC || p.path == MM_MMV_DQX) {
         int8_t * xq = (int8_t *) c.ws_alloc(p.xq_bytes);
         float2 * xds = (float2 *) c.ws_alloc(p.xds_bytes);
         if (!xq || !xds) return false;
@@ -440,10 +503,16 @@ bool op_mul_mat(op_ctx & c, tsr_tensor * dst) {
                 const char * W = (const char *) a->data + (i12 / r2) * a->nb[2] + (i13 / r3) * a->nb[3];
                 const int64_t col0 = (i13 * b->ne[2] + i12) * N;
                 float * yb = (float *) ((char *) dst->data + i12 * dst->nb[2] + i13 * dst->nb[3]);
+                const int8_t * xqb = xq + col0 * K;
+                const float2 * xdb = xds + col0 * nblk;
                 if (a->type == TSR_TYPE_Q4_0)
-                    launch_mmvq_t<TSR_TYPE_Q4_0>(c, (int) N, fast, W, (int64_t) a->nb[1], nblk, M, xq + col0 * K, xds + col0 * nblk, K, yb, ldy);
+                    launch_mmvq_t<TSR_TYPE_Q4_0>(c, (int) N, fast, W, (int64_t) a->nb[1], nblk, M, xqb, xdb, K, yb, ldy);
+                else if (a->type == TSR_TYPE_Q8_0)
+                    launch_mmvq_t<TSR_TYPE_Q8_0>(c, (int) N, fast, W, (int64_t) a->nb[1], nblk, M, xqb, xdb, K, yb, ldy);
                 else
-                    launch_mmvq_t<TSR_TYPE_Q8_0>(c, (int) N, fast, W, (int64_t) a->nb[1], nblk, M, xq + col0 * K, xds + col0 * nblk, K, yb, ldy);
+                    with_dq_type(a->type, [&](auto t) {
+                        launch_mmvq_t<decltype(t)::value>(c, (int) N, fast, W, (int64_t) a->nb[1], nblk, M, xqb, xdb, K, yb, ldy);
+                    });
             }
         }
         return true;
