@@ -197,6 +197,37 @@ TEST_CASE("cuda: the registry lists the CUDA devices (none without a GPU)", "[cu
     REQUIRE(be != nullptr);
     CHECK(tsr_backend_is_cuda(be));
     CHECK(tsr_backend_get_device(be) == tsr_backend_dev_by_name("cuda0"));
+    // params through the registry: graph_capture=0|1, anything else an error naming them
+    CHECK(tsr_backend_init_by_name("CUDA0", "graph_capture=2") == nullptr);
+    CHECK(std::string(tsr_last_error()).find("graph_capture=0|1") != std::string::npos);
+    tsr_backend_t cap = tsr_backend_init_by_name("CUDA0", "graph_capture=1");
+    REQUIRE(cap != nullptr);
+    {   // a graph computed twice: captured once, then replayed, with the result of the op
+        tsr_context * ctx = tsr_init({3 * tsr_tensor_overhead() + tsr_graph_overhead(), nullptr, true});
+        REQUIRE(ctx);
+        tsr_tensor * a = tsr_new_tensor_1d(ctx, TSR_TYPE_F32, 1000);
+        tsr_tensor * y = tsr_scale(ctx, a, 2.0f);
+        tsr_cgraph * gf = tsr_new_graph(ctx);
+        REQUIRE(tsr_build_forward_expand(gf, y));
+        tsr_backend_buffer_t buf = tsr_backend_alloc_ctx_tensors(ctx, cap);
+        REQUIRE(buf);
+        tsr_cuda_stats st0 = {}, st1 = {};
+        REQUIRE(tsr_backend_cuda_get_stats(cap, &st0));
+        std::vector<float> x(1000), got(1000);
+        for (int r = 0; r < 2; ++r) {
+            for (int i = 0; i < 1000; ++i) x[(size_t) i] = (float) (i % 13 + r);
+            REQUIRE(tsr_backend_tensor_set(a, x.data(), 0, x.size() * 4));
+            REQUIRE(tsr_backend_graph_compute(cap, gf) == TSR_STATUS_SUCCESS);
+            REQUIRE(tsr_backend_tensor_get(y, got.data(), 0, got.size() * 4));
+            for (int i = 0; i < 1000; ++i) REQUIRE(got[(size_t) i] == 2.0f * x[(size_t) i]);
+        }
+        REQUIRE(tsr_backend_cuda_get_stats(cap, &st1));
+        CHECK(st1.graph_captures - st0.graph_captures == 1);
+        CHECK(st1.graph_replays - st0.graph_replays == 1);
+        tsr_backend_buffer_free(buf);
+        tsr_free(ctx);
+    }
+    tsr_backend_free(cap);
     tsr_backend_t best = tsr_backend_init_best();   // a GPU is there: the best is a GPU device
     REQUIRE(best != nullptr);
     CHECK(tsr_backend_dev_type(tsr_backend_get_device(best)) == TSR_BACKEND_DEVICE_TYPE_GPU);
