@@ -598,14 +598,17 @@ TEST_CASE("model: weights mapped in place give the logits of weights read into m
 }
 
 // CPU_REPACK (tessera-run's default): the Q4_0 / IQ4_NL / Q4_K matrices are interleaved in it,
-// Q5_0 where the CPU has AVX2, Q2_K / Q3_K where it has AVX2 but not AVX-512 VNNI, Q5_K and Q4_1 / Q5_1 where AVX2 is its best (mapped: moved into
+// Q5_0 / Q3_K where the CPU has AVX2, Q2_K where it has AVX2 but not AVX-512 VNNI, Q5_K and Q4_1 / Q5_1 where AVX2 is its best (mapped: moved into
 // it, the rest stays mapped; read: every weight in it); other types keep their bytes. The prompt's logits (GEMM: panels equal to the file packer's) equal the plain
 // weights' bit for bit; the next token's (the interleaved mat-vec: the same int32 block sums,
-// float sums in another order) within 1e-4 of the largest logit. That holds only while both
-// mat-vecs add their floats in nearly the same order: a last-bit difference moves the next
-// layer's 8-bit activation across a rounding boundary now and then, and the tiny model carries
-// it on (AVX-512's file Q3_K kernel against the AVX2 record kernel, rows within 3e-6: next
-// logits 0.067 of 4.2 apart on a Zen 5, where Q3_K now stays in the file layout).
+// float sums in another order) within 1e-4 of the largest logit where both mat-vecs add their
+// floats in nearly the same order, and within the 8-bit activations' noise otherwise: a
+// last-bit difference moves the next layer's quantized activation across a rounding boundary
+// now and then, a step of 1/127 of its block's largest value, and the tiny model carries it
+// on. On AVX-512 the file layout's Q3_K kernel takes its level offset off in float at the end,
+// the record's in integers: rows within 3e-6, next logits 0.067 of 4.2 apart (a Zen 5). The
+// mat-vecs themselves are held to 1e-5 of their magnitude by the kernel test ("CPU_REPACK
+// buffers: ... results equal a plain buffer's").
 TEST_CASE("model: CPU_REPACK weights give the logits of plain weights (CPU)", "[model][repack]") {
     backend_holder be;
     make_cpu_backend(be, 2);
@@ -623,7 +626,8 @@ TEST_CASE("model: CPU_REPACK weights give the logits of plain weights (CPU)", "[
                 REQUIRE_OK(load_model(t.path.c_str(), pl, repacked, nullptr, nullptr, err, use_mmap));
                 const bool avx2 = tsr_cpu_isa_supported(TSR_CPU_ISA_AVX2);
                 const bool avx512_vnni = tsr_cpu_isa_supported(TSR_CPU_ISA_AVX512) && tsr_cpu_has_avx512_vnni();
-                const bool interleaves = wt == TSR_TYPE_Q2_K || wt == TSR_TYPE_Q3_K ? avx2 && !avx512_vnni
+                const bool interleaves = wt == TSR_TYPE_Q2_K ? avx2 && !avx512_vnni
+                                         : wt == TSR_TYPE_Q3_K ? avx2
                                          : wt == TSR_TYPE_Q5_K || wt == TSR_TYPE_Q5_1 ? avx2 && !tsr_cpu_isa_supported(TSR_CPU_ISA_AVX512)
                                                                                       : wt != TSR_TYPE_Q8_0;
                 CHECK(repacked.mapped == use_mmap);
@@ -651,7 +655,8 @@ TEST_CASE("model: CPU_REPACK weights give the logits of plain weights (CPU)", "[
                 }
                 CHECK(big > 0.0f);
                 INFO("next token's logits: largest difference " << diff << " of " << big);
-                CHECK(diff <= 1e-4f * big);
+                const bool same_order = !(wt == TSR_TYPE_Q3_K && tsr_cpu_get_isa() != TSR_CPU_ISA_AVX2);
+                CHECK(diff <= (same_order ? 1e-4f : (float) tolerance(wt)) * big);
             }
         }
     }

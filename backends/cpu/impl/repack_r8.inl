@@ -92,11 +92,15 @@ static inline bool r8_type_has_simd(enum tsr_type t) {
      * (1040-1086 against the file layout's 1055-1063 GFLOPS). */
     if (t == TSR_TYPE_Q5_K || t == TSR_TYPE_Q4_1 || t == TSR_TYPE_Q5_1) return avx2 && !features().avx512;
     if (t == TSR_TYPE_Q5_0) return avx2;
-    /* Q2_K / Q3_K: 0.91 / 0.85 in the file layout against 0.80 / 0.57 interleaved (Q3_K's
-     * record is read by the AVX2 kernel there; Q2_K's by a zmm one), and LLaMA 1.1B
-     * generation 111-128 / 92-102 against 111-113 / 76-78 tok/s; Q3_K's prompt is 30-40 %
-     * faster interleaved (GEMM panels cut from the records), Q2_K's not. Without VNNI the
-     * AVX-512 path runs the AVX2 file kernels, which the records beat. */
+    /* Q2_K: 0.86-0.91 in the file layout against 0.80 interleaved (its record's zmm kernel),
+     * LLaMA 1.1B generation 111-128 against 111-113 tok/s, the prompt no faster. Q3_K: its
+     * record read by the AVX2 kernel was 0.57 against the file's 0.77-0.85; read by its zmm
+     * kernel (r8_q3k_groups_dot_avx512vnni: in cache 40.0 against the file kernel's 31.8
+     * GB/s, one core) the record reads 1.11 / 0.89 x the read against the file's 0.93 /
+     * 0.85 (two runs of a noisy host, 53 / 36 GB/s read), and its prompt is 30-40 % faster
+     * (GEMM panels cut from the records). Without VNNI the AVX-512 path runs the AVX2 file
+     * kernels, which the records beat. */
+    if (t == TSR_TYPE_Q3_K) return avx2;
     return avx2 && !(features().avx512 && features().avx512_vnni);
 #else
     return false;
@@ -1146,6 +1150,77 @@ TSR_TARGET_AVX2 static void r8_q2k_groups_dot_avx2(const uint8_t * grp, size_t g
     for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + 8 * g, acc[g]);
 }
 
+/* G groups' 8 rows of Q3_K against Q8_K on zmm registers: triples j and j + 1 side by side
+ * (lanes 0..7 triple j's chunk, 8..15 triple j + 1's: a load and an insert per chunk), their
+ * levels decoded as q3k_triple_levels_avx2 does (quads 6 and 7 gathered by two vpternlogd),
+ * vpdpbusd against the activation quads (one vpermd each, shared by the groups). A lane's sum
+ * over a sub-block (16 products of at most 7 * 128) fits int16, so one vpdpwssd with the
+ * signed scale in the low half of each lane (the high half 0) scales it exactly; the offset
+ * 4 comes off once per record (the activations' sums of 16), in lanes 0..7. */
+TSR_TARGET_AVX512VNNI static inline __m512i q3k_scale_pair_zmm(const int8_t * sc, int s0, int s1) {
+    int64_t a, b;
+    std::memcpy(&a, sc + 8 * s0, 8);
+    std::memcpy(&b, sc + 8 * s1, 8);
+    return _mm512_and_si512(_mm512_cvtepi8_epi32(_mm_set_epi64x(b, a)), _mm512_set1_epi32(0xFFFF));
+}
+
+TSR_TARGET_AVX512VNNI static inline __m512i q3k_chunk_pair_zmm(const uint8_t * chunk) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)chunk)), _mm256_loadu_si256((const __m256i *)(chunk + 96)), 1);
+}
+
+template <int G>
+TSR_TARGET_AVX512VNNI static void r8_q3k_groups_dot_avx512vnni(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y, float * out) {
+    const matvec_prefetcher<TSR_TYPE_Q3_K, Q3K_R8_BYTES / 4, true> prefetch;
+    const __m512i m7 = _mm512_set1_epi8(7), m11 = _mm512_set1_epi8(0x11), m33 = _mm512_set1_epi8(0x33);
+    const __m512i two_quads = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8);
+    __m512 acc[G];
+    for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+        const tsr_block_q8_K & yb = y[i];
+        int32_t bsum_pairs[8];  /* word p: the sums of sub-blocks 2p and 2p + 1 */
+        std::memcpy(bsum_pairs, yb.bsums, sizeof(bsum_pairs));
+        const uint8_t * rec[G];
+        alignas(32) int8_t sc[G][128];
+        __m512i sumi[G];
+        for (int g = 0; g < G; ++g) {
+            rec[g] = grp + (size_t)g * gstride + (size_t)i * Q3K_R8_BYTES;
+            q3k_record_scales_avx2(rec[g], sc[g]);
+            const __m256i off = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_setzero_si256(), r8_byte_sums_avx2<true, 8>((const uint8_t *)sc[g], bsum_pairs)), 2);
+            sumi[g] = _mm512_zextsi256_si512(off);
+        }
+        for (int j = 0; j < 8; j += 2) {
+            for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + Q3K_R8_BYTES / 4 * (j / 2));
+            const __m512i yv = _mm512_loadu_si512((const void *)(yb.qs + 32 * j));  /* triples j, j + 1's activations */
+            __m512i yq[8];
+            for (int q = 0; q < 8; ++q) yq[q] = _mm512_permutexvar_epi32(_mm512_add_epi32(two_quads, _mm512_set1_epi32(q)), yv);
+            for (int g = 0; g < G; ++g) {
+                const uint8_t * abc = rec[g] + Q3K_R8_LEVELS + 96 * j;
+                const __m512i a = q3k_chunk_pair_zmm(abc), b = q3k_chunk_pair_zmm(abc + 32), c = q3k_chunk_pair_zmm(abc + 64);
+                /* quads 6 and 7: bits 3 and 7 of A, B, C into bits 0-2 and 4-6 (vpternlogd 0xE4: c ? a : b) */
+                const __m512i ab = _mm512_ternarylogic_epi32(_mm512_srli_epi16(a, 3), _mm512_srli_epi16(b, 2), m11, 0xE4);
+                const __m512i top = _mm512_ternarylogic_epi32(ab, _mm512_srli_epi16(c, 1), m33, 0xE4);
+                __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(a, m7), yq[0]);
+                __m512i hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(c, m7), yq[4]);
+                lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(_mm512_srli_epi16(a, 4), m7), yq[1]);
+                hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(_mm512_srli_epi16(c, 4), m7), yq[5]);
+                lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(b, m7), yq[2]);
+                hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(top, m7), yq[6]);
+                lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(_mm512_srli_epi16(b, 4), m7), yq[3]);
+                hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(_mm512_srli_epi16(top, 4), m7), yq[7]);
+                /* lo: sub-blocks 2j (lanes 0..7) and 2j + 2; hi: 2j + 1 and 2j + 3 */
+                sumi[g] = _mm512_dpwssd_epi32(sumi[g], lo, q3k_scale_pair_zmm(sc[g], 2 * j, 2 * j + 2));
+                sumi[g] = _mm512_dpwssd_epi32(sumi[g], hi, q3k_scale_pair_zmm(sc[g], 2 * j + 1, 2 * j + 3));
+            }
+        }
+        const __m512 yd = _mm512_set1_ps(yb.d);
+        for (int g = 0; g < G; ++g) {
+            const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rec[g]))), yd);
+            acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[g]), d, acc[g]);
+        }
+    }
+    r8_store_halves_zmm<G>(acc, out);
+}
+
 /* The 8 rows' 16 scales of a Q2_K record (the scale bytes' low nibbles) as int16 sw[8s + r]. */
 TSR_TARGET_AVX512VNNI static inline void q2k_record_scales_zmm(const uint8_t * rec, int16_t * sw) {
     for (int h = 0; h < 4; ++h)
@@ -1326,6 +1401,7 @@ static r8_dots_of<tsr_block_q8_K> r8_k2_dots(const cpu_features & f = features()
         if (f.avx512_gfni) return {r8_q2k_groups_dot_avx512gfni<1>, r8_q2k_groups_dot_avx512gfni<4>, 4};
         return {r8_q2k_groups_dot_avx512vnni<1>, r8_q2k_groups_dot_avx512vnni<4>, 4};
     }
+    if (Q3 && isa == TSR_CPU_ISA_AVX512 && f.avx512_vnni) return {r8_q3k_groups_dot_avx512vnni<1>, r8_q3k_groups_dot_avx512vnni<4>, 4};
     if (Q3 && (isa == TSR_CPU_ISA_AVX2 || isa == TSR_CPU_ISA_AVX512)) return {r8_q3k_groups_dot_avx2<1>, r8_q3k_groups_dot_avx2<2>, 2};
     if (isa == TSR_CPU_ISA_AVX2 || isa == TSR_CPU_ISA_AVX512) return {r8_q2k_groups_dot_avx2<1>, r8_q2k_groups_dot_avx2<2>, 2};
 #endif
