@@ -573,6 +573,28 @@ void mul_mat_cases(case_table & T) {
             if (s[0] % tsr_blck_size(t) != 0) continue;
             T.add(type_tag("mul_mat", t)).input(tensor(t, s[0], s[1], s[3])).input(tensor(F32, s[0], s[2], s[3])).op(mul_mat).nmse(mm_tol(t));
         }
+    // mat-vec (N 1..4) over many blocks / super-blocks (K 2304: 9 super-blocks, 72 blocks;
+    // K 5120: 160 blocks, more than one per invocation of a 128-wide workgroup), odd M
+    const int64_t mvshapes[][3] = {{2304, 77, 1}, {2304, 29, 3}, {5120, 13, 4}, {5120, 41, 2}};  // K, M, N
+    for (tsr_type t : {Q8, Q4})
+        for (const auto & s : mvshapes)
+            T.add(type_tag("mul_mat vec", t)).input(tensor(t, s[0], s[1])).input(tensor(F32, s[0], s[2])).op(mul_mat).nmse(2e-3);
+    for (tsr_type t : kRowQuants)
+        for (const auto & s : mvshapes)
+            T.add(type_tag("mul_mat vec", t)).input(tensor(t, s[0], s[1])).input(tensor(F32, s[0], s[2])).op(mul_mat).nmse(mm_tol(t));
+    // src0 rows inside wider rows (a block further on), src1 columns at odd float offsets
+    for (tsr_type t : {Q8, Q4})
+        T.add(type_tag("mul_mat vec views", t))
+            .input(tensor(t, 2304, 23).in_wider_rows(512, 256))
+            .input(tensor(F32, 2304, 3).in_wider_rows(3, 1))
+            .op(mul_mat)
+            .nmse(2e-3);
+    for (tsr_type t : kRowQuants)
+        T.add(type_tag("mul_mat vec views", t))
+            .input(tensor(t, 2304, 23).in_wider_rows(512, 256))
+            .input(tensor(F32, 2304, 3).in_wider_rows(3, 1))
+            .op(mul_mat)
+            .nmse(mm_tol(t));
     // attention-shaped: permuted K and Q views (non-contiguous rows), kq = K^T Q per head
     T.add("mul_mat permuted K/Q")
         .input(tensor(F32, 32, 4, 11).permuted(0, 2, 1, 3))   // [D, H, T] seen as [D, T, H]
@@ -826,7 +848,9 @@ void zero_size_cases(case_table & T) {
 // chosen by every token (its GEMM path); b one row per token (broadcast) or one per slot
 void mul_mat_id_cases(case_table & T) {
     const op_fn mmid = [](tsr_context * c, const tensors & x) { return tsr_mul_mat_id(c, x[0], x[1], x[2]); };
-    for (tsr_type t : {F32, F16, BF16, Q8, Q4, TSR_TYPE_Q4_1, TSR_TYPE_Q4_K, TSR_TYPE_Q6_K})
+    std::vector<tsr_type> types = {F32, F16, BF16, Q8, Q4};
+    types.insert(types.end(), std::begin(kRowQuants), std::end(kRowQuants));
+    for (tsr_type t : types)
         for (int64_t n_tok : {1, 9})
             for (int64_t n_b : {1, 2})
                 T.add(type_tag("mul_mat_id", t))
@@ -835,6 +859,14 @@ void mul_mat_id_cases(case_table & T) {
                     .input(tensor(I32, 2, n_tok).i32({1, 3, 1, 0, 1, 2}))
                     .op(mmid)
                     .nmse(mm_tol(t));
+    // the mat-vec path over several super-blocks: 2 tokens of 3 slots, odd M
+    for (tsr_type t : types)
+        T.add(type_tag("mul_mat_id vec", t))
+            .input(tensor(t, 1536, 21, 5))
+            .input(tensor(F32, 1536, 3, 2))
+            .input(tensor(I32, 3, 2).i32({4, 0, 2, 1, 4, 3}))
+            .op(mmid)
+            .nmse(mm_tol(t));
 }
 
 // convolutions, pooling, padding, roll (small odd shapes; GEMM and dot-product paths)

@@ -2,12 +2,233 @@
 // Matrix-vector: one workgroup per A row, up to 4 B columns at once (N <= 4).
 // IDS (mul_mat_id): batch z is the pair (slot e, token t); A is the expert ids[e, t] names,
 // B row e % n_b of token t, dst [M, n_used, n_tokens]; an id out of range gives NaN rows.
+#extension GL_EXT_control_flow_attributes : enable
 #include "mul_mat_common.glsl"
 #define WG 128
 layout(local_size_x = WG) in;
 layout(constant_id = 0) const uint IDS = 0;
 layout(binding = 2) readonly buffer I { int ids[]; };
 shared float red[4][WG];
+
+#if A_TYPE >= 4
+// Types 4..12 decode one unit of 16 values per step: the block's scale / min (K-quants:
+// the unit's sub-block scales) once, its quant bytes as 32-bit words, four groups of 4
+// consecutive values dotted with B in float. The quant words are read through a 32-bit or
+// 16-bit view of the A buffer (same binding), B through a vec4 view.
+layout(binding = 0) readonly buffer A16 { uint16_t a16[]; };
+layout(binding = 0) readonly buffer A32 { uint a32[]; };
+#if A_TYPE == 4
+#define BLK_BYTES 20
+#elif A_TYPE == 5
+#define BLK_BYTES 22
+#elif A_TYPE == 6
+#define BLK_BYTES 24
+#elif A_TYPE == 7
+#define BLK_BYTES 18
+#elif A_TYPE == 8
+#define BLK_BYTES 84
+#elif A_TYPE == 9
+#define BLK_BYTES 110
+#elif A_TYPE == 10
+#define BLK_BYTES 144
+#elif A_TYPE == 11
+#define BLK_BYTES 176
+#else
+#define BLK_BYTES 210
+#endif
+#if A_TYPE <= 7
+#define BLK_LOG2 5u   // 32 values a block, 2 units of 16
+#define UPB_LOG2 1u
+#else
+#define BLK_LOG2 8u   // 256 values a super-block, 16 units of 16
+#define UPB_LOG2 4u
+#endif
+#if A_TYPE == 4 || A_TYPE == 6 || A_TYPE == 8 || A_TYPE == 10 || A_TYPE == 11
+#define HAS_MIN 1     // y = scale * q + min (Q4_1, Q5_1) or scale * q - min (K-quants)
+#else
+#define HAS_MIN 0
+#endif
+
+// the little-endian 32-bit word at byte o: o is a multiple of 4 where blocks are (and the
+// row starts at one), else of 2 (every block size is even)
+#define A_WORD ((BLK_BYTES & 3) == 0 ? 4u : 2u)
+uint word_at(int o) {
+    if (A_WORD == 4u) return a32[o >> 2];
+    return uint(a16[o >> 1]) | (uint(a16[(o >> 1) + 1]) << 16);
+}
+float f16_at(int o) { return unpackHalf2x16(uint(a16[o >> 1])).x; }
+// byte i (0..11) of three words
+uint byte_of(uvec3 w, uint i) { return (w[i >> 2] >> (8u * (i & 3u))) & 255u; }
+
+const uvec4 SH8 = uvec4(0u, 8u, 16u, 24u);
+// the 4 nibbles (hi: 0 low, 4 high) of the 4 bytes of w
+uvec4 nib4(uint w, uint hi) { return (uvec4(w) >> (SH8 + hi)) & 15u; }
+// bit `bit` of each of the 4 bytes of w, moved to bit 4
+uvec4 bit4(uint w, uint bit) { return ((uvec4(w) >> (SH8 + bit)) & 1u) << 4; }
+
+#if A_TYPE == 7
+shared float kvalues[16];
+#endif
+
+// B through a vec4 view of its binding (the columns start at multiples of 4 floats)
+layout(binding = 1) readonly buffer B4 { vec4 b4v[]; };
+
+// acc[n] += sum over the unit's 4 groups g of sc[g] * dot(q[g], B[k0 + kg[g] ..]) (+ mn[g] * sum B)
+void unit_acc(inout float acc[4], int bb, uint nc, uint k0, uvec4 kg, vec4 q[4], vec4 sc, vec4 mn) {
+    // unrolled (constant indices keep acc, q, kg in registers)
+    [[unroll]] for (uint n = 0; n < 4u; n++) {
+        if (n >= nc) break;
+        int bn = bb + int(n * pc.nb11 + k0);
+        float s = 0.0;
+        [[unroll]] for (uint g = 0; g < 4u; g++) {
+            vec4 bv4 = b4v[(bn + int(kg[g])) >> 2];
+            s += sc[g] * dot(q[g], bv4);
+#if HAS_MIN
+            s += mn[g] * ((bv4.x + bv4.y) + (bv4.z + bv4.w));
+#endif
+        }
+        acc[n] += s;
+    }
+}
+
+// the row at byte ab against B at bb, each invocation taking units t, t + WG, ...
+void mmv_row(int ab, int bb, uint nc, uint t, inout float acc[4]) {
+    uint nunits = (pc.K >> BLK_LOG2) << UPB_LOG2;
+    for (uint u = t; u < nunits; u += WG) {
+        uint blk = u >> UPB_LOG2, c = u & ((1u << UPB_LOG2) - 1u);
+        int bo = ab + int(blk * uint(BLK_BYTES));
+        uint k0 = blk << BLK_LOG2;
+        vec4 q[4];
+        vec4 sc, mn = vec4(0.0);
+        uvec4 kg;
+#if A_TYPE <= 7
+        // values 8c..8c+7 (low nibbles of qs[8c..8c+7]) and 16+8c.. (their high nibbles)
+        kg = uvec4(8u * c, 8u * c + 4u, 16u + 8u * c, 20u + 8u * c);
+#if A_TYPE == 4
+        vec2 dm = unpackHalf2x16(word_at(bo));
+        uint w0 = word_at(bo + 4 + int(8u * c)), w1 = word_at(bo + 8 + int(8u * c));
+        sc = vec4(dm.x); mn = vec4(dm.y);
+        q[0] = vec4(nib4(w0, 0u)); q[1] = vec4(nib4(w1, 0u)); q[2] = vec4(nib4(w0, 4u)); q[3] = vec4(nib4(w1, 4u));
+#elif A_TYPE == 5 || A_TYPE == 6
+#if A_TYPE == 5
+        float d = f16_at(bo);
+        uint qh = word_at(bo + 2);
+        int qs = bo + 6;
+        sc = vec4(d);
+#else
+        vec2 dm = unpackHalf2x16(word_at(bo));
+        uint qh = word_at(bo + 4);
+        int qs = bo + 8;
+        sc = vec4(dm.x); mn = vec4(dm.y);
+#endif
+        uint w0 = word_at(qs + int(8u * c)), w1 = word_at(qs + 4 + int(8u * c));
+        // bit j of qh is the fifth bit of value j
+        uvec4 sh = uvec4(0u, 1u, 2u, 3u);
+        q[0] = vec4(nib4(w0, 0u) | (((uvec4(qh) >> (sh + kg[0])) & 1u) << 4));
+        q[1] = vec4(nib4(w1, 0u) | (((uvec4(qh) >> (sh + kg[1])) & 1u) << 4));
+        q[2] = vec4(nib4(w0, 4u) | (((uvec4(qh) >> (sh + kg[2])) & 1u) << 4));
+        q[3] = vec4(nib4(w1, 4u) | (((uvec4(qh) >> (sh + kg[3])) & 1u) << 4));
+#if A_TYPE == 5
+        [[unroll]] for (uint g = 0; g < 4u; g++) q[g] -= 16.0;
+#endif
+#else // IQ4_NL
+        sc = vec4(f16_at(bo));
+        uint w0 = word_at(bo + 2 + int(8u * c)), w1 = word_at(bo + 6 + int(8u * c));
+        uvec4 n0 = nib4(w0, 0u), n1 = nib4(w1, 0u), n2 = nib4(w0, 4u), n3 = nib4(w1, 4u);
+        q[0] = vec4(kvalues[n0.x], kvalues[n0.y], kvalues[n0.z], kvalues[n0.w]);
+        q[1] = vec4(kvalues[n1.x], kvalues[n1.y], kvalues[n1.z], kvalues[n1.w]);
+        q[2] = vec4(kvalues[n2.x], kvalues[n2.y], kvalues[n2.z], kvalues[n2.w]);
+        q[3] = vec4(kvalues[n3.x], kvalues[n3.y], kvalues[n3.z], kvalues[n3.w]);
+#endif
+#elif A_TYPE == 8 || A_TYPE == 9 || A_TYPE == 12
+        // Q2_K, Q3_K, Q6_K: unit (h, c) = values 128h + 32s + 4c + i (s, i 0..3); the four
+        // groups s have the sub-block scales 8h + 2s + c/4
+        uint h = c >> 3, cc = c & 7u;
+        kg = 128u * h + 4u * cc + uvec4(0u, 32u, 64u, 96u);
+        uint is0 = 8u * h + (cc >> 2);   // scale index of group 0; group s: is0 + 2s
+#if A_TYPE == 8
+        // scales[16] (scale low nibble, min high nibble), qs[64], d, dmin
+        uvec2 sw = uvec2(word_at(bo + int(8u * h)), word_at(bo + 4 + int(8u * h)));
+        uint so = cc >> 2;   // byte of the 8 at 8h: so + 2s
+        uvec4 sb = uvec4(sw.x >> (8u * so), sw.x >> (8u * so + 16u), sw.y >> (8u * so), sw.y >> (8u * so + 16u)) & 255u;
+        vec2 dm = unpackHalf2x16(word_at(bo + 80));
+        // the CPU's dl = d * (sc & 15), ml = dmin * (sc >> 4), y = dl * q - ml
+        sc = dm.x * vec4(sb & 15u);
+        mn = -(dm.y * vec4(sb >> 4));
+        uint w = word_at(bo + 16 + int(32u * h + 4u * cc));
+        [[unroll]] for (uint s = 0; s < 4u; s++) q[s] = vec4((uvec4(w) >> (SH8 + 2u * s)) & 3u);
+#elif A_TYPE == 9
+        // hmask[32], qs[64], scales[12] (6-bit, minus 32), d
+        uint hm = word_at(bo + int(4u * cc));
+        uint w = word_at(bo + 32 + int(32u * h + 4u * cc));
+        uvec3 sw = uvec3(word_at(bo + 96), word_at(bo + 100), word_at(bo + 104));
+        float d = f16_at(bo + 108);
+        [[unroll]] for (uint s = 0; s < 4u; s++) {
+            uint is = is0 + 2u * s;
+            uint lo = is < 8u ? (byte_of(sw, is) & 15u) : (byte_of(sw, is - 8u) >> 4);
+            uint hi = (byte_of(sw, 8u + (is & 3u)) >> (2u * (is >> 2))) & 3u;
+            sc[s] = d * float(int(lo | (hi << 4)) - 32);
+            // the high bit: bit 4h + s of hmask[4c + i]; clear means minus 4
+            uvec4 high = (uvec4(hm) >> (SH8 + 4u * h + s)) & 1u;
+            q[s] = vec4(ivec4((uvec4(w) >> (SH8 + 2u * s)) & 3u) - 4 * ivec4(1u - high));
+        }
+#else
+        // ql[128], qh[64], scales[16] (int8), d: value 128h + 32s + l has the low 4 bits in
+        // nibble s/2 of ql[64h + 32(s%2) + l], the high 2 bits at bits 2s of qh[32h + l]
+        uint l0 = word_at(bo + int(64u * h + 4u * cc)), l1 = word_at(bo + int(64u * h + 32u + 4u * cc));
+        uint qh = word_at(bo + 128 + int(32u * h + 4u * cc));
+        uvec2 sw = uvec2(word_at(bo + 192 + int(8u * h)), word_at(bo + 196 + int(8u * h)));
+        float d = f16_at(bo + 208);
+        uint so = cc >> 2;
+        ivec4 sb = ivec4(uvec4(sw.x >> (8u * so), sw.x >> (8u * so + 16u), sw.y >> (8u * so), sw.y >> (8u * so + 16u)) & 255u);
+        sb -= (sb & 128) << 1;
+        sc = d * vec4(sb);
+        q[0] = vec4(ivec4(nib4(l0, 0u) | (((uvec4(qh) >> SH8) & 3u) << 4)) - 32);
+        q[1] = vec4(ivec4(nib4(l1, 0u) | (((uvec4(qh) >> (SH8 + 2u)) & 3u) << 4)) - 32);
+        q[2] = vec4(ivec4(nib4(l0, 4u) | (((uvec4(qh) >> (SH8 + 4u)) & 3u) << 4)) - 32);
+        q[3] = vec4(ivec4(nib4(l1, 4u) | (((uvec4(qh) >> (SH8 + 6u)) & 3u) << 4)) - 32);
+#endif
+#else
+        // Q4_K, Q5_K: unit (j, c) = values 64j + 8c + i (sub-block 2j, low nibbles of
+        // qs[32j + 8c + i]) and 64j + 32 + 8c + i (sub-block 2j + 1, the high nibbles), i 0..7
+        uint j = c >> 2, cc = c & 3u;
+        kg = 64u * j + 8u * cc + uvec4(0u, 4u, 32u, 36u);
+        vec2 dm = unpackHalf2x16(word_at(bo));
+        uvec3 sw = uvec3(word_at(bo + 4), word_at(bo + 8), word_at(bo + 12));
+        // 6-bit scale and min of sub-blocks 2j and 2j + 1 (dequantize_row_q4_K's get_scale_min_k4)
+        uvec2 s0, s1;
+        if (j < 2u) {
+            s0 = uvec2(byte_of(sw, 2u * j) & 63u, byte_of(sw, 2u * j + 4u) & 63u);
+            s1 = uvec2(byte_of(sw, 2u * j + 1u) & 63u, byte_of(sw, 2u * j + 5u) & 63u);
+        } else {
+            uint a0 = 2u * j, a1 = a0 + 1u;
+            s0 = uvec2((byte_of(sw, a0 + 4u) & 15u) | ((byte_of(sw, a0 - 4u) >> 6) << 4),
+                       (byte_of(sw, a0 + 4u) >> 4) | ((byte_of(sw, a0) >> 6) << 4));
+            s1 = uvec2((byte_of(sw, a1 + 4u) & 15u) | ((byte_of(sw, a1 - 4u) >> 6) << 4),
+                       (byte_of(sw, a1 + 4u) >> 4) | ((byte_of(sw, a1) >> 6) << 4));
+        }
+        float ds0 = dm.x * float(s0.x), ds1 = dm.x * float(s1.x);
+        float ms0 = dm.y * float(s0.y), ms1 = dm.y * float(s1.y);
+        sc = vec4(ds0, ds0, ds1, ds1);
+        mn = -vec4(ms0, ms0, ms1, ms1);
+#if A_TYPE == 10
+        int qs = bo + 16;
+#else
+        int qs = bo + 48;
+#endif
+        uint w0 = word_at(qs + int(32u * j + 8u * cc)), w1 = word_at(qs + 4 + int(32u * j + 8u * cc));
+        q[0] = vec4(nib4(w0, 0u)); q[1] = vec4(nib4(w1, 0u)); q[2] = vec4(nib4(w0, 4u)); q[3] = vec4(nib4(w1, 4u));
+#if A_TYPE == 11
+        // the fifth bit: bit 2j (low nibbles) or 2j + 1 (high) of qh[8c + i]
+        uint h0 = word_at(bo + 16 + int(8u * cc)), h1 = word_at(bo + 20 + int(8u * cc));
+        q[0] += vec4(bit4(h0, 2u * j)); q[1] += vec4(bit4(h1, 2u * j));
+        q[2] += vec4(bit4(h0, 2u * j + 1u)); q[3] += vec4(bit4(h1, 2u * j + 1u));
+#endif
+#endif
+        unit_acc(acc, bb, nc, k0, kg, q, sc, mn);
+    }
+}
+#endif
 
 void main() {
     uint t = gl_LocalInvocationID.x;
@@ -39,7 +260,7 @@ void main() {
         float av = float(a[ab + int(k)]);
         for (uint n = 0; n < nc; n++) acc[n] += av * b[bb + int(n * pc.nb11 + k)];
     }
-#else
+#elif A_TYPE <= 3
     // each invocation takes 16 values (half a block of 32) at a time
     uint nhalf = pc.K / 16u;
     for (uint h = t; h < nhalf; h += WG) {
@@ -53,7 +274,7 @@ void main() {
             float av = dd * float(q - ((q & 128) << 1));
             for (uint n = 0; n < nc; n++) acc[n] += av * b[bb + int(n * pc.nb11 + k)];
         }
-#elif A_TYPE == 3
+#else
         int bo = ab + int(blk * 18u);
         float dd = half_at(bo);
         for (uint j = 0; j < 16u; j++) {
@@ -62,20 +283,31 @@ void main() {
             float av = dd * (float(part == 0u ? (by & 15u) : (by >> 4)) - 8.0);
             for (uint n = 0; n < nc; n++) acc[n] += av * b[bb + int(n * pc.nb11 + k)];
         }
+#endif
+    }
 #else
-        // every other type: blocks are whole multiples of 16 values
-        for (uint j = 0; j < 16u; j++) {
-            uint k = h * 16u + j;
+#if A_TYPE == 7
+    if (t < 16u) kvalues[t] = iq4nl_values[t];
+    barrier();
+#endif
+    // A through its 32-bit view when the block size is a multiple of 4 bytes, else (the
+    // sizes are even) its 16-bit one, when the row starts at a multiple of that; B as vec4
+    // when every column starts at a multiple of 4 floats (the groups of 4 values are).
+    // Anything else (views at odd offsets, which allocations never give) takes dq_value
+    // per element: one copy of the unit code only (lavapipe runs 2x slower with a second).
+    if (((uint(ab) & (A_WORD - 1u)) | ((uint(bb) | (nc > 1u ? pc.nb11 : 0u)) & 3u)) == 0u) {
+        mmv_row(ab, bb, nc, t, acc);
+    } else {
+        for (uint k = t; k < pc.K; k += WG) {
             float av = dq_value(ab, k);
             for (uint n = 0; n < nc; n++) acc[n] += av * b[bb + int(n * pc.nb11 + k)];
         }
-#endif
     }
 #endif
-    for (uint n = 0; n < 4u; n++) red[n][t] = acc[n];
+    for (uint n = 0; n < nc; n++) red[n][t] = acc[n];
     barrier();
     for (uint s = WG / 2; s > 0; s >>= 1) {
-        if (t < s) for (uint n = 0; n < 4u; n++) red[n][t] += red[n][t + s];
+        if (t < s) for (uint n = 0; n < nc; n++) red[n][t] += red[n][t + s];
         barrier();
     }
     if (t == 0u) {
