@@ -49,11 +49,17 @@
  *     matrix-vector kernel that dequantizes in registers (activations quantized to 8 bits
  *     per 32-block, like ggml's q8_1, then integer dot products); for more columns the
  *     weights are dequantized to F16 in the workspace and cuBLAS runs. Q4_1, Q5_0, Q5_1,
- *     IQ4_NL, Q2_K..Q6_K weights: for N <= 8 F32 columns a warp per row dequantizing on
- *     the fly against the F32 activations; for more columns the F16 cuBLAS path.
- *   - Optional CUDA graph capture (off by default): a graph computed again with the same
- *     nodes, shapes and data addresses replays the captured CUDA graph.
- *   - Ops (supports_op answers false for the rest, e.g. flash_attn_ext, conv_2d, im2col,
+ *     IQ4_NL, Q2_K..Q6_K weights: for N <= 8 F32 columns the same 8-bit activations and
+ *     integer dot products (cuda_dqdot.cuh: a lane decodes 32 weights of a block or
+ *     super-block); for more columns the F16 cuBLAS path.
+ *   - flash_attn_ext: F32 q, F32/F16 K and V, F32/F16 mask, ALiBi, softcap, grouped heads
+ *     (cuda_attn.cuh: a block per query row and head, online softmax, no score matrix).
+ *   - Optional CUDA graph capture (off by default; the registry's params
+ *     "graph_capture=1"): a graph computed with the same nodes, shapes and data addresses
+ *     as the compute before it is captured, and replayed while it stays the same (a
+ *     graph's first compute is launched as it is: capturing one that never comes again
+ *     costs more than launching it).
+ *   - Ops (supports_op answers false for the rest, e.g. conv_2d, im2col,
  *     pool_2d, upscale, pad, argsort, group_norm, out_prod): add/sub/mul/div with
  *     broadcasting, the unary ops, sqr/sqrt/log, scale, clamp, swiglu (fused and split),
  *     norm, rms_norm, soft_max_ext (F32/F16 mask, ALiBi), rope (normal, NeoX, YaRN,

@@ -202,7 +202,7 @@ TEST_CASE("cuda: the registry lists the CUDA devices (none without a GPU)", "[cu
     CHECK(std::string(tsr_last_error()).find("graph_capture=0|1") != std::string::npos);
     tsr_backend_t cap = tsr_backend_init_by_name("CUDA0", "graph_capture=1");
     REQUIRE(cap != nullptr);
-    {   // a graph computed twice: captured once, then replayed, with the result of the op
+    {   // a graph computed three times: launched, captured, replayed, each with the op's result
         tsr_context * ctx = tsr_init({3 * tsr_tensor_overhead() + tsr_graph_overhead(), nullptr, true});
         REQUIRE(ctx);
         tsr_tensor * a = tsr_new_tensor_1d(ctx, TSR_TYPE_F32, 1000);
@@ -214,7 +214,7 @@ TEST_CASE("cuda: the registry lists the CUDA devices (none without a GPU)", "[cu
         tsr_cuda_stats st0 = {}, st1 = {};
         REQUIRE(tsr_backend_cuda_get_stats(cap, &st0));
         std::vector<float> x(1000), got(1000);
-        for (int r = 0; r < 2; ++r) {
+        for (int r = 0; r < 3; ++r) {
             for (int i = 0; i < 1000; ++i) x[(size_t) i] = (float) (i % 13 + r);
             REQUIRE(tsr_backend_tensor_set(a, x.data(), 0, x.size() * 4));
             REQUIRE(tsr_backend_graph_compute(cap, gf) == TSR_STATUS_SUCCESS);

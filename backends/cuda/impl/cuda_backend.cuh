@@ -22,6 +22,7 @@ struct backend_ctx {
     std::vector<int64_t> graph_key;
     std::vector<int64_t> key_scratch;  // the key of the graph being run; keeps its capacity,
                                        // so steady-state replays allocate nothing
+    std::vector<int64_t> last_key;     // the key of the last graph launched uncaptured
     cudaGraphExec_t      graph_exec = nullptr;
     tsr_cuda_stats       stats = {};
 };
@@ -235,6 +236,13 @@ bool compute_captured(backend_ctx * ctx, tsr_cgraph * cgraph) {
         ++ctx->stats.graph_replays;
         return true;
     }
+    // a graph not computed just before runs as launched: capturing and instantiating it
+    // costs more than launching it once (a prompt's graph), and pays only when it repeats
+    // (decode steps). swap: both vectors keep their capacity.
+    if (key != ctx->last_key) {
+        ctx->last_key.swap(key);
+        return launch_graph(ctx, cgraph);
+    }
     TSR_CU_CHECK(cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal), ctx->device);
     const bool ok = launch_graph(ctx, cgraph);
     cudaGraph_t graph = nullptr;
@@ -437,6 +445,7 @@ TSR_API_IMPL bool tsr_backend_cuda_set_graph_capture(tsr_backend_t backend, bool
     if (!tsr_backend_is_cuda(backend)) return tsr_set_error("cuda: set_graph_capture on a backend that is not CUDA");
     tsr_cuda::backend_ctx * ctx = tsr_cuda::ctx_of(backend);
     ctx->capture = enable;
+    if (!enable) ctx->last_key.clear();   // capture turned on again starts afresh
     if (!enable && ctx->graph_exec) {
         cudaSetDevice(ctx->device);
         cudaStreamSynchronize(ctx->stream);
