@@ -1003,7 +1003,7 @@ TEST_CASE("CPU_REPACK buffers: Q4_0 / IQ4_NL / Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K 
     struct tcase { tsr_type t; int64_t M; bool interleaved; };
     for (tcase tc : {tcase{TSR_TYPE_Q4_0, 40, true}, tcase{TSR_TYPE_IQ4_NL, 48, true}, tcase{TSR_TYPE_Q4_0, 36, false},
                      tcase{TSR_TYPE_Q8_0, 40, false}, tcase{TSR_TYPE_Q4_K, 40, true}, tcase{TSR_TYPE_Q4_K, 20, false}, tcase{TSR_TYPE_Q3_K, 40, true}, tcase{TSR_TYPE_Q2_K, 16, true},
-                     tcase{TSR_TYPE_Q5_K, 16, true}, tcase{TSR_TYPE_Q6_K, 16, false}, tcase{TSR_TYPE_Q4_1, 40, true}, tcase{TSR_TYPE_Q5_0, 16, true},
+                     tcase{TSR_TYPE_Q5_K, 16, true}, tcase{TSR_TYPE_Q6_K, 16, false}, tcase{TSR_TYPE_Q4_1, 40, true}, tcase{TSR_TYPE_Q5_0, 40, true},
                      tcase{TSR_TYPE_Q5_1, 24, true}}) {
         const tsr_type t = tc.t;
         tc.interleaved = tc.interleaved && tcpu::k_r8_layout_used && tcpu::r8_type_has_simd(t);
