@@ -93,25 +93,18 @@ TSR_HD float hd_half(uint32_t bits) {
 
 // ---- loads ------------------------------------------------------------------------------------
 
-TSR_HD uint32_t ld32(const uint8_t * p) {   // p 4-byte aligned
+// A uint32_t / uint16_t at p, aligned to its size.
+template <typename T> TSR_HD uint32_t ld_aligned(const uint8_t * p) {
 #ifdef __CUDA_ARCH__
-    return *(const uint32_t *) p;
+    return *(const T *) p;
 #else
-    uint32_t v;
-    memcpy(&v, p, 4);
+    T v;
+    memcpy(&v, p, sizeof(T));
     return v;
 #endif
 }
-
-TSR_HD uint32_t ld16(const uint8_t * p) {   // p 2-byte aligned
-#ifdef __CUDA_ARCH__
-    return *(const uint16_t *) p;
-#else
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return v;
-#endif
-}
+TSR_HD uint32_t ld32(const uint8_t * p) { return ld_aligned<uint32_t>(p); }
+TSR_HD uint32_t ld16(const uint8_t * p) { return ld_aligned<uint16_t>(p); }
 
 // N words from a 16-byte aligned p (N a multiple of 4): 16-byte loads
 template <int N> TSR_HD void ld_words16(const uint8_t * p, uint32_t * w) {
