@@ -542,16 +542,33 @@ TSR_TARGET_AVX512VNNI static inline void r8_store_halves_zmm(const __m512 * acc,
         _mm256_storeu_ps(out + 8 * g, _mm256_add_ps(_mm512_castps512_ps256(acc[g]), _mm512_extractf32x8_ps(acc[g], 1)));
 }
 
+/* Q5_0's levels with GFNI: the record's fifth-bit chunk (broadcast to both halves) gives each
+ * nibble its bit 4 by one gf2p8affineqb whose matrix differs per half (bit 2c for chunk c's low
+ * nibbles, 2c + 1 for its high ones; matrix byte 3 selects the input bit of output bit 4),
+ * merged with the masked nibble by one vpternlogd. s: the bit of the pair's first chunk. */
+TSR_TARGET_AVX512VNNI static inline __m512i q50_fifth_bit_matrices(int s) {
+    const long long m0 = (long long)((uint64_t)(1u << s) << 24), m1 = (long long)((uint64_t)(1u << (s + 2)) << 24);
+    return _mm512_setr_epi64(m0, m0, m0, m0, m1, m1, m1, m1);
+}
+
+TSR_TARGET_AVX512VNNI_GFNI static inline __m512i q50_levels_gfni(__m512i nibbles, __m512i qh, __m512i matrices) {
+    /* vpternlogd 0xEA: (nibbles & 0x0F) | bit 4 */
+    return _mm512_ternarylogic_epi32(nibbles, _mm512_set1_epi8(0x0F), _mm512_gf2p8affine_epi64_epi8(qh, matrices, 0), 0xEA);
+}
+
 /* The same with vpdpbusd on whole zmm registers (unsigned x signed into int32, no
  * saturation): a load takes two chunks, lanes 0..7 one chunk's 8 rows and lanes 8..15 the
  * next's, against the two matching activation quads (one vpermd each, shared by the G
- * groups). The weights' offset (Q4_0's 8, IQ4_NL's values moved to unsigned by 128) comes
- * back exactly as -offset * sum(y) in lanes 0..7 of the first vpdpbusd's start, so a row's
- * two lanes add up to the exact block sum; each is scaled (d, 8 rows' fp16 scales in one
- * vcvtph2ps, repeated in both halves) and the halves are added once at the end. G groups,
- * gstride bytes apart, are G streams from memory; out gets 8 floats per group. */
+ * groups). The weights' offset (Q4_0's 8, Q5_0's 16, IQ4_NL's values moved to unsigned by
+ * 128) comes back exactly as -offset * sum(y) in lanes 0..7 of the first vpdpbusd's start,
+ * so a row's two lanes add up to the exact block sum; each is scaled (d, 8 rows' fp16 scales
+ * in one vcvtph2ps, repeated in both halves) and the halves are added once at the end. G
+ * groups, gstride bytes apart, are G streams from memory; out gets 8 floats per group. Q5_0
+ * (its record: the Q4_0 record with a chunk of fifth bits, r8_q32_layout) needs GFNI
+ * (q50_levels_gfni; only r8_q50_groups_dot_avx512gfni instantiates it). */
 template <enum tsr_type T, int G>
-TSR_TARGET_AVX512VNNI static void r8_groups_dot_avx512vnni(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out) {
+TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void r8_q4_groups_dot_zmm(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out) {
+    using L = r8_q32_layout<T>;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i lut = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values)),
                                          _mm512_set1_epi8((char)0x80));
@@ -560,8 +577,10 @@ TSR_TARGET_AVX512VNNI static void r8_groups_dot_avx512vnni(const uint8_t * grp, 
     const __m512i sel_lo23 = _mm512_add_epi32(sel_lo01, _mm512_set1_epi32(2));
     const __m512i sel_hi01 = _mm512_add_epi32(sel_lo01, _mm512_set1_epi32(4));
     const __m512i sel_hi23 = _mm512_add_epi32(sel_lo01, _mm512_set1_epi32(6));
-    const int32_t offset = T == TSR_TYPE_Q4_0 ? 8 : 128;
-    const matvec_prefetcher<T, R8_BLOCK_BYTES, true> prefetch;
+    [[maybe_unused]] const __m512i mx_lo01 = q50_fifth_bit_matrices(0), mx_hi01 = q50_fifth_bit_matrices(1);
+    [[maybe_unused]] const __m512i mx_lo23 = q50_fifth_bit_matrices(4), mx_hi23 = q50_fifth_bit_matrices(5);
+    const int32_t offset = T == TSR_TYPE_Q4_0 ? 8 : T == TSR_TYPE_Q5_0 ? 16 : 128;
+    const matvec_prefetcher<T, L::bytes, true> prefetch;
     __m512 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
@@ -571,12 +590,21 @@ TSR_TARGET_AVX512VNNI static void r8_groups_dot_avx512vnni(const uint8_t * grp, 
         const __m512i bias = _mm512_maskz_set1_epi32(0x00FF, -offset * y[b].sum);
         const __m512 yd = _mm512_set1_ps(y[b].d);
         for (int g = 0; g < G; ++g) {
-            const uint8_t * rec = grp + (size_t)g * gstride + (size_t)b * R8_BLOCK_BYTES;
+            const uint8_t * rec = grp + (size_t)g * gstride + (size_t)b * L::bytes;
             prefetch((const char *)rec);
-            const __m512i q01 = _mm512_loadu_si512((const void *)(rec + 16));
-            const __m512i q23 = _mm512_loadu_si512((const void *)(rec + 80));
-            __m512i lo01 = _mm512_and_si512(q01, m4), hi01 = _mm512_and_si512(_mm512_srli_epi16(q01, 4), m4);
-            __m512i lo23 = _mm512_and_si512(q23, m4), hi23 = _mm512_and_si512(_mm512_srli_epi16(q23, 4), m4);
+            const __m512i q01 = _mm512_loadu_si512((const void *)(rec + L::qs_at));
+            const __m512i q23 = _mm512_loadu_si512((const void *)(rec + L::qs_at + 64));
+            __m512i lo01, hi01, lo23, hi23;
+            if constexpr (T == TSR_TYPE_Q5_0) {
+                const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(rec + L::qh_at)));
+                lo01 = q50_levels_gfni(q01, qh, mx_lo01);
+                lo23 = q50_levels_gfni(q23, qh, mx_lo23);
+                hi01 = q50_levels_gfni(_mm512_srli_epi16(q01, 4), qh, mx_hi01);
+                hi23 = q50_levels_gfni(_mm512_srli_epi16(q23, 4), qh, mx_hi23);
+            } else {
+                lo01 = _mm512_and_si512(q01, m4), hi01 = _mm512_and_si512(_mm512_srli_epi16(q01, 4), m4);
+                lo23 = _mm512_and_si512(q23, m4), hi23 = _mm512_and_si512(_mm512_srli_epi16(q23, 4), m4);
+            }
             if (T == TSR_TYPE_IQ4_NL) {
                 lo01 = _mm512_shuffle_epi8(lut, lo01);
                 hi01 = _mm512_shuffle_epi8(lut, hi01);
@@ -592,6 +620,18 @@ TSR_TARGET_AVX512VNNI static void r8_groups_dot_avx512vnni(const uint8_t * grp, 
         }
     }
     r8_store_halves_zmm<G>(acc, out);
+}
+
+template <enum tsr_type T, int G>
+TSR_TARGET_AVX512VNNI static void r8_groups_dot_avx512vnni(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out) {
+    static_assert(T != TSR_TYPE_Q5_0, "Q5_0 needs GFNI: r8_q50_groups_dot_avx512gfni");
+    r8_q4_groups_dot_zmm<T, G>(grp, gstride, nb, y, out);
+}
+
+template <int G>
+__attribute__((flatten)) TSR_TARGET_AVX512VNNI_GFNI static void r8_q50_groups_dot_avx512gfni(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y,
+                                                                                            float * out) {
+    r8_q4_groups_dot_zmm<TSR_TYPE_Q5_0, G>(grp, gstride, nb, y, out);
 }
 TSR_SIMD_WARNINGS_ON
 #endif
@@ -935,58 +975,6 @@ TSR_TARGET_AVX2 static void r8_q32_groups_dot_avx2(const uint8_t * grp, size_t g
     }
     for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + 8 * g, acc[g]);
 }
-
-/* Q5_0 records on zmm registers with GFNI, as r8_groups_dot_avx512vnni reads Q4_0's: a load
- * takes qs chunks 2k and 2k + 1 (lanes 0..7 and 8..15); the fifth-bit chunk, broadcast to
- * both halves, gives each nibble its bit 4 by one gf2p8affineqb whose matrix differs per half
- * (bit 2c for chunk c's low nibbles, 2c + 1 for its high ones; matrix byte 3 selects the
- * input bit of output bit 4) and one vpternlogd merging it with the masked nibble. The
- * levels' offset 16 comes back as -16 * sum(y) in lanes 0..7. Without GFNI the AVX2 kernel
- * reads the record. */
-TSR_TARGET_AVX512VNNI_GFNI static inline __m512i q50_fifth_bit_matrices(int s) {
-    const long long m0 = (long long)((uint64_t)(1u << s) << 24), m1 = (long long)((uint64_t)(1u << (s + 2)) << 24);
-    return _mm512_setr_epi64(m0, m0, m0, m0, m1, m1, m1, m1);
-}
-
-TSR_TARGET_AVX512VNNI_GFNI static inline __m512i q50_levels_gfni(__m512i nibbles, __m512i qh, __m512i matrices) {
-    /* vpternlogd 0xEA: (nibbles & 0x0F) | bit 4 */
-    return _mm512_ternarylogic_epi32(nibbles, _mm512_set1_epi8(0x0F), _mm512_gf2p8affine_epi64_epi8(qh, matrices, 0), 0xEA);
-}
-
-template <int G>
-TSR_TARGET_AVX512VNNI_GFNI static void r8_q50_groups_dot_avx512gfni(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out) {
-    using L = r8_q32_layout<TSR_TYPE_Q5_0>;
-    const __m512i sel_lo01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    const __m512i sel_lo23 = _mm512_add_epi32(sel_lo01, _mm512_set1_epi32(2));
-    const __m512i sel_hi01 = _mm512_add_epi32(sel_lo01, _mm512_set1_epi32(4));
-    const __m512i sel_hi23 = _mm512_add_epi32(sel_lo01, _mm512_set1_epi32(6));
-    const __m512i mx_lo01 = q50_fifth_bit_matrices(0), mx_hi01 = q50_fifth_bit_matrices(1);
-    const __m512i mx_lo23 = q50_fifth_bit_matrices(4), mx_hi23 = q50_fifth_bit_matrices(5);
-    const matvec_prefetcher<TSR_TYPE_Q5_0, L::bytes, true> prefetch;
-    __m512 acc[G];
-    for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-        const __m512i yv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y[b].qs));
-        const __m512i ylo01 = _mm512_permutexvar_epi32(sel_lo01, yv), ylo23 = _mm512_permutexvar_epi32(sel_lo23, yv);
-        const __m512i yhi01 = _mm512_permutexvar_epi32(sel_hi01, yv), yhi23 = _mm512_permutexvar_epi32(sel_hi23, yv);
-        const __m512i bias = _mm512_maskz_set1_epi32(0x00FF, -16 * y[b].sum);
-        const __m512 yd = _mm512_set1_ps(y[b].d);
-        for (int g = 0; g < G; ++g) {
-            const uint8_t * rec = grp + (size_t)g * gstride + (size_t)b * L::bytes;
-            prefetch((const char *)rec);
-            const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(rec + L::qh_at)));
-            const __m512i q01 = _mm512_loadu_si512((const void *)(rec + L::qs_at));
-            const __m512i q23 = _mm512_loadu_si512((const void *)(rec + L::qs_at + 64));
-            __m512i s = _mm512_dpbusd_epi32(bias, q50_levels_gfni(q01, qh, mx_lo01), ylo01);
-            s = _mm512_dpbusd_epi32(s, q50_levels_gfni(q23, qh, mx_lo23), ylo23);
-            s = _mm512_dpbusd_epi32(s, q50_levels_gfni(_mm512_srli_epi16(q01, 4), qh, mx_hi01), yhi01);
-            s = _mm512_dpbusd_epi32(s, q50_levels_gfni(_mm512_srli_epi16(q23, 4), qh, mx_hi23), yhi23);
-            const __m512 d = _mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rec)));
-            acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, yd), acc[g]);
-        }
-    }
-    r8_store_halves_zmm<G>(acc, out);
-}
 TSR_SIMD_WARNINGS_ON
 #endif
 
@@ -1059,6 +1047,14 @@ TSR_TARGET_AVX2 static inline void q3k_record_scales_avx2(const uint8_t * rec, i
     for (int q = 0; q < 4; ++q) _mm256_store_si256((__m256i *)(sc + 32 * q), _mm256_sub_epi8(v[q], bias));
 }
 
+/* A Q3_K record's start: its 8 rows' scales (minus 32) into sc[8s + r], and what the levels'
+ * offset 4 takes off each row's exact sum, -4 x sum(scale x the activations' sums of 16), per
+ * lane r (bsum_pairs: word p the sums of sub-blocks 2p and 2p + 1). */
+TSR_TARGET_AVX2 static inline __m256i q3k_record_start_avx2(const uint8_t * rec, const int32_t * bsum_pairs, int8_t * sc) {
+    q3k_record_scales_avx2(rec, sc);
+    return _mm256_slli_epi32(_mm256_sub_epi32(_mm256_setzero_si256(), r8_byte_sums_avx2<true, 8>((const uint8_t *)sc, bsum_pairs)), 2);
+}
+
 /* Row r's 8 levels per lane of a Q3_K record's chunk triple abc: v[q] holds quad q's (lane r
  * row r's 4 weights 4q..4q+3 of the triple's 32), as unsigned bytes 0..7. Quads 0..5 take a
  * mask and at most a shift; quads 6 and 7 gather bits 3 and 7 of A, B, C into one byte's
@@ -1100,8 +1096,7 @@ TSR_TARGET_AVX2 static void r8_q3k_groups_dot_avx2(const uint8_t * grp, size_t g
         __m256i sumi[G];
         for (int g = 0; g < G; ++g) {
             rec[g] = grp + (size_t)g * gstride + (size_t)i * Q3K_R8_BYTES;
-            q3k_record_scales_avx2(rec[g], (int8_t *)sc[g]);
-            sumi[g] = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_setzero_si256(), r8_byte_sums_avx2<true, 8>(sc[g], bsum_pairs)), 2);
+            sumi[g] = q3k_record_start_avx2(rec[g], bsum_pairs, (int8_t *)sc[g]);
         }
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {
@@ -1240,9 +1235,7 @@ TSR_TARGET_AVX512VNNI static void r8_q3k_groups_dot_avx512vnni(const uint8_t * g
         __m512i sumi[G];
         for (int g = 0; g < G; ++g) {
             rec[g] = grp + (size_t)g * gstride + (size_t)i * Q3K_R8_BYTES;
-            q3k_record_scales_avx2(rec[g], sc[g]);
-            const __m256i off = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_setzero_si256(), r8_byte_sums_avx2<true, 8>((const uint8_t *)sc[g], bsum_pairs)), 2);
-            sumi[g] = _mm512_zextsi256_si512(off);
+            sumi[g] = _mm512_zextsi256_si512(q3k_record_start_avx2(rec[g], bsum_pairs, sc[g]));  /* lanes 0..7 */
         }
         for (int j = 0; j < 8; j += 2) {
             for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + Q3K_R8_BYTES / 4 * (j / 2));
