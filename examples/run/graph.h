@@ -298,6 +298,7 @@ inline bool kv_init(session & s, std::string & err) {
     s.ctx_kv = tsr_init(kp);
     if (!s.ctx_kv) { err = std::string("KV context: ") + tsr_last_error(); return false; }
     std::vector<tsr_tensor *> main_kv, cpu_kv;
+    std::vector<bool> on_main;   // per layer: its cache is on the main backend (else the CPU)
     for (int il = 0; il < hp.n_layer; ++il) {
         tsr_tensor * kt = tsr_new_tensor_2d(s.ctx_kv, s.sp.kv_type, hp.n_embd_gqa(), s.n_ctx);
         tsr_tensor * vt = tsr_new_tensor_2d(s.ctx_kv, s.sp.kv_type, hp.n_embd_gqa(), s.n_ctx);
@@ -306,7 +307,8 @@ inline bool kv_init(session & s, std::string & err) {
         tsr_format_name(vt, "cache_v_l%d", il);
         s.k.push_back(kt);
         s.v.push_back(vt);
-        std::vector<tsr_tensor *> & where = !m.on_gpu() || m.layer_on_gpu(il) ? main_kv : cpu_kv;
+        on_main.push_back(!m.on_gpu() || m.layer_on_gpu(il));
+        std::vector<tsr_tensor *> & where = on_main.back() ? main_kv : cpu_kv;
         where.push_back(kt);
         where.push_back(vt);
     }
@@ -321,19 +323,17 @@ inline bool kv_init(session & s, std::string & err) {
         if (!s.buf_kv_cpu) { err = what + err; return false; }
         tsr_backend_buffer_clear(s.buf_kv_cpu, 0);
     }
-    // which caches take set_rows: asked of each layer's backend with a one-row store
+    // whether the main backend and the CPU take set_rows into a cache (all of one type): asked
+    // of each with a one-row store into layer 0's cache
+    if (s.k.empty()) return true;
     tsr_context * pc = tsr_init(tsr_init_params{3 * tsr_tensor_overhead(), nullptr, true});
-    if (!pc) { err = std::string("the KV store probe: ") + tsr_last_error(); return false; }
-    for (int il = 0; il < hp.n_layer; ++il) {
-        tsr_backend_t b = !m.on_gpu() || m.layer_on_gpu(il) ? m.backends.front() : m.cpu();
-        tsr_reset(pc);
-        tsr_tensor * rows = tsr_new_tensor_2d(pc, TSR_TYPE_F32, hp.n_embd_gqa(), 1);
-        tsr_tensor * idx = rows ? tsr_new_tensor_1d(pc, TSR_TYPE_I32, 1) : nullptr;
-        tsr_tensor * probe = idx ? tsr_set_rows(pc, s.k[(size_t) il], rows, idx) : nullptr;
-        if (!probe) { err = std::string("the KV store probe: ") + tsr_last_error(); tsr_free(pc); return false; }
-        s.kv_set_rows.push_back(tsr_backend_supports_op(b, probe));
-    }
+    tsr_tensor * rows = pc ? tsr_new_tensor_2d(pc, TSR_TYPE_F32, hp.n_embd_gqa(), 1) : nullptr;
+    tsr_tensor * idx = rows ? tsr_new_tensor_1d(pc, TSR_TYPE_I32, 1) : nullptr;
+    tsr_tensor * probe = idx ? tsr_set_rows(pc, s.k.front(), rows, idx) : nullptr;
+    if (!probe) { err = std::string("the KV store probe: ") + tsr_last_error(); tsr_free(pc); return false; }
+    const bool main_takes = tsr_backend_supports_op(m.backends.front(), probe), cpu_takes = tsr_backend_supports_op(m.cpu(), probe);
     tsr_free(pc);
+    for (bool main : on_main) s.kv_set_rows.push_back(main ? main_takes : cpu_takes);
     return true;
 }
 

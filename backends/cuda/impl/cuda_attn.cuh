@@ -27,8 +27,8 @@ struct fa_params {
     int64_t qnb[4], knb[4], vnb[4], mnb[4], dnb[4];   // byte strides
     int D, Dv, n_q, n_kv, H, gqa, mne2, mne3;
     bool mask_f16, k_vec;   // k_vec: K rows and strides 16-byte aligned, D a multiple of 16 bytes
-    float scale, softcap, max_bias, m0, m1;
-    int n_head_log2;
+    float scale, softcap;
+    alibi ab;
 };
 
 // Score of the query (qs, shared) against one key row.
@@ -68,9 +68,7 @@ __global__ void __launch_bounds__(FA_WARPS * 32) k_flash_attn(fa_params p) {
     for (int i = threadIdx.x; i < p.D; i += blockDim.x) qs[i] = *(const float *) (qrow + i * p.qnb[0]);
     __syncthreads();
 
-    float slope = 1.0f;
-    if (p.max_bias > 0.0f)
-        slope = h < p.n_head_log2 ? powf(p.m0, (float) (h + 1)) : powf(p.m1, (float) (2 * (h - p.n_head_log2) + 1));
+    const float slope = alibi_slope(p.ab, h);
     const char * kbase = p.k + hk * p.knb[2] + b * p.knb[3];
     const char * vbase = p.v + hk * p.vnb[2] + b * p.vnb[3];
     const char * mrow = p.mask ? p.mask + iq * p.mnb[1] + (h % p.mne2) * p.mnb[2] + (b % p.mne3) * p.mnb[3] : nullptr;
@@ -175,12 +173,9 @@ bool op_flash_attn(op_ctx & c, tsr_tensor * dst) {
     p.k_vec = ((uintptr_t) k->data % 16) == 0 && k->nb[1] % 16 == 0 && k->nb[2] % 16 == 0 && k->nb[3] % 16 == 0 &&
               ((size_t) p.D * es) % 16 == 0;
     p.scale = tsr_get_op_params_f32(dst, 0);
-    p.max_bias = tsr_get_op_params_f32(dst, 1);
+    p.ab = make_alibi(tsr_get_op_params_f32(dst, 1), p.H);
     p.softcap = tsr_get_op_params_f32(dst, 2);
     if (p.softcap != 0.0f) p.scale /= p.softcap;   // s = softcap tanh(dot scale / softcap), as the CPU
-    p.n_head_log2 = 1 << (int) floorf(log2f((float) p.H));
-    p.m0 = powf(2.0f, -p.max_bias / (float) p.n_head_log2);
-    p.m1 = powf(2.0f, -(p.max_bias / 2.0f) / (float) p.n_head_log2);
     const int64_t rows = q->ne[1] * q->ne[2] * q->ne[3];
     if (rows == 0 || p.Dv == 0) return true;
     const unsigned grid = (unsigned) rows;

@@ -130,9 +130,30 @@ bool op_top_k(op_ctx & c, tsr_tensor * dst) {
 
 // ---- soft_max_ext ------------------------------------------------------------------------
 
+// ALiBi: head h's slope for max_bias > 0 (1 otherwise), as the CPU's alibi_slope; soft_max_ext
+// and flash_attn_ext (cuda_attn.cuh) take it.
+struct alibi {
+    float max_bias, m0, m1;
+    int n_head_log2;
+};
+
+inline alibi make_alibi(float max_bias, int64_t n_head) {
+    alibi a;
+    a.max_bias = max_bias;
+    a.n_head_log2 = n_head > 0 ? 1 << (int) floorf(log2f((float) n_head)) : 1;
+    a.m0 = powf(2.0f, -max_bias / (float) a.n_head_log2);
+    a.m1 = powf(2.0f, -(max_bias / 2.0f) / (float) a.n_head_log2);
+    return a;
+}
+
+__device__ __forceinline__ float alibi_slope(const alibi & a, int h) {
+    if (!(a.max_bias > 0.0f)) return 1.0f;
+    return h < a.n_head_log2 ? powf(a.m0, (float) (h + 1)) : powf(a.m1, (float) (2 * (h - a.n_head_log2) + 1));
+}
+
 template <typename TM>
 __global__ void k_soft_max(const char * src, tdesc ds, const char * mask, tdesc dm, char * dst, tdesc dd,
-                           float scale, float max_bias, float m0, float m1, int n_head_log2) {
+                           float scale, alibi ab) {
     __shared__ float sh[32];
     int64_t i1, i2, i3;
     row_index(blockIdx.x, ds, i1, i2, i3);
@@ -140,11 +161,7 @@ __global__ void k_soft_max(const char * src, tdesc ds, const char * mask, tdesc 
     float * y = (float *) (dst + i1 * dd.nb[1] + i2 * dd.nb[2] + i3 * dd.nb[3]);
     const TM * m = mask ? (const TM *) (mask + (i1 % dm.ne[1]) * dm.nb[1] + (i2 % dm.ne[2]) * dm.nb[2] + (i3 % dm.ne[3]) * dm.nb[3])
                         : nullptr;
-    float slope = 1.0f;
-    if (max_bias > 0.0f) {
-        const int h = (int) i2;
-        slope = h < n_head_log2 ? powf(m0, (float) (h + 1)) : powf(m1, (float) (2 * (h - n_head_log2) + 1));
-    }
+    const float slope = alibi_slope(ab, (int) i2);
     const int n = (int) ds.ne[0];
     // fmaxf drops a NaN: it enters the max as +inf, and a row max of +inf (a NaN or +inf
     // entry) makes the row NaN, a row of only -inf zeros, as on the CPU (docs/ops.md)
@@ -176,19 +193,15 @@ bool op_soft_max(op_ctx & c, tsr_tensor * dst) {
     const int64_t nrows = tsr_nrows(a);
     if (nrows == 0 || a->ne[0] == 0) return true;
     const float scale = tsr_get_op_params_f32(dst, 0);
-    const float max_bias = tsr_get_op_params_f32(dst, 1);
-    const int n_head = (int) a->ne[2];
-    const int n_head_log2 = 1 << (int) floorf(log2f((float) n_head));
-    const float m0 = powf(2.0f, -max_bias / n_head_log2);
-    const float m1 = powf(2.0f, -(max_bias / 2.0f) / n_head_log2);
+    const alibi ab = make_alibi(tsr_get_op_params_f32(dst, 1), a->ne[2]);
     const int bs = row_block_size(a->ne[0]);
     const tdesc dm = mask ? make_desc(mask) : make_desc(a);
     if (mask && mask->type == TSR_TYPE_F16) {
         k_soft_max<__half><<<row_grid(nrows), bs, 0, c.stream>>>((const char *) a->data, make_desc(a), (const char *) mask->data, dm,
-            (char *) dst->data, make_desc(dst), scale, max_bias, m0, m1, n_head_log2);
+            (char *) dst->data, make_desc(dst), scale, ab);
     } else {
         k_soft_max<float><<<row_grid(nrows), bs, 0, c.stream>>>((const char *) a->data, make_desc(a),
-            mask ? (const char *) mask->data : nullptr, dm, (char *) dst->data, make_desc(dst), scale, max_bias, m0, m1, n_head_log2);
+            mask ? (const char *) mask->data : nullptr, dm, (char *) dst->data, make_desc(dst), scale, ab);
     }
     return true;
 }
