@@ -32,6 +32,15 @@ uint q2_value(int qs, uint e) {
 }
 #endif
 
+#if DQ_TYPE == 9
+// scale s (0..15) of Q3_K, minus 32: low 4 bits in the 8 bytes at sc, high 2 in the 4 after
+int q3k_scale(int sc, uint s) {
+    uint lo = s < 8u ? (byte_at(sc + int(s)) & 15u) : (byte_at(sc + int(s) - 8) >> 4);
+    uint hi = (byte_at(sc + 8 + int(s & 3u)) >> (2u * (s >> 2))) & 3u;
+    return int(lo | (hi << 4)) - 32;
+}
+#endif
+
 #if DQ_TYPE == 10 || DQ_TYPE == 11
 // scale and min of sub-block s (0..7) of Q4_K / Q5_K: 6 bits each in 12 bytes at sc
 uvec2 k4_scale_min(int sc, uint s) {
@@ -75,11 +84,7 @@ float dq_value(int base, uint k) {
     return x;
 #elif DQ_TYPE == 9
     int bo = base + int((k >> 8) * 110u);
-    uint s = e >> 4;
-    int sc = bo + 96;
-    uint lo = s < 8u ? (byte_at(sc + int(s)) & 15u) : (byte_at(sc + int(s) - 8) >> 4);
-    uint hi = (byte_at(sc + 8 + int(s & 3u)) >> (2u * (s >> 2))) & 3u;
-    float dl = half_at(bo + 108) * float(int(lo | (hi << 4)) - 32);
+    float dl = half_at(bo + 108) * float(q3k_scale(bo + 96, e >> 4));
     // the high bit: bit e/32 of hmask[e%32]; clear means minus 4
     uint high = (byte_at(bo + int(j)) >> (e >> 5)) & 1u;
     return dl * float(int(q2_value(bo + 32, e)) - (high != 0u ? 0 : 4));

@@ -57,8 +57,6 @@ uint word_at(int o) {
     return uint(a16[o >> 1]) | (uint(a16[(o >> 1) + 1]) << 16);
 }
 float f16_at(int o) { return unpackHalf2x16(uint(a16[o >> 1])).x; }
-// byte i (0..11) of three words
-uint byte_of(uvec3 w, uint i) { return (w[i >> 2] >> (8u * (i & 3u))) & 255u; }
 
 const uvec4 SH8 = uvec4(0u, 8u, 16u, 24u);
 // the 4 nibbles (hi: 0 low, 4 high) of the 4 bytes of w
@@ -161,13 +159,9 @@ void mmv_row(int ab, int bb, uint nc, uint t, inout float acc[4]) {
         // hmask[32], qs[64], scales[12] (6-bit, minus 32), d
         uint hm = word_at(bo + int(4u * cc));
         uint w = word_at(bo + 32 + int(32u * h + 4u * cc));
-        uvec3 sw = uvec3(word_at(bo + 96), word_at(bo + 100), word_at(bo + 104));
         float d = f16_at(bo + 108);
         [[unroll]] for (uint s = 0; s < 4u; s++) {
-            uint is = is0 + 2u * s;
-            uint lo = is < 8u ? (byte_of(sw, is) & 15u) : (byte_of(sw, is - 8u) >> 4);
-            uint hi = (byte_of(sw, 8u + (is & 3u)) >> (2u * (is >> 2))) & 3u;
-            sc[s] = d * float(int(lo | (hi << 4)) - 32);
+            sc[s] = d * float(q3k_scale(bo + 96, is0 + 2u * s));
             // the high bit: bit 4h + s of hmask[4c + i]; clear means minus 4
             uvec4 high = (uvec4(hm) >> (SH8 + 4u * h + s)) & 1u;
             q[s] = vec4(ivec4((uvec4(w) >> (SH8 + 2u * s)) & 3u) - 4 * ivec4(1u - high));
@@ -194,19 +188,8 @@ void mmv_row(int ab, int bb, uint nc, uint t, inout float acc[4]) {
         uint j = c >> 2, cc = c & 3u;
         kg = 64u * j + 8u * cc + uvec4(0u, 4u, 32u, 36u);
         vec2 dm = unpackHalf2x16(word_at(bo));
-        uvec3 sw = uvec3(word_at(bo + 4), word_at(bo + 8), word_at(bo + 12));
-        // 6-bit scale and min of sub-blocks 2j and 2j + 1 (dequantize_row_q4_K's get_scale_min_k4)
-        uvec2 s0, s1;
-        if (j < 2u) {
-            s0 = uvec2(byte_of(sw, 2u * j) & 63u, byte_of(sw, 2u * j + 4u) & 63u);
-            s1 = uvec2(byte_of(sw, 2u * j + 1u) & 63u, byte_of(sw, 2u * j + 5u) & 63u);
-        } else {
-            uint a0 = 2u * j, a1 = a0 + 1u;
-            s0 = uvec2((byte_of(sw, a0 + 4u) & 15u) | ((byte_of(sw, a0 - 4u) >> 6) << 4),
-                       (byte_of(sw, a0 + 4u) >> 4) | ((byte_of(sw, a0) >> 6) << 4));
-            s1 = uvec2((byte_of(sw, a1 + 4u) & 15u) | ((byte_of(sw, a1 - 4u) >> 6) << 4),
-                       (byte_of(sw, a1 + 4u) >> 4) | ((byte_of(sw, a1) >> 6) << 4));
-        }
+        // 6-bit scale and min of sub-blocks 2j and 2j + 1
+        uvec2 s0 = k4_scale_min(bo + 4, 2u * j), s1 = k4_scale_min(bo + 4, 2u * j + 1u);
         float ds0 = dm.x * float(s0.x), ds1 = dm.x * float(s1.x);
         float ms0 = dm.y * float(s0.y), ms1 = dm.y * float(s1.y);
         sc = vec4(ds0, ds0, ds1, ds1);
