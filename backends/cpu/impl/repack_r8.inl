@@ -66,8 +66,8 @@ static inline bool is_r8_type(enum tsr_type t) {
            t == TSR_TYPE_Q5_K || t == TSR_TYPE_Q3_K || t == TSR_TYPE_Q2_K;
 }
 
-/* Q2_K and Q3_K are interleaved on x86 CPUs with AVX2 (AVX2 kernels read both records, AVX-512
- * VNNI ones Q2_K's too). Measured on a 2-core Zen 4 VM without AVX-512 (a noisy machine, its
+/* Q2_K and Q3_K are interleaved on x86 CPUs with AVX2 (AVX2 and AVX-512 VNNI kernels read both
+ * records), except Q2_K on AVX-512 VNNI, which keeps its file layout (below). Measured on a 2-core Zen 4 VM without AVX-512 (a noisy machine, its
  * read 31-52 GB/s between runs), where the file layouts' AVX2 kernels are bound by compute:
  * cpu_bench, in cache, one core, the records' mat-vecs are 1.5x the file layout's for Q2_K
  * (17.8-18.4 against 11.8-12.0 GB/s) and 1.62x for Q3_K (18.0 against 11.1); from DRAM, 2
@@ -97,7 +97,12 @@ static inline bool r8_type_has_simd(enum tsr_type t) {
      * record 0.93 / 0.99 in the same runs). */
     if (t == TSR_TYPE_Q5_0) return avx2;
     /* Q2_K: 0.86-0.91 in the file layout against 0.80 interleaved (its record's zmm kernel),
-     * LLaMA 1.1B generation 111-128 against 111-113 tok/s, the prompt no faster. Q3_K: its
+     * LLaMA 1.1B generation 111-128 against 111-113 tok/s, the prompt no faster. Its record's
+     * faster zmm kernel (r8_q2k_groups_dot_avx512vnni, 1.2x the file layout's in cache) did not
+     * change that: 0.72 / 0.72 / 0.71 x the read against the file's 0.84 / 0.87 / 0.90 in
+     * three runs, 0.79-0.83 against 0.78-0.82 with twice the prefetched lines; with its
+     * arithmetic left out it read 0.99 (the layout streams fine; why the record kernels fall
+     * further below their in-cache rate from DRAM than the file kernels is open). Q3_K: its
      * record read by the AVX2 kernel was 0.57 against the file's 0.77-0.85; read by its zmm
      * kernel (r8_q3k_groups_dot_avx512vnni: in cache 40.0 against the file kernel's 31.8
      * GB/s, one core) the record reads 1.11 / 0.89 x the read against the file's 0.93 /
@@ -1270,110 +1275,111 @@ TSR_TARGET_AVX512VNNI static void r8_q3k_groups_dot_avx512vnni(const uint8_t * g
     r8_store_halves_zmm<G>(acc, out);
 }
 
-/* The 8 rows' 16 scales of a Q2_K record (the scale bytes' low nibbles) as int16 sw[8s + r]. */
-TSR_TARGET_AVX512VNNI static inline void q2k_record_scales_zmm(const uint8_t * rec, int16_t * sw) {
-    for (int h = 0; h < 4; ++h)
-        _mm512_store_si512((void *)(sw + 32 * h), _mm512_cvtepu8_epi16(_mm256_and_si256(_mm256_loadu_si256((const __m256i *)(rec + Q2K_R8_SCALES + 32 * h)),
-                                                                                         _mm256_set1_epi8(0x0F))));
+/* Word permutes of a Q2_K record's scale and min words: the 32 bytes of sub-blocks 4k..4k + 3
+ * of a half (byte 8s' + r) widened to words, word 8s' + r. q2k_scale_word_index(t): for
+ * level pair 2k, 2k + 1 of chunk quad u (t = u % 2), int32 lane q (row r = q % 8) takes 4 x
+ * the scale of level 2k (sub-block t; its levels are not times 4: from the first source,
+ * the scales times 4) in its low word and the scale of level 2k + 1 (sub-block 2 + t, from
+ * the second source) in its high word. q2k_min_word_index: lane r takes row r's mins of
+ * sub-blocks 0 and 1, lane 8 + r those of 2 and 3, as its two words. */
+TSR_TARGET_AVX512VNNI static inline __m512i q2k_scale_word_index(int t) {
+    alignas(64) int16_t idx[32];
+    for (int q = 0; q < 16; ++q) {
+        idx[2 * q] = (int16_t)(8 * t + q % 8);
+        idx[2 * q + 1] = (int16_t)(32 + 8 * (2 + t) + q % 8);
+    }
+    return _mm512_load_si512((const void *)idx);
 }
 
-/* The 8 rows' mins of Q2_K sub-blocks 2p (lanes 0..7) and 2p + 1 (lanes 8..15) of a record,
- * as int32 (the low int16 halves). */
-TSR_TARGET_AVX512VNNI static inline __m512i q2k_min_pair_zmm(const uint8_t * rec, int p) {
-    const __m128i b = _mm_loadu_si128((const __m128i *)(rec + Q2K_R8_SCALES + 16 * p));
-    return _mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(0x0F)));
+TSR_TARGET_AVX512VNNI static inline __m512i q2k_min_word_index() {
+    alignas(64) int16_t idx[32];
+    for (int q = 0; q < 16; ++q) {
+        idx[2 * q] = (int16_t)(8 * (2 * (q / 8)) + q % 8);
+        idx[2 * q + 1] = (int16_t)(8 * (2 * (q / 8) + 1) + q % 8);
+    }
+    return _mm512_load_si512((const void *)idx);
 }
 
-/* gf2p8affineqb matrix moving bits 2j, 2j + 1 of each byte to bits 0, 1 and clearing the
- * rest (output bit b: the parity of the input bits set in byte 7 - b of the matrix). */
-TSR_TARGET_AVX512VNNI static inline __m512i k2_level_matrix(int j) {
-    return _mm512_set1_epi64((long long)((uint64_t)(1u << (2 * j)) << 56 | (uint64_t)(1u << (2 * j + 1)) << 48));
-}
-
-TSR_TARGET_AVX512VNNI_GFNI static inline __m512i k2_low_bits_gfni(__m512i q, int j) {
-    return _mm512_gf2p8affine_epi64_epi8(q, k2_level_matrix(j), 0);
-}
-
-/* Level j (bits 2j, 2j + 1) of the 64 bytes q: GFNI one gf2p8affineqb, else a shift and a mask. */
-template <bool GFNI>
-TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE __m512i q2k_level_zmm(__m512i q, int j) {
-    if constexpr (GFNI) return k2_low_bits_gfni(q, j);
-    else return _mm512_and_si512(j ? _mm512_srli_epi16(q, 2 * j) : q, _mm512_set1_epi8(3));
-}
-
-/* G groups' 8 rows of Q2_K against Q8_K, as r8_q4k_groups_dot_avx512vnni: a chunk pair's
- * level j (lanes 0..7 the first chunk's 8 rows, 8..15 the second's) against two activation
- * quads, and chunks 4u..4u + 3 at level j are the 16 weights of one sub-block
- * (s = 8 (u / 2) + 2j + u % 2): two vpdpbusd, at most 8 * 3 * 127 in a lane, so the int16
- * vpdpwssd with the rows' scales (row r's in lanes r and r + 8, the low halves) scales and
- * accumulates it exactly. The mins meet the activations' sums as Q4_K's: a row's mins of
- * sub-blocks 2p and 2p + 1 in its two lanes, one vpdpwssd per pair. The halves are added
- * once at the end. (Q3_K records take the AVX2 kernel here too.) */
-template <int G, bool GFNI>
-TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void r8_q2k_groups_dot_zmm(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y,
-                                                                         float * out) {
-    const __m512i two_quads = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+/* G groups' 8 rows of Q2_K against Q8_K on zmm registers. A load takes two chunks (lanes
+ * 0..7 the first chunk's 8 rows, 8..15 the next's); chunks 4u..4u + 3 at level j are the 16
+ * weights of one sub-block per row (s = 8 (u / 2) + 2j + u % 2), so two vpdpbusd (against
+ * activation quads broadcast by masked dword loads, shared by the G groups) sum a lane's
+ * 8 of them: at most 8 * 12 * 128, an int16. Levels j = 1, 3 are masked in place (0x0C:
+ * times 4), so the sums of j = 0 and 1 (2 and 3) meet in one int32 lane (j = 0's in the low
+ * word, one shift and a blend) and one vpdpwssd multiplies both by their scales (4 x the
+ * scale of j = 0, the scale of j = 1: vpermt2w of the record's scale words and the same
+ * times 4, once a record). Everything is times 4 and d y.d / 4 takes it off. The mins meet
+ * the activations' 16-element sums the same way: a row's mins of two sub-blocks as the two
+ * words of a lane, four vpdpwssd a record. Row r sits in lanes r and r + 8, added at the
+ * end. Levels by shift and mask: gf2p8affineqb runs on the ports of vpdpbusd (2 a cycle on
+ * Zen 5, where the mask takes any of 4), which the per-level scales (a vpdpwssd and a
+ * widening per level and chunk quad) also loaded. One core, in cache (cpu_bench, 2-core
+ * Zen 5): 40.1-43.1 GB/s against 34.6 for that kernel and 34.4 for the file layout's
+ * (k2_rows_avx512). */
+template <int G>
+TSR_TARGET_AVX512VNNI static void r8_q2k_groups_dot_avx512vnni(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y, float * out) {
+    const __m512i m3 = _mm512_set1_epi8(3), m12 = _mm512_set1_epi8(12), low4 = _mm512_set1_epi16(0x0F);
+    const __m512i sc_idx[2] = {q2k_scale_word_index(0), q2k_scale_word_index(1)}, mn_idx = q2k_min_word_index();
     const matvec_prefetcher<TSR_TYPE_Q2_K, Q2K_R8_BYTES / 4, true> prefetch;
     __m512 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
         const tsr_block_q8_K & yb = y[i];
+        const auto quad = [&yb](int k) { int32_t v; std::memcpy(&v, yb.qs + 4 * k, 4); return v; };  /* activation quad k */
+        int32_t bs[8];  /* sub-blocks 2p and 2p + 1's sums as the two int16 words of bs[p] */
+        std::memcpy(bs, yb.bsums, sizeof(bs));
         const uint8_t * rec[G];
-        alignas(64) int16_t sw[G][128];
+        alignas(64) __m512i sw[G][8];  /* scale words of chunk quad u, level pair jp: sw[g][2u + jp] */
         __m512i sumi[G], summ[G];
-        __m512i bsum_pairs[8];  /* sub-block 2p's sum in lanes 0..7, 2p + 1's in 8..15 */
-        for (int p = 0; p < 8; ++p) bsum_pairs[p] = _mm512_mask_set1_epi32(_mm512_set1_epi32(yb.bsums[2 * p]), 0xFF00, yb.bsums[2 * p + 1]);
         for (int g = 0; g < G; ++g) {
             rec[g] = grp + (size_t)g * gstride + (size_t)i * Q2K_R8_BYTES;
             sumi[g] = summ[g] = _mm512_setzero_si512();
-            q2k_record_scales_zmm(rec[g], sw[g]);
-            for (int p = 0; p < 8; ++p) summ[g] = _mm512_dpwssd_epi32(summ[g], q2k_min_pair_zmm(rec[g], p), bsum_pairs[p]);
+            for (int hk = 0; hk < 4; ++hk) {  /* sub-blocks 4hk..4hk + 3: half h = hk / 2, level pair k = hk % 2 */
+                const int h = hk / 2, k = hk % 2;
+                const __m512i w = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(rec[g] + Q2K_R8_SCALES + 32 * hk)));
+                const __m512i sc = _mm512_and_si512(w, low4), sc4 = _mm512_slli_epi16(sc, 2);
+                for (int t = 0; t < 2; ++t) sw[g][2 * (2 * h + t) + k] = _mm512_permutex2var_epi16(sc4, sc_idx[t], sc);
+                /* sub-blocks 4hk, 4hk + 1 (lanes 0..7) and 4hk + 2, 4hk + 3 (8..15) */
+                const __m512i bsv = _mm512_mask_set1_epi32(_mm512_set1_epi32(bs[2 * hk]), 0xFF00, bs[2 * hk + 1]);
+                summ[g] = _mm512_dpwssd_epi32(summ[g], _mm512_permutexvar_epi16(mn_idx, _mm512_srli_epi16(w, 4)), bsv);
+            }
         }
+        /* unrolled: constant activation offsets (the loop's index arithmetic took ~40 scalar instructions a step) */
+#pragma GCC unroll 4
         for (int u = 0; u < 4; ++u) {
-            /* a quarter record per chunk quad (g_matvec_pf_ahead), as Q4_K's record: all lines
-             * of a record at once, 4 groups' bursts, held the mat-vec at 0.86-0.87 x the read */
+            /* a quarter record per chunk quad (g_matvec_pf_ahead), as Q4_K's record */
             for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + Q2K_R8_BYTES / 4 * u);
-            const int h = u / 2, half = u % 2;
+            const int h = u / 2, t = u % 2;
             __m512i ya[4], yc[4];  /* level j's activation quads of chunks 4u, 4u + 1 and 4u + 2, 4u + 3 */
             for (int j = 0; j < 4; ++j) {
-                const __m512i yv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(yb.qs + 128 * h + 32 * j)));
-                ya[j] = _mm512_permutexvar_epi32(_mm512_add_epi32(two_quads, _mm512_set1_epi32(4 * half)), yv);
-                yc[j] = _mm512_permutexvar_epi32(_mm512_add_epi32(two_quads, _mm512_set1_epi32(4 * half + 2)), yv);
+                const int k = 32 * h + 8 * j + 4 * t;
+                ya[j] = _mm512_mask_set1_epi32(_mm512_set1_epi32(quad(k)), 0xFF00, quad(k + 1));
+                yc[j] = _mm512_mask_set1_epi32(_mm512_set1_epi32(quad(k + 2)), 0xFF00, quad(k + 3));
             }
             for (int g = 0; g < G; ++g) {
                 const uint8_t * qa = rec[g] + Q2K_R8_QS + 32 * (4 * u);
                 const __m512i va = _mm512_loadu_si512((const void *)qa), vc = _mm512_loadu_si512((const void *)(qa + 64));
-                for (int j = 0; j < 4; ++j) {
-                    const int s = 8 * h + 2 * j + half;
-                    __m512i sub = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q2k_level_zmm<GFNI>(va, j), ya[j]);
-                    sub = _mm512_dpbusd_epi32(sub, q2k_level_zmm<GFNI>(vc, j), yc[j]);
-                    const __m512i sc = _mm512_cvtepu16_epi32(_mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)(sw[g] + 8 * s))));
-                    sumi[g] = _mm512_dpwssd_epi32(sumi[g], sub, sc);
+                const __m512i va4 = _mm512_srli_epi16(va, 4), vc4 = _mm512_srli_epi16(vc, 4);
+                __m512i dot[4];
+                dot[0] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(va, m3), ya[0]), _mm512_and_si512(vc, m3), yc[0]);
+                dot[1] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(va, m12), ya[1]), _mm512_and_si512(vc, m12), yc[1]);
+                dot[2] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(va4, m3), ya[2]), _mm512_and_si512(vc4, m3), yc[2]);
+                dot[3] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(va4, m12), ya[3]), _mm512_and_si512(vc4, m12), yc[3]);
+                for (int jp = 0; jp < 2; ++jp) {
+                    const __m512i both = _mm512_mask_blend_epi16(0xAAAAAAAAu, dot[2 * jp], _mm512_slli_epi32(dot[2 * jp + 1], 16));
+                    sumi[g] = _mm512_dpwssd_epi32(sumi[g], both, sw[g][2 * u + jp]);
                 }
             }
         }
         const __m512 yd = _mm512_set1_ps(yb.d);
         for (int g = 0; g < G; ++g) {
-            const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rec[g]))), yd);
+            const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rec[g]))), _mm512_mul_ps(yd, _mm512_set1_ps(0.25f)));
             const __m512 dmin = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(rec[g] + Q2K_R8_DMIN)))), yd);
             acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[g]), d, acc[g]);
             acc[g] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(summ[g]), dmin, acc[g]);
         }
     }
     r8_store_halves_zmm<G>(acc, out);
-}
-
-template <int G>
-TSR_TARGET_AVX512VNNI static void r8_q2k_groups_dot_avx512vnni(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y, float * out) {
-    r8_q2k_groups_dot_zmm<G, false>(grp, gstride, nb, y, out);
-}
-
-/* flatten inlines the body and, under this target, k2_low_bits_gfni into it (the body's
- * own target has no GFNI, so that the other instantiation cannot hold GFNI instructions) */
-template <int G>
-__attribute__((flatten)) TSR_TARGET_AVX512VNNI_GFNI static void r8_q2k_groups_dot_avx512gfni(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y,
-                                                                                             float * out) {
-    r8_q2k_groups_dot_zmm<G, true>(grp, gstride, nb, y, out);
 }
 TSR_SIMD_WARNINGS_ON
 #endif
@@ -1449,7 +1455,6 @@ static r8_dots_of<tsr_block_q8_K> r8_k2_dots(const cpu_features & f = features()
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
     const int isa = isa_vector();
     if (!Q3 && isa == TSR_CPU_ISA_AVX512 && f.avx512_vnni) {
-        if (f.avx512_gfni) return {r8_q2k_groups_dot_avx512gfni<1>, r8_q2k_groups_dot_avx512gfni<4>, 4};
         return {r8_q2k_groups_dot_avx512vnni<1>, r8_q2k_groups_dot_avx512vnni<4>, 4};
     }
     if (Q3 && isa == TSR_CPU_ISA_AVX512 && f.avx512_vnni) return {r8_q3k_groups_dot_avx512vnni<1>, r8_q3k_groups_dot_avx512vnni<4>, 4};
