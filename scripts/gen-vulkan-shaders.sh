@@ -76,6 +76,8 @@ top_k|top_k.comp|
 cumsum|cumsum.comp|
 models|models.comp|-DKER_F16=0
 models_k16|models.comp|-DKER_F16=1
+set_rows_f32|set_rows.comp|-DDST_F16=0
+set_rows_f16|set_rows.comp|-DDST_F16=1
 "
 
 source_hash() {

@@ -351,6 +351,22 @@ void rows_cases(case_table & T) {
                 .nmse(quantized ? T_QROUND : EXACT);
         }
     }
+    // indices outside [0, rows) skip their row (-1 and 10 of 10 rows); indices broadcast over
+    // dims 2 and 3 (c [3, 2, 1] against 4 x 3 source planes: plane i2 takes c[:, i2 % 2])
+    for (tsr_type t : {F32, F16}) {
+        T.add(type_tag("set_rows index out of range", t))
+            .input(tensor(t, 64, 10, 2))
+            .input(tensor(F32, 64, 3, 2))
+            .input(tensor(I32, 3, 2).i32({7, -1, 9, 10, 2, 3}))
+            .op(set_rows)
+            .nmse(EXACT);
+        T.add(type_tag("set_rows broadcast indices", t))
+            .input(tensor(t, 32, 10, 4, 3))
+            .input(tensor(F32, 32, 3, 4, 3))
+            .input(tensor(I32, 3, 2).i32({4, 0, 9, 1, 8, 5}))
+            .op(set_rows)
+            .nmse(EXACT);
+    }
 }
 
 // ---- normalization, masks, softmax, rope, attention -----------------------------------------

@@ -32,6 +32,7 @@ enum shader_id {
     SH_TOP_K, SH_CUMSUM,
     /* issue 17 part B */
     SH_MODELS, SH_MODELS_K16,
+    SH_SET_ROWS_F32, SH_SET_ROWS_F16,
     SH_COUNT
 };
 static const char * const shader_names[SH_COUNT] = {
@@ -50,6 +51,7 @@ static const char * const shader_names[SH_COUNT] = {
     "top_k", "cumsum",
     /* issue 17 part B */
     "models", "models_k16",
+    "set_rows_f32", "set_rows_f16",
 };
 static const int MAX_SPEC = 64;          /* specialization values per shader (unary: 30 functions x flat) */
 static const uint32_t N_BINDINGS = 5;    /* src0, src1, src2, dst, src3 */

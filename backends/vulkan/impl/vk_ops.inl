@@ -540,6 +540,33 @@ static bool enc_get_rows(backend_ctx * ctx, const tsr_tensor * node) {
     return true;
 }
 
+/* set_rows: the node is a view of the destination (src2), written in place; the source rows,
+ * the indices and the destination are bound whole (a destination past maxStorageBufferRange,
+ * a large KV cache on lavapipe, is refused and the scheduler runs the node on the CPU). */
+static bool enc_set_rows(backend_ctx * ctx, const tsr_tensor * node) {
+    const tsr_tensor * src = node->src[0], * idx = node->src[1];
+    if (!is_f32(src) || !idx || idx->type != TSR_TYPE_I32 || !is_f32_or_f16(node))
+        return unsupported(node, "needs F32 source rows, I32 indices and an F32 or F16 destination");
+    const size_t esd = node->type == TSR_TYPE_F16 ? 2 : 4;
+    uint32_t pc[32] = {};
+    if (!put_shape(pc, 0, src, 4) || !put_shape(pc, 8, idx, 4) || !put_shape(pc, 16, node, esd)) return unsupported(node, "fractional strides");
+    const uint64_t n = static_cast<uint64_t>(tsr_nelements(src));
+    uint32_t gx, gy;
+    if (n > UINT32_MAX || !put_groups((n + 255) / 256, gx, gy)) return unsupported(node, "too many elements");
+    pc[PC_ROW0] = 0;
+    pc[PC_NROWS] = static_cast<uint32_t>(nrows_of(src));
+    bind b[5];
+    b[2] = b[4] = dummy_bind(ctx);
+    int64_t eoff = 0;
+    fit f = make_bind(ctx, src, 0, tsr_nbytes(src), 4, b[0], eoff);
+    pc[PC_OFF0] = static_cast<uint32_t>(eoff);
+    if (f == FIT_OK) { f = make_bind(ctx, idx, 0, tsr_nbytes(idx), 4, b[1], eoff); pc[PC_OFF1] = static_cast<uint32_t>(eoff); }
+    if (f == FIT_OK) { f = make_bind(ctx, node, 0, tsr_nbytes(node), esd, b[3], eoff); pc[PC_OFFD] = static_cast<uint32_t>(eoff); }
+    if (f != FIT_OK) return unsupported(node, "an operand is larger than maxStorageBufferRange, not whole elements or not in a buffer of this device");
+    if (n == 0) return true;
+    return emit(ctx, node->type == TSR_TYPE_F16 ? SH_SET_ROWS_F16 : SH_SET_ROWS_F32, 0, b, pc, gx, gy, 1);
+}
+
 static bool enc_mul_mat(backend_ctx * ctx, const tsr_tensor * node) {
     const tsr_tensor * a = node->src[0], * b = node->src[1];
     int v = type_variant(a->type);
@@ -783,6 +810,7 @@ static bool encode_node(backend_ctx * ctx, const tsr_tensor * node) {
     case TSR_OP_SOFT_MAX: return enc_soft_max(ctx, node);
     case TSR_OP_ROPE: return enc_rope(ctx, node);
     case TSR_OP_GET_ROWS: return enc_get_rows(ctx, node);
+    case TSR_OP_SET_ROWS: return enc_set_rows(ctx, node);
     case TSR_OP_MUL_MAT: return enc_mul_mat(ctx, node);
     case TSR_OP_FLASH_ATTN_EXT: return enc_flash_attn(ctx, node);
     /* issue 17 part B */
