@@ -19135,8 +19135,8 @@ static inline bool is_r8_type(enum tsr_type t) {
 }
 
 /* Q2_K and Q3_K are interleaved on x86 CPUs with AVX2 (AVX2 and AVX-512 VNNI kernels read both
- * records), except Q2_K on AVX-512 VNNI, which keeps its file layout (below). Measured on a 2-core Zen 4 VM without AVX-512 (a noisy machine, its
- * read 31-52 GB/s between runs), where the file layouts' AVX2 kernels are bound by compute:
+ * records), except Q2_K on AVX-512 VNNI, which keeps its file layout (below). Measured on a
+ * 2-core Zen 4 VM without AVX-512 (a noisy machine, its read 31-52 GB/s between runs), where the file layouts' AVX2 kernels are bound by compute:
  * cpu_bench, in cache, one core, the records' mat-vecs are 1.5x the file layout's for Q2_K
  * (17.8-18.4 against 11.8-12.0 GB/s) and 1.62x for Q3_K (18.0 against 11.1); from DRAM, 2
  * threads, one run, 0.78 and 0.83 x the read against 0.64 and 0.60. The GEMMs' panels are cut
