@@ -20397,7 +20397,7 @@ TSR_TARGET_AVX512VNNI static void r8_q2k_groups_dot_avx512vnni(const uint8_t * g
         int32_t bs[8];  /* sub-blocks 2p and 2p + 1's sums as the two int16 words of bs[p] */
         std::memcpy(bs, yb.bsums, sizeof(bs));
         const uint8_t * rec[G];
-        alignas(64) __m512i sw[G][8];  /* scale words of chunk quad u, level pair jp: sw[g][2u + jp] */
+        __m512i sw[G][8];  /* scale words of chunk quad u, level pair jp: sw[g][2u + jp] */
         __m512i sumi[G], summ[G];
         for (int g = 0; g < G; ++g) {
             rec[g] = grp + (size_t)g * gstride + (size_t)i * Q2K_R8_BYTES;
@@ -20427,21 +20427,23 @@ TSR_TARGET_AVX512VNNI static void r8_q2k_groups_dot_avx512vnni(const uint8_t * g
             for (int g = 0; g < G; ++g) {
                 const uint8_t * qa = rec[g] + Q2K_R8_QS + 32 * (4 * u);
                 const __m512i va = _mm512_loadu_si512((const void *)qa), vc = _mm512_loadu_si512((const void *)(qa + 64));
-                const __m512i va4 = _mm512_srli_epi16(va, 4), vc4 = _mm512_srli_epi16(vc, 4);
-                __m512i dot[4];
-                dot[0] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(va, m3), ya[0]), _mm512_and_si512(vc, m3), yc[0]);
-                dot[1] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(va, m12), ya[1]), _mm512_and_si512(vc, m12), yc[1]);
-                dot[2] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(va4, m3), ya[2]), _mm512_and_si512(vc4, m3), yc[2]);
-                dot[3] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(va4, m12), ya[3]), _mm512_and_si512(vc4, m12), yc[3]);
+                const __m512i a[2] = {va, _mm512_srli_epi16(va, 4)}, c[2] = {vc, _mm512_srli_epi16(vc, 4)};
+                __m512i dot[4];  /* level j: bits 2j, 2j + 1 of the bytes (odd j: masked in place, times 4) */
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; ++j) {
+                    const __m512i mask = j % 2 ? m12 : m3;
+                    dot[j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(a[j / 2], mask), ya[j]),
+                                                 _mm512_and_si512(c[j / 2], mask), yc[j]);
+                }
                 for (int jp = 0; jp < 2; ++jp) {
                     const __m512i both = _mm512_mask_blend_epi16(0xAAAAAAAAu, dot[2 * jp], _mm512_slli_epi32(dot[2 * jp + 1], 16));
                     sumi[g] = _mm512_dpwssd_epi32(sumi[g], both, sw[g][2 * u + jp]);
                 }
             }
         }
-        const __m512 yd = _mm512_set1_ps(yb.d);
+        const __m512 yd = _mm512_set1_ps(yb.d), yd4 = _mm512_set1_ps(0.25f * yb.d);  /* the level sums are times 4 */
         for (int g = 0; g < G; ++g) {
-            const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rec[g]))), _mm512_mul_ps(yd, _mm512_set1_ps(0.25f)));
+            const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rec[g]))), yd4);
             const __m512 dmin = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(rec[g] + Q2K_R8_DMIN)))), yd);
             acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[g]), d, acc[g]);
             acc[g] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(summ[g]), dmin, acc[g]);

@@ -207,6 +207,14 @@ static bool run_row_op(backend_ctx * ctx, row_op & op, const tsr_tensor * node) 
     return true;
 }
 
+/* Binds t whole (slot b) and puts its element offset within the binding in pc_slot. */
+static fit bind_whole(backend_ctx * ctx, const tsr_tensor * t, size_t es, bind & b, uint32_t & pc_slot) {
+    int64_t eoff = 0;
+    const fit f = make_bind(ctx, t, 0, tsr_nbytes(t), es, b, eoff);
+    pc_slot = static_cast<uint32_t>(eoff);
+    return f;
+}
+
 /* ---- per-op encoders -------------------------------------------------------------------- */
 
 static bool is_f32(const tsr_tensor * t) { return t && t->type == TSR_TYPE_F32; }
@@ -505,10 +513,8 @@ static bool enc_get_rows(backend_ctx * ctx, const tsr_tensor * node) {
     /* dst and indices bound whole; the source in windows of rows when it is large */
     bind b[5];
     b[2] = b[4] = dummy_bind(ctx);
-    int64_t eoff = 0;
-    fit f = make_bind(ctx, idx, 0, tsr_nbytes(idx), 4, b[1], eoff);
-    pc[PC_OFF1] = static_cast<uint32_t>(eoff);
-    if (f == FIT_OK) { f = make_bind(ctx, node, 0, tsr_nbytes(node), 4, b[3], eoff); pc[PC_OFFD] = static_cast<uint32_t>(eoff); }
+    fit f = bind_whole(ctx, idx, 4, b[1], pc[PC_OFF1]);
+    if (f == FIT_OK) f = bind_whole(ctx, node, 4, b[3], pc[PC_OFFD]);
     if (f != FIT_OK) return unsupported(node, "indices or result larger than maxStorageBufferRange, or not in a buffer of this device");
     const int64_t R = a->ne[1];
     const bool can_split = a->ne[2] == 1 && a->ne[3] == 1;
@@ -519,6 +525,7 @@ static bool enc_get_rows(backend_ctx * ctx, const tsr_tensor * node) {
     pc[PC_ROW0] = 0;
     pc[PC_NROWS] = static_cast<uint32_t>(nrows_of(node));
     if (R == 0 || n == 0) return true;
+    int64_t eoff = 0;
     while (r0 < R) {
         int64_t r1 = std::min(R, r0 + step);
         size_t lo = can_split ? static_cast<size_t>(r0) * a->nb[1] : 0;
@@ -557,11 +564,9 @@ static bool enc_set_rows(backend_ctx * ctx, const tsr_tensor * node) {
     pc[PC_NROWS] = static_cast<uint32_t>(nrows_of(src));
     bind b[5];
     b[2] = b[4] = dummy_bind(ctx);
-    int64_t eoff = 0;
-    fit f = make_bind(ctx, src, 0, tsr_nbytes(src), 4, b[0], eoff);
-    pc[PC_OFF0] = static_cast<uint32_t>(eoff);
-    if (f == FIT_OK) { f = make_bind(ctx, idx, 0, tsr_nbytes(idx), 4, b[1], eoff); pc[PC_OFF1] = static_cast<uint32_t>(eoff); }
-    if (f == FIT_OK) { f = make_bind(ctx, node, 0, tsr_nbytes(node), esd, b[3], eoff); pc[PC_OFFD] = static_cast<uint32_t>(eoff); }
+    fit f = bind_whole(ctx, src, 4, b[0], pc[PC_OFF0]);
+    if (f == FIT_OK) f = bind_whole(ctx, idx, 4, b[1], pc[PC_OFF1]);
+    if (f == FIT_OK) f = bind_whole(ctx, node, esd, b[3], pc[PC_OFFD]);
     if (f != FIT_OK) return unsupported(node, "an operand is larger than maxStorageBufferRange, not whole elements or not in a buffer of this device");
     if (n == 0) return true;
     return emit(ctx, node->type == TSR_TYPE_F16 ? SH_SET_ROWS_F16 : SH_SET_ROWS_F32, 0, b, pc, gx, gy, 1);
@@ -592,10 +597,9 @@ static bool enc_mul_mat(backend_ctx * ctx, const tsr_tensor * node) {
     pc[15] = static_cast<uint32_t>(b->ne[3] / a->ne[3]);
     bind bd[5];
     bd[2] = bd[4] = dummy_bind(ctx);
+    fit f = bind_whole(ctx, b, 4, bd[1], pc[17]);
+    if (f == FIT_OK) f = bind_whole(ctx, node, 4, bd[3], pc[18]);
     int64_t eoff = 0;
-    fit f = make_bind(ctx, b, 0, tsr_nbytes(b), 4, bd[1], eoff);
-    pc[17] = static_cast<uint32_t>(eoff);
-    if (f == FIT_OK) { f = make_bind(ctx, node, 0, tsr_nbytes(node), 4, bd[3], eoff); pc[18] = static_cast<uint32_t>(eoff); }
     if (f != FIT_OK) return unsupported(node, "src1 or result larger than maxStorageBufferRange, or not in a buffer of this device");
     const bool vec = N <= 4;
     const bool can_split = a->ne[2] == 1 && a->ne[3] == 1;
@@ -658,12 +662,9 @@ static bool enc_mul_mat_id(backend_ctx * ctx, const tsr_tensor * node) {
     const tsr_tensor * ts[4] = {as, b, ids, node};
     const size_t ess[4] = {es, 4, 4, 4};
     const int off_slot[4] = {16, 17, 24, 18};
-    for (int i = 0; i < 4; i++) {
-        int64_t eoff = 0;
-        if (make_bind(ctx, ts[i], 0, tsr_nbytes(ts[i]), ess[i], bd[i], eoff) != FIT_OK)
+    for (int i = 0; i < 4; i++)
+        if (bind_whole(ctx, ts[i], ess[i], bd[i], pc[off_slot[i]]) != FIT_OK)
             return unsupported(node, "an operand is larger than maxStorageBufferRange or not in a buffer of this device");
-        pc[off_slot[i]] = static_cast<uint32_t>(static_cast<int32_t>(eoff));
-    }
     uint32_t gx, gy;
     if (!put_groups(static_cast<uint64_t>(M), gx, gy)) return unsupported(node, "too many rows");
     /* at most 65535 workgroups in z: one dispatch per run of pairs */
@@ -772,10 +773,8 @@ static bool enc_flash_attn(backend_ctx * ctx, const tsr_tensor * node) {
     const size_t es[5] = {4, ek, ek, 4, em};
     for (int i = 0; i < 5; i++) {
         if (!ts[i]) { b[i] = dummy_bind(ctx); pc[25] = 0; continue; }  /* only the mask is optional */
-        int64_t eoff = 0;
-        fit f = make_bind(ctx, ts[i], 0, tsr_nbytes(ts[i]), es[i], b[i], eoff);
-        if (f != FIT_OK) return unsupported(node, "an operand is larger than maxStorageBufferRange or not in a buffer of this device");
-        pc[22 + (i == 3 ? 4 : i == 4 ? 3 : i)] = static_cast<uint32_t>(static_cast<int32_t>(eoff));
+        if (bind_whole(ctx, ts[i], es[i], b[i], pc[22 + (i == 3 ? 4 : i == 4 ? 3 : i)]) != FIT_OK)
+            return unsupported(node, "an operand is larger than maxStorageBufferRange or not in a buffer of this device");
     }
     uint32_t gx, gy;
     if (!put_groups(static_cast<uint64_t>(n_q * n_head * B), gx, gy)) return unsupported(node, "too many query rows");

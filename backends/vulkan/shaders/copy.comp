@@ -9,22 +9,14 @@ layout(binding = 0) readonly buffer A { float16_t a[]; };
 #else
 layout(binding = 0) readonly buffer A { float a[]; };
 #endif
-#if DST_F16
-layout(binding = 3) buffer D { float16_t d[]; };
-#else
-layout(binding = 3) buffer D { float d[]; };
-#endif
+#include "dst_f32_f16.glsl"
 
 void main() {
     uint idx = tsr_flat_id();
     if (idx >= pc.nrows * pc.ne0) return;
     uint g = pc.row0 * pc.ne0 + idx;
     if (FLAT != 0u) {
-#if DST_F16
-        d[pc.offd + int(g)] = float16_t(float(a[pc.off0 + int(g)]));
-#else
-        d[pc.offd + int(g)] = float(a[pc.off0 + int(g)]);
-#endif
+        d_store(pc.offd + int(g), float(a[pc.off0 + int(g)]));
         return;
     }
     uint j0 = g % pc.ne00; uint s = g / pc.ne00;
@@ -35,10 +27,5 @@ void main() {
     uint i2 = r % pc.ne2;  uint i3 = r / pc.ne2;
     int ia = pc.off0 + int(j0*pc.nb00 + j1*pc.nb01 + j2*pc.nb02 + j3*pc.nb03);
     int id = pc.offd + int(i0*pc.nb0 + i1*pc.nb1 + i2*pc.nb2 + i3*pc.nb3);
-    float v = float(a[ia]);
-#if DST_F16
-    d[id] = float16_t(v);
-#else
-    d[id] = v;
-#endif
+    d_store(id, float(a[ia]));
 }

@@ -7,11 +7,7 @@
 layout(local_size_x = TSR_WG) in;
 layout(binding = 0) readonly buffer A { float a[]; };
 layout(binding = 1) readonly buffer B { int b[]; };
-#if DST_F16
-layout(binding = 3) buffer D { float16_t d[]; };
-#else
-layout(binding = 3) buffer D { float d[]; };
-#endif
+#include "dst_f32_f16.glsl"
 
 void main() {
     uint idx = tsr_flat_id();
@@ -21,11 +17,6 @@ void main() {
     uint i2 = r % pc.ne02;   uint i3 = r / pc.ne02;
     int row = b[pc.off1 + int(i*pc.nb10 + (i2 % pc.ne11)*pc.nb11 + (i3 % pc.ne12)*pc.nb12)];
     if (row < 0 || uint(row) >= pc.ne1) return;
-    float v = a[pc.off0 + int(i0*pc.nb00 + i*pc.nb01 + i2*pc.nb02 + i3*pc.nb03)];
-    int at = pc.offd + int(i0*pc.nb0 + uint(row)*pc.nb1 + i2*pc.nb2 + i3*pc.nb3);
-#if DST_F16
-    d[at] = float16_t(v);
-#else
-    d[at] = v;
-#endif
+    d_store(pc.offd + int(i0*pc.nb0 + uint(row)*pc.nb1 + i2*pc.nb2 + i3*pc.nb3),
+            a[pc.off0 + int(i0*pc.nb00 + i*pc.nb01 + i2*pc.nb02 + i3*pc.nb03)]);
 }
