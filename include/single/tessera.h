@@ -19172,10 +19172,11 @@ static inline bool r8_type_has_simd(enum tsr_type t) {
      * arithmetic left out it read 0.99 (the layout streams fine; why the record kernels fall
      * further below their in-cache rate from DRAM than the file kernels is open). Q3_K: its
      * record read by the AVX2 kernel was 0.57 against the file's 0.77-0.85; read by its zmm
-     * kernel (r8_q3k_groups_dot_avx512vnni: in cache 40.0 against the file kernel's 31.8
-     * GB/s, one core) the record reads 1.11 / 0.89 x the read against the file's 0.93 /
-     * 0.85 (two runs of a noisy host, 53 / 36 GB/s read), and its prompt is 30-40 % faster
-     * (GEMM panels cut from the records). Without VNNI the AVX-512 path runs the AVX2 file
+     * kernel (r8_q3k_groups_dot_avx512vnni: in cache 57.2-57.6 against the file kernel's
+     * 32.8 GB/s, one core, since the levels' offset starts the dots and the scales widen once
+     * a record; 40.0-43.9 before) the record reads 0.94 / 0.90 / 0.97 / 0.95 / 0.89 / 0.81 x
+     * the read against the file's 0.85 / 0.86 / 0.84 / 0.91 / 0.81 / 0.85 (six runs, 55-65
+     * GB/s read), and its prompt is 30-40 % faster (GEMM panels cut from the records). Without VNNI the AVX-512 path runs the AVX2 file
      * kernels, which the records beat. */
     if (t == TSR_TYPE_Q3_K) return avx2;
     return avx2 && !(features().avx512 && features().avx512_vnni);
@@ -19299,23 +19300,31 @@ static inline int k4_record_level(const uint8_t * rec, int e, int r) {
  *               weights 32j..32j+31: byte 4r + i of each holds row r's levels of weights
  *               32j + 4q + i, quad q = 0, 1 in A's bits 0-2 and 4-6, q = 2, 3 in B's, q = 4, 5
  *               in C's; quad 6's level is bits 3 of A, B, C (its bits 0, 1, 2), quad 7's bits 7.
+ *               Triples 2t and 2t + 1 interleave their chunks (192 bytes from 112 + 192t:
+ *               A_2t A_2t+1 B_2t B_2t+1 C_2t C_2t+1), so one zmm load takes a chunk of both.
  * A chunk's quad is then row r's 4 weights of one int8 dot in lane r, and quads 0..3 (4..7)
  * are the 16 weights of sub-block 2j (2j + 1). */
 enum { Q3K_R8_SCALES = 16, Q3K_R8_LEVELS = 112, Q3K_R8_BYTES = R8 * 110 };
 static_assert(sizeof(tsr_block_q3_K) == 110, "Q3_K super-blocks are {32 hmask, 64 qs, 12 scale bytes, d}");
 static_assert(Q3K_R8_LEVELS + 8 * 96 == Q3K_R8_BYTES, "the triples fill the record");
 
+/* Chunk A of triple j in a Q3_K record; its B and C sit Q3K_R8_CHUNK_STRIDE and twice that
+ * on (triple j ^ 1's chunks between them). */
+enum { Q3K_R8_CHUNK_STRIDE = 64 };
+static inline size_t q3k_triple_at(int j) { return Q3K_R8_LEVELS + 192 * (size_t)(j / 2) + 32 * (size_t)(j % 2); }
+
 /* Where row r's level of weight e lives in a Q3_K record: byte 4r + e % 4 of chunk A of its
- * triple (B and C 32 and 64 bytes on). */
-static inline size_t q3k_record_at(int e, int r) { return Q3K_R8_LEVELS + 96 * (size_t)(e / 32) + 4 * r + e % 4; }
+ * triple. */
+static inline size_t q3k_record_at(int e, int r) { return q3k_triple_at(e / 32) + 4 * r + e % 4; }
 
 /* Row r's level (0..7, the weight plus 4) of weight e in a Q3_K record. */
 static inline int q3k_record_level(const uint8_t * rec, int e, int r) {
     const uint8_t * abc = rec + q3k_record_at(e, r);
     const int q = e % 32 / 4;
-    if (q < 6) return abc[32 * (q / 2)] >> (4 * (q % 2)) & 7;
+    enum { S = Q3K_R8_CHUNK_STRIDE };
+    if (q < 6) return abc[S * (q / 2)] >> (4 * (q % 2)) & 7;
     const int bit = q == 6 ? 3 : 7;
-    return (abc[0] >> bit & 1) | (abc[32] >> bit & 1) << 1 | (abc[64] >> bit & 1) << 2;
+    return (abc[0] >> bit & 1) | (abc[S] >> bit & 1) << 1 | (abc[2 * S] >> bit & 1) << 2;
 }
 
 /* The conversions move 4 weights' levels at a time: bytes of a uint32 (memcpy), each byte
@@ -19334,7 +19343,7 @@ static void q3k_block_to_record(const uint8_t * blk, int r, uint8_t * rec) {
             L[q] = (load_u32(x.qs + 32 * (j / 4) + 4 * q) >> (2 * (j % 4)) & 3 * BYTES_1) | (load_u32(x.hmask + 4 * q) >> j & BYTES_1) << 2;
         uint8_t * abc = rec + q3k_record_at(32 * j, r);
         for (int c = 0; c < 3; ++c)
-            store_u32(abc + 32 * c, L[2 * c] | L[2 * c + 1] << 4 | (L[6] >> c & BYTES_1) << 3 | (L[7] >> c & BYTES_1) << 7);
+            store_u32(abc + Q3K_R8_CHUNK_STRIDE * c, L[2 * c] | L[2 * c + 1] << 4 | (L[6] >> c & BYTES_1) << 3 | (L[7] >> c & BYTES_1) << 7);
     }
 }
 
@@ -19346,7 +19355,7 @@ static void q3k_block_from_record(const uint8_t * rec, int r, uint8_t * blk) {
     std::memset(x.hmask, 0, sizeof(x.hmask));
     for (int j = 0; j < 8; ++j) {  /* the inverse of q3k_block_to_record */
         const uint8_t * abc = rec + q3k_record_at(32 * j, r);
-        const uint32_t a = load_u32(abc), b = load_u32(abc + 32), c = load_u32(abc + 64);
+        const uint32_t a = load_u32(abc), b = load_u32(abc + Q3K_R8_CHUNK_STRIDE), c = load_u32(abc + 2 * Q3K_R8_CHUNK_STRIDE);
         const uint32_t L[8] = {a & 7 * BYTES_1, a >> 4 & 7 * BYTES_1, b & 7 * BYTES_1, b >> 4 & 7 * BYTES_1, c & 7 * BYTES_1, c >> 4 & 7 * BYTES_1,
                                (a >> 3 & BYTES_1) | (b >> 3 & BYTES_1) << 1 | (c >> 3 & BYTES_1) << 2,
                                (a >> 7 & BYTES_1) | (b >> 7 & BYTES_1) << 1 | (c >> 7 & BYTES_1) << 2};
@@ -20102,22 +20111,26 @@ static void r8_q2k_group_dot_scalar(const uint8_t * grp, int64_t nb, const tsr_b
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
 TSR_SIMD_WARNINGS_OFF
 
-/* The 8 rows' 16 scales of a Q3_K record, minus 32, as int8 sc[8s + r]: the low-nibble plane
- * (scale bytes 0..7: scales s and s + 8) with the high-bit plane (bytes 8..11) moved to bits
- * 4-5 by 16-bit shifts (what crosses a byte is masked off). */
-TSR_TARGET_AVX2 static inline void q3k_record_scales_avx2(const uint8_t * rec, int8_t * sc) {
-    const __m256i bias = _mm256_set1_epi8(32);
+/* The 8 rows' 16 scales of a Q3_K record as unsigned 6-bit bytes (the format's scale plus
+ * 32), scales 4q..4q + 3 in v[q] at byte 8 (s - 4q) + r: the low-nibble plane (scale bytes
+ * 0..7: scales s and s + 8) with the high-bit plane (bytes 8..11) moved to bits 4-5 by
+ * 16-bit shifts (what crosses a byte is masked off). */
+TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void q3k_record_scale_bytes_avx2(const uint8_t * rec, __m256i v[4]) {
     const __m256i low03 = _mm256_loadu_si256((const __m256i *)(rec + Q3K_R8_SCALES));
     const __m256i low47 = _mm256_loadu_si256((const __m256i *)(rec + Q3K_R8_SCALES + 32));
     const __m256i high = _mm256_loadu_si256((const __m256i *)(rec + Q3K_R8_SCALES + 64));
     /* scales 0..3 take bits 0-1 of the high bytes, 4..7 bits 2-3, 8..11 bits 4-5, 12..15 bits 6-7 */
-    const __m256i v[4] = {
-        r8_six_bits_avx2(low03, _mm256_slli_epi16(high, 4)),
-        r8_six_bits_avx2(low47, _mm256_slli_epi16(high, 2)),
-        r8_six_bits_avx2(_mm256_srli_epi16(low03, 4), high),
-        r8_six_bits_avx2(_mm256_srli_epi16(low47, 4), _mm256_srli_epi16(high, 2)),
-    };
-    for (int q = 0; q < 4; ++q) _mm256_store_si256((__m256i *)(sc + 32 * q), _mm256_sub_epi8(v[q], bias));
+    v[0] = r8_six_bits_avx2(low03, _mm256_slli_epi16(high, 4));
+    v[1] = r8_six_bits_avx2(low47, _mm256_slli_epi16(high, 2));
+    v[2] = r8_six_bits_avx2(_mm256_srli_epi16(low03, 4), high);
+    v[3] = r8_six_bits_avx2(_mm256_srli_epi16(low47, 4), _mm256_srli_epi16(high, 2));
+}
+
+/* The 8 rows' 16 scales of a Q3_K record, minus 32, as int8 sc[8s + r]. */
+TSR_TARGET_AVX2 static inline void q3k_record_scales_avx2(const uint8_t * rec, int8_t * sc) {
+    __m256i v[4];
+    q3k_record_scale_bytes_avx2(rec, v);
+    for (int q = 0; q < 4; ++q) _mm256_store_si256((__m256i *)(sc + 32 * q), _mm256_sub_epi8(v[q], _mm256_set1_epi8(32)));
 }
 
 /* A Q3_K record's start: its 8 rows' scales (minus 32) into sc[8s + r], and what the levels'
@@ -20134,8 +20147,8 @@ TSR_TARGET_AVX2 static inline __m256i q3k_record_start_avx2(const uint8_t * rec,
  * nibbles (16-bit shifts: what crosses a byte is masked off). */
 TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void q3k_triple_levels_avx2(const uint8_t * abc, __m256i v[8]) {
     const __m256i m7 = _mm256_set1_epi8(7);
-    const __m256i a = _mm256_loadu_si256((const __m256i *)abc), b = _mm256_loadu_si256((const __m256i *)(abc + 32)),
-                  c = _mm256_loadu_si256((const __m256i *)(abc + 64));
+    const __m256i a = _mm256_loadu_si256((const __m256i *)abc), b = _mm256_loadu_si256((const __m256i *)(abc + Q3K_R8_CHUNK_STRIDE)),
+                  c = _mm256_loadu_si256((const __m256i *)(abc + 2 * Q3K_R8_CHUNK_STRIDE));
     v[0] = _mm256_and_si256(a, m7);
     v[1] = _mm256_and_si256(_mm256_srli_epi16(a, 4), m7);
     v[2] = _mm256_and_si256(b, m7);
@@ -20179,7 +20192,7 @@ TSR_TARGET_AVX2 static void r8_q3k_groups_dot_avx2(const uint8_t * grp, size_t g
             for (int q = 0; q < 8; ++q) yq[q] = _mm256_castps_si256(_mm256_broadcast_ss((const float *)(const void *)(yb.qs + 32 * j + 4 * q)));
             for (int g = 0; g < G; ++g) {
                 __m256i v[8];
-                q3k_triple_levels_avx2(rec[g] + Q3K_R8_LEVELS + 96 * j, v);
+                q3k_triple_levels_avx2(rec[g] + q3k_triple_at(j), v);
                 __m256i lo = _mm256_maddubs_epi16(v[0], yq[0]), hi = _mm256_maddubs_epi16(v[4], yq[4]);
                 for (int q = 1; q < 4; ++q) {
                     lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(v[q], yq[q]));
@@ -20275,21 +20288,31 @@ TSR_TARGET_AVX2 static void r8_q2k_groups_dot_avx2(const uint8_t * grp, size_t g
 }
 
 /* G groups' 8 rows of Q3_K against Q8_K on zmm registers: triples j and j + 1 side by side
- * (lanes 0..7 triple j's chunk, 8..15 triple j + 1's: a load and an insert per chunk), their
- * levels decoded as q3k_triple_levels_avx2 does (quads 6 and 7 gathered by two vpternlogd),
- * vpdpbusd against the activation quads (one vpermd each, shared by the groups). A lane's sum
- * over a sub-block (16 products of at most 7 * 128) fits int16, so one vpdpwssd with the
- * signed scale in the low half of each lane (the high half 0) scales it exactly; the offset
- * 4 comes off once per record (the activations' sums of 16), in lanes 0..7. */
-TSR_TARGET_AVX512VNNI static inline __m512i q3k_scale_pair_zmm(const int8_t * sc, int s0, int s1) {
-    int64_t a, b;
-    std::memcpy(&a, sc + 8 * s0, 8);
-    std::memcpy(&b, sc + 8 * s1, 8);
-    return _mm512_and_si512(_mm512_cvtepi8_epi32(_mm_set_epi64x(b, a)), _mm512_set1_epi32(0xFFFF));
+ * (lanes 0..7 triple j's chunk, 8..15 triple j + 1's: the record interleaves them, one load a
+ * chunk pair), their levels decoded as q3k_triple_levels_avx2 does (quads 6 and 7 gathered by
+ * two vpternlogd), vpdpbusd against the activation quads (one vpermd each, shared by the
+ * groups). The levels are the weights plus 4, so each lane's sum over a sub-block starts at
+ * -4 x the activations' sum of 16 (a vector shared by the groups), and ends as the sum of the
+ * weights' products: at most 16 * 4 * 128, an int16. One vpdpwssd with the signed scale in
+ * the low half of each lane (the high half 0) scales it exactly: the scales widen to words
+ * once a record (q3k_record_scale_words_zmm), and a vpmovzxwd from them gives a pair of
+ * sub-blocks' lanes. */
+
+/* words[32t + 16h + 8k + r]: row r's scale (minus 32) of sub-block 4t + h + 2k in a Q3_K
+ * record, from q3k_record_scale_bytes_avx2 (scales 4t..4t + 3 in its v[t], whose middle two
+ * qwords swap): the sub-blocks 2j, 2j + 2 (h = 0) and 2j + 1, 2j + 3 (h = 1) of the
+ * triple pair j = 2t, 16 words each. */
+TSR_TARGET_AVX512VNNI static inline void q3k_record_scale_words_zmm(const uint8_t * rec, int16_t * words) {
+    __m256i v[4];
+    q3k_record_scale_bytes_avx2(rec, v);
+    for (int t = 0; t < 4; ++t)
+        _mm512_store_si512((void *)(words + 32 * t),
+                           _mm512_sub_epi16(_mm512_cvtepu8_epi16(_mm256_permute4x64_epi64(v[t], 0xD8)), _mm512_set1_epi16(32)));
 }
 
-TSR_TARGET_AVX512VNNI static inline __m512i q3k_chunk_pair_zmm(const uint8_t * chunk) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)chunk)), _mm256_loadu_si256((const __m256i *)(chunk + 96)), 1);
+/* The 16 words at w as the low halves of int32 lanes (the high halves 0). */
+TSR_TARGET_AVX512VNNI static inline __m512i q3k_scale_lanes_zmm(const int16_t * w) {
+    return _mm512_cvtepu16_epi32(_mm256_load_si256((const __m256i *)w));
 }
 
 template <int G>
@@ -20301,28 +20324,34 @@ TSR_TARGET_AVX512VNNI static void r8_q3k_groups_dot_avx512vnni(const uint8_t * g
     for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
         const tsr_block_q8_K & yb = y[i];
-        int32_t bsum_pairs[8];  /* word p: the sums of sub-blocks 2p and 2p + 1 */
-        std::memcpy(bsum_pairs, yb.bsums, sizeof(bsum_pairs));
+        /* -4 x the activations' sums of 16, int32 s */
+        const __m512i off4 = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)yb.bsums)), 2));
         const uint8_t * rec[G];
-        alignas(32) int8_t sc[G][128];
+        alignas(64) int16_t scw[G][128];
         __m512i sumi[G];
         for (int g = 0; g < G; ++g) {
             rec[g] = grp + (size_t)g * gstride + (size_t)i * Q3K_R8_BYTES;
-            sumi[g] = _mm512_zextsi256_si512(q3k_record_start_avx2(rec[g], bsum_pairs, sc[g]));  /* lanes 0..7 */
+            q3k_record_scale_words_zmm(rec[g], scw[g]);
+            sumi[g] = _mm512_setzero_si512();
         }
         for (int j = 0; j < 8; j += 2) {
             for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + Q3K_R8_BYTES / 4 * (j / 2));
             const __m512i yv = _mm512_loadu_si512((const void *)(yb.qs + 32 * j));  /* triples j, j + 1's activations */
             __m512i yq[8];
             for (int q = 0; q < 8; ++q) yq[q] = _mm512_permutexvar_epi32(_mm512_add_epi32(two_quads, _mm512_set1_epi32(q)), yv);
+            /* the offsets of sub-blocks 2j, 2j + 2 (lanes 0..7, 8..15) and 2j + 1, 2j + 3 */
+            const __m512i two_subs = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
+            const __m512i off_lo = _mm512_permutexvar_epi32(_mm512_add_epi32(two_subs, _mm512_set1_epi32(2 * j)), off4);
+            const __m512i off_hi = _mm512_permutexvar_epi32(_mm512_add_epi32(two_subs, _mm512_set1_epi32(2 * j + 1)), off4);
             for (int g = 0; g < G; ++g) {
-                const uint8_t * abc = rec[g] + Q3K_R8_LEVELS + 96 * j;
-                const __m512i a = q3k_chunk_pair_zmm(abc), b = q3k_chunk_pair_zmm(abc + 32), c = q3k_chunk_pair_zmm(abc + 64);
+                const uint8_t * abc = rec[g] + q3k_triple_at(j);
+                const __m512i a = _mm512_loadu_si512((const void *)abc), b = _mm512_loadu_si512((const void *)(abc + Q3K_R8_CHUNK_STRIDE)),
+                              c = _mm512_loadu_si512((const void *)(abc + 2 * Q3K_R8_CHUNK_STRIDE));
                 /* quads 6 and 7: bits 3 and 7 of A, B, C into bits 0-2 and 4-6 (vpternlogd 0xE4: c ? a : b) */
                 const __m512i ab = _mm512_ternarylogic_epi32(_mm512_srli_epi16(a, 3), _mm512_srli_epi16(b, 2), m11, 0xE4);
                 const __m512i top = _mm512_ternarylogic_epi32(ab, _mm512_srli_epi16(c, 1), m33, 0xE4);
-                __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(a, m7), yq[0]);
-                __m512i hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(c, m7), yq[4]);
+                __m512i lo = _mm512_dpbusd_epi32(off_lo, _mm512_and_si512(a, m7), yq[0]);
+                __m512i hi = _mm512_dpbusd_epi32(off_hi, _mm512_and_si512(c, m7), yq[4]);
                 lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(_mm512_srli_epi16(a, 4), m7), yq[1]);
                 hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(_mm512_srli_epi16(c, 4), m7), yq[5]);
                 lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(b, m7), yq[2]);
@@ -20330,8 +20359,8 @@ TSR_TARGET_AVX512VNNI static void r8_q3k_groups_dot_avx512vnni(const uint8_t * g
                 lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(_mm512_srli_epi16(b, 4), m7), yq[3]);
                 hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(_mm512_srli_epi16(top, 4), m7), yq[7]);
                 /* lo: sub-blocks 2j (lanes 0..7) and 2j + 2; hi: 2j + 1 and 2j + 3 */
-                sumi[g] = _mm512_dpwssd_epi32(sumi[g], lo, q3k_scale_pair_zmm(sc[g], 2 * j, 2 * j + 2));
-                sumi[g] = _mm512_dpwssd_epi32(sumi[g], hi, q3k_scale_pair_zmm(sc[g], 2 * j + 1, 2 * j + 3));
+                sumi[g] = _mm512_dpwssd_epi32(sumi[g], lo, q3k_scale_lanes_zmm(scw[g] + 16 * j));
+                sumi[g] = _mm512_dpwssd_epi32(sumi[g], hi, q3k_scale_lanes_zmm(scw[g] + 16 * j + 16));
             }
         }
         const __m512 yd = _mm512_set1_ps(yb.d);
@@ -20732,7 +20761,7 @@ TSR_TARGET_AVX2 static void q3k_record_to_panel_avx2(const uint8_t * rec, int j,
     const __m256i neg_sc[2] = {_mm256_sub_epi16(_mm256_setzero_si256(), r8_scale_pairs_avx2<true>((const uint8_t *)scales + 16 * j)),
                                _mm256_sub_epi16(_mm256_setzero_si256(), r8_scale_pairs_avx2<true>((const uint8_t *)scales + 16 * j + 8))};
     __m256i v[8];
-    q3k_triple_levels_avx2(rec + Q3K_R8_LEVELS + 96 * j, v);
+    q3k_triple_levels_avx2(rec + q3k_triple_at(j), v);
     for (int c = 0; c < 8; ++c) {
         const __m256i w = mul_bytes_avx2(_mm256_sub_epi8(v[c], _mm256_set1_epi8(4)), neg_sc[c / 4]);
         _mm256_storeu_si256((__m256i *)(q + (size_t)c * R * 4), _mm256_xor_si256(w, _mm256_set1_epi8((char)XOR)));
