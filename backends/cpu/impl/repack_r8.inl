@@ -86,7 +86,11 @@ static inline bool r8_type_has_simd(enum tsr_type t) {
     /* Mat-vec from DRAM on a 2-core Zen 5 (AVX-512 VNNI + GFNI, read 66-72 GB/s; cpu_bench,
      * 2 threads, x the read), file layout's zmm kernel against the record's kernel:
      * Q5_K 0.89-0.92 / 0.71, Q4_1 1.03-1.10 / 0.82, Q5_1 1.00-1.03 / 0.74: AVX-512 CPUs keep
-     * their file layouts. Q5_0 0.35-0.39 / 0.79: its record pays everywhere (its zmm kernel,
+     * their file layouts. A zmm kernel of the Q5_K record (the Q4_K record's with the fifth
+     * bits by vptestmb and a masked add, lanes scaled every 8 products) read 59.6-67.6 GB/s in
+     * cache against the file kernel's 41.0-43.4, one core, yet from DRAM 1.00 / 0.78 / 0.86 /
+     * 0.78 / 0.92 x the read against the file's 0.93 / 0.83 / 0.89 / 0.91 / 0.91 (five runs):
+     * not kept. Q5_0 0.35-0.39 / 0.79: its record pays everywhere (its zmm kernel,
      * like Q4_0's and IQ4_NL's file kernels at 0.53-0.56, reads far below its in-cache rate
      * from DRAM: not found why); its AVX-512 GEMM panels come from the record as well
      * (1040-1086 against the file layout's 1055-1063 GFLOPS). */
@@ -700,17 +704,16 @@ TSR_TARGET_AVX2 static inline void q4k_bsum_pairs(const tsr_block_q8_K & y, int3
     _mm_storeu_si128((__m128i *)words, _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y.bsums), _mm_loadu_si128((const __m128i *)y.bsums + 1)));
 }
 
-/* The 8 rows' int32 sums over 2 PAIRS sub-blocks of a byte per sub-block and row (v[8s + r]:
- * Q4_K's and Q2_K's mins, unsigned; Q3_K's scales, signed) times the activations' sums of
- * those sub-blocks: each vpmaddwd takes a row's two bytes of a pair against the pair's two
- * sums (bsum_pairs[p], int16 each). */
-template <bool SIGNED, int PAIRS>
+/* The 8 rows' int32 sums over 2 PAIRS sub-blocks of an unsigned byte per sub-block and row
+ * (v[8s + r]: Q4_K's and Q2_K's mins) times the activations' sums of those sub-blocks: each
+ * vpmaddwd takes a row's two bytes of a pair against the pair's two sums (bsum_pairs[p],
+ * int16 each). */
+template <int PAIRS>
 TSR_TARGET_AVX2 static inline __m256i r8_byte_sums_avx2(const uint8_t * v, const int32_t * bsum_pairs) {
     __m256i s = _mm256_setzero_si256();
     for (int p = 0; p < PAIRS; ++p) {
         const __m128i pair = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(v + 16 * p)), _mm_loadl_epi64((const __m128i *)(v + 16 * p + 8)));
-        const __m256i words = SIGNED ? _mm256_cvtepi8_epi16(pair) : _mm256_cvtepu8_epi16(pair);
-        s = _mm256_add_epi32(s, _mm256_madd_epi16(words, _mm256_set1_epi32(bsum_pairs[p])));
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_cvtepu8_epi16(pair), _mm256_set1_epi32(bsum_pairs[p])));
     }
     return s;
 }
@@ -823,7 +826,7 @@ TSR_TARGET_AVX2 static void r8_k4_groups_dot_avx2(const uint8_t * grp, size_t gs
             const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec[g])), yd);
             const __m256 dmin = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(rec[g] + Q4K_R8_DMIN))), yd);
             acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[g]), d, acc[g]);
-            acc[g] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(r8_byte_sums_avx2<false, 4>(sm[g] + 64, bsum_pairs)), dmin, acc[g]);
+            acc[g] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(r8_byte_sums_avx2<4>(sm[g] + 64, bsum_pairs)), dmin, acc[g]);
         }
     }
     for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + 8 * g, acc[g]);
@@ -1065,14 +1068,6 @@ TSR_TARGET_AVX2 static inline void q3k_record_scales_avx2(const uint8_t * rec, i
     for (int q = 0; q < 4; ++q) _mm256_store_si256((__m256i *)(sc + 32 * q), _mm256_sub_epi8(v[q], _mm256_set1_epi8(32)));
 }
 
-/* A Q3_K record's start: its 8 rows' scales (minus 32) into sc[8s + r], and what the levels'
- * offset 4 takes off each row's exact sum, -4 x sum(scale x the activations' sums of 16), per
- * lane r (bsum_pairs: word p the sums of sub-blocks 2p and 2p + 1). */
-TSR_TARGET_AVX2 static inline __m256i q3k_record_start_avx2(const uint8_t * rec, const int32_t * bsum_pairs, int8_t * sc) {
-    q3k_record_scales_avx2(rec, sc);
-    return _mm256_slli_epi32(_mm256_sub_epi32(_mm256_setzero_si256(), r8_byte_sums_avx2<true, 8>((const uint8_t *)sc, bsum_pairs)), 2);
-}
-
 /* Row r's 8 levels per lane of a Q3_K record's chunk triple abc: v[q] holds quad q's (lane r
  * row r's 4 weights 4q..4q+3 of the triple's 32), as unsigned bytes 0..7. Quads 0..5 take a
  * mask and at most a shift; quads 6 and 7 gather bits 3 and 7 of A, B, C into one byte's
@@ -1098,8 +1093,9 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void q3k_triple_levels_avx2(const uint8
  * 0..3 (4..7) against the activation quads y.qs[32j + 4q) are sub-block 2j (2j + 1): four
  * vpmaddubsw (unsigned levels; pairs at most 2 * 7 * 127) add up in int16, and one vpmaddwd
  * with the rows' scales (row r's in both halves of lane r, spread by one shuffle from a
- * broadcast load) takes the sub-block to int32. The levels are the weights plus 4:
- * -4 x sum(scale x the activations' sums of 16) comes off the exact sum once per record. */
+ * broadcast load) takes the sub-block to int32. The levels are the weights plus 4, so the
+ * int16 sums start at -4 x the activations' sum of the sub-block (in the low word of each
+ * lane, shared by the groups): at most 4 * 16 * 128 + 4 * 2 * 7 * 128 = 15360 on the way. */
 template <int G>
 TSR_TARGET_AVX2 static void r8_q3k_groups_dot_avx2(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y, float * out) {
     const matvec_prefetcher<TSR_TYPE_Q3_K, Q3K_R8_BYTES / 4, true> prefetch;
@@ -1107,14 +1103,13 @@ TSR_TARGET_AVX2 static void r8_q3k_groups_dot_avx2(const uint8_t * grp, size_t g
     for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
         const tsr_block_q8_K & yb = y[i];
-        int32_t bsum_pairs[8];  /* word p: the sums of sub-blocks 2p and 2p + 1 */
-        std::memcpy(bsum_pairs, yb.bsums, sizeof(bsum_pairs));
         const uint8_t * rec[G];
         alignas(32) uint8_t sc[G][128];
         __m256i sumi[G];
         for (int g = 0; g < G; ++g) {
             rec[g] = grp + (size_t)g * gstride + (size_t)i * Q3K_R8_BYTES;
-            sumi[g] = q3k_record_start_avx2(rec[g], bsum_pairs, (int8_t *)sc[g]);
+            q3k_record_scales_avx2(rec[g], (int8_t *)sc[g]);
+            sumi[g] = _mm256_setzero_si256();
         }
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {
@@ -1122,11 +1117,12 @@ TSR_TARGET_AVX2 static void r8_q3k_groups_dot_avx2(const uint8_t * grp, size_t g
                 for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + Q3K_R8_BYTES / 4 * (j / 2));
             __m256i yq[8];  /* vbroadcastss: a load, where a move and vpbroadcastd took a shuffle too */
             for (int q = 0; q < 8; ++q) yq[q] = _mm256_castps_si256(_mm256_broadcast_ss((const float *)(const void *)(yb.qs + 32 * j + 4 * q)));
+            const __m256i off_lo = _mm256_set1_epi32((uint16_t)(-4 * yb.bsums[2 * j])), off_hi = _mm256_set1_epi32((uint16_t)(-4 * yb.bsums[2 * j + 1]));
             for (int g = 0; g < G; ++g) {
                 __m256i v[8];
                 q3k_triple_levels_avx2(rec[g] + q3k_triple_at(j), v);
-                __m256i lo = _mm256_maddubs_epi16(v[0], yq[0]), hi = _mm256_maddubs_epi16(v[4], yq[4]);
-                for (int q = 1; q < 4; ++q) {
+                __m256i lo = off_lo, hi = off_hi;
+                for (int q = 0; q < 4; ++q) {
                     lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(v[q], yq[q]));
                     hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(v[q + 4], yq[q + 4]));
                 }
@@ -1173,7 +1169,7 @@ TSR_TARGET_AVX2 static void r8_q2k_groups_dot_avx2(const uint8_t * grp, size_t g
                 _mm256_store_si256((__m256i *)(sc[g] + 32 * q), _mm256_and_si256(raw, m0f));
                 _mm256_store_si256((__m256i *)(mn + 32 * q), _mm256_and_si256(_mm256_srli_epi16(raw, 4), m0f));
             }
-            summ[g] = r8_byte_sums_avx2<false, 8>(mn, bsum_pairs);
+            summ[g] = r8_byte_sums_avx2<8>(mn, bsum_pairs);
             sumi[g] = _mm256_setzero_si256();
         }
 #pragma GCC unroll 4
