@@ -18193,9 +18193,10 @@ static bool enc_flash_attn(backend_ctx * ctx, const tsr_tensor * node) {
     bind b[5];
     const tsr_tensor * ts[5] = {q, k, v, node, m};
     const size_t es[5] = {4, ek, ek, 4, em};
+    const int off_slot[5] = {22, 23, 24, 26, 25};  /* q, k, v, dst, mask */
     for (int i = 0; i < 5; i++) {
-        if (!ts[i]) { b[i] = dummy_bind(ctx); pc[25] = 0; continue; }  /* only the mask is optional */
-        if (bind_whole(ctx, ts[i], es[i], b[i], pc[22 + (i == 3 ? 4 : i == 4 ? 3 : i)]) != FIT_OK)
+        if (!ts[i]) { b[i] = dummy_bind(ctx); pc[off_slot[i]] = 0; continue; }  /* only the mask is optional */
+        if (bind_whole(ctx, ts[i], es[i], b[i], pc[off_slot[i]]) != FIT_OK)
             return unsupported(node, "an operand is larger than maxStorageBufferRange or not in a buffer of this device");
     }
     uint32_t gx, gy;

@@ -19134,11 +19134,12 @@ static inline bool is_r8_type(enum tsr_type t) {
            t == TSR_TYPE_Q5_K || t == TSR_TYPE_Q3_K || t == TSR_TYPE_Q2_K;
 }
 
-/* Q2_K and Q3_K are interleaved on x86 CPUs with AVX2 (AVX2 and AVX-512 VNNI kernels read both
- * records), except Q2_K on AVX-512 VNNI, which keeps its file layout (below). Measured on a
- * 2-core Zen 4 VM without AVX-512 (a noisy machine, its read 31-52 GB/s between runs), where the file layouts' AVX2 kernels are bound by compute:
- * cpu_bench, in cache, one core, the records' mat-vecs are 1.5x the file layout's for Q2_K
- * (17.8-18.4 against 11.8-12.0 GB/s) and 1.62x for Q3_K (18.0 against 11.1); from DRAM, 2
+/* Q2_K and Q3_K are interleaved on x86 CPUs with AVX2 (AVX2 and AVX-512 VNNI kernels read
+ * both records), except Q2_K on AVX-512 VNNI, which keeps its file layout (below). Measured
+ * on a 2-core Zen 4 VM without AVX-512 (a noisy machine, its read 31-52 GB/s between runs),
+ * where the file layouts' AVX2 kernels are bound by compute: cpu_bench, in cache, one core,
+ * the records' mat-vecs are 1.5x the file layout's for Q2_K (17.8-18.4 against 11.8-12.0
+ * GB/s) and 1.62x for Q3_K (18.0 against 11.1); from DRAM, 2
  * threads, one run, 0.78 and 0.83 x the read against 0.64 and 0.60. The GEMMs' panels are cut
  * from the records directly (r8_k2_pack_panel; Q2_K's requantized as the file packer does), the
  * GEMMs within noise of the file layouts'. LLaMA 1.1B (run_bench, 2 threads, CPU_REPACK against
@@ -19155,8 +19156,8 @@ static inline bool r8_type_has_simd(enum tsr_type t) {
      * 2 threads, x the read), file layout's zmm kernel against the record's kernel:
      * Q5_K 0.89-0.92 / 0.71, Q4_1 1.03-1.10 / 0.82, Q5_1 1.00-1.03 / 0.74: AVX-512 CPUs keep
      * their file layouts. A zmm kernel of the Q5_K record (the Q4_K record's with the fifth
-     * bits by vptestmb and a masked add, lanes scaled every 8 products) read 59.6-67.6 GB/s in
-     * cache against the file kernel's 41.0-43.4, one core, yet from DRAM 1.00 / 0.78 / 0.86 /
+     * bits by vptestmb and a masked add, lanes scaled every 8 products) read 59.6-64.9 GB/s in
+     * cache against the file kernel's 41.0-42.9, one core, yet from DRAM 1.00 / 0.78 / 0.86 /
      * 0.78 / 0.92 x the read against the file's 0.93 / 0.83 / 0.89 / 0.91 / 0.91 (five runs):
      * not kept. Q5_0 0.35-0.39 / 0.79: its record pays everywhere (its zmm kernel,
      * like Q4_0's and IQ4_NL's file kernels at 0.53-0.56, reads far below its in-cache rate
@@ -19180,8 +19181,8 @@ static inline bool r8_type_has_simd(enum tsr_type t) {
      * 32.8 GB/s, one core, since the levels' offset starts the dots and the scales widen once
      * a record; 40.0-43.9 before) the record reads 0.94 / 0.90 / 0.97 / 0.95 / 0.89 / 0.81 x
      * the read against the file's 0.85 / 0.86 / 0.84 / 0.91 / 0.81 / 0.85 (six runs, 55-65
-     * GB/s read), and its prompt is 30-40 % faster (GEMM panels cut from the records). Without VNNI the AVX-512 path runs the AVX2 file
-     * kernels, which the records beat. */
+     * GB/s read), and its prompt is 30-40 % faster (GEMM panels cut from the records).
+     * Without VNNI the AVX-512 path runs the AVX2 file kernels, which the records beat. */
     if (t == TSR_TYPE_Q3_K) return avx2;
     return avx2 && !(features().avx512 && features().avx512_vnni);
 #else
@@ -20283,17 +20284,6 @@ TSR_TARGET_AVX2 static void r8_q2k_groups_dot_avx2(const uint8_t * grp, size_t g
     for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + 8 * g, acc[g]);
 }
 
-/* G groups' 8 rows of Q3_K against Q8_K on zmm registers: triples j and j + 1 side by side
- * (lanes 0..7 triple j's chunk, 8..15 triple j + 1's: the record interleaves them, one load a
- * chunk pair), their levels decoded as q3k_triple_levels_avx2 does (quads 6 and 7 gathered by
- * two vpternlogd), vpdpbusd against the activation quads (one vpermd each, shared by the
- * groups). The levels are the weights plus 4, so each lane's sum over a sub-block starts at
- * -4 x the activations' sum of 16 (a vector shared by the groups), and ends as the sum of the
- * weights' products: at most 16 * 4 * 128, an int16. One vpdpwssd with the signed scale in
- * the low half of each lane (the high half 0) scales it exactly: the scales widen to words
- * once a record (q3k_record_scale_words_zmm), and a vpmovzxwd from them gives a pair of
- * sub-blocks' lanes. */
-
 /* words[32t + 16h + 8k + r]: row r's scale (minus 32) of sub-block 4t + h + 2k in a Q3_K
  * record, from q3k_record_scale_bytes_avx2 (scales 4t..4t + 3 in its v[t], whose middle two
  * qwords swap): the sub-blocks 2j, 2j + 2 (h = 0) and 2j + 1, 2j + 3 (h = 1) of the
@@ -20311,11 +20301,22 @@ TSR_TARGET_AVX512VNNI static inline __m512i q3k_scale_lanes_zmm(const int16_t * 
     return _mm512_cvtepu16_epi32(_mm256_load_si256((const __m256i *)w));
 }
 
+/* G groups' 8 rows of Q3_K against Q8_K on zmm registers: triples j and j + 1 side by side
+ * (lanes 0..7 triple j's chunk, 8..15 triple j + 1's: the record interleaves them, one load a
+ * chunk pair), their levels decoded as q3k_triple_levels_avx2 does (quads 6 and 7 gathered by
+ * two vpternlogd), vpdpbusd against the activation quads (one vpermd each, shared by the
+ * groups). The levels are the weights plus 4, so each lane's sum over a sub-block starts at
+ * -4 x the activations' sum of 16 (a vector shared by the groups), and ends as the sum of the
+ * weights' products: at most 16 * 4 * 128, an int16. One vpdpwssd with the signed scale in
+ * the low half of each lane (the high half 0) scales it exactly: the scales widen to words
+ * once a record (q3k_record_scale_words_zmm), and a vpmovzxwd from them gives a pair of
+ * sub-blocks' lanes. */
 template <int G>
 TSR_TARGET_AVX512VNNI static void r8_q3k_groups_dot_avx512vnni(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y, float * out) {
     const matvec_prefetcher<TSR_TYPE_Q3_K, Q3K_R8_BYTES / 4, true> prefetch;
     const __m512i m7 = _mm512_set1_epi8(7), m11 = _mm512_set1_epi8(0x11), m33 = _mm512_set1_epi8(0x33);
     const __m512i two_quads = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8);
+    const __m512i two_subs = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
     __m512 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
@@ -20336,7 +20337,6 @@ TSR_TARGET_AVX512VNNI static void r8_q3k_groups_dot_avx512vnni(const uint8_t * g
             __m512i yq[8];
             for (int q = 0; q < 8; ++q) yq[q] = _mm512_permutexvar_epi32(_mm512_add_epi32(two_quads, _mm512_set1_epi32(q)), yv);
             /* the offsets of sub-blocks 2j, 2j + 2 (lanes 0..7, 8..15) and 2j + 1, 2j + 3 */
-            const __m512i two_subs = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
             const __m512i off_lo = _mm512_permutexvar_epi32(_mm512_add_epi32(two_subs, _mm512_set1_epi32(2 * j)), off4);
             const __m512i off_hi = _mm512_permutexvar_epi32(_mm512_add_epi32(two_subs, _mm512_set1_epi32(2 * j + 1)), off4);
             for (int g = 0; g < G; ++g) {
@@ -20421,6 +20421,8 @@ TSR_TARGET_AVX512VNNI static void r8_q2k_groups_dot_avx512vnni(const uint8_t * g
         const auto quad = [&yb](int k) { int32_t v; std::memcpy(&v, yb.qs + 4 * k, 4); return v; };  /* activation quad k */
         int32_t bs[8];  /* sub-blocks 2p and 2p + 1's sums as the two int16 words of bs[p] */
         std::memcpy(bs, yb.bsums, sizeof(bs));
+        __m512i bsv[4];  /* sub-blocks 4hk, 4hk + 1 (lanes 0..7) and 4hk + 2, 4hk + 3 (8..15) */
+        for (int hk = 0; hk < 4; ++hk) bsv[hk] = _mm512_mask_set1_epi32(_mm512_set1_epi32(bs[2 * hk]), 0xFF00, bs[2 * hk + 1]);
         const uint8_t * rec[G];
         __m512i sw[G][8];  /* scale words of chunk quad u, level pair jp: sw[g][2u + jp] */
         __m512i sumi[G], summ[G];
@@ -20432,9 +20434,7 @@ TSR_TARGET_AVX512VNNI static void r8_q2k_groups_dot_avx512vnni(const uint8_t * g
                 const __m512i w = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(rec[g] + Q2K_R8_SCALES + 32 * hk)));
                 const __m512i sc = _mm512_and_si512(w, low4), sc4 = _mm512_slli_epi16(sc, 2);
                 for (int t = 0; t < 2; ++t) sw[g][2 * (2 * h + t) + k] = _mm512_permutex2var_epi16(sc4, sc_idx[t], sc);
-                /* sub-blocks 4hk, 4hk + 1 (lanes 0..7) and 4hk + 2, 4hk + 3 (8..15) */
-                const __m512i bsv = _mm512_mask_set1_epi32(_mm512_set1_epi32(bs[2 * hk]), 0xFF00, bs[2 * hk + 1]);
-                summ[g] = _mm512_dpwssd_epi32(summ[g], _mm512_permutexvar_epi16(mn_idx, _mm512_srli_epi16(w, 4)), bsv);
+                summ[g] = _mm512_dpwssd_epi32(summ[g], _mm512_permutexvar_epi16(mn_idx, _mm512_srli_epi16(w, 4)), bsv[hk]);
             }
         }
         /* unrolled: constant activation offsets (the loop's index arithmetic took ~40 scalar instructions a step) */
