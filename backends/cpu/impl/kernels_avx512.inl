@@ -1018,7 +1018,7 @@ static constexpr act_kernels act_table_avx512 = [] {
 /* ---- K-quants and the 32-element types against quantized activations, zmm + VNNI ---------
  * The AVX2 kernels' arithmetic at twice the width: one zmm holds 64 consecutive elements of
  * a super-block, so the activations load straight (no shuffles on the shared side), and
- * vpdpwssd applies the int16 scales and accumulates in one instruction. Mat-vec streams the
+ * vpdpwssd / vpmaddwd apply the int16 scales. Mat-vec streams the
  * weights once; with ymm the per-element work, not DRAM, set the pace. */
 
 /* 16 bytes at p of each of rows 0..3 (lda apart; rows past R repeat row 0), a 128-bit lane
@@ -1057,28 +1057,46 @@ TSR_TARGET_AVX512VNNI static inline __m512i k4_scales_mins_zmm(__m512i h) {
     return _mm512_ternarylogic_epi32(_mm512_and_si512(low, every_lane(k4_shuffles.low_mask)), _mm512_srli_epi16(top, 2), _mm512_set1_epi8(0x30), 0xF8);  /* a | (b & c) */
 }
 
-/* vpshufb indices that put scale g_k in every int16 of 128-bit lane k: byte g_k of 16 in the
- * low byte with the high one zeroed. */
-TSR_TARGET_AVX512VNNI static inline __m512i scale_pick_zmm(int g0, int g1, int g2, int g3) {
-    auto w = [](int g) { return (short)(0x8000 | g); };
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_m128i(_mm_set1_epi16(w(g0)), _mm_set1_epi16(w(g1)))),
-                              _mm256_setr_m128i(_mm_set1_epi16(w(g2)), _mm_set1_epi16(w(g3))), 1);
-}
-
 /* 32 bytes at p0 and 32 at p1 as one zmm. */
 TSR_TARGET_AVX512VNNI static inline __m512i join32_zmm(const void * p0, const void * p1) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p0)), _mm256_loadu_si256((const __m256i *)p1), 1);
+}
+
+/* vpshufb indices that spread a lane's scales into int16 words matching vpackssdw of two dot
+ * vectors: 128-bit lane L gets scale a_L in words 0-3 (the first vector's dwords) and b_L in
+ * words 4-7. The scales are the lane's bytes (WORDS false; unsigned, the high bytes cleared)
+ * or its int16 words (WORDS true). */
+template <bool WORDS>
+TSR_TARGET_AVX512VNNI static inline __m512i pair_pick_zmm(int a0, int b0, int a1, int b1, int a2, int b2, int a3, int b3) {
+    auto lane = [](int a, int b) {
+        auto word = [](int i) { return (uint64_t)(WORDS ? (2 * i) | (2 * i + 1) << 8 : 0x8000 | i) * 0x0001000100010001ull; };
+        return _mm_set_epi64x((long long)word(b), (long long)word(a));
+    };
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_m128i(lane(a0, b0), lane(a1, b1))), _mm256_setr_m128i(lane(a2, b2), lane(a3, b3)), 1);
+}
+
+/* Q5_K's fifth bits with GFNI: bit s_lo (low 256 bits) / s_hi (high 256 bits) of each qh
+ * byte moved to bit 4, every other bit cleared (output bit b of a byte is the parity of the
+ * input bits set in byte 7 - b of the lane's matrix). */
+TSR_TARGET_AVX512VNNI_GFNI static inline __m512i q5k_fifth_bits_gfni(__m512i qh, int s_lo, int s_hi) {
+    const long long lo = (long long)((uint64_t)(1u << s_lo) << 24), hi = (long long)((uint64_t)(1u << s_hi) << 24);
+    return _mm512_gf2p8affine_epi64_epi8(qh, _mm512_setr_epi64(lo, lo, lo, lo, hi, hi, hi, hi), 0);
 }
 
 /* Q4_K (HIGH false) / Q5_K (HIGH true) over R <= 4 rows: the 32 qs bytes of chunk c hold
  * elements 64c..64c+31 in their low nibbles and 64c+32..64c+63 in their high ones, so a
  * 64-byte load covers chunks 2k and 2k+1: its low nibbles are sub-blocks 4k and 4k+2, its
  * high ones 4k+1 and 4k+3, one per 256-bit half, against the Q8_K row gathered to match
- * once per super-block. Q5_K's fifth bit of sub-block s's element l is bit s of qh[l]. The
- * headers of all rows decode together (lanes_of_rows): scales, d and dmin, and the mins
- * times the activations' 16-element sums, row r in float lanes 4r..4r+3. Lanes never mix,
- * so a row's result is the same for every R. */
-template <bool HIGH, int R>
+ * once per super-block. Q5_K's fifth bit of sub-block s's element l is bit s of qh[l]
+ * (GFNI: moved to bit 4 by one affine op, merged by one ternary logic op; else a test and a
+ * masked add, 40-43 against 48-52 GB/s one core in cache). vpdpbusd sums each 4 elements,
+ * and the sums of two vectors pack into one of int16 (vpackssdw), which one vpmaddwd scales:
+ * one scale shuffle per 128 elements where vpmaddubsw and vpdpwssd took two (Q4_K 41-45 ->
+ * 49, Q5_K 40-41 -> 48 GB/s in cache). The headers of all rows decode together
+ * (lanes_of_rows): scales, d and dmin, and the mins times the activations' 16-element sums,
+ * row r in float lanes 4r..4r+3. Lanes never mix, so a row's result is the same for every
+ * R. */
+template <bool HIGH, int R, bool GFNI = false>
 TSR_TARGET_AVX512VNNI static void k4_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
     constexpr size_t bbytes = HIGH ? sizeof(tsr_block_q5_K) : sizeof(tsr_block_q4_K);
@@ -1109,22 +1127,28 @@ TSR_TARGET_AVX512VNNI static void k4_rows_avx512(int64_t n, const char * x, size
             const __m512i sc = _mm512_permutexvar_epi32(lane_of_zmm(r), sm);  /* row r's scales in every lane */
             const __m512i qh = HIGH ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(row + 16))) : _mm512_setzero_si512();
             const uint8_t * qs = row + (HIGH ? 48 : 16);
-            __m512i part[2];  /* two dependency chains */
+            __m512i part[2];  /* k = 0 and 1 */
 #pragma GCC unroll 2
             for (int k = 0; k < 2; ++k) {
                 const __m512i z = _mm512_loadu_si512((const void *)(qs + 64 * k));
-                __m512i lo = _mm512_and_si512(z, m4), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
-                if (HIGH) {
-                    const __m512i bit_lo = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * k))), _mm256_set1_epi8((char)(1 << (4 * k + 2))), 1);
-                    lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh, bit_lo), lo, m10);
-                    hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qh, _mm512_slli_epi16(bit_lo, 1)), hi, m10);
+                __m512i lo, hi;  /* sub-blocks 4k, 4k + 2 (lo) and 4k + 1, 4k + 3 (hi), one per 256-bit half */
+                if constexpr (HIGH && GFNI) {
+                    lo = _mm512_ternarylogic_epi32(z, q5k_fifth_bits_gfni(qh, 4 * k, 4 * k + 2), m4, 0xEC);  /* (a & c) | b */
+                    hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(z, 4), q5k_fifth_bits_gfni(qh, 4 * k + 1, 4 * k + 3), m4, 0xEC);
+                } else {
+                    lo = _mm512_and_si512(z, m4);
+                    hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+                    if (HIGH) {
+                        const __m512i bit_lo = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * k))), _mm256_set1_epi8((char)(1 << (4 * k + 2))), 1);
+                        lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh, bit_lo), lo, m10);
+                        hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qh, _mm512_slli_epi16(bit_lo, 1)), hi, m10);
+                    }
                 }
+                /* the 4-element dots of both fit int16 (31 * 128 * 4): packed, one vpmaddwd applies four scales */
                 const int s = 4 * k;
-                const __m512i plo = _mm512_maddubs_epi16(lo, yv[2 * k]), phi = _mm512_maddubs_epi16(hi, yv[2 * k + 1]);
-                const __m512i slo = _mm512_shuffle_epi8(sc, scale_pick_zmm(s, s, s + 2, s + 2));
-                const __m512i shi = _mm512_shuffle_epi8(sc, scale_pick_zmm(s + 1, s + 1, s + 3, s + 3));
-                part[0] = k ? _mm512_dpwssd_epi32(part[0], plo, slo) : _mm512_madd_epi16(plo, slo);
-                part[1] = k ? _mm512_dpwssd_epi32(part[1], phi, shi) : _mm512_madd_epi16(phi, shi);
+                const __m512i dots = _mm512_packs_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, yv[2 * k]),
+                                                        _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, yv[2 * k + 1]));
+                part[k] = _mm512_madd_epi16(dots, _mm512_shuffle_epi8(sc, pair_pick_zmm<false>(s, s + 1, s, s + 1, s + 2, s + 3, s + 2, s + 3)));
             }
             sumi[r] = _mm512_add_epi32(part[0], part[1]);
         }
@@ -1298,20 +1322,14 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
     }
 }
 
-/* vpshufb indices that copy int16 word w_k of 128-bit lane k into every word of that lane. */
-TSR_TARGET_AVX512VNNI static inline __m512i word_pick_zmm(int w0, int w1, int w2, int w3) {
-    auto w = [](int i) { return (short)((2 * i) | (2 * i + 1) << 8); };
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_m128i(_mm_set1_epi16(w(w0)), _mm_set1_epi16(w(w1)))),
-                              _mm256_setr_m128i(_mm_set1_epi16(w(w2)), _mm_set1_epi16(w(w3))), 1);
-}
-
 /* Q6_K over R <= 4 rows: elements 128h..128h+63 are ql[64h..64h+63]'s low nibbles with
  * qh[32h..]'s bits 0-1 (first 32) and 2-3 (next 32); elements 128h+64.. the high nibbles
  * with bits 4-5 and 6-7: one zmm of 64 consecutive elements each, against the Q8_K row
- * as stored. Levels stay unsigned (0..63, vpmaddubsw) and the -32 comes off through the
+ * as stored. Levels stay unsigned (0..63, vpdpbusd) and the -32 comes off through the
  * bsums: 32 * sum(scale * bsum) per row, no per-element subtraction. The rows' 16 int8
  * scales decode together (lanes_of_rows), sign-extended to int16 once for all rows; per
- * row, one in-lane word shuffle per 64 elements spreads them. d of the rows share one
+ * row, one in-lane word shuffle per 128 elements spreads them against the two vectors'
+ * 4-element sums packed to int16, as k4_rows_avx512. d of the rows share one
  * conversion, row r's sums sit in lanes 4r..4r+3 and integer sums are exact, so a row's
  * result is the same for every R. Prefetch as k4_rows_avx512. */
 template <int R>
@@ -1338,20 +1356,18 @@ TSR_TARGET_AVX512VNNI static void k6_rows_avx512(int64_t n, const char * x, size
             const uint8_t * row = blk + (size_t)r * lda;
             prefetch((const char *)row);
             const __m512i scr[2] = {_mm512_permutexvar_epi32(lane_of_zmm(r), sc_lo), _mm512_permutexvar_epi32(lane_of_zmm(r), sc_hi)};
-            __m512i part[2];  /* two dependency chains */
+            __m512i part[2];  /* h = 0 and 1 */
 #pragma GCC unroll 2
             for (int h = 0; h < 2; ++h) {
                 const __m512i ql = _mm512_loadu_si512((const void *)(row + 64 * h));
                 const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(row + offsetof(tsr_block_q6_K, qh) + 32 * h)));
                 const __m512i v0 = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, shl_lo), m30));
                 const __m512i v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(qh, shr_hi), m30));
-                /* 128-bit lane k of v0 takes scale 8h + k, of v1 scale 8h + 4 + k */
-                const __m512i s0 = _mm512_shuffle_epi8(scr[h], word_pick_zmm(0, 1, 2, 3));
-                const __m512i s1 = _mm512_shuffle_epi8(scr[h], word_pick_zmm(4, 5, 6, 7));
-                const __m512i p0 = _mm512_maddubs_epi16(v0, _mm512_loadu_si512((const void *)(y.qs + 128 * h)));
-                const __m512i p1 = _mm512_maddubs_epi16(v1, _mm512_loadu_si512((const void *)(y.qs + 128 * h + 64)));
-                part[0] = h ? _mm512_dpwssd_epi32(part[0], p0, s0) : _mm512_madd_epi16(p0, s0);
-                part[1] = h ? _mm512_dpwssd_epi32(part[1], p1, s1) : _mm512_madd_epi16(p1, s1);
+                /* 128-bit lane k of v0 takes scale 8h + k, of v1 scale 8h + 4 + k; the 4-element
+                 * dots of both fit int16 (63 * 128 * 4): packed, one vpmaddwd applies the scales */
+                const __m512i dots = _mm512_packs_epi32(_mm512_dpbusd_epi32(z, v0, _mm512_loadu_si512((const void *)(y.qs + 128 * h))),
+                                                        _mm512_dpbusd_epi32(z, v1, _mm512_loadu_si512((const void *)(y.qs + 128 * h + 64))));
+                part[h] = _mm512_madd_epi16(dots, _mm512_shuffle_epi8(scr[h], pair_pick_zmm<true>(0, 4, 1, 5, 2, 6, 3, 7)));
             }
             sumi[r] = _mm512_add_epi32(part[0], part[1]);
         }
@@ -1387,8 +1403,9 @@ struct matvec_avx512_gfni {
     }
     template <int KS, int R>
     __attribute__((flatten)) TSR_TARGET_AVX512VNNI_GFNI static void q8k(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out) {
-        static_assert(KS == KSLOT_Q3_K, "only Q3_K has a GFNI kernel");
-        k2_rows_avx512<true, R, true>(n, x, lda, y, out);
+        static_assert(KS == KSLOT_Q3_K || KS == KSLOT_Q5_K, "only Q3_K and Q5_K have GFNI kernels");
+        if constexpr (KS == KSLOT_Q5_K) k4_rows_avx512<true, R, true>(n, x, lda, y, out);
+        else k2_rows_avx512<true, R, true>(n, x, lda, y, out);
     }
 };
 
@@ -1445,6 +1462,8 @@ static kernels make_kernels_avx512(const cpu_features & f = features()) {
         if (f.avx512_gfni) {
             k.dot_q8k[KSLOT_Q3_K] = row_quant_dots<matvec_avx512_gfni>::dot_q8k<KSLOT_Q3_K>;
             k.dot4_q8k[KSLOT_Q3_K] = row_quant_dots<matvec_avx512_gfni>::dot4_q8k<KSLOT_Q3_K>;
+            k.dot_q8k[KSLOT_Q5_K] = row_quant_dots<matvec_avx512_gfni>::dot_q8k<KSLOT_Q5_K>;
+            k.dot4_q8k[KSLOT_Q5_K] = row_quant_dots<matvec_avx512_gfni>::dot4_q8k<KSLOT_Q5_K>;
             using G = row_quant_dots<matvec_avx512_gfni>;
             q4_0_entries<matvec_avx512_gfni>::fill(k);
             k.dot_yq8[QSLOT_Q4_1] = G::dot_yq8<TSR_TYPE_Q4_1>;
