@@ -1062,17 +1062,12 @@ TSR_TARGET_AVX512VNNI static inline __m512i join32_zmm(const void * p0, const vo
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p0)), _mm256_loadu_si256((const __m256i *)p1), 1);
 }
 
-/* vpshufb indices that spread a lane's scales into int16 words matching vpackssdw of two dot
- * vectors: 128-bit lane L gets scale a_L in words 0-3 (the first vector's dwords) and b_L in
- * words 4-7. The scales are the lane's bytes (WORDS false; unsigned, the high bytes cleared)
- * or its int16 words (WORDS true). */
-template <bool WORDS>
-TSR_TARGET_AVX512VNNI static inline __m512i pair_pick_zmm(int a0, int b0, int a1, int b1, int a2, int b2, int a3, int b3) {
-    auto lane = [](int a, int b) {
-        auto word = [](int i) { return (uint64_t)(WORDS ? (2 * i) | (2 * i + 1) << 8 : 0x8000 | i) * 0x0001000100010001ull; };
-        return _mm_set_epi64x((long long)word(b), (long long)word(a));
-    };
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_m128i(lane(a0, b0), lane(a1, b1))), _mm256_setr_m128i(lane(a2, b2), lane(a3, b3)), 1);
+/* vpermw indices that spread row r's int16 scales (words 8r..8r + 7 of a vector holding row
+ * r's in 128-bit lane r) into the words of vpackssdw of two dot vectors: every 128-bit lane L
+ * gets scale a_L in words 0-3 (the first vector's dwords) and b_L in words 4-7. */
+TSR_TARGET_AVX512VNNI static inline __m512i pair_words_index(int r, int a0, int b0, int a1, int b1, int a2, int b2, int a3, int b3) {
+    auto four = [r](int i) { return (long long)((uint64_t)(8 * r + i) * 0x0001000100010001ull); };
+    return _mm512_setr_epi64(four(a0), four(b0), four(a1), four(b1), four(a2), four(b2), four(a3), four(b3));
 }
 
 /* Q5_K's fifth bits with GFNI: bit s_lo (low 256 bits) / s_hi (high 256 bits) of each qh
@@ -1089,13 +1084,14 @@ TSR_TARGET_AVX512VNNI_GFNI static inline __m512i q5k_fifth_bits_gfni(__m512i qh,
  * high ones 4k+1 and 4k+3, one per 256-bit half, against the Q8_K row gathered to match
  * once per super-block. Q5_K's fifth bit of sub-block s's element l is bit s of qh[l]
  * (GFNI: moved to bit 4 by one affine op, merged by one ternary logic op; else a test and a
- * masked add, 40-43 against 48-52 GB/s one core in cache). vpdpbusd sums each 4 elements,
- * and the sums of two vectors pack into one of int16 (vpackssdw), which one vpmaddwd scales:
- * one scale shuffle per 128 elements where vpmaddubsw and vpdpwssd took two (Q4_K 41-45 ->
- * 49, Q5_K 40-41 -> 48 GB/s in cache). The headers of all rows decode together
- * (lanes_of_rows): scales, d and dmin, and the mins times the activations' 16-element sums,
- * row r in float lanes 4r..4r+3. Lanes never mix, so a row's result is the same for every
- * R. */
+ * masked add: 40-43 against 48-52 GB/s one core in cache). vpdpbusd sums each 4 elements,
+ * the sums of two vectors pack into one of int16 (vpackssdw), and one vpmaddwd applies their
+ * four scales, picked by one vpermw from the rows' scale words: one scale pick per 128
+ * elements where a lane broadcast, vpmaddubsw, two scale shuffles and two vpdpwssd took
+ * more (Q4_K 41-45 -> 49-55, Q5_K 40-41 -> 48-53 GB/s in cache). The headers of all rows
+ * decode together (lanes_of_rows): scales, d and dmin, and the mins times the activations'
+ * 16-element sums, row r in float lanes 4r..4r+3. Lanes never mix, so a row's result is the
+ * same for every R. */
 template <bool HIGH, int R, bool GFNI = false>
 TSR_TARGET_AVX512VNNI static void k4_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
@@ -1107,6 +1103,7 @@ TSR_TARGET_AVX512VNNI static void k4_rows_avx512(int64_t n, const char * x, size
         const uint8_t * blk = (const uint8_t *)x + (size_t)i * bbytes;
         const __m512i h = lanes_of_rows<R>(blk, lda);
         const __m512i sm = k4_scales_mins_zmm(h);
+        const __m512i sw = _mm512_unpacklo_epi8(sm, _mm512_setzero_si512());  /* each lane's scales as int16 */
         /* d y.d, dmin y.d of rows 0..3: floats 2r, 2r + 1 */
         const __m512 dm = _mm512_castps256_ps512(_mm256_mul_ps(
             _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), h))),
@@ -1124,7 +1121,6 @@ TSR_TARGET_AVX512VNNI static void k4_rows_avx512(int64_t n, const char * x, size
             /* the hardware prefetchers alone kept one core at ~31 GB/s on 4 streams from DRAM;
              * 2 KiB ahead measured ~39-42 (512 and 1024: no gain); lines: matvec_pf_line_every */
             prefetch((const char *)row);
-            const __m512i sc = _mm512_permutexvar_epi32(lane_of_zmm(r), sm);  /* row r's scales in every lane */
             const __m512i qh = HIGH ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(row + 16))) : _mm512_setzero_si512();
             const uint8_t * qs = row + (HIGH ? 48 : 16);
             __m512i part[2];  /* k = 0 and 1 */
@@ -1148,7 +1144,7 @@ TSR_TARGET_AVX512VNNI static void k4_rows_avx512(int64_t n, const char * x, size
                 const int s = 4 * k;
                 const __m512i dots = _mm512_packs_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, yv[2 * k]),
                                                         _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, yv[2 * k + 1]));
-                part[k] = _mm512_madd_epi16(dots, _mm512_shuffle_epi8(sc, pair_pick_zmm<false>(s, s + 1, s, s + 1, s + 2, s + 3, s + 2, s + 3)));
+                part[k] = _mm512_madd_epi16(dots, _mm512_permutexvar_epi16(pair_words_index(r, s, s + 1, s, s + 1, s + 2, s + 3, s + 2, s + 3), sw));
             }
             sumi[r] = _mm512_add_epi32(part[0], part[1]);
         }
@@ -1322,17 +1318,28 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
     }
 }
 
+/* Q6_K's two high bits with GFNI: bits p_lo, p_lo + 1 (low 256 bits) / p_hi, p_hi + 1 (high
+ * 256 bits) of each qh byte moved to bits 4-5, every other bit cleared (as
+ * q5k_fifth_bits_gfni). */
+TSR_TARGET_AVX512VNNI_GFNI static inline __m512i q6k_high_bits_gfni(__m512i qh, int p_lo, int p_hi) {
+    auto m = [](int p) { return (long long)((uint64_t)(1u << p) << 24 | (uint64_t)(2u << p) << 16); };
+    const long long lo = m(p_lo), hi = m(p_hi);
+    return _mm512_gf2p8affine_epi64_epi8(qh, _mm512_setr_epi64(lo, lo, lo, lo, hi, hi, hi, hi), 0);
+}
+
 /* Q6_K over R <= 4 rows: elements 128h..128h+63 are ql[64h..64h+63]'s low nibbles with
  * qh[32h..]'s bits 0-1 (first 32) and 2-3 (next 32); elements 128h+64.. the high nibbles
  * with bits 4-5 and 6-7: one zmm of 64 consecutive elements each, against the Q8_K row
  * as stored. Levels stay unsigned (0..63, vpdpbusd) and the -32 comes off through the
  * bsums: 32 * sum(scale * bsum) per row, no per-element subtraction. The rows' 16 int8
  * scales decode together (lanes_of_rows), sign-extended to int16 once for all rows; per
- * row, one in-lane word shuffle per 128 elements spreads them against the two vectors'
- * 4-element sums packed to int16, as k4_rows_avx512. d of the rows share one
- * conversion, row r's sums sit in lanes 4r..4r+3 and integer sums are exact, so a row's
- * result is the same for every R. Prefetch as k4_rows_avx512. */
-template <int R>
+ * row, one vpermw per 128 elements picks them for the two vectors' 4-element sums packed to
+ * int16, as k4_rows_avx512 (in cache 55-58 -> 64-66 GB/s with GFNI's high bits, below). The
+ * two high bits: GFNI moves them to bits 4-5 in one affine op, one ternary logic op merges
+ * them with the nibbles; else a shift and two masks. d of the rows share one conversion,
+ * row r's sums sit in lanes 4r..4r+3 and integer sums are exact, so a row's result is the
+ * same for every R. Prefetch as k4_rows_avx512. */
+template <int R, bool GFNI = false>
 TSR_TARGET_AVX512VNNI static void k6_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), z = _mm512_setzero_si512();
     /* qh bits to bits 4-5 of each byte: << 4 and << 2 for the low nibbles' halves, >> 0 and >> 2 for the high */
@@ -1355,19 +1362,24 @@ TSR_TARGET_AVX512VNNI static void k6_rows_avx512(int64_t n, const char * x, size
         for (int r = 0; r < R; ++r) {
             const uint8_t * row = blk + (size_t)r * lda;
             prefetch((const char *)row);
-            const __m512i scr[2] = {_mm512_permutexvar_epi32(lane_of_zmm(r), sc_lo), _mm512_permutexvar_epi32(lane_of_zmm(r), sc_hi)};
             __m512i part[2];  /* h = 0 and 1 */
 #pragma GCC unroll 2
             for (int h = 0; h < 2; ++h) {
                 const __m512i ql = _mm512_loadu_si512((const void *)(row + 64 * h));
                 const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(row + offsetof(tsr_block_q6_K, qh) + 32 * h)));
-                const __m512i v0 = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, shl_lo), m30));
-                const __m512i v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(qh, shr_hi), m30));
+                __m512i v0, v1;
+                if constexpr (GFNI) {
+                    v0 = _mm512_ternarylogic_epi32(ql, q6k_high_bits_gfni(qh, 0, 2), m4, 0xEC);  /* (a & c) | b */
+                    v1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql, 4), q6k_high_bits_gfni(qh, 4, 6), m4, 0xEC);
+                } else {
+                    v0 = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, shl_lo), m30));
+                    v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(qh, shr_hi), m30));
+                }
                 /* 128-bit lane k of v0 takes scale 8h + k, of v1 scale 8h + 4 + k; the 4-element
                  * dots of both fit int16 (63 * 128 * 4): packed, one vpmaddwd applies the scales */
                 const __m512i dots = _mm512_packs_epi32(_mm512_dpbusd_epi32(z, v0, _mm512_loadu_si512((const void *)(y.qs + 128 * h))),
                                                         _mm512_dpbusd_epi32(z, v1, _mm512_loadu_si512((const void *)(y.qs + 128 * h + 64))));
-                part[h] = _mm512_madd_epi16(dots, _mm512_shuffle_epi8(scr[h], pair_pick_zmm<true>(0, 4, 1, 5, 2, 6, 3, 7)));
+                part[h] = _mm512_madd_epi16(dots, _mm512_permutexvar_epi16(pair_words_index(r, 0, 4, 1, 5, 2, 6, 3, 7), h ? sc_hi : sc_lo));
             }
             sumi[r] = _mm512_add_epi32(part[0], part[1]);
         }
@@ -1392,8 +1404,8 @@ struct matvec_avx512 {
     }
 };
 
-/* The kernels that use GFNI, on a CPU that has it: Q3_K's R-row kernel and the 32-element
- * types' (gemv_q32_rows<T, R, true>). flatten inlines the bodies and, under this target,
+/* The kernels that use GFNI, on a CPU that has it: the R-row kernels of Q3_K, Q5_K and
+ * Q6_K and the 32-element types' (gemv_q32_rows<T, R, true>). flatten inlines the bodies and, under this target,
  * their GFNI helpers into them (the bodies' own target has no GFNI, so that no other
  * instantiation can hold GFNI instructions). */
 struct matvec_avx512_gfni {
@@ -1403,8 +1415,9 @@ struct matvec_avx512_gfni {
     }
     template <int KS, int R>
     __attribute__((flatten)) TSR_TARGET_AVX512VNNI_GFNI static void q8k(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out) {
-        static_assert(KS == KSLOT_Q3_K || KS == KSLOT_Q5_K, "only Q3_K and Q5_K have GFNI kernels");
+        static_assert(KS == KSLOT_Q3_K || KS == KSLOT_Q5_K || KS == KSLOT_Q6_K, "only Q3_K, Q5_K and Q6_K have GFNI kernels");
         if constexpr (KS == KSLOT_Q5_K) k4_rows_avx512<true, R, true>(n, x, lda, y, out);
+        else if constexpr (KS == KSLOT_Q6_K) k6_rows_avx512<R, true>(n, x, lda, y, out);
         else k2_rows_avx512<true, R, true>(n, x, lda, y, out);
     }
 };
@@ -1464,6 +1477,8 @@ static kernels make_kernels_avx512(const cpu_features & f = features()) {
             k.dot4_q8k[KSLOT_Q3_K] = row_quant_dots<matvec_avx512_gfni>::dot4_q8k<KSLOT_Q3_K>;
             k.dot_q8k[KSLOT_Q5_K] = row_quant_dots<matvec_avx512_gfni>::dot_q8k<KSLOT_Q5_K>;
             k.dot4_q8k[KSLOT_Q5_K] = row_quant_dots<matvec_avx512_gfni>::dot4_q8k<KSLOT_Q5_K>;
+            k.dot_q8k[KSLOT_Q6_K] = row_quant_dots<matvec_avx512_gfni>::dot_q8k<KSLOT_Q6_K>;
+            k.dot4_q8k[KSLOT_Q6_K] = row_quant_dots<matvec_avx512_gfni>::dot4_q8k<KSLOT_Q6_K>;
             using G = row_quant_dots<matvec_avx512_gfni>;
             q4_0_entries<matvec_avx512_gfni>::fill(k);
             k.dot_yq8[QSLOT_Q4_1] = G::dot_yq8<TSR_TYPE_Q4_1>;
