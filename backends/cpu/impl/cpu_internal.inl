@@ -152,33 +152,17 @@ struct yside_q4 {           /* Q4_0 weights: one zmm per 4 blocks, 4 int32 lanes
     int32_t bias[16];       /* lane 4j: -8 * sum(block j) */
     float   d[16];          /* lanes 4j..4j+3: d(block j) */
 };
-/* Q4_0 / IQ4_NL weights, 8 blocks (two groups) at once on AVX-512: the qs bytes 0..7 of the
- * 8 blocks in one zmm and bytes 8..15 in another, 2 int32 lanes per block, so one float
- * conversion and scaling serve 8 blocks. After the yside_q4 array (its groups serve the
- * group left over from the pairs, and the other ISAs). */
-struct yside_q4x8 {
-    int8_t  lo1[64];        /* block j of the 8: bytes 8j.. = its elements 0..7 */
-    int8_t  hi1[64];        /* elements 16..23 */
-    int8_t  lo2[64];        /* elements 8..15 */
-    int8_t  hi2[64];        /* elements 24..31 */
-    int32_t bias[16];       /* lane 2j: -8 * sum(block j) */
-    float   d[16];          /* lanes 2j, 2j + 1: d(block j) */
-};
-static_assert(sizeof(yside_q8) == 384 && sizeof(yside_q4) == 256 && sizeof(yside_q4x8) == 384, "y side layout");
-static constexpr bool y_side_has_x8(enum tsr_type wt) { return wt == TSR_TYPE_Q4_0 || wt == TSR_TYPE_IQ4_NL; }
+static_assert(sizeof(yside_q8) == 384 && sizeof(yside_q4) == 256, "y side layout");
 static inline size_t yq8_side_offset(int64_t nb) { return ((size_t)nb * sizeof(yq8) + 63) / 64 * 64; }
 /* Room for either side layout: y_side writes only the one the weight type reads. */
 static inline size_t yq8_row_bytes(int64_t n) {
-    return yq8_side_offset(n / 32) + (size_t)(n / 128) * std::max(sizeof(yside_q8), sizeof(yside_q4) + sizeof(yside_q4x8) / 2);
+    return yq8_side_offset(n / 32) + (size_t)(n / 128) * std::max(sizeof(yside_q8), sizeof(yside_q4));
 }
 static inline const yside_q8 * y_side_q8(const yq8 * y, int64_t nb) {
     return (const yside_q8 *)((const char *)y + yq8_side_offset(nb));
 }
 static inline const yside_q4 * y_side_q4(const yq8 * y, int64_t nb) {
     return (const yside_q4 *)((const char *)y + yq8_side_offset(nb));
-}
-static inline const yside_q4x8 * y_side_q4x8(const yq8 * y, int64_t nb) {
-    return (const yside_q4x8 *)((const char *)y + yq8_side_offset(nb) + (size_t)(nb / 4) * sizeof(yside_q4));
 }
 /* The side arrays for weights of type wt (Q8_0 or Q4_0) after the nb blocks of y. */
 static inline void y_side(yq8 * y, int64_t nb, enum tsr_type wt) {
@@ -204,20 +188,6 @@ static inline void y_side(yq8 * y, int64_t nb, enum tsr_type wt) {
             }
         }
     }
-    if (!y_side_has_x8(wt)) return;
-    yside_q4x8 * x8 = (yside_q4x8 *)(side + (size_t)(nb / 4) * sizeof(yside_q4));
-    for (int64_t pp = 0; pp < nb / 8; ++pp)
-        for (int j = 0; j < 8; ++j) {
-            const yq8 & b = y[pp * 8 + j];
-            yside_q4x8 & s = x8[pp];
-            std::memcpy(s.lo1 + 8 * j, b.qs, 8);
-            std::memcpy(s.lo2 + 8 * j, b.qs + 8, 8);
-            std::memcpy(s.hi1 + 8 * j, b.qs + 16, 8);
-            std::memcpy(s.hi2 + 8 * j, b.qs + 24, 8);
-            s.bias[2 * j] = -8 * b.sum;
-            s.bias[2 * j + 1] = 0;
-            s.d[2 * j] = s.d[2 * j + 1] = b.d;
-        }
 }
 
 /* Element k of a float-type row (T: 0 f32, 1 f16, 2 bf16): the scalar tails of the SIMD dots. */

@@ -196,12 +196,13 @@ TSR_TARGET_AVX512VNNI static void gemv_q8_0_rows(int64_t n, const char * x, size
  * integer sum. Q4_1 / Q5_1's min meets the block sums (bias / -8) in float. GFNI (a CPU
  * with it): the high nibbles in one instruction and Q5's fifth bits by q5_levels_gfni,
  * the same integers in fewer instructions (in cache, one core: Q4_0 33 -> 35 GB/s, Q4_1
- * 29 -> 30, Q5_0 24 -> 25.5, Q5_1 22.5 -> 24.5, IQ4_NL 29 -> 30.5). Q4_0 and IQ4_NL (9 words
- * a block: two groups' qs words 0..3, and 4..7, each within one pair of loads) run two
- * groups a step first (yside_q4x8): the float conversion and scaling, a fifth of the work
- * and more of the time (without them Q4_0 ran 50 GB/s against 40), then serve 8 blocks
- * instead of 4: Q4_0 35 -> 39, IQ4_NL 30.5 -> 34.5. The other types' blocks do not fit;
- * they take their qs and qh by dword permutes (q32_layout::dwords): a word permute of two
+ * 29 -> 30, Q5_0 24 -> 25.5, Q5_1 22.5 -> 24.5, IQ4_NL 29 -> 30.5). Q4_0 and IQ4_NL (9
+ * words a block) take their qs by one word permute of the two loads. Their two-groups-a-step
+ * path (8 blocks from four overlapping loads at bytes 0, 8, 72 and 80 of 144: one float
+ * scaling per 8 blocks) was 4-10 % faster in cache but read DRAM at a third of its in-cache
+ * rate on Zen 5 (2 threads: Q4_0 0.54-0.57, IQ4_NL 0.53-0.61 x the read against 0.97-1.01
+ * and 1.04-1.12 without it, one thread 20 against 46 GB/s): removed. The other types' blocks
+ * take their qs and qh by dword permutes (q32_layout::dwords): a word permute of two
  * sources is two uops on the port that also runs the byte shuffles, the conversions and
  * GFNI, and that port was the limit (Q4_1 30 -> 31.5, Q5_0 25.4 -> 29.3, Q5_1 24.4 -> 29.7). */
 template <tsr_type T> struct q32_layout {
@@ -297,21 +298,6 @@ TSR_TARGET_AVX512VNNI_GFNI static inline __m512i high_nibbles_gfni(__m512i qs) {
     return _mm512_gf2p8affine_epi64_epi8(qs, _mm512_set1_epi64(gf_high_nibble), 0);
 }
 
-/* vpermt2w indices of the pair path (Q4_0 / IQ4_NL, 9 words a block): from the two groups'
- * first 64 bytes, words 4j..4j+3 = block j's qs words 0..3; the same indices on the loads 8
- * bytes further give qs words 4..7. dm: words 2j, 2j + 1 = d of block j. */
-struct q4x8_indices {
-    alignas(64) uint16_t qs[32], d[32];
-    constexpr q4x8_indices() : qs{}, d{} {
-        for (int w = 0; w < 32; ++w) {
-            const int j = w / 4;
-            qs[w] = (uint16_t)((j < 4 ? 0 : 32) + 9 * (j % 4) + 1 + w % 4);
-            d[w] = (uint16_t)((w / 2 < 4 ? 0 : 32) + 9 * (w / 2 % 4) * (w < 16));
-        }
-    }
-};
-static constexpr q4x8_indices q4x8_idx{};
-
 template <tsr_type T, int R, bool GFNI = false>
 TSR_TARGET_AVX512VNNI static inline void gemv_q32_rows(int64_t n, const char * x, size_t lda, const yq8 * y, float * out) {
     using L = q32_layout<T>;
@@ -327,51 +313,7 @@ TSR_TARGET_AVX512VNNI static inline void gemv_q32_rows(int64_t n, const char * x
     __m512 acc[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-    int64_t g0 = 0;
-    if constexpr (y_side_has_x8(T)) {
-        /* two groups (8 blocks, 144 bytes) a step: qs bytes 0..7 of the 8 blocks in v1, 8..15
-         * in v2, four vpdpbusd into one sum with 2 lanes a block (one chain: 2 % faster
-         * than two and an add), then one scaling */
-        g0 = ng / 2 * 2;
-        const yside_q4x8 * x8 = y_side_q4x8(y, nb);
-        const __m512i i8 = _mm512_load_si512((const void *)q4x8_idx.qs), i8d = _mm512_load_si512((const void *)q4x8_idx.d);
-        const matvec_prefetcher<T, 32 * L::words> prefetch2;
-        for (int64_t pp = 0; pp < ng / 2; ++pp) {
-            const yside_q4x8 & s = x8[pp];
-            const __m512i ylo1 = _mm512_loadu_si512((const void *)s.lo1), yhi1 = _mm512_loadu_si512((const void *)s.hi1);
-            const __m512i ylo2 = _mm512_loadu_si512((const void *)s.lo2), yhi2 = _mm512_loadu_si512((const void *)s.hi2);
-            const __m512i yb8 = _mm512_loadu_si512((const void *)s.bias);
-            const __m512i yb = T == TSR_TYPE_IQ4_NL ? _mm512_slli_epi32(yb8, 4) : yb8;
-            const __m512 dy = _mm512_loadu_ps(s.d);
-#pragma GCC unroll 8
-            for (int r = 0; r < R; ++r) {
-                const char * xb = x + (size_t)r * lda + (size_t)pp * 16 * L::words;
-                prefetch2(xb);
-                const __m512i za = _mm512_loadu_si512((const void *)xb), zb = _mm512_loadu_si512((const void *)(xb + 8 * L::words));
-                const __m512i v1 = _mm512_permutex2var_epi16(za, i8, zb);
-                const __m512i v2 = _mm512_permutex2var_epi16(_mm512_loadu_si512((const void *)(xb + 8)), i8, _mm512_loadu_si512((const void *)(xb + 8 * L::words + 8)));
-                const __m512i dm = _mm512_permutex2var_epi16(za, i8d, zb);
-                __m512i lo1 = _mm512_and_si512(v1, m4), lo2 = _mm512_and_si512(v2, m4), hi1, hi2;
-                if constexpr (GFNI) {
-                    hi1 = high_nibbles_gfni(v1);
-                    hi2 = high_nibbles_gfni(v2);
-                } else {
-                    hi1 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), m4);
-                    hi2 = _mm512_and_si512(_mm512_srli_epi16(v2, 4), m4);
-                }
-                if (T == TSR_TYPE_IQ4_NL) {
-                    lo1 = _mm512_shuffle_epi8(table, lo1);
-                    hi1 = _mm512_shuffle_epi8(table, hi1);
-                    lo2 = _mm512_shuffle_epi8(table, lo2);
-                    hi2 = _mm512_shuffle_epi8(table, hi2);
-                }
-                const __m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_dpbusd_epi32(yb, lo1, ylo1), hi1, yhi1), lo2, ylo2), hi2, yhi2);
-                const __m512 dx = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
-                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dx, dy), acc[r]);
-            }
-        }
-    }
-    for (int64_t g = g0; g < ng; ++g) {
+    for (int64_t g = 0; g < ng; ++g) {
         const yside_q4 & s = ys[g];
         const __m512i ylo = _mm512_loadu_si512((const void *)s.lo), yhi = _mm512_loadu_si512((const void *)s.hi);
         const __m512i yb8 = _mm512_loadu_si512((const void *)s.bias);  /* -8 * sum in lane 4j */
