@@ -19105,9 +19105,11 @@ static inline bool r8_type_has_simd(enum tsr_type t) {
      * bits by vptestmb and a masked add, lanes scaled every 8 products) read 59.6-64.9 GB/s in
      * cache against the file kernel's 41.0-42.9, one core, yet from DRAM 1.00 / 0.78 / 0.86 /
      * 0.78 / 0.92 x the read against the file's 0.93 / 0.83 / 0.89 / 0.91 / 0.91 (five runs):
-     * not kept. Q5_0 0.35-0.39 / 0.79: its record pays everywhere (its zmm kernel,
-     * like Q4_0's and IQ4_NL's file kernels at 0.53-0.56, reads far below its in-cache rate
-     * from DRAM: not found why); its AVX-512 GEMM panels come from the record as well
+     * not kept. Q5_0 0.35-0.39 / 0.79: its record pays everywhere (its zmm kernel reads far
+     * below its in-cache rate from DRAM; Q4_0's and IQ4_NL's file kernels did the same at
+     * 0.53-0.56 until their four overlapping loads a step went, after which they read at
+     * 0.94-1.12: Q5_0's also loads 64 bytes at group bytes 2 and 24, the likely cause, not
+     * yet changed); its AVX-512 GEMM panels come from the record as well
      * (1040-1086 against the file layout's 1055-1063 GFLOPS). */
     if (t == TSR_TYPE_Q5_K || t == TSR_TYPE_Q4_1 || t == TSR_TYPE_Q5_1) return avx2 && !features().avx512;
     /* Q5_0 on AVX-512 VNNI + GFNI: its record's zmm kernel (r8_q50_groups_dot_avx512gfni,
