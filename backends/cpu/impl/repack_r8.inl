@@ -91,18 +91,16 @@ static inline bool r8_type_has_simd(enum tsr_type t) {
      * bits by vptestmb and a masked add, lanes scaled every 8 products) read 59.6-64.9 GB/s in
      * cache against the file kernel's 41.0-42.9, one core, yet from DRAM 1.00 / 0.78 / 0.86 /
      * 0.78 / 0.92 x the read against the file's 0.93 / 0.83 / 0.89 / 0.91 / 0.91 (five runs):
-     * not kept. Q5_0 0.35-0.39 / 0.79: its record pays everywhere (its zmm kernel reads far
-     * below its in-cache rate from DRAM; Q4_0's and IQ4_NL's file kernels did the same at
-     * 0.53-0.56 until their four overlapping loads a step went, after which they read at
-     * 0.94-1.12: Q5_0's also loads 64 bytes at group bytes 2 and 24, the likely cause, not
-     * yet changed); its AVX-512 GEMM panels come from the record as well
-     * (1040-1086 against the file layout's 1055-1063 GFLOPS). */
-    if (t == TSR_TYPE_Q5_K || t == TSR_TYPE_Q4_1 || t == TSR_TYPE_Q5_1) return avx2 && !features().avx512;
-    /* Q5_0 on AVX-512 VNNI + GFNI: its record's zmm kernel (r8_q50_groups_dot_avx512gfni,
-     * in cache 72.0 against the AVX2 record kernel's 31.5 and the file kernel's 40.9 GB/s, one
-     * core) reads 0.94 / 0.77 / 1.01 x the read from DRAM (three runs on a noisy host: Q4_0's
-     * record 0.93 / 0.99 in the same runs). */
-    if (t == TSR_TYPE_Q5_0) return avx2;
+     * not kept. Q5_0: its file kernel read 0.35-0.46 x from DRAM while its record read 0.79,
+     * until the file kernel's third load (64 bytes at group byte 2, overlapping the one at 0)
+     * became a word permute: from DRAM 0.38 / 0.70 -> 1.02 / 1.05 x the read (two alternating
+     * runs), one thread 12.5 -> 40 GB/s at its in-cache rate (41.6-41.9), against the record's
+     * zmm kernel (r8_q50_groups_dot_avx512gfni, in cache 72-76) at 0.87-0.95 in the same
+     * runs; the GEMMs are even (the record's panels 1040-1086 against the file layout's
+     * 1055-1063 GFLOPS): AVX-512 CPUs keep Q5_0's file layout too. Q4_0's and IQ4_NL's file
+     * kernels had read 0.53-0.61 until their four overlapping loads a step went (0.94-1.12
+     * since); their records stay (the issue's default, the GEMMs' panels), at 0.83-0.99. */
+    if (t == TSR_TYPE_Q5_K || t == TSR_TYPE_Q4_1 || t == TSR_TYPE_Q5_1 || t == TSR_TYPE_Q5_0) return avx2 && !features().avx512;
     /* Q2_K: 0.86-0.91 in the file layout against 0.80 interleaved (its record's zmm kernel),
      * LLaMA 1.1B generation 111-128 against 111-113 tok/s, the prompt no faster. Its record's
      * faster zmm kernel (r8_q2k_groups_dot_avx512vnni, 1.2x the file layout's in cache) did not
@@ -563,30 +561,17 @@ TSR_TARGET_AVX512VNNI static inline void r8_store_halves_zmm(const __m512 * acc,
         _mm256_storeu_ps(out + 8 * g, _mm256_add_ps(_mm512_castps512_ps256(acc[g]), _mm512_extractf32x8_ps(acc[g], 1)));
 }
 
-/* Q5_0's levels with GFNI: the record's fifth-bit chunk (broadcast to both halves) gives each
- * nibble its bit 4 by one gf2p8affineqb whose matrix differs per half (bit 2c for chunk c's low
- * nibbles, 2c + 1 for its high ones; matrix byte 3 selects the input bit of output bit 4),
- * merged with the masked nibble by one vpternlogd. s: the bit of the pair's first chunk. */
-TSR_TARGET_AVX512VNNI static inline __m512i q50_fifth_bit_matrices(int s) {
-    const long long m0 = (long long)((uint64_t)(1u << s) << 24), m1 = (long long)((uint64_t)(1u << (s + 2)) << 24);
-    return _mm512_setr_epi64(m0, m0, m0, m0, m1, m1, m1, m1);
-}
-
-TSR_TARGET_AVX512VNNI_GFNI static inline __m512i q50_levels_gfni(__m512i nibbles, __m512i qh, __m512i matrices) {
-    /* vpternlogd 0xEA: (nibbles & 0x0F) | bit 4 */
-    return _mm512_ternarylogic_epi32(nibbles, _mm512_set1_epi8(0x0F), _mm512_gf2p8affine_epi64_epi8(qh, matrices, 0), 0xEA);
-}
-
 /* The same with vpdpbusd on whole zmm registers (unsigned x signed into int32, no
  * saturation): a load takes two chunks, lanes 0..7 one chunk's 8 rows and lanes 8..15 the
  * next's, against the two matching activation quads (one vpermd each, shared by the G
- * groups). The weights' offset (Q4_0's 8, Q5_0's 16, IQ4_NL's values moved to unsigned by
+ * groups). The weights' offset (Q4_0's 8, IQ4_NL's values moved to unsigned by
  * 128) comes back exactly as -offset * sum(y) in lanes 0..7 of the first vpdpbusd's start,
  * so a row's two lanes add up to the exact block sum; each is scaled (d, 8 rows' fp16 scales
  * in one vcvtph2ps, repeated in both halves) and the halves are added once at the end. G
- * groups, gstride bytes apart, are G streams from memory; out gets 8 floats per group. Q5_0
- * (its record: the Q4_0 record with a chunk of fifth bits, r8_q32_layout) needs GFNI
- * (q50_levels_gfni; only r8_q50_groups_dot_avx512gfni instantiates it). */
+ * groups, gstride bytes apart, are G streams from memory; out gets 8 floats per group. (Q5_0's
+ * record had a GFNI instantiation, fifth bits by one gf2p8affineqb a nibble plane, 72-76 GB/s
+ * in cache; since Q5_0's file kernel reads at the DRAM's rate, AVX-512 CPUs keep its file
+ * layout and the instantiation went.) */
 template <enum tsr_type T, int G>
 TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void r8_q4_groups_dot_zmm(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out) {
     using L = r8_q32_layout<T>;
@@ -598,9 +583,7 @@ TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void r8_q4_groups_dot_zmm(const u
     const __m512i sel_lo23 = _mm512_add_epi32(sel_lo01, _mm512_set1_epi32(2));
     const __m512i sel_hi01 = _mm512_add_epi32(sel_lo01, _mm512_set1_epi32(4));
     const __m512i sel_hi23 = _mm512_add_epi32(sel_lo01, _mm512_set1_epi32(6));
-    [[maybe_unused]] const __m512i mx_lo01 = q50_fifth_bit_matrices(0), mx_hi01 = q50_fifth_bit_matrices(1);
-    [[maybe_unused]] const __m512i mx_lo23 = q50_fifth_bit_matrices(4), mx_hi23 = q50_fifth_bit_matrices(5);
-    const int32_t offset = T == TSR_TYPE_Q4_0 ? 8 : T == TSR_TYPE_Q5_0 ? 16 : 128;
+    const int32_t offset = T == TSR_TYPE_Q4_0 ? 8 : 128;
     const matvec_prefetcher<T, L::bytes, true> prefetch;
     __m512 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
@@ -615,17 +598,8 @@ TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void r8_q4_groups_dot_zmm(const u
             prefetch((const char *)rec);
             const __m512i q01 = _mm512_loadu_si512((const void *)(rec + L::qs_at));
             const __m512i q23 = _mm512_loadu_si512((const void *)(rec + L::qs_at + 64));
-            __m512i lo01, hi01, lo23, hi23;
-            if constexpr (T == TSR_TYPE_Q5_0) {
-                const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(rec + L::qh_at)));
-                lo01 = q50_levels_gfni(q01, qh, mx_lo01);
-                lo23 = q50_levels_gfni(q23, qh, mx_lo23);
-                hi01 = q50_levels_gfni(_mm512_srli_epi16(q01, 4), qh, mx_hi01);
-                hi23 = q50_levels_gfni(_mm512_srli_epi16(q23, 4), qh, mx_hi23);
-            } else {
-                lo01 = _mm512_and_si512(q01, m4), hi01 = _mm512_and_si512(_mm512_srli_epi16(q01, 4), m4);
-                lo23 = _mm512_and_si512(q23, m4), hi23 = _mm512_and_si512(_mm512_srli_epi16(q23, 4), m4);
-            }
+            __m512i lo01 = _mm512_and_si512(q01, m4), hi01 = _mm512_and_si512(_mm512_srli_epi16(q01, 4), m4);
+            __m512i lo23 = _mm512_and_si512(q23, m4), hi23 = _mm512_and_si512(_mm512_srli_epi16(q23, 4), m4);
             if (T == TSR_TYPE_IQ4_NL) {
                 lo01 = _mm512_shuffle_epi8(lut, lo01);
                 hi01 = _mm512_shuffle_epi8(lut, hi01);
@@ -645,14 +619,8 @@ TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void r8_q4_groups_dot_zmm(const u
 
 template <enum tsr_type T, int G>
 TSR_TARGET_AVX512VNNI static void r8_groups_dot_avx512vnni(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out) {
-    static_assert(T != TSR_TYPE_Q5_0, "Q5_0 needs GFNI: r8_q50_groups_dot_avx512gfni");
+    static_assert(T == TSR_TYPE_Q4_0 || T == TSR_TYPE_IQ4_NL, "the zmm record kernel reads Q4_0 and IQ4_NL records");
     r8_q4_groups_dot_zmm<T, G>(grp, gstride, nb, y, out);
-}
-
-template <int G>
-__attribute__((flatten)) TSR_TARGET_AVX512VNNI_GFNI static void r8_q50_groups_dot_avx512gfni(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y,
-                                                                                            float * out) {
-    r8_q4_groups_dot_zmm<TSR_TYPE_Q5_0, G>(grp, gstride, nb, y, out);
 }
 TSR_SIMD_WARNINGS_ON
 #endif
@@ -1436,14 +1404,12 @@ static r8_dots r8_dots_of_type() {
     return {r8_groups_dot_scalar<yq8, r8_group_dot_scalar<T>, 1>, r8_groups_dot_scalar<yq8, r8_group_dot_scalar<T>, 4>, 4};
 }
 
-/* Q4_1, Q5_0, Q5_1: the AVX2 kernel wherever AVX2 is (CPUs with AVX-512 keep Q4_1 / Q5_1
- * in the file layout), Q5_0's zmm one on AVX-512 VNNI with GFNI. */
+/* Q4_1, Q5_0, Q5_1: the AVX2 kernel wherever AVX2 is (CPUs with AVX-512 keep their file
+ * layouts; the AVX-512 path reads a record only when a test asks for it). */
 template <enum tsr_type T>
 static r8_dots r8_q32_dots() {
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
     const int isa = isa_vector();
-    if (T == TSR_TYPE_Q5_0 && isa == TSR_CPU_ISA_AVX512 && features().avx512_vnni && features().avx512_gfni)
-        return {r8_q50_groups_dot_avx512gfni<1>, r8_q50_groups_dot_avx512gfni<4>, 4};
     if (isa == TSR_CPU_ISA_AVX2 || isa == TSR_CPU_ISA_AVX512) return {r8_q32_groups_dot_avx2<T, 1>, r8_q32_groups_dot_avx2<T, 2>, 2};
 #endif
     return {r8_groups_dot_scalar<yq8, r8_q32_group_dot_scalar<T>, 1>, r8_groups_dot_scalar<yq8, r8_q32_group_dot_scalar<T>, 4>, 4};
