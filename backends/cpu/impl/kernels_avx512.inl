@@ -218,8 +218,8 @@ template <tsr_type T> struct q32_layout {
      * needs. Q4_1 / Q5_1 blocks are whole dwords (a header of d, m (and qh), then 4 qs
      * dwords) in the group's first 64 and last 32 bytes; Q5_0's (22 bytes) are, for the
      * even blocks, in the 64 bytes from byte 2 (taken out of the other two loads by a word
- * permute: a load at byte 2 read DRAM at a third of the rate, Q5_0 0.38-0.70 against
- * 1.02-1.05 x the read on Zen 5) and, for the odd ones, in the last 64. */
+     * permute: a load at byte 2 read DRAM at a third of the rate, Q5_0 0.38-0.70 against
+     * 1.02-1.05 x the read on Zen 5) and, for the odd ones, in the last 64. */
     static constexpr bool dwords = T != TSR_TYPE_Q4_0 && T != TSR_TYPE_IQ4_NL;
     static constexpr int hd = has_qh ? 2 : 1;   /* Q4_1 / Q5_1 header dwords */
     static constexpr int qb = T == TSR_TYPE_Q5_0 ? 0 : 4;   /* block j's qh: byte qb of lane j */
@@ -980,8 +980,8 @@ static constexpr act_kernels act_table_avx512 = [] {
 /* ---- K-quants and the 32-element types against quantized activations, zmm + VNNI ---------
  * The AVX2 kernels' arithmetic at twice the width: one zmm holds 64 consecutive elements of
  * a super-block, so the activations load straight (no shuffles on the shared side), and
- * vpdpwssd / vpmaddwd apply the int16 scales. Mat-vec streams the
- * weights once; with ymm the per-element work, not DRAM, set the pace. */
+ * vpdpwssd / vpmaddwd apply the int16 scales. Mat-vec streams the weights once; with ymm the
+ * per-element work, not DRAM, set the pace. */
 
 /* 16 bytes at p of each of rows 0..3 (lda apart; rows past R repeat row 0), a 128-bit lane
  * per row: the K-quant mat-vec decodes the rows' scales, mins and factors at once, so the
