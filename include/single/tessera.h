@@ -17370,12 +17370,19 @@ TSR_TARGET_AVX512VNNI static inline __m512i pair_words_index(int r, int a0, int 
     return _mm512_setr_epi64(four(a0), four(b0), four(a1), four(b1), four(a2), four(b2), four(a3), four(b3));
 }
 
-/* Q5_K's fifth bits with GFNI: bit s_lo (low 256 bits) / s_hi (high 256 bits) of each qh
- * byte moved to bit 4, every other bit cleared (output bit b of a byte is the parity of the
- * input bits set in byte 7 - b of the lane's matrix). */
-TSR_TARGET_AVX512VNNI_GFNI static inline __m512i q5k_fifth_bits_gfni(__m512i qh, int s_lo, int s_hi) {
-    const long long lo = (long long)((uint64_t)(1u << s_lo) << 24), hi = (long long)((uint64_t)(1u << s_hi) << 24);
-    return _mm512_gf2p8affine_epi64_epi8(qh, _mm512_setr_epi64(lo, lo, lo, lo, hi, hi, hi, hi), 0);
+/* gf2p8affineqb that moves `count` adjacent bits of every byte, from bit src_lo (the zmm's
+ * low 256 bits) or src_hi (its high 256 bits) to bit dst, clearing every other bit: output
+ * bit b of a byte is the parity of the input bits set in byte 7 - b of its qword's matrix.
+ * Q3_K's third bits, Q5_K's fifth and Q6_K's high pairs come out of their bit planes so, the
+ * planes' bit differing between the halves. */
+TSR_TARGET_AVX512VNNI_GFNI static inline __m512i gf_move_bits(__m512i v, int src_lo, int src_hi, int dst, int count) {
+    auto matrix = [dst, count](int src) {
+        uint64_t m = 0;
+        for (int i = 0; i < count; ++i) m |= (uint64_t)(1u << (src + i)) << (8 * (7 - dst - i));
+        return (long long)m;
+    };
+    const long long lo = matrix(src_lo), hi = matrix(src_hi);
+    return _mm512_gf2p8affine_epi64_epi8(v, _mm512_setr_epi64(lo, lo, lo, lo, hi, hi, hi, hi), 0);
 }
 
 /* Q4_K (HIGH false) / Q5_K (HIGH true) over R <= 4 rows: the 32 qs bytes of chunk c hold
@@ -17429,8 +17436,8 @@ TSR_TARGET_AVX512VNNI static void k4_rows_avx512(int64_t n, const char * x, size
                 const __m512i z = _mm512_loadu_si512((const void *)(qs + 64 * k));
                 __m512i lo, hi;  /* sub-blocks 4k, 4k + 2 (lo) and 4k + 1, 4k + 3 (hi), one per 256-bit half */
                 if constexpr (HIGH && GFNI) {
-                    lo = _mm512_ternarylogic_epi32(z, q5k_fifth_bits_gfni(qh, 4 * k, 4 * k + 2), m4, 0xEC);  /* (a & c) | b */
-                    hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(z, 4), q5k_fifth_bits_gfni(qh, 4 * k + 1, 4 * k + 3), m4, 0xEC);
+                    lo = _mm512_ternarylogic_epi32(z, gf_move_bits(qh, 4 * k, 4 * k + 2, 4, 1), m4, 0xEC);  /* (a & c) | b */
+                    hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(z, 4), gf_move_bits(qh, 4 * k + 1, 4 * k + 3, 4, 1), m4, 0xEC);
                 } else {
                     lo = _mm512_and_si512(z, m4);
                     hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
@@ -17498,23 +17505,13 @@ TSR_TARGET_AVX512VNNI static inline __m512i k2_scale_index(int j) {
 
 static constexpr size_t k2_prefetch_ahead = 2048;  /* bytes past the current super-block of a row */
 
-/* gf2p8affineqb matrices for Q3_K's third bits of levels j: each byte's hmask bit j (the
- * zmm's low 256 bits, elements 128 * 0 + 32j..) or 4 + j (high 256 bits, 128 + 32j..) moved
- * to the bit above the level's two low bits as k2_row_dots masks them (bit 2 for even j,
- * bit 4 for odd j), every other bit cleared. Output bit b of a byte is the parity of the
- * input bits set in byte 7 - b of the matrix. */
-TSR_TARGET_AVX512VNNI static inline __m512i q3k_third_bit_matrix(int j) {
-    const int out = j & 1 ? 4 : 2;
-    const long long half0 = (long long)((uint64_t)(1u << j) << (8 * (7 - out)));
-    const long long half1 = (long long)((uint64_t)(1u << (4 + j)) << (8 * (7 - out)));
-    return _mm512_setr_epi64(half0, half0, half0, half0, half1, half1, half1, half1);
-}
-
-/* Q3_K's unsigned levels j (odd j: times 4) with GFNI: the third bit moved into place in
- * one instruction and merged with the two low bits of q (masked by low_bits) in another,
+/* Q3_K's unsigned levels j (odd j: times 4) with GFNI: the third bit (hmask bit j of the
+ * low 256 bits' elements 32j.., 4 + j of the high 256 bits' 128 + 32j..) moved to the bit
+ * above the level's two low bits as k2_row_dots masks them (bit 2 for even j, 4 for odd j)
+ * in one instruction and merged with the two low bits of q (masked by low_bits) in another,
  * where test and masked add take two and a mask register. */
 TSR_TARGET_AVX512VNNI_GFNI static inline __m512i q3k_levels_gfni(__m512i q, __m512i hm, __m512i low_bits, int j) {
-    return _mm512_ternarylogic_epi32(q, _mm512_gf2p8affine_epi64_epi8(hm, q3k_third_bit_matrix(j), 0), low_bits, 0xE4);  /* c ? a : b */
+    return _mm512_ternarylogic_epi32(q, gf_move_bits(hm, j, 4 + j, j & 1 ? 4 : 2, 1), low_bits, 0xE4);  /* c ? a : b */
 }
 
 /* The levels of row's elements 32j.. and 128 + 32j.. (odd j: times 4) against yv. */
@@ -17618,15 +17615,6 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
     }
 }
 
-/* Q6_K's two high bits with GFNI: bits p_lo, p_lo + 1 (low 256 bits) / p_hi, p_hi + 1 (high
- * 256 bits) of each qh byte moved to bits 4-5, every other bit cleared (as
- * q5k_fifth_bits_gfni). */
-TSR_TARGET_AVX512VNNI_GFNI static inline __m512i q6k_high_bits_gfni(__m512i qh, int p_lo, int p_hi) {
-    auto m = [](int p) { return (long long)((uint64_t)(1u << p) << 24 | (uint64_t)(2u << p) << 16); };
-    const long long lo = m(p_lo), hi = m(p_hi);
-    return _mm512_gf2p8affine_epi64_epi8(qh, _mm512_setr_epi64(lo, lo, lo, lo, hi, hi, hi, hi), 0);
-}
-
 /* Q6_K over R <= 4 rows: elements 128h..128h+63 are ql[64h..64h+63]'s low nibbles with
  * qh[32h..]'s bits 0-1 (first 32) and 2-3 (next 32); elements 128h+64.. the high nibbles
  * with bits 4-5 and 6-7: one zmm of 64 consecutive elements each, against the Q8_K row
@@ -17634,7 +17622,7 @@ TSR_TARGET_AVX512VNNI_GFNI static inline __m512i q6k_high_bits_gfni(__m512i qh, 
  * bsums: 32 * sum(scale * bsum) per row, no per-element subtraction. The rows' 16 int8
  * scales decode together (lanes_of_rows), sign-extended to int16 once for all rows; per
  * row, one vpermw per 128 elements picks them for the two vectors' 4-element sums packed to
- * int16, as k4_rows_avx512 (in cache 55-58 -> 64-66 GB/s with GFNI's high bits, below). The
+ * int16, as k4_rows_avx512 (in cache 55-58 -> 64-66 GB/s with GFNI's high bits). The
  * two high bits: GFNI moves them to bits 4-5 in one affine op, one ternary logic op merges
  * them with the nibbles; else a shift and two masks. d of the rows share one conversion,
  * row r's sums sit in lanes 4r..4r+3 and integer sums are exact, so a row's result is the
@@ -17669,8 +17657,8 @@ TSR_TARGET_AVX512VNNI static void k6_rows_avx512(int64_t n, const char * x, size
                 const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(row + offsetof(tsr_block_q6_K, qh) + 32 * h)));
                 __m512i v0, v1;
                 if constexpr (GFNI) {
-                    v0 = _mm512_ternarylogic_epi32(ql, q6k_high_bits_gfni(qh, 0, 2), m4, 0xEC);  /* (a & c) | b */
-                    v1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql, 4), q6k_high_bits_gfni(qh, 4, 6), m4, 0xEC);
+                    v0 = _mm512_ternarylogic_epi32(ql, gf_move_bits(qh, 0, 2, 4, 2), m4, 0xEC);  /* (a & c) | b */
+                    v1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql, 4), gf_move_bits(qh, 4, 6, 4, 2), m4, 0xEC);
                 } else {
                     v0 = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, shl_lo), m30));
                     v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(qh, shr_hi), m30));
@@ -17705,9 +17693,9 @@ struct matvec_avx512 {
 };
 
 /* The kernels that use GFNI, on a CPU that has it: the R-row kernels of Q3_K, Q5_K and
- * Q6_K and the 32-element types' (gemv_q32_rows<T, R, true>). flatten inlines the bodies and, under this target,
- * their GFNI helpers into them (the bodies' own target has no GFNI, so that no other
- * instantiation can hold GFNI instructions). */
+ * Q6_K and the 32-element types' (gemv_q32_rows<T, R, true>). flatten inlines the bodies
+ * and, under this target, their GFNI helpers into them (the bodies' own target has no
+ * GFNI, so that no other instantiation can hold GFNI instructions). */
 struct matvec_avx512_gfni {
     template <tsr_type T, int R>
     __attribute__((flatten)) TSR_TARGET_AVX512VNNI_GFNI static void q32(int64_t n, const char * x, size_t lda, const yq8 * y, float * out) {
@@ -19607,7 +19595,8 @@ TSR_TARGET_AVX512VNNI static inline void r8_store_halves_zmm(const __m512 * acc,
  * in cache; since Q5_0's file kernel reads at the DRAM's rate, AVX-512 CPUs keep its file
  * layout and the instantiation went.) */
 template <enum tsr_type T, int G>
-TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void r8_q4_groups_dot_zmm(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out) {
+TSR_TARGET_AVX512VNNI static void r8_groups_dot_avx512vnni(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out) {
+    static_assert(T == TSR_TYPE_Q4_0 || T == TSR_TYPE_IQ4_NL, "the zmm record kernel reads Q4_0 and IQ4_NL records");
     using L = r8_q32_layout<T>;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i lut = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values)),
@@ -19651,11 +19640,6 @@ TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void r8_q4_groups_dot_zmm(const u
     r8_store_halves_zmm<G>(acc, out);
 }
 
-template <enum tsr_type T, int G>
-TSR_TARGET_AVX512VNNI static void r8_groups_dot_avx512vnni(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out) {
-    static_assert(T == TSR_TYPE_Q4_0 || T == TSR_TYPE_IQ4_NL, "the zmm record kernel reads Q4_0 and IQ4_NL records");
-    r8_q4_groups_dot_zmm<T, G>(grp, gstride, nb, y, out);
-}
 TSR_SIMD_WARNINGS_ON
 #endif
 

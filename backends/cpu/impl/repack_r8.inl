@@ -573,7 +573,8 @@ TSR_TARGET_AVX512VNNI static inline void r8_store_halves_zmm(const __m512 * acc,
  * in cache; since Q5_0's file kernel reads at the DRAM's rate, AVX-512 CPUs keep its file
  * layout and the instantiation went.) */
 template <enum tsr_type T, int G>
-TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void r8_q4_groups_dot_zmm(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out) {
+TSR_TARGET_AVX512VNNI static void r8_groups_dot_avx512vnni(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out) {
+    static_assert(T == TSR_TYPE_Q4_0 || T == TSR_TYPE_IQ4_NL, "the zmm record kernel reads Q4_0 and IQ4_NL records");
     using L = r8_q32_layout<T>;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i lut = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values)),
@@ -617,11 +618,6 @@ TSR_TARGET_AVX512VNNI static TSR_ALWAYS_INLINE void r8_q4_groups_dot_zmm(const u
     r8_store_halves_zmm<G>(acc, out);
 }
 
-template <enum tsr_type T, int G>
-TSR_TARGET_AVX512VNNI static void r8_groups_dot_avx512vnni(const uint8_t * grp, size_t gstride, int64_t nb, const yq8 * y, float * out) {
-    static_assert(T == TSR_TYPE_Q4_0 || T == TSR_TYPE_IQ4_NL, "the zmm record kernel reads Q4_0 and IQ4_NL records");
-    r8_q4_groups_dot_zmm<T, G>(grp, gstride, nb, y, out);
-}
 TSR_SIMD_WARNINGS_ON
 #endif
 
