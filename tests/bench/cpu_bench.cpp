@@ -328,12 +328,16 @@ struct prefetch_setting {
 
 // matrix-vector over several distinct 4096x4096 matrices totalling >= total_bytes, in
 // buffers of type buft (a CPU_REPACK one repacks them when set). With read_gbs, the read
-// of the same matrices (read_rows) is timed too, its runs alternating with the mat-vec's.
-// With settings, every run times the mat-vec once per prefetch setting, in turn, on the
-// same weights; each one's GB/s goes to setting_gbs (the type's own setting is restored).
+// of the same matrices (read_rows) is timed too, its runs alternating with the mat-vec's
+// (CPU_REPACK: of as many file-layout matrices of their own, as chunked: the backend runs no
+// other op on interleaved weights). With settings, every run times the mat-vec once per
+// prefetch setting, in turn, on the same weights; each one's GB/s goes to setting_gbs (the
+// type's own setting is restored). paired[v] gets one ratio per run: setting v's mat-vec
+// time over the read's right after it — a shared machine's bandwidth drifts between runs
+// and rounds, much less between a run and the next.
 double bench_gemv(tsr_backend_t be, tsr_type type, size_t total_bytes, int reps, tsr_backend_buffer_type_t buft = tsr_backend_cpu_buffer_type(),
                   double * read_gbs = nullptr, const std::vector<prefetch_setting> * settings = nullptr,
-                  std::vector<double> * setting_gbs = nullptr) {
+                  std::vector<double> * setting_gbs = nullptr, std::vector<std::vector<double>> * paired = nullptr) {
     const bool repacked = buft == tsr_backend_cpu_repack_buffer_type();
     size_t own_ahead = 0;
     if (settings && !tsr_cpu_get_matvec_prefetch(type, repacked, &own_ahead)) {
@@ -342,6 +346,7 @@ double bench_gemv(tsr_backend_t be, tsr_type type, size_t total_bytes, int reps,
     }
     const size_t nset = settings ? settings->size() : 1;
     if (setting_gbs) setting_gbs->assign(nset, 0.0);
+    if (paired) paired->assign(nset, {});
     auto apply = [&](size_t v) {
         if (!settings) return;
         const prefetch_setting & p = (*settings)[v];
@@ -362,9 +367,19 @@ double bench_gemv(tsr_backend_t be, tsr_type type, size_t total_bytes, int reps,
         tsr_build_forward_expand(gf, tsr_mul_mat(ctx, ws.back(), x));
     }
     tsr_backend_buffer_t buf = tsr_backend_alloc_ctx_tensors_from_buft(ctx, buft);
+    /* the read's matrices: the same ones, or file-layout twins of repacked ones */
+    tsr_context * rctx = nullptr;
+    tsr_backend_buffer_t rbuf = nullptr;
+    std::vector<tsr_tensor *> rws = ws;
+    if (read_gbs && repacked) {
+        rctx = tsr_init(tsr_init_params{mem, nullptr, true});
+        for (int i = 0; rctx && i < nmat; ++i) rws[(size_t)i] = tsr_new_tensor_2d(rctx, type, K, M);
+        rbuf = rctx ? tsr_backend_alloc_ctx_tensors_from_buft(rctx, tsr_backend_cpu_buffer_type()) : nullptr;
+        for (int i = 0; rbuf && i < nmat; ++i) fast_fill(rws[(size_t)i], 10 + (unsigned)i);
+    }
     std::vector<read_node> nodes((size_t)nmat);
-    tsr_cgraph * gr = read_gbs ? tsr_new_graph(ctx) : nullptr;
-    if (gr) add_read_nodes(ctx, gr, ws, g_threads, nodes);
+    tsr_cgraph * gr = read_gbs && (!repacked || rbuf) ? tsr_new_graph(repacked ? rctx : ctx) : nullptr;
+    if (gr) add_read_nodes(repacked ? rctx : ctx, gr, rws, g_threads, nodes);
     double gbs = 0;
     if (buf) {
         fast_fill(x, 3);
@@ -373,14 +388,15 @@ double bench_gemv(tsr_backend_t be, tsr_type type, size_t total_bytes, int reps,
             tsr_backend_tensor_set(ws[(size_t)i], ws[(size_t)i]->data, 0, tsr_nbytes(ws[(size_t)i]));  // filled in place
         }
         tsr_backend_graph_reserve(be, gf);
-        std::vector<double> t(nset, 1e30);
+        std::vector<double> t(nset, 1e30), run(nset, 0.0);
         double tr = 1e30;
         for (int r = -1; r < reps; ++r) {  // r = -1: warm-up
             for (size_t v = 0; v < nset; ++v) {
                 apply(v);
                 const double t0 = now_s();
                 tsr_backend_graph_compute(be, gf);
-                if (r >= 0) t[v] = std::min(t[v], now_s() - t0);
+                run[v] = now_s() - t0;
+                if (r >= 0) t[v] = std::min(t[v], run[v]);
             }
             if (!gr) continue;
             for (read_node & n : nodes) n.next = 0;
@@ -390,13 +406,18 @@ double bench_gemv(tsr_backend_t be, tsr_type type, size_t total_bytes, int reps,
                 gr = nullptr;  /* no read figure: 0 */
                 continue;
             }
-            if (r >= 0) tr = std::min(tr, now_s() - t1);
+            const double tread = now_s() - t1;
+            if (r < 0) continue;
+            tr = std::min(tr, tread);
+            for (size_t v = 0; v < nset && paired; ++v) (*paired)[v].push_back(tread / run[v]);
         }
         gbs = (double)mbytes * nmat / t[0] / 1e9;
         for (size_t v = 0; v < nset && setting_gbs; ++v) (*setting_gbs)[v] = (double)mbytes * nmat / t[v] / 1e9;
         if (settings) tsr_cpu_set_matvec_prefetch(type, repacked, own_ahead);
         if (read_gbs) *read_gbs = gr ? (double)mbytes * nmat / tr / 1e9 : 0.0;
     }
+    tsr_backend_buffer_free(rbuf);
+    if (rctx) tsr_free(rctx);
     tsr_backend_buffer_free(buf);
     tsr_free(ctx);
     return gbs;
@@ -847,7 +868,9 @@ int main(int argc, char ** argv) {
          * own reads: the same buffer, pages, thread split and number of samples, the same
          * statistic. The best read of all the types (rd) is the maximum of over 14 times as many
          * samples as any one mat-vec, so on a drifting machine it sits above what the same
-         * memory gave that mat-vec's runs: it is shown next to the fair ratio, not instead. */
+         * memory gave that mat-vec's runs: it is shown next to the fair ratio, not instead. The
+         * paired ratios (each run against the read right after it) show the spread that drift
+         * leaves between runs; their median is the figure to compare kernels by on such a host. */
         const size_t ntypes = bench_types.size(), nrepack = repack_types.size();
         const size_t nset = std::max<size_t>(1, prefetch.size());
         const std::vector<prefetch_setting> * settings = prefetch.empty() ? nullptr : &prefetch;
@@ -855,6 +878,13 @@ int main(int argc, char ** argv) {
         std::vector<std::vector<double>> best_gemv(ntypes, std::vector<double>(nset, 0.0)), low_gemv(ntypes, std::vector<double>(nset, 1e30));
         std::vector<std::vector<double>> best_repack(nrepack, std::vector<double>(nset, 0.0)), low_repack(nrepack, std::vector<double>(nset, 1e30));
         std::vector<double> own_read(ntypes, 0.0), got;
+        /* [type][setting]: every run's mat-vec against the read right after it (bench_gemv) */
+        std::vector<std::vector<std::vector<double>>> pairs_gemv(ntypes, std::vector<std::vector<double>>(nset)),
+            pairs_repack(nrepack, std::vector<std::vector<double>>(nset));
+        std::vector<std::vector<double>> pr;
+        auto keep_pairs = [&](std::vector<std::vector<double>> & all) {
+            for (size_t v = 0; v < nset && v < pr.size(); ++v) all[v].insert(all[v].end(), pr[v].begin(), pr[v].end());
+        };
         auto keep = [&](std::vector<double> & best, std::vector<double> & low) {
             for (size_t v = 0; v < nset; ++v) {
                 best[v] = std::max(best[v], got[v]);
@@ -865,32 +895,44 @@ int main(int argc, char ** argv) {
             for (size_t i = 0; i < ntypes; ++i) {
                 double r = 0;
                 bench_gemv(be, bench_types[i], gemv_bytes, reps, tsr_backend_cpu_buffer_type(), &r,
-                           bench_types[i] == TSR_TYPE_F32 ? nullptr : settings, &got);  /* F32 has no software prefetch */
+                           bench_types[i] == TSR_TYPE_F32 ? nullptr : settings, &got, &pr);  /* F32 has no software prefetch */
                 got.resize(nset, got[0]);
+                pr.resize(nset, pr[0]);
                 keep(best_gemv[i], low_gemv[i]);
+                keep_pairs(pairs_gemv[i]);
                 own_read[i] = std::max(own_read[i], r);
                 rd = std::max(rd, r);
             }
             for (size_t i = 0; i < nrepack; ++i) {
-                bench_gemv(be, repack_types[i], gemv_bytes, reps, tsr_backend_cpu_repack_buffer_type(), nullptr, settings, &got);
+                double r = 0;
+                bench_gemv(be, repack_types[i], gemv_bytes, reps, tsr_backend_cpu_repack_buffer_type(), &r, settings, &got, &pr);
                 keep(best_repack[i], low_repack[i]);
+                keep_pairs(pairs_repack[i]);
             }
         }
         if (matvec_rounds > 0)
             add_row("read bandwidth (best of the mat-vec rounds)", rd, "GB/s", "",
                     "every type's weights read as its mat-vec reads them, runs alternating, " + std::to_string(matvec_rounds) + " rounds");
-        auto ratios = [&](double gbs, double own) {
-            char ref[96];
+        auto ratios = [&](double gbs, double own, std::vector<double> paired) {
+            char ref[160];
             if (own > 0) std::snprintf(ref, sizeof ref, "%.2f x its weights' read (%.1f); %.2f x the best read", gbs / own, own, gbs / rd);
             else std::snprintf(ref, sizeof ref, "no read of its weights; %.2f x the best read", gbs / rd);
-            return std::string(ref);
+            std::string out = ref;
+            if (!paired.empty()) {
+                std::sort(paired.begin(), paired.end());
+                const size_t n = paired.size();
+                std::snprintf(ref, sizeof ref, "; paired runs %.2f-%.2f, median %.2f (%zu)", paired.front(), paired.back(),
+                              n % 2 ? paired[n / 2] : 0.5 * (paired[n / 2 - 1] + paired[n / 2]), n);
+                out += ref;
+            }
+            return out;
         };
         const std::string gemv_note = std::to_string(gemv_bytes >> 20) + "+ MiB of 4096x4096 weights, best of " + std::to_string(matvec_rounds) +
                                       " rounds of " + std::to_string(reps) + ", each run followed by a read of the same weights";
         auto add_rows = [&](const std::string & name, const std::vector<double> & best, const std::vector<double> & low, double own,
-                            const std::string & extra, const std::string & note) {
+                            const std::vector<std::vector<double>> & paired, const std::string & extra, const std::string & note) {
             for (size_t v = 0; v < nset; ++v) {
-                std::string ref = ratios(best[v], own) + extra;
+                std::string ref = ratios(best[v], own, paired[v]) + extra;
                 if (settings) ref += "; rounds' bests " + fmt(low[v]) + "-" + fmt(best[v]);
                 add_row(name + (settings ? " prefetch " + prefetch[v].label : ""), best[v], "GB/s (weights)", ref,
                         settings ? note + ", each run timing every prefetch setting in turn" : note);
@@ -898,15 +940,16 @@ int main(int argc, char ** argv) {
         };
         for (size_t i = 0; i < ntypes && matvec_rounds > 0; ++i) {
             const tsr_type t = bench_types[i];
-            add_rows(std::string("mat-vec ") + tsr_type_name(t), best_gemv[i], low_gemv[i], own_read[i],
+            add_rows(std::string("mat-vec ") + tsr_type_name(t), best_gemv[i], low_gemv[i], own_read[i], pairs_gemv[i],
                      t == TSR_TYPE_F32 && ob.ok() && blas_gemv > 0 ? ", OpenBLAS sgemv " + fmt(blas_gemv) : "", gemv_note);
         }
         /* the backend runs no other op on interleaved weights: a CPU_REPACK mat-vec is compared
-         * with the read of its type's file-layout weights (as many bytes, as chunked, same rounds) */
+         * with the read of its type's file-layout weights (as many bytes, as chunked, same rounds),
+         * and its runs are paired with reads of file-layout twins of its matrices */
         for (size_t i = 0; i < nrepack && matvec_rounds > 0; ++i) {
             const size_t file_layout = (size_t)(std::find(bench_types.begin(), bench_types.end(), repack_types[i]) - bench_types.begin());
-            add_rows(std::string("mat-vec ") + tsr_type_name(repack_types[i]) + " (CPU_REPACK)", best_repack[i], low_repack[i], own_read[file_layout], "",
-                     gemv_note + " (the read: of the file layout's)");
+            add_rows(std::string("mat-vec ") + tsr_type_name(repack_types[i]) + " (CPU_REPACK)", best_repack[i], low_repack[i], own_read[file_layout],
+                     pairs_repack[i], "", gemv_note + " (the read: of the file layout's; paired: of file-layout twins, as chunked)");
         }
     }
     for (tsr_type t : bench_types) {
