@@ -107,7 +107,12 @@ static inline bool r8_type_has_simd(enum tsr_type t) {
      * change that: 0.72 / 0.72 / 0.71 x the read against the file's 0.84 / 0.87 / 0.90 in
      * three runs, 0.79-0.83 against 0.78-0.82 with twice the prefetched lines; with its
      * arithmetic left out it read 0.99 (the layout streams fine; why the record kernels fall
-     * further below their in-cache rate from DRAM than the file kernels is open). Q3_K: its
+     * further below their in-cache rate from DRAM than the file kernels is open). Medians of
+     * cpu_bench's paired runs: 0.79-0.84 against the file's 0.86-0.89 (15 pairs each, two runs).
+     * Not the cause, measured: its scale words (2 KiB a step of 4 groups, spilled to the stack)
+     * recomputed at each use instead (0.75-0.76); in the Q3_K record, its 64-byte loads
+     * aligned down (the same lines, wrong sums: no change); in the Q3_K and Q4_K records, 1, 2
+     * or 6 groups side by side instead of 4 (1 and 2 read 0.71-0.82, 6 no better). Q3_K: its
      * record read by the AVX2 kernel was 0.57 against the file's 0.77-0.85; read by its zmm
      * kernel (r8_q3k_groups_dot_avx512vnni: in cache 57.2-57.6 against the file kernel's
      * 32.8 GB/s, one core, since the levels' offset starts the dots and the scales widen once
