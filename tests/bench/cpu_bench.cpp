@@ -333,8 +333,8 @@ struct prefetch_setting {
 // other op on interleaved weights). With settings, every run times the mat-vec once per
 // prefetch setting, in turn, on the same weights; each one's GB/s goes to setting_gbs (the
 // type's own setting is restored). paired[v] gets one ratio per run: setting v's mat-vec
-// time over the read's right after it — a shared machine's bandwidth drifts between runs
-// and rounds, much less between a run and the next.
+// time over the time of the read that follows the run's settings — a shared machine's
+// bandwidth drifts between runs and rounds, much less between a run and the next.
 double bench_gemv(tsr_backend_t be, tsr_type type, size_t total_bytes, int reps, tsr_backend_buffer_type_t buft = tsr_backend_cpu_buffer_type(),
                   double * read_gbs = nullptr, const std::vector<prefetch_setting> * settings = nullptr,
                   std::vector<double> * setting_gbs = nullptr, std::vector<std::vector<double>> * paired = nullptr) {
@@ -877,7 +877,7 @@ int main(int argc, char ** argv) {
         /* [type][setting]: the best of all rounds, and the lowest round's best (the spread) */
         std::vector<std::vector<double>> best_gemv(ntypes, std::vector<double>(nset, 0.0)), low_gemv(ntypes, std::vector<double>(nset, 1e30));
         std::vector<std::vector<double>> best_repack(nrepack, std::vector<double>(nset, 0.0)), low_repack(nrepack, std::vector<double>(nset, 1e30));
-        std::vector<double> own_read(ntypes, 0.0), got;
+        std::vector<double> own_read(ntypes, 0.0), repack_read(nrepack, 0.0), got;
         /* [type][setting]: every run's mat-vec against the read right after it (bench_gemv) */
         std::vector<std::vector<std::vector<double>>> pairs_gemv(ntypes, std::vector<std::vector<double>>(nset)),
             pairs_repack(nrepack, std::vector<std::vector<double>>(nset));
@@ -908,6 +908,7 @@ int main(int argc, char ** argv) {
                 bench_gemv(be, repack_types[i], gemv_bytes, reps, tsr_backend_cpu_repack_buffer_type(), &r, settings, &got, &pr);
                 keep(best_repack[i], low_repack[i]);
                 keep_pairs(pairs_repack[i]);
+                repack_read[i] = std::max(repack_read[i], r);
             }
         }
         if (matvec_rounds > 0)
@@ -943,13 +944,11 @@ int main(int argc, char ** argv) {
             add_rows(std::string("mat-vec ") + tsr_type_name(t), best_gemv[i], low_gemv[i], own_read[i], pairs_gemv[i],
                      t == TSR_TYPE_F32 && ob.ok() && blas_gemv > 0 ? ", OpenBLAS sgemv " + fmt(blas_gemv) : "", gemv_note);
         }
-        /* the backend runs no other op on interleaved weights: a CPU_REPACK mat-vec is compared
-         * with the read of its type's file-layout weights (as many bytes, as chunked, same rounds),
-         * and its runs are paired with reads of file-layout twins of its matrices */
+        /* the backend runs no other op on interleaved weights: a CPU_REPACK mat-vec's runs
+         * alternate with reads of file-layout twins of its matrices (bench_gemv) */
         for (size_t i = 0; i < nrepack && matvec_rounds > 0; ++i) {
-            const size_t file_layout = (size_t)(std::find(bench_types.begin(), bench_types.end(), repack_types[i]) - bench_types.begin());
-            add_rows(std::string("mat-vec ") + tsr_type_name(repack_types[i]) + " (CPU_REPACK)", best_repack[i], low_repack[i], own_read[file_layout],
-                     pairs_repack[i], "", gemv_note + " (the read: of the file layout's; paired: of file-layout twins, as chunked)");
+            add_rows(std::string("mat-vec ") + tsr_type_name(repack_types[i]) + " (CPU_REPACK)", best_repack[i], low_repack[i], repack_read[i],
+                     pairs_repack[i], "", gemv_note + " (the read: of file-layout twins, as chunked)");
         }
     }
     for (tsr_type t : bench_types) {
