@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Lists the CPU backend's loops that g++ -O2 leaves rolled and g++ -O2 -fpeel-loops (what
 # -O3 adds) unrolls completely: the loops a user's -O2 build runs slower than our -O3 one.
-# A kernel's loop in the list wants a `#pragma GCC unroll N` (cpu_internal.inl says why);
+# A kernel's loop in the list wants a TSR_UNROLL(N) (cpu_internal.inl says why);
 # scalar references, one-time layout conversions and remainder loops may stay.
 #
 #   scripts/check-unroll.sh [g++ compiler, default g++] [extra flags...]

@@ -28,13 +28,20 @@
 #include <arm_neon.h>
 #endif
 
-/* Kernels' loops over a few rows, groups, registers or lines carry `#pragma GCC unroll N`
- * (N >= the trip count): users compile this implementation with their own flags, and g++
- * -O2 (no -fpeel-loops) leaves such loops rolled, their register arrays on the stack. Before
- * the pragmas, on a Zen 5 (one core, in cache), g++ -O2 against -O3: the CPU_REPACK
- * mat-vecs Q4_K 33 / 85, Q3_K 38 / 59, Q4_0 67 / 83 GB/s; the int8 GEMMs 0.55-0.75 x;
- * with them -O2 is within the host's noise of -O3. scripts/check-unroll.sh lists the loops
- * that g++ -O2 still leaves rolled where -fpeel-loops would not. */
+/* TSR_UNROLL(N) before a kernel's loop over a few rows, groups, registers or lines (N >= its
+ * trip count) unrolls it completely under g++: users compile this implementation with their
+ * own flags, and g++ -O2 (no -fpeel-loops) leaves such loops rolled, their register arrays
+ * on the stack. Before, on a Zen 5 (one core, in cache), g++ -O2 against -O3: the CPU_REPACK
+ * mat-vecs Q4_K 33 / 85, Q3_K 38 / 59, Q4_0 67 / 83 GB/s, the int8 GEMMs 0.55-0.75 x; with
+ * it -O2 is within the host's noise of -O3. clang unrolls these at -O2 on its own; forcing it
+ * at its -O1 (the sanitizer and fuzzer builds) made the implementation's compile 75 -> 119 s,
+ * so it is g++'s only. scripts/check-unroll.sh lists the loops g++ -O2 still leaves rolled. */
+#define TSR_PRAGMA(x) _Pragma(#x)
+#if defined(__GNUC__) && !defined(__clang__)
+#define TSR_UNROLL(n) TSR_PRAGMA(GCC unroll n)
+#else
+#define TSR_UNROLL(n)
+#endif
 
 /* ISA-specific functions live in the same TU; each carries its target attribute. */
 #if defined(TSR_CPU_X86) && (defined(__GNUC__) || defined(__clang__))
