@@ -14401,10 +14401,10 @@ static void pack_panel_f32(const char * a, size_t lda, int rows, int64_t K, int6
     const int kv = (int)std::max<int64_t>(0, std::min<int64_t>(kc, K - k0));
     if (CVT == cvt_f32_copy) {  /* F32 rows: transpose directly, k outer (contiguous writes) */
         const float * rp[R];
-TSR_UNROLL(16)
+        TSR_UNROLL(16)
         for (int r = 0; r < R; ++r) rp[r] = r < rows ? (const float *)(a + (size_t)r * lda) + k0 : nullptr;
         for (int k = 0; k < kv; ++k)
-TSR_UNROLL(16)
+            TSR_UNROLL(16)
             for (int r = 0; r < R; ++r) d[(size_t)k * R + r] = rp[r] ? rp[r][k] : 0.0f;
         for (int k = kv; k < kc; ++k)
             for (int r = 0; r < R; ++r) d[(size_t)k * R + r] = 0.0f;
@@ -14473,7 +14473,7 @@ static void pack_panel_i8_b(const char * b, size_t ldb, int rows, int64_t K, int
         for (int r = 0; r < R; ++r) {
             const bool live = r < rows && b0 + bb < nbk;
             const yq8 * blk = live ? (const yq8 *)(b + (size_t)r * ldb) + b0 + bb : nullptr;
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int qd = 0; qd < 8; ++qd) {
                 if (live) std::memcpy(q + ((size_t)qd * R + r) * 4, blk->qs + qd * 4, 4);
                 else std::memset(q + ((size_t)qd * R + r) * 4, 0, 4);
@@ -14505,9 +14505,9 @@ static void pack_panel_pairs_b(const char * b, size_t ldb, int rows, int64_t K, 
         for (int r = 0; r < R; ++r) {
             const bool live = r < rows && b0 + bb < nbk;
             const yq8 * blk = live ? (const yq8 *)(b + (size_t)r * ldb) + b0 + bb : nullptr;
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int qd = 0; qd < 8; ++qd)
-TSR_UNROLL(4)
+                TSR_UNROLL(4)
                 for (int i = 0; i < 4; ++i) q[((size_t)qd * R + r) * 4 + i] = live ? blk->qs[qd * 4 + i] : 0;
             sc[r] = live ? blk->d : 0.0f;
         }
@@ -14530,7 +14530,7 @@ static void pack_panel_q8k_halves_b(const char * b, size_t ldb, int rows, int64_
         for (int r = 0; r < R; ++r) {
             const bool live = r < rows && kb < nbk;
             const tsr_block_q8_K * y = live ? (const tsr_block_q8_K *)(b + (size_t)r * ldb) + kb / 8 : nullptr;
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int qd = 0; qd < 8; ++qd) {
                 if (live) std::memcpy(q + ((size_t)qd * R + r) * 4, y->qs + 32 * part + qd * 4, 4);
                 else std::memset(q + ((size_t)qd * R + r) * 4, 0, 4);
@@ -14561,7 +14561,7 @@ static void pack_panel_s8_a(const char * a, size_t lda, int rows, int64_t K, int
                 sc[r] = h2f(blk->d);
             } else {
                 const tsr_block_q4_0 * blk = (const tsr_block_q4_0 *)(a + (size_t)r * lda) + b0 + b;
-TSR_UNROLL(16)
+                TSR_UNROLL(16)
                 for (int j = 0; j < 16; ++j) {
                     qr[j] = (int8_t)((blk->qs[j] & 0x0F) - 8);
                     qr[j + 16] = (int8_t)((blk->qs[j] >> 4) - 8);
@@ -15065,7 +15065,7 @@ TSR_TARGET_AVX2 static inline void store_quads4_avx2(uint8_t * q, const __m256i 
     const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
     const __m256i u[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),   /* quads 0 1 | 4 5 */
                           _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};  /* quads 2 3 | 6 7 */
-TSR_UNROLL(4)
+    TSR_UNROLL(4)
     for (int i = 0; i < 4; ++i) {
         _mm_storeu_si128((__m128i *)(q + (size_t)i * R * 4), _mm256_castsi256_si128(u[i]));
         _mm_storeu_si128((__m128i *)(q + (size_t)(i + 4) * R * 4), _mm256_extracti128_si256(u[i], 1));
@@ -15121,21 +15121,21 @@ TSR_TARGET_AVX2 static void pack_panel_i8_avx2(const char * a, size_t lda, int r
         for (int b = 0; b < nb; ++b) {
             /* past the panel this is the next panel's rows; prefetches never fault */
             const char * ahead = a + (size_t)(r0 + 4) * lda + (size_t)(b0 + b) * bytes_per_256<T>() / 8;
-TSR_UNROLL(4)
+            TSR_UNROLL(4)
             for (int i = 0; i < 4; ++i) _mm_prefetch(ahead + (size_t)i * lda, _MM_HINT_T0);
             panel_block p[4];
             if (live == 4 && b < nbv) {  /* the common case unrolled: four independent blocks in flight */
 #pragma GCC unroll 4
                 for (int i = 0; i < 4; ++i) p[i] = panel_block_avx2<T, KIND>(a + (size_t)(r0 + i) * lda, b0 + b);
             } else {
-TSR_UNROLL(4)
+                TSR_UNROLL(4)
                 for (int i = 0; i < 4; ++i) {
                     if (i < live && b < nbv) p[i] = panel_block_avx2<T, KIND>(a + (size_t)(r0 + i) * lda, b0 + b);
                     else p[i] = panel_block{_mm256_set1_epi8((char)((PAD ^ FLIP) + SUB)), {0.0f, 0.0f}};
                 }
             }
             if constexpr (SUB != 0)
-TSR_UNROLL(4)
+                TSR_UNROLL(4)
                 for (int i = 0; i < 4; ++i) p[i].q = _mm256_sub_epi8(p[i].q, _mm256_set1_epi8((char)SUB));
             const __m256i v[4] = {_mm256_xor_si256(p[0].q, flip), _mm256_xor_si256(p[1].q, flip), _mm256_xor_si256(p[2].q, flip),
                                   _mm256_xor_si256(p[3].q, flip)};
@@ -15300,7 +15300,7 @@ template <enum tsr_type T, size_t STEP_BYTES, bool REPACKED = false> struct matv
     /* T0: T1 / T2 measured no better (Q6_K 0.88-0.89 x the read against T0's 0.93 in one
      * run), NTA half the rate */
     TSR_ALWAYS_INLINE void operator()(const char * p) const {
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (size_t l = 0; l < lines; ++l) _mm_prefetch(p + ahead + 64 * l, _MM_HINT_T0);
     }
 };
@@ -15566,24 +15566,24 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void gemm_i8_kernel_avx2(int kc, const 
                 const int32_t * bqq = bq + q * 8;
                 if constexpr (VNNI) {
                     const __m256i u0 = Q8 ? _mm256_abs_epi8(a0) : a0;
-TSR_UNROLL(8)
+                    TSR_UNROLL(8)
                     for (int j = 0; j < 8; ++j) {
                         const __m256i bj = _mm256_set1_epi32(bqq[j]);
                         t[j] = dpbusd_avx2vnni(t[j], u0, Q8 ? _mm256_sign_epi8(bj, a0) : bj);
                     }
                 } else if constexpr (MINS) {
-TSR_UNROLL(8)
+                    TSR_UNROLL(8)
                     for (int j = 0; j < 8; ++j)
                         t[j] = _mm256_add_epi32(t[j], _mm256_madd_epi16(_mm256_maddubs_epi16(a0, _mm256_set1_epi32(bqq[j])), ones));
                 } else {
-TSR_UNROLL(8)
+                    TSR_UNROLL(8)
                     for (int j = 0; j < 8; ++j)
                         t[j] = _mm256_add_epi16(t[j], _mm256_maddubs_epi16(a0, _mm256_set1_epi32(bqq[j])));
                 }
             }
             /* half panels: 8 floats d * sc of the first 16 k, then 8 of the second */
             const __m256 da = _mm256_loadu_ps((const float *)(a + 8 * 32 + (KIND == PANEL_HALVES ? 32 * part : 0)));
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int j = 0; j < 8; ++j) {
                 __m256i i0 = t[j];
                 if constexpr (!Q8 && !MINS) i0 = _mm256_add_epi32(VNNI ? i0 : _mm256_madd_epi16(i0, ones), _mm256_set1_epi32(bias[j]));
@@ -15593,7 +15593,7 @@ TSR_UNROLL(8)
         if constexpr (MINS) {
             const __m256 mins = _mm256_loadu_ps((const float *)(a + 8 * 36));
             const float * bsum = (const float *)(b + 8 * 36);
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int j = 0; j < 8; ++j) f[j] = _mm256_fnmadd_ps(mins, _mm256_set1_ps(bsum[j]), f[j]);
         }
         a += 8 * (KIND == PANEL_Q8 ? 36 : 40);
@@ -15637,7 +15637,7 @@ TSR_TARGET_AVX2 static void gemm_pairs_kernel_avx2(int kc, const void * ap, cons
                 const __m256i a01 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a + q * 32)));
                 const __m256i a23 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a + q * 32 + 16)));
                 const int32_t * bq = (const int32_t *)(b + q * 64);
-TSR_UNROLL(8)
+                TSR_UNROLL(8)
                 for (int j = 0; j < 8; ++j) {
                     const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(a01, _mm256_set1_epi32(bq[2 * j])),
                                                        _mm256_madd_epi16(a23, _mm256_set1_epi32(bq[2 * j + 1])));
@@ -15648,7 +15648,7 @@ TSR_UNROLL(8)
                 }
             }
             const __m256 da = _mm256_loadu_ps((const float *)(a + 8 * 32 + (KIND == PANEL_HALVES ? 32 * part : 0)));
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int j = 0; j < 8; ++j) f[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t[j]), _mm256_mul_ps(da, _mm256_set1_ps(bs[j])), f[j]);
         }
         a += 8 * (KIND == PANEL_Q8 ? 36 : 40);
@@ -15665,7 +15665,7 @@ TSR_TARGET_AVX2 static void a_panel_to_pairs_avx2(void * panel, int kc) {
                                            0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
     for (int blk = 0; blk < kc / 32; ++blk) {
         uint8_t * p = (uint8_t *)panel + (size_t)blk * BLOCK_BYTES;
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int q = 0; q < 8; ++q) {
             /* per lane: 4 rows' k0 k1, then their k2 k3; qwords 0 2 1 3 put the 8 rows together */
             const __m256i v = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(p + q * 32)), pairs);
@@ -16028,7 +16028,7 @@ TSR_TARGET_AVX2 static void quantize_q8k_avx2(const float * x, tsr_block_q8_K * 
         _mm256_storeu_ps(mx, vmax);
         _mm256_storeu_ps(mn, vmin);
         float hi = mx[0], lo = mn[0];
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int l = 1; l < 8; ++l) { hi = std::max(hi, mx[l]); lo = std::min(lo, mn[l]); }
         const float max = q8k_signed_max(hi, lo, x);
         std::memset(&y[i], 0, sizeof(y[i]));
@@ -16037,7 +16037,7 @@ TSR_UNROLL(8)
         const __m256 vis = _mm256_set1_ps(iscale);
         for (int j = 0; j < TSR_QK_K; j += 32) {
             __m256i q[4];
-TSR_UNROLL(4)
+            TSR_UNROLL(4)
             for (int k = 0; k < 4; ++k)
                 q[k] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * k), vis)), _mm256_set1_epi32(127));
             /* int32 -> int16 -> int8 packs interleave 128-bit lanes: put them back in order */
@@ -16830,7 +16830,7 @@ TSR_TARGET_AVX512 static void quantize_y_avx512(const float * x, yq8 * y, int64_
 TSR_TARGET_AVX512 static void quantize_q8k_avx512(const float * x, tsr_block_q8_K * y, int64_t n) {
     for (int64_t i = 0; i < n / TSR_QK_K; ++i, x += TSR_QK_K) {
         __m512 vmax = _mm512_set1_ps(-INFINITY), vmin = _mm512_set1_ps(INFINITY);
-TSR_UNROLL(16)
+        TSR_UNROLL(16)
         for (int j = 0; j < TSR_QK_K; j += 16) {
             const __m512 v = _mm512_loadu_ps(x + j);
             vmax = _mm512_max_ps(vmax, v);
@@ -16882,12 +16882,12 @@ TSR_TARGET_AVX512 static inline __m512 load16_full(const char * row, int64_t k) 
 /* 16x16 transpose of r[0..15] in registers. */
 TSR_TARGET_AVX512 static inline void transpose16(__m512 r[16]) {
     __m512 t[16];
-TSR_UNROLL(8)
+    TSR_UNROLL(8)
     for (int i = 0; i < 8; ++i) {
         t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
         t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
     }
-TSR_UNROLL(4)
+    TSR_UNROLL(4)
     for (int i = 0; i < 4; ++i) {
         r[4 * i + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[4 * i]), _mm512_castps_pd(t[4 * i + 2])));
         r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[4 * i]), _mm512_castps_pd(t[4 * i + 2])));
@@ -16895,7 +16895,7 @@ TSR_UNROLL(4)
         r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[4 * i + 1]), _mm512_castps_pd(t[4 * i + 3])));
     }
     /* r[4i+j] now holds rows 4i..4i+3 interleaved for column group j; finish with 128-bit shuffles */
-TSR_UNROLL(4)
+    TSR_UNROLL(4)
     for (int j = 0; j < 4; ++j) {
         const __m512 a0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
         const __m512 a1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD);
@@ -16917,13 +16917,13 @@ TSR_TARGET_AVX512 static void pack_a32_avx512(const char * a, size_t lda, int ro
     for (int half = 0; half < 2; ++half) {
         for (int k = 0; k < kc; k += 16) {
             __m512 r[16];
-TSR_UNROLL(16)
+            TSR_UNROLL(16)
             for (int i = 0; i < 16; ++i) {
                 const int row = half * 16 + i;
                 r[i] = (row < rows && k0 + k < kend) ? load16_as_f32<T>(a + (size_t)row * lda, k0 + k, kend) : _mm512_setzero_ps();
             }
             transpose16(r);
-TSR_UNROLL(16)
+            TSR_UNROLL(16)
             for (int i = 0; i < 16; ++i) _mm512_store_ps(d + (size_t)(k + i) * 32 + half * 16, r[i]);
         }
     }
@@ -16939,13 +16939,13 @@ TSR_TARGET_AVX512 static void pack_a32_bf16_avx512(const char * a, size_t lda, i
     for (int half = 0; half < 2; ++half) {
         for (int p = 0; p < kc / 2; p += 16) {
             __m512 r[16];
-TSR_UNROLL(16)
+            TSR_UNROLL(16)
             for (int i = 0; i < 16; ++i) {
                 const int row = half * 16 + i;
                 r[i] = (row < rows && p0 + p < pend) ? load16_as_f32<0>(a + (size_t)row * lda, p0 + p, pend) : _mm512_setzero_ps();
             }
             transpose16(r);
-TSR_UNROLL(16)
+            TSR_UNROLL(16)
             for (int i = 0; i < 16; ++i) _mm512_store_ps(d + (size_t)(p + i) * 32 + half * 16, r[i]);
         }
     }
@@ -17085,7 +17085,7 @@ TSR_TARGET_AVX512VNNI static void gemm_i8_kernel_avx512(int kc, const void * ap,
     const uint8_t * a = (const uint8_t *)ap;
     const uint8_t * b = (const uint8_t *)bp;
     __m512 f[6][2];
-TSR_UNROLL(6)
+    TSR_UNROLL(6)
     for (int j = 0; j < 6; ++j) { f[j][0] = _mm512_setzero_ps(); f[j][1] = _mm512_setzero_ps(); }
     for (int blk = 0; blk < kc / 32; ++blk) {
         const float * bs = (const float *)(b + 6 * 32);
@@ -17099,7 +17099,7 @@ TSR_UNROLL(6)
         __m512i i40 = TSR_IBIAS(4), i41 = i40;
         __m512i i50 = TSR_IBIAS(5), i51 = i50;
 #undef TSR_IBIAS
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int q = 0; q < 8; ++q) {
             const __m512i a0 = _mm512_load_si512((const void *)(a + q * 128));
             const __m512i a1 = _mm512_load_si512((const void *)(a + q * 128 + 64));
@@ -17120,7 +17120,7 @@ TSR_UNROLL(8)
         if constexpr (MINS) {
             const float * bsum = (const float *)(b + 6 * 36);
             const __m512 m0 = _mm512_load_ps(a + 32 * 36), m1 = _mm512_load_ps(a + 32 * 36 + 64);
-TSR_UNROLL(6)
+            TSR_UNROLL(6)
             for (int j = 0; j < 6; ++j) {
                 const __m512 s = _mm512_set1_ps(bsum[j]);
                 f[j][0] = _mm512_fnmadd_ps(m0, s, f[j][0]);
@@ -18033,14 +18033,14 @@ TSR_TARGET_AVX2 static void pack_panel_q6_K_amx(const char * a, size_t lda, int 
         for (int s = 0; s < ns; ++s) {
             uint8_t * sb = d + (size_t)s * Q6K_AMX_A_SB;
             const char * ahead = a + (size_t)(r0 + 4) * lda + (size_t)(s0 + s) * sizeof(tsr_block_q6_K);
-TSR_UNROLL(4)
+            TSR_UNROLL(4)
             for (int i = 0; i < 4; ++i)
-TSR_UNROLL(8)
+                TSR_UNROLL(8)
                 for (size_t l = 0; l < sizeof(tsr_block_q6_K); l += 64) _mm_prefetch(ahead + (size_t)i * lda + l, _MM_HINT_T0);
             float dd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
             for (int b = 0; b < 8; ++b) {
                 __m256i hi[4], lo[4];
-TSR_UNROLL(4)
+                TSR_UNROLL(4)
                 for (int i = 0; i < 4; ++i) {
                     hi[i] = lo[i] = _mm256_setzero_si256();
                     if (i >= live || s >= nsv) continue;
@@ -18067,7 +18067,7 @@ TSR_TARGET_AVX512 static void pack_b_q8_K_amx(const char * b, size_t ldb, int ro
         for (int r = 0; r < 16; ++r) {
             const bool live = r < rows && s0 + s < nsk;
             const tsr_block_q8_K * y = live ? (const tsr_block_q8_K *)(b + (size_t)r * ldb) + s0 + s : nullptr;
-TSR_UNROLL(4)
+            TSR_UNROLL(4)
             for (int c = 0; c < 4; ++c)
                 _mm512_store_si512((void *)(sb + (size_t)c * 1024 + (size_t)r * 64),
                                    live ? _mm512_loadu_si512((const void *)(y->qs + 64 * c)) : _mm512_setzero_si512());
@@ -18485,7 +18485,7 @@ static void quantize_y_neon(const float * x, yq8 * y, int64_t n) {
         const float * xb = x + b * 32;
         float32x4_t v[8];
         float32x4_t m = vdupq_n_f32(0);
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int j = 0; j < 8; ++j) {
             v[j] = vld1q_f32(xb + 4 * j);
             const uint32x4_t ok = vceqq_f32(v[j], v[j]);
@@ -18496,7 +18496,7 @@ TSR_UNROLL(8)
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         int32x4_t q[8];
         int32x4_t sum = vdupq_n_s32(0);
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int j = 0; j < 8; ++j) {
             q[j] = vcvtnq_s32_f32(vminq_f32(hi, vmaxq_f32(lo, vmulq_n_f32(v[j], id))));
             sum = vaddq_s32(sum, q[j]);
@@ -18622,7 +18622,7 @@ static void gemm_s8_kernel_neon(int kc, const void * ap, const void * bp, float 
         const int8_t * bq = (const int8_t *)b;
         const float32x4_t da = vld1q_f32((const float *)(a + 4 * 32));
         const float * db = (const float *)(b + 4 * 32);
-TSR_UNROLL(4)
+        TSR_UNROLL(4)
         for (int n = 0; n < 4; ++n) {
             const int8_t * yn = bq + n * 32;
             if constexpr (KIND == PANEL_HALVES) {
@@ -18815,7 +18815,7 @@ static inline void k4_step_neon(const uint8_t * blk, const tsr_block_q8_K & y, k
     const uint8_t * qs = blk + (HIGH ? 48 : 16);
     int sc[8], mn[8];
     int32_t summ = 0;
-TSR_UNROLL(8)
+    TSR_UNROLL(8)
     for (int sb = 0; sb < 8; ++sb) {
         tsr_impl::k4_scale_min(sb, blk + 4, &sc[sb], &mn[sb]);
         summ += mn[sb] * (y.bsums[2 * sb] + y.bsums[2 * sb + 1]);
@@ -18826,10 +18826,10 @@ TSR_UNROLL(8)
     r.mins += y.d * h2f(dmin16) * (float)summ;
     const uint8x16_t qh[2] = {HIGH ? vld1q_u8(blk + 16) : vdupq_n_u8(0), HIGH ? vld1q_u8(blk + 32) : vdupq_n_u8(0)};
     int32x4_t sumi = vdupq_n_s32(0);
-TSR_UNROLL(4)
+    TSR_UNROLL(4)
     for (int c = 0; c < 4; ++c) {
         int32x4_t lo = vdupq_n_s32(0), hi = vdupq_n_s32(0);
-TSR_UNROLL(2)
+        TSR_UNROLL(2)
         for (int half = 0; half < 2; ++half) {
             const uint8x16_t v = vld1q_u8(qs + 32 * c + 16 * half);
             uint8x16_t l = vandq_u8(v, m4), h = vshrq_n_u8(v, 4);
@@ -18855,7 +18855,7 @@ static inline void q6k_step_neon(const uint8_t * blk, const tsr_block_q8_K & y, 
     const int8x16_t off = vdupq_n_s8(32);
     int32x4_t sumi = vdupq_n_s32(0);
     for (int h = 0; h < 2; ++h)
-TSR_UNROLL(2)
+        TSR_UNROLL(2)
         for (int half = 0; half < 2; ++half) {  /* l in [16 half, 16 half + 16) */
             const uint8x16_t ql0 = vld1q_u8(x.ql + 64 * h + 16 * half), ql1 = vld1q_u8(x.ql + 64 * h + 32 + 16 * half);
             const uint8x16_t qh = vld1q_u8(x.qh + 32 * h + 16 * half);
@@ -18865,7 +18865,7 @@ TSR_UNROLL(2)
                 vorrq_u8(vshrq_n_u8(ql0, 4), vandq_u8(qh, m30)),
                 vorrq_u8(vshrq_n_u8(ql1, 4), vandq_u8(vshrq_n_u8(qh, 2), m30)),
             };
-TSR_UNROLL(4)
+            TSR_UNROLL(4)
             for (int k = 0; k < 4; ++k) {
                 const int e = 128 * h + 32 * k + 16 * half;
                 const int32x4_t p = dot16_lanes_neon(vsubq_s8(vreinterpretq_s8_u8(q[k]), off), vld1q_s8(y.qs + e));
@@ -18887,7 +18887,7 @@ static inline void k2_step_neon(const uint8_t * blk, const tsr_block_q8_K & y, k
     int sc[16];
     float d;
     if (Q3) {
-TSR_UNROLL(16)
+        TSR_UNROLL(16)
         for (int g = 0; g < 16; ++g) sc[g] = tsr_impl::q3k_scale(g, b3->scales);
         d = h2f(b3->d);
     } else {
@@ -18904,13 +18904,13 @@ TSR_UNROLL(16)
         d = h2f(b2->d);
     }
     int32x4_t sumi = vdupq_n_s32(0);
-TSR_UNROLL(2)
+    TSR_UNROLL(2)
     for (int h = 0; h < 2; ++h)
-TSR_UNROLL(2)
+        TSR_UNROLL(2)
         for (int half = 0; half < 2; ++half) {  /* l in [16 half, 16 half + 16) */
             const uint8x16_t q = vld1q_u8(qs + 32 * h + 16 * half);
             const uint8x16_t hm = Q3 ? vld1q_u8(b3->hmask + 16 * half) : vdupq_n_u8(0);
-TSR_UNROLL(4)
+            TSR_UNROLL(4)
             for (int j = 0; j < 4; ++j) {
                 const int e = 128 * h + 32 * j + 16 * half;
                 uint8x16_t v = vandq_u8(vshlq_u8(q, vdupq_n_s8((int8_t)(-2 * j))), m3);
@@ -18937,7 +18937,7 @@ static void dot4_q8k_neon(int64_t n, const char * x, size_t lda, const void * yv
     k_row_sum_neon r[4];
     for (int64_t i = 0; i < n / TSR_QK_K; ++i)
         for (int k = 0; k < 4; ++k) STEP((const uint8_t *)x + (size_t)k * lda + (size_t)i * BSIZE, y[i], r[k]);
-TSR_UNROLL(4)
+    TSR_UNROLL(4)
     for (int k = 0; k < 4; ++k) out[k] = r[k].total();
 }
 
@@ -18969,7 +18969,7 @@ static void quantize_q8k_neon(const float * x, tsr_block_q8_K * y, int64_t n) {
         const int32x4_t top = vdupq_n_s32(127);
         for (int j = 0; j < TSR_QK_K; j += 16) {
             int32x4_t q[4];
-TSR_UNROLL(4)
+            TSR_UNROLL(4)
             for (int k = 0; k < 4; ++k) q[k] = vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + j + 4 * k), iscale)), top);
             const int16x8_t h0 = vqmovn_high_s32(vqmovn_s32(q[0]), q[1]), h1 = vqmovn_high_s32(vqmovn_s32(q[2]), q[3]);
             const int8x16_t b = vqmovn_high_s16(vqmovn_s16(h0), h1);
@@ -19604,7 +19604,7 @@ TSR_TARGET_AVX2 static inline __m256i r8_block_sums_avx2(const uint8_t * rec, co
     const __m256i ones = _mm256_set1_epi16(1);
     const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values));
     __m256i s16 = _mm256_setzero_si256(), s32 = _mm256_setzero_si256();
-TSR_UNROLL(4)
+    TSR_UNROLL(4)
     for (int c = 0; c < 4; ++c) {
         const __m256i q = _mm256_loadu_si256((const __m256i *)(rec + 16 + 32 * c));
         const __m256i lo = _mm256_and_si256(q, m4);
@@ -19630,7 +19630,7 @@ TSR_TARGET_AVX2 static void r8_groups_dot_avx2(const uint8_t * grp, size_t gstri
     for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
         __m256i yq[8], ayq[8];
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int c = 0; c < 8; ++c) {
             int32_t quad;
             std::memcpy(&quad, y[b].qs + 4 * c, 4);
@@ -19638,7 +19638,7 @@ TSR_UNROLL(8)
             ayq[c] = T == TSR_TYPE_IQ4_NL ? _mm256_abs_epi8(yq[c]) : yq[c];
         }
         const __m256 yd = _mm256_set1_ps(y[b].d);
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int g = 0; g < G; ++g) {
             const uint8_t * rec = grp + (size_t)g * gstride + (size_t)b * R8_BLOCK_BYTES;
             prefetch((const char *)rec);
@@ -19653,7 +19653,7 @@ TSR_UNROLL(8)
  * stored as the group's 8 floats. */
 template <int G>
 TSR_TARGET_AVX512VNNI static inline void r8_store_halves_zmm(const __m512 * acc, float * out) {
-TSR_UNROLL(8)
+    TSR_UNROLL(8)
     for (int g = 0; g < G; ++g)
         _mm256_storeu_ps(out + 8 * g, _mm256_add_ps(_mm512_castps512_ps256(acc[g]), _mm512_extractf32x8_ps(acc[g], 1)));
 }
@@ -19691,7 +19691,7 @@ TSR_TARGET_AVX512VNNI static void r8_groups_dot_avx512vnni(const uint8_t * grp, 
         const __m512i yhi01 = _mm512_permutexvar_epi32(sel_hi01, yv), yhi23 = _mm512_permutexvar_epi32(sel_hi23, yv);
         const __m512i bias = _mm512_maskz_set1_epi32(0x00FF, -offset * y[b].sum);
         const __m512 yd = _mm512_set1_ps(y[b].d);
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int g = 0; g < G; ++g) {
             const uint8_t * rec = grp + (size_t)g * gstride + (size_t)b * L::bytes;
             prefetch((const char *)rec);
@@ -19776,7 +19776,7 @@ TSR_TARGET_AVX2 static inline void q4k_bsum_pairs(const tsr_block_q8_K & y, int3
 template <int PAIRS>
 TSR_TARGET_AVX2 static inline __m256i r8_byte_sums_avx2(const uint8_t * v, const int32_t * bsum_pairs) {
     __m256i s = _mm256_setzero_si256();
-TSR_UNROLL(8)
+    TSR_UNROLL(8)
     for (int p = 0; p < PAIRS; ++p) {
         const __m128i pair = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(v + 16 * p)), _mm_loadl_epi64((const __m128i *)(v + 16 * p + 8)));
         s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_cvtepu8_epi16(pair), _mm256_set1_epi32(bsum_pairs[p])));
@@ -19831,11 +19831,11 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void k4_record_pair_avx2(int p, const u
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     constexpr int span = Q5 ? 4 : 8;
     for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + (size_t)p * (k4_record_bytes(Q5) / 4));
-TSR_UNROLL(8)
+    TSR_UNROLL(8)
     for (int c0 = 0; c0 < 8; c0 += span) {
         __m256i lo[G], hi[G];
         for (int g = 0; g < G; ++g) lo[g] = hi[g] = _mm256_setzero_si256();
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int c = c0; c < c0 + span; ++c) {
             int32_t qlo, qhi;
             std::memcpy(&qlo, yb.qs + 64 * p + 4 * c, 4);
@@ -19890,7 +19890,7 @@ TSR_TARGET_AVX2 static void r8_k4_groups_dot_avx2(const uint8_t * grp, size_t gs
             for (int p = 0; p < 4; ++p) k4_record_pair_avx2<Q5, -1, G>(p, rec, sm, yb, prefetch, sumi);
         }
         const __m256 yd = _mm256_set1_ps(yb.d);
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int g = 0; g < G; ++g) {
             const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec[g])), yd);
             const __m256 dmin = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(rec[g] + Q4K_R8_DMIN))), yd);
@@ -19927,7 +19927,7 @@ TSR_TARGET_AVX512VNNI static void r8_q4k_groups_dot_avx512vnni(const uint8_t * g
         int32_t bsum_pairs[4];
         q4k_bsum_pairs(yb, bsum_pairs);
         __m512i bsums[4];  /* sub-block 2p's sum in the low half of lanes 0..7, 2p + 1's in lanes 8..15 */
-TSR_UNROLL(4)
+        TSR_UNROLL(4)
         for (int p = 0; p < 4; ++p) {
             const __m512i v = _mm512_set1_epi32(bsum_pairs[p]);
             bsums[p] = _mm512_mask_srli_epi32(v, 0xFF00, v, 16);
@@ -19935,42 +19935,42 @@ TSR_UNROLL(4)
         const uint8_t * rec[G];
         alignas(32) uint8_t sm[G][128];
         __m512i sumi[G], summ[G];
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int g = 0; g < G; ++g) {
             rec[g] = grp + (size_t)g * gstride + (size_t)i * Q4K_R8_BYTES;
             q4k_record_scales_avx2(rec[g], sm[g]);
             sumi[g] = summ[g] = _mm512_setzero_si512();
-TSR_UNROLL(4)
+            TSR_UNROLL(4)
             for (int p = 0; p < 4; ++p)
                 summ[g] = _mm512_dpwssd_epi32(summ[g], _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sm[g] + 64 + 16 * p))), bsums[p]);
         }
-TSR_UNROLL(4)
+        TSR_UNROLL(4)
         for (int p = 0; p < 4; ++p) {
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + p * q4k_prefetch_step);
             /* quads 0..7: sub-block 2p's activations (low nibbles), 8..15: 2p + 1's */
             const __m512i yv = _mm512_loadu_si512((const void *)(yb.qs + 64 * p));
             __m512i lo[G], hi[G];
             for (int g = 0; g < G; ++g) lo[g] = hi[g] = _mm512_setzero_si512();
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int c = 0; c < 8; c += 2) {
                 const __m512i ylo = _mm512_permutexvar_epi32(_mm512_add_epi32(two_quads, _mm512_set1_epi32(c)), yv);
                 const __m512i yhi = _mm512_permutexvar_epi32(_mm512_add_epi32(two_quads, _mm512_set1_epi32(8 + c)), yv);
-TSR_UNROLL(8)
+                TSR_UNROLL(8)
                 for (int g = 0; g < G; ++g) {
                     const __m512i q = _mm512_loadu_si512((const void *)(rec[g] + Q4K_R8_QS + 32 * (8 * p + c)));
                     lo[g] = _mm512_dpbusd_epi32(lo[g], _mm512_and_si512(q, m4), ylo);
                     hi[g] = _mm512_dpbusd_epi32(hi[g], _mm512_and_si512(_mm512_srli_epi16(q, 4), m4), yhi);
                 }
             }
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int g = 0; g < G; ++g) {
                 sumi[g] = _mm512_dpwssd_epi32(sumi[g], lo[g], q4k_scales_twice_zmm(sm[g] + 16 * p));
                 sumi[g] = _mm512_dpwssd_epi32(sumi[g], hi[g], q4k_scales_twice_zmm(sm[g] + 16 * p + 8));
             }
         }
         const __m512 yd = _mm512_set1_ps(yb.d);
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int g = 0; g < G; ++g) {
             const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rec[g]))), yd);
             const __m512 dmin = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(rec[g] + Q4K_R8_DMIN)))), yd);
@@ -20038,14 +20038,14 @@ TSR_TARGET_AVX2 static void r8_q32_groups_dot_avx2(const uint8_t * grp, size_t g
     for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
         __m256i yq[8];
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int c = 0; c < 8; ++c) {
             int32_t quad;
             std::memcpy(&quad, y[b].qs + 4 * c, 4);
             yq[c] = _mm256_set1_epi32(quad);
         }
         const __m256 yd = _mm256_set1_ps(y[b].d);
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int g = 0; g < G; ++g) {
             const uint8_t * rec = grp + (size_t)g * gstride + (size_t)b * L::bytes;
             prefetch((const char *)rec);
@@ -20145,7 +20145,7 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void q3k_record_scale_bytes_avx2(const 
 TSR_TARGET_AVX2 static inline void q3k_record_scales_avx2(const uint8_t * rec, int8_t * sc) {
     __m256i v[4];
     q3k_record_scale_bytes_avx2(rec, v);
-TSR_UNROLL(4)
+    TSR_UNROLL(4)
     for (int q = 0; q < 4; ++q) _mm256_store_si256((__m256i *)(sc + 32 * q), _mm256_sub_epi8(v[q], _mm256_set1_epi8(32)));
 }
 
@@ -20187,7 +20187,7 @@ TSR_TARGET_AVX2 static void r8_q3k_groups_dot_avx2(const uint8_t * grp, size_t g
         const uint8_t * rec[G];
         alignas(32) uint8_t sc[G][128];
         __m256i sumi[G];
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int g = 0; g < G; ++g) {
             rec[g] = grp + (size_t)g * gstride + (size_t)i * Q3K_R8_BYTES;
             q3k_record_scales_avx2(rec[g], (int8_t *)sc[g]);
@@ -20198,15 +20198,15 @@ TSR_UNROLL(8)
             if (j % 2 == 0)
                 for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + Q3K_R8_BYTES / 4 * (j / 2));
             __m256i yq[8];  /* vbroadcastss: a load, where a move and vpbroadcastd took a shuffle too */
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int q = 0; q < 8; ++q) yq[q] = _mm256_castps_si256(_mm256_broadcast_ss((const float *)(const void *)(yb.qs + 32 * j + 4 * q)));
             const __m256i off_lo = _mm256_set1_epi32((uint16_t)(-4 * yb.bsums[2 * j])), off_hi = _mm256_set1_epi32((uint16_t)(-4 * yb.bsums[2 * j + 1]));
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int g = 0; g < G; ++g) {
                 __m256i v[8];
                 q3k_triple_levels_avx2(rec[g] + q3k_triple_at(j), v);
                 __m256i lo = off_lo, hi = off_hi;
-TSR_UNROLL(4)
+                TSR_UNROLL(4)
                 for (int q = 0; q < 4; ++q) {
                     lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(v[q], yq[q]));
                     hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(v[q + 4], yq[q + 4]));
@@ -20245,12 +20245,12 @@ TSR_TARGET_AVX2 static void r8_q2k_groups_dot_avx2(const uint8_t * grp, size_t g
         const uint8_t * rec[G];
         alignas(32) uint8_t sc[G][128];
         __m256i sumi[G], summ[G], sum4[G], sum16[G];  /* sumi: levels 0 and 3; sum4 / sum16: 4 / 16 x levels 1 / 2 */
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int g = 0; g < G; ++g) {
             sum4[g] = sum16[g] = _mm256_setzero_si256();
             rec[g] = grp + (size_t)g * gstride + (size_t)i * Q2K_R8_BYTES;
             alignas(32) uint8_t mn[128];
-TSR_UNROLL(4)
+            TSR_UNROLL(4)
             for (int q = 0; q < 4; ++q) {
                 const __m256i raw = _mm256_loadu_si256((const __m256i *)(rec[g] + Q2K_R8_SCALES + 32 * q));
                 _mm256_store_si256((__m256i *)(sc[g] + 32 * q), _mm256_and_si256(raw, m0f));
@@ -20309,7 +20309,7 @@ TSR_UNROLL(4)
 TSR_TARGET_AVX512VNNI static inline void q3k_record_scale_words_zmm(const uint8_t * rec, int16_t * words) {
     __m256i v[4];
     q3k_record_scale_bytes_avx2(rec, v);
-TSR_UNROLL(4)
+    TSR_UNROLL(4)
     for (int t = 0; t < 4; ++t)
         _mm512_store_si512((void *)(words + 32 * t),
                            _mm512_sub_epi16(_mm512_cvtepu8_epi16(_mm256_permute4x64_epi64(v[t], 0xD8)), _mm512_set1_epi16(32)));
@@ -20345,24 +20345,24 @@ TSR_TARGET_AVX512VNNI static void r8_q3k_groups_dot_avx512vnni(const uint8_t * g
         const uint8_t * rec[G];
         alignas(64) int16_t scw[G][128];
         __m512i sumi[G];
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int g = 0; g < G; ++g) {
             rec[g] = grp + (size_t)g * gstride + (size_t)i * Q3K_R8_BYTES;
             q3k_record_scale_words_zmm(rec[g], scw[g]);
             sumi[g] = _mm512_setzero_si512();
         }
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int j = 0; j < 8; j += 2) {
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + Q3K_R8_BYTES / 4 * (j / 2));
             const __m512i yv = _mm512_loadu_si512((const void *)(yb.qs + 32 * j));  /* triples j, j + 1's activations */
             __m512i yq[8];
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int q = 0; q < 8; ++q) yq[q] = _mm512_permutexvar_epi32(_mm512_add_epi32(two_quads, _mm512_set1_epi32(q)), yv);
             /* the offsets of sub-blocks 2j, 2j + 2 (lanes 0..7, 8..15) and 2j + 1, 2j + 3 */
             const __m512i off_lo = _mm512_permutexvar_epi32(_mm512_add_epi32(two_subs, _mm512_set1_epi32(2 * j)), off4);
             const __m512i off_hi = _mm512_permutexvar_epi32(_mm512_add_epi32(two_subs, _mm512_set1_epi32(2 * j + 1)), off4);
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int g = 0; g < G; ++g) {
                 const uint8_t * abc = rec[g] + q3k_triple_at(j);
                 const __m512i a = _mm512_loadu_si512((const void *)abc), b = _mm512_loadu_si512((const void *)(abc + Q3K_R8_CHUNK_STRIDE)),
@@ -20384,7 +20384,7 @@ TSR_UNROLL(8)
             }
         }
         const __m512 yd = _mm512_set1_ps(yb.d);
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int g = 0; g < G; ++g) {
             const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rec[g]))), yd);
             acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[g]), d, acc[g]);
@@ -20451,11 +20451,11 @@ TSR_TARGET_AVX512VNNI static void r8_q2k_groups_dot_avx512vnni(const uint8_t * g
         const uint8_t * rec[G];
         __m512i sw[G][8];  /* scale words of chunk quad u, level pair jp: sw[g][2u + jp] */
         __m512i sumi[G], summ[G];
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int g = 0; g < G; ++g) {
             rec[g] = grp + (size_t)g * gstride + (size_t)i * Q2K_R8_BYTES;
             sumi[g] = summ[g] = _mm512_setzero_si512();
-TSR_UNROLL(4)
+            TSR_UNROLL(4)
             for (int hk = 0; hk < 4; ++hk) {  /* sub-blocks 4hk..4hk + 3: half h = hk / 2, level pair k = hk % 2 */
                 const int h = hk / 2, k = hk % 2;
                 const __m512i w = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(rec[g] + Q2K_R8_SCALES + 32 * hk)));
@@ -20468,17 +20468,17 @@ TSR_UNROLL(4)
 #pragma GCC unroll 4
         for (int u = 0; u < 4; ++u) {
             /* a quarter record per chunk quad (g_matvec_pf_ahead), as Q4_K's record */
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + Q2K_R8_BYTES / 4 * u);
             const int h = u / 2, t = u % 2;
             __m512i ya[4], yc[4];  /* level j's activation quads of chunks 4u, 4u + 1 and 4u + 2, 4u + 3 */
-TSR_UNROLL(4)
+            TSR_UNROLL(4)
             for (int j = 0; j < 4; ++j) {
                 const int k = 32 * h + 8 * j + 4 * t;
                 ya[j] = _mm512_mask_set1_epi32(_mm512_set1_epi32(quad(k)), 0xFF00, quad(k + 1));
                 yc[j] = _mm512_mask_set1_epi32(_mm512_set1_epi32(quad(k + 2)), 0xFF00, quad(k + 3));
             }
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int g = 0; g < G; ++g) {
                 const uint8_t * qa = rec[g] + Q2K_R8_QS + 32 * (4 * u);
                 const __m512i va = _mm512_loadu_si512((const void *)qa), vc = _mm512_loadu_si512((const void *)(qa + 64));
@@ -20497,7 +20497,7 @@ TSR_UNROLL(8)
             }
         }
         const __m512 yd = _mm512_set1_ps(yb.d), yd4 = _mm512_set1_ps(0.25f * yb.d);  /* the level sums are times 4 */
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int g = 0; g < G; ++g) {
             const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rec[g]))), yd4);
             const __m512 dmin = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(rec[g] + Q2K_R8_DMIN)))), yd);
@@ -20593,7 +20593,7 @@ static r8_dots_of<tsr_block_q8_K> r8_k2_dots(const cpu_features & f = features()
 /* Results o of the group at row g0 stored for the rows of [m0, m1) in column n. */
 static void r8_store_group(const r8_gemv_args & a, int64_t n, int64_t g0, int64_t m0, int64_t m1, const float * o) {
     float * c = a.C + (size_t)n * a.ldc;
-TSR_UNROLL(8)
+    TSR_UNROLL(8)
     for (int r = 0; r < R8; ++r)
         if (g0 + r >= m0 && g0 + r < m1) c[g0 + r] = o[r];
 }
@@ -20657,7 +20657,7 @@ TSR_TARGET_AVX2 static void r8_record_to_panel_avx2(const uint8_t * rec, uint8_t
     const __m256i lut = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values)),
                                          _mm256_set1_epi8((char)x));
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-TSR_UNROLL(4)
+    TSR_UNROLL(4)
     for (int c = 0; c < 4; ++c) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(rec + 16 + 32 * c));
         __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
@@ -20742,7 +20742,7 @@ TSR_TARGET_AVX2 static void k4_record_to_min_panel_avx2(const uint8_t * rec, int
     _mm256_storeu_ps(mn, fp16_times_bytes_avx2(rec + Q4K_R8_DMIN, sm + 64 + 8 * s));
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const uint8_t * chunks = rec + Q4K_R8_QS + 32 * 8 * (s / 2);
-TSR_UNROLL(8)
+    TSR_UNROLL(8)
     for (int c = 0; c < 8; ++c) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(chunks + 32 * c));
         __m256i level = _mm256_and_si256(s % 2 ? _mm256_srli_epi16(v, 4) : v, m4);
@@ -20790,7 +20790,7 @@ TSR_TARGET_AVX2 static void q3k_record_to_panel_avx2(const uint8_t * rec, int j,
                                _mm256_sub_epi16(_mm256_setzero_si256(), r8_scale_pairs_avx2<true>((const uint8_t *)scales + 16 * j + 8))};
     __m256i v[8];
     q3k_triple_levels_avx2(rec + q3k_triple_at(j), v);
-TSR_UNROLL(8)
+    TSR_UNROLL(8)
     for (int c = 0; c < 8; ++c) {
         const __m256i w = mul_bytes_avx2(_mm256_sub_epi8(v[c], _mm256_set1_epi8(4)), neg_sc[c / 4]);
         _mm256_storeu_si256((__m256i *)(q + (size_t)c * R * 4), _mm256_xor_si256(w, _mm256_set1_epi8((char)XOR)));
@@ -20810,7 +20810,7 @@ TSR_TARGET_AVX2 static void q2k_record_to_panel_avx2(const uint8_t * rec, int j,
         for (int i = 0; i < 4; ++i) {
             const int r = r0 + i;
             int32_t run[8];
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int k = 0; k < 8; ++k) std::memcpy(&run[k], chunks + 32 * k + 4 * r, 4);
             const __m256i levels = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)run), 2 * (j % 4)), _mm256_set1_epi8(3));
             tsr_fp16_t d, dmin;
@@ -20864,7 +20864,7 @@ TSR_TARGET_AVX2 static void q32_record_to_panel_avx2(const uint8_t * rec, int R,
     if (L::has_min) _mm256_storeu_ps(mn, _mm256_xor_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(rec + L::min_at))), _mm256_set1_ps(-0.0f)));
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i fifth = L::five ? _mm256_loadu_si256((const __m256i *)(rec + L::qh_at)) : _mm256_setzero_si256();
-TSR_UNROLL(4)
+    TSR_UNROLL(4)
     for (int c = 0; c < 4; ++c) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(rec + L::qs_at + 32 * c));
         __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);

@@ -194,14 +194,14 @@ TSR_TARGET_AVX2 static void pack_panel_q6_K_amx(const char * a, size_t lda, int 
         for (int s = 0; s < ns; ++s) {
             uint8_t * sb = d + (size_t)s * Q6K_AMX_A_SB;
             const char * ahead = a + (size_t)(r0 + 4) * lda + (size_t)(s0 + s) * sizeof(tsr_block_q6_K);
-TSR_UNROLL(4)
+            TSR_UNROLL(4)
             for (int i = 0; i < 4; ++i)
-TSR_UNROLL(8)
+                TSR_UNROLL(8)
                 for (size_t l = 0; l < sizeof(tsr_block_q6_K); l += 64) _mm_prefetch(ahead + (size_t)i * lda + l, _MM_HINT_T0);
             float dd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
             for (int b = 0; b < 8; ++b) {
                 __m256i hi[4], lo[4];
-TSR_UNROLL(4)
+                TSR_UNROLL(4)
                 for (int i = 0; i < 4; ++i) {
                     hi[i] = lo[i] = _mm256_setzero_si256();
                     if (i >= live || s >= nsv) continue;
@@ -228,7 +228,7 @@ TSR_TARGET_AVX512 static void pack_b_q8_K_amx(const char * b, size_t ldb, int ro
         for (int r = 0; r < 16; ++r) {
             const bool live = r < rows && s0 + s < nsk;
             const tsr_block_q8_K * y = live ? (const tsr_block_q8_K *)(b + (size_t)r * ldb) + s0 + s : nullptr;
-TSR_UNROLL(4)
+            TSR_UNROLL(4)
             for (int c = 0; c < 4; ++c)
                 _mm512_store_si512((void *)(sb + (size_t)c * 1024 + (size_t)r * 64),
                                    live ? _mm512_loadu_si512((const void *)(y->qs + 64 * c)) : _mm512_setzero_si512());

@@ -136,7 +136,7 @@ template <enum tsr_type T, size_t STEP_BYTES, bool REPACKED = false> struct matv
     /* T0: T1 / T2 measured no better (Q6_K 0.88-0.89 x the read against T0's 0.93 in one
      * run), NTA half the rate */
     TSR_ALWAYS_INLINE void operator()(const char * p) const {
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (size_t l = 0; l < lines; ++l) _mm_prefetch(p + ahead + 64 * l, _MM_HINT_T0);
     }
 };
@@ -402,24 +402,24 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void gemm_i8_kernel_avx2(int kc, const 
                 const int32_t * bqq = bq + q * 8;
                 if constexpr (VNNI) {
                     const __m256i u0 = Q8 ? _mm256_abs_epi8(a0) : a0;
-TSR_UNROLL(8)
+                    TSR_UNROLL(8)
                     for (int j = 0; j < 8; ++j) {
                         const __m256i bj = _mm256_set1_epi32(bqq[j]);
                         t[j] = dpbusd_avx2vnni(t[j], u0, Q8 ? _mm256_sign_epi8(bj, a0) : bj);
                     }
                 } else if constexpr (MINS) {
-TSR_UNROLL(8)
+                    TSR_UNROLL(8)
                     for (int j = 0; j < 8; ++j)
                         t[j] = _mm256_add_epi32(t[j], _mm256_madd_epi16(_mm256_maddubs_epi16(a0, _mm256_set1_epi32(bqq[j])), ones));
                 } else {
-TSR_UNROLL(8)
+                    TSR_UNROLL(8)
                     for (int j = 0; j < 8; ++j)
                         t[j] = _mm256_add_epi16(t[j], _mm256_maddubs_epi16(a0, _mm256_set1_epi32(bqq[j])));
                 }
             }
             /* half panels: 8 floats d * sc of the first 16 k, then 8 of the second */
             const __m256 da = _mm256_loadu_ps((const float *)(a + 8 * 32 + (KIND == PANEL_HALVES ? 32 * part : 0)));
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int j = 0; j < 8; ++j) {
                 __m256i i0 = t[j];
                 if constexpr (!Q8 && !MINS) i0 = _mm256_add_epi32(VNNI ? i0 : _mm256_madd_epi16(i0, ones), _mm256_set1_epi32(bias[j]));
@@ -429,7 +429,7 @@ TSR_UNROLL(8)
         if constexpr (MINS) {
             const __m256 mins = _mm256_loadu_ps((const float *)(a + 8 * 36));
             const float * bsum = (const float *)(b + 8 * 36);
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int j = 0; j < 8; ++j) f[j] = _mm256_fnmadd_ps(mins, _mm256_set1_ps(bsum[j]), f[j]);
         }
         a += 8 * (KIND == PANEL_Q8 ? 36 : 40);
@@ -473,7 +473,7 @@ TSR_TARGET_AVX2 static void gemm_pairs_kernel_avx2(int kc, const void * ap, cons
                 const __m256i a01 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a + q * 32)));
                 const __m256i a23 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a + q * 32 + 16)));
                 const int32_t * bq = (const int32_t *)(b + q * 64);
-TSR_UNROLL(8)
+                TSR_UNROLL(8)
                 for (int j = 0; j < 8; ++j) {
                     const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(a01, _mm256_set1_epi32(bq[2 * j])),
                                                        _mm256_madd_epi16(a23, _mm256_set1_epi32(bq[2 * j + 1])));
@@ -484,7 +484,7 @@ TSR_UNROLL(8)
                 }
             }
             const __m256 da = _mm256_loadu_ps((const float *)(a + 8 * 32 + (KIND == PANEL_HALVES ? 32 * part : 0)));
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int j = 0; j < 8; ++j) f[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t[j]), _mm256_mul_ps(da, _mm256_set1_ps(bs[j])), f[j]);
         }
         a += 8 * (KIND == PANEL_Q8 ? 36 : 40);
@@ -501,7 +501,7 @@ TSR_TARGET_AVX2 static void a_panel_to_pairs_avx2(void * panel, int kc) {
                                            0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
     for (int blk = 0; blk < kc / 32; ++blk) {
         uint8_t * p = (uint8_t *)panel + (size_t)blk * BLOCK_BYTES;
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int q = 0; q < 8; ++q) {
             /* per lane: 4 rows' k0 k1, then their k2 k3; qwords 0 2 1 3 put the 8 rows together */
             const __m256i v = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(p + q * 32)), pairs);
@@ -864,7 +864,7 @@ TSR_TARGET_AVX2 static void quantize_q8k_avx2(const float * x, tsr_block_q8_K * 
         _mm256_storeu_ps(mx, vmax);
         _mm256_storeu_ps(mn, vmin);
         float hi = mx[0], lo = mn[0];
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int l = 1; l < 8; ++l) { hi = std::max(hi, mx[l]); lo = std::min(lo, mn[l]); }
         const float max = q8k_signed_max(hi, lo, x);
         std::memset(&y[i], 0, sizeof(y[i]));
@@ -873,7 +873,7 @@ TSR_UNROLL(8)
         const __m256 vis = _mm256_set1_ps(iscale);
         for (int j = 0; j < TSR_QK_K; j += 32) {
             __m256i q[4];
-TSR_UNROLL(4)
+            TSR_UNROLL(4)
             for (int k = 0; k < 4; ++k)
                 q[k] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * k), vis)), _mm256_set1_epi32(127));
             /* int32 -> int16 -> int8 packs interleave 128-bit lanes: put them back in order */

@@ -455,7 +455,7 @@ TSR_TARGET_AVX512 static void quantize_y_avx512(const float * x, yq8 * y, int64_
 TSR_TARGET_AVX512 static void quantize_q8k_avx512(const float * x, tsr_block_q8_K * y, int64_t n) {
     for (int64_t i = 0; i < n / TSR_QK_K; ++i, x += TSR_QK_K) {
         __m512 vmax = _mm512_set1_ps(-INFINITY), vmin = _mm512_set1_ps(INFINITY);
-TSR_UNROLL(16)
+        TSR_UNROLL(16)
         for (int j = 0; j < TSR_QK_K; j += 16) {
             const __m512 v = _mm512_loadu_ps(x + j);
             vmax = _mm512_max_ps(vmax, v);
@@ -507,12 +507,12 @@ TSR_TARGET_AVX512 static inline __m512 load16_full(const char * row, int64_t k) 
 /* 16x16 transpose of r[0..15] in registers. */
 TSR_TARGET_AVX512 static inline void transpose16(__m512 r[16]) {
     __m512 t[16];
-TSR_UNROLL(8)
+    TSR_UNROLL(8)
     for (int i = 0; i < 8; ++i) {
         t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
         t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
     }
-TSR_UNROLL(4)
+    TSR_UNROLL(4)
     for (int i = 0; i < 4; ++i) {
         r[4 * i + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[4 * i]), _mm512_castps_pd(t[4 * i + 2])));
         r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[4 * i]), _mm512_castps_pd(t[4 * i + 2])));
@@ -520,7 +520,7 @@ TSR_UNROLL(4)
         r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[4 * i + 1]), _mm512_castps_pd(t[4 * i + 3])));
     }
     /* r[4i+j] now holds rows 4i..4i+3 interleaved for column group j; finish with 128-bit shuffles */
-TSR_UNROLL(4)
+    TSR_UNROLL(4)
     for (int j = 0; j < 4; ++j) {
         const __m512 a0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
         const __m512 a1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD);
@@ -542,13 +542,13 @@ TSR_TARGET_AVX512 static void pack_a32_avx512(const char * a, size_t lda, int ro
     for (int half = 0; half < 2; ++half) {
         for (int k = 0; k < kc; k += 16) {
             __m512 r[16];
-TSR_UNROLL(16)
+            TSR_UNROLL(16)
             for (int i = 0; i < 16; ++i) {
                 const int row = half * 16 + i;
                 r[i] = (row < rows && k0 + k < kend) ? load16_as_f32<T>(a + (size_t)row * lda, k0 + k, kend) : _mm512_setzero_ps();
             }
             transpose16(r);
-TSR_UNROLL(16)
+            TSR_UNROLL(16)
             for (int i = 0; i < 16; ++i) _mm512_store_ps(d + (size_t)(k + i) * 32 + half * 16, r[i]);
         }
     }
@@ -564,13 +564,13 @@ TSR_TARGET_AVX512 static void pack_a32_bf16_avx512(const char * a, size_t lda, i
     for (int half = 0; half < 2; ++half) {
         for (int p = 0; p < kc / 2; p += 16) {
             __m512 r[16];
-TSR_UNROLL(16)
+            TSR_UNROLL(16)
             for (int i = 0; i < 16; ++i) {
                 const int row = half * 16 + i;
                 r[i] = (row < rows && p0 + p < pend) ? load16_as_f32<0>(a + (size_t)row * lda, p0 + p, pend) : _mm512_setzero_ps();
             }
             transpose16(r);
-TSR_UNROLL(16)
+            TSR_UNROLL(16)
             for (int i = 0; i < 16; ++i) _mm512_store_ps(d + (size_t)(p + i) * 32 + half * 16, r[i]);
         }
     }
@@ -710,7 +710,7 @@ TSR_TARGET_AVX512VNNI static void gemm_i8_kernel_avx512(int kc, const void * ap,
     const uint8_t * a = (const uint8_t *)ap;
     const uint8_t * b = (const uint8_t *)bp;
     __m512 f[6][2];
-TSR_UNROLL(6)
+    TSR_UNROLL(6)
     for (int j = 0; j < 6; ++j) { f[j][0] = _mm512_setzero_ps(); f[j][1] = _mm512_setzero_ps(); }
     for (int blk = 0; blk < kc / 32; ++blk) {
         const float * bs = (const float *)(b + 6 * 32);
@@ -724,7 +724,7 @@ TSR_UNROLL(6)
         __m512i i40 = TSR_IBIAS(4), i41 = i40;
         __m512i i50 = TSR_IBIAS(5), i51 = i50;
 #undef TSR_IBIAS
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int q = 0; q < 8; ++q) {
             const __m512i a0 = _mm512_load_si512((const void *)(a + q * 128));
             const __m512i a1 = _mm512_load_si512((const void *)(a + q * 128 + 64));
@@ -745,7 +745,7 @@ TSR_UNROLL(8)
         if constexpr (MINS) {
             const float * bsum = (const float *)(b + 6 * 36);
             const __m512 m0 = _mm512_load_ps(a + 32 * 36), m1 = _mm512_load_ps(a + 32 * 36 + 64);
-TSR_UNROLL(6)
+            TSR_UNROLL(6)
             for (int j = 0; j < 6; ++j) {
                 const __m512 s = _mm512_set1_ps(bsum[j]);
                 f[j][0] = _mm512_fnmadd_ps(m0, s, f[j][0]);

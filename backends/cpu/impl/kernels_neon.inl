@@ -231,7 +231,7 @@ static void quantize_y_neon(const float * x, yq8 * y, int64_t n) {
         const float * xb = x + b * 32;
         float32x4_t v[8];
         float32x4_t m = vdupq_n_f32(0);
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int j = 0; j < 8; ++j) {
             v[j] = vld1q_f32(xb + 4 * j);
             const uint32x4_t ok = vceqq_f32(v[j], v[j]);
@@ -242,7 +242,7 @@ TSR_UNROLL(8)
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         int32x4_t q[8];
         int32x4_t sum = vdupq_n_s32(0);
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int j = 0; j < 8; ++j) {
             q[j] = vcvtnq_s32_f32(vminq_f32(hi, vmaxq_f32(lo, vmulq_n_f32(v[j], id))));
             sum = vaddq_s32(sum, q[j]);
@@ -368,7 +368,7 @@ static void gemm_s8_kernel_neon(int kc, const void * ap, const void * bp, float 
         const int8_t * bq = (const int8_t *)b;
         const float32x4_t da = vld1q_f32((const float *)(a + 4 * 32));
         const float * db = (const float *)(b + 4 * 32);
-TSR_UNROLL(4)
+        TSR_UNROLL(4)
         for (int n = 0; n < 4; ++n) {
             const int8_t * yn = bq + n * 32;
             if constexpr (KIND == PANEL_HALVES) {
@@ -561,7 +561,7 @@ static inline void k4_step_neon(const uint8_t * blk, const tsr_block_q8_K & y, k
     const uint8_t * qs = blk + (HIGH ? 48 : 16);
     int sc[8], mn[8];
     int32_t summ = 0;
-TSR_UNROLL(8)
+    TSR_UNROLL(8)
     for (int sb = 0; sb < 8; ++sb) {
         tsr_impl::k4_scale_min(sb, blk + 4, &sc[sb], &mn[sb]);
         summ += mn[sb] * (y.bsums[2 * sb] + y.bsums[2 * sb + 1]);
@@ -572,10 +572,10 @@ TSR_UNROLL(8)
     r.mins += y.d * h2f(dmin16) * (float)summ;
     const uint8x16_t qh[2] = {HIGH ? vld1q_u8(blk + 16) : vdupq_n_u8(0), HIGH ? vld1q_u8(blk + 32) : vdupq_n_u8(0)};
     int32x4_t sumi = vdupq_n_s32(0);
-TSR_UNROLL(4)
+    TSR_UNROLL(4)
     for (int c = 0; c < 4; ++c) {
         int32x4_t lo = vdupq_n_s32(0), hi = vdupq_n_s32(0);
-TSR_UNROLL(2)
+        TSR_UNROLL(2)
         for (int half = 0; half < 2; ++half) {
             const uint8x16_t v = vld1q_u8(qs + 32 * c + 16 * half);
             uint8x16_t l = vandq_u8(v, m4), h = vshrq_n_u8(v, 4);
@@ -601,7 +601,7 @@ static inline void q6k_step_neon(const uint8_t * blk, const tsr_block_q8_K & y, 
     const int8x16_t off = vdupq_n_s8(32);
     int32x4_t sumi = vdupq_n_s32(0);
     for (int h = 0; h < 2; ++h)
-TSR_UNROLL(2)
+        TSR_UNROLL(2)
         for (int half = 0; half < 2; ++half) {  /* l in [16 half, 16 half + 16) */
             const uint8x16_t ql0 = vld1q_u8(x.ql + 64 * h + 16 * half), ql1 = vld1q_u8(x.ql + 64 * h + 32 + 16 * half);
             const uint8x16_t qh = vld1q_u8(x.qh + 32 * h + 16 * half);
@@ -611,7 +611,7 @@ TSR_UNROLL(2)
                 vorrq_u8(vshrq_n_u8(ql0, 4), vandq_u8(qh, m30)),
                 vorrq_u8(vshrq_n_u8(ql1, 4), vandq_u8(vshrq_n_u8(qh, 2), m30)),
             };
-TSR_UNROLL(4)
+            TSR_UNROLL(4)
             for (int k = 0; k < 4; ++k) {
                 const int e = 128 * h + 32 * k + 16 * half;
                 const int32x4_t p = dot16_lanes_neon(vsubq_s8(vreinterpretq_s8_u8(q[k]), off), vld1q_s8(y.qs + e));
@@ -633,7 +633,7 @@ static inline void k2_step_neon(const uint8_t * blk, const tsr_block_q8_K & y, k
     int sc[16];
     float d;
     if (Q3) {
-TSR_UNROLL(16)
+        TSR_UNROLL(16)
         for (int g = 0; g < 16; ++g) sc[g] = tsr_impl::q3k_scale(g, b3->scales);
         d = h2f(b3->d);
     } else {
@@ -650,13 +650,13 @@ TSR_UNROLL(16)
         d = h2f(b2->d);
     }
     int32x4_t sumi = vdupq_n_s32(0);
-TSR_UNROLL(2)
+    TSR_UNROLL(2)
     for (int h = 0; h < 2; ++h)
-TSR_UNROLL(2)
+        TSR_UNROLL(2)
         for (int half = 0; half < 2; ++half) {  /* l in [16 half, 16 half + 16) */
             const uint8x16_t q = vld1q_u8(qs + 32 * h + 16 * half);
             const uint8x16_t hm = Q3 ? vld1q_u8(b3->hmask + 16 * half) : vdupq_n_u8(0);
-TSR_UNROLL(4)
+            TSR_UNROLL(4)
             for (int j = 0; j < 4; ++j) {
                 const int e = 128 * h + 32 * j + 16 * half;
                 uint8x16_t v = vandq_u8(vshlq_u8(q, vdupq_n_s8((int8_t)(-2 * j))), m3);
@@ -683,7 +683,7 @@ static void dot4_q8k_neon(int64_t n, const char * x, size_t lda, const void * yv
     k_row_sum_neon r[4];
     for (int64_t i = 0; i < n / TSR_QK_K; ++i)
         for (int k = 0; k < 4; ++k) STEP((const uint8_t *)x + (size_t)k * lda + (size_t)i * BSIZE, y[i], r[k]);
-TSR_UNROLL(4)
+    TSR_UNROLL(4)
     for (int k = 0; k < 4; ++k) out[k] = r[k].total();
 }
 
@@ -715,7 +715,7 @@ static void quantize_q8k_neon(const float * x, tsr_block_q8_K * y, int64_t n) {
         const int32x4_t top = vdupq_n_s32(127);
         for (int j = 0; j < TSR_QK_K; j += 16) {
             int32x4_t q[4];
-TSR_UNROLL(4)
+            TSR_UNROLL(4)
             for (int k = 0; k < 4; ++k) q[k] = vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + j + 4 * k), iscale)), top);
             const int16x8_t h0 = vqmovn_high_s32(vqmovn_s32(q[0]), q[1]), h1 = vqmovn_high_s32(vqmovn_s32(q[2]), q[3]);
             const int8x16_t b = vqmovn_high_s16(vqmovn_s16(h0), h1);

@@ -71,10 +71,10 @@ static void pack_panel_f32(const char * a, size_t lda, int rows, int64_t K, int6
     const int kv = (int)std::max<int64_t>(0, std::min<int64_t>(kc, K - k0));
     if (CVT == cvt_f32_copy) {  /* F32 rows: transpose directly, k outer (contiguous writes) */
         const float * rp[R];
-TSR_UNROLL(16)
+        TSR_UNROLL(16)
         for (int r = 0; r < R; ++r) rp[r] = r < rows ? (const float *)(a + (size_t)r * lda) + k0 : nullptr;
         for (int k = 0; k < kv; ++k)
-TSR_UNROLL(16)
+            TSR_UNROLL(16)
             for (int r = 0; r < R; ++r) d[(size_t)k * R + r] = rp[r] ? rp[r][k] : 0.0f;
         for (int k = kv; k < kc; ++k)
             for (int r = 0; r < R; ++r) d[(size_t)k * R + r] = 0.0f;
@@ -143,7 +143,7 @@ static void pack_panel_i8_b(const char * b, size_t ldb, int rows, int64_t K, int
         for (int r = 0; r < R; ++r) {
             const bool live = r < rows && b0 + bb < nbk;
             const yq8 * blk = live ? (const yq8 *)(b + (size_t)r * ldb) + b0 + bb : nullptr;
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int qd = 0; qd < 8; ++qd) {
                 if (live) std::memcpy(q + ((size_t)qd * R + r) * 4, blk->qs + qd * 4, 4);
                 else std::memset(q + ((size_t)qd * R + r) * 4, 0, 4);
@@ -175,9 +175,9 @@ static void pack_panel_pairs_b(const char * b, size_t ldb, int rows, int64_t K, 
         for (int r = 0; r < R; ++r) {
             const bool live = r < rows && b0 + bb < nbk;
             const yq8 * blk = live ? (const yq8 *)(b + (size_t)r * ldb) + b0 + bb : nullptr;
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int qd = 0; qd < 8; ++qd)
-TSR_UNROLL(4)
+                TSR_UNROLL(4)
                 for (int i = 0; i < 4; ++i) q[((size_t)qd * R + r) * 4 + i] = live ? blk->qs[qd * 4 + i] : 0;
             sc[r] = live ? blk->d : 0.0f;
         }
@@ -200,7 +200,7 @@ static void pack_panel_q8k_halves_b(const char * b, size_t ldb, int rows, int64_
         for (int r = 0; r < R; ++r) {
             const bool live = r < rows && kb < nbk;
             const tsr_block_q8_K * y = live ? (const tsr_block_q8_K *)(b + (size_t)r * ldb) + kb / 8 : nullptr;
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int qd = 0; qd < 8; ++qd) {
                 if (live) std::memcpy(q + ((size_t)qd * R + r) * 4, y->qs + 32 * part + qd * 4, 4);
                 else std::memset(q + ((size_t)qd * R + r) * 4, 0, 4);
@@ -231,7 +231,7 @@ static void pack_panel_s8_a(const char * a, size_t lda, int rows, int64_t K, int
                 sc[r] = h2f(blk->d);
             } else {
                 const tsr_block_q4_0 * blk = (const tsr_block_q4_0 *)(a + (size_t)r * lda) + b0 + b;
-TSR_UNROLL(16)
+                TSR_UNROLL(16)
                 for (int j = 0; j < 16; ++j) {
                     qr[j] = (int8_t)((blk->qs[j] & 0x0F) - 8);
                     qr[j + 16] = (int8_t)((blk->qs[j] >> 4) - 8);

@@ -233,7 +233,7 @@ TSR_TARGET_AVX2 static inline void store_quads4_avx2(uint8_t * q, const __m256i 
     const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
     const __m256i u[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),   /* quads 0 1 | 4 5 */
                           _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};  /* quads 2 3 | 6 7 */
-TSR_UNROLL(4)
+    TSR_UNROLL(4)
     for (int i = 0; i < 4; ++i) {
         _mm_storeu_si128((__m128i *)(q + (size_t)i * R * 4), _mm256_castsi256_si128(u[i]));
         _mm_storeu_si128((__m128i *)(q + (size_t)(i + 4) * R * 4), _mm256_extracti128_si256(u[i], 1));
@@ -289,21 +289,21 @@ TSR_TARGET_AVX2 static void pack_panel_i8_avx2(const char * a, size_t lda, int r
         for (int b = 0; b < nb; ++b) {
             /* past the panel this is the next panel's rows; prefetches never fault */
             const char * ahead = a + (size_t)(r0 + 4) * lda + (size_t)(b0 + b) * bytes_per_256<T>() / 8;
-TSR_UNROLL(4)
+            TSR_UNROLL(4)
             for (int i = 0; i < 4; ++i) _mm_prefetch(ahead + (size_t)i * lda, _MM_HINT_T0);
             panel_block p[4];
             if (live == 4 && b < nbv) {  /* the common case unrolled: four independent blocks in flight */
 #pragma GCC unroll 4
                 for (int i = 0; i < 4; ++i) p[i] = panel_block_avx2<T, KIND>(a + (size_t)(r0 + i) * lda, b0 + b);
             } else {
-TSR_UNROLL(4)
+                TSR_UNROLL(4)
                 for (int i = 0; i < 4; ++i) {
                     if (i < live && b < nbv) p[i] = panel_block_avx2<T, KIND>(a + (size_t)(r0 + i) * lda, b0 + b);
                     else p[i] = panel_block{_mm256_set1_epi8((char)((PAD ^ FLIP) + SUB)), {0.0f, 0.0f}};
                 }
             }
             if constexpr (SUB != 0)
-TSR_UNROLL(4)
+                TSR_UNROLL(4)
                 for (int i = 0; i < 4; ++i) p[i].q = _mm256_sub_epi8(p[i].q, _mm256_set1_epi8((char)SUB));
             const __m256i v[4] = {_mm256_xor_si256(p[0].q, flip), _mm256_xor_si256(p[1].q, flip), _mm256_xor_si256(p[2].q, flip),
                                   _mm256_xor_si256(p[3].q, flip)};

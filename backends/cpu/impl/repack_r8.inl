@@ -516,7 +516,7 @@ TSR_TARGET_AVX2 static inline __m256i r8_block_sums_avx2(const uint8_t * rec, co
     const __m256i ones = _mm256_set1_epi16(1);
     const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values));
     __m256i s16 = _mm256_setzero_si256(), s32 = _mm256_setzero_si256();
-TSR_UNROLL(4)
+    TSR_UNROLL(4)
     for (int c = 0; c < 4; ++c) {
         const __m256i q = _mm256_loadu_si256((const __m256i *)(rec + 16 + 32 * c));
         const __m256i lo = _mm256_and_si256(q, m4);
@@ -542,7 +542,7 @@ TSR_TARGET_AVX2 static void r8_groups_dot_avx2(const uint8_t * grp, size_t gstri
     for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
         __m256i yq[8], ayq[8];
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int c = 0; c < 8; ++c) {
             int32_t quad;
             std::memcpy(&quad, y[b].qs + 4 * c, 4);
@@ -550,7 +550,7 @@ TSR_UNROLL(8)
             ayq[c] = T == TSR_TYPE_IQ4_NL ? _mm256_abs_epi8(yq[c]) : yq[c];
         }
         const __m256 yd = _mm256_set1_ps(y[b].d);
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int g = 0; g < G; ++g) {
             const uint8_t * rec = grp + (size_t)g * gstride + (size_t)b * R8_BLOCK_BYTES;
             prefetch((const char *)rec);
@@ -565,7 +565,7 @@ TSR_UNROLL(8)
  * stored as the group's 8 floats. */
 template <int G>
 TSR_TARGET_AVX512VNNI static inline void r8_store_halves_zmm(const __m512 * acc, float * out) {
-TSR_UNROLL(8)
+    TSR_UNROLL(8)
     for (int g = 0; g < G; ++g)
         _mm256_storeu_ps(out + 8 * g, _mm256_add_ps(_mm512_castps512_ps256(acc[g]), _mm512_extractf32x8_ps(acc[g], 1)));
 }
@@ -603,7 +603,7 @@ TSR_TARGET_AVX512VNNI static void r8_groups_dot_avx512vnni(const uint8_t * grp, 
         const __m512i yhi01 = _mm512_permutexvar_epi32(sel_hi01, yv), yhi23 = _mm512_permutexvar_epi32(sel_hi23, yv);
         const __m512i bias = _mm512_maskz_set1_epi32(0x00FF, -offset * y[b].sum);
         const __m512 yd = _mm512_set1_ps(y[b].d);
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int g = 0; g < G; ++g) {
             const uint8_t * rec = grp + (size_t)g * gstride + (size_t)b * L::bytes;
             prefetch((const char *)rec);
@@ -688,7 +688,7 @@ TSR_TARGET_AVX2 static inline void q4k_bsum_pairs(const tsr_block_q8_K & y, int3
 template <int PAIRS>
 TSR_TARGET_AVX2 static inline __m256i r8_byte_sums_avx2(const uint8_t * v, const int32_t * bsum_pairs) {
     __m256i s = _mm256_setzero_si256();
-TSR_UNROLL(8)
+    TSR_UNROLL(8)
     for (int p = 0; p < PAIRS; ++p) {
         const __m128i pair = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(v + 16 * p)), _mm_loadl_epi64((const __m128i *)(v + 16 * p + 8)));
         s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_cvtepu8_epi16(pair), _mm256_set1_epi32(bsum_pairs[p])));
@@ -743,11 +743,11 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void k4_record_pair_avx2(int p, const u
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     constexpr int span = Q5 ? 4 : 8;
     for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + (size_t)p * (k4_record_bytes(Q5) / 4));
-TSR_UNROLL(8)
+    TSR_UNROLL(8)
     for (int c0 = 0; c0 < 8; c0 += span) {
         __m256i lo[G], hi[G];
         for (int g = 0; g < G; ++g) lo[g] = hi[g] = _mm256_setzero_si256();
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int c = c0; c < c0 + span; ++c) {
             int32_t qlo, qhi;
             std::memcpy(&qlo, yb.qs + 64 * p + 4 * c, 4);
@@ -802,7 +802,7 @@ TSR_TARGET_AVX2 static void r8_k4_groups_dot_avx2(const uint8_t * grp, size_t gs
             for (int p = 0; p < 4; ++p) k4_record_pair_avx2<Q5, -1, G>(p, rec, sm, yb, prefetch, sumi);
         }
         const __m256 yd = _mm256_set1_ps(yb.d);
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int g = 0; g < G; ++g) {
             const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)rec[g])), yd);
             const __m256 dmin = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(rec[g] + Q4K_R8_DMIN))), yd);
@@ -839,7 +839,7 @@ TSR_TARGET_AVX512VNNI static void r8_q4k_groups_dot_avx512vnni(const uint8_t * g
         int32_t bsum_pairs[4];
         q4k_bsum_pairs(yb, bsum_pairs);
         __m512i bsums[4];  /* sub-block 2p's sum in the low half of lanes 0..7, 2p + 1's in lanes 8..15 */
-TSR_UNROLL(4)
+        TSR_UNROLL(4)
         for (int p = 0; p < 4; ++p) {
             const __m512i v = _mm512_set1_epi32(bsum_pairs[p]);
             bsums[p] = _mm512_mask_srli_epi32(v, 0xFF00, v, 16);
@@ -847,42 +847,42 @@ TSR_UNROLL(4)
         const uint8_t * rec[G];
         alignas(32) uint8_t sm[G][128];
         __m512i sumi[G], summ[G];
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int g = 0; g < G; ++g) {
             rec[g] = grp + (size_t)g * gstride + (size_t)i * Q4K_R8_BYTES;
             q4k_record_scales_avx2(rec[g], sm[g]);
             sumi[g] = summ[g] = _mm512_setzero_si512();
-TSR_UNROLL(4)
+            TSR_UNROLL(4)
             for (int p = 0; p < 4; ++p)
                 summ[g] = _mm512_dpwssd_epi32(summ[g], _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sm[g] + 64 + 16 * p))), bsums[p]);
         }
-TSR_UNROLL(4)
+        TSR_UNROLL(4)
         for (int p = 0; p < 4; ++p) {
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + p * q4k_prefetch_step);
             /* quads 0..7: sub-block 2p's activations (low nibbles), 8..15: 2p + 1's */
             const __m512i yv = _mm512_loadu_si512((const void *)(yb.qs + 64 * p));
             __m512i lo[G], hi[G];
             for (int g = 0; g < G; ++g) lo[g] = hi[g] = _mm512_setzero_si512();
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int c = 0; c < 8; c += 2) {
                 const __m512i ylo = _mm512_permutexvar_epi32(_mm512_add_epi32(two_quads, _mm512_set1_epi32(c)), yv);
                 const __m512i yhi = _mm512_permutexvar_epi32(_mm512_add_epi32(two_quads, _mm512_set1_epi32(8 + c)), yv);
-TSR_UNROLL(8)
+                TSR_UNROLL(8)
                 for (int g = 0; g < G; ++g) {
                     const __m512i q = _mm512_loadu_si512((const void *)(rec[g] + Q4K_R8_QS + 32 * (8 * p + c)));
                     lo[g] = _mm512_dpbusd_epi32(lo[g], _mm512_and_si512(q, m4), ylo);
                     hi[g] = _mm512_dpbusd_epi32(hi[g], _mm512_and_si512(_mm512_srli_epi16(q, 4), m4), yhi);
                 }
             }
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int g = 0; g < G; ++g) {
                 sumi[g] = _mm512_dpwssd_epi32(sumi[g], lo[g], q4k_scales_twice_zmm(sm[g] + 16 * p));
                 sumi[g] = _mm512_dpwssd_epi32(sumi[g], hi[g], q4k_scales_twice_zmm(sm[g] + 16 * p + 8));
             }
         }
         const __m512 yd = _mm512_set1_ps(yb.d);
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int g = 0; g < G; ++g) {
             const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rec[g]))), yd);
             const __m512 dmin = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(rec[g] + Q4K_R8_DMIN)))), yd);
@@ -950,14 +950,14 @@ TSR_TARGET_AVX2 static void r8_q32_groups_dot_avx2(const uint8_t * grp, size_t g
     for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
         __m256i yq[8];
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int c = 0; c < 8; ++c) {
             int32_t quad;
             std::memcpy(&quad, y[b].qs + 4 * c, 4);
             yq[c] = _mm256_set1_epi32(quad);
         }
         const __m256 yd = _mm256_set1_ps(y[b].d);
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int g = 0; g < G; ++g) {
             const uint8_t * rec = grp + (size_t)g * gstride + (size_t)b * L::bytes;
             prefetch((const char *)rec);
@@ -1057,7 +1057,7 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void q3k_record_scale_bytes_avx2(const 
 TSR_TARGET_AVX2 static inline void q3k_record_scales_avx2(const uint8_t * rec, int8_t * sc) {
     __m256i v[4];
     q3k_record_scale_bytes_avx2(rec, v);
-TSR_UNROLL(4)
+    TSR_UNROLL(4)
     for (int q = 0; q < 4; ++q) _mm256_store_si256((__m256i *)(sc + 32 * q), _mm256_sub_epi8(v[q], _mm256_set1_epi8(32)));
 }
 
@@ -1099,7 +1099,7 @@ TSR_TARGET_AVX2 static void r8_q3k_groups_dot_avx2(const uint8_t * grp, size_t g
         const uint8_t * rec[G];
         alignas(32) uint8_t sc[G][128];
         __m256i sumi[G];
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int g = 0; g < G; ++g) {
             rec[g] = grp + (size_t)g * gstride + (size_t)i * Q3K_R8_BYTES;
             q3k_record_scales_avx2(rec[g], (int8_t *)sc[g]);
@@ -1110,15 +1110,15 @@ TSR_UNROLL(8)
             if (j % 2 == 0)
                 for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + Q3K_R8_BYTES / 4 * (j / 2));
             __m256i yq[8];  /* vbroadcastss: a load, where a move and vpbroadcastd took a shuffle too */
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int q = 0; q < 8; ++q) yq[q] = _mm256_castps_si256(_mm256_broadcast_ss((const float *)(const void *)(yb.qs + 32 * j + 4 * q)));
             const __m256i off_lo = _mm256_set1_epi32((uint16_t)(-4 * yb.bsums[2 * j])), off_hi = _mm256_set1_epi32((uint16_t)(-4 * yb.bsums[2 * j + 1]));
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int g = 0; g < G; ++g) {
                 __m256i v[8];
                 q3k_triple_levels_avx2(rec[g] + q3k_triple_at(j), v);
                 __m256i lo = off_lo, hi = off_hi;
-TSR_UNROLL(4)
+                TSR_UNROLL(4)
                 for (int q = 0; q < 4; ++q) {
                     lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(v[q], yq[q]));
                     hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(v[q + 4], yq[q + 4]));
@@ -1157,12 +1157,12 @@ TSR_TARGET_AVX2 static void r8_q2k_groups_dot_avx2(const uint8_t * grp, size_t g
         const uint8_t * rec[G];
         alignas(32) uint8_t sc[G][128];
         __m256i sumi[G], summ[G], sum4[G], sum16[G];  /* sumi: levels 0 and 3; sum4 / sum16: 4 / 16 x levels 1 / 2 */
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int g = 0; g < G; ++g) {
             sum4[g] = sum16[g] = _mm256_setzero_si256();
             rec[g] = grp + (size_t)g * gstride + (size_t)i * Q2K_R8_BYTES;
             alignas(32) uint8_t mn[128];
-TSR_UNROLL(4)
+            TSR_UNROLL(4)
             for (int q = 0; q < 4; ++q) {
                 const __m256i raw = _mm256_loadu_si256((const __m256i *)(rec[g] + Q2K_R8_SCALES + 32 * q));
                 _mm256_store_si256((__m256i *)(sc[g] + 32 * q), _mm256_and_si256(raw, m0f));
@@ -1221,7 +1221,7 @@ TSR_UNROLL(4)
 TSR_TARGET_AVX512VNNI static inline void q3k_record_scale_words_zmm(const uint8_t * rec, int16_t * words) {
     __m256i v[4];
     q3k_record_scale_bytes_avx2(rec, v);
-TSR_UNROLL(4)
+    TSR_UNROLL(4)
     for (int t = 0; t < 4; ++t)
         _mm512_store_si512((void *)(words + 32 * t),
                            _mm512_sub_epi16(_mm512_cvtepu8_epi16(_mm256_permute4x64_epi64(v[t], 0xD8)), _mm512_set1_epi16(32)));
@@ -1257,24 +1257,24 @@ TSR_TARGET_AVX512VNNI static void r8_q3k_groups_dot_avx512vnni(const uint8_t * g
         const uint8_t * rec[G];
         alignas(64) int16_t scw[G][128];
         __m512i sumi[G];
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int g = 0; g < G; ++g) {
             rec[g] = grp + (size_t)g * gstride + (size_t)i * Q3K_R8_BYTES;
             q3k_record_scale_words_zmm(rec[g], scw[g]);
             sumi[g] = _mm512_setzero_si512();
         }
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int j = 0; j < 8; j += 2) {
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + Q3K_R8_BYTES / 4 * (j / 2));
             const __m512i yv = _mm512_loadu_si512((const void *)(yb.qs + 32 * j));  /* triples j, j + 1's activations */
             __m512i yq[8];
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int q = 0; q < 8; ++q) yq[q] = _mm512_permutexvar_epi32(_mm512_add_epi32(two_quads, _mm512_set1_epi32(q)), yv);
             /* the offsets of sub-blocks 2j, 2j + 2 (lanes 0..7, 8..15) and 2j + 1, 2j + 3 */
             const __m512i off_lo = _mm512_permutexvar_epi32(_mm512_add_epi32(two_subs, _mm512_set1_epi32(2 * j)), off4);
             const __m512i off_hi = _mm512_permutexvar_epi32(_mm512_add_epi32(two_subs, _mm512_set1_epi32(2 * j + 1)), off4);
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int g = 0; g < G; ++g) {
                 const uint8_t * abc = rec[g] + q3k_triple_at(j);
                 const __m512i a = _mm512_loadu_si512((const void *)abc), b = _mm512_loadu_si512((const void *)(abc + Q3K_R8_CHUNK_STRIDE)),
@@ -1296,7 +1296,7 @@ TSR_UNROLL(8)
             }
         }
         const __m512 yd = _mm512_set1_ps(yb.d);
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int g = 0; g < G; ++g) {
             const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rec[g]))), yd);
             acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[g]), d, acc[g]);
@@ -1363,11 +1363,11 @@ TSR_TARGET_AVX512VNNI static void r8_q2k_groups_dot_avx512vnni(const uint8_t * g
         const uint8_t * rec[G];
         __m512i sw[G][8];  /* scale words of chunk quad u, level pair jp: sw[g][2u + jp] */
         __m512i sumi[G], summ[G];
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int g = 0; g < G; ++g) {
             rec[g] = grp + (size_t)g * gstride + (size_t)i * Q2K_R8_BYTES;
             sumi[g] = summ[g] = _mm512_setzero_si512();
-TSR_UNROLL(4)
+            TSR_UNROLL(4)
             for (int hk = 0; hk < 4; ++hk) {  /* sub-blocks 4hk..4hk + 3: half h = hk / 2, level pair k = hk % 2 */
                 const int h = hk / 2, k = hk % 2;
                 const __m512i w = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(rec[g] + Q2K_R8_SCALES + 32 * hk)));
@@ -1380,17 +1380,17 @@ TSR_UNROLL(4)
 #pragma GCC unroll 4
         for (int u = 0; u < 4; ++u) {
             /* a quarter record per chunk quad (g_matvec_pf_ahead), as Q4_K's record */
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + Q2K_R8_BYTES / 4 * u);
             const int h = u / 2, t = u % 2;
             __m512i ya[4], yc[4];  /* level j's activation quads of chunks 4u, 4u + 1 and 4u + 2, 4u + 3 */
-TSR_UNROLL(4)
+            TSR_UNROLL(4)
             for (int j = 0; j < 4; ++j) {
                 const int k = 32 * h + 8 * j + 4 * t;
                 ya[j] = _mm512_mask_set1_epi32(_mm512_set1_epi32(quad(k)), 0xFF00, quad(k + 1));
                 yc[j] = _mm512_mask_set1_epi32(_mm512_set1_epi32(quad(k + 2)), 0xFF00, quad(k + 3));
             }
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int g = 0; g < G; ++g) {
                 const uint8_t * qa = rec[g] + Q2K_R8_QS + 32 * (4 * u);
                 const __m512i va = _mm512_loadu_si512((const void *)qa), vc = _mm512_loadu_si512((const void *)(qa + 64));
@@ -1409,7 +1409,7 @@ TSR_UNROLL(8)
             }
         }
         const __m512 yd = _mm512_set1_ps(yb.d), yd4 = _mm512_set1_ps(0.25f * yb.d);  /* the level sums are times 4 */
-TSR_UNROLL(8)
+        TSR_UNROLL(8)
         for (int g = 0; g < G; ++g) {
             const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rec[g]))), yd4);
             const __m512 dmin = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(rec[g] + Q2K_R8_DMIN)))), yd);
@@ -1505,7 +1505,7 @@ static r8_dots_of<tsr_block_q8_K> r8_k2_dots(const cpu_features & f = features()
 /* Results o of the group at row g0 stored for the rows of [m0, m1) in column n. */
 static void r8_store_group(const r8_gemv_args & a, int64_t n, int64_t g0, int64_t m0, int64_t m1, const float * o) {
     float * c = a.C + (size_t)n * a.ldc;
-TSR_UNROLL(8)
+    TSR_UNROLL(8)
     for (int r = 0; r < R8; ++r)
         if (g0 + r >= m0 && g0 + r < m1) c[g0 + r] = o[r];
 }
@@ -1569,7 +1569,7 @@ TSR_TARGET_AVX2 static void r8_record_to_panel_avx2(const uint8_t * rec, uint8_t
     const __m256i lut = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values)),
                                          _mm256_set1_epi8((char)x));
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-TSR_UNROLL(4)
+    TSR_UNROLL(4)
     for (int c = 0; c < 4; ++c) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(rec + 16 + 32 * c));
         __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
@@ -1654,7 +1654,7 @@ TSR_TARGET_AVX2 static void k4_record_to_min_panel_avx2(const uint8_t * rec, int
     _mm256_storeu_ps(mn, fp16_times_bytes_avx2(rec + Q4K_R8_DMIN, sm + 64 + 8 * s));
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const uint8_t * chunks = rec + Q4K_R8_QS + 32 * 8 * (s / 2);
-TSR_UNROLL(8)
+    TSR_UNROLL(8)
     for (int c = 0; c < 8; ++c) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(chunks + 32 * c));
         __m256i level = _mm256_and_si256(s % 2 ? _mm256_srli_epi16(v, 4) : v, m4);
@@ -1702,7 +1702,7 @@ TSR_TARGET_AVX2 static void q3k_record_to_panel_avx2(const uint8_t * rec, int j,
                                _mm256_sub_epi16(_mm256_setzero_si256(), r8_scale_pairs_avx2<true>((const uint8_t *)scales + 16 * j + 8))};
     __m256i v[8];
     q3k_triple_levels_avx2(rec + q3k_triple_at(j), v);
-TSR_UNROLL(8)
+    TSR_UNROLL(8)
     for (int c = 0; c < 8; ++c) {
         const __m256i w = mul_bytes_avx2(_mm256_sub_epi8(v[c], _mm256_set1_epi8(4)), neg_sc[c / 4]);
         _mm256_storeu_si256((__m256i *)(q + (size_t)c * R * 4), _mm256_xor_si256(w, _mm256_set1_epi8((char)XOR)));
@@ -1722,7 +1722,7 @@ TSR_TARGET_AVX2 static void q2k_record_to_panel_avx2(const uint8_t * rec, int j,
         for (int i = 0; i < 4; ++i) {
             const int r = r0 + i;
             int32_t run[8];
-TSR_UNROLL(8)
+            TSR_UNROLL(8)
             for (int k = 0; k < 8; ++k) std::memcpy(&run[k], chunks + 32 * k + 4 * r, 4);
             const __m256i levels = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)run), 2 * (j % 4)), _mm256_set1_epi8(3));
             tsr_fp16_t d, dmin;
@@ -1776,7 +1776,7 @@ TSR_TARGET_AVX2 static void q32_record_to_panel_avx2(const uint8_t * rec, int R,
     if (L::has_min) _mm256_storeu_ps(mn, _mm256_xor_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(rec + L::min_at))), _mm256_set1_ps(-0.0f)));
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i fifth = L::five ? _mm256_loadu_si256((const __m256i *)(rec + L::qh_at)) : _mm256_setzero_si256();
-TSR_UNROLL(4)
+    TSR_UNROLL(4)
     for (int c = 0; c < 4; ++c) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(rec + L::qs_at + 32 * c));
         __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
