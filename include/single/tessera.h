@@ -19085,6 +19085,210 @@ static constexpr kernels kernels_neon = [] {
 } // namespace tcpu
 } // namespace
 #endif /* TSR_CPU_ARM64 */
+/* ---- backends/cpu/impl/repack_k2w.inl ---- */
+/*
+ * repack_k2w.inl - Q2_K's CPU_REPACK layout on CPUs with AVX-512 VNNI ("words"): the file's
+ * rows and super-blocks stay where they are (the scales, d and dmin untouched); only each
+ * super-block's 64 level bytes are reordered, so that 32-bit word s holds the 16 levels of
+ * sub-block s: byte 4s + b, bits 2j..2j+1, is the level of weight 16s + 4j + b.
+ *
+ * Why: a vpdpbusd of the levels masked at bit pair j against activations in the same order
+ * adds 4 products of one sub-block to word s, so four of them (j = 0..3) leave each word
+ * with its whole sub-block's sum, and one vpmaddwd applies the 16 scales as the file stores
+ * them. The file's order (a byte holds one weight of 4 different sub-blocks) needs a pack, a
+ * word permute and a vpdpwssd per 64 weights for that (k2_rows_avx512). The mat-vec reads
+ * the rows as the file kernels do (4 sequential streams a core, rows a quarter of the range
+ * apart), which reads DRAM better than the 8-row records on the machines measured (the
+ * records' DRAM deficit, repack_r8.inl's policy comment).
+ *
+ * The activations: Q8_K rows whose qs are reordered the same way once per mat-vec
+ * (q8k_qs_to_words: word 16j + s of qs = word 4s + j of the quantizer's), their d and bsums
+ * as quantized. The GEMM (prompts) packs its panels from file blocks converted back per
+ * panel; get_rows and tsr_backend_tensor_get convert back too.
+ */
+namespace {
+namespace tcpu {
+
+static_assert(sizeof(tsr_block_q2_K) == 84 && offsetof(tsr_block_q2_K, qs) == 16, "Q2_K super-blocks are {16 scale bytes, 64 qs, d, dmin}");
+
+/* Q2_K's CPU_REPACK layout is the word layout on this CPU (else the records of repack_r8.inl
+ * or the file's). A CPU property, not the selected ISA's: a tensor keeps its layout when
+ * tsr_backend_cpu_set_isa switches paths (other paths read it with q2kw_rows_scalar). */
+static inline bool q2k_words_layout() {
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+    return features().avx512 && features().avx512_vnni;
+#else
+    return false;
+#endif
+}
+
+/* The file's 64 level bytes of a super-block as the word layout's, and back. Sub-block s's
+ * levels are bit pair p = s % 8 / 2 of the 16 file bytes from 32 (s / 8) + 16 (s % 2), so
+ * two 8-byte lanes shifted and masked give its 16 levels, one a byte, and the word is them
+ * OR-ed at bit pairs 0..3 (the lanes' bytes hold 0..3: no carries). */
+static void q2k_qs_to_words(const uint8_t * qs, uint8_t * w) {
+    const uint64_t m = 0x0303030303030303ull;
+    for (int s = 0; s < 16; ++s) {
+        uint64_t lo, hi;
+        std::memcpy(&lo, qs + 32 * (s / 8) + 16 * (s % 2), 8);
+        std::memcpy(&hi, qs + 32 * (s / 8) + 16 * (s % 2) + 8, 8);
+        const int p = 2 * (s % 8 / 2);
+        lo = lo >> p & m;  /* bytes 0-3: levels 0..3 (j = 0), 4-7: levels 4..7 (j = 1) */
+        hi = hi >> p & m;  /* levels 8..15 (j = 2, 3) */
+        const uint32_t word = (uint32_t)lo | (uint32_t)(lo >> 32) << 2 | (uint32_t)hi << 4 | (uint32_t)(hi >> 32) << 6;
+        std::memcpy(w + 4 * s, &word, 4);
+    }
+}
+
+static void q2k_qs_from_words(const uint8_t * w, uint8_t * qs) {
+    const uint64_t m = 0x03030303ull;
+    std::memset(qs, 0, 64);
+    for (int s = 0; s < 16; ++s) {
+        uint32_t word;
+        std::memcpy(&word, w + 4 * s, 4);
+        const uint64_t lo = (word & m) | (uint64_t)(word >> 2 & m) << 32, hi = (word >> 4 & m) | (uint64_t)(word >> 6 & m) << 32;
+        const int p = 2 * (s % 8 / 2);
+        uint64_t a, b;
+        std::memcpy(&a, qs + 32 * (s / 8) + 16 * (s % 2), 8);
+        std::memcpy(&b, qs + 32 * (s / 8) + 16 * (s % 2) + 8, 8);
+        a |= lo << p;
+        b |= hi << p;
+        std::memcpy(qs + 32 * (s / 8) + 16 * (s % 2), &a, 8);
+        std::memcpy(qs + 32 * (s / 8) + 16 * (s % 2) + 8, &b, 8);
+    }
+}
+
+/* n super-blocks at p rewritten in place: to the word layout, or back to the file's. */
+static void q2k_blocks_in_place(uint8_t * p, int64_t n, bool to_words) {
+    for (int64_t i = 0; i < n; ++i) {
+        uint8_t * qs = p + (size_t)i * sizeof(tsr_block_q2_K) + offsetof(tsr_block_q2_K, qs);
+        uint8_t tmp[64];
+        std::memcpy(tmp, qs, 64);
+        if (to_words) q2k_qs_to_words(tmp, qs);
+        else q2k_qs_from_words(tmp, qs);
+    }
+}
+
+/* The activations' qs in the word order (word 16j + s = word 4s + j), nb blocks in place. */
+static void q8k_qs_to_words(tsr_block_q8_K * y, int64_t nb) {
+    for (int64_t i = 0; i < nb; ++i) {
+        uint32_t in[64], out[64];
+        std::memcpy(in, y[i].qs, sizeof(in));
+        for (int j = 0; j < 4; ++j)
+            for (int s = 0; s < 16; ++s) out[16 * j + s] = in[4 * s + j];
+        std::memcpy(y[i].qs, out, sizeof(out));
+    }
+}
+
+/* One row in the word layout against word-ordered Q8_K: the reference the SIMD kernel
+ * matches (the same int32 sums, scaled as the file kernels scale theirs). */
+static float q2kw_dot_scalar(int64_t n, const uint8_t * x, const tsr_block_q8_K * y) {
+    float sum = 0;
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        const tsr_block_q2_K & b = *(const tsr_block_q2_K *)(const void *)(x + (size_t)i * sizeof(tsr_block_q2_K));
+        int32_t sumi = 0, summ = 0;
+        for (int s = 0; s < 16; ++s) {
+            int32_t dot = 0;
+            for (int j = 0; j < 4; ++j)
+                for (int k = 0; k < 4; ++k) dot += (b.qs[4 * s + k] >> (2 * j) & 3) * y[i].qs[4 * (16 * j + s) + k];
+            sumi += (b.scales[s] & 15) * dot;
+            summ += (b.scales[s] >> 4) * y[i].bsums[s];
+        }
+        sum += h2f(b.d) * y[i].d * (float)sumi - h2f(b.dmin) * y[i].d * (float)summ;
+    }
+    return sum;
+}
+
+typedef void (*q2kw_rows_fn)(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out);
+
+template <int R>
+static void q2kw_rows_scalar(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out) {
+    for (int r = 0; r < R; ++r) out[r] = q2kw_dot_scalar(n, (const uint8_t *)x + (size_t)r * lda, y);
+}
+
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+TSR_SIMD_WARNINGS_OFF
+/* R <= 4 rows (lda apart). Per row and super-block: the 64 level bytes as one zmm, masks
+ * 0x03 / 0x0C of them and of them shifted by 4 are bit pairs 0, 1 (times 4), 2, 3 (times 4);
+ * pairs 0 and 2 summed first and shifted by 2 to match, every word ends as 4 x its
+ * sub-block's sum (at most 4 * 16 * 3 * 128: an int16). Two rows' words pack to int16 and
+ * one vpmaddwd applies their scales (row a's in words 0-3 of each 128-bit lane, b's in 4-7:
+ * sub-blocks 4L..4L + 3 of lane L), the mins meet the activations' 16-element sums the same
+ * way; the rows' scale bytes come in as lanes (lanes_of_rows) and one dword transpose puts
+ * sub-blocks 4L..4L + 3 of the 4 rows in lane L. Row a's sums sit in dwords 0-1 of every
+ * lane, b's in 2-3, scaled there by d / 4 and dmin (converted together for the 4 rows).
+ * Integer sums are exact and a row's lanes never meet another's: a row's result is the same
+ * for every R. */
+template <int R>
+TSR_TARGET_AVX512VNNI static void q2kw_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
+    const __m512i m3 = _mm512_set1_epi8(3), m12 = _mm512_set1_epi8(12), m15 = _mm512_set1_epi8(15), z = _mm512_setzero_si512();
+    const __m512i transpose = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const __m512i bsum_lanes = _mm512_setr_epi64(0, 0, 1, 1, 2, 2, 3, 3);  /* lane L: words 4L..4L + 3, twice */
+    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  /* rows 0-1, 2-3 */
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        const tsr_block_q8_K & y = yrow[i];
+        const uint8_t * blk = (const uint8_t *)x + (size_t)i * sizeof(tsr_block_q2_K);
+        const __m512i y0 = _mm512_loadu_si512((const void *)y.qs), y1 = _mm512_loadu_si512((const void *)(y.qs + 64));
+        const __m512i y2 = _mm512_loadu_si512((const void *)(y.qs + 128)), y3 = _mm512_loadu_si512((const void *)(y.qs + 192));
+        __m512i sums[4];
+        TSR_UNROLL(4)
+        for (int r = 0; r < R; ++r) {
+            const uint8_t * row = blk + (size_t)r * lda;
+            /* as k2_rows_avx512: without, one core's Q2_K read stayed below its share of DRAM */
+            _mm_prefetch((const char *)row + k2_prefetch_ahead, _MM_HINT_T0);
+            _mm_prefetch((const char *)row + k2_prefetch_ahead + 64, _MM_HINT_T0);
+            const __m512i q = _mm512_loadu_si512((const void *)(row + offsetof(tsr_block_q2_K, qs))), q4 = _mm512_srli_epi16(q, 4);
+            __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(q, m3), y0);
+            s = _mm512_slli_epi32(_mm512_dpbusd_epi32(s, _mm512_and_si512(q4, m3), y2), 2);
+            s = _mm512_dpbusd_epi32(s, _mm512_and_si512(q, m12), y1);
+            sums[r] = _mm512_dpbusd_epi32(s, _mm512_and_si512(q4, m12), y3);
+        }
+        TSR_UNROLL(4)
+        for (int r = R; r < 4; ++r) sums[r] = sums[0];
+        const __m512i h = _mm512_permutexvar_epi32(transpose, lanes_of_rows<R>(blk, lda));
+        const __m512i sc = _mm512_and_si512(h, m15), mn = _mm512_and_si512(_mm512_srli_epi16(h, 4), m15);
+        const __m512i bs = _mm512_permutexvar_epi64(bsum_lanes, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y.bsums)));
+        const __m512i si[2] = {_mm512_madd_epi16(_mm512_packs_epi32(sums[0], sums[1]), _mm512_unpacklo_epi8(sc, z)),
+                               _mm512_madd_epi16(_mm512_packs_epi32(sums[2], sums[3]), _mm512_unpackhi_epi8(sc, z))};
+        const __m512i sm[2] = {_mm512_madd_epi16(_mm512_unpacklo_epi8(mn, z), bs), _mm512_madd_epi16(_mm512_unpackhi_epi8(mn, z), bs)};
+        /* d y.d / 4 (the sums are times 4) and dmin y.d of rows 0..3: floats 2r, 2r + 1 */
+        const __m512 dm = _mm512_castps256_ps512(_mm256_mul_ps(fp16_pairs_of_rows<R>(blk + offsetof(tsr_block_q2_K, d), lda),
+                                                               _mm256_mul_ps(_mm256_set1_ps(y.d), _mm256_setr_ps(0.25f, 1, 0.25f, 1, 0.25f, 1, 0.25f, 1))));
+        TSR_UNROLL(2)
+        for (int p = 0; p < 2; ++p) {
+            const int a = 4 * p, b = 4 * p + 2;  /* d of rows 2p and 2p + 1; dmin one float after */
+            const __m512 d = _mm512_permutexvar_ps(_mm512_setr_epi32(a, a, b, b, a, a, b, b, a, a, b, b, a, a, b, b), dm);
+            const __m512 dmin = _mm512_permutexvar_ps(_mm512_setr_epi32(a + 1, a + 1, b + 1, b + 1, a + 1, a + 1, b + 1, b + 1, a + 1, a + 1, b + 1, b + 1,
+                                                                        a + 1, a + 1, b + 1, b + 1),
+                                                      dm);
+            acc[p] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(sm[p]), dmin, _mm512_fmadd_ps(_mm512_cvtepi32_ps(si[p]), d, acc[p]));
+        }
+    }
+    TSR_UNROLL(4)
+    for (int r = 0; r < R; ++r) {
+        /* row r: dwords 2 (r % 2) and 2 (r % 2) + 1 of every lane of acc[r / 2] */
+        const int c = 2 * (r % 2);
+        const __m512 mine = _mm512_permutexvar_ps(_mm512_setr_epi32(c, c + 1, c + 4, c + 5, c + 8, c + 9, c + 12, c + 13, 0, 0, 0, 0, 0, 0, 0, 0), acc[r / 2]);
+        out[r] = hsum256(_mm512_castps512_ps256(mine));
+    }
+}
+TSR_SIMD_WARNINGS_ON
+#endif
+
+/* The 4-row and 1-row kernels of the selected ISA path for the word layout. */
+struct q2kw_kernels {
+    q2kw_rows_fn four, one;
+};
+
+static q2kw_kernels q2kw_kernels_for_isa() {
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+    if (isa_vector() == TSR_CPU_ISA_AVX512 && features().avx512_vnni) return {q2kw_rows_avx512<4>, q2kw_rows_avx512<1>};
+#endif
+    return {q2kw_rows_scalar<4>, q2kw_rows_scalar<1>};
+}
+
+} // namespace tcpu
+} // namespace
 /* ---- backends/cpu/impl/repack_r8.inl ---- */
 /*
  * repack_r8.inl - the interleaved layouts of CPU_REPACK weights (Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K; Q2_K and
@@ -19209,6 +19413,13 @@ static inline bool r8_type_has_simd(enum tsr_type t) {
      * GB/s read), and its prompt is 30-40 % faster (GEMM panels cut from the records).
      * Without VNNI the AVX-512 path runs the AVX2 file kernels, which the records beat. */
     if (t == TSR_TYPE_Q3_K) return avx2;
+    /* Q2_K on AVX-512 VNNI: the word layout of repack_k2w.inl (the file's order, levels
+     * regrouped by sub-block), not these records: from DRAM (2 threads, the file kernel, the
+     * word kernel and this record's zmm kernel in one binary, medians of 7 paired runs each,
+     * 2-core Zen 5) 0.88 / 0.82 / 0.86 / 0.91 x the read for the file kernel, 0.98 / 1.00 /
+     * 0.97 / 0.92 for the words, 0.85 / 0.89 / 0.86 / 0.78 for a record kernel as fast in
+     * cache as the words' (54 against 45 and the file kernel's 38 GB/s a core). */
+    if (t == TSR_TYPE_Q2_K && q2k_words_layout()) return true;
     return avx2 && !(features().avx512 && features().avx512_vnni);
 #else
     return false;
@@ -20958,19 +21169,34 @@ static r8_pack_fn r8_direct_packer(const gemm_impl * g, enum tsr_type t) {
 enum { R8_VIA_FILE_ROWS = 32, R8_VIA_FILE_ROW_BYTES = (GEMM_I8_KC_MAX / TSR_QK_K + 1) * R8_MAX_BLOCK_BYTES };
 static_assert(GEMM_I8_KC_MAX / 32 * sizeof(tsr_block_q4_0) <= R8_VIA_FILE_ROW_BYTES, "a panel's Q4_0 blocks fit");
 
-/* Any GEMM's panel: the rows as file blocks (those holding [k0, k0 + kc) within K), then
- * g's own packer from its offset in the first. */
-static void r8_pack_via_file(const gemm_impl * g, enum tsr_type t, const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K,
-                             int64_t k0, int kc, void * dst) {
+/* Any GEMM's panel from file blocks: file_blocks(m, first, nb, out) writes row m's blocks
+ * [first, first + nb) (those holding [k0, k0 + kc) within K), then g's own packer reads them
+ * from its offset in the first. */
+template <class FILE_BLOCKS>
+static void pack_panel_via_file(const gemm_impl * g, enum tsr_type t, int64_t row0, int rows, int64_t K, int64_t k0, int kc, void * dst,
+                                FILE_BLOCKS file_blocks) {
     uint8_t tmp[R8_VIA_FILE_ROWS * R8_VIA_FILE_ROW_BYTES];
     const int64_t bs = tsr_blck_size(t), first = k0 / bs;
     const int64_t nb = std::max<int64_t>(0, std::min<int64_t>((k0 + kc + bs - 1) / bs, K / bs) - first);
     const size_t row_bytes = (size_t)nb * tsr_type_size(t);
-    for (int r = 0; r < rows; ++r) {
-        const int64_t m = row0 + r;
-        r8_row_to_file(t, A + (size_t)(m / R8 * R8) * lda, (int)(m % R8), first, nb, tmp + (size_t)r * row_bytes);
-    }
+    for (int r = 0; r < rows; ++r) file_blocks(row0 + r, first, nb, tmp + (size_t)r * row_bytes);
     g->pack_a((const char *)tmp, row_bytes, rows, nb * bs, k0 - first * bs, kc, dst);
+}
+
+/* Any GEMM's panel of an r8 matrix, through the file's blocks. */
+static void r8_pack_via_file(const gemm_impl * g, enum tsr_type t, const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K,
+                             int64_t k0, int kc, void * dst) {
+    pack_panel_via_file(g, t, row0, rows, K, k0, kc, dst, [&](int64_t m, int64_t first, int64_t nb, uint8_t * out) {
+        r8_row_to_file(t, A + (size_t)(m / R8 * R8) * lda, (int)(m % R8), first, nb, out);
+    });
+}
+
+/* Any GEMM's panel of a Q2_K matrix in the word layout (repack_k2w.inl), through the file's blocks. */
+static void q2kw_pack_a(const gemm_impl * g, const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    pack_panel_via_file(g, TSR_TYPE_Q2_K, row0, rows, K, k0, kc, dst, [&](int64_t m, int64_t first, int64_t nb, uint8_t * out) {
+        std::memcpy(out, A + (size_t)m * lda + (size_t)first * sizeof(tsr_block_q2_K), (size_t)nb * sizeof(tsr_block_q2_K));
+        q2k_blocks_in_place(out, nb, false);
+    });
 }
 
 /* GEMM g's A panel of `rows` rows from row0 of an r8 matrix of type t. */
@@ -21026,6 +21252,7 @@ struct mm_args {
     float * C; size_t ldc;      /* in floats */
     const gemm_impl * g;        /* NULL: dot products */
     bool a_r8 = false;          /* A in the 4-bit interleaved layout of CPU_REPACK (repack_r8.inl) */
+    bool a_q2kw = false;        /* A: Q2_K in CPU_REPACK's word layout (repack_k2w.inl) */
 };
 
 static size_t gemm_thread_bytes(const gemm_impl * g, int64_t N) {
@@ -21120,9 +21347,27 @@ static void mm_range_dots(const kernels * K, const mm_args & a, int64_t m0, int6
     }
 }
 
+/* Q2_K in the word layout against word-ordered Q8_K columns: mm_range_dots' four streams
+ * with the layout's kernels. */
+static void mm_range_q2k_words(const mm_args & a, int64_t m0, int64_t m1) {
+    const q2kw_kernels k = q2kw_kernels_for_isa();
+    const int64_t q = (m1 - m0) / MM_DOT_STREAMS;
+    for (int64_t i = 0; i < q; ++i)
+        for (int64_t n = 0; n < a.N; ++n) {
+            float o[4];
+            k.four(a.K, a.A + (size_t)(m0 + i) * a.lda, (size_t)q * a.lda, (const tsr_block_q8_K *)(a.B + (size_t)n * a.ldb), o);
+            float * c = a.C + (size_t)n * a.ldc;
+            for (int r = 0; r < 4; ++r) c[m0 + i + r * q] = o[r];
+        }
+    for (int64_t m = m0 + 4 * q; m < m1; ++m)
+        for (int64_t n = 0; n < a.N; ++n)
+            k.one(a.K, a.A + (size_t)m * a.lda, 0, (const tsr_block_q8_K *)(a.B + (size_t)n * a.ldb), a.C + (size_t)n * a.ldc + m);
+}
+
 static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m1, uint8_t * tws) {
     if (m0 >= m1) return;
     const gemm_impl * g = a.g;
+    if (!g && a.a_q2kw) return mm_range_q2k_words(a, m0, m1);
     if (!g && a.a_r8) return r8_gemv(a.ta, r8_gemv_args{(const uint8_t *)a.A, a.lda, a.K, a.B, a.ldb, a.N, a.C, a.ldc}, m0, m1);
     if (!g) return mm_range_dots(K, a, m0, m1);
     const int64_t nc_max = std::min<int64_t>(a.N, GEMM_NC);
@@ -21143,7 +21388,8 @@ static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m
                 for (int64_t ir = 0; ir < mc; ir += g->mr) {
                     const int rows = (int)std::min<int64_t>(g->mr, mc - ir);
                     uint8_t * ap = apack + (size_t)(ir / g->mr) * apanel;
-                    if (a.a_r8) r8_pack_a(g, a.ta, (const uint8_t *)a.A, a.lda, ic + ir, rows, a.K, pc, kcp, ap);
+                    if (a.a_q2kw) q2kw_pack_a(g, (const uint8_t *)a.A, a.lda, ic + ir, rows, a.K, pc, kcp, ap);
+                    else if (a.a_r8) r8_pack_a(g, a.ta, (const uint8_t *)a.A, a.lda, ic + ir, rows, a.K, pc, kcp, ap);
                     else g->pack_a(a.A + (size_t)(ic + ir) * a.lda, a.lda, rows, a.K, pc, kcp, ap);
                     if (g->finish_a) g->finish_a(ap, kcp);
                 }
@@ -21172,8 +21418,10 @@ static void mm_range_split(const cparams & p, const mm_args & a, uint8_t * tws) 
     mm_range(p.K, a, std::min<int64_t>(a.M, csz * p.ith), std::min<int64_t>(a.M, csz * (p.ith + 1)), tws);
 }
 
-/* true when t's bytes are in the 4-bit interleaved layout of a CPU_REPACK buffer (repack.inl). */
+/* true when t's bytes are in the 4-bit interleaved layout of a CPU_REPACK buffer (repack.inl),
+ * or (is_q2kw_repacked) in Q2_K's word layout there. */
 static bool is_r8_repacked(const tsr_tensor * t);
+static bool is_q2kw_repacked(const tsr_tensor * t);
 
 /* ---- mul_mat ------------------------------------------------------------------------------ */
 
@@ -21182,6 +21430,7 @@ struct mm_plan {
     bool x_conv;              /* src0 rows not contiguous: convert to dense F32 */
     bool y_q8;                /* src1 quantized to yq8 */
     bool y_q8k;               /* src1 quantized to Q8_K (K-quant weights) */
+    bool y_q8k_words;         /* and its qs in the word order (src0 Q2_K's word layout, mat-vec) */
     bool y_conv;              /* src1 converted to dense F32 */
     bool y_private;           /* few src1 rows: every thread converts them into its own
                                * scratch, so no barrier separates the phases */
@@ -21208,6 +21457,7 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
     /* a GEMM reads yq8 blocks whatever the weight type (but one that says Q8_K); K-quant
      * dots read Q8_K */
     pl.y_q8k = pl.g ? pl.g->b_is_q8k : q8k_slot(pl.ta) >= 0;
+    pl.y_q8k_words = pl.y_q8k && !pl.g && !pl.x_conv && is_q2kw_repacked(s0);
     pl.y_q8 = tsr_is_quantized(pl.ta) && !pl.y_q8k;
     pl.y_conv = !pl.y_q8 && !pl.y_q8k && (s1->type != TSR_TYPE_F32 || s1->nb[0] != 4);
     /* only the dot-product kernels read yq8's side arrays; GEMM packs the blocks */
@@ -21252,6 +21502,7 @@ static void mm_prepare_y_row(const kernels * K, const mm_plan & pl, const tsr_te
     const int64_t Kd = s1->ne[0];
     if (pl.y_q8k) {
         quantize_row_q8k(K, s1, i1, i2, i3, (tsr_block_q8_K *)d);
+        if (pl.y_q8k_words) q8k_qs_to_words((tsr_block_q8_K *)d, Kd / TSR_QK_K);
         return;
     }
     if (pl.y_q8 && s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {
@@ -21348,7 +21599,7 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
     const mm_items items = mm_split(pl, M, nbatch, p.nth);
     const int64_t mchunks = items.mchunks, csize = items.csize;
     const int64_t nitems = nbatch * mchunks;
-    const bool a_r8 = !pl.x_conv && is_r8_repacked(s0);
+    const bool a_q2kw = !pl.x_conv && is_q2kw_repacked(s0), a_r8 = !pl.x_conv && !a_q2kw && is_r8_repacked(s0);
     for (int64_t it = p.nth == 1 ? 0 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed); it < nitems;
          it = p.nth == 1 ? it + 1 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed)) {
         const int64_t b = it / mchunks, mc = it % mchunks;
@@ -21375,6 +21626,7 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
         a.ldc = dst->nb[1] / 4;
         a.g = pl.g;
         a.a_r8 = a_r8;
+        a.a_q2kw = a_q2kw;
         mm_range(p.K, a, mc * csize, std::min<int64_t>(M, (mc + 1) * csize), tw);
     }
 }
@@ -21419,8 +21671,13 @@ static bool matvec_first_streams(const tsr_tensor * t, const kernels * K, int it
  * (through tensor->data) are not seen: set the tensor again after them (a set whose data is
  * the tensor's own memory says it holds the file's bytes, all of it for a repacked one).
  *
+ * Q2_K on CPUs with AVX-512 VNNI takes another layout: the file's rows and blocks with each
+ * block's levels regrouped by sub-block (repack_k2w.inl, "words"); the rest of this file
+ * treats it as one more repacked layout (r8_record::words says which).
+ *
  * Which: contiguous 2D matrices of the types is_r8_type lists (those beyond Q4_0, IQ4_NL, Q4_K where
- * r8_type_has_simd says a SIMD kernel reads them) with a multiple of 8 rows, in builds with
+ * r8_type_has_simd says a SIMD kernel reads them) with a multiple of 8 rows (any, for the
+ * words), in builds with
  * a SIMD mat-vec for the layout (x86; not yet aarch64, whose NEON dots read the file's
  * layout faster than the scalar one would read this). The layout does not depend on the
  * ISA, so switching ISA (tsr_backend_cpu_set_isa) keeps it valid.
@@ -21436,6 +21693,7 @@ struct r8_record {
     const void * data;
     enum tsr_type type;
     int64_t ne[4];
+    bool words;  /* Q2_K in the word layout of repack_k2w.inl, not in records */
 };
 
 struct repack_buffer_ctx {
@@ -21459,18 +21717,32 @@ static bool is_r8_repacked(const tsr_tensor * t) {
     return true;
 }
 
-/* t, or the tensor t views, holds the interleaved layout. */
+/* t holds Q2_K's word layout (repack_k2w.inl): the file's order, levels regrouped. */
+static bool is_q2kw_repacked(const tsr_tensor * t) {
+    return is_r8_repacked(t) && ((const r8_record *)t->extra)->words;
+}
+
+/* t, or the tensor t views, holds a CPU_REPACK layout. */
 static bool reads_r8_bytes(const tsr_tensor * t) {
     return t && (is_r8_repacked(t) || is_r8_repacked(t->view_src));
 }
 
+/* Q2_K goes to the word layout here (any number of rows), not to records. */
+static bool q2kw_layout_for(const tsr_tensor * t) { return t->type == TSR_TYPE_Q2_K && q2k_words_layout(); }
+
 static bool r8_eligible(const tsr_tensor * t) {
-    return k_r8_layout_used && is_r8_type(t->type) && r8_type_has_simd(t->type) && !t->view_src && t->ne[2] == 1 && t->ne[3] == 1 && t->ne[1] % R8 == 0 && tsr_is_contiguous(t);
+    return k_r8_layout_used && is_r8_type(t->type) && r8_type_has_simd(t->type) && !t->view_src && t->ne[2] == 1 && t->ne[3] == 1 &&
+           (t->ne[1] % R8 == 0 || q2kw_layout_for(t)) && tsr_is_contiguous(t);
 }
 
-/* Every group of t rewritten in place, to the interleaved layout or back to the file's. */
-static bool r8_convert_tensor(struct tsr_tensor * t, bool to_r8) {
+/* Every group of t rewritten in place, to the interleaved layout or back to the file's
+ * (Q2_K's words: every super-block in place). */
+static bool r8_convert_tensor(struct tsr_tensor * t, bool to_r8, bool words) {
     const int64_t nb = t->ne[0] / tsr_blck_size(t->type);
+    if (words) {
+        q2k_blocks_in_place((uint8_t *)t->data, nb * t->ne[1], to_r8);
+        return true;
+    }
     std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[(size_t)nb * r8_record_bytes(t->type)]);
     if (!tmp) return false;
     for (int64_t g0 = 0; g0 < t->ne[1]; g0 += R8) r8_group_in_place(t->type, (uint8_t *)t->data + (size_t)g0 * t->nb[1], nb, to_r8, tmp.get());
@@ -21480,7 +21752,7 @@ static bool r8_convert_tensor(struct tsr_tensor * t, bool to_r8) {
 /* t back in the file's layout, no longer marked. */
 static void r8_unpack(repack_buffer_ctx * c, struct tsr_tensor * t) {
     if (!is_r8_repacked(t)) return;
-    r8_convert_tensor(t, false);
+    r8_convert_tensor(t, false, is_q2kw_repacked(t));
     std::lock_guard<std::mutex> lock(c->mutex);
     t->extra = nullptr;
 }
@@ -21489,13 +21761,14 @@ static void r8_unpack(repack_buffer_ctx * c, struct tsr_tensor * t) {
  * scratch is there: else it keeps the file's layout, which every kernel reads too). */
 static void r8_pack(repack_buffer_ctx * c, struct tsr_tensor * t) {
     if (!r8_eligible(t)) return;
-    std::unique_ptr<r8_record> r(new (std::nothrow) r8_record{t->data, t->type, {t->ne[0], t->ne[1], t->ne[2], t->ne[3]}});
+    const bool words = q2kw_layout_for(t);
+    std::unique_ptr<r8_record> r(new (std::nothrow) r8_record{t->data, t->type, {t->ne[0], t->ne[1], t->ne[2], t->ne[3]}, words});
     if (!r) return;
     {
         std::lock_guard<std::mutex> lock(c->mutex);
         try { c->records.push_back(std::move(r)); } catch (...) { return; }
     }
-    if (!r8_convert_tensor(t, true)) return;
+    if (!r8_convert_tensor(t, true, words)) return;
     std::lock_guard<std::mutex> lock(c->mutex);
     t->extra = c->records.back().get();
 }
@@ -21520,8 +21793,20 @@ static bool repack_buffer_set_tensor(tsr_backend_buffer_t buffer, struct tsr_ten
     return true;
 }
 
-/* Bytes [offset, offset + size) of the file's layout of a repacked t, a group at a time. */
+/* Bytes [offset, offset + size) of the file's layout of a repacked t, a group at a time
+ * (Q2_K's words: a super-block at a time). */
 static bool r8_get(const struct tsr_tensor * t, void * data, size_t offset, size_t size) {
+    if (is_q2kw_repacked(t)) {
+        const size_t bb = sizeof(tsr_block_q2_K);
+        for (size_t b = offset / bb * bb; b < offset + size; b += bb) {
+            uint8_t blk[sizeof(tsr_block_q2_K)];
+            std::memcpy(blk, (const uint8_t *)t->data + b, bb);
+            q2k_blocks_in_place(blk, 1, false);
+            const size_t lo = std::max(b, offset), hi = std::min(b + bb, offset + size);
+            std::memcpy((char *)data + (lo - offset), blk + (lo - b), hi - lo);
+        }
+        return true;
+    }
     const int64_t nb = t->ne[0] / tsr_blck_size(t->type);
     const size_t row_bytes = (size_t)nb * tsr_type_size(t->type), group_bytes = R8 * row_bytes;
     std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[group_bytes]);
@@ -22228,11 +22513,17 @@ static void op_out_prod(const cparams & p, tsr_tensor * dst) {
  * file's layout, to d (element stride nb0 bytes). */
 static void get_row_r8(const tsr_tensor * a, int64_t row, char * d, size_t nb0) {
     const uint8_t * grp = (const uint8_t *)a->data + (size_t)(row / R8 * R8) * a->nb[1];
+    const bool words = is_q2kw_repacked(a);
     const int64_t bs = tsr_blck_size(a->type);
     for (int64_t b = 0; b < a->ne[0] / bs; ++b) {
         alignas(16) uint8_t blk[R8_MAX_BLOCK_BYTES];
         float v[TSR_QK_K];
-        r8_row_to_file(a->type, grp, (int)(row % R8), b, 1, blk);
+        if (words) {
+            std::memcpy(blk, (const uint8_t *)a->data + (size_t)row * a->nb[1] + (size_t)b * sizeof(tsr_block_q2_K), sizeof(tsr_block_q2_K));
+            q2k_blocks_in_place(blk, 1, false);
+        } else {
+            r8_row_to_file(a->type, grp, (int)(row % R8), b, 1, blk);
+        }
         row_to_f32(a->type, (const char *)blk, v, bs);
         for (int64_t j = 0; j < bs; ++j) std::memcpy(d + (size_t)(b * bs + j) * nb0, &v[j], 4);
     }

@@ -1424,6 +1424,71 @@ TEST_CASE("CPU_REPACK: the Q5_K, Q3_K and Q2_K interleaved mat-vec kernels of ev
     check_r8_k2_dots(TSR_TYPE_Q2_K, rng);
 }
 
+// Q2_K's word layout (repack_k2w.inl) against the format: every level where the layout says
+// (byte 4s + k, bits 2j: weight 16s + 4j + k) from the file's bits (byte 32 (e / 128) + e % 32,
+// bits 2 (e % 128 / 32)), the scale bytes, d and dmin untouched, and the file's bytes back
+// exactly; the activations' word order; then the layout's mat-vec kernels of every ISA, 4 rows
+// and 1 row, against double sums of the core's dequantization times the activations, extremes
+// included (levels, scales and mins all 3 / 15 against activations all -128 or 127: every
+// word's sum at its largest), a row's result the same for every row count.
+TEST_CASE("CPU_REPACK: Q2_K's word layout holds each level where its kernels read it, converts back, and its mat-vec kernels of every ISA equal double sums", "[cpu][repack]") {
+    std::mt19937 rng(53);
+    const int64_t nb = 3, M = 20, K = nb * TSR_QK_K;  // 16 + 4 rows: the test rows' two extreme groups, and no multiple of 8
+    const size_t row_bytes = (size_t)nb * sizeof(tsr_block_q2_K);
+    const std::vector<uint8_t> file = kquant_test_rows(TSR_TYPE_Q2_K, M, nb, true, 0.05f, rng);
+    std::vector<uint8_t> words = file;
+    tcpu::q2k_blocks_in_place(words.data(), M * nb, true);
+    CHECK(words != file);
+    int bad = 0;
+    for (int64_t i = 0; i < M * nb; ++i) {
+        const uint8_t * f = file.data() + (size_t)i * sizeof(tsr_block_q2_K), * w = words.data() + (size_t)i * sizeof(tsr_block_q2_K);
+        bad += std::memcmp(f, w, 16) != 0 || std::memcmp(f + 80, w + 80, 4) != 0;
+        for (int e = 0; e < 256; ++e) {
+            const int want = f[16 + 32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32)) & 3;
+            bad += (w[16 + 4 * (e / 16) + e % 4] >> (2 * (e % 16 / 4)) & 3) != want;
+        }
+    }
+    CHECK(bad == 0);
+    std::vector<uint8_t> back = words;
+    tcpu::q2k_blocks_in_place(back.data(), M * nb, false);
+    CHECK(back == file);
+
+    const std::vector<tsr_block_q8_K> y = q8k_test_activations(nb, rng);
+    std::vector<tsr_block_q8_K> yw = y;
+    tcpu::q8k_qs_to_words(yw.data(), nb);
+    int bad_y = 0;
+    for (int64_t b = 0; b < nb; ++b)
+        for (int e = 0; e < 256; ++e) bad_y += yw[(size_t)b].qs[4 * (16 * (e % 16 / 4) + e / 16) + e % 4] != y[(size_t)b].qs[e];
+    CHECK(bad_y == 0);
+
+    std::vector<double> want((size_t)M), mag((size_t)M);
+    std::vector<float> wf((size_t)K);
+    for (int64_t m = 0; m < M; ++m) {
+        tsr_to_float_row(TSR_TYPE_Q2_K, file.data() + (size_t)m * row_bytes, wf.data(), K);
+        for (int64_t k = 0; k < K; ++k) {
+            const double yv = (double)y[(size_t)(k / 256)].d * y[(size_t)(k / 256)].qs[k % 256];
+            want[(size_t)m] += (double)wf[(size_t)k] * yv;
+            mag[(size_t)m] += std::fabs((double)wf[(size_t)k] * yv);
+        }
+    }
+    for (tsr_cpu_isa isa : tsrt::isas()) {
+        kernels_of k(isa);
+        const tcpu::q2kw_kernels ks = tcpu::q2kw_kernels_for_isa();
+        INFO("isa " << tsr_cpu_isa_name(isa));
+        std::vector<float> one((size_t)M), four((size_t)M);
+        for (int64_t m = 0; m < M; ++m) ks.one(K, (const char *)words.data() + (size_t)m * row_bytes, 0, yw.data(), &one[(size_t)m]);
+        for (int64_t q = 0; q < M / 4; ++q)  // rows q + 5r: a quarter of the rows apart, as the mat-vec's streams
+            ks.four(K, (const char *)words.data() + (size_t)q * row_bytes, (size_t)(M / 4) * row_bytes, yw.data(), &four[(size_t)(4 * q)]);
+        for (int64_t m = 0; m < M; ++m) {
+            const float f = four[(size_t)(4 * (m % (M / 4)) + m / (M / 4))];
+            INFO("row " << m << " want " << want[(size_t)m]);
+            CHECK(std::fabs(one[(size_t)m] - want[(size_t)m]) <= 1e-6 * mag[(size_t)m]);
+            CHECK(f == one[(size_t)m]);
+            CHECK(std::fabs(tcpu::q2kw_dot_scalar(K, words.data() + (size_t)m * row_bytes, yw.data()) - want[(size_t)m]) <= 1e-6 * mag[(size_t)m]);
+        }
+    }
+}
+
 // The Q4_1, Q5_0 and Q5_1 records hold each row's d (and m) and levels (Q5_0 / Q5_1: the
 // fifth bit from the file's qh) where the kernels read them, against the core's unpacking,
 // and convert back to the file's bytes exactly: random bytes and all-0x00 / all-0xFF blocks.

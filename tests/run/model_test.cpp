@@ -598,7 +598,7 @@ TEST_CASE("model: weights mapped in place give the logits of weights read into m
 }
 
 // CPU_REPACK (tessera-run's default): the Q4_0 / IQ4_NL / Q4_K matrices are interleaved in it,
-// Q5_0 / Q3_K where the CPU has AVX2, Q2_K where it has AVX2 but not AVX-512 VNNI, Q5_K and Q4_1 / Q5_1 where AVX2 is its best (mapped: moved into
+// Q5_0 / Q3_K / Q2_K where the CPU has AVX2 (Q2_K in its word layout where it has AVX-512 VNNI), Q5_K and Q4_1 / Q5_1 where AVX2 is its best (mapped: moved into
 // it, the rest stays mapped; read: every weight in it); other types keep their bytes. The prompt's logits (GEMM: panels equal to the file packer's) equal the plain
 // weights' bit for bit; the next token's (the interleaved mat-vec: the same int32 block sums,
 // float sums in another order) within 1e-4 of the largest logit where both mat-vecs add their
@@ -625,9 +625,7 @@ TEST_CASE("model: CPU_REPACK weights give the logits of plain weights (CPU)", "[
                 pl.repack = true;
                 REQUIRE_OK(load_model(t.path.c_str(), pl, repacked, nullptr, nullptr, err, use_mmap));
                 const bool avx2 = tsr_cpu_isa_supported(TSR_CPU_ISA_AVX2);
-                const bool avx512_vnni = tsr_cpu_isa_supported(TSR_CPU_ISA_AVX512) && tsr_cpu_has_avx512_vnni();
-                const bool interleaves = wt == TSR_TYPE_Q2_K ? avx2 && !avx512_vnni
-                                         : wt == TSR_TYPE_Q3_K ? avx2
+                const bool interleaves = wt == TSR_TYPE_Q2_K || wt == TSR_TYPE_Q3_K ? avx2
                                          : wt == TSR_TYPE_Q5_K || wt == TSR_TYPE_Q5_1 ? avx2 && !tsr_cpu_isa_supported(TSR_CPU_ISA_AVX512)
                                                                                       : wt != TSR_TYPE_Q8_0;
                 CHECK(repacked.mapped == use_mmap);

@@ -121,6 +121,13 @@ static inline bool r8_type_has_simd(enum tsr_type t) {
      * GB/s read), and its prompt is 30-40 % faster (GEMM panels cut from the records).
      * Without VNNI the AVX-512 path runs the AVX2 file kernels, which the records beat. */
     if (t == TSR_TYPE_Q3_K) return avx2;
+    /* Q2_K on AVX-512 VNNI: the word layout of repack_k2w.inl (the file's order, levels
+     * regrouped by sub-block), not these records: from DRAM (2 threads, the file kernel, the
+     * word kernel and this record's zmm kernel in one binary, medians of 7 paired runs each,
+     * 2-core Zen 5) 0.88 / 0.82 / 0.86 / 0.91 x the read for the file kernel, 0.98 / 1.00 /
+     * 0.97 / 0.92 for the words, 0.85 / 0.89 / 0.86 / 0.78 for a record kernel as fast in
+     * cache as the words' (54 against 45 and the file kernel's 38 GB/s a core). */
+    if (t == TSR_TYPE_Q2_K && q2k_words_layout()) return true;
     return avx2 && !(features().avx512 && features().avx512_vnni);
 #else
     return false;
@@ -1870,19 +1877,34 @@ static r8_pack_fn r8_direct_packer(const gemm_impl * g, enum tsr_type t) {
 enum { R8_VIA_FILE_ROWS = 32, R8_VIA_FILE_ROW_BYTES = (GEMM_I8_KC_MAX / TSR_QK_K + 1) * R8_MAX_BLOCK_BYTES };
 static_assert(GEMM_I8_KC_MAX / 32 * sizeof(tsr_block_q4_0) <= R8_VIA_FILE_ROW_BYTES, "a panel's Q4_0 blocks fit");
 
-/* Any GEMM's panel: the rows as file blocks (those holding [k0, k0 + kc) within K), then
- * g's own packer from its offset in the first. */
-static void r8_pack_via_file(const gemm_impl * g, enum tsr_type t, const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K,
-                             int64_t k0, int kc, void * dst) {
+/* Any GEMM's panel from file blocks: file_blocks(m, first, nb, out) writes row m's blocks
+ * [first, first + nb) (those holding [k0, k0 + kc) within K), then g's own packer reads them
+ * from its offset in the first. */
+template <class FILE_BLOCKS>
+static void pack_panel_via_file(const gemm_impl * g, enum tsr_type t, int64_t row0, int rows, int64_t K, int64_t k0, int kc, void * dst,
+                                FILE_BLOCKS file_blocks) {
     uint8_t tmp[R8_VIA_FILE_ROWS * R8_VIA_FILE_ROW_BYTES];
     const int64_t bs = tsr_blck_size(t), first = k0 / bs;
     const int64_t nb = std::max<int64_t>(0, std::min<int64_t>((k0 + kc + bs - 1) / bs, K / bs) - first);
     const size_t row_bytes = (size_t)nb * tsr_type_size(t);
-    for (int r = 0; r < rows; ++r) {
-        const int64_t m = row0 + r;
-        r8_row_to_file(t, A + (size_t)(m / R8 * R8) * lda, (int)(m % R8), first, nb, tmp + (size_t)r * row_bytes);
-    }
+    for (int r = 0; r < rows; ++r) file_blocks(row0 + r, first, nb, tmp + (size_t)r * row_bytes);
     g->pack_a((const char *)tmp, row_bytes, rows, nb * bs, k0 - first * bs, kc, dst);
+}
+
+/* Any GEMM's panel of an r8 matrix, through the file's blocks. */
+static void r8_pack_via_file(const gemm_impl * g, enum tsr_type t, const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K,
+                             int64_t k0, int kc, void * dst) {
+    pack_panel_via_file(g, t, row0, rows, K, k0, kc, dst, [&](int64_t m, int64_t first, int64_t nb, uint8_t * out) {
+        r8_row_to_file(t, A + (size_t)(m / R8 * R8) * lda, (int)(m % R8), first, nb, out);
+    });
+}
+
+/* Any GEMM's panel of a Q2_K matrix in the word layout (repack_k2w.inl), through the file's blocks. */
+static void q2kw_pack_a(const gemm_impl * g, const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+    pack_panel_via_file(g, TSR_TYPE_Q2_K, row0, rows, K, k0, kc, dst, [&](int64_t m, int64_t first, int64_t nb, uint8_t * out) {
+        std::memcpy(out, A + (size_t)m * lda + (size_t)first * sizeof(tsr_block_q2_K), (size_t)nb * sizeof(tsr_block_q2_K));
+        q2k_blocks_in_place(out, nb, false);
+    });
 }
 
 /* GEMM g's A panel of `rows` rows from row0 of an r8 matrix of type t. */
