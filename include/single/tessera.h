@@ -12982,12 +12982,12 @@ TSR_API void tsr_backend_cpu_set_abort_callback(tsr_backend_t backend, bool (*ab
 TSR_API void tsr_backend_cpu_set_host_allocator(tsr_backend_t backend, const struct tsr_host_allocator * alloc);
 
 /* CPU_REPACK: host buffers that store Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q3_K and Q2_K
- * weight matrices (2D, contiguous, rows a multiple of 8; x86 builds, not yet aarch64; Q5_0 and
- * Q3_K on CPUs with AVX2, Q2_K on CPUs with AVX2 but not AVX-512 VNNI, Q4_1 / Q5_1 / Q5_K on
- * CPUs with AVX2 but not AVX-512), when set with
- * tsr_backend_tensor_set, in a layout interleaving 8
- * rows, in place of the file's bytes (no extra memory): the GEMM and the matrix-vector
- * kernels stream it without shuffles. tsr_backend_tensor_get returns the file's bytes; only
+ * weight matrices (2D, contiguous, rows a multiple of 8; x86 builds, not yet aarch64; Q5_0,
+ * Q3_K and Q2_K on CPUs with AVX2, Q4_1 / Q5_1 / Q5_K on CPUs with AVX2 but not AVX-512), when
+ * set with tsr_backend_tensor_set, in a layout interleaving 8 rows, in place of the file's
+ * bytes (no extra memory): the GEMM and the matrix-vector kernels stream it without
+ * shuffles. Q2_K on CPUs with AVX-512 VNNI: the file's rows (any number) with each
+ * super-block's levels regrouped by sub-block, which its matrix-vector kernel sums whole. tsr_backend_tensor_get returns the file's bytes; only
  * mul_mat (as src0) and get_rows read a repacked matrix on the CPU backend. Other tensors
  * keep their bytes. Write such weights only through tsr_backend_tensor_set (or
  * tsr_backend_tensor_copy). */
