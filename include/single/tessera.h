@@ -19142,19 +19142,16 @@ static void q2k_qs_to_words(const uint8_t * qs, uint8_t * w) {
 
 static void q2k_qs_from_words(const uint8_t * w, uint8_t * qs) {
     const uint64_t m = 0x03030303ull;
-    std::memset(qs, 0, 64);
-    for (int s = 0; s < 16; ++s) {
-        uint32_t word;
-        std::memcpy(&word, w + 4 * s, 4);
-        const uint64_t lo = (word & m) | (uint64_t)(word >> 2 & m) << 32, hi = (word >> 4 & m) | (uint64_t)(word >> 6 & m) << 32;
-        const int p = 2 * (s % 8 / 2);
-        uint64_t a, b;
-        std::memcpy(&a, qs + 32 * (s / 8) + 16 * (s % 2), 8);
-        std::memcpy(&b, qs + 32 * (s / 8) + 16 * (s % 2) + 8, 8);
-        a |= lo << p;
-        b |= hi << p;
-        std::memcpy(qs + 32 * (s / 8) + 16 * (s % 2), &a, 8);
-        std::memcpy(qs + 32 * (s / 8) + 16 * (s % 2) + 8, &b, 8);
+    for (int run = 0; run < 4; ++run) {  /* file bytes 16 run..: sub-blocks 8 (run / 2) + 2p + run % 2 at bit pair p */
+        uint64_t lo = 0, hi = 0;
+        for (int p = 0; p < 4; ++p) {
+            uint32_t word;
+            std::memcpy(&word, w + 4 * (8 * (run / 2) + 2 * p + run % 2), 4);
+            lo |= ((word & m) | (uint64_t)(word >> 2 & m) << 32) << (2 * p);
+            hi |= ((word >> 4 & m) | (uint64_t)(word >> 6 & m) << 32) << (2 * p);
+        }
+        std::memcpy(qs + 16 * run, &lo, 8);
+        std::memcpy(qs + 16 * run + 8, &hi, 8);
     }
 }
 
