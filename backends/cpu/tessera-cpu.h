@@ -79,7 +79,8 @@ TSR_API bool             tsr_cpu_set_isa(enum tsr_cpu_isa isa);
  * prefetch the rows of one weight type (repacked: in a CPU_REPACK buffer); 0: no prefetch
  * in effect. The defaults were measured; results never depend on it. Process-wide; not
  * while a graph runs. false + error for a type without a setting (F32, Q2_K / Q3_K in the file layout, ...) or
- * more than 1 MiB. */
+ * more than 1 MiB. Q2_K's repacked setting is its 8-row records' (AVX2 CPUs): on CPUs with
+ * AVX-512 VNNI its word layout prefetches as the file layout's kernel does, whatever it says. */
 TSR_API bool             tsr_cpu_set_matvec_prefetch(enum tsr_type type, bool repacked, size_t ahead);
 TSR_API bool             tsr_cpu_get_matvec_prefetch(enum tsr_type type, bool repacked, size_t * ahead);
 /* Optional x86 extensions used inside the AVX-512 path. */
