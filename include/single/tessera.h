@@ -19197,11 +19197,12 @@ static float q2kw_dot_scalar(int64_t n, const uint8_t * x, const tsr_block_q8_K 
     return sum;
 }
 
-typedef void (*q2kw_rows_fn)(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out);
+/* R rows lda apart against word-ordered Q8_K (y): the shape of mul_mat's dot4 kernels. */
+typedef void (*q2kw_rows_fn)(int64_t n, const char * x, size_t lda, const void * y, float * out);
 
 template <int R>
-static void q2kw_rows_scalar(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out) {
-    for (int r = 0; r < R; ++r) out[r] = q2kw_dot_scalar(n, (const uint8_t *)x + (size_t)r * lda, y);
+static void q2kw_rows_scalar(int64_t n, const char * x, size_t lda, const void * y, float * out) {
+    for (int r = 0; r < R; ++r) out[r] = q2kw_dot_scalar(n, (const uint8_t *)x + (size_t)r * lda, (const tsr_block_q8_K *)y);
 }
 
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
@@ -19218,7 +19219,8 @@ TSR_SIMD_WARNINGS_OFF
  * Integer sums are exact and a row's lanes never meet another's: a row's result is the same
  * for every R. */
 template <int R>
-TSR_TARGET_AVX512VNNI static void q2kw_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
+TSR_TARGET_AVX512VNNI static void q2kw_rows_avx512(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
+    const tsr_block_q8_K * yrow = (const tsr_block_q8_K *)yv;
     const __m512i m3 = _mm512_set1_epi8(3), m12 = _mm512_set1_epi8(12), m15 = _mm512_set1_epi8(15), z = _mm512_setzero_si512();
     const __m512i transpose = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     const __m512i bsum_lanes = _mm512_setr_epi64(0, 0, 1, 1, 2, 2, 3, 3);  /* lane L: words 4L..4L + 3, twice */
@@ -21324,9 +21326,8 @@ static float dot_one_row(const kernels * K, enum tsr_type t, dot4_fn dot4, int64
  * hardware prefetcher at every row. The rows left over go through the one-row build of the
  * same kernel, so a row's result never depends on the split. */
 enum { MM_DOT_STREAMS = 4 };  /* the 4 rows of a dot4 kernel, a quarter of the range apart */
-static void mm_range_dots(const kernels * K, const mm_args & a, int64_t m0, int64_t m1) {
-    const dot4_fn dot4 = dot4_for(K, a.ta);
-    if (!dot4 && q8k_slot(a.ta) >= 0) return mm_range_q8k(K, a, m0, m1);
+template <class ONE_ROW>
+static void mm_dot_streams(const mm_args & a, int64_t m0, int64_t m1, dot4_fn dot4, ONE_ROW one_row) {
     const int64_t q = dot4 ? (m1 - m0) / MM_DOT_STREAMS : 0;
     /* columns innermost: the 4 rows stay in cache while every column of src1 passes */
     for (int64_t i = 0; i < q; ++i)
@@ -21338,28 +21339,27 @@ static void mm_range_dots(const kernels * K, const mm_args & a, int64_t m0, int6
         }
     for (int64_t m = m0 + 4 * q; m < m1; ++m) {
         const char * x = a.A + (size_t)m * a.lda;
-        for (int64_t n = 0; n < a.N; ++n) {
-            const char * y = a.B + (size_t)n * a.ldb;
-            a.C[(size_t)n * a.ldc + m] = dot4 ? dot_one_row(K, a.ta, dot4, a.K, x, y) : dot_any(K, a.ta, a.K, x, y);
-        }
+        for (int64_t n = 0; n < a.N; ++n) a.C[(size_t)n * a.ldc + m] = one_row(x, a.B + (size_t)n * a.ldb);
     }
 }
 
-/* Q2_K in the word layout against word-ordered Q8_K columns: mm_range_dots' four streams
- * with the layout's kernels. */
+static void mm_range_dots(const kernels * K, const mm_args & a, int64_t m0, int64_t m1) {
+    const dot4_fn dot4 = dot4_for(K, a.ta);
+    if (!dot4 && q8k_slot(a.ta) >= 0) return mm_range_q8k(K, a, m0, m1);
+    mm_dot_streams(a, m0, m1, dot4, [&](const char * x, const char * y) {
+        return dot4 ? dot_one_row(K, a.ta, dot4, a.K, x, y) : dot_any(K, a.ta, a.K, x, y);
+    });
+}
+
+/* Q2_K in the word layout (repack_k2w.inl) against word-ordered Q8_K columns: the same
+ * streams with the layout's kernels. */
 static void mm_range_q2k_words(const mm_args & a, int64_t m0, int64_t m1) {
     const q2kw_kernels k = q2kw_kernels_for_isa();
-    const int64_t q = (m1 - m0) / MM_DOT_STREAMS;
-    for (int64_t i = 0; i < q; ++i)
-        for (int64_t n = 0; n < a.N; ++n) {
-            float o[4];
-            k.four(a.K, a.A + (size_t)(m0 + i) * a.lda, (size_t)q * a.lda, (const tsr_block_q8_K *)(a.B + (size_t)n * a.ldb), o);
-            float * c = a.C + (size_t)n * a.ldc;
-            for (int r = 0; r < 4; ++r) c[m0 + i + r * q] = o[r];
-        }
-    for (int64_t m = m0 + 4 * q; m < m1; ++m)
-        for (int64_t n = 0; n < a.N; ++n)
-            k.one(a.K, a.A + (size_t)m * a.lda, 0, (const tsr_block_q8_K *)(a.B + (size_t)n * a.ldb), a.C + (size_t)n * a.ldc + m);
+    mm_dot_streams(a, m0, m1, k.four, [&](const char * x, const char * y) {
+        float o;
+        k.one(a.K, x, 0, y, &o);
+        return o;
+    });
 }
 
 static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m1, uint8_t * tws) {

@@ -108,11 +108,12 @@ static float q2kw_dot_scalar(int64_t n, const uint8_t * x, const tsr_block_q8_K 
     return sum;
 }
 
-typedef void (*q2kw_rows_fn)(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out);
+/* R rows lda apart against word-ordered Q8_K (y): the shape of mul_mat's dot4 kernels. */
+typedef void (*q2kw_rows_fn)(int64_t n, const char * x, size_t lda, const void * y, float * out);
 
 template <int R>
-static void q2kw_rows_scalar(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out) {
-    for (int r = 0; r < R; ++r) out[r] = q2kw_dot_scalar(n, (const uint8_t *)x + (size_t)r * lda, y);
+static void q2kw_rows_scalar(int64_t n, const char * x, size_t lda, const void * y, float * out) {
+    for (int r = 0; r < R; ++r) out[r] = q2kw_dot_scalar(n, (const uint8_t *)x + (size_t)r * lda, (const tsr_block_q8_K *)y);
 }
 
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
@@ -129,7 +130,8 @@ TSR_SIMD_WARNINGS_OFF
  * Integer sums are exact and a row's lanes never meet another's: a row's result is the same
  * for every R. */
 template <int R>
-TSR_TARGET_AVX512VNNI static void q2kw_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
+TSR_TARGET_AVX512VNNI static void q2kw_rows_avx512(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
+    const tsr_block_q8_K * yrow = (const tsr_block_q8_K *)yv;
     const __m512i m3 = _mm512_set1_epi8(3), m12 = _mm512_set1_epi8(12), m15 = _mm512_set1_epi8(15), z = _mm512_setzero_si512();
     const __m512i transpose = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     const __m512i bsum_lanes = _mm512_setr_epi64(0, 0, 1, 1, 2, 2, 3, 3);  /* lane L: words 4L..4L + 3, twice */
