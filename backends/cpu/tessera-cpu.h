@@ -115,7 +115,7 @@ TSR_API bool             tsr_cpu_has_avx512_vnni(void);
 #include "impl/kernels_avx512.inl"
 #include "impl/kernels_amx.inl"
 #include "impl/kernels_neon.inl"
-#include "impl/repack_k2w.inl"
+#include "impl/repack_words.inl"
 #include "impl/repack_r8.inl"
 #include "impl/gemm.inl"
 #include "impl/repack.inl"

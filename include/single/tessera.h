@@ -13082,6 +13082,7 @@ TSR_API bool             tsr_cpu_has_avx512_vnni(void);
 #define TSR_TARGET_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")))
 #define TSR_TARGET_AVX512VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 #define TSR_TARGET_AVX512VNNI_GFNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,gfni")))
+#define TSR_TARGET_AVX512VNNI_GFNI_VBMI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,gfni,avx512vbmi")))
 #define TSR_CPU_HAVE_X86_KERNELS 1
 #endif
 
@@ -13857,6 +13858,7 @@ struct cpu_features {
     bool avx512 = false;            /* F + BW + VL + DQ with OS support */
     bool avx512_bf16 = false, avx512_vnni = false;
     bool avx512_gfni = false;       /* GFNI on zmm: gf2p8affineqb's per-byte bit moves */
+    bool avx512_vbmi = false;       /* AVX512_VBMI: vpmultishiftqb's bit fields, vpermb */
     bool amx_int8 = false;          /* AMX-TILE + AMX-INT8 with the tile state enabled by the OS
                                      * (XCR0); a process must still ask for the tile data (amx_ready) */
     bool amx_bf16 = false;          /* and AMX-BF16 */
@@ -13888,6 +13890,7 @@ static cpu_features detect_features() {
         f.avx512 = f.avx2 && os_avx512 && f512 && dq && bw && vl;
         f.avx512_vnni = f.avx512 && ((c >> 11) & 1);
         f.avx512_gfni = f.avx512 && ((c >> 8) & 1);
+        f.avx512_vbmi = f.avx512 && ((c >> 1) & 1);
         unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
         __cpuid_count(7, 1, a1, b1, c1, d1);
         f.avx512_bf16 = f.avx512 && ((a1 >> 5) & 1);
@@ -19086,21 +19089,23 @@ static constexpr kernels kernels_neon = [] {
 } // namespace tcpu
 } // namespace
 #endif /* TSR_CPU_ARM64 */
-/* ---- backends/cpu/impl/repack_k2w.inl ---- */
+/* ---- backends/cpu/impl/repack_words.inl ---- */
 /*
- * repack_k2w.inl - Q2_K's CPU_REPACK layout on CPUs with AVX-512 VNNI ("words"): the file's
- * rows and super-blocks stay where they are (the scales, d and dmin untouched); only each
- * super-block's 64 level bytes are reordered, so that 32-bit word s holds the 16 levels of
- * sub-block s: byte 4s + b, bits 2j..2j+1, is the level of weight 16s + 4j + b.
+ * repack_words.inl - the CPU_REPACK layouts of Q2_K and Q3_K on CPUs with AVX-512 VNNI
+ * ("words"; Q3_K's also needs GFNI and VBMI): the file's rows and super-blocks stay where
+ * they are; only the bits inside each super-block move, so that 32-bit word s of its level
+ * bytes holds the two low bits of the 16 levels of sub-block s: byte 4s + b, bits 2j..2j+1,
+ * is the level of weight 16s + 4j + b. Q2_K's scales, d and dmin stay as the file has them;
+ * Q3_K's third bits and scales move too (below), its d stays.
  *
  * Why: a vpdpbusd of the levels masked at bit pair j against activations in the same order
  * adds 4 products of one sub-block to word s, so four of them (j = 0..3) leave each word
- * with its whole sub-block's sum, and one vpmaddwd applies the 16 scales as the file stores
- * them. The file's order (a byte holds one weight of 4 different sub-blocks) needs a pack, a
- * word permute and a vpdpwssd per 64 weights for that (k2_rows_avx512). The mat-vec reads
- * the rows as the file kernels do (4 sequential streams a core, rows a quarter of the range
- * apart), which reads DRAM better than the 8-row records on the machines measured (the
- * records' DRAM deficit, repack_r8.inl's policy comment).
+ * with its whole sub-block's sum, and one vpmaddwd applies the 16 scales. The file's order
+ * (a byte holds one weight of 4 different sub-blocks) needs a pack, a word permute and a
+ * vpdpwssd per 64 weights for that (k2_rows_avx512). The mat-vec reads the rows as the file
+ * kernels do (4 sequential streams a core, rows a quarter of the range apart), which reads
+ * DRAM better than the 8-row records on the machines measured (the records' DRAM deficit,
+ * repack_r8.inl's policy comment).
  *
  * The activations: Q8_K rows whose qs are reordered the same way once per mat-vec
  * (q8k_qs_to_words: word 16j + s of qs = word 4s + j of the quantizer's), their d and bsums
@@ -19112,16 +19117,21 @@ namespace tcpu {
 
 static_assert(sizeof(tsr_block_q2_K) == 84 && offsetof(tsr_block_q2_K, qs) == 16, "Q2_K super-blocks are {16 scale bytes, 64 qs, d, dmin}");
 
-/* Q2_K's CPU_REPACK layout is the word layout on this CPU (else the records of repack_r8.inl
- * or the file's). A CPU property, not the selected ISA's: a tensor keeps its layout when
- * tsr_backend_cpu_set_isa switches paths (other paths read it with q2kw_rows_scalar). */
-static inline bool q2k_words_layout() {
+/* Whether t's CPU_REPACK layout is its word layout on this CPU (else the records of
+ * repack_r8.inl or the file's). A CPU property, not the selected ISA's: a tensor keeps its
+ * layout when tsr_backend_cpu_set_isa switches paths (other paths read it with the scalar
+ * kernels). Q3_K's kernel moves its third bits with GFNI and reads its scales with VBMI. */
+static inline bool words_layout_for_type(enum tsr_type t) {
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-    return features().avx512 && features().avx512_vnni;
-#else
-    return false;
+    const cpu_features & f = features();
+    if (t == TSR_TYPE_Q2_K) return f.avx512 && f.avx512_vnni;
+    if (t == TSR_TYPE_Q3_K) return f.avx512 && f.avx512_vnni && f.avx512_gfni && f.avx512_vbmi;
 #endif
+    (void)t;
+    return false;
 }
+
+/* ---- Q2_K ------------------------------------------------------------------------------ */
 
 /* The file's 64 level bytes of a super-block as the word layout's, and back. Sub-block s's
  * levels are bit pair p = s % 8 / 2 of the 16 file bytes from 32 (s / 8) + 16 (s % 2), so
@@ -19198,7 +19208,7 @@ static float q2kw_dot_scalar(int64_t n, const uint8_t * x, const tsr_block_q8_K 
 }
 
 /* R rows lda apart against word-ordered Q8_K (y): the shape of mul_mat's dot4 kernels. */
-typedef void (*q2kw_rows_fn)(int64_t n, const char * x, size_t lda, const void * y, float * out);
+typedef void (*words_rows_fn)(int64_t n, const char * x, size_t lda, const void * y, float * out);
 
 template <int R>
 static void q2kw_rows_scalar(int64_t n, const char * x, size_t lda, const void * y, float * out) {
@@ -19275,16 +19285,345 @@ TSR_TARGET_AVX512VNNI static void q2kw_rows_avx512(int64_t n, const char * x, si
 TSR_SIMD_WARNINGS_ON
 #endif
 
-/* The 4-row and 1-row kernels of the selected ISA path for the word layout. */
-struct q2kw_kernels {
-    q2kw_rows_fn four, one;
+/* ---- Q3_K ------------------------------------------------------------------------------ */
+
+/* Q3_K's word layout: the 64 qs bytes (the levels' two low bits) as Q2_K's; the 32 hmask
+ * bytes (third bits) so that byte p, bit j, is the third bit of the level at qs byte p, bit
+ * pair j, and bit 4 + j that of qs byte p + 32 (weights 16s + 4j + b and 128 + 16s + 4j + b,
+ * p = 4s + b): one 32-byte load broadcast to both halves of a zmm, and GFNI moves bit j (low
+ * half) or 4 + j (high half) of every byte above the pair's two bits in one instruction. The
+ * 12 scale bytes: the 16 scales as 6-bit two's complement (the format's scale minus 32), scale
+ * s at bit 6s (little-endian), so that scales 0-7 fill bits 16..63 of the first qword of the
+ * 16 bytes from block byte 94 and 8-15 bits 0..47 of the second, and one vpmultishiftqb
+ * takes each into a byte. d stays at byte 108. */
+static_assert(sizeof(tsr_block_q3_K) == 110 && offsetof(tsr_block_q3_K, qs) == 32 && offsetof(tsr_block_q3_K, scales) == 96 &&
+                  offsetof(tsr_block_q3_K, d) == 108,
+              "Q3_K super-blocks are {32 hmask, 64 qs, 12 scale bytes, d}");
+
+/* The file's hmask (third bit of weight e: bit e / 32 of byte e % 32) as the word layout's,
+ * and back. Byte 4s + b (s < 8) gathers bits s / 2 and 4 + s / 2 of file bytes
+ * 16 (s % 2) + 4j + b, j = 0..3: layout words 2k and 2k + 1 (8 bytes) are 4 shifted masks of
+ * the file's 32-bit words j (bytes 4j.. and 16 + 4j.., side by side in 64 bits), and back the
+ * same way (the GEMM converts every block back per panel). */
+static void q3k_hmask_to_words(const uint8_t * hm, uint8_t * w) {
+    uint64_t file[4];
+    for (int j = 0; j < 4; ++j) {
+        uint32_t a, b;
+        std::memcpy(&a, hm + 4 * j, 4);
+        std::memcpy(&b, hm + 16 + 4 * j, 4);
+        file[j] = a | (uint64_t)b << 32;
+    }
+    for (int k = 0; k < 4; ++k) {
+        uint64_t words = 0;
+        for (int j = 0; j < 4; ++j) words |= (file[j] >> k & 0x1111111111111111ull) << j;
+        std::memcpy(w + 8 * k, &words, 8);
+    }
+}
+
+static void q3k_hmask_from_words(const uint8_t * w, uint8_t * hm) {
+    uint64_t words[4];
+    std::memcpy(words, w, 32);
+    for (int j = 0; j < 4; ++j) {
+        uint64_t file = 0;
+        for (int k = 0; k < 4; ++k) file |= (words[k] >> j & 0x1111111111111111ull) << k;
+        const uint32_t a = (uint32_t)file, b = (uint32_t)(file >> 32);
+        std::memcpy(hm + 4 * j, &a, 4);
+        std::memcpy(hm + 16 + 4 * j, &b, 4);
+    }
+}
+
+/* Scale s (-32..31) of a super-block in the word layout. */
+static inline int q3kw_scale(const uint8_t * scales, int s) {
+    uint64_t half = 0;
+    std::memcpy(&half, scales + 6 * (s / 8), 6);
+    const int v = (int)(half >> (6 * (s % 8)) & 63);
+    return v >= 32 ? v - 64 : v;
+}
+
+/* The file's 12 scale bytes as the layout's 6-bit fields, and back, 8 scales a 64-bit word:
+ * byte m of u[h] is scale 8h + m plus 32 (the file's unsigned 6 bits: low 4 in the nibbles
+ * of bytes 0..7, high 2 at bits 2 (s / 4) of byte 8 + s % 4); a field is that XOR 32. */
+static void q3k_scales_to_words(const uint8_t * file, uint8_t * w) {
+    uint64_t nib;
+    uint32_t top;
+    std::memcpy(&nib, file, 8);
+    std::memcpy(&top, file + 8, 4);
+    const uint64_t m2 = 0x03030303ull, m4 = 0x0F0F0F0F0F0F0F0Full;
+    const uint64_t hi2[2] = {(top & m2) | (uint64_t)(top >> 2 & m2) << 32, (top >> 4 & m2) | (uint64_t)(top >> 6 & m2) << 32};
+    const uint64_t u[2] = {(nib & m4) | hi2[0] << 4, (nib >> 4 & m4) | hi2[1] << 4};
+    for (int h = 0; h < 2; ++h) {
+        const uint64_t v = u[h] ^ 0x2020202020202020ull;
+        uint64_t fields = 0;
+        for (int m = 0; m < 8; ++m) fields |= (v >> (8 * m) & 63) << (6 * m);
+        std::memcpy(w + 6 * h, &fields, 6);
+    }
+}
+
+static void q3k_scales_from_words(const uint8_t * w, uint8_t * file) {
+    uint64_t u[2];
+    for (int h = 0; h < 2; ++h) {
+        uint64_t fields = 0;
+        std::memcpy(&fields, w + 6 * h, 6);
+        uint64_t v = 0;
+        for (int m = 0; m < 8; ++m) v |= (fields >> (6 * m) & 63) << (8 * m);
+        u[h] = v ^ 0x2020202020202020ull;
+    }
+    const uint64_t m4 = 0x0F0F0F0F0F0F0F0Full, m2 = 0x0303030303030303ull;
+    const uint64_t nib = (u[0] & m4) | (u[1] & m4) << 4;
+    const uint64_t t0 = u[0] >> 4 & m2, t1 = u[1] >> 4 & m2;  /* high 2 bits of scales 0..7, 8..15 */
+    const uint32_t top = (uint32_t)t0 | (uint32_t)(t0 >> 32) << 2 | (uint32_t)t1 << 4 | (uint32_t)(t1 >> 32) << 6;
+    std::memcpy(file, &nib, 8);
+    std::memcpy(file + 8, &top, 4);
+}
+
+/* One super-block from the word layout (w) to the file's (f, another place). */
+static void q3k_block_from_words(const uint8_t * w, uint8_t * f) {
+    q3k_hmask_from_words(w, f);
+    q2k_qs_from_words(w + 32, f + 32);
+    q3k_scales_from_words(w + 96, f + 96);
+    std::memcpy(f + 108, w + 108, 2);
+}
+
+/* n super-blocks at p rewritten in place: to the word layout, or back to the file's. */
+static void q3k_blocks_in_place(uint8_t * p, int64_t n, bool to_words) {
+    for (int64_t i = 0; i < n; ++i) {
+        uint8_t * b = p + (size_t)i * sizeof(tsr_block_q3_K);
+        uint8_t tmp[sizeof(tsr_block_q3_K)];
+        std::memcpy(tmp, b, sizeof(tmp));
+        if (to_words) {
+            q3k_hmask_to_words(tmp, b);
+            q2k_qs_to_words(tmp + 32, b + 32);
+            q3k_scales_to_words(tmp + 96, b + 96);
+        } else {
+            q3k_block_from_words(tmp, b);
+        }
+    }
+}
+
+/* One row in the word layout against word-ordered Q8_K: the reference the SIMD kernel
+ * matches (the same int32 sums, scaled as the file kernels scale theirs). */
+static float q3kw_dot_scalar(int64_t n, const uint8_t * x, const tsr_block_q8_K * y) {
+    float sum = 0;
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        const uint8_t * b = x + (size_t)i * sizeof(tsr_block_q3_K);
+        int32_t sumi = 0;
+        for (int s = 0; s < 16; ++s) {
+            int32_t dot = 0;
+            for (int j = 0; j < 4; ++j)
+                for (int k = 0; k < 4; ++k) {
+                    const int p = 4 * s + k;
+                    const int third = p < 32 ? b[p] >> j & 1 : b[p - 32] >> (4 + j) & 1;
+                    dot += ((b[32 + p] >> (2 * j) & 3) + 4 * third - 4) * y[i].qs[4 * (16 * j + s) + k];
+                }
+            sumi += q3kw_scale(b + 96, s) * dot;
+        }
+        tsr_fp16_t d;
+        std::memcpy(&d, b + offsetof(tsr_block_q3_K, d), 2);
+        sum += h2f(d) * y[i].d * (float)sumi;
+    }
+    return sum;
+}
+
+template <int R>
+static void q3kw_rows_scalar(int64_t n, const char * x, size_t lda, const void * y, float * out) {
+    for (int r = 0; r < R; ++r) out[r] = q3kw_dot_scalar(n, (const uint8_t *)x + (size_t)r * lda, (const tsr_block_q8_K *)y);
+}
+
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+TSR_SIMD_WARNINGS_OFF
+/* R <= 4 rows (lda apart), as q2kw_rows_avx512 with the third bits: per row and super-block
+ * one load of the qs bytes, one broadcast load of the hmask bytes, and per bit pair j one
+ * GFNI move of the third bits above the pair (bit 2, or 4 where the mask 0x0C keeps the odd
+ * pairs' levels times 4) and one ternary logic op that merges them, so the levels enter
+ * vpdpbusd unsigned (0..7, the format's plus 4; the 4 comes off through the activations'
+ * 16-element sums, as in k2_rows_avx512). The even pairs' and the odd pairs' dots stay apart:
+ * each sums to at most 8 * 7 * 127, and 8 * 28 * 127 times 4, both int16, where one sum of all
+ * four (times 4) would not be. Per row pair, two vpackssdw and two vpmaddwd against the
+ * scales times 4 and times 1. The scales: one vpmultishiftqb per 4 rows puts each (times 4:
+ * the field starts 2 bits early, those 2 bits masked off) in a byte, row r's in lane r, and
+ * one dword transpose puts sub-blocks 4L..4L + 3 of the 4 rows in lane L. Row a's sums sit in
+ * dwords 0-1 of every lane, b's in 2-3, scaled by d y.d / 4. Integer sums are exact and a
+ * row's lanes never meet another's: a row's result is the same for every R. */
+template <int R>
+TSR_TARGET_AVX512VNNI_GFNI_VBMI static void q3kw_rows_avx512(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
+    const tsr_block_q8_K * yrow = (const tsr_block_q8_K *)yv;
+    const __m512i m3 = _mm512_set1_epi8(3), m12 = _mm512_set1_epi8(12), z = _mm512_setzero_si512();
+    const __m512i transpose = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    /* bit offsets of scale s times 4 in the 16 bytes from block byte 94: 16 + 6s - 2 in the first
+     * qword (s < 8), 6 (s - 8) - 2 in the second (s = 8: 62, wrapping to bits 0..5 as 2..7) */
+    const __m512i scale_at = _mm512_broadcast_i32x4(_mm_setr_epi8(14, 20, 26, 32, 38, 44, 50, 56, 62, 4, 10, 16, 22, 28, 34, 40));
+    const __m512i d_words = _mm512_setr_epi32(7 | 15 << 16, 23 | 31 << 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  /* rows 0-1, 2-3 */
+    __m512 off = _mm512_setzero_ps();  /* row r in lanes 4r..4r+3: sum(scale x 4 * bsums) x d y.d / 4 */
+    for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
+        const tsr_block_q8_K & y = yrow[i];
+        const uint8_t * blk = (const uint8_t *)x + (size_t)i * sizeof(tsr_block_q3_K);
+        const __m512i y0 = _mm512_loadu_si512((const void *)y.qs), y1 = _mm512_loadu_si512((const void *)(y.qs + 64));
+        const __m512i y2 = _mm512_loadu_si512((const void *)(y.qs + 128)), y3 = _mm512_loadu_si512((const void *)(y.qs + 192));
+        __m512i even[4], odd[4];
+        TSR_UNROLL(4)
+        for (int r = 0; r < R; ++r) {
+            const uint8_t * row = blk + (size_t)r * lda;
+            _mm_prefetch((const char *)row + k2_prefetch_ahead, _MM_HINT_T0);
+            _mm_prefetch((const char *)row + k2_prefetch_ahead + 64, _MM_HINT_T0);
+            const __m512i q = _mm512_loadu_si512((const void *)(row + 32)), q4 = _mm512_srli_epi16(q, 4);
+            const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)row));
+            /* c ? a : b: the pair's two bits from q, the third bit above them */
+            const __m512i l0 = _mm512_ternarylogic_epi32(q, gf_move_bits(hm, 0, 4, 2, 1), m3, 0xE4);
+            const __m512i l1 = _mm512_ternarylogic_epi32(q, gf_move_bits(hm, 1, 5, 4, 1), m12, 0xE4);
+            const __m512i l2 = _mm512_ternarylogic_epi32(q4, gf_move_bits(hm, 2, 6, 2, 1), m3, 0xE4);
+            const __m512i l3 = _mm512_ternarylogic_epi32(q4, gf_move_bits(hm, 3, 7, 4, 1), m12, 0xE4);
+            even[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, l0, y0), l2, y2);
+            odd[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, l1, y1), l3, y3);
+        }
+        TSR_UNROLL(4)
+        for (int r = R; r < 4; ++r) even[r] = even[0], odd[r] = odd[0];
+        const __m512i h = lanes_of_rows<R>(blk + 94, lda);  /* 2 qs bytes, the 12 scale bytes, d */
+        const __m512i sc4 = _mm512_and_si512(_mm512_multishift_epi64_epi8(scale_at, h), _mm512_set1_epi8((char)0xFC));
+        const __m512 d = _mm512_castps128_ps512(_mm_mul_ps(_mm_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi16(d_words, h))), _mm_set1_ps(y.d * 0.25f)));
+        off = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot16_bsums_zmm<true>(sc4, y)),
+                              _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), d), off);
+        const __m512i st = _mm512_permutexvar_epi32(transpose, sc4);
+        const __m512i lo = _mm512_unpacklo_epi8(z, st), hi = _mm512_unpackhi_epi8(z, st);  /* rows 0-1, 2-3: scale x 4 x 256 */
+        TSR_UNROLL(2)
+        for (int p = 0; p < (R + 1) / 2; ++p) {
+            const __m512i sc = p ? hi : lo;
+            const __m512i si = _mm512_add_epi32(_mm512_madd_epi16(_mm512_packs_epi32(even[2 * p], even[2 * p + 1]), _mm512_srai_epi16(sc, 8)),
+                                                _mm512_madd_epi16(_mm512_packs_epi32(odd[2 * p], odd[2 * p + 1]), _mm512_srai_epi16(sc, 10)));
+            const __m512 dp = _mm512_permutexvar_ps(p ? _mm512_setr_epi32(2, 2, 3, 3, 2, 2, 3, 3, 2, 2, 3, 3, 2, 2, 3, 3)
+                                                      : _mm512_setr_epi32(0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1),
+                                                    d);
+            acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), dp, acc[p]);
+        }
+    }
+    TSR_UNROLL(4)
+    for (int r = 0; r < R; ++r) {
+        const int c = 2 * (r % 2);  /* row r: dwords c and c + 1 of every lane of acc[r / 2] */
+        const __m512 mine = _mm512_permutexvar_ps(_mm512_setr_epi32(c, c + 1, c + 4, c + 5, c + 8, c + 9, c + 12, c + 13, 0, 0, 0, 0, 0, 0, 0, 0), acc[r / 2]);
+        out[r] = hsum256(_mm512_castps512_ps256(mine)) - 4.0f * hsum128(_mm512_castps512_ps128(_mm512_permutexvar_ps(lane_of_zmm(r), off)));
+    }
+}
+TSR_SIMD_WARNINGS_ON
+#endif
+
+/* ---- both ------------------------------------------------------------------------------ */
+
+/* n super-blocks of type t (Q2_K or Q3_K) at p, in place: to its word layout, or back. */
+static void words_blocks_in_place(enum tsr_type t, uint8_t * p, int64_t n, bool to_words) {
+    if (t == TSR_TYPE_Q3_K) q3k_blocks_in_place(p, n, to_words);
+    else q2k_blocks_in_place(p, n, to_words);
+}
+
+/* The level bits back to the file's order with VBMI (the GEMM converts every block it packs,
+ * so the scalar conversion cost its prompts ~15 %): a bit gather, in which field f (WIDTH
+ * bits) of output byte o comes from source byte idx[f][o] at bit b, done per field by one
+ * vpermb (the source byte to position o) and one vpmultishiftqb (8 bits from bit
+ * 8 (o % 8) + b - WIDTH f of its qword: the field lands at bit WIDTH f), merged under its mask
+ * by one vpternlogd. The tables come from the layouts' definitions: the qs bytes (64, 4
+ * fields of 2 bits) and Q3_K's hmask bytes (32, 8 fields of 1 bit). */
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+struct bit_gather_table {
+    alignas(64) uint8_t idx[8][64];
+    alignas(64) uint8_t ctl[8][64];
 };
 
-static q2kw_kernels q2kw_kernels_for_isa() {
-#if defined(TSR_CPU_HAVE_X86_KERNELS)
-    if (isa_vector() == TSR_CPU_ISA_AVX512 && features().avx512_vnni) return {q2kw_rows_avx512<4>, q2kw_rows_avx512<1>};
+template <int WIDTH>
+static bit_gather_table make_bit_gather(int bytes, void (*source)(int o, int f, int * byte, int * bit)) {
+    bit_gather_table t = {};
+    for (int f = 0; f < 8 / WIDTH; ++f)
+        for (int o = 0; o < bytes; ++o) {
+            int byte = 0, bit = 0;
+            source(o, f, &byte, &bit);
+            t.idx[f][o] = (uint8_t)byte;
+            t.ctl[f][o] = (uint8_t)((8 * (o % 8) + bit - WIDTH * f) & 63);
+        }
+    return t;
+}
+
+/* The word layout's qs bytes for the file's byte o, bit pair f (weight 128 (o / 32) + 32f + o % 32). */
+static void qs_words_source(int o, int f, int * byte, int * bit) {
+    const int e = 128 * (o / 32) + 32 * f + o % 32;
+    *byte = 4 * (e / 16) + e % 4;
+    *bit = 2 * (e % 16 / 4);
+}
+
+/* Q3_K's layout hmask for the file's byte o, bit f (weight 32f + o). */
+static void hmask_words_source(int o, int f, int * byte, int * bit) {
+    const int e = 32 * f + o, s = e / 16;
+    *byte = 4 * (s % 8) + e % 4;
+    *bit = e % 16 / 4 + 4 * (s / 8);
+}
+
+TSR_SIMD_WARNINGS_OFF
+template <int WIDTH>
+TSR_TARGET_AVX512VNNI_GFNI_VBMI static inline __m512i bit_gather_zmm(__m512i v, const bit_gather_table & t) {
+    __m512i out = _mm512_setzero_si512();
+    TSR_UNROLL(8)
+    for (int f = 0; f < 8 / WIDTH; ++f) {
+        const __m512i g = _mm512_multishift_epi64_epi8(_mm512_load_si512((const void *)t.ctl[f]),
+                                                       _mm512_permutexvar_epi8(_mm512_load_si512((const void *)t.idx[f]), v));
+        out = _mm512_ternarylogic_epi32(out, g, _mm512_set1_epi8((char)(((1 << WIDTH) - 1) << (WIDTH * f))), 0xF8);  /* a | (b & c) */
+    }
+    return out;
+}
+
+/* n blocks of t (bb bytes) from the word layout at src to the file's at dst. */
+TSR_TARGET_AVX512VNNI_GFNI_VBMI static void words_blocks_to_file_vbmi(enum tsr_type t, const uint8_t * src, uint8_t * dst, int64_t n) {
+    static const bit_gather_table qs = make_bit_gather<2>(64, qs_words_source), hm = make_bit_gather<1>(32, hmask_words_source);
+    const bool q3 = t == TSR_TYPE_Q3_K;
+    const size_t bb = tsr_type_size(t), qs_at = q3 ? 32 : 16;
+    for (int64_t i = 0; i < n; ++i) {
+        const uint8_t * w = src + (size_t)i * bb;
+        uint8_t * f = dst + (size_t)i * bb;
+        _mm512_storeu_si512((void *)(f + qs_at), bit_gather_zmm<2>(_mm512_loadu_si512((const void *)(w + qs_at)), qs));
+        if (q3) {
+            const __m512i h = bit_gather_zmm<1>(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)w)), hm);
+            _mm256_storeu_si256((__m256i *)f, _mm512_castsi512_si256(h));
+            q3k_scales_from_words(w + 96, f + 96);
+            std::memcpy(f + 108, w + 108, 2);
+        } else {
+            std::memcpy(f, w, 16);
+            std::memcpy(f + 80, w + 80, 4);
+        }
+    }
+}
+TSR_SIMD_WARNINGS_ON
 #endif
-    return {q2kw_rows_scalar<4>, q2kw_rows_scalar<1>};
+
+/* n super-blocks of type t from its word layout at src to the file's at dst (not src); vbmi:
+ * the VBMI bit gather where the CPU has it (tests pass false for the scalar conversion). */
+static void words_blocks_to_file(enum tsr_type t, const uint8_t * src, uint8_t * dst, int64_t n, bool vbmi = true) {
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+    if (vbmi && features().avx512 && features().avx512_vbmi && features().avx512_vnni && features().avx512_gfni)
+        return words_blocks_to_file_vbmi(t, src, dst, n);
+#endif
+    (void)vbmi;
+    const size_t bb = tsr_type_size(t);
+    for (int64_t i = 0; i < n; ++i) {
+        const uint8_t * w = src + (size_t)i * bb;
+        uint8_t * f = dst + (size_t)i * bb;
+        if (t == TSR_TYPE_Q3_K) {
+            q3k_block_from_words(w, f);
+        } else {
+            std::memcpy(f, w, 16);
+            q2k_qs_from_words(w + 16, f + 16);
+            std::memcpy(f + 80, w + 80, 4);
+        }
+    }
+}
+
+/* The 4-row and 1-row kernels of the selected ISA path for type t's word layout. */
+struct words_kernels {
+    words_rows_fn four, one;
+};
+
+static words_kernels words_kernels_for_isa(enum tsr_type t) {
+    const bool q3 = t == TSR_TYPE_Q3_K;
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+    if (isa_vector() == TSR_CPU_ISA_AVX512 && words_layout_for_type(t))
+        return q3 ? words_kernels{q3kw_rows_avx512<4>, q3kw_rows_avx512<1>} : words_kernels{q2kw_rows_avx512<4>, q2kw_rows_avx512<1>};
+#endif
+    return q3 ? words_kernels{q3kw_rows_scalar<4>, q3kw_rows_scalar<1>} : words_kernels{q2kw_rows_scalar<4>, q2kw_rows_scalar<1>};
 }
 
 } // namespace tcpu
@@ -19411,15 +19750,19 @@ static inline bool r8_type_has_simd(enum tsr_type t) {
      * a record; 40.0-43.9 before) the record reads 0.94 / 0.90 / 0.97 / 0.95 / 0.89 / 0.81 x
      * the read against the file's 0.85 / 0.86 / 0.84 / 0.91 / 0.81 / 0.85 (six runs, 55-65
      * GB/s read), and its prompt is 30-40 % faster (GEMM panels cut from the records).
-     * Without VNNI the AVX-512 path runs the AVX2 file kernels, which the records beat. */
+     * Without VNNI the AVX-512 path runs the AVX2 file kernels, which the records beat.
+     * Q2_K on AVX-512 VNNI, Q3_K where GFNI and VBMI are there too: the word layouts of
+     * repack_words.inl (the file's order, levels regrouped by sub-block), not these records.
+     * Q2_K from DRAM (2 threads, the file kernel, the word kernel and this record's zmm kernel
+     * in one binary, medians of 7 paired runs each, 2-core Zen 5): 0.88 / 0.82 / 0.86 / 0.91 x
+     * the read for the file kernel, 0.98 / 1.00 / 0.97 / 0.92 for the words, 0.85 / 0.89 /
+     * 0.86 / 0.78 for a record kernel as fast in cache as the words' (54 against 45 and the
+     * file kernel's 38 GB/s a core). Q3_K (cpu_bench, the record's build against the words',
+     * alternating, 5 runs each, read 45-70 GB/s): the record's mat-vec 49.2-56.0 GB/s, the
+     * words' 55.1-64.4, though in cache the record reads 56.6 and the words 41.5 GB/s a core
+     * (the file kernel 31.5-33.4): the records' DRAM deficit again. */
+    if ((t == TSR_TYPE_Q2_K || t == TSR_TYPE_Q3_K) && words_layout_for_type(t)) return true;
     if (t == TSR_TYPE_Q3_K) return avx2;
-    /* Q2_K on AVX-512 VNNI: the word layout of repack_k2w.inl (the file's order, levels
-     * regrouped by sub-block), not these records: from DRAM (2 threads, the file kernel, the
-     * word kernel and this record's zmm kernel in one binary, medians of 7 paired runs each,
-     * 2-core Zen 5) 0.88 / 0.82 / 0.86 / 0.91 x the read for the file kernel, 0.98 / 1.00 /
-     * 0.97 / 0.92 for the words, 0.85 / 0.89 / 0.86 / 0.78 for a record kernel as fast in
-     * cache as the words' (54 against 45 and the file kernel's 38 GB/s a core). */
-    if (t == TSR_TYPE_Q2_K && q2k_words_layout()) return true;
     return avx2 && !(features().avx512 && features().avx512_vnni);
 #else
     return false;
@@ -21191,11 +21534,13 @@ static void r8_pack_via_file(const gemm_impl * g, enum tsr_type t, const uint8_t
     });
 }
 
-/* Any GEMM's panel of a Q2_K matrix in the word layout (repack_k2w.inl), through the file's blocks. */
-static void q2kw_pack_a(const gemm_impl * g, const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0, int kc, void * dst) {
-    pack_panel_via_file(g, TSR_TYPE_Q2_K, row0, rows, K, k0, kc, dst, [&](int64_t m, int64_t first, int64_t nb, uint8_t * out) {
-        std::memcpy(out, A + (size_t)m * lda + (size_t)first * sizeof(tsr_block_q2_K), (size_t)nb * sizeof(tsr_block_q2_K));
-        q2k_blocks_in_place(out, nb, false);
+/* Any GEMM's panel of a Q2_K or Q3_K matrix (t) in its word layout (repack_words.inl), through
+ * the file's blocks. */
+static void words_pack_a(const gemm_impl * g, enum tsr_type t, const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0,
+                         int kc, void * dst) {
+    const size_t bb = tsr_type_size(t);
+    pack_panel_via_file(g, t, row0, rows, K, k0, kc, dst, [&](int64_t m, int64_t first, int64_t nb, uint8_t * out) {
+        words_blocks_to_file(t, A + (size_t)m * lda + (size_t)first * bb, out, nb);
     });
 }
 
@@ -21252,7 +21597,7 @@ struct mm_args {
     float * C; size_t ldc;      /* in floats */
     const gemm_impl * g;        /* NULL: dot products */
     bool a_r8 = false;          /* A in the 4-bit interleaved layout of CPU_REPACK (repack_r8.inl) */
-    bool a_q2kw = false;        /* A: Q2_K in CPU_REPACK's word layout (repack_k2w.inl) */
+    bool a_words = false;       /* A: Q2_K / Q3_K in CPU_REPACK's word layout (repack_words.inl) */
 };
 
 static size_t gemm_thread_bytes(const gemm_impl * g, int64_t N) {
@@ -21351,10 +21696,10 @@ static void mm_range_dots(const kernels * K, const mm_args & a, int64_t m0, int6
     });
 }
 
-/* Q2_K in the word layout (repack_k2w.inl) against word-ordered Q8_K columns: the same
- * streams with the layout's kernels. */
-static void mm_range_q2k_words(const mm_args & a, int64_t m0, int64_t m1) {
-    const q2kw_kernels k = q2kw_kernels_for_isa();
+/* Q2_K / Q3_K in the word layout (repack_words.inl) against word-ordered Q8_K columns: the
+ * same streams with the layout's kernels. */
+static void mm_range_words(const mm_args & a, int64_t m0, int64_t m1) {
+    const words_kernels k = words_kernels_for_isa(a.ta);
     mm_dot_streams(a, m0, m1, k.four, [&](const char * x, const char * y) {
         float o;
         k.one(a.K, x, 0, y, &o);
@@ -21365,7 +21710,7 @@ static void mm_range_q2k_words(const mm_args & a, int64_t m0, int64_t m1) {
 static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m1, uint8_t * tws) {
     if (m0 >= m1) return;
     const gemm_impl * g = a.g;
-    if (!g && a.a_q2kw) return mm_range_q2k_words(a, m0, m1);
+    if (!g && a.a_words) return mm_range_words(a, m0, m1);
     if (!g && a.a_r8) return r8_gemv(a.ta, r8_gemv_args{(const uint8_t *)a.A, a.lda, a.K, a.B, a.ldb, a.N, a.C, a.ldc}, m0, m1);
     if (!g) return mm_range_dots(K, a, m0, m1);
     const int64_t nc_max = std::min<int64_t>(a.N, GEMM_NC);
@@ -21386,7 +21731,7 @@ static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m
                 for (int64_t ir = 0; ir < mc; ir += g->mr) {
                     const int rows = (int)std::min<int64_t>(g->mr, mc - ir);
                     uint8_t * ap = apack + (size_t)(ir / g->mr) * apanel;
-                    if (a.a_q2kw) q2kw_pack_a(g, (const uint8_t *)a.A, a.lda, ic + ir, rows, a.K, pc, kcp, ap);
+                    if (a.a_words) words_pack_a(g, a.ta, (const uint8_t *)a.A, a.lda, ic + ir, rows, a.K, pc, kcp, ap);
                     else if (a.a_r8) r8_pack_a(g, a.ta, (const uint8_t *)a.A, a.lda, ic + ir, rows, a.K, pc, kcp, ap);
                     else g->pack_a(a.A + (size_t)(ic + ir) * a.lda, a.lda, rows, a.K, pc, kcp, ap);
                     if (g->finish_a) g->finish_a(ap, kcp);
@@ -21417,9 +21762,9 @@ static void mm_range_split(const cparams & p, const mm_args & a, uint8_t * tws) 
 }
 
 /* true when t's bytes are in the 4-bit interleaved layout of a CPU_REPACK buffer (repack.inl),
- * or (is_q2kw_repacked) in Q2_K's word layout there. */
+ * or (is_words_repacked) in Q2_K's or Q3_K's word layout there. */
 static bool is_r8_repacked(const tsr_tensor * t);
-static bool is_q2kw_repacked(const tsr_tensor * t);
+static bool is_words_repacked(const tsr_tensor * t);
 
 /* ---- mul_mat ------------------------------------------------------------------------------ */
 
@@ -21428,7 +21773,7 @@ struct mm_plan {
     bool x_conv;              /* src0 rows not contiguous: convert to dense F32 */
     bool y_q8;                /* src1 quantized to yq8 */
     bool y_q8k;               /* src1 quantized to Q8_K (K-quant weights) */
-    bool y_q8k_words;         /* and its qs in the word order (src0 Q2_K's word layout, mat-vec) */
+    bool y_q8k_words;         /* and its qs in the word order (src0 in a word layout, mat-vec) */
     bool y_conv;              /* src1 converted to dense F32 */
     bool y_private;           /* few src1 rows: every thread converts them into its own
                                * scratch, so no barrier separates the phases */
@@ -21455,7 +21800,7 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
     /* a GEMM reads yq8 blocks whatever the weight type (but one that says Q8_K); K-quant
      * dots read Q8_K */
     pl.y_q8k = pl.g ? pl.g->b_is_q8k : q8k_slot(pl.ta) >= 0;
-    pl.y_q8k_words = pl.y_q8k && !pl.g && !pl.x_conv && is_q2kw_repacked(s0);
+    pl.y_q8k_words = pl.y_q8k && !pl.g && !pl.x_conv && is_words_repacked(s0);
     pl.y_q8 = tsr_is_quantized(pl.ta) && !pl.y_q8k;
     pl.y_conv = !pl.y_q8 && !pl.y_q8k && (s1->type != TSR_TYPE_F32 || s1->nb[0] != 4);
     /* only the dot-product kernels read yq8's side arrays; GEMM packs the blocks */
@@ -21597,7 +21942,7 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
     const mm_items items = mm_split(pl, M, nbatch, p.nth);
     const int64_t mchunks = items.mchunks, csize = items.csize;
     const int64_t nitems = nbatch * mchunks;
-    const bool a_q2kw = !pl.x_conv && is_q2kw_repacked(s0), a_r8 = !pl.x_conv && !a_q2kw && is_r8_repacked(s0);
+    const bool a_words = !pl.x_conv && is_words_repacked(s0), a_r8 = !pl.x_conv && !a_words && is_r8_repacked(s0);
     for (int64_t it = p.nth == 1 ? 0 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed); it < nitems;
          it = p.nth == 1 ? it + 1 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed)) {
         const int64_t b = it / mchunks, mc = it % mchunks;
@@ -21624,7 +21969,7 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
         a.ldc = dst->nb[1] / 4;
         a.g = pl.g;
         a.a_r8 = a_r8;
-        a.a_q2kw = a_q2kw;
+        a.a_words = a_words;
         mm_range(p.K, a, mc * csize, std::min<int64_t>(M, (mc + 1) * csize), tw);
     }
 }
@@ -21669,9 +22014,10 @@ static bool matvec_first_streams(const tsr_tensor * t, const kernels * K, int it
  * (through tensor->data) are not seen: set the tensor again after them (a set whose data is
  * the tensor's own memory says it holds the file's bytes, all of it for a repacked one).
  *
- * Q2_K on CPUs with AVX-512 VNNI takes another layout: the file's rows and blocks with each
- * block's levels regrouped by sub-block (repack_k2w.inl, "words"); the rest of this file
- * treats it as one more repacked layout (r8_record::words says which).
+ * Q2_K on CPUs with AVX-512 VNNI, and Q3_K on those with GFNI and VBMI too, take other
+ * layouts: the file's rows and blocks with each block's levels regrouped by sub-block
+ * (repack_words.inl, "words"); the rest of this file treats them as one more repacked layout
+ * (r8_record::words says which).
  *
  * Which: contiguous 2D matrices of the types is_r8_type lists (those beyond Q4_0, IQ4_NL, Q4_K where
  * r8_type_has_simd says a SIMD kernel reads them) with a multiple of 8 rows (any, for the
@@ -21691,7 +22037,7 @@ struct r8_record {
     const void * data;
     enum tsr_type type;
     int64_t ne[4];
-    bool words;  /* Q2_K in the word layout of repack_k2w.inl, not in records */
+    bool words;  /* Q2_K / Q3_K in the word layout of repack_words.inl, not in records */
 };
 
 struct repack_buffer_ctx {
@@ -21715,8 +22061,8 @@ static bool is_r8_repacked(const tsr_tensor * t) {
     return true;
 }
 
-/* t holds Q2_K's word layout (repack_k2w.inl): the file's order, levels regrouped. */
-static bool is_q2kw_repacked(const tsr_tensor * t) {
+/* t holds Q2_K's or Q3_K's word layout (repack_words.inl): the file's order, bits regrouped. */
+static bool is_words_repacked(const tsr_tensor * t) {
     return is_r8_repacked(t) && ((const r8_record *)t->extra)->words;
 }
 
@@ -21725,20 +22071,20 @@ static bool reads_r8_bytes(const tsr_tensor * t) {
     return t && (is_r8_repacked(t) || is_r8_repacked(t->view_src));
 }
 
-/* Q2_K goes to the word layout here (any number of rows), not to records. */
-static bool q2kw_layout_for(const tsr_tensor * t) { return t->type == TSR_TYPE_Q2_K && q2k_words_layout(); }
+/* Q2_K and Q3_K go to their word layouts here (any number of rows), not to records. */
+static bool words_layout_for(const tsr_tensor * t) { return words_layout_for_type(t->type); }
 
 static bool r8_eligible(const tsr_tensor * t) {
     return k_r8_layout_used && is_r8_type(t->type) && r8_type_has_simd(t->type) && !t->view_src && t->ne[2] == 1 && t->ne[3] == 1 &&
-           (t->ne[1] % R8 == 0 || q2kw_layout_for(t)) && tsr_is_contiguous(t);
+           (t->ne[1] % R8 == 0 || words_layout_for(t)) && tsr_is_contiguous(t);
 }
 
 /* Every group of t rewritten in place, to the interleaved layout or back to the file's
- * (Q2_K's words: every super-block in place). */
+ * (the words: every super-block in place). */
 static bool r8_convert_tensor(struct tsr_tensor * t, bool to_r8, bool words) {
     const int64_t nb = t->ne[0] / tsr_blck_size(t->type);
     if (words) {
-        q2k_blocks_in_place((uint8_t *)t->data, nb * t->ne[1], to_r8);
+        words_blocks_in_place(t->type, (uint8_t *)t->data, nb * t->ne[1], to_r8);
         return true;
     }
     std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[(size_t)nb * r8_record_bytes(t->type)]);
@@ -21750,7 +22096,7 @@ static bool r8_convert_tensor(struct tsr_tensor * t, bool to_r8, bool words) {
 /* t back in the file's layout, no longer marked. */
 static void r8_unpack(repack_buffer_ctx * c, struct tsr_tensor * t) {
     if (!is_r8_repacked(t)) return;
-    r8_convert_tensor(t, false, is_q2kw_repacked(t));
+    r8_convert_tensor(t, false, is_words_repacked(t));
     std::lock_guard<std::mutex> lock(c->mutex);
     t->extra = nullptr;
 }
@@ -21759,7 +22105,7 @@ static void r8_unpack(repack_buffer_ctx * c, struct tsr_tensor * t) {
  * scratch is there: else it keeps the file's layout, which every kernel reads too). */
 static void r8_pack(repack_buffer_ctx * c, struct tsr_tensor * t) {
     if (!r8_eligible(t)) return;
-    const bool words = q2kw_layout_for(t);
+    const bool words = words_layout_for(t);
     std::unique_ptr<r8_record> r(new (std::nothrow) r8_record{t->data, t->type, {t->ne[0], t->ne[1], t->ne[2], t->ne[3]}, words});
     if (!r) return;
     {
@@ -21792,14 +22138,14 @@ static bool repack_buffer_set_tensor(tsr_backend_buffer_t buffer, struct tsr_ten
 }
 
 /* Bytes [offset, offset + size) of the file's layout of a repacked t, a group at a time
- * (Q2_K's words: a super-block at a time). */
+ * (the words: a super-block at a time). */
 static bool r8_get(const struct tsr_tensor * t, void * data, size_t offset, size_t size) {
-    if (is_q2kw_repacked(t)) {
-        const size_t bb = sizeof(tsr_block_q2_K);
+    if (is_words_repacked(t)) {
+        const size_t bb = tsr_type_size(t->type);
         for (size_t b = offset / bb * bb; b < offset + size; b += bb) {
-            uint8_t blk[sizeof(tsr_block_q2_K)];
+            uint8_t blk[R8_MAX_BLOCK_BYTES];
             std::memcpy(blk, (const uint8_t *)t->data + b, bb);
-            q2k_blocks_in_place(blk, 1, false);
+            words_blocks_in_place(t->type, blk, 1, false);
             const size_t lo = std::max(b, offset), hi = std::min(b + bb, offset + size);
             std::memcpy((char *)data + (lo - offset), blk + (lo - b), hi - lo);
         }
@@ -22511,14 +22857,15 @@ static void op_out_prod(const cparams & p, tsr_tensor * dst) {
  * file's layout, to d (element stride nb0 bytes). */
 static void get_row_r8(const tsr_tensor * a, int64_t row, char * d, size_t nb0) {
     const uint8_t * grp = (const uint8_t *)a->data + (size_t)(row / R8 * R8) * a->nb[1];
-    const bool words = is_q2kw_repacked(a);
+    const bool words = is_words_repacked(a);
     const int64_t bs = tsr_blck_size(a->type);
     for (int64_t b = 0; b < a->ne[0] / bs; ++b) {
         alignas(16) uint8_t blk[R8_MAX_BLOCK_BYTES];
         float v[TSR_QK_K];
         if (words) {
-            std::memcpy(blk, (const uint8_t *)a->data + (size_t)row * a->nb[1] + (size_t)b * sizeof(tsr_block_q2_K), sizeof(tsr_block_q2_K));
-            q2k_blocks_in_place(blk, 1, false);
+            const size_t bb = tsr_type_size(a->type);
+            std::memcpy(blk, (const uint8_t *)a->data + (size_t)row * a->nb[1] + (size_t)b * bb, bb);
+            words_blocks_in_place(a->type, blk, 1, false);
         } else {
             r8_row_to_file(a->type, grp, (int)(row % R8), b, 1, blk);
         }

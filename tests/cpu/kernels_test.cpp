@@ -990,7 +990,8 @@ std::vector<double> ref_mul_mat(tsr_type t, const std::vector<uint8_t> & wq, con
     return out;
 }
 
-// CPU_REPACK weights: Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q3_K and Q2_K matrices (rows a multiple of 8) are stored interleaved
+// CPU_REPACK weights: Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q3_K and Q2_K matrices (rows a multiple of 8; any for the
+// word layouts of Q2_K and Q3_K) are stored interleaved
 // (their bytes differ from the file's), others keep their bytes. mul_mat on them, at prompt
 // size (GEMM: its A panels packed from the layout equal those packed from the file, so the
 // results are bit for bit the plain buffer's) and for 1 and 3 columns (the interleaved
@@ -1003,6 +1004,7 @@ TEST_CASE("CPU_REPACK buffers: Q4_0 / IQ4_NL / Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K 
     struct tcase { tsr_type t; int64_t M; bool interleaved; };
     for (tcase tc : {tcase{TSR_TYPE_Q4_0, 40, true}, tcase{TSR_TYPE_IQ4_NL, 48, true}, tcase{TSR_TYPE_Q4_0, 36, false},
                      tcase{TSR_TYPE_Q8_0, 40, false}, tcase{TSR_TYPE_Q4_K, 40, true}, tcase{TSR_TYPE_Q4_K, 20, false}, tcase{TSR_TYPE_Q3_K, 40, true}, tcase{TSR_TYPE_Q2_K, 16, true},
+                     tcase{TSR_TYPE_Q3_K, 20, tcpu::words_layout_for_type(TSR_TYPE_Q3_K)}, tcase{TSR_TYPE_Q2_K, 12, tcpu::words_layout_for_type(TSR_TYPE_Q2_K)},
                      tcase{TSR_TYPE_Q5_K, 16, true}, tcase{TSR_TYPE_Q6_K, 16, false}, tcase{TSR_TYPE_Q4_1, 40, true}, tcase{TSR_TYPE_Q5_0, 40, true},
                      tcase{TSR_TYPE_Q5_1, 24, true}}) {
         const tsr_type t = tc.t;
@@ -1424,34 +1426,58 @@ TEST_CASE("CPU_REPACK: the Q5_K, Q3_K and Q2_K interleaved mat-vec kernels of ev
     check_r8_k2_dots(TSR_TYPE_Q2_K, rng);
 }
 
-// Q2_K's word layout (repack_k2w.inl) against the format: every level where the layout says
-// (byte 4s + k, bits 2j: weight 16s + 4j + k) from the file's bits (byte 32 (e / 128) + e % 32,
-// bits 2 (e % 128 / 32)), the scale bytes, d and dmin untouched, and the file's bytes back
-// exactly; the activations' word order; then the layout's mat-vec kernels of every ISA, 4 rows
+// The word layouts of Q2_K and Q3_K (repack_words.inl) against the format: every level where
+// the layout says (qs byte 4s + k, bits 2j: the two low bits of weight 16s + 4j + k) from the
+// file's bits (byte 32 (e / 128) + e % 32, bits 2 (e % 128 / 32)); Q3_K's third bit (file:
+// bit e / 32 of hmask byte e % 32) at bit j of layout byte 4s + k for s < 8, bit 4 + j of
+// byte 4 (s - 8) + k for s >= 8, and its 16 scales as 6-bit fields at bit 6s equal to the
+// format's; Q2_K's scale bytes, d and dmin, Q3_K's d untouched; the file's bytes back
+// exactly (in place, and as the GEMM converts: scalar, and by VBMI's bit gathers where the
+// CPU has them); the activations' word order; then the layout's mat-vec kernels of every ISA, 4 rows
 // and 1 row, against double sums of the core's dequantization times the activations, extremes
-// included (levels, scales and mins all 3 / 15 against activations all -128 or 127: every
-// word's sum at its largest), a row's result the same for every row count.
-TEST_CASE("CPU_REPACK: Q2_K's word layout holds each level where its kernels read it, converts back, and its mat-vec kernels of every ISA equal double sums", "[cpu][repack]") {
-    std::mt19937 rng(53);
+// included (all-0xFF and all-0x00 blocks: the largest and smallest levels and scales against
+// activations all -128 or 127, every word's sum at its largest), a row's result the same for
+// every row count.
+void check_words_layout(tsr_type t, std::mt19937 & rng) {
+    INFO(tsr_type_name(t));
+    const bool q3 = t == TSR_TYPE_Q3_K;
+    const size_t bb = tsr_type_size(t), qs_at = q3 ? 32 : 16;
     const int64_t nb = 3, M = 20, K = nb * TSR_QK_K;  // 16 + 4 rows: the test rows' two extreme groups, and no multiple of 8
-    const size_t row_bytes = (size_t)nb * sizeof(tsr_block_q2_K);
-    const std::vector<uint8_t> file = kquant_test_rows(TSR_TYPE_Q2_K, M, nb, true, 0.05f, rng);
+    const size_t row_bytes = (size_t)nb * bb;
+    const std::vector<uint8_t> file = kquant_test_rows(t, M, nb, true, 0.05f, rng);
     std::vector<uint8_t> words = file;
-    tcpu::q2k_blocks_in_place(words.data(), M * nb, true);
+    tcpu::words_blocks_in_place(t, words.data(), M * nb, true);
     CHECK(words != file);
     int bad = 0;
     for (int64_t i = 0; i < M * nb; ++i) {
-        const uint8_t * f = file.data() + (size_t)i * sizeof(tsr_block_q2_K), * w = words.data() + (size_t)i * sizeof(tsr_block_q2_K);
-        bad += std::memcmp(f, w, 16) != 0 || std::memcmp(f + 80, w + 80, 4) != 0;
+        const uint8_t * f = file.data() + (size_t)i * bb, * w = words.data() + (size_t)i * bb;
+        if (q3) {
+            bad += std::memcmp(f + 108, w + 108, 2) != 0;
+            for (int s = 0; s < 16; ++s) {
+                uint64_t half = 0;
+                std::memcpy(&half, w + 96 + 6 * (s / 8), 6);
+                const int field = (int)(half >> (6 * (s % 8)) & 63);
+                bad += field != (tsr_impl::q3k_scale(s, f + 96) & 63);
+            }
+        } else {
+            bad += std::memcmp(f, w, 16) != 0 || std::memcmp(f + 80, w + 80, 4) != 0;
+        }
         for (int e = 0; e < 256; ++e) {
-            const int want = f[16 + 32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32)) & 3;
-            bad += (w[16 + 4 * (e / 16) + e % 4] >> (2 * (e % 16 / 4)) & 3) != want;
+            const int want = f[qs_at + 32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32)) & 3;
+            const int s = e / 16, j = e % 16 / 4, k = e % 4;
+            bad += (w[qs_at + 4 * s + k] >> (2 * j) & 3) != want;
+            if (q3) bad += (s < 8 ? w[4 * s + k] >> j & 1 : w[4 * (s - 8) + k] >> (4 + j) & 1) != (f[e % 32] >> (e / 32) & 1);
         }
     }
     CHECK(bad == 0);
     std::vector<uint8_t> back = words;
-    tcpu::q2k_blocks_in_place(back.data(), M * nb, false);
+    tcpu::words_blocks_in_place(t, back.data(), M * nb, false);
     CHECK(back == file);
+    for (bool vbmi : {false, true}) {  // the GEMM's conversion, scalar and (where the CPU has it) VBMI
+        std::vector<uint8_t> to_file(file.size());
+        tcpu::words_blocks_to_file(t, words.data(), to_file.data(), M * nb, vbmi);
+        CHECK(to_file == file);
+    }
 
     const std::vector<tsr_block_q8_K> y = q8k_test_activations(nb, rng);
     std::vector<tsr_block_q8_K> yw = y;
@@ -1464,7 +1490,7 @@ TEST_CASE("CPU_REPACK: Q2_K's word layout holds each level where its kernels rea
     std::vector<double> want((size_t)M), mag((size_t)M);
     std::vector<float> wf((size_t)K);
     for (int64_t m = 0; m < M; ++m) {
-        tsr_to_float_row(TSR_TYPE_Q2_K, file.data() + (size_t)m * row_bytes, wf.data(), K);
+        tsr_to_float_row(t, file.data() + (size_t)m * row_bytes, wf.data(), K);
         for (int64_t k = 0; k < K; ++k) {
             const double yv = (double)y[(size_t)(k / 256)].d * y[(size_t)(k / 256)].qs[k % 256];
             want[(size_t)m] += (double)wf[(size_t)k] * yv;
@@ -1473,7 +1499,7 @@ TEST_CASE("CPU_REPACK: Q2_K's word layout holds each level where its kernels rea
     }
     for (tsr_cpu_isa isa : tsrt::isas()) {
         kernels_of k(isa);
-        const tcpu::q2kw_kernels ks = tcpu::q2kw_kernels_for_isa();
+        const tcpu::words_kernels ks = tcpu::words_kernels_for_isa(t);
         INFO("isa " << tsr_cpu_isa_name(isa));
         std::vector<float> one((size_t)M), four((size_t)M);
         for (int64_t m = 0; m < M; ++m) ks.one(K, (const char *)words.data() + (size_t)m * row_bytes, 0, yw.data(), &one[(size_t)m]);
@@ -1484,9 +1510,17 @@ TEST_CASE("CPU_REPACK: Q2_K's word layout holds each level where its kernels rea
             INFO("row " << m << " want " << want[(size_t)m]);
             CHECK(std::fabs(one[(size_t)m] - want[(size_t)m]) <= 1e-6 * mag[(size_t)m]);
             CHECK(f == one[(size_t)m]);
-            CHECK(std::fabs(tcpu::q2kw_dot_scalar(K, words.data() + (size_t)m * row_bytes, yw.data()) - want[(size_t)m]) <= 1e-6 * mag[(size_t)m]);
+            const float ref = q3 ? tcpu::q3kw_dot_scalar(K, words.data() + (size_t)m * row_bytes, yw.data())
+                                 : tcpu::q2kw_dot_scalar(K, words.data() + (size_t)m * row_bytes, yw.data());
+            CHECK(std::fabs(ref - want[(size_t)m]) <= 1e-6 * mag[(size_t)m]);
         }
     }
+}
+
+TEST_CASE("CPU_REPACK: the Q2_K and Q3_K word layouts hold each value where their kernels read it, convert back, and their mat-vec kernels of every ISA equal double sums", "[cpu][repack]") {
+    std::mt19937 rng(53);
+    check_words_layout(TSR_TYPE_Q2_K, rng);
+    check_words_layout(TSR_TYPE_Q3_K, rng);
 }
 
 // The Q4_1, Q5_0 and Q5_1 records hold each row's d (and m) and levels (Q5_0 / Q5_1: the

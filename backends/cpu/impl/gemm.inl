@@ -40,7 +40,7 @@ struct mm_args {
     float * C; size_t ldc;      /* in floats */
     const gemm_impl * g;        /* NULL: dot products */
     bool a_r8 = false;          /* A in the 4-bit interleaved layout of CPU_REPACK (repack_r8.inl) */
-    bool a_q2kw = false;        /* A: Q2_K in CPU_REPACK's word layout (repack_k2w.inl) */
+    bool a_words = false;       /* A: Q2_K / Q3_K in CPU_REPACK's word layout (repack_words.inl) */
 };
 
 static size_t gemm_thread_bytes(const gemm_impl * g, int64_t N) {
@@ -139,10 +139,10 @@ static void mm_range_dots(const kernels * K, const mm_args & a, int64_t m0, int6
     });
 }
 
-/* Q2_K in the word layout (repack_k2w.inl) against word-ordered Q8_K columns: the same
- * streams with the layout's kernels. */
-static void mm_range_q2k_words(const mm_args & a, int64_t m0, int64_t m1) {
-    const q2kw_kernels k = q2kw_kernels_for_isa();
+/* Q2_K / Q3_K in the word layout (repack_words.inl) against word-ordered Q8_K columns: the
+ * same streams with the layout's kernels. */
+static void mm_range_words(const mm_args & a, int64_t m0, int64_t m1) {
+    const words_kernels k = words_kernels_for_isa(a.ta);
     mm_dot_streams(a, m0, m1, k.four, [&](const char * x, const char * y) {
         float o;
         k.one(a.K, x, 0, y, &o);
@@ -153,7 +153,7 @@ static void mm_range_q2k_words(const mm_args & a, int64_t m0, int64_t m1) {
 static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m1, uint8_t * tws) {
     if (m0 >= m1) return;
     const gemm_impl * g = a.g;
-    if (!g && a.a_q2kw) return mm_range_q2k_words(a, m0, m1);
+    if (!g && a.a_words) return mm_range_words(a, m0, m1);
     if (!g && a.a_r8) return r8_gemv(a.ta, r8_gemv_args{(const uint8_t *)a.A, a.lda, a.K, a.B, a.ldb, a.N, a.C, a.ldc}, m0, m1);
     if (!g) return mm_range_dots(K, a, m0, m1);
     const int64_t nc_max = std::min<int64_t>(a.N, GEMM_NC);
@@ -174,7 +174,7 @@ static void mm_range(const kernels * K, const mm_args & a, int64_t m0, int64_t m
                 for (int64_t ir = 0; ir < mc; ir += g->mr) {
                     const int rows = (int)std::min<int64_t>(g->mr, mc - ir);
                     uint8_t * ap = apack + (size_t)(ir / g->mr) * apanel;
-                    if (a.a_q2kw) q2kw_pack_a(g, (const uint8_t *)a.A, a.lda, ic + ir, rows, a.K, pc, kcp, ap);
+                    if (a.a_words) words_pack_a(g, a.ta, (const uint8_t *)a.A, a.lda, ic + ir, rows, a.K, pc, kcp, ap);
                     else if (a.a_r8) r8_pack_a(g, a.ta, (const uint8_t *)a.A, a.lda, ic + ir, rows, a.K, pc, kcp, ap);
                     else g->pack_a(a.A + (size_t)(ic + ir) * a.lda, a.lda, rows, a.K, pc, kcp, ap);
                     if (g->finish_a) g->finish_a(ap, kcp);
@@ -205,9 +205,9 @@ static void mm_range_split(const cparams & p, const mm_args & a, uint8_t * tws) 
 }
 
 /* true when t's bytes are in the 4-bit interleaved layout of a CPU_REPACK buffer (repack.inl),
- * or (is_q2kw_repacked) in Q2_K's word layout there. */
+ * or (is_words_repacked) in Q2_K's or Q3_K's word layout there. */
 static bool is_r8_repacked(const tsr_tensor * t);
-static bool is_q2kw_repacked(const tsr_tensor * t);
+static bool is_words_repacked(const tsr_tensor * t);
 
 /* ---- mul_mat ------------------------------------------------------------------------------ */
 
@@ -216,7 +216,7 @@ struct mm_plan {
     bool x_conv;              /* src0 rows not contiguous: convert to dense F32 */
     bool y_q8;                /* src1 quantized to yq8 */
     bool y_q8k;               /* src1 quantized to Q8_K (K-quant weights) */
-    bool y_q8k_words;         /* and its qs in the word order (src0 Q2_K's word layout, mat-vec) */
+    bool y_q8k_words;         /* and its qs in the word order (src0 in a word layout, mat-vec) */
     bool y_conv;              /* src1 converted to dense F32 */
     bool y_private;           /* few src1 rows: every thread converts them into its own
                                * scratch, so no barrier separates the phases */
@@ -243,7 +243,7 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
     /* a GEMM reads yq8 blocks whatever the weight type (but one that says Q8_K); K-quant
      * dots read Q8_K */
     pl.y_q8k = pl.g ? pl.g->b_is_q8k : q8k_slot(pl.ta) >= 0;
-    pl.y_q8k_words = pl.y_q8k && !pl.g && !pl.x_conv && is_q2kw_repacked(s0);
+    pl.y_q8k_words = pl.y_q8k && !pl.g && !pl.x_conv && is_words_repacked(s0);
     pl.y_q8 = tsr_is_quantized(pl.ta) && !pl.y_q8k;
     pl.y_conv = !pl.y_q8 && !pl.y_q8k && (s1->type != TSR_TYPE_F32 || s1->nb[0] != 4);
     /* only the dot-product kernels read yq8's side arrays; GEMM packs the blocks */
@@ -385,7 +385,7 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
     const mm_items items = mm_split(pl, M, nbatch, p.nth);
     const int64_t mchunks = items.mchunks, csize = items.csize;
     const int64_t nitems = nbatch * mchunks;
-    const bool a_q2kw = !pl.x_conv && is_q2kw_repacked(s0), a_r8 = !pl.x_conv && !a_q2kw && is_r8_repacked(s0);
+    const bool a_words = !pl.x_conv && is_words_repacked(s0), a_r8 = !pl.x_conv && !a_words && is_r8_repacked(s0);
     for (int64_t it = p.nth == 1 ? 0 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed); it < nitems;
          it = p.nth == 1 ? it + 1 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed)) {
         const int64_t b = it / mchunks, mc = it % mchunks;
@@ -412,7 +412,7 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
         a.ldc = dst->nb[1] / 4;
         a.g = pl.g;
         a.a_r8 = a_r8;
-        a.a_q2kw = a_q2kw;
+        a.a_words = a_words;
         mm_range(p.K, a, mc * csize, std::min<int64_t>(M, (mc + 1) * csize), tw);
     }
 }

@@ -117,14 +117,15 @@ static void op_out_prod(const cparams & p, tsr_tensor * dst) {
  * file's layout, to d (element stride nb0 bytes). */
 static void get_row_r8(const tsr_tensor * a, int64_t row, char * d, size_t nb0) {
     const uint8_t * grp = (const uint8_t *)a->data + (size_t)(row / R8 * R8) * a->nb[1];
-    const bool words = is_q2kw_repacked(a);
+    const bool words = is_words_repacked(a);
     const int64_t bs = tsr_blck_size(a->type);
     for (int64_t b = 0; b < a->ne[0] / bs; ++b) {
         alignas(16) uint8_t blk[R8_MAX_BLOCK_BYTES];
         float v[TSR_QK_K];
         if (words) {
-            std::memcpy(blk, (const uint8_t *)a->data + (size_t)row * a->nb[1] + (size_t)b * sizeof(tsr_block_q2_K), sizeof(tsr_block_q2_K));
-            q2k_blocks_in_place(blk, 1, false);
+            const size_t bb = tsr_type_size(a->type);
+            std::memcpy(blk, (const uint8_t *)a->data + (size_t)row * a->nb[1] + (size_t)b * bb, bb);
+            words_blocks_in_place(a->type, blk, 1, false);
         } else {
             r8_row_to_file(a->type, grp, (int)(row % R8), b, 1, blk);
         }

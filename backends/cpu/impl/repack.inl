@@ -15,9 +15,10 @@
  * (through tensor->data) are not seen: set the tensor again after them (a set whose data is
  * the tensor's own memory says it holds the file's bytes, all of it for a repacked one).
  *
- * Q2_K on CPUs with AVX-512 VNNI takes another layout: the file's rows and blocks with each
- * block's levels regrouped by sub-block (repack_k2w.inl, "words"); the rest of this file
- * treats it as one more repacked layout (r8_record::words says which).
+ * Q2_K on CPUs with AVX-512 VNNI, and Q3_K on those with GFNI and VBMI too, take other
+ * layouts: the file's rows and blocks with each block's levels regrouped by sub-block
+ * (repack_words.inl, "words"); the rest of this file treats them as one more repacked layout
+ * (r8_record::words says which).
  *
  * Which: contiguous 2D matrices of the types is_r8_type lists (those beyond Q4_0, IQ4_NL, Q4_K where
  * r8_type_has_simd says a SIMD kernel reads them) with a multiple of 8 rows (any, for the
@@ -37,7 +38,7 @@ struct r8_record {
     const void * data;
     enum tsr_type type;
     int64_t ne[4];
-    bool words;  /* Q2_K in the word layout of repack_k2w.inl, not in records */
+    bool words;  /* Q2_K / Q3_K in the word layout of repack_words.inl, not in records */
 };
 
 struct repack_buffer_ctx {
@@ -61,8 +62,8 @@ static bool is_r8_repacked(const tsr_tensor * t) {
     return true;
 }
 
-/* t holds Q2_K's word layout (repack_k2w.inl): the file's order, levels regrouped. */
-static bool is_q2kw_repacked(const tsr_tensor * t) {
+/* t holds Q2_K's or Q3_K's word layout (repack_words.inl): the file's order, bits regrouped. */
+static bool is_words_repacked(const tsr_tensor * t) {
     return is_r8_repacked(t) && ((const r8_record *)t->extra)->words;
 }
 
@@ -71,20 +72,20 @@ static bool reads_r8_bytes(const tsr_tensor * t) {
     return t && (is_r8_repacked(t) || is_r8_repacked(t->view_src));
 }
 
-/* Q2_K goes to the word layout here (any number of rows), not to records. */
-static bool q2kw_layout_for(const tsr_tensor * t) { return t->type == TSR_TYPE_Q2_K && q2k_words_layout(); }
+/* Q2_K and Q3_K go to their word layouts here (any number of rows), not to records. */
+static bool words_layout_for(const tsr_tensor * t) { return words_layout_for_type(t->type); }
 
 static bool r8_eligible(const tsr_tensor * t) {
     return k_r8_layout_used && is_r8_type(t->type) && r8_type_has_simd(t->type) && !t->view_src && t->ne[2] == 1 && t->ne[3] == 1 &&
-           (t->ne[1] % R8 == 0 || q2kw_layout_for(t)) && tsr_is_contiguous(t);
+           (t->ne[1] % R8 == 0 || words_layout_for(t)) && tsr_is_contiguous(t);
 }
 
 /* Every group of t rewritten in place, to the interleaved layout or back to the file's
- * (Q2_K's words: every super-block in place). */
+ * (the words: every super-block in place). */
 static bool r8_convert_tensor(struct tsr_tensor * t, bool to_r8, bool words) {
     const int64_t nb = t->ne[0] / tsr_blck_size(t->type);
     if (words) {
-        q2k_blocks_in_place((uint8_t *)t->data, nb * t->ne[1], to_r8);
+        words_blocks_in_place(t->type, (uint8_t *)t->data, nb * t->ne[1], to_r8);
         return true;
     }
     std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[(size_t)nb * r8_record_bytes(t->type)]);
@@ -96,7 +97,7 @@ static bool r8_convert_tensor(struct tsr_tensor * t, bool to_r8, bool words) {
 /* t back in the file's layout, no longer marked. */
 static void r8_unpack(repack_buffer_ctx * c, struct tsr_tensor * t) {
     if (!is_r8_repacked(t)) return;
-    r8_convert_tensor(t, false, is_q2kw_repacked(t));
+    r8_convert_tensor(t, false, is_words_repacked(t));
     std::lock_guard<std::mutex> lock(c->mutex);
     t->extra = nullptr;
 }
@@ -105,7 +106,7 @@ static void r8_unpack(repack_buffer_ctx * c, struct tsr_tensor * t) {
  * scratch is there: else it keeps the file's layout, which every kernel reads too). */
 static void r8_pack(repack_buffer_ctx * c, struct tsr_tensor * t) {
     if (!r8_eligible(t)) return;
-    const bool words = q2kw_layout_for(t);
+    const bool words = words_layout_for(t);
     std::unique_ptr<r8_record> r(new (std::nothrow) r8_record{t->data, t->type, {t->ne[0], t->ne[1], t->ne[2], t->ne[3]}, words});
     if (!r) return;
     {
@@ -138,14 +139,14 @@ static bool repack_buffer_set_tensor(tsr_backend_buffer_t buffer, struct tsr_ten
 }
 
 /* Bytes [offset, offset + size) of the file's layout of a repacked t, a group at a time
- * (Q2_K's words: a super-block at a time). */
+ * (the words: a super-block at a time). */
 static bool r8_get(const struct tsr_tensor * t, void * data, size_t offset, size_t size) {
-    if (is_q2kw_repacked(t)) {
-        const size_t bb = sizeof(tsr_block_q2_K);
+    if (is_words_repacked(t)) {
+        const size_t bb = tsr_type_size(t->type);
         for (size_t b = offset / bb * bb; b < offset + size; b += bb) {
-            uint8_t blk[sizeof(tsr_block_q2_K)];
+            uint8_t blk[R8_MAX_BLOCK_BYTES];
             std::memcpy(blk, (const uint8_t *)t->data + b, bb);
-            q2k_blocks_in_place(blk, 1, false);
+            words_blocks_in_place(t->type, blk, 1, false);
             const size_t lo = std::max(b, offset), hi = std::min(b + bb, offset + size);
             std::memcpy((char *)data + (lo - offset), blk + (lo - b), hi - lo);
         }

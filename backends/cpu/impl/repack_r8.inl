@@ -119,15 +119,19 @@ static inline bool r8_type_has_simd(enum tsr_type t) {
      * a record; 40.0-43.9 before) the record reads 0.94 / 0.90 / 0.97 / 0.95 / 0.89 / 0.81 x
      * the read against the file's 0.85 / 0.86 / 0.84 / 0.91 / 0.81 / 0.85 (six runs, 55-65
      * GB/s read), and its prompt is 30-40 % faster (GEMM panels cut from the records).
-     * Without VNNI the AVX-512 path runs the AVX2 file kernels, which the records beat. */
+     * Without VNNI the AVX-512 path runs the AVX2 file kernels, which the records beat.
+     * Q2_K on AVX-512 VNNI, Q3_K where GFNI and VBMI are there too: the word layouts of
+     * repack_words.inl (the file's order, levels regrouped by sub-block), not these records.
+     * Q2_K from DRAM (2 threads, the file kernel, the word kernel and this record's zmm kernel
+     * in one binary, medians of 7 paired runs each, 2-core Zen 5): 0.88 / 0.82 / 0.86 / 0.91 x
+     * the read for the file kernel, 0.98 / 1.00 / 0.97 / 0.92 for the words, 0.85 / 0.89 /
+     * 0.86 / 0.78 for a record kernel as fast in cache as the words' (54 against 45 and the
+     * file kernel's 38 GB/s a core). Q3_K (cpu_bench, the record's build against the words',
+     * alternating, 5 runs each, read 45-70 GB/s): the record's mat-vec 49.2-56.0 GB/s, the
+     * words' 55.1-64.4, though in cache the record reads 56.6 and the words 41.5 GB/s a core
+     * (the file kernel 31.5-33.4): the records' DRAM deficit again. */
+    if ((t == TSR_TYPE_Q2_K || t == TSR_TYPE_Q3_K) && words_layout_for_type(t)) return true;
     if (t == TSR_TYPE_Q3_K) return avx2;
-    /* Q2_K on AVX-512 VNNI: the word layout of repack_k2w.inl (the file's order, levels
-     * regrouped by sub-block), not these records: from DRAM (2 threads, the file kernel, the
-     * word kernel and this record's zmm kernel in one binary, medians of 7 paired runs each,
-     * 2-core Zen 5) 0.88 / 0.82 / 0.86 / 0.91 x the read for the file kernel, 0.98 / 1.00 /
-     * 0.97 / 0.92 for the words, 0.85 / 0.89 / 0.86 / 0.78 for a record kernel as fast in
-     * cache as the words' (54 against 45 and the file kernel's 38 GB/s a core). */
-    if (t == TSR_TYPE_Q2_K && q2k_words_layout()) return true;
     return avx2 && !(features().avx512 && features().avx512_vnni);
 #else
     return false;
@@ -1899,11 +1903,13 @@ static void r8_pack_via_file(const gemm_impl * g, enum tsr_type t, const uint8_t
     });
 }
 
-/* Any GEMM's panel of a Q2_K matrix in the word layout (repack_k2w.inl), through the file's blocks. */
-static void q2kw_pack_a(const gemm_impl * g, const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0, int kc, void * dst) {
-    pack_panel_via_file(g, TSR_TYPE_Q2_K, row0, rows, K, k0, kc, dst, [&](int64_t m, int64_t first, int64_t nb, uint8_t * out) {
-        std::memcpy(out, A + (size_t)m * lda + (size_t)first * sizeof(tsr_block_q2_K), (size_t)nb * sizeof(tsr_block_q2_K));
-        q2k_blocks_in_place(out, nb, false);
+/* Any GEMM's panel of a Q2_K or Q3_K matrix (t) in its word layout (repack_words.inl), through
+ * the file's blocks. */
+static void words_pack_a(const gemm_impl * g, enum tsr_type t, const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0,
+                         int kc, void * dst) {
+    const size_t bb = tsr_type_size(t);
+    pack_panel_via_file(g, t, row0, rows, K, k0, kc, dst, [&](int64_t m, int64_t first, int64_t nb, uint8_t * out) {
+        words_blocks_to_file(t, A + (size_t)m * lda + (size_t)first * bb, out, nb);
     });
 }
 
