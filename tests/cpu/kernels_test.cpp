@@ -1432,8 +1432,8 @@ TEST_CASE("CPU_REPACK: the Q5_K, Q3_K and Q2_K interleaved mat-vec kernels of ev
 // bit e / 32 of hmask byte e % 32) at bit j of layout byte 4s + k for s < 8, bit 4 + j of
 // byte 4 (s - 8) + k for s >= 8, and its 16 scales as 6-bit fields at bit 6s equal to the
 // format's; Q2_K's scale bytes, d and dmin, Q3_K's d untouched; the file's bytes back
-// exactly (in place, and as the GEMM converts: scalar, and by VBMI's bit gathers where the
-// CPU has them); the activations' word order; then the layout's mat-vec kernels of every ISA, 4 rows
+// exactly (in place, and as the GEMM converts); each conversion both scalar and by VBMI's
+// bit gathers where the CPU has them; the activations' word order; then the layout's mat-vec kernels of every ISA, 4 rows
 // and 1 row, against double sums of the core's dequantization times the activations, extremes
 // included (all-0xFF and all-0x00 blocks: the largest and smallest levels and scales against
 // activations all -128 or 127, every word's sum at its largest), a row's result the same for
@@ -1445,9 +1445,11 @@ void check_words_layout(tsr_type t, std::mt19937 & rng) {
     const int64_t nb = 3, M = 20, K = nb * TSR_QK_K;  // 16 + 4 rows: the test rows' two extreme groups, and no multiple of 8
     const size_t row_bytes = (size_t)nb * bb;
     const std::vector<uint8_t> file = kquant_test_rows(t, M, nb, true, 0.05f, rng);
-    std::vector<uint8_t> words = file;
-    tcpu::words_blocks_in_place(t, words.data(), M * nb, true);
+    std::vector<uint8_t> words = file, words_vbmi = file;
+    tcpu::words_blocks_in_place(t, words.data(), M * nb, true, false);
+    tcpu::words_blocks_in_place(t, words_vbmi.data(), M * nb, true, true);
     CHECK(words != file);
+    CHECK(words_vbmi == words);
     int bad = 0;
     for (int64_t i = 0; i < M * nb; ++i) {
         const uint8_t * f = file.data() + (size_t)i * bb, * w = words.data() + (size_t)i * bb;
@@ -1470,11 +1472,10 @@ void check_words_layout(tsr_type t, std::mt19937 & rng) {
         }
     }
     CHECK(bad == 0);
-    std::vector<uint8_t> back = words;
-    tcpu::words_blocks_in_place(t, back.data(), M * nb, false);
-    CHECK(back == file);
-    for (bool vbmi : {false, true}) {  // the GEMM's conversion, scalar and (where the CPU has it) VBMI
-        std::vector<uint8_t> to_file(file.size());
+    for (bool vbmi : {false, true}) {  // scalar and (where the CPU has it) VBMI: in place, and as the GEMM converts
+        std::vector<uint8_t> back = words, to_file(file.size());
+        tcpu::words_blocks_in_place(t, back.data(), M * nb, false, vbmi);
+        CHECK(back == file);
         tcpu::words_blocks_to_file(t, words.data(), to_file.data(), M * nb, vbmi);
         CHECK(to_file == file);
     }

@@ -51,7 +51,7 @@
 #define TSR_TARGET_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")))
 #define TSR_TARGET_AVX512VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 #define TSR_TARGET_AVX512VNNI_GFNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,gfni")))
-#define TSR_TARGET_AVX512VNNI_GFNI_VBMI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,gfni,avx512vbmi")))
+#define TSR_TARGET_AVX512VNNI_GFNI_VBMI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,gfni,avx512vbmi,bmi2")))
 #define TSR_CPU_HAVE_X86_KERNELS 1
 #endif
 

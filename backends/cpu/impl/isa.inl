@@ -15,7 +15,7 @@ struct cpu_features {
     bool avx512 = false;            /* F + BW + VL + DQ with OS support */
     bool avx512_bf16 = false, avx512_vnni = false;
     bool avx512_gfni = false;       /* GFNI on zmm: gf2p8affineqb's per-byte bit moves */
-    bool avx512_vbmi = false;       /* AVX512_VBMI: vpmultishiftqb's bit fields, vpermb */
+    bool avx512_vbmi = false;       /* AVX512_VBMI (vpmultishiftqb's bit fields, vpermb) and BMI2 */
     bool amx_int8 = false;          /* AMX-TILE + AMX-INT8 with the tile state enabled by the OS
                                      * (XCR0); a process must still ask for the tile data (amx_ready) */
     bool amx_bf16 = false;          /* and AMX-BF16 */
@@ -47,7 +47,7 @@ static cpu_features detect_features() {
         f.avx512 = f.avx2 && os_avx512 && f512 && dq && bw && vl;
         f.avx512_vnni = f.avx512 && ((c >> 11) & 1);
         f.avx512_gfni = f.avx512 && ((c >> 8) & 1);
-        f.avx512_vbmi = f.avx512 && ((c >> 1) & 1);
+        f.avx512_vbmi = f.avx512 && ((c >> 1) & 1) && ((b >> 8) & 1);
         unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
         __cpuid_count(7, 1, a1, b1, c1, d1);
         f.avx512_bf16 = f.avx512 && ((a1 >> 5) & 1);

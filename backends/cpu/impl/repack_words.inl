@@ -416,19 +416,14 @@ TSR_SIMD_WARNINGS_ON
 
 /* ---- both ------------------------------------------------------------------------------ */
 
-/* n super-blocks of type t (Q2_K or Q3_K) at p, in place: to its word layout, or back. */
-static void words_blocks_in_place(enum tsr_type t, uint8_t * p, int64_t n, bool to_words) {
-    if (t == TSR_TYPE_Q3_K) q3k_blocks_in_place(p, n, to_words);
-    else q2k_blocks_in_place(p, n, to_words);
-}
-
-/* The level bits back to the file's order with VBMI (the GEMM converts every block it packs,
- * so the scalar conversion cost its prompts ~15 %): a bit gather, in which field f (WIDTH
- * bits) of output byte o comes from source byte idx[f][o] at bit b, done per field by one
- * vpermb (the source byte to position o) and one vpmultishiftqb (8 bits from bit
- * 8 (o % 8) + b - WIDTH f of its qword: the field lands at bit WIDTH f), merged under its mask
- * by one vpternlogd. The tables come from the layouts' definitions: the qs bytes (64, 4
- * fields of 2 bits) and Q3_K's hmask bytes (32, 8 fields of 1 bit). */
+/* The level bits between the layouts with VBMI (the GEMM converts every block it packs back,
+ * so the scalar conversion cost Q3_K's prompts ~15 %; loading converts every block once): a
+ * bit gather, in which field f (WIDTH bits) of output byte o comes from source byte
+ * idx[f][o] at bit b, done per field by one vpermb (the source byte to position o) and one
+ * vpmultishiftqb (8 bits from bit 8 (o % 8) + b - WIDTH f of its qword: the field lands at
+ * bit WIDTH f), merged under its mask by one vpternlogd. The tables come from the layouts'
+ * definitions: the qs bytes (64, 4 fields of 2 bits) and Q3_K's hmask bytes (32, 8 fields of
+ * 1 bit), both ways. Q3_K's scales: BMI2's pdep / pext between 6-bit fields and bytes. */
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
 struct bit_gather_table {
     alignas(64) uint8_t idx[8][64];
@@ -448,18 +443,30 @@ static bit_gather_table make_bit_gather(int bytes, void (*source)(int o, int f, 
     return t;
 }
 
-/* The word layout's qs bytes for the file's byte o, bit pair f (weight 128 (o / 32) + 32f + o % 32). */
-static void qs_words_source(int o, int f, int * byte, int * bit) {
+/* Where the file's qs byte o, bit pair f (weight 128 (o / 32) + 32f + o % 32) is in the word
+ * layout, and where the layout's byte o, pair f (weight 16 (o / 4) + 4f + o % 4) is in the file. */
+static void qs_in_words(int o, int f, int * byte, int * bit) {
     const int e = 128 * (o / 32) + 32 * f + o % 32;
     *byte = 4 * (e / 16) + e % 4;
     *bit = 2 * (e % 16 / 4);
 }
+static void qs_in_file(int o, int f, int * byte, int * bit) {
+    const int e = 16 * (o / 4) + 4 * f + o % 4;
+    *byte = 32 * (e / 128) + e % 32;
+    *bit = 2 * (e % 128 / 32);
+}
 
-/* Q3_K's layout hmask for the file's byte o, bit f (weight 32f + o). */
-static void hmask_words_source(int o, int f, int * byte, int * bit) {
+/* The same for Q3_K's hmask: the file's byte o, bit f (weight 32f + o), and the layout's byte
+ * o, bit f (weight 16 (o / 4 + 8 (f / 4)) + 4 (f % 4) + o % 4). */
+static void hmask_in_words(int o, int f, int * byte, int * bit) {
     const int e = 32 * f + o, s = e / 16;
     *byte = 4 * (s % 8) + e % 4;
     *bit = e % 16 / 4 + 4 * (s / 8);
+}
+static void hmask_in_file(int o, int f, int * byte, int * bit) {
+    const int e = 16 * (o / 4 + 8 * (f / 4)) + 4 * (f % 4) + o % 4;
+    *byte = e % 32;
+    *bit = e / 32;
 }
 
 TSR_SIMD_WARNINGS_OFF
@@ -475,37 +482,85 @@ TSR_TARGET_AVX512VNNI_GFNI_VBMI static inline __m512i bit_gather_zmm(__m512i v, 
     return out;
 }
 
-/* n blocks of t (bb bytes) from the word layout at src to the file's at dst. */
-TSR_TARGET_AVX512VNNI_GFNI_VBMI static void words_blocks_to_file_vbmi(enum tsr_type t, const uint8_t * src, uint8_t * dst, int64_t n) {
-    static const bit_gather_table qs = make_bit_gather<2>(64, qs_words_source), hm = make_bit_gather<1>(32, hmask_words_source);
+/* q3k_scales_to_words / q3k_scales_from_words with pdep / pext. */
+TSR_TARGET_AVX512VNNI_GFNI_VBMI static inline void q3k_scales_to_words_bmi2(const uint8_t * file, uint8_t * w) {
+    uint64_t nib;
+    uint32_t top;
+    std::memcpy(&nib, file, 8);
+    std::memcpy(&top, file + 8, 4);
+    const uint64_t m4 = 0x0F0F0F0F0F0F0F0Full, m2 = 0x03030303ull;
+    const uint64_t t[2] = {(top & m2) | (uint64_t)(top >> 2 & m2) << 32, (top >> 4 & m2) | (uint64_t)(top >> 6 & m2) << 32};
+    const uint64_t u[2] = {(nib & m4) | t[0] << 4, (nib >> 4 & m4) | t[1] << 4};
+    const uint64_t lo = _pext_u64(u[0] ^ 0x2020202020202020ull, 0x3F3F3F3F3F3F3F3Full), hi = _pext_u64(u[1] ^ 0x2020202020202020ull, 0x3F3F3F3F3F3F3F3Full);
+    std::memcpy(w, &lo, 6);
+    std::memcpy(w + 6, &hi, 6);
+}
+
+TSR_TARGET_AVX512VNNI_GFNI_VBMI static inline void q3k_scales_from_words_bmi2(const uint8_t * w, uint8_t * file) {
+    uint64_t lo = 0, hi = 0;
+    std::memcpy(&lo, w, 6);
+    std::memcpy(&hi, w + 6, 6);
+    const uint64_t u0 = _pdep_u64(lo, 0x3F3F3F3F3F3F3F3Full) ^ 0x2020202020202020ull, u1 = _pdep_u64(hi, 0x3F3F3F3F3F3F3F3Full) ^ 0x2020202020202020ull;
+    const uint64_t m4 = 0x0F0F0F0F0F0F0F0Full, m2 = 0x0303030303030303ull;
+    const uint64_t nib = (u0 & m4) | (u1 & m4) << 4;
+    const uint64_t t0 = u0 >> 4 & m2, t1 = u1 >> 4 & m2;
+    const uint32_t top = (uint32_t)t0 | (uint32_t)(t0 >> 32) << 2 | (uint32_t)t1 << 4 | (uint32_t)(t1 >> 32) << 6;
+    std::memcpy(file, &nib, 8);
+    std::memcpy(file + 8, &top, 4);
+}
+
+/* n blocks of t from src to dst (src itself allowed), to the word layout or back. */
+TSR_TARGET_AVX512VNNI_GFNI_VBMI static void words_blocks_convert_vbmi(enum tsr_type t, const uint8_t * src, uint8_t * dst, int64_t n, bool to_words) {
+    static const bit_gather_table qs_back = make_bit_gather<2>(64, qs_in_words), hm_back = make_bit_gather<1>(32, hmask_in_words);
+    static const bit_gather_table qs_to = make_bit_gather<2>(64, qs_in_file), hm_to = make_bit_gather<1>(32, hmask_in_file);
+    const bit_gather_table & qs = to_words ? qs_to : qs_back;
+    const bit_gather_table & hm = to_words ? hm_to : hm_back;
     const bool q3 = t == TSR_TYPE_Q3_K;
     const size_t bb = tsr_type_size(t), qs_at = q3 ? 32 : 16;
     for (int64_t i = 0; i < n; ++i) {
-        const uint8_t * w = src + (size_t)i * bb;
-        uint8_t * f = dst + (size_t)i * bb;
-        _mm512_storeu_si512((void *)(f + qs_at), bit_gather_zmm<2>(_mm512_loadu_si512((const void *)(w + qs_at)), qs));
+        const uint8_t * a = src + (size_t)i * bb;
+        uint8_t * b = dst + (size_t)i * bb;
+        _mm512_storeu_si512((void *)(b + qs_at), bit_gather_zmm<2>(_mm512_loadu_si512((const void *)(a + qs_at)), qs));
         if (q3) {
-            const __m512i h = bit_gather_zmm<1>(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)w)), hm);
-            _mm256_storeu_si256((__m256i *)f, _mm512_castsi512_si256(h));
-            q3k_scales_from_words(w + 96, f + 96);
-            std::memcpy(f + 108, w + 108, 2);
-        } else {
-            std::memcpy(f, w, 16);
-            std::memcpy(f + 80, w + 80, 4);
+            const __m512i h = bit_gather_zmm<1>(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)), hm);
+            _mm256_storeu_si256((__m256i *)b, _mm512_castsi512_si256(h));
+            if (to_words) q3k_scales_to_words_bmi2(a + 96, b + 96);
+            else q3k_scales_from_words_bmi2(a + 96, b + 96);
+        }
+        if (a != b) {  /* what stays where it is */
+            if (q3) std::memcpy(b + 108, a + 108, 2);
+            else std::memcpy(b, a, 16), std::memcpy(b + 80, a + 80, 4);
         }
     }
 }
 TSR_SIMD_WARNINGS_ON
 #endif
 
-/* n super-blocks of type t from its word layout at src to the file's at dst (not src); vbmi:
- * the VBMI bit gather where the CPU has it (tests pass false for the scalar conversion). */
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+/* Whether the VBMI conversions run here (vbmi false: the scalar ones, for tests). */
+static inline bool words_convert_vbmi(bool vbmi) {
+    return vbmi && features().avx512 && features().avx512_vbmi && features().avx512_vnni && features().avx512_gfni;
+}
+#endif
+
+/* n super-blocks of type t (Q2_K or Q3_K) at p, in place: to its word layout, or back. */
+static void words_blocks_in_place(enum tsr_type t, uint8_t * p, int64_t n, bool to_words, bool vbmi = true) {
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+    if (words_convert_vbmi(vbmi)) return words_blocks_convert_vbmi(t, p, p, n, to_words);
+#else
+    (void)vbmi;
+#endif
+    if (t == TSR_TYPE_Q3_K) q3k_blocks_in_place(p, n, to_words);
+    else q2k_blocks_in_place(p, n, to_words);
+}
+
+/* n super-blocks of type t from its word layout at src to the file's at dst (not src). */
 static void words_blocks_to_file(enum tsr_type t, const uint8_t * src, uint8_t * dst, int64_t n, bool vbmi = true) {
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-    if (vbmi && features().avx512 && features().avx512_vbmi && features().avx512_vnni && features().avx512_gfni)
-        return words_blocks_to_file_vbmi(t, src, dst, n);
-#endif
+    if (words_convert_vbmi(vbmi)) return words_blocks_convert_vbmi(t, src, dst, n, false);
+#else
     (void)vbmi;
+#endif
     const size_t bb = tsr_type_size(t);
     for (int64_t i = 0; i < n; ++i) {
         const uint8_t * w = src + (size_t)i * bb;
