@@ -12986,8 +12986,9 @@ TSR_API void tsr_backend_cpu_set_host_allocator(tsr_backend_t backend, const str
  * Q3_K and Q2_K on CPUs with AVX2, Q4_1 / Q5_1 / Q5_K on CPUs with AVX2 but not AVX-512), when
  * set with tsr_backend_tensor_set, in a layout interleaving 8 rows, in place of the file's
  * bytes (no extra memory): the GEMM and the matrix-vector kernels stream it without
- * shuffles. Q2_K on CPUs with AVX-512 VNNI: the file's rows (any number) with each
- * super-block's levels regrouped by sub-block, which its matrix-vector kernel sums whole. tsr_backend_tensor_get returns the file's bytes; only
+ * shuffles. Q2_K on CPUs with AVX-512 VNNI, Q3_K on those with AVX-512 VNNI, GFNI and VBMI:
+ * the file's rows (any number) with each super-block's levels (and Q3_K's scales) regrouped
+ * by sub-block, which their matrix-vector kernels sum whole. tsr_backend_tensor_get returns the file's bytes; only
  * mul_mat (as src0) and get_rows read a repacked matrix on the CPU backend. Other tensors
  * keep their bytes. Write such weights only through tsr_backend_tensor_set (or
  * tsr_backend_tensor_copy). */
@@ -13008,8 +13009,8 @@ TSR_API bool             tsr_cpu_set_isa(enum tsr_cpu_isa isa);
  * prefetch the rows of one weight type (repacked: in a CPU_REPACK buffer); 0: no prefetch
  * in effect. The defaults were measured; results never depend on it. Process-wide; not
  * while a graph runs. false + error for a type without a setting (F32, Q2_K / Q3_K in the file layout, ...) or
- * more than 1 MiB. Q2_K's repacked setting is its 8-row records' (AVX2 CPUs): on CPUs with
- * AVX-512 VNNI its word layout prefetches as the file layout's kernel does, whatever it says. */
+ * more than 1 MiB. Q2_K's and Q3_K's repacked settings are their 8-row records' (AVX2 CPUs):
+ * their word layouts (above) prefetch as the file layouts' kernels do, whatever they say. */
 TSR_API bool             tsr_cpu_set_matvec_prefetch(enum tsr_type type, bool repacked, size_t ahead);
 TSR_API bool             tsr_cpu_get_matvec_prefetch(enum tsr_type type, bool repacked, size_t * ahead);
 /* Optional x86 extensions used inside the AVX-512 path. */
