@@ -1907,6 +1907,14 @@ static void r8_pack_via_file(const gemm_impl * g, enum tsr_type t, const uint8_t
  * the file's blocks. */
 static void words_pack_a(const gemm_impl * g, enum tsr_type t, const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0,
                          int kc, void * dst) {
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+    if (t == TSR_TYPE_Q3_K && rows % 8 == 0 && words_convert_vbmi(true)) {  /* the file packer's panels, straight from the layout */
+        const uint8_t * a = A + (size_t)row0 * lda;
+        if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_Q3_K, 0, 0, PANEL_Q8>) return q3kw_pack_panel<8, 0>(a, lda, rows, K, k0, kc, dst);
+        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q3_K, 0, 0, PANEL_Q8>) return q3kw_pack_panel<32, 0>(a, lda, rows, K, k0, kc, dst);
+        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q3_K, 0x80, 0x80, PANEL_Q8>) return q3kw_pack_panel<32, 0x80>(a, lda, rows, K, k0, kc, dst);
+    }
+#endif
     const size_t bb = tsr_type_size(t);
     pack_panel_via_file(g, t, row0, rows, K, k0, kc, dst, [&](int64_t m, int64_t first, int64_t nb, uint8_t * out) {
         words_blocks_to_file(t, A + (size_t)m * lda + (size_t)first * bb, out, nb);
