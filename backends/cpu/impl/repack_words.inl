@@ -118,9 +118,10 @@ static float q2kw_dot_scalar(int64_t n, const uint8_t * x, const tsr_block_q8_K 
 /* R rows lda apart against word-ordered Q8_K (y): the shape of mul_mat's dot4 kernels. */
 typedef void (*words_rows_fn)(int64_t n, const char * x, size_t lda, const void * y, float * out);
 
-template <int R>
-static void q2kw_rows_scalar(int64_t n, const char * x, size_t lda, const void * y, float * out) {
-    for (int r = 0; r < R; ++r) out[r] = q2kw_dot_scalar(n, (const uint8_t *)x + (size_t)r * lda, (const tsr_block_q8_K *)y);
+/* R rows of a word layout by its scalar reference DOT (the kernels' shape, for the other ISA paths). */
+template <int R, float (*DOT)(int64_t, const uint8_t *, const tsr_block_q8_K *)>
+static void words_rows_scalar(int64_t n, const char * x, size_t lda, const void * y, float * out) {
+    for (int r = 0; r < R; ++r) out[r] = DOT(n, (const uint8_t *)x + (size_t)r * lda, (const tsr_block_q8_K *)y);
 }
 
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
@@ -136,6 +137,14 @@ TSR_SIMD_WARNINGS_OFF
  * lane, b's in 2-3, scaled there by d / 4 and dmin (converted together for the 4 rows).
  * Integer sums are exact and a row's lanes never meet another's: a row's result is the same
  * for every R. */
+/* Row r's sum from the word kernels' accumulators: dwords 2 (r % 2) and 2 (r % 2) + 1 of
+ * every lane of acc[r / 2] (row pairs packed together, as vpmaddwd leaves them). */
+TSR_TARGET_AVX512VNNI static inline float words_row_sum(const __m512 acc[2], int r) {
+    const int c = 2 * (r % 2);
+    return hsum256(_mm512_castps512_ps256(
+        _mm512_permutexvar_ps(_mm512_setr_epi32(c, c + 1, c + 4, c + 5, c + 8, c + 9, c + 12, c + 13, 0, 0, 0, 0, 0, 0, 0, 0), acc[r / 2])));
+}
+
 template <int R>
 TSR_TARGET_AVX512VNNI static void q2kw_rows_avx512(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
     const tsr_block_q8_K * yrow = (const tsr_block_q8_K *)yv;
@@ -183,12 +192,7 @@ TSR_TARGET_AVX512VNNI static void q2kw_rows_avx512(int64_t n, const char * x, si
         }
     }
     TSR_UNROLL(4)
-    for (int r = 0; r < R; ++r) {
-        /* row r: dwords 2 (r % 2) and 2 (r % 2) + 1 of every lane of acc[r / 2] */
-        const int c = 2 * (r % 2);
-        const __m512 mine = _mm512_permutexvar_ps(_mm512_setr_epi32(c, c + 1, c + 4, c + 5, c + 8, c + 9, c + 12, c + 13, 0, 0, 0, 0, 0, 0, 0, 0), acc[r / 2]);
-        out[r] = hsum256(_mm512_castps512_ps256(mine));
-    }
+    for (int r = 0; r < R; ++r) out[r] = words_row_sum(acc, r);
 }
 TSR_SIMD_WARNINGS_ON
 #endif
@@ -249,17 +253,32 @@ static inline int q3kw_scale(const uint8_t * scales, int s) {
     return v >= 32 ? v - 64 : v;
 }
 
-/* The file's 12 scale bytes as the layout's 6-bit fields, and back, 8 scales a 64-bit word:
- * byte m of u[h] is scale 8h + m plus 32 (the file's unsigned 6 bits: low 4 in the nibbles
- * of bytes 0..7, high 2 at bits 2 (s / 4) of byte 8 + s % 4); a field is that XOR 32. */
-static void q3k_scales_to_words(const uint8_t * file, uint8_t * w) {
+/* The file's 12 scale bytes as 16 bytes u[h] (byte m: scale 8h + m plus 32, the file's
+ * unsigned 6 bits: low 4 in the nibbles of bytes 0..7, high 2 at bits 2 (s / 4) of byte
+ * 8 + s % 4), and back. The layout's field is that byte XOR 32, 8 fields to 48 bits: the
+ * scalar conversions pack them by loops, the VBMI ones (below) by pext / pdep. */
+static inline void q3k_scale_bytes_of_file(const uint8_t * file, uint64_t u[2]) {
     uint64_t nib;
     uint32_t top;
     std::memcpy(&nib, file, 8);
     std::memcpy(&top, file + 8, 4);
     const uint64_t m2 = 0x03030303ull, m4 = 0x0F0F0F0F0F0F0F0Full;
-    const uint64_t hi2[2] = {(top & m2) | (uint64_t)(top >> 2 & m2) << 32, (top >> 4 & m2) | (uint64_t)(top >> 6 & m2) << 32};
-    const uint64_t u[2] = {(nib & m4) | hi2[0] << 4, (nib >> 4 & m4) | hi2[1] << 4};
+    u[0] = (nib & m4) | ((top & m2) | (uint64_t)(top >> 2 & m2) << 32) << 4;
+    u[1] = (nib >> 4 & m4) | ((top >> 4 & m2) | (uint64_t)(top >> 6 & m2) << 32) << 4;
+}
+
+static inline void q3k_file_of_scale_bytes(const uint64_t u[2], uint8_t * file) {
+    const uint64_t m4 = 0x0F0F0F0F0F0F0F0Full, m2 = 0x0303030303030303ull;
+    const uint64_t nib = (u[0] & m4) | (u[1] & m4) << 4;
+    const uint64_t t0 = u[0] >> 4 & m2, t1 = u[1] >> 4 & m2;  /* high 2 bits of scales 0..7, 8..15 */
+    const uint32_t top = (uint32_t)t0 | (uint32_t)(t0 >> 32) << 2 | (uint32_t)t1 << 4 | (uint32_t)(t1 >> 32) << 6;
+    std::memcpy(file, &nib, 8);
+    std::memcpy(file + 8, &top, 4);
+}
+
+static void q3k_scales_to_words(const uint8_t * file, uint8_t * w) {
+    uint64_t u[2];
+    q3k_scale_bytes_of_file(file, u);
     for (int h = 0; h < 2; ++h) {
         const uint64_t v = u[h] ^ 0x2020202020202020ull;
         uint64_t fields = 0;
@@ -271,18 +290,13 @@ static void q3k_scales_to_words(const uint8_t * file, uint8_t * w) {
 static void q3k_scales_from_words(const uint8_t * w, uint8_t * file) {
     uint64_t u[2];
     for (int h = 0; h < 2; ++h) {
-        uint64_t fields = 0;
-        std::memcpy(&fields, w + 6 * h, 6);
+        uint64_t fields;
+        std::memcpy(&fields, w + 6 * h, 8);  /* 8-byte loads: the second ends at d's last byte */
         uint64_t v = 0;
         for (int m = 0; m < 8; ++m) v |= (fields >> (6 * m) & 63) << (8 * m);
         u[h] = v ^ 0x2020202020202020ull;
     }
-    const uint64_t m4 = 0x0F0F0F0F0F0F0F0Full, m2 = 0x0303030303030303ull;
-    const uint64_t nib = (u[0] & m4) | (u[1] & m4) << 4;
-    const uint64_t t0 = u[0] >> 4 & m2, t1 = u[1] >> 4 & m2;  /* high 2 bits of scales 0..7, 8..15 */
-    const uint32_t top = (uint32_t)t0 | (uint32_t)(t0 >> 32) << 2 | (uint32_t)t1 << 4 | (uint32_t)(t1 >> 32) << 6;
-    std::memcpy(file, &nib, 8);
-    std::memcpy(file + 8, &top, 4);
+    q3k_file_of_scale_bytes(u, file);
 }
 
 /* One super-block from the word layout (w) to the file's (f, another place). */
@@ -331,11 +345,6 @@ static float q3kw_dot_scalar(int64_t n, const uint8_t * x, const tsr_block_q8_K 
         sum += h2f(d) * y[i].d * (float)sumi;
     }
     return sum;
-}
-
-template <int R>
-static void q3kw_rows_scalar(int64_t n, const char * x, size_t lda, const void * y, float * out) {
-    for (int r = 0; r < R; ++r) out[r] = q3kw_dot_scalar(n, (const uint8_t *)x + (size_t)r * lda, (const tsr_block_q8_K *)y);
 }
 
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
@@ -406,11 +415,7 @@ TSR_TARGET_AVX512VNNI_GFNI_VBMI static void q3kw_rows_avx512(int64_t n, const ch
         }
     }
     TSR_UNROLL(4)
-    for (int r = 0; r < R; ++r) {
-        const int c = 2 * (r % 2);  /* row r: dwords c and c + 1 of every lane of acc[r / 2] */
-        const __m512 mine = _mm512_permutexvar_ps(_mm512_setr_epi32(c, c + 1, c + 4, c + 5, c + 8, c + 9, c + 12, c + 13, 0, 0, 0, 0, 0, 0, 0, 0), acc[r / 2]);
-        out[r] = hsum256(_mm512_castps512_ps256(mine)) - 4.0f * hsum128(_mm512_castps512_ps128(_mm512_permutexvar_ps(lane_of_zmm(r), off)));
-    }
+    for (int r = 0; r < R; ++r) out[r] = words_row_sum(acc, r) - 4.0f * hsum128(_mm512_castps512_ps128(_mm512_permutexvar_ps(lane_of_zmm(r), off)));
 }
 TSR_SIMD_WARNINGS_ON
 #endif
@@ -483,33 +488,26 @@ TSR_TARGET_AVX512VNNI_GFNI_VBMI static inline __m512i bit_gather_zmm(__m512i v, 
     return out;
 }
 
-/* q3k_scales_to_words / q3k_scales_from_words with pdep / pext. */
+/* q3k_scales_to_words / q3k_scales_from_words with pext / pdep. */
 TSR_TARGET_AVX512VNNI_GFNI_VBMI static inline void q3k_scales_to_words_bmi2(const uint8_t * file, uint8_t * w) {
-    uint64_t nib;
-    uint32_t top;
-    std::memcpy(&nib, file, 8);
-    std::memcpy(&top, file + 8, 4);
-    const uint64_t m4 = 0x0F0F0F0F0F0F0F0Full, m2 = 0x03030303ull;
-    const uint64_t t[2] = {(top & m2) | (uint64_t)(top >> 2 & m2) << 32, (top >> 4 & m2) | (uint64_t)(top >> 6 & m2) << 32};
-    const uint64_t u[2] = {(nib & m4) | t[0] << 4, (nib >> 4 & m4) | t[1] << 4};
-    const uint64_t lo = _pext_u64(u[0] ^ 0x2020202020202020ull, 0x3F3F3F3F3F3F3F3Full), hi = _pext_u64(u[1] ^ 0x2020202020202020ull, 0x3F3F3F3F3F3F3F3Full);
-    std::memcpy(w, &lo, 6);
-    std::memcpy(w + 6, &hi, 6);
+    uint64_t u[2];
+    q3k_scale_bytes_of_file(file, u);
+    for (int h = 0; h < 2; ++h) {
+        const uint64_t fields = _pext_u64(u[h] ^ 0x2020202020202020ull, 0x3F3F3F3F3F3F3F3Full);
+        std::memcpy(w + 6 * h, &fields, 6);
+    }
 }
 
 TSR_TARGET_AVX512VNNI_GFNI_VBMI static inline void q3k_scales_from_words_bmi2(const uint8_t * w, uint8_t * file) {
     /* 8-byte loads (the second ends at d's last byte): 6-byte copies into a zeroed word were
      * two stores and a load that waited for them (14.3 -> 5.4 ns a block) */
-    uint64_t lo, hi;
-    std::memcpy(&lo, w, 8);
-    std::memcpy(&hi, w + 6, 8);
-    const uint64_t u0 = _pdep_u64(lo, 0x3F3F3F3F3F3F3F3Full) ^ 0x2020202020202020ull, u1 = _pdep_u64(hi, 0x3F3F3F3F3F3F3F3Full) ^ 0x2020202020202020ull;
-    const uint64_t m4 = 0x0F0F0F0F0F0F0F0Full, m2 = 0x0303030303030303ull;
-    const uint64_t nib = (u0 & m4) | (u1 & m4) << 4;
-    const uint64_t t0 = u0 >> 4 & m2, t1 = u1 >> 4 & m2;
-    const uint32_t top = (uint32_t)t0 | (uint32_t)(t0 >> 32) << 2 | (uint32_t)t1 << 4 | (uint32_t)(t1 >> 32) << 6;
-    std::memcpy(file, &nib, 8);
-    std::memcpy(file + 8, &top, 4);
+    uint64_t u[2];
+    for (int h = 0; h < 2; ++h) {
+        uint64_t fields;
+        std::memcpy(&fields, w + 6 * h, 8);
+        u[h] = _pdep_u64(fields, 0x3F3F3F3F3F3F3F3Full) ^ 0x2020202020202020ull;
+    }
+    q3k_file_of_scale_bytes(u, file);
 }
 
 /* n blocks of t from src to dst (src itself allowed), to the word layout or back. */
@@ -692,7 +690,8 @@ static words_kernels words_kernels_for_isa(enum tsr_type t) {
     if (isa_vector() == TSR_CPU_ISA_AVX512 && words_layout_for_type(t))
         return q3 ? words_kernels{q3kw_rows_avx512<4>, q3kw_rows_avx512<1>} : words_kernels{q2kw_rows_avx512<4>, q2kw_rows_avx512<1>};
 #endif
-    return q3 ? words_kernels{q3kw_rows_scalar<4>, q3kw_rows_scalar<1>} : words_kernels{q2kw_rows_scalar<4>, q2kw_rows_scalar<1>};
+    return q3 ? words_kernels{words_rows_scalar<4, q3kw_dot_scalar>, words_rows_scalar<1, q3kw_dot_scalar>}
+              : words_kernels{words_rows_scalar<4, q2kw_dot_scalar>, words_rows_scalar<1, q2kw_dot_scalar>};
 }
 
 } // namespace tcpu
