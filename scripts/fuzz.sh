@@ -7,10 +7,21 @@
 # Any crash, sanitizer report, leak, hang (-timeout) or single allocation over 64 MiB fails
 # the run; the reproducer is left in build-fuzz/<name>/ (crash-*, leak-*, timeout-*, oom-*).
 # A found input, once fixed, joins tests/fuzz/corpus/<name>/ as regress-<what>.
+#   scripts/fuzz.sh --build-only [names...]   builds the targets, runs nothing
+#   scripts/fuzz.sh --no-build seconds [names...]   runs what an earlier --build-only built
+# (CI builds them beside its previous stages: the build is one long compile, a core idle.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-secs=${1:-20}
-shift || true
+step=all
+case "${1:-}" in
+  --build-only) step=build; shift ;;
+  --no-build) step=run; shift ;;
+esac
+secs=20
+if [ "$step" != build ]; then
+  secs=${1:-20}
+  shift || true
+fi
 names=("$@")
 if [ ${#names[@]} -eq 0 ]; then
   for src in tests/fuzz/*_fuzz.cpp; do
@@ -19,11 +30,14 @@ if [ ${#names[@]} -eq 0 ]; then
   done
 fi
 out=build-fuzz
-CC=clang CXX=clang++ cmake -S . -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTSR_FUZZ=ON \
-  -DTSR_BUILD_TESTS=OFF -DTSR_BUILD_EXAMPLES=OFF -DTSR_BUILD_BENCH=OFF -DTSR_VULKAN=OFF -DTSR_CUDA=OFF >/dev/null
-targets=()
-for n in "${names[@]}"; do targets+=("${n}_fuzz"); done
-cmake --build "$out" -j"${TSR_JOBS:-$(nproc)}" --target "${targets[@]}"
+if [ "$step" != run ]; then
+  CC=clang CXX=clang++ cmake -S . -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTSR_FUZZ=ON \
+    -DTSR_BUILD_TESTS=OFF -DTSR_BUILD_EXAMPLES=OFF -DTSR_BUILD_BENCH=OFF -DTSR_VULKAN=OFF -DTSR_CUDA=OFF >/dev/null
+  targets=()
+  for n in "${names[@]}"; do targets+=("${n}_fuzz"); done
+  cmake --build "$out" -j"${TSR_JOBS:-$(nproc)}" --target "${targets[@]}"
+  [ "$step" = build ] && exit 0
+fi
 
 # One target on a fresh copy of its corpus; writes $out/<name>/status (ok or FINDING).
 # libFuzzer's exit status decides; log.txt has its final stats (or the finding).

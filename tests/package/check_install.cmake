@@ -5,7 +5,8 @@
 #   2. COMPONENTS vulkan (when this build has the Vulkan backend), and the same request with
 #      Vulkan unfindable must fail with a message;
 #   3. pkg-config alone, after moving the prefix (relocatable): tests/package/
-#      pkgconfig_consumers.sh (C++, C99 linked by the C compiler, tessera-vulkan).
+#      pkgconfig_consumers.sh (C99 linked by the C compiler; C++ through tessera-vulkan.pc when
+#      installed, else tessera.pc).
 # Inputs: TSR_SOURCE_DIR, TSR_WORK_DIR, TSR_GENERATOR, TSR_VULKAN (ON/OFF), TSR_CC, TSR_CXX, and
 # TSR_PART: "install" (the install and its layout), "cmake" (1 and 2) or "pkgconfig" (3), three
 # ctest tests: the consumers' two parts (each compiles the implementation 2-3 times) run side
