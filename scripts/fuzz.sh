@@ -10,6 +10,7 @@
 #   scripts/fuzz.sh --build-only [names...]   builds the targets, runs nothing
 #   scripts/fuzz.sh --no-build seconds [names...]   runs what an earlier --build-only built
 # (CI builds them beside its previous stages: the build is one long compile, a core idle.)
+# TSR_FUZZ_OPT=0 builds them at -O0 (default 1): a third of the compile, for short runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step=all
@@ -31,7 +32,7 @@ if [ ${#names[@]} -eq 0 ]; then
 fi
 out=build-fuzz
 if [ "$step" != run ]; then
-  CC=clang CXX=clang++ cmake -S . -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTSR_FUZZ=ON \
+  CC=clang CXX=clang++ cmake -S . -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTSR_FUZZ=ON -DTSR_FUZZ_OPT="${TSR_FUZZ_OPT:-1}" \
     -DTSR_BUILD_TESTS=OFF -DTSR_BUILD_EXAMPLES=OFF -DTSR_BUILD_BENCH=OFF -DTSR_VULKAN=OFF -DTSR_CUDA=OFF >/dev/null
   targets=()
   for n in "${names[@]}"; do targets+=("${n}_fuzz"); done

@@ -101,10 +101,12 @@ if want 3; then
   # MALLOC_PERTURB_=0: meson would fill every allocation (the CPU tests' large buffers) with
   # a random byte pattern, which makes them 20x slower and tests nothing tessera relies on.
   # lavapipe keeps allocations LeakSanitizer cannot see (tests/vulkan/lsan.supp says which).
-  # quarantine_size_mb=16 (default 256): freed blocks still wait before reuse, but the tests'
-  # 130 MiB tensors pass straight through instead of each new one being fresh pages (page
-  # faults on a VM): the Vulkan test 47 -> 17 s, run and backend_ops 10-15% faster.
-  MALLOC_PERTURB_=0 TSR_JOBS=$jobs ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:quarantine_size_mb=16 \
+  # Large blocks are where ASan's time went (page faults, slow on a VM): quarantine_size_mb=16
+  # (default 256): freed blocks still wait before reuse, but the tests' 130 MiB tensors pass
+  # straight through instead of each new one being fresh pages (the Vulkan test 47 -> 17 s);
+  # no_huge_pages_for_shadow=0: a block's shadow (1/8 of it, written at every malloc) may sit
+  # on huge pages (a 64 MiB block 54 -> 15 ms; cpu_mul_mat 19 -> 12 s). Detection is the same.
+  MALLOC_PERTURB_=0 TSR_JOBS=$jobs ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:quarantine_size_mb=16:no_huge_pages_for_shadow=0 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 LSAN_OPTIONS=suppressions=$PWD/tests/vulkan/lsan.supp \
     meson test -C build-test-meson --print-errorlogs --num-processes "$jobs" --timeout-multiplier 4 \
     $meson_skip_generated
@@ -112,11 +114,13 @@ fi
 
 # Stage 6's build runs beside stages 4 and 5, on one job: it is one long compile (the
 # instrumented implementation) that left a core idle for ~70 s when it ran in its own stage.
+# At -O0 (TSR_FUZZ_OPT): 30 s of compile against 94, for 10-second runs that start from the
+# seed corpora either way.
 fuzz_build=""
 if want 6 && { want 4 || want 5; }; then
   echo
   echo "=== [$(( SECONDS - t_all ))s] fuzz targets: building in the background (build-fuzz.log)"
-  (t=$SECONDS; TSR_JOBS=1 scripts/fuzz.sh --build-only && echo "fuzz targets built in $(( SECONDS - t ))s") \
+  (t=$SECONDS; TSR_JOBS=1 TSR_FUZZ_OPT=${TSR_FUZZ_OPT:-0} scripts/fuzz.sh --build-only && echo "fuzz targets built in $(( SECONDS - t ))s") \
     > build-fuzz.log 2>&1 &
   fuzz_build=$!
 fi
@@ -148,7 +152,7 @@ if want 6; then
     tail -n 1 build-fuzz.log
     scripts/fuzz.sh --no-build "${TSR_FUZZ_SECONDS:-10}"
   else
-    scripts/fuzz.sh "${TSR_FUZZ_SECONDS:-10}"
+    TSR_FUZZ_OPT=${TSR_FUZZ_OPT:-0} scripts/fuzz.sh "${TSR_FUZZ_SECONDS:-10}"
   fi
 fi
 
