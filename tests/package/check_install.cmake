@@ -48,8 +48,14 @@ if(TSR_PART STREQUAL "cmake")
 run(${CMAKE_COMMAND} -S ${TSR_SOURCE_DIR}/tests/package/consumer -B ${TSR_WORK_DIR}/consumer -G ${TSR_GENERATOR}
     -DCMAKE_PREFIX_PATH=${prefix}
     -DCMAKE_DISABLE_FIND_PACKAGE_Vulkan=ON -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON)
-run(${CMAKE_COMMAND} --build ${TSR_WORK_DIR}/consumer)
-run(${TSR_WORK_DIR}/consumer/consumer)
+# With the Vulkan component installed, 2 builds and runs the same program through
+# tessera::tessera (+ tessera::vulkan) and the pkg-config C consumer compiles the
+# implementation without Vulkan: configuring (find_package and its targets resolve with
+# Vulkan unfindable) is what is left to check here, and saves a compile of the implementation.
+if(NOT TSR_VULKAN)
+  run(${CMAKE_COMMAND} --build ${TSR_WORK_DIR}/consumer)
+  run(${TSR_WORK_DIR}/consumer/consumer)
+endif()
 
 # ---- 2. the vulkan component
 if(TSR_VULKAN)
