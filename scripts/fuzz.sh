@@ -39,6 +39,9 @@ if [ "$step" != run ]; then
   cmake --build "$out" -j"${TSR_JOBS:-$(nproc)}" --target "${targets[@]}"
   [ "$step" = build ] && exit 0
 fi
+for n in "${names[@]}"; do
+  [ -x "$out/tests/fuzz/${n}_fuzz" ] || { echo "fuzz: $out/tests/fuzz/${n}_fuzz is not built (scripts/fuzz.sh --build-only)" >&2; exit 1; }
+done
 
 # One target on a fresh copy of its corpus; writes $out/<name>/status (ok or FINDING).
 # libFuzzer's exit status decides; log.txt has its final stats (or the finding).
