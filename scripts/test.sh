@@ -119,10 +119,11 @@ fi
 # At -O0 (TSR_FUZZ_OPT): 30 s of compile against 94, for 10-second runs that start from the
 # seed corpora either way.
 fuzz_build=""
+fuzz_opt=${TSR_FUZZ_OPT:-0}
 if want 6 && { want 4 || want 5; }; then
   echo
   echo "=== [$(( SECONDS - t_all ))s] fuzz targets: building in the background (build-fuzz.log)"
-  (t=$SECONDS; TSR_JOBS=1 TSR_FUZZ_OPT=${TSR_FUZZ_OPT:-0} scripts/fuzz.sh --build-only && echo "fuzz targets built in $(( SECONDS - t ))s") \
+  (t=$SECONDS; TSR_JOBS=1 TSR_FUZZ_OPT=$fuzz_opt scripts/fuzz.sh --build-only && echo "fuzz targets built in $(( SECONDS - t ))s") \
     > build-fuzz.log 2>&1 &
   fuzz_build=$!
 fi
@@ -154,7 +155,7 @@ if want 6; then
     tail -n 1 build-fuzz.log
     scripts/fuzz.sh --no-build "${TSR_FUZZ_SECONDS:-10}"
   else
-    TSR_FUZZ_OPT=${TSR_FUZZ_OPT:-0} scripts/fuzz.sh "${TSR_FUZZ_SECONDS:-10}"
+    TSR_FUZZ_OPT=$fuzz_opt scripts/fuzz.sh "${TSR_FUZZ_SECONDS:-10}"
   fi
 fi
 

@@ -19219,6 +19219,14 @@ static void words_rows_scalar(int64_t n, const char * x, size_t lda, const void 
 
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
 TSR_SIMD_WARNINGS_OFF
+/* Row r's sum from the word kernels' accumulators: dwords 2 (r % 2) and 2 (r % 2) + 1 of
+ * every lane of acc[r / 2] (row pairs packed together, as vpmaddwd leaves them). */
+TSR_TARGET_AVX512VNNI static inline float words_row_sum(const __m512 acc[2], int r) {
+    const int c = 2 * (r % 2);
+    return hsum256(_mm512_castps512_ps256(
+        _mm512_permutexvar_ps(_mm512_setr_epi32(c, c + 1, c + 4, c + 5, c + 8, c + 9, c + 12, c + 13, 0, 0, 0, 0, 0, 0, 0, 0), acc[r / 2])));
+}
+
 /* R <= 4 rows (lda apart). Per row and super-block: the 64 level bytes as one zmm, masks
  * 0x03 / 0x0C of them and of them shifted by 4 are bit pairs 0, 1 (times 4), 2, 3 (times 4);
  * pairs 0 and 2 summed first and shifted by 2 to match, every word ends as 4 x its
@@ -19230,14 +19238,6 @@ TSR_SIMD_WARNINGS_OFF
  * lane, b's in 2-3, scaled there by d / 4 and dmin (converted together for the 4 rows).
  * Integer sums are exact and a row's lanes never meet another's: a row's result is the same
  * for every R. */
-/* Row r's sum from the word kernels' accumulators: dwords 2 (r % 2) and 2 (r % 2) + 1 of
- * every lane of acc[r / 2] (row pairs packed together, as vpmaddwd leaves them). */
-TSR_TARGET_AVX512VNNI static inline float words_row_sum(const __m512 acc[2], int r) {
-    const int c = 2 * (r % 2);
-    return hsum256(_mm512_castps512_ps256(
-        _mm512_permutexvar_ps(_mm512_setr_epi32(c, c + 1, c + 4, c + 5, c + 8, c + 9, c + 12, c + 13, 0, 0, 0, 0, 0, 0, 0, 0), acc[r / 2])));
-}
-
 template <int R>
 TSR_TARGET_AVX512VNNI static void q2kw_rows_avx512(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
     const tsr_block_q8_K * yrow = (const tsr_block_q8_K *)yv;
@@ -19666,11 +19666,13 @@ static q3kw_panel_tables make_q3kw_panel_tables() {
 }
 
 TSR_SIMD_WARNINGS_OFF
-/* R rows from A (rows a multiple of 8; rows past `rows` and blocks past K padded as the file
- * packer pads them). */
+/* R rows from row0 of A (rows a multiple of 8; rows past `rows` and blocks past K padded as
+ * the file packer pads them): the shape of the r8 direct packers (r8_pack_fn). */
 template <int R, int FLIP>
-TSR_TARGET_AVX512VNNI_GFNI_VBMI static void q3kw_pack_panel(const uint8_t * A, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+TSR_TARGET_AVX512VNNI_GFNI_VBMI static void q3kw_pack_panel(const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0, int kc,
+                                                            void * dst) {
     static const q3kw_panel_tables T = make_q3kw_panel_tables();
+    A += (size_t)row0 * lda;
     const int nb = kc / 32;
     const int64_t b0 = k0 / 32;
     const int nbv = (int)std::max<int64_t>(0, std::min<int64_t>(nb, K / 32 - b0));
@@ -21695,18 +21697,27 @@ static void r8_pack_via_file(const gemm_impl * g, enum tsr_type t, const uint8_t
     });
 }
 
-/* Any GEMM's panel of a Q2_K or Q3_K matrix (t) in its word layout (repack_words.inl), through
- * the file's blocks. */
-static void words_pack_a(const gemm_impl * g, enum tsr_type t, const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0,
-                         int kc, void * dst) {
+/* The direct packer for GEMM g's A panels of type t in its word layout (repack_words.inl):
+ * Q3_K's, for the file packer's panels, where the VBMI conversions run; NULL: through the
+ * file's blocks (Q2_K's panels are requantized: no direct packer). */
+static r8_pack_fn words_direct_packer(const gemm_impl * g, enum tsr_type t) {
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-    if (t == TSR_TYPE_Q3_K && rows % 8 == 0 && words_convert_vbmi(true)) {  /* the file packer's panels, straight from the layout */
-        const uint8_t * a = A + (size_t)row0 * lda;
-        if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_Q3_K, 0, 0, PANEL_Q8>) return q3kw_pack_panel<8, 0>(a, lda, rows, K, k0, kc, dst);
-        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q3_K, 0, 0, PANEL_Q8>) return q3kw_pack_panel<32, 0>(a, lda, rows, K, k0, kc, dst);
-        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q3_K, 0x80, 0x80, PANEL_Q8>) return q3kw_pack_panel<32, 0x80>(a, lda, rows, K, k0, kc, dst);
+    if (t == TSR_TYPE_Q3_K && words_convert_vbmi(true)) {
+        if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_Q3_K, 0, 0, PANEL_Q8>) return q3kw_pack_panel<8, 0>;
+        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q3_K, 0, 0, PANEL_Q8>) return q3kw_pack_panel<32, 0>;
+        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q3_K, 0x80, 0x80, PANEL_Q8>) return q3kw_pack_panel<32, 0x80>;
     }
 #endif
+    (void)g; (void)t;
+    return nullptr;
+}
+
+/* GEMM g's A panel of `rows` rows from row0 of a Q2_K or Q3_K matrix (t) in its word layout:
+ * straight from the layout for whole 8-row groups, else through the file's blocks. */
+static void words_pack_a(const gemm_impl * g, enum tsr_type t, const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0,
+                         int kc, void * dst) {
+    const r8_pack_fn direct = words_direct_packer(g, t);
+    if (direct && rows % 8 == 0) return direct(A, lda, row0, rows, K, k0, kc, dst);
     const size_t bb = tsr_type_size(t);
     pack_panel_via_file(g, t, row0, rows, K, k0, kc, dst, [&](int64_t m, int64_t first, int64_t nb, uint8_t * out) {
         words_blocks_to_file(t, A + (size_t)m * lda + (size_t)first * bb, out, nb);

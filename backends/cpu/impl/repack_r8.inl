@@ -1903,18 +1903,27 @@ static void r8_pack_via_file(const gemm_impl * g, enum tsr_type t, const uint8_t
     });
 }
 
-/* Any GEMM's panel of a Q2_K or Q3_K matrix (t) in its word layout (repack_words.inl), through
- * the file's blocks. */
-static void words_pack_a(const gemm_impl * g, enum tsr_type t, const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0,
-                         int kc, void * dst) {
+/* The direct packer for GEMM g's A panels of type t in its word layout (repack_words.inl):
+ * Q3_K's, for the file packer's panels, where the VBMI conversions run; NULL: through the
+ * file's blocks (Q2_K's panels are requantized: no direct packer). */
+static r8_pack_fn words_direct_packer(const gemm_impl * g, enum tsr_type t) {
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-    if (t == TSR_TYPE_Q3_K && rows % 8 == 0 && words_convert_vbmi(true)) {  /* the file packer's panels, straight from the layout */
-        const uint8_t * a = A + (size_t)row0 * lda;
-        if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_Q3_K, 0, 0, PANEL_Q8>) return q3kw_pack_panel<8, 0>(a, lda, rows, K, k0, kc, dst);
-        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q3_K, 0, 0, PANEL_Q8>) return q3kw_pack_panel<32, 0>(a, lda, rows, K, k0, kc, dst);
-        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q3_K, 0x80, 0x80, PANEL_Q8>) return q3kw_pack_panel<32, 0x80>(a, lda, rows, K, k0, kc, dst);
+    if (t == TSR_TYPE_Q3_K && words_convert_vbmi(true)) {
+        if (g->pack_a == pack_panel_i8_avx2<8, TSR_TYPE_Q3_K, 0, 0, PANEL_Q8>) return q3kw_pack_panel<8, 0>;
+        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q3_K, 0, 0, PANEL_Q8>) return q3kw_pack_panel<32, 0>;
+        if (g->pack_a == pack_panel_i8_avx2<32, TSR_TYPE_Q3_K, 0x80, 0x80, PANEL_Q8>) return q3kw_pack_panel<32, 0x80>;
     }
 #endif
+    (void)g; (void)t;
+    return nullptr;
+}
+
+/* GEMM g's A panel of `rows` rows from row0 of a Q2_K or Q3_K matrix (t) in its word layout:
+ * straight from the layout for whole 8-row groups, else through the file's blocks. */
+static void words_pack_a(const gemm_impl * g, enum tsr_type t, const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0,
+                         int kc, void * dst) {
+    const r8_pack_fn direct = words_direct_packer(g, t);
+    if (direct && rows % 8 == 0) return direct(A, lda, row0, rows, K, k0, kc, dst);
     const size_t bb = tsr_type_size(t);
     pack_panel_via_file(g, t, row0, rows, K, k0, kc, dst, [&](int64_t m, int64_t first, int64_t nb, uint8_t * out) {
         words_blocks_to_file(t, A + (size_t)m * lda + (size_t)first * bb, out, nb);

@@ -126,6 +126,14 @@ static void words_rows_scalar(int64_t n, const char * x, size_t lda, const void 
 
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
 TSR_SIMD_WARNINGS_OFF
+/* Row r's sum from the word kernels' accumulators: dwords 2 (r % 2) and 2 (r % 2) + 1 of
+ * every lane of acc[r / 2] (row pairs packed together, as vpmaddwd leaves them). */
+TSR_TARGET_AVX512VNNI static inline float words_row_sum(const __m512 acc[2], int r) {
+    const int c = 2 * (r % 2);
+    return hsum256(_mm512_castps512_ps256(
+        _mm512_permutexvar_ps(_mm512_setr_epi32(c, c + 1, c + 4, c + 5, c + 8, c + 9, c + 12, c + 13, 0, 0, 0, 0, 0, 0, 0, 0), acc[r / 2])));
+}
+
 /* R <= 4 rows (lda apart). Per row and super-block: the 64 level bytes as one zmm, masks
  * 0x03 / 0x0C of them and of them shifted by 4 are bit pairs 0, 1 (times 4), 2, 3 (times 4);
  * pairs 0 and 2 summed first and shifted by 2 to match, every word ends as 4 x its
@@ -137,14 +145,6 @@ TSR_SIMD_WARNINGS_OFF
  * lane, b's in 2-3, scaled there by d / 4 and dmin (converted together for the 4 rows).
  * Integer sums are exact and a row's lanes never meet another's: a row's result is the same
  * for every R. */
-/* Row r's sum from the word kernels' accumulators: dwords 2 (r % 2) and 2 (r % 2) + 1 of
- * every lane of acc[r / 2] (row pairs packed together, as vpmaddwd leaves them). */
-TSR_TARGET_AVX512VNNI static inline float words_row_sum(const __m512 acc[2], int r) {
-    const int c = 2 * (r % 2);
-    return hsum256(_mm512_castps512_ps256(
-        _mm512_permutexvar_ps(_mm512_setr_epi32(c, c + 1, c + 4, c + 5, c + 8, c + 9, c + 12, c + 13, 0, 0, 0, 0, 0, 0, 0, 0), acc[r / 2])));
-}
-
 template <int R>
 TSR_TARGET_AVX512VNNI static void q2kw_rows_avx512(int64_t n, const char * x, size_t lda, const void * yv, float * out) {
     const tsr_block_q8_K * yrow = (const tsr_block_q8_K *)yv;
@@ -573,11 +573,13 @@ static q3kw_panel_tables make_q3kw_panel_tables() {
 }
 
 TSR_SIMD_WARNINGS_OFF
-/* R rows from A (rows a multiple of 8; rows past `rows` and blocks past K padded as the file
- * packer pads them). */
+/* R rows from row0 of A (rows a multiple of 8; rows past `rows` and blocks past K padded as
+ * the file packer pads them): the shape of the r8 direct packers (r8_pack_fn). */
 template <int R, int FLIP>
-TSR_TARGET_AVX512VNNI_GFNI_VBMI static void q3kw_pack_panel(const uint8_t * A, size_t lda, int rows, int64_t K, int64_t k0, int kc, void * dst) {
+TSR_TARGET_AVX512VNNI_GFNI_VBMI static void q3kw_pack_panel(const uint8_t * A, size_t lda, int64_t row0, int rows, int64_t K, int64_t k0, int kc,
+                                                            void * dst) {
     static const q3kw_panel_tables T = make_q3kw_panel_tables();
+    A += (size_t)row0 * lda;
     const int nb = kc / 32;
     const int64_t b0 = k0 / 32;
     const int nbv = (int)std::max<int64_t>(0, std::min<int64_t>(nb, K / 32 - b0));
