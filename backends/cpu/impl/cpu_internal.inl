@@ -488,8 +488,11 @@ struct matvec_pf_table {
         repacked[TSR_TYPE_Q4_0] = 2048;
         repacked[TSR_TYPE_IQ4_NL] = 2048;
         repacked[TSR_TYPE_Q4_1] = repacked[TSR_TYPE_Q5_0] = repacked[TSR_TYPE_Q5_1] = 2048;  /* as Q4_0 */
-        repacked[TSR_TYPE_Q4_K] = 1152;
-        repacked[TSR_TYPE_Q5_K] = 1408;  /* a record ahead, as Q4_K */
+        /* Q4_K records, prefetched spread over each record (k4_record_prefetcher), cpu_bench
+         * --prefetch 1152 / 1728 / 2304 / 2880: 0.85 / 0.96 / 0.96 / 0.95 x the read; 1728 also
+         * ahead (by 1-2 %) in two runs before */
+        repacked[TSR_TYPE_Q4_K] = 1728;
+        repacked[TSR_TYPE_Q5_K] = 1408;  /* a record ahead (AVX2 only: not measured spread) */
         /* Q3_K / Q2_K records: two records ahead, a quarter record per four chunks (AVX-512
          * VNNI: 0.96 / 0.86 x the read against 0.93 / 0.84 one record ahead) */
         repacked[TSR_TYPE_Q3_K] = 2 * 880;
@@ -500,10 +503,10 @@ static matvec_pf_table g_matvec_pf_ahead;
 /* Lines per step, measured as separate builds alternating (cpu_bench --types, 3 rounds): the
  * K-quants' every line about twice (Q4_K 4 lines a 144-byte step, Q5_K 5 a 176, Q6_K 6 a
  * 210) beat every line once or twice (3, 3, 4) by 3-10 % best of rounds, Q6_K 0.99 x the
- * read against 0.94, no cost in cache; a line per 64 bytes lost Q6_K 6 %. CPU_REPACK Q4_K:
- * 6 lines a quarter record (24 a record) 0.92 against 0.91 for 4 and 0.84 for 9. */
+ * read against 0.94, no cost in cache; a line per 64 bytes lost Q6_K 6 %. (CPU_REPACK Q4_K /
+ * Q5_K records: k4_record_prefetcher's two lines a step instead.) */
 static constexpr size_t matvec_pf_line_every(enum tsr_type t, bool repacked) {
-    if (repacked) return 48;  /* Q4_K: 6 lines a quarter record; Q4_0 / IQ4_NL: a 144-byte record's 3 */
+    if (repacked) return 48;  /* Q4_0 / IQ4_NL: a 144-byte record's 3; Q3_K / Q2_K records: a quarter's */
     switch (t) {
         case TSR_TYPE_Q4_K: case TSR_TYPE_Q5_K: case TSR_TYPE_Q6_K: return 32;
         /* Q5_1's 96-byte groups: 2 lines a group (one left a third of the lines to the

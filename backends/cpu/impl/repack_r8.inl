@@ -720,10 +720,28 @@ TSR_TARGET_AVX2 static inline __m256i r8_scale_pairs_avx2(const uint8_t * v) {
                                                                          -1, 4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7)), 8);
 }
 
-/* A group's stream prefetches a quarter record per sub-block pair p (g_matvec_pf_ahead), where
- * all 18 lines of a record at once, 4 groups' 72 prefetches in a burst, held the mat-vec at
- * 0.81 x the read bandwidth. */
-static constexpr size_t q4k_prefetch_step = Q4K_R8_BYTES / 4;
+/* A group's stream of Q4_K / Q5_K records prefetched g_matvec_pf_ahead bytes ahead, spread over
+ * the record's 16 steps (a step: the kernel's loads of 64 bytes of nibbles): step s asks for
+ * lines s * L / 16 and the next of the L the record spans, so every line is asked for once or
+ * twice, each just before a load. A quarter record per sub-block pair (6 lines, 24 in a burst
+ * over 4 groups) read 0.84-0.92 x the read bandwidth where the file layout's kernel, run over
+ * the same records, read 0.99-1.10; spread, 0.97-1.10 (cpu_bench --prefetch, one run
+ * alternating them; all 18 lines of a record at once, 72 in a burst: 0.81). */
+template <size_t RECORD_BYTES>
+struct k4_record_prefetcher {
+    static constexpr int lines = (int)((RECORD_BYTES + 63) / 64);
+    static_assert(lines <= 32, "two lines a step reach every line of at most 32");
+    size_t ahead;
+    TSR_ALWAYS_INLINE void operator()(const uint8_t * rec, int step) const {
+        const char * p = (const char *)rec + ahead + 64 * (step * lines / 16);
+        _mm_prefetch(p, _MM_HINT_T0);
+        _mm_prefetch(p + 64, _MM_HINT_T0);
+    }
+};
+template <bool Q5>
+static k4_record_prefetcher<k4_record_bytes(Q5)> k4_record_prefetch() {
+    return {g_matvec_pf_ahead.repacked[Q5 ? TSR_TYPE_Q5_K : TSR_TYPE_Q4_K]};
+}
 
 /* Bit S of each byte of h at bit 4, the others 0 (one 16-bit shift: what crosses a byte is
  * masked off). */
@@ -753,7 +771,6 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void k4_record_pair_avx2(int p, const u
     static_assert(!Q5 || P >= 0, "Q5_K's shifts need the pair at compile time");
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     constexpr int span = Q5 ? 4 : 8;
-    for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + (size_t)p * (k4_record_bytes(Q5) / 4));
     TSR_UNROLL(8)
     for (int c0 = 0; c0 < 8; c0 += span) {
         __m256i lo[G], hi[G];
@@ -765,6 +782,7 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void k4_record_pair_avx2(int p, const u
             std::memcpy(&qhi, yb.qs + 64 * p + 32 + 4 * c, 4);
             const __m256i ylo = _mm256_set1_epi32(qlo), yhi = _mm256_set1_epi32(qhi);
             for (int g = 0; g < G; ++g) {
+                if (c % 2 == 0) prefetch(rec[g], 4 * p + c / 2);
                 const __m256i q = _mm256_loadu_si256((const __m256i *)(rec[g] + Q4K_R8_QS + 32 * (8 * p + c)));
                 __m256i l = _mm256_and_si256(q, m4), h = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
                 if constexpr (Q5) {
@@ -783,13 +801,13 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void k4_record_pair_avx2(int p, const u
 }
 
 /* G groups' 8 rows of Q4_K or Q5_K (Q5) against Q8_K, a lane per row: the 4 sub-block pairs
- * above (a prefetch of a quarter record each), the mins against the activations' sums once
+ * above (k4_record_prefetcher's 16 steps a record, one every two chunks), the mins against the activations' sums once
  * per record. Q5_K's pairs are unrolled (its shifts immediates: 24.4-25.0 GB/s in cache
  * against 22.6-22.8 with a shift by a register), Q4_K's a loop (unrolled 3-5 % slower). */
 template <bool Q5, int G>
 TSR_TARGET_AVX2 static void r8_k4_groups_dot_avx2(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y, float * out) {
     constexpr size_t rbytes = k4_record_bytes(Q5);
-    const matvec_prefetcher<Q5 ? TSR_TYPE_Q5_K : TSR_TYPE_Q4_K, rbytes / 4, true> prefetch;
+    const auto prefetch = k4_record_prefetch<Q5>();
     __m256 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
@@ -842,7 +860,7 @@ template <int G>
 TSR_TARGET_AVX512VNNI static void r8_q4k_groups_dot_avx512vnni(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y, float * out) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i two_quads = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    const matvec_prefetcher<TSR_TYPE_Q4_K, q4k_prefetch_step, true> prefetch;
+    const auto prefetch = k4_record_prefetch<false>();
     __m512 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
@@ -869,8 +887,6 @@ TSR_TARGET_AVX512VNNI static void r8_q4k_groups_dot_avx512vnni(const uint8_t * g
         }
         TSR_UNROLL(4)
         for (int p = 0; p < 4; ++p) {
-            TSR_UNROLL(8)
-            for (int g = 0; g < G; ++g) prefetch((const char *)rec[g] + p * q4k_prefetch_step);
             /* quads 0..7: sub-block 2p's activations (low nibbles), 8..15: 2p + 1's */
             const __m512i yv = _mm512_loadu_si512((const void *)(yb.qs + 64 * p));
             __m512i lo[G], hi[G];
@@ -881,6 +897,7 @@ TSR_TARGET_AVX512VNNI static void r8_q4k_groups_dot_avx512vnni(const uint8_t * g
                 const __m512i yhi = _mm512_permutexvar_epi32(_mm512_add_epi32(two_quads, _mm512_set1_epi32(8 + c)), yv);
                 TSR_UNROLL(8)
                 for (int g = 0; g < G; ++g) {
+                    prefetch(rec[g], 4 * p + c / 2);
                     const __m512i q = _mm512_loadu_si512((const void *)(rec[g] + Q4K_R8_QS + 32 * (8 * p + c)));
                     lo[g] = _mm512_dpbusd_epi32(lo[g], _mm512_and_si512(q, m4), ylo);
                     hi[g] = _mm512_dpbusd_epi32(hi[g], _mm512_and_si512(_mm512_srli_epi16(q, 4), m4), yhi);
