@@ -801,8 +801,8 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE void k4_record_pair_avx2(int p, const u
 }
 
 /* G groups' 8 rows of Q4_K or Q5_K (Q5) against Q8_K, a lane per row: the 4 sub-block pairs
- * above (k4_record_prefetcher's 16 steps a record, one every two chunks), the mins against the activations' sums once
- * per record. Q5_K's pairs are unrolled (its shifts immediates: 24.4-25.0 GB/s in cache
+ * above (a k4_record_prefetcher step every two chunks), the mins against the activations' sums
+ * once per record. Q5_K's pairs are unrolled (its shifts immediates: 24.4-25.0 GB/s in cache
  * against 22.6-22.8 with a shift by a register), Q4_K's a loop (unrolled 3-5 % slower). */
 template <bool Q5, int G>
 TSR_TARGET_AVX2 static void r8_k4_groups_dot_avx2(const uint8_t * grp, size_t gstride, int64_t nb, const tsr_block_q8_K * y, float * out) {
