@@ -477,8 +477,11 @@ struct matvec_pf_table {
         for (uint32_t & a : file) a = 2048;
         /* F16 / BF16 (32 bytes a row a step, 4 rows a core): --prefetch 256 / 512 / 768 / 2048 in
          * two runs on this Zen 4 VM (read 36 GB/s): F16 0.96-0.97 / 0.95 / 0.92 / 0.91 x the read,
-         * BF16 0.95-0.98 / 0.95-0.98 / 0.92-0.93 / 0.89-0.90; 0 (no lines ahead) 0.95-0.96. */
-        file[TSR_TYPE_F16] = file[TSR_TYPE_BF16] = 512;
+         * BF16 0.95-0.98 / 0.95-0.98 / 0.92-0.93 / 0.89-0.90; 0 (no lines ahead) 0.95-0.96. On a
+         * Zen 5 VM reading 54-62 GB/s, --prefetch 512 / 768 / 1024 / 1536 in two runs: F16 0.91-0.93
+         * / 1.00 / 1.01-1.02 / 1.04, BF16 0.99 / 0.99 / 1.02 / 1.04 (a faster memory wants more
+         * bytes in flight); 1024 takes most of that and costs the slower one least. */
+        file[TSR_TYPE_F16] = file[TSR_TYPE_BF16] = 1024;
         /* CPU_REPACK IQ4_NL: after mul_mat's items grew (3 a thread), --prefetch 1024 / 2048
          * / 3072 in three runs: 0.94-0.95 / 0.96-0.97 / 0.96 x the read, and LLaMA 1.1B
          * generation 48.7-48.8 -> 48.7-50.0 tok/s (3 pairs); Q4_0 the same in cpu_bench (0.94-0.98 /
