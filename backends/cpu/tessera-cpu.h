@@ -57,7 +57,8 @@ TSR_API void tsr_backend_cpu_set_host_allocator(tsr_backend_t backend, const str
  * Q3_K and Q2_K on CPUs with AVX2, Q4_1 / Q5_1 / Q5_K on CPUs with AVX2 but not AVX-512), when
  * set with tsr_backend_tensor_set, in a layout interleaving 8 rows, in place of the file's
  * bytes (no extra memory): the GEMM and the matrix-vector kernels stream it without
- * shuffles. Q2_K on CPUs with AVX-512 VNNI, Q3_K on those with AVX-512 VNNI, GFNI and VBMI:
+ * shuffles. Q2_K on CPUs with AVX-512 VNNI, Q3_K on those with AVX-512 VNNI, GFNI and VBMI
+ * (while the AVX-512 path is in use: set under TSR_CPU_ISA=avx2 they take that path's layouts):
  * the file's rows (any number) with each super-block's levels (and Q3_K's scales) regrouped
  * by sub-block, which their matrix-vector kernels sum whole. tsr_backend_tensor_get returns the file's bytes; only
  * mul_mat (as src0) and get_rows read a repacked matrix on the CPU backend. Other tensors

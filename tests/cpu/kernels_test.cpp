@@ -1074,6 +1074,51 @@ TEST_CASE("CPU_REPACK buffers: Q4_0 / IQ4_NL / Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K 
     }
 }
 
+// The word layouts of Q2_K and Q3_K have SIMD kernels on the AVX-512 path only: weights set
+// while the AVX2 path is forced (TSR_CPU_ISA=avx2 on an AVX-512 CPU) take that path's layouts
+// (Q3_K's record, Q2_K's record or file rows), whose AVX2 kernels read them, and their
+// mat-vec still equals the plain buffer's and the double reference.
+TEST_CASE("CPU_REPACK: Q2_K and Q3_K set while the AVX2 path is in use take its layouts, not the words", "[cpu][mul_mat][repack]") {
+    if (!tsr_cpu_isa_supported(TSR_CPU_ISA_AVX2)) {
+        WARN("skipped: no AVX2 path on this CPU");
+        return;
+    }
+    std::mt19937 rng(29);
+    const int64_t K = 2 * TSR_QK_K, M = 16, N = 1;
+    for (tsr_type t : {TSR_TYPE_Q2_K, TSR_TYPE_Q3_K}) {
+        INFO(tsr_type_name(t));
+        std::vector<float> wf((size_t)(K * M)), xv((size_t)(K * N));
+        for (float & v : wf) v = std::uniform_real_distribution<float>(-1, 1)(rng);
+        for (float & v : xv) v = std::uniform_real_distribution<float>(-1, 1)(rng);
+        std::vector<uint8_t> wq(tsr_row_size(t, K) * (size_t)M);
+        REQUIRE(tsr_quantize_chunk(t, wf.data(), wq.data(), 0, M, K, nullptr) == wq.size());
+        kernels_of k(TSR_CPU_ISA_AVX2);
+        repack_pair P(t, K, M, N);
+        REQUIRE((P.rb && P.pb && P.ab));
+        const int32_t rows[3] = {(int32_t)M - 1, 0, 5};
+        REQUIRE(tsr_backend_tensor_set(P.x, xv.data(), 0, xv.size() * 4));
+        REQUIRE(tsr_backend_tensor_set(P.ids, rows, 0, sizeof(rows)));
+        REQUIRE(tsr_backend_tensor_set(P.wr, wq.data(), 0, wq.size()));
+        REQUIRE(tsr_backend_tensor_set(P.wp, wq.data(), 0, wq.size()));
+        CHECK_FALSE(tcpu::is_words_repacked(P.wr));
+        if (t == TSR_TYPE_Q3_K) CHECK(tcpu::is_r8_repacked(P.wr));  // the AVX2 path's record
+        std::vector<uint8_t> back(wq.size());
+        REQUIRE(tsr_backend_tensor_get(P.wr, back.data(), 0, back.size()));
+        CHECK(back == wq);
+        tsrt::backend_holder be(2);
+        REQUIRE(tsr_backend_graph_compute(be, P.gf) == TSR_STATUS_SUCCESS);
+        std::vector<double> mag;
+        const std::vector<double> ref = ref_mul_mat(t, wq, xv, K, M, N, mag);
+        const float * cr = (const float *)P.cr->data;
+        const float * cp = (const float *)P.cp->data;
+        for (int64_t i = 0; i < M * N; ++i) {
+            CHECK(std::fabs(cr[i] - cp[i]) <= 1e-5 * mag[(size_t)i]);
+            CHECK(std::fabs(cr[i] - ref[(size_t)i]) <= 2e-2 * mag[(size_t)i]);  // 8-bit activations
+        }
+        CHECK(std::memcmp(P.gr->data, P.gp->data, tsr_nbytes(P.gp)) == 0);
+    }
+}
+
 // Quantized file rows (the K-quants and 32-weight types CPU_REPACK interleaves) for the layout tests: random bytes, the first group's all
 // 0xFF (the largest levels and scales) and the second's all 0x00 (Q3_K: levels -4, scales
 // -32); with finite_scales, every super-block's fp16 scales (d, dmin) then replaced by finite

@@ -25,15 +25,20 @@ namespace tcpu {
 
 static_assert(sizeof(tsr_block_q2_K) == 84 && offsetof(tsr_block_q2_K, qs) == 16, "Q2_K super-blocks are {16 scale bytes, 64 qs, d, dmin}");
 
-/* Whether t's CPU_REPACK layout is its word layout on this CPU (else the records of
- * repack_r8.inl or the file's). A CPU property, not the selected ISA's: a tensor keeps its
- * layout when tsr_backend_cpu_set_isa switches paths (other paths read it with the scalar
- * kernels). Q3_K's kernel moves its third bits with GFNI and reads its scales with VBMI. */
+/* Whether a t set into a CPU_REPACK buffer now takes its word layout (else the records of
+ * repack_r8.inl or the file's): the AVX-512 path in use (TSR_CPU_ISA / tsr_cpu_set_isa) on a
+ * CPU with the kernels' extensions (Q3_K's moves its third bits with GFNI and reads its
+ * scales with VBMI). With the AVX2 path forced on such a CPU, the words' only other kernel
+ * is the scalar reference (2 threads from DRAM: Q2_K's mat-vec 2.4 GB/s, Q3_K's 1.1, where
+ * the AVX2 path's file kernels read 28 and 25): those tensors take the AVX2 path's layouts. A tensor
+ * keeps the layout it was set in (r8_record::words) when the path switches later; other
+ * paths read words with the scalar kernels. */
 static inline bool words_layout_for_type(enum tsr_type t) {
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
     const cpu_features & f = features();
-    if (t == TSR_TYPE_Q2_K) return f.avx512 && f.avx512_vnni;
-    if (t == TSR_TYPE_Q3_K) return f.avx512 && f.avx512_vnni && f.avx512_gfni && f.avx512_vbmi;
+    const bool zmm = isa_vector() == TSR_CPU_ISA_AVX512 && f.avx512_vnni;
+    if (t == TSR_TYPE_Q2_K) return zmm;
+    if (t == TSR_TYPE_Q3_K) return zmm && f.avx512_gfni && f.avx512_vbmi;
 #endif
     (void)t;
     return false;
