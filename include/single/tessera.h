@@ -19130,9 +19130,9 @@ static_assert(sizeof(tsr_block_q2_K) == 84 && offsetof(tsr_block_q2_K, qs) == 16
  * CPU with the kernels' extensions (Q3_K's moves its third bits with GFNI and reads its
  * scales with VBMI). With the AVX2 path forced on such a CPU, the words' only other kernel
  * is the scalar reference (2 threads from DRAM: Q2_K's mat-vec 2.4 GB/s, Q3_K's 1.1, where
- * the AVX2 path's file kernels read 28 and 25): those tensors take the AVX2 path's layouts. A tensor
- * keeps the layout it was set in (r8_record::words) when the path switches later; other
- * paths read words with the scalar kernels. */
+ * the AVX2 path's file kernels read 28 and 25): those tensors take the AVX2 path's layouts.
+ * A tensor keeps the layout it was set in (r8_record::words) when the path switches later;
+ * other paths read words with the scalar kernels. */
 static inline bool words_layout_for_type(enum tsr_type t) {
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
     const cpu_features & f = features();
@@ -20531,10 +20531,11 @@ TSR_TARGET_AVX2 static inline __m256i r8_scale_pairs_avx2(const uint8_t * v) {
 /* A group's stream of Q4_K / Q5_K records prefetched g_matvec_pf_ahead bytes ahead, spread over
  * the record's 16 steps (a step: the kernel's loads of 64 bytes of nibbles): step s asks for
  * lines s * L / 16 and the next of the L the record spans, so every line is asked for once or
- * twice, each just before a load. A quarter record per sub-block pair (6 lines, 24 in a burst
- * over 4 groups) read 0.84-0.92 x the read bandwidth where the file layout's kernel, run over
- * the same records, read 0.99-1.10; spread, 0.97-1.10 (cpu_bench --prefetch, one run
- * alternating them; all 18 lines of a record at once, 72 in a burst: 0.81). */
+ * twice, each just before a load. Before, a quarter record per sub-block pair (6 lines, 24 in
+ * a burst over 4 groups), which the file layout's kernel, run over the same records, outran by
+ * 1.07-1.20x from DRAM (5 runs alternating them, 2 threads): spread, the mat-vec is 1.07-1.11x
+ * the burst's (4 runs), 0.87-1.07x the read since (paired medians 0.99-1.20). (All 18 lines
+ * of a record at once, 72 in a burst, had read 0.81x; no prefetch 0.75x.) */
 template <size_t RECORD_BYTES>
 struct k4_record_prefetcher {
     static constexpr int lines = (int)((RECORD_BYTES + 63) / 64);

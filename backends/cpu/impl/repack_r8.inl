@@ -725,10 +725,11 @@ TSR_TARGET_AVX2 static inline __m256i r8_scale_pairs_avx2(const uint8_t * v) {
 /* A group's stream of Q4_K / Q5_K records prefetched g_matvec_pf_ahead bytes ahead, spread over
  * the record's 16 steps (a step: the kernel's loads of 64 bytes of nibbles): step s asks for
  * lines s * L / 16 and the next of the L the record spans, so every line is asked for once or
- * twice, each just before a load. A quarter record per sub-block pair (6 lines, 24 in a burst
- * over 4 groups) read 0.84-0.92 x the read bandwidth where the file layout's kernel, run over
- * the same records, read 0.99-1.10; spread, 0.97-1.10 (cpu_bench --prefetch, one run
- * alternating them; all 18 lines of a record at once, 72 in a burst: 0.81). */
+ * twice, each just before a load. Before, a quarter record per sub-block pair (6 lines, 24 in
+ * a burst over 4 groups), which the file layout's kernel, run over the same records, outran by
+ * 1.07-1.20x from DRAM (5 runs alternating them, 2 threads): spread, the mat-vec is 1.07-1.11x
+ * the burst's (4 runs), 0.87-1.07x the read since (paired medians 0.99-1.20). (All 18 lines
+ * of a record at once, 72 in a burst, had read 0.81x; no prefetch 0.75x.) */
 template <size_t RECORD_BYTES>
 struct k4_record_prefetcher {
     static constexpr int lines = (int)((RECORD_BYTES + 63) / 64);

@@ -30,9 +30,9 @@ static_assert(sizeof(tsr_block_q2_K) == 84 && offsetof(tsr_block_q2_K, qs) == 16
  * CPU with the kernels' extensions (Q3_K's moves its third bits with GFNI and reads its
  * scales with VBMI). With the AVX2 path forced on such a CPU, the words' only other kernel
  * is the scalar reference (2 threads from DRAM: Q2_K's mat-vec 2.4 GB/s, Q3_K's 1.1, where
- * the AVX2 path's file kernels read 28 and 25): those tensors take the AVX2 path's layouts. A tensor
- * keeps the layout it was set in (r8_record::words) when the path switches later; other
- * paths read words with the scalar kernels. */
+ * the AVX2 path's file kernels read 28 and 25): those tensors take the AVX2 path's layouts.
+ * A tensor keeps the layout it was set in (r8_record::words) when the path switches later;
+ * other paths read words with the scalar kernels. */
 static inline bool words_layout_for_type(enum tsr_type t) {
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
     const cpu_features & f = features();
