@@ -1074,6 +1074,35 @@ TEST_CASE("CPU_REPACK buffers: Q4_0 / IQ4_NL / Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K 
     }
 }
 
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+// The Q4_K / Q5_K record mat-vecs prefetch two lines before each of a record's 16 loads of
+// 64 bytes: together the steps ask for every line of the record (18 and 22 lines), none more
+// than twice, and the lines in order (no line is asked for after a later one's first ask).
+template <size_t BYTES>
+static void check_record_prefetch_lines() {
+    using P = tcpu::k4_record_prefetcher<BYTES>;
+    const int L = (int)((BYTES + 63) / 64);
+    std::vector<int> asked((size_t)L + 1, 0);
+    int prev = -1;
+    for (int s = 0; s < 16; ++s) {
+        const int l = P::first_line(s);
+        CHECK(l >= prev);
+        prev = l;
+        ++asked[(size_t)l];
+        ++asked[(size_t)l + 1];
+    }
+    for (int l = 0; l < L; ++l) {
+        INFO("record of " << BYTES << " bytes, line " << l);
+        CHECK(asked[(size_t)l] >= 1);
+        CHECK(asked[(size_t)l] <= 2);
+    }
+}
+TEST_CASE("CPU_REPACK: the Q4_K / Q5_K record prefetch asks for every line of a record once or twice", "[cpu][repack]") {
+    check_record_prefetch_lines<tcpu::Q4K_R8_BYTES>();
+    check_record_prefetch_lines<tcpu::Q5K_R8_BYTES>();
+}
+#endif
+
 // The word layouts of Q2_K and Q3_K have SIMD kernels on the AVX-512 path only: weights set
 // while the AVX2 path is forced (TSR_CPU_ISA=avx2 on an AVX-512 CPU) take that path's layouts
 // (Q3_K's record, Q2_K's record or file rows), whose AVX2 kernels read them, and their

@@ -735,8 +735,10 @@ struct k4_record_prefetcher {
     static constexpr int lines = (int)((RECORD_BYTES + 63) / 64);
     static_assert(lines <= 32, "two lines a step reach every line of at most 32");
     size_t ahead;
+    /* step's first line of the record; it and the next are asked for */
+    static constexpr int first_line(int step) { return step * lines / 16; }
     TSR_ALWAYS_INLINE void operator()(const uint8_t * rec, int step) const {
-        const char * p = (const char *)rec + ahead + 64 * (step * lines / 16);
+        const char * p = (const char *)rec + ahead + 64 * first_line(step);
         _mm_prefetch(p, _MM_HINT_T0);
         _mm_prefetch(p + 64, _MM_HINT_T0);
     }
