@@ -19794,7 +19794,7 @@ struct words_kernels {
 static words_kernels words_kernels_for_isa(enum tsr_type t) {
     const bool q3 = t == TSR_TYPE_Q3_K;
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-    if (isa_vector() == TSR_CPU_ISA_AVX512 && words_layout_for_type(t))
+    if (words_layout_for_type(t))  /* the AVX-512 path in use, with the kernels' extensions */
         return q3 ? words_kernels{q3kw_rows_avx512<4>, q3kw_rows_avx512<1>} : words_kernels{q2kw_rows_avx512<4>, q2kw_rows_avx512<1>};
 #endif
     return q3 ? words_kernels{words_rows_scalar<4, q3kw_dot_scalar>, words_rows_scalar<1, q3kw_dot_scalar>}

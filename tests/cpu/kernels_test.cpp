@@ -990,6 +990,20 @@ std::vector<double> ref_mul_mat(tsr_type t, const std::vector<uint8_t> & wq, con
     return out;
 }
 
+// A repack_pair's computed results: the CPU_REPACK mul_mat against the plain buffer's (bit for
+// bit when `bitwise`: the GEMM's panels are the same bytes) and both against the double
+// reference; get_rows gives the plain buffer's rows.
+static void check_repack_results(const repack_pair & P, const std::vector<double> & ref, const std::vector<double> & mag, int64_t MN, bool bitwise) {
+    const float * cr = (const float *)P.cr->data;
+    const float * cp = (const float *)P.cp->data;
+    if (bitwise) CHECK(std::memcmp(cr, cp, (size_t)MN * 4) == 0);
+    for (int64_t i = 0; i < MN; ++i) {
+        CHECK(std::fabs(cr[i] - cp[i]) <= 1e-5 * mag[(size_t)i]);
+        CHECK(std::fabs(cr[i] - ref[(size_t)i]) <= 2e-2 * mag[(size_t)i]);  // 8-bit activations
+    }
+    CHECK(std::memcmp(P.gr->data, P.gp->data, tsr_nbytes(P.gp)) == 0);
+}
+
 // CPU_REPACK weights: Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q3_K and Q2_K matrices (rows a multiple of 8; any for the
 // word layouts of Q2_K and Q3_K) are stored interleaved
 // (their bytes differ from the file's), others keep their bytes. mul_mat on them, at prompt
@@ -1045,14 +1059,7 @@ TEST_CASE("CPU_REPACK buffers: Q4_0 / IQ4_NL / Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K 
                     INFO("isa " << tsr_cpu_isa_name(isa) << " rep " << rep);
                     tsrt::backend_holder be(2);
                     REQUIRE(tsr_backend_graph_compute(be, P.gf) == TSR_STATUS_SUCCESS);
-                    const float * cr = (const float *)P.cr->data;
-                    const float * cp = (const float *)P.cp->data;
-                    if (N >= 6 || !tc.interleaved) CHECK(std::memcmp(cr, cp, (size_t)(M * N) * 4) == 0);
-                    for (int64_t i = 0; i < M * N; ++i) {
-                        CHECK(std::fabs(cr[i] - cp[i]) <= 1e-5 * mag[(size_t)i]);
-                        CHECK(std::fabs(cr[i] - ref[(size_t)i]) <= 2e-2 * mag[(size_t)i]);  // 8-bit activations
-                    }
-                    CHECK(std::memcmp(P.gr->data, P.gp->data, tsr_nbytes(P.gp)) == 0);
+                    check_repack_results(P, ref, mag, M * N, N >= 6 || !tc.interleaved);
                 }
                 if (rep == 0) {  // a part rewritten with other bytes, then the original back: same results
                     std::vector<uint8_t> junk(100, 0x5a);
@@ -1138,13 +1145,7 @@ TEST_CASE("CPU_REPACK: Q2_K and Q3_K set while the AVX2 path is in use take its 
         REQUIRE(tsr_backend_graph_compute(be, P.gf) == TSR_STATUS_SUCCESS);
         std::vector<double> mag;
         const std::vector<double> ref = ref_mul_mat(t, wq, xv, K, M, N, mag);
-        const float * cr = (const float *)P.cr->data;
-        const float * cp = (const float *)P.cp->data;
-        for (int64_t i = 0; i < M * N; ++i) {
-            CHECK(std::fabs(cr[i] - cp[i]) <= 1e-5 * mag[(size_t)i]);
-            CHECK(std::fabs(cr[i] - ref[(size_t)i]) <= 2e-2 * mag[(size_t)i]);  // 8-bit activations
-        }
-        CHECK(std::memcmp(P.gr->data, P.gp->data, tsr_nbytes(P.gp)) == 0);
+        check_repack_results(P, ref, mag, M * N, false);
     }
 }
 
