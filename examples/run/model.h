@@ -325,12 +325,14 @@ inline int n_weight_tensors(const hparams & hp, bool tied_output) {
 }
 
 // The types of a model's weight matrices: one type for all, or a mix as llama.cpp's
-// llama-quantize makes them (Q4_K_M: Q6_K for output.weight and for attn_v / ffn_down of
-// the layers its use_more_bits picks, Q4_K elsewhere).
+// llama-quantize makes them (Q4_K_M: Q6_K for the output matrix, which is token_embd.weight
+// where the output is tied, and for attn_v (GPT-2: attn_qkv) / ffn_down of the layers its
+// use_more_bits picks, Q4_K elsewhere; scripts/llamacpp-quant-check.sh compares every
+// tensor's type with llama.cpp's own quantizer's).
 struct weight_types {
     tsr_type base = TSR_TYPE_F32;
-    tsr_type output = TSR_TYPE_F32;   // output.weight (an untied one)
-    tsr_type more_bits = TSR_TYPE_F32;  // attn_v / ffn_down of the layers more_bits_layer picks
+    tsr_type output = TSR_TYPE_F32;   // output.weight, or token_embd.weight when it is the output
+    tsr_type more_bits = TSR_TYPE_F32;  // attn_v / attn_qkv / ffn_down of the layers more_bits_layer picks
     weight_types() = default;
     weight_types(tsr_type t) : base(t), output(t), more_bits(t) {}  // NOLINT: one type for all, implicitly
     weight_types(tsr_type b, tsr_type out, tsr_type more) : base(b), output(out), more_bits(more) {}
@@ -362,7 +364,7 @@ inline bool create_weights(tsr_context * ctx, const hparams & hp, const weight_t
     };
     const tsr_type F32 = TSR_TYPE_F32;
     w = weights();
-    w.tok_embd = mk(wtype, E, V, "token_embd.weight");
+    w.tok_embd = mk(tied_output ? wt.output : wtype, E, V, "token_embd.weight");
     if (hp.a == arch::gpt2) w.pos_embd = mk(F32, E, hp.n_ctx, "position_embd.weight");
     w.layers.resize((size_t) hp.n_layer);
     for (int il = 0; il < hp.n_layer; ++il) {
@@ -372,7 +374,7 @@ inline bool create_weights(tsr_context * ctx, const hparams & hp, const weight_t
         L.attn_norm = mk(F32, E, 0, p + "attn_norm.weight");
         if (hp.a == arch::gpt2) {
             L.attn_norm_b = mk(F32, E, 0, p + "attn_norm.bias");
-            L.wqkv = mk(wtype, E, 3 * E, p + "attn_qkv.weight");
+            L.wqkv = mk(more, E, 3 * E, p + "attn_qkv.weight");  // llama.cpp counts it as an attn_v
             L.bqkv = mk(F32, 3 * E, 0, p + "attn_qkv.bias");
             L.wo = mk(wtype, E, E, p + "attn_output.weight");
             L.bo = mk(F32, E, 0, p + "attn_output.bias");
