@@ -713,163 +713,6 @@ TEST_CASE("model: tiny models in every GGUF quantization and a Q4_K_M mix equal 
     }
 }
 
-// ---- files quantized by llama.cpp itself (hidden: run by scripts/llamacpp-quant-check.sh) ----
-// The other quantization tests read files tessera wrote. These read files that llama.cpp's own
-// quantizer (llama_model_quantize, what llama-quantize runs) made from F32 models written
-// here: its choice of types per tensor (Q6_K for some, F32 norms, Q5_0 / Q8_0 where a row is
-// not whole super-blocks), its block contents and its metadata. Hidden (the "[.]" tag): llama.cpp
-// is a reference, never a test dependency, so CI cannot make these files; the script installs
-// node-llama-cpp's prebuilt libraries, writes the sources ("[llamacpp-sources]"), quantizes them
-// in every ftype and runs "[llamacpp-files]" on the results.
-
-// One of the source models below, its weights in wt (seed 777: the same values for every wt).
-bool write_llamacpp_source(const std::string & path, arch a, int n_embd, const weight_types & wt, std::string & err,
-                           tsr_context ** keep_ctx = nullptr) {
-    hparams hp = trun_test::small_hparams(a, n_embd);
-    if (n_embd == 256) hp.n_ff = 512;
-    tokenizer tok;
-    std::vector<std::string> merges;
-    if (a != arch::llama) build_builtin_gpt2_vocab(60, tok, merges);
-    else build_builtin_spm_vocab(80, tok);
-    return write_random_model(path.c_str(), hp, tok, merges, wt, default_tied(a), 777, err, keep_ctx);
-}
-
-// The F32 source models, in $TSR_LLAMACPP_DIR: GPT-2 and LLaMA of 2 layers, 256 wide (rows of
-// whole K-quant super-blocks) and 64 wide (none: llama.cpp's fallback types).
-TEST_CASE("model: the F32 models llama.cpp's quantizer reads (writes them)", "[.][llamacpp-sources]") {
-    const char * dir = getenv("TSR_LLAMACPP_DIR");
-    REQUIRE(dir);
-    for (arch a : {arch::gpt2, arch::llama}) {
-        for (int n_embd : {256, 64}) {
-            const std::string path = std::string(dir) + "/src-" + arch_name(a) + "-" + std::to_string(n_embd) + ".gguf";
-            std::string err;
-            REQUIRE_OK(write_llamacpp_source(path, a, n_embd, TSR_TYPE_F32, err));
-        }
-    }
-}
-
-// ggml's dequantize_row_<type> from the libggml-base.so in $TSR_LLAMACPP_LIBDIR (NULL: not given).
-using ggml_dequantize_fn = void (*)(const void * x, float * y, int64_t k);
-ggml_dequantize_fn ggml_dequantize_of(tsr_type t) {
-    static void * lib = [] {
-        const char * libdir = getenv("TSR_LLAMACPP_LIBDIR");
-        return libdir ? dlopen((std::string(libdir) + "/libggml-base.so").c_str(), RTLD_NOW | RTLD_LOCAL) : nullptr;
-    }();
-    if (!lib) return nullptr;
-    const std::string name = t == TSR_TYPE_F16 ? "ggml_fp16_to_fp32_row" : t == TSR_TYPE_BF16 ? "ggml_bf16_to_fp32_row"
-                                                                          : std::string("dequantize_row_") + tsr_type_name(t);
-    return (ggml_dequantize_fn) dlsym(lib, name.c_str());
-}
-
-// Every quantized file in $TSR_LLAMACPP_DIR (q-<ftype>-<source>.gguf): tessera's dequantization
-// of each tensor equals ggml's bit for bit (with $TSR_LLAMACPP_LIBDIR), and the runner's logits
-// and greedy picks equal the float64 reference on the file's weights (decoded by tests/support),
-// from plain CPU buffers and from CPU_REPACK (tessera-run's default).
-TEST_CASE("model: files quantized by llama.cpp equal the reference", "[.][llamacpp-files]") {
-    const char * dir = getenv("TSR_LLAMACPP_DIR");
-    REQUIRE(dir);
-    std::vector<std::string> files;
-    if (DIR * d = opendir(dir)) {
-        while (dirent * e = readdir(d)) {
-            const std::string n = e->d_name;
-            if (n.rfind("q-", 0) == 0 && n.size() > 5 && n.substr(n.size() - 5) == ".gguf") files.push_back(std::string(dir) + "/" + n);
-        }
-        closedir(d);
-    }
-    std::sort(files.begin(), files.end());
-    REQUIRE(!files.empty());
-    const bool with_ggml = getenv("TSR_LLAMACPP_LIBDIR") != nullptr;
-    backend_holder be;
-    make_cpu_backend(be, 2);
-    for (const std::string & path : files) {
-        DYNAMIC_SECTION(path) {
-            tsr_context * wctx = nullptr;
-            tsr_gguf_context * g = tsr_gguf_init_from_file(path.c_str(), tsr_gguf_init_params{false, &wctx});
-            INFO(tsr_last_error());
-            REQUIRE(g);
-            tsr_gguf_free(g);
-            ref_model ref;
-            std::map<std::string, int> type_count;
-            tsr_type loosest = TSR_TYPE_F32;
-            int n_bitwise = 0;  // tensors whose dequantization was compared with ggml's
-            for (tsr_tensor * t = tsr_get_first_tensor(wctx); t; t = tsr_get_next_tensor(wctx, t)) {
-                ref.w[t->name] = dequant(t);
-                ++type_count[tsr_type_name(t->type)];
-                if (tolerance(t->type) > tolerance(loosest)) loosest = t->type;
-                if (t->type == TSR_TYPE_F32 || !with_ggml) continue;
-                const ggml_dequantize_fn ggml = ggml_dequantize_of(t->type);
-                INFO(t->name << " " << tsr_type_name(t->type));
-                REQUIRE(ggml);
-                const int64_t n = tsr_nelements(t);
-                std::vector<float> ours((size_t) n), theirs((size_t) n);
-                REQUIRE(tsr_to_float_row(t->type, t->data, ours.data(), n));
-                ggml(t->data, theirs.data(), n);
-                CHECK(memcmp(ours.data(), theirs.data(), sizeof(float) * (size_t) n) == 0);
-                ++n_bitwise;
-            }
-            tsr_free(wctx);
-            std::string types;
-            for (const auto & tc : type_count) types += " " + tc.first + " x" + std::to_string(tc.second);
-            for (bool repack : {false, true}) {
-                placement pl;
-                pl.main = be.b;
-                pl.repack = repack;
-                model m;
-                std::string err;
-                REQUIRE_OK(load_model(path.c_str(), pl, m, nullptr, nullptr, err, true));
-                ref.hp = m.hp;
-                const std::vector<int32_t> toks = m.tok.encode(prompt_for(m.hp.a), m.tok.add_bos);
-                REQUIRE(toks.size() >= 5);
-                const std::vector<vec> want = ref_forward(ref, toks);
-                session s;
-                REQUIRE_OK(session_init(s, m, be.b, test_params(TSR_TYPE_F32, true), err));
-                REQUIRE_OK(session_eval(s, toks.data(), (int) toks.size(), err));
-                const double e = rel_err(s.logits, want, (size_t) m.hp.n_vocab);
-                INFO("tensor types:" << types << (repack ? ", CPU_REPACK" : ", CPU") << ": relative max error " << e);
-                CHECK(e < tolerance(loosest));
-                check_greedy(s.logits, want, (size_t) m.hp.n_vocab, tolerance(loosest));
-                printf("%-30s %-10s rel. error %.2e, %2d tensors as ggml's bit for bit; types:%s\n", path.substr(path.rfind('/') + 1).c_str(),
-                       repack ? "CPU_REPACK" : "CPU", e, n_bitwise, types.c_str());
-            }
-        }
-    }
-}
-
-// run_bench's and the tests' Q4_K_M and Q5_K_M mixes (q4_k_m_types, q5_k_m_types: Q6_K for the
-// output and for attn_v / attn_qkv / ffn_down where llama.cpp's use_more_bits says) give every
-// tensor the type llama.cpp's quantizer gave it in $TSR_LLAMACPP_DIR's files of the 256-wide sources.
-TEST_CASE("model: the Q4_K_M / Q5_K_M mixes type each tensor as llama.cpp's quantizer does", "[.][llamacpp-files]") {
-    const char * dir = getenv("TSR_LLAMACPP_DIR");
-    REQUIRE(dir);
-    const std::pair<const char *, weight_types> mixes[] = {{"Q4_K_M", q4_k_m_types()}, {"Q5_K_M", q5_k_m_types()}};
-    for (arch a : {arch::gpt2, arch::llama}) {
-        for (const auto & mix : mixes) {
-            DYNAMIC_SECTION(arch_name(a) << " " << mix.first) {
-                const std::string theirs_path = std::string(dir) + "/q-" + mix.first + "-src-" + arch_name(a) + "-256.gguf";
-                const std::string ours_path = std::string(dir) + "/mix-" + arch_name(a) + ".gguf";
-                std::string err;
-                tsr_context * ours = nullptr, * theirs = nullptr;
-                REQUIRE_OK(write_llamacpp_source(ours_path, a, 256, mix.second, err, &ours));
-                tsr_gguf_context * g = tsr_gguf_init_from_file(theirs_path.c_str(), tsr_gguf_init_params{true, &theirs});
-                INFO(theirs_path << ": " << tsr_last_error());
-                REQUIRE(g);
-                tsr_gguf_free(g);
-                int n = 0;
-                for (tsr_tensor * t = tsr_get_first_tensor(theirs); t; t = tsr_get_next_tensor(theirs, t), ++n) {
-                    const tsr_tensor * o = tsr_get_tensor(ours, t->name);
-                    INFO(t->name << ": llama.cpp " << tsr_type_name(t->type) << ", tessera " << (o ? tsr_type_name(o->type) : "(none)"));
-                    REQUIRE(o);
-                    CHECK(o->type == t->type);
-                }
-                CHECK(n > 0);
-                tsr_free(ours);
-                tsr_free(theirs);
-                remove(ours_path.c_str());
-            }
-        }
-    }
-}
-
 TEST_CASE("model: a Q4_K_M mix puts Q6_K where llama.cpp does", "[model][quant]") {
     std::string err;
     backend_holder be;
@@ -1253,6 +1096,172 @@ TEST_CASE("model: hostile metadata is refused, naming the key, its value and the
             CHECK_FALSE(loaded);
             CHECK(err.find(hc.error) != std::string::npos);
             remove(path.c_str());
+        }
+    }
+}
+
+// ---- files quantized by llama.cpp itself (hidden: run by scripts/llamacpp-quant-check.sh) ----
+// The other quantization tests read files tessera wrote. These read files that llama.cpp's own
+// quantizer (llama_model_quantize, what llama-quantize runs) made from F32 models written
+// here: its choice of types per tensor (Q6_K for some, F32 norms, Q5_0 / Q8_0 where a row is
+// not whole super-blocks), its block contents and its metadata. Hidden (the "[.]" tag): llama.cpp
+// is a reference, never a test dependency, so CI cannot make these files; the script installs
+// node-llama-cpp's prebuilt libraries, writes the sources ("[llamacpp-sources]"), quantizes them
+// in every ftype and runs "[llamacpp-files]" on the results.
+
+// One of the source models below, its weights in wt (seed 777: the same values for every wt).
+bool write_llamacpp_source(const std::string & path, arch a, int n_embd, const weight_types & wt, std::string & err,
+                           tsr_context ** keep_ctx = nullptr) {
+    hparams hp = trun_test::small_hparams(a, n_embd);
+    if (n_embd == 256) hp.n_ff = 512;
+    tokenizer tok;
+    std::vector<std::string> merges;
+    if (a != arch::llama) build_builtin_gpt2_vocab(60, tok, merges);
+    else build_builtin_spm_vocab(80, tok);
+    return write_random_model(path.c_str(), hp, tok, merges, wt, default_tied(a), 777, err, keep_ctx);
+}
+
+// The F32 source models, in $TSR_LLAMACPP_DIR: GPT-2 and LLaMA of 2 layers, 256 wide (rows of
+// whole K-quant super-blocks) and 64 wide (none: llama.cpp's fallback types).
+TEST_CASE("model: the F32 models llama.cpp's quantizer reads (writes them)", "[.][llamacpp-sources]") {
+    const char * dir = getenv("TSR_LLAMACPP_DIR");
+    REQUIRE(dir);
+    for (arch a : {arch::gpt2, arch::llama}) {
+        for (int n_embd : {256, 64}) {
+            const std::string path = std::string(dir) + "/src-" + arch_name(a) + "-" + std::to_string(n_embd) + ".gguf";
+            std::string err;
+            REQUIRE_OK(write_llamacpp_source(path, a, n_embd, TSR_TYPE_F32, err));
+        }
+    }
+}
+
+// ggml's dequantize_row_<type> from the libggml-base.so in $TSR_LLAMACPP_LIBDIR (NULL: not given).
+using ggml_dequantize_fn = void (*)(const void * x, float * y, int64_t k);
+ggml_dequantize_fn ggml_dequantize_of(tsr_type t) {
+    static void * lib = [] {
+        const char * libdir = getenv("TSR_LLAMACPP_LIBDIR");
+        return libdir ? dlopen((std::string(libdir) + "/libggml-base.so").c_str(), RTLD_NOW | RTLD_LOCAL) : nullptr;
+    }();
+    if (!lib) return nullptr;
+    const std::string name = t == TSR_TYPE_F16 ? "ggml_fp16_to_fp32_row" : t == TSR_TYPE_BF16 ? "ggml_bf16_to_fp32_row"
+                                                                          : std::string("dequantize_row_") + tsr_type_name(t);
+    return (ggml_dequantize_fn) dlsym(lib, name.c_str());
+}
+
+// Every quantized file in $TSR_LLAMACPP_DIR (q-<ftype>-<source>.gguf): tessera's dequantization
+// of each tensor equals ggml's bit for bit (with $TSR_LLAMACPP_LIBDIR), and the runner's logits
+// and greedy picks equal the float64 reference on the file's weights (decoded by tests/support),
+// from plain CPU buffers, from CPU_REPACK (tessera-run's default) and on Vulkan's default device
+// (a build with it and a device: lavapipe where there is no GPU).
+TEST_CASE("model: files quantized by llama.cpp equal the reference", "[.][llamacpp-files]") {
+    const char * dir = getenv("TSR_LLAMACPP_DIR");
+    REQUIRE(dir);
+    std::vector<std::string> files;
+    if (DIR * d = opendir(dir)) {
+        while (dirent * e = readdir(d)) {
+            const std::string n = e->d_name;
+            if (n.rfind("q-", 0) == 0 && n.size() > 5 && n.substr(n.size() - 5) == ".gguf") files.push_back(std::string(dir) + "/" + n);
+        }
+        closedir(d);
+    }
+    std::sort(files.begin(), files.end());
+    REQUIRE(!files.empty());
+    const bool with_ggml = getenv("TSR_LLAMACPP_LIBDIR") != nullptr;
+    backend_holder be, vk;
+    make_cpu_backend(be, 2);
+#ifdef TSR_HAVE_VULKAN
+    open_vulkan(vk);
+#endif
+    for (const std::string & path : files) {
+        DYNAMIC_SECTION(path) {
+            tsr_context * wctx = nullptr;
+            tsr_gguf_context * g = tsr_gguf_init_from_file(path.c_str(), tsr_gguf_init_params{false, &wctx});
+            INFO(tsr_last_error());
+            REQUIRE(g);
+            tsr_gguf_free(g);
+            ref_model ref;
+            std::map<std::string, int> type_count;
+            tsr_type loosest = TSR_TYPE_F32;
+            int n_bitwise = 0;  // tensors whose dequantization was compared with ggml's
+            for (tsr_tensor * t = tsr_get_first_tensor(wctx); t; t = tsr_get_next_tensor(wctx, t)) {
+                ref.w[t->name] = dequant(t);
+                ++type_count[tsr_type_name(t->type)];
+                if (tolerance(t->type) > tolerance(loosest)) loosest = t->type;
+                if (t->type == TSR_TYPE_F32 || !with_ggml) continue;
+                const ggml_dequantize_fn ggml = ggml_dequantize_of(t->type);
+                INFO(t->name << " " << tsr_type_name(t->type));
+                REQUIRE(ggml);
+                const int64_t n = tsr_nelements(t);
+                std::vector<float> ours((size_t) n), theirs((size_t) n);
+                REQUIRE(tsr_to_float_row(t->type, t->data, ours.data(), n));
+                ggml(t->data, theirs.data(), n);
+                CHECK(memcmp(ours.data(), theirs.data(), sizeof(float) * (size_t) n) == 0);
+                ++n_bitwise;
+            }
+            tsr_free(wctx);
+            std::string types;
+            for (const auto & tc : type_count) types += " " + tc.first + " x" + std::to_string(tc.second);
+            for (const char * where : {"CPU", "CPU_REPACK", "Vulkan"}) {
+                const bool vulkan = !strcmp(where, "Vulkan");
+                if (vulkan && !vk.b) continue;
+                placement pl;
+                pl.main = vulkan ? vk.b : be.b;
+                pl.cpu = be.b;
+                pl.repack = !strcmp(where, "CPU_REPACK");
+                // a GPU backend's kernels may round differently: twice the CPU's tolerance
+                const double tol = (vulkan ? 2 : 1) * tolerance(loosest);
+                model m;
+                std::string err;
+                REQUIRE_OK(load_model(path.c_str(), pl, m, nullptr, nullptr, err, true));
+                ref.hp = m.hp;
+                const std::vector<int32_t> toks = m.tok.encode(prompt_for(m.hp.a), m.tok.add_bos);
+                REQUIRE(toks.size() >= 5);
+                const std::vector<vec> want = ref_forward(ref, toks);
+                session s;
+                REQUIRE_OK(session_init(s, m, pl.main, test_params(TSR_TYPE_F32, true), err));
+                REQUIRE_OK(session_eval(s, toks.data(), (int) toks.size(), err));
+                const double e = rel_err(s.logits, want, (size_t) m.hp.n_vocab);
+                INFO("tensor types:" << types << ", " << where << ": relative max error " << e);
+                CHECK(e < tol);
+                check_greedy(s.logits, want, (size_t) m.hp.n_vocab, tol);
+                printf("%-30s %-10s rel. error %.2e, %2d tensors as ggml's bit for bit; types:%s\n", path.substr(path.rfind('/') + 1).c_str(),
+                       where, e, n_bitwise, types.c_str());
+            }
+        }
+    }
+}
+
+// run_bench's and the tests' Q4_K_M and Q5_K_M mixes (q4_k_m_types, q5_k_m_types: Q6_K for the
+// output and for attn_v / attn_qkv / ffn_down where llama.cpp's use_more_bits says) give every
+// tensor the type llama.cpp's quantizer gave it in $TSR_LLAMACPP_DIR's files of the 256-wide sources.
+TEST_CASE("model: the Q4_K_M / Q5_K_M mixes type each tensor as llama.cpp's quantizer does", "[.][llamacpp-files]") {
+    const char * dir = getenv("TSR_LLAMACPP_DIR");
+    REQUIRE(dir);
+    const std::pair<const char *, weight_types> mixes[] = {{"Q4_K_M", q4_k_m_types()}, {"Q5_K_M", q5_k_m_types()}};
+    for (arch a : {arch::gpt2, arch::llama}) {
+        for (const auto & mix : mixes) {
+            DYNAMIC_SECTION(arch_name(a) << " " << mix.first) {
+                const std::string theirs_path = std::string(dir) + "/q-" + mix.first + "-src-" + arch_name(a) + "-256.gguf";
+                const std::string ours_path = std::string(dir) + "/mix-" + arch_name(a) + ".gguf";
+                std::string err;
+                tsr_context * ours = nullptr, * theirs = nullptr;
+                REQUIRE_OK(write_llamacpp_source(ours_path, a, 256, mix.second, err, &ours));
+                tsr_gguf_context * g = tsr_gguf_init_from_file(theirs_path.c_str(), tsr_gguf_init_params{true, &theirs});
+                INFO(theirs_path << ": " << tsr_last_error());
+                REQUIRE(g);
+                tsr_gguf_free(g);
+                int n = 0;
+                for (tsr_tensor * t = tsr_get_first_tensor(theirs); t; t = tsr_get_next_tensor(theirs, t), ++n) {
+                    const tsr_tensor * o = tsr_get_tensor(ours, t->name);
+                    INFO(t->name << ": llama.cpp " << tsr_type_name(t->type) << ", tessera " << (o ? tsr_type_name(o->type) : "(none)"));
+                    REQUIRE(o);
+                    CHECK(o->type == t->type);
+                }
+                CHECK(n > 0);
+                tsr_free(ours);
+                tsr_free(theirs);
+                remove(ours_path.c_str());
+            }
         }
     }
 }
