@@ -4,7 +4,8 @@
 # llama_model_quantize from node-llama-cpp's prebuilt libraries (scripts/llamacpp_quantize.py),
 # then runs test_run "[llamacpp-files]" on the results: tessera's dequantization of every
 # tensor against ggml's dequantize_row_* bit for bit, and the runner's logits and greedy picks
-# against the float64 reference on the files' weights. Not run by CI (llama.cpp is a
+# against the float64 reference on the files' weights; and test_core "[llamacpp-quantizers]":
+# tsr_quantize_chunk against ggml_quantize_chunk on the same rows. Not run by CI (llama.cpp is a
 # reference, never a dependency); needs network once, for npm.
 #
 #   scripts/llamacpp-quant-check.sh [--build DIR (build)] [--dir DIR (/tmp/tsr-llamacpp-quant)]
@@ -37,3 +38,4 @@ for src in "$dir"/src-*.gguf; do
     done
 done
 TSR_LLAMACPP_DIR=$dir TSR_LLAMACPP_LIBDIR=$libdir "$test_run" "[llamacpp-files]"
+TSR_LLAMACPP_LIBDIR=$libdir "$build/tests/core/test_core" "[llamacpp-quantizers]"
