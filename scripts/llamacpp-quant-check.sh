@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # llamacpp-quant-check.sh - tessera on files made by llama.cpp's own quantizer. Writes small
-# F32 GPT-2 / LLaMA models (test_run "[llamacpp-sources]"), quantizes each in every ftype with
+# F32 GPT-2 / LLaMA / Qwen2 / Qwen3 / Qwen3-MoE models (test_run "[llamacpp-sources]"), quantizes each in every ftype with
 # llama_model_quantize from node-llama-cpp's prebuilt libraries (scripts/llamacpp_quantize.py),
 # then runs test_run "[llamacpp-files]" on the results: tessera's dequantization of every
 # tensor against ggml's dequantize_row_* bit for bit, and the runner's logits and greedy picks
@@ -29,7 +29,7 @@ fi
 test_run=$build/tests/run/test_run
 [ -x "$test_run" ] || { echo "no $test_run: build first (cmake -S . -B build && cmake --build build)" >&2; exit 1; }
 rm -rf "$dir" && mkdir -p "$dir"
-TSR_LLAMACPP_DIR=$dir "$test_run" "[llamacpp-sources]" > /dev/null
+TSR_LLAMACPP_DIR=$dir "$test_run" "[llamacpp-sources]" > "$dir/sources.log" || { cat "$dir/sources.log"; exit 1; }
 ftypes="Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K IQ4_NL F16 BF16"
 for src in "$dir"/src-*.gguf; do
     for f in $ftypes; do
