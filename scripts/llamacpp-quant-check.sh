@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # llamacpp-quant-check.sh - tessera on files made by llama.cpp's own quantizer. Writes small
-# F32 GPT-2 / LLaMA / Qwen2 / Qwen3 / Qwen3-MoE models (test_run "[llamacpp-sources]"), quantizes each in every ftype with
-# llama_model_quantize from node-llama-cpp's prebuilt libraries (scripts/llamacpp_quantize.py),
-# then runs test_run "[llamacpp-files]" on the results: tessera's dequantization of every
-# tensor against ggml's dequantize_row_* bit for bit, and the runner's logits and greedy picks
-# against the float64 reference on the files' weights; and test_core "[llamacpp-quantizers]":
-# tsr_quantize_chunk against ggml_quantize_chunk on the same rows. Not run by CI (llama.cpp is a
-# reference, never a dependency); needs network once, for npm.
+# F32 GPT-2 / LLaMA / Qwen2 / Qwen3 / Qwen3-MoE models (test_run "[llamacpp-sources]"),
+# quantizes each in every ftype with llama_model_quantize from node-llama-cpp's prebuilt
+# libraries (scripts/llamacpp_quantize.py), then runs test_run "[llamacpp-files]" on the
+# results: tessera's dequantization of every tensor against ggml's dequantize_row_* bit for
+# bit, the runner's logits and greedy picks against the float64 reference on the files'
+# weights (CPU, CPU_REPACK, Vulkan), the Q4_K_M / Q5_K_M mixes' types against llama.cpp's;
+# and test_core "[llamacpp-quantizers]": tsr_quantize_chunk against ggml_quantize_chunk on
+# the same rows. Not run by CI (llama.cpp is a reference, never a dependency); needs network
+# once, for npm.
 #
 #   scripts/llamacpp-quant-check.sh [--build DIR (build)] [--dir DIR (/tmp/tsr-llamacpp-quant)]
 #                                   [--llamacpp DIR ($NODE_LLAMA_CPP_DIR or /tmp/npmtest)]
