@@ -287,7 +287,8 @@ TEST_CASE("quantizers: tsr_quantize_chunk runs ggml_quantize_chunk's algorithms"
     const char * libdir = getenv("TSR_LLAMACPP_LIBDIR");
     REQUIRE(libdir);
     void * lib = dlopen((std::string(libdir) + "/libggml-base.so").c_str(), RTLD_NOW | RTLD_LOCAL);
-    INFO(dlerror());
+    const char * why = lib ? "" : dlerror();
+    INFO(why);
     REQUIRE(lib);
     using quantize_fn = size_t (*)(int type, const float * src, void * dst, int64_t start, int64_t nrows, int64_t n_per_row, const float * imatrix);
     using dequantize_fn = void (*)(const void * x, float * y, int64_t k);
