@@ -5,9 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <dlfcn.h>
 #include <random>
 #include <string>
 #include <vector>
@@ -273,8 +271,8 @@ TEST_CASE("new quantized types: true RMSE against the format's step", "[types][q
 }
 
 // ---- llama.cpp's quantizers as the reference (hidden: scripts/llamacpp-quant-check.sh) ----
-// ggml_quantize_chunk from the libggml-base.so in $TSR_LLAMACPP_LIBDIR (node-llama-cpp's
-// prebuilt library: a reference, never a dependency, so CI does not run this). Both
+// ggml_quantize_chunk from the libggml-base.so in $TSR_LLAMACPP_LIBDIR (tsrt::ggml_base_symbol:
+// node-llama-cpp's prebuilt library, a reference, never a dependency, so CI does not run this). Both
 // quantizers take the same rows (ggml's test signal, Gaussian, and heavy-tailed Student-t
 // with 3 degrees of freedom: outliers in most blocks); both results are decoded by ggml's own
 // dequantize_row_*. The algorithms are ggml's, so at least 98 % of the bytes are the same and the
@@ -284,15 +282,11 @@ TEST_CASE("new quantized types: true RMSE against the format's step", "[types][q
 // Student-t rows 1.0006 x ggml's error, 99.4 % of bytes equal; Q2_K there 0.9997 x, 98.9 %;
 // the rest within 1e-4, 99.8-100 %).
 TEST_CASE("quantizers: tsr_quantize_chunk runs ggml_quantize_chunk's algorithms", "[.][llamacpp-quantizers]") {
-    const char * libdir = getenv("TSR_LLAMACPP_LIBDIR");
-    REQUIRE(libdir);
-    void * lib = dlopen((std::string(libdir) + "/libggml-base.so").c_str(), RTLD_NOW | RTLD_LOCAL);
-    const char * why = lib ? "" : dlerror();
-    INFO(why);
-    REQUIRE(lib);
     using quantize_fn = size_t (*)(int type, const float * src, void * dst, int64_t start, int64_t nrows, int64_t n_per_row, const float * imatrix);
     using dequantize_fn = void (*)(const void * x, float * y, int64_t k);
-    const auto ggml_quantize = (quantize_fn) dlsym(lib, "ggml_quantize_chunk");
+    const char * why = "";
+    const auto ggml_quantize = (quantize_fn) tsrt::ggml_base_symbol("ggml_quantize_chunk", &why);
+    INFO(why);
     REQUIRE(ggml_quantize);
     const int64_t n_per_row = 4096, rows_per_kind = 16;
     const char * kinds[] = {"0.1 + 2 cos(i + row)", "Gaussian", "Student-t (3)"};
@@ -308,7 +302,7 @@ TEST_CASE("quantizers: tsr_quantize_chunk runs ggml_quantize_chunk's algorithms"
     printf("| type | rows | tessera RMSE | ggml RMSE | ratio | bytes equal to ggml's |\n|---|---|---:|---:|---:|---:|\n");
     for (tsr_type t : {TSR_TYPE_Q4_0, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1, TSR_TYPE_Q8_0, TSR_TYPE_Q2_K, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K,
                        TSR_TYPE_Q5_K, TSR_TYPE_Q6_K, TSR_TYPE_IQ4_NL}) {
-        const auto ggml_dequantize = (dequantize_fn) dlsym(lib, (std::string("dequantize_row_") + tsr_type_name(t)).c_str());
+        const auto ggml_dequantize = (dequantize_fn) tsrt::ggml_base_symbol((std::string("dequantize_row_") + tsr_type_name(t)).c_str());
         INFO(tsr_type_name(t));
         REQUIRE(ggml_dequantize);
         const size_t row_bytes = tsr_row_size(t, n_per_row);
@@ -336,5 +330,4 @@ TEST_CASE("quantizers: tsr_quantize_chunk runs ggml_quantize_chunk's algorithms"
             CHECK((double) same >= 0.98 * (double) bytes);
         }
     }
-    dlclose(lib);
 }

@@ -20,7 +20,6 @@
 #include <string>
 #include <unistd.h>
 #include <dirent.h>
-#include <dlfcn.h>
 #include <algorithm>
 #include <vector>
 
@@ -1109,49 +1108,42 @@ TEST_CASE("model: hostile metadata is refused, naming the key, its value and the
 // node-llama-cpp's prebuilt libraries, writes the sources ("[llamacpp-sources]"), quantizes them
 // in every ftype and runs "[llamacpp-files]" on the results.
 
-// One of the source models below, its weights in wt (seed 777: the same values for every wt).
-// Qwen3-MoE uses all 4 of its experts: with 2 of 4, every random router tried (64 seeds) had
-// a 2nd and 3rd expert within 1.4e-2 of each other for some token, closer than the quantized
-// types' errors, so a rounding could route another way and the logits would say nothing;
-// with all used, mul_mat_id runs every expert of llama.cpp's 3D tensors, weighted by the
-// router's probabilities.
-bool write_llamacpp_source(const std::string & path, arch a, int n_embd, const weight_types & wt, std::string & err,
-                           tsr_context ** keep_ctx = nullptr) {
-    hparams hp = trun_test::small_hparams(a, n_embd);
-    if (n_embd == 256) hp.n_ff = 512;
-    if (hp.is_moe()) hp.n_expert_used = hp.n_expert;
+// One of the source models below: hyperparameters and vocabulary (seed 777 for the weights:
+// the same values for every type). Qwen3-MoE uses all 4 of its experts: with 2 of 4, every
+// random router tried (64 seeds) had a 2nd and 3rd expert within 1.4e-2 of each other for
+// some token, closer than the quantized types' errors, so a rounding could route another way
+// and the logits would say nothing; with all used, mul_mat_id runs every expert of
+// llama.cpp's 3D tensors, weighted by the router's probabilities.
+struct llamacpp_source {
+    hparams hp;
     tokenizer tok;
     std::vector<std::string> merges;
-    if (a != arch::llama) build_builtin_gpt2_vocab(60, tok, merges);
-    else build_builtin_spm_vocab(80, tok);
-    return write_random_model(path.c_str(), hp, tok, merges, wt, default_tied(a), 777, err, keep_ctx);
-}
+    llamacpp_source(arch a, int n_embd) : hp(trun_test::small_hparams(a, n_embd)) {
+        if (n_embd == 256) hp.n_ff = 512;
+        if (hp.is_moe()) hp.n_expert_used = hp.n_expert;
+        if (a != arch::llama) build_builtin_gpt2_vocab(60, tok, merges);
+        else build_builtin_spm_vocab(80, tok);
+        hp.n_vocab = tok.n_vocab();
+    }
+    bool write(const std::string & path, const weight_types & wt, std::string & err, tsr_context ** keep_ctx = nullptr) const {
+        return write_random_model(path.c_str(), hp, tok, merges, wt, default_tied(hp.a), 777, err, keep_ctx);
+    }
+};
+
+const arch k_llamacpp_archs[] = {arch::gpt2, arch::llama, arch::qwen2, arch::qwen3, arch::qwen3moe};
 
 // The F32 source models, in $TSR_LLAMACPP_DIR: GPT-2, LLaMA, Qwen2, Qwen3 and Qwen3-MoE of 2 layers,
 // 256 wide (rows of whole K-quant super-blocks) and 64 wide (none: llama.cpp's fallback types).
 TEST_CASE("model: the F32 models llama.cpp's quantizer reads (writes them)", "[.][llamacpp-sources]") {
     const char * dir = getenv("TSR_LLAMACPP_DIR");
     REQUIRE(dir);
-    for (arch a : {arch::gpt2, arch::llama, arch::qwen2, arch::qwen3, arch::qwen3moe}) {
+    for (arch a : k_llamacpp_archs) {
         for (int n_embd : {256, 64}) {
             const std::string path = std::string(dir) + "/src-" + arch_name(a) + "-" + std::to_string(n_embd) + ".gguf";
             std::string err;
-            REQUIRE_OK(write_llamacpp_source(path, a, n_embd, TSR_TYPE_F32, err));
+            REQUIRE_OK(llamacpp_source(a, n_embd).write(path, TSR_TYPE_F32, err));
         }
     }
-}
-
-// ggml's dequantize_row_<type> from the libggml-base.so in $TSR_LLAMACPP_LIBDIR (NULL: not given).
-using ggml_dequantize_fn = void (*)(const void * x, float * y, int64_t k);
-ggml_dequantize_fn ggml_dequantize_of(tsr_type t) {
-    static void * lib = [] {
-        const char * libdir = getenv("TSR_LLAMACPP_LIBDIR");
-        return libdir ? dlopen((std::string(libdir) + "/libggml-base.so").c_str(), RTLD_NOW | RTLD_LOCAL) : nullptr;
-    }();
-    if (!lib) return nullptr;
-    const std::string name = t == TSR_TYPE_F16 ? "ggml_fp16_to_fp32_row" : t == TSR_TYPE_BF16 ? "ggml_bf16_to_fp32_row"
-                                                                          : std::string("dequantize_row_") + tsr_type_name(t);
-    return (ggml_dequantize_fn) dlsym(lib, name.c_str());
 }
 
 // Every quantized file in $TSR_LLAMACPP_DIR (q-<ftype>-<source>.gguf): tessera's dequantization
@@ -1173,6 +1165,7 @@ TEST_CASE("model: files quantized by llama.cpp equal the reference", "[.][llamac
     std::sort(files.begin(), files.end());
     REQUIRE(!files.empty());
     const bool with_ggml = getenv("TSR_LLAMACPP_LIBDIR") != nullptr;
+    using ggml_dequantize_fn = void (*)(const void * x, float * y, int64_t k);
     backend_holder be, vk;
     make_cpu_backend(be, 2);
 #ifdef TSR_HAVE_VULKAN
@@ -1180,12 +1173,24 @@ TEST_CASE("model: files quantized by llama.cpp equal the reference", "[.][llamac
 #endif
     for (const std::string & path : files) {
         DYNAMIC_SECTION(path) {
+            // the source it was made from, by name (q-<ftype>-src-<arch>-<width>.gguf): the
+            // reference takes its hyperparameters and tokens from there, not from the loader
+            const size_t at = path.find("-src-"), dash = path.rfind('-');
+            REQUIRE((at != std::string::npos && dash > at));
+            const std::string arch_str = path.substr(at + 5, dash - at - 5);
+            const arch * a = std::find_if(std::begin(k_llamacpp_archs), std::end(k_llamacpp_archs),
+                                          [&](arch x) { return arch_str == arch_name(x); });
+            REQUIRE(a != std::end(k_llamacpp_archs));
+            const llamacpp_source src(*a, std::atoi(path.c_str() + dash + 1));
+            const std::vector<int32_t> toks = src.tok.encode(prompt_for(*a), src.tok.add_bos);
+            REQUIRE(toks.size() >= 5);
             tsr_context * wctx = nullptr;
             tsr_gguf_context * g = tsr_gguf_init_from_file(path.c_str(), tsr_gguf_init_params{false, &wctx});
             INFO(tsr_last_error());
             REQUIRE(g);
             tsr_gguf_free(g);
             ref_model ref;
+            ref.hp = src.hp;
             std::map<std::string, int> type_count;
             tsr_type loosest = TSR_TYPE_F32;
             int n_bitwise = 0;  // tensors whose dequantization was compared with ggml's
@@ -1194,8 +1199,12 @@ TEST_CASE("model: files quantized by llama.cpp equal the reference", "[.][llamac
                 ++type_count[tsr_type_name(t->type)];
                 if (tolerance(t->type) > tolerance(loosest)) loosest = t->type;
                 if (t->type == TSR_TYPE_F32 || !with_ggml) continue;
-                const ggml_dequantize_fn ggml = ggml_dequantize_of(t->type);
-                INFO(t->name << " " << tsr_type_name(t->type));
+                const std::string fn = t->type == TSR_TYPE_F16    ? "ggml_fp16_to_fp32_row"
+                                       : t->type == TSR_TYPE_BF16 ? "ggml_bf16_to_fp32_row"
+                                                                  : std::string("dequantize_row_") + tsr_type_name(t->type);
+                const char * why = "";
+                const auto ggml = (ggml_dequantize_fn) tsrt::ggml_base_symbol(fn.c_str(), &why);
+                INFO(t->name << " " << tsr_type_name(t->type) << ": " << fn << " " << why);
                 REQUIRE(ggml);
                 const int64_t n = tsr_nelements(t);
                 std::vector<float> ours((size_t) n), theirs((size_t) n);
@@ -1219,9 +1228,11 @@ TEST_CASE("model: files quantized by llama.cpp equal the reference", "[.][llamac
                 model m;
                 std::string err;
                 REQUIRE_OK(load_model(path.c_str(), pl, m, nullptr, nullptr, err, true));
-                ref.hp = m.hp;
-                const std::vector<int32_t> toks = m.tok.encode(prompt_for(m.hp.a), m.tok.add_bos);
-                REQUIRE(toks.size() >= 5);
+                CHECK(m.tok.encode(prompt_for(*a), m.tok.add_bos) == toks);
+                CHECK(m.hp.n_vocab == src.hp.n_vocab);
+                CHECK(m.hp.n_head_kv == src.hp.n_head_kv);
+                CHECK(m.hp.head_dim() == src.hp.head_dim());
+                CHECK(m.hp.n_expert_used == src.hp.n_expert_used);
                 ref.min_route_margin = 1.0;
                 const std::vector<vec> want = ref_forward(ref, toks);
                 // routing no closer than the errors allowed (a rounding could pick another
@@ -1256,7 +1267,7 @@ TEST_CASE("model: the Q4_K_M / Q5_K_M mixes type each tensor as llama.cpp's quan
                 const std::string ours_path = std::string(dir) + "/mix-" + arch_name(a) + ".gguf";
                 std::string err;
                 tsr_context * ours = nullptr, * theirs = nullptr;
-                REQUIRE_OK(write_llamacpp_source(ours_path, a, 256, mix.second, err, &ours));
+                REQUIRE_OK(llamacpp_source(a, 256).write(ours_path, mix.second, err, &ours));
                 tsr_gguf_context * g = tsr_gguf_init_from_file(theirs_path.c_str(), tsr_gguf_init_params{true, &theirs});
                 INFO(theirs_path << ": " << tsr_last_error());
                 REQUIRE(g);

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
+#include <string>
 
 namespace tsrt {
 
@@ -254,6 +257,19 @@ std::vector<double> ref_dequantize(tsr_type t, const void * data, int64_t n) {
     for (int64_t b = 0; b < n / bs; ++b)
         for (const ref_elem & e : ref_decode_block(t, (const uint8_t *)data + (size_t)b * ts)) out.push_back(e.a * e.q - e.b);
     return out;
+}
+
+void * ggml_base_symbol(const char * name, const char ** err) {
+    static std::string why;
+    static void * lib = [] {
+        const char * libdir = std::getenv("TSR_LLAMACPP_LIBDIR");
+        if (!libdir) { why = "TSR_LLAMACPP_LIBDIR is not set"; return (void *)nullptr; }
+        void * h = dlopen((std::string(libdir) + "/libggml-base.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+        if (!h) why = dlerror();
+        return h;
+    }();
+    if (err) *err = why.c_str();
+    return lib ? dlsym(lib, name) : nullptr;
 }
 
 } // namespace tsrt

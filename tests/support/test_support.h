@@ -78,4 +78,10 @@ double max_abs_err(const std::vector<double> & got, const std::vector<double> & 
 // the float range counts as +-2^128, where +-inf lies, so overflow to inf scores 0.
 double ulp_err(float g, double r);
 
+// ---- llama.cpp as a reference (hidden tests: scripts/llamacpp-quant-check.sh) -------------
+// A symbol of the libggml-base.so in $TSR_LLAMACPP_LIBDIR (node-llama-cpp's prebuilt library,
+// loaded once): nullptr where the variable is unset, the library does not load (why: in *err)
+// or lacks the symbol.
+void * ggml_base_symbol(const char * name, const char ** err = nullptr);
+
 } // namespace tsrt
