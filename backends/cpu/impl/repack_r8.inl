@@ -91,7 +91,12 @@ static inline bool r8_type_has_simd(enum tsr_type t) {
      * bits by vptestmb and a masked add, lanes scaled every 8 products) read 59.6-64.9 GB/s in
      * cache against the file kernel's 41.0-42.9, one core, yet from DRAM 1.00 / 0.78 / 0.86 /
      * 0.78 / 0.92 x the read against the file's 0.93 / 0.83 / 0.89 / 0.91 / 0.91 (five runs):
-     * not kept. Q5_0: its file kernel read 0.35-0.46 x from DRAM while its record read 0.79,
+     * not kept. Again after the records' spread prefetch (k4_record_prefetcher), the Q4_K
+     * record's zmm kernel made generic (fifth bits by a shift, a mask and vpternlogd, int16
+     * sums taken every 4 chunks): in cache 47.8 GB/s against the file kernel's 52.6, from
+     * DRAM 0.66 / 0.67 / 0.62 x the read at --prefetch 1408 / 2816 / 4224 (paired medians
+     * 0.68-0.73) against the file's 0.90-1.04 in the same run; with the qh loads moved onto
+     * the qs lines (wrong sums, the qh tail only prefetched) 0.77: not kept either. Q5_0: its file kernel read 0.35-0.46 x from DRAM while its record read 0.79,
      * until the file kernel's third load (64 bytes at group byte 2, overlapping the one at 0)
      * became a word permute: from DRAM 0.38 / 0.70 -> 1.02 / 1.05 x the read (two alternating
      * runs), one thread 12.5 -> 40 GB/s at its in-cache rate (41.6-41.9), against the record's
