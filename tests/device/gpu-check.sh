@@ -8,8 +8,10 @@
 #   1. the .gl packages (Vulkan loader and headers, Catch2) as vulkan-gpu-check.sh says
 #   2. bash tests/device/gpu-check.sh --prepare
 #      (CMake + Ninja build in build-gpu: CUDA sm_90 + Vulkan; copies test_cuda,
-#      test_backend_ops, cuda_bench, test_vulkan, vk_bench and run_bench to .devbin,
-#      git-ignored)
+#      test_backend_ops, cuda_bench, test_vulkan, vk_bench, run_bench and test_run to
+#      .devbin, git-ignored; with the files of scripts/llamacpp-quant-check.sh in
+#      $TSR_LLAMACPP_DIR (/tmp/tsr-llamacpp-quant), those of the 256-wide LLaMA source in every
+#      quantized ftype and the Qwen3-MoE source's Q4_K_M / Q6_K, ~15 MB, to .devbin/llamacpp)
 # Then run it with the device tool:
 #   run(command="bash tests/device/gpu-check.sh", carry=[".gl", ".devbin"], timeout_s=540)
 # Last, when the checks are done, run_bench times the model runner's random GPT-2 small and
@@ -24,15 +26,27 @@ if [ "${1:-}" = --prepare ]; then
     set -e
     cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTSR_CUDA=ON -DTSR_VULKAN=ON \
         -DCMAKE_CUDA_ARCHITECTURES="${CUDA_CHECK_ARCH:-90}" -DTSR_BUILD_EXAMPLES=OFF >/dev/null
-    ninja -C build-gpu test_cuda test_backend_ops cuda_bench test_vulkan vk_bench run_bench
+    ninja -C build-gpu test_cuda test_backend_ops cuda_bench test_vulkan vk_bench run_bench test_run
     grep -qx '/.devbin/' .git/info/exclude 2>/dev/null || echo /.devbin/ >> .git/info/exclude
     mkdir -p "$BIN"
     for f in tests/cuda/test_cuda tests/backend_ops/test_backend_ops tests/bench/cuda_bench \
-             tests/vulkan/test_vulkan tests/bench/vk_bench tests/bench/run_bench; do
+             tests/vulkan/test_vulkan tests/bench/vk_bench tests/bench/run_bench tests/run/test_run; do
         cp "build-gpu/$f" "$BIN/"
     done
     strip "$BIN"/*
-    du -sh "$BIN"
+    # llama.cpp-quantized files for "[llamacpp-files]" on CUDA (the carry's 64 MiB hold a subset)
+    qdir=${TSR_LLAMACPP_DIR:-/tmp/tsr-llamacpp-quant}
+    rm -rf "$BIN/llamacpp"
+    if ls "$qdir"/q-*-src-llama-256.gguf > /dev/null 2>&1; then
+        mkdir -p "$BIN/llamacpp"
+        for f in "$qdir"/q-*-src-llama-256.gguf "$qdir"/q-Q4_K_M-src-qwen3moe-256.gguf "$qdir"/q-Q6_K-src-qwen3moe-256.gguf; do
+            case $f in *-F16-*|*-BF16-*) continue ;; esac
+            [ -f "$f" ] && cp "$f" "$BIN/llamacpp/"
+        done
+    else
+        echo "no llama.cpp files in $qdir (scripts/llamacpp-quant-check.sh makes them): [llamacpp-files] will not run on the GPU"
+    fi
+    du -sh "$BIN" "$BIN/llamacpp" 2>/dev/null
     exit 0
 fi
 
@@ -64,6 +78,15 @@ echo "== [$(( $(date +%s) - T0 ))s] Vulkan GPU check"
 # test_backend_ops ran every backend in the CUDA check already: here only its Vulkan case
 VK_CHECK_BENCH=${GPU_CHECK_BENCH:-1} VK_CHECK_PREBUILT=$BIN VK_CHECK_OPS_ARGS='[vulkan]' OUT=$OUT \
     timeout "${GPU_CHECK_VULKAN_TIMEOUT:-240}" bash tests/device/vulkan-gpu-check.sh || status=1
+if [ -x "$BIN/test_run" ] && ls "$BIN"/llamacpp/q-*.gguf > /dev/null 2>&1; then
+    echo
+    echo "== [$(( $(date +%s) - T0 ))s] files quantized by llama.cpp on CPU, CPU_REPACK, Vulkan and CUDA"
+    TSR_LLAMACPP_DIR=$BIN/llamacpp timeout "${GPU_CHECK_LLAMACPP_TIMEOUT:-120}" "$BIN/test_run" "model: files quantized by llama.cpp equal the reference" \
+        > "$OUT/llamacpp-files.log" 2>&1
+    rc=$?
+    grep -E " CUDA +rel\. error" "$OUT/llamacpp-files.log"
+    if [ $rc = 0 ]; then tail -2 "$OUT/llamacpp-files.log"; else status=1; echo "test_run (llama.cpp files): exit status $rc"; tail -60 "$OUT/llamacpp-files.log"; fi
+fi
 if [ -x "$BIN/run_bench" ] && [ "${GPU_CHECK_BENCH:-1}" != 0 ]; then
     for backend in cuda vulkan; do
         echo

@@ -1149,8 +1149,9 @@ TEST_CASE("model: the F32 models llama.cpp's quantizer reads (writes them)", "[.
 // Every quantized file in $TSR_LLAMACPP_DIR (q-<ftype>-<source>.gguf): tessera's dequantization
 // of each tensor equals ggml's bit for bit (with $TSR_LLAMACPP_LIBDIR), and the runner's logits
 // and greedy picks equal the float64 reference on the file's weights (decoded by tests/support),
-// from plain CPU buffers, from CPU_REPACK (tessera-run's default) and on Vulkan's default device
-// (a build with it and a device: lavapipe where there is no GPU).
+// from plain CPU buffers, from CPU_REPACK (tessera-run's default), on Vulkan's default device
+// (a build with it and a device: lavapipe where there is no GPU) and on CUDA device 0 (a build
+// with it and a device: tests/device/gpu-check.sh carries a subset of the files there).
 TEST_CASE("model: files quantized by llama.cpp equal the reference", "[.][llamacpp-files]") {
     const char * dir = getenv("TSR_LLAMACPP_DIR");
     REQUIRE(dir);
@@ -1166,10 +1167,17 @@ TEST_CASE("model: files quantized by llama.cpp equal the reference", "[.][llamac
     REQUIRE(!files.empty());
     const bool with_ggml = getenv("TSR_LLAMACPP_LIBDIR") != nullptr;
     using ggml_dequantize_fn = void (*)(const void * x, float * y, int64_t k);
-    backend_holder be, vk;
+    backend_holder be, vk, cu;
     make_cpu_backend(be, 2);
 #ifdef TSR_HAVE_VULKAN
     open_vulkan(vk);
+#endif
+#ifdef TSR_HAVE_CUDA
+    if (devices_of_kind("cuda") > 0) {
+        std::string err;
+        cu.b = make_backend("cuda", 0, 0, err);
+        REQUIRE_OK(cu.b);
+    }
 #endif
     for (const std::string & path : files) {
         DYNAMIC_SECTION(path) {
@@ -1216,15 +1224,15 @@ TEST_CASE("model: files quantized by llama.cpp equal the reference", "[.][llamac
             tsr_free(wctx);
             std::string types;
             for (const auto & tc : type_count) types += " " + tc.first + " x" + std::to_string(tc.second);
-            for (const char * where : {"CPU", "CPU_REPACK", "Vulkan"}) {
-                const bool vulkan = !strcmp(where, "Vulkan");
-                if (vulkan && !vk.b) continue;
+            for (const char * where : {"CPU", "CPU_REPACK", "Vulkan", "CUDA"}) {
+                const bool gpu = !strcmp(where, "Vulkan") || !strcmp(where, "CUDA");
                 placement pl;
-                pl.main = vulkan ? vk.b : be.b;
+                pl.main = !strcmp(where, "Vulkan") ? vk.b : !strcmp(where, "CUDA") ? cu.b : be.b;
+                if (!pl.main) continue;  // no such device (or backend) here
                 pl.cpu = be.b;
                 pl.repack = !strcmp(where, "CPU_REPACK");
                 // a GPU backend's kernels may round differently: twice the CPU's tolerance
-                const double tol = (vulkan ? 2 : 1) * tolerance(loosest);
+                const double tol = (gpu ? 2 : 1) * tolerance(loosest);
                 model m;
                 std::string err;
                 REQUIRE_OK(load_model(path.c_str(), pl, m, nullptr, nullptr, err, true));
