@@ -9,9 +9,11 @@
 #   2. bash tests/device/gpu-check.sh --prepare
 #      (CMake + Ninja build in build-gpu: CUDA sm_90 + Vulkan; copies test_cuda,
 #      test_backend_ops, cuda_bench, test_vulkan, vk_bench, run_bench and test_run to
-#      .devbin, git-ignored; with the files of scripts/llamacpp-quant-check.sh in
-#      $TSR_LLAMACPP_DIR (/tmp/tsr-llamacpp-quant), those of the 256-wide LLaMA source in every
-#      quantized ftype and the Qwen3-MoE source's Q4_K_M / Q6_K, ~15 MB, to .devbin/llamacpp)
+#      .devbin, git-ignored, ~40 MB; with the files of scripts/llamacpp-quant-check.sh in
+#      $TSR_LLAMACPP_DIR (/tmp/tsr-llamacpp-quant), 21 of them to .devbin/llamacpp, 6.4 MB:
+#      the 256-wide LLaMA source's Q2_K, Q3_K_M, Q4_K_M, Q5_K_M, Q6_K and IQ4_NL, and the
+#      64-wide one's every quantized ftype (llama.cpp's fallbacks: Q4_0 to Q8_0). The carry's
+#      64 MiB hold that with the tracked tree (~13 MiB) and .gl (~2 MiB), not all 170 files)
 # Then run it with the device tool:
 #   run(command="bash tests/device/gpu-check.sh", carry=[".gl", ".devbin"], timeout_s=540)
 # Last, when the checks are done, run_bench times the model runner's random GPT-2 small and
@@ -29,19 +31,19 @@ if [ "${1:-}" = --prepare ]; then
     ninja -C build-gpu test_cuda test_backend_ops cuda_bench test_vulkan vk_bench run_bench test_run
     grep -qx '/.devbin/' .git/info/exclude 2>/dev/null || echo /.devbin/ >> .git/info/exclude
     mkdir -p "$BIN"
+    rm -rf "$BIN/llamacpp"
     for f in tests/cuda/test_cuda tests/backend_ops/test_backend_ops tests/bench/cuda_bench \
              tests/vulkan/test_vulkan tests/bench/vk_bench tests/bench/run_bench tests/run/test_run; do
         cp "build-gpu/$f" "$BIN/"
     done
     strip "$BIN"/*
-    # llama.cpp-quantized files for "[llamacpp-files]" on CUDA (the carry's 64 MiB hold a subset)
+    # llama.cpp-quantized files for the GPUs (the subset above)
     qdir=${TSR_LLAMACPP_DIR:-/tmp/tsr-llamacpp-quant}
-    rm -rf "$BIN/llamacpp"
     if ls "$qdir"/q-*-src-llama-256.gguf > /dev/null 2>&1; then
         mkdir -p "$BIN/llamacpp"
-        for f in "$qdir"/q-*-src-llama-256.gguf "$qdir"/q-Q4_K_M-src-qwen3moe-256.gguf "$qdir"/q-Q6_K-src-qwen3moe-256.gguf; do
+        for f in "$qdir"/q-{Q2_K,Q3_K_M,Q4_K_M,Q5_K_M,Q6_K,IQ4_NL}-src-llama-256.gguf "$qdir"/q-*-src-llama-64.gguf; do
             case $f in *-F16-*|*-BF16-*) continue ;; esac
-            [ -f "$f" ] && cp "$f" "$BIN/llamacpp/"
+            if [ -f "$f" ]; then cp "$f" "$BIN/llamacpp/"; fi
         done
     else
         echo "no llama.cpp files in $qdir (scripts/llamacpp-quant-check.sh makes them): [llamacpp-files] will not run on the GPU"
