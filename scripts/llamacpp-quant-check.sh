@@ -35,8 +35,9 @@ TSR_LLAMACPP_DIR=$dir "$test_run" "[llamacpp-sources]" > "$dir/sources.log" || {
 ftypes="Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K IQ4_NL F16 BF16"
 for src in "$dir"/src-*.gguf; do
     for f in $ftypes; do
-        LD_LIBRARY_PATH=$libdir python3 "$ROOT/scripts/llamacpp_quantize.py" "$libdir" "$src" "$dir/q-$f-$(basename "$src")" "$f" \
-            > "$dir/q-$f-$(basename "$src" .gguf).log" 2>&1 || { cat "$dir/q-$f-$(basename "$src" .gguf).log"; exit 1; }
+        out=$dir/q-$f-$(basename "$src" .gguf)  # q-<ftype>-src-<arch>-<width>: the test finds the source by name
+        LD_LIBRARY_PATH=$libdir python3 "$ROOT/scripts/llamacpp_quantize.py" "$libdir" "$src" "$out.gguf" "$f" > "$out.log" 2>&1 ||
+            { cat "$out.log"; exit 1; }
     done
 done
 TSR_LLAMACPP_DIR=$dir TSR_LLAMACPP_LIBDIR=$libdir "$test_run" "[llamacpp-files]"

@@ -885,7 +885,11 @@ int main(int argc, char ** argv) {
         auto keep_pairs = [&](std::vector<std::vector<double>> & all) {
             for (size_t v = 0; v < nset && v < pr.size(); ++v) all[v].insert(all[v].end(), pr[v].begin(), pr[v].end());
         };
+        /* a run's results per setting: bench_gemv returns one where a type has no setting
+         * (F32, or none for its layout; stderr says so), then every setting's row shows it */
         auto keep = [&](std::vector<double> & best, std::vector<double> & low) {
+            got.resize(nset, got[0]);
+            pr.resize(nset, pr[0]);
             for (size_t v = 0; v < nset; ++v) {
                 best[v] = std::max(best[v], got[v]);
                 low[v] = std::min(low[v], got[v]);
@@ -896,8 +900,6 @@ int main(int argc, char ** argv) {
                 double r = 0;
                 bench_gemv(be, bench_types[i], gemv_bytes, reps, tsr_backend_cpu_buffer_type(), &r,
                            bench_types[i] == TSR_TYPE_F32 ? nullptr : settings, &got, &pr);  /* F32 has no software prefetch */
-                got.resize(nset, got[0]);
-                pr.resize(nset, pr[0]);
                 keep(best_gemv[i], low_gemv[i]);
                 keep_pairs(pairs_gemv[i]);
                 own_read[i] = std::max(own_read[i], r);
@@ -906,8 +908,6 @@ int main(int argc, char ** argv) {
             for (size_t i = 0; i < nrepack; ++i) {
                 double r = 0;
                 bench_gemv(be, repack_types[i], gemv_bytes, reps, tsr_backend_cpu_repack_buffer_type(), &r, settings, &got, &pr);
-                got.resize(nset, got[0]);  /* a type without a setting for its layout: one result (stderr says so) */
-                pr.resize(nset, pr[0]);
                 keep(best_repack[i], low_repack[i]);
                 keep_pairs(pairs_repack[i]);
                 repack_read[i] = std::max(repack_read[i], r);

@@ -268,8 +268,10 @@ void * ggml_base_symbol(const char * name, const char ** err) {
         if (!h) why = dlerror();
         return h;
     }();
+    void * sym = lib ? dlsym(lib, name) : nullptr;
+    if (lib && !sym) why = std::string("libggml-base.so has no ") + name;
     if (err) *err = why.c_str();
-    return lib ? dlsym(lib, name) : nullptr;
+    return sym;
 }
 
 } // namespace tsrt
