@@ -516,8 +516,9 @@ static constexpr size_t matvec_pf_line_every(enum tsr_type t, bool repacked) {
          * hardware). After its kernel took dword permutes, builds alternating 3 times: 0.95,
          * 0.95, 0.95 x the read against 0.92, 0.95, 0.93; with the slower kernel no gain. */
         case TSR_TYPE_Q5_1: return 48;
-        /* Q8_0's 136-byte steps (4 blocks): 4 lines a step, every line about twice, as the
-         * K-quants; 2 left every 17th line to the hardware. Builds alternating 6 times on 2 MiB
+        /* Q8_0's 68-byte steps (2 blocks; the AVX-512 kernel's steps were 136 bytes, 4 lines,
+         * when this was measured): 2 lines a step, every line about twice, as the K-quants;
+         * 2 lines a 136-byte step left every 17th line to the hardware. Builds alternating 6 times on 2 MiB
          * pages: 34.5-35.9 GB/s (0.92-0.95 x the read) against 32.6-33.8 (0.91-0.93); LLaMA
          * 1.1B Q8_0 generation 27.4-27.9 against 26.7-27.8 tok/s (3 alternations). The same
          * for Q4_0 / IQ4_NL, and 32 or 48 for Q5_0, was within noise. The AVX2 kernel's

@@ -146,14 +146,7 @@ TSR_TARGET_AVX512VNNI static float dot_q4_0_avx512vnni(int64_t n, const tsr_bloc
  * through the one-block kernels above. */
 /* Two fp16 scales, each broadcast over 8 words. Q8_0's scales are read as words of their
  * own: a wide load over the block that also covers the qs makes clang rebuild the qs loads
- * from it with scalar shifts.
- * Q8_0 reads DRAM at 0.86-0.95 x the read (paired medians). Tried and not kept: a CPU_REPACK
- * layout of each row's 32 blocks as their 32 scales then their levels XOR 0x80 (one aligned
- * load and one vpdpbusd a block pair, the scales spread by vpermps): in cache 69.8 against this
- * kernel's 53.9 GB/s a core, from DRAM 0.85 / 0.90 / 0.89 x the read (medians 0.82 / 0.89 /
- * 0.91) against 0.95 / 0.92 / 0.85 (0.95 / 0.90 / 0.93), three runs; earlier (session 34) wide
- * non-overlapping loads with word permutes, gathered scales, prefetch distances 1024-6144, T1 /
- * T2 hints, 2 or 3 lines a step. */
+ * from it with scalar shifts. */
 TSR_TARGET_AVX512VNNI static inline __m256i fp16_pair_x8(const void * d0, const void * d1) {
     uint16_t h0, h1;
     std::memcpy(&h0, d0, 2);
@@ -161,35 +154,45 @@ TSR_TARGET_AVX512VNNI static inline __m256i fp16_pair_x8(const void * d0, const 
     return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)h0)), _mm_set1_epi16((short)h1), 1);
 }
 
+/* Q8_0 against the side arrays of 4 blocks (yside_q8), the rows stepping a block pair (68
+ * bytes) at a time: the 4 rows take turns every pair, not every 4 blocks. The same loads and
+ * sums as 136-byte steps (acc0 the group's first pair, acc1 its second), but from DRAM, in
+ * one process alternating 8 times (cpu_bench --prefetch's low bit choosing the order, 2
+ * threads, Zen 5), 0.95-1.05 x the read (paired medians, mean 1.01) against 136-byte steps'
+ * 0.83-0.96 (mean 0.91), every run in favour. Tried before and not kept: a CPU_REPACK layout
+ * of each row's 32 blocks as their 32 scales then their levels XOR 0x80 (one aligned load and
+ * one vpdpbusd a block pair, the scales spread by vpermps): in cache 1.29x, from DRAM no
+ * faster (0.82-0.91 x the read); wide non-overlapping loads with word permutes, gathered
+ * scales, prefetch distances 1024-6144, T1 / T2 hints, 2 or 3 lines a 136-byte step. */
 template <int R>
 TSR_TARGET_AVX512VNNI static void gemv_q8_0_rows(int64_t n, const char * x, size_t lda, const yq8 * y, float * out) {
     const int64_t nb = n / 32, ng = nb / 4;
     const yside_q8 * ys = y_side_q8(y, nb);
     const __m512i flip = _mm512_set1_epi8((char)0x80);
-    const matvec_prefetcher<TSR_TYPE_Q8_0, 4 * sizeof(tsr_block_q8_0)> prefetch;
-    __m512 acc0[R], acc1[R];
+    const matvec_prefetcher<TSR_TYPE_Q8_0, 2 * sizeof(tsr_block_q8_0)> prefetch;
+    __m512 acc[2][R];
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+    for (int r = 0; r < R; ++r) acc[0][r] = acc[1][r] = _mm512_setzero_ps();
     for (int64_t g = 0; g < ng; ++g) {
         const yside_q8 & s = ys[g];
-        const __m512i yq01 = _mm512_loadu_si512((const void *)s.qs), yq23 = _mm512_loadu_si512((const void *)(s.qs + 64));
-        const __m512i yb01 = _mm512_loadu_si512((const void *)s.bias), yb23 = _mm512_loadu_si512((const void *)(s.bias + 16));
-        const __m512 dy01 = _mm512_loadu_ps(s.d), dy23 = _mm512_loadu_ps(s.d + 16);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {   /* block pair h of the group */
+            const __m512i yq = _mm512_loadu_si512((const void *)(s.qs + 64 * h));
+            const __m512i yb = _mm512_loadu_si512((const void *)(s.bias + 16 * h));
+            const __m512 dy = _mm512_loadu_ps(s.d + 16 * h);
 #pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-            const char * xb = x + (size_t)r * lda + (size_t)g * 4 * sizeof(tsr_block_q8_0);
-            prefetch(xb);
-            const __m512 s01 = _mm512_mul_ps(_mm512_cvtph_ps(fp16_pair_x8(xb, xb + 34)), dy01);
-            const __m512 s23 = _mm512_mul_ps(_mm512_cvtph_ps(fp16_pair_x8(xb + 68, xb + 102)), dy23);
-            const __m512i q01 = _mm512_xor_si512(load2x32(xb + 2, xb + 36), flip);
-            const __m512i q23 = _mm512_xor_si512(load2x32(xb + 70, xb + 104), flip);
-            acc0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(yb01, q01, yq01)), s01, acc0[r]);
-            acc1[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(yb23, q23, yq23)), s23, acc1[r]);
+            for (int r = 0; r < R; ++r) {
+                const char * xb = x + (size_t)r * lda + (size_t)(4 * g + 2 * h) * sizeof(tsr_block_q8_0);
+                prefetch(xb);
+                const __m512 sc = _mm512_mul_ps(_mm512_cvtph_ps(fp16_pair_x8(xb, xb + 34)), dy);
+                const __m512i q = _mm512_xor_si512(load2x32(xb + 2, xb + 36), flip);
+                acc[h][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(yb, q, yq)), sc, acc[h][r]);
+            }
         }
     }
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-        out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
+        out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][r], acc[1][r]));
         if (ng * 4 < nb)
             out[r] += dot_q8_0_avx512vnni(n - ng * 128, (const tsr_block_q8_0 *)(x + (size_t)r * lda) + ng * 4, y + ng * 4);
     }
