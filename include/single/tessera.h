@@ -16526,12 +16526,12 @@ TSR_TARGET_AVX512VNNI static float dot_q4_0_avx512vnni(int64_t n, const tsr_bloc
 }
 
 /* Matrix-vector kernels for R rows (x + r * lda) against one quantized activation row,
- * 4 blocks per step. The block scales are broadcast words (Q8_0) or come out of the vector
- * loaded at the group start with one word permute (Q4_0), never a gather, and yq8's side
- * arrays supply the bias and the y
- * scales already laid out per lane. Every load stays inside the group: no masked loads
- * (slow when streaming) and no reads past the row. Blocks beyond a multiple of 4 go
- * through the one-block kernels above. */
+ * the activations' side arrays a group of 4 blocks (Q8_0's rows step a block pair of it,
+ * the others' the whole group). The block scales are broadcast words (Q8_0) or come out
+ * of the vector loaded at the group start with one word permute (Q4_0), never a gather,
+ * and yq8's side arrays supply the bias and the y scales already laid out per lane. Every
+ * load stays inside the group: no masked loads (slow when streaming) and no reads past
+ * the row. Blocks beyond a multiple of 4 go through the one-block kernels above. */
 /* Two fp16 scales, each broadcast over 8 words. Q8_0's scales are read as words of their
  * own: a wide load over the block that also covers the qs makes clang rebuild the qs loads
  * from it with scalar shifts. */
