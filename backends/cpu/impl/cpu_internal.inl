@@ -507,7 +507,8 @@ static matvec_pf_table g_matvec_pf_ahead;
  * K-quants' every line about twice (Q4_K 4 lines a 144-byte step, Q5_K 5 a 176, Q6_K 6 a
  * 210) beat every line once or twice (3, 3, 4) by 3-10 % best of rounds, Q6_K 0.99 x the
  * read against 0.94, no cost in cache; a line per 64 bytes lost Q6_K 6 %. (CPU_REPACK Q4_K /
- * Q5_K records: k4_record_prefetcher's two lines a step instead.) */
+ * Q5_K records: k4_record_prefetcher's two lines a step instead. The AVX-512 file-layout
+ * Q4_K / Q5_K kernels step half a super-block, 2 lines each: Q5_K 4 a super-block.) */
 static constexpr size_t matvec_pf_line_every(enum tsr_type t, bool repacked) {
     if (repacked) return 48;  /* Q4_0 / IQ4_NL: a 144-byte record's 3; Q3_K / Q2_K records: a quarter's */
     switch (t) {
