@@ -419,6 +419,17 @@ inline bool create_weights(tsr_context * ctx, const hparams & hp, const weight_t
     return ok;
 }
 
+// The weights' headers (no data) in a new no_alloc context sized for them: where the
+// runner, the benchmarks and the tests place weights in buffers or size a data context.
+// nullptr on failure (err says why).
+inline tsr_context * new_weight_headers(const hparams & hp, const weight_types & wt, bool tied_output, weights & w, std::string & err) {
+    tsr_context * ctx = tsr_init(tsr_init_params{(size_t) (n_weight_tensors(hp, tied_output) + 2) * tsr_tensor_overhead(), nullptr, true});
+    if (!ctx) { err = tsr_last_error(); return nullptr; }
+    if (create_weights(ctx, hp, wt, tied_output, w, err)) return ctx;
+    tsr_free(ctx);
+    return nullptr;
+}
+
 // Find every weight of an architecture in ctx by name and check its shape.
 inline bool bind_weights(tsr_context * ctx, const hparams & hp, weights & w, std::string & err) {
     const int64_t E = hp.n_embd, V = hp.n_vocab, F = hp.n_ff, G = hp.n_embd_gqa();

@@ -138,11 +138,11 @@ inline bool write_random_model(const char * path, const hparams & hp_in, const t
     hparams hp = hp_in;
     hp.n_vocab = tok.n_vocab();
     weights w;
-    size_t mem = (size_t) (n_weight_tensors(hp, tied_output) + 2) * tsr_tensor_overhead();
-    {   // exact data size: create headers in a scratch no_alloc context first
-        tsr_context * probe = tsr_init(tsr_init_params{mem, nullptr, true});
-        if (!probe) { err = tsr_last_error(); return false; }
-        if (!create_weights(probe, hp, wtype, tied_output, w, err)) { tsr_free(probe); return false; }
+    size_t mem = 0;
+    {   // exact data size: the headers in a scratch no_alloc context first
+        tsr_context * probe = new_weight_headers(hp, wtype, tied_output, w, err);
+        if (!probe) return false;
+        mem = tsr_get_mem_size(probe);
         for (tsr_tensor * t = tsr_get_first_tensor(probe); t; t = tsr_get_next_tensor(probe, t)) mem += TSR_PAD(tsr_nbytes(t), TSR_MEM_ALIGN);
         tsr_free(probe);
     }
@@ -201,9 +201,8 @@ inline bool init_random_model(model & m, const hparams & hp, const weight_types 
                               std::string & err) {
     m.release();
     m.hp = hp;
-    m.ctx_w = tsr_init(tsr_init_params{(size_t) (n_weight_tensors(hp, tied_output) + 2) * tsr_tensor_overhead(), nullptr, true});
-    if (!m.ctx_w) { err = tsr_last_error(); return false; }
-    if (!create_weights(m.ctx_w, hp, wtype, tied_output, m.w, err)) return false;
+    m.ctx_w = new_weight_headers(hp, wtype, tied_output, m.w, err);
+    if (!m.ctx_w) return false;
     placement pl;
     pl.main = backend;
     return place_weights(m, pl, err) && fill_weights(m.ctx_w, seed, err);

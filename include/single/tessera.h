@@ -16545,7 +16545,7 @@ TSR_TARGET_AVX512VNNI static inline __m256i fp16_pair_x8(const void * d0, const 
 
 /* Q8_0 against the side arrays of 4 blocks (yside_q8), the rows stepping a block pair (68
  * bytes) at a time: the 4 rows take turns every pair, not every 4 blocks. The same loads and
- * sums as 136-byte steps (acc0 the group's first pair, acc1 its second), but from DRAM, in
+ * sums as 136-byte steps (acc[0] the groups' first pairs, acc[1] their second), but from DRAM, in
  * one process alternating 8 times (cpu_bench --prefetch's low bit choosing the order, 2
  * threads, Zen 5), 0.95-1.05 x the read (paired medians, mean 1.01) against 136-byte steps'
  * 0.83-0.96 (mean 0.91), every run in favour. Tried before and not kept: a CPU_REPACK layout

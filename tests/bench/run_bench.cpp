@@ -201,8 +201,8 @@ int main(int argc, char ** argv) {
             const bool tied = hp.a == arch::gpt2;
             // headers and buffer through the runner's code, then a parallel fill
             m.hp = hp;
-            m.ctx_w = tsr_init(tsr_init_params{(size_t) (n_weight_tensors(hp, tied) + 2) * tsr_tensor_overhead(), nullptr, true});
-            bool ok = m.ctx_w && create_weights(m.ctx_w, hp, ty.t, tied, m.w, err);
+            m.ctx_w = new_weight_headers(hp, ty.t, tied, m.w, err);
+            bool ok = m.ctx_w != nullptr;
             placement pl;
             pl.main = backend;
             pl.cpu = cpu;

@@ -1131,13 +1131,8 @@ struct llamacpp_source {
     // The weights' headers in types wt, as write() would create them (no data), in a new
     // no_alloc context: nullptr on failure (err says why).
     tsr_context * headers(const weight_types & wt, std::string & err) const {
-        const bool tied = default_tied(hp.a);
-        tsr_context * ctx = tsr_init(tsr_init_params{(size_t) (n_weight_tensors(hp, tied) + 2) * tsr_tensor_overhead(), nullptr, true});
         weights w;
-        if (ctx && create_weights(ctx, hp, wt, tied, w, err)) return ctx;
-        if (!ctx) err = tsr_last_error();
-        tsr_free(ctx);
-        return nullptr;
+        return new_weight_headers(hp, wt, default_tied(hp.a), w, err);
     }
 };
 

@@ -260,16 +260,17 @@ std::vector<double> ref_dequantize(tsr_type t, const void * data, int64_t n) {
 }
 
 void * ggml_base_symbol(const char * name, const char ** err) {
-    static std::string why;
+    static std::string load_error, why;
     static void * lib = [] {
         const char * libdir = std::getenv("TSR_LLAMACPP_LIBDIR");
-        if (!libdir) { why = "TSR_LLAMACPP_LIBDIR is not set"; return (void *)nullptr; }
+        if (!libdir) { load_error = "TSR_LLAMACPP_LIBDIR is not set"; return (void *)nullptr; }
         void * h = dlopen((std::string(libdir) + "/libggml-base.so").c_str(), RTLD_NOW | RTLD_LOCAL);
-        if (!h) why = dlerror();
+        if (!h) load_error = dlerror();
         return h;
     }();
     void * sym = lib ? dlsym(lib, name) : nullptr;
-    if (lib && !sym) why = std::string("libggml-base.so has no ") + name;
+    // this call's reason (empty when found), not one left by an earlier call
+    why = !lib ? load_error : sym ? std::string() : std::string("libggml-base.so has no ") + name;
     if (err) *err = why.c_str();
     return sym;
 }
