@@ -359,7 +359,7 @@ TSR_SIMD_WARNINGS_OFF
  * GFNI move of the third bits above the pair (bit 2, or 4 where the mask 0x0C keeps the odd
  * pairs' levels times 4) and one ternary logic op that merges them, so the levels enter
  * vpdpbusd unsigned (0..7, the format's plus 4; the 4 comes off through the activations'
- * 16-element sums, as in k2_rows_avx512). The even pairs' and the odd pairs' dots stay apart:
+ * 16-element sums). The even pairs' and the odd pairs' dots stay apart:
  * each sums to at most 8 * 7 * 127, and 8 * 28 * 127 times 4, both int16, where one sum of all
  * four (times 4) would not be. Per row pair, two vpackssdw and two vpmaddwd against the
  * scales times 4 and times 1. The scales: one vpmultishiftqb per 4 rows puts each (times 4:
