@@ -17628,18 +17628,23 @@ template <bool Q3, bool GFNI> struct k2_row {
  * 64 elements against the Q8_K row gathered to match once per super-block. Q3_K's third bit
  * (bit 4h + j of hmask[l]) adds 4 (16 for odd j) to levels kept unsigned, and the - 4 comes
  * off where each vpdpbusd starts: - 4 (- 16) times the 4 activations a dword meets, one
- * vector per j and super-block for all rows (the bsums way took a scale-weighted sum per
- * row and a float accumulator; with that, q kept in registers and the pairs' dots made per
- * j, in cache, one core, the two kernels alternating in one process, 4 runs: 31.9 -> 34.9,
- * 32.5 -> 35.3, 33.9 -> 37.7, 35.5 -> 37.7 GB/s, 6-11 %). The dots j of a pair of rows pack to int16 (a sum of 4 is
- * at most 4 * 16 * 128 in magnitude) and meet their scales, those of even j times 4 to
- * match (the whole sum is times 4), in one vpdpwssd: the pair's sums are dwords 0-1 (row
- * 2p) and 2-3 (row 2p + 1) of each lane, converted and scaled by d as they are. The rows'
- * headers decode together (lanes_of_rows): scales as int16 words of row pairs, d (and
- * dmin), and Q2_K's mins against the activations' sums, row r in lanes 4r..4r+3. Integer
- * sums are exact and a row's lanes never meet another's, so its result is the same for
- * every R. GFNI: Q3_K's levels by q3k_levels_gfni (the same integers); only callers under
- * its target (matvec_avx512_gfni) instantiate it. */
+ * vector per j and super-block for all rows. The dots j of a pair of rows pack to int16 (a
+ * sum of 4 is at most 4 * 16 * 128 in magnitude) and meet their scales, those of even j
+ * times 4 to match (the whole sum is times 4), in one vpdpwssd: the pair's sums are dwords
+ * 0-1 (row 2p) and 2-3 (row 2p + 1) of each lane, converted and scaled by d as they are.
+ * The rows' headers decode together (lanes_of_rows): scales as int16 words of row pairs, d
+ * (and dmin), and Q2_K's mins against the activations' sums, row r in lanes 4r..4r+3.
+ * Integer sums are exact and a row's lanes never meet another's, so its result is the same
+ * for every R. GFNI: Q3_K's levels by q3k_levels_gfni (the same integers); only callers
+ * under its target (matvec_avx512_gfni) instantiate it.
+ *
+ * Q3_K in cache, one core, kernels alternating in one process: taking the - 4 off through
+ * the bsums (a scale-weighted sum per row and a float accumulator, as Q2_K's mins), with
+ * q reloaded and the pairs' dots spilled, read 31.9-35.5 GB/s where this reads 34.9-37.7
+ * (4 runs, 6-11 %). Not worth their cost, measured the same way: the activations gathered
+ * and the starts computed once per mat-vec instead of once per 4 rows (+2-5 %, a second
+ * Q8_K layout), the scales spread by one vpermw per pair and an in-lane vpshufb per j
+ * instead of a vpermw per j (no change). */
 template <bool Q3, int R, bool GFNI = false>
 TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
     const size_t bbytes = Q3 ? sizeof(tsr_block_q3_K) : sizeof(tsr_block_q2_K);
@@ -17685,11 +17690,12 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
             /* the scales of rows 2p and 2p + 1 as int16 words, times 4 where the levels are not */
             const __m256i sc_pair = p ? _mm512_extracti64x4_epi64(sc8, 1) : _mm512_castsi512_si256(sc8);
             const __m512i sc = _mm512_sllv_epi16(Q3 ? _mm512_cvtepi8_epi16(sc_pair) : _mm512_cvtepu8_epi16(sc_pair), times4_even_j);
-            const k2_row<Q3, GFNI> a(blk + (size_t)(2 * p) * lda), b(blk + (size_t)(2 * p + 1 < R ? 2 * p + 1 : 2 * p) * lda);
+            const k2_row<Q3, GFNI> a(blk + (size_t)(2 * p) * lda);
+            const k2_row<Q3, GFNI> b = 2 * p + 1 < R ? k2_row<Q3, GFNI>(blk + (size_t)(2 * p + 1) * lda) : a;  /* R odd: a's dots twice */
             __m512i sumi = _mm512_setzero_si512();
             if constexpr (Q3) {
-                /* j outside the pair, 2 dots live where 8 spilled to the stack (Q3_K's levels take
-                 * more registers); Q2_K measured 2-3 % slower so, the same in the order below */
+                /* j outside the pair: 2 dots live, where 8 spilled to the stack (Q3_K's levels
+                 * take more registers); Q2_K measured 2-3 % slower this way and keeps the order below */
 #pragma GCC unroll 4
                 for (int j = 0; j < 4; ++j) {
                     const __m512i da = a.dot(j, yv[j], base[j]), db = 2 * p + 1 < R ? b.dot(j, yv[j], base[j]) : da;
