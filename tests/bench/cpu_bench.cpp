@@ -958,8 +958,10 @@ int main(int argc, char ** argv) {
         add_row(std::string("quantize ") + tsr_type_name(t), bench_quantize(t, quick ? 5 : 50), "MB/s (F32 in)", "",
                 "tsr_quantize_chunk, 4 rows of 4096, one thread");
     }
-    /* issue 17 part B */
-    for (tsr_type t : {TSR_TYPE_Q4_0, TSR_TYPE_Q8_0}) {
+    /* issue 17 part B; Q4_K (Q4_K_M files) and Q3_K: expert tensors (3D) keep the file layout
+     * in CPU_REPACK too (r8_eligible takes 2D weights only), so these rows time the plain
+     * K-quant kernels a MoE file decodes through */
+    for (tsr_type t : {TSR_TYPE_Q4_0, TSR_TYPE_Q8_0, TSR_TYPE_Q4_K, TSR_TYPE_Q3_K}) {
         if (conv_only || gemm_only || !named("moe")) break;
         double total_mib = 0;
         const double g = bench_moe_decode(be, t, reps + 2, &total_mib);
