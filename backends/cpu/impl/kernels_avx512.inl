@@ -1302,25 +1302,21 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
             const __m256i sc_pair = p ? _mm512_extracti64x4_epi64(sc8, 1) : _mm512_castsi512_si256(sc8);
             const __m512i sc = _mm512_sllv_epi16(Q3 ? _mm512_cvtepi8_epi16(sc_pair) : _mm512_cvtepu8_epi16(sc_pair), times4_even_j);
             const k2_row<Q3, GFNI> a(blk + (size_t)(2 * p) * lda);
-            const k2_row<Q3, GFNI> b = 2 * p + 1 < R ? k2_row<Q3, GFNI>(blk + (size_t)(2 * p + 1) * lda) : a;  /* R odd: a's dots twice */
+            const k2_row<Q3, GFNI> b = 2 * p + 1 < R ? k2_row<Q3, GFNI>(blk + (size_t)(2 * p + 1) * lda) : a;  /* R odd: not read */
             __m512i sumi = _mm512_setzero_si512();
-            if constexpr (Q3) {
-                /* j outside the pair: 2 dots live, where 8 spilled to the stack (Q3_K's levels
-                 * take more registers); Q2_K measured 2-3 % slower this way and keeps the order below */
+            /* row a's dots first; row b's with them for Q2_K, but one j at a time into the sums
+             * for Q3_K, whose levels take more registers (all 8 live spilled to the stack; Q2_K
+             * measured 2-3 % slower the other way) */
+            __m512i da[4], db[4];
 #pragma GCC unroll 4
-                for (int j = 0; j < 4; ++j) {
-                    const __m512i da = a.dot(j, yv[j], base[j]), db = 2 * p + 1 < R ? b.dot(j, yv[j], base[j]) : da;
-                    sumi = _mm512_dpwssd_epi32(sumi, _mm512_packs_epi32(da, db), _mm512_permutexvar_epi16(idx[j], sc));
-                }
-            } else {
-                __m512i da[4], db[4];
+            for (int j = 0; j < 4; ++j) {
+                da[j] = a.dot(j, yv[j], base[j]);
+                if constexpr (!Q3) db[j] = 2 * p + 1 < R ? b.dot(j, yv[j], base[j]) : da[j];
+            }
 #pragma GCC unroll 4
-                for (int j = 0; j < 4; ++j) da[j] = a.dot(j, yv[j], base[j]);
-#pragma GCC unroll 4
-                for (int j = 0; j < 4; ++j) db[j] = 2 * p + 1 < R ? b.dot(j, yv[j], base[j]) : da[j];
-#pragma GCC unroll 4
-                for (int j = 0; j < 4; ++j)
-                    sumi = _mm512_dpwssd_epi32(sumi, _mm512_packs_epi32(da[j], db[j]), _mm512_permutexvar_epi16(idx[j], sc));
+            for (int j = 0; j < 4; ++j) {
+                if constexpr (Q3) db[j] = 2 * p + 1 < R ? b.dot(j, yv[j], base[j]) : da[j];
+                sumi = _mm512_dpwssd_epi32(sumi, _mm512_packs_epi32(da[j], db[j]), _mm512_permutexvar_epi16(idx[j], sc));
             }
             acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), d_pair[p], acc[p]);
         }
