@@ -59,9 +59,11 @@ TSR_API void tsr_backend_cpu_set_host_allocator(tsr_backend_t backend, const str
  * bytes (no extra memory): the GEMM and the matrix-vector kernels stream it without
  * shuffles. Q2_K on CPUs with AVX-512 VNNI, Q3_K on those with AVX-512 VNNI, GFNI and VBMI
  * (while the AVX-512 path is in use: set under TSR_CPU_ISA=avx2 they take that path's layouts):
- * the file's rows (any number) with each super-block's levels (and Q3_K's scales) regrouped
- * by sub-block, which their matrix-vector kernels sum whole. tsr_backend_tensor_get returns the file's bytes; only
- * mul_mat (as src0) and get_rows read a repacked matrix on the CPU backend. Other tensors
+ * the file's rows (any number, any contiguous shape: a MoE file's 3D experts too) with each
+ * super-block's levels (and Q3_K's scales) regrouped by sub-block, which their
+ * matrix-vector kernels sum whole. tsr_backend_tensor_get returns the file's bytes; only
+ * mul_mat (as src0), mul_mat_id (src0, word layouts) and get_rows read a repacked matrix on
+ * the CPU backend. Other tensors
  * keep their bytes. Write such weights only through tsr_backend_tensor_set (or
  * tsr_backend_tensor_copy). */
 TSR_API tsr_backend_buffer_type_t tsr_backend_cpu_repack_buffer_type(void);

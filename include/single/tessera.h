@@ -12988,9 +12988,11 @@ TSR_API void tsr_backend_cpu_set_host_allocator(tsr_backend_t backend, const str
  * bytes (no extra memory): the GEMM and the matrix-vector kernels stream it without
  * shuffles. Q2_K on CPUs with AVX-512 VNNI, Q3_K on those with AVX-512 VNNI, GFNI and VBMI
  * (while the AVX-512 path is in use: set under TSR_CPU_ISA=avx2 they take that path's layouts):
- * the file's rows (any number) with each super-block's levels (and Q3_K's scales) regrouped
- * by sub-block, which their matrix-vector kernels sum whole. tsr_backend_tensor_get returns the file's bytes; only
- * mul_mat (as src0) and get_rows read a repacked matrix on the CPU backend. Other tensors
+ * the file's rows (any number, any contiguous shape: a MoE file's 3D experts too) with each
+ * super-block's levels (and Q3_K's scales) regrouped by sub-block, which their
+ * matrix-vector kernels sum whole. tsr_backend_tensor_get returns the file's bytes; only
+ * mul_mat (as src0), mul_mat_id (src0, word layouts) and get_rows read a repacked matrix on
+ * the CPU backend. Other tensors
  * keep their bytes. Write such weights only through tsr_backend_tensor_set (or
  * tsr_backend_tensor_copy). */
 TSR_API tsr_backend_buffer_type_t tsr_backend_cpu_repack_buffer_type(void);
@@ -22267,8 +22269,9 @@ static bool matvec_first_streams(const tsr_tensor * t, const kernels * K, int it
  * tensor keeps its bytes as set.
  *
  * Who reads the layout: mul_mat (src0: the GEMM packs its A panels from it without
- * shuffles, the matrix-vector path reads it directly) and get_rows (rows converted back, so
- * token embeddings may live here). tsr_backend_tensor_get converts back to the file's bytes;
+ * shuffles, the matrix-vector path reads it directly), mul_mat_id (src0, the word layouts
+ * only: they are the only ones a 3D expert tensor takes) and get_rows (rows converted back,
+ * so token embeddings may live here). tsr_backend_tensor_get converts back to the file's bytes;
  * the CPU backend refuses any other op reading a repacked tensor, and views of one.
  *
  * When: a matrix is repacked when a write reaches its last byte (loaders write a tensor
@@ -22283,8 +22286,8 @@ static bool matvec_first_streams(const tsr_tensor * t, const kernels * K, int it
  * (r8_record::words says which).
  *
  * Which: contiguous 2D matrices of the types is_r8_type lists (those beyond Q4_0, IQ4_NL, Q4_K where
- * r8_type_has_simd says a SIMD kernel reads them) with a multiple of 8 rows (any, for the
- * words), in builds with
+ * r8_type_has_simd says a SIMD kernel reads them) with a multiple of 8 rows (the words: any
+ * contiguous tensor, MoE experts' 3D ones included), in builds with
  * a SIMD mat-vec for the layout (x86; not yet aarch64, whose NEON dots read the file's
  * layout faster than the scalar one would read this). The layout does not depend on the
  * ISA, so switching ISA (tsr_backend_cpu_set_isa) keeps it valid.
@@ -22337,9 +22340,11 @@ static bool reads_r8_bytes(const tsr_tensor * t) {
 /* Q2_K and Q3_K go to their word layouts here (any number of rows), not to records. */
 static bool words_layout_for(const tsr_tensor * t) { return words_layout_for_type(t->type); }
 
+/* The words take any shape (every super-block in place: a MoE file's 3D expert tensors
+ * too, which mul_mat_id reads); the records 2D matrices of whole groups of rows. */
 static bool r8_eligible(const tsr_tensor * t) {
-    return k_r8_layout_used && is_r8_type(t->type) && r8_type_has_simd(t->type) && !t->view_src && t->ne[2] == 1 && t->ne[3] == 1 &&
-           (t->ne[1] % R8 == 0 || words_layout_for(t)) && tsr_is_contiguous(t);
+    if (!k_r8_layout_used || !is_r8_type(t->type) || !r8_type_has_simd(t->type) || t->view_src || !tsr_is_contiguous(t)) return false;
+    return words_layout_for(t) || (t->ne[2] == 1 && t->ne[3] == 1 && t->ne[1] % R8 == 0);
 }
 
 /* Every group of t rewritten in place, to the interleaved layout or back to the file's
@@ -22347,7 +22352,7 @@ static bool r8_eligible(const tsr_tensor * t) {
 static bool r8_convert_tensor(struct tsr_tensor * t, bool to_r8, bool words) {
     const int64_t nb = t->ne[0] / tsr_blck_size(t->type);
     if (words) {
-        words_blocks_in_place(t->type, (uint8_t *)t->data, nb * t->ne[1], to_r8);
+        words_blocks_in_place(t->type, (uint8_t *)t->data, nb * tsr_nrows(t), to_r8);
         return true;
     }
     std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[(size_t)nb * r8_record_bytes(t->type)]);
@@ -23117,8 +23122,9 @@ static void op_out_prod(const cparams & p, tsr_tensor * dst) {
 /* ---- rows ---------------------------------------------------------------------------------- */
 
 /* Row `row` of a CPU_REPACK matrix (repack.inl) as floats, a block at a time through the
- * file's layout, to d (element stride nb0 bytes). */
-static void get_row_r8(const tsr_tensor * a, int64_t row, char * d, size_t nb0) {
+ * file's layout, to d (element stride nb0 bytes). s: the row's place (the word layouts keep
+ * the file's rows, in any tensor shape; the records are 2D). */
+static void get_row_r8(const tsr_tensor * a, int64_t row, const char * s, char * d, size_t nb0) {
     const uint8_t * grp = (const uint8_t *)a->data + (size_t)(row / R8 * R8) * a->nb[1];
     const bool words = is_words_repacked(a);
     const int64_t bs = tsr_blck_size(a->type);
@@ -23127,7 +23133,7 @@ static void get_row_r8(const tsr_tensor * a, int64_t row, char * d, size_t nb0) 
         float v[TSR_QK_K];
         if (words) {
             const size_t bb = tsr_type_size(a->type);
-            std::memcpy(blk, (const uint8_t *)a->data + (size_t)row * a->nb[1] + (size_t)b * bb, bb);
+            std::memcpy(blk, s + (size_t)b * bb, bb);
             words_blocks_in_place(a->type, blk, 1, false);
         } else {
             r8_row_to_file(a->type, grp, (int)(row % R8), b, 1, blk);
@@ -23155,7 +23161,7 @@ static void op_get_rows(const cparams & p, tsr_tensor * dst) {
         }
         const char * s = tptr(a, 0, row, i11, i12);
         if (a_r8) {
-            get_row_r8(a, row, d, dst->nb[0]);
+            get_row_r8(a, row, s, d, dst->nb[0]);
         } else if (a->type == TSR_TYPE_I32) {
             for (int64_t i = 0; i < ne0; ++i) *(int32_t *)(d + i * dst->nb[0]) = *(const int32_t *)(s + i * a->nb[0]);
         } else if (row_contig(a) && dst->nb[0] == 4) {
@@ -24084,42 +24090,74 @@ namespace tcpu {
 
 /* The (id, token) pairs of a mul_mat_id grouped by expert, so that every expert's rows pass
  * through the cache once for all the tokens that chose it (a decode step reads only the
- * experts it uses, each once). Workspace, in order: the map (offsets and pair order), the
- * src1 rows prepared in grouped order, the results in grouped order, per-thread GEMM panels. */
+ * experts it uses, each once). An expert chosen by few pairs uses the dot-product kernels,
+ * one chosen by many the GEMM mul_mat would take for the type; each src1 row is prepared as
+ * its expert's path reads it (K-quants: Q8_K for the dots, yq8 blocks for most GEMMs; a
+ * CPU_REPACK word layout: Q8_K in word order for its dots). Workspace, in order: the map
+ * (offsets and pair order), the src1 rows prepared in grouped order, the results in grouped
+ * order, per-thread GEMM panels. */
 struct mmid_plan {
-    mm_plan y;                 /* how src1 rows are prepared (no GEMM: the side arrays too) */
+    mm_plan dot, gemm;         /* how src1 rows are prepared for either path (no GEMM: dot) */
     const gemm_impl * g;       /* the GEMM for experts with many pairs, or NULL */
+    int64_t gemm_min_pairs;    /* from how many pairs an expert takes it */
     int64_t n_expert, n_pairs;
+    size_t y_row;              /* the larger of the two paths' rows */
     size_t map_bytes, y_bytes, c_bytes, thread_bytes;
 };
 
+/* src1 rows prepared for weights of type ta read by g (NULL: the dot-product kernels, which
+ * read yq8 side arrays; a GEMM reads the blocks only). */
+static mm_plan mmid_row_plan(enum tsr_type ta, const gemm_impl * g, int64_t Kd) {
+    mm_plan y{};
+    y.ta = ta;
+    y.g = g;
+    y.y_q8k = g ? g->b_is_q8k : q8k_slot(ta) >= 0;
+    y.y_q8 = tsr_is_quantized(ta) && !y.y_q8k;
+    y.y_conv = !y.y_q8 && !y.y_q8k;
+    if (y.y_q8) y.y_row = g ? (size_t)(Kd / 32) * sizeof(yq8) : yq8_row_bytes(Kd);
+    else if (y.y_q8k) y.y_row = (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K);
+    else y.y_row = (size_t)Kd * 4;
+    return y;
+}
+
+/* Pairs from which an expert's GEMM beats the dot kernels over the same rows: the GEMM
+ * packs every A panel it uses (K-quants re-encoded to int8 panels, Q2_K dequantized and
+ * requantized to Q8_0), a cost the columns share, where the dot kernels read the weights as
+ * they are. cpu_bench's mul_mat_id prompt (Mixtral-shaped experts, 2 threads, Zen 5, 8 to 64
+ * pairs an expert): Q4_0 / Q8_0 / IQ4_NL / Q4_1 / Q5_0 / Q5_1 1.1-1.8 x the dots' GFLOPS
+ * from 8 pairs; Q3_K..Q6_K 0.8-1.2 x at 8 and 16, 1.1-1.8 x from 24; Q2_K 0.2-0.5 x up to
+ * 32, at 64 1.3 x in the file layout, 0.8 x against the word layout's dots (0.95 x at 128). */
+static int64_t mmid_gemm_min_pairs(enum tsr_type t, bool words) {
+    switch (t) {
+        case TSR_TYPE_Q2_K: return words ? 128 : 64;
+        case TSR_TYPE_Q3_K: case TSR_TYPE_Q4_K: case TSR_TYPE_Q5_K: case TSR_TYPE_Q6_K: return 24;
+        default: return GEMM_MIN_N;
+    }
+}
+
 static mmid_plan mmid_make_plan(const tsr_tensor * dst, const kernels * K) {
     const tsr_tensor * as = dst->src[0];
-    const tsr_tensor * b = dst->src[1];
     const tsr_tensor * ids = dst->src[2];
     mmid_plan pl{};
     pl.n_expert = as->ne[2];
     pl.n_pairs = ids->ne[0] * ids->ne[1];
     const int64_t Kd = as->ne[0];
-    mm_plan & y = pl.y;
-    y.ta = as->type;
-    y.y_q8k = q8k_slot(y.ta) >= 0;
-    y.y_q8 = tsr_is_quantized(y.ta) && !y.y_q8k;
-    y.y_conv = !y.y_q8 && !y.y_q8k;
-    /* rows keep the yq8 side arrays: an expert chosen by few tokens uses the dot-product
-     * kernels, one chosen by many the GEMM (which reads the blocks through ldb) */
-    if (y.y_q8) y.y_row = yq8_row_bytes(Kd);
-    else if (y.y_q8k) y.y_row = (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K);
-    else y.y_row = (size_t)Kd * 4;
-    const int slot = type_slot(y.ta);
-    pl.g = slot >= 0 ? K->gemm[slot] : nullptr;
+    const bool words = is_words_repacked(as);
+    pl.gemm_min_pairs = mmid_gemm_min_pairs(as->type, words);
+    pl.g = pl.n_pairs >= pl.gemm_min_pairs ? gemm_for(K, as->type) : nullptr;  /* else no expert has enough pairs */
+    pl.dot = mmid_row_plan(as->type, nullptr, Kd);
+    pl.dot.y_q8k_words = pl.dot.y_q8k && words;
+    pl.gemm = pl.g ? mmid_row_plan(as->type, pl.g, Kd) : pl.dot;
+    pl.y_row = std::max(pl.dot.y_row, pl.gemm.y_row);
     pl.map_bytes = align_up(sizeof(int32_t) * (size_t)(3 * (pl.n_expert + 1) + 2 * pl.n_pairs), 64);
-    pl.y_bytes = align_up(y.y_row * (size_t)pl.n_pairs, 64);
+    pl.y_bytes = align_up(pl.y_row * (size_t)pl.n_pairs, 64);
     pl.c_bytes = align_up((size_t)(as->ne[1] * pl.n_pairs) * 4, 64);
     pl.thread_bytes = gemm_thread_bytes(pl.g, pl.n_pairs);
-    (void)b;
     return pl;
 }
+
+/* An expert with cnt pairs goes through the GEMM (else the dot-product kernels). */
+static inline bool mmid_uses_gemm(const mmid_plan & pl, int64_t cnt) { return pl.g && cnt >= pl.gemm_min_pairs; }
 
 static size_t mmid_work_size(const tsr_tensor * dst, const kernels * K, int nth) {
     const mmid_plan pl = mmid_make_plan(dst, K);
@@ -24198,12 +24236,14 @@ static void op_mul_mat_id(const cparams & p, tsr_tensor * dst) {
     const int32_t n_used_experts = m.used[pl.n_expert];
     const int64_t n_grouped = m.offs[pl.n_expert];
 
-    /* phase 2: src1 rows prepared in grouped order */
+    /* phase 2: src1 rows prepared in grouped order, each as its expert's path reads it */
     int64_t r0, r1;
     split_rows(n_grouped, p.ith, p.nth, r0, r1);
     for (int64_t r = r0; r < r1; ++r) {
         const int64_t pair = m.order[r];
-        mm_prepare_y_row(p.K, pl.y, b, (pair % n_used) % b->ne[1], pair / n_used, 0, yw + (size_t)r * pl.y.y_row);
+        const int32_t e = mmid_id(ids, pair);
+        const mm_plan & y = mmid_uses_gemm(pl, m.offs[e + 1] - m.offs[e]) ? pl.gemm : pl.dot;
+        mm_prepare_y_row(p.K, y, b, (pair % n_used) % b->ne[1], pair / n_used, 0, yw + (size_t)r * pl.y_row);
     }
     barrier(p);
 
@@ -24216,21 +24256,23 @@ static void op_mul_mat_id(const cparams & p, tsr_tensor * dst) {
     csize = (csize + mr - 1) / mr * mr;
     mchunks = (M + csize - 1) / csize;
     const int64_t nitems = n_used_experts * mchunks;
+    const bool a_words = is_words_repacked(as);  /* both paths read the word layout as it is */
     for (int64_t it = p.nth == 1 ? 0 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed); it < nitems;
          it = p.nth == 1 ? it + 1 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed)) {
         const int32_t e = m.used[it / mchunks];
         const int64_t mc = it % mchunks;
         const int64_t g0 = m.offs[e], cnt = m.offs[e + 1] - g0;
         mm_args a;
-        a.ta = pl.y.ta;
+        a.ta = as->type;
         a.A = (const char *)as->data + e * as->nb[2];
         a.lda = as->nb[1];
-        a.B = (const char *)yw + (size_t)g0 * pl.y.y_row;
-        a.ldb = pl.y.y_row;
+        a.B = (const char *)yw + (size_t)g0 * pl.y_row;
+        a.ldb = pl.y_row;
         a.M = M; a.N = cnt; a.K = Kd;
         a.C = cw + (size_t)g0 * (size_t)M;
         a.ldc = (size_t)M;
-        a.g = cnt >= GEMM_MIN_N ? pl.g : nullptr;
+        a.g = mmid_uses_gemm(pl, cnt) ? pl.g : nullptr;
+        a.a_words = a_words;
         mm_range(p.K, a, mc * csize, std::min<int64_t>(M, (mc + 1) * csize), tw);
     }
     barrier(p);
@@ -25147,12 +25189,15 @@ static inline bool is_view_op(enum tsr_op op) {
 }
 
 /* A CPU_REPACK matrix's interleaved bytes (repack.inl) are read by mul_mat as src0 and by
- * get_rows, on the tensor itself; views of one only pass it on. */
+ * get_rows, on the tensor itself, and the word layouts (MoE experts) by mul_mat_id as src0;
+ * views of one only pass it on. */
 static bool reads_r8_right(const tsr_tensor * t) {
     for (int i = 0; i < TSR_MAX_SRC; ++i) {
         if (!reads_r8_bytes(t->src[i])) continue;
         if (is_view_op(t->op)) continue;
-        if (i != 0 || t->src[0]->view_src || (t->op != TSR_OP_MUL_MAT && t->op != TSR_OP_GET_ROWS)) return false;
+        if (i != 0 || t->src[0]->view_src) return false;
+        const bool reader = t->op == TSR_OP_MUL_MAT || t->op == TSR_OP_GET_ROWS || (t->op == TSR_OP_MUL_MAT_ID && is_words_repacked(t->src[0]));
+        if (!reader) return false;
     }
     return true;
 }

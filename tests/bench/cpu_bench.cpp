@@ -485,39 +485,54 @@ double bench_quantize(tsr_type type, int reps) {
     return (double)src.size() * 4 / t / 1e6;
 }
 
-// ---- MoE decode (issue 17 part B) ----------------------------------------------------------
+// ---- MoE (issue 17 part B) ----------------------------------------------------------------
 
-// One token through a Mixtral-shaped expert FFN (gate, up: 8 experts of 4096 -> 14336;
-// down: 14336 -> 4096), 2 experts used. Returns GB/s of the used experts' weights (what a
-// decode step must read); *total_mib gets the size of all the experts' weights.
-double bench_moe_decode(tsr_backend_t be, tsr_type type, int reps, double * total_mib) {
+// T tokens through a Mixtral-shaped expert FFN (gate, up: 8 experts of 4096 -> 14336; down:
+// 14336 -> 4096), 2 experts used per token (T = 1: experts 2 and 5; else spread evenly, so
+// T = 128 gives each expert 32 pairs), the weights in buffers of buft (a CPU_REPACK one takes
+// them in the layouts it keeps for such tensors). T = 1 (decode): GB/s of the used experts'
+// weights, what a step must read; else GFLOPS (2 K M a pair and matrix). *total_mib gets the
+// size of all the experts' weights.
+double bench_moe(tsr_backend_t be, tsr_type type, int64_t T, int reps, tsr_backend_buffer_type_t buft, double * total_mib) {
     const int64_t K = 4096, M = 14336, n_expert = 8, n_used = 2;
     const size_t expert_bytes = tsr_row_size(type, K) * (size_t)M;
-    const size_t wbytes = 3 * expert_bytes * (size_t)n_expert;
-    *total_mib = (double)wbytes / (1 << 20);
-    const size_t mem = wbytes + (size_t)(K + 8 * M) * 4 + 16 * tsr_tensor_overhead() + tsr_graph_overhead() + (1 << 20);
-    tsr_context * ctx = tsr_init(tsr_init_params{mem, nullptr, false});
+    *total_mib = (double)(3 * expert_bytes * (size_t)n_expert) / (1 << 20);
+    tsr_context * ctx = tsr_init(tsr_init_params{16 * tsr_tensor_overhead() + tsr_graph_overhead(), nullptr, true});
     if (!ctx) return 0;
-    tsr_tensor * gate = tsr_new_tensor_3d(ctx, type, K, M, n_expert);
-    tsr_tensor * up = tsr_new_tensor_3d(ctx, type, K, M, n_expert);
-    tsr_tensor * down = tsr_new_tensor_3d(ctx, type, M, K, n_expert);
-    fast_fill(gate, 21);
-    fast_fill(up, 22);
-    fast_fill(down, 24);
-    tsr_tensor * x = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, K, 1, 1);
-    fast_fill(x, 23);
-    tsr_tensor * ids = tsr_new_tensor_2d(ctx, TSR_TYPE_I32, n_used, 1);
-    ((int32_t *)ids->data)[0] = 2;
-    ((int32_t *)ids->data)[1] = 5;
+    tsr_tensor * w[3] = {tsr_new_tensor_3d(ctx, type, K, M, n_expert), tsr_new_tensor_3d(ctx, type, K, M, n_expert),
+                         tsr_new_tensor_3d(ctx, type, M, K, n_expert)};  /* gate, up, down */
+    tsr_tensor * x = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, K, 1, T);
+    tsr_tensor * ids = tsr_new_tensor_2d(ctx, TSR_TYPE_I32, n_used, T);
     tsr_cgraph * gf = tsr_new_graph(ctx);
-    tsr_tensor * h = tsr_mul(ctx, tsr_mul_mat_id(ctx, gate, x, ids), tsr_mul_mat_id(ctx, up, x, ids));  /* [M, 2, 1] */
-    tsr_build_forward_expand(gf, tsr_mul_mat_id(ctx, down, h, ids));
-    tsr_backend_graph_reserve(be, gf);
-    enum tsr_status st = TSR_STATUS_SUCCESS;
-    const double t = best_time(reps, [&] { st = tsr_backend_graph_compute(be, gf); });
-    if (st != TSR_STATUS_SUCCESS) std::fprintf(stderr, "moe decode: %s\n", tsr_last_error());
+    tsr_tensor * h = tsr_mul(ctx, tsr_mul_mat_id(ctx, w[0], x, ids), tsr_mul_mat_id(ctx, w[1], x, ids));  /* [M, 2, T] */
+    tsr_build_forward_expand(gf, tsr_mul_mat_id(ctx, w[2], h, ids));
+    const size_t align = tsr_backend_buft_get_alignment(buft);
+    const size_t padded = (expert_bytes * (size_t)n_expert + align - 1) / align * align;
+    tsr_backend_buffer_t wb = tsr_backend_buft_alloc_buffer(buft, 3 * padded);
+    double rate = 0;
+    bool ok = wb != nullptr;
+    for (int i = 0; i < 3 && ok; ++i) ok = tsr_backend_tensor_alloc(wb, w[i], (char *)tsr_backend_buffer_get_base(wb) + (size_t)i * padded);
+    tsr_backend_buffer_t ab = ok ? tsr_backend_alloc_ctx_tensors_from_buft(ctx, tsr_backend_cpu_buffer_type()) : nullptr;  /* the rest */
+    if (ab) {
+        for (int i = 0; i < 3; ++i) {
+            fast_fill(w[i], 21 + (unsigned)i);
+            tsr_backend_tensor_set(w[i], w[i]->data, 0, tsr_nbytes(w[i]));  /* filled in place: a CPU_REPACK buffer repacks it now */
+        }
+        fast_fill(x, 23);
+        for (int64_t t = 0; t < T; ++t) {
+            ((int32_t *)ids->data)[2 * t] = (int32_t)((2 + t) % n_expert);
+            ((int32_t *)ids->data)[2 * t + 1] = (int32_t)((5 + 3 * t) % n_expert);  /* never the first's: 2 t + 3 is odd */
+        }
+        tsr_backend_graph_reserve(be, gf);
+        enum tsr_status st = TSR_STATUS_SUCCESS;
+        const double t = best_time(reps, [&] { st = tsr_backend_graph_compute(be, gf); });
+        if (st != TSR_STATUS_SUCCESS) std::fprintf(stderr, "moe: %s\n", tsr_last_error());
+        rate = T == 1 ? (double)(3 * n_used) * (double)expert_bytes / t / 1e9 : 3.0 * 2.0 * (double)(K * M) * (double)(n_used * T) / t / 1e9;
+    }
+    tsr_backend_buffer_free(ab);
+    tsr_backend_buffer_free(wb);
     tsr_free(ctx);
-    return (double)(3 * n_used) * (double)expert_bytes / t / 1e9;
+    return rate;
 }
 
 // ---- rms_norm and its weight (issue 17) ---------------------------------------------------------
@@ -958,16 +973,23 @@ int main(int argc, char ** argv) {
         add_row(std::string("quantize ") + tsr_type_name(t), bench_quantize(t, quick ? 5 : 50), "MB/s (F32 in)", "",
                 "tsr_quantize_chunk, 4 rows of 4096, one thread");
     }
-    /* issue 17 part B; Q4_K (Q4_K_M files) and Q3_K: expert tensors (3D) keep the file layout
-     * in CPU_REPACK too (r8_eligible takes 2D weights only), so these rows time the plain
-     * K-quant kernels a MoE file decodes through */
-    for (tsr_type t : {TSR_TYPE_Q4_0, TSR_TYPE_Q8_0, TSR_TYPE_Q4_K, TSR_TYPE_Q3_K}) {
+    /* issue 17 part B: Q4_K (Q4_K_M files) and Q3_K too. CPU_REPACK keeps 3D expert tensors
+     * in the file's layout but for Q2_K / Q3_K's word layouts (AVX-512 VNNI; Q3_K with GFNI
+     * and VBMI): the plain rows time the kernels MoE files of the other types decode through */
+    struct moe_row { tsr_type t; bool repack; };
+    for (moe_row r : {moe_row{TSR_TYPE_Q4_0, false}, moe_row{TSR_TYPE_Q8_0, false}, moe_row{TSR_TYPE_Q4_K, false}, moe_row{TSR_TYPE_Q3_K, false},
+                      moe_row{TSR_TYPE_Q3_K, true}, moe_row{TSR_TYPE_Q2_K, true}}) {
         if (conv_only || gemm_only || !named("moe")) break;
+        tsr_backend_buffer_type_t buft = r.repack ? tsr_backend_cpu_repack_buffer_type() : tsr_backend_cpu_buffer_type();
+        const std::string which = std::string(tsr_type_name(r.t)) + (r.repack ? " (CPU_REPACK)" : "");
         double total_mib = 0;
-        const double g = bench_moe_decode(be, t, reps + 2, &total_mib);
-        char note[128];
+        const double g = bench_moe(be, r.t, 1, reps + 2, buft, &total_mib);
+        char note[160];
         std::snprintf(note, sizeof note, "gate, up, down of 8 experts 4096x14336 (%.0f MiB), 2 used; %.2f x read bandwidth", total_mib, g / rd);
-        add_row(std::string("mul_mat_id decode ") + tsr_type_name(t), g, "GB/s (used experts)", "", note);
+        add_row("mul_mat_id decode " + which, g, "GB/s (used experts)", "", note);
+        if (matvec_only && !moe_only) continue;
+        const double f = bench_moe(be, r.t, 128, reps, buft, &total_mib);
+        add_row("mul_mat_id prompt " + which, f, "GFLOPS", "", "the same experts, 128 tokens (32 pairs an expert: the GEMM but for Q2_K)");
     }
     if (!matvec_only && !gemm_only) {
         struct conv_row {

@@ -1691,6 +1691,119 @@ TEST_CASE("CPU_REPACK buffers: ops other than mul_mat / get_rows on a repacked m
     tsr_free(ctx);
 }
 
+// A MoE file's expert tensors (3D) in CPU_REPACK: Q2_K and Q3_K take their word layouts
+// where the CPU has them (the records stay 2D), and mul_mat_id reads them for experts few
+// tokens chose (the word kernels, activations in word order) and many chose (the GEMM,
+// panels converted back) alike: its results equal the plain buffer's twin (within float
+// summation order) and double sums over the dequantized file bytes; get_rows of the 3D
+// tensor gives the twin's rows; get returns the file's bytes; a view or a copy of it is
+// refused while mul_mat_id runs.
+TEST_CASE("CPU_REPACK: Q2_K / Q3_K MoE experts (3D) take the word layout; mul_mat_id and get_rows equal a plain buffer's and double sums", "[cpu][mul_mat][repack]") {
+    const int64_t K = 2 * TSR_QK_K, M = 20, n_expert = 4, n_used = 2;
+    std::mt19937 rng(61);
+    for (tsr_type t : {TSR_TYPE_Q2_K, TSR_TYPE_Q3_K})
+        for (int64_t n_tok : {int64_t(1), int64_t(9), int64_t(130)}) {
+            INFO(tsr_type_name(t) << " tokens " << n_tok);
+            tsr_context * meta = tsr_init(tsr_init_params{16 * tsr_tensor_overhead() + tsr_graph_overhead(), nullptr, true});
+            REQUIRE(meta);
+            tsr_tensor * wr = tsr_new_tensor_3d(meta, t, K, M, n_expert);
+            tsr_tensor * wp = tsr_new_tensor_3d(meta, t, K, M, n_expert);
+            tsr_tensor * x = tsr_new_tensor_3d(meta, TSR_TYPE_F32, K, n_used, n_tok);
+            tsr_tensor * ids = tsr_new_tensor_2d(meta, TSR_TYPE_I32, n_used, n_tok);
+            tsr_tensor * rid = tsr_new_tensor_2d(meta, TSR_TYPE_I32, 3, n_expert);
+            tsr_tensor * cr = tsr_mul_mat_id(meta, wr, x, ids);
+            tsr_tensor * cp = tsr_mul_mat_id(meta, wp, x, ids);
+            tsr_tensor * gr = tsr_get_rows(meta, wr, rid);
+            tsr_tensor * gp = tsr_get_rows(meta, wp, rid);
+            REQUIRE((cr && cp && gr && gp));
+            tsr_cgraph * gf = tsr_new_graph(meta);
+            for (tsr_tensor * o : {cr, cp, gr, gp}) tsr_build_forward_expand(gf, o);
+            tsr_backend_buffer_t rb = tsr_backend_buft_alloc_buffer(tsr_backend_cpu_repack_buffer_type(), tsr_nbytes(wr));
+            tsr_backend_buffer_t pb = tsr_backend_buft_alloc_buffer(tsr_backend_cpu_buffer_type(), tsr_nbytes(wp));
+            REQUIRE((rb && pb));
+            REQUIRE(tsr_backend_tensor_alloc(rb, wr, tsr_backend_buffer_get_base(rb)));
+            REQUIRE(tsr_backend_tensor_alloc(pb, wp, tsr_backend_buffer_get_base(pb)));
+            tsr_backend_buffer_t ab = tsr_backend_alloc_ctx_tensors_from_buft(meta, tsr_backend_cpu_buffer_type());
+            REQUIRE(ab);
+
+            std::vector<float> wf((size_t)(K * M * n_expert));
+            for (float & v : wf) v = std::uniform_real_distribution<float>(-1, 1)(rng);
+            std::vector<uint8_t> wq(tsr_nbytes(wr));
+            REQUIRE(tsr_quantize_chunk(t, wf.data(), wq.data(), 0, M * n_expert, K, nullptr) == wq.size());
+            REQUIRE(tsr_backend_tensor_set(wr, wq.data(), 0, wq.size()));
+            REQUIRE(tsr_backend_tensor_set(wp, wq.data(), 0, wq.size()));
+            const bool words = tcpu::words_layout_for_type(t);
+            REQUIRE(tcpu::mmid_gemm_min_pairs(t, words) <= 130);  // the GEMM path is taken below
+            CHECK(tcpu::is_words_repacked(wr) == words);
+            CHECK(tsr_backend_cpu_repacks(wr) == words);
+            CHECK((std::memcmp(wr->data, wq.data(), wq.size()) != 0) == words);
+            std::vector<uint8_t> back(wq.size());
+            REQUIRE(tsr_backend_tensor_get(wr, back.data(), 0, back.size()));
+            CHECK(back == wq);
+
+            std::vector<float> xv((size_t)(K * n_used * n_tok));
+            for (float & v : xv) v = std::uniform_real_distribution<float>(-1, 1)(rng);
+            REQUIRE(tsr_backend_tensor_set(x, xv.data(), 0, xv.size() * 4));
+            // slot 0 is expert 3 for every token, slot 1 walks experts 0..2: 130 tokens put
+            // expert 3 (130 pairs) through the GEMM, 0..2 (43-44) through it for Q3_K only
+            // (mmid_gemm_min_pairs), 9 tokens all of them through the dots
+            std::vector<int32_t> idv;
+            for (int64_t k = 0; k < n_tok; ++k) {
+                idv.push_back(3);
+                idv.push_back((int32_t)(k % 3));
+            }
+            REQUIRE(tsr_backend_tensor_set(ids, idv.data(), 0, idv.size() * 4));
+            const int32_t rows[3 * 4] = {(int32_t)M - 1, 0, 5, 1, 2, 3, 19, 18, 17, 7, 7, 0};
+            REQUIRE(tsr_backend_tensor_set(rid, rows, 0, sizeof(rows)));
+
+            // out[m, e, k] = sum_i w[ids[e, k]][m][i] * x[i, e, k], in double from the file's bytes
+            const size_t row_bytes = tsr_row_size(t, K);
+            std::vector<float> w((size_t)K);
+            std::vector<double> ref((size_t)(M * n_used * n_tok)), mag(ref.size());
+            for (int64_t k = 0; k < n_tok; ++k)
+                for (int64_t e = 0; e < n_used; ++e)
+                    for (int64_t m = 0; m < M; ++m) {
+                        const int64_t row = idv[(size_t)(k * n_used + e)] * M + m;
+                        tsr_to_float_row(t, wq.data() + (size_t)row * row_bytes, w.data(), K);
+                        const size_t o = (size_t)((k * n_used + e) * M + m);
+                        for (int64_t i = 0; i < K; ++i) {
+                            const double p = (double)w[(size_t)i] * xv[(size_t)((k * n_used + e) * K + i)];
+                            ref[o] += p;
+                            mag[o] += std::fabs(p);
+                        }
+                    }
+            for (tsr_cpu_isa isa : tsrt::isas()) {
+                kernels_of kk(isa);
+                INFO("isa " << tsr_cpu_isa_name(isa));
+                tsrt::backend_holder be(2);
+                CHECK(tsr_backend_supports_op(be, cr));
+                REQUIRE(tsr_backend_graph_compute(be, gf) == TSR_STATUS_SUCCESS);
+                const float * a = (const float *)cr->data, * b = (const float *)cp->data;
+                int bad = 0;
+                for (size_t i = 0; i < ref.size(); ++i) {
+                    bad += !(std::fabs(a[i] - b[i]) <= 1e-5 * mag[i]);
+                    bad += !(std::fabs(a[i] - ref[i]) <= 1e-2 * mag[i]);  // 8-bit activations
+                }
+                CHECK(bad == 0);
+                CHECK(std::memcmp(gr->data, gp->data, tsr_nbytes(gp)) == 0);
+            }
+            if (words) {  // the layout is read by mul_mat_id itself, not by a view or a copy
+                tsr_context * ctx = tsr_init(tsr_init_params{8 * tsr_tensor_overhead(), nullptr, true});
+                tsr_tensor * v = tsr_view_3d(ctx, wr, K, M, 2, wr->nb[1], wr->nb[2], 0);
+                tsr_tensor * mv = tsr_mul_mat_id(ctx, v, x, ids);
+                tsr_tensor * dup = tsr_cpy(ctx, wr, tsr_new_tensor_3d(ctx, TSR_TYPE_F32, K, M, n_expert));
+                tsrt::backend_holder be(1);
+                CHECK_FALSE(tsr_backend_supports_op(be, mv));
+                CHECK_FALSE(tsr_backend_supports_op(be, dup));
+                tsr_free(ctx);
+            }
+            tsr_backend_buffer_free(ab);
+            tsr_backend_buffer_free(rb);
+            tsr_backend_buffer_free(pb);
+            tsr_free(meta);
+        }
+}
+
 TEST_CASE("mul_mat items: cover every row in whole kernel rows; a waiting thread prefetches inside its first item", "[cpu][mul_mat][threads]") {
     cput::ctx_holder ctx(64);
     const tcpu::kernels * K = tcpu::get_kernels();

@@ -46,9 +46,9 @@ std::vector<double> ref_mul_mat_id(const tsr_tensor * as, const tsr_tensor * b, 
 
 TEST_CASE("mul_mat_id: every weight type, matrix-vector and GEMM experts, b broadcast or per slot", "[cpu][mul_mat]") {
     const int64_t K = 256, M = 37, n_expert = 5, n_used = 2;
-    for (tsr_type type : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q5_1,
-                          TSR_TYPE_Q4_K, TSR_TYPE_Q6_K})
-        for (int64_t n_tok : {1, 9})
+    for (tsr_type type : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0,
+                          TSR_TYPE_Q5_1, TSR_TYPE_IQ4_NL, TSR_TYPE_Q2_K, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K})
+        for (int64_t n_tok : {1, 9, 130})
             for (int64_t n_b : {1, 2}) {
                 ctx_holder ctx(32);
                 std::mt19937 rng((unsigned)(type * 31 + n_tok * 7 + n_b));
@@ -56,8 +56,10 @@ TEST_CASE("mul_mat_id: every weight type, matrix-vector and GEMM experts, b broa
                 fill(as, rng);
                 tsr_tensor * b = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, K, n_b, n_tok);
                 fill(b, rng);
-                // slot 0 is expert 3 for every token (9 tokens: its GEMM path), slot 1 walks
-                // experts 0..2 (one token picks 3 twice); expert 4 is never used
+                // slot 0 is expert 3 for every token, slot 1 walks experts 0..2 (one token picks
+                // 3 twice); expert 4 is never used. 9 tokens: expert 3 takes the GEMM where it
+                // pays from 6 pairs; 130: expert 3 takes it for every type (Q2_K's from 64 or
+                // 128 pairs), experts 0..2 (43-44 pairs) for all but Q2_K
                 std::vector<int32_t> idv;
                 for (int64_t t = 0; t < n_tok; ++t) {
                     idv.push_back(3);

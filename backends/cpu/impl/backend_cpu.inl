@@ -31,12 +31,15 @@ static inline bool is_view_op(enum tsr_op op) {
 }
 
 /* A CPU_REPACK matrix's interleaved bytes (repack.inl) are read by mul_mat as src0 and by
- * get_rows, on the tensor itself; views of one only pass it on. */
+ * get_rows, on the tensor itself, and the word layouts (MoE experts) by mul_mat_id as src0;
+ * views of one only pass it on. */
 static bool reads_r8_right(const tsr_tensor * t) {
     for (int i = 0; i < TSR_MAX_SRC; ++i) {
         if (!reads_r8_bytes(t->src[i])) continue;
         if (is_view_op(t->op)) continue;
-        if (i != 0 || t->src[0]->view_src || (t->op != TSR_OP_MUL_MAT && t->op != TSR_OP_GET_ROWS)) return false;
+        if (i != 0 || t->src[0]->view_src) return false;
+        const bool reader = t->op == TSR_OP_MUL_MAT || t->op == TSR_OP_GET_ROWS || (t->op == TSR_OP_MUL_MAT_ID && is_words_repacked(t->src[0]));
+        if (!reader) return false;
     }
     return true;
 }

@@ -11,42 +11,74 @@ namespace tcpu {
 
 /* The (id, token) pairs of a mul_mat_id grouped by expert, so that every expert's rows pass
  * through the cache once for all the tokens that chose it (a decode step reads only the
- * experts it uses, each once). Workspace, in order: the map (offsets and pair order), the
- * src1 rows prepared in grouped order, the results in grouped order, per-thread GEMM panels. */
+ * experts it uses, each once). An expert chosen by few pairs uses the dot-product kernels,
+ * one chosen by many the GEMM mul_mat would take for the type; each src1 row is prepared as
+ * its expert's path reads it (K-quants: Q8_K for the dots, yq8 blocks for most GEMMs; a
+ * CPU_REPACK word layout: Q8_K in word order for its dots). Workspace, in order: the map
+ * (offsets and pair order), the src1 rows prepared in grouped order, the results in grouped
+ * order, per-thread GEMM panels. */
 struct mmid_plan {
-    mm_plan y;                 /* how src1 rows are prepared (no GEMM: the side arrays too) */
+    mm_plan dot, gemm;         /* how src1 rows are prepared for either path (no GEMM: dot) */
     const gemm_impl * g;       /* the GEMM for experts with many pairs, or NULL */
+    int64_t gemm_min_pairs;    /* from how many pairs an expert takes it */
     int64_t n_expert, n_pairs;
+    size_t y_row;              /* the larger of the two paths' rows */
     size_t map_bytes, y_bytes, c_bytes, thread_bytes;
 };
 
+/* src1 rows prepared for weights of type ta read by g (NULL: the dot-product kernels, which
+ * read yq8 side arrays; a GEMM reads the blocks only). */
+static mm_plan mmid_row_plan(enum tsr_type ta, const gemm_impl * g, int64_t Kd) {
+    mm_plan y{};
+    y.ta = ta;
+    y.g = g;
+    y.y_q8k = g ? g->b_is_q8k : q8k_slot(ta) >= 0;
+    y.y_q8 = tsr_is_quantized(ta) && !y.y_q8k;
+    y.y_conv = !y.y_q8 && !y.y_q8k;
+    if (y.y_q8) y.y_row = g ? (size_t)(Kd / 32) * sizeof(yq8) : yq8_row_bytes(Kd);
+    else if (y.y_q8k) y.y_row = (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K);
+    else y.y_row = (size_t)Kd * 4;
+    return y;
+}
+
+/* Pairs from which an expert's GEMM beats the dot kernels over the same rows: the GEMM
+ * packs every A panel it uses (K-quants re-encoded to int8 panels, Q2_K dequantized and
+ * requantized to Q8_0), a cost the columns share, where the dot kernels read the weights as
+ * they are. cpu_bench's mul_mat_id prompt (Mixtral-shaped experts, 2 threads, Zen 5, 8 to 64
+ * pairs an expert): Q4_0 / Q8_0 / IQ4_NL / Q4_1 / Q5_0 / Q5_1 1.1-1.8 x the dots' GFLOPS
+ * from 8 pairs; Q3_K..Q6_K 0.8-1.2 x at 8 and 16, 1.1-1.8 x from 24; Q2_K 0.2-0.5 x up to
+ * 32, at 64 1.3 x in the file layout, 0.8 x against the word layout's dots (0.95 x at 128). */
+static int64_t mmid_gemm_min_pairs(enum tsr_type t, bool words) {
+    switch (t) {
+        case TSR_TYPE_Q2_K: return words ? 128 : 64;
+        case TSR_TYPE_Q3_K: case TSR_TYPE_Q4_K: case TSR_TYPE_Q5_K: case TSR_TYPE_Q6_K: return 24;
+        default: return GEMM_MIN_N;
+    }
+}
+
 static mmid_plan mmid_make_plan(const tsr_tensor * dst, const kernels * K) {
     const tsr_tensor * as = dst->src[0];
-    const tsr_tensor * b = dst->src[1];
     const tsr_tensor * ids = dst->src[2];
     mmid_plan pl{};
     pl.n_expert = as->ne[2];
     pl.n_pairs = ids->ne[0] * ids->ne[1];
     const int64_t Kd = as->ne[0];
-    mm_plan & y = pl.y;
-    y.ta = as->type;
-    y.y_q8k = q8k_slot(y.ta) >= 0;
-    y.y_q8 = tsr_is_quantized(y.ta) && !y.y_q8k;
-    y.y_conv = !y.y_q8 && !y.y_q8k;
-    /* rows keep the yq8 side arrays: an expert chosen by few tokens uses the dot-product
-     * kernels, one chosen by many the GEMM (which reads the blocks through ldb) */
-    if (y.y_q8) y.y_row = yq8_row_bytes(Kd);
-    else if (y.y_q8k) y.y_row = (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K);
-    else y.y_row = (size_t)Kd * 4;
-    const int slot = type_slot(y.ta);
-    pl.g = slot >= 0 ? K->gemm[slot] : nullptr;
+    const bool words = is_words_repacked(as);
+    pl.gemm_min_pairs = mmid_gemm_min_pairs(as->type, words);
+    pl.g = pl.n_pairs >= pl.gemm_min_pairs ? gemm_for(K, as->type) : nullptr;  /* else no expert has enough pairs */
+    pl.dot = mmid_row_plan(as->type, nullptr, Kd);
+    pl.dot.y_q8k_words = pl.dot.y_q8k && words;
+    pl.gemm = pl.g ? mmid_row_plan(as->type, pl.g, Kd) : pl.dot;
+    pl.y_row = std::max(pl.dot.y_row, pl.gemm.y_row);
     pl.map_bytes = align_up(sizeof(int32_t) * (size_t)(3 * (pl.n_expert + 1) + 2 * pl.n_pairs), 64);
-    pl.y_bytes = align_up(y.y_row * (size_t)pl.n_pairs, 64);
+    pl.y_bytes = align_up(pl.y_row * (size_t)pl.n_pairs, 64);
     pl.c_bytes = align_up((size_t)(as->ne[1] * pl.n_pairs) * 4, 64);
     pl.thread_bytes = gemm_thread_bytes(pl.g, pl.n_pairs);
-    (void)b;
     return pl;
 }
+
+/* An expert with cnt pairs goes through the GEMM (else the dot-product kernels). */
+static inline bool mmid_uses_gemm(const mmid_plan & pl, int64_t cnt) { return pl.g && cnt >= pl.gemm_min_pairs; }
 
 static size_t mmid_work_size(const tsr_tensor * dst, const kernels * K, int nth) {
     const mmid_plan pl = mmid_make_plan(dst, K);
@@ -125,12 +157,14 @@ static void op_mul_mat_id(const cparams & p, tsr_tensor * dst) {
     const int32_t n_used_experts = m.used[pl.n_expert];
     const int64_t n_grouped = m.offs[pl.n_expert];
 
-    /* phase 2: src1 rows prepared in grouped order */
+    /* phase 2: src1 rows prepared in grouped order, each as its expert's path reads it */
     int64_t r0, r1;
     split_rows(n_grouped, p.ith, p.nth, r0, r1);
     for (int64_t r = r0; r < r1; ++r) {
         const int64_t pair = m.order[r];
-        mm_prepare_y_row(p.K, pl.y, b, (pair % n_used) % b->ne[1], pair / n_used, 0, yw + (size_t)r * pl.y.y_row);
+        const int32_t e = mmid_id(ids, pair);
+        const mm_plan & y = mmid_uses_gemm(pl, m.offs[e + 1] - m.offs[e]) ? pl.gemm : pl.dot;
+        mm_prepare_y_row(p.K, y, b, (pair % n_used) % b->ne[1], pair / n_used, 0, yw + (size_t)r * pl.y_row);
     }
     barrier(p);
 
@@ -143,21 +177,23 @@ static void op_mul_mat_id(const cparams & p, tsr_tensor * dst) {
     csize = (csize + mr - 1) / mr * mr;
     mchunks = (M + csize - 1) / csize;
     const int64_t nitems = n_used_experts * mchunks;
+    const bool a_words = is_words_repacked(as);  /* both paths read the word layout as it is */
     for (int64_t it = p.nth == 1 ? 0 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed); it < nitems;
          it = p.nth == 1 ? it + 1 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed)) {
         const int32_t e = m.used[it / mchunks];
         const int64_t mc = it % mchunks;
         const int64_t g0 = m.offs[e], cnt = m.offs[e + 1] - g0;
         mm_args a;
-        a.ta = pl.y.ta;
+        a.ta = as->type;
         a.A = (const char *)as->data + e * as->nb[2];
         a.lda = as->nb[1];
-        a.B = (const char *)yw + (size_t)g0 * pl.y.y_row;
-        a.ldb = pl.y.y_row;
+        a.B = (const char *)yw + (size_t)g0 * pl.y_row;
+        a.ldb = pl.y_row;
         a.M = M; a.N = cnt; a.K = Kd;
         a.C = cw + (size_t)g0 * (size_t)M;
         a.ldc = (size_t)M;
-        a.g = cnt >= GEMM_MIN_N ? pl.g : nullptr;
+        a.g = mmid_uses_gemm(pl, cnt) ? pl.g : nullptr;
+        a.a_words = a_words;
         mm_range(p.K, a, mc * csize, std::min<int64_t>(M, (mc + 1) * csize), tw);
     }
     barrier(p);

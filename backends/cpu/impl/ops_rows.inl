@@ -114,8 +114,9 @@ static void op_out_prod(const cparams & p, tsr_tensor * dst) {
 /* ---- rows ---------------------------------------------------------------------------------- */
 
 /* Row `row` of a CPU_REPACK matrix (repack.inl) as floats, a block at a time through the
- * file's layout, to d (element stride nb0 bytes). */
-static void get_row_r8(const tsr_tensor * a, int64_t row, char * d, size_t nb0) {
+ * file's layout, to d (element stride nb0 bytes). s: the row's place (the word layouts keep
+ * the file's rows, in any tensor shape; the records are 2D). */
+static void get_row_r8(const tsr_tensor * a, int64_t row, const char * s, char * d, size_t nb0) {
     const uint8_t * grp = (const uint8_t *)a->data + (size_t)(row / R8 * R8) * a->nb[1];
     const bool words = is_words_repacked(a);
     const int64_t bs = tsr_blck_size(a->type);
@@ -124,7 +125,7 @@ static void get_row_r8(const tsr_tensor * a, int64_t row, char * d, size_t nb0) 
         float v[TSR_QK_K];
         if (words) {
             const size_t bb = tsr_type_size(a->type);
-            std::memcpy(blk, (const uint8_t *)a->data + (size_t)row * a->nb[1] + (size_t)b * bb, bb);
+            std::memcpy(blk, s + (size_t)b * bb, bb);
             words_blocks_in_place(a->type, blk, 1, false);
         } else {
             r8_row_to_file(a->type, grp, (int)(row % R8), b, 1, blk);
@@ -152,7 +153,7 @@ static void op_get_rows(const cparams & p, tsr_tensor * dst) {
         }
         const char * s = tptr(a, 0, row, i11, i12);
         if (a_r8) {
-            get_row_r8(a, row, d, dst->nb[0]);
+            get_row_r8(a, row, s, d, dst->nb[0]);
         } else if (a->type == TSR_TYPE_I32) {
             for (int64_t i = 0; i < ne0; ++i) *(int32_t *)(d + i * dst->nb[0]) = *(const int32_t *)(s + i * a->nb[0]);
         } else if (row_contig(a) && dst->nb[0] == 4) {

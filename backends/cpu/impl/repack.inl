@@ -5,8 +5,9 @@
  * tensor keeps its bytes as set.
  *
  * Who reads the layout: mul_mat (src0: the GEMM packs its A panels from it without
- * shuffles, the matrix-vector path reads it directly) and get_rows (rows converted back, so
- * token embeddings may live here). tsr_backend_tensor_get converts back to the file's bytes;
+ * shuffles, the matrix-vector path reads it directly), mul_mat_id (src0, the word layouts
+ * only: they are the only ones a 3D expert tensor takes) and get_rows (rows converted back,
+ * so token embeddings may live here). tsr_backend_tensor_get converts back to the file's bytes;
  * the CPU backend refuses any other op reading a repacked tensor, and views of one.
  *
  * When: a matrix is repacked when a write reaches its last byte (loaders write a tensor
@@ -21,8 +22,8 @@
  * (r8_record::words says which).
  *
  * Which: contiguous 2D matrices of the types is_r8_type lists (those beyond Q4_0, IQ4_NL, Q4_K where
- * r8_type_has_simd says a SIMD kernel reads them) with a multiple of 8 rows (any, for the
- * words), in builds with
+ * r8_type_has_simd says a SIMD kernel reads them) with a multiple of 8 rows (the words: any
+ * contiguous tensor, MoE experts' 3D ones included), in builds with
  * a SIMD mat-vec for the layout (x86; not yet aarch64, whose NEON dots read the file's
  * layout faster than the scalar one would read this). The layout does not depend on the
  * ISA, so switching ISA (tsr_backend_cpu_set_isa) keeps it valid.
@@ -75,9 +76,11 @@ static bool reads_r8_bytes(const tsr_tensor * t) {
 /* Q2_K and Q3_K go to their word layouts here (any number of rows), not to records. */
 static bool words_layout_for(const tsr_tensor * t) { return words_layout_for_type(t->type); }
 
+/* The words take any shape (every super-block in place: a MoE file's 3D expert tensors
+ * too, which mul_mat_id reads); the records 2D matrices of whole groups of rows. */
 static bool r8_eligible(const tsr_tensor * t) {
-    return k_r8_layout_used && is_r8_type(t->type) && r8_type_has_simd(t->type) && !t->view_src && t->ne[2] == 1 && t->ne[3] == 1 &&
-           (t->ne[1] % R8 == 0 || words_layout_for(t)) && tsr_is_contiguous(t);
+    if (!k_r8_layout_used || !is_r8_type(t->type) || !r8_type_has_simd(t->type) || t->view_src || !tsr_is_contiguous(t)) return false;
+    return words_layout_for(t) || (t->ne[2] == 1 && t->ne[3] == 1 && t->ne[1] % R8 == 0);
 }
 
 /* Every group of t rewritten in place, to the interleaved layout or back to the file's
@@ -85,7 +88,7 @@ static bool r8_eligible(const tsr_tensor * t) {
 static bool r8_convert_tensor(struct tsr_tensor * t, bool to_r8, bool words) {
     const int64_t nb = t->ne[0] / tsr_blck_size(t->type);
     if (words) {
-        words_blocks_in_place(t->type, (uint8_t *)t->data, nb * t->ne[1], to_r8);
+        words_blocks_in_place(t->type, (uint8_t *)t->data, nb * tsr_nrows(t), to_r8);
         return true;
     }
     std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[(size_t)nb * r8_record_bytes(t->type)]);
