@@ -227,6 +227,17 @@ struct mm_plan {
     bool y_prepared() const { return y_q8 || y_q8k || y_conv; }
 };
 
+/* How src1 rows are quantized for pl.ta's weights read by g, and their bytes: for a GEMM
+ * what it says it reads (yq8 blocks, or Q8_K); for the dot-product kernels (g NULL) Q8_K for
+ * K-quants, yq8 with the side arrays only they read for the 32-weight types. Neither (float
+ * weights): y_row left to the caller. */
+static void mm_set_y_format(mm_plan & pl, const gemm_impl * g, int64_t Kd) {
+    pl.y_q8k = g ? g->b_is_q8k : q8k_slot(pl.ta) >= 0;
+    pl.y_q8 = tsr_is_quantized(pl.ta) && !pl.y_q8k;
+    if (pl.y_q8) pl.y_row = g ? (size_t)(Kd / 32) * sizeof(yq8) : yq8_row_bytes(Kd);
+    else if (pl.y_q8k) pl.y_row = (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K);
+}
+
 static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) {
     const tsr_tensor * s0 = dst->src[0];
     const tsr_tensor * s1 = dst->src[1];
@@ -240,16 +251,10 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
     }
     const int64_t ny = s1->ne[1] * s1->ne[2] * s1->ne[3];
     pl.g = s1->ne[1] >= GEMM_MIN_N ? gemm_for(K, pl.ta) : nullptr;
-    /* a GEMM reads yq8 blocks whatever the weight type (but one that says Q8_K); K-quant
-     * dots read Q8_K */
-    pl.y_q8k = pl.g ? pl.g->b_is_q8k : q8k_slot(pl.ta) >= 0;
+    mm_set_y_format(pl, pl.g, Kd);
     pl.y_q8k_words = pl.y_q8k && !pl.g && !pl.x_conv && is_words_repacked(s0);
-    pl.y_q8 = tsr_is_quantized(pl.ta) && !pl.y_q8k;
     pl.y_conv = !pl.y_q8 && !pl.y_q8k && (s1->type != TSR_TYPE_F32 || s1->nb[0] != 4);
-    /* only the dot-product kernels read yq8's side arrays; GEMM packs the blocks */
-    if (pl.y_q8) pl.y_row = pl.g ? (size_t)(Kd / 32) * sizeof(yq8) : yq8_row_bytes(Kd);
-    else if (pl.y_q8k) pl.y_row = (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K);
-    else if (pl.y_conv) pl.y_row = (size_t)Kd * 4;
+    if (pl.y_conv) pl.y_row = (size_t)Kd * 4;
     pl.y_bytes = align_up(pl.y_row * (size_t)ny, 64);
     pl.thread_bytes = gemm_thread_bytes(pl.g, s1->ne[1]);
     pl.y_private = pl.y_prepared() && !pl.x_conv && ny <= 4 && nth > 1;

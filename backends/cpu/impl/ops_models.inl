@@ -26,18 +26,15 @@ struct mmid_plan {
     size_t map_bytes, y_bytes, c_bytes, thread_bytes;
 };
 
-/* src1 rows prepared for weights of type ta read by g (NULL: the dot-product kernels, which
- * read yq8 side arrays; a GEMM reads the blocks only). */
+/* src1 rows prepared for weights of type ta read by g (NULL: the dot-product kernels); float
+ * weights' rows are F32, copied in grouped order. */
 static mm_plan mmid_row_plan(enum tsr_type ta, const gemm_impl * g, int64_t Kd) {
     mm_plan y{};
     y.ta = ta;
     y.g = g;
-    y.y_q8k = g ? g->b_is_q8k : q8k_slot(ta) >= 0;
-    y.y_q8 = tsr_is_quantized(ta) && !y.y_q8k;
+    mm_set_y_format(y, g, Kd);
     y.y_conv = !y.y_q8 && !y.y_q8k;
-    if (y.y_q8) y.y_row = g ? (size_t)(Kd / 32) * sizeof(yq8) : yq8_row_bytes(Kd);
-    else if (y.y_q8k) y.y_row = (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K);
-    else y.y_row = (size_t)Kd * 4;
+    if (y.y_conv) y.y_row = (size_t)Kd * 4;
     return y;
 }
 
