@@ -22060,6 +22060,25 @@ static void mm_set_y_format(mm_plan & pl, const gemm_impl * g, int64_t Kd) {
     else if (pl.y_q8k) pl.y_row = (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K);
 }
 
+/* Columns of src1 (mul_mat_id: pairs of an expert) from which the GEMM beats the dot-product
+ * kernels over the same weights: the GEMM packs every A panel it uses (the K-quants
+ * re-encoded to int8 panels, Q2_K dequantized and requantized to Q8_0), a cost its columns
+ * share, where the dot kernels read the weights as they are. Measured on a 2-core Zen 5
+ * (cpu_bench's mul_mat at M = K = 4096 and its Mixtral-shaped mul_mat_id prompt, GEMM
+ * against dots, 8 to 64 columns): Q8_0 / Q4_0 / IQ4_NL / Q4_1 / Q5_0 / Q5_1 0.7-1.4 x at 8
+ * columns, 1.0-2.6 x from 16; Q4_K / Q5_K / Q6_K 0.65-0.9 x at 8, 1.0-1.6 x at 12, 0.85-1.5 x
+ * at 16; Q3_K 0.55-0.75 x at 8, 0.75-0.95 x at 12 and 16, 1.1-1.8 x from 24; Q2_K 0.15-0.5 x
+ * up to 32, at 64 1.3 x in the file layout but 0.8 x against the word layout's dots (0.95 x
+ * at 128). */
+static int64_t gemm_min_cols(enum tsr_type t, bool words) {
+    switch (t) {
+        case TSR_TYPE_Q2_K: return words ? 128 : 64;
+        case TSR_TYPE_Q3_K: return 24;
+        case TSR_TYPE_Q4_K: case TSR_TYPE_Q5_K: case TSR_TYPE_Q6_K: return 12;
+        default: return GEMM_MIN_N;
+    }
+}
+
 static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) {
     const tsr_tensor * s0 = dst->src[0];
     const tsr_tensor * s1 = dst->src[1];
@@ -22072,7 +22091,7 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
         pl.x_bytes = align_up((size_t)(Kd * s0->ne[1] * s0->ne[2] * s0->ne[3]) * 4, 64);
     }
     const int64_t ny = s1->ne[1] * s1->ne[2] * s1->ne[3];
-    pl.g = s1->ne[1] >= GEMM_MIN_N ? gemm_for(K, pl.ta) : nullptr;
+    pl.g = s1->ne[1] >= gemm_min_cols(pl.ta, !pl.x_conv && is_words_repacked(s0)) ? gemm_for(K, pl.ta) : nullptr;
     mm_set_y_format(pl, pl.g, Kd);
     pl.y_q8k_words = pl.y_q8k && !pl.g && !pl.x_conv && is_words_repacked(s0);
     pl.y_conv = !pl.y_q8 && !pl.y_q8k && (s1->type != TSR_TYPE_F32 || s1->nb[0] != 4);
@@ -24104,7 +24123,7 @@ namespace tcpu {
 struct mmid_plan {
     mm_plan dot, gemm;         /* how src1 rows are prepared for either path (no GEMM: dot) */
     const gemm_impl * g;       /* the GEMM for experts with many pairs, or NULL */
-    int64_t gemm_min_pairs;    /* from how many pairs an expert takes it */
+    int64_t gemm_min_pairs;    /* from how many pairs an expert takes it (gemm_min_cols) */
     int64_t n_expert, n_pairs;
     size_t y_row;              /* the larger of the two paths' rows */
     size_t map_bytes, y_bytes, c_bytes, thread_bytes;
@@ -24122,21 +24141,6 @@ static mm_plan mmid_row_plan(enum tsr_type ta, const gemm_impl * g, int64_t Kd) 
     return y;
 }
 
-/* Pairs from which an expert's GEMM beats the dot kernels over the same rows: the GEMM
- * packs every A panel it uses (K-quants re-encoded to int8 panels, Q2_K dequantized and
- * requantized to Q8_0), a cost the columns share, where the dot kernels read the weights as
- * they are. cpu_bench's mul_mat_id prompt (Mixtral-shaped experts, 2 threads, Zen 5, 8 to 64
- * pairs an expert): Q4_0 / Q8_0 / IQ4_NL / Q4_1 / Q5_0 / Q5_1 1.1-1.8 x the dots' GFLOPS
- * from 8 pairs; Q3_K..Q6_K 0.8-1.2 x at 8 and 16, 1.1-1.8 x from 24; Q2_K 0.2-0.5 x up to
- * 32, at 64 1.3 x in the file layout, 0.8 x against the word layout's dots (0.95 x at 128). */
-static int64_t mmid_gemm_min_pairs(enum tsr_type t, bool words) {
-    switch (t) {
-        case TSR_TYPE_Q2_K: return words ? 128 : 64;
-        case TSR_TYPE_Q3_K: case TSR_TYPE_Q4_K: case TSR_TYPE_Q5_K: case TSR_TYPE_Q6_K: return 24;
-        default: return GEMM_MIN_N;
-    }
-}
-
 static mmid_plan mmid_make_plan(const tsr_tensor * dst, const kernels * K) {
     const tsr_tensor * as = dst->src[0];
     const tsr_tensor * ids = dst->src[2];
@@ -24145,7 +24149,7 @@ static mmid_plan mmid_make_plan(const tsr_tensor * dst, const kernels * K) {
     pl.n_pairs = ids->ne[0] * ids->ne[1];
     const int64_t Kd = as->ne[0];
     const bool words = is_words_repacked(as);
-    pl.gemm_min_pairs = mmid_gemm_min_pairs(as->type, words);
+    pl.gemm_min_pairs = gemm_min_cols(as->type, words);
     pl.g = pl.n_pairs >= pl.gemm_min_pairs ? gemm_for(K, as->type) : nullptr;  /* else no expert has enough pairs */
     pl.dot = mmid_row_plan(as->type, nullptr, Kd);
     pl.dot.y_q8k_words = pl.dot.y_q8k && words;

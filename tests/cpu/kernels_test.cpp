@@ -1007,7 +1007,7 @@ static void check_repack_results(const repack_pair & P, const std::vector<double
 // CPU_REPACK weights: Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q3_K and Q2_K matrices (rows a multiple of 8; any for the
 // word layouts of Q2_K and Q3_K) are stored interleaved
 // (their bytes differ from the file's), others keep their bytes. mul_mat on them, at prompt
-// size (GEMM: its A panels packed from the layout equal those packed from the file, so the
+// size (9 columns, or from where the type takes the GEMM, gemm_min_cols: its A panels packed from the layout equal those packed from the file, so the
 // results are bit for bit the plain buffer's) and for 1 and 3 columns (the interleaved
 // mat-vec: the same exact int32 block sums, float sums in another order), equals the plain
 // buffer's and the double reference; get_rows gives the plain buffer's rows; get returns the
@@ -1029,7 +1029,9 @@ TEST_CASE("CPU_REPACK buffers: Q4_0 / IQ4_NL / Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K 
         for (float & v : wf) v = std::uniform_real_distribution<float>(-1, 1)(rng);
         std::vector<uint8_t> wq(tsr_row_size(t, Kt) * (size_t)M);
         REQUIRE(tsr_quantize_chunk(t, wf.data(), wq.data(), 0, M, Kt, nullptr) == wq.size());
-        for (int64_t N : {int64_t(9), int64_t(1), int64_t(3)}) {
+        // the GEMM's columns: 9, or as many as the type needs to take it in either layout
+        const int64_t n_gemm = std::max<int64_t>(9, tcpu::gemm_min_cols(t, tcpu::words_layout_for_type(t)));
+        for (int64_t N : {n_gemm, int64_t(1), int64_t(3)}) {
             repack_pair P(t, Kt, M, N);
             REQUIRE((P.rb && P.pb && P.ab));
             REQUIRE(std::string(tsr_backend_buffer_name(P.rb)) == "CPU_REPACK");
@@ -1059,7 +1061,7 @@ TEST_CASE("CPU_REPACK buffers: Q4_0 / IQ4_NL / Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K 
                     INFO("isa " << tsr_cpu_isa_name(isa) << " rep " << rep);
                     tsrt::backend_holder be(2);
                     REQUIRE(tsr_backend_graph_compute(be, P.gf) == TSR_STATUS_SUCCESS);
-                    check_repack_results(P, ref, mag, M * N, N >= 6 || !tc.interleaved);
+                    check_repack_results(P, ref, mag, M * N, N == n_gemm || !tc.interleaved);
                 }
                 if (rep == 0) {  // a part rewritten with other bytes, then the original back: same results
                     std::vector<uint8_t> junk(100, 0x5a);
@@ -1733,7 +1735,7 @@ TEST_CASE("CPU_REPACK: Q2_K / Q3_K MoE experts (3D) take the word layout; mul_ma
             REQUIRE(tsr_backend_tensor_set(wr, wq.data(), 0, wq.size()));
             REQUIRE(tsr_backend_tensor_set(wp, wq.data(), 0, wq.size()));
             const bool words = tcpu::words_layout_for_type(t);
-            REQUIRE(tcpu::mmid_gemm_min_pairs(t, words) <= 130);  // the GEMM path is taken below
+            REQUIRE(tcpu::gemm_min_cols(t, words) <= 130);  // the GEMM path is taken below
             CHECK(tcpu::is_words_repacked(wr) == words);
             CHECK(tsr_backend_cpu_repacks(wr) == words);
             CHECK((std::memcmp(wr->data, wq.data(), wq.size()) != 0) == words);
@@ -1746,7 +1748,7 @@ TEST_CASE("CPU_REPACK: Q2_K / Q3_K MoE experts (3D) take the word layout; mul_ma
             REQUIRE(tsr_backend_tensor_set(x, xv.data(), 0, xv.size() * 4));
             // slot 0 is expert 3 for every token, slot 1 walks experts 0..2: 130 tokens put
             // expert 3 (130 pairs) through the GEMM, 0..2 (43-44) through it for Q3_K only
-            // (mmid_gemm_min_pairs), 9 tokens all of them through the dots
+            // (gemm_min_cols), 9 tokens all of them through the dots
             std::vector<int32_t> idv;
             for (int64_t k = 0; k < n_tok; ++k) {
                 idv.push_back(3);

@@ -302,7 +302,8 @@ TEST_CASE("mul_mat: Q4_1, Q5_0, Q5_1, IQ4_NL and K-quant weights", "[cpu][mul_ma
         const int64_t B = tsr_blck_size(t);
         check_mul_mat(t, 8 * B, 37, 1, 1, 1, 1, 1, false, 1);    // matrix-vector
         check_mul_mat(t, 2 * B, 203, 3, 1, 1, 1, 1, false, 2);   // few columns, two threads, 3 rows past a group of 4
-        check_mul_mat(t, 4 * B, 21, 17, 1, 1, 1, 1, false, 2);   // GEMM-sized N
+        check_mul_mat(t, 4 * B, 21, 17, 1, 1, 1, 1, false, 2);   // the GEMM of the 32-element types, the K-quants' dots
+        check_mul_mat(t, 4 * B, 21, 70, 1, 1, 1, 1, false, 2);   // every type's GEMM (Q2_K's from 64 columns)
         check_mul_mat(t, B, 9, 5, 2, 1, 4, 3, false, 2);         // broadcast over dims 2 and 3
         check_mul_mat(t, 2 * B, 13, 9, 1, 1, 2, 1, true, 2);     // transposed (non-contiguous) src1
     }
@@ -318,9 +319,10 @@ TEST_CASE("mul_mat: matrix-vector of the K-quant and 32-element types in four st
 }
 
 // The packed int8 GEMM of these types (weights repacked as Q8_0 panels): K over two k
-// blocks of the kernels (kc 512 / 1024) with a partial one, M past a panel of rows.
+// blocks of the kernels (kc 512 / 1024) with a partial one, M past a panel of rows, N past
+// the column count from which each type takes the GEMM (Q2_K's 64) and off the tiles.
 TEST_CASE("mul_mat: GEMM of the requantized types over k blocks and row panels", "[cpu][mul_mat][quant]") {
-    for (tsr_type t : kRowQuants) check_mul_mat(t, 1280, 37, 7, 1, 1, 1, 1, false, 2);
+    for (tsr_type t : kRowQuants) check_mul_mat(t, 1280, 37, 67, 1, 1, 1, 1, false, 2);
 }
 
 namespace {
@@ -350,7 +352,7 @@ std::vector<float> on_grid_activations(int64_t K, int64_t N, std::mt19937 & rng)
 // partial row panel. The requantizing packers erred by up to half a step of 1/254 of each
 // block's largest weight on top: far past the bound on the grid.
 TEST_CASE("mul_mat: GEMM of the exactly packed types errs by the activations' quantization only", "[cpu][mul_mat][quant]") {
-    const int64_t K = 1280, M = 37, N = 7;
+    const int64_t K = 1280, M = 37, N = 25;  // every type here takes the GEMM (Q3_K from 24 columns)
     for (tsr_type t : {TSR_TYPE_Q4_1, TSR_TYPE_Q5_1, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K})
         for (bool on_grid : {true, false}) {
             std::mt19937 rng((unsigned)(t * 2 + on_grid));
@@ -425,7 +427,7 @@ TEST_CASE("mul_mat: the AMX path's quantized GEMMs give the AVX-512 path's bits"
         if (t != TSR_TYPE_Q6_K) types.push_back(t);
     struct shape { int64_t K, M, N; };
     for (tsr_type t : types)
-        for (const shape & sh : {shape{2304, 45, 21}, shape{256, 70, 530}}) {
+        for (const shape & sh : {shape{2304, 45, 133}, shape{256, 70, 530}}) {
             ctx_holder ctx(32);
             std::mt19937 rng((unsigned)(t * 7 + sh.N));
             tsr_tensor * a = tsr_new_tensor_2d(ctx, t, sh.K, sh.M);
@@ -453,7 +455,7 @@ TEST_CASE("mul_mat: the AMX path's quantized GEMMs give the AVX-512 path's bits"
 // past the 528-column block.
 TEST_CASE("mul_mat: the Q6_K GEMMs are exact against Q8_K activations", "[cpu][mul_mat][quant]") {
     struct shape { int64_t K, M, N; };
-    for (const shape & sh : {shape{2304, 45, 21}, shape{256, 70, 530}}) {
+    for (const shape & sh : {shape{2304, 45, 133}, shape{256, 70, 530}}) {
         ctx_holder ctx(32);
         std::mt19937 rng((unsigned)sh.N);
         tsr_tensor * a = tsr_new_tensor_2d(ctx, TSR_TYPE_Q6_K, sh.K, sh.M);

@@ -600,7 +600,7 @@ TEST_CASE("model: weights mapped in place give the logits of weights read into m
 
 // CPU_REPACK (tessera-run's default): the Q4_0 / IQ4_NL / Q4_K matrices are interleaved in it,
 // Q5_0 / Q3_K / Q2_K where the CPU has AVX2 (Q2_K in its word layout where it has AVX-512 VNNI), Q5_K and Q4_1 / Q5_1 where AVX2 is its best (mapped: moved into
-// it, the rest stays mapped; read: every weight in it); other types keep their bytes. The prompt's logits (GEMM: panels equal to the file packer's) equal the plain
+// it, the rest stays mapped; read: every weight in it); other types keep their bytes. The prompt's logits (GEMM, at 130 tokens for every type: panels equal to the file packer's) equal the plain
 // weights' bit for bit; the next token's (the interleaved mat-vec: the same int32 block sums,
 // float sums in another order) within 1e-4 of the largest logit where both mat-vecs add their
 // floats in nearly the same order, and within the 8-bit activations' noise otherwise: a
@@ -634,12 +634,18 @@ TEST_CASE("model: CPU_REPACK weights give the logits of plain weights (CPU)", "[
                 if (!use_mmap) CHECK(std::string(tsr_backend_buffer_name(repacked.buf_w)) == "CPU_REPACK");
                 CHECK(tsr_backend_cpu_repacks(repacked.w.layers[0].ffn_down) == interleaves);
                 CHECK(std::string(tsr_backend_buffer_name(repacked.w.layers[0].ffn_down->buffer)) == (interleaves || !use_mmap ? "CPU_REPACK" : "CPU"));
-                const std::vector<int32_t> toks = plain.tok.encode(prompt_for(arch::llama), plain.tok.add_bos);
-                REQUIRE(toks.size() >= 6);  // the CPU backend's GEMM threshold
+                // the prompt repeated past 130 tokens: every type takes the CPU backend's GEMM
+                // (from 6 columns; the K-quants from 12 or 24, Q2_K from 64, 128 in its word layout)
+                std::vector<int32_t> toks = plain.tok.encode(prompt_for(arch::llama), plain.tok.add_bos);
+                const std::vector<int32_t> once = toks;
+                REQUIRE(once.size() >= 2);
+                while (toks.size() < 130) toks.insert(toks.end(), once.begin() + 1, once.end());
+                session_params sp = test_params(TSR_TYPE_F32, true);
+                sp.n_ctx = sp.n_batch = 192;
                 std::vector<float> logits[2], next[2];
                 for (int i = 0; i < 2; ++i) {
                     session s;
-                    REQUIRE_OK(session_init(s, i ? repacked : plain, be.b, test_params(TSR_TYPE_F32, true), err));
+                    REQUIRE_OK(session_init(s, i ? repacked : plain, be.b, sp, err));
                     REQUIRE_OK(session_eval(s, toks.data(), (int) toks.size(), err));
                     logits[i] = s.logits;
                     REQUIRE_OK(session_eval(s, toks.data() + 1, 1, err));

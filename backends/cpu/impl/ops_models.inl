@@ -20,7 +20,7 @@ namespace tcpu {
 struct mmid_plan {
     mm_plan dot, gemm;         /* how src1 rows are prepared for either path (no GEMM: dot) */
     const gemm_impl * g;       /* the GEMM for experts with many pairs, or NULL */
-    int64_t gemm_min_pairs;    /* from how many pairs an expert takes it */
+    int64_t gemm_min_pairs;    /* from how many pairs an expert takes it (gemm_min_cols) */
     int64_t n_expert, n_pairs;
     size_t y_row;              /* the larger of the two paths' rows */
     size_t map_bytes, y_bytes, c_bytes, thread_bytes;
@@ -38,21 +38,6 @@ static mm_plan mmid_row_plan(enum tsr_type ta, const gemm_impl * g, int64_t Kd) 
     return y;
 }
 
-/* Pairs from which an expert's GEMM beats the dot kernels over the same rows: the GEMM
- * packs every A panel it uses (K-quants re-encoded to int8 panels, Q2_K dequantized and
- * requantized to Q8_0), a cost the columns share, where the dot kernels read the weights as
- * they are. cpu_bench's mul_mat_id prompt (Mixtral-shaped experts, 2 threads, Zen 5, 8 to 64
- * pairs an expert): Q4_0 / Q8_0 / IQ4_NL / Q4_1 / Q5_0 / Q5_1 1.1-1.8 x the dots' GFLOPS
- * from 8 pairs; Q3_K..Q6_K 0.8-1.2 x at 8 and 16, 1.1-1.8 x from 24; Q2_K 0.2-0.5 x up to
- * 32, at 64 1.3 x in the file layout, 0.8 x against the word layout's dots (0.95 x at 128). */
-static int64_t mmid_gemm_min_pairs(enum tsr_type t, bool words) {
-    switch (t) {
-        case TSR_TYPE_Q2_K: return words ? 128 : 64;
-        case TSR_TYPE_Q3_K: case TSR_TYPE_Q4_K: case TSR_TYPE_Q5_K: case TSR_TYPE_Q6_K: return 24;
-        default: return GEMM_MIN_N;
-    }
-}
-
 static mmid_plan mmid_make_plan(const tsr_tensor * dst, const kernels * K) {
     const tsr_tensor * as = dst->src[0];
     const tsr_tensor * ids = dst->src[2];
@@ -61,7 +46,7 @@ static mmid_plan mmid_make_plan(const tsr_tensor * dst, const kernels * K) {
     pl.n_pairs = ids->ne[0] * ids->ne[1];
     const int64_t Kd = as->ne[0];
     const bool words = is_words_repacked(as);
-    pl.gemm_min_pairs = mmid_gemm_min_pairs(as->type, words);
+    pl.gemm_min_pairs = gemm_min_cols(as->type, words);
     pl.g = pl.n_pairs >= pl.gemm_min_pairs ? gemm_for(K, as->type) : nullptr;  /* else no expert has enough pairs */
     pl.dot = mmid_row_plan(as->type, nullptr, Kd);
     pl.dot.y_q8k_words = pl.dot.y_q8k && words;
