@@ -247,7 +247,8 @@ static void mm_set_y_format(mm_plan & pl, const gemm_impl * g, int64_t Kd) {
  * columns, 1.0-2.6 x from 16; Q4_K / Q5_K / Q6_K 0.65-0.9 x at 8, 1.0-1.6 x at 12, 0.85-1.5 x
  * at 16; Q3_K 0.55-0.75 x at 8, 0.75-0.95 x at 12 and 16, 1.1-1.8 x from 24; Q2_K 0.15-0.5 x
  * up to 32, at 64 1.3 x in the file layout but 0.8 x against the word layout's dots (0.95 x
- * at 128). */
+ * at 128). The AVX2 path's kernels on the same machine agree: at 12 columns Q4_K / Q5_K 1.2-1.3
+ * x, Q6_K 0.9 x, Q3_K 1.0 x, Q2_K 0.4 x; at 24 all but Q2_K 1.1-2.3 x; Q2_K 1.3 x at 64. */
 static int64_t gemm_min_cols(enum tsr_type t, bool words) {
     switch (t) {
         case TSR_TYPE_Q2_K: return words ? 128 : 64;
