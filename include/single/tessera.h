@@ -22038,6 +22038,7 @@ struct mm_plan {
     bool x_conv;              /* src0 rows not contiguous: convert to dense F32 */
     bool y_q8;                /* src1 quantized to yq8 */
     bool y_q8k;               /* src1 quantized to Q8_K (K-quant weights) */
+    bool a_words;             /* src0 read as it is in a CPU_REPACK word layout (repack_words.inl) */
     bool y_q8k_words;         /* and its qs in the word order (src0 in a word layout, mat-vec) */
     bool y_conv;              /* src1 converted to dense F32 */
     bool y_private;           /* few src1 rows: every thread converts them into its own
@@ -22092,9 +22093,10 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
         pl.x_bytes = align_up((size_t)(Kd * s0->ne[1] * s0->ne[2] * s0->ne[3]) * 4, 64);
     }
     const int64_t ny = s1->ne[1] * s1->ne[2] * s1->ne[3];
-    pl.g = s1->ne[1] >= gemm_min_cols(pl.ta, !pl.x_conv && is_words_repacked(s0)) ? gemm_for(K, pl.ta) : nullptr;
+    pl.a_words = !pl.x_conv && is_words_repacked(s0);
+    pl.g = s1->ne[1] >= gemm_min_cols(pl.ta, pl.a_words) ? gemm_for(K, pl.ta) : nullptr;
     mm_set_y_format(pl, pl.g, Kd);
-    pl.y_q8k_words = pl.y_q8k && !pl.g && !pl.x_conv && is_words_repacked(s0);
+    pl.y_q8k_words = pl.y_q8k && !pl.g && pl.a_words;
     pl.y_conv = !pl.y_q8 && !pl.y_q8k && (s1->type != TSR_TYPE_F32 || s1->nb[0] != 4);
     if (pl.y_conv) pl.y_row = (size_t)Kd * 4;
     pl.y_bytes = align_up(pl.y_row * (size_t)ny, 64);
@@ -22232,7 +22234,7 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
     const mm_items items = mm_split(pl, M, nbatch, p.nth);
     const int64_t mchunks = items.mchunks, csize = items.csize;
     const int64_t nitems = nbatch * mchunks;
-    const bool a_words = !pl.x_conv && is_words_repacked(s0), a_r8 = !pl.x_conv && !a_words && is_r8_repacked(s0);
+    const bool a_r8 = !pl.x_conv && !pl.a_words && is_r8_repacked(s0);
     for (int64_t it = p.nth == 1 ? 0 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed); it < nitems;
          it = p.nth == 1 ? it + 1 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed)) {
         const int64_t b = it / mchunks, mc = it % mchunks;
@@ -22259,7 +22261,7 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
         a.ldc = dst->nb[1] / 4;
         a.g = pl.g;
         a.a_r8 = a_r8;
-        a.a_words = a_words;
+        a.a_words = pl.a_words;
         mm_range(p.K, a, mc * csize, std::min<int64_t>(M, (mc + 1) * csize), tw);
     }
 }
@@ -24125,6 +24127,7 @@ struct mmid_plan {
     mm_plan dot, gemm;         /* how src1 rows are prepared for either path (no GEMM: dot) */
     const gemm_impl * g;       /* the GEMM for experts with many pairs, or NULL */
     int64_t gemm_min_pairs;    /* from how many pairs an expert takes it (gemm_min_cols) */
+    bool a_words;              /* the experts in a CPU_REPACK word layout: both paths read it as it is */
     int64_t n_expert, n_pairs;
     size_t y_row;              /* the larger of the two paths' rows */
     size_t map_bytes, y_bytes, c_bytes, thread_bytes;
@@ -24149,11 +24152,11 @@ static mmid_plan mmid_make_plan(const tsr_tensor * dst, const kernels * K) {
     pl.n_expert = as->ne[2];
     pl.n_pairs = ids->ne[0] * ids->ne[1];
     const int64_t Kd = as->ne[0];
-    const bool words = is_words_repacked(as);
-    pl.gemm_min_pairs = gemm_min_cols(as->type, words);
+    pl.a_words = is_words_repacked(as);
+    pl.gemm_min_pairs = gemm_min_cols(as->type, pl.a_words);
     pl.g = pl.n_pairs >= pl.gemm_min_pairs ? gemm_for(K, as->type) : nullptr;  /* else no expert has enough pairs */
     pl.dot = mmid_row_plan(as->type, nullptr, Kd);
-    pl.dot.y_q8k_words = pl.dot.y_q8k && words;
+    pl.dot.y_q8k_words = pl.dot.y_q8k && pl.a_words;
     pl.gemm = pl.g ? mmid_row_plan(as->type, pl.g, Kd) : pl.dot;
     pl.y_row = std::max(pl.dot.y_row, pl.gemm.y_row);
     pl.map_bytes = align_up(sizeof(int32_t) * (size_t)(3 * (pl.n_expert + 1) + 2 * pl.n_pairs), 64);
@@ -24263,7 +24266,6 @@ static void op_mul_mat_id(const cparams & p, tsr_tensor * dst) {
     csize = (csize + mr - 1) / mr * mr;
     mchunks = (M + csize - 1) / csize;
     const int64_t nitems = n_used_experts * mchunks;
-    const bool a_words = is_words_repacked(as);  /* both paths read the word layout as it is */
     for (int64_t it = p.nth == 1 ? 0 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed); it < nitems;
          it = p.nth == 1 ? it + 1 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed)) {
         const int32_t e = m.used[it / mchunks];
@@ -24279,7 +24281,7 @@ static void op_mul_mat_id(const cparams & p, tsr_tensor * dst) {
         a.C = cw + (size_t)g0 * (size_t)M;
         a.ldc = (size_t)M;
         a.g = mmid_uses_gemm(pl, cnt) ? pl.g : nullptr;
-        a.a_words = a_words;
+        a.a_words = pl.a_words;
         mm_range(p.K, a, mc * csize, std::min<int64_t>(M, (mc + 1) * csize), tw);
     }
     barrier(p);

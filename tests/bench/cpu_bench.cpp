@@ -516,7 +516,8 @@ double bench_moe(tsr_backend_t be, tsr_type type, int64_t T, int reps, tsr_backe
     if (ab) {
         for (int i = 0; i < 3; ++i) {
             fast_fill(w[i], 21 + (unsigned)i);
-            tsr_backend_tensor_set(w[i], w[i]->data, 0, tsr_nbytes(w[i]));  /* filled in place: a CPU_REPACK buffer repacks it now */
+            /* filled in place: a CPU_REPACK buffer repacks it when told so */
+            if (buft == tsr_backend_cpu_repack_buffer_type()) tsr_backend_tensor_set(w[i], w[i]->data, 0, tsr_nbytes(w[i]));
         }
         fast_fill(x, 23);
         for (int64_t t = 0; t < T; ++t) {

@@ -216,6 +216,7 @@ struct mm_plan {
     bool x_conv;              /* src0 rows not contiguous: convert to dense F32 */
     bool y_q8;                /* src1 quantized to yq8 */
     bool y_q8k;               /* src1 quantized to Q8_K (K-quant weights) */
+    bool a_words;             /* src0 read as it is in a CPU_REPACK word layout (repack_words.inl) */
     bool y_q8k_words;         /* and its qs in the word order (src0 in a word layout, mat-vec) */
     bool y_conv;              /* src1 converted to dense F32 */
     bool y_private;           /* few src1 rows: every thread converts them into its own
@@ -270,9 +271,10 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
         pl.x_bytes = align_up((size_t)(Kd * s0->ne[1] * s0->ne[2] * s0->ne[3]) * 4, 64);
     }
     const int64_t ny = s1->ne[1] * s1->ne[2] * s1->ne[3];
-    pl.g = s1->ne[1] >= gemm_min_cols(pl.ta, !pl.x_conv && is_words_repacked(s0)) ? gemm_for(K, pl.ta) : nullptr;
+    pl.a_words = !pl.x_conv && is_words_repacked(s0);
+    pl.g = s1->ne[1] >= gemm_min_cols(pl.ta, pl.a_words) ? gemm_for(K, pl.ta) : nullptr;
     mm_set_y_format(pl, pl.g, Kd);
-    pl.y_q8k_words = pl.y_q8k && !pl.g && !pl.x_conv && is_words_repacked(s0);
+    pl.y_q8k_words = pl.y_q8k && !pl.g && pl.a_words;
     pl.y_conv = !pl.y_q8 && !pl.y_q8k && (s1->type != TSR_TYPE_F32 || s1->nb[0] != 4);
     if (pl.y_conv) pl.y_row = (size_t)Kd * 4;
     pl.y_bytes = align_up(pl.y_row * (size_t)ny, 64);
@@ -410,7 +412,7 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
     const mm_items items = mm_split(pl, M, nbatch, p.nth);
     const int64_t mchunks = items.mchunks, csize = items.csize;
     const int64_t nitems = nbatch * mchunks;
-    const bool a_words = !pl.x_conv && is_words_repacked(s0), a_r8 = !pl.x_conv && !a_words && is_r8_repacked(s0);
+    const bool a_r8 = !pl.x_conv && !pl.a_words && is_r8_repacked(s0);
     for (int64_t it = p.nth == 1 ? 0 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed); it < nitems;
          it = p.nth == 1 ? it + 1 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed)) {
         const int64_t b = it / mchunks, mc = it % mchunks;
@@ -437,7 +439,7 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
         a.ldc = dst->nb[1] / 4;
         a.g = pl.g;
         a.a_r8 = a_r8;
-        a.a_words = a_words;
+        a.a_words = pl.a_words;
         mm_range(p.K, a, mc * csize, std::min<int64_t>(M, (mc + 1) * csize), tw);
     }
 }

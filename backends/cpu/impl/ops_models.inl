@@ -21,6 +21,7 @@ struct mmid_plan {
     mm_plan dot, gemm;         /* how src1 rows are prepared for either path (no GEMM: dot) */
     const gemm_impl * g;       /* the GEMM for experts with many pairs, or NULL */
     int64_t gemm_min_pairs;    /* from how many pairs an expert takes it (gemm_min_cols) */
+    bool a_words;              /* the experts in a CPU_REPACK word layout: both paths read it as it is */
     int64_t n_expert, n_pairs;
     size_t y_row;              /* the larger of the two paths' rows */
     size_t map_bytes, y_bytes, c_bytes, thread_bytes;
@@ -45,11 +46,11 @@ static mmid_plan mmid_make_plan(const tsr_tensor * dst, const kernels * K) {
     pl.n_expert = as->ne[2];
     pl.n_pairs = ids->ne[0] * ids->ne[1];
     const int64_t Kd = as->ne[0];
-    const bool words = is_words_repacked(as);
-    pl.gemm_min_pairs = gemm_min_cols(as->type, words);
+    pl.a_words = is_words_repacked(as);
+    pl.gemm_min_pairs = gemm_min_cols(as->type, pl.a_words);
     pl.g = pl.n_pairs >= pl.gemm_min_pairs ? gemm_for(K, as->type) : nullptr;  /* else no expert has enough pairs */
     pl.dot = mmid_row_plan(as->type, nullptr, Kd);
-    pl.dot.y_q8k_words = pl.dot.y_q8k && words;
+    pl.dot.y_q8k_words = pl.dot.y_q8k && pl.a_words;
     pl.gemm = pl.g ? mmid_row_plan(as->type, pl.g, Kd) : pl.dot;
     pl.y_row = std::max(pl.dot.y_row, pl.gemm.y_row);
     pl.map_bytes = align_up(sizeof(int32_t) * (size_t)(3 * (pl.n_expert + 1) + 2 * pl.n_pairs), 64);
@@ -159,7 +160,6 @@ static void op_mul_mat_id(const cparams & p, tsr_tensor * dst) {
     csize = (csize + mr - 1) / mr * mr;
     mchunks = (M + csize - 1) / csize;
     const int64_t nitems = n_used_experts * mchunks;
-    const bool a_words = is_words_repacked(as);  /* both paths read the word layout as it is */
     for (int64_t it = p.nth == 1 ? 0 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed); it < nitems;
          it = p.nth == 1 ? it + 1 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed)) {
         const int32_t e = m.used[it / mchunks];
@@ -175,7 +175,7 @@ static void op_mul_mat_id(const cparams & p, tsr_tensor * dst) {
         a.C = cw + (size_t)g0 * (size_t)M;
         a.ldc = (size_t)M;
         a.g = mmid_uses_gemm(pl, cnt) ? pl.g : nullptr;
-        a.a_words = a_words;
+        a.a_words = pl.a_words;
         mm_range(p.K, a, mc * csize, std::min<int64_t>(M, (mc + 1) * csize), tw);
     }
     barrier(p);
