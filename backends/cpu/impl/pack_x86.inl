@@ -86,6 +86,30 @@ TSR_TARGET_AVX2 static inline __m256i mul_bytes_avx2(__m256i v, __m256i s) {
     return _mm256_or_si256(even, odd);
 }
 
+/* Q3_K: a super-block's 16 scales (q3k_scale: 4 low bits from the nibbles of bytes 0..7,
+ * 2 high bits from bytes 8..11 at bit 2 (j / 4) of byte 8 + j % 4, minus 32) negated as
+ * int16, and -d, decoded together for the packer's header cache (as k4_header8), where each
+ * block of 32 decoded its two scales field by field. */
+struct q3k_header16 {
+    int16_t neg_sc[16] = {};
+    float neg_d = 0.0f;
+    int64_t sb = -1;  /* the super-block decoded; -1: none yet */
+};
+TSR_TARGET_AVX2 static inline void q3k_header16_avx2(const char * row, int64_t sb, q3k_header16 & h) {
+    const tsr_block_q3_K & x = ((const tsr_block_q3_K *)row)[sb];
+    const __m128i nib = _mm_loadl_epi64((const __m128i *)x.scales);
+    const __m128i low = _mm_and_si128(_mm_unpacklo_epi64(nib, _mm_srli_epi16(nib, 4)), _mm_set1_epi8(0x0F));  /* scale j at byte j */
+    uint32_t top;
+    std::memcpy(&top, x.scales + 8, 4);
+    /* dword k: bits 2k.. of bytes 8..11, so byte m holds the high bits of scale 4k + m */
+    const __m128i high = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)top), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(0x03));
+    const __m128i sc = _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32));
+    const __m256i neg = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_cvtepi8_epi16(sc));
+    _mm256_storeu_si256((__m256i *)h.neg_sc, neg);
+    h.neg_d = -fp16_avx2(x.d);
+    h.sb = sb;
+}
+
 /* Q3_K: level q (-4..3) times its scale per 16 (-32..31) spans -124..128; negated it fits
  * int8, and the block's scale is -d: exactly the format's d * sc * q. */
 TSR_TARGET_AVX2 static inline __m256i q3_K_block_avx2(const char * row, int64_t b, float * scale) {
@@ -135,7 +159,7 @@ TSR_TARGET_AVX2 static inline __m256i min_block_avx2(const char * row, int64_t b
  * were about half of the packing time, and packing half of a 16-column GEMM's: 4096 x 4096
  * Q4_K at 16 columns 402-416 -> 490-502 GFLOPS, Q5_K 389-398 -> 457-469 (2 threads). */
 struct k4_header8 {
-    float a[8], b[8];
+    float a[8] = {}, b[8] = {};
     int64_t sb = -1;  /* the super-block decoded; -1: none yet */
 };
 template <enum tsr_type T>
@@ -183,7 +207,7 @@ TSR_TARGET_AVX2 static inline affine32 q2_K_affine_block_avx2(const char * row, 
  * per block of 32 cost an fp16 conversion and two int conversions each time (the packer's
  * header cache, as k4_header8): 4096 x 4096 at 16 columns 414 -> 460 GFLOPS. */
 struct q6k_header16 {
-    float ds[16];
+    float ds[16] = {};
     int64_t sb = -1;  /* the super-block decoded; -1: none yet */
 };
 TSR_TARGET_AVX2 static inline void q6k_header16_avx2(const char * row, int64_t sb, q6k_header16 & h) {
@@ -305,11 +329,13 @@ struct panel_block {
 };
 
 /* A row's decoded super-block header, kept while the packer walks the row's blocks of 32
- * (Q4_K / Q5_K min panels and Q6_K half panels; the other types' headers are per block or
- * cheap): the super-block's fields converted once instead of once per block. */
+ * (Q4_K / Q5_K min panels, Q6_K half panels, Q3_K; the other types' headers are per block
+ * or, Q2_K's, part of its requantization): the fields converted once instead of once per
+ * block. */
 struct sb_header_cache {
     k4_header8 k4;
     q6k_header16 q6;
+    q3k_header16 q3;
 };
 
 /* Block b (of 32) of a row of type T in the panel layout KIND (panel_kind); h: that row's
@@ -330,6 +356,13 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE panel_block panel_block_avx2(const char
         p.q = q6_K_half_levels_avx2(row, b);
         p.f[0] = h.q6.ds[2 * (b % 8)];
         p.f[1] = h.q6.ds[2 * (b % 8) + 1];
+    } else if constexpr (T == TSR_TYPE_Q3_K) {
+        if (b / 8 != h.q3.sb) q3k_header16_avx2(row, b / 8, h.q3);
+        const int j = (int)(b % 8);
+        const tsr_block_q3_K & x = ((const tsr_block_q3_K *)row)[b / 8];
+        const __m256i neg_sc = _mm256_setr_m128i(_mm_set1_epi16(h.q3.neg_sc[2 * j]), _mm_set1_epi16(h.q3.neg_sc[2 * j + 1]));
+        p.q = mul_bytes_avx2(q3_K_levels_avx2(x, j), neg_sc);
+        p.f[0] = h.q3.neg_d;
     } else {
         p.q = block_i8_avx2<T>(row, b, &p.f[0]);
     }
