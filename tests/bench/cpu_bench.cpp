@@ -868,8 +868,8 @@ int main(int argc, char ** argv) {
         const double g = bench_gemm_repack(be, t, M, K, N, reps);
         add_row(std::string("mul_mat ") + tsr_type_name(t) + " (CPU_REPACK)", g, "GFLOPS", amx ? on_avx512(bench_gemm_repack, t) : "", shape);
     }
-    /* a short prompt (16 tokens): the GEMM from 6 columns, but Q3_K's dot kernels below 24
-     * and Q2_K's below 64 (gemm_min_cols: whichever measured faster) */
+    /* a short prompt (16 tokens): the GEMM from 6 columns (Q4_K..Q6_K from 10, Q3_K from 16),
+     * but Q2_K's dot kernels below 64 (gemm_min_cols: whichever measured faster) */
     for (tsr_type t : bench_types) {
         if (matvec_only || conv_only || quick || t == TSR_TYPE_F32) continue;
         add_row(std::string("mul_mat ") + tsr_type_name(t) + ", 16 columns", bench_gemm(be, t, M, K, 16, reps), "GFLOPS", "", "M=4096 K=4096 N=16");

@@ -249,12 +249,17 @@ static void mm_set_y_format(mm_plan & pl, const gemm_impl * g, int64_t Kd) {
  * at 16; Q3_K 0.55-0.75 x at 8, 0.75-0.95 x at 12 and 16, 1.1-1.8 x from 24; Q2_K 0.15-0.5 x
  * up to 32, at 64 1.3 x in the file layout but 0.8 x against the word layout's dots (0.95 x
  * at 128). The AVX2 path's kernels on the same machine agree: at 12 columns Q4_K / Q5_K 1.2-1.3
- * x, Q6_K 0.9 x, Q3_K 1.0 x, Q2_K 0.4 x; at 24 all but Q2_K 1.1-2.3 x; Q2_K 1.3 x at 64. */
+ * x, Q6_K 0.9 x, Q3_K 1.0 x, Q2_K 0.4 x; at 24 all but Q2_K 1.1-2.3 x; Q2_K 1.3 x at 64.
+ * Since the x86 packers decode each super-block's header once (pack_x86.inl), measured again
+ * at M = K = 4096 (3 runs each, alternating): Q4_K 0.75-0.8 x at 8, 1.0 x at 10 (CPU_REPACK's
+ * records too), 1.2 x at 12; Q5_K 0.9 x at 8, 1.15 x at 10; Q6_K 0.95 x at 8, 1.07 x at 10;
+ * Q3_K 1.04 x at 12, 1.0-1.2 x at 16 (its word layout 1.15-1.35 x), 1.35 x at 20: Q4_K..Q6_K
+ * from 10 (was 12), Q3_K from 16 (was 24). */
 static int64_t gemm_min_cols(enum tsr_type t, bool words) {
     switch (t) {
         case TSR_TYPE_Q2_K: return words ? 128 : 64;
-        case TSR_TYPE_Q3_K: return 24;
-        case TSR_TYPE_Q4_K: case TSR_TYPE_Q5_K: case TSR_TYPE_Q6_K: return 12;
+        case TSR_TYPE_Q3_K: return 16;
+        case TSR_TYPE_Q4_K: case TSR_TYPE_Q5_K: case TSR_TYPE_Q6_K: return 10;
         default: return GEMM_MIN_N;
     }
 }
