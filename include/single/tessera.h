@@ -22178,12 +22178,19 @@ static void mm_set_y_format(mm_plan & pl, const gemm_impl * g, int64_t Kd) {
  * at M = K = 4096 (3 runs each, alternating): Q4_K 0.75-0.8 x at 8, 1.0 x at 10 (CPU_REPACK's
  * records too), 1.2 x at 12; Q5_K 0.9 x at 8, 1.15 x at 10; Q6_K 0.95 x at 8, 1.07 x at 10;
  * Q3_K 1.04 x at 12, 1.0-1.2 x at 16 (its word layout 1.15-1.35 x), 1.35 x at 20: Q4_K..Q6_K
- * from 10 (was 12), Q3_K from 16 (was 24). */
+ * from 10 (was 12), Q3_K from 16 (was 24). The portable packers (NEON's, gemm_kquant.inl)
+ * still decode per block of 32 and were never timed on an ARM core: that path keeps the
+ * earlier 12 and 24. */
 static int64_t gemm_min_cols(enum tsr_type t, bool words) {
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+    constexpr int64_t q3_k = 16, q4_q6_k = 10;
+#else
+    constexpr int64_t q3_k = 24, q4_q6_k = 12;
+#endif
     switch (t) {
         case TSR_TYPE_Q2_K: return words ? 128 : 64;
-        case TSR_TYPE_Q3_K: return 16;
-        case TSR_TYPE_Q4_K: case TSR_TYPE_Q5_K: case TSR_TYPE_Q6_K: return 10;
+        case TSR_TYPE_Q3_K: return q3_k;
+        case TSR_TYPE_Q4_K: case TSR_TYPE_Q5_K: case TSR_TYPE_Q6_K: return q4_q6_k;
         default: return GEMM_MIN_N;
     }
 }
