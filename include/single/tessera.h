@@ -14959,14 +14959,18 @@ TSR_TARGET_AVX2 static inline void q3k_header16_avx2(const char * row, int64_t s
 }
 
 /* Q3_K: level q (-4..3) times its scale per 16 (-32..31) spans -124..128; negated it fits
- * int8, and the block's scale is -d: exactly the format's d * sc * q. */
+ * int8, and the block's scale is -d: exactly the format's d * sc * q. Block j (of 32) of
+ * super-block x with the negated scales of its two halves. */
+TSR_TARGET_AVX2 static inline __m256i q3_K_scaled_levels_avx2(const tsr_block_q3_K & x, int j, int neg_sc0, int neg_sc1) {
+    return mul_bytes_avx2(q3_K_levels_avx2(x, j), _mm256_setr_m128i(_mm_set1_epi16((short)neg_sc0), _mm_set1_epi16((short)neg_sc1)));
+}
+
+/* Block b (of 32) of a Q3_K row decoded on its own (the packer uses q3k_header16's scales). */
 TSR_TARGET_AVX2 static inline __m256i q3_K_block_avx2(const char * row, int64_t b, float * scale) {
     const tsr_block_q3_K & x = ((const tsr_block_q3_K *)row)[b / 8];
     const int j = (int)(b % 8);
     *scale = -fp16_avx2(x.d);
-    const __m256i neg_sc = _mm256_setr_m128i(_mm_set1_epi16((short)-tsr_impl::q3k_scale(2 * j, x.scales)),
-                                             _mm_set1_epi16((short)-tsr_impl::q3k_scale(2 * j + 1, x.scales)));
-    return mul_bytes_avx2(q3_K_levels_avx2(x, j), neg_sc);
+    return q3_K_scaled_levels_avx2(x, j, -tsr_impl::q3k_scale(2 * j, x.scales), -tsr_impl::q3k_scale(2 * j + 1, x.scales));
 }
 
 /* ---- blocks with a min: w = a * q - b, q unsigned (0..31) ------------------------------- */
@@ -15207,9 +15211,7 @@ TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE panel_block panel_block_avx2(const char
     } else if constexpr (T == TSR_TYPE_Q3_K) {
         if (b / 8 != h.q3.sb) q3k_header16_avx2(row, b / 8, h.q3);
         const int j = (int)(b % 8);
-        const tsr_block_q3_K & x = ((const tsr_block_q3_K *)row)[b / 8];
-        const __m256i neg_sc = _mm256_setr_m128i(_mm_set1_epi16(h.q3.neg_sc[2 * j]), _mm_set1_epi16(h.q3.neg_sc[2 * j + 1]));
-        p.q = mul_bytes_avx2(q3_K_levels_avx2(x, j), neg_sc);
+        p.q = q3_K_scaled_levels_avx2(((const tsr_block_q3_K *)row)[b / 8], j, h.q3.neg_sc[2 * j], h.q3.neg_sc[2 * j + 1]);
         p.f[0] = h.q3.neg_d;
     } else {
         p.q = block_i8_avx2<T>(row, b, &p.f[0]);
