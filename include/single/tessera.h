@@ -15180,39 +15180,41 @@ struct panel_block {
     float f[2];
 };
 
-/* A row's decoded super-block header, kept while the packer walks the row's blocks of 32
- * (Q4_K / Q5_K min panels, Q6_K half panels, Q3_K; the other types' headers are per block
- * or, Q2_K's, part of its requantization): the fields converted once instead of once per
- * block. */
-struct sb_header_cache {
-    k4_header8 k4;
-    q6k_header16 q6;
-    q3k_header16 q3;
-};
+/* A row's decoded super-block header, kept while the packer walks the row's blocks of 32:
+ * the fields converted once instead of once per block, for the types whose headers cost
+ * that (Q4_K / Q5_K min panels, Q6_K half panels, Q3_K); the others' headers are per block
+ * or, Q2_K's, part of its requantization, and their cache is empty. */
+struct no_header_cache {};
+template <enum tsr_type T, int KIND> struct header_cache_of { using type = no_header_cache; };
+template <> struct header_cache_of<TSR_TYPE_Q4_K, PANEL_MIN> { using type = k4_header8; };
+template <> struct header_cache_of<TSR_TYPE_Q5_K, PANEL_MIN> { using type = k4_header8; };
+template <> struct header_cache_of<TSR_TYPE_Q6_K, PANEL_HALVES> { using type = q6k_header16; };
+template <> struct header_cache_of<TSR_TYPE_Q3_K, PANEL_Q8> { using type = q3k_header16; };
+template <enum tsr_type T, int KIND> using header_cache = typename header_cache_of<T, KIND>::type;
 
 /* Block b (of 32) of a row of type T in the panel layout KIND (panel_kind); h: that row's
  * header cache. */
 template <enum tsr_type T, int KIND>
-TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE panel_block panel_block_avx2(const char * row, int64_t b, sb_header_cache & h) {
+TSR_TARGET_AVX2 static TSR_ALWAYS_INLINE panel_block panel_block_avx2(const char * row, int64_t b, header_cache<T, KIND> & h) {
     panel_block p{};
-    if constexpr (KIND == PANEL_MIN && (T == TSR_TYPE_Q4_K || T == TSR_TYPE_Q5_K)) {
-        if (b / 8 != h.k4.sb) k4_header8_avx2<T>(row, b / 8, h.k4);
+    if constexpr (std::is_same_v<header_cache<T, KIND>, k4_header8>) {
+        if (b / 8 != h.sb) k4_header8_avx2<T>(row, b / 8, h);
         p.q = k4_levels_avx2<T>(row, b);
-        p.f[0] = h.k4.a[b % 8];
-        p.f[1] = h.k4.b[b % 8];
+        p.f[0] = h.a[b % 8];
+        p.f[1] = h.b[b % 8];
     } else if constexpr (KIND == PANEL_MIN) {
         p.q = min_block_avx2<T>(row, b, &p.f[0], &p.f[1]);
     } else if constexpr (KIND == PANEL_HALVES) {
         static_assert(T == TSR_TYPE_Q6_K, "Q6_K's are the only half panels");
-        if (b / 8 != h.q6.sb) q6k_header16_avx2(row, b / 8, h.q6);
+        if (b / 8 != h.sb) q6k_header16_avx2(row, b / 8, h);
         p.q = q6_K_half_levels_avx2(row, b);
-        p.f[0] = h.q6.ds[2 * (b % 8)];
-        p.f[1] = h.q6.ds[2 * (b % 8) + 1];
+        p.f[0] = h.ds[2 * (b % 8)];
+        p.f[1] = h.ds[2 * (b % 8) + 1];
     } else if constexpr (T == TSR_TYPE_Q3_K) {
-        if (b / 8 != h.q3.sb) q3k_header16_avx2(row, b / 8, h.q3);
+        if (b / 8 != h.sb) q3k_header16_avx2(row, b / 8, h);
         const int j = (int)(b % 8);
-        p.q = q3_K_scaled_levels_avx2(((const tsr_block_q3_K *)row)[b / 8], j, h.q3.neg_sc[2 * j], h.q3.neg_sc[2 * j + 1]);
-        p.f[0] = h.q3.neg_d;
+        p.q = q3_K_scaled_levels_avx2(((const tsr_block_q3_K *)row)[b / 8], j, h.neg_sc[2 * j], h.neg_sc[2 * j + 1]);
+        p.f[0] = h.neg_d;
     } else {
         p.q = block_i8_avx2<T>(row, b, &p.f[0]);
     }
@@ -15237,7 +15239,7 @@ TSR_TARGET_AVX2 static void pack_panel_i8_avx2(const char * a, size_t lda, int r
     const size_t block_bytes = (size_t)R * (32 + 4 * NF);
     for (int r0 = 0; r0 < R; r0 += 4) {
         const int live = std::max(0, std::min(4, rows - r0));
-        sb_header_cache hdr[4];  /* rows r0..r0 + 3 */
+        header_cache<T, KIND> hdr[4];  /* rows r0..r0 + 3 */
         for (int b = 0; b < nb; ++b) {
             /* past the panel this is the next panel's rows; prefetches never fault */
             const char * ahead = a + (size_t)(r0 + 4) * lda + (size_t)(b0 + b) * bytes_per_256<T>() / 8;
