@@ -58,8 +58,9 @@ TEST_CASE("mul_mat_id: every weight type, matrix-vector and GEMM experts, b broa
                 fill(b, rng);
                 // slot 0 is expert 3 for every token, slot 1 walks experts 0..2 (one token picks
                 // 3 twice); expert 4 is never used. 9 tokens: expert 3 takes the GEMM where it
-                // pays from 6 pairs (not the K-quants: 12 and up); 130: expert 3 takes it for
-                // every type (Q2_K's from 64 pairs), experts 0..2 (43-44 pairs) for all but Q2_K
+                // pays from 6 pairs (not the K-quants); 130: expert 3 takes it for every type,
+                // experts 0..2 (43-44 pairs) for all but Q2_K (gemm_min_cols; kernels_test.cpp
+                // checks these counts against it)
                 std::vector<int32_t> idv;
                 for (int64_t t = 0; t < n_tok; ++t) {
                     idv.push_back(3);

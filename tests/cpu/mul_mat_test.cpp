@@ -302,8 +302,8 @@ TEST_CASE("mul_mat: Q4_1, Q5_0, Q5_1, IQ4_NL and K-quant weights", "[cpu][mul_ma
         const int64_t B = tsr_blck_size(t);
         check_mul_mat(t, 8 * B, 37, 1, 1, 1, 1, 1, false, 1);    // matrix-vector
         check_mul_mat(t, 2 * B, 203, 3, 1, 1, 1, 1, false, 2);   // few columns, two threads, 3 rows past a group of 4
-        check_mul_mat(t, 4 * B, 21, 17, 1, 1, 1, 1, false, 2);   // the GEMM but for Q2_K (its dots below 64 columns) and, on NEON, Q3_K (below 24)
-        check_mul_mat(t, 4 * B, 21, 70, 1, 1, 1, 1, false, 2);   // every type's GEMM (Q2_K's from 64 columns)
+        check_mul_mat(t, 4 * B, 21, 17, 1, 1, 1, 1, false, 2);   // the GEMM but for Q2_K and, on NEON, Q3_K (gemm_min_cols: kernels_test.cpp checks these counts)
+        check_mul_mat(t, 4 * B, 21, 70, 1, 1, 1, 1, false, 2);   // every type's GEMM, Q2_K's too
         check_mul_mat(t, B, 9, 5, 2, 1, 4, 3, false, 2);         // broadcast over dims 2 and 3
         check_mul_mat(t, 2 * B, 13, 9, 1, 1, 2, 1, true, 2);     // transposed (non-contiguous) src1
     }
@@ -352,7 +352,7 @@ std::vector<float> on_grid_activations(int64_t K, int64_t N, std::mt19937 & rng)
 // partial row panel. The requantizing packers erred by up to half a step of 1/254 of each
 // block's largest weight on top: far past the bound on the grid.
 TEST_CASE("mul_mat: GEMM of the exactly packed types errs by the activations' quantization only", "[cpu][mul_mat][quant]") {
-    const int64_t K = 1280, M = 37, N = 25;  // every type here takes the GEMM (Q3_K from 16 columns, 24 on NEON)
+    const int64_t K = 1280, M = 37, N = 25;  // every type here takes the GEMM (gemm_min_cols)
     for (tsr_type t : {TSR_TYPE_Q4_1, TSR_TYPE_Q5_1, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K})
         for (bool on_grid : {true, false}) {
             std::mt19937 rng((unsigned)(t * 2 + on_grid));

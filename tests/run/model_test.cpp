@@ -635,7 +635,7 @@ TEST_CASE("model: CPU_REPACK weights give the logits of plain weights (CPU)", "[
                 CHECK(tsr_backend_cpu_repacks(repacked.w.layers[0].ffn_down) == interleaves);
                 CHECK(std::string(tsr_backend_buffer_name(repacked.w.layers[0].ffn_down->buffer)) == (interleaves || !use_mmap ? "CPU_REPACK" : "CPU"));
                 // the prompt repeated past 130 tokens: every type takes the CPU backend's GEMM
-                // (from 6 columns; the K-quants from 12 or 24, Q2_K from 64, 128 in its word layout)
+                // (gemm_min_cols; kernels_test.cpp checks 130 against it)
                 std::vector<int32_t> toks = plain.tok.encode(prompt_for(arch::llama), plain.tok.add_bos);
                 const std::vector<int32_t> once = toks;
                 REQUIRE(once.size() >= 2);
