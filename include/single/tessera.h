@@ -17752,7 +17752,17 @@ template <bool Q3, bool GFNI> struct k2_row {
  * (4 runs, 6-11 %). Not worth their cost, measured the same way: the activations gathered
  * and the starts computed once per mat-vec instead of once per 4 rows (+2-5 %, a second
  * Q8_K layout), the scales spread by one vpermw per pair and an in-lane vpshufb per j
- * instead of a vpermw per j (no change). */
+ * instead of a vpermw per j (no change). Q2_K / Q3_K in cache the same way (64 rows of
+ * 4096, 3 rounds): the levels times their scales looked up in a 16-entry vpshufb table per
+ * row and 128-bit lane (level m of j at entry 4j + m, built by a vpermb of the scales and two
+ * masked byte adds), all four j into one vpdpbusd sum a row, no pack, vpermw or vpdpwssd:
+ * Q2_K 26.9-32.2 GB/s against 33.3-38.4 (36.7-38.7 with a constant table: the lookups cost
+ * what they save); 8 rows a call sharing the activations, Q3_K's starts and the constants:
+ * Q2_K 36.7-36.9 against 37.4-39.3, Q3_K 38.0-38.8 against 37.7-38.5. Measured on that Zen 5
+ * (a loop of independent zmm ops): the multiplies (vpdpbusd, vpdpwssd, vpmaddwd) and the
+ * shuffles (vpshufb, vpermw / vpermb, vpackssdw, vgf2p8affineqb, vpermps) issue 2 a cycle
+ * each and about 2.5 together, AND / add / unpack 3.5-4: this kernel's 26 multiplies and
+ * about 30 shuffles per 4 rows and super-block are what hold it at ~38 GB/s a core. */
 template <bool Q3, int R, bool GFNI = false>
 TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
     const size_t bbytes = Q3 ? sizeof(tsr_block_q3_K) : sizeof(tsr_block_q2_K);
