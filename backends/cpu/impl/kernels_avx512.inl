@@ -1262,13 +1262,15 @@ template <bool Q3, bool GFNI> struct k2_row {
  * Q2_K 26.9-32.2 GB/s against 33.3-38.4 (36.7-38.7 with a constant table: the lookups cost
  * what they save); 8 rows a call sharing the activations, Q3_K's starts and the constants:
  * Q2_K 36.7-36.9 against 37.4-39.3, Q3_K 38.0-38.8 against 37.7-38.5; Q3_K's third bits by
- * a shift and a mask instead of GFNI: 32.1-32.4 against 34.5-35.5. Issue rates on that Zen 5
- * (loops of independent zmm ops): multiplies (vpdpbusd, vpmaddwd) 2 a cycle, shuffles
- * (vpshufb, vpermw, vpackssdw, vgf2p8affineqb, vshufi32x4) 2, the two together 3; shifts 2
- * (4 with the multiplies, 3 with the shuffles), vprolvd 2 on the multiplies' ports, AND /
- * add / unpack 4. Per 4 rows and super-block this kernel issues ~29 multiplies and 30 (Q2_K)
- * to 55 (Q3_K) shuffles, yet moving work off the shuffle ports (the shifts above) did not
- * speed it up: no single port bounds it. */
+ * a shift and a mask instead of GFNI: 32.1-32.4 against 34.5-35.5; each pair's vpdpwssd
+ * chain split in two (a latency test): Q2_K 35.0-35.5 against 35.4-37.8, Q3_K 35.6-38.1
+ * against 35.5-38.6, no change. Issue rates on that Zen 5 (loops of independent zmm ops):
+ * multiplies (vpdpbusd, vpmaddwd) 2 a cycle, shuffles (vpshufb, vpermw, vpackssdw,
+ * vgf2p8affineqb, vshufi32x4) 2, the two together 3; shifts 2 (4 with the multiplies, 3
+ * with the shuffles), vprolvd 2 on the multiplies' ports, AND / add / unpack 4. Per 4 rows
+ * and super-block this kernel issues ~29 multiplies and 30 (Q2_K) to 55 (Q3_K) shuffles, yet
+ * neither moving work off the shuffle ports nor shorter chains made it faster: what bounds
+ * it is open. */
 template <bool Q3, int R, bool GFNI = false>
 TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
     const size_t bbytes = Q3 ? sizeof(tsr_block_q3_K) : sizeof(tsr_block_q2_K);
