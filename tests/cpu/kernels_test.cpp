@@ -12,6 +12,7 @@
 #include "tessera-cpu.h"
 #endif
 #include "cpu_test_util.h"
+#include "gemm_test_columns.h"
 
 #include <algorithm>
 #include <cmath>
@@ -1850,31 +1851,33 @@ TEST_CASE("mul_mat items: cover every row in whole kernel rows; a waiting thread
     }
 }
 
-// The tests that say they cover a type's GEMM pick column counts from gemm_min_cols' table
-// (mul_mat_test.cpp: 17, 25, 67 and 70 columns; models_test.cpp's mul_mat_id at 9 and 130
-// tokens; model_test.cpp's CPU_REPACK prompt at 130): those counts must stay at or past the
-// table, or the cases fall back to the dot kernels and the GEMMs go untested. A threshold
-// raised past them fails here, naming the type, before coverage is lost silently.
+// The column counts of gemm_test_columns.h against gemm_min_cols: the tests that say they
+// cover a type's GEMM reach it (else they fall back to the dot kernels and the GEMMs go
+// untested), and k_quants_on_dots keeps the K-quants on their dots. A threshold raised past
+// a count fails here, naming the type.
 TEST_CASE("gemm_min_cols: the GEMM-sized test shapes reach every type's GEMM they name", "[cpu][mul_mat][quant]") {
+    namespace cols = gemm_test_columns;
     const tcpu::kernels * K = tcpu::get_kernels();
     const tsr_type k_quants[] = {TSR_TYPE_Q2_K, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K};
     const tsr_type q32[] = {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1, TSR_TYPE_IQ4_NL};
     for (tsr_type t : q32) {
         INFO(tsr_type_name(t));
-        CHECK(tcpu::gemm_min_cols(t, false) <= 9);  // models_test: 9 tokens give expert 3 the GEMM
+        CHECK(tcpu::gemm_min_cols(t, false) <= cols::k_quants_on_dots);
     }
     for (tsr_type t : k_quants)
         for (bool words : {false, true}) {
             INFO(tsr_type_name(t) << (words ? " (word layout)" : ""));
-            CHECK(tcpu::gemm_min_cols(t, words) > 9);     // models_test: 9 tokens keep them on the dots
-            CHECK(tcpu::gemm_min_cols(t, words) <= 130);  // models_test / model_test: 130 tokens reach the GEMM
-            if (!words) CHECK(tcpu::gemm_min_cols(t, false) <= 67);  // mul_mat_test's 67 / 70 columns
-            if (!words && t != TSR_TYPE_Q2_K) CHECK(tcpu::gemm_min_cols(t, false) <= 25);  // the exactly packed types at 25
-            if (!words && t != TSR_TYPE_Q2_K && t != TSR_TYPE_Q3_K) CHECK(tcpu::gemm_min_cols(t, false) <= 17);
-        }
+            CHECK(tcpu::gemm_min_cols(t, words) > cols::k_quants_on_dots);
+            CHECK(tcpu::gemm_min_cols(t, words) <= cols::every_layout);
+            if (words) continue;
+            CHECK(tcpu::gemm_min_cols(t, false) <= cols::every_file_layout);
+            if (t != TSR_TYPE_Q2_K) CHECK(tcpu::gemm_min_cols(t, false) <= cols::exactly_packed);
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-    CHECK(tcpu::gemm_min_cols(TSR_TYPE_Q3_K, false) <= 17);  // mul_mat_test's 17 columns: Q3_K's GEMM on x86
+            if (t != TSR_TYPE_Q2_K) CHECK(tcpu::gemm_min_cols(t, false) <= cols::all_but_q2_k);
+#else
+            if (t != TSR_TYPE_Q2_K && t != TSR_TYPE_Q3_K) CHECK(tcpu::gemm_min_cols(t, false) <= cols::all_but_q2_k);
 #endif
+        }
     // and the path in use has a GEMM for each of them (else no column count reaches one)
     for (tsr_type t : k_quants) CHECK(tcpu::gemm_for(K, t) != nullptr);
     for (tsr_type t : q32) CHECK(tcpu::gemm_for(K, t) != nullptr);

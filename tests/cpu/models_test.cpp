@@ -2,6 +2,7 @@
 // double-precision references written here from ggml's documented semantics, on every
 // ISA path with 2 threads (every node split), plus their shape errors.
 #include "cpu_test_util.h"
+#include "gemm_test_columns.h"
 
 #include <sstream>
 #include <string>
@@ -48,7 +49,7 @@ TEST_CASE("mul_mat_id: every weight type, matrix-vector and GEMM experts, b broa
     const int64_t K = 256, M = 37, n_expert = 5, n_used = 2;
     for (tsr_type type : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0,
                           TSR_TYPE_Q5_1, TSR_TYPE_IQ4_NL, TSR_TYPE_Q2_K, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K})
-        for (int64_t n_tok : {1, 9, 130})
+        for (int64_t n_tok : {int64_t(1), gemm_test_columns::k_quants_on_dots, gemm_test_columns::every_layout})
             for (int64_t n_b : {1, 2}) {
                 ctx_holder ctx(32);
                 std::mt19937 rng((unsigned)(type * 31 + n_tok * 7 + n_b));
@@ -57,10 +58,9 @@ TEST_CASE("mul_mat_id: every weight type, matrix-vector and GEMM experts, b broa
                 tsr_tensor * b = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, K, n_b, n_tok);
                 fill(b, rng);
                 // slot 0 is expert 3 for every token, slot 1 walks experts 0..2 (one token picks
-                // 3 twice); expert 4 is never used. 9 tokens: expert 3 takes the GEMM where it
-                // pays from 6 pairs (not the K-quants); 130: expert 3 takes it for every type,
-                // experts 0..2 (43-44 pairs) for all but Q2_K (gemm_min_cols; kernels_test.cpp
-                // checks these counts against it)
+                // 3 twice); expert 4 is never used. k_quants_on_dots tokens: expert 3 takes the
+                // GEMM but for the K-quants; every_layout (130): expert 3 takes it for every
+                // type, experts 0..2 (43-44 pairs) for all but Q2_K
                 std::vector<int32_t> idv;
                 for (int64_t t = 0; t < n_tok; ++t) {
                     idv.push_back(3);

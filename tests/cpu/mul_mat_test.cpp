@@ -1,6 +1,7 @@
 // mul_mat on every weight type x every ISA path x odd shapes, broadcasting and
 // non-contiguous operands, against a double-precision reference computed here.
 #include "cpu_test_util.h"
+#include "gemm_test_columns.h"
 
 #include <initializer_list>
 #include <sstream>
@@ -302,8 +303,8 @@ TEST_CASE("mul_mat: Q4_1, Q5_0, Q5_1, IQ4_NL and K-quant weights", "[cpu][mul_ma
         const int64_t B = tsr_blck_size(t);
         check_mul_mat(t, 8 * B, 37, 1, 1, 1, 1, 1, false, 1);    // matrix-vector
         check_mul_mat(t, 2 * B, 203, 3, 1, 1, 1, 1, false, 2);   // few columns, two threads, 3 rows past a group of 4
-        check_mul_mat(t, 4 * B, 21, 17, 1, 1, 1, 1, false, 2);   // the GEMM but for Q2_K and, on NEON, Q3_K (gemm_min_cols: kernels_test.cpp checks these counts)
-        check_mul_mat(t, 4 * B, 21, 70, 1, 1, 1, 1, false, 2);   // every type's GEMM, Q2_K's too
+        check_mul_mat(t, 4 * B, 21, gemm_test_columns::all_but_q2_k, 1, 1, 1, 1, false, 2);       // the GEMM but for Q2_K
+        check_mul_mat(t, 4 * B, 21, gemm_test_columns::every_file_layout, 1, 1, 1, 1, false, 2);  // every type's GEMM
         check_mul_mat(t, B, 9, 5, 2, 1, 4, 3, false, 2);         // broadcast over dims 2 and 3
         check_mul_mat(t, 2 * B, 13, 9, 1, 1, 2, 1, true, 2);     // transposed (non-contiguous) src1
     }
@@ -320,9 +321,9 @@ TEST_CASE("mul_mat: matrix-vector of the K-quant and 32-element types in four st
 
 // The packed int8 GEMM of these types (weights repacked as Q8_0 panels): K over two k
 // blocks of the kernels (kc 512 / 1024) with a partial one, M past a panel of rows, N past
-// the column count from which each type takes the GEMM (Q2_K's 64) and off the tiles.
+// every column count from which a type takes the GEMM (every_file_layout) and off the tiles.
 TEST_CASE("mul_mat: GEMM of the requantized types over k blocks and row panels", "[cpu][mul_mat][quant]") {
-    for (tsr_type t : kRowQuants) check_mul_mat(t, 1280, 37, 67, 1, 1, 1, 1, false, 2);
+    for (tsr_type t : kRowQuants) check_mul_mat(t, 1280, 37, gemm_test_columns::every_file_layout, 1, 1, 1, 1, false, 2);
 }
 
 namespace {
@@ -352,7 +353,7 @@ std::vector<float> on_grid_activations(int64_t K, int64_t N, std::mt19937 & rng)
 // partial row panel. The requantizing packers erred by up to half a step of 1/254 of each
 // block's largest weight on top: far past the bound on the grid.
 TEST_CASE("mul_mat: GEMM of the exactly packed types errs by the activations' quantization only", "[cpu][mul_mat][quant]") {
-    const int64_t K = 1280, M = 37, N = 25;  // every type here takes the GEMM (gemm_min_cols)
+    const int64_t K = 1280, M = 37, N = gemm_test_columns::exactly_packed;  // every type here takes the GEMM
     for (tsr_type t : {TSR_TYPE_Q4_1, TSR_TYPE_Q5_1, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K})
         for (bool on_grid : {true, false}) {
             std::mt19937 rng((unsigned)(t * 2 + on_grid));

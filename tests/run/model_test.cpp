@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "test_support.h"
+#include "gemm_test_columns.h"
 
 #include "backends.h"
 #include "graph.h"
@@ -634,12 +635,12 @@ TEST_CASE("model: CPU_REPACK weights give the logits of plain weights (CPU)", "[
                 if (!use_mmap) CHECK(std::string(tsr_backend_buffer_name(repacked.buf_w)) == "CPU_REPACK");
                 CHECK(tsr_backend_cpu_repacks(repacked.w.layers[0].ffn_down) == interleaves);
                 CHECK(std::string(tsr_backend_buffer_name(repacked.w.layers[0].ffn_down->buffer)) == (interleaves || !use_mmap ? "CPU_REPACK" : "CPU"));
-                // the prompt repeated past 130 tokens: every type takes the CPU backend's GEMM
-                // (gemm_min_cols; kernels_test.cpp checks 130 against it)
+                // the prompt repeated past every_layout tokens: every type takes the CPU
+                // backend's GEMM
                 std::vector<int32_t> toks = plain.tok.encode(prompt_for(arch::llama), plain.tok.add_bos);
                 const std::vector<int32_t> once = toks;
                 REQUIRE(once.size() >= 2);
-                while (toks.size() < 130) toks.insert(toks.end(), once.begin() + 1, once.end());
+                while ((int64_t)toks.size() < gemm_test_columns::every_layout) toks.insert(toks.end(), once.begin() + 1, once.end());
                 session_params sp = test_params(TSR_TYPE_F32, true);
                 sp.n_ctx = sp.n_batch = 192;
                 std::vector<float> logits[2], next[2];
