@@ -13241,6 +13241,39 @@ static inline void y_side(yq8 * y, int64_t nb, enum tsr_type wt) {
     }
 }
 
+/* A Q8_K activation row for Q3_K's dot-product kernels is followed (at a 64-byte offset) by
+ * one side block per super-block (written by y_side_q8k): where the AVX-512 kernel's
+ * vpdpbusd sums start, so that the levels stay unsigned (0..7, Q3_K's - 4 taken off at the
+ * start). Dword k of start[j] belongs to the 4 activations of zmm j as k2_rows_avx512 joins
+ * them (qs 32j.. in dwords 0-7, qs 128 + 32j.. in dwords 8-15), whose levels are times 4 for
+ * odd j: - 4 (odd j: - 16) times their sum. Once per activation row instead of once per 4
+ * weight rows: that kernel read DRAM at 0.82-0.87 x the read bandwidth computing them,
+ * 0.93-0.94 x loading them. The other ISAs' kernels do not read them. */
+struct yside_q3k {
+    int32_t start[4][16];
+};
+static_assert(sizeof(yside_q3k) == 256, "Q3_K side layout");
+static inline size_t q8k_side_offset(int64_t nb) { return ((size_t)nb * sizeof(tsr_block_q8_K) + 63) / 64 * 64; }
+/* Bytes of a Q8_K activation row of n elements for the dot-product kernels of weight type wt. */
+static inline size_t q8k_row_bytes(int64_t n, enum tsr_type wt) {
+    const int64_t nb = n / TSR_QK_K;
+    return wt == TSR_TYPE_Q3_K ? q8k_side_offset(nb) + (size_t)nb * sizeof(yside_q3k) : (size_t)nb * sizeof(tsr_block_q8_K);
+}
+static inline const yside_q3k * y_side_q3k(const tsr_block_q8_K * y, int64_t nb) {
+    return (const yside_q3k *)((const char *)y + q8k_side_offset(nb));
+}
+/* The side blocks for weights of type wt after the nb Q8_K blocks of y (Q3_K's; others none). */
+static inline void y_side_q8k(tsr_block_q8_K * y, int64_t nb, enum tsr_type wt) {
+    if (wt != TSR_TYPE_Q3_K) return;
+    yside_q3k * side = (yside_q3k *)((char *)y + q8k_side_offset(nb));
+    for (int64_t i = 0; i < nb; ++i)
+        for (int j = 0; j < 4; ++j)
+            for (int k = 0; k < 16; ++k) {
+                const int8_t * q = y[i].qs + (k < 8 ? 32 * j + 4 * k : 128 + 32 * j + 4 * (k - 8));
+                side[i].start[j][k] = -(j & 1 ? 16 : 4) * (q[0] + q[1] + q[2] + q[3]);
+            }
+}
+
 /* Element k of a float-type row (T: 0 f32, 1 f16, 2 bf16): the scalar tails of the SIMD dots. */
 template <int T>
 static inline float elem_as_f32(const char * row, int64_t k) {
@@ -17736,10 +17769,11 @@ template <bool Q3, bool GFNI> struct k2_row {
  * 64 elements against the Q8_K row gathered to match once per super-block. Q3_K's third bit
  * (bit 4h + j of hmask[l]) adds 4 (16 for odd j) to levels kept unsigned, and the - 4 comes
  * off where each vpdpbusd starts: - 4 (- 16) times the 4 activations a dword meets, one
- * vector per j and super-block for all rows. The dots j of a pair of rows pack to int16 (a
- * sum of 4 is at most 4 * 16 * 128 in magnitude) and meet their scales, those of even j
- * times 4 to match (the whole sum is times 4), in one vpdpwssd: the pair's sums are dwords
- * 0-1 (row 2p) and 2-3 (row 2p + 1) of each lane, converted and scaled by d as they are.
+ * vector per j and super-block, computed once per activation row (yside_q3k). The dots j
+ * of a pair of rows pack to int16 (a sum of 4 is at most 4 * 16 * 128 in magnitude) and
+ * meet their scales, those of even j times 4 to match (the whole sum is times 4), in one
+ * vpdpwssd: the pair's sums are dwords 0-1 (row 2p) and 2-3 (row 2p + 1) of each lane,
+ * converted and scaled by d as they are.
  * The rows' headers decode together (lanes_of_rows): scales as int16 words of row pairs, d
  * (and dmin), and Q2_K's mins against the activations' sums, row r in lanes 4r..4r+3.
  * Integer sums are exact and a row's lanes never meet another's, so its result is the same
@@ -17749,10 +17783,13 @@ template <bool Q3, bool GFNI> struct k2_row {
  * Q3_K in cache, one core, kernels alternating in one process: taking the - 4 off through
  * the bsums (a scale-weighted sum per row and a float accumulator, as Q2_K's mins), with
  * q reloaded and the pairs' dots spilled, read 31.9-35.5 GB/s where this reads 34.9-37.7
- * (4 runs, 6-11 %). Not worth their cost, measured the same way: the activations gathered
- * and the starts computed once per mat-vec instead of once per 4 rows (+2-5 %, a second
- * Q8_K layout), the scales spread by one vpermw per pair and an in-lane vpshufb per j
- * instead of a vpermw per j (no change). Q2_K / Q3_K in cache the same way (64 rows of
+ * (4 runs, 6-11 %). The starts computed once per 4 rows (a vpdpbusd and a subtraction per
+ * j and super-block) instead of read from the side blocks: in cache +2-5 %, but from DRAM
+ * (cpu_bench --matvec-only, 2 threads, builds alternating 5 times) 0.78-0.91 x the read
+ * (mean 0.86) against 0.90-0.92 (mean 0.91); the side blocks also holding the activations
+ * in the joined order (no vinserti64x4 per j): 0.86-0.93 (mean 0.88), dropped. Not worth
+ * their cost, measured in cache: the scales spread by one vpermw per pair and an in-lane
+ * vpshufb per j instead of a vpermw per j (no change). Q2_K / Q3_K in cache the same way (64 rows of
  * 4096, 3 rounds): the levels times their scales looked up in a 16-entry vpshufb table per
  * row and 128-bit lane (level m of j at entry 4j + m, built by a vpermb of the scales and two
  * masked byte adds), all four j into one vpdpbusd sum a row, no pack, vpermw or vpdpwssd:
@@ -17775,6 +17812,7 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
     const __m512i idx[4] = {k2_scale_index(0), k2_scale_index(1), k2_scale_index(2), k2_scale_index(3)};
     __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  /* rows 2p and 2p + 1 */
     __m512 off = _mm512_setzero_ps();  /* Q2_K's mins times the sums: row r in lanes 4r..4r+3 */
+    const yside_q3k * side = y_side_q3k(yrow, n / TSR_QK_K);  /* Q3_K's starts */
     for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
         const tsr_block_q8_K & y = yrow[i];
         const uint8_t * blk = (const uint8_t *)x + (size_t)i * bbytes;
@@ -17805,9 +17843,7 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
         /* where the dots start: Q3_K's - 4 (odd j: - 16) times the 4 activations each dword meets */
         __m512i base[4];
 #pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j)
-            base[j] = Q3 ? _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(j & 1 ? 16 : 4), yv[j]))
-                         : _mm512_setzero_si512();
+        for (int j = 0; j < 4; ++j) base[j] = Q3 ? _mm512_loadu_si512((const void *)side[i].start[j]) : _mm512_setzero_si512();
 #pragma GCC unroll 2
         for (int p = 0; p < (R + 1) / 2; ++p) {
             /* the scales of rows 2p and 2p + 1 as int16 words, times 4 where the levels are not */
@@ -22173,13 +22209,14 @@ struct mm_plan {
 
 /* How src1 rows are quantized for pl.ta's weights read by g, and their bytes: for a GEMM
  * what it says it reads (yq8 blocks, or Q8_K); for the dot-product kernels (g NULL) Q8_K for
- * K-quants, yq8 with the side arrays only they read for the 32-weight types. Neither (float
+ * K-quants (Q3_K's with its side blocks), yq8 with the side arrays only they read for the
+ * 32-weight types. Neither (float
  * weights): y_row left to the caller. */
 static void mm_set_y_format(mm_plan & pl, const gemm_impl * g, int64_t Kd) {
     pl.y_q8k = g ? g->b_is_q8k : q8k_slot(pl.ta) >= 0;
     pl.y_q8 = tsr_is_quantized(pl.ta) && !pl.y_q8k;
     if (pl.y_q8) pl.y_row = g ? (size_t)(Kd / 32) * sizeof(yq8) : yq8_row_bytes(Kd);
-    else if (pl.y_q8k) pl.y_row = (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K);
+    else if (pl.y_q8k) pl.y_row = g ? (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K) : q8k_row_bytes(Kd, pl.ta);
 }
 
 /* Columns of src1 (mul_mat_id: pairs of an expert) from which the GEMM beats the dot-product
@@ -22271,6 +22308,7 @@ static void mm_prepare_y_row(const kernels * K, const mm_plan & pl, const tsr_te
     if (pl.y_q8k) {
         quantize_row_q8k(K, s1, i1, i2, i3, (tsr_block_q8_K *)d);
         if (pl.y_q8k_words) q8k_qs_to_words((tsr_block_q8_K *)d, Kd / TSR_QK_K);
+        else if (!pl.g) y_side_q8k((tsr_block_q8_K *)d, Kd / TSR_QK_K, pl.ta);
         return;
     }
     if (pl.y_q8 && s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {

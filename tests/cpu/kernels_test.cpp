@@ -299,11 +299,18 @@ TEST_CASE("dot_q8k: every ISA path equals the scalar path for every K-quant", "[
     const int64_t nb = 9, n = nb * TSR_QK_K;
     std::vector<float> yf((size_t)n);
     for (int64_t i = 0; i < n; ++i) yf[(size_t)i] = i < TSR_QK_K ? ((i % 2) ? 1.0f : -1.0f) : std::uniform_real_distribution<float>(-1, 1)(rng);
-    std::vector<tsr_block_q8_K> y((size_t)nb);
-    REQUIRE(tsr_from_float_row(TSR_TYPE_Q8_K, yf.data(), y.data(), n));
     for (tsr_type t : {TSR_TYPE_Q2_K, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K}) {
         const int slot = tcpu::q8k_slot(t);
         REQUIRE(slot >= 0);
+        // the activations as mul_mat prepares them for t: Q8_K blocks and their side blocks,
+        // of all nb blocks and (yr) of the first 3, which the dot4 checks below read
+        auto q8k_row = [&](int64_t blocks) {
+            std::vector<tsr_block_q8_K> v(tcpu::q8k_row_bytes(blocks * TSR_QK_K, t) / sizeof(tsr_block_q8_K) + 1);
+            REQUIRE(tsr_from_float_row(TSR_TYPE_Q8_K, yf.data(), v.data(), blocks * TSR_QK_K));
+            tcpu::y_side_q8k(v.data(), blocks, t);
+            return v;
+        };
+        const std::vector<tsr_block_q8_K> y = q8k_row(nb), yr = q8k_row(3);
         const size_t bs = tsr_type_size(t);
         std::vector<uint8_t> w(bs * (size_t)nb);
         for (auto & v : w) v = (uint8_t)(rng() & 0xff);
@@ -350,10 +357,10 @@ TEST_CASE("dot_q8k: every ISA path equals the scalar path for every K-quant", "[
                 const int64_t nr = 3 * TSR_QK_K;
                 for (size_t lda : {(size_t)0, 2 * bs}) {
                     float out[4] = {NAN, NAN, NAN, NAN};
-                    K->dot4_q8k[slot](nr, (const char *)w.data(), lda, y.data(), out);
+                    K->dot4_q8k[slot](nr, (const char *)w.data(), lda, yr.data(), out);
                     for (int r = 0; r < 4; ++r) {
                         INFO("dot4 lda " << lda << " row " << r);
-                        const float one = K->dot_q8k[slot](nr, w.data() + r * lda, y.data());
+                        const float one = K->dot_q8k[slot](nr, w.data() + r * lda, yr.data());
                         CHECK(std::memcmp(&out[r], &one, sizeof(float)) == 0);
                         double wr = 0.0, mr = 0.0;
                         for (int64_t i = 0; i < nr; ++i) {
@@ -439,12 +446,13 @@ TEST_CASE("dot4 of the K-quants and 32-element types: each row equals the one-ro
             for (float & v : yf) v = u(rng);
             std::vector<uint8_t> w(stride * 4);
             for (int r = 0; r < 4; ++r) REQUIRE(tsr_from_float_row(t, xf.data() + r * n, w.data() + r * stride, n));
-            // the activations as mul_mat prepares them: Q8_K, or yq8 with the type's side arrays
-            std::vector<tsr_block_q8_K> yk(kq ? (size_t)(n / TSR_QK_K) : 0);
+            // the activations as mul_mat prepares them: Q8_K or yq8, with the type's side arrays
+            std::vector<tsr_block_q8_K> yk(kq ? tcpu::q8k_row_bytes(n, t) / sizeof(tsr_block_q8_K) + 1 : 0);
             std::vector<tcpu::yq8> y8(kq ? 0 : tcpu::yq8_row_bytes(n) / sizeof(tcpu::yq8) + 1);
             std::vector<float> yv((size_t)n);
             if (kq) {
                 REQUIRE(tsr_from_float_row(TSR_TYPE_Q8_K, yf.data(), yk.data(), n));
+                tcpu::y_side_q8k(yk.data(), nb, t);
                 REQUIRE(tsr_to_float_row(TSR_TYPE_Q8_K, yk.data(), yv.data(), n));
             } else {
                 tcpu::quantize_y_scalar(yf.data(), y8.data(), n);

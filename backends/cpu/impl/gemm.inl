@@ -230,13 +230,14 @@ struct mm_plan {
 
 /* How src1 rows are quantized for pl.ta's weights read by g, and their bytes: for a GEMM
  * what it says it reads (yq8 blocks, or Q8_K); for the dot-product kernels (g NULL) Q8_K for
- * K-quants, yq8 with the side arrays only they read for the 32-weight types. Neither (float
+ * K-quants (Q3_K's with its side blocks), yq8 with the side arrays only they read for the
+ * 32-weight types. Neither (float
  * weights): y_row left to the caller. */
 static void mm_set_y_format(mm_plan & pl, const gemm_impl * g, int64_t Kd) {
     pl.y_q8k = g ? g->b_is_q8k : q8k_slot(pl.ta) >= 0;
     pl.y_q8 = tsr_is_quantized(pl.ta) && !pl.y_q8k;
     if (pl.y_q8) pl.y_row = g ? (size_t)(Kd / 32) * sizeof(yq8) : yq8_row_bytes(Kd);
-    else if (pl.y_q8k) pl.y_row = (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K);
+    else if (pl.y_q8k) pl.y_row = g ? (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K) : q8k_row_bytes(Kd, pl.ta);
 }
 
 /* Columns of src1 (mul_mat_id: pairs of an expert) from which the GEMM beats the dot-product
@@ -328,6 +329,7 @@ static void mm_prepare_y_row(const kernels * K, const mm_plan & pl, const tsr_te
     if (pl.y_q8k) {
         quantize_row_q8k(K, s1, i1, i2, i3, (tsr_block_q8_K *)d);
         if (pl.y_q8k_words) q8k_qs_to_words((tsr_block_q8_K *)d, Kd / TSR_QK_K);
+        else if (!pl.g) y_side_q8k((tsr_block_q8_K *)d, Kd / TSR_QK_K, pl.ta);
         return;
     }
     if (pl.y_q8 && s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {

@@ -1239,10 +1239,11 @@ template <bool Q3, bool GFNI> struct k2_row {
  * 64 elements against the Q8_K row gathered to match once per super-block. Q3_K's third bit
  * (bit 4h + j of hmask[l]) adds 4 (16 for odd j) to levels kept unsigned, and the - 4 comes
  * off where each vpdpbusd starts: - 4 (- 16) times the 4 activations a dword meets, one
- * vector per j and super-block for all rows. The dots j of a pair of rows pack to int16 (a
- * sum of 4 is at most 4 * 16 * 128 in magnitude) and meet their scales, those of even j
- * times 4 to match (the whole sum is times 4), in one vpdpwssd: the pair's sums are dwords
- * 0-1 (row 2p) and 2-3 (row 2p + 1) of each lane, converted and scaled by d as they are.
+ * vector per j and super-block, computed once per activation row (yside_q3k). The dots j
+ * of a pair of rows pack to int16 (a sum of 4 is at most 4 * 16 * 128 in magnitude) and
+ * meet their scales, those of even j times 4 to match (the whole sum is times 4), in one
+ * vpdpwssd: the pair's sums are dwords 0-1 (row 2p) and 2-3 (row 2p + 1) of each lane,
+ * converted and scaled by d as they are.
  * The rows' headers decode together (lanes_of_rows): scales as int16 words of row pairs, d
  * (and dmin), and Q2_K's mins against the activations' sums, row r in lanes 4r..4r+3.
  * Integer sums are exact and a row's lanes never meet another's, so its result is the same
@@ -1252,10 +1253,13 @@ template <bool Q3, bool GFNI> struct k2_row {
  * Q3_K in cache, one core, kernels alternating in one process: taking the - 4 off through
  * the bsums (a scale-weighted sum per row and a float accumulator, as Q2_K's mins), with
  * q reloaded and the pairs' dots spilled, read 31.9-35.5 GB/s where this reads 34.9-37.7
- * (4 runs, 6-11 %). Not worth their cost, measured the same way: the activations gathered
- * and the starts computed once per mat-vec instead of once per 4 rows (+2-5 %, a second
- * Q8_K layout), the scales spread by one vpermw per pair and an in-lane vpshufb per j
- * instead of a vpermw per j (no change). Q2_K / Q3_K in cache the same way (64 rows of
+ * (4 runs, 6-11 %). The starts computed once per 4 rows (a vpdpbusd and a subtraction per
+ * j and super-block) instead of read from the side blocks: in cache +2-5 %, but from DRAM
+ * (cpu_bench --matvec-only, 2 threads, builds alternating 5 times) 0.78-0.91 x the read
+ * (mean 0.86) against 0.90-0.92 (mean 0.91); the side blocks also holding the activations
+ * in the joined order (no vinserti64x4 per j): 0.86-0.93 (mean 0.88), dropped. Not worth
+ * their cost, measured in cache: the scales spread by one vpermw per pair and an in-lane
+ * vpshufb per j instead of a vpermw per j (no change). Q2_K / Q3_K in cache the same way (64 rows of
  * 4096, 3 rounds): the levels times their scales looked up in a 16-entry vpshufb table per
  * row and 128-bit lane (level m of j at entry 4j + m, built by a vpermb of the scales and two
  * masked byte adds), all four j into one vpdpbusd sum a row, no pack, vpermw or vpdpwssd:
@@ -1278,6 +1282,7 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
     const __m512i idx[4] = {k2_scale_index(0), k2_scale_index(1), k2_scale_index(2), k2_scale_index(3)};
     __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  /* rows 2p and 2p + 1 */
     __m512 off = _mm512_setzero_ps();  /* Q2_K's mins times the sums: row r in lanes 4r..4r+3 */
+    const yside_q3k * side = y_side_q3k(yrow, n / TSR_QK_K);  /* Q3_K's starts */
     for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
         const tsr_block_q8_K & y = yrow[i];
         const uint8_t * blk = (const uint8_t *)x + (size_t)i * bbytes;
@@ -1308,9 +1313,7 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
         /* where the dots start: Q3_K's - 4 (odd j: - 16) times the 4 activations each dword meets */
         __m512i base[4];
 #pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j)
-            base[j] = Q3 ? _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(j & 1 ? 16 : 4), yv[j]))
-                         : _mm512_setzero_si512();
+        for (int j = 0; j < 4; ++j) base[j] = Q3 ? _mm512_loadu_si512((const void *)side[i].start[j]) : _mm512_setzero_si512();
 #pragma GCC unroll 2
         for (int p = 0; p < (R + 1) / 2; ++p) {
             /* the scales of rows 2p and 2p + 1 as int16 words, times 4 where the levels are not */
