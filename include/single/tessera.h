@@ -13241,37 +13241,57 @@ static inline void y_side(yq8 * y, int64_t nb, enum tsr_type wt) {
     }
 }
 
-/* A Q8_K activation row for Q3_K's dot-product kernels is followed (at a 64-byte offset) by
- * one side block per super-block (written by y_side_q8k): where the AVX-512 kernel's
- * vpdpbusd sums start, so that the levels stay unsigned (0..7, Q3_K's - 4 taken off at the
- * start). Dword k of start[j] belongs to the 4 activations of zmm j as k2_rows_avx512 joins
- * them (qs 32j.. in dwords 0-7, qs 128 + 32j.. in dwords 8-15), whose levels are times 4 for
- * odd j: - 4 (odd j: - 16) times their sum. Once per activation row instead of once per 4
- * weight rows: that kernel read DRAM at 0.82-0.87 x the read bandwidth computing them,
- * 0.93-0.94 x loading them. The other ISAs' kernels do not read them. */
+/* A Q8_K activation row for Q2_K's and Q3_K's dot-product kernels is followed (at a 64-byte
+ * offset) by one side block per super-block, written by y_side_q8k once per activation row,
+ * for work the AVX-512 kernel (k2_rows_avx512) did once per 4 weight rows before. The other
+ * ISAs' kernels do not read them. cpu_bench --matvec-only, 2 threads from DRAM, builds
+ * alternating 5 times each, x the read bandwidth: Q3_K 0.90-0.92 (mean 0.91) against
+ * 0.78-0.91 (mean 0.86), Q2_K 0.88-0.96 (mean 0.92) against 0.78-0.93 (mean 0.88).
+ *
+ * Q3_K: where the kernel's vpdpbusd sums start, so that its levels stay unsigned (0..7: the
+ * - 4 comes off at the start). Dword k of start[j] belongs to the 4 activations of zmm j as
+ * the kernel joins them (qs 32j.. in dwords 0-7, qs 128 + 32j.. in dwords 8-15), whose
+ * levels are times 4 for odd j: - 4 (odd j: - 16) times their sum.
+ *
+ * Q2_K: the 16-element sums split as bsums[g] = 16 hi[g] + lo[g] (lo 0..15, hi -128..127),
+ * so that two vpdpbusd of the mins (times 16, as the scale byte's high nibble already is, and
+ * times 1) against them give sum(min * bsum) with no widening to int16. */
 struct yside_q3k {
     int32_t start[4][16];
 };
-static_assert(sizeof(yside_q3k) == 256, "Q3_K side layout");
+struct yside_q2k {
+    int8_t bsum_hi[16], bsum_lo[16];
+};
+static_assert(sizeof(yside_q3k) == 256 && sizeof(yside_q2k) == 32, "Q8_K side layouts");
 static inline size_t q8k_side_offset(int64_t nb) { return ((size_t)nb * sizeof(tsr_block_q8_K) + 63) / 64 * 64; }
 /* Bytes of a Q8_K activation row of n elements for the dot-product kernels of weight type wt. */
 static inline size_t q8k_row_bytes(int64_t n, enum tsr_type wt) {
     const int64_t nb = n / TSR_QK_K;
-    return wt == TSR_TYPE_Q3_K ? q8k_side_offset(nb) + (size_t)nb * sizeof(yside_q3k) : (size_t)nb * sizeof(tsr_block_q8_K);
+    const size_t side = wt == TSR_TYPE_Q3_K ? sizeof(yside_q3k) : wt == TSR_TYPE_Q2_K ? sizeof(yside_q2k) : 0;
+    return side ? q8k_side_offset(nb) + (size_t)nb * side : (size_t)nb * sizeof(tsr_block_q8_K);
 }
 static inline const yside_q3k * y_side_q3k(const tsr_block_q8_K * y, int64_t nb) {
     return (const yside_q3k *)((const char *)y + q8k_side_offset(nb));
 }
-/* The side blocks for weights of type wt after the nb Q8_K blocks of y (Q3_K's; others none). */
+static inline const yside_q2k * y_side_q2k(const tsr_block_q8_K * y, int64_t nb) {
+    return (const yside_q2k *)((const char *)y + q8k_side_offset(nb));
+}
+/* The side blocks for weights of type wt after the nb Q8_K blocks of y (Q2_K's or Q3_K's;
+ * other types have none). */
 static inline void y_side_q8k(tsr_block_q8_K * y, int64_t nb, enum tsr_type wt) {
-    if (wt != TSR_TYPE_Q3_K) return;
-    yside_q3k * side = (yside_q3k *)((char *)y + q8k_side_offset(nb));
-    for (int64_t i = 0; i < nb; ++i)
+    char * side = (char *)y + q8k_side_offset(nb);
+    for (int64_t i = 0; i < nb && wt == TSR_TYPE_Q3_K; ++i)
         for (int j = 0; j < 4; ++j)
             for (int k = 0; k < 16; ++k) {
                 const int8_t * q = y[i].qs + (k < 8 ? 32 * j + 4 * k : 128 + 32 * j + 4 * (k - 8));
-                side[i].start[j][k] = -(j & 1 ? 16 : 4) * (q[0] + q[1] + q[2] + q[3]);
+                ((yside_q3k *)side)[i].start[j][k] = -(j & 1 ? 16 : 4) * (q[0] + q[1] + q[2] + q[3]);
             }
+    for (int64_t i = 0; i < nb && wt == TSR_TYPE_Q2_K; ++i)
+        for (int g = 0; g < 16; ++g) {
+            const int b = y[i].bsums[g], lo = b & 15;  /* b - lo: a multiple of 16 in -2048..2032 */
+            ((yside_q2k *)side)[i].bsum_lo[g] = (int8_t)lo;
+            ((yside_q2k *)side)[i].bsum_hi[g] = (int8_t)((b - lo) / 16);
+        }
 }
 
 /* Element k of a float-type row (T: 0 f32, 1 f16, 2 bf16): the scalar tails of the SIMD dots. */
@@ -17775,7 +17795,8 @@ template <bool Q3, bool GFNI> struct k2_row {
  * vpdpwssd: the pair's sums are dwords 0-1 (row 2p) and 2-3 (row 2p + 1) of each lane,
  * converted and scaled by d as they are.
  * The rows' headers decode together (lanes_of_rows): scales as int16 words of row pairs, d
- * (and dmin), and Q2_K's mins against the activations' sums, row r in lanes 4r..4r+3.
+ * (and dmin), and Q2_K's mins against the activations' sums split in bytes (yside_q2k), row
+ * r in lanes 4r..4r+3.
  * Integer sums are exact and a row's lanes never meet another's, so its result is the same
  * for every R. GFNI: Q3_K's levels by q3k_levels_gfni (the same integers); only callers
  * under its target (matvec_avx512_gfni) instantiate it.
@@ -17812,7 +17833,8 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
     const __m512i idx[4] = {k2_scale_index(0), k2_scale_index(1), k2_scale_index(2), k2_scale_index(3)};
     __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  /* rows 2p and 2p + 1 */
     __m512 off = _mm512_setzero_ps();  /* Q2_K's mins times the sums: row r in lanes 4r..4r+3 */
-    const yside_q3k * side = y_side_q3k(yrow, n / TSR_QK_K);  /* Q3_K's starts */
+    const yside_q3k * side3 = y_side_q3k(yrow, n / TSR_QK_K);  /* Q3_K's starts */
+    const yside_q2k * side2 = y_side_q2k(yrow, n / TSR_QK_K);  /* Q2_K's split sums */
     for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
         const tsr_block_q8_K & y = yrow[i];
         const uint8_t * blk = (const uint8_t *)x + (size_t)i * bbytes;
@@ -17835,7 +17857,13 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
                                                                    _mm256_mul_ps(_mm256_set1_ps(y.d), _mm256_setr_ps(0.25f, 1, 0.25f, 1, 0.25f, 1, 0.25f, 1))));
             d_pair[0] = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 2, 2, 0, 0, 2, 2, 0, 0, 2, 2, 0, 0, 2, 2), dm);
             d_pair[1] = _mm512_permutexvar_ps(_mm512_setr_epi32(4, 4, 6, 6, 4, 4, 6, 6, 4, 4, 6, 6, 4, 4, 6, 6), dm);
-            off = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot16_bsums_zmm<false>(_mm512_and_si512(_mm512_srli_epi16(h, 4), _mm512_set1_epi8(0x0F)), y)),
+            /* sum(min * bsum) = sum(16 min * hi) + sum(min * lo): 16 min is the byte's high nibble as it is */
+            const __m512i hi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)side2[i].bsum_hi));
+            const __m512i lo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)side2[i].bsum_lo));
+            const __m512i mins16 = _mm512_and_si512(h, _mm512_set1_epi8((char)0xF0));
+            const __m512i mins = _mm512_and_si512(_mm512_srli_epi16(h, 4), _mm512_set1_epi8(0x0F));
+            const __m512i msum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), mins16, hi), mins, lo);
+            off = _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum),
                                   _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7), dm), off);
         }
         const __m512i yv[4] = {join32_zmm(y.qs, y.qs + 128), join32_zmm(y.qs + 32, y.qs + 160),
@@ -17843,7 +17871,7 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
         /* where the dots start: Q3_K's - 4 (odd j: - 16) times the 4 activations each dword meets */
         __m512i base[4];
 #pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) base[j] = Q3 ? _mm512_loadu_si512((const void *)side[i].start[j]) : _mm512_setzero_si512();
+        for (int j = 0; j < 4; ++j) base[j] = Q3 ? _mm512_loadu_si512((const void *)side3[i].start[j]) : _mm512_setzero_si512();
 #pragma GCC unroll 2
         for (int p = 0; p < (R + 1) / 2; ++p) {
             /* the scales of rows 2p and 2p + 1 as int16 words, times 4 where the levels are not */

@@ -303,10 +303,14 @@ TEST_CASE("dot_q8k: every ISA path equals the scalar path for every K-quant", "[
         const int slot = tcpu::q8k_slot(t);
         REQUIRE(slot >= 0);
         // the activations as mul_mat prepares them for t: Q8_K blocks and their side blocks,
-        // of all nb blocks and (yr) of the first 3, which the dot4 checks below read
+        // of all nb blocks and (yr) of the first 3, which the dot4 checks below read; block 1
+        // all -128 (the quantizer's range ends at -127): its 16-element sums -2048, the end
+        // of the side blocks' split
         auto q8k_row = [&](int64_t blocks) {
             std::vector<tsr_block_q8_K> v(tcpu::q8k_row_bytes(blocks * TSR_QK_K, t) / sizeof(tsr_block_q8_K) + 1);
             REQUIRE(tsr_from_float_row(TSR_TYPE_Q8_K, yf.data(), v.data(), blocks * TSR_QK_K));
+            std::memset(v[1].qs, 0x80, sizeof(v[1].qs));
+            for (int16_t & b : v[1].bsums) b = -2048;
             tcpu::y_side_q8k(v.data(), blocks, t);
             return v;
         };

@@ -1245,7 +1245,8 @@ template <bool Q3, bool GFNI> struct k2_row {
  * vpdpwssd: the pair's sums are dwords 0-1 (row 2p) and 2-3 (row 2p + 1) of each lane,
  * converted and scaled by d as they are.
  * The rows' headers decode together (lanes_of_rows): scales as int16 words of row pairs, d
- * (and dmin), and Q2_K's mins against the activations' sums, row r in lanes 4r..4r+3.
+ * (and dmin), and Q2_K's mins against the activations' sums split in bytes (yside_q2k), row
+ * r in lanes 4r..4r+3.
  * Integer sums are exact and a row's lanes never meet another's, so its result is the same
  * for every R. GFNI: Q3_K's levels by q3k_levels_gfni (the same integers); only callers
  * under its target (matvec_avx512_gfni) instantiate it.
@@ -1282,7 +1283,8 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
     const __m512i idx[4] = {k2_scale_index(0), k2_scale_index(1), k2_scale_index(2), k2_scale_index(3)};
     __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  /* rows 2p and 2p + 1 */
     __m512 off = _mm512_setzero_ps();  /* Q2_K's mins times the sums: row r in lanes 4r..4r+3 */
-    const yside_q3k * side = y_side_q3k(yrow, n / TSR_QK_K);  /* Q3_K's starts */
+    const yside_q3k * side3 = y_side_q3k(yrow, n / TSR_QK_K);  /* Q3_K's starts */
+    const yside_q2k * side2 = y_side_q2k(yrow, n / TSR_QK_K);  /* Q2_K's split sums */
     for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
         const tsr_block_q8_K & y = yrow[i];
         const uint8_t * blk = (const uint8_t *)x + (size_t)i * bbytes;
@@ -1305,7 +1307,13 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
                                                                    _mm256_mul_ps(_mm256_set1_ps(y.d), _mm256_setr_ps(0.25f, 1, 0.25f, 1, 0.25f, 1, 0.25f, 1))));
             d_pair[0] = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 2, 2, 0, 0, 2, 2, 0, 0, 2, 2, 0, 0, 2, 2), dm);
             d_pair[1] = _mm512_permutexvar_ps(_mm512_setr_epi32(4, 4, 6, 6, 4, 4, 6, 6, 4, 4, 6, 6, 4, 4, 6, 6), dm);
-            off = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot16_bsums_zmm<false>(_mm512_and_si512(_mm512_srli_epi16(h, 4), _mm512_set1_epi8(0x0F)), y)),
+            /* sum(min * bsum) = sum(16 min * hi) + sum(min * lo): 16 min is the byte's high nibble as it is */
+            const __m512i hi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)side2[i].bsum_hi));
+            const __m512i lo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)side2[i].bsum_lo));
+            const __m512i mins16 = _mm512_and_si512(h, _mm512_set1_epi8((char)0xF0));
+            const __m512i mins = _mm512_and_si512(_mm512_srli_epi16(h, 4), _mm512_set1_epi8(0x0F));
+            const __m512i msum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), mins16, hi), mins, lo);
+            off = _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum),
                                   _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7), dm), off);
         }
         const __m512i yv[4] = {join32_zmm(y.qs, y.qs + 128), join32_zmm(y.qs + 32, y.qs + 160),
@@ -1313,7 +1321,7 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
         /* where the dots start: Q3_K's - 4 (odd j: - 16) times the 4 activations each dword meets */
         __m512i base[4];
 #pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) base[j] = Q3 ? _mm512_loadu_si512((const void *)side[i].start[j]) : _mm512_setzero_si512();
+        for (int j = 0; j < 4; ++j) base[j] = Q3 ? _mm512_loadu_si512((const void *)side3[i].start[j]) : _mm512_setzero_si512();
 #pragma GCC unroll 2
         for (int p = 0; p < (R + 1) / 2; ++p) {
             /* the scales of rows 2p and 2p + 1 as int16 words, times 4 where the levels are not */
