@@ -209,7 +209,8 @@ static inline void y_side(yq8 * y, int64_t nb, enum tsr_type wt) {
 /* A Q8_K activation row for Q2_K's and Q3_K's dot-product kernels is followed (at a 64-byte
  * offset) by one side block per super-block, written by y_side_q8k once per activation row,
  * for work the AVX-512 kernel (k2_rows_avx512) did once per 4 weight rows before. The other
- * ISAs' kernels do not read them. cpu_bench --matvec-only, 2 threads from DRAM, builds
+ * ISAs' kernels do not read them. The kernel finds them from its n: a row is read with the
+ * element count it was prepared for (y_side_q8k's nb), never a prefix of it. cpu_bench --matvec-only, 2 threads from DRAM, builds
  * alternating 5 times each, x the read bandwidth: Q3_K 0.90-0.92 (mean 0.91) against
  * 0.78-0.91 (mean 0.86), Q2_K 0.88-0.96 (mean 0.92) against 0.78-0.93 (mean 0.88).
  *
