@@ -169,32 +169,35 @@ struct yside_q4 {           /* Q4_0 weights: one zmm per 4 blocks, 4 int32 lanes
     float   d[16];          /* lanes 4j..4j+3: d(block j) */
 };
 static_assert(sizeof(yside_q8) == 384 && sizeof(yside_q4) == 256, "y side layout");
-static inline size_t yq8_side_offset(int64_t nb) { return ((size_t)nb * sizeof(yq8) + 63) / 64 * 64; }
+/* Where the side arrays of an activation row of nb blocks of type B (yq8, or Q8_K below)
+ * start, and those arrays as S: the first 64-byte offset past the blocks. */
+template <class B> static inline size_t side_offset(int64_t nb) { return ((size_t)nb * sizeof(B) + 63) / 64 * 64; }
+template <class S, class B> static inline const S * side_after(const B * y, int64_t nb) {
+    return (const S *)(const void *)((const char *)y + side_offset<B>(nb));
+}
+template <class S, class B> static inline S * side_after(B * y, int64_t nb) {
+    return (S *)(void *)((char *)y + side_offset<B>(nb));
+}
 /* Room for either side layout: y_side writes only the one the weight type reads. */
 static inline size_t yq8_row_bytes(int64_t n) {
-    return yq8_side_offset(n / 32) + (size_t)(n / 128) * std::max(sizeof(yside_q8), sizeof(yside_q4));
-}
-static inline const yside_q8 * y_side_q8(const yq8 * y, int64_t nb) {
-    return (const yside_q8 *)((const char *)y + yq8_side_offset(nb));
-}
-static inline const yside_q4 * y_side_q4(const yq8 * y, int64_t nb) {
-    return (const yside_q4 *)((const char *)y + yq8_side_offset(nb));
+    return side_offset<yq8>(n / 32) + (size_t)(n / 128) * std::max(sizeof(yside_q8), sizeof(yside_q4));
 }
 /* The side arrays for weights of type wt (Q8_0 or Q4_0) after the nb blocks of y. */
 static inline void y_side(yq8 * y, int64_t nb, enum tsr_type wt) {
-    char * side = (char *)y + yq8_side_offset(nb);
+    yside_q8 * side8 = side_after<yside_q8>(y, nb);
+    yside_q4 * side4 = side_after<yside_q4>(y, nb);
     for (int64_t g = 0; g < nb / 4; ++g) {
         for (int j = 0; j < 4; ++j) {
             const yq8 & b = y[g * 4 + j];
             if (wt == TSR_TYPE_Q8_0) {
-                yside_q8 & s8 = ((yside_q8 *)side)[g];
+                yside_q8 & s8 = side8[g];
                 std::memcpy(s8.qs + 32 * j, b.qs, 32);
                 for (int l = 0; l < 8; ++l) {
                     s8.bias[8 * j + l] = l == 0 ? -128 * b.sum : 0;
                     s8.d[8 * j + l] = b.d;
                 }
             } else {
-                yside_q4 & s4 = ((yside_q4 *)side)[g];
+                yside_q4 & s4 = side4[g];
                 std::memcpy(s4.lo + 16 * j, b.qs, 16);
                 std::memcpy(s4.hi + 16 * j, b.qs + 16, 16);
                 for (int l = 0; l < 4; ++l) {
@@ -210,9 +213,10 @@ static inline void y_side(yq8 * y, int64_t nb, enum tsr_type wt) {
  * offset) by one side block per super-block, written by y_side_q8k once per activation row,
  * for work the AVX-512 kernel (k2_rows_avx512) did once per 4 weight rows before. The other
  * ISAs' kernels do not read them. The kernel finds them from its n: a row is read with the
- * element count it was prepared for (y_side_q8k's nb), never a prefix of it. cpu_bench --matvec-only, 2 threads from DRAM, builds
- * alternating 5 times each, x the read bandwidth: Q3_K 0.90-0.92 (mean 0.91) against
- * 0.78-0.91 (mean 0.86), Q2_K 0.88-0.96 (mean 0.92) against 0.78-0.93 (mean 0.88).
+ * element count it was prepared for (y_side_q8k's nb), never a prefix of it. cpu_bench
+ * --matvec-only, 2 threads from DRAM, builds alternating 5 times each, x the read
+ * bandwidth: Q3_K 0.90-0.92 (mean 0.91) against 0.78-0.91 (mean 0.86), Q2_K 0.88-0.96
+ * (mean 0.92) against 0.78-0.93 (mean 0.88).
  *
  * Q3_K: where the kernel's vpdpbusd sums start, so that its levels stay unsigned (0..7: the
  * - 4 comes off at the start). Dword k of start[j] belongs to the 4 activations of zmm j as
@@ -229,35 +233,32 @@ struct yside_q2k {
     int8_t bsum_hi[16], bsum_lo[16];
 };
 static_assert(sizeof(yside_q3k) == 256 && sizeof(yside_q2k) == 32, "Q8_K side layouts");
-static inline size_t q8k_side_offset(int64_t nb) { return ((size_t)nb * sizeof(tsr_block_q8_K) + 63) / 64 * 64; }
 /* Bytes of a Q8_K activation row of n elements for the dot-product kernels of weight type wt. */
 static inline size_t q8k_row_bytes(int64_t n, enum tsr_type wt) {
     const int64_t nb = n / TSR_QK_K;
     const size_t side = wt == TSR_TYPE_Q3_K ? sizeof(yside_q3k) : wt == TSR_TYPE_Q2_K ? sizeof(yside_q2k) : 0;
-    return side ? q8k_side_offset(nb) + (size_t)nb * side : (size_t)nb * sizeof(tsr_block_q8_K);
-}
-static inline const yside_q3k * y_side_q3k(const tsr_block_q8_K * y, int64_t nb) {
-    return (const yside_q3k *)((const char *)y + q8k_side_offset(nb));
-}
-static inline const yside_q2k * y_side_q2k(const tsr_block_q8_K * y, int64_t nb) {
-    return (const yside_q2k *)((const char *)y + q8k_side_offset(nb));
+    return side ? side_offset<tsr_block_q8_K>(nb) + (size_t)nb * side : (size_t)nb * sizeof(tsr_block_q8_K);
 }
 /* The side blocks for weights of type wt after the nb Q8_K blocks of y (Q2_K's or Q3_K's;
  * other types have none). */
 static inline void y_side_q8k(tsr_block_q8_K * y, int64_t nb, enum tsr_type wt) {
-    char * side = (char *)y + q8k_side_offset(nb);
-    for (int64_t i = 0; i < nb && wt == TSR_TYPE_Q3_K; ++i)
-        for (int j = 0; j < 4; ++j)
-            for (int k = 0; k < 16; ++k) {
-                const int8_t * q = y[i].qs + (k < 8 ? 32 * j + 4 * k : 128 + 32 * j + 4 * (k - 8));
-                ((yside_q3k *)side)[i].start[j][k] = -(j & 1 ? 16 : 4) * (q[0] + q[1] + q[2] + q[3]);
+    if (wt == TSR_TYPE_Q3_K) {
+        yside_q3k * side = side_after<yside_q3k>(y, nb);
+        for (int64_t i = 0; i < nb; ++i)
+            for (int j = 0; j < 4; ++j)
+                for (int k = 0; k < 16; ++k) {
+                    const int8_t * q = y[i].qs + (k < 8 ? 32 * j + 4 * k : 128 + 32 * j + 4 * (k - 8));
+                    side[i].start[j][k] = -(j & 1 ? 16 : 4) * (q[0] + q[1] + q[2] + q[3]);
+                }
+    } else if (wt == TSR_TYPE_Q2_K) {
+        yside_q2k * side = side_after<yside_q2k>(y, nb);
+        for (int64_t i = 0; i < nb; ++i)
+            for (int g = 0; g < 16; ++g) {
+                const int b = y[i].bsums[g], lo = b & 15;  /* b - lo: a multiple of 16 in -2048..2032 */
+                side[i].bsum_lo[g] = (int8_t)lo;
+                side[i].bsum_hi[g] = (int8_t)((b - lo) / 16);
             }
-    for (int64_t i = 0; i < nb && wt == TSR_TYPE_Q2_K; ++i)
-        for (int g = 0; g < 16; ++g) {
-            const int b = y[i].bsums[g], lo = b & 15;  /* b - lo: a multiple of 16 in -2048..2032 */
-            ((yside_q2k *)side)[i].bsum_lo[g] = (int8_t)lo;
-            ((yside_q2k *)side)[i].bsum_hi[g] = (int8_t)((b - lo) / 16);
-        }
+    }
 }
 
 /* Element k of a float-type row (T: 0 f32, 1 f16, 2 bf16): the scalar tails of the SIMD dots. */

@@ -230,9 +230,8 @@ struct mm_plan {
 
 /* How src1 rows are quantized for pl.ta's weights read by g, and their bytes: for a GEMM
  * what it says it reads (yq8 blocks, or Q8_K); for the dot-product kernels (g NULL) Q8_K for
- * K-quants (Q3_K's with its side blocks), yq8 with the side arrays only they read for the
- * 32-weight types. Neither (float
- * weights): y_row left to the caller. */
+ * K-quants (Q2_K's and Q3_K's with their side blocks), yq8 with the side arrays only they
+ * read for the 32-weight types. Neither (float weights): y_row left to the caller. */
 static void mm_set_y_format(mm_plan & pl, const gemm_impl * g, int64_t Kd) {
     pl.y_q8k = g ? g->b_is_q8k : q8k_slot(pl.ta) >= 0;
     pl.y_q8 = tsr_is_quantized(pl.ta) && !pl.y_q8k;

@@ -1086,7 +1086,7 @@ TSR_TARGET_AVX2 static void q32_pairs_avx2(int64_t n, const char * x, size_t lda
     constexpr bool has_min = T == TSR_TYPE_Q4_1 || T == TSR_TYPE_Q5_1, has_qh = T == TSR_TYPE_Q5_0 || T == TSR_TYPE_Q5_1;
     constexpr int qh_at = T == TSR_TYPE_Q5_1 ? 4 : 2, m_at = 2;  /* byte offsets in a block (static_asserts below) */
     const int64_t nb = n / 32, ng = nb / 4;
-    const yside_q4 * ys = y_side_q4(y, nb);
+    const yside_q4 * ys = side_after<yside_q4>(y, nb);
     const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values));
     const matvec_prefetcher<T, 2 * sizeof(block)> prefetch;

@@ -167,7 +167,7 @@ TSR_TARGET_AVX512VNNI static inline __m256i fp16_pair_x8(const void * d0, const 
 template <int R>
 TSR_TARGET_AVX512VNNI static void gemv_q8_0_rows(int64_t n, const char * x, size_t lda, const yq8 * y, float * out) {
     const int64_t nb = n / 32, ng = nb / 4;
-    const yside_q8 * ys = y_side_q8(y, nb);
+    const yside_q8 * ys = side_after<yside_q8>(y, nb);
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     const matvec_prefetcher<TSR_TYPE_Q8_0, 2 * sizeof(tsr_block_q8_0)> prefetch;
     __m512 acc[2][R];
@@ -329,7 +329,7 @@ template <tsr_type T, int R, bool GFNI = false>
 TSR_TARGET_AVX512VNNI static inline void gemv_q32_rows(int64_t n, const char * x, size_t lda, const yq8 * y, float * out) {
     using L = q32_layout<T>;
     const int64_t nb = n / 32, ng = nb / 4;
-    const yside_q4 * ys = y_side_q4(y, nb);
+    const yside_q4 * ys = side_after<yside_q4>(y, nb);
     const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
     const __m512i table = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)tsr_impl::iq4nl_values)), _mm512_set1_epi8((char)0x80));
     const auto & di = q32_didx<T>;
@@ -1260,10 +1260,11 @@ template <bool Q3, bool GFNI> struct k2_row {
  * (mean 0.86) against 0.90-0.92 (mean 0.91); the side blocks also holding the activations
  * in the joined order (no vinserti64x4 per j): 0.86-0.93 (mean 0.88), dropped. Not worth
  * their cost, measured in cache: the scales spread by one vpermw per pair and an in-lane
- * vpshufb per j instead of a vpermw per j (no change). Q2_K / Q3_K in cache the same way (64 rows of
- * 4096, 3 rounds): the levels times their scales looked up in a 16-entry vpshufb table per
- * row and 128-bit lane (level m of j at entry 4j + m, built by a vpermb of the scales and two
- * masked byte adds), all four j into one vpdpbusd sum a row, no pack, vpermw or vpdpwssd:
+ * vpshufb per j instead of a vpermw per j (no change). Q2_K / Q3_K in cache the same way
+ * (64 rows of 4096, 3 rounds): the levels times their scales looked up in a 16-entry
+ * vpshufb table per row and 128-bit lane (level m of j at entry 4j + m, built by a vpermb of
+ * the scales and two masked byte adds), all four j into one vpdpbusd sum a row, no pack,
+ * vpermw or vpdpwssd:
  * Q2_K 26.9-32.2 GB/s against 33.3-38.4 (36.7-38.7 with a constant table: the lookups cost
  * what they save); 8 rows a call sharing the activations, Q3_K's starts and the constants:
  * Q2_K 36.7-36.9 against 37.4-39.3, Q3_K 38.0-38.8 against 37.7-38.5; Q3_K's third bits by
@@ -1283,8 +1284,8 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
     const __m512i idx[4] = {k2_scale_index(0), k2_scale_index(1), k2_scale_index(2), k2_scale_index(3)};
     __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  /* rows 2p and 2p + 1 */
     __m512 off = _mm512_setzero_ps();  /* Q2_K's mins times the sums: row r in lanes 4r..4r+3 */
-    const yside_q3k * side3 = y_side_q3k(yrow, n / TSR_QK_K);  /* Q3_K's starts */
-    const yside_q2k * side2 = y_side_q2k(yrow, n / TSR_QK_K);  /* Q2_K's split sums */
+    const yside_q3k * side3 = side_after<yside_q3k>(yrow, n / TSR_QK_K);  /* Q3_K's starts */
+    const yside_q2k * side2 = side_after<yside_q2k>(yrow, n / TSR_QK_K);  /* Q2_K's split sums */
     for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
         const tsr_block_q8_K & y = yrow[i];
         const uint8_t * blk = (const uint8_t *)x + (size_t)i * bbytes;
