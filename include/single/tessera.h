@@ -22049,7 +22049,7 @@ struct mm_args {
     int64_t M, N, K;
     float * C; size_t ldc;      /* in floats */
     const gemm_impl * g;        /* NULL: dot products */
-    bool a_r8 = false;          /* A in the 4-bit interleaved layout of CPU_REPACK (repack_r8.inl) */
+    bool a_r8 = false;          /* A in CPU_REPACK's interleaved groups of 8 rows (repack_r8.inl) */
     bool a_words = false;       /* A: Q2_K / Q3_K in CPU_REPACK's word layout (repack_words.inl) */
 };
 
@@ -22227,6 +22227,7 @@ struct mm_plan {
     bool y_q8;                /* src1 quantized to yq8 */
     bool y_q8k;               /* src1 quantized to Q8_K (K-quant weights) */
     bool a_words;             /* src0 read as it is in a CPU_REPACK word layout (repack_words.inl) */
+    bool a_r8;                /* src0 in CPU_REPACK's interleaved groups of 8 rows (repack_r8.inl) */
     bool y_q8k_words;         /* and its qs in the word order (src0 in a word layout, mat-vec) */
     bool y_conv;              /* src1 converted to dense F32 */
     bool y_private;           /* few src1 rows: every thread converts them into its own
@@ -22294,6 +22295,7 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
     }
     const int64_t ny = s1->ne[1] * s1->ne[2] * s1->ne[3];
     pl.a_words = !pl.x_conv && is_words_repacked(s0);
+    pl.a_r8 = !pl.x_conv && !pl.a_words && is_r8_repacked(s0);
     pl.g = s1->ne[1] >= gemm_min_cols(pl.ta, pl.a_words) ? gemm_for(K, pl.ta) : nullptr;
     mm_set_y_format(pl, pl.g, Kd);
     pl.y_q8k_words = pl.y_q8k && !pl.g && pl.a_words;
@@ -22393,12 +22395,20 @@ static void mm_prepare_operands(const cparams & p, const mm_plan & pl, const tsr
  * 0.87-0.88 -> 0.95-0.96, Q3_K 0.91 -> 0.94; 1 or 2 items no better than 3. */
 static constexpr int64_t mm_items_per_thread = 3;
 
+/* The rows a mat-vec item is a multiple of: 16, or for CPU_REPACK's interleaved groups of 8
+ * rows as many groups as r8_gemv walks side by side at most, so that every group of an item
+ * is in one of its streams (4096 rows in 688-row items, 86 groups, had left 2 to be read
+ * alone) and the streams start where matvec_first_streams aims (a quarter of the item).
+ * cpu_bench's Q4_K CPU_REPACK mat-vec from DRAM, builds alternating 5 times: 0.93-1.18 x
+ * the read (mean 1.01) against 0.89-1.16 (1.03): within the host's noise. */
+static int64_t matvec_row_unit(bool a_r8) { return a_r8 ? (int64_t)R8 * R8_MAX_STREAMS : 16; }
+
 /* op_mul_mat's items of one batch: mchunks chunks of csize rows (a multiple of mr). */
 struct mm_items {
     int64_t mchunks, csize;
 };
 static mm_items mm_split(const mm_plan & pl, int64_t M, int64_t nbatch, int nth) {
-    const int64_t mr = pl.g ? pl.g->mr : 16;
+    const int64_t mr = pl.g ? pl.g->mr : matvec_row_unit(pl.a_r8);
     const int64_t min_rows = pl.g ? std::max<int64_t>(512, mr) : 64;  /* GEMM chunks repack B: keep them large */
     /* about mm_items_per_thread items a thread: each mat-vec item starts new DRAM streams whose
      * prefetch ramps up again, and each GEMM item packs its B panels again */
@@ -22435,7 +22445,6 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
     const mm_items items = mm_split(pl, M, nbatch, p.nth);
     const int64_t mchunks = items.mchunks, csize = items.csize;
     const int64_t nitems = nbatch * mchunks;
-    const bool a_r8 = !pl.x_conv && !pl.a_words && is_r8_repacked(s0);
     for (int64_t it = p.nth == 1 ? 0 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed); it < nitems;
          it = p.nth == 1 ? it + 1 : p.tp->chunk.fetch_add(1, std::memory_order_relaxed)) {
         const int64_t b = it / mchunks, mc = it % mchunks;
@@ -22461,7 +22470,7 @@ static void op_mul_mat(const cparams & p, tsr_tensor * dst) {
         a.C = (float *)((char *)dst->data + i12 * dst->nb[2] + i13 * dst->nb[3]);
         a.ldc = dst->nb[1] / 4;
         a.g = pl.g;
-        a.a_r8 = a_r8;
+        a.a_r8 = pl.a_r8;
         a.a_words = pl.a_words;
         mm_range(p.K, a, mc * csize, std::min<int64_t>(M, (mc + 1) * csize), tw);
     }
