@@ -22398,7 +22398,8 @@ static constexpr int64_t mm_items_per_thread = 3;
 /* The rows a mat-vec item is a multiple of: 16, or for CPU_REPACK's interleaved groups of 8
  * rows as many groups as r8_gemv walks side by side at most, so that every group of an item
  * is in one of its streams (4096 rows in 688-row items, 86 groups, had left 2 to be read
- * alone) and the streams start where matvec_first_streams aims (a quarter of the item).
+ * alone) and, 4 streams a call (AVX-512), they start where matvec_first_streams aims (a
+ * quarter of the item; AVX2's 2 streams meet 2 of its 4).
  * cpu_bench's Q4_K CPU_REPACK mat-vec from DRAM, builds alternating 5 times: 0.93-1.18 x
  * the read (mean 1.01) against 0.89-1.16 (1.03): within the host's noise. */
 static int64_t matvec_row_unit(bool a_r8) { return a_r8 ? (int64_t)R8 * R8_MAX_STREAMS : 16; }
