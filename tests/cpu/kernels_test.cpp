@@ -1025,6 +1025,8 @@ static void check_repack_results(const repack_pair & P, const std::vector<double
 // mat-vec: the same exact int32 block sums, float sums in another order), equals the plain
 // buffer's and the double reference; get_rows gives the plain buffer's rows; get returns the
 // file's bytes, whole and in part; a part set or a memset go through the file's bytes.
+// M = 200 (25 groups): on 2 threads the mat-vec takes two items (128 + 72 rows), the
+// second with a group left over from its streams; the smaller M take one.
 TEST_CASE("CPU_REPACK buffers: Q4_0 / IQ4_NL / Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K / Q3_K / Q2_K interleaved in place, results equal a plain buffer's, get returns the bytes", "[cpu][mul_mat][repack]") {
     const int64_t K = 320;
     std::mt19937 rng(23);
@@ -1033,7 +1035,7 @@ TEST_CASE("CPU_REPACK buffers: Q4_0 / IQ4_NL / Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K 
                      tcase{TSR_TYPE_Q8_0, 40, false}, tcase{TSR_TYPE_Q4_K, 40, true}, tcase{TSR_TYPE_Q4_K, 20, false}, tcase{TSR_TYPE_Q3_K, 40, true}, tcase{TSR_TYPE_Q2_K, 16, true},
                      tcase{TSR_TYPE_Q3_K, 20, tcpu::words_layout_for_type(TSR_TYPE_Q3_K)}, tcase{TSR_TYPE_Q2_K, 12, tcpu::words_layout_for_type(TSR_TYPE_Q2_K)},
                      tcase{TSR_TYPE_Q5_K, 16, true}, tcase{TSR_TYPE_Q6_K, 16, false}, tcase{TSR_TYPE_Q4_1, 40, true}, tcase{TSR_TYPE_Q5_0, 40, true},
-                     tcase{TSR_TYPE_Q5_1, 24, true}}) {
+                     tcase{TSR_TYPE_Q5_1, 24, true}, tcase{TSR_TYPE_Q4_0, 200, true}, tcase{TSR_TYPE_Q4_K, 200, true}}) {
         const tsr_type t = tc.t;
         tc.interleaved = tc.interleaved && tcpu::k_r8_layout_used && tcpu::r8_type_has_simd(t);
         // 5 super-blocks: the GEMMs' kc (256, 512, 1024) end inside the row or past it
