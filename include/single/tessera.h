@@ -13279,19 +13279,24 @@ static inline size_t q8k_row_bytes(int64_t n, enum tsr_type wt) {
 static inline void y_side_q8k(tsr_block_q8_K * y, int64_t nb, enum tsr_type wt) {
     if (wt == TSR_TYPE_Q3_K) {
         yside_q3k * side = side_after<yside_q3k>(y, nb);
-        for (int64_t i = 0; i < nb; ++i)
+        for (int64_t i = 0; i < nb; ++i) {
+            /* the sums of each 4 activations in order, then dwords 0-7 of start[j] from qs 32j..,
+             * 8-15 from qs 128 + 32j.. (two plain loops: the compiler vectorizes them at -O2 too) */
+            int32_t quad[64];
+            for (int k = 0; k < 64; ++k) quad[k] = y[i].qs[4 * k] + y[i].qs[4 * k + 1] + y[i].qs[4 * k + 2] + y[i].qs[4 * k + 3];
             for (int j = 0; j < 4; ++j)
-                for (int k = 0; k < 16; ++k) {
-                    const int8_t * q = y[i].qs + (k < 8 ? 32 * j + 4 * k : 128 + 32 * j + 4 * (k - 8));
-                    side[i].start[j][k] = -(j & 1 ? 16 : 4) * (q[0] + q[1] + q[2] + q[3]);
+                for (int k = 0; k < 8; ++k) {
+                    side[i].start[j][k] = -(j & 1 ? 16 : 4) * quad[8 * j + k];
+                    side[i].start[j][8 + k] = -(j & 1 ? 16 : 4) * quad[32 + 8 * j + k];
                 }
+        }
     } else if (wt == TSR_TYPE_Q2_K) {
         yside_q2k * side = side_after<yside_q2k>(y, nb);
         for (int64_t i = 0; i < nb; ++i)
             for (int g = 0; g < 16; ++g) {
-                const int b = y[i].bsums[g], lo = b & 15;  /* b - lo: a multiple of 16 in -2048..2032 */
-                side[i].bsum_lo[g] = (int8_t)lo;
-                side[i].bsum_hi[g] = (int8_t)((b - lo) / 16);
+                const int b = y[i].bsums[g];  /* -2048..2032: b >> 4 (arithmetic) is -128..127 */
+                side[i].bsum_lo[g] = (int8_t)(b & 15);
+                side[i].bsum_hi[g] = (int8_t)(b >> 4);
             }
     }
 }
@@ -17718,11 +17723,11 @@ TSR_TARGET_AVX512VNNI static inline __m512i q3k_scales_zmm(__m512i h) {
     return _mm512_sub_epi8(u, _mm512_set1_epi8(32));
 }
 
-/* sum(v[k] * bsums[k]) of each lane's 16 int8 v (signed or not), 4 int32 per lane. */
-template <bool SIGNED> TSR_TARGET_AVX512VNNI static inline __m512i dot16_bsums_zmm(__m512i v, const tsr_block_q8_K & y) {
+/* sum(v[k] * bsums[k]) of each lane's 16 signed int8 v, 4 int32 per lane. */
+TSR_TARGET_AVX512VNNI static inline __m512i dot16_bsums_zmm(__m512i v, const tsr_block_q8_K & y) {
     const __m512i z = _mm512_setzero_si512();
-    const __m512i lo = SIGNED ? _mm512_srai_epi16(_mm512_unpacklo_epi8(z, v), 8) : _mm512_unpacklo_epi8(v, z);
-    const __m512i hi = SIGNED ? _mm512_srai_epi16(_mm512_unpackhi_epi8(z, v), 8) : _mm512_unpackhi_epi8(v, z);
+    const __m512i lo = _mm512_srai_epi16(_mm512_unpacklo_epi8(z, v), 8);
+    const __m512i hi = _mm512_srai_epi16(_mm512_unpackhi_epi8(z, v), 8);
     return _mm512_add_epi32(_mm512_madd_epi16(lo, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)y.bsums))),
                             _mm512_madd_epi16(hi, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)y.bsums + 1))));
 }
@@ -17933,7 +17938,7 @@ TSR_TARGET_AVX512VNNI static void k6_rows_avx512(int64_t n, const char * x, size
         const tsr_block_q8_K & y = yrow[i];
         const uint8_t * blk = (const uint8_t *)x + (size_t)i * sizeof(tsr_block_q6_K);
         const __m512i sc = lanes_of_rows<R>(blk + offsetof(tsr_block_q6_K, scales), lda);
-        const __m512i offset = _mm512_slli_epi32(dot16_bsums_zmm<true>(sc, y), 5);
+        const __m512i offset = _mm512_slli_epi32(dot16_bsums_zmm(sc, y), 5);
         const __m512i sc_lo = _mm512_srai_epi16(_mm512_unpacklo_epi8(z, sc), 8);  /* scales 0..7 of each lane as int16 */
         const __m512i sc_hi = _mm512_srai_epi16(_mm512_unpackhi_epi8(z, sc), 8);  /* scales 8..15 */
         auto d_of = [&](int r) { tsr_fp16_t h; std::memcpy(&h, blk + (size_t)(r < R ? r : 0) * lda + offsetof(tsr_block_q6_K, d), 2); return (short)h; };
@@ -19738,7 +19743,7 @@ TSR_TARGET_AVX512VNNI_GFNI_VBMI static void q3kw_rows_avx512(int64_t n, const ch
         const __m512i h = lanes_of_rows<R>(blk + 94, lda);  /* 2 qs bytes, the 12 scale bytes, d */
         const __m512i sc4 = _mm512_and_si512(_mm512_multishift_epi64_epi8(scale_at, h), _mm512_set1_epi8((char)0xFC));
         const __m512 d = _mm512_castps128_ps512(_mm_mul_ps(_mm_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi16(d_words, h))), _mm_set1_ps(y.d * 0.25f)));
-        off = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot16_bsums_zmm<true>(sc4, y)),
+        off = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot16_bsums_zmm(sc4, y)),
                               _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), d), off);
         const __m512i st = _mm512_permutexvar_epi32(transpose, sc4);
         const __m512i lo = _mm512_unpacklo_epi8(z, st), hi = _mm512_unpackhi_epi8(z, st);  /* rows 0-1, 2-3: scale x 4 x 256 */

@@ -244,19 +244,24 @@ static inline size_t q8k_row_bytes(int64_t n, enum tsr_type wt) {
 static inline void y_side_q8k(tsr_block_q8_K * y, int64_t nb, enum tsr_type wt) {
     if (wt == TSR_TYPE_Q3_K) {
         yside_q3k * side = side_after<yside_q3k>(y, nb);
-        for (int64_t i = 0; i < nb; ++i)
+        for (int64_t i = 0; i < nb; ++i) {
+            /* the sums of each 4 activations in order, then dwords 0-7 of start[j] from qs 32j..,
+             * 8-15 from qs 128 + 32j.. (two plain loops: the compiler vectorizes them at -O2 too) */
+            int32_t quad[64];
+            for (int k = 0; k < 64; ++k) quad[k] = y[i].qs[4 * k] + y[i].qs[4 * k + 1] + y[i].qs[4 * k + 2] + y[i].qs[4 * k + 3];
             for (int j = 0; j < 4; ++j)
-                for (int k = 0; k < 16; ++k) {
-                    const int8_t * q = y[i].qs + (k < 8 ? 32 * j + 4 * k : 128 + 32 * j + 4 * (k - 8));
-                    side[i].start[j][k] = -(j & 1 ? 16 : 4) * (q[0] + q[1] + q[2] + q[3]);
+                for (int k = 0; k < 8; ++k) {
+                    side[i].start[j][k] = -(j & 1 ? 16 : 4) * quad[8 * j + k];
+                    side[i].start[j][8 + k] = -(j & 1 ? 16 : 4) * quad[32 + 8 * j + k];
                 }
+        }
     } else if (wt == TSR_TYPE_Q2_K) {
         yside_q2k * side = side_after<yside_q2k>(y, nb);
         for (int64_t i = 0; i < nb; ++i)
             for (int g = 0; g < 16; ++g) {
-                const int b = y[i].bsums[g], lo = b & 15;  /* b - lo: a multiple of 16 in -2048..2032 */
-                side[i].bsum_lo[g] = (int8_t)lo;
-                side[i].bsum_hi[g] = (int8_t)((b - lo) / 16);
+                const int b = y[i].bsums[g];  /* -2048..2032: b >> 4 (arithmetic) is -128..127 */
+                side[i].bsum_lo[g] = (int8_t)(b & 15);
+                side[i].bsum_hi[g] = (int8_t)(b >> 4);
             }
     }
 }

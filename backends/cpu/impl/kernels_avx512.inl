@@ -1166,11 +1166,11 @@ TSR_TARGET_AVX512VNNI static inline __m512i q3k_scales_zmm(__m512i h) {
     return _mm512_sub_epi8(u, _mm512_set1_epi8(32));
 }
 
-/* sum(v[k] * bsums[k]) of each lane's 16 int8 v (signed or not), 4 int32 per lane. */
-template <bool SIGNED> TSR_TARGET_AVX512VNNI static inline __m512i dot16_bsums_zmm(__m512i v, const tsr_block_q8_K & y) {
+/* sum(v[k] * bsums[k]) of each lane's 16 signed int8 v, 4 int32 per lane. */
+TSR_TARGET_AVX512VNNI static inline __m512i dot16_bsums_zmm(__m512i v, const tsr_block_q8_K & y) {
     const __m512i z = _mm512_setzero_si512();
-    const __m512i lo = SIGNED ? _mm512_srai_epi16(_mm512_unpacklo_epi8(z, v), 8) : _mm512_unpacklo_epi8(v, z);
-    const __m512i hi = SIGNED ? _mm512_srai_epi16(_mm512_unpackhi_epi8(z, v), 8) : _mm512_unpackhi_epi8(v, z);
+    const __m512i lo = _mm512_srai_epi16(_mm512_unpacklo_epi8(z, v), 8);
+    const __m512i hi = _mm512_srai_epi16(_mm512_unpackhi_epi8(z, v), 8);
     return _mm512_add_epi32(_mm512_madd_epi16(lo, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)y.bsums))),
                             _mm512_madd_epi16(hi, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)y.bsums + 1))));
 }
@@ -1381,7 +1381,7 @@ TSR_TARGET_AVX512VNNI static void k6_rows_avx512(int64_t n, const char * x, size
         const tsr_block_q8_K & y = yrow[i];
         const uint8_t * blk = (const uint8_t *)x + (size_t)i * sizeof(tsr_block_q6_K);
         const __m512i sc = lanes_of_rows<R>(blk + offsetof(tsr_block_q6_K, scales), lda);
-        const __m512i offset = _mm512_slli_epi32(dot16_bsums_zmm<true>(sc, y), 5);
+        const __m512i offset = _mm512_slli_epi32(dot16_bsums_zmm(sc, y), 5);
         const __m512i sc_lo = _mm512_srai_epi16(_mm512_unpacklo_epi8(z, sc), 8);  /* scales 0..7 of each lane as int16 */
         const __m512i sc_hi = _mm512_srai_epi16(_mm512_unpackhi_epi8(z, sc), 8);  /* scales 8..15 */
         auto d_of = [&](int r) { tsr_fp16_t h; std::memcpy(&h, blk + (size_t)(r < R ? r : 0) * lda + offsetof(tsr_block_q6_K, d), 2); return (short)h; };

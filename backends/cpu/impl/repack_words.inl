@@ -404,7 +404,7 @@ TSR_TARGET_AVX512VNNI_GFNI_VBMI static void q3kw_rows_avx512(int64_t n, const ch
         const __m512i h = lanes_of_rows<R>(blk + 94, lda);  /* 2 qs bytes, the 12 scale bytes, d */
         const __m512i sc4 = _mm512_and_si512(_mm512_multishift_epi64_epi8(scale_at, h), _mm512_set1_epi8((char)0xFC));
         const __m512 d = _mm512_castps128_ps512(_mm_mul_ps(_mm_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi16(d_words, h))), _mm_set1_ps(y.d * 0.25f)));
-        off = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot16_bsums_zmm<true>(sc4, y)),
+        off = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot16_bsums_zmm(sc4, y)),
                               _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), d), off);
         const __m512i st = _mm512_permutexvar_epi32(transpose, sc4);
         const __m512i lo = _mm512_unpacklo_epi8(z, st), hi = _mm512_unpackhi_epi8(z, st);  /* rows 0-1, 2-3: scale x 4 x 256 */
