@@ -52,10 +52,11 @@ std::vector<kernel_table> kernel_tables() {
         tables.push_back({tsr_cpu_isa_name(isa), *k.K});
     }
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-    if (tcpu::features().avx512 && tcpu::features().avx512_gfni) {
+    if (tcpu::features().avx512 && (tcpu::features().avx512_gfni || tcpu::features().avx512_vbmi)) {
         tcpu::cpu_features f = tcpu::features();
-        f.avx512_gfni = false;
-        tables.push_back({"avx512 without gfni", tcpu::make_kernels_avx512(f)});
+        f.avx512_gfni = false;  // the kernels of a CPU with neither (Q2_K's scales without VBMI)
+        f.avx512_vbmi = false;
+        tables.push_back({"avx512 without gfni and vbmi", tcpu::make_kernels_avx512(f)});
     }
 #endif
     return tables;

@@ -51,6 +51,7 @@
 #define TSR_TARGET_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")))
 #define TSR_TARGET_AVX512VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 #define TSR_TARGET_AVX512VNNI_GFNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,gfni")))
+#define TSR_TARGET_AVX512VNNI_VBMI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,avx512vbmi")))
 #define TSR_TARGET_AVX512VNNI_GFNI_VBMI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,gfni,avx512vbmi,bmi2")))
 #define TSR_CPU_HAVE_X86_KERNELS 1
 #endif
@@ -221,18 +222,25 @@ static inline void y_side(yq8 * y, int64_t nb, enum tsr_type wt) {
  * Q3_K: where the kernel's vpdpbusd sums start, so that its levels stay unsigned (0..7: the
  * - 4 comes off at the start). Dword k of start[j] belongs to the 4 activations of zmm j as
  * the kernel joins them (qs 32j.. in dwords 0-7, qs 128 + 32j.. in dwords 8-15), whose
- * levels are times 4 for odd j: - 4 (odd j: - 16) times their sum.
+ * levels are times 4 for odd j: - 4 (odd j: - 16) times their sum; and the activations in
+ * the kernel's order, as Q2_K's.
  *
  * Q2_K: the 16-element sums split as bsums[g] = 16 hi[g] + lo[g] (lo 0..15, hi -128..127),
  * so that two vpdpbusd of the mins (times 16, as the scale byte's high nibble already is, and
- * times 1) against them give sum(min * bsum) with no widening to int16. */
+ * times 1) against them give sum(min * bsum) with no widening to int16; the activations in
+ * the kernel's order, so that each of its 4 vectors is one aligned load where two loads and a
+ * vinserti64x4 joined them, and d as the kernel's pair of multipliers (see k2_rows_avx512). */
 struct yside_q3k {
     int32_t start[4][16];
+    int8_t  qs[4][64];            /* as yside_q2k's */
 };
 struct yside_q2k {
+    int8_t qs[4][64];             /* zmm j of the kernel: qs 32j.. then qs 128 + 32j.. (64-byte offsets in the row) */
     int8_t bsum_hi[16], bsum_lo[16];
+    float  d_pair[2];             /* d / 4 and d: the kernel's scale sums are times 4, its mins' are not */
+    float  pad[6];
 };
-static_assert(sizeof(yside_q3k) == 256 && sizeof(yside_q2k) == 32, "Q8_K side layouts");
+static_assert(sizeof(yside_q3k) == 512 && sizeof(yside_q2k) == 320, "Q8_K side layouts");
 /* Bytes of a Q8_K activation row of n elements for the dot-product kernels of weight type wt. */
 static inline size_t q8k_row_bytes(int64_t n, enum tsr_type wt) {
     const int64_t nb = n / TSR_QK_K;
@@ -254,15 +262,27 @@ static inline void y_side_q8k(tsr_block_q8_K * y, int64_t nb, enum tsr_type wt) 
                     side[i].start[j][k] = -(j & 1 ? 16 : 4) * quad[8 * j + k];
                     side[i].start[j][8 + k] = -(j & 1 ? 16 : 4) * quad[32 + 8 * j + k];
                 }
+            for (int j = 0; j < 4; ++j) {
+                std::memcpy(side[i].qs[j], y[i].qs + 32 * j, 32);
+                std::memcpy(side[i].qs[j] + 32, y[i].qs + 128 + 32 * j, 32);
+            }
         }
     } else if (wt == TSR_TYPE_Q2_K) {
         yside_q2k * side = side_after<yside_q2k>(y, nb);
-        for (int64_t i = 0; i < nb; ++i)
+        for (int64_t i = 0; i < nb; ++i) {
             for (int g = 0; g < 16; ++g) {
                 const int b = y[i].bsums[g];  /* -2048..2032: b >> 4 (arithmetic) is -128..127 */
                 side[i].bsum_lo[g] = (int8_t)(b & 15);
                 side[i].bsum_hi[g] = (int8_t)(b >> 4);
             }
+            for (int j = 0; j < 4; ++j) {
+                std::memcpy(side[i].qs[j], y[i].qs + 32 * j, 32);
+                std::memcpy(side[i].qs[j] + 32, y[i].qs + 128 + 32 * j, 32);
+            }
+            side[i].d_pair[0] = y[i].d * 0.25f;
+            side[i].d_pair[1] = y[i].d;
+            std::memset(side[i].pad, 0, sizeof side[i].pad);
+        }
     }
 }
 

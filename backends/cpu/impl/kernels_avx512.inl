@@ -1193,6 +1193,31 @@ TSR_TARGET_AVX512VNNI static inline __m512i k2_scale_index(int j) {
 
 static constexpr size_t k2_prefetch_ahead = 2048;  /* bytes past the current super-block of a row */
 
+/* vpermt2b indices of k2_rows_avx512's Q2_K scales with VBMI: the same words as
+ * k2_scale_index picks (pair p, dots j), each as its scale byte of the rows' 64 (row r's 16
+ * in lane r) and a zeroed high byte; even j's from the second table, the scales times 4. */
+struct k2_vbmi_index {
+    alignas(64) int8_t b[2][4][64];
+};
+static constexpr k2_vbmi_index make_k2_vbmi_index() {
+    k2_vbmi_index t{};
+    for (int p = 0; p < 2; ++p)
+        for (int j = 0; j < 4; ++j)
+            for (int w = 0; w < 32; ++w) {
+                const int lane = w / 8, row = 2 * p + (w % 8 >= 4), g = 8 * (lane / 2) + 2 * j + lane % 2;
+                t.b[p][j][2 * w] = (int8_t)(16 * row + g + (j % 2 ? 0 : 64));
+            }
+    return t;
+}
+static constexpr k2_vbmi_index k2_vbmi_idx = make_k2_vbmi_index();
+/* The scale words of k2_rows_avx512's pair p and dots j from the rows' 16 Q2_K scales each
+ * (row r's in lane r), by one vpermt2b (the scales times 4 its second table), where the
+ * path without VBMI widens each pair's scales to words, shifts them and spreads them with a
+ * vpermw per j. Only callers under its target (matvec_avx512_vbmi) instantiate it. */
+TSR_TARGET_AVX512VNNI_VBMI static inline __m512i k2_scales_vbmi(__m512i sc8, int p, int j) {
+    return _mm512_maskz_permutex2var_epi8(0x5555555555555555ull, sc8, _mm512_load_si512((const void *)k2_vbmi_idx.b[p][j]), _mm512_slli_epi16(sc8, 2));
+}
+
 /* Q3_K's unsigned levels j (odd j: times 4) with GFNI: the third bit (hmask bit j of the
  * low 256 bits' elements 32j.., 4 + j of the high 256 bits' 128 + 32j..) moved to the bit
  * above the level's two low bits as k2_row::dot masks them (bit 2 for even j, 4 for odd j)
@@ -1212,6 +1237,10 @@ template <bool Q3, bool GFNI> struct k2_row {
         _mm_prefetch((const char *)row + k2_prefetch_ahead, _MM_HINT_T0);
         _mm_prefetch((const char *)row + k2_prefetch_ahead + 64, _MM_HINT_T0);
         q = _mm512_loadu_si512((const void *)(row + (Q3 ? 32 : 16)));
+        /* one load: the compiler otherwise folds it into each of q's users, 3 loads of a zmm
+         * that crosses a cache line (a row's 64 qs bytes are rarely aligned), each costing two
+         * of the core's loads (Q2_K in cache +2-3 %, +7 % with the scales below by VBMI) */
+        __asm__("" : "+v"(q));
         q4 = _mm512_srli_epi16(q, 4);
         hm = Q3 ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)row)) : _mm512_setzero_si512();
     }
@@ -1236,7 +1265,8 @@ template <bool Q3, bool GFNI> struct k2_row {
  * so of the 64 qs bytes as one zmm (h = 0 and 1 in its 256-bit halves), the masks 0x03 and
  * 0x0C of the bytes and of the bytes shifted by 4 are the levels of elements 32j.. and
  * 128 + 32j.. (j = 0..3), those of odd j times 4: no shift per level, and one vpdpbusd per
- * 64 elements against the Q8_K row gathered to match once per super-block. Q3_K's third bit
+ * 64 elements against the activations in the same order (each zmm j one load from the side
+ * blocks, y_side_q8k, where two loads and a vinserti64x4 joined it). Q3_K's third bit
  * (bit 4h + j of hmask[l]) adds 4 (16 for odd j) to levels kept unsigned, and the - 4 comes
  * off where each vpdpbusd starts: - 4 (- 16) times the 4 activations a dword meets, one
  * vector per j and super-block, computed once per activation row (yside_q3k). The dots j
@@ -1244,9 +1274,9 @@ template <bool Q3, bool GFNI> struct k2_row {
  * meet their scales, those of even j times 4 to match (the whole sum is times 4), in one
  * vpdpwssd: the pair's sums are dwords 0-1 (row 2p) and 2-3 (row 2p + 1) of each lane,
  * converted and scaled by d as they are.
- * The rows' headers decode together (lanes_of_rows): scales as int16 words of row pairs, d
- * (and dmin), and Q2_K's mins against the activations' sums split in bytes (yside_q2k), row
- * r in lanes 4r..4r+3.
+ * The rows' headers decode together (lanes_of_rows): scales as int16 words of row pairs
+ * (Q2_K with VBMI: k2_scales_vbmi), d (and dmin), and Q2_K's mins against the activations'
+ * sums split in bytes (yside_q2k), row r in lanes 4r..4r+3.
  * Integer sums are exact and a row's lanes never meet another's, so its result is the same
  * for every R. GFNI: Q3_K's levels by q3k_levels_gfni (the same integers); only callers
  * under its target (matvec_avx512_gfni) instantiate it.
@@ -1258,7 +1288,8 @@ template <bool Q3, bool GFNI> struct k2_row {
  * j and super-block) instead of read from the side blocks: in cache +2-5 %, but from DRAM
  * (cpu_bench --matvec-only, 2 threads, builds alternating 5 times) 0.78-0.91 x the read
  * (mean 0.86) against 0.90-0.92 (mean 0.91); the side blocks also holding the activations
- * in the joined order (no vinserti64x4 per j): 0.86-0.93 (mean 0.88), dropped. Not worth
+ * in the joined order (no vinserti64x4 per j): 0.86-0.93 (mean 0.88), dropped then, taken
+ * since with Q2_K's (measured below). Not worth
  * their cost, measured in cache: the scales spread by one vpermw per pair and an in-lane
  * vpshufb per j instead of a vpermw per j (no change). Q2_K / Q3_K in cache the same way
  * (64 rows of 4096, 3 rounds): the levels times their scales looked up in a 16-entry
@@ -1275,9 +1306,18 @@ template <bool Q3, bool GFNI> struct k2_row {
  * vgf2p8affineqb, vshufi32x4) 2, the two together 3; shifts 2 (4 with the multiplies, 3
  * with the shuffles), vprolvd 2 on the multiplies' ports, AND / add / unpack 4. Per 4 rows
  * and super-block this kernel issues ~29 multiplies and 30 (Q2_K) to 55 (Q3_K) shuffles, yet
- * neither moving work off the shuffle ports nor shorter chains made it faster: what bounds
- * it is open. */
-template <bool Q3, int R, bool GFNI = false>
+ * neither moving work off the shuffle ports nor shorter chains made it faster.
+ * What the headers cost (Q2_K in cache, variants alternating in one process; the numbers
+ * wrong, the time not): constant scales, d and mins 37 -> 53 GB/s; constant scales alone
+ * (the widening, shifts and vpermw folded away) +10 %, +17 % with q loaded once; constant d
+ * +5 %, no mins +7 %; the header of the next super-block computed a loop ahead (its latency
+ * hidden) no change, and the levels by vpmaddubsw and the scales by one vpmaddwd per j and
+ * row (no pack) 31 against 37. So the scales' path and the loads are what this kernel pays
+ * for beyond its dots: the three changes above (q once, side-block activations, VBMI
+ * scales) took Q2_K in cache from 35-37 to 39-41 GB/s, Q3_K (side-block activations) from
+ * 36-37 to 37-38. A zmm load that crosses a cache line issues at half the rate of one that
+ * does not (0.9 against 1.9 a cycle on that Zen 5). */
+template <bool Q3, int R, bool GFNI = false, bool VBMI = false>
 TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
     const size_t bbytes = Q3 ? sizeof(tsr_block_q3_K) : sizeof(tsr_block_q2_K);
     const __m512i times4_even_j = _mm512_set1_epi64(0x0000000000020002ll);  /* words g % 4 < 2 (even j): << 2 */
@@ -1305,7 +1345,7 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
             sc8 = _mm512_and_si512(h, _mm512_set1_epi8(0x0F));
             /* d y.d / 4 (the sums are times 4) and dmin y.d of rows 0..3: floats 2r, 2r + 1 */
             const __m512 dm = _mm512_castps256_ps512(_mm256_mul_ps(fp16_pairs_of_rows<R>(blk + 80, lda),
-                                                                   _mm256_mul_ps(_mm256_set1_ps(y.d), _mm256_setr_ps(0.25f, 1, 0.25f, 1, 0.25f, 1, 0.25f, 1))));
+                                                                   _mm256_castpd_ps(_mm256_broadcast_sd((const double *)side2[i].d_pair))));
             d_pair[0] = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 2, 2, 0, 0, 2, 2, 0, 0, 2, 2, 0, 0, 2, 2), dm);
             d_pair[1] = _mm512_permutexvar_ps(_mm512_setr_epi32(4, 4, 6, 6, 4, 4, 6, 6, 4, 4, 6, 6, 4, 4, 6, 6), dm);
             /* sum(min * bsum) = sum(16 min * hi) + sum(min * lo): 16 min is the byte's high nibble as it is */
@@ -1317,8 +1357,10 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
             off = _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum),
                                   _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7), dm), off);
         }
-        const __m512i yv[4] = {join32_zmm(y.qs, y.qs + 128), join32_zmm(y.qs + 32, y.qs + 160),
-                               join32_zmm(y.qs + 64, y.qs + 192), join32_zmm(y.qs + 96, y.qs + 224)};
+        /* the activations as the side blocks hold them: qs 32j.. then qs 128 + 32j.. */
+        const int8_t (*ys)[64] = Q3 ? side3[i].qs : side2[i].qs;
+        const __m512i yv[4] = {_mm512_loadu_si512((const void *)ys[0]), _mm512_loadu_si512((const void *)ys[1]),
+                               _mm512_loadu_si512((const void *)ys[2]), _mm512_loadu_si512((const void *)ys[3])};
         /* where the dots start: Q3_K's - 4 (odd j: - 16) times the 4 activations each dword meets */
         __m512i base[4];
 #pragma GCC unroll 4
@@ -1343,7 +1385,10 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
 #pragma GCC unroll 4
             for (int j = 0; j < 4; ++j) {
                 if constexpr (Q3) db[j] = 2 * p + 1 < R ? b.dot(j, yv[j], base[j]) : da[j];
-                sumi = _mm512_dpwssd_epi32(sumi, _mm512_packs_epi32(da[j], db[j]), _mm512_permutexvar_epi16(idx[j], sc));
+                __m512i sc_j;
+                if constexpr (VBMI) sc_j = k2_scales_vbmi(sc8, p, j);
+                else sc_j = _mm512_permutexvar_epi16(idx[j], sc);
+                sumi = _mm512_dpwssd_epi32(sumi, _mm512_packs_epi32(da[j], db[j]), sc_j);
             }
             acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), d_pair[p], acc[p]);
         }
@@ -1452,6 +1497,18 @@ struct matvec_avx512_gfni {
     }
 };
 
+/* Q2_K's R-row kernel with VBMI's scales (k2_scales_vbmi), on a CPU that has it; flatten
+ * as matvec_avx512_gfni. Cpu_bench's Q2_K mat-vec in cache, one core, variants alternating
+ * (before the side-block activations): with q loaded once, 38.3-38.9 GB/s against 36.4-37.9
+ * with the vpermw scales; with q folded into its users, +1-3 %. */
+struct matvec_avx512_vbmi {
+    template <int KS, int R>
+    __attribute__((flatten)) TSR_TARGET_AVX512VNNI_VBMI static void q8k(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out) {
+        static_assert(KS == KSLOT_Q2_K, "only Q2_K has a VBMI kernel");
+        k2_rows_avx512<false, R, false, true>(n, x, lda, y, out);
+    }
+};
+
 /* Q4_0's table entries (its own slots: dot_q4_0, dot4, dot1) over an R-row kernel set M. */
 template <class M> struct q4_0_entries {
     static float dot(int64_t n, const tsr_block_q4_0 * x, const yq8 * y) { return row_quant_dots<M>::template dot_yq8<TSR_TYPE_Q4_0>(n, x, y); }
@@ -1502,6 +1559,10 @@ static kernels make_kernels_avx512(const cpu_features & f = features()) {
         k.gemm[SLOT_Q4_0] = &gemm_q4_0_avx512;
         row_quant_dots<matvec_avx512>::fill(k);
         q4_0_entries<matvec_avx512>::fill(k);
+        if (f.avx512_vbmi) {
+            k.dot_q8k[KSLOT_Q2_K] = row_quant_dots<matvec_avx512_vbmi>::dot_q8k<KSLOT_Q2_K>;
+            k.dot4_q8k[KSLOT_Q2_K] = row_quant_dots<matvec_avx512_vbmi>::dot4_q8k<KSLOT_Q2_K>;
+        }
         if (f.avx512_gfni) {
             k.dot_q8k[KSLOT_Q3_K] = row_quant_dots<matvec_avx512_gfni>::dot_q8k<KSLOT_Q3_K>;
             k.dot4_q8k[KSLOT_Q3_K] = row_quant_dots<matvec_avx512_gfni>::dot4_q8k<KSLOT_Q3_K>;
