@@ -228,7 +228,7 @@ static inline void y_side(yq8 * y, int64_t nb, enum tsr_type wt) {
  * Q2_K: the 16-element sums split as bsums[g] = 16 hi[g] + lo[g] (lo 0..15, hi -128..127),
  * so that two vpdpbusd of the mins (times 16, as the scale byte's high nibble already is, and
  * times 1) against them give sum(min * bsum) with no widening to int16; the activations in
- * the kernel's order, so that each of its 4 vectors is one aligned load where two loads and a
+ * the kernel's order, so that each of its 4 vectors is one load where two loads and a
  * vinserti64x4 joined them, and d as the kernel's pair of multipliers (see k2_rows_avx512). */
 struct yside_q3k {
     int32_t start[4][16];
@@ -247,6 +247,13 @@ static inline size_t q8k_row_bytes(int64_t n, enum tsr_type wt) {
     const size_t side = wt == TSR_TYPE_Q3_K ? sizeof(yside_q3k) : wt == TSR_TYPE_Q2_K ? sizeof(yside_q2k) : 0;
     return side ? side_offset<tsr_block_q8_K>(nb) + (size_t)nb * side : (size_t)nb * sizeof(tsr_block_q8_K);
 }
+/* The activations of b as the kernel's zmm j take them: qs 32j.. then qs 128 + 32j.. */
+static inline void side_qs_in_kernel_order(const tsr_block_q8_K & b, int8_t (*qs)[64]) {
+    for (int j = 0; j < 4; ++j) {
+        std::memcpy(qs[j], b.qs + 32 * j, 32);
+        std::memcpy(qs[j] + 32, b.qs + 128 + 32 * j, 32);
+    }
+}
 /* The side blocks for weights of type wt after the nb Q8_K blocks of y (Q2_K's or Q3_K's;
  * other types have none). */
 static inline void y_side_q8k(tsr_block_q8_K * y, int64_t nb, enum tsr_type wt) {
@@ -262,10 +269,7 @@ static inline void y_side_q8k(tsr_block_q8_K * y, int64_t nb, enum tsr_type wt) 
                     side[i].start[j][k] = -(j & 1 ? 16 : 4) * quad[8 * j + k];
                     side[i].start[j][8 + k] = -(j & 1 ? 16 : 4) * quad[32 + 8 * j + k];
                 }
-            for (int j = 0; j < 4; ++j) {
-                std::memcpy(side[i].qs[j], y[i].qs + 32 * j, 32);
-                std::memcpy(side[i].qs[j] + 32, y[i].qs + 128 + 32 * j, 32);
-            }
+            side_qs_in_kernel_order(y[i], side[i].qs);
         }
     } else if (wt == TSR_TYPE_Q2_K) {
         yside_q2k * side = side_after<yside_q2k>(y, nb);
@@ -275,10 +279,7 @@ static inline void y_side_q8k(tsr_block_q8_K * y, int64_t nb, enum tsr_type wt) 
                 side[i].bsum_lo[g] = (int8_t)(b & 15);
                 side[i].bsum_hi[g] = (int8_t)(b >> 4);
             }
-            for (int j = 0; j < 4; ++j) {
-                std::memcpy(side[i].qs[j], y[i].qs + 32 * j, 32);
-                std::memcpy(side[i].qs[j] + 32, y[i].qs + 128 + 32 * j, 32);
-            }
+            side_qs_in_kernel_order(y[i], side[i].qs);
             side[i].d_pair[0] = y[i].d * 0.25f;
             side[i].d_pair[1] = y[i].d;
             std::memset(side[i].pad, 0, sizeof side[i].pad);
