@@ -238,7 +238,7 @@ struct yside_q2k {
     int8_t qs[4][64];             /* zmm j of the kernel: qs 32j.. then qs 128 + 32j.. (64-byte offsets in the row) */
     int8_t bsum_hi[16], bsum_lo[16];
     float  d_pair[2];             /* d / 4 and d: the kernel's scale sums are times 4, its mins' are not */
-    float  pad[6];
+    float  unused[6];             /* keeps each block's qs at a 64-byte offset; never written or read */
 };
 static_assert(sizeof(yside_q3k) == 512 && sizeof(yside_q2k) == 320, "Q8_K side layouts");
 /* Bytes of a Q8_K activation row of n elements for the dot-product kernels of weight type wt. */
@@ -282,7 +282,6 @@ static inline void y_side_q8k(tsr_block_q8_K * y, int64_t nb, enum tsr_type wt) 
             side_qs_in_kernel_order(y[i], side[i].qs);
             side[i].d_pair[0] = y[i].d * 0.25f;
             side[i].d_pair[1] = y[i].d;
-            std::memset(side[i].pad, 0, sizeof side[i].pad);
         }
     }
 }

@@ -1211,11 +1211,11 @@ static constexpr k2_vbmi_index make_k2_vbmi_index() {
 }
 static constexpr k2_vbmi_index k2_vbmi_idx = make_k2_vbmi_index();
 /* The scale words of k2_rows_avx512's pair p and dots j from the rows' 16 Q2_K scales each
- * (row r's in lane r), by one vpermt2b (the scales times 4 its second table), where the
- * path without VBMI widens each pair's scales to words, shifts them and spreads them with a
- * vpermw per j. Only callers under its target (matvec_avx512_vbmi) instantiate it. */
-TSR_TARGET_AVX512VNNI_VBMI static inline __m512i k2_scales_vbmi(__m512i sc8, int p, int j) {
-    return _mm512_maskz_permutex2var_epi8(0x5555555555555555ull, sc8, _mm512_load_si512((const void *)k2_vbmi_idx.b[p][j]), _mm512_slli_epi16(sc8, 2));
+ * (row r's in lane r) and those times 4, by one vpermt2b, where the path without VBMI widens
+ * each pair's scales to words, shifts them and spreads them with a vpermw per j. Only
+ * callers under its target (matvec_avx512_vbmi) instantiate it. */
+TSR_TARGET_AVX512VNNI_VBMI static inline __m512i k2_scales_vbmi(__m512i sc8, __m512i sc8_times4, int p, int j) {
+    return _mm512_maskz_permutex2var_epi8(0x5555555555555555ull, sc8, _mm512_load_si512((const void *)k2_vbmi_idx.b[p][j]), sc8_times4);
 }
 
 /* Q3_K's unsigned levels j (odd j: times 4) with GFNI: the third bit (hmask bit j of the
@@ -1239,7 +1239,8 @@ template <bool Q3, bool GFNI> struct k2_row {
         q = _mm512_loadu_si512((const void *)(row + (Q3 ? 32 : 16)));
         /* one load: the compiler otherwise folds it into each of q's users, 3 loads of a zmm
          * that crosses a cache line (a row's 64 qs bytes are rarely aligned), each costing two
-         * of the core's loads (Q2_K in cache +2-3 %, +7 % with the scales below by VBMI) */
+         * of the core's loads (Q2_K in cache +2-3 %, +7 % with the scales below by VBMI;
+         * Q3_K unchanged) */
         __asm__("" : "+v"(q));
         q4 = _mm512_srli_epi16(q, 4);
         hm = Q3 ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)row)) : _mm512_setzero_si512();
@@ -1365,11 +1366,16 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
         __m512i base[4];
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) base[j] = Q3 ? _mm512_loadu_si512((const void *)side3[i].start[j]) : _mm512_setzero_si512();
+        /* VBMI: the scale words straight from the bytes and those times 4 (Q2_K's are 0..15) */
+        const __m512i sc8_times4 = VBMI ? _mm512_slli_epi16(sc8, 2) : sc8;
 #pragma GCC unroll 2
         for (int p = 0; p < (R + 1) / 2; ++p) {
-            /* the scales of rows 2p and 2p + 1 as int16 words, times 4 where the levels are not */
-            const __m256i sc_pair = p ? _mm512_extracti64x4_epi64(sc8, 1) : _mm512_castsi512_si256(sc8);
-            const __m512i sc = _mm512_sllv_epi16(Q3 ? _mm512_cvtepi8_epi16(sc_pair) : _mm512_cvtepu8_epi16(sc_pair), times4_even_j);
+            /* else the scales of rows 2p and 2p + 1 as int16 words, times 4 where the levels are not */
+            __m512i sc = sc8;
+            if constexpr (!VBMI) {
+                const __m256i sc_pair = p ? _mm512_extracti64x4_epi64(sc8, 1) : _mm512_castsi512_si256(sc8);
+                sc = _mm512_sllv_epi16(Q3 ? _mm512_cvtepi8_epi16(sc_pair) : _mm512_cvtepu8_epi16(sc_pair), times4_even_j);
+            }
             const k2_row<Q3, GFNI> a(blk + (size_t)(2 * p) * lda);
             const k2_row<Q3, GFNI> b = 2 * p + 1 < R ? k2_row<Q3, GFNI>(blk + (size_t)(2 * p + 1) * lda) : a;  /* R odd: not read */
             __m512i sumi = _mm512_setzero_si512();
@@ -1386,7 +1392,7 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
             for (int j = 0; j < 4; ++j) {
                 if constexpr (Q3) db[j] = 2 * p + 1 < R ? b.dot(j, yv[j], base[j]) : da[j];
                 __m512i sc_j;
-                if constexpr (VBMI) sc_j = k2_scales_vbmi(sc8, p, j);
+                if constexpr (VBMI) sc_j = k2_scales_vbmi(sc8, sc8_times4, p, j);
                 else sc_j = _mm512_permutexvar_epi16(idx[j], sc);
                 sumi = _mm512_dpwssd_epi32(sumi, _mm512_packs_epi32(da[j], db[j]), sc_j);
             }
