@@ -58,6 +58,11 @@ std::vector<kernel_table> kernel_tables() {
         f.avx512_vbmi = false;
         tables.push_back({"avx512 without gfni and vbmi", tcpu::make_kernels_avx512(f)});
     }
+    if (tcpu::features().avx512 && tcpu::features().avx512_gfni && tcpu::features().avx512_vbmi) {
+        tcpu::cpu_features f = tcpu::features();
+        f.avx512_vbmi = false;  // a CPU with GFNI only (Q3_K's scales without VBMI, its levels by GFNI)
+        tables.push_back({"avx512 with gfni, without vbmi", tcpu::make_kernels_avx512(f)});
+    }
 #endif
     return tables;
 }

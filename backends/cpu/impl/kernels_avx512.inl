@@ -1218,6 +1218,50 @@ TSR_TARGET_AVX512VNNI_VBMI static inline __m512i k2_scales_vbmi(__m512i sc8, __m
     return _mm512_maskz_permutex2var_epi8(0x5555555555555555ull, sc8, _mm512_load_si512((const void *)k2_vbmi_idx.b[p][j]), sc8_times4);
 }
 
+/* Q3_K's scales with VBMI and GFNI: row r's 16 scales s (-32..31) as bytes in lane r (s) and
+ * times 4 (t, -128..124 still a byte), from the lanes_of_rows bytes h as q3k_scales_zmm takes
+ * them. A vpshufb gathers each lane's scale bytes so that every qword holds what its 8 scales
+ * need (qword 0: bytes 0-3 and 8-11 for scales 0-3 and 8-11, qword 1: bytes 4-7 and 8-11 for
+ * 4-7 and 12-15), two vpmultishiftqb move each scale's low nibble to bits 0-3 and its high 2
+ * bits to 4-5 of its byte, one ternary op joins them (the format's 6 bits, u = s + 32), and
+ * one GF(2) affine map each turns u into s (bits 5-7 the complement of u's bit 5) and into
+ * 4s (u's bits 0-4 at 2-6, the complement of bit 5 at 7): 6 instructions for 4 rows where
+ * q3k_scales_zmm takes 10 and each row pair's widening 3 more. Scale g sits at byte
+ * q3k_vbmi_pos(g) of its lane. */
+static constexpr int q3k_vbmi_pos(int g) { return (g & 3) | ((g >> 2) & 1) << 3 | ((g >> 3) & 1) << 2; }
+TSR_TARGET_AVX512VNNI_GFNI_VBMI static inline void q3k_scales_vbmi(__m512i h, __m512i & s, __m512i & t) {
+    /* lanes_of_rows puts scale byte k at byte 2 + k of its row's lane */
+    const __m512i p = _mm512_shuffle_epi8(h, _mm512_broadcast_i32x4(_mm_setr_epi8(2, 3, 4, 5, 10, 11, 12, 13, 6, 7, 8, 9, 10, 11, 12, 13)));
+    /* low nibble of scale m (byte m) and 8 + m (byte 4 + m): qword bit 8m and 8m + 4 */
+    const __m512i lo = _mm512_multishift_epi64_epi8(_mm512_broadcast_i32x4(_mm_setr_epi8(0, 8, 16, 24, 4, 12, 20, 28, 0, 8, 16, 24, 4, 12, 20, 28)), p);
+    /* high 2 bits of scale m, 8 + m (qword 0) and 4 + m, 12 + m (qword 1): bits 0-1, 4-5, 2-3
+     * and 6-7 of the qword's byte 4 + m, each read from 4 bits lower to land at bits 4-5 */
+    const __m512i hi = _mm512_multishift_epi64_epi8(_mm512_broadcast_i32x4(_mm_setr_epi8(28, 36, 44, 52, 32, 40, 48, 56, 30, 38, 46, 54, 34, 42, 50, 58)), p);
+    const __m512i u = _mm512_ternarylogic_epi32(lo, hi, _mm512_set1_epi8(0x0F), 0xE4);  /* c ? a : b */
+    /* output bit i: the parity of the input bits in the matrix's byte 7 - i, XOR the immediate's bit i */
+    s = _mm512_gf2p8affine_epi64_epi8(u, _mm512_set1_epi64(0x0102040810202020ll), 0xE0);
+    t = _mm512_gf2p8affine_epi64_epi8(u, _mm512_set1_epi64(0x0000010204081020ll), 0x80);
+}
+
+/* vpermt2b indices of k2_rows_avx512's Q3_K scales with VBMI: the same scales as
+ * k2_scale_index picks (pair p, dots j), each in the high byte of its word (the low byte
+ * zeroed: the word is the scale times 256, its sign kept), even j's from t (times 4, the
+ * first table), odd j's from s. */
+static constexpr k2_vbmi_index make_k3_vbmi_index() {
+    k2_vbmi_index x{};
+    for (int p = 0; p < 2; ++p)
+        for (int j = 0; j < 4; ++j)
+            for (int w = 0; w < 32; ++w) {
+                const int lane = w / 8, row = 2 * p + (w % 8 >= 4), g = 8 * (lane / 2) + 2 * j + lane % 2;
+                x.b[p][j][2 * w + 1] = (int8_t)(16 * row + q3k_vbmi_pos(g) + (j % 2 ? 64 : 0));
+            }
+    return x;
+}
+static constexpr k2_vbmi_index k3_vbmi_idx = make_k3_vbmi_index();
+TSR_TARGET_AVX512VNNI_VBMI static inline __m512i k3_scales_vbmi(__m512i s, __m512i t, int p, int j) {
+    return _mm512_maskz_permutex2var_epi8(0xAAAAAAAAAAAAAAAAull, t, _mm512_load_si512((const void *)k3_vbmi_idx.b[p][j]), s);
+}
+
 /* Q3_K's unsigned levels j (odd j: times 4) with GFNI: the third bit (hmask bit j of the
  * low 256 bits' elements 32j.., 4 + j of the high 256 bits' 128 + 32j..) moved to the bit
  * above the level's two low bits as k2_row::dot masks them (bit 2 for even j, 4 for odd j)
@@ -1280,7 +1324,12 @@ template <bool Q3, bool GFNI> struct k2_row {
  * sums split in bytes (yside_q2k), row r in lanes 4r..4r+3.
  * Integer sums are exact and a row's lanes never meet another's, so its result is the same
  * for every R. GFNI: Q3_K's levels by q3k_levels_gfni (the same integers); only callers
- * under its target (matvec_avx512_gfni) instantiate it.
+ * under its target (matvec_avx512_gfni) instantiate it. VBMI with GFNI: Q3_K's scales by
+ * q3k_scales_vbmi and k3_scales_vbmi (matvec_avx512_gfni_vbmi), words 256 times the scale
+ * and d / 256 (exact: the same floats). In cache, one core, 3 runs alternating: 37.2-37.7
+ * -> 40.2-40.8 GB/s, level with the word layout's 39.7-40.3 in the same runs; from DRAM
+ * (2 threads, 5 alternations on a VM whose read varied 52-71 GB/s) 0.86-1.00 x the read
+ * (mean 0.92) against 0.88-0.97 (mean 0.92): the noise hides it there.
  *
  * Q3_K in cache, one core, kernels alternating in one process: taking the - 4 off through
  * the bsums (a scale-weighted sum per row and a float accumulator, as Q2_K's mins), with
@@ -1330,20 +1379,23 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
     for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
         const tsr_block_q8_K & y = yrow[i];
         const uint8_t * blk = (const uint8_t *)x + (size_t)i * bbytes;
-        __m512i sc8;  /* row r's 16 scales as int8 in lane r */
+        __m512i sc8, sc8_times4;  /* row r's 16 scales as int8 in lane r (VBMI: and times 4) */
         __m512 d_pair[2];
         if (Q3) {
             /* bytes 94..109: the last 2 qs bytes, the 12 scale bytes, d (stays inside the block) */
             const __m512i h = lanes_of_rows<R>(blk + 94, lda);
-            sc8 = q3k_scales_zmm(h);
+            if constexpr (VBMI) q3k_scales_vbmi(h, sc8, sc8_times4);
+            else sc8 = q3k_scales_zmm(h);
+            /* VBMI: the scale words are times 256 (exact: the float sums and products match) */
             const __m512 d = _mm512_castps128_ps512(_mm_mul_ps(_mm_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi16(
                                                                    _mm512_setr_epi32(7 | 15 << 16, 23 | 31 << 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), h))),
-                                                               _mm_set1_ps(y.d * 0.25f)));
+                                                               _mm_set1_ps(y.d * (VBMI ? 0.25f / 256 : 0.25f))));
             d_pair[0] = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1), d);
             d_pair[1] = _mm512_permutexvar_ps(_mm512_setr_epi32(2, 2, 3, 3, 2, 2, 3, 3, 2, 2, 3, 3, 2, 2, 3, 3), d);
         } else {
             const __m512i h = lanes_of_rows<R>(blk, lda);
             sc8 = _mm512_and_si512(h, _mm512_set1_epi8(0x0F));
+            sc8_times4 = VBMI ? _mm512_slli_epi16(sc8, 2) : sc8;  /* Q2_K's scales are 0..15 */
             /* d y.d / 4 (the sums are times 4) and dmin y.d of rows 0..3: floats 2r, 2r + 1 */
             const __m512 dm = _mm512_castps256_ps512(_mm256_mul_ps(fp16_pairs_of_rows<R>(blk + 80, lda),
                                                                    _mm256_castpd_ps(_mm256_broadcast_sd((const double *)side2[i].d_pair))));
@@ -1366,8 +1418,6 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
         __m512i base[4];
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) base[j] = Q3 ? _mm512_loadu_si512((const void *)side3[i].start[j]) : _mm512_setzero_si512();
-        /* VBMI: the scale words straight from the bytes and those times 4 (Q2_K's are 0..15) */
-        const __m512i sc8_times4 = VBMI ? _mm512_slli_epi16(sc8, 2) : sc8;
 #pragma GCC unroll 2
         for (int p = 0; p < (R + 1) / 2; ++p) {
             /* else the scales of rows 2p and 2p + 1 as int16 words, times 4 where the levels are not */
@@ -1392,7 +1442,8 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
             for (int j = 0; j < 4; ++j) {
                 if constexpr (Q3) db[j] = 2 * p + 1 < R ? b.dot(j, yv[j], base[j]) : da[j];
                 __m512i sc_j;
-                if constexpr (VBMI) sc_j = k2_scales_vbmi(sc8, sc8_times4, p, j);
+                if constexpr (VBMI && Q3) sc_j = k3_scales_vbmi(sc8, sc8_times4, p, j);
+                else if constexpr (VBMI) sc_j = k2_scales_vbmi(sc8, sc8_times4, p, j);
                 else sc_j = _mm512_permutexvar_epi16(idx[j], sc);
                 sumi = _mm512_dpwssd_epi32(sumi, _mm512_packs_epi32(da[j], db[j]), sc_j);
             }
@@ -1515,6 +1566,16 @@ struct matvec_avx512_vbmi {
     }
 };
 
+/* Q3_K's R-row kernel with GFNI's levels and VBMI's scales (q3k_scales_vbmi,
+ * k3_scales_vbmi); flatten as matvec_avx512_gfni. */
+struct matvec_avx512_gfni_vbmi {
+    template <int KS, int R>
+    __attribute__((flatten)) TSR_TARGET_AVX512VNNI_GFNI_VBMI static void q8k(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out) {
+        static_assert(KS == KSLOT_Q3_K, "only Q3_K has a GFNI + VBMI kernel");
+        k2_rows_avx512<true, R, true, true>(n, x, lda, y, out);
+    }
+};
+
 /* Q4_0's table entries (its own slots: dot_q4_0, dot4, dot1) over an R-row kernel set M. */
 template <class M> struct q4_0_entries {
     static float dot(int64_t n, const tsr_block_q4_0 * x, const yq8 * y) { return row_quant_dots<M>::template dot_yq8<TSR_TYPE_Q4_0>(n, x, y); }
@@ -1586,6 +1647,10 @@ static kernels make_kernels_avx512(const cpu_features & f = features()) {
             k.dot4_yq8[QSLOT_Q5_0] = G::dot4_yq8<TSR_TYPE_Q5_0>;
             k.dot4_yq8[QSLOT_Q5_1] = G::dot4_yq8<TSR_TYPE_Q5_1>;
             k.dot4_yq8[QSLOT_IQ4_NL] = G::dot4_yq8<TSR_TYPE_IQ4_NL>;
+            if (f.avx512_vbmi) {  /* Q3_K: GFNI levels, VBMI scales */
+                k.dot_q8k[KSLOT_Q3_K] = row_quant_dots<matvec_avx512_gfni_vbmi>::dot_q8k<KSLOT_Q3_K>;
+                k.dot4_q8k[KSLOT_Q3_K] = row_quant_dots<matvec_avx512_gfni_vbmi>::dot4_q8k<KSLOT_Q3_K>;
+            }
         }
         /* the half panels' GEMM is Q6_K's (against Q8_K, with the x86 half-panel packer) */
         packed_gemms<gemm_q8_0_avx512, gemm_min_avx512, gemm_q6_K_avx512, x86_packers<32, 0x80>::of>::fill(k);
