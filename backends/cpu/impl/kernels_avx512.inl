@@ -1327,9 +1327,13 @@ template <bool Q3, bool GFNI> struct k2_row {
  * under its target (matvec_avx512_gfni) instantiate it. VBMI with GFNI: Q3_K's scales by
  * q3k_scales_vbmi and k3_scales_vbmi (matvec_avx512_gfni_vbmi), words 256 times the scale
  * and d / 256 (exact: the same floats). In cache, one core, 3 runs alternating: 37.2-37.7
- * -> 40.2-40.8 GB/s, level with the word layout's 39.7-40.3 in the same runs; from DRAM
- * (2 threads, 5 alternations on a VM whose read varied 52-71 GB/s) 0.86-1.00 x the read
- * (mean 0.92) against 0.88-0.97 (mean 0.92): the noise hides it there.
+ * -> 40.2-40.8 GB/s, level with the word layout's 39.7-40.3 in the same runs; a loop
+ * calling the kernels directly (4 row streams, 1 MiB): 39.3 -> 42.6-42.8 (word layout
+ * 43.5-43.7), and one core from DRAM (230 MiB) 34.3-34.7 -> 36.0-37.8 (word layout
+ * 36.9-38.5); cpu_bench from DRAM on 2 threads (5 alternations on a VM whose read varied
+ * 52-71 GB/s) 0.86-1.00 x the read (mean 0.92) against 0.88-0.97 (mean 0.92): the noise
+ * hides it there. The side blocks' 64-byte placement matters as much: read from a row
+ * aligned to 16 bytes only (its zmm loads crossing lines), this kernel lost 10 % in cache.
  *
  * Q3_K in cache, one core, kernels alternating in one process: taking the - 4 off through
  * the bsums (a scale-weighted sum per row and a float accumulator, as Q2_K's mins), with
