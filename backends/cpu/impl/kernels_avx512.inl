@@ -1193,29 +1193,37 @@ TSR_TARGET_AVX512VNNI static inline __m512i k2_scale_index(int j) {
 
 static constexpr size_t k2_prefetch_ahead = 2048;  /* bytes past the current super-block of a row */
 
-/* vpermt2b indices of k2_rows_avx512's Q2_K scales with VBMI: the same words as
- * k2_scale_index picks (pair p, dots j), each as its scale byte of the rows' 64 (row r's 16
- * in lane r) and a zeroed high byte; even j's from the second table, the scales times 4. */
+/* Where Q3_K's scale g sits in its row's lane after q3k_scales_vbmi (below). */
+static constexpr int q3k_vbmi_pos(int g) { return (g & 3) | ((g >> 2) & 1) << 3 | ((g >> 3) & 1) << 2; }
+
+/* vpermt2b indices of k2_rows_avx512's scale words with VBMI: the same words as
+ * k2_scale_index picks (pair p, dots j), each from its scale byte among the rows' 64 (row r's
+ * 16 in lane r; Q3_K's scale g at q3k_vbmi_pos(g) of the lane), even j's from the second
+ * table (the scales times 4). Q2_K's (0..15) fill each word's low byte, the high one zeroed;
+ * Q3_K's (signed) the high byte, the low one zeroed: the word is 256 times the scale, its
+ * sign kept. */
 struct k2_vbmi_index {
     alignas(64) int8_t b[2][4][64];
 };
-static constexpr k2_vbmi_index make_k2_vbmi_index() {
+static constexpr k2_vbmi_index make_k2_vbmi_index(bool q3) {
     k2_vbmi_index t{};
     for (int p = 0; p < 2; ++p)
         for (int j = 0; j < 4; ++j)
             for (int w = 0; w < 32; ++w) {
                 const int lane = w / 8, row = 2 * p + (w % 8 >= 4), g = 8 * (lane / 2) + 2 * j + lane % 2;
-                t.b[p][j][2 * w] = (int8_t)(16 * row + g + (j % 2 ? 0 : 64));
+                t.b[p][j][2 * w + q3] = (int8_t)(16 * row + (q3 ? q3k_vbmi_pos(g) : g) + (j % 2 ? 0 : 64));
             }
     return t;
 }
-static constexpr k2_vbmi_index k2_vbmi_idx = make_k2_vbmi_index();
-/* The scale words of k2_rows_avx512's pair p and dots j from the rows' 16 Q2_K scales each
- * (row r's in lane r) and those times 4, by one vpermt2b, where the path without VBMI widens
- * each pair's scales to words, shifts them and spreads them with a vpermw per j. Only
- * callers under its target (matvec_avx512_vbmi) instantiate it. */
+static constexpr k2_vbmi_index k2_vbmi_idx[2] = {make_k2_vbmi_index(false), make_k2_vbmi_index(true)};
+/* The scale words of k2_rows_avx512's pair p and dots j from the rows' 16 scales each (row
+ * r's in lane r) and those times 4, by one vpermt2b, where the path without VBMI widens each
+ * pair's scales to words, shifts them and spreads them with a vpermw per j. Only callers
+ * under its target (matvec_avx512_vbmi, matvec_avx512_gfni_vbmi) instantiate it. */
+template <bool Q3>
 TSR_TARGET_AVX512VNNI_VBMI static inline __m512i k2_scales_vbmi(__m512i sc8, __m512i sc8_times4, int p, int j) {
-    return _mm512_maskz_permutex2var_epi8(0x5555555555555555ull, sc8, _mm512_load_si512((const void *)k2_vbmi_idx.b[p][j]), sc8_times4);
+    return _mm512_maskz_permutex2var_epi8(Q3 ? 0xAAAAAAAAAAAAAAAAull : 0x5555555555555555ull, sc8,
+                                          _mm512_load_si512((const void *)k2_vbmi_idx[Q3].b[p][j]), sc8_times4);
 }
 
 /* Q3_K's scales with VBMI and GFNI: row r's 16 scales s (-32..31) as bytes in lane r (s) and
@@ -1227,8 +1235,7 @@ TSR_TARGET_AVX512VNNI_VBMI static inline __m512i k2_scales_vbmi(__m512i sc8, __m
  * one GF(2) affine map each turns u into s (bits 5-7 the complement of u's bit 5) and into
  * 4s (u's bits 0-4 at 2-6, the complement of bit 5 at 7): 6 instructions for 4 rows where
  * q3k_scales_zmm takes 10 and each row pair's widening 3 more. Scale g sits at byte
- * q3k_vbmi_pos(g) of its lane. */
-static constexpr int q3k_vbmi_pos(int g) { return (g & 3) | ((g >> 2) & 1) << 3 | ((g >> 3) & 1) << 2; }
+ * q3k_vbmi_pos(g) of its lane (k2_vbmi_idx). */
 TSR_TARGET_AVX512VNNI_GFNI_VBMI static inline void q3k_scales_vbmi(__m512i h, __m512i & s, __m512i & t) {
     /* lanes_of_rows puts scale byte k at byte 2 + k of its row's lane */
     const __m512i p = _mm512_shuffle_epi8(h, _mm512_broadcast_i32x4(_mm_setr_epi8(2, 3, 4, 5, 10, 11, 12, 13, 6, 7, 8, 9, 10, 11, 12, 13)));
@@ -1241,25 +1248,6 @@ TSR_TARGET_AVX512VNNI_GFNI_VBMI static inline void q3k_scales_vbmi(__m512i h, __
     /* output bit i: the parity of the input bits in the matrix's byte 7 - i, XOR the immediate's bit i */
     s = _mm512_gf2p8affine_epi64_epi8(u, _mm512_set1_epi64(0x0102040810202020ll), 0xE0);
     t = _mm512_gf2p8affine_epi64_epi8(u, _mm512_set1_epi64(0x0000010204081020ll), 0x80);
-}
-
-/* vpermt2b indices of k2_rows_avx512's Q3_K scales with VBMI: the same scales as
- * k2_scale_index picks (pair p, dots j), each in the high byte of its word (the low byte
- * zeroed: the word is the scale times 256, its sign kept), even j's from t (times 4, the
- * first table), odd j's from s. */
-static constexpr k2_vbmi_index make_k3_vbmi_index() {
-    k2_vbmi_index x{};
-    for (int p = 0; p < 2; ++p)
-        for (int j = 0; j < 4; ++j)
-            for (int w = 0; w < 32; ++w) {
-                const int lane = w / 8, row = 2 * p + (w % 8 >= 4), g = 8 * (lane / 2) + 2 * j + lane % 2;
-                x.b[p][j][2 * w + 1] = (int8_t)(16 * row + q3k_vbmi_pos(g) + (j % 2 ? 64 : 0));
-            }
-    return x;
-}
-static constexpr k2_vbmi_index k3_vbmi_idx = make_k3_vbmi_index();
-TSR_TARGET_AVX512VNNI_VBMI static inline __m512i k3_scales_vbmi(__m512i s, __m512i t, int p, int j) {
-    return _mm512_maskz_permutex2var_epi8(0xAAAAAAAAAAAAAAAAull, t, _mm512_load_si512((const void *)k3_vbmi_idx.b[p][j]), s);
 }
 
 /* Q3_K's unsigned levels j (odd j: times 4) with GFNI: the third bit (hmask bit j of the
@@ -1320,12 +1308,12 @@ template <bool Q3, bool GFNI> struct k2_row {
  * vpdpwssd: the pair's sums are dwords 0-1 (row 2p) and 2-3 (row 2p + 1) of each lane,
  * converted and scaled by d as they are.
  * The rows' headers decode together (lanes_of_rows): scales as int16 words of row pairs
- * (Q2_K with VBMI: k2_scales_vbmi), d (and dmin), and Q2_K's mins against the activations'
+ * (with VBMI: k2_scales_vbmi), d (and dmin), and Q2_K's mins against the activations'
  * sums split in bytes (yside_q2k), row r in lanes 4r..4r+3.
  * Integer sums are exact and a row's lanes never meet another's, so its result is the same
  * for every R. GFNI: Q3_K's levels by q3k_levels_gfni (the same integers); only callers
  * under its target (matvec_avx512_gfni) instantiate it. VBMI with GFNI: Q3_K's scales by
- * q3k_scales_vbmi and k3_scales_vbmi (matvec_avx512_gfni_vbmi), words 256 times the scale
+ * q3k_scales_vbmi and k2_scales_vbmi (matvec_avx512_gfni_vbmi), words 256 times the scale
  * and d / 256 (exact: the same floats). In cache, one core, 3 runs alternating: 37.2-37.7
  * -> 40.2-40.8 GB/s, level with the word layout's 39.7-40.3 in the same runs; a loop
  * calling the kernels directly (4 row streams, 1 MiB): 39.3 -> 42.6-42.8 (word layout
@@ -1446,8 +1434,7 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
             for (int j = 0; j < 4; ++j) {
                 if constexpr (Q3) db[j] = 2 * p + 1 < R ? b.dot(j, yv[j], base[j]) : da[j];
                 __m512i sc_j;
-                if constexpr (VBMI && Q3) sc_j = k3_scales_vbmi(sc8, sc8_times4, p, j);
-                else if constexpr (VBMI) sc_j = k2_scales_vbmi(sc8, sc8_times4, p, j);
+                if constexpr (VBMI) sc_j = k2_scales_vbmi<Q3>(sc8, sc8_times4, p, j);
                 else sc_j = _mm512_permutexvar_epi16(idx[j], sc);
                 sumi = _mm512_dpwssd_epi32(sumi, _mm512_packs_epi32(da[j], db[j]), sc_j);
             }
@@ -1571,7 +1558,7 @@ struct matvec_avx512_vbmi {
 };
 
 /* Q3_K's R-row kernel with GFNI's levels and VBMI's scales (q3k_scales_vbmi,
- * k3_scales_vbmi); flatten as matvec_avx512_gfni. */
+ * k2_scales_vbmi); flatten as matvec_avx512_gfni. */
 struct matvec_avx512_gfni_vbmi {
     template <int KS, int R>
     __attribute__((flatten)) TSR_TARGET_AVX512VNNI_GFNI_VBMI static void q8k(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out) {
