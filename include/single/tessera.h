@@ -13248,7 +13248,8 @@ static inline void y_side(yq8 * y, int64_t nb, enum tsr_type wt) {
 /* A Q8_K activation row for Q2_K's and Q3_K's dot-product kernels is followed (at a 64-byte
  * offset) by one side block per super-block, written by y_side_q8k once per activation row,
  * for work the AVX-512 kernel (k2_rows_avx512) did once per 4 weight rows before. The other
- * ISAs' kernels do not read them. The kernel finds them from its n: a row is read with the
+ * ISAs' kernels do not read them, and mul_mat writes them only for a kernel table that says
+ * it does (kernels::q8k_side). The kernel finds them from its n: a row is read with the
  * element count it was prepared for (y_side_q8k's nb), never a prefix of it. cpu_bench
  * --matvec-only, 2 threads from DRAM, builds alternating 5 times each, x the read
  * bandwidth: Q3_K 0.90-0.92 (mean 0.91) against 0.78-0.91 (mean 0.86), Q2_K 0.88-0.96
@@ -13553,6 +13554,9 @@ struct kernels {
     /* 4 rows at once as dot4 for those types (y Q8_K blocks, or yq8 blocks with their side
      * arrays); each row's result equals the one-row kernel's bit for bit. NULL: one row at a time. */
     void (*dot4_q8k[KSLOT_COUNT])(int64_t n, const char * x, size_t lda, const void * y, float * out);
+    /* dot_q8k[slot] / dot4_q8k[slot] read y_side_q8k's side blocks after the Q8_K row (the
+     * AVX-512 VNNI kernels of Q2_K and Q3_K): mul_mat writes them only for such a table */
+    bool q8k_side[KSLOT_COUNT];
     void (*dot4_yq8[QSLOT_COUNT])(int64_t n, const char * x, size_t lda, const void * y, float * out);
     /* F32 row -> Q8_K blocks (n a multiple of 256) */
     void (*quantize_q8k)(const float * x, tsr_block_q8_K * y, int64_t n);
@@ -17939,8 +17943,6 @@ template <bool Q3, bool GFNI> struct k2_row {
 template <bool Q3, int R, bool GFNI = false, bool VBMI = false>
 TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
     const size_t bbytes = Q3 ? sizeof(tsr_block_q3_K) : sizeof(tsr_block_q2_K);
-    const __m512i times4_even_j = _mm512_set1_epi64(0x0000000000020002ll);  /* words g % 4 < 2 (even j): << 2 */
-    const __m512i idx[4] = {k2_scale_index(0), k2_scale_index(1), k2_scale_index(2), k2_scale_index(3)};
     __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  /* rows 2p and 2p + 1 */
     __m512 off = _mm512_setzero_ps();  /* Q2_K's mins times the sums: row r in lanes 4r..4r+3 */
     const yside_q3k * side3 = side_after<yside_q3k>(yrow, n / TSR_QK_K);  /* Q3_K's starts */
@@ -17993,6 +17995,7 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
             __m512i sc = sc8;
             if constexpr (!VBMI) {
                 const __m256i sc_pair = p ? _mm512_extracti64x4_epi64(sc8, 1) : _mm512_castsi512_si256(sc8);
+                const __m512i times4_even_j = _mm512_set1_epi64(0x0000000000020002ll);  /* words g % 4 < 2 (even j): << 2 */
                 sc = _mm512_sllv_epi16(Q3 ? _mm512_cvtepi8_epi16(sc_pair) : _mm512_cvtepu8_epi16(sc_pair), times4_even_j);
             }
             const k2_row<Q3, GFNI> a(blk + (size_t)(2 * p) * lda);
@@ -18012,7 +18015,7 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
                 if constexpr (Q3) db[j] = 2 * p + 1 < R ? b.dot(j, yv[j], base[j]) : da[j];
                 __m512i sc_j;
                 if constexpr (VBMI) sc_j = k2_scales_vbmi<Q3>(sc8, sc8_times4, p, j);
-                else sc_j = _mm512_permutexvar_epi16(idx[j], sc);
+                else sc_j = _mm512_permutexvar_epi16(k2_scale_index(j), sc);
                 sumi = _mm512_dpwssd_epi32(sumi, _mm512_packs_epi32(da[j], db[j]), sc_j);
             }
             acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), d_pair[p], acc[p]);
@@ -18194,6 +18197,7 @@ static kernels make_kernels_avx512(const cpu_features & f = features()) {
         k.gemm[SLOT_Q4_0] = &gemm_q4_0_avx512;
         row_quant_dots<matvec_avx512>::fill(k);
         q4_0_entries<matvec_avx512>::fill(k);
+        k.q8k_side[KSLOT_Q2_K] = k.q8k_side[KSLOT_Q3_K] = true;  /* k2_rows_avx512, every variant below */
         if (f.avx512_vbmi) {
             k.dot_q8k[KSLOT_Q2_K] = row_quant_dots<matvec_avx512_vbmi>::dot_q8k<KSLOT_Q2_K>;
             k.dot4_q8k[KSLOT_Q2_K] = row_quant_dots<matvec_avx512_vbmi>::dot4_q8k<KSLOT_Q2_K>;
@@ -22377,6 +22381,7 @@ struct mm_plan {
     bool a_words;             /* src0 read as it is in a CPU_REPACK word layout (repack_words.inl) */
     bool a_r8;                /* src0 in CPU_REPACK's interleaved groups of 8 rows (repack_r8.inl) */
     bool y_q8k_words;         /* and its qs in the word order (src0 in a word layout, mat-vec) */
+    bool y_q8k_side;          /* or followed by the side blocks the dot kernels read (y_side_q8k) */
     bool y_conv;              /* src1 converted to dense F32 */
     bool y_private;           /* few src1 rows: every thread converts them into its own
                                * scratch, so no barrier separates the phases */
@@ -22388,14 +22393,16 @@ struct mm_plan {
 };
 
 /* How src1 rows are quantized for pl.ta's weights read by g, and their bytes: for a GEMM
- * what it says it reads (yq8 blocks, or Q8_K); for the dot-product kernels (g NULL) Q8_K for
- * K-quants (Q2_K's and Q3_K's with their side blocks), yq8 with the side arrays only they
- * read for the 32-weight types. Neither (float weights): y_row left to the caller. */
-static void mm_set_y_format(mm_plan & pl, const gemm_impl * g, int64_t Kd) {
+ * what it says it reads (yq8 blocks, or Q8_K); for K's dot-product kernels (g NULL) Q8_K for
+ * K-quants (with the side blocks where K's kernels of the type read them), yq8 with the side
+ * arrays only they read for the 32-weight types. Neither (float weights): y_row left to the
+ * caller. */
+static void mm_set_y_format(mm_plan & pl, const kernels * K, const gemm_impl * g, int64_t Kd) {
     pl.y_q8k = g ? g->b_is_q8k : q8k_slot(pl.ta) >= 0;
     pl.y_q8 = tsr_is_quantized(pl.ta) && !pl.y_q8k;
+    pl.y_q8k_side = pl.y_q8k && !g && K->q8k_side[q8k_slot(pl.ta)];
     if (pl.y_q8) pl.y_row = g ? (size_t)(Kd / 32) * sizeof(yq8) : yq8_row_bytes(Kd);
-    else if (pl.y_q8k) pl.y_row = g ? (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K) : q8k_row_bytes(Kd, pl.ta);
+    else if (pl.y_q8k) pl.y_row = pl.y_q8k_side ? q8k_row_bytes(Kd, pl.ta) : (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K);
 }
 
 /* Columns of src1 (mul_mat_id: pairs of an expert) from which the GEMM beats the dot-product
@@ -22445,7 +22452,7 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
     pl.a_words = !pl.x_conv && is_words_repacked(s0);
     pl.a_r8 = !pl.x_conv && !pl.a_words && is_r8_repacked(s0);
     pl.g = s1->ne[1] >= gemm_min_cols(pl.ta, pl.a_words) ? gemm_for(K, pl.ta) : nullptr;
-    mm_set_y_format(pl, pl.g, Kd);
+    mm_set_y_format(pl, K, pl.g, Kd);
     pl.y_q8k_words = pl.y_q8k && !pl.g && pl.a_words;
     pl.y_conv = !pl.y_q8 && !pl.y_q8k && (s1->type != TSR_TYPE_F32 || s1->nb[0] != 4);
     if (pl.y_conv) pl.y_row = (size_t)Kd * 4;
@@ -22488,7 +22495,7 @@ static void mm_prepare_y_row(const kernels * K, const mm_plan & pl, const tsr_te
     if (pl.y_q8k) {
         quantize_row_q8k(K, s1, i1, i2, i3, (tsr_block_q8_K *)d);
         if (pl.y_q8k_words) q8k_qs_to_words((tsr_block_q8_K *)d, Kd / TSR_QK_K);
-        else if (!pl.g) y_side_q8k((tsr_block_q8_K *)d, Kd / TSR_QK_K, pl.ta);
+        else if (pl.y_q8k_side) y_side_q8k((tsr_block_q8_K *)d, Kd / TSR_QK_K, pl.ta);
         return;
     }
     if (pl.y_q8 && s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {
@@ -24492,13 +24499,13 @@ struct mmid_plan {
     size_t map_bytes, y_bytes, c_bytes, thread_bytes;
 };
 
-/* src1 rows prepared for weights of type ta read by g (NULL: the dot-product kernels); float
+/* src1 rows prepared for weights of type ta read by g (NULL: K's dot-product kernels); float
  * weights' rows are F32, copied in grouped order. */
-static mm_plan mmid_row_plan(enum tsr_type ta, const gemm_impl * g, int64_t Kd) {
+static mm_plan mmid_row_plan(const kernels * K, enum tsr_type ta, const gemm_impl * g, int64_t Kd) {
     mm_plan y{};
     y.ta = ta;
     y.g = g;
-    mm_set_y_format(y, g, Kd);
+    mm_set_y_format(y, K, g, Kd);
     y.y_conv = !y.y_q8 && !y.y_q8k;
     if (y.y_conv) y.y_row = (size_t)Kd * 4;
     return y;
@@ -24514,9 +24521,9 @@ static mmid_plan mmid_make_plan(const tsr_tensor * dst, const kernels * K) {
     pl.a_words = is_words_repacked(as);
     pl.gemm_min_pairs = gemm_min_cols(as->type, pl.a_words);
     pl.g = pl.n_pairs >= pl.gemm_min_pairs ? gemm_for(K, as->type) : nullptr;  /* else no expert has enough pairs */
-    pl.dot = mmid_row_plan(as->type, nullptr, Kd);
+    pl.dot = mmid_row_plan(K, as->type, nullptr, Kd);
     pl.dot.y_q8k_words = pl.dot.y_q8k && pl.a_words;
-    pl.gemm = pl.g ? mmid_row_plan(as->type, pl.g, Kd) : pl.dot;
+    pl.gemm = pl.g ? mmid_row_plan(K, as->type, pl.g, Kd) : pl.dot;
     pl.y_row = std::max(pl.dot.y_row, pl.gemm.y_row);
     pl.map_bytes = align_up(sizeof(int32_t) * (size_t)(3 * (pl.n_expert + 1) + 2 * pl.n_pairs), 64);
     pl.y_bytes = align_up(pl.y_row * (size_t)pl.n_pairs, 64);

@@ -213,7 +213,8 @@ static inline void y_side(yq8 * y, int64_t nb, enum tsr_type wt) {
 /* A Q8_K activation row for Q2_K's and Q3_K's dot-product kernels is followed (at a 64-byte
  * offset) by one side block per super-block, written by y_side_q8k once per activation row,
  * for work the AVX-512 kernel (k2_rows_avx512) did once per 4 weight rows before. The other
- * ISAs' kernels do not read them. The kernel finds them from its n: a row is read with the
+ * ISAs' kernels do not read them, and mul_mat writes them only for a kernel table that says
+ * it does (kernels::q8k_side). The kernel finds them from its n: a row is read with the
  * element count it was prepared for (y_side_q8k's nb), never a prefix of it. cpu_bench
  * --matvec-only, 2 threads from DRAM, builds alternating 5 times each, x the read
  * bandwidth: Q3_K 0.90-0.92 (mean 0.91) against 0.78-0.91 (mean 0.86), Q2_K 0.88-0.96
@@ -518,6 +519,9 @@ struct kernels {
     /* 4 rows at once as dot4 for those types (y Q8_K blocks, or yq8 blocks with their side
      * arrays); each row's result equals the one-row kernel's bit for bit. NULL: one row at a time. */
     void (*dot4_q8k[KSLOT_COUNT])(int64_t n, const char * x, size_t lda, const void * y, float * out);
+    /* dot_q8k[slot] / dot4_q8k[slot] read y_side_q8k's side blocks after the Q8_K row (the
+     * AVX-512 VNNI kernels of Q2_K and Q3_K): mul_mat writes them only for such a table */
+    bool q8k_side[KSLOT_COUNT];
     void (*dot4_yq8[QSLOT_COUNT])(int64_t n, const char * x, size_t lda, const void * y, float * out);
     /* F32 row -> Q8_K blocks (n a multiple of 256) */
     void (*quantize_q8k)(const float * x, tsr_block_q8_K * y, int64_t n);

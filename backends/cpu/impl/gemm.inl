@@ -219,6 +219,7 @@ struct mm_plan {
     bool a_words;             /* src0 read as it is in a CPU_REPACK word layout (repack_words.inl) */
     bool a_r8;                /* src0 in CPU_REPACK's interleaved groups of 8 rows (repack_r8.inl) */
     bool y_q8k_words;         /* and its qs in the word order (src0 in a word layout, mat-vec) */
+    bool y_q8k_side;          /* or followed by the side blocks the dot kernels read (y_side_q8k) */
     bool y_conv;              /* src1 converted to dense F32 */
     bool y_private;           /* few src1 rows: every thread converts them into its own
                                * scratch, so no barrier separates the phases */
@@ -230,14 +231,16 @@ struct mm_plan {
 };
 
 /* How src1 rows are quantized for pl.ta's weights read by g, and their bytes: for a GEMM
- * what it says it reads (yq8 blocks, or Q8_K); for the dot-product kernels (g NULL) Q8_K for
- * K-quants (Q2_K's and Q3_K's with their side blocks), yq8 with the side arrays only they
- * read for the 32-weight types. Neither (float weights): y_row left to the caller. */
-static void mm_set_y_format(mm_plan & pl, const gemm_impl * g, int64_t Kd) {
+ * what it says it reads (yq8 blocks, or Q8_K); for K's dot-product kernels (g NULL) Q8_K for
+ * K-quants (with the side blocks where K's kernels of the type read them), yq8 with the side
+ * arrays only they read for the 32-weight types. Neither (float weights): y_row left to the
+ * caller. */
+static void mm_set_y_format(mm_plan & pl, const kernels * K, const gemm_impl * g, int64_t Kd) {
     pl.y_q8k = g ? g->b_is_q8k : q8k_slot(pl.ta) >= 0;
     pl.y_q8 = tsr_is_quantized(pl.ta) && !pl.y_q8k;
+    pl.y_q8k_side = pl.y_q8k && !g && K->q8k_side[q8k_slot(pl.ta)];
     if (pl.y_q8) pl.y_row = g ? (size_t)(Kd / 32) * sizeof(yq8) : yq8_row_bytes(Kd);
-    else if (pl.y_q8k) pl.y_row = g ? (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K) : q8k_row_bytes(Kd, pl.ta);
+    else if (pl.y_q8k) pl.y_row = pl.y_q8k_side ? q8k_row_bytes(Kd, pl.ta) : (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K);
 }
 
 /* Columns of src1 (mul_mat_id: pairs of an expert) from which the GEMM beats the dot-product
@@ -287,7 +290,7 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
     pl.a_words = !pl.x_conv && is_words_repacked(s0);
     pl.a_r8 = !pl.x_conv && !pl.a_words && is_r8_repacked(s0);
     pl.g = s1->ne[1] >= gemm_min_cols(pl.ta, pl.a_words) ? gemm_for(K, pl.ta) : nullptr;
-    mm_set_y_format(pl, pl.g, Kd);
+    mm_set_y_format(pl, K, pl.g, Kd);
     pl.y_q8k_words = pl.y_q8k && !pl.g && pl.a_words;
     pl.y_conv = !pl.y_q8 && !pl.y_q8k && (s1->type != TSR_TYPE_F32 || s1->nb[0] != 4);
     if (pl.y_conv) pl.y_row = (size_t)Kd * 4;
@@ -330,7 +333,7 @@ static void mm_prepare_y_row(const kernels * K, const mm_plan & pl, const tsr_te
     if (pl.y_q8k) {
         quantize_row_q8k(K, s1, i1, i2, i3, (tsr_block_q8_K *)d);
         if (pl.y_q8k_words) q8k_qs_to_words((tsr_block_q8_K *)d, Kd / TSR_QK_K);
-        else if (!pl.g) y_side_q8k((tsr_block_q8_K *)d, Kd / TSR_QK_K, pl.ta);
+        else if (pl.y_q8k_side) y_side_q8k((tsr_block_q8_K *)d, Kd / TSR_QK_K, pl.ta);
         return;
     }
     if (pl.y_q8 && s1->type == TSR_TYPE_F32 && s1->nb[0] == 4) {

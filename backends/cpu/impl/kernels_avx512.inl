@@ -1362,8 +1362,6 @@ template <bool Q3, bool GFNI> struct k2_row {
 template <bool Q3, int R, bool GFNI = false, bool VBMI = false>
 TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
     const size_t bbytes = Q3 ? sizeof(tsr_block_q3_K) : sizeof(tsr_block_q2_K);
-    const __m512i times4_even_j = _mm512_set1_epi64(0x0000000000020002ll);  /* words g % 4 < 2 (even j): << 2 */
-    const __m512i idx[4] = {k2_scale_index(0), k2_scale_index(1), k2_scale_index(2), k2_scale_index(3)};
     __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  /* rows 2p and 2p + 1 */
     __m512 off = _mm512_setzero_ps();  /* Q2_K's mins times the sums: row r in lanes 4r..4r+3 */
     const yside_q3k * side3 = side_after<yside_q3k>(yrow, n / TSR_QK_K);  /* Q3_K's starts */
@@ -1416,6 +1414,7 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
             __m512i sc = sc8;
             if constexpr (!VBMI) {
                 const __m256i sc_pair = p ? _mm512_extracti64x4_epi64(sc8, 1) : _mm512_castsi512_si256(sc8);
+                const __m512i times4_even_j = _mm512_set1_epi64(0x0000000000020002ll);  /* words g % 4 < 2 (even j): << 2 */
                 sc = _mm512_sllv_epi16(Q3 ? _mm512_cvtepi8_epi16(sc_pair) : _mm512_cvtepu8_epi16(sc_pair), times4_even_j);
             }
             const k2_row<Q3, GFNI> a(blk + (size_t)(2 * p) * lda);
@@ -1435,7 +1434,7 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
                 if constexpr (Q3) db[j] = 2 * p + 1 < R ? b.dot(j, yv[j], base[j]) : da[j];
                 __m512i sc_j;
                 if constexpr (VBMI) sc_j = k2_scales_vbmi<Q3>(sc8, sc8_times4, p, j);
-                else sc_j = _mm512_permutexvar_epi16(idx[j], sc);
+                else sc_j = _mm512_permutexvar_epi16(k2_scale_index(j), sc);
                 sumi = _mm512_dpwssd_epi32(sumi, _mm512_packs_epi32(da[j], db[j]), sc_j);
             }
             acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), d_pair[p], acc[p]);
@@ -1617,6 +1616,7 @@ static kernels make_kernels_avx512(const cpu_features & f = features()) {
         k.gemm[SLOT_Q4_0] = &gemm_q4_0_avx512;
         row_quant_dots<matvec_avx512>::fill(k);
         q4_0_entries<matvec_avx512>::fill(k);
+        k.q8k_side[KSLOT_Q2_K] = k.q8k_side[KSLOT_Q3_K] = true;  /* k2_rows_avx512, every variant below */
         if (f.avx512_vbmi) {
             k.dot_q8k[KSLOT_Q2_K] = row_quant_dots<matvec_avx512_vbmi>::dot_q8k<KSLOT_Q2_K>;
             k.dot4_q8k[KSLOT_Q2_K] = row_quant_dots<matvec_avx512_vbmi>::dot4_q8k<KSLOT_Q2_K>;
