@@ -1080,6 +1080,13 @@ TEST_CASE("CPU_REPACK buffers: Q4_0 / IQ4_NL / Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K 
                 for (tsr_cpu_isa isa : tsrt::isas()) {
                     kernels_of k(isa);
                     INFO("isa " << tsr_cpu_isa_name(isa) << " rep " << rep);
+                    if (tcpu::is_words_repacked(P.wr) && N < n_gemm) {
+                        // the word kernels read the Q8_K blocks alone: no side blocks sized
+                        const tcpu::mm_plan pl = tcpu::mm_make_plan(P.cr, k.K, 2);
+                        CHECK(pl.y_q8k_words);
+                        CHECK_FALSE(pl.y_q8k_side);
+                        CHECK(pl.y_row == (size_t)(Kt / TSR_QK_K) * sizeof(tsr_block_q8_K));
+                    }
                     tsrt::backend_holder be(2);
                     REQUIRE(tsr_backend_graph_compute(be, P.gf) == TSR_STATUS_SUCCESS);
                     check_repack_results(P, ref, mag, M * N, N == n_gemm || !tc.interleaved);
@@ -1798,6 +1805,14 @@ TEST_CASE("CPU_REPACK: Q2_K / Q3_K MoE experts (3D) take the word layout; mul_ma
             for (tsr_cpu_isa isa : tsrt::isas()) {
                 kernels_of kk(isa);
                 INFO("isa " << tsr_cpu_isa_name(isa));
+                if (words) {
+                    // the word kernels read the Q8_K blocks alone (qs in the word order):
+                    // a row of nb blocks, no side blocks written or sized
+                    const tcpu::mmid_plan pl = tcpu::mmid_make_plan(cr, kk.K);
+                    CHECK(pl.dot.y_q8k_words);
+                    CHECK_FALSE(pl.dot.y_q8k_side);
+                    CHECK(pl.dot.y_row == (size_t)(K / TSR_QK_K) * sizeof(tsr_block_q8_K));
+                }
                 tsrt::backend_holder be(2);
                 CHECK(tsr_backend_supports_op(be, cr));
                 REQUIRE(tsr_backend_graph_compute(be, gf) == TSR_STATUS_SUCCESS);

@@ -219,7 +219,7 @@ struct mm_plan {
     bool a_words;             /* src0 read as it is in a CPU_REPACK word layout (repack_words.inl) */
     bool a_r8;                /* src0 in CPU_REPACK's interleaved groups of 8 rows (repack_r8.inl) */
     bool y_q8k_words;         /* and its qs in the word order (src0 in a word layout, mat-vec) */
-    bool y_q8k_side;          /* or followed by the side blocks the dot kernels read (y_side_q8k) */
+    bool y_q8k_side;          /* or followed by the side blocks the file layouts' dot kernels read (y_side_q8k) */
     bool y_conv;              /* src1 converted to dense F32 */
     bool y_private;           /* few src1 rows: every thread converts them into its own
                                * scratch, so no barrier separates the phases */
@@ -230,15 +230,17 @@ struct mm_plan {
     bool y_prepared() const { return y_q8 || y_q8k || y_conv; }
 };
 
-/* How src1 rows are quantized for pl.ta's weights read by g, and their bytes: for a GEMM
- * what it says it reads (yq8 blocks, or Q8_K); for K's dot-product kernels (g NULL) Q8_K for
- * K-quants (with the side blocks where K's kernels of the type read them), yq8 with the side
+/* How src1 rows are quantized for pl.ta's weights (in a word layout: pl.a_words) read by g,
+ * and their bytes: for a GEMM what it says it reads (yq8 blocks, or Q8_K); for the dot-product
+ * kernels (g NULL) Q8_K for K-quants (its qs in the word order for a word layout's kernels, or
+ * with the side blocks where K's file-layout kernels of the type read them), yq8 with the side
  * arrays only they read for the 32-weight types. Neither (float weights): y_row left to the
  * caller. */
 static void mm_set_y_format(mm_plan & pl, const kernels * K, const gemm_impl * g, int64_t Kd) {
     pl.y_q8k = g ? g->b_is_q8k : q8k_slot(pl.ta) >= 0;
     pl.y_q8 = tsr_is_quantized(pl.ta) && !pl.y_q8k;
-    pl.y_q8k_side = pl.y_q8k && !g && K->q8k_side[q8k_slot(pl.ta)];
+    pl.y_q8k_words = pl.y_q8k && !g && pl.a_words;
+    pl.y_q8k_side = pl.y_q8k && !g && !pl.a_words && K->q8k_side[q8k_slot(pl.ta)];
     if (pl.y_q8) pl.y_row = g ? (size_t)(Kd / 32) * sizeof(yq8) : yq8_row_bytes(Kd);
     else if (pl.y_q8k) pl.y_row = pl.y_q8k_side ? q8k_row_bytes(Kd, pl.ta) : (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K);
 }
@@ -291,7 +293,6 @@ static mm_plan mm_make_plan(const tsr_tensor * dst, const kernels * K, int nth) 
     pl.a_r8 = !pl.x_conv && !pl.a_words && is_r8_repacked(s0);
     pl.g = s1->ne[1] >= gemm_min_cols(pl.ta, pl.a_words) ? gemm_for(K, pl.ta) : nullptr;
     mm_set_y_format(pl, K, pl.g, Kd);
-    pl.y_q8k_words = pl.y_q8k && !pl.g && pl.a_words;
     pl.y_conv = !pl.y_q8 && !pl.y_q8k && (s1->type != TSR_TYPE_F32 || s1->nb[0] != 4);
     if (pl.y_conv) pl.y_row = (size_t)Kd * 4;
     pl.y_bytes = align_up(pl.y_row * (size_t)ny, 64);

@@ -27,11 +27,12 @@ struct mmid_plan {
     size_t map_bytes, y_bytes, c_bytes, thread_bytes;
 };
 
-/* src1 rows prepared for weights of type ta read by g (NULL: K's dot-product kernels); float
- * weights' rows are F32, copied in grouped order. */
-static mm_plan mmid_row_plan(const kernels * K, enum tsr_type ta, const gemm_impl * g, int64_t Kd) {
+/* src1 rows prepared for weights of type ta (in a word layout: a_words) read by g (NULL: K's
+ * dot-product kernels); float weights' rows are F32, copied in grouped order. */
+static mm_plan mmid_row_plan(const kernels * K, enum tsr_type ta, bool a_words, const gemm_impl * g, int64_t Kd) {
     mm_plan y{};
     y.ta = ta;
+    y.a_words = a_words;
     y.g = g;
     mm_set_y_format(y, K, g, Kd);
     y.y_conv = !y.y_q8 && !y.y_q8k;
@@ -49,9 +50,8 @@ static mmid_plan mmid_make_plan(const tsr_tensor * dst, const kernels * K) {
     pl.a_words = is_words_repacked(as);
     pl.gemm_min_pairs = gemm_min_cols(as->type, pl.a_words);
     pl.g = pl.n_pairs >= pl.gemm_min_pairs ? gemm_for(K, as->type) : nullptr;  /* else no expert has enough pairs */
-    pl.dot = mmid_row_plan(K, as->type, nullptr, Kd);
-    pl.dot.y_q8k_words = pl.dot.y_q8k && pl.a_words;
-    pl.gemm = pl.g ? mmid_row_plan(K, as->type, pl.g, Kd) : pl.dot;
+    pl.dot = mmid_row_plan(K, as->type, pl.a_words, nullptr, Kd);
+    pl.gemm = pl.g ? mmid_row_plan(K, as->type, pl.a_words, pl.g, Kd) : pl.dot;
     pl.y_row = std::max(pl.dot.y_row, pl.gemm.y_row);
     pl.map_bytes = align_up(sizeof(int32_t) * (size_t)(3 * (pl.n_expert + 1) + 2 * pl.n_pairs), 64);
     pl.y_bytes = align_up(pl.y_row * (size_t)pl.n_pairs, 64);
