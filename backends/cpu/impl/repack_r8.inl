@@ -895,7 +895,14 @@ TSR_TARGET_AVX512VNNI static void r8_q4k_groups_dot_avx512vnni(const uint8_t * g
             for (int p = 0; p < 4; ++p)
                 summ[g] = _mm512_dpwssd_epi32(summ[g], _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sm[g] + 64 + 16 * p))), bsums[p]);
         }
-        TSR_UNROLL(4)
+        /* A loop, not unrolled: g++ unrolled it by the pragma that stood here (one body of 128
+         * vpdpbusd for the 4 groups, scheduled across the sub-block pairs: 82 stack accesses
+         * a super-block against 31, prefetches bunched). 2-core Zen 5, builds alternating:
+         * in cache, one core, 1.15-1.41 -> 1.53-1.61 x the file layout's kernel (57-70 ->
+         * 78-81 GB/s); cpu_bench from DRAM, 2 threads, 0.80 / 0.88 / 0.83 -> 1.25 / 1.00 / 1.02
+         * x the read (paired medians 0.89-0.90 -> 1.01-1.25): what earlier notes had called the
+         * records' DRAM deficit was, for Q4_K, this body. */
+        TSR_UNROLL(1)
         for (int p = 0; p < 4; ++p) {
             /* quads 0..7: sub-block 2p's activations (low nibbles), 8..15: 2p + 1's */
             const __m512i yv = _mm512_loadu_si512((const void *)(yb.qs + 64 * p));
