@@ -20305,8 +20305,10 @@ static inline bool r8_type_has_simd(enum tsr_type t) {
      * three runs, 0.79-0.83 against 0.78-0.82 with twice the prefetched lines; with its
      * arithmetic left out it read 0.99 (the layout streams fine; why the record kernels fall
      * further below their in-cache rate from DRAM than the file kernels was open; for Q4_K's
-     * record it was the burst of prefetches, see k4_record_prefetcher: these records' kernels
-     * still prefetch a quarter record at once, not re-measured spread). Medians of
+     * record it was the burst of prefetches, see k4_record_prefetcher, and then its unrolled
+     * body, see r8_q4k_groups_dot_avx512vnni: these records' kernels still prefetch a quarter
+     * record at once, not re-measured spread, and r8_q2k_groups_dot_avx512vnni's body is as
+     * Q4_K's was, 128 vpdpbusd and 82 stack accesses a super-block, not re-measured). Medians of
      * cpu_bench's paired runs: 0.79-0.84 against the file's 0.86-0.89 (15 pairs each, two runs).
      * Not the cause, measured: its scale words (2 KiB a step of 4 groups, spilled to the stack)
      * recomputed at each use instead (0.75-0.76); in the Q3_K record, its 64-byte loads
