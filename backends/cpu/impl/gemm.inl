@@ -239,8 +239,9 @@ struct mm_plan {
 static void mm_set_y_format(mm_plan & pl, const kernels * K, const gemm_impl * g, int64_t Kd) {
     pl.y_q8k = g ? g->b_is_q8k : q8k_slot(pl.ta) >= 0;
     pl.y_q8 = tsr_is_quantized(pl.ta) && !pl.y_q8k;
-    pl.y_q8k_words = pl.y_q8k && !g && pl.a_words;
-    pl.y_q8k_side = pl.y_q8k && !g && !pl.a_words && K->q8k_side[q8k_slot(pl.ta)];
+    const bool q8k_dots = pl.y_q8k && !g;
+    pl.y_q8k_words = q8k_dots && pl.a_words;
+    pl.y_q8k_side = q8k_dots && !pl.a_words && K->q8k_side[q8k_slot(pl.ta)];
     if (pl.y_q8) pl.y_row = g ? (size_t)(Kd / 32) * sizeof(yq8) : yq8_row_bytes(Kd);
     else if (pl.y_q8k) pl.y_row = pl.y_q8k_side ? q8k_row_bytes(Kd, pl.ta) : (size_t)(Kd / TSR_QK_K) * sizeof(tsr_block_q8_K);
 }
