@@ -1361,12 +1361,16 @@ template <bool Q3, bool GFNI> struct k2_row {
  * does not (0.9 against 1.9 a cycle on that Zen 5). */
 template <bool Q3, int R, bool GFNI = false, bool VBMI = false>
 TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
-    const size_t bbytes = Q3 ? sizeof(tsr_block_q3_K) : sizeof(tsr_block_q2_K);
+    constexpr size_t bbytes = Q3 ? sizeof(tsr_block_q3_K) : sizeof(tsr_block_q2_K);
     __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  /* rows 2p and 2p + 1 */
     __m512 off = _mm512_setzero_ps();  /* Q2_K's mins times the sums: row r in lanes 4r..4r+3 */
-    const yside_q3k * side3 = side_after<yside_q3k>(yrow, n / TSR_QK_K);  /* Q3_K's starts */
-    const yside_q2k * side2 = side_after<yside_q2k>(yrow, n / TSR_QK_K);  /* Q2_K's split sums */
     const int64_t nb = n / TSR_QK_K;
+    const yside_q3k * side3 = side_after<yside_q3k>(yrow, nb);  /* Q3_K's starts */
+    const yside_q2k * side2 = side_after<yside_q2k>(yrow, nb);  /* Q2_K's split sums */
+    /* row 0's header of super-block b (lanes_of_rows reads the 4 rows'): Q3_K's bytes 94..109
+     * (the last 2 qs bytes, the 12 scale bytes, d: stays inside the block), Q2_K's 0..15
+     * (scales and mins) */
+    const auto header = [x](int64_t b) { return (const uint8_t *)x + (size_t)b * bbytes + (Q3 ? 94 : 0); };
     /* Q2_K's headers (scales and mins, bytes 0..15 of the 4 rows' blocks) are loaded a
      * super-block ahead, so that a late line delays the next scale decode, not this one's
      * dots. From DRAM (cpu_bench, both ways in one binary alternating on the same weights):
@@ -1376,15 +1380,14 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
      * Q3_K's headers (bytes 94..109) the same way: no gain (one thread 0.92 -> 0.91, 2
      * threads 0.91 -> 0.90), nor its 4 rows' level loads moved before its header (0.95 ->
      * 0.96, one thread). */
-    __m512i h2_next = Q3 ? _mm512_setzero_si512() : lanes_of_rows<R>((const uint8_t *)x, lda);
+    __m512i h2_next = Q3 ? _mm512_setzero_si512() : lanes_of_rows<R>(header(0), lda);
     for (int64_t i = 0; i < nb; ++i) {
         const tsr_block_q8_K & y = yrow[i];
         const uint8_t * blk = (const uint8_t *)x + (size_t)i * bbytes;
         __m512i sc8, sc8_times4;  /* row r's 16 scales as int8 in lane r (VBMI: and times 4) */
         __m512 d_pair[2];
         if (Q3) {
-            /* bytes 94..109: the last 2 qs bytes, the 12 scale bytes, d (stays inside the block) */
-            const __m512i h = lanes_of_rows<R>(blk + 94, lda);
+            const __m512i h = lanes_of_rows<R>(header(i), lda);
             if constexpr (VBMI) q3k_scales_vbmi(h, sc8, sc8_times4);
             else sc8 = q3k_scales_zmm(h);
             /* VBMI: the scale words are times 256 (exact: the float sums and products match) */
@@ -1395,7 +1398,7 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
             d_pair[1] = _mm512_permutexvar_ps(_mm512_setr_epi32(2, 2, 3, 3, 2, 2, 3, 3, 2, 2, 3, 3, 2, 2, 3, 3), d);
         } else {
             const __m512i h = h2_next;
-            h2_next = lanes_of_rows<R>((const uint8_t *)x + (size_t)(i + 1 < nb ? i + 1 : i) * bbytes, lda);  /* the last: its own again */
+            h2_next = lanes_of_rows<R>(header(i + 1 < nb ? i + 1 : i), lda);  /* the last: its own again */
             sc8 = _mm512_and_si512(h, _mm512_set1_epi8(0x0F));
             sc8_times4 = VBMI ? _mm512_slli_epi16(sc8, 2) : sc8;  /* Q2_K's scales are 0..15 */
             /* d y.d / 4 (the sums are times 4) and dmin y.d of rows 0..3: floats 2r, 2r + 1 */
