@@ -1367,10 +1367,11 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
     const int64_t nb = n / TSR_QK_K;
     const yside_q3k * side3 = side_after<yside_q3k>(yrow, nb);  /* Q3_K's starts */
     const yside_q2k * side2 = side_after<yside_q2k>(yrow, nb);  /* Q2_K's split sums */
-    /* row 0's header of super-block b (lanes_of_rows reads the 4 rows'): Q3_K's bytes 94..109
-     * (the last 2 qs bytes, the 12 scale bytes, d: stays inside the block), Q2_K's 0..15
-     * (scales and mins) */
-    const auto header = [x](int64_t b) { return (const uint8_t *)x + (size_t)b * bbytes + (Q3 ? 94 : 0); };
+    /* row 0's super-block b, and its header (lanes_of_rows reads the 4 rows'): Q3_K's bytes
+     * 94..109 (the last 2 qs bytes, the 12 scale bytes, d: stays inside the block), Q2_K's
+     * 0..15 (scales and mins) */
+    const auto block = [x](int64_t b) { return (const uint8_t *)x + (size_t)b * bbytes; };
+    const auto header = [&block](int64_t b) { return block(b) + (Q3 ? 94 : 0); };
     /* Q2_K's headers (scales and mins, bytes 0..15 of the 4 rows' blocks) are loaded a
      * super-block ahead, so that a late line delays the next scale decode, not this one's
      * dots. From DRAM (cpu_bench, both ways in one binary alternating on the same weights):
@@ -1383,7 +1384,7 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
     __m512i h2_next = Q3 ? _mm512_setzero_si512() : lanes_of_rows<R>(header(0), lda);
     for (int64_t i = 0; i < nb; ++i) {
         const tsr_block_q8_K & y = yrow[i];
-        const uint8_t * blk = (const uint8_t *)x + (size_t)i * bbytes;
+        const uint8_t * blk = block(i);
         __m512i sc8, sc8_times4;  /* row r's 16 scales as int8 in lane r (VBMI: and times 4) */
         __m512 d_pair[2];
         if (Q3) {
