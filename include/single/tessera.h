@@ -16795,7 +16795,8 @@ TSR_TARGET_AVX512VNNI static void gemv_q8_0_rows(int64_t n, const char * x, size
  * and 1.04-1.12 without it, one thread 20 against 46 GB/s): removed. The other types' blocks
  * take their qs and qh by dword permutes (q32_layout::dwords): a word permute of two
  * sources is two uops on the port that also runs the byte shuffles, the conversions and
- * GFNI, and that port was the limit (Q4_1 30 -> 31.5, Q5_0 25.4 -> 29.3, Q5_1 24.4 -> 29.7). */
+ * GFNI, and that port was the limit (Q4_1 30 -> 31.5, Q5_0 25.4 -> 29.3, Q5_1 24.4 -> 29.7);
+ * with VBMI, by byte permutes straight from the loads (q32_group_vbmi). */
 template <tsr_type T> struct q32_layout {
     static constexpr int words = T == TSR_TYPE_Q4_1 ? 10 : T == TSR_TYPE_Q5_0 ? 11 : T == TSR_TYPE_Q5_1 ? 12 : 9;
     static constexpr int qs = T == TSR_TYPE_Q4_1 ? 2 : T == TSR_TYPE_Q5_0 ? 3 : T == TSR_TYPE_Q5_1 ? 4 : 1;  /* first qs word */
@@ -16892,22 +16893,78 @@ static constexpr long long gf_high_nibble = 0x1020408000000000ll;
  * output byte i is 16 * (bit i of that qh byte). vpshufb builds the matrices of the low
  * nibbles' elements (qh bytes 0, 1 of the lane's block) and the high nibbles' (bytes 2, 3);
  * one ternary-logic op merges them with the nibbles. Same integers as the masked adds. */
-template <int QB>  /* the byte of lane j where block j's qh starts */
-TSR_TARGET_AVX512VNNI_GFNI static inline void q5_levels_gfni(__m512i qs, __m512i qh_lanes, __m512i & lo, __m512i & hi) {
+TSR_TARGET_AVX512VNNI_GFNI static inline void q5_levels_of_matrices(__m512i qs, __m512i mat_lo, __m512i mat_hi, __m512i & lo, __m512i & hi) {
     const __m512i one_hot = _mm512_set1_epi64(0x8040201008040201ll), m4 = _mm512_set1_epi8(0x0F);
-    const __m512i sel_lo = _mm512_broadcast_i32x4(_mm_setr_epi8(-128, -128, -128, QB, -128, -128, -128, -128, -128, -128, -128, QB + 1, -128, -128, -128, -128));
-    const __m512i sel_hi = _mm512_broadcast_i32x4(_mm_setr_epi8(-128, -128, -128, QB + 2, -128, -128, -128, -128, -128, -128, -128, QB + 3, -128, -128, -128, -128));
-    const __m512i b_lo = _mm512_gf2p8affine_epi64_epi8(one_hot, _mm512_shuffle_epi8(qh_lanes, sel_lo), 0);
-    const __m512i b_hi = _mm512_gf2p8affine_epi64_epi8(one_hot, _mm512_shuffle_epi8(qh_lanes, sel_hi), 0);
+    const __m512i b_lo = _mm512_gf2p8affine_epi64_epi8(one_hot, mat_lo, 0);
+    const __m512i b_hi = _mm512_gf2p8affine_epi64_epi8(one_hot, mat_hi, 0);
     lo = _mm512_ternarylogic_epi32(qs, m4, b_lo, 0xEA);  /* (a & b) | c */
     hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(qs, 4), m4, b_hi, 0xEA);
+}
+template <int QB>  /* the byte of lane j where block j's qh starts */
+TSR_TARGET_AVX512VNNI_GFNI static inline void q5_levels_gfni(__m512i qs, __m512i qh_lanes, __m512i & lo, __m512i & hi) {
+    const __m512i sel_lo = _mm512_broadcast_i32x4(_mm_setr_epi8(-128, -128, -128, QB, -128, -128, -128, -128, -128, -128, -128, QB + 1, -128, -128, -128, -128));
+    const __m512i sel_hi = _mm512_broadcast_i32x4(_mm_setr_epi8(-128, -128, -128, QB + 2, -128, -128, -128, -128, -128, -128, -128, QB + 3, -128, -128, -128, -128));
+    q5_levels_of_matrices(qs, _mm512_shuffle_epi8(qh_lanes, sel_lo), _mm512_shuffle_epi8(qh_lanes, sel_hi), lo, hi);
 }
 TSR_TARGET_AVX512VNNI_GFNI static inline __m512i high_nibbles_gfni(__m512i qs) {
     return _mm512_gf2p8affine_epi64_epi8(qs, _mm512_set1_epi64(gf_high_nibble), 0);
 }
 
-template <tsr_type T, int R, bool GFNI = false>
+/* With VBMI, a Q4_1 / Q5_0 / Q5_1 group (4 blocks: d, (m), (qh), qs) in one byte permute each
+ * for the qs (lane j: block j's 16), the d (and m) words (d x4 per block, then m x4, as
+ * q32_dword_indices::dm) and Q5's two GF(2) matrices q5_levels_gfni builds (lane j's bytes 3
+ * and 11: qh bytes 0, 1 of block j, then 2, 3; the other bytes zeroed by the permute's
+ * mask), each straight from the two loads (the group's bytes 0..63 and, from byte sb, the
+ * rest), where the dword path takes two dword permutes, a word permute for d (and m), two
+ * vpshufb for Q5's matrices and for Q5_0 a word permute first to align its even blocks.
+ * On a 2-core Zen 4 VM (zmm ops double-pumped, these kernels compute-bound), in cache, one
+ * core: Q4_1 24.0 -> 25.7 GB/s, Q5_0 21.2 -> 24.7, Q5_1 21.7 -> 23.3; one core from DRAM
+ * (read 31-33 GB/s), builds alternating twice: Q4_1 22.6-22.8 -> 23.7-23.8, Q5_0 19.1-19.2 ->
+ * 21.5-21.7, Q5_1 20.9-21.0 -> 22.0. Not taken: Q4_1 / Q5_1's qs by their dword permute
+ * (the same rate), and Q4_0 / IQ4_NL's qs by a byte permute in place of their word permute
+ * (in cache 32 -> 28-29 and 27 -> 25-26 GB/s). */
+template <tsr_type T> struct q32_vbmi_indices {
+    using L = q32_layout<T>;
+    /* where the second source starts in the group: Q5_0's 64-byte load at db, the others'
+     * 32 bytes at 2 z1 */
+    static constexpr int sb = T == TSR_TYPE_Q5_0 ? L::db : 2 * L::z1;
+    static constexpr uint8_t at(int byte) { return (uint8_t)(byte < 64 ? byte : 64 + byte - sb); }
+    alignas(64) uint8_t qs[64], dm[64], mat_lo[64], mat_hi[64];
+    constexpr q32_vbmi_indices() : qs{}, dm{}, mat_lo{}, mat_hi{} {
+        const int qh = T == TSR_TYPE_Q5_0 ? 2 : 4;  /* qh's first byte in a block */
+        for (int l = 0; l < 64; ++l) {
+            const int j = l / 16, i = l % 16, block = 2 * L::words * j;
+            qs[l] = at(block + 2 * L::qs + i);
+            /* word w < 16: block w / 4's d; 16..31: its m */
+            const int w = l / 2;
+            dm[l] = w < 16 || L::has_min ? at(2 * L::words * (w % 16 / 4) + 2 * (w >= 16) + l % 2) : 0;
+            mat_lo[l] = L::has_qh ? at(block + qh + (i >= 8)) : 0;
+            mat_hi[l] = L::has_qh ? at(block + qh + 2 + (i >= 8)) : 0;
+        }
+    }
+};
+template <tsr_type T> static constexpr q32_vbmi_indices<T> q32_vbmi_idx{};
+
+/* The group's d (and m) words (dm) and levels (lo, hi) from its loads z0 (bytes 0..63) and
+ * zb (from q32_vbmi_indices::sb). */
+template <tsr_type T>
+TSR_TARGET_AVX512VNNI_GFNI_VBMI static inline void q32_group_vbmi(__m512i z0, __m512i zb, __m512i & dm, __m512i & lo, __m512i & hi) {
+    const q32_vbmi_indices<T> & vi = q32_vbmi_idx<T>;
+    const __m512i qs = _mm512_permutex2var_epi8(z0, _mm512_load_si512((const void *)vi.qs), zb);
+    dm = _mm512_permutex2var_epi8(z0, _mm512_load_si512((const void *)vi.dm), zb);
+    if constexpr (q32_layout<T>::has_qh) {
+        const __mmask64 matrix_bytes = 0x0808080808080808ull;  /* bytes 3 and 11 of every lane */
+        q5_levels_of_matrices(qs, _mm512_maskz_permutex2var_epi8(matrix_bytes, z0, _mm512_load_si512((const void *)vi.mat_lo), zb),
+                              _mm512_maskz_permutex2var_epi8(matrix_bytes, z0, _mm512_load_si512((const void *)vi.mat_hi), zb), lo, hi);
+    } else {
+        lo = _mm512_and_si512(qs, _mm512_set1_epi8(0x0F));
+        hi = high_nibbles_gfni(qs);
+    }
+}
+
+template <tsr_type T, int R, bool GFNI = false, bool VBMI = false>
 TSR_TARGET_AVX512VNNI static inline void gemv_q32_rows(int64_t n, const char * x, size_t lda, const yq8 * y, float * out) {
+    static_assert(!VBMI || (GFNI && q32_layout<T>::dwords), "the GFNI + VBMI kernels: Q4_1, Q5_0, Q5_1");
     using L = q32_layout<T>;
     const int64_t nb = n / 32, ng = nb / 4;
     const yside_q4 * ys = side_after<yside_q4>(y, nb);
@@ -16938,7 +16995,10 @@ TSR_TARGET_AVX512VNNI static inline void gemv_q32_rows(int64_t n, const char * x
             const __m512i z0 = _mm512_loadu_si512((const void *)xb);
             const __m512i z1 = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(xb + 2 * L::z1)));
             __m512i qs, dm, hdr = z0;
-            if constexpr (L::dwords) {
+            __m512i lo, hi;
+            if constexpr (VBMI) {
+                q32_group_vbmi<T>(z0, L::da ? _mm512_loadu_si512((const void *)(xb + L::db)) : z1, dm, lo, hi);
+            } else if constexpr (L::dwords) {
                 const __m512i zb = L::da ? _mm512_loadu_si512((const void *)(xb + L::db)) : z1;
                 /* Q5_0: the 64 bytes from group byte da by a word permute of the two loads; a
                  * third load there, overlapping the first, read DRAM at a third of the rate */
@@ -16950,8 +17010,8 @@ TSR_TARGET_AVX512VNNI static inline void gemv_q32_rows(int64_t n, const char * x
                 qs = _mm512_permutex2var_epi16(z0, iq, z1);
                 dm = _mm512_permutexvar_epi16(idm, z0);
             }
-            __m512i lo, hi;
-            if constexpr (GFNI && L::has_qh) {
+            if constexpr (VBMI) {
+            } else if constexpr (GFNI && L::has_qh) {
                 q5_levels_gfni<L::qb>(qs, hdr, lo, hi);
             } else if constexpr (GFNI) {
                 lo = _mm512_and_si512(qs, m4);
@@ -18162,8 +18222,13 @@ struct matvec_avx512_vbmi {
 };
 
 /* Q3_K's R-row kernel with GFNI's levels and VBMI's scales (q3k_scales_vbmi,
- * k2_scales_vbmi); flatten as matvec_avx512_gfni. */
+ * k2_scales_vbmi), and Q4_1 / Q5_0 / Q5_1's with GFNI's levels from VBMI's byte permutes
+ * (q32_group_vbmi); flatten as matvec_avx512_gfni. */
 struct matvec_avx512_gfni_vbmi {
+    template <tsr_type T, int R>
+    __attribute__((flatten)) TSR_TARGET_AVX512VNNI_GFNI_VBMI static void q32(int64_t n, const char * x, size_t lda, const yq8 * y, float * out) {
+        gemv_q32_rows<T, R, true, true>(n, x, lda, y, out);
+    }
     template <int KS, int R>
     __attribute__((flatten)) TSR_TARGET_AVX512VNNI_GFNI_VBMI static void q8k(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * y, float * out) {
         static_assert(KS == KSLOT_Q3_K, "only Q3_K has a GFNI + VBMI kernel");
@@ -18243,9 +18308,16 @@ static kernels make_kernels_avx512(const cpu_features & f = features()) {
             k.dot4_yq8[QSLOT_Q5_0] = G::dot4_yq8<TSR_TYPE_Q5_0>;
             k.dot4_yq8[QSLOT_Q5_1] = G::dot4_yq8<TSR_TYPE_Q5_1>;
             k.dot4_yq8[QSLOT_IQ4_NL] = G::dot4_yq8<TSR_TYPE_IQ4_NL>;
-            if (f.avx512_vbmi) {  /* Q3_K: GFNI levels, VBMI scales */
-                k.dot_q8k[KSLOT_Q3_K] = row_quant_dots<matvec_avx512_gfni_vbmi>::dot_q8k<KSLOT_Q3_K>;
-                k.dot4_q8k[KSLOT_Q3_K] = row_quant_dots<matvec_avx512_gfni_vbmi>::dot4_q8k<KSLOT_Q3_K>;
+            if (f.avx512_vbmi) {  /* Q3_K: GFNI levels, VBMI scales; Q4_1 / Q5_0 / Q5_1: VBMI permutes */
+                using GV = row_quant_dots<matvec_avx512_gfni_vbmi>;
+                k.dot_q8k[KSLOT_Q3_K] = GV::dot_q8k<KSLOT_Q3_K>;
+                k.dot4_q8k[KSLOT_Q3_K] = GV::dot4_q8k<KSLOT_Q3_K>;
+                k.dot_yq8[QSLOT_Q4_1] = GV::dot_yq8<TSR_TYPE_Q4_1>;
+                k.dot_yq8[QSLOT_Q5_0] = GV::dot_yq8<TSR_TYPE_Q5_0>;
+                k.dot_yq8[QSLOT_Q5_1] = GV::dot_yq8<TSR_TYPE_Q5_1>;
+                k.dot4_yq8[QSLOT_Q4_1] = GV::dot4_yq8<TSR_TYPE_Q4_1>;
+                k.dot4_yq8[QSLOT_Q5_0] = GV::dot4_yq8<TSR_TYPE_Q5_0>;
+                k.dot4_yq8[QSLOT_Q5_1] = GV::dot4_yq8<TSR_TYPE_Q5_1>;
             }
         }
         /* the half panels' GEMM is Q6_K's (against Q8_K, with the x86 half-panel packer) */

@@ -40,7 +40,8 @@ struct kernels_of {
 
 // The kernel tables the quantized dot tests check: every ISA path's and, on a CPU with
 // AVX-512 and GFNI, AVX-512's without GFNI (whose Q3_K and 32-element kernels a CPU without
-// it runs).
+// it runs) and, with VBMI too, AVX-512's with GFNI only (Q3_K's scales and Q4_1 / Q5_0 /
+// Q5_1's permutes without VBMI).
 struct kernel_table {
     std::string name;
     tcpu::kernels k;
