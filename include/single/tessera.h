@@ -16996,7 +16996,7 @@ TSR_TARGET_AVX512VNNI static inline void gemv_q32_rows(int64_t n, const char * x
             const __m512i z1 = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(xb + 2 * L::z1)));
             __m512i qs, dm, hdr = z0;
             __m512i lo, hi;
-            if constexpr (VBMI) {
+            if constexpr (VBMI) {  /* d (and m) and the levels */
                 q32_group_vbmi<T>(z0, L::da ? _mm512_loadu_si512((const void *)(xb + L::db)) : z1, dm, lo, hi);
             } else if constexpr (L::dwords) {
                 const __m512i zb = L::da ? _mm512_loadu_si512((const void *)(xb + L::db)) : z1;
@@ -17011,6 +17011,7 @@ TSR_TARGET_AVX512VNNI static inline void gemv_q32_rows(int64_t n, const char * x
                 dm = _mm512_permutexvar_epi16(idm, z0);
             }
             if constexpr (VBMI) {
+                /* the levels came with the permutes */
             } else if constexpr (GFNI && L::has_qh) {
                 q5_levels_gfni<L::qb>(qs, hdr, lo, hi);
             } else if constexpr (GFNI) {
