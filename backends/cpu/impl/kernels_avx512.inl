@@ -413,12 +413,13 @@ TSR_TARGET_AVX512VNNI static inline void gemv_q32_rows(int64_t n, const char * x
             prefetch(xb);
             const __m512i z0 = _mm512_loadu_si512((const void *)xb);
             const __m512i z1 = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(xb + 2 * L::z1)));
+            /* the rest of the group: Q5_0's 64 bytes from db, the others' last 32 */
+            const __m512i zb = L::da ? _mm512_loadu_si512((const void *)(xb + L::db)) : z1;
             __m512i qs, dm, hdr = z0;
             __m512i lo, hi;
             if constexpr (VBMI) {  /* d (and m) and the levels */
-                q32_group_vbmi<T>(z0, L::da ? _mm512_loadu_si512((const void *)(xb + L::db)) : z1, dm, lo, hi);
+                q32_group_vbmi<T>(z0, zb, dm, lo, hi);
             } else if constexpr (L::dwords) {
-                const __m512i zb = L::da ? _mm512_loadu_si512((const void *)(xb + L::db)) : z1;
                 /* Q5_0: the 64 bytes from group byte da by a word permute of the two loads; a
                  * third load there, overlapping the first, read DRAM at a third of the rate */
                 const __m512i za = L::da ? _mm512_permutex2var_epi16(z0, ida, zb) : z0;
