@@ -82,9 +82,10 @@ TSR_API bool             tsr_cpu_set_isa(enum tsr_cpu_isa isa);
 /* Tuning hook (cpu_bench --prefetch): how far ahead, in bytes, the x86 mat-vec kernels
  * prefetch the rows of one weight type (repacked: in a CPU_REPACK buffer); 0: no prefetch
  * in effect. The defaults were measured; results never depend on it. Process-wide; not
- * while a graph runs. false + error for a type without a setting (F32, Q2_K / Q3_K in the file layout, ...) or
- * more than 1 MiB. Q2_K's and Q3_K's repacked settings are their 8-row records' (AVX2 CPUs):
- * their word layouts (above) prefetch as the file layouts' kernels do, whatever they say. */
+ * while a graph runs. false + error for a type without a setting (F32, Q8_K, ...) or more
+ * than 1 MiB. Q2_K's and Q3_K's repacked settings are their 8-row records' (AVX2 CPUs);
+ * where their word layouts are in use (AVX-512), which stream as the file layouts, the
+ * repacked setting is the file setting. */
 TSR_API bool             tsr_cpu_set_matvec_prefetch(enum tsr_type type, bool repacked, size_t ahead);
 TSR_API bool             tsr_cpu_get_matvec_prefetch(enum tsr_type type, bool repacked, size_t * ahead);
 /* Optional x86 extensions used inside the AVX-512 path. */

@@ -13011,9 +13011,10 @@ TSR_API bool             tsr_cpu_set_isa(enum tsr_cpu_isa isa);
 /* Tuning hook (cpu_bench --prefetch): how far ahead, in bytes, the x86 mat-vec kernels
  * prefetch the rows of one weight type (repacked: in a CPU_REPACK buffer); 0: no prefetch
  * in effect. The defaults were measured; results never depend on it. Process-wide; not
- * while a graph runs. false + error for a type without a setting (F32, Q2_K / Q3_K in the file layout, ...) or
- * more than 1 MiB. Q2_K's and Q3_K's repacked settings are their 8-row records' (AVX2 CPUs):
- * their word layouts (above) prefetch as the file layouts' kernels do, whatever they say. */
+ * while a graph runs. false + error for a type without a setting (F32, Q8_K, ...) or more
+ * than 1 MiB. Q2_K's and Q3_K's repacked settings are their 8-row records' (AVX2 CPUs);
+ * where their word layouts are in use (AVX-512), which stream as the file layouts, the
+ * repacked setting is the file setting. */
 TSR_API bool             tsr_cpu_set_matvec_prefetch(enum tsr_type type, bool repacked, size_t ahead);
 TSR_API bool             tsr_cpu_get_matvec_prefetch(enum tsr_type type, bool repacked, size_t * ahead);
 /* Optional x86 extensions used inside the AVX-512 path. */
@@ -13601,6 +13602,11 @@ struct matvec_pf_table {
          * / 1.00 / 1.01-1.02 / 1.04, BF16 0.99 / 0.99 / 1.02 / 1.04 (a faster memory wants more
          * bytes in flight); 1024 takes most of that and costs the slower one least. */
         file[TSR_TYPE_F16] = file[TSR_TYPE_BF16] = 1024;
+        /* Q2_K / Q3_K (the AVX-512 file kernels, and their word layouts, which read this
+         * setting: 2 lines a row and super-block): --prefetch 2048 / 1024 / 3072 on a 2-core
+         * Zen 4 VM (read 32-33 GB/s), paired medians Q3_K 0.94 / 0.95 / 0.91 x the read, Q2_K
+         * 1.04 / 1.00 / 0.95, the words 1.03 / 1.01 / 1.00 and 0.99 / 0.99 / 0.94: 2048 kept
+         * (the constant they had). */
         /* CPU_REPACK IQ4_NL: after mul_mat's items grew (3 a thread), --prefetch 1024 / 2048
          * / 3072 in three runs: 0.94-0.95 / 0.96-0.97 / 0.96 x the read, and LLaMA 1.1B
          * generation 48.7-48.8 -> 48.7-50.0 tok/s (3 pairs); Q4_0 the same in cpu_bench (0.94-0.98 /
@@ -17834,7 +17840,6 @@ TSR_TARGET_AVX512VNNI static inline __m512i k2_scale_index(int j) {
     return _mm512_add_epi16(_mm512_load_si512((const void *)groups), _mm512_set1_epi16((short)(2 * j)));
 }
 
-static constexpr size_t k2_prefetch_ahead = 2048;  /* bytes past the current super-block of a row */
 
 /* Where Q3_K's scale g sits in its row's lane after q3k_scales_vbmi (below). */
 static constexpr int q3k_vbmi_pos(int g) { return (g & 3) | ((g >> 2) & 1) << 3 | ((g >> 3) & 1) << 2; }
@@ -17907,10 +17912,11 @@ TSR_TARGET_AVX512VNNI_GFNI static inline __m512i q3k_levels_gfni(__m512i q, __m5
  * shifted by 4, and (Q3_K) its 32 hmask bytes in both halves. */
 template <bool Q3, bool GFNI> struct k2_row {
     __m512i q, q4, hm;
-    TSR_TARGET_AVX512VNNI TSR_ALWAYS_INLINE explicit k2_row(const uint8_t * row) {
+    /* ahead: g_matvec_pf_ahead's distance for the type, read once a call */
+    TSR_TARGET_AVX512VNNI TSR_ALWAYS_INLINE k2_row(const uint8_t * row, size_t ahead) {
         /* no prefetch kept one core's Q2_K / Q3_K below its share of DRAM, as it did Q4_K's */
-        _mm_prefetch((const char *)row + k2_prefetch_ahead, _MM_HINT_T0);
-        _mm_prefetch((const char *)row + k2_prefetch_ahead + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)row + ahead, _MM_HINT_T0);
+        _mm_prefetch((const char *)row + ahead + 64, _MM_HINT_T0);
         q = _mm512_loadu_si512((const void *)(row + (Q3 ? 32 : 16)));
         /* one load: the compiler otherwise folds it into each of q's users, 3 loads of a zmm
          * that crosses a cache line (a row's 64 qs bytes are rarely aligned), each costing two
@@ -18005,6 +18011,7 @@ template <bool Q3, bool GFNI> struct k2_row {
 template <bool Q3, int R, bool GFNI = false, bool VBMI = false>
 TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
     constexpr size_t bbytes = Q3 ? sizeof(tsr_block_q3_K) : sizeof(tsr_block_q2_K);
+    const size_t ahead = g_matvec_pf_ahead.file[Q3 ? TSR_TYPE_Q3_K : TSR_TYPE_Q2_K];
     __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  /* rows 2p and 2p + 1 */
     __m512 off = _mm512_setzero_ps();  /* Q2_K's mins times the sums: row r in lanes 4r..4r+3 */
     const int64_t nb = n / TSR_QK_K;
@@ -18084,8 +18091,8 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
                 const __m512i times4_even_j = _mm512_set1_epi64(0x0000000000020002ll);  /* words g % 4 < 2 (even j): << 2 */
                 sc = _mm512_sllv_epi16(Q3 ? _mm512_cvtepi8_epi16(sc_pair) : _mm512_cvtepu8_epi16(sc_pair), times4_even_j);
             }
-            const k2_row<Q3, GFNI> a(blk + (size_t)(2 * p) * lda);
-            const k2_row<Q3, GFNI> b = 2 * p + 1 < R ? k2_row<Q3, GFNI>(blk + (size_t)(2 * p + 1) * lda) : a;  /* R odd: not read */
+            const k2_row<Q3, GFNI> a(blk + (size_t)(2 * p) * lda, ahead);
+            const k2_row<Q3, GFNI> b = 2 * p + 1 < R ? k2_row<Q3, GFNI>(blk + (size_t)(2 * p + 1) * lda, ahead) : a;  /* R odd: not read */
             __m512i sumi = _mm512_setzero_si512();
             /* row a's dots first; row b's with them for Q2_K, but one j at a time into the sums
              * for Q3_K, whose levels take more registers (all 8 live spilled to the stack; Q2_K
@@ -19740,6 +19747,7 @@ TSR_TARGET_AVX512VNNI static void q2kw_rows_avx512(int64_t n, const char * x, si
     const __m512i m3 = _mm512_set1_epi8(3), m12 = _mm512_set1_epi8(12), m15 = _mm512_set1_epi8(15), z = _mm512_setzero_si512();
     const __m512i transpose = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     const __m512i bsum_lanes = _mm512_setr_epi64(0, 0, 1, 1, 2, 2, 3, 3);  /* lane L: words 4L..4L + 3, twice */
+    const size_t ahead = g_matvec_pf_ahead.file[TSR_TYPE_Q2_K];  /* the words stream as the file layout: its distance */
     __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  /* rows 0-1, 2-3 */
     for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
         const tsr_block_q8_K & y = yrow[i];
@@ -19751,8 +19759,8 @@ TSR_TARGET_AVX512VNNI static void q2kw_rows_avx512(int64_t n, const char * x, si
         for (int r = 0; r < R; ++r) {
             const uint8_t * row = blk + (size_t)r * lda;
             /* as k2_rows_avx512: without, one core's Q2_K read stayed below its share of DRAM */
-            _mm_prefetch((const char *)row + k2_prefetch_ahead, _MM_HINT_T0);
-            _mm_prefetch((const char *)row + k2_prefetch_ahead + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)row + ahead, _MM_HINT_T0);
+            _mm_prefetch((const char *)row + ahead + 64, _MM_HINT_T0);
             const __m512i q = _mm512_loadu_si512((const void *)(row + offsetof(tsr_block_q2_K, qs))), q4 = _mm512_srli_epi16(q, 4);
             __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(q, m3), y0);
             s = _mm512_slli_epi32(_mm512_dpbusd_epi32(s, _mm512_and_si512(q4, m3), y2), 2);
@@ -19961,6 +19969,7 @@ TSR_TARGET_AVX512VNNI_GFNI_VBMI static void q3kw_rows_avx512(int64_t n, const ch
     const __m512i scale_at = _mm512_broadcast_i32x4(_mm_setr_epi8(14, 20, 26, 32, 38, 44, 50, 56, 62, 4, 10, 16, 22, 28, 34, 40));
     const __m512i d_words = _mm512_setr_epi32(7 | 15 << 16, 23 | 31 << 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
     __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  /* rows 0-1, 2-3 */
+    const size_t ahead = g_matvec_pf_ahead.file[TSR_TYPE_Q3_K];  /* the words stream as the file layout: its distance */
     __m512 off = _mm512_setzero_ps();  /* row r in lanes 4r..4r+3: sum(scale x 4 * bsums) x d y.d / 4 */
     for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
         const tsr_block_q8_K & y = yrow[i];
@@ -19971,8 +19980,8 @@ TSR_TARGET_AVX512VNNI_GFNI_VBMI static void q3kw_rows_avx512(int64_t n, const ch
         TSR_UNROLL(4)
         for (int r = 0; r < R; ++r) {
             const uint8_t * row = blk + (size_t)r * lda;
-            _mm_prefetch((const char *)row + k2_prefetch_ahead, _MM_HINT_T0);
-            _mm_prefetch((const char *)row + k2_prefetch_ahead + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)row + ahead, _MM_HINT_T0);
+            _mm_prefetch((const char *)row + ahead + 64, _MM_HINT_T0);
             const __m512i q = _mm512_loadu_si512((const void *)(row + 32)), q4 = _mm512_srli_epi16(q, 4);
             const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)row));
             /* c ? a : b: the pair's two bits from q, the third bit above them */
@@ -26161,7 +26170,8 @@ TSR_API_IMPL bool tsr_cpu_set_isa(enum tsr_cpu_isa isa) {
 }
 static uint32_t * matvec_prefetch_of(enum tsr_type type, bool repacked, const char * fn) {
     static const enum tsr_type file_types[] = {TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0,
-                                               TSR_TYPE_Q5_1, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K};
+                                               TSR_TYPE_Q5_1, TSR_TYPE_IQ4_NL, TSR_TYPE_Q2_K, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K,
+                                               TSR_TYPE_Q5_K, TSR_TYPE_Q6_K};
     static const enum tsr_type repacked_types[] = {TSR_TYPE_Q4_0, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q3_K, TSR_TYPE_Q2_K};
     const enum tsr_type * b = repacked ? repacked_types : file_types;
     const enum tsr_type * e = repacked ? std::end(repacked_types) : std::end(file_types);
@@ -26169,6 +26179,8 @@ static uint32_t * matvec_prefetch_of(enum tsr_type type, bool repacked, const ch
         tsr_set_error("%s: no mat-vec prefetch setting for %s%s", fn, tsr_type_name(type), repacked ? " (CPU_REPACK)" : "");
         return nullptr;
     }
+    /* Q2_K / Q3_K in their word layouts (this CPU and path) read the file setting */
+    if (repacked && tcpu::words_layout_for_type(type)) repacked = false;
     return repacked ? &tcpu::g_matvec_pf_ahead.repacked[type] : &tcpu::g_matvec_pf_ahead.file[type];
 }
 TSR_API_IMPL bool tsr_cpu_set_matvec_prefetch(enum tsr_type type, bool repacked, size_t ahead) {

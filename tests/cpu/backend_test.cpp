@@ -62,7 +62,7 @@ TEST_CASE("cpu backend: interface and ISA control", "[cpu][backend]") {
 
 TEST_CASE("cpu backend: mat-vec prefetch distances are per type, bounded, and change no result", "[cpu][backend]") {
     const tsr_type file_types[] = {TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0,
-                                   TSR_TYPE_Q5_1, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K};
+                                   TSR_TYPE_Q5_1, TSR_TYPE_IQ4_NL, TSR_TYPE_Q2_K, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K};
     size_t ahead = 0, q6k = 0;
     for (tsr_type t : file_types) {
         CHECK(tsr_cpu_get_matvec_prefetch(t, false, &ahead));
@@ -70,10 +70,26 @@ TEST_CASE("cpu backend: mat-vec prefetch distances are per type, bounded, and ch
     }
     for (tsr_type t : {TSR_TYPE_Q4_0, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q3_K, TSR_TYPE_Q2_K})
         CHECK(tsr_cpu_get_matvec_prefetch(t, true, &ahead));
-    /* no setting: F32 streams without, Q2_K / Q3_K keep their own, Q8_0 has no CPU_REPACK layout */
+    /* no setting: F32 streams without, Q8_0 has no CPU_REPACK layout */
     CHECK_FALSE(tsr_cpu_get_matvec_prefetch(TSR_TYPE_F32, false, &ahead));
-    CHECK_FALSE(tsr_cpu_set_matvec_prefetch(TSR_TYPE_Q3_K, false, 1024));
     CHECK_FALSE(tsr_cpu_set_matvec_prefetch(TSR_TYPE_Q8_0, true, 1024));
+    /* Q2_K / Q3_K: the repacked setting is the file's where the word layouts are in use (a
+     * CPU_REPACK buffer's tsr_backend_cpu_repacks says which: they repack any shape), else
+     * the records' own */
+    for (tsr_type t : {TSR_TYPE_Q2_K, TSR_TYPE_Q3_K}) {
+        size_t file = 0, rep = 0, back = 0;
+        REQUIRE(tsr_cpu_get_matvec_prefetch(t, false, &file));
+        REQUIRE(tsr_cpu_get_matvec_prefetch(t, true, &rep));
+        REQUIRE(tsr_cpu_set_matvec_prefetch(t, false, file + 64));
+        REQUIRE(tsr_cpu_get_matvec_prefetch(t, true, &back));
+        tsr_context * meta = tsr_init(tsr_init_params{tsr_tensor_overhead(), nullptr, true});
+        REQUIRE(meta);
+        /* 3 rows: no record holds them, so only the word layout repacks them */
+        const bool words = tsr_backend_cpu_repacks(tsr_new_tensor_2d(meta, t, 256, 3));
+        tsr_free(meta);
+        CHECK(back == (words ? file + 64 : rep));
+        REQUIRE(tsr_cpu_set_matvec_prefetch(t, false, file));
+    }
     REQUIRE(tsr_cpu_get_matvec_prefetch(TSR_TYPE_Q6_K, false, &q6k));
     CHECK_FALSE(tsr_cpu_set_matvec_prefetch(TSR_TYPE_Q6_K, false, ((size_t)1 << 20) + 1));
     REQUIRE(tsr_cpu_get_matvec_prefetch(TSR_TYPE_Q6_K, false, &ahead));

@@ -519,7 +519,8 @@ TSR_API_IMPL bool tsr_cpu_set_isa(enum tsr_cpu_isa isa) {
 }
 static uint32_t * matvec_prefetch_of(enum tsr_type type, bool repacked, const char * fn) {
     static const enum tsr_type file_types[] = {TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0,
-                                               TSR_TYPE_Q5_1, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K};
+                                               TSR_TYPE_Q5_1, TSR_TYPE_IQ4_NL, TSR_TYPE_Q2_K, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K,
+                                               TSR_TYPE_Q5_K, TSR_TYPE_Q6_K};
     static const enum tsr_type repacked_types[] = {TSR_TYPE_Q4_0, TSR_TYPE_IQ4_NL, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q3_K, TSR_TYPE_Q2_K};
     const enum tsr_type * b = repacked ? repacked_types : file_types;
     const enum tsr_type * e = repacked ? std::end(repacked_types) : std::end(file_types);
@@ -527,6 +528,8 @@ static uint32_t * matvec_prefetch_of(enum tsr_type type, bool repacked, const ch
         tsr_set_error("%s: no mat-vec prefetch setting for %s%s", fn, tsr_type_name(type), repacked ? " (CPU_REPACK)" : "");
         return nullptr;
     }
+    /* Q2_K / Q3_K in their word layouts (this CPU and path) read the file setting */
+    if (repacked && tcpu::words_layout_for_type(type)) repacked = false;
     return repacked ? &tcpu::g_matvec_pf_ahead.repacked[type] : &tcpu::g_matvec_pf_ahead.file[type];
 }
 TSR_API_IMPL bool tsr_cpu_set_matvec_prefetch(enum tsr_type type, bool repacked, size_t ahead) {

@@ -566,6 +566,11 @@ struct matvec_pf_table {
          * / 1.00 / 1.01-1.02 / 1.04, BF16 0.99 / 0.99 / 1.02 / 1.04 (a faster memory wants more
          * bytes in flight); 1024 takes most of that and costs the slower one least. */
         file[TSR_TYPE_F16] = file[TSR_TYPE_BF16] = 1024;
+        /* Q2_K / Q3_K (the AVX-512 file kernels, and their word layouts, which read this
+         * setting: 2 lines a row and super-block): --prefetch 2048 / 1024 / 3072 on a 2-core
+         * Zen 4 VM (read 32-33 GB/s), paired medians Q3_K 0.94 / 0.95 / 0.91 x the read, Q2_K
+         * 1.04 / 1.00 / 0.95, the words 1.03 / 1.01 / 1.00 and 0.99 / 0.99 / 0.94: 2048 kept
+         * (the constant they had). */
         /* CPU_REPACK IQ4_NL: after mul_mat's items grew (3 a thread), --prefetch 1024 / 2048
          * / 3072 in three runs: 0.94-0.95 / 0.96-0.97 / 0.96 x the read, and LLaMA 1.1B
          * generation 48.7-48.8 -> 48.7-50.0 tok/s (3 pairs); Q4_0 the same in cpu_bench (0.94-0.98 /

@@ -1253,7 +1253,6 @@ TSR_TARGET_AVX512VNNI static inline __m512i k2_scale_index(int j) {
     return _mm512_add_epi16(_mm512_load_si512((const void *)groups), _mm512_set1_epi16((short)(2 * j)));
 }
 
-static constexpr size_t k2_prefetch_ahead = 2048;  /* bytes past the current super-block of a row */
 
 /* Where Q3_K's scale g sits in its row's lane after q3k_scales_vbmi (below). */
 static constexpr int q3k_vbmi_pos(int g) { return (g & 3) | ((g >> 2) & 1) << 3 | ((g >> 3) & 1) << 2; }
@@ -1326,10 +1325,11 @@ TSR_TARGET_AVX512VNNI_GFNI static inline __m512i q3k_levels_gfni(__m512i q, __m5
  * shifted by 4, and (Q3_K) its 32 hmask bytes in both halves. */
 template <bool Q3, bool GFNI> struct k2_row {
     __m512i q, q4, hm;
-    TSR_TARGET_AVX512VNNI TSR_ALWAYS_INLINE explicit k2_row(const uint8_t * row) {
+    /* ahead: g_matvec_pf_ahead's distance for the type, read once a call */
+    TSR_TARGET_AVX512VNNI TSR_ALWAYS_INLINE k2_row(const uint8_t * row, size_t ahead) {
         /* no prefetch kept one core's Q2_K / Q3_K below its share of DRAM, as it did Q4_K's */
-        _mm_prefetch((const char *)row + k2_prefetch_ahead, _MM_HINT_T0);
-        _mm_prefetch((const char *)row + k2_prefetch_ahead + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)row + ahead, _MM_HINT_T0);
+        _mm_prefetch((const char *)row + ahead + 64, _MM_HINT_T0);
         q = _mm512_loadu_si512((const void *)(row + (Q3 ? 32 : 16)));
         /* one load: the compiler otherwise folds it into each of q's users, 3 loads of a zmm
          * that crosses a cache line (a row's 64 qs bytes are rarely aligned), each costing two
@@ -1424,6 +1424,7 @@ template <bool Q3, bool GFNI> struct k2_row {
 template <bool Q3, int R, bool GFNI = false, bool VBMI = false>
 TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * x, size_t lda, const tsr_block_q8_K * yrow, float * out) {
     constexpr size_t bbytes = Q3 ? sizeof(tsr_block_q3_K) : sizeof(tsr_block_q2_K);
+    const size_t ahead = g_matvec_pf_ahead.file[Q3 ? TSR_TYPE_Q3_K : TSR_TYPE_Q2_K];
     __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  /* rows 2p and 2p + 1 */
     __m512 off = _mm512_setzero_ps();  /* Q2_K's mins times the sums: row r in lanes 4r..4r+3 */
     const int64_t nb = n / TSR_QK_K;
@@ -1503,8 +1504,8 @@ TSR_TARGET_AVX512VNNI static inline void k2_rows_avx512(int64_t n, const char * 
                 const __m512i times4_even_j = _mm512_set1_epi64(0x0000000000020002ll);  /* words g % 4 < 2 (even j): << 2 */
                 sc = _mm512_sllv_epi16(Q3 ? _mm512_cvtepi8_epi16(sc_pair) : _mm512_cvtepu8_epi16(sc_pair), times4_even_j);
             }
-            const k2_row<Q3, GFNI> a(blk + (size_t)(2 * p) * lda);
-            const k2_row<Q3, GFNI> b = 2 * p + 1 < R ? k2_row<Q3, GFNI>(blk + (size_t)(2 * p + 1) * lda) : a;  /* R odd: not read */
+            const k2_row<Q3, GFNI> a(blk + (size_t)(2 * p) * lda, ahead);
+            const k2_row<Q3, GFNI> b = 2 * p + 1 < R ? k2_row<Q3, GFNI>(blk + (size_t)(2 * p + 1) * lda, ahead) : a;  /* R odd: not read */
             __m512i sumi = _mm512_setzero_si512();
             /* row a's dots first; row b's with them for Q2_K, but one j at a time into the sums
              * for Q3_K, whose levels take more registers (all 8 live spilled to the stack; Q2_K

@@ -156,6 +156,7 @@ TSR_TARGET_AVX512VNNI static void q2kw_rows_avx512(int64_t n, const char * x, si
     const __m512i m3 = _mm512_set1_epi8(3), m12 = _mm512_set1_epi8(12), m15 = _mm512_set1_epi8(15), z = _mm512_setzero_si512();
     const __m512i transpose = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     const __m512i bsum_lanes = _mm512_setr_epi64(0, 0, 1, 1, 2, 2, 3, 3);  /* lane L: words 4L..4L + 3, twice */
+    const size_t ahead = g_matvec_pf_ahead.file[TSR_TYPE_Q2_K];  /* the words stream as the file layout: its distance */
     __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  /* rows 0-1, 2-3 */
     for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
         const tsr_block_q8_K & y = yrow[i];
@@ -167,8 +168,8 @@ TSR_TARGET_AVX512VNNI static void q2kw_rows_avx512(int64_t n, const char * x, si
         for (int r = 0; r < R; ++r) {
             const uint8_t * row = blk + (size_t)r * lda;
             /* as k2_rows_avx512: without, one core's Q2_K read stayed below its share of DRAM */
-            _mm_prefetch((const char *)row + k2_prefetch_ahead, _MM_HINT_T0);
-            _mm_prefetch((const char *)row + k2_prefetch_ahead + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)row + ahead, _MM_HINT_T0);
+            _mm_prefetch((const char *)row + ahead + 64, _MM_HINT_T0);
             const __m512i q = _mm512_loadu_si512((const void *)(row + offsetof(tsr_block_q2_K, qs))), q4 = _mm512_srli_epi16(q, 4);
             __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(q, m3), y0);
             s = _mm512_slli_epi32(_mm512_dpbusd_epi32(s, _mm512_and_si512(q4, m3), y2), 2);
@@ -377,6 +378,7 @@ TSR_TARGET_AVX512VNNI_GFNI_VBMI static void q3kw_rows_avx512(int64_t n, const ch
     const __m512i scale_at = _mm512_broadcast_i32x4(_mm_setr_epi8(14, 20, 26, 32, 38, 44, 50, 56, 62, 4, 10, 16, 22, 28, 34, 40));
     const __m512i d_words = _mm512_setr_epi32(7 | 15 << 16, 23 | 31 << 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
     __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  /* rows 0-1, 2-3 */
+    const size_t ahead = g_matvec_pf_ahead.file[TSR_TYPE_Q3_K];  /* the words stream as the file layout: its distance */
     __m512 off = _mm512_setzero_ps();  /* row r in lanes 4r..4r+3: sum(scale x 4 * bsums) x d y.d / 4 */
     for (int64_t i = 0; i < n / TSR_QK_K; ++i) {
         const tsr_block_q8_K & y = yrow[i];
@@ -387,8 +389,8 @@ TSR_TARGET_AVX512VNNI_GFNI_VBMI static void q3kw_rows_avx512(int64_t n, const ch
         TSR_UNROLL(4)
         for (int r = 0; r < R; ++r) {
             const uint8_t * row = blk + (size_t)r * lda;
-            _mm_prefetch((const char *)row + k2_prefetch_ahead, _MM_HINT_T0);
-            _mm_prefetch((const char *)row + k2_prefetch_ahead + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)row + ahead, _MM_HINT_T0);
+            _mm_prefetch((const char *)row + ahead + 64, _MM_HINT_T0);
             const __m512i q = _mm512_loadu_si512((const void *)(row + 32)), q4 = _mm512_srli_epi16(q, 4);
             const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)row));
             /* c ? a : b: the pair's two bits from q, the third bit above them */
