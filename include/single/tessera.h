@@ -16983,8 +16983,15 @@ TSR_TARGET_AVX512VNNI static inline void gemv_q32_rows(int64_t n, const char * x
     const matvec_prefetcher<T, 16 * L::words> prefetch;
     const __m512i ida = _mm512_load_si512((const void *)q32_da_idx<T>.w);
     __m512 acc[R];
+    /* Q4_1 / Q5_1's mins over a quad of groups: word 16 + 4j + q of mins[r] holds block j's m
+     * of the quad's group q (taken from its dm by a masked word move), and lane 4j + q of
+     * ysum_dy4 the matching block sum times the y scale; one conversion and one fma a quad
+     * apply them, where each group took an extract, a conversion and an fma a row. */
+    __m512i mins[R];
+    __m512 ysum_dy4 = _mm512_setzero_ps();
+    const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps(), mins[r] = _mm512_setzero_si512();
     for (int64_t g = 0; g < ng; ++g) {
         const yside_q4 & s = ys[g];
         const __m512i ylo = _mm512_loadu_si512((const void *)s.lo), yhi = _mm512_loadu_si512((const void *)s.hi);
@@ -16993,7 +17000,12 @@ TSR_TARGET_AVX512VNNI static inline void gemv_q32_rows(int64_t n, const char * x
         const __m512 dy = _mm512_loadu_ps(s.d);
         /* the block sums times the y scales, once per group for every row's mins (lane 4j
          * only): one multiply less per row and group, Q4_1 +7 % in-cache */
-        const __m512 ysum_dy = L::has_min ? _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(yb8), _mm512_set1_ps(-0.125f)), dy) : _mm512_setzero_ps();
+        const int q = (int)(g & 3);  /* the group's place in its quad */
+        if (L::has_min) {
+            const __m512 ysum_dy = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(yb8), _mm512_set1_ps(-0.125f)), dy);
+            /* lane 4j + q takes lane 4j */
+            ysum_dy4 = _mm512_mask_permutexvar_ps(ysum_dy4, (__mmask16)(0x1111u << q), _mm512_sub_epi32(lanes, _mm512_set1_epi32(q)), ysum_dy);
+        }
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
             const char * xb = x + (size_t)r * lda + (size_t)g * 8 * L::words;
@@ -17042,9 +17054,15 @@ TSR_TARGET_AVX512VNNI static inline void gemv_q32_rows(int64_t n, const char * x
             const __m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(yb, lo, ylo), hi, yhi);
             const __m512 dx = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dx, dy), acc[r]);
-            if (L::has_min) {
-                acc[r] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1)), ysum_dy, acc[r]);
-            }
+            if (L::has_min) mins[r] = _mm512_mask_mov_epi16(mins[r], (__mmask32)(0x11110000u << q), dm);
+        }
+        if (L::has_min && (q == 3 || g == ng - 1)) {
+#pragma GCC unroll 8
+            for (int r = 0; r < R; ++r)
+                acc[r] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(mins[r], 1)), ysum_dy4, acc[r]);
+            /* a last, partial quad leaves the mins of the groups it lacks (a quad before's, already
+             * applied) in their words: zeros meet them */
+            ysum_dy4 = _mm512_setzero_ps();
         }
     }
 #pragma GCC unroll 8

@@ -442,14 +442,15 @@ TEST_CASE("dot_yq8: every ISA path equals the scalar path for Q4_1, Q5_0, Q5_1 a
 // bit (a row's result must not depend on how the rows were split) and the double reference
 // on the decoded weights. Rows adjacent, far apart with padding, and lda = 0 (one row four
 // times, as the leftover rows go); row lengths leave 0..3 blocks past a group of 4 (9: two
-// groups, whose activation side arrays differ, and a block past them).
+// groups, whose activation side arrays differ, and a block past them; 16 and 23: a whole quad
+// of groups, and one more with a group of a second quad, as Q4_1 / Q5_1's mins are taken).
 TEST_CASE("dot4 of the K-quants and 32-element types: each row equals the one-row kernel and the reference", "[cpu][mul_mat][kernels][quant]") {
     std::mt19937 rng(19);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     for (tsr_type t : {TSR_TYPE_Q2_K, TSR_TYPE_Q3_K, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K, TSR_TYPE_Q4_1, TSR_TYPE_Q5_0,
                        TSR_TYPE_Q5_1, TSR_TYPE_IQ4_NL}) {
         const bool kq = tcpu::q8k_slot(t) >= 0;
-        for (int64_t nb : kq ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{3, 4, 5, 6, 7, 9}) {
+        for (int64_t nb : kq ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{3, 4, 5, 6, 7, 9, 16, 23}) {
             const int64_t n = nb * tsr_blck_size(t);
             const size_t row = tsr_row_size(t, n), stride = row + 3 * tsr_type_size(t);
             std::vector<float> xf((size_t)n * 4), yf((size_t)n);
