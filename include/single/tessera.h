@@ -15528,11 +15528,19 @@ TSR_TARGET_AVX2 static float dot_q4_0_avx2(int64_t n, const tsr_block_q4_0 * x, 
 template <enum tsr_type T, size_t STEP_BYTES, bool REPACKED = false> struct matvec_prefetcher {
     static constexpr size_t lines = std::max<size_t>(1, STEP_BYTES / matvec_pf_line_every(T, REPACKED));
     size_t ahead = REPACKED ? g_matvec_pf_ahead.repacked[T] : g_matvec_pf_ahead.file[T];
-    /* T0: T1 / T2 measured no better (Q6_K 0.88-0.89 x the read against T0's 0.93 in one
-     * run), NTA half the rate */
+    /* T1 (into L2): a T0 prefetch holds one of the core's few L1 miss buffers for the whole
+     * trip from DRAM; T1's lines wait in L2 and the loads find them there. On a 2-core Zen 4
+     * VM (cpu_bench --prefetch, T0 and T1 alternating in one binary, 5 runs, read 31-54 GB/s),
+     * paired medians x the read, T0 -> T1 at the default distances: F16 0.89-0.94 -> 0.98-0.99
+     * (at 1024), BF16 0.86-0.98 -> 0.96-1.00, Q8_0 0.92 -> 1.01, Q6_K 0.98 -> 1.07, Q4_0 0.98 ->
+     * 1.02, Q4_K 1.00 -> 1.02, Q5_K 0.98 -> 1.01, IQ4_NL 0.98 -> 1.01, Q4_1 0.98 -> 1.00, Q5_0
+     * 1.00 -> 1.01, Q5_1 0.97 -> 1.02, CPU_REPACK Q4_0 0.96 -> 0.99, IQ4_NL 1.00 -> 1.00; the
+     * AVX-512 Q2_K / Q3_K kernels' own prefetch likewise (k2_row, the word kernels): Q3_K 0.92 ->
+     * 0.99, Q2_K 0.93 -> 0.92, their words 0.99 -> 1.00 and 0.99 -> 1.02. (Earlier, one run on
+     * another machine: Q6_K T1 0.88-0.89 against T0's 0.93; NTA half the rate.) */
     TSR_ALWAYS_INLINE void operator()(const char * p) const {
         TSR_UNROLL(8)
-        for (size_t l = 0; l < lines; ++l) _mm_prefetch(p + ahead + 64 * l, _MM_HINT_T0);
+        for (size_t l = 0; l < lines; ++l) _mm_prefetch(p + ahead + 64 * l, _MM_HINT_T1);
     }
 };
 
@@ -17952,8 +17960,8 @@ template <bool Q3, bool GFNI> struct k2_row {
     /* ahead: g_matvec_pf_ahead's distance for the type, read once a call */
     TSR_TARGET_AVX512VNNI TSR_ALWAYS_INLINE k2_row(const uint8_t * row, size_t ahead) {
         /* no prefetch kept one core's Q2_K / Q3_K below its share of DRAM, as it did Q4_K's */
-        _mm_prefetch((const char *)row + ahead, _MM_HINT_T0);
-        _mm_prefetch((const char *)row + ahead + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)row + ahead, _MM_HINT_T1);
+        _mm_prefetch((const char *)row + ahead + 64, _MM_HINT_T1);
         q = _mm512_loadu_si512((const void *)(row + (Q3 ? 32 : 16)));
         /* one load: the compiler otherwise folds it into each of q's users, 3 loads of a zmm
          * that crosses a cache line (a row's 64 qs bytes are rarely aligned), each costing two
@@ -19796,8 +19804,8 @@ TSR_TARGET_AVX512VNNI static void q2kw_rows_avx512(int64_t n, const char * x, si
         for (int r = 0; r < R; ++r) {
             const uint8_t * row = blk + (size_t)r * lda;
             /* as k2_rows_avx512: without, one core's Q2_K read stayed below its share of DRAM */
-            _mm_prefetch((const char *)row + ahead, _MM_HINT_T0);
-            _mm_prefetch((const char *)row + ahead + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)row + ahead, _MM_HINT_T1);
+            _mm_prefetch((const char *)row + ahead + 64, _MM_HINT_T1);
             const __m512i q = _mm512_loadu_si512((const void *)(row + offsetof(tsr_block_q2_K, qs))), q4 = _mm512_srli_epi16(q, 4);
             __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(q, m3), y0);
             s = _mm512_slli_epi32(_mm512_dpbusd_epi32(s, _mm512_and_si512(q4, m3), y2), 2);
@@ -20017,8 +20025,8 @@ TSR_TARGET_AVX512VNNI_GFNI_VBMI static void q3kw_rows_avx512(int64_t n, const ch
         TSR_UNROLL(4)
         for (int r = 0; r < R; ++r) {
             const uint8_t * row = blk + (size_t)r * lda;
-            _mm_prefetch((const char *)row + ahead, _MM_HINT_T0);
-            _mm_prefetch((const char *)row + ahead + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)row + ahead, _MM_HINT_T1);
+            _mm_prefetch((const char *)row + ahead + 64, _MM_HINT_T1);
             const __m512i q = _mm512_loadu_si512((const void *)(row + 32)), q4 = _mm512_srli_epi16(q, 4);
             const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)row));
             /* c ? a : b: the pair's two bits from q, the third bit above them */
