@@ -21080,7 +21080,9 @@ TSR_TARGET_AVX2 static inline __m256i r8_scale_pairs_avx2(const uint8_t * v) {
  * a burst over 4 groups), which the file layout's kernel, run over the same records, outran by
  * 1.07-1.20x from DRAM (5 runs alternating them, 2 threads): spread, the mat-vec is 1.07-1.11x
  * the burst's (4 runs), 0.87-1.07x the read since (paired medians 0.99-1.20). (All 18 lines
- * of a record at once, 72 in a burst, had read 0.81x; no prefetch 0.75x.) */
+ * of a record at once, 72 in a burst, had read 0.81x; no prefetch 0.75x.) Into L2 (T1), as
+ * matvec_prefetcher: T0 and T1 alternating in one binary on a 2-core Zen 4 VM, two runs,
+ * paired medians 0.99 -> 1.02 and 0.94 -> 1.07 x the read. */
 template <size_t RECORD_BYTES>
 struct k4_record_prefetcher {
     static constexpr int lines = (int)((RECORD_BYTES + 63) / 64);
@@ -21090,8 +21092,8 @@ struct k4_record_prefetcher {
     static constexpr int first_line(int step) { return step * lines / 16; }
     TSR_ALWAYS_INLINE void operator()(const uint8_t * rec, int step) const {
         const char * p = (const char *)rec + ahead + 64 * first_line(step);
-        _mm_prefetch(p, _MM_HINT_T0);
-        _mm_prefetch(p + 64, _MM_HINT_T0);
+        _mm_prefetch(p, _MM_HINT_T1);
+        _mm_prefetch(p + 64, _MM_HINT_T1);
     }
 };
 template <bool Q5>
