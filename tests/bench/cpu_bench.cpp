@@ -3,7 +3,7 @@
 // can be dlopen'ed; never a build dependency) and a GPT-2-small forward at 128 tokens.
 //
 //   cpu_bench [--csv] [--threads N] [--rounds N] [--quick] [--gpt2-only] [--matvec-only] [--conv-only] [--gemm-only]
-//             [--matvec-cache-only] [--types a,b,...] [--prefetch A,B,...]
+//             [--matvec-cache-only] [--read-only] [--types a,b,...] [--prefetch A,B,...]
 //
 // --types a,b,...: only these types' rows (tsr_type_name: GEMM, mat-vec and its read,
 // in-cache, quantize; a type CPU_REPACK interleaves gets its CPU_REPACK rows too, "q4_K-repack"
@@ -17,6 +17,9 @@
 // cost per byte, robust on a loaded machine), CPU_REPACK's layout alternating with the
 // plain one for the types it interleaves; TSR_CPU_ISA=avx2 (or scalar, avx512) times that
 // kernel path.
+//
+// --read-only: the read bandwidth alone (a few seconds): side_by_side.sh measures it beside
+// each pair, to say how close each side's generation reads its weights to the machine's rate.
 //
 // Prints one Markdown table (or CSV with --csv). Not a test.
 #include "tessera/tessera.h"
@@ -708,7 +711,7 @@ double bench_gpt2(tsr_backend_t be, int n_tokens, int reps) {
 int main(int argc, char ** argv) {
     int n_threads = 2;
     bool quick = false, gpt2_only = false, matvec_only = false, conv_only = false, moe_only = false, norm_only = false, gemm_only = false;
-    bool cache_only = false;
+    bool cache_only = false, read_only = false;
     int matvec_rounds = -1;  /* default: 3, 1 with --quick */
     std::vector<std::string> types;  /* --types: empty, every type */
     std::vector<prefetch_setting> prefetch;
@@ -730,6 +733,7 @@ int main(int argc, char ** argv) {
         else if (!std::strcmp(argv[i], "--moe-only")) moe_only = matvec_only = true;  /* bandwidth and mul_mat_id rows */
         else if (!std::strcmp(argv[i], "--norm-only")) norm_only = true;     /* rms_norm + mul rows */
         else if (!std::strcmp(argv[i], "--matvec-cache-only")) cache_only = true;  /* one thread's in-cache mat-vec rows */
+        else if (!std::strcmp(argv[i], "--read-only")) read_only = true;        /* the read bandwidth row alone */
         else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) n_threads = std::atoi(argv[++i]);
         else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) matvec_rounds = std::atoi(argv[++i]);  /* mat-vec rounds */
         else if (!std::strcmp(argv[i], "--gemm-only")) gemm_only = true;      /* bandwidth, FMA peak and mul_mat GEMM rows */
@@ -746,7 +750,7 @@ int main(int argc, char ** argv) {
                 prefetch.push_back(p);
             }
         }
-        else { std::fprintf(stderr, "usage: %s [--csv] [--threads N] [--rounds N] [--quick] [--gpt2-only] [--matvec-only] [--conv-only] [--moe-only] [--norm-only] [--gemm-only] [--matvec-cache-only] [--types a,b,...] [--prefetch A,B,...]\n", argv[0]); return 2; }
+        else { std::fprintf(stderr, "usage: %s [--csv] [--threads N] [--rounds N] [--quick] [--gpt2-only] [--matvec-only] [--conv-only] [--moe-only] [--norm-only] [--gemm-only] [--matvec-cache-only] [--read-only] [--types a,b,...] [--prefetch A,B,...]\n", argv[0]); return 2; }
     }
     auto named = [&](const std::string & name) { return types.empty() || std::find(types.begin(), types.end(), name) != types.end(); };
     /* the listed types of ts, in their order (all of them without --types) */
@@ -805,6 +809,10 @@ int main(int argc, char ** argv) {
             add_row(std::string("mat-vec in cache ") + tsr_type_name(t) + " (CPU_REPACK)", repacked, "GB/s (weights)", ref,
                     note + ", layouts alternating, " + std::to_string(std::max(matvec_rounds, 1)) + " rounds");
         }
+        goto report;
+    }
+    if (read_only) {
+        add_row("read bandwidth", read_bandwidth(be, reps), "GB/s", "", "512 MiB of F32 weights read as the mat-vec reads them (read_rows)");
         goto report;
     }
     if (gpt2_only) goto gpt2;

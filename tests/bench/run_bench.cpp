@@ -7,6 +7,8 @@
 // the GPU, the rest on the CPU through the scheduler) and reports splits and copies per
 // token. On the CPU alone, each row also times the one-token graph through the scheduler
 // against gallocr + graph_compute on the backend directly: the scheduler's cost per graph.
+// "generation reads": the weights a generated token reads (its mat-vecs' matrices) times
+// tokens per second, to hold against cpu_bench --read-only: decoding is bound by that read.
 //
 //   run_bench [--csv] [-t threads (2)] [--prompt N (128)] [--gen N (16)] [--rounds N (3): best of N]
 //             [--models gpt2,llama1b,moe] [--types f32,f16,q8_0,q4_0,q4_K_M,q5_K_M,q6_K,iq4_nl,q3_K,q2_K] [--backend cpu|vulkan|cuda]
@@ -30,6 +32,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 using namespace trun;
@@ -86,8 +89,31 @@ struct row {
     double params_m = 0, weights = 0, kv = 0, compute = 0, lower = 0, workspace = 0, build_s = 0, pp = 0, tg = 0;
     int splits = 0, copies = 0;
     double direct_alloc_us = 0, sched_alloc_us = 0, direct_us = 0, sched_us = 0;  // per one-token graph (CPU alone)
+    double gen_read_mb = 0;  // weights a generated token reads (MB), gen_read_mb * tg / 1000 = GB/s
     std::string error;
 };
+
+// The bytes of weights a one-token graph reads: the weight matrices its mat-vecs take
+// (token_embd only where it is the output too; get_rows reads one row of it), each once;
+// mul_mat_id counts its n_expert_used of n_expert. Generation is bound by reading these:
+// times tokens per second, the rate to hold against the machine's read bandwidth.
+static bool gen_weight_bytes(session & s, double & mb, std::string & err) {
+    graph_io io;
+    if (!build_graph(s, 1, std::min(s.n_past, s.n_ctx - 1), false, io, err)) return false;
+    std::unordered_set<const tsr_tensor *> weights, seen;
+    for (tsr_tensor * t = tsr_get_first_tensor(s.m->ctx_w); t; t = tsr_get_next_tensor(s.m->ctx_w, t)) weights.insert(t);
+    double bytes = 0;
+    for (int i = 0; i < tsr_graph_n_nodes(io.gf); ++i) {
+        const tsr_tensor * t = tsr_graph_node(io.gf, i);
+        if (t->op != TSR_OP_MUL_MAT && t->op != TSR_OP_MUL_MAT_ID) continue;
+        const tsr_tensor * w = t->src[0];
+        if (!weights.count(w) || !seen.insert(w).second) continue;
+        const double share = t->op == TSR_OP_MUL_MAT_ID ? (double) s.m->hp.n_expert_used / s.m->hp.n_expert : 1.0;
+        bytes += (double) tsr_nbytes(w) * share;
+    }
+    mb = bytes / 1e6;
+    return true;
+}
 
 // One-token graphs at the session's position, n_iter times, placed and computed either
 // through the scheduler or directly (a gallocr of the backend's buffer type, then the
@@ -193,7 +219,7 @@ int main(int argc, char ** argv) {
             }
             row r;
             r.ngl = ngl;
-            r.model = mn == "gpt2" ? "GPT-2 small (124M)" : mn == "moe" ? "Mixtral-shaped MoE, 1/4 width (8 experts, 2 used)" : "LLaMA 1.1B (GQA 32/4)";
+            r.model = mn == "gpt2" ? "GPT-2 small (124M)" : mn == "moe" ? "Mixtral-shaped MoE at 1/4 width (8 experts; 2 used)"  /* no comma: a CSV field */ : "LLaMA 1.1B (GQA 32/4)";
             r.type = ty.name;
             fprintf(stderr, "run_bench: %s %s: building weights...\n", mname, ty.name);
             model m;
@@ -252,6 +278,7 @@ int main(int argc, char ** argv) {
                 for (tsr_backend_t b : m.backends) r.workspace += mib(tsr_backend_get_workspace_size(b));
                 r.splits = s.n_splits;
                 r.copies = s.n_split_inputs;
+                ok = ok && gen_weight_bytes(s, r.gen_read_mb, err);
                 if (ok && !gpu) {
                     ok = time_one_token_graphs(s, backend, false, 20, r.direct_alloc_us, r.direct_us, err) &&
                          time_one_token_graphs(s, backend, true, 20, r.sched_alloc_us, r.sched_us, err);
@@ -271,21 +298,22 @@ int main(int argc, char ** argv) {
     snprintf(dev, sizeof dev, "%s, %d threads", tsr_backend_name(backend), threads);
     if (csv) {
         printf("model,weights,ngl,params_M,weights_MiB,kv_cache_MiB,compute_MiB,compute_lower_bound_MiB,workspace_MiB,build_s,prompt_tok_s,gen_tok_s,"
-               "splits_per_token,copies_per_token,direct_alloc_us,sched_alloc_us,direct_graph_us,sched_graph_us,error\n");
+               "splits_per_token,copies_per_token,direct_alloc_us,sched_alloc_us,direct_graph_us,sched_graph_us,gen_weights_MB_per_token,error\n");
         for (const row & r : rows) {
-            printf("%s,%s,%s,%.1f,%.1f,%.1f,%.2f,%.2f,%.2f,%.1f,%.2f,%.2f,%d,%d,%.1f,%.1f,%.1f,%.1f,%s\n", r.model.c_str(), r.type.c_str(),
+            printf("%s,%s,%s,%.1f,%.1f,%.1f,%.2f,%.2f,%.2f,%.1f,%.2f,%.2f,%d,%d,%.1f,%.1f,%.1f,%.1f,%.1f,%s\n", r.model.c_str(), r.type.c_str(),
                    r.ngl.c_str(), r.params_m, r.weights, r.kv, r.compute, r.lower, r.workspace, r.build_s, r.pp, r.tg, r.splits, r.copies,
-                   r.direct_alloc_us, r.sched_alloc_us, r.direct_us, r.sched_us, r.error.c_str());
+                   r.direct_alloc_us, r.sched_alloc_us, r.direct_us, r.sched_us, r.gen_read_mb, r.error.c_str());
         }
     } else {
         printf("run_bench (%s; prompt %d tokens in one batch, %d generated, best of %d; KV cache F16, %d positions; %s; scheduler parallel %s)\n\n",
                dev, n_prompt, n_gen, n_rounds, kv_pad(n_prompt + n_gen), flash_attn ? "flash_attn_ext" : "mul_mat + soft_max_ext", parallel ? "on" : "off");
-        printf("| model | weights | -ngl | params (M) | weights (MiB) | KV cache (MiB) | compute (MiB) | compute lower bound (MiB) | workspace (MiB) | prompt (tok/s) | generation (tok/s) | splits / copies per token |\n");
-        printf("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        printf("| model | weights | -ngl | params (M) | weights (MiB) | KV cache (MiB) | compute (MiB) | compute lower bound (MiB) | workspace (MiB) | prompt (tok/s) | generation (tok/s) | generation reads (GB/s of weights) | splits / copies per token |\n");
+        printf("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for (const row & r : rows) {
-            if (!r.error.empty()) { printf("| %s | %s | %s | error: %s |||||||||\n", r.model.c_str(), r.type.c_str(), r.ngl.c_str(), r.error.c_str()); continue; }
-            printf("| %s | %s | %s | %.1f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %d / %d |\n", r.model.c_str(), r.type.c_str(),
-                   r.ngl.c_str(), r.params_m, r.weights, r.kv, r.compute, r.lower, r.workspace, r.pp, r.tg, r.splits, r.copies);
+            if (!r.error.empty()) { printf("| %s | %s | %s | error: %s ||||||||||\n", r.model.c_str(), r.type.c_str(), r.ngl.c_str(), r.error.c_str()); continue; }
+            printf("| %s | %s | %s | %.1f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f (%.0f MB a token) | %d / %d |\n", r.model.c_str(),
+                   r.type.c_str(), r.ngl.c_str(), r.params_m, r.weights, r.kv, r.compute, r.lower, r.workspace, r.pp, r.tg,
+                   r.gen_read_mb * r.tg / 1e3, r.gen_read_mb, r.splits, r.copies);
         }
         if (!gpu) {
             printf("\nScheduler overhead per one-token graph (CPU backend alone; 20 graphs, after one warm-up)\n\n");

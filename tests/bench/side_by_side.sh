@@ -14,6 +14,10 @@
 # Writes the files once (run_bench --write-gguf: the weights run_bench times, seed 42; a file
 # already in DIR is reused, so remove DIR after changing the random models), then times the
 # pairs; 2 threads on both sides, prompt 128 in one batch, 16 generated.
+# Each pair also reads 512 MiB as the mat-vec does (cpu_bench --read-only, next to run_bench)
+# and gives each side's generation as a fraction of that read: the weights a token reads
+# (run_bench's gen_weights_MB_per_token) times tokens per second. Where both sides are near
+# 1.0, decoding is bound by the memory and neither can be much faster than the other.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 pairs=5 rounds=3 models=llama1b types=q4_0 dir=/tmp/tsr-side-by-side
@@ -32,6 +36,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ -x "$run_bench" ] || { echo "side_by_side: no run_bench at $run_bench (build it, or --run-bench PATH)" >&2; exit 1; }
+cpu_bench=$(dirname "$run_bench")/cpu_bench
+[ -x "$cpu_bench" ] || { echo "side_by_side: no cpu_bench next to run_bench ($cpu_bench)" >&2; exit 1; }
 [ -d "$npm_dir/node_modules/node-llama-cpp" ] || {
     echo "side_by_side: no node-llama-cpp in $npm_dir (mkdir -p $npm_dir && cd $npm_dir && npm i -E node-llama-cpp@3.21.1)" >&2; exit 1; }
 mkdir -p "$dir"
@@ -52,27 +58,33 @@ rng() { printf '%s\n' "$@" | sort -g | awk 'NR == 1 {lo = $1} {hi = $1} END {pri
 echo "tessera (run_bench) against llama.cpp (node-llama-cpp 3.21.1), 2 threads, prompt 128, 16 generated;"
 echo "$pairs pairs a cell, each side best of $rounds rounds; $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores"
 echo
-echo "| model | weights | tessera prompt | llama.cpp prompt | prompt ratio: median (range) | tessera gen | llama.cpp gen | gen ratio: median (range) |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|"
+echo "| model | weights | tessera prompt | llama.cpp prompt | prompt ratio: median (range) | tessera gen | llama.cpp gen | gen ratio: median (range) | read (GB/s) | tessera gen reads x read | llama.cpp gen reads x read |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for m in ${models//,/ }; do
     for t in ${types//,/ }; do
         f=$dir/tsr-$m-$t.gguf
-        tp=() tg=() lp=() lg=() rp=() rg=()
+        tp=() tg=() lp=() lg=() rp=() rg=() rd=() ft=() fl=()
         for ((k = 0; k < pairs; ++k)); do
+            r=$("$cpu_bench" --read-only --csv --threads 2 2>/dev/null | awk -F, '$1 == "read bandwidth" {print $2}' || true)
+            [ -n "$r" ] || { echo "side_by_side: cpu_bench --read-only gave no read bandwidth" >&2; exit 1; }
             # the rates by their CSV header names, not positions
             row=$("$run_bench" --csv --models "$m" --types "$t" --rounds "$rounds" -t 2 2>/dev/null |
-                  awk -F, 'NR == 1 {for (i = 1; i <= NF; ++i) col[$i] = i} NR == 2 {print $col["prompt_tok_s"], $col["gen_tok_s"]}' || true)
-            read -r a b <<< "$row"
-            [ -n "${b:-}" ] || { echo "side_by_side: run_bench gave no rates for $m $t" >&2; exit 1; }
+                  awk -F, 'NR == 1 {for (i = 1; i <= NF; ++i) col[$i] = i} NR == 2 {print $col["prompt_tok_s"], $col["gen_tok_s"], $col["gen_weights_MB_per_token"]}' || true)
+            read -r a b mb <<< "$row"
+            [ -n "${mb:-}" ] || { echo "side_by_side: run_bench gave no rates for $m $t" >&2; exit 1; }
             row=$(cd "$npm_dir" && UV_THREADPOOL_SIZE=1 node run_llamacpp.mjs --rounds "$rounds" "$f" | awk -F'|' '/\.gguf/ {print $3, $4}' || true)
             read -r c d <<< "$row"
             [ -n "${d:-}" ] || { echo "side_by_side: run_llamacpp.mjs gave no rates for $f" >&2; exit 1; }
-            tp+=("$a") tg+=("$b") lp+=("$c") lg+=("$d")
+            tp+=("$a") tg+=("$b") lp+=("$c") lg+=("$d") rd+=("$r")
+            ft+=("$(awk -v x="$b" -v w="$mb" -v r="$r" 'BEGIN {printf "%.2f", x * w / 1e3 / r}')")
+            fl+=("$(awk -v x="$d" -v w="$mb" -v r="$r" 'BEGIN {printf "%.2f", x * w / 1e3 / r}')")
             rp+=("$(awk -v x="$a" -v y="$c" 'BEGIN {printf "%.2f", x / y}')")
             rg+=("$(awk -v x="$b" -v y="$d" 'BEGIN {printf "%.2f", x / y}')")
-            echo "  $m $t pair $((k + 1)): prompt $a / $c = ${rp[-1]}, generation $b / $d = ${rg[-1]}" >&2
+            echo "  $m $t pair $((k + 1)): prompt $a / $c = ${rp[-1]}, generation $b / $d = ${rg[-1]};" \
+                 "read $r GB/s, generation reads ${ft[-1]} / ${fl[-1]} x it ($mb MB a token)" >&2
         done
         echo "| $m | $t | $(med "${tp[@]}") | $(med "${lp[@]}") | $(med "${rp[@]}") ($(rng "${rp[@]}")) |" \
-             "$(med "${tg[@]}") | $(med "${lg[@]}") | $(med "${rg[@]}") ($(rng "${rg[@]}")) |"
+             "$(med "${tg[@]}") | $(med "${lg[@]}") | $(med "${rg[@]}") ($(rng "${rg[@]}")) |" \
+             "$(med "${rd[@]}") | $(med "${ft[@]}") | $(med "${fl[@]}") |"
     done
 done
