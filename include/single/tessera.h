@@ -24160,7 +24160,8 @@ static void op_upscale(const cparams & p, tsr_tensor * dst) {
  *
  * Two ways through, chosen per node (never per thread, so no result depends on the split):
  *  - one query at a time (decode without grouped heads; quantized or strided K/V): a dot
- *    product per query and key;
+ *    product per query and key; F16 K and V rows (a KV cache), a block of keys per call of
+ *    the ISA's fa_dots_h / fa_accum_h, with no F32 copy of the rows;
  *  - tiles (F16/F32 K and V in packed rows, at least FA_TILE_MIN_Q queries per K/V head:
  *    prompts, and decode with grouped-query heads): up to FA_QB queries that read the same
  *    K/V head (consecutive queries of one head, or of the heads sharing it) share each block
@@ -24218,7 +24219,7 @@ static size_t fa_thread_floats(const tsr_tensor * dst) {
     const int64_t D = dst->src[0]->ne[0], Dv = dst->src[2]->ne[0];
     if (fa_tiled(dst))  /* queries transposed, scores, mask, K and V rows as F32, accumulators, a mask row */
         return (size_t)(D * FA_QB + 2 * FA_BLOCK * FA_QB + FA_BLOCK * (D + Dv) + FA_QB * Dv + FA_BLOCK) + 16;
-    return (size_t)(D + 2 * Dv + FA_BLOCK) + yq8_row_bytes(D) / 4 + 16;
+    return (size_t)(D + 2 * Dv + 2 * FA_BLOCK) + yq8_row_bytes(D) / 4 + 16;
 }
 
 /* A query's running softmax state: max, sum of weights, and whether a NaN or +inf score
@@ -24260,67 +24261,18 @@ static inline void fa_store(tsr_tensor * dst, const fa_row & r, const float * ac
 
 /* ---- one query at a time --------------------------------------------------------------------- */
 
-static void fa_one_query_at_a_time(const cparams & p, tsr_tensor * dst, const fa_args & a, int64_t r0, int64_t r1) {
-    const tsr_tensor * q = a.q, * k = a.k, * v = a.v, * mask = a.mask;
-    const int64_t D = a.D, Dv = a.Dv;
-    float * buf = thread_floats(p, fa_thread_floats(dst));
-    float * qf = buf;
-    float * acc = qf + D;
-    float * vrow = acc + Dv;
-    float * sc = vrow + Dv;
-    yq8 * qq = (yq8 *)(sc + FA_BLOCK);
-    const bool kq = tsr_is_quantized(k->type);
-    const bool k_contig = row_contig(k), v_f32 = v->type == TSR_TYPE_F32 && v->nb[0] == 4;
-    for (int64_t ir = r0; ir < r1; ++ir) {
-        const int64_t iq1 = ir % q->ne[1], iq2 = (ir / q->ne[1]) % q->ne[2], iq3 = ir / (q->ne[1] * q->ne[2]);
-        const int64_t ik2 = iq2 / a.rk2, ik3 = iq3 / a.rk3;
-        const float slope = alibi_slope(a.max_bias, iq2, a.H);
-        const char * qrow = tptr(q, 0, iq1, iq2, iq3);
-        for (int64_t i = 0; i < D; ++i) qf[i] = *(const float *)(qrow + i * q->nb[0]);
-        if (kq) {
-            quantize_y_nonfinite_nan(p.K, qf, qq, D);
-            y_side(qq, D / 32, k->type);
-        }
-        const char * mrow = mask ? tptr(mask, 0, iq1, iq2 % mask->ne[2], iq3 % mask->ne[3]) : nullptr;
-        for (int64_t i = 0; i < Dv; ++i) acc[i] = 0.0f;
-        fa_row r;
-        for (int64_t c0 = 0; c0 < a.n_kv && !r.nan; c0 += FA_BLOCK) {
-            const int64_t nc = std::min<int64_t>(FA_BLOCK, a.n_kv - c0);
-            float bm = -INFINITY;
-            for (int64_t j = 0; j < nc; ++j) {
-                const int64_t ic = c0 + j;
-                const float mv = mrow ? slope * ld(mask->type, mrow + ic * mask->nb[0]) : 0.0f;
-                if (mv == -INFINITY) { sc[j] = -INFINITY; continue; }
-                const char * krow = tptr(k, 0, ic, ik2, ik3);
-                float s;
-                if (kq) s = dot_any(p.K, k->type, D, krow, (const char *)qq);
-                else if (k_contig) s = dot_any(p.K, k->type, D, krow, (const char *)qf);
-                else {
-                    s = 0.0f;
-                    for (int64_t i = 0; i < D; ++i) s += ld(k->type, krow + i * k->nb[0]) * qf[i];
-                }
-                s = fa_score(a, s, mv);
-                sc[j] = s;
-                bm = std::max(bm, s);
-                r.nan |= !(s < INFINITY);
-            }
-            if (!fa_weights(p, r, sc, nc, bm, acc, Dv)) continue;
-            for (int64_t j = 0; j < nc; ++j) {
-                const float vs = sc[j];
-                if (vs == 0.0f) continue;  /* masked, or too small to count */
-                const char * vr = tptr(v, 0, c0 + j, ik2, ik3);
-                const float * vf;
-                if (v_f32) vf = (const float *)vr;
-                else if (v->type == TSR_TYPE_F16 && row_contig(v)) { p.K->f16_to_f32(vr, vrow, Dv); vf = vrow; }
-                else if (row_contig(v)) { row_to_f32(v->type, vr, vrow, Dv); vf = vrow; }
-                else { for (int64_t i = 0; i < Dv; ++i) vrow[i] = ld(v->type, vr + i * v->nb[0]); vf = vrow; }
-                p.K->axpy_f32(Dv, vs, vf, acc);
-                r.S += vs;
-            }
-        }
-        fa_store(dst, r, acc, Dv, iq1, iq2, iq3);
-    }
+/* The lines of bytes [p, p + n), prefetched (addresses as integers: a prefetch never faults,
+ * and past a tensor no pointer is formed). */
+static inline void fa_prefetch(const char * p, size_t n) {
+    const uintptr_t a0 = (uintptr_t)p;
+    for (uintptr_t a = a0 & ~(uintptr_t)63; a < a0 + n; a += 64) __builtin_prefetch((const void *)a, 0, 2);
 }
+/* How many keys ahead a walk over K rows of row_bytes each prefetches: about 2 KiB. Into
+ * L2 (hint T1: an L1 miss buffer is not held for the trip to DRAM, as the mat-vec's).
+ * cpu_bench's decode attention rows, 2-core Zen 4 VM: GPT-2 (128-byte rows) 8 / 12 / 16 /
+ * 24 keys ahead 19.5 / 22.3 / 23.2 / 23.8 GB/s, LLaMA-2 7B (256-byte rows) 18.6 / 18.3 /
+ * 16.6 / 17.6; with T0 at 4 keys ahead 10-13 and 15-16, none 7-9 and 10-15. */
+static inline int64_t fa_keys_ahead(int64_t row_bytes) { return std::max<int64_t>(4, std::min<int64_t>(32, 2048 / std::max<int64_t>(1, row_bytes))); }
 
 /* ---- tiles of FA_QB queries ------------------------------------------------------------------
  * A tile's scores st[j * FA_QB + l] (key j, query lane l) stay in that layout from the dot
@@ -24463,13 +24415,122 @@ static TSR_ALWAYS_INLINE void fa_accum_body(int64_t nk, int64_t Dv, const float 
     }
 }
 
-/* The tile kernels of one ISA (a body template compiled for it). */
+/* ---- one query, F16 K and V rows: a block of keys a call ---------------------------------------
+ * Decode without grouped heads (GPT-2, LLaMA-1/2 7B) reads each query's K/V head once per
+ * token: at long contexts as many bytes as the weights. Converting each V row into a buffer
+ * and calling a dot and an axpy per key cost several times the arithmetic; these read the
+ * halves in registers, keep a block's accumulators there across its keys, and prefetch. */
+
+TSR_SIMD_WARNINGS_OFF
+/* out = the L halves at p as floats (exact): one conversion instruction where the ISA has
+ * it. An out parameter, so no vector crosses a call where one is not inlined (-Wpsabi);
+ * not always_inline, which fails in the bodies' own (untargeted) instances: the ISA's
+ * kernels below are flatten, which inlines these into them. */
+static inline void fa_load_h(vf32x4 & out, const uint16_t * p) {
+#if defined(TSR_CPU_ARM64)
+    const float32x4_t f = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
+    std::memcpy(&out, &f, sizeof out);
+#else
+    out = vf32x4{h2f(p[0]), h2f(p[1]), h2f(p[2]), h2f(p[3])};
+#endif
+}
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+TSR_TARGET_AVX2 static inline void fa_load_h(vf32x8 & out, const uint16_t * p) {
+    const __m256 f = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+    std::memcpy(&out, &f, sizeof out);
+}
+TSR_TARGET_AVX512 static inline void fa_load_h(vf32x16 & out, const uint16_t * p) {
+    const __m512 f = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+    std::memcpy(&out, &f, sizeof out);
+}
+#endif
+
+/* out[j] = K_j . q for the nk rows K_j = k + j * ks (D halves, D a multiple of the lanes);
+ * -inf where mv[j] is -inf, whose row is not read (an unwritten cache row may hold
+ * anything). Each key first prefetches pf + j * pf_stride (pf_bytes; the V row the block
+ * reads next), so that its lines arrive while the dots run. */
+template <class V>
+static TSR_ALWAYS_INLINE void fa_dots_h_body(int64_t nk, int64_t D, const char * k, size_t ks, const float * q, const float * mv, float * out,
+                                             const char * pf, size_t pf_stride, size_t pf_bytes) {
+    constexpr int64_t L = (int64_t)(sizeof(V) / sizeof(float));
+    const int64_t k_ahead = fa_keys_ahead(D * 2);
+    for (int64_t j = 0; j < nk; ++j) {
+        if (pf) fa_prefetch(pf + (size_t)j * pf_stride, pf_bytes);
+        fa_prefetch(k + (size_t)(j + k_ahead) * ks, (size_t)D * 2);
+        if (mv && mv[j] == -INFINITY) { out[j] = -INFINITY; continue; }
+        const uint16_t * kr = (const uint16_t *)(k + (size_t)j * ks);
+        V a0 = V{}, a1 = V{};
+        int64_t d = 0;
+        for (; d + 2 * L <= D; d += 2 * L) {
+            V q0, q1;
+            std::memcpy(&q0, q + d, sizeof(V));
+            std::memcpy(&q1, q + d + L, sizeof(V));
+            V k0, k1;
+            fa_load_h(k0, kr + d);
+            fa_load_h(k1, kr + d + L);
+            a0 += k0 * q0;
+            a1 += k1 * q1;
+        }
+        if (d < D) {
+            V q0, k0;
+            std::memcpy(&q0, q + d, sizeof(V));
+            fa_load_h(k0, kr + d);
+            a0 += k0 * q0;
+        }
+        a0 += a1;
+        float sum = 0.0f;
+        for (int64_t l = 0; l < L; ++l) sum += a0[l];
+        out[j] = sum;
+    }
+}
+
+/* acc[0..Dv) += w[j] * V_j over the nk rows V_j = v + j * vs (Dv halves, a multiple of the
+ * lanes) in key order, keys of weight 0 skipped (masked, or too small to count: as the
+ * per-key path); up to 4 vectors of acc stay in registers across the keys. */
+template <class V>
+static TSR_ALWAYS_INLINE void fa_accum_h_body(int64_t nk, int64_t Dv, const float * w, const char * v, size_t vs, float * acc) {
+    constexpr int64_t L = (int64_t)(sizeof(V) / sizeof(float));
+    int64_t c = 0;
+    for (; c + 4 * L <= Dv; c += 4 * L) {
+        V a[4];
+        for (int i = 0; i < 4; ++i) std::memcpy(&a[i], acc + c + i * L, sizeof(V));
+        for (int64_t j = 0; j < nk; ++j) {
+            if (w[j] == 0.0f) continue;
+            const V b = V{} + w[j];
+            const uint16_t * vr = (const uint16_t *)(v + (size_t)j * vs) + c;
+            for (int i = 0; i < 4; ++i) {
+                V x;
+                fa_load_h(x, vr + i * L);
+                a[i] += b * x;
+            }
+        }
+        for (int i = 0; i < 4; ++i) std::memcpy(acc + c + i * L, &a[i], sizeof(V));
+    }
+    for (; c < Dv; c += L) {
+        V a;
+        std::memcpy(&a, acc + c, sizeof(V));
+        for (int64_t j = 0; j < nk; ++j) {
+            if (w[j] == 0.0f) continue;
+            V x;
+            fa_load_h(x, (const uint16_t *)(v + (size_t)j * vs) + c);
+            a += (V{} + w[j]) * x;
+        }
+        std::memcpy(acc + c, &a, sizeof(V));
+    }
+}
+
+/* The tile kernels of one ISA (a body template compiled for it), and the one-query F16
+ * block kernels (lanes: what D and Dv must be a multiple of). */
 struct fa_tile_kernels {
     void (*scores)(int64_t nk, int64_t D, const float * kf, const float * qt, float * st);
     void (*finish)(int64_t nk, float scale, const float * mt, float * st, float * bm, int32_t * bad);
     void (*sub)(int64_t nk, const float * m, float * st);
     void (*sum)(int64_t nk, const float * st, float * sum);
     void (*accum)(int64_t nk, int64_t Dv, const float * w, const float * vf, float * acc);
+    void (*dots_h)(int64_t nk, int64_t D, const char * k, size_t ks, const float * q, const float * mv, float * out, const char * pf,
+                   size_t pf_stride, size_t pf_bytes);
+    void (*accum_h)(int64_t nk, int64_t Dv, const float * w, const char * v, size_t vs, float * acc);
+    int64_t lanes;
 };
 #define TSR_FA_TILE_KERNELS(TARGET, V, NAME)                                                                                      \
     struct NAME {                                                                                                                 \
@@ -24484,6 +24545,14 @@ struct fa_tile_kernels {
         TARGET static void accum(int64_t nk, int64_t Dv, const float * w, const float * vf, float * acc) {                        \
             fa_accum_body<V>(nk, Dv, w, vf, acc);                                                                                 \
         }                                                                                                                         \
+        __attribute__((flatten)) TARGET static void dots_h(int64_t nk, int64_t D, const char * k, size_t ks, const float * q, const float * mv, float * out, \
+                                  const char * pf, size_t pf_stride, size_t pf_bytes) {                                           \
+            fa_dots_h_body<V>(nk, D, k, ks, q, mv, out, pf, pf_stride, pf_bytes);                                                 \
+        }                                                                                                                         \
+        __attribute__((flatten)) TARGET static void accum_h(int64_t nk, int64_t Dv, const float * w, const char * v, size_t vs, float * acc) {             \
+            fa_accum_h_body<V>(nk, Dv, w, v, vs, acc);                                                                            \
+        }                                                                                                                         \
+        static constexpr int64_t lanes = (int64_t)(sizeof(V) / sizeof(float));                                                   \
     };
 TSR_FA_TILE_KERNELS(, vf32x4, fa_tiles_v4)
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
@@ -24491,6 +24560,7 @@ TSR_FA_TILE_KERNELS(TSR_TARGET_AVX2, vf32x8, fa_tiles_avx2)
 TSR_FA_TILE_KERNELS(TSR_TARGET_AVX512, vf32x16, fa_tiles_avx512)
 #endif
 #undef TSR_FA_TILE_KERNELS
+TSR_SIMD_WARNINGS_ON
 
 template <class T> static constexpr fa_tile_kernels fa_tile_table() {
     fa_tile_kernels k{};
@@ -24499,6 +24569,9 @@ template <class T> static constexpr fa_tile_kernels fa_tile_table() {
     k.sub = T::sub;
     k.sum = T::sum;
     k.accum = T::accum;
+    k.dots_h = T::dots_h;
+    k.accum_h = T::accum_h;
+    k.lanes = T::lanes;
     return k;
 }
 static fa_tile_kernels fa_tile_kernels_for(const kernels * K) {
@@ -24510,10 +24583,120 @@ static fa_tile_kernels fa_tile_kernels_for(const kernels * K) {
     return fa_tile_table<fa_tiles_v4>();
 }
 
-/* Rows c0..c0+nc of K or V (head ik2, ik3) as F32, one after another. */
-static void fa_rows_f32(const kernels * K, const tsr_tensor * t, int64_t c0, int64_t nc, int64_t ik2, int64_t ik3, float * out) {
+/* F16 K and V rows, D and Dv a multiple of the block kernels' lanes: fa_dots_h / fa_accum_h */
+static bool fa_one_query_blocks(const fa_tile_kernels & tk, const fa_args & a) {
+    return a.k->type == TSR_TYPE_F16 && a.v->type == TSR_TYPE_F16 && row_contig(a.k) && row_contig(a.v) && a.D % tk.lanes == 0 &&
+           a.Dv % tk.lanes == 0;
+}
+
+static void fa_one_query_at_a_time(const cparams & p, tsr_tensor * dst, const fa_args & a, int64_t r0, int64_t r1) {
+    const tsr_tensor * q = a.q, * k = a.k, * v = a.v, * mask = a.mask;
+    const int64_t D = a.D, Dv = a.Dv;
+    const fa_tile_kernels tk = fa_tile_kernels_for(p.K);
+    const bool blocks = fa_one_query_blocks(tk, a);
+    float * buf = thread_floats(p, fa_thread_floats(dst));
+    float * qf = buf;
+    float * acc = qf + D;
+    float * vrow = acc + Dv;
+    float * sc = vrow + Dv;
+    float * mvb = sc + FA_BLOCK;  /* the block path's mask values */
+    yq8 * qq = (yq8 *)(mvb + FA_BLOCK);
+    const bool kq = tsr_is_quantized(k->type);
+    const bool k_contig = row_contig(k), v_f32 = v->type == TSR_TYPE_F32 && v->nb[0] == 4;
+    const size_t k_row_bytes = row_contig(k) ? tsr_row_size(k->type, D) : 64, v_row_bytes = row_contig(v) ? tsr_row_size(v->type, Dv) : 64;
+    const int64_t k_ahead = fa_keys_ahead((int64_t)k_row_bytes);
+    for (int64_t ir = r0; ir < r1; ++ir) {
+        const int64_t iq1 = ir % q->ne[1], iq2 = (ir / q->ne[1]) % q->ne[2], iq3 = ir / (q->ne[1] * q->ne[2]);
+        const int64_t ik2 = iq2 / a.rk2, ik3 = iq3 / a.rk3;
+        const float slope = alibi_slope(a.max_bias, iq2, a.H);
+        const char * qrow = tptr(q, 0, iq1, iq2, iq3);
+        for (int64_t i = 0; i < D; ++i) qf[i] = *(const float *)(qrow + i * q->nb[0]);
+        if (kq) {
+            quantize_y_nonfinite_nan(p.K, qf, qq, D);
+            y_side(qq, D / 32, k->type);
+        }
+        const char * mrow = mask ? tptr(mask, 0, iq1, iq2 % mask->ne[2], iq3 % mask->ne[3]) : nullptr;
+        for (int64_t i = 0; i < Dv; ++i) acc[i] = 0.0f;
+        fa_row r;
+        for (int64_t c0 = 0; blocks && c0 < a.n_kv && !r.nan; c0 += FA_BLOCK) {
+            int64_t nc = std::min<int64_t>(FA_BLOCK, a.n_kv - c0);
+            /* the block's mask values; keys past the last unmasked one (a causal mask's
+             * padding) are left out */
+            int64_t n_live = mrow ? 0 : nc;
+            for (int64_t j = 0; mrow && j < nc; ++j) {
+                mvb[j] = slope * ld(mask->type, mrow + (c0 + j) * mask->nb[0]);
+                if (mvb[j] != -INFINITY) n_live = j + 1;
+            }
+            nc = n_live;
+            if (nc == 0) continue;
+            const char * k0 = tptr(k, 0, c0, ik2, ik3), * v0 = tptr(v, 0, c0, ik2, ik3);
+            tk.dots_h(nc, D, k0, k->nb[1], qf, mrow ? mvb : nullptr, sc, v0, v->nb[1], v_row_bytes);
+            float bm = -INFINITY;
+            for (int64_t j = 0; j < nc; ++j) {
+                if (mrow && mvb[j] == -INFINITY) continue;  /* the kernel's -inf */
+                const float s = fa_score(a, sc[j], mrow ? mvb[j] : 0.0f);
+                sc[j] = s;
+                bm = std::max(bm, s);
+                r.nan |= !(s < INFINITY);
+            }
+            if (!fa_weights(p, r, sc, nc, bm, acc, Dv)) continue;
+            tk.accum_h(nc, Dv, sc, v0, v->nb[1], acc);
+            for (int64_t j = 0; j < nc; ++j) r.S += sc[j];
+        }
+        for (int64_t c0 = 0; !blocks && c0 < a.n_kv && !r.nan; c0 += FA_BLOCK) {
+            const int64_t nc = std::min<int64_t>(FA_BLOCK, a.n_kv - c0);
+            float bm = -INFINITY;
+            for (int64_t j = 0; j < nc; ++j) {
+                const int64_t ic = c0 + j;
+                const float mv = mrow ? slope * ld(mask->type, mrow + ic * mask->nb[0]) : 0.0f;
+                if (mv == -INFINITY) { sc[j] = -INFINITY; continue; }
+                const char * krow = tptr(k, 0, ic, ik2, ik3);
+                /* a head's rows of a KV cache lie a whole cache row apart (all heads' rows of a
+                 * position, then the next position's): the hardware prefetcher keeps few of
+                 * them in flight. This key's V row (read after the block's scores) and the
+                 * K row k_ahead keys on are asked for now. */
+                fa_prefetch(tptr(v, 0, ic, ik2, ik3), v_row_bytes);
+                if (ic + k_ahead < a.n_kv) fa_prefetch(tptr(k, 0, ic + k_ahead, ik2, ik3), k_row_bytes);
+                float s;
+                if (kq) s = dot_any(p.K, k->type, D, krow, (const char *)qq);
+                else if (k_contig) s = dot_any(p.K, k->type, D, krow, (const char *)qf);
+                else {
+                    s = 0.0f;
+                    for (int64_t i = 0; i < D; ++i) s += ld(k->type, krow + i * k->nb[0]) * qf[i];
+                }
+                s = fa_score(a, s, mv);
+                sc[j] = s;
+                bm = std::max(bm, s);
+                r.nan |= !(s < INFINITY);
+            }
+            if (!fa_weights(p, r, sc, nc, bm, acc, Dv)) continue;
+            for (int64_t j = 0; j < nc; ++j) {
+                const float vs = sc[j];
+                if (vs == 0.0f) continue;  /* masked, or too small to count */
+                const char * vr = tptr(v, 0, c0 + j, ik2, ik3);
+                const float * vf;
+                if (v_f32) vf = (const float *)vr;
+                else if (v->type == TSR_TYPE_F16 && row_contig(v)) { p.K->f16_to_f32(vr, vrow, Dv); vf = vrow; }
+                else if (row_contig(v)) { row_to_f32(v->type, vr, vrow, Dv); vf = vrow; }
+                else { for (int64_t i = 0; i < Dv; ++i) vrow[i] = ld(v->type, vr + i * v->nb[0]); vf = vrow; }
+                p.K->axpy_f32(Dv, vs, vf, acc);
+                r.S += vs;
+            }
+        }
+        fa_store(dst, r, acc, Dv, iq1, iq2, iq3);
+    }
+}
+
+/* Rows c0..c0+nc of K or V (head ik2, ik3) as F32, one after another. Each row first
+ * prefetches row pc0 + j of pf (head ik2, ik3; none past its pn rows): the rows this tile
+ * reads next (a decode step's K/V rows lie a cache row apart, which the hardware prefetcher
+ * follows poorly). */
+static void fa_rows_f32(const kernels * K, const tsr_tensor * t, int64_t c0, int64_t nc, int64_t ik2, int64_t ik3, float * out,
+                        const tsr_tensor * pf = nullptr, int64_t pc0 = 0, int64_t pn = 0) {
     const int64_t n = t->ne[0];
+    const size_t pf_bytes = pf && row_contig(pf) ? tsr_row_size(pf->type, pf->ne[0]) : 64;
     for (int64_t j = 0; j < nc; ++j) {
+        if (pf && pc0 + j < pn) fa_prefetch(tptr(pf, 0, pc0 + j, ik2, ik3), pf_bytes);
         const char * row = tptr(t, 0, c0 + j, ik2, ik3);
         if (t->type == TSR_TYPE_F32) std::memcpy(out + j * n, row, (size_t)n * 4);
         else K->f16_to_f32(row, out + j * n, n);
@@ -24579,7 +24762,7 @@ static void fa_tiles(const cparams & p, tsr_tensor * dst, const fa_args & a, int
         for (int64_t c0 = 0; c0 < a.n_kv; c0 += FA_BLOCK) {
             const int64_t nc = std::min<int64_t>(FA_BLOCK, a.n_kv - c0);
             if (a.mask && fa_tile_mask(p.K, a, mrows, nq, slopes, c0, nc, row, mt)) continue;
-            fa_rows_f32(p.K, a.k, c0, nc, ik2, ik3, kf);
+            fa_rows_f32(p.K, a.k, c0, nc, ik2, ik3, kf, a.v, c0, c0 + nc);  /* and this block's V rows */
             tk.scores(nc, D, kf, qt, st);
             float scale = a.scale;
             if (a.softcap != 0.0f) {  /* s = softcap tanh(dot scale), then the mask */
@@ -24611,7 +24794,7 @@ static void fa_tiles(const cparams & p, tsr_tensor * dst, const fa_args & a, int
             if (p.K->act) p.K->act->exp(nc * FA_QB, st, st);
             else for (int64_t j = 0; j < nc * FA_QB; ++j) st[j] = std::exp(st[j]);
             tk.sum(nc, st, sum);
-            fa_rows_f32(p.K, a.v, c0, nc, ik2, ik3, vf);
+            fa_rows_f32(p.K, a.v, c0, nc, ik2, ik3, vf, a.k, c0 + FA_BLOCK, a.n_kv);  /* and the next block's K rows */
             for (int64_t l = 0; l < nq; ++l) {
                 fa_row & r = rows[l];
                 if (r.nan || bm[l] == -INFINITY) continue;

@@ -18,6 +18,8 @@
 // plain one for the types it interleaves; TSR_CPU_ISA=avx2 (or scalar, avx512) times that
 // kernel path.
 //
+// --gpt2-only --types attn: the decode attention rows alone (flash_attn_ext over KV caches
+// from DRAM, against the read bandwidth).
 // --read-only: the read bandwidth alone (a few seconds): side_by_side.sh measures it beside
 // each pair, to say how close each side's generation reads its weights to the machine's rate.
 //
@@ -632,6 +634,36 @@ double bench_attn(tsr_backend_t be, int64_t T, int64_t H, int64_t hd, int reps) 
     return t * 1e3;
 }
 
+// flash_attn_ext as one decode step runs it: a query per head over n_kv keys of each of L
+// layers' KV caches, views as tessera-run makes them (a head's rows a whole cache row apart,
+// F16), the layers' caches together well past the L2: the GB/s of K and V read per step, to
+// hold against the read bandwidth (at long contexts a decode step reads as many bytes here as
+// in its weights).
+double bench_attn_decode(tsr_backend_t be, int64_t n_kv, int64_t H, int64_t Hkv, int64_t hd, int64_t L, int reps) {
+    const size_t cache_bytes = (size_t)(hd * Hkv * n_kv) * 2;
+    const size_t mem = (size_t)L * (2 * cache_bytes + (size_t)(hd * H) * 8 + (size_t)n_kv * 4 + 8 * tsr_tensor_overhead()) + tsr_graph_overhead() + (1 << 20);
+    tsr_context * ctx = tsr_init(tsr_init_params{mem, nullptr, false});
+    if (!ctx) return 0;
+    tsr_cgraph * gf = tsr_new_graph(ctx);
+    for (int64_t l = 0; l < L; ++l) {
+        tsr_tensor * q = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, hd, 1, H);
+        tsr_tensor * kc = tsr_new_tensor_2d(ctx, TSR_TYPE_F16, hd * Hkv, n_kv);
+        tsr_tensor * vc = tsr_new_tensor_2d(ctx, TSR_TYPE_F16, hd * Hkv, n_kv);
+        tsr_tensor * mask = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, n_kv, 1);
+        fast_fill(q, (unsigned)(4 * l + 1));
+        fast_fill(kc, (unsigned)(4 * l + 2));
+        fast_fill(vc, (unsigned)(4 * l + 3));
+        std::memset(mask->data, 0, tsr_nbytes(mask));
+        tsr_tensor * k = tsr_view_3d(ctx, kc, hd, n_kv, Hkv, kc->nb[1], (size_t)hd * 2, 0);
+        tsr_tensor * v = tsr_view_3d(ctx, vc, hd, n_kv, Hkv, vc->nb[1], (size_t)hd * 2, 0);
+        tsr_build_forward_expand(gf, tsr_flash_attn_ext(ctx, q, k, v, mask, 1.0f / std::sqrt((float)hd), 0.0f, 0.0f));
+    }
+    tsr_backend_graph_reserve(be, gf);
+    const double t = best_time(reps, [&] { tsr_backend_graph_compute(be, gf); });
+    tsr_free(ctx);
+    return t > 0 ? (double)(2 * cache_bytes * (size_t)L) / t / 1e9 : 0;
+}
+
 double bench_gpt2(tsr_backend_t be, int n_tokens, int reps) {
     const int64_t D = 768, H = 12, L = 12, F = 3072, V = 50257, NCTX = 1024, T = n_tokens;
     const size_t wbytes = (size_t)(V * D + NCTX * D + L * (4 * D * D + 2 * D * F + 13 * D + 2 * F) + 2 * D) * 4;
@@ -1040,13 +1072,25 @@ int main(int argc, char ** argv) {
     }
     }
 gpt2:
-    if (!matvec_only && !conv_only && !gemm_only) {
+    if (!matvec_only && !conv_only && !gemm_only && !(types.size() == 1 && types[0] == "attn")) {
     const double ms = bench_gpt2(be, 128, quick ? 1 : 3);
     add_row("GPT-2 small forward, 128 tokens", ms, "ms", "", "F32 weights, flash_attn_ext, logits for all tokens");
     add_row("flash_attn_ext prompt, 128 tokens", bench_attn(be, 128, 12, 64, quick ? 2 : 10), "ms", "",
             "12 heads of 64 (GPT-2 small), causal mask, F16 K and V");
     add_row("flash_attn_ext prompt, 512 tokens", bench_attn(be, 512, 32, 64, quick ? 1 : 5), "ms", "",
             "32 heads of 64 (1.1B LLaMA), causal mask, F16 K and V");
+    }
+    if (!conv_only && !gemm_only && (types.empty() || named("attn"))) {
+        /* decode attention from DRAM: GB/s of K and V against the read bandwidth */
+        const double rd = read_bandwidth(be, 1);
+        struct shape { const char * name; int64_t n_kv, H, Hkv, hd, L; };
+        for (const shape & sh : {shape{"GPT-2 small, 1024 keys, 12 layers", 1024, 12, 12, 64, 12},
+                                 shape{"LLaMA-2 7B (no GQA), 2048 keys, 4 layers", 2048, 32, 32, 128, 4},
+                                 shape{"1.1B LLaMA (GQA 32/4), 2048 keys, 22 layers", 2048, 32, 4, 64, 22}}) {
+            const double g = bench_attn_decode(be, sh.n_kv, sh.H, sh.Hkv, sh.hd, sh.L, quick ? 3 : 10);
+            add_row(std::string("flash_attn_ext decode, ") + sh.name, g, "GB/s (K and V)", fmt(g / rd, 2) + " x the read (" + fmt(rd) + ")",
+                    "a query per head, F16 KV-cache views; best of " + std::to_string(quick ? 3 : 10));
+        }
     }
 report:
     tsr_backend_free(be);

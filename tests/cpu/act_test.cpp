@@ -95,6 +95,14 @@ void check_attention_every_isa(tsr_context * ctx, tsr_tensor * out, const std::v
     }
 }
 
+// Masks of consecutive decode steps (m: [n_kv, queries]): query i sees keys up to last + i,
+// but never one of every 7th (from key 3).
+void mask_decode_steps(tsr_tensor * m, int64_t last) {
+    for (int64_t i = 0; i < m->ne[1]; ++i)
+        for (int64_t j = 0; j < m->ne[0]; ++j)
+            if (j > last + i || j % 7 == 3) tsr_set_f32_nd(m, j, i, 0, 0, -INFINITY);
+}
+
 } // namespace
 
 // Runs c in place over data (its source's buffer; the op must allow it) on one ISA, 2 threads.
@@ -379,13 +387,52 @@ TEST_CASE("flash_attn_ext decode with grouped heads: every ISA against double; t
         fill(v, rng);
         tsr_tensor * m = tsr_new_tensor_2d(ctx, TSR_TYPE_F16, nkv, c.n1);
         fill(m, rng, -1, 0);
-        for (int64_t i = 0; i < c.n1; ++i)
-            for (int64_t j = 0; j < nkv; ++j)
-                if (j > 120 + i || j % 7 == 3) tsr_set_f32_nd(m, j, i, 0, 0, -INFINITY);
+        mask_decode_steps(m, 120);
         const float scale = 0.125f;
         tsr_tensor * out = tsr_flash_attn_ext(ctx, q, k, v, m, scale, c.max_bias, c.softcap);
         REQUIRE(out != nullptr);
         const std::vector<double> ref = flash_attn_reference(q, k, v, m, scale, c.max_bias, c.softcap);
         check_attention_every_isa(ctx, out, ref, std::to_string(c.n1) + " queries per head");
+    }
+}
+
+// Decode without grouped heads (GPT-2, LLaMA-2 7B: 1 or 2 queries per K/V head) takes the
+// one-query path; with F16 K and V whose D and Dv are a multiple of the ISA's lanes, a block
+// of keys per kernel call (fa_dots_h / fa_accum_h). K and V are views of a KV cache as the
+// runner makes them (a head's rows a whole cache row apart), 150 of 160 positions; the keys
+// every query masks (holes, and the causal padding past 122) hold NaN, as unwritten cache
+// rows may: no result may read them. Dv 48: whole vectors on every ISA; 72: a tail on
+// AVX-512 (the per-key path there). ALiBi and softcap on one configuration each. Against
+// double on every ISA, the same bits for 1, 2 and 3 threads.
+TEST_CASE("flash_attn_ext decode without grouped heads: KV-cache views, NaN in masked rows; every ISA against double", "[cpu][ops][act]") {
+    struct cfg { int64_t Dv, n1; float softcap, max_bias; };
+    for (const cfg & c : {cfg{48, 1, 0.0f, 0.0f}, cfg{72, 2, 0.0f, 4.0f}, cfg{48, 1, 20.0f, 0.0f}}) {
+        ctx_holder ctx(16);
+        std::mt19937 rng(71);
+        const int64_t D = 64, n_ctx = 160, nkv = 150, H = 4;
+        tsr_tensor * q = tsr_new_tensor_3d(ctx, TSR_TYPE_F32, D, c.n1, H);
+        tsr_tensor * kc = tsr_new_tensor_2d(ctx, TSR_TYPE_F16, D * H, n_ctx);
+        tsr_tensor * vc = tsr_new_tensor_2d(ctx, TSR_TYPE_F16, c.Dv * H, n_ctx);
+        fill(q, rng, -2, 2);
+        fill(kc, rng, -2, 2);
+        fill(vc, rng);
+        tsr_tensor * k = tsr_view_3d(ctx, kc, D, nkv, H, kc->nb[1], (size_t)D * 2, 0);
+        tsr_tensor * v = tsr_view_3d(ctx, vc, c.Dv, nkv, H, vc->nb[1], (size_t)c.Dv * 2, 0);
+        tsr_tensor * m = tsr_new_tensor_2d(ctx, TSR_TYPE_F32, nkv, c.n1);
+        fill(m, rng, -1, 0);
+        auto masked_for_all = [](int64_t j) { return j > 122 || j % 7 == 3; };
+        mask_decode_steps(m, 121);
+        const float scale = 0.125f;
+        tsr_tensor * out = tsr_flash_attn_ext(ctx, q, k, v, m, scale, c.max_bias, c.softcap);
+        REQUIRE(out != nullptr);
+        const std::vector<double> ref = flash_attn_reference(q, k, v, m, scale, c.max_bias, c.softcap);
+        for (int64_t j = 0; j < nkv; ++j) {
+            if (!masked_for_all(j)) continue;
+            for (int64_t h = 0; h < H; ++h) {
+                for (int64_t e = 0; e < D; ++e) tsr_set_f32_nd(k, e, j, h, 0, NAN);
+                for (int64_t e = 0; e < c.Dv; ++e) tsr_set_f32_nd(v, e, j, h, 0, NAN);
+            }
+        }
+        check_attention_every_isa(ctx, out, ref, "Dv " + std::to_string(c.Dv) + ", " + std::to_string(c.n1) + " queries per head");
     }
 }
