@@ -41,6 +41,18 @@ TSR_TARGET_AVX512 static float dot_f16_avx512(int64_t n, const uint16_t * x, con
     return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 }
 
+/* F16 row -> F32, 16 a step and the tail masked (flash attention converts rows of 64-128
+ * halves: the AVX2 loop's 8 a step and scalar tail took as long as the tile's scores). */
+TSR_TARGET_AVX512 static void cvt_f16_f32_avx512(const void * src, float * dst, int64_t n) {
+    const uint16_t * s = (const uint16_t *)src;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + i))));
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(dst + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, s + i)));
+    }
+}
+
 TSR_TARGET_AVX512 static inline __m512 bf16x16_avx512(__m256i v) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
 }
@@ -1711,7 +1723,7 @@ static kernels make_kernels_avx512(const cpu_features & f = features()) {
     k.quantize_q8k = quantize_q8k_avx512;
     k.quantize_y = quantize_y_avx512;
     k.axpy_f32 = axpy_f32_avx512;
-    k.f16_to_f32 = cvt_f16_f32_avx2;
+    k.f16_to_f32 = cvt_f16_f32_avx512;
     k.f32_to_f16 = cvt_f32_f16_avx2;
     k.gemm[SLOT_F32] = &gemm_f32_avx512;
     k.gemm[SLOT_F16] = &gemm_f16_avx512;

@@ -13,7 +13,8 @@
  *    and its scores come a vector of queries at a time (the queries transposed, each key
  *    element broadcast) instead of one dot product and one horizontal sum per query and key.
  *    A lane computes its own query's sums only, so a query's result does not depend on which
- *    queries share its tile.
+ *    queries share its tile. A node with at most FA_QB_DECODE queries per K/V head (a
+ *    grouped-query model's decode step) takes tiles of that many lanes instead.
  */
 namespace {
 namespace tcpu {
@@ -22,7 +23,7 @@ namespace tcpu {
  * one vector row. Tiles: FA_QB queries; nodes with fewer than FA_TILE_MIN_Q queries per K/V
  * head (decode of a model without grouped heads) take the one-query path, whose dot
  * products read K as stored. */
-enum { FA_BLOCK = 64, FA_QB = 16, FA_TILE_MIN_Q = 4, FA_TILE_MAX_D = 512 };
+enum { FA_BLOCK = 64, FA_QB = 16, FA_QB_DECODE = 8, FA_TILE_MIN_Q = 4, FA_TILE_MAX_D = 512 };
 
 struct fa_args {
     const tsr_tensor * q, * k, * v, * mask;
@@ -52,10 +53,14 @@ static fa_args fa_args_of(const tsr_tensor * dst) {
 static inline bool fa_f32_rows(const tsr_tensor * t) {
     return (t->type == TSR_TYPE_F16 || t->type == TSR_TYPE_F32) && row_contig(t);
 }
+/* queries per K/V head: a decode step of a grouped-query model has one per query head */
+static int64_t fa_queries_per_kv_head(const tsr_tensor * dst) {
+    const tsr_tensor * q = dst->src[0], * k = dst->src[1];
+    return q->ne[1] * (q->ne[2] / k->ne[2]);
+}
 static bool fa_tiled(const tsr_tensor * dst) {
     const tsr_tensor * q = dst->src[0], * k = dst->src[1], * v = dst->src[2];
-    /* queries per K/V head: a decode step of a grouped-query model has one per query head */
-    const int64_t per_kv_head = q->ne[1] * (q->ne[2] / k->ne[2]);
+    const int64_t per_kv_head = fa_queries_per_kv_head(dst);
     return per_kv_head >= FA_TILE_MIN_Q && fa_f32_rows(k) && fa_f32_rows(v) && q->ne[0] <= FA_TILE_MAX_D && v->ne[0] <= FA_TILE_MAX_D;
 }
 
@@ -123,14 +128,14 @@ static inline int64_t fa_keys_ahead(int64_t row_bytes) { return std::max<int64_t
  * products to the weights: the max, the NaN test and the exps run a vector of queries at a
  * time, and the V accumulation reads lane l's weights with a stride of FA_QB. */
 
-/* st[j * FA_QB + l] = sum over d of kf[j * D + d] * qt[d * FA_QB + l], for nk keys: KR keys
+/* st[j * QB + l] = sum over d of kf[j * D + d] * qt[d * QB + l], for nk keys: KR keys
  * per pass share each load of the queries. Each (key, lane) sum is one chain in d order,
  * whatever KR. The loops over keys and vectors are unrolled so that the accumulators stay in
  * registers (indexed by a loop variable, GCC kept them in memory: a load and a store around
  * every FMA). */
-template <class V, int KR>
+template <class V, int KR, int QB>
 static TSR_ALWAYS_INLINE void fa_scores_keys(int64_t D, const float * kf, const float * qt, float * st) {
-    constexpr int L = (int)(sizeof(V) / sizeof(float)), NV = FA_QB / L;
+    constexpr int L = (int)(sizeof(V) / sizeof(float)), NV = QB / L;
     V acc[KR][NV];
 #pragma GCC unroll 16
     for (int r = 0; r < KR; ++r)
@@ -139,7 +144,7 @@ static TSR_ALWAYS_INLINE void fa_scores_keys(int64_t D, const float * kf, const 
     for (int64_t d = 0; d < D; ++d) {
         V qv[NV];
 #pragma GCC unroll 16
-        for (int v = 0; v < NV; ++v) std::memcpy(&qv[v], qt + d * FA_QB + v * L, sizeof(V));
+        for (int v = 0; v < NV; ++v) std::memcpy(&qv[v], qt + d * QB + v * L, sizeof(V));
 #pragma GCC unroll 16
         for (int r = 0; r < KR; ++r) {
             const V kb = V{} + kf[r * D + d];
@@ -150,35 +155,35 @@ static TSR_ALWAYS_INLINE void fa_scores_keys(int64_t D, const float * kf, const 
 #pragma GCC unroll 16
     for (int r = 0; r < KR; ++r)
 #pragma GCC unroll 16
-        for (int v = 0; v < NV; ++v) std::memcpy(st + r * FA_QB + v * L, &acc[r][v], sizeof(V));
+        for (int v = 0; v < NV; ++v) std::memcpy(st + r * QB + v * L, &acc[r][v], sizeof(V));
 }
-template <class V>
+template <class V, int QB>
 static TSR_ALWAYS_INLINE void fa_scores_body(int64_t nk, int64_t D, const float * kf, const float * qt, float * st) {
-    constexpr int NV = FA_QB / (int)(sizeof(V) / sizeof(float));
+    constexpr int NV = QB / (int)(sizeof(V) / sizeof(float));
     constexpr int KR = NV >= 8 ? 1 : 8 / NV;  /* about 8 accumulators in flight */
     int64_t j = 0;
-    for (; j + KR <= nk; j += KR) fa_scores_keys<V, KR>(D, kf + j * D, qt, st + j * FA_QB);
-    for (; j < nk; ++j) fa_scores_keys<V, 1>(D, kf + j * D, qt, st + j * FA_QB);
+    for (; j + KR <= nk; j += KR) fa_scores_keys<V, KR, QB>(D, kf + j * D, qt, st + j * QB);
+    for (; j < nk; ++j) fa_scores_keys<V, 1, QB>(D, kf + j * D, qt, st + j * QB);
 }
 
 /* The dot products st (nk keys) become scores as soft_max sees them, in place: times scale,
  * plus the mask mt (same layout; -inf: masked, whatever the dot product); per lane, the max
  * over the keys (bm) and whether a NaN or +inf score came up (bad). */
-template <class V>
+template <class V, int QB>
 static TSR_ALWAYS_INLINE void fa_finish_body(int64_t nk, float scale, const float * mt, float * st, float * bm, int32_t * bad) {
-    constexpr int L = (int)(sizeof(V) / sizeof(float)), NV = FA_QB / L;
+    constexpr int L = (int)(sizeof(V) / sizeof(float)), NV = QB / L;
     typedef decltype(V{} < V{}) M;
     for (int v = 0; v < NV; ++v) {
         V mx = V{} - INFINITY;
         M nan = M{} == 1;  /* all clear */
         for (int64_t j = 0; j < nk; ++j) {
-            float * sp = st + j * FA_QB + v * L;
+            float * sp = st + j * QB + v * L;
             V s;
             std::memcpy(&s, sp, sizeof(V));
             s *= scale;
             if (mt) {
                 V mv;
-                std::memcpy(&mv, mt + j * FA_QB + v * L, sizeof(V));
+                std::memcpy(&mv, mt + j * QB + v * L, sizeof(V));
                 s = mv == -INFINITY ? V{} - INFINITY : s + mv;
             }
             std::memcpy(sp, &s, sizeof(V));
@@ -190,39 +195,39 @@ static TSR_ALWAYS_INLINE void fa_finish_body(int64_t nk, float scale, const floa
     }
 }
 
-/* st[j * FA_QB + l] -= m[l] (sub), and sum[l] += st[j * FA_QB + l] over the keys in order (sum) */
-template <class V>
+/* st[j * QB + l] -= m[l] (sub), and sum[l] += st[j * QB + l] over the keys in order (sum) */
+template <class V, int QB>
 static TSR_ALWAYS_INLINE void fa_sub_body(int64_t nk, const float * m, float * st) {
-    constexpr int L = (int)(sizeof(V) / sizeof(float)), NV = FA_QB / L;
+    constexpr int L = (int)(sizeof(V) / sizeof(float)), NV = QB / L;
     for (int v = 0; v < NV; ++v) {
         V mv;
         std::memcpy(&mv, m + v * L, sizeof(V));
         for (int64_t j = 0; j < nk; ++j) {
             V s;
-            std::memcpy(&s, st + j * FA_QB + v * L, sizeof(V));
+            std::memcpy(&s, st + j * QB + v * L, sizeof(V));
             s -= mv;
-            std::memcpy(st + j * FA_QB + v * L, &s, sizeof(V));
+            std::memcpy(st + j * QB + v * L, &s, sizeof(V));
         }
     }
 }
-template <class V>
+template <class V, int QB>
 static TSR_ALWAYS_INLINE void fa_sum_body(int64_t nk, const float * st, float * sum) {
-    constexpr int L = (int)(sizeof(V) / sizeof(float)), NV = FA_QB / L;
+    constexpr int L = (int)(sizeof(V) / sizeof(float)), NV = QB / L;
     for (int v = 0; v < NV; ++v) {
         V a;
         std::memcpy(&a, sum + v * L, sizeof(V));
         for (int64_t j = 0; j < nk; ++j) {
             V s;
-            std::memcpy(&s, st + j * FA_QB + v * L, sizeof(V));
+            std::memcpy(&s, st + j * QB + v * L, sizeof(V));
             a += s;
         }
         std::memcpy(sum + v * L, &a, sizeof(V));
     }
 }
 
-/* acc[0..Dv) += w[j * FA_QB] * vf[j * Dv ..] over nk keys in order, keys of weight 0
+/* acc[0..Dv) += w[j * QB] * vf[j * Dv ..] over nk keys in order, keys of weight 0
  * skipped (as the one-query path's axpy per key); up to 4 vectors of acc stay in registers. */
-template <class V>
+template <class V, int QB>
 static TSR_ALWAYS_INLINE void fa_accum_body(int64_t nk, int64_t Dv, const float * w, const float * vf, float * acc) {
     constexpr int64_t L = (int64_t)(sizeof(V) / sizeof(float));
     int64_t c = 0;
@@ -230,8 +235,8 @@ static TSR_ALWAYS_INLINE void fa_accum_body(int64_t nk, int64_t Dv, const float 
         V a[4];
         for (int i = 0; i < 4; ++i) std::memcpy(&a[i], acc + c + i * L, sizeof(V));
         for (int64_t j = 0; j < nk; ++j) {
-            if (w[j * FA_QB] == 0.0f) continue;
-            const V b = V{} + w[j * FA_QB];
+            if (w[j * QB] == 0.0f) continue;
+            const V b = V{} + w[j * QB];
             for (int i = 0; i < 4; ++i) {
                 V x;
                 std::memcpy(&x, vf + j * Dv + c + i * L, sizeof(V));
@@ -244,17 +249,17 @@ static TSR_ALWAYS_INLINE void fa_accum_body(int64_t nk, int64_t Dv, const float 
         V a;
         std::memcpy(&a, acc + c, sizeof(V));
         for (int64_t j = 0; j < nk; ++j) {
-            if (w[j * FA_QB] == 0.0f) continue;
+            if (w[j * QB] == 0.0f) continue;
             V x;
             std::memcpy(&x, vf + j * Dv + c, sizeof(V));
-            a += (V{} + w[j * FA_QB]) * x;
+            a += (V{} + w[j * QB]) * x;
         }
         std::memcpy(acc + c, &a, sizeof(V));
     }
     for (; c < Dv; ++c) {
         float a = acc[c];
         for (int64_t j = 0; j < nk; ++j)
-            if (w[j * FA_QB] != 0.0f) a += w[j * FA_QB] * vf[j * Dv + c];
+            if (w[j * QB] != 0.0f) a += w[j * QB] * vf[j * Dv + c];
         acc[c] = a;
     }
 }
@@ -378,16 +383,16 @@ struct fa_tile_kernels {
 };
 #define TSR_FA_TILE_KERNELS(TARGET, V, NAME)                                                                                      \
     struct NAME {                                                                                                                 \
-        TARGET static void scores(int64_t nk, int64_t D, const float * kf, const float * qt, float * st) {                        \
-            fa_scores_body<V>(nk, D, kf, qt, st);                                                                                 \
+        template <int QB> TARGET static void scores(int64_t nk, int64_t D, const float * kf, const float * qt, float * st) {                        \
+            fa_scores_body<V, QB>(nk, D, kf, qt, st);                                                                                 \
         }                                                                                                                         \
-        TARGET static void finish(int64_t nk, float scale, const float * mt, float * st, float * bm, int32_t * bad) {             \
-            fa_finish_body<V>(nk, scale, mt, st, bm, bad);                                                                        \
+        template <int QB> TARGET static void finish(int64_t nk, float scale, const float * mt, float * st, float * bm, int32_t * bad) {             \
+            fa_finish_body<V, QB>(nk, scale, mt, st, bm, bad);                                                                        \
         }                                                                                                                         \
-        TARGET static void sub(int64_t nk, const float * m, float * st) { fa_sub_body<V>(nk, m, st); }                            \
-        TARGET static void sum(int64_t nk, const float * st, float * s) { fa_sum_body<V>(nk, st, s); }                            \
-        TARGET static void accum(int64_t nk, int64_t Dv, const float * w, const float * vf, float * acc) {                        \
-            fa_accum_body<V>(nk, Dv, w, vf, acc);                                                                                 \
+        template <int QB> TARGET static void sub(int64_t nk, const float * m, float * st) { fa_sub_body<V, QB>(nk, m, st); }                            \
+        template <int QB> TARGET static void sum(int64_t nk, const float * st, float * s) { fa_sum_body<V, QB>(nk, st, s); }                            \
+        template <int QB> TARGET static void accum(int64_t nk, int64_t Dv, const float * w, const float * vf, float * acc) {                        \
+            fa_accum_body<V, QB>(nk, Dv, w, vf, acc);                                                                                 \
         }                                                                                                                         \
         __attribute__((flatten)) TARGET static void dots_h(int64_t nk, int64_t D, const char * k, size_t ks, const float * q, const float * mv, float * out, \
                                   const char * pf, size_t pf_stride, size_t pf_bytes) {                                           \
@@ -406,13 +411,14 @@ TSR_FA_TILE_KERNELS(TSR_TARGET_AVX512, vf32x16, fa_tiles_avx512)
 #undef TSR_FA_TILE_KERNELS
 TSR_SIMD_WARNINGS_ON
 
-template <class T> static constexpr fa_tile_kernels fa_tile_table() {
+/* The tile kernels for QB lanes (the one-query kernels come along) */
+template <class T, int QB> static constexpr fa_tile_kernels fa_tile_table() {
     fa_tile_kernels k{};
-    k.scores = T::scores;
-    k.finish = T::finish;
-    k.sub = T::sub;
-    k.sum = T::sum;
-    k.accum = T::accum;
+    k.scores = T::template scores<QB>;
+    k.finish = T::template finish<QB>;
+    k.sub = T::template sub<QB>;
+    k.sum = T::template sum<QB>;
+    k.accum = T::template accum<QB>;
     k.dots_h = T::dots_h;
     k.accum_h = T::accum_h;
     k.lanes = T::lanes;
@@ -420,11 +426,22 @@ template <class T> static constexpr fa_tile_kernels fa_tile_table() {
 }
 static fa_tile_kernels fa_tile_kernels_for(const kernels * K) {
 #if defined(TSR_CPU_HAVE_X86_KERNELS)
-    if (K->isa == TSR_CPU_ISA_AVX512) return fa_tile_table<fa_tiles_avx512>();
-    if (K->isa == TSR_CPU_ISA_AVX2) return fa_tile_table<fa_tiles_avx2>();
+    if (K->isa == TSR_CPU_ISA_AVX512) return fa_tile_table<fa_tiles_avx512, FA_QB>();
+    if (K->isa == TSR_CPU_ISA_AVX2) return fa_tile_table<fa_tiles_avx2, FA_QB>();
 #endif
     (void)K;
-    return fa_tile_table<fa_tiles_v4>();
+    return fa_tile_table<fa_tiles_v4, FA_QB>();
+}
+/* Tiles of FA_QB_DECODE lanes: a decode step's heads that share a K/V head (4-8 in Llama-3,
+ * Mistral, Qwen) filled half of FA_QB's 16 and paid for all 16 in every pass. 8 lanes are
+ * one ymm vector: AVX-512 CPUs take the AVX2 kernels (on Zen 4, two ymm FMAs a cycle
+ * against one zmm). */
+static fa_tile_kernels fa_tile_kernels_decode(const kernels * K) {
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+    if (K->isa == TSR_CPU_ISA_AVX512 || K->isa == TSR_CPU_ISA_AVX2) return fa_tile_table<fa_tiles_avx2, FA_QB_DECODE>();
+#endif
+    (void)K;
+    return fa_tile_table<fa_tiles_v4, FA_QB_DECODE>();
 }
 
 /* F16 K and V rows, D and Dv a multiple of the block kernels' lanes: fa_dots_h / fa_accum_h */
@@ -547,43 +564,51 @@ static void fa_rows_f32(const kernels * K, const tsr_tensor * t, int64_t c0, int
     }
 }
 
-/* The tile's mask, keys c0..c0+nc, in the scores' layout (times each lane's ALiBi slope;
- * lanes past nq -inf). Returns whether it masks out every key for every query (causal
- * prompts: about half the tiles), when the tile is skipped. */
+/* The tile's mask, keys c0..c0+nc, lanes 0..nq in the scores' layout (times each lane's
+ * ALiBi slope; lanes past nq hold -inf, written once a tile by fa_tiles). Returns whether
+ * it masks out every key for every query (causal prompts: about half the tiles), when the
+ * tile is skipped. A decode step's heads share one mask row: it is converted once. */
+template <int QB>
 static bool fa_tile_mask(const kernels * K, const fa_args & a, const char * const * mrows, int64_t nq, const float * slopes, int64_t c0,
                          int64_t nc, float * row, float * mt) {
-    bool all_masked = true;
-    for (int64_t l = 0; l < FA_QB; ++l) {
-        if (l < nq) {
-            const char * m = mrows[l] + c0 * a.mask->nb[0];
+    int live = 0;
+    const char * converted = nullptr;
+    for (int64_t l = 0; l < nq; ++l) {
+        const char * m = mrows[l] + c0 * a.mask->nb[0];
+        if (m != converted) {
             if (a.mask->type == TSR_TYPE_F16 && row_contig(a.mask)) K->f16_to_f32(m, row, nc);
             else
                 for (int64_t j = 0; j < nc; ++j) row[j] = ld(a.mask->type, m + j * a.mask->nb[0]);
+            converted = m;
         }
+        const float slope = slopes[l];
+        int lane_live = 0;  /* an int in a register: a bool &= kept in memory made a chain through the stack */
         for (int64_t j = 0; j < nc; ++j) {
-            const float mv = l < nq ? slopes[l] * row[j] : -INFINITY;
-            mt[j * FA_QB + l] = mv;
-            all_masked &= mv == -INFINITY;
+            const float mv = slope * row[j];
+            mt[j * QB + l] = mv;
+            lane_live |= mv != -INFINITY;
         }
+        live |= lane_live;
     }
-    return all_masked;
+    return !live;
 }
 
+template <int QB>
 static void fa_tiles(const cparams & p, tsr_tensor * dst, const fa_args & a, int64_t r0, int64_t r1) {
-    const fa_tile_kernels tk = fa_tile_kernels_for(p.K);
+    const fa_tile_kernels tk = QB == FA_QB ? fa_tile_kernels_for(p.K) : fa_tile_kernels_decode(p.K);
     const int64_t D = a.D, Dv = a.Dv, n1 = a.q->ne[1];
     float * qt = thread_floats(p, fa_thread_floats(dst));
-    float * st = qt + D * FA_QB;
+    float * st = qt + D * FA_QB;  /* the buffers sized for FA_QB lanes, the most */
     float * mt = st + FA_BLOCK * FA_QB;
     float * kf = mt + FA_BLOCK * FA_QB;
     float * vf = kf + FA_BLOCK * D;
     float * acc = vf + FA_BLOCK * Dv;
     float * row = acc + FA_QB * Dv;
-    fa_row rows[FA_QB];
-    const char * mrows[FA_QB] = {};
-    float bm[FA_QB], m_sub[FA_QB], sum[FA_QB], slopes[FA_QB];
-    int64_t lane_q1[FA_QB], lane_q2[FA_QB];
-    int32_t bad[FA_QB];
+    fa_row rows[QB];
+    const char * mrows[QB] = {};
+    float bm[QB], m_sub[QB], sum[QB], slopes[QB];
+    int64_t lane_q1[QB], lane_q2[QB];
+    int32_t bad[QB];
     const int64_t H = a.q->ne[2];
     for (int64_t ir = r0; ir < r1;) {
         /* the tile: rows ir .. ir + nq - 1 (query iq1 of head iq2, iq1 fastest), within this
@@ -591,32 +616,34 @@ static void fa_tiles(const cparams & p, tsr_tensor * dst, const fa_args & a, int
         const int64_t iq2_0 = (ir / n1) % H, iq3 = ir / (n1 * H);
         const int64_t ik2 = iq2_0 / a.rk2, ik3 = iq3 / a.rk3;
         const int64_t run_end = n1 * (std::min<int64_t>(H, (ik2 + 1) * a.rk2) + H * iq3);
-        const int64_t nq = std::min<int64_t>(std::min<int64_t>(FA_QB, r1 - ir), run_end - ir);
-        for (int64_t l = 0; l < FA_QB; ++l) {  /* lanes past nq compute zeros, never read */
+        const int64_t nq = std::min<int64_t>(std::min<int64_t>(QB, r1 - ir), run_end - ir);
+        for (int64_t l = 0; l < QB; ++l) {  /* lanes past nq compute zeros, never read */
             const int64_t iq1 = (ir + l) % n1, iq2 = ((ir + l) / n1) % H;
             lane_q1[l] = iq1;
             lane_q2[l] = iq2;
             slopes[l] = alibi_slope(a.max_bias, iq2, a.H);
             const char * qrow = l < nq ? tptr(a.q, 0, iq1, iq2, iq3) : nullptr;
-            for (int64_t i = 0; i < D; ++i) qt[i * FA_QB + l] = qrow ? *(const float *)(qrow + i * a.q->nb[0]) : 0.0f;
+            for (int64_t i = 0; i < D; ++i) qt[i * QB + l] = qrow ? *(const float *)(qrow + i * a.q->nb[0]) : 0.0f;
             if (l < nq && a.mask) mrows[l] = tptr(a.mask, 0, iq1, iq2 % a.mask->ne[2], iq3 % a.mask->ne[3]);
             rows[l] = fa_row();
         }
         std::fill(acc, acc + nq * Dv, 0.0f);
+        for (int64_t j = 0; a.mask && nq < QB && j < FA_BLOCK; ++j)
+            for (int64_t l = nq; l < QB; ++l) mt[j * QB + l] = -INFINITY;
         for (int64_t c0 = 0; c0 < a.n_kv; c0 += FA_BLOCK) {
             const int64_t nc = std::min<int64_t>(FA_BLOCK, a.n_kv - c0);
-            if (a.mask && fa_tile_mask(p.K, a, mrows, nq, slopes, c0, nc, row, mt)) continue;
+            if (a.mask && fa_tile_mask<QB>(p.K, a, mrows, nq, slopes, c0, nc, row, mt)) continue;
             fa_rows_f32(p.K, a.k, c0, nc, ik2, ik3, kf, a.v, c0, c0 + nc);  /* and this block's V rows */
             tk.scores(nc, D, kf, qt, st);
             float scale = a.scale;
             if (a.softcap != 0.0f) {  /* s = softcap tanh(dot scale), then the mask */
-                for (int64_t j = 0; j < nc * FA_QB; ++j) st[j] = a.softcap * std::tanh(st[j] * a.scale);
+                for (int64_t j = 0; j < nc * QB; ++j) st[j] = a.softcap * std::tanh(st[j] * a.scale);
                 scale = 1.0f;
             }
             tk.finish(nc, scale, a.mask ? mt : nullptr, st, bm, bad);
             /* per query: fold the tile in (fa_weights' steps, its exps below for all lanes) */
             bool any = false;
-            for (int64_t l = 0; l < FA_QB; ++l) {
+            for (int64_t l = 0; l < QB; ++l) {
                 fa_row & r = rows[l];
                 m_sub[l] = 0.0f;
                 sum[l] = 0.0f;
@@ -635,8 +662,8 @@ static void fa_tiles(const cparams & p, tsr_tensor * dst, const fa_args & a, int
             }
             if (!any) continue;
             tk.sub(nc, m_sub, st);
-            if (p.K->act) p.K->act->exp(nc * FA_QB, st, st);
-            else for (int64_t j = 0; j < nc * FA_QB; ++j) st[j] = std::exp(st[j]);
+            if (p.K->act) p.K->act->exp(nc * QB, st, st);
+            else for (int64_t j = 0; j < nc * QB; ++j) st[j] = std::exp(st[j]);
             tk.sum(nc, st, sum);
             fa_rows_f32(p.K, a.v, c0, nc, ik2, ik3, vf, a.k, c0 + FA_BLOCK, a.n_kv);  /* and the next block's K rows */
             for (int64_t l = 0; l < nq; ++l) {
@@ -655,7 +682,8 @@ static void op_flash_attn_ext(const cparams & p, tsr_tensor * dst) {
     const fa_args a = fa_args_of(dst);
     int64_t r0, r1;
     split_rows(a.q->ne[1] * a.q->ne[2] * a.q->ne[3], p.ith, p.nth, r0, r1);
-    if (fa_tiled(dst)) fa_tiles(p, dst, a, r0, r1);
+    if (fa_tiled(dst) && fa_queries_per_kv_head(dst) <= FA_QB_DECODE) fa_tiles<FA_QB_DECODE>(p, dst, a, r0, r1);
+    else if (fa_tiled(dst)) fa_tiles<FA_QB>(p, dst, a, r0, r1);
     else fa_one_query_at_a_time(p, dst, a, r0, r1);
 }
 
