@@ -24393,37 +24393,36 @@ static TSR_ALWAYS_INLINE void fa_sum_body(int64_t nk, const float * st, float * 
     }
 }
 
-/* acc[0..Dv) += w[j * QB] * vf[j * Dv ..] over nk keys in order, keys of weight 0
- * skipped (as the one-query path's axpy per key); up to 4 vectors of acc stay in registers. */
-template <class V, int QB>
-static TSR_ALWAYS_INLINE void fa_accum_body(int64_t nk, int64_t Dv, const float * w, const float * vf, float * acc) {
+/* acc[c..) += w[j * QB] * vf[j * Dv + c ..] over nk keys in order, CH vectors of acc at a
+ * time held in registers across the keys (keys of weight 0 skipped, as the one-query path's
+ * axpy per key); returns where it stopped. */
+template <class V, int QB, int CH>
+static TSR_ALWAYS_INLINE int64_t fa_accum_chunks(int64_t nk, int64_t Dv, int64_t c, const float * w, const float * vf, float * acc) {
     constexpr int64_t L = (int64_t)(sizeof(V) / sizeof(float));
-    int64_t c = 0;
-    for (; c + 4 * L <= Dv; c += 4 * L) {
-        V a[4];
-        for (int i = 0; i < 4; ++i) std::memcpy(&a[i], acc + c + i * L, sizeof(V));
+    for (; c + CH * L <= Dv; c += CH * L) {
+        V a[CH];
+        for (int i = 0; i < CH; ++i) std::memcpy(&a[i], acc + c + i * L, sizeof(V));
         for (int64_t j = 0; j < nk; ++j) {
             if (w[j * QB] == 0.0f) continue;
             const V b = V{} + w[j * QB];
-            for (int i = 0; i < 4; ++i) {
+            for (int i = 0; i < CH; ++i) {
                 V x;
                 std::memcpy(&x, vf + j * Dv + c + i * L, sizeof(V));
                 a[i] += b * x;
             }
         }
-        for (int i = 0; i < 4; ++i) std::memcpy(acc + c + i * L, &a[i], sizeof(V));
+        for (int i = 0; i < CH; ++i) std::memcpy(acc + c + i * L, &a[i], sizeof(V));
     }
-    for (; c + L <= Dv; c += L) {
-        V a;
-        std::memcpy(&a, acc + c, sizeof(V));
-        for (int64_t j = 0; j < nk; ++j) {
-            if (w[j * QB] == 0.0f) continue;
-            V x;
-            std::memcpy(&x, vf + j * Dv + c, sizeof(V));
-            a += (V{} + w[j * QB]) * x;
-        }
-        std::memcpy(acc + c, &a, sizeof(V));
-    }
+    return c;
+}
+/* acc[0..Dv) += w[j * QB] * vf[j * Dv ..] over nk keys in order. Each vector of acc is one
+ * chain of FMAs over the keys: 8 chains (a head of 64 in ymm) keep two FMA pipes busy where
+ * 4 waited on the FMA latency; the same sums in the same order whatever the chunk. */
+template <class V, int QB>
+static TSR_ALWAYS_INLINE void fa_accum_body(int64_t nk, int64_t Dv, const float * w, const float * vf, float * acc) {
+    int64_t c = fa_accum_chunks<V, QB, 8>(nk, Dv, 0, w, vf, acc);
+    c = fa_accum_chunks<V, QB, 4>(nk, Dv, c, w, vf, acc);
+    c = fa_accum_chunks<V, QB, 1>(nk, Dv, c, w, vf, acc);
     for (; c < Dv; ++c) {
         float a = acc[c];
         for (int64_t j = 0; j < nk; ++j)
