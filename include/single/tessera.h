@@ -13478,6 +13478,31 @@ static inline int requant_slot(enum tsr_type t) {
 #define TSR_ALWAYS_INLINE inline
 #endif
 
+/* ---- software prefetch of what is read once from DRAM ---------------------------------------
+ * Into L2 (x86 prefetcht1; aarch64 prfm pldl2keep): the mat-vec's weights, the KV rows of a
+ * decode step, the next node's first lines while a thread waits. A prefetch into L1 (T0)
+ * holds one of the core's few L1 miss buffers for the whole trip from DRAM; T1's lines wait
+ * in L2 and the loads find them there (measured: matvec_prefetcher, fa_keys_ahead). The
+ * packers of GEMM panels prefetch into L1 instead (they read what they prefetch at once). */
+static TSR_ALWAYS_INLINE void prefetch_l2(const void * p) {
+#if defined(__GNUC__)
+    __builtin_prefetch(p, 0, 2);  /* what _mm_prefetch(p, _MM_HINT_T1) expands to */
+#elif defined(TSR_CPU_X86)
+    _mm_prefetch((const char *)p, _MM_HINT_T1);
+#else
+    (void)p;
+#endif
+}
+/* The lines of bytes [p, p + n) into L2. Addresses as integers: a prefetch never faults,
+ * and past a tensor no pointer is formed. always_inline, as every prefetch helper must be:
+ * g++ counts a prefetch as no side effect, so a helper left out of line is a "const"
+ * function whose calls it deletes (this one, merely inline, vanished from the attention
+ * kernels: object code checked, prefetcht1 852 -> 846). */
+static TSR_ALWAYS_INLINE void prefetch_lines_l2(const void * p, size_t n) {
+    const uintptr_t a0 = (uintptr_t)p;
+    for (uintptr_t a = a0 & ~(uintptr_t)63; a < a0 + n; a += 64) prefetch_l2((const void *)a);
+}
+
 /* Weight types beyond Q8_0 / Q4_0: ops read them a row at a time through the core's
  * dequantization (get_rows, cpy, ...); mul_mat through their Q8_K or yq8 dot products. */
 static inline bool is_row_quant(enum tsr_type t) {
@@ -15528,8 +15553,7 @@ TSR_TARGET_AVX2 static float dot_q4_0_avx2(int64_t n, const tsr_block_q4_0 * x, 
 template <enum tsr_type T, size_t STEP_BYTES, bool REPACKED = false> struct matvec_prefetcher {
     static constexpr size_t lines = std::max<size_t>(1, STEP_BYTES / matvec_pf_line_every(T, REPACKED));
     size_t ahead = REPACKED ? g_matvec_pf_ahead.repacked[T] : g_matvec_pf_ahead.file[T];
-    /* T1 (into L2): a T0 prefetch holds one of the core's few L1 miss buffers for the whole
-     * trip from DRAM; T1's lines wait in L2 and the loads find them there. On a 2-core Zen 4
+    /* Into L2 (prefetch_l2) rather than L1 (T0). On a 2-core Zen 4
      * VM (cpu_bench --prefetch, T0 and T1 alternating in one binary, 5 runs, read 31-54 GB/s),
      * paired medians x the read, T0 -> T1 at the default distances: F16 0.89-0.94 -> 0.98-0.99
      * (at 1024), BF16 0.86-0.98 -> 0.96-1.00, Q8_0 0.92 -> 1.01, Q6_K 0.98 -> 1.07, Q4_0 0.98 ->
@@ -15540,7 +15564,7 @@ template <enum tsr_type T, size_t STEP_BYTES, bool REPACKED = false> struct matv
      * another machine: Q6_K T1 0.88-0.89 against T0's 0.93; NTA half the rate.) */
     TSR_ALWAYS_INLINE void operator()(const char * p) const {
         TSR_UNROLL(8)
-        for (size_t l = 0; l < lines; ++l) _mm_prefetch(p + ahead + 64 * l, _MM_HINT_T1);
+        for (size_t l = 0; l < lines; ++l) prefetch_l2(p + ahead + 64 * l);
     }
 };
 
@@ -17972,8 +17996,8 @@ template <bool Q3, bool GFNI> struct k2_row {
     /* ahead: g_matvec_pf_ahead's distance for the type, read once a call */
     TSR_TARGET_AVX512VNNI TSR_ALWAYS_INLINE k2_row(const uint8_t * row, size_t ahead) {
         /* no prefetch kept one core's Q2_K / Q3_K below its share of DRAM, as it did Q4_K's */
-        _mm_prefetch((const char *)row + ahead, _MM_HINT_T1);
-        _mm_prefetch((const char *)row + ahead + 64, _MM_HINT_T1);
+        prefetch_l2(row + ahead);
+        prefetch_l2(row + ahead + 64);
         q = _mm512_loadu_si512((const void *)(row + (Q3 ? 32 : 16)));
         /* one load: the compiler otherwise folds it into each of q's users, 3 loads of a zmm
          * that crosses a cache line (a row's 64 qs bytes are rarely aligned), each costing two
@@ -19816,8 +19840,8 @@ TSR_TARGET_AVX512VNNI static void q2kw_rows_avx512(int64_t n, const char * x, si
         for (int r = 0; r < R; ++r) {
             const uint8_t * row = blk + (size_t)r * lda;
             /* as k2_rows_avx512: without, one core's Q2_K read stayed below its share of DRAM */
-            _mm_prefetch((const char *)row + ahead, _MM_HINT_T1);
-            _mm_prefetch((const char *)row + ahead + 64, _MM_HINT_T1);
+            prefetch_l2(row + ahead);
+            prefetch_l2(row + ahead + 64);
             const __m512i q = _mm512_loadu_si512((const void *)(row + offsetof(tsr_block_q2_K, qs))), q4 = _mm512_srli_epi16(q, 4);
             __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(q, m3), y0);
             s = _mm512_slli_epi32(_mm512_dpbusd_epi32(s, _mm512_and_si512(q4, m3), y2), 2);
@@ -20037,8 +20061,8 @@ TSR_TARGET_AVX512VNNI_GFNI_VBMI static void q3kw_rows_avx512(int64_t n, const ch
         TSR_UNROLL(4)
         for (int r = 0; r < R; ++r) {
             const uint8_t * row = blk + (size_t)r * lda;
-            _mm_prefetch((const char *)row + ahead, _MM_HINT_T1);
-            _mm_prefetch((const char *)row + ahead + 64, _MM_HINT_T1);
+            prefetch_l2(row + ahead);
+            prefetch_l2(row + ahead + 64);
             const __m512i q = _mm512_loadu_si512((const void *)(row + 32)), q4 = _mm512_srli_epi16(q, 4);
             const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)row));
             /* c ? a : b: the pair's two bits from q, the third bit above them */
@@ -21104,8 +21128,8 @@ struct k4_record_prefetcher {
     static constexpr int first_line(int step) { return step * lines / 16; }
     TSR_ALWAYS_INLINE void operator()(const uint8_t * rec, int step) const {
         const char * p = (const char *)rec + ahead + 64 * first_line(step);
-        _mm_prefetch(p, _MM_HINT_T1);
-        _mm_prefetch(p + 64, _MM_HINT_T1);
+        prefetch_l2(p);
+        prefetch_l2(p + 64);
     }
 };
 template <bool Q5>
@@ -21959,7 +21983,7 @@ static void r8_gemv(enum tsr_type t, const r8_gemv_args & a, int64_t m0, int64_t
  * group, too few for the hardware prefetcher to follow (as pack_panel_i8_avx2's prefetch of
  * the rows ahead). Addresses as integers: past the matrix no pointer is formed, and a
  * prefetch never faults. */
-static inline void r8_prefetch_next_group(const uint8_t * rec, size_t lda, size_t at, size_t n) {
+static TSR_ALWAYS_INLINE void r8_prefetch_next_group(const uint8_t * rec, size_t lda, size_t at, size_t n) {
     const uintptr_t p = (uintptr_t)rec + (uintptr_t)R8 * lda + at;
     for (uintptr_t a = p & ~(uintptr_t)63; a < p + n; a += 64) __builtin_prefetch((const void *)a, 0, 3);
 }
@@ -24278,14 +24302,8 @@ static inline void fa_store(tsr_tensor * dst, const fa_row & r, const float * ac
 
 /* ---- one query at a time --------------------------------------------------------------------- */
 
-/* The lines of bytes [p, p + n), prefetched (addresses as integers: a prefetch never faults,
- * and past a tensor no pointer is formed). */
-static inline void fa_prefetch(const char * p, size_t n) {
-    const uintptr_t a0 = (uintptr_t)p;
-    for (uintptr_t a = a0 & ~(uintptr_t)63; a < a0 + n; a += 64) __builtin_prefetch((const void *)a, 0, 2);
-}
-/* How many keys ahead a walk over K rows of row_bytes each prefetches: about 2 KiB. Into
- * L2 (hint T1: an L1 miss buffer is not held for the trip to DRAM, as the mat-vec's).
+/* How many keys ahead a walk over K rows of row_bytes each prefetches (prefetch_lines_l2):
+ * about 2 KiB.
  * cpu_bench's decode attention rows, 2-core Zen 4 VM: GPT-2 (128-byte rows) 8 / 12 / 16 /
  * 24 keys ahead 19.5 / 22.3 / 23.2 / 23.8 GB/s, LLaMA-2 7B (256-byte rows) 18.6 / 18.3 /
  * 16.6 / 17.6; with T0 at 4 keys ahead 10-13 and 15-16, none 7-9 and 10-15. */
@@ -24471,8 +24489,8 @@ static TSR_ALWAYS_INLINE void fa_dots_h_body(int64_t nk, int64_t D, const char *
     constexpr int64_t L = (int64_t)(sizeof(V) / sizeof(float));
     const int64_t k_ahead = fa_keys_ahead(D * 2);
     for (int64_t j = 0; j < nk; ++j) {
-        if (pf) fa_prefetch(pf + (size_t)j * pf_stride, pf_bytes);
-        fa_prefetch(k + (size_t)(j + k_ahead) * ks, (size_t)D * 2);
+        if (pf) prefetch_lines_l2(pf + (size_t)j * pf_stride, pf_bytes);
+        prefetch_lines_l2(k + (size_t)(j + k_ahead) * ks, (size_t)D * 2);
         if (mv && mv[j] == -INFINITY) { out[j] = -INFINITY; continue; }
         const uint16_t * kr = (const uint16_t *)(k + (size_t)j * ks);
         V a0 = V{}, a1 = V{};
@@ -24683,8 +24701,8 @@ static void fa_one_query_at_a_time(const cparams & p, tsr_tensor * dst, const fa
                  * position, then the next position's): the hardware prefetcher keeps few of
                  * them in flight. This key's V row (read after the block's scores) and the
                  * K row k_ahead keys on are asked for now. */
-                fa_prefetch(tptr(v, 0, ic, ik2, ik3), v_row_bytes);
-                if (ic + k_ahead < a.n_kv) fa_prefetch(tptr(k, 0, ic + k_ahead, ik2, ik3), k_row_bytes);
+                prefetch_lines_l2(tptr(v, 0, ic, ik2, ik3), v_row_bytes);
+                if (ic + k_ahead < a.n_kv) prefetch_lines_l2(tptr(k, 0, ic + k_ahead, ik2, ik3), k_row_bytes);
                 float s;
                 if (kq) s = dot_any(p.K, k->type, D, krow, (const char *)qq);
                 else if (k_contig) s = dot_any(p.K, k->type, D, krow, (const char *)qf);
@@ -24724,7 +24742,7 @@ static void fa_rows_f32(const kernels * K, const tsr_tensor * t, int64_t c0, int
     const int64_t n = t->ne[0];
     const size_t pf_bytes = pf && row_contig(pf) ? tsr_row_size(pf->type, pf->ne[0]) : 64;
     for (int64_t j = 0; j < nc; ++j) {
-        if (pf && pc0 + j < pn) fa_prefetch(tptr(pf, 0, pc0 + j, ik2, ik3), pf_bytes);
+        if (pf && pc0 + j < pn) prefetch_lines_l2(tptr(pf, 0, pc0 + j, ik2, ik3), pf_bytes);
         const char * row = tptr(t, 0, c0 + j, ik2, ik3);
         if (t->type == TSR_TYPE_F32) std::memcpy(out + j * n, row, (size_t)n * 4);
         else K->f16_to_f32(row, out + j * n, n);
@@ -26219,13 +26237,7 @@ struct wait_prefetch {
     /* one line of each stream; false when there is nothing left */
     bool step() {
         if (done >= end) return false;
-        for (const char * a : at) {
-#if defined(TSR_CPU_X86)
-            _mm_prefetch(a + done, _MM_HINT_T1);
-#elif defined(__GNUC__)
-            __builtin_prefetch(a + done, 0, 2);
-#endif
-        }
+        for (const char * a : at) prefetch_l2(a + done);
         done += 64;
         return true;
     }

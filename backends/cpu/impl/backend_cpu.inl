@@ -299,13 +299,7 @@ struct wait_prefetch {
     /* one line of each stream; false when there is nothing left */
     bool step() {
         if (done >= end) return false;
-        for (const char * a : at) {
-#if defined(TSR_CPU_X86)
-            _mm_prefetch(a + done, _MM_HINT_T1);
-#elif defined(__GNUC__)
-            __builtin_prefetch(a + done, 0, 2);
-#endif
-        }
+        for (const char * a : at) prefetch_l2(a + done);
         done += 64;
         return true;
     }

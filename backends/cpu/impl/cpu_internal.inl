@@ -423,6 +423,31 @@ static inline int requant_slot(enum tsr_type t) {
 #define TSR_ALWAYS_INLINE inline
 #endif
 
+/* ---- software prefetch of what is read once from DRAM ---------------------------------------
+ * Into L2 (x86 prefetcht1; aarch64 prfm pldl2keep): the mat-vec's weights, the KV rows of a
+ * decode step, the next node's first lines while a thread waits. A prefetch into L1 (T0)
+ * holds one of the core's few L1 miss buffers for the whole trip from DRAM; T1's lines wait
+ * in L2 and the loads find them there (measured: matvec_prefetcher, fa_keys_ahead). The
+ * packers of GEMM panels prefetch into L1 instead (they read what they prefetch at once). */
+static TSR_ALWAYS_INLINE void prefetch_l2(const void * p) {
+#if defined(__GNUC__)
+    __builtin_prefetch(p, 0, 2);  /* what _mm_prefetch(p, _MM_HINT_T1) expands to */
+#elif defined(TSR_CPU_X86)
+    _mm_prefetch((const char *)p, _MM_HINT_T1);
+#else
+    (void)p;
+#endif
+}
+/* The lines of bytes [p, p + n) into L2. Addresses as integers: a prefetch never faults,
+ * and past a tensor no pointer is formed. always_inline, as every prefetch helper must be:
+ * g++ counts a prefetch as no side effect, so a helper left out of line is a "const"
+ * function whose calls it deletes (this one, merely inline, vanished from the attention
+ * kernels: object code checked, prefetcht1 852 -> 846). */
+static TSR_ALWAYS_INLINE void prefetch_lines_l2(const void * p, size_t n) {
+    const uintptr_t a0 = (uintptr_t)p;
+    for (uintptr_t a = a0 & ~(uintptr_t)63; a < a0 + n; a += 64) prefetch_l2((const void *)a);
+}
+
 /* Weight types beyond Q8_0 / Q4_0: ops read them a row at a time through the core's
  * dequantization (get_rows, cpy, ...); mul_mat through their Q8_K or yq8 dot products. */
 static inline bool is_row_quant(enum tsr_type t) {

@@ -133,8 +133,7 @@ TSR_TARGET_AVX2 static float dot_q4_0_avx2(int64_t n, const tsr_block_q4_0 * x, 
 template <enum tsr_type T, size_t STEP_BYTES, bool REPACKED = false> struct matvec_prefetcher {
     static constexpr size_t lines = std::max<size_t>(1, STEP_BYTES / matvec_pf_line_every(T, REPACKED));
     size_t ahead = REPACKED ? g_matvec_pf_ahead.repacked[T] : g_matvec_pf_ahead.file[T];
-    /* T1 (into L2): a T0 prefetch holds one of the core's few L1 miss buffers for the whole
-     * trip from DRAM; T1's lines wait in L2 and the loads find them there. On a 2-core Zen 4
+    /* Into L2 (prefetch_l2) rather than L1 (T0). On a 2-core Zen 4
      * VM (cpu_bench --prefetch, T0 and T1 alternating in one binary, 5 runs, read 31-54 GB/s),
      * paired medians x the read, T0 -> T1 at the default distances: F16 0.89-0.94 -> 0.98-0.99
      * (at 1024), BF16 0.86-0.98 -> 0.96-1.00, Q8_0 0.92 -> 1.01, Q6_K 0.98 -> 1.07, Q4_0 0.98 ->
@@ -145,7 +144,7 @@ template <enum tsr_type T, size_t STEP_BYTES, bool REPACKED = false> struct matv
      * another machine: Q6_K T1 0.88-0.89 against T0's 0.93; NTA half the rate.) */
     TSR_ALWAYS_INLINE void operator()(const char * p) const {
         TSR_UNROLL(8)
-        for (size_t l = 0; l < lines; ++l) _mm_prefetch(p + ahead + 64 * l, _MM_HINT_T1);
+        for (size_t l = 0; l < lines; ++l) prefetch_l2(p + ahead + 64 * l);
     }
 };
 

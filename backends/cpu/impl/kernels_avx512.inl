@@ -1358,8 +1358,8 @@ template <bool Q3, bool GFNI> struct k2_row {
     /* ahead: g_matvec_pf_ahead's distance for the type, read once a call */
     TSR_TARGET_AVX512VNNI TSR_ALWAYS_INLINE k2_row(const uint8_t * row, size_t ahead) {
         /* no prefetch kept one core's Q2_K / Q3_K below its share of DRAM, as it did Q4_K's */
-        _mm_prefetch((const char *)row + ahead, _MM_HINT_T1);
-        _mm_prefetch((const char *)row + ahead + 64, _MM_HINT_T1);
+        prefetch_l2(row + ahead);
+        prefetch_l2(row + ahead + 64);
         q = _mm512_loadu_si512((const void *)(row + (Q3 ? 32 : 16)));
         /* one load: the compiler otherwise folds it into each of q's users, 3 loads of a zmm
          * that crosses a cache line (a row's 64 qs bytes are rarely aligned), each costing two

@@ -110,14 +110,8 @@ static inline void fa_store(tsr_tensor * dst, const fa_row & r, const float * ac
 
 /* ---- one query at a time --------------------------------------------------------------------- */
 
-/* The lines of bytes [p, p + n), prefetched (addresses as integers: a prefetch never faults,
- * and past a tensor no pointer is formed). */
-static inline void fa_prefetch(const char * p, size_t n) {
-    const uintptr_t a0 = (uintptr_t)p;
-    for (uintptr_t a = a0 & ~(uintptr_t)63; a < a0 + n; a += 64) __builtin_prefetch((const void *)a, 0, 2);
-}
-/* How many keys ahead a walk over K rows of row_bytes each prefetches: about 2 KiB. Into
- * L2 (hint T1: an L1 miss buffer is not held for the trip to DRAM, as the mat-vec's).
+/* How many keys ahead a walk over K rows of row_bytes each prefetches (prefetch_lines_l2):
+ * about 2 KiB.
  * cpu_bench's decode attention rows, 2-core Zen 4 VM: GPT-2 (128-byte rows) 8 / 12 / 16 /
  * 24 keys ahead 19.5 / 22.3 / 23.2 / 23.8 GB/s, LLaMA-2 7B (256-byte rows) 18.6 / 18.3 /
  * 16.6 / 17.6; with T0 at 4 keys ahead 10-13 and 15-16, none 7-9 and 10-15. */
@@ -303,8 +297,8 @@ static TSR_ALWAYS_INLINE void fa_dots_h_body(int64_t nk, int64_t D, const char *
     constexpr int64_t L = (int64_t)(sizeof(V) / sizeof(float));
     const int64_t k_ahead = fa_keys_ahead(D * 2);
     for (int64_t j = 0; j < nk; ++j) {
-        if (pf) fa_prefetch(pf + (size_t)j * pf_stride, pf_bytes);
-        fa_prefetch(k + (size_t)(j + k_ahead) * ks, (size_t)D * 2);
+        if (pf) prefetch_lines_l2(pf + (size_t)j * pf_stride, pf_bytes);
+        prefetch_lines_l2(k + (size_t)(j + k_ahead) * ks, (size_t)D * 2);
         if (mv && mv[j] == -INFINITY) { out[j] = -INFINITY; continue; }
         const uint16_t * kr = (const uint16_t *)(k + (size_t)j * ks);
         V a0 = V{}, a1 = V{};
@@ -515,8 +509,8 @@ static void fa_one_query_at_a_time(const cparams & p, tsr_tensor * dst, const fa
                  * position, then the next position's): the hardware prefetcher keeps few of
                  * them in flight. This key's V row (read after the block's scores) and the
                  * K row k_ahead keys on are asked for now. */
-                fa_prefetch(tptr(v, 0, ic, ik2, ik3), v_row_bytes);
-                if (ic + k_ahead < a.n_kv) fa_prefetch(tptr(k, 0, ic + k_ahead, ik2, ik3), k_row_bytes);
+                prefetch_lines_l2(tptr(v, 0, ic, ik2, ik3), v_row_bytes);
+                if (ic + k_ahead < a.n_kv) prefetch_lines_l2(tptr(k, 0, ic + k_ahead, ik2, ik3), k_row_bytes);
                 float s;
                 if (kq) s = dot_any(p.K, k->type, D, krow, (const char *)qq);
                 else if (k_contig) s = dot_any(p.K, k->type, D, krow, (const char *)qf);
@@ -556,7 +550,7 @@ static void fa_rows_f32(const kernels * K, const tsr_tensor * t, int64_t c0, int
     const int64_t n = t->ne[0];
     const size_t pf_bytes = pf && row_contig(pf) ? tsr_row_size(pf->type, pf->ne[0]) : 64;
     for (int64_t j = 0; j < nc; ++j) {
-        if (pf && pc0 + j < pn) fa_prefetch(tptr(pf, 0, pc0 + j, ik2, ik3), pf_bytes);
+        if (pf && pc0 + j < pn) prefetch_lines_l2(tptr(pf, 0, pc0 + j, ik2, ik3), pf_bytes);
         const char * row = tptr(t, 0, c0 + j, ik2, ik3);
         if (t->type == TSR_TYPE_F32) std::memcpy(out + j * n, row, (size_t)n * 4);
         else K->f16_to_f32(row, out + j * n, n);

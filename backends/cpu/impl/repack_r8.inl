@@ -748,8 +748,8 @@ struct k4_record_prefetcher {
     static constexpr int first_line(int step) { return step * lines / 16; }
     TSR_ALWAYS_INLINE void operator()(const uint8_t * rec, int step) const {
         const char * p = (const char *)rec + ahead + 64 * first_line(step);
-        _mm_prefetch(p, _MM_HINT_T1);
-        _mm_prefetch(p + 64, _MM_HINT_T1);
+        prefetch_l2(p);
+        prefetch_l2(p + 64);
     }
 };
 template <bool Q5>
@@ -1603,7 +1603,7 @@ static void r8_gemv(enum tsr_type t, const r8_gemv_args & a, int64_t m0, int64_t
  * group, too few for the hardware prefetcher to follow (as pack_panel_i8_avx2's prefetch of
  * the rows ahead). Addresses as integers: past the matrix no pointer is formed, and a
  * prefetch never faults. */
-static inline void r8_prefetch_next_group(const uint8_t * rec, size_t lda, size_t at, size_t n) {
+static TSR_ALWAYS_INLINE void r8_prefetch_next_group(const uint8_t * rec, size_t lda, size_t at, size_t n) {
     const uintptr_t p = (uintptr_t)rec + (uintptr_t)R8 * lda + at;
     for (uintptr_t a = p & ~(uintptr_t)63; a < p + n; a += 64) __builtin_prefetch((const void *)a, 0, 3);
 }

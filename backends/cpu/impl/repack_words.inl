@@ -168,8 +168,8 @@ TSR_TARGET_AVX512VNNI static void q2kw_rows_avx512(int64_t n, const char * x, si
         for (int r = 0; r < R; ++r) {
             const uint8_t * row = blk + (size_t)r * lda;
             /* as k2_rows_avx512: without, one core's Q2_K read stayed below its share of DRAM */
-            _mm_prefetch((const char *)row + ahead, _MM_HINT_T1);
-            _mm_prefetch((const char *)row + ahead + 64, _MM_HINT_T1);
+            prefetch_l2(row + ahead);
+            prefetch_l2(row + ahead + 64);
             const __m512i q = _mm512_loadu_si512((const void *)(row + offsetof(tsr_block_q2_K, qs))), q4 = _mm512_srli_epi16(q, 4);
             __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(q, m3), y0);
             s = _mm512_slli_epi32(_mm512_dpbusd_epi32(s, _mm512_and_si512(q4, m3), y2), 2);
@@ -389,8 +389,8 @@ TSR_TARGET_AVX512VNNI_GFNI_VBMI static void q3kw_rows_avx512(int64_t n, const ch
         TSR_UNROLL(4)
         for (int r = 0; r < R; ++r) {
             const uint8_t * row = blk + (size_t)r * lda;
-            _mm_prefetch((const char *)row + ahead, _MM_HINT_T1);
-            _mm_prefetch((const char *)row + ahead + 64, _MM_HINT_T1);
+            prefetch_l2(row + ahead);
+            prefetch_l2(row + ahead + 64);
             const __m512i q = _mm512_loadu_si512((const void *)(row + 32)), q4 = _mm512_srli_epi16(q, 4);
             const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)row));
             /* c ? a : b: the pair's two bits from q, the third bit above them */
