@@ -117,6 +117,36 @@ static inline void fa_store(tsr_tensor * dst, const fa_row & r, const float * ac
  * 16.6 / 17.6; with T0 at 4 keys ahead 10-13 and 15-16, none 7-9 and 10-15. */
 static inline int64_t fa_keys_ahead(int64_t row_bytes) { return std::max<int64_t>(4, std::min<int64_t>(32, 2048 / std::max<int64_t>(1, row_bytes))); }
 
+TSR_SIMD_WARNINGS_OFF
+/* ---- vector loads of K / V elements ----------------------------------------------------------- */
+
+/* out = the L halves at p as floats (exact): one conversion instruction where the ISA has
+ * it. An out parameter, so no vector crosses a call where one is not inlined (-Wpsabi);
+ * not always_inline, which fails in the bodies' own (untargeted) instances: the ISA's
+ * kernels below are flatten, which inlines these into them. */
+static inline void fa_load_h(vf32x4 & out, const uint16_t * p) {
+#if defined(TSR_CPU_ARM64)
+    const float32x4_t f = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
+    std::memcpy(&out, &f, sizeof out);
+#else
+    out = vf32x4{h2f(p[0]), h2f(p[1]), h2f(p[2]), h2f(p[3])};
+#endif
+}
+#if defined(TSR_CPU_HAVE_X86_KERNELS)
+TSR_TARGET_AVX2 static inline void fa_load_h(vf32x8 & out, const uint16_t * p) {
+    const __m256 f = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+    std::memcpy(&out, &f, sizeof out);
+}
+TSR_TARGET_AVX512 static inline void fa_load_h(vf32x16 & out, const uint16_t * p) {
+    const __m512 f = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+    std::memcpy(&out, &f, sizeof out);
+}
+#endif
+
+/* out = L elements of a K or V row as floats: F32 as stored, F16 through fa_load_h */
+template <class V> static TSR_ALWAYS_INLINE void fa_load(V & out, const float * p) { std::memcpy(&out, p, sizeof(V)); }
+template <class V> static TSR_ALWAYS_INLINE void fa_load(V & out, const uint16_t * p) { fa_load_h(out, p); }
+
 /* ---- tiles of FA_QB queries ------------------------------------------------------------------
  * A tile's scores st[j * FA_QB + l] (key j, query lane l) stay in that layout from the dot
  * products to the weights: the max, the NaN test and the exps run a vector of queries at a
@@ -219,21 +249,24 @@ static TSR_ALWAYS_INLINE void fa_sum_body(int64_t nk, const float * st, float * 
     }
 }
 
-/* acc[c..) += w[j * QB] * vf[j * Dv + c ..] over nk keys in order, CH vectors of acc at a
- * time held in registers across the keys (keys of weight 0 skipped, as the one-query path's
- * axpy per key); returns where it stopped. */
-template <class V, int QB, int CH>
-static TSR_ALWAYS_INLINE int64_t fa_accum_chunks(int64_t nk, int64_t Dv, int64_t c, const float * w, const float * vf, float * acc) {
+/* acc[c..) += w[j * ws] * row_j[c..] over nk keys in order, row_j = the elements E at rows +
+ * j * rb (F32 rows converted from a tile's block, or F16 rows of a KV cache), CH vectors of acc
+ * at a time held in registers across the keys; keys of weight 0 skipped (masked, or too small
+ * to count: a V row there may hold anything). Returns where it stopped. */
+template <class V, int CH, class E>
+static TSR_ALWAYS_INLINE int64_t fa_accum_chunks(int64_t nk, int64_t Dv, int64_t c, const float * w, int64_t ws, const char * rows, size_t rb,
+                                                 float * acc) {
     constexpr int64_t L = (int64_t)(sizeof(V) / sizeof(float));
     for (; c + CH * L <= Dv; c += CH * L) {
         V a[CH];
         for (int i = 0; i < CH; ++i) std::memcpy(&a[i], acc + c + i * L, sizeof(V));
         for (int64_t j = 0; j < nk; ++j) {
-            if (w[j * QB] == 0.0f) continue;
-            const V b = V{} + w[j * QB];
+            if (w[j * ws] == 0.0f) continue;
+            const V b = V{} + w[j * ws];
+            const E * r = (const E *)(rows + (size_t)j * rb) + c;
             for (int i = 0; i < CH; ++i) {
                 V x;
-                std::memcpy(&x, vf + j * Dv + c + i * L, sizeof(V));
+                fa_load(x, r + i * L);
                 a[i] += b * x;
             }
         }
@@ -246,9 +279,11 @@ static TSR_ALWAYS_INLINE int64_t fa_accum_chunks(int64_t nk, int64_t Dv, int64_t
  * 4 waited on the FMA latency; the same sums in the same order whatever the chunk. */
 template <class V, int QB>
 static TSR_ALWAYS_INLINE void fa_accum_body(int64_t nk, int64_t Dv, const float * w, const float * vf, float * acc) {
-    int64_t c = fa_accum_chunks<V, QB, 8>(nk, Dv, 0, w, vf, acc);
-    c = fa_accum_chunks<V, QB, 4>(nk, Dv, c, w, vf, acc);
-    c = fa_accum_chunks<V, QB, 1>(nk, Dv, c, w, vf, acc);
+    const char * rows = (const char *)vf;
+    const size_t rb = (size_t)Dv * sizeof(float);
+    int64_t c = fa_accum_chunks<V, 8, float>(nk, Dv, 0, w, QB, rows, rb, acc);
+    c = fa_accum_chunks<V, 4, float>(nk, Dv, c, w, QB, rows, rb, acc);
+    c = fa_accum_chunks<V, 1, float>(nk, Dv, c, w, QB, rows, rb, acc);
     for (; c < Dv; ++c) {
         float a = acc[c];
         for (int64_t j = 0; j < nk; ++j)
@@ -262,30 +297,6 @@ static TSR_ALWAYS_INLINE void fa_accum_body(int64_t nk, int64_t Dv, const float 
  * token: at long contexts as many bytes as the weights. Converting each V row into a buffer
  * and calling a dot and an axpy per key cost several times the arithmetic; these read the
  * halves in registers, keep a block's accumulators there across its keys, and prefetch. */
-
-TSR_SIMD_WARNINGS_OFF
-/* out = the L halves at p as floats (exact): one conversion instruction where the ISA has
- * it. An out parameter, so no vector crosses a call where one is not inlined (-Wpsabi);
- * not always_inline, which fails in the bodies' own (untargeted) instances: the ISA's
- * kernels below are flatten, which inlines these into them. */
-static inline void fa_load_h(vf32x4 & out, const uint16_t * p) {
-#if defined(TSR_CPU_ARM64)
-    const float32x4_t f = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
-    std::memcpy(&out, &f, sizeof out);
-#else
-    out = vf32x4{h2f(p[0]), h2f(p[1]), h2f(p[2]), h2f(p[3])};
-#endif
-}
-#if defined(TSR_CPU_HAVE_X86_KERNELS)
-TSR_TARGET_AVX2 static inline void fa_load_h(vf32x8 & out, const uint16_t * p) {
-    const __m256 f = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-    std::memcpy(&out, &f, sizeof out);
-}
-TSR_TARGET_AVX512 static inline void fa_load_h(vf32x16 & out, const uint16_t * p) {
-    const __m512 f = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
-    std::memcpy(&out, &f, sizeof out);
-}
-#endif
 
 /* out[j] = K_j . q for the nk rows K_j = k + j * ks (D halves, D a multiple of the lanes);
  * -inf where mv[j] is -inf, whose row is not read (an unwritten cache row may hold
@@ -326,39 +337,13 @@ static TSR_ALWAYS_INLINE void fa_dots_h_body(int64_t nk, int64_t D, const char *
     }
 }
 
-/* acc[0..Dv) += w[j] * V_j over the nk rows V_j = v + j * vs (Dv halves, a multiple of the
- * lanes) in key order, keys of weight 0 skipped (masked, or too small to count: as the
- * per-key path); up to 4 vectors of acc stay in registers across the keys. */
+/* acc[0..Dv) += w[j] * V_j over the nk F16 rows V_j = v + j * vs (Dv a multiple of the
+ * lanes): the tiles' accumulation, read from the cache rows as they are. */
 template <class V>
 static TSR_ALWAYS_INLINE void fa_accum_h_body(int64_t nk, int64_t Dv, const float * w, const char * v, size_t vs, float * acc) {
-    constexpr int64_t L = (int64_t)(sizeof(V) / sizeof(float));
-    int64_t c = 0;
-    for (; c + 4 * L <= Dv; c += 4 * L) {
-        V a[4];
-        for (int i = 0; i < 4; ++i) std::memcpy(&a[i], acc + c + i * L, sizeof(V));
-        for (int64_t j = 0; j < nk; ++j) {
-            if (w[j] == 0.0f) continue;
-            const V b = V{} + w[j];
-            const uint16_t * vr = (const uint16_t *)(v + (size_t)j * vs) + c;
-            for (int i = 0; i < 4; ++i) {
-                V x;
-                fa_load_h(x, vr + i * L);
-                a[i] += b * x;
-            }
-        }
-        for (int i = 0; i < 4; ++i) std::memcpy(acc + c + i * L, &a[i], sizeof(V));
-    }
-    for (; c < Dv; c += L) {
-        V a;
-        std::memcpy(&a, acc + c, sizeof(V));
-        for (int64_t j = 0; j < nk; ++j) {
-            if (w[j] == 0.0f) continue;
-            V x;
-            fa_load_h(x, (const uint16_t *)(v + (size_t)j * vs) + c);
-            a += (V{} + w[j]) * x;
-        }
-        std::memcpy(acc + c, &a, sizeof(V));
-    }
+    int64_t c = fa_accum_chunks<V, 8, uint16_t>(nk, Dv, 0, w, 1, v, vs, acc);
+    c = fa_accum_chunks<V, 4, uint16_t>(nk, Dv, c, w, 1, v, vs, acc);
+    fa_accum_chunks<V, 1, uint16_t>(nk, Dv, c, w, 1, v, vs, acc);
 }
 
 /* The tile kernels of one ISA (a body template compiled for it), and the one-query F16
@@ -443,6 +428,55 @@ static bool fa_one_query_blocks(const fa_tile_kernels & tk, const fa_args & a) {
            a.Dv % tk.lanes == 0;
 }
 
+/* sc[j] = K_j . q for keys c0 + j of head (ik2, ik3), the way the block kernels' K cannot go
+ * (quantized against qq, other types or strides against qf): a dot product a key; -inf where
+ * mv[j] is -inf, whose row is not read. A head's rows of a KV cache lie a whole cache row
+ * apart, which the hardware prefetcher follows poorly: each key asks for its V row (read
+ * after the block's scores) and the K row k_ahead keys on. */
+static void fa_dots_any(const cparams & p, const fa_args & a, int64_t c0, int64_t nc, int64_t ik2, int64_t ik3, const float * qf, const yq8 * qq,
+                        const float * mv, float * sc) {
+    const tsr_tensor * k = a.k, * v = a.v;
+    const bool kq = tsr_is_quantized(k->type), k_contig = row_contig(k);
+    const size_t k_row_bytes = k_contig ? tsr_row_size(k->type, a.D) : 64, v_row_bytes = row_contig(v) ? tsr_row_size(v->type, a.Dv) : 64;
+    const int64_t k_ahead = fa_keys_ahead((int64_t)k_row_bytes);
+    for (int64_t j = 0; j < nc; ++j) {
+        const int64_t ic = c0 + j;
+        if (mv && mv[j] == -INFINITY) { sc[j] = -INFINITY; continue; }
+        prefetch_lines_l2(tptr(v, 0, ic, ik2, ik3), v_row_bytes);
+        if (ic + k_ahead < a.n_kv) prefetch_lines_l2(tptr(k, 0, ic + k_ahead, ik2, ik3), k_row_bytes);
+        const char * krow = tptr(k, 0, ic, ik2, ik3);
+        if (kq) sc[j] = dot_any(p.K, k->type, a.D, krow, (const char *)qq);
+        else if (k_contig) sc[j] = dot_any(p.K, k->type, a.D, krow, (const char *)qf);
+        else {
+            float s = 0.0f;
+            for (int64_t i = 0; i < a.D; ++i) s += ld(k->type, krow + i * k->nb[0]) * qf[i];
+            sc[j] = s;
+        }
+    }
+}
+
+/* acc += w[j] V_j for keys c0 + j (weights 0 skipped) the way fa_accum_h cannot: each V row
+ * as F32 (through vrow unless it is F32 already), then an axpy. */
+static void fa_accum_any(const cparams & p, const fa_args & a, int64_t c0, int64_t nc, int64_t ik2, int64_t ik3, const float * w, float * vrow,
+                         float * acc) {
+    const tsr_tensor * v = a.v;
+    const int64_t Dv = a.Dv;
+    const bool v_f32 = v->type == TSR_TYPE_F32 && v->nb[0] == 4;
+    for (int64_t j = 0; j < nc; ++j) {
+        if (w[j] == 0.0f) continue;  /* masked, or too small to count */
+        const char * vr = tptr(v, 0, c0 + j, ik2, ik3);
+        const float * vf = vrow;
+        if (v_f32) vf = (const float *)vr;
+        else if (v->type == TSR_TYPE_F16 && row_contig(v)) p.K->f16_to_f32(vr, vrow, Dv);
+        else if (row_contig(v)) row_to_f32(v->type, vr, vrow, Dv);
+        else for (int64_t i = 0; i < Dv; ++i) vrow[i] = ld(v->type, vr + i * v->nb[0]);
+        p.K->axpy_f32(Dv, w[j], vf, acc);
+    }
+}
+
+/* Queries r0..r1 one at a time, FA_BLOCK keys a step: the block's mask values (keys past the
+ * last unmasked one, a causal mask's padding, left out), its scores, the running softmax,
+ * its weighted V rows. F16 K and V rows go through the ISA's block kernels. */
 static void fa_one_query_at_a_time(const cparams & p, tsr_tensor * dst, const fa_args & a, int64_t r0, int64_t r1) {
     const tsr_tensor * q = a.q, * k = a.k, * v = a.v, * mask = a.mask;
     const int64_t D = a.D, Dv = a.Dv;
@@ -453,89 +487,48 @@ static void fa_one_query_at_a_time(const cparams & p, tsr_tensor * dst, const fa
     float * acc = qf + D;
     float * vrow = acc + Dv;
     float * sc = vrow + Dv;
-    float * mvb = sc + FA_BLOCK;  /* the block path's mask values */
+    float * mvb = sc + FA_BLOCK;
     yq8 * qq = (yq8 *)(mvb + FA_BLOCK);
-    const bool kq = tsr_is_quantized(k->type);
-    const bool k_contig = row_contig(k), v_f32 = v->type == TSR_TYPE_F32 && v->nb[0] == 4;
-    const size_t k_row_bytes = row_contig(k) ? tsr_row_size(k->type, D) : 64, v_row_bytes = row_contig(v) ? tsr_row_size(v->type, Dv) : 64;
-    const int64_t k_ahead = fa_keys_ahead((int64_t)k_row_bytes);
+    const size_t v_row_bytes = row_contig(v) ? tsr_row_size(v->type, Dv) : 64;
     for (int64_t ir = r0; ir < r1; ++ir) {
         const int64_t iq1 = ir % q->ne[1], iq2 = (ir / q->ne[1]) % q->ne[2], iq3 = ir / (q->ne[1] * q->ne[2]);
         const int64_t ik2 = iq2 / a.rk2, ik3 = iq3 / a.rk3;
         const float slope = alibi_slope(a.max_bias, iq2, a.H);
         const char * qrow = tptr(q, 0, iq1, iq2, iq3);
         for (int64_t i = 0; i < D; ++i) qf[i] = *(const float *)(qrow + i * q->nb[0]);
-        if (kq) {
+        if (tsr_is_quantized(k->type)) {
             quantize_y_nonfinite_nan(p.K, qf, qq, D);
             y_side(qq, D / 32, k->type);
         }
         const char * mrow = mask ? tptr(mask, 0, iq1, iq2 % mask->ne[2], iq3 % mask->ne[3]) : nullptr;
+        const float * mv = mrow ? mvb : nullptr;
         for (int64_t i = 0; i < Dv; ++i) acc[i] = 0.0f;
         fa_row r;
-        for (int64_t c0 = 0; blocks && c0 < a.n_kv && !r.nan; c0 += FA_BLOCK) {
+        for (int64_t c0 = 0; c0 < a.n_kv && !r.nan; c0 += FA_BLOCK) {
             int64_t nc = std::min<int64_t>(FA_BLOCK, a.n_kv - c0);
-            /* the block's mask values; keys past the last unmasked one (a causal mask's
-             * padding) are left out */
-            int64_t n_live = mrow ? 0 : nc;
-            for (int64_t j = 0; mrow && j < nc; ++j) {
-                mvb[j] = slope * ld(mask->type, mrow + (c0 + j) * mask->nb[0]);
-                if (mvb[j] != -INFINITY) n_live = j + 1;
-            }
-            nc = n_live;
-            if (nc == 0) continue;
-            const char * k0 = tptr(k, 0, c0, ik2, ik3), * v0 = tptr(v, 0, c0, ik2, ik3);
-            tk.dots_h(nc, D, k0, k->nb[1], qf, mrow ? mvb : nullptr, sc, v0, v->nb[1], v_row_bytes);
-            float bm = -INFINITY;
-            for (int64_t j = 0; j < nc; ++j) {
-                if (mrow && mvb[j] == -INFINITY) continue;  /* the kernel's -inf */
-                const float s = fa_score(a, sc[j], mrow ? mvb[j] : 0.0f);
-                sc[j] = s;
-                bm = std::max(bm, s);
-                r.nan |= !(s < INFINITY);
-            }
-            if (!fa_weights(p, r, sc, nc, bm, acc, Dv)) continue;
-            tk.accum_h(nc, Dv, sc, v0, v->nb[1], acc);
-            for (int64_t j = 0; j < nc; ++j) r.S += sc[j];
-        }
-        for (int64_t c0 = 0; !blocks && c0 < a.n_kv && !r.nan; c0 += FA_BLOCK) {
-            const int64_t nc = std::min<int64_t>(FA_BLOCK, a.n_kv - c0);
-            float bm = -INFINITY;
-            for (int64_t j = 0; j < nc; ++j) {
-                const int64_t ic = c0 + j;
-                const float mv = mrow ? slope * ld(mask->type, mrow + ic * mask->nb[0]) : 0.0f;
-                if (mv == -INFINITY) { sc[j] = -INFINITY; continue; }
-                const char * krow = tptr(k, 0, ic, ik2, ik3);
-                /* a head's rows of a KV cache lie a whole cache row apart (all heads' rows of a
-                 * position, then the next position's): the hardware prefetcher keeps few of
-                 * them in flight. This key's V row (read after the block's scores) and the
-                 * K row k_ahead keys on are asked for now. */
-                prefetch_lines_l2(tptr(v, 0, ic, ik2, ik3), v_row_bytes);
-                if (ic + k_ahead < a.n_kv) prefetch_lines_l2(tptr(k, 0, ic + k_ahead, ik2, ik3), k_row_bytes);
-                float s;
-                if (kq) s = dot_any(p.K, k->type, D, krow, (const char *)qq);
-                else if (k_contig) s = dot_any(p.K, k->type, D, krow, (const char *)qf);
-                else {
-                    s = 0.0f;
-                    for (int64_t i = 0; i < D; ++i) s += ld(k->type, krow + i * k->nb[0]) * qf[i];
+            if (mrow) {
+                int64_t n_live = 0;
+                for (int64_t j = 0; j < nc; ++j) {
+                    mvb[j] = slope * ld(mask->type, mrow + (c0 + j) * mask->nb[0]);
+                    if (mvb[j] != -INFINITY) n_live = j + 1;
                 }
-                s = fa_score(a, s, mv);
+                nc = n_live;
+                if (nc == 0) continue;
+            }
+            if (blocks) tk.dots_h(nc, D, tptr(k, 0, c0, ik2, ik3), k->nb[1], qf, mv, sc, tptr(v, 0, c0, ik2, ik3), v->nb[1], v_row_bytes);
+            else fa_dots_any(p, a, c0, nc, ik2, ik3, qf, qq, mv, sc);
+            float bm = -INFINITY;
+            for (int64_t j = 0; j < nc; ++j) {
+                if (mv && mv[j] == -INFINITY) continue;  /* sc[j] is -inf */
+                const float s = fa_score(a, sc[j], mv ? mv[j] : 0.0f);
                 sc[j] = s;
                 bm = std::max(bm, s);
                 r.nan |= !(s < INFINITY);
             }
             if (!fa_weights(p, r, sc, nc, bm, acc, Dv)) continue;
-            for (int64_t j = 0; j < nc; ++j) {
-                const float vs = sc[j];
-                if (vs == 0.0f) continue;  /* masked, or too small to count */
-                const char * vr = tptr(v, 0, c0 + j, ik2, ik3);
-                const float * vf;
-                if (v_f32) vf = (const float *)vr;
-                else if (v->type == TSR_TYPE_F16 && row_contig(v)) { p.K->f16_to_f32(vr, vrow, Dv); vf = vrow; }
-                else if (row_contig(v)) { row_to_f32(v->type, vr, vrow, Dv); vf = vrow; }
-                else { for (int64_t i = 0; i < Dv; ++i) vrow[i] = ld(v->type, vr + i * v->nb[0]); vf = vrow; }
-                p.K->axpy_f32(Dv, vs, vf, acc);
-                r.S += vs;
-            }
+            if (blocks) tk.accum_h(nc, Dv, sc, tptr(v, 0, c0, ik2, ik3), v->nb[1], acc);
+            else fa_accum_any(p, a, c0, nc, ik2, ik3, sc, vrow, acc);
+            for (int64_t j = 0; j < nc; ++j) r.S += sc[j];
         }
         fa_store(dst, r, acc, Dv, iq1, iq2, iq3);
     }
