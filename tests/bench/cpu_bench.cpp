@@ -3,7 +3,7 @@
 // can be dlopen'ed; never a build dependency) and a GPT-2-small forward at 128 tokens.
 //
 //   cpu_bench [--csv] [--threads N] [--rounds N] [--quick] [--gpt2-only] [--matvec-only] [--conv-only] [--gemm-only]
-//             [--matvec-cache-only] [--read-only] [--types a,b,...] [--prefetch A,B,...]
+//             [--matvec-cache-only] [--attn-only] [--read-only] [--types a,b,...] [--prefetch A,B,...]
 //
 // --types a,b,...: only these types' rows (tsr_type_name: GEMM, mat-vec and its read,
 // in-cache, quantize; a type CPU_REPACK interleaves gets its CPU_REPACK rows too, "q4_K-repack"
@@ -18,8 +18,8 @@
 // plain one for the types it interleaves; TSR_CPU_ISA=avx2 (or scalar, avx512) times that
 // kernel path.
 //
-// --gpt2-only --types attn: the decode attention rows alone (flash_attn_ext over KV caches
-// from DRAM, against the read bandwidth).
+// --attn-only: the decode attention rows alone (flash_attn_ext over KV caches from DRAM,
+// against the read bandwidth).
 // --read-only: the read bandwidth alone (a few seconds): side_by_side.sh measures it beside
 // each pair, to say how close each side's generation reads its weights to the machine's rate.
 //
@@ -743,7 +743,7 @@ double bench_gpt2(tsr_backend_t be, int n_tokens, int reps) {
 int main(int argc, char ** argv) {
     int n_threads = 2;
     bool quick = false, gpt2_only = false, matvec_only = false, conv_only = false, moe_only = false, norm_only = false, gemm_only = false;
-    bool cache_only = false, read_only = false;
+    bool cache_only = false, read_only = false, attn_only = false;
     int matvec_rounds = -1;  /* default: 3, 1 with --quick */
     std::vector<std::string> types;  /* --types: empty, every type */
     std::vector<prefetch_setting> prefetch;
@@ -766,6 +766,7 @@ int main(int argc, char ** argv) {
         else if (!std::strcmp(argv[i], "--norm-only")) norm_only = true;     /* rms_norm + mul rows */
         else if (!std::strcmp(argv[i], "--matvec-cache-only")) cache_only = true;  /* one thread's in-cache mat-vec rows */
         else if (!std::strcmp(argv[i], "--read-only")) read_only = true;        /* the read bandwidth row alone */
+        else if (!std::strcmp(argv[i], "--attn-only")) attn_only = true;        /* the decode attention rows alone */
         else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) n_threads = std::atoi(argv[++i]);
         else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) matvec_rounds = std::atoi(argv[++i]);  /* mat-vec rounds */
         else if (!std::strcmp(argv[i], "--gemm-only")) gemm_only = true;      /* bandwidth, FMA peak and mul_mat GEMM rows */
@@ -782,7 +783,7 @@ int main(int argc, char ** argv) {
                 prefetch.push_back(p);
             }
         }
-        else { std::fprintf(stderr, "usage: %s [--csv] [--threads N] [--rounds N] [--quick] [--gpt2-only] [--matvec-only] [--conv-only] [--moe-only] [--norm-only] [--gemm-only] [--matvec-cache-only] [--read-only] [--types a,b,...] [--prefetch A,B,...]\n", argv[0]); return 2; }
+        else { std::fprintf(stderr, "usage: %s [--csv] [--threads N] [--rounds N] [--quick] [--gpt2-only] [--matvec-only] [--conv-only] [--moe-only] [--norm-only] [--gemm-only] [--matvec-cache-only] [--attn-only] [--read-only] [--types a,b,...] [--prefetch A,B,...]\n", argv[0]); return 2; }
     }
     auto named = [&](const std::string & name) { return types.empty() || std::find(types.begin(), types.end(), name) != types.end(); };
     /* the listed types of ts, in their order (all of them without --types) */
@@ -847,6 +848,7 @@ int main(int argc, char ** argv) {
         add_row("read bandwidth", read_bandwidth(be, reps), "GB/s", "", "512 MiB of F32 weights read as the mat-vec reads them (read_rows)");
         goto report;
     }
+    if (attn_only) goto attn;
     if (gpt2_only) goto gpt2;
     {
     add_row("copy bandwidth (read+write)", copy_bandwidth(n_threads, (size_t)512 << 20), "GB/s", "", "memcpy of 512 MiB");
@@ -1072,7 +1074,7 @@ int main(int argc, char ** argv) {
     }
     }
 gpt2:
-    if (!matvec_only && !conv_only && !gemm_only && !(types.size() == 1 && types[0] == "attn")) {
+    if (!matvec_only && !conv_only && !gemm_only) {
     const double ms = bench_gpt2(be, 128, quick ? 1 : 3);
     add_row("GPT-2 small forward, 128 tokens", ms, "ms", "", "F32 weights, flash_attn_ext, logits for all tokens");
     add_row("flash_attn_ext prompt, 128 tokens", bench_attn(be, 128, 12, 64, quick ? 2 : 10), "ms", "",
@@ -1080,7 +1082,8 @@ gpt2:
     add_row("flash_attn_ext prompt, 512 tokens", bench_attn(be, 512, 32, 64, quick ? 1 : 5), "ms", "",
             "32 heads of 64 (1.1B LLaMA), causal mask, F16 K and V");
     }
-    if (!conv_only && !gemm_only && (types.empty() || named("attn"))) {
+attn:
+    if (attn_only || (!matvec_only && !conv_only && !gemm_only)) {
         /* decode attention from DRAM: GB/s of K and V against the read bandwidth */
         const double rd = read_bandwidth(be, 1);
         struct shape { const char * name; int64_t n_kv, H, Hkv, hd, L; };
