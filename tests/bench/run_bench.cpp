@@ -219,7 +219,7 @@ int main(int argc, char ** argv) {
             }
             row r;
             r.ngl = ngl;
-            r.model = mn == "gpt2" ? "GPT-2 small (124M)" : mn == "moe" ? "Mixtral-shaped MoE at 1/4 width (8 experts; 2 used)"  /* no comma: a CSV field */ : "LLaMA 1.1B (GQA 32/4)";
+            r.model = mn == "gpt2" ? "GPT-2 small (124M)" : mn == "moe" ? "Mixtral-shaped MoE at 1/4 width (8 experts; 2 used)" : "LLaMA 1.1B (GQA 32/4)";
             r.type = ty.name;
             fprintf(stderr, "run_bench: %s %s: building weights...\n", mname, ty.name);
             model m;
@@ -297,6 +297,8 @@ int main(int argc, char ** argv) {
     char dev[128];
     snprintf(dev, sizeof dev, "%s, %d threads", tsr_backend_name(backend), threads);
     if (csv) {
+        // unquoted: no field but the last (error) may hold a comma, the model names included
+        // (side_by_side.sh reads the columns by splitting at commas)
         printf("model,weights,ngl,params_M,weights_MiB,kv_cache_MiB,compute_MiB,compute_lower_bound_MiB,workspace_MiB,build_s,prompt_tok_s,gen_tok_s,"
                "splits_per_token,copies_per_token,direct_alloc_us,sched_alloc_us,direct_graph_us,sched_graph_us,gen_weights_MB_per_token,error\n");
         for (const row & r : rows) {
